@@ -1,0 +1,27 @@
+# gannet_add_library(name SOURCES ... DEPS ... [PUBLIC_DEPS ...])
+#   A static, position-independent internal library (all of them end up in libgannet.so).
+function(gannet_add_library name)
+  cmake_parse_arguments(A "" "" "SOURCES;DEPS;PUBLIC_DEPS" ${ARGN})
+  add_library(${name} STATIC ${A_SOURCES})
+  set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include)
+  target_link_libraries(${name} PUBLIC ${A_PUBLIC_DEPS} PRIVATE ${A_DEPS} gannet_warnings)
+endfunction()
+
+# gannet_add_test(name SOURCES ... DEPS ... [LABELS ...] [TIMEOUT s])
+#   One GoogleTest binary registered with ctest as a single test (fast startup on 2 cores).
+function(gannet_add_test name)
+  cmake_parse_arguments(A "" "TIMEOUT" "SOURCES;DEPS;LABELS;ENV" ${ARGN})
+  add_executable(${name} ${A_SOURCES})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include)
+  target_link_libraries(${name} PRIVATE ${A_DEPS} GTest::gtest GTest::gtest_main gannet_warnings)
+  add_test(NAME ${name} COMMAND ${name})
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 300)
+  endif()
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${A_TIMEOUT}
+    ENVIRONMENT "GANNET_TEST_DATA=${PROJECT_SOURCE_DIR}/tests/data;${A_ENV}")
+  if(A_LABELS)
+    set_tests_properties(${name} PROPERTIES LABELS "${A_LABELS}")
+  endif()
+endfunction()

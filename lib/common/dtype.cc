@@ -1,0 +1,94 @@
+#include "lib/common/dtype.h"
+
+#include <cmath>
+
+namespace gannet {
+namespace {
+
+struct DTypeInfo {
+  DType type;
+  std::string_view name;
+  int bits;
+};
+
+constexpr DTypeInfo kInfos[] = {
+    {DType::kBool, "BOOL", 8},      {DType::kU8, "U8", 8},
+    {DType::kI8, "I8", 8},          {DType::kU16, "U16", 16},
+    {DType::kI16, "I16", 16},       {DType::kU32, "U32", 32},
+    {DType::kI32, "I32", 32},       {DType::kU64, "U64", 64},
+    {DType::kI64, "I64", 64},       {DType::kF16, "F16", 16},
+    {DType::kBF16, "BF16", 16},     {DType::kF32, "F32", 32},
+    {DType::kF64, "F64", 64},       {DType::kF8E4M3, "F8_E4M3", 8},
+    {DType::kF8E5M2, "F8_E5M2", 8}, {DType::kF8E8M0, "F8_E8M0", 8},
+    {DType::kF6E2M3, "F6_E2M3", 6}, {DType::kF6E3M2, "F6_E3M2", 6},
+    {DType::kF4, "F4", 4},
+};
+
+}  // namespace
+
+std::optional<DType> DTypeFromSafetensorsName(std::string_view name) {
+  for (const auto& info : kInfos) {
+    if (info.name == name) return info.type;
+  }
+  return std::nullopt;
+}
+
+std::string_view DTypeName(DType t) {
+  for (const auto& info : kInfos) {
+    if (info.type == t) return info.name;
+  }
+  return "?";
+}
+
+int DTypeBits(DType t) {
+  for (const auto& info : kInfos) {
+    if (info.type == t) return info.bits;
+  }
+  return 0;
+}
+
+bool DTypeIsSupportedForWeights(DType t) {
+  return t == DType::kBF16 || t == DType::kF16 || t == DType::kF32;
+}
+
+float F16ToFloat(uint16_t h) {
+  uint32_t sign = (h >> 15) & 1u;
+  uint32_t exp = (h >> 10) & 0x1Fu;
+  uint32_t mant = h & 0x3FFu;
+  float value;
+  if (exp == 0) {
+    value = std::ldexp(static_cast<float>(mant), -24);
+  } else if (exp == 31) {
+    value = mant ? NAN : INFINITY;
+  } else {
+    value = std::ldexp(static_cast<float>(mant | 0x400u), static_cast<int>(exp) - 25);
+  }
+  return sign ? -value : value;
+}
+
+uint16_t FloatToF16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  uint32_t sign = (bits >> 16) & 0x8000u;
+  uint32_t exp = (bits >> 23) & 0xFFu;
+  uint32_t mant = bits & 0x7FFFFFu;
+  if (exp == 0xFF) return static_cast<uint16_t>(sign | 0x7C00u | (mant ? 0x200u : 0));
+  int e = static_cast<int>(exp) - 127 + 15;
+  if (e >= 31) return static_cast<uint16_t>(sign | 0x7C00u);
+  if (e <= 0) {
+    if (e < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x800000u;
+    int shift = 14 - e;
+    uint32_t half = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1);
+    uint32_t halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (half & 1u))) ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = sign | (static_cast<uint32_t>(e) << 10) | (mant >> 13);
+  uint32_t rem = mant & 0x1FFFu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;
+  return static_cast<uint16_t>(half);
+}
+
+}  // namespace gannet

@@ -1,0 +1,66 @@
+// Element types of checkpoint tensors and device buffers, with safetensors names, and the bf16 /
+// f16 <-> f32 conversions the CPU backend and the tools use.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string_view>
+
+namespace gannet {
+
+enum class DType : uint8_t {
+  kBool,
+  kU8,
+  kI8,
+  kU16,
+  kI16,
+  kU32,
+  kI32,
+  kU64,
+  kI64,
+  kF16,
+  kBF16,
+  kF32,
+  kF64,
+  kF8E4M3,
+  kF8E5M2,
+  kF8E8M0,
+  kF6E2M3,
+  kF6E3M2,
+  kF4,
+};
+
+// Parses a safetensors dtype string ("BF16", "F8_E4M3", ...). nullopt for unknown names.
+std::optional<DType> DTypeFromSafetensorsName(std::string_view name);
+std::string_view DTypeName(DType t);  // the safetensors spelling
+// Size in bits of one element (4 and 6 for the packed sub-byte formats).
+int DTypeBits(DType t);
+// True for the dtypes the engine computes with today (bf16/f16/f32); the rest parse so that a
+// checkpoint using them gets a clear "unsupported dtype" error instead of "unknown dtype".
+bool DTypeIsSupportedForWeights(DType t);
+
+inline float Bf16ToFloat(uint16_t v) {
+  uint32_t bits = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// Round-to-nearest-even, NaN preserved (quiet).
+inline uint16_t FloatToBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7F800000u) == 0x7F800000u && (bits & 0x007FFFFFu) != 0) {
+    return static_cast<uint16_t>((bits >> 16) | 0x0040u);
+  }
+  uint32_t rounding = 0x7FFFu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+inline float RoundToBf16(float f) { return Bf16ToFloat(FloatToBf16(f)); }
+
+float F16ToFloat(uint16_t h);
+uint16_t FloatToF16(float f);
+
+}  // namespace gannet

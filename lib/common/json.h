@@ -1,0 +1,86 @@
+// A strict JSON (RFC 8259) reader and writer for config.json, safetensors headers,
+// model.safetensors.index.json and tokenizer.json.
+//
+// Why our own: none of the project's chosen libraries parses JSON. The parser is strict on
+// purpose because its inputs are untrusted files: invalid UTF-8, duplicate object keys, trailing
+// garbage, nesting deeper than kMaxDepth and non-finite numbers are errors that name the line and
+// column. Integers keep their exact value up to int64 (safetensors offsets can exceed 2^53).
+// Objects keep insertion order (the writer reproduces it) and look keys up in O(log n).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace gannet {
+
+class Json {
+ public:
+  enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
+  using Array = std::vector<Json>;
+  using Members = std::vector<std::pair<std::string, Json>>;
+  static constexpr int kMaxDepth = 128;
+
+  Json() = default;  // null
+  static Json Bool(bool b);
+  static Json Number(double d);
+  static Json Int(int64_t i);
+  static Json String(std::string s);
+  static Json MakeArray(Array items = {});
+  static Json MakeObject();
+
+  static absl::StatusOr<Json> Parse(std::string_view text);
+
+  Type type() const { return type_; }
+  bool is_null() const { return type_ == Type::kNull; }
+  bool is_bool() const { return type_ == Type::kBool; }
+  bool is_number() const { return type_ == Type::kNumber; }
+  bool is_string() const { return type_ == Type::kString; }
+  bool is_array() const { return type_ == Type::kArray; }
+  bool is_object() const { return type_ == Type::kObject; }
+  // True for numbers written without fraction/exponent that fit in int64.
+  bool is_int() const { return type_ == Type::kNumber && is_int_; }
+
+  // Accessors assume the type was checked; they return a neutral value otherwise.
+  bool AsBool() const { return bool_; }
+  double AsDouble() const { return number_; }
+  int64_t AsInt() const { return int_; }
+  const std::string& AsString() const { return string_; }
+  const Array& AsArray() const { return array_; }
+  const Members& AsMembers() const { return members_; }
+
+  // Object access: nullptr when absent or when this is not an object.
+  const Json* Find(std::string_view key) const;
+  // Object building: replaces an existing key, else appends.
+  Json& Set(std::string key, Json value);
+  // Array building.
+  Json& Push(Json value);
+
+  std::string Dump() const;  // compact, keys in insertion order
+
+  static std::string_view TypeName(Type t);
+
+ private:
+  friend class JsonParser;
+  Type type_ = Type::kNull;
+  bool bool_ = false;
+  bool is_int_ = false;
+  double number_ = 0;
+  int64_t int_ = 0;
+  std::string string_;
+  Array array_;
+  Members members_;
+  std::map<std::string, size_t, std::less<>> index_;
+};
+
+// Appends s as a JSON string literal (with quotes) to out.
+void AppendJsonString(std::string_view s, std::string* out);
+
+}  // namespace gannet

@@ -1,0 +1,68 @@
+#include "lib/common/logging.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+namespace gannet {
+namespace {
+
+LogLevel LevelFromEnv() {
+  const char* v = std::getenv("GANNET_LOG_LEVEL");
+  if (v == nullptr) return LogLevel::kInfo;
+  if (!std::strcmp(v, "debug")) return LogLevel::kDebug;
+  if (!std::strcmp(v, "info")) return LogLevel::kInfo;
+  if (!std::strcmp(v, "warning") || !std::strcmp(v, "warn")) return LogLevel::kWarning;
+  if (!std::strcmp(v, "error")) return LogLevel::kError;
+  if (!std::strcmp(v, "off")) return LogLevel::kOff;
+  return LogLevel::kInfo;
+}
+
+struct LogState {
+  std::mutex mu;
+  LogSinkFn sink = nullptr;
+  void* user_data = nullptr;
+  std::atomic<int> level{static_cast<int>(LevelFromEnv())};
+};
+
+LogState& State() {
+  static LogState* state = new LogState();  // never destroyed: logging works during exit
+  return *state;
+}
+
+void StderrSink(int level, const char* message) {
+  static const char kTag[] = {'D', 'I', 'W', 'E'};
+  std::fprintf(stderr, "gannet [%c] %s\n", kTag[level < 0 || level > 3 ? 3 : level], message);
+}
+
+}  // namespace
+
+void SetLogSink(LogSinkFn fn, void* user_data) {
+  LogState& s = State();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.sink = fn;
+  s.user_data = user_data;
+}
+
+void SetLogLevel(LogLevel level) { State().level.store(static_cast<int>(level)); }
+LogLevel GetLogLevel() { return static_cast<LogLevel>(State().level.load()); }
+bool LogEnabled(LogLevel level) {
+  return static_cast<int>(level) >= State().level.load(std::memory_order_relaxed) &&
+         level != LogLevel::kOff;
+}
+
+void LogMessage(LogLevel level, std::string_view message) {
+  LogState& s = State();
+  std::string text(message);
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.sink != nullptr) {
+    s.sink(s.user_data, static_cast<int>(level), text.c_str());
+  } else {
+    StderrSink(static_cast<int>(level), text.c_str());
+  }
+}
+
+}  // namespace gannet

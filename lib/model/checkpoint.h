@@ -1,0 +1,63 @@
+// A checkpoint folder: config.json plus one safetensors file or a sharded set described by
+// model.safetensors.index.json.
+//
+// The checkpoint indexes every tensor of every shard by name. With text_only (the default),
+// tensors of the vision/audio towers and their embedders are skipped: they are never bound and
+// never read (their pages are never faulted in), and the bytes skipped are reported. Sharded
+// checkpoints are validated against their index: a weight_map entry naming a missing shard or a
+// tensor absent from its shard, a tensor in two shards, or a shard tensor the index does not list
+// is an error. Immutable after Open: safe to share across threads.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/model/safetensors.h"
+
+namespace gannet::model {
+
+// A tensor's location inside a checkpoint.
+struct TensorRef {
+  const TensorInfo* info = nullptr;
+  const SafetensorsFile* file = nullptr;
+  const uint8_t* data() const { return file->Data(*info); }
+};
+
+struct CheckpointOptions {
+  bool text_only = true;
+};
+
+class Checkpoint {
+ public:
+  static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& dir,
+                                                          const CheckpointOptions& options = {});
+
+  const std::string& dir() const { return dir_; }
+  // nullptr if absent (or skipped as a tower tensor).
+  const TensorRef* Find(std::string_view name) const;
+  // All bindable tensor names, sorted.
+  std::vector<std::string> Names() const;
+  size_t num_shards() const { return files_.size(); }
+  uint64_t skipped_bytes() const { return skipped_bytes_; }
+  int64_t skipped_tensors() const { return skipped_tensors_; }
+  uint64_t total_bytes() const;  // of the tensors kept
+
+  // True for names under the vision/audio towers or their embedders.
+  static bool IsTowerTensor(std::string_view name);
+
+ private:
+  Checkpoint() = default;
+  absl::Status AddFile(std::unique_ptr<SafetensorsFile> file, const CheckpointOptions& options);
+
+  std::string dir_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, TensorRef, std::less<>> tensors_;
+  uint64_t skipped_bytes_ = 0;
+  int64_t skipped_tensors_ = 0;
+};
+
+}  // namespace gannet::model

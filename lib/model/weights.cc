@@ -1,0 +1,210 @@
+#include "lib/model/weights.h"
+
+#include <set>
+
+#include "fmt/ranges.h"
+#include "lib/common/logging.h"
+#include "lib/common/status.h"
+
+namespace gannet::model {
+
+int64_t WeightView::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+namespace {
+
+using LW = LayerWeights;
+using MW = ModelWeights;
+
+class SpecBuilder {
+ public:
+  explicit SpecBuilder(std::vector<WeightSpec>* out) : out_(out) {}
+  void Global(std::string name, std::vector<int64_t> shape, WeightInit init,
+              WeightView MW::*slot, bool is_index = false) {
+    WeightSpec s;
+    s.name = std::move(name);
+    s.shape = std::move(shape);
+    s.init = init;
+    s.is_index = is_index;
+    s.global_slot = slot;
+    out_->push_back(std::move(s));
+  }
+  void Layer(int layer, std::string name, std::vector<int64_t> shape, WeightInit init,
+             WeightView LW::*slot) {
+    WeightSpec s;
+    s.name = std::move(name);
+    s.shape = std::move(shape);
+    s.init = init;
+    s.layer = layer;
+    s.layer_slot = slot;
+    out_->push_back(std::move(s));
+  }
+
+ private:
+  std::vector<WeightSpec>* out_;
+};
+
+}  // namespace
+
+std::vector<WeightSpec> ExpectedWeights(const ModelConfig& m) {
+  const TextConfig& c = m.text;
+  const std::string& p = m.text_tensor_prefix;
+  const int64_t H = c.hidden_size;
+  const int64_t V = c.vocab_size;
+  const int N = c.num_hidden_layers;
+  std::vector<WeightSpec> specs;
+  SpecBuilder b(&specs);
+
+  b.Global(p + "embed_tokens.weight", {V, H}, WeightInit::kEmbedding, &MW::embed_tokens);
+  b.Global(p + "norm.weight", {H}, WeightInit::kNorm, &MW::final_norm);
+  if (!c.tie_word_embeddings) b.Global("lm_head.weight", {V, H}, WeightInit::kMatrix, &MW::lm_head);
+  if (c.has_ple()) {
+    const int64_t P = c.hidden_size_per_layer_input;
+    b.Global(p + "embed_tokens_per_layer.weight", {c.vocab_size_per_layer_input, N * P},
+             WeightInit::kEmbedding, &MW::embed_tokens_per_layer);
+    b.Global(p + "per_layer_model_projection.weight", {N * P, H}, WeightInit::kMatrix,
+             &MW::per_layer_model_projection);
+    b.Global(p + "per_layer_projection_norm.weight", {P}, WeightInit::kNorm,
+             &MW::per_layer_projection_norm);
+  }
+  if (m.kind == ModelKind::kAssistant) {
+    const int64_t Hb = m.backbone_hidden_size;
+    b.Global("pre_projection.weight", {H, 2 * Hb}, WeightInit::kMatrix, &MW::pre_projection);
+    b.Global("post_projection.weight", {Hb, H}, WeightInit::kMatrix, &MW::post_projection);
+    if (m.use_ordered_embeddings) {
+      b.Global("masked_embedding.centroids.weight", {m.num_centroids, H}, WeightInit::kMatrix,
+               &MW::centroids);
+      b.Global("masked_embedding.token_ordering", {V}, WeightInit::kPermutation,
+               &MW::token_ordering, /*is_index=*/true);
+    }
+  }
+
+  for (int l = 0; l < N; ++l) {
+    const std::string lp = fmt::format("{}layers.{}.", p, l);
+    const int64_t d = c.LayerHeadDim(l);
+    const int64_t nq = c.num_attention_heads;
+    const int64_t nkv = c.LayerNumKvHeads(l);
+    const int64_t I = c.LayerIntermediateSize(l);
+    b.Layer(l, lp + "input_layernorm.weight", {H}, WeightInit::kNorm, &LW::input_layernorm);
+    b.Layer(l, lp + "post_attention_layernorm.weight", {H}, WeightInit::kNorm,
+            &LW::post_attention_layernorm);
+    b.Layer(l, lp + "pre_feedforward_layernorm.weight", {H}, WeightInit::kNorm,
+            &LW::pre_feedforward_layernorm);
+    b.Layer(l, lp + "post_feedforward_layernorm.weight", {H}, WeightInit::kNorm,
+            &LW::post_feedforward_layernorm);
+    b.Layer(l, lp + "self_attn.q_proj.weight", {nq * d, H}, WeightInit::kMatrix, &LW::q_proj);
+    b.Layer(l, lp + "self_attn.q_norm.weight", {d}, WeightInit::kNorm, &LW::q_norm);
+    if (!c.IsKvShared(l)) {
+      b.Layer(l, lp + "self_attn.k_proj.weight", {nkv * d, H}, WeightInit::kMatrix, &LW::k_proj);
+      if (!c.LayerKEqV(l)) {
+        b.Layer(l, lp + "self_attn.v_proj.weight", {nkv * d, H}, WeightInit::kMatrix,
+                &LW::v_proj);
+      }
+      b.Layer(l, lp + "self_attn.k_norm.weight", {d}, WeightInit::kNorm, &LW::k_norm);
+    }
+    b.Layer(l, lp + "self_attn.o_proj.weight", {H, nq * d}, WeightInit::kMatrix, &LW::o_proj);
+    b.Layer(l, lp + "mlp.gate_proj.weight", {I, H}, WeightInit::kMatrix, &LW::gate_proj);
+    b.Layer(l, lp + "mlp.up_proj.weight", {I, H}, WeightInit::kMatrix, &LW::up_proj);
+    b.Layer(l, lp + "mlp.down_proj.weight", {H, I}, WeightInit::kMatrix, &LW::down_proj);
+    b.Layer(l, lp + "layer_scalar", {1}, WeightInit::kLayerScalar, &LW::layer_scalar);
+    if (c.has_ple()) {
+      const int64_t P = c.hidden_size_per_layer_input;
+      b.Layer(l, lp + "per_layer_input_gate.weight", {P, H}, WeightInit::kMatrix,
+              &LW::per_layer_input_gate);
+      b.Layer(l, lp + "per_layer_projection.weight", {H, P}, WeightInit::kMatrix,
+              &LW::per_layer_projection);
+      b.Layer(l, lp + "post_per_layer_input_norm.weight", {H}, WeightInit::kNorm,
+              &LW::post_per_layer_input_norm);
+    }
+    if (c.enable_moe_block) {
+      const int64_t E = c.num_experts;
+      const int64_t Im = c.moe_intermediate_size;
+      b.Layer(l, lp + "router.proj.weight", {E, H}, WeightInit::kMatrix, &LW::router_proj);
+      b.Layer(l, lp + "router.scale", {H}, WeightInit::kPositiveScale, &LW::router_scale);
+      b.Layer(l, lp + "router.per_expert_scale", {E}, WeightInit::kPositiveScale,
+              &LW::router_per_expert_scale);
+      b.Layer(l, lp + "experts.gate_up_proj", {E, 2 * Im, H}, WeightInit::kMatrix,
+              &LW::experts_gate_up);
+      b.Layer(l, lp + "experts.down_proj", {E, H, Im}, WeightInit::kMatrix, &LW::experts_down);
+      b.Layer(l, lp + "pre_feedforward_layernorm_2.weight", {H}, WeightInit::kNorm,
+              &LW::pre_feedforward_layernorm_2);
+      b.Layer(l, lp + "post_feedforward_layernorm_1.weight", {H}, WeightInit::kNorm,
+              &LW::post_feedforward_layernorm_1);
+      b.Layer(l, lp + "post_feedforward_layernorm_2.weight", {H}, WeightInit::kNorm,
+              &LW::post_feedforward_layernorm_2);
+    }
+  }
+  return specs;
+}
+
+bool IsIgnorableExtraTensor(const ModelConfig& m, std::string_view name) {
+  if (m.text.tie_word_embeddings && name == "lm_head.weight") return true;
+  const std::string& p = m.text_tensor_prefix;
+  for (int l = m.text.FirstKvSharedLayer(); l < m.text.num_hidden_layers; ++l) {
+    for (const char* t : {"k_proj.weight", "v_proj.weight", "k_norm.weight", "v_norm.weight"}) {
+      if (name == fmt::format("{}layers.{}.self_attn.{}", p, l, t)) return true;
+    }
+  }
+  return false;
+}
+
+absl::StatusOr<ModelWeights> BindWeights(const ModelConfig& m, const Checkpoint& ckpt) {
+  ModelWeights w;
+  w.layers.resize(m.text.num_hidden_layers);
+  for (int l = 0; l < m.text.num_hidden_layers; ++l) w.layers[l].index = l;
+  std::set<std::string, std::less<>> bound;
+  for (const WeightSpec& s : ExpectedWeights(m)) {
+    const TensorRef* t = ckpt.Find(s.name);
+    if (t == nullptr) {
+      return InvalidArgumentError("{}: missing tensor '{}' (expected shape [{}])", ckpt.dir(),
+                                  s.name, fmt::join(s.shape, ", "));
+    }
+    if (t->info->shape != s.shape) {
+      return InvalidArgumentError("{}: tensor '{}' has shape [{}] but the config implies [{}]",
+                                  t->file->path(), s.name, fmt::join(t->info->shape, ", "),
+                                  fmt::join(s.shape, ", "));
+    }
+    DType dt = t->info->dtype;
+    if (s.is_index) {
+      if (dt != DType::kI64 && dt != DType::kI32) {
+        return InvalidArgumentError("{}: tensor '{}' has dtype {}, expected I64 or I32",
+                                    t->file->path(), s.name, DTypeName(dt));
+      }
+    } else if (!DTypeIsSupportedForWeights(dt)) {
+      return UnimplementedError("{}: tensor '{}' has dtype {}; gannet loads BF16, F16 and F32",
+                                t->file->path(), s.name, DTypeName(dt));
+    }
+    WeightView v{s.name, dt, s.shape, t->data()};
+    if (s.layer >= 0) {
+      w.layers[s.layer].*(s.layer_slot) = std::move(v);
+    } else {
+      w.*(s.global_slot) = std::move(v);
+    }
+    bound.insert(s.name);
+  }
+  for (const std::string& name : ckpt.Names()) {
+    if (bound.count(name)) continue;
+    if (IsIgnorableExtraTensor(m, name)) {
+      GANNET_LOG_DEBUG("{}: ignoring tensor '{}' (tied or KV-shared)", ckpt.dir(), name);
+      continue;
+    }
+    return InvalidArgumentError("{}: unexpected tensor '{}' (not part of a {} with this config)",
+                                ckpt.dir(), name, VariantName(m.variant));
+  }
+  return w;
+}
+
+int64_t CountParameters(const ModelConfig& config) {
+  int64_t n = 0;
+  for (const WeightSpec& s : ExpectedWeights(config)) {
+    int64_t e = 1;
+    for (int64_t d : s.shape) e *= d;
+    n += e;
+  }
+  return n;
+}
+
+}  // namespace gannet::model

@@ -1,0 +1,116 @@
+// Typed views of a Gemma-4 checkpoint's tensors, per variant.
+//
+// ExpectedWeights(config) is the single description of what a checkpoint must contain: every
+// tensor name, shape and kind for the config's variant (target or assistant). The binder checks a
+// checkpoint against it; the tiny-checkpoint writer and the dummy (synthetic) loader generate
+// exactly it; `gannet info` counts parameters from it. Views point into memory owned by someone
+// else (the mmapped Checkpoint, or a synthetic buffer) and must not outlive it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/common/dtype.h"
+#include "lib/model/checkpoint.h"
+#include "lib/model/config.h"
+
+namespace gannet::model {
+
+struct WeightView {
+  std::string name;
+  DType dtype = DType::kBF16;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+
+  bool present() const { return data != nullptr; }
+  int64_t numel() const;
+  uint64_t nbytes() const { return static_cast<uint64_t>(numel()) * DTypeBits(dtype) / 8; }
+  int64_t dim(int i) const { return shape[i]; }
+};
+
+// Weights of one decoder layer. Absent views (data == nullptr) are tensors the layer does not
+// have: k/v/k_norm on KV-shared layers, v_proj on k_eq_v full layers, PLE and MoE tensors on
+// variants without them.
+struct LayerWeights {
+  int index = 0;
+  WeightView input_layernorm, post_attention_layernorm;      // [H]
+  WeightView pre_feedforward_layernorm, post_feedforward_layernorm;  // [H]
+  WeightView q_proj;   // [n_q * d, H]
+  WeightView q_norm;   // [d]
+  WeightView k_proj;   // [n_kv * d, H]
+  WeightView v_proj;   // [n_kv * d, H]
+  WeightView k_norm;   // [d]
+  WeightView o_proj;   // [H, n_q * d]
+  WeightView gate_proj, up_proj;  // [I, H]
+  WeightView down_proj;           // [H, I]
+  WeightView layer_scalar;        // [1]
+  // PLE (E2B/E4B)
+  WeightView per_layer_input_gate;       // [P, H]
+  WeightView per_layer_projection;       // [H, P]
+  WeightView post_per_layer_input_norm;  // [H]
+  // MoE (26B-A4B)
+  WeightView router_proj;              // [E, H]
+  WeightView router_scale;             // [H]
+  WeightView router_per_expert_scale;  // [E]
+  WeightView experts_gate_up;          // [E, 2 * I_moe, H]  rows [0, I) gate, [I, 2I) up
+  WeightView experts_down;             // [E, H, I_moe]
+  WeightView pre_feedforward_layernorm_2, post_feedforward_layernorm_1;
+  WeightView post_feedforward_layernorm_2;  // [H]
+};
+
+struct ModelWeights {
+  WeightView embed_tokens;  // [V, H]; also the LM head when tied
+  WeightView lm_head;       // [V, H] only when tie_word_embeddings is false
+  WeightView final_norm;    // [H]
+  // PLE globals
+  WeightView embed_tokens_per_layer;      // [V_ple, N * P]
+  WeightView per_layer_model_projection;  // [N * P, H]
+  WeightView per_layer_projection_norm;   // [P]
+  // Assistant (MTP drafter) extras
+  WeightView pre_projection;   // [H_d, 2 * H_b]
+  WeightView post_projection;  // [H_b, H_d]
+  WeightView centroids;        // [C, H_d]
+  WeightView token_ordering;   // [V] int64
+  std::vector<LayerWeights> layers;
+
+  // The LM head matrix: lm_head when untied, else embed_tokens.
+  const WeightView& lm_head_matrix() const { return lm_head.present() ? lm_head : embed_tokens; }
+};
+
+// How synthetic generators should fill a tensor (the real values are learned).
+enum class WeightInit : uint8_t {
+  kMatrix,         // random, scaled by 1/sqrt(fan_in)
+  kEmbedding,      // random, unit scale
+  kNorm,           // around 1
+  kLayerScalar,    // around 1, a little smaller
+  kPositiveScale,  // positive, around 1 (router scales)
+  kPermutation,    // a permutation of [0, n) (token_ordering)
+};
+
+struct WeightSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  WeightInit init = WeightInit::kMatrix;
+  bool is_index = false;  // integer tensor (token_ordering), else floating point
+  int layer = -1;         // -1 for globals
+  WeightView LayerWeights::*layer_slot = nullptr;
+  WeightView ModelWeights::*global_slot = nullptr;
+};
+
+// Every tensor the config's checkpoint must hold, in a stable order.
+std::vector<WeightSpec> ExpectedWeights(const ModelConfig& config);
+
+// Names a checkpoint may carry that are not bound (ignored, never an error): the tied lm_head and
+// the k/v tensors of KV-shared layers, which HF drops on load.
+bool IsIgnorableExtraTensor(const ModelConfig& config, std::string_view name);
+
+// Binds every expected tensor of the checkpoint, checking presence, shape and dtype. A missing,
+// extra, mis-shaped or wrongly typed tensor is an error naming the tensor.
+absl::StatusOr<ModelWeights> BindWeights(const ModelConfig& config, const Checkpoint& checkpoint);
+
+// Sum of elements over ExpectedWeights (the parameter count, tied head counted once).
+int64_t CountParameters(const ModelConfig& config);
+
+}  // namespace gannet::model
