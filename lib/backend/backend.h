@@ -1,0 +1,184 @@
+// The op interface every compute backend implements: the CPU reference (backend/cpu) and CUDA
+// (backend/cuda). The model runner expresses the whole Gemma-4 forward pass in these ops and never
+// touches memory itself, so a new backend slots in by implementing this class.
+//
+// Conventions:
+// - Tensors live in the backend's memory (host memory for the CPU backend, device memory for
+//   CUDA). Shapes are in comments: [num_tokens, hidden] etc.
+// - Ops may run asynchronously (CUDA: on the backend's stream); CopyToHost and Synchronize wait.
+// - Ops return a Status for argument errors and device failures; they never abort.
+// - A backend object is used by one thread at a time (the engine thread or a TP worker).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "lib/backend/tensor.h"
+#include "lib/model/weights.h"
+
+namespace gannet::backend {
+
+// Rotary embedding of one layer type, in HF's "rotate half" (NeoX) form over the whole head:
+// for j < head_dim / 2, inv_freq[j] = 1 / (theta^(2j / head_dim)) / factor when j < rotated_pairs,
+// and 0 otherwise (proportional RoPE leaves the other pairs unrotated). Pairs are (j, j + d/2).
+struct RopeSpec {
+  double theta = 10000.0;
+  int rotated_pairs = 0;
+  double factor = 1.0;
+};
+
+// One KV group (sliding or full layers) as seen by one step.
+struct KvGroupView {
+  int page_size = 0;           // tokens per page
+  int num_pages = 0;           // pool capacity
+  int max_pages_per_seq = 0;   // columns of page_table
+  const int32_t* page_table = nullptr;    // [num_seqs, max_pages_per_seq]; -1 = no page
+  const int32_t* slot_mapping = nullptr;  // [num_tokens] page * page_size + offset; -1 = skip
+  // Host mirrors of the two arrays above (always valid; used for planning and validation).
+  const int32_t* host_page_table = nullptr;
+  const int32_t* host_slot_mapping = nullptr;
+};
+
+inline constexpr int kSlidingGroup = 0;
+inline constexpr int kFullGroup = 1;
+
+// The sequences of one step. Each sequence contributes `query_len` new tokens at the end of its
+// context: sequence s's tokens are [query_start[s], query_start[s+1]) and occupy positions
+// seq_len[s] - query_len .. seq_len[s] - 1.
+struct StepMetadata {
+  int num_seqs = 0;
+  int num_tokens = 0;
+  int max_query_len = 0;
+  int max_seq_len = 0;
+  const int32_t* query_start = nullptr;  // [num_seqs + 1]
+  const int32_t* seq_lens = nullptr;     // [num_seqs]
+  const int32_t* positions = nullptr;    // [num_tokens]
+  const int32_t* token_seq = nullptr;    // [num_tokens] sequence index of each token
+  const int32_t* host_query_start = nullptr;
+  const int32_t* host_seq_lens = nullptr;
+  const int32_t* host_positions = nullptr;
+  KvGroupView groups[2];
+};
+
+// A weight in backend memory; `buffer` is empty when the tensor aliases host memory that outlives
+// it (the CPU backend reads mmapped bf16 checkpoints in place).
+struct OwnedTensor {
+  Buffer buffer;
+  Tensor tensor;
+};
+
+struct QkvPrepArgs {
+  Tensor qkv;        // [T, (n_q + n_kv * (k_eq_v ? 1 : 2)) * d] (n_kv terms absent if !has_kv)
+  int num_q_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  bool has_kv = true;   // false on KV-shared layers: only q is computed
+  bool k_eq_v = false;  // V is the raw K projection (full layers of 31B / 26B-A4B)
+  float eps = 1e-6f;
+  Tensor q_norm;  // [d]
+  Tensor k_norm;  // [d]
+  RopeSpec rope;
+  Tensor q_out;    // [T, n_q, d]
+  Tensor k_cache;  // [num_pages, n_kv, page_size, d]
+  Tensor v_cache;  // [num_pages, n_kv, page_size, d]
+  const StepMetadata* meta = nullptr;
+  int group = kSlidingGroup;
+};
+
+struct AttentionArgs {
+  Tensor q;        // [T, n_q, d] (normed, roped)
+  Tensor k_cache;  // [num_pages, n_kv, page_size, d]
+  Tensor v_cache;  // [num_pages, n_kv, page_size, d]
+  Tensor out;      // [T, n_q, d]
+  int num_q_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int window = 0;     // sliding window W: keys pos - W + 1 .. pos; 0 = full causal
+  float scale = 1.0f;  // Gemma-4 uses 1.0 (q/k norms replace 1/sqrt(d))
+  const StepMetadata* meta = nullptr;
+  int group = kSlidingGroup;
+};
+
+struct MoeRouteArgs {
+  Tensor x;                 // [T, H] the post-attention residual
+  Tensor router_scale;      // [H]
+  Tensor router_proj;       // [E, H]
+  Tensor per_expert_scale;  // [E]
+  int top_k = 0;
+  float eps = 1e-6f;
+  Tensor topk_ids;      // [T, k] int32
+  Tensor topk_weights;  // [T, k] f32
+};
+
+struct MoeExpertsArgs {
+  Tensor x;             // [T, H] expert input (pre_feedforward_layernorm_2 output)
+  Tensor topk_ids;      // [T, k] int32
+  Tensor topk_weights;  // [T, k] f32
+  Tensor gate_up;       // [E, 2 * I, H]
+  Tensor down;          // [E, H, I]
+  Tensor out;           // [T, H] sum over the k experts of weight * expert(x)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string_view name() const = 0;
+  // Element types the runner should allocate activations, the residual stream and KV in.
+  virtual DType activation_dtype() const = 0;
+  virtual DType residual_dtype() const = 0;
+  virtual DType kv_dtype() const = 0;
+
+  // ---- memory ----
+  virtual absl::StatusOr<Buffer> Allocate(size_t bytes) = 0;
+  virtual absl::Status CopyToDevice(void* dst, const void* src, size_t bytes) = 0;
+  virtual absl::Status CopyToHost(void* dst, const void* src, size_t bytes) = 0;
+  virtual absl::Status Fill(Tensor t, float value) = 0;
+  virtual absl::Status Synchronize() = 0;
+
+  // Loads checkpoint weights in the backend's weight format. Several parts are concatenated
+  // along dim 0 (fused QKV and gate/up projections); all parts must agree on the trailing dims.
+  virtual absl::StatusOr<OwnedTensor> LoadWeight(
+      std::span<const model::WeightView* const> parts) = 0;
+
+  // ---- ops ----
+  // out[t] = table[ids[t]] * scale.  ids [T] int32, table [V, W], out [T, W]
+  virtual absl::Status Embed(Tensor ids, Tensor table, float scale, Tensor out) = 0;
+  // out = x / sqrt(mean(x^2) + eps) * weight, over the last dim of x viewed as [rows, n].
+  // weight may be invalid (no scale). x and out may alias.
+  virtual absl::Status RmsNorm(Tensor x, Tensor weight, float eps, Tensor out) = 0;
+  // residual = (residual + RmsNorm(x, post_weight)) * scalar (if given);
+  // then, if next_out is valid, next_out = RmsNorm(residual, next_weight).
+  // x [T, H], residual [T, H], scalar [1] or invalid.
+  virtual absl::Status PostNormResidual(Tensor x, Tensor post_weight, Tensor residual,
+                                        Tensor scalar, Tensor next_weight, Tensor next_out,
+                                        float eps) = 0;
+  // out = x @ w^T.  x [M, K] (may be a column view), w [N, K], out [M, N] (f32 or activation)
+  virtual absl::Status Linear(Tensor x, Tensor w, Tensor out) = 0;
+  // out = gelu_tanh(gate) * up.  gate, up [T, I] (may be column views), out [T, I]
+  virtual absl::Status GeluTanhMul(Tensor gate, Tensor up, Tensor out) = 0;
+  // out = a + b, elementwise over [T, H].
+  virtual absl::Status Add(Tensor a, Tensor b, Tensor out) = 0;
+  // q/k norms + RoPE for q and k, v norm, and the KV write into pages.
+  virtual absl::Status QkvPrep(const QkvPrepArgs& args) = 0;
+  virtual absl::Status Attention(const AttentionArgs& args) = 0;
+  // PLE combine: out = (RmsNorm(proj * proj_scale, norm_w) + token_part) * combine_scale,
+  // normalising each group of P = norm_w.numel() columns. proj, token_part, out [T, N * P].
+  virtual absl::Status PleCombine(Tensor proj, Tensor token_part, Tensor norm_w, float proj_scale,
+                                  float combine_scale, float eps, Tensor out) = 0;
+  virtual absl::Status MoeRoute(const MoeRouteArgs& args) = 0;
+  virtual absl::Status MoeExperts(const MoeExpertsArgs& args) = 0;
+  // out[i] = x[rows[i]].  rows [n] int32
+  virtual absl::Status GatherRows(Tensor x, Tensor rows, Tensor out) = 0;
+  // x = cap * tanh(x / cap), in place, f32.
+  virtual absl::Status Softcap(Tensor x, float cap) = 0;
+};
+
+// inv_freq as HF computes it (fp32), for a layer's head dim.
+void ComputeInvFreq(const RopeSpec& rope, int head_dim, float* inv_freq /* [head_dim / 2] */);
+
+}  // namespace gannet::backend

@@ -1,0 +1,68 @@
+#include "lib/backend/tensor.h"
+
+#include "lib/common/check.h"
+
+namespace gannet::backend {
+
+Tensor Tensor::Make(void* data, DType dtype, std::initializer_list<int64_t> dims) {
+  GANNET_CHECK(dims.size() <= static_cast<size_t>(kMaxRank));
+  Tensor t;
+  t.data = data;
+  t.dtype = dtype;
+  t.rank = static_cast<int>(dims.size());
+  int i = 0;
+  for (int64_t d : dims) t.shape[i++] = d;
+  return t;
+}
+
+int64_t Tensor::row_elems() const {
+  int64_t n = 1;
+  for (int i = 1; i < rank; ++i) n *= shape[i];
+  return n;
+}
+
+Tensor Tensor::Rows(int64_t begin, int64_t count) const {
+  GANNET_CHECK(rank >= 1 && begin >= 0 && begin + count <= shape[0]);
+  Tensor t = *this;
+  t.data = static_cast<char*>(data) + begin * stride0() * static_cast<int64_t>(elem_bytes());
+  t.shape[0] = count;
+  return t;
+}
+
+Tensor Tensor::Cols(int64_t begin, int64_t count) const {
+  GANNET_CHECK(rank == 2 && begin >= 0 && begin + count <= shape[1]);
+  Tensor t = *this;
+  t.row_stride = stride0();
+  t.data = static_cast<char*>(data) + begin * static_cast<int64_t>(elem_bytes());
+  t.shape[1] = count;
+  return t;
+}
+
+Tensor Tensor::Reshape(std::initializer_list<int64_t> dims) const {
+  GANNET_CHECK(contiguous());
+  Tensor t = Make(data, dtype, dims);
+  GANNET_CHECK(t.numel() == numel());
+  return t;
+}
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    Reset();
+    data_ = o.data_;
+    bytes_ = o.bytes_;
+    deleter_ = std::move(o.deleter_);
+    o.data_ = nullptr;
+    o.bytes_ = 0;
+    o.deleter_ = nullptr;
+  }
+  return *this;
+}
+
+void Buffer::Reset() {
+  if (data_ != nullptr && deleter_) deleter_(data_);
+  data_ = nullptr;
+  bytes_ = 0;
+  deleter_ = nullptr;
+}
+
+}  // namespace gannet::backend

@@ -1,0 +1,77 @@
+// Tensor views over backend memory.
+//
+// A Tensor is a non-owning view: a pointer, an element type, a shape and a row stride. Memory is
+// owned by Buffer objects that a Backend allocates (RAII); views must not outlive their buffer.
+// Tensors are row-major; `row_stride` is the distance in elements between consecutive rows of the
+// leading dimension (>= the product of the trailing dims), which lets a view select a column
+// block of a wider matrix (the per-layer slice of the PLE inputs, the Q part of a fused QKV
+// output).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+
+#include "lib/common/dtype.h"
+
+namespace gannet::backend {
+
+inline constexpr int kMaxRank = 4;
+
+struct Tensor {
+  void* data = nullptr;
+  DType dtype = DType::kF32;
+  int rank = 0;
+  std::array<int64_t, kMaxRank> shape = {0, 0, 0, 0};
+  int64_t row_stride = 0;  // elements between rows of dim 0; 0 = contiguous
+
+  static Tensor Make(void* data, DType dtype, std::initializer_list<int64_t> dims);
+
+  bool valid() const { return data != nullptr; }
+  int64_t dim(int i) const { return shape[i]; }
+  int64_t rows() const { return rank == 0 ? 1 : shape[0]; }
+  // Elements in one row of dim 0 (the product of the trailing dims).
+  int64_t row_elems() const;
+  int64_t numel() const { return rows() * row_elems(); }
+  int64_t stride0() const { return row_stride ? row_stride : row_elems(); }
+  size_t elem_bytes() const { return static_cast<size_t>(DTypeBits(dtype) / 8); }
+  bool contiguous() const { return row_stride == 0 || row_stride == row_elems(); }
+
+  template <typename T>
+  T* as() const { return static_cast<T*>(data); }
+  // Rows [begin, begin + count) of dim 0.
+  Tensor Rows(int64_t begin, int64_t count) const;
+  // Columns [begin, begin + count) of a rank-2 view (keeps the row stride).
+  Tensor Cols(int64_t begin, int64_t count) const;
+  // Same memory seen with another shape (contiguous tensors only).
+  Tensor Reshape(std::initializer_list<int64_t> dims) const;
+};
+
+// An owning allocation in a backend's memory. Move-only; frees itself.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(void* data, size_t bytes, std::function<void(void*)> deleter)
+      : data_(data), bytes_(bytes), deleter_(std::move(deleter)) {}
+  ~Buffer() { Reset(); }
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  void Reset();
+  Tensor View(DType dtype, std::initializer_list<int64_t> dims) const {
+    return Tensor::Make(data_, dtype, dims);
+  }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  std::function<void(void*)> deleter_;
+};
+
+}  // namespace gannet::backend
