@@ -19,10 +19,6 @@ Json Json::Number(double d) {
   Json j;
   j.type_ = Type::kNumber;
   j.number_ = d;
-  if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18) {
-    j.is_int_ = true;
-    j.int_ = static_cast<int64_t>(d);
-  }
   return j;
 }
 Json Json::Int(int64_t i) {
@@ -123,7 +119,11 @@ void DumpTo(const Json& j, std::string* out) {
       } else {
         char buf[64];
         auto r = std::to_chars(buf, buf + sizeof(buf), j.AsDouble());
-        out->append(buf, r.ptr);
+        std::string_view lit(buf, r.ptr - buf);
+        out->append(lit);
+        // Keep floats recognisable as floats ("30.0", not "30"): readers such as HF's strict
+        // config dataclasses distinguish the two.
+        if (lit.find_first_of(".eEn") == std::string_view::npos) out->append(".0");
       }
       break;
     case Json::Type::kString: AppendJsonString(j.AsString(), out); break;

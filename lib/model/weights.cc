@@ -96,14 +96,14 @@ std::vector<WeightSpec> ExpectedWeights(const ModelConfig& m) {
     b.Layer(l, lp + "post_feedforward_layernorm.weight", {H}, WeightInit::kNorm,
             &LW::post_feedforward_layernorm);
     b.Layer(l, lp + "self_attn.q_proj.weight", {nq * d, H}, WeightInit::kMatrix, &LW::q_proj);
-    b.Layer(l, lp + "self_attn.q_norm.weight", {d}, WeightInit::kNorm, &LW::q_norm);
+    b.Layer(l, lp + "self_attn.q_norm.weight", {d}, WeightInit::kQkNorm, &LW::q_norm);
     if (!c.IsKvShared(l)) {
       b.Layer(l, lp + "self_attn.k_proj.weight", {nkv * d, H}, WeightInit::kMatrix, &LW::k_proj);
       if (!c.LayerKEqV(l)) {
         b.Layer(l, lp + "self_attn.v_proj.weight", {nkv * d, H}, WeightInit::kMatrix,
                 &LW::v_proj);
       }
-      b.Layer(l, lp + "self_attn.k_norm.weight", {d}, WeightInit::kNorm, &LW::k_norm);
+      b.Layer(l, lp + "self_attn.k_norm.weight", {d}, WeightInit::kQkNorm, &LW::k_norm);
     }
     b.Layer(l, lp + "self_attn.o_proj.weight", {H, nq * d}, WeightInit::kMatrix, &LW::o_proj);
     b.Layer(l, lp + "mlp.gate_proj.weight", {I, H}, WeightInit::kMatrix, &LW::gate_proj);

@@ -84,6 +84,9 @@ enum class WeightInit : uint8_t {
   kMatrix,         // random, scaled by 1/sqrt(fan_in)
   kEmbedding,      // random, unit scale
   kNorm,           // around 1
+  kQkNorm,         // around head_dim^-1/4: with attention scale 1.0, trained q/k norms keep the
+                   // attention logits O(1); plain ~1 weights make them ~sqrt(head_dim) and the
+                   // model so ill-conditioned that fp32 rounding alone moves logits by 1e-3
   kLayerScalar,    // around 1, a little smaller
   kPositiveScale,  // positive, around 1 (router scales)
   kPermutation,    // a permutation of [0, n) (token_ordering)

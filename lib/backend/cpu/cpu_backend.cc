@@ -1,0 +1,128 @@
+#include "lib/backend/cpu/cpu_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "lib/backend/cpu/cpu_math.h"
+#include "lib/common/status.h"
+
+namespace gannet::backend {
+namespace cpu {
+
+void RowToF32(const void* p, DType t, int64_t n, float* out) {
+  switch (t) {
+    case DType::kBF16: {
+      const uint16_t* s = static_cast<const uint16_t*>(p);
+      for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFloat(s[i]);
+      break;
+    }
+    case DType::kF16: {
+      const uint16_t* s = static_cast<const uint16_t*>(p);
+      for (int64_t i = 0; i < n; ++i) out[i] = F16ToFloat(s[i]);
+      break;
+    }
+    default: std::memcpy(out, p, static_cast<size_t>(n) * 4);
+  }
+}
+
+float Dot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  }
+  float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+}  // namespace cpu
+
+CpuBackend::CpuBackend(ThreadPool* pool) : pool_(pool ? pool : &DefaultThreadPool()) {}
+
+absl::StatusOr<Buffer> CpuBackend::Allocate(size_t bytes) {
+  // 64-byte alignment keeps rows vector-friendly; zero-byte requests still get a valid pointer.
+  size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded ? rounded : 64);
+  if (p == nullptr) return ResourceExhaustedError("cpu backend: cannot allocate {} bytes", bytes);
+  return Buffer(p, bytes, [](void* q) { std::free(q); });
+}
+
+absl::Status CpuBackend::CopyToDevice(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::Fill(Tensor t, float value) {
+  if (t.dtype == DType::kF32) {
+    for (int64_t r = 0; r < t.rows(); ++r) {
+      float* row = t.as<float>() + r * t.stride0();
+      for (int64_t i = 0; i < t.row_elems(); ++i) row[i] = value;
+    }
+    return absl::OkStatus();
+  }
+  if (t.dtype == DType::kI32) {
+    for (int64_t i = 0; i < t.numel(); ++i) t.as<int32_t>()[i] = static_cast<int32_t>(value);
+    return absl::OkStatus();
+  }
+  return InvalidArgumentError("cpu backend: Fill supports f32 and i32, got {}", DTypeName(t.dtype));
+}
+
+absl::StatusOr<OwnedTensor> CpuBackend::LoadWeight(
+    std::span<const model::WeightView* const> parts) {
+  if (parts.empty()) return InvalidArgumentError("LoadWeight: no parts");
+  const model::WeightView& first = *parts[0];
+  int64_t rows = 0;
+  for (const model::WeightView* p : parts) {
+    if (!p->present()) return InvalidArgumentError("LoadWeight: tensor '{}' is absent", p->name);
+    if (p->shape.size() != first.shape.size() ||
+        !std::equal(p->shape.begin() + 1, p->shape.end(), first.shape.begin() + 1)) {
+      return InvalidArgumentError("LoadWeight: '{}' and '{}' cannot be concatenated", first.name,
+                                  p->name);
+    }
+    rows += p->shape[0];
+  }
+  auto make_tensor = [&](void* data, DType dt) {
+    Tensor t;
+    t.data = data;
+    t.dtype = dt;
+    t.rank = static_cast<int>(first.shape.size());
+    for (int i = 0; i < t.rank; ++i) t.shape[i] = first.shape[i];
+    t.shape[0] = rows;
+    return t;
+  };
+  // Vectors (norm weights, scales) become f32 copies so ops read them directly; matrices stay in
+  // their checkpoint type and are read in place when no concatenation is needed.
+  bool is_vector = first.shape.size() <= 1;
+  bool same_type = true;
+  for (const model::WeightView* p : parts) same_type &= p->dtype == first.dtype;
+  if (!is_vector && parts.size() == 1 &&
+      (first.dtype == DType::kBF16 || first.dtype == DType::kF32)) {
+    return OwnedTensor{Buffer(), make_tensor(const_cast<void*>(first.data), first.dtype)};
+  }
+  DType out_type = (!is_vector && same_type && first.dtype == DType::kBF16) ? DType::kBF16
+                                                                            : DType::kF32;
+  int64_t total = 0;
+  for (const model::WeightView* p : parts) total += p->numel();
+  GANNET_ASSIGN_OR_RETURN(Buffer buf, Allocate(static_cast<size_t>(total) * DTypeBits(out_type) / 8));
+  char* dst = static_cast<char*>(buf.data());
+  for (const model::WeightView* p : parts) {
+    if (out_type == DType::kBF16) {
+      std::memcpy(dst, p->data, p->nbytes());
+      dst += p->nbytes();
+    } else {
+      cpu::RowToF32(p->data, p->dtype, p->numel(), reinterpret_cast<float*>(dst));
+      dst += p->numel() * 4;
+    }
+  }
+  Tensor t = make_tensor(buf.data(), out_type);
+  return OwnedTensor{std::move(buf), t};
+}
+
+}  // namespace gannet::backend

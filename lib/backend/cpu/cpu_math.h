@@ -1,0 +1,50 @@
+// Scalar helpers shared by the CPU backend's op files (internal to backend/cpu).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "lib/backend/tensor.h"
+#include "lib/common/dtype.h"
+#include "lib/common/status.h"
+
+namespace gannet::backend::cpu {
+
+// Element i of a weight tensor of any supported float type, as f32.
+inline float LoadF32(const void* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::kBF16: return Bf16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    case DType::kF16: return F16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+// Converts n elements starting at p to f32 in out.
+void RowToF32(const void* p, DType t, int64_t n, float* out);
+
+// Dot product of two f32 vectors (several accumulators, vectorizable).
+float Dot(const float* a, const float* b, int64_t n);
+
+inline float GeluTanh(float x) {
+  // torch.nn.functional.gelu(x, approximate="tanh"), evaluated in f32 as PyTorch does.
+  const float kAlpha = 0.7978845608028654f;  // sqrt(2 / pi)
+  return 0.5f * x * (1.0f + std::tanh(kAlpha * (x + 0.044715f * x * x * x)));
+}
+
+// x / sqrt(mean(x^2) + eps) as HF's Gemma4RMSNorm (torch.pow(mean + eps, -0.5)).
+inline float RmsInvScale(const float* x, int64_t n, float eps) {
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  float mean = static_cast<float>(ss / static_cast<double>(n));
+  return std::pow(mean + eps, -0.5f);
+}
+
+inline absl::Status RequireF32(const Tensor& t, const char* what) {
+  if (t.dtype != DType::kF32) {
+    return InvalidArgumentError("cpu backend: {} must be f32, got {}", what, DTypeName(t.dtype));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gannet::backend::cpu

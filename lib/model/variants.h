@@ -1,0 +1,31 @@
+// config.json documents for the Gemma-4 family, at real size (for the synthetic "dummy" loader and
+// benchmarks) and at tiny size (for the committed test checkpoints).
+//
+// Real sizes follow gemma4-architecture.md §1.3/§1.4. Tiny sizes keep everything that changes the
+// computation — real head dims (256 sliding / 512 full), GQA, K=V full layers, a 16-token sliding
+// window, PLE, KV sharing, the double-wide MLP, MoE (8 experts, top-2), non-square hidden sizes
+// (so the bf16-rounded embedding scale matters) — and shrink widths, depth and vocabulary so each
+// checkpoint is a few MB.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/common/json.h"
+
+namespace gannet::model {
+
+enum class VariantSize { kReal, kTiny };
+
+// Names: "31b", "26b-a4b", "e4b", "e2b", and the drafters "31b-assistant", "26b-a4b-assistant",
+// "e4b-assistant", "e2b-assistant".
+std::vector<std::string> KnownVariantNames();
+absl::StatusOr<Json> VariantConfig(std::string_view name, VariantSize size);
+
+// Vocabulary size of the tiny checkpoints (the real one is 262144). Large enough for every
+// Gemma-4 special token with an id below it, the 256 byte-fallback tokens and some merges.
+inline constexpr int kTinyVocabSize = 512;
+
+}  // namespace gannet::model

@@ -1,0 +1,294 @@
+#include "lib/runner/model_runner.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "lib/common/logging.h"
+#include "lib/common/status.h"
+#include "lib/runner/device_weights.h"
+#include "lib/runner/step_metadata.h"
+
+namespace gannet::runner {
+
+using backend::Tensor;
+
+int StepBatch::num_tokens() const {
+  int n = 0;
+  for (const SeqStep& s : seqs) n += static_cast<int>(s.tokens.size());
+  return n;
+}
+
+class ModelRunner::Impl {
+ public:
+  model::ModelConfig config;
+  RunnerOptions options;
+  backend::Backend* be = nullptr;
+  DeviceWeights w;
+  std::unique_ptr<KvStorage> kv;
+  StepMetadataBuilder meta;
+  std::vector<backend::Buffer> buffers;
+
+  // Activations, sized for options.max_tokens rows.
+  Tensor x, h, qkv, q, attn, o, gate_up, mlp, mlp_out;
+  Tensor ple_tok, ple_proj, ple_in, ple_gate, ple_gated;
+  Tensor moe_ids, moe_weights, moe_z, moe_y1, moe_y2;
+  Tensor last_h, logits;
+  backend::RopeSpec rope[2];
+
+  absl::Status Alloc(Tensor* t, DType dt, std::initializer_list<int64_t> dims) {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    GANNET_ASSIGN_OR_RETURN(backend::Buffer b,
+                            be->Allocate(static_cast<size_t>(n) * (DTypeBits(dt) / 8)));
+    *t = b.View(dt, dims);
+    buffers.push_back(std::move(b));
+    return absl::OkStatus();
+  }
+
+  absl::Status AllocateActivations();
+  absl::Status RunLayer(int l, int num_tokens, const backend::StepMetadata& md);
+  absl::Status Forward(const StepBatch& batch, StepResult* result);
+};
+
+absl::Status ModelRunner::Impl::AllocateActivations() {
+  const model::TextConfig& c = config.text;
+  const int64_t T = options.max_tokens;
+  const int64_t H = c.hidden_size;
+  const DType act = be->activation_dtype();
+  int64_t max_qkv = 0, max_q = 0, max_inter = 0;
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    max_qkv = std::max<int64_t>(max_qkv, w.layers[l].qkv_cols);
+    max_q = std::max<int64_t>(max_q, static_cast<int64_t>(c.num_attention_heads) * c.LayerHeadDim(l));
+    max_inter = std::max<int64_t>(max_inter, w.layers[l].intermediate);
+  }
+  GANNET_RETURN_IF_ERROR(Alloc(&x, be->residual_dtype(), {T, H}));
+  GANNET_RETURN_IF_ERROR(Alloc(&h, act, {T, H}));
+  GANNET_RETURN_IF_ERROR(Alloc(&qkv, act, {T, max_qkv}));
+  GANNET_RETURN_IF_ERROR(Alloc(&q, act, {T, max_q}));
+  GANNET_RETURN_IF_ERROR(Alloc(&attn, act, {T, max_q}));
+  GANNET_RETURN_IF_ERROR(Alloc(&o, act, {T, H}));
+  GANNET_RETURN_IF_ERROR(Alloc(&gate_up, act, {T, 2 * max_inter}));
+  GANNET_RETURN_IF_ERROR(Alloc(&mlp, act, {T, max_inter}));
+  GANNET_RETURN_IF_ERROR(Alloc(&mlp_out, act, {T, H}));
+  if (c.has_ple()) {
+    const int64_t NP = static_cast<int64_t>(c.num_hidden_layers) * c.hidden_size_per_layer_input;
+    const int64_t P = c.hidden_size_per_layer_input;
+    GANNET_RETURN_IF_ERROR(Alloc(&ple_tok, act, {T, NP}));
+    GANNET_RETURN_IF_ERROR(Alloc(&ple_proj, act, {T, NP}));
+    GANNET_RETURN_IF_ERROR(Alloc(&ple_in, act, {T, NP}));
+    GANNET_RETURN_IF_ERROR(Alloc(&ple_gate, act, {T, P}));
+    GANNET_RETURN_IF_ERROR(Alloc(&ple_gated, act, {T, P}));
+  }
+  if (c.enable_moe_block) {
+    GANNET_RETURN_IF_ERROR(Alloc(&moe_ids, DType::kI32, {T, c.top_k_experts}));
+    GANNET_RETURN_IF_ERROR(Alloc(&moe_weights, DType::kF32, {T, c.top_k_experts}));
+    GANNET_RETURN_IF_ERROR(Alloc(&moe_z, act, {T, H}));
+    GANNET_RETURN_IF_ERROR(Alloc(&moe_y1, act, {T, H}));
+    GANNET_RETURN_IF_ERROR(Alloc(&moe_y2, act, {T, H}));
+  }
+  const int64_t rows = options.max_logit_rows;
+  GANNET_RETURN_IF_ERROR(Alloc(&last_h, act, {rows, H}));
+  GANNET_RETURN_IF_ERROR(Alloc(&logits, DType::kF32, {rows, c.vocab_size}));
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetadata& md) {
+  const model::TextConfig& c = config.text;
+  const DeviceLayer& L = w.layers[l];
+  const bool sliding = c.is_sliding(l);
+  const int d = c.LayerHeadDim(l);
+  const int nq = c.num_attention_heads;
+  const int nkv = c.LayerNumKvHeads(l);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const KvStorage::LayerKv& kv_layer = kv->Layer(l);
+  const int group = sliding ? backend::kSlidingGroup : backend::kFullGroup;
+
+  // Attention block: h already holds input_layernorm(x).
+  Tensor qkv_t = qkv.Rows(0, n).Reshape({n, qkv.dim(1)}).Cols(0, L.qkv_cols);
+  GANNET_RETURN_IF_ERROR(be->Linear(h.Rows(0, n), L.qkv, qkv_t));
+  backend::QkvPrepArgs prep;
+  prep.qkv = qkv_t;
+  prep.num_q_heads = nq;
+  prep.num_kv_heads = nkv;
+  prep.head_dim = d;
+  prep.has_kv = !c.IsKvShared(l);
+  prep.k_eq_v = c.LayerKEqV(l);
+  prep.eps = eps;
+  prep.q_norm = L.q_norm;
+  prep.k_norm = L.k_norm;
+  prep.rope = rope[group];
+  prep.q_out = Tensor::Make(q.data, q.dtype, {n, nq, d});
+  prep.k_cache = kv_layer.k;
+  prep.v_cache = kv_layer.v;
+  prep.meta = &md;
+  prep.group = group;
+  GANNET_RETURN_IF_ERROR(be->QkvPrep(prep));
+
+  backend::AttentionArgs at;
+  at.q = prep.q_out;
+  at.k_cache = kv_layer.k;
+  at.v_cache = kv_layer.v;
+  at.out = Tensor::Make(attn.data, attn.dtype, {n, nq, d});
+  at.num_q_heads = nq;
+  at.num_kv_heads = nkv;
+  at.head_dim = d;
+  at.window = sliding ? c.sliding_window : 0;
+  at.scale = 1.0f;
+  at.meta = &md;
+  at.group = group;
+  GANNET_RETURN_IF_ERROR(be->Attention(at));
+  Tensor o_t = o.Rows(0, n);
+  GANNET_RETURN_IF_ERROR(be->Linear(at.out.Reshape({n, static_cast<int64_t>(nq) * d}), L.o_proj, o_t));
+  Tensor x_t = x.Rows(0, n);
+  Tensor h_t = h.Rows(0, n);
+  GANNET_RETURN_IF_ERROR(
+      be->PostNormResidual(o_t, L.post_attn_norm, x_t, Tensor(), L.pre_ff_norm, h_t, eps));
+
+  // Feed-forward block: dense gated MLP (plus the MoE branch on 26B-A4B).
+  const int64_t I = L.intermediate;
+  Tensor gu = gate_up.Rows(0, n).Reshape({n, gate_up.dim(1)}).Cols(0, 2 * I);
+  GANNET_RETURN_IF_ERROR(be->Linear(h_t, L.gate_up, gu));
+  Tensor m = mlp.Rows(0, n).Reshape({n, mlp.dim(1)}).Cols(0, I);
+  GANNET_RETURN_IF_ERROR(be->GeluTanhMul(gu.Cols(0, I), gu.Cols(I, I), m));
+  Tensor y = mlp_out.Rows(0, n);
+  GANNET_RETURN_IF_ERROR(be->Linear(m, L.down, y));
+  if (c.enable_moe_block) {
+    Tensor y1 = moe_y1.Rows(0, n);
+    GANNET_RETURN_IF_ERROR(be->RmsNorm(y, L.post_ff_norm_1, eps, y1));
+    backend::MoeRouteArgs route;
+    route.x = x_t;  // the router reads the post-attention residual itself
+    route.router_scale = L.router_scale;
+    route.router_proj = L.router_proj;
+    route.per_expert_scale = L.per_expert_scale;
+    route.top_k = c.top_k_experts;
+    route.eps = eps;
+    route.topk_ids = moe_ids.Rows(0, n);
+    route.topk_weights = moe_weights.Rows(0, n);
+    GANNET_RETURN_IF_ERROR(be->MoeRoute(route));
+    Tensor z = moe_z.Rows(0, n);
+    GANNET_RETURN_IF_ERROR(be->RmsNorm(x_t, L.pre_ff_norm_2, eps, z));
+    backend::MoeExpertsArgs ex;
+    ex.x = z;
+    ex.topk_ids = route.topk_ids;
+    ex.topk_weights = route.topk_weights;
+    ex.gate_up = L.experts_gate_up;
+    ex.down = L.experts_down;
+    ex.out = moe_y2.Rows(0, n);
+    GANNET_RETURN_IF_ERROR(be->MoeExperts(ex));
+    GANNET_RETURN_IF_ERROR(be->RmsNorm(ex.out, L.post_ff_norm_2, eps, ex.out));
+    GANNET_RETURN_IF_ERROR(be->Add(y1, ex.out, y));
+  }
+
+  // The next norm: the following layer's input norm, or the final norm after the last layer.
+  const bool last = l + 1 == c.num_hidden_layers;
+  Tensor next_norm = last ? w.final_norm : w.layers[l + 1].input_norm;
+  if (!c.has_ple()) {
+    return be->PostNormResidual(y, L.post_ff_norm, x_t, L.layer_scalar, next_norm, h_t, eps);
+  }
+  GANNET_RETURN_IF_ERROR(
+      be->PostNormResidual(y, L.post_ff_norm, x_t, Tensor(), Tensor(), Tensor(), eps));
+  // Per-layer embedding block (E2B/E4B): x += norm(W_proj (gelu(W_gate x) * ple_input[l])).
+  const int64_t P = c.hidden_size_per_layer_input;
+  Tensor g = ple_gate.Rows(0, n);
+  GANNET_RETURN_IF_ERROR(be->Linear(x_t, L.ple_gate, g));
+  Tensor gated = ple_gated.Rows(0, n);
+  GANNET_RETURN_IF_ERROR(be->GeluTanhMul(g, ple_in.Rows(0, n).Cols(l * P, P), gated));
+  GANNET_RETURN_IF_ERROR(be->Linear(gated, L.ple_proj, o_t));
+  return be->PostNormResidual(o_t, L.ple_post_norm, x_t, L.layer_scalar, next_norm, h_t, eps);
+}
+
+absl::Status ModelRunner::Impl::Forward(const StepBatch& batch, StepResult* result) {
+  const model::TextConfig& c = config.text;
+  GANNET_ASSIGN_OR_RETURN(const backend::StepMetadata* md, meta.Build(batch));
+  const int n = md->num_tokens;
+  if (n == 0) return InvalidArgumentError("Forward: the step has no tokens");
+  const int H = static_cast<int>(c.hidden_size);
+
+  Tensor ids = meta.token_ids(n);
+  Tensor x_t = x.Rows(0, n);
+  GANNET_RETURN_IF_ERROR(be->Embed(ids, w.embed, w.embed_scale, x_t));
+  if (c.has_ple()) {
+    const int64_t NP = ple_tok.dim(1);
+    Tensor tok = ple_tok.Rows(0, n);
+    GANNET_RETURN_IF_ERROR(be->Embed(meta.ple_token_ids(n), w.ple_table, w.ple_token_scale, tok));
+    Tensor proj = ple_proj.Rows(0, n);
+    GANNET_RETURN_IF_ERROR(be->Linear(x_t, w.ple_model_proj, proj));
+    GANNET_RETURN_IF_ERROR(be->PleCombine(
+        proj, tok, w.ple_proj_norm, static_cast<float>(1.0 / std::sqrt(static_cast<double>(H))),
+        static_cast<float>(1.0 / std::sqrt(2.0)), static_cast<float>(c.rms_norm_eps),
+        ple_in.Rows(0, n)));
+    (void)NP;
+  }
+  GANNET_RETURN_IF_ERROR(be->RmsNorm(x_t, w.layers[0].input_norm,
+                                     static_cast<float>(c.rms_norm_eps), h.Rows(0, n)));
+  for (int l = 0; l < c.num_hidden_layers; ++l) GANNET_RETURN_IF_ERROR(RunLayer(l, n, *md));
+
+  // h now holds final_norm(x); project only the rows whose logits were asked for.
+  const int rows = meta.num_logit_rows();
+  result->vocab_size = static_cast<int>(c.vocab_size);
+  result->row_seq = meta.logit_row_seq();
+  result->row_pos = meta.logit_row_pos();
+  result->logits.resize(static_cast<size_t>(rows) * c.vocab_size);
+  if (rows == 0) return absl::OkStatus();
+  Tensor lh = last_h.Rows(0, rows);
+  GANNET_RETURN_IF_ERROR(be->GatherRows(h.Rows(0, n), meta.logit_rows(rows), lh));
+  Tensor lg = logits.Rows(0, rows);
+  GANNET_RETURN_IF_ERROR(be->Linear(lh, w.lm_head, lg));
+  if (c.final_logit_softcapping) {
+    GANNET_RETURN_IF_ERROR(be->Softcap(lg, static_cast<float>(*c.final_logit_softcapping)));
+  }
+  return be->CopyToHost(result->logits.data(), lg.data, result->logits.size() * sizeof(float));
+}
+
+ModelRunner::ModelRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ModelRunner::~ModelRunner() = default;
+
+absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
+    const model::ModelConfig& config, const model::ModelWeights& weights,
+    backend::Backend* backend, const RunnerOptions& options_in) {
+  if (config.kind != model::ModelKind::kTarget) {
+    return InvalidArgumentError("ModelRunner runs target models; '{}' is an assistant",
+                                config.model_type);
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  impl->options = options_in;
+  RunnerOptions& o = impl->options;
+  const model::TextConfig& c = config.text;
+  if (o.max_tokens <= 0 || o.max_seqs <= 0) {
+    return InvalidArgumentError("runner: max_tokens and max_seqs must be > 0");
+  }
+  if (o.max_logit_rows <= 0) o.max_logit_rows = o.max_seqs;
+  if (o.kv.page_size <= 0) return InvalidArgumentError("runner: page_size must be > 0");
+  if (o.max_pages_per_seq <= 0) {
+    o.max_pages_per_seq =
+        static_cast<int>((c.max_position_embeddings + o.kv.page_size - 1) / o.kv.page_size);
+  }
+  impl->be = backend;
+  GANNET_ASSIGN_OR_RETURN(impl->w, LoadDeviceWeights(config, weights, backend));
+  GANNET_ASSIGN_OR_RETURN(impl->kv, KvStorage::Create(c, backend, o.kv));
+  impl->rope[0] = {c.rope_sliding.theta,
+                   static_cast<int>(c.rope_sliding.partial_rotary_factor * c.head_dim / 2),
+                   c.rope_sliding.factor};
+  impl->rope[1] = {c.rope_full.theta,
+                   static_cast<int>(c.rope_full.partial_rotary_factor * c.global_head_dim / 2),
+                   c.rope_full.factor};
+  if (c.rope_sliding.type == model::RopeType::kDefault) impl->rope[0].factor = 1.0;
+  if (c.rope_full.type == model::RopeType::kDefault) impl->rope[1].factor = 1.0;
+  GANNET_RETURN_IF_ERROR(impl->meta.Init(backend, config, o));
+  GANNET_RETURN_IF_ERROR(impl->AllocateActivations());
+  GANNET_LOG_INFO("runner: {} on {}: weights {:.1f} MiB, KV {:.1f} MiB ({} sliding + {} full pages of {} tokens)",
+                  model::VariantName(config.variant), backend->name(),
+                  impl->w.bytes / 1048576.0, impl->kv->bytes() / 1048576.0, o.kv.num_pages[0],
+                  o.kv.num_pages[1], o.kv.page_size);
+  return std::unique_ptr<ModelRunner>(new ModelRunner(std::move(impl)));
+}
+
+absl::Status ModelRunner::Forward(const StepBatch& batch, StepResult* result) {
+  return impl_->Forward(batch, result);
+}
+const model::ModelConfig& ModelRunner::config() const { return impl_->config; }
+const RunnerOptions& ModelRunner::options() const { return impl_->options; }
+const KvStorage& ModelRunner::kv() const { return *impl_->kv; }
+
+}  // namespace gannet::runner

@@ -1,0 +1,53 @@
+// Runs Gemma-4 target models step by step over a Backend: the layer recipe of every variant
+// (dense 31B, MoE 26B-A4B, PLE + KV-sharing E2B/E4B), exactly as gemma4-architecture.md §2.
+//
+// The runner owns the model's weights in backend memory, the KV storage, and activation buffers
+// sized for `max_tokens` tokens and `max_seqs` sequences per step; Forward() never allocates. It
+// does not decide which pages a sequence owns: each SeqStep brings its page tables (from the KV
+// manager, or a trivial identity table in tests). One thread at a time.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/backend/backend.h"
+#include "lib/model/config.h"
+#include "lib/model/weights.h"
+#include "lib/runner/kv_storage.h"
+#include "lib/runner/step.h"
+
+namespace gannet::runner {
+
+struct RunnerOptions {
+  int max_tokens = 256;        // tokens per step (prefill chunk budget + decodes)
+  int max_seqs = 16;           // sequences per step
+  int max_logit_rows = 0;      // logits rows per step; 0 = max_seqs
+  int max_pages_per_seq = 0;   // page-table columns; 0 = enough for max_position_embeddings
+  KvGeometry kv;
+};
+
+class ModelRunner {
+ public:
+  // `weights` must stay valid while the runner lives when the backend reads them in place (the CPU
+  // backend reads mmapped bf16 checkpoints without copying).
+  static absl::StatusOr<std::unique_ptr<ModelRunner>> Create(const model::ModelConfig& config,
+                                                             const model::ModelWeights& weights,
+                                                             backend::Backend* backend,
+                                                             const RunnerOptions& options);
+  ~ModelRunner();
+
+  absl::Status Forward(const StepBatch& batch, StepResult* result);
+
+  const model::ModelConfig& config() const;
+  const RunnerOptions& options() const;
+  const KvStorage& kv() const;
+
+  class Impl;
+
+ private:
+  explicit ModelRunner(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gannet::runner

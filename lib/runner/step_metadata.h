@@ -1,0 +1,49 @@
+// Turns a host StepBatch into backend::StepMetadata: flattens token ids, positions, query starts,
+// sequence lengths, per-group page tables and slot mappings into persistent backend buffers
+// (allocated once for the runner's limits, so steps never allocate and CUDA graphs can replay
+// over the same addresses), and validates the batch against those limits and the model.
+#pragma once
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/backend/backend.h"
+#include "lib/model/config.h"
+#include "lib/runner/step.h"
+
+namespace gannet::runner {
+
+struct RunnerOptions;
+
+class StepMetadataBuilder {
+ public:
+  absl::Status Init(backend::Backend* backend, const model::ModelConfig& config,
+                    const RunnerOptions& options);
+  // Validates and uploads; the returned metadata stays valid until the next Build.
+  absl::StatusOr<const backend::StepMetadata*> Build(const StepBatch& batch);
+
+  backend::Tensor token_ids(int n) const { return ids_.Rows(0, n); }
+  backend::Tensor ple_token_ids(int n) const { return ple_ids_.Rows(0, n); }
+  int num_logit_rows() const { return static_cast<int>(h_logit_rows_.size()); }
+  backend::Tensor logit_rows(int n) const { return logit_rows_.Rows(0, n); }
+  const std::vector<int32_t>& logit_row_seq() const { return h_logit_seq_; }
+  const std::vector<int32_t>& logit_row_pos() const { return h_logit_pos_; }
+
+ private:
+  backend::Backend* be_ = nullptr;
+  int64_t vocab_ = 0;
+  int64_t ple_vocab_ = 0;
+  int64_t max_positions_ = 0;
+  int window_ = 0;
+  int max_tokens_ = 0, max_seqs_ = 0, max_rows_ = 0, max_pages_ = 0, page_size_ = 0;
+  int64_t num_pages_[2] = {0, 0};
+  bool group_used_[2] = {false, false};
+  std::vector<backend::Buffer> buffers_;
+  backend::Tensor ids_, ple_ids_, positions_, query_start_, seq_lens_, token_seq_;
+  backend::Tensor page_table_[2], slots_[2], logit_rows_;
+  std::vector<int32_t> h_ids_, h_ple_ids_, h_positions_, h_query_start_, h_seq_lens_, h_token_seq_;
+  std::vector<int32_t> h_page_table_[2], h_slots_[2], h_logit_rows_, h_logit_seq_, h_logit_pos_;
+  backend::StepMetadata md_;
+};
+
+}  // namespace gannet::runner

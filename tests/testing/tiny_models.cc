@@ -1,0 +1,80 @@
+#include "tests/testing/tiny_models.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "lib/common/status.h"
+#include "lib/model/safetensors.h"
+
+namespace gannet::testing {
+
+std::string TestDataDir() {
+  const char* env = std::getenv("GANNET_TEST_DATA");
+  return env ? env : GANNET_SOURCE_DIR "/tests/data";
+}
+
+std::string TinyModelDir(const std::string& variant) { return TestDataDir() + "/tiny/" + variant; }
+
+absl::StatusOr<std::unique_ptr<LoadedModel>> LoadTinyModel(const std::string& variant) {
+  auto m = std::make_unique<LoadedModel>();
+  const std::string dir = TinyModelDir(variant);
+  GANNET_ASSIGN_OR_RETURN(m->config, model::LoadModelConfig(dir));
+  GANNET_ASSIGN_OR_RETURN(m->checkpoint, model::Checkpoint::Open(dir));
+  GANNET_ASSIGN_OR_RETURN(m->weights, model::BindWeights(m->config, *m->checkpoint));
+  return m;
+}
+
+runner::RunnerOptions SimpleRunnerOptions(const model::ModelConfig& config, int page_size,
+                                          int max_len, int max_seqs, int max_tokens) {
+  runner::RunnerOptions o;
+  o.max_tokens = max_tokens;
+  o.max_seqs = max_seqs;
+  o.max_logit_rows = max_tokens;
+  o.kv.page_size = page_size;
+  const int pages_per_seq = (max_len + page_size - 1) / page_size;
+  o.max_pages_per_seq = pages_per_seq;
+  o.kv.num_pages[0] = o.kv.num_pages[1] = static_cast<int64_t>(pages_per_seq) * max_seqs;
+  return o;
+}
+
+std::vector<int32_t> IdentityPageTable(int seq_index, int pages_per_seq) {
+  std::vector<int32_t> t(pages_per_seq);
+  for (int i = 0; i < pages_per_seq; ++i) t[i] = seq_index * pages_per_seq + i;
+  return t;
+}
+
+absl::StatusOr<GoldenPrompt> LoadGolden(const std::string& variant, const std::string& prompt) {
+  const std::string path = TestDataDir() + "/golden/" + variant + ".safetensors";
+  GANNET_ASSIGN_OR_RETURN(auto file, model::SafetensorsFile::Open(path));
+  GoldenPrompt g;
+  auto ints = [&](const std::string& name, std::vector<int32_t>* out) -> absl::Status {
+    const model::TensorInfo* t = file->Find(name);
+    if (t == nullptr || t->dtype != DType::kI64) return NotFoundError("{}: no int64 {}", path, name);
+    const int64_t* p = reinterpret_cast<const int64_t*>(file->Data(*t));
+    out->assign(p, p + t->numel());
+    return absl::OkStatus();
+  };
+  GANNET_RETURN_IF_ERROR(ints(prompt + ".input_ids", &g.input_ids));
+  GANNET_RETURN_IF_ERROR(ints(prompt + ".greedy", &g.greedy));
+  const model::TensorInfo* lt = file->Find(prompt + ".logits");
+  if (lt == nullptr || lt->dtype != DType::kF32) return NotFoundError("{}: no f32 logits", path);
+  const float* p = reinterpret_cast<const float*>(file->Data(*lt));
+  g.logits.assign(p, p + lt->numel());
+  return g;
+}
+
+double MaxRelativeLogitError(const float* a, const float* b, int rows, int vocab) {
+  double worst = 0;
+  for (int r = 0; r < rows; ++r) {
+    double max_ref = 0, max_diff = 0;
+    for (int v = 0; v < vocab; ++v) {
+      max_ref = std::max(max_ref, std::fabs(static_cast<double>(b[r * vocab + v])));
+      max_diff = std::max(max_diff, std::fabs(static_cast<double>(a[r * vocab + v]) - b[r * vocab + v]));
+    }
+    worst = std::max(worst, max_ref > 0 ? max_diff / max_ref : max_diff);
+  }
+  return worst;
+}
+
+}  // namespace gannet::testing

@@ -1,0 +1,52 @@
+// Helpers for tests that run the committed tiny checkpoints (tests/data/tiny/<variant>) and their
+// HF reference dumps (tests/data/golden/<variant>.safetensors).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/backend/backend.h"
+#include "lib/model/checkpoint.h"
+#include "lib/model/config.h"
+#include "lib/model/weights.h"
+#include "lib/runner/model_runner.h"
+
+namespace gannet::testing {
+
+std::string TestDataDir();                       // $GANNET_TEST_DATA or the source tree's
+std::string TinyModelDir(const std::string& variant);
+inline const std::vector<std::string>& TargetVariants() {
+  static const std::vector<std::string> v = {"31b", "26b-a4b", "e4b", "e2b"};
+  return v;
+}
+
+// A loaded tiny model: config, mmapped checkpoint and bound weights (in that lifetime order).
+struct LoadedModel {
+  model::ModelConfig config;
+  std::unique_ptr<model::Checkpoint> checkpoint;
+  model::ModelWeights weights;
+};
+absl::StatusOr<std::unique_ptr<LoadedModel>> LoadTinyModel(const std::string& variant);
+
+// Runner options with a page pool large enough for `max_len` tokens per sequence for
+// `max_seqs` sequences, at the given page size.
+runner::RunnerOptions SimpleRunnerOptions(const model::ModelConfig& config, int page_size,
+                                          int max_len, int max_seqs, int max_tokens);
+
+// A trivial KV layout for tests without a KV manager: sequence s gets pages
+// [s * pages_per_seq, (s + 1) * pages_per_seq) in both groups.
+std::vector<int32_t> IdentityPageTable(int seq_index, int pages_per_seq);
+
+struct GoldenPrompt {
+  std::vector<int32_t> input_ids;
+  std::vector<float> logits;  // [n, vocab]
+  std::vector<int32_t> greedy;
+};
+absl::StatusOr<GoldenPrompt> LoadGolden(const std::string& variant, const std::string& prompt);
+
+// max over positions of (max_v |a - b|) / (max_v |b|), for [rows, vocab] logits.
+double MaxRelativeLogitError(const float* a, const float* b, int rows, int vocab);
+
+}  // namespace gannet::testing
