@@ -45,15 +45,16 @@ std::string Bytes(const void* p, size_t n) { return std::string(static_cast<cons
 
 }  // namespace
 
-void FillSyntheticBf16(const WeightSpec& spec, uint64_t seed, int64_t offset, int64_t count,
-                       uint16_t* out) {
-  const uint64_t key = SplitMix(seed ^ Fnv1a(spec.name));
-  const int64_t fan_in = spec.shape.empty() ? 1 : spec.shape.back();
+uint64_t SyntheticKey(uint64_t seed, std::string_view name) { return SplitMix(seed ^ Fnv1a(name)); }
+
+void FillSyntheticBf16(std::string_view name, WeightInit init, int64_t fan_in, uint64_t seed,
+                       int64_t offset, int64_t count, uint16_t* out) {
+  const uint64_t key = SyntheticKey(seed, name);
   const float mat_scale = 1.0f / std::sqrt(static_cast<float>(fan_in));
   for (int64_t i = 0; i < count; ++i) {
     const int64_t idx = offset + i;
     float v = 0;
-    switch (spec.init) {
+    switch (init) {
       case WeightInit::kMatrix: v = Normal(key, idx) * mat_scale; break;
       case WeightInit::kEmbedding: v = Normal(key, idx) * 2.0f * mat_scale; break;
       case WeightInit::kNorm: v = 1.0f + 0.25f * Normal(key, idx); break;
@@ -91,7 +92,7 @@ absl::Status WriteSyntheticCheckpoint(const Json& config_json, const std::string
       t.bytes = Bytes(perm.data(), perm.size() * 8);
     } else {
       std::vector<uint16_t> data(n);
-      FillSyntheticBf16(spec, options.seed, 0, n, data.data());
+      FillSyntheticBf16(spec.name, spec.init, spec.shape.back(), options.seed, 0, n, data.data());
       t.dtype = DType::kBF16;
       t.bytes = Bytes(data.data(), data.size() * 2);
     }
@@ -110,12 +111,10 @@ absl::Status WriteSyntheticCheckpoint(const Json& config_json, const std::string
       towers.push_back({"model.embed_audio.embedding_projection.weight", {config.text.hidden_size, 32}});
     }
     for (auto& [name, shape] : towers) {
-      WeightSpec spec;
-      spec.name = name;
-      spec.shape = shape;
       TensorToWrite t{name, DType::kBF16, shape, {}};
       std::vector<uint16_t> data(shape[0] * shape[1]);
-      FillSyntheticBf16(spec, options.seed, 0, static_cast<int64_t>(data.size()), data.data());
+      FillSyntheticBf16(name, WeightInit::kMatrix, shape[1], options.seed, 0,
+                        static_cast<int64_t>(data.size()), data.data());
       t.bytes = Bytes(data.data(), data.size() * 2);
       tensors.push_back(std::move(t));
     }

@@ -197,6 +197,24 @@ absl::StatusOr<ModelWeights> BindWeights(const ModelConfig& m, const Checkpoint&
   return w;
 }
 
+ModelWeights SyntheticWeights(const ModelConfig& m, uint64_t seed) {
+  ModelWeights w;
+  w.layers.resize(m.text.num_hidden_layers);
+  for (int l = 0; l < m.text.num_hidden_layers; ++l) w.layers[l].index = l;
+  for (const WeightSpec& s : ExpectedWeights(m)) {
+    WeightView v{s.name, s.is_index ? DType::kI64 : DType::kBF16, s.shape, nullptr};
+    v.synthetic = true;
+    v.seed = seed;
+    v.init = s.init;
+    if (s.layer >= 0) {
+      w.layers[s.layer].*(s.layer_slot) = std::move(v);
+    } else {
+      w.*(s.global_slot) = std::move(v);
+    }
+  }
+  return w;
+}
+
 int64_t CountParameters(const ModelConfig& config) {
   int64_t n = 0;
   for (const WeightSpec& s : ExpectedWeights(config)) {

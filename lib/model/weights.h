@@ -18,13 +18,31 @@
 
 namespace gannet::model {
 
+// How synthetic generators should fill a tensor (the real values are learned).
+enum class WeightInit : uint8_t {
+  kMatrix,         // random, scaled by 1/sqrt(fan_in)
+  kEmbedding,      // random, unit scale
+  kNorm,           // around 1
+  kQkNorm,         // around head_dim^-1/4: with attention scale 1.0, trained q/k norms keep the
+                   // attention logits O(1); plain ~1 weights make them ~sqrt(head_dim) and the
+                   // model so ill-conditioned that fp32 rounding alone moves logits by 1e-3
+  kLayerScalar,    // around 1, a little smaller
+  kPositiveScale,  // positive, around 1 (router scales)
+  kPermutation,    // a permutation of [0, n) (token_ordering)
+};
+
+// A weight in host memory, or a synthetic one: no data, generated on demand (by the backend, on
+// its own device) from (seed, name, init) -- the "dummy" load format for real-size geometries.
 struct WeightView {
   std::string name;
   DType dtype = DType::kBF16;
   std::vector<int64_t> shape;
   const void* data = nullptr;
+  bool synthetic = false;
+  uint64_t seed = 0;                     // synthetic only
+  WeightInit init = WeightInit::kMatrix;  // synthetic only
 
-  bool present() const { return data != nullptr; }
+  bool present() const { return data != nullptr || synthetic; }
   int64_t numel() const;
   uint64_t nbytes() const { return static_cast<uint64_t>(numel()) * DTypeBits(dtype) / 8; }
   int64_t dim(int i) const { return shape[i]; }
@@ -79,18 +97,7 @@ struct ModelWeights {
   const WeightView& lm_head_matrix() const { return lm_head.present() ? lm_head : embed_tokens; }
 };
 
-// How synthetic generators should fill a tensor (the real values are learned).
-enum class WeightInit : uint8_t {
-  kMatrix,         // random, scaled by 1/sqrt(fan_in)
-  kEmbedding,      // random, unit scale
-  kNorm,           // around 1
-  kQkNorm,         // around head_dim^-1/4: with attention scale 1.0, trained q/k norms keep the
-                   // attention logits O(1); plain ~1 weights make them ~sqrt(head_dim) and the
-                   // model so ill-conditioned that fp32 rounding alone moves logits by 1e-3
-  kLayerScalar,    // around 1, a little smaller
-  kPositiveScale,  // positive, around 1 (router scales)
-  kPermutation,    // a permutation of [0, n) (token_ordering)
-};
+
 
 struct WeightSpec {
   std::string name;
@@ -112,6 +119,10 @@ bool IsIgnorableExtraTensor(const ModelConfig& config, std::string_view name);
 // Binds every expected tensor of the checkpoint, checking presence, shape and dtype. A missing,
 // extra, mis-shaped or wrongly typed tensor is an error naming the tensor.
 absl::StatusOr<ModelWeights> BindWeights(const ModelConfig& config, const Checkpoint& checkpoint);
+
+// Synthetic weights for every expected tensor of the config (bf16 matrices and vectors, int64
+// index tensors): nothing is read or allocated until a backend loads them.
+ModelWeights SyntheticWeights(const ModelConfig& config, uint64_t seed);
 
 // Sum of elements over ExpectedWeights (the parameter count, tied head counted once).
 int64_t CountParameters(const ModelConfig& config);

@@ -6,6 +6,7 @@
 
 #include "lib/backend/cpu/cpu_math.h"
 #include "lib/common/status.h"
+#include "lib/model/synthetic.h"
 
 namespace gannet::backend {
 namespace cpu {
@@ -102,7 +103,7 @@ absl::StatusOr<OwnedTensor> CpuBackend::LoadWeight(
   bool is_vector = first.shape.size() <= 1;
   bool same_type = true;
   for (const model::WeightView* p : parts) same_type &= p->dtype == first.dtype;
-  if (!is_vector && parts.size() == 1 &&
+  if (!is_vector && parts.size() == 1 && !first.synthetic &&
       (first.dtype == DType::kBF16 || first.dtype == DType::kF32)) {
     return OwnedTensor{Buffer(), make_tensor(const_cast<void*>(first.data), first.dtype)};
   }
@@ -112,12 +113,23 @@ absl::StatusOr<OwnedTensor> CpuBackend::LoadWeight(
   for (const model::WeightView* p : parts) total += p->numel();
   GANNET_ASSIGN_OR_RETURN(Buffer buf, Allocate(static_cast<size_t>(total) * DTypeBits(out_type) / 8));
   char* dst = static_cast<char*>(buf.data());
+  std::vector<uint16_t> generated;
   for (const model::WeightView* p : parts) {
+    const void* src = p->data;
+    if (p->synthetic) {
+      if (p->dtype != DType::kBF16) {
+        return InvalidArgumentError("LoadWeight: synthetic '{}' must be bf16", p->name);
+      }
+      generated.resize(p->numel());
+      model::FillSyntheticBf16(p->name, p->init, p->shape.back(), p->seed, 0, p->numel(),
+                               generated.data());
+      src = generated.data();
+    }
     if (out_type == DType::kBF16) {
-      std::memcpy(dst, p->data, p->nbytes());
+      std::memcpy(dst, src, p->nbytes());
       dst += p->nbytes();
     } else {
-      cpu::RowToF32(p->data, p->dtype, p->numel(), reinterpret_cast<float*>(dst));
+      cpu::RowToF32(src, p->dtype, p->numel(), reinterpret_cast<float*>(dst));
       dst += p->numel() * 4;
     }
   }
