@@ -1,0 +1,167 @@
+// Binding checkpoints to typed weights: every variant's tiny checkpoint binds; a missing, extra,
+// mis-shaped or wrongly typed tensor is an error naming the tensor.
+#include "lib/model/weights.h"
+
+#include <set>
+#include <string>
+
+#include "fmt/format.h"
+#include "gtest/gtest.h"
+#include "lib/common/file_util.h"
+#include "lib/model/safetensors.h"
+#include "lib/model/synthetic.h"
+#include "lib/model/variants.h"
+#include "tests/testing/tiny_models.h"
+
+namespace gannet::model {
+namespace {
+
+TEST(WeightsTest, EveryTinyCheckpointBinds) {
+  for (const std::string& v : KnownVariantNames()) {
+    const std::string dir = gannet::testing::TinyModelDir(v);
+    auto config = LoadModelConfig(dir);
+    ASSERT_TRUE(config.ok()) << v << ": " << config.status();
+    auto ckpt = Checkpoint::Open(dir);
+    ASSERT_TRUE(ckpt.ok()) << v << ": " << ckpt.status();
+    auto w = BindWeights(*config, **ckpt);
+    ASSERT_TRUE(w.ok()) << v << ": " << w.status();
+    EXPECT_EQ(w->layers.size(), static_cast<size_t>(config->text.num_hidden_layers));
+    const TextConfig& c = config->text;
+    for (int l = 0; l < c.num_hidden_layers; ++l) {
+      const LayerWeights& lw = w->layers[l];
+      EXPECT_EQ(lw.k_proj.present(), !c.IsKvShared(l)) << v << " layer " << l;
+      EXPECT_EQ(lw.v_proj.present(), !c.IsKvShared(l) && !c.LayerKEqV(l)) << v << " layer " << l;
+      EXPECT_EQ(lw.per_layer_input_gate.present(), c.has_ple());
+      EXPECT_EQ(lw.experts_gate_up.present(), c.enable_moe_block);
+      EXPECT_EQ(lw.gate_proj.dim(0), c.LayerIntermediateSize(l));
+    }
+    if (config->kind == ModelKind::kAssistant) {
+      EXPECT_TRUE(w->pre_projection.present());
+      EXPECT_EQ(w->centroids.present(), config->use_ordered_embeddings);
+    }
+  }
+}
+
+TEST(WeightsTest, TowersAreSkippedAndCounted) {
+  auto ckpt = Checkpoint::Open(gannet::testing::TinyModelDir("e4b"));
+  ASSERT_TRUE(ckpt.ok());
+  EXPECT_GT((*ckpt)->skipped_tensors(), 0);
+  EXPECT_GT((*ckpt)->skipped_bytes(), 0u);
+  for (const std::string& n : (*ckpt)->Names()) EXPECT_FALSE(Checkpoint::IsTowerTensor(n)) << n;
+}
+
+TEST(WeightsTest, RealSizeParameterCounts) {
+  // gemma4-architecture.md 1.3: 31B ~30.7 B, 26B-A4B ~25.2 B, E4B-assistant ~78.5 M.
+  auto count = [](const char* v) {
+    auto c = ParseModelConfig(*VariantConfig(v, VariantSize::kReal), v);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return static_cast<double>(CountParameters(*c));
+  };
+  EXPECT_NEAR(count("31b") / 1e9, 30.7, 0.3);
+  EXPECT_NEAR(count("26b-a4b") / 1e9, 25.2, 0.3);
+  EXPECT_NEAR(count("e4b-assistant") / 1e6, 78.5, 1.0);
+}
+
+class BrokenCheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gannet_w_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    config_json_ = *VariantConfig("e2b", VariantSize::kTiny);
+    config_ = *ParseModelConfig(config_json_, "e2b");
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+
+  // Writes the expected tensors, letting `edit` change the list first.
+  std::string BindError(const std::function<void(std::vector<TensorToWrite>*)>& edit) {
+    std::vector<TensorToWrite> tensors;
+    for (const WeightSpec& s : ExpectedWeights(config_)) {
+      int64_t n = 1;
+      for (int64_t d : s.shape) n *= d;
+      tensors.push_back({s.name, DType::kBF16, s.shape, std::string(n * 2, '\0')});
+    }
+    edit(&tensors);
+    EXPECT_TRUE(WriteSafetensors(dir_ + "/model.safetensors", tensors).ok());
+    auto ckpt = Checkpoint::Open(dir_);
+    EXPECT_TRUE(ckpt.ok()) << ckpt.status();
+    if (!ckpt.ok()) return "";
+    auto w = BindWeights(config_, **ckpt);
+    EXPECT_FALSE(w.ok());
+    return w.ok() ? "" : std::string(w.status().message());
+  }
+
+  std::string dir_;
+  Json config_json_;
+  ModelConfig config_;
+};
+
+TEST_F(BrokenCheckpointTest, MissingTensor) {
+  std::string msg = BindError([](auto* t) { t->erase(t->begin() + 5); });
+  EXPECT_NE(msg.find("missing tensor 'model.layers.0."), std::string::npos) << msg;
+}
+
+TEST_F(BrokenCheckpointTest, ExtraTensor) {
+  std::string msg = BindError([](auto* t) {
+    t->push_back({"model.layers.0.self_attn.bias", DType::kBF16, {4}, std::string(8, '\0')});
+  });
+  EXPECT_NE(msg.find("unexpected tensor 'model.layers.0.self_attn.bias'"), std::string::npos) << msg;
+}
+
+TEST_F(BrokenCheckpointTest, MisShapedTensor) {
+  std::string msg = BindError([](auto* t) {
+    for (auto& x : *t) {
+      if (x.name == "model.layers.2.mlp.down_proj.weight") {
+        x.shape = {x.shape[1], x.shape[0]};
+      }
+    }
+  });
+  EXPECT_NE(msg.find("'model.layers.2.mlp.down_proj.weight' has shape [96, 24]"), std::string::npos)
+      << msg;
+}
+
+TEST_F(BrokenCheckpointTest, UnsupportedDtype) {
+  std::string msg = BindError([](auto* t) {
+    (*t)[0].dtype = DType::kF8E4M3;
+    (*t)[0].bytes.resize((*t)[0].bytes.size() / 2);
+  });
+  EXPECT_NE(msg.find("dtype F8_E4M3"), std::string::npos) << msg;
+}
+
+TEST_F(BrokenCheckpointTest, SharedLayerKvTensorsAreIgnored) {
+  // HF drops k/v projections of KV-shared layers on load; a checkpoint carrying them still binds.
+  std::vector<TensorToWrite> tensors;
+  for (const WeightSpec& s : ExpectedWeights(config_)) {
+    int64_t n = 1;
+    for (int64_t d : s.shape) n *= d;
+    tensors.push_back({s.name, DType::kBF16, s.shape, std::string(n * 2, '\0')});
+  }
+  const int shared = config_.text.FirstKvSharedLayer();
+  tensors.push_back({fmt::format("model.layers.{}.self_attn.k_proj.weight", shared), DType::kBF16,
+                     {256, 24}, std::string(256 * 24 * 2, '\0')});
+  ASSERT_TRUE(WriteSafetensors(dir_ + "/model.safetensors", tensors).ok());
+  auto ckpt = Checkpoint::Open(dir_);
+  ASSERT_TRUE(ckpt.ok());
+  EXPECT_TRUE(BindWeights(config_, **ckpt).ok());
+}
+
+TEST(SyntheticTest, TinyCheckpointsRegenerateBitForBit) {
+  // The committed checkpoints are exactly what the generator writes today.
+  char tmpl[] = "/tmp/gannet_syn_XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  for (const char* v : {"e2b", "26b-a4b-assistant"}) {
+    Json config = *VariantConfig(v, VariantSize::kTiny);
+    SyntheticOptions o;  // as gannet-make-tiny writes them
+    o.tower_tensors = config.Find("vision_config") != nullptr;
+    ASSERT_TRUE(WriteSyntheticCheckpoint(config, dir, o).ok());
+    auto fresh = ReadFileToString(dir + "/model.safetensors");
+    auto committed = ReadFileToString(gannet::testing::TinyModelDir(v) + "/model.safetensors");
+    ASSERT_TRUE(fresh.ok() && committed.ok());
+    EXPECT_TRUE(*fresh == *committed) << v;
+  }
+  std::system(("rm -rf " + dir).c_str());
+}
+
+}  // namespace
+}  // namespace gannet::model
