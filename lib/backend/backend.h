@@ -114,6 +114,17 @@ struct MoeRouteArgs {
   Tensor topk_weights;  // [T, k] f32
 };
 
+// Per-row sampling parameters of Backend::Sample (24 bytes; kept in backend memory so a step's
+// sampling needs no host copy). Greedy when temperature <= 0 or top_k == 1.
+struct SamplingParams {
+  float temperature = 1.0f;
+  int32_t top_k = 0;    // <= 0 or >= vocab: off
+  float top_p = 1.0f;   // >= 1: off
+  float min_p = 0.0f;   // <= 0: off
+  uint64_t seed = 0;    // the row's draw is u = (SplitMix64(seed) >> 11) / 2^53
+};
+static_assert(sizeof(SamplingParams) == 24);
+
 struct MoeExpertsArgs {
   Tensor x;             // [T, H] expert input (pre_feedforward_layernorm_2 output)
   Tensor topk_ids;      // [T, k] int32
@@ -139,6 +150,8 @@ class Backend {
   virtual absl::Status CopyToHost(void* dst, const void* src, size_t bytes) = 0;
   virtual absl::Status Fill(Tensor t, float value) = 0;
   virtual absl::Status Synchronize() = 0;
+  // Device memory still free for allocations (0 when unknown, e.g. host memory).
+  virtual int64_t FreeMemoryBytes() const { return 0; }
 
   // Loads checkpoint weights in the backend's weight format. Several parts are concatenated
   // along dim 0 (fused QKV and gate/up projections); all parts must agree on the trailing dims.
@@ -176,6 +189,16 @@ class Backend {
   virtual absl::Status GatherRows(Tensor x, Tensor rows, Tensor out) = 0;
   // x = cap * tanh(x / cap), in place, f32.
   virtual absl::Status Softcap(Tensor x, float cap) = 0;
+  // One token id per logits row. logits [rows, V] f32; params [rows, 24] u8 viewing SamplingParams;
+  // out_ids [rows] int32. Definition (every backend gives the same ids up to float rounding of exp):
+  // greedy = arg-max, ties to the lowest id. Otherwise w = exp((x - max x) / temperature), in
+  // fixed point q = floor(w * 2^32); keep logits >= the top_k-th largest; then keep logits >= the
+  // largest threshold whose kept q-mass reaches top_p x the top-k q-mass; then keep w >= min_p;
+  // the token is the first, in id order, at which the running kept q-mass exceeds
+  // floor(u x total kept q-mass). Deterministic given the seed.
+  virtual absl::Status Sample(Tensor logits, Tensor params, Tensor out_ids) {
+    return absl::UnimplementedError("Sample is not implemented by this backend");
+  }
 };
 
 // inv_freq as HF computes it (fp32), for a layer's head dim.

@@ -13,7 +13,7 @@
 
 namespace gannet::backend {
 
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
  public:
   explicit CpuBackend(ThreadPool* pool = nullptr);
 
@@ -44,6 +44,7 @@ class CpuBackend final : public Backend {
   absl::Status MoeExperts(const MoeExpertsArgs& args) override;
   absl::Status GatherRows(Tensor x, Tensor rows, Tensor out) override;
   absl::Status Softcap(Tensor x, float cap) override;
+  absl::Status Sample(Tensor logits, Tensor params, Tensor out_ids) override;
 
   ThreadPool& pool() const { return *pool_; }
 

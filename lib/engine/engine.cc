@@ -1,0 +1,471 @@
+#include "lib/engine/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "lib/common/logging.h"
+#include "lib/common/status.h"
+#include "lib/common/utf8.h"
+#include "lib/engine/model_setup.h"
+#include "lib/engine/step_stats.h"
+#include "lib/engine/text_output.h"
+#include "lib/sched/scheduler.h"
+
+namespace gannet::engine {
+namespace {
+
+// <eos>, <turn|>, <|tool_response>: Gemma-4's generation stop ids (gemma4-architecture.md §5).
+constexpr int32_t kDefaultStopIds[] = {1, 106, 50};
+
+uint64_t MixSeed(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+struct Submission {
+  std::unique_ptr<sched::Request> request;
+  TextOutput text;
+};
+
+}  // namespace
+
+class Engine::Impl {
+ public:
+  EngineConfig cfg;
+  std::unique_ptr<LoadedEngineParts> parts;
+  std::unique_ptr<sched::Scheduler> scheduler;
+
+  // Shared with client threads.
+  mutable std::mutex mu;
+  std::condition_variable work_cv;   // engine thread: submissions, cancels, stop
+  std::condition_variable event_cv;  // pollers: events
+  std::vector<Submission> submissions;
+  std::vector<uint64_t> cancels;
+  std::unordered_set<uint64_t> live;  // submitted and not yet finished
+  std::deque<Event> events;
+  uint64_t next_id = 1;
+  bool stopping = false;
+  absl::Status dead;  // sticky device-lost status
+  StepStats stats;
+
+  // Engine thread only.
+  std::unordered_map<uint64_t, TextOutput> texts;
+  std::vector<float> row_scratch, sample_scratch;
+  std::thread thread;
+
+  void Emit(Event e) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (e.type != EventType::kToken) live.erase(e.request_id);
+    events.push_back(std::move(e));
+    event_cv.notify_all();
+  }
+
+  void EmitRetired(std::vector<sched::Retired> retired);
+  void Loop();
+  bool RunStep();
+  void UpdateGauges();
+  void FailAll(const absl::Status& status);
+  absl::StatusOr<std::unique_ptr<sched::Request>> BuildRequest(RequestInput& in, uint64_t id);
+};
+
+void Engine::Impl::EmitRetired(std::vector<sched::Retired> retired) {
+  if (retired.empty()) return;
+  // Stats first: a caller that sees a request's last event also sees its pages released.
+  UpdateGauges();
+  for (sched::Retired& r : retired) {
+    const sched::Request& q = *r.request;
+    Event e;
+    e.request_id = q.spec.id;
+    e.num_prompt_tokens = static_cast<int32_t>(q.prompt_len);
+    e.num_generated_tokens = static_cast<int32_t>(q.num_output());
+    e.num_cached_prompt_tokens = q.num_cached_prompt;
+    auto t = texts.find(q.spec.id);
+    if (q.finish == sched::FinishReason::kError) {
+      e.type = EventType::kError;
+      e.finish = EventFinish::kError;
+      e.status = r.error.ok() ? absl::InternalError("request failed") : r.error;
+    } else {
+      e.type = EventType::kFinish;
+      e.finish = q.finish == sched::FinishReason::kStop     ? EventFinish::kStop
+                 : q.finish == sched::FinishReason::kLength ? EventFinish::kLength
+                                                            : EventFinish::kCancelled;
+      if (t != texts.end() && q.finish != sched::FinishReason::kCancelled) {
+        e.text = t->second.Finish();
+      }
+    }
+    if (t != texts.end()) texts.erase(t);
+    Emit(std::move(e));
+  }
+}
+
+void Engine::Impl::FailAll(const absl::Status& status) {
+  std::vector<uint64_t> ids;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ids.assign(live.begin(), live.end());
+  }
+  for (uint64_t id : ids) scheduler->Cancel(id);
+  std::vector<sched::Retired> retired = scheduler->TakeRetired();
+  for (sched::Retired& r : retired) {
+    r.request->finish = sched::FinishReason::kError;
+    r.error = status;
+  }
+  EmitRetired(std::move(retired));
+}
+
+bool Engine::Impl::RunStep() {
+  sched::Scheduler& s = *scheduler;
+  s.ExpireDeadlines(sched::Clock::now());
+  sched::StepPlan plan = s.Plan();
+  EmitRetired(s.TakeRetired());
+  if (plan.empty()) return false;
+
+  kv::KvManager& kv = *parts->kv;
+  runner::StepBatch batch;
+  batch.seqs.reserve(plan.seqs.size());
+  for (const sched::ScheduledSeq& q : plan.seqs) {
+    runner::SeqStep step;
+    step.tokens = std::span<const int32_t>(q.request->tokens.data() + q.start, q.num_tokens);
+    step.start_pos = static_cast<int32_t>(q.start);
+    for (kv::KvGroup g : kv::kAllKvGroups) {
+      if (!kv.has_group(g)) continue;
+      auto table = kv.PageTable(q.request->kv_id(), g);
+      if (table.ok()) step.page_table[kv::GroupIndex(g)] = {table->data(), table->size()};
+    }
+    step.logits = q.sample ? runner::SeqStep::Logits::kLast : runner::SeqStep::Logits::kNone;
+    batch.seqs.push_back(step);
+  }
+  absl::Status st;
+  if (kv.debug_validate()) {
+    // Every page the kernels will read, checked before launch (design.md §4).
+    const int64_t w = kv.sliding_window();
+    for (const sched::ScheduledSeq& q : plan.seqs) {
+      const int64_t last = q.start + q.num_tokens - 1;
+      if (st.ok() && kv.has_group(kv::KvGroup::kSliding)) {
+        st = kv.ValidateRead(q.request->kv_id(), kv::KvGroup::kSliding,
+                             std::max<int64_t>(0, q.start - w + 1), last);
+      }
+      if (st.ok() && kv.has_group(kv::KvGroup::kFull)) {
+        st = kv.ValidateRead(q.request->kv_id(), kv::KvGroup::kFull, 0, last);
+      }
+    }
+  }
+  runner::StepResult result;
+  const auto t0 = sched::Clock::now();
+  if (st.ok()) st = parts->runner->Forward(batch, &result);
+  if (!st.ok()) {
+    GANNET_LOG_ERROR("engine: step failed: {}", st.message());
+    if (absl::IsInternal(st) && parts->backend->name() != "cpu") {
+      // A device failure poisons every later step: the engine is dead (sticky DEVICE_LOST).
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        dead = absl::InternalError(fmt::format("device lost: {}", st.message()));
+      }
+      FailAll(dead);
+    } else {
+      for (const sched::ScheduledSeq& q : plan.seqs) {
+        if (q.request->state == sched::RequestState::kRunning) {
+          s.Finish(q.request, sched::FinishReason::kError);
+        }
+      }
+      std::vector<sched::Retired> retired = s.TakeRetired();
+      for (auto& r : retired) r.error = st;
+      EmitRetired(std::move(retired));
+    }
+    return true;
+  }
+  s.StepCompleted(plan);
+
+  int64_t prompt_tokens = 0;
+  for (const sched::ScheduledSeq& q : plan.seqs) {
+    if (q.start < q.request->prompt_len) {
+      prompt_tokens += std::min<int64_t>(q.num_tokens, q.request->prompt_len - q.start);
+    }
+  }
+  for (int row = 0; row < result.rows(); ++row) {
+    sched::Request* r = plan.seqs[result.row_seq[row]].request;
+    std::span<const float> logits = result.Row(row);
+    if (r->num_output() < r->spec.min_tokens) {
+      // Stop tokens cannot end the output before min_tokens.
+      row_scratch.assign(logits.begin(), logits.end());
+      for (int32_t id : r->spec.stop_token_ids) {
+        if (id >= 0 && id < static_cast<int32_t>(row_scratch.size())) row_scratch[id] = -INFINITY;
+      }
+      logits = row_scratch;
+    }
+    sampling::SampleResult sr =
+        sampling::Sample(logits, r->spec.sampling, &r->counts, static_cast<uint64_t>(r->num_output()),
+                         r->spec.logprobs, &sample_scratch);
+    Event e;
+    e.request_id = r->spec.id;
+    e.type = EventType::kToken;
+    e.token_id = sr.token;
+    e.logprob = sr.logprob;
+    e.top_ids = std::move(sr.top_ids);
+    e.top_logprobs = std::move(sr.top_logprobs);
+    bool stop_string = false;
+    auto t = texts.find(r->spec.id);
+    if (t != texts.end()) {
+      auto delta = t->second.Push(sr.token);
+      if (delta.ok()) {
+        e.text = std::move(delta->text);
+        stop_string = delta->stop_hit;
+      }
+    }
+    Emit(std::move(e));
+    s.Append(r, sr.token, stop_string);
+  }
+  EmitRetired(s.TakeRetired());
+  const double seconds = std::chrono::duration<double>(sched::Clock::now() - t0).count();
+  std::lock_guard<std::mutex> lock(mu);
+  stats.Record(prompt_tokens, result.rows(), seconds);
+  return true;
+}
+
+void Engine::Impl::UpdateGauges() {
+  const kv::KvManager& kv = *parts->kv;
+  std::lock_guard<std::mutex> lock(mu);
+  EngineStats& g = stats.gauges();
+  g.num_running = scheduler->num_running();
+  g.num_waiting = scheduler->num_waiting() + static_cast<int32_t>(submissions.size());
+  g.page_size = kv.page_size();
+  for (kv::KvGroup grp : kv::kAllKvGroups) {
+    const int i = kv::GroupIndex(grp);
+    kv::PoolUsage u = kv.Usage(grp);
+    g.kv_pages_total[i] = u.capacity;
+    g.kv_pages_used[i] = u.owned;
+    g.kv_pages_cached[i] = u.cached;
+    g.kv_pages_free[i] = u.free;
+  }
+  g.prefix_cache_hit_tokens = kv.stats().prefix_hit_tokens;
+  g.prefix_cache_query_tokens = kv.stats().prefix_queried_tokens;
+  g.prefix_cache_hit_rate = kv.stats().HitRate();
+  g.num_preemptions = scheduler->num_preemptions();
+}
+
+void Engine::Impl::Loop() {
+  while (true) {
+    std::vector<Submission> subs;
+    std::vector<uint64_t> cancel_ids;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      if (scheduler->idle() && submissions.empty() && cancels.empty() && !stopping) {
+        work_cv.wait_for(lock, std::chrono::milliseconds(50));
+      }
+      if (stopping) return;
+      subs.swap(submissions);
+      cancel_ids.swap(cancels);
+    }
+    try {
+      for (Submission& sub : subs) {
+        const uint64_t id = sub.request->spec.id;
+        absl::Status st = scheduler->Add(std::move(sub.request));
+        if (!st.ok()) {
+          Event e;
+          e.request_id = id;
+          e.type = EventType::kError;
+          e.finish = EventFinish::kError;
+          e.status = st;
+          Emit(std::move(e));
+          continue;
+        }
+        texts.emplace(id, std::move(sub.text));
+      }
+      for (uint64_t id : cancel_ids) scheduler->Cancel(id);
+      EmitRetired(scheduler->TakeRetired());
+      bool dead_now;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        dead_now = !dead.ok();
+      }
+      if (dead_now) {
+        FailAll(dead);
+        continue;
+      }
+      if (!scheduler->idle()) RunStep();
+      UpdateGauges();
+    } catch (const std::exception& ex) {
+      // Keep serving: fail what was in flight, not the process.
+      GANNET_LOG_ERROR("engine: step raised {}", ex.what());
+      FailAll(absl::InternalError(fmt::format("engine step failed: {}", ex.what())));
+    }
+  }
+}
+
+absl::StatusOr<std::unique_ptr<sched::Request>> Engine::Impl::BuildRequest(RequestInput& in,
+                                                                           uint64_t id) {
+  const int sources = (!in.prompt_tokens.empty()) + in.prompt_text.has_value() +
+                      (!in.messages.empty());
+  if (sources != 1) {
+    return InvalidArgumentError(
+        "request: give exactly one prompt (token ids, text or chat messages); got {}", sources);
+  }
+  GANNET_RETURN_IF_ERROR(sampling::ValidateSamplingParams(in.sampling));
+  if (in.max_tokens < 0 || in.min_tokens < 0) {
+    return InvalidArgumentError("request: max_tokens ({}) and min_tokens ({}) must be >= 0",
+                                in.max_tokens, in.min_tokens);
+  }
+  if (in.max_tokens > 0 && in.min_tokens > in.max_tokens) {
+    return InvalidArgumentError("request: min_tokens ({}) exceeds max_tokens ({})", in.min_tokens,
+                                in.max_tokens);
+  }
+  if (in.logprobs < 0 || in.logprobs > 20) {
+    return InvalidArgumentError("request: logprobs must be in [0, 20], got {}", in.logprobs);
+  }
+  for (const std::string& s : in.stop_strings) {
+    if (!IsValidUtf8(s)) return InvalidArgumentError("request: a stop string is not valid UTF-8");
+  }
+  if ((in.prompt_text || !in.messages.empty() || !in.stop_strings.empty()) && !parts->tokenizer) {
+    return FailedPreconditionError(
+        "request: text prompts, chat messages and stop strings need {}/tokenizer.json",
+        cfg.model_dir);
+  }
+  sched::RequestSpec spec;
+  spec.id = id;
+  if (!in.messages.empty()) {
+    tokenizer::ChatTemplateOptions o;
+    o.variant = parts->config.variant == model::Variant::kE2B ||
+                        parts->config.variant == model::Variant::kE4B
+                    ? tokenizer::ChatTemplateVariant::kSmall
+                    : tokenizer::ChatTemplateVariant::kLarge;
+    o.add_generation_prompt = in.add_generation_prompt;
+    o.enable_thinking = in.enable_thinking;
+    GANNET_ASSIGN_OR_RETURN(std::string text, tokenizer::RenderChatTemplate(in.messages, o));
+    spec.prompt = parts->tokenizer->Encode(text, {.add_special_tokens = false});
+  } else if (in.prompt_text) {
+    spec.prompt = parts->tokenizer->Encode(*in.prompt_text, {.add_special_tokens = true});
+    // Exactly one <bos>: a text that already starts with "<bos>" must not get a second one.
+    const int32_t bos = parts->tokenizer->bos_id();
+    if (spec.prompt.size() >= 2 && spec.prompt[0] == bos && spec.prompt[1] == bos) {
+      spec.prompt.erase(spec.prompt.begin());
+    }
+  } else {
+    spec.prompt = std::move(in.prompt_tokens);
+  }
+  spec.sampling = in.sampling;
+  spec.sampling.seed = in.seed ? *in.seed : MixSeed(id);
+  spec.max_tokens = in.max_tokens;
+  spec.min_tokens = in.min_tokens;
+  if (!in.ignore_default_stop_tokens) {
+    spec.stop_token_ids.assign(std::begin(kDefaultStopIds), std::end(kDefaultStopIds));
+    for (int32_t e : parts->config.eos_token_ids) spec.stop_token_ids.push_back(e);
+  }
+  if (in.stop_token_ids) {
+    for (int32_t t : *in.stop_token_ids) spec.stop_token_ids.push_back(t);
+  }
+  spec.logprobs = in.logprobs;
+  spec.priority = in.priority;
+  if (in.deadline_ms > 0) {
+    spec.deadline = sched::Clock::now() + std::chrono::milliseconds(in.deadline_ms);
+  }
+  auto request = std::make_unique<sched::Request>(std::move(spec));
+  if (request->spec.sampling.needs_penalties()) request->counts.AddPrompt(request->tokens);
+  return request;
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->work_cv.notify_all();
+  impl_->event_cv.notify_all();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
+  auto impl = std::make_unique<Impl>();
+  impl->cfg = config;
+  GANNET_ASSIGN_OR_RETURN(impl->parts, LoadEngineParts(config));
+  sched::SchedulerOptions so;
+  so.max_running_seqs = impl->parts->max_running_seqs;
+  so.max_step_tokens = impl->parts->max_step_tokens;
+  so.max_model_len = impl->parts->max_model_len;
+  impl->scheduler = std::make_unique<sched::Scheduler>(so, impl->parts->kv.get());
+  Impl* raw = impl.get();
+  impl->thread = std::thread([raw] { raw->Loop(); });
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+absl::StatusOr<uint64_t> Engine::Submit(RequestInput input) {
+  Impl& m = *impl_;
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    if (!m.dead.ok()) return m.dead;
+    const size_t limit = m.cfg.max_queued_requests > 0 ? m.cfg.max_queued_requests : 4096;
+    if (m.live.size() >= limit) {
+      return ResourceExhaustedError("engine: {} requests in flight (max_queued_requests)", limit);
+    }
+    id = m.next_id++;
+  }
+  GANNET_ASSIGN_OR_RETURN(auto request, m.BuildRequest(input, id));
+  GANNET_ASSIGN_OR_RETURN(TextOutput text,
+                          TextOutput::Create(m.parts->tokenizer.get(), input.stop_strings));
+  // A token id outside the vocabulary is this request's error, reported as its event (the id is
+  // valid and other requests are unaffected).
+  const int64_t vocab = m.parts->config.text.vocab_size;
+  auto bad = std::find_if(request->tokens.begin(), request->tokens.end(),
+                          [&](int32_t t) { return t < 0 || t >= vocab; });
+  std::lock_guard<std::mutex> lock(m.mu);
+  if (bad != request->tokens.end()) {
+    Event e;
+    e.request_id = id;
+    e.type = EventType::kError;
+    e.finish = EventFinish::kError;
+    e.status = InvalidArgumentError("request {}: prompt token {} (id {}) is outside the "
+                                    "vocabulary [0, {})",
+                                    id, bad - request->tokens.begin(), *bad, vocab);
+    e.num_prompt_tokens = static_cast<int32_t>(request->prompt_len);
+    m.events.push_back(std::move(e));
+    m.event_cv.notify_all();
+    return id;
+  }
+  m.live.insert(id);
+  m.submissions.push_back({std::move(request), std::move(text)});
+  m.work_cv.notify_all();
+  return id;
+}
+
+absl::Status Engine::Cancel(uint64_t request_id) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (!impl_->live.count(request_id)) {
+    return NotFoundError("request {} is unknown or already finished", request_id);
+  }
+  impl_->cancels.push_back(request_id);
+  impl_->work_cv.notify_all();
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Poll(int timeout_ms, size_t max_events, std::vector<Event>* out) {
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  auto ready = [&] { return !impl_->events.empty() || impl_->stopping; };
+  if (timeout_ms < 0) {
+    impl_->event_cv.wait(lock, ready);
+  } else if (timeout_ms > 0) {
+    impl_->event_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready);
+  }
+  while (!impl_->events.empty() && max_events > 0) {
+    out->push_back(std::move(impl_->events.front()));
+    impl_->events.pop_front();
+    --max_events;
+  }
+  return absl::OkStatus();
+}
+
+EngineStats Engine::GetStats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->stats.Snapshot();
+}
+
+}  // namespace gannet::engine

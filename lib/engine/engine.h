@@ -1,0 +1,119 @@
+// The engine: one loaded model served by a background engine thread (design.md §1).
+//
+// Submit() validates and tokenizes a request on the caller's thread, queues it and returns its id
+// at once. The engine thread drains the queue into the scheduler, runs steps (scheduler plan ->
+// runner forward -> sampling) and turns the results into events that Poll() hands out. The
+// C ABI (lib/capi) is a thin layer over this class.
+//
+// Thread safety: Submit, Cancel and GetStats from any thread; Poll from one thread at a time; the
+// destructor must not race with other calls. Per-request problems become ERROR events; an
+// unrecoverable backend failure makes the engine sticky DEVICE_LOST (every later Submit fails).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/sampling/sampling.h"
+#include "lib/tokenizer/chat_template.h"
+
+namespace gannet::engine {
+
+struct EngineConfig {
+  std::string model_dir;
+  std::string backend;  // "cpu", "cuda" or "" (auto)
+  int device_id = 0;
+  int max_running_seqs = 0;
+  int max_step_tokens = 0;
+  int64_t max_model_len = 0;
+  int page_size = 0;
+  int64_t kv_memory_bytes = 0;
+  int kv_sliding_pages = 0;
+  int kv_full_pages = 0;
+  bool enable_prefix_cache = true;
+  int num_threads = 0;
+  int max_queued_requests = 0;
+  bool enable_cuda_graphs = true;
+  std::string load_format;  // "" / "auto" (safetensors) or "dummy"
+};
+
+struct RequestInput {
+  std::vector<int32_t> prompt_tokens;
+  std::optional<std::string> prompt_text;
+  std::vector<tokenizer::ChatMessage> messages;
+  bool add_generation_prompt = true;
+  bool enable_thinking = false;
+  sampling::SamplingParams sampling;
+  std::optional<uint64_t> seed;  // absent: derived from the request id
+  int32_t max_tokens = 0;
+  int32_t min_tokens = 0;
+  std::optional<std::vector<int32_t>> stop_token_ids;  // absent: the Gemma-4 defaults
+  bool ignore_default_stop_tokens = false;
+  std::vector<std::string> stop_strings;
+  int32_t logprobs = 0;
+  int32_t priority = 0;
+  int64_t deadline_ms = 0;
+};
+
+enum class EventType : int32_t { kToken = 1, kFinish = 2, kError = 3 };
+enum class EventFinish : int32_t { kNone = 0, kStop = 1, kLength = 2, kCancelled = 3, kError = 4 };
+
+struct Event {
+  uint64_t request_id = 0;
+  EventType type = EventType::kToken;
+  int32_t token_id = -1;
+  std::string text;
+  float logprob = 0.0f;
+  std::vector<int32_t> top_ids;
+  std::vector<float> top_logprobs;
+  EventFinish finish = EventFinish::kNone;
+  absl::Status status;
+  int32_t num_prompt_tokens = 0;
+  int32_t num_generated_tokens = 0;
+  int32_t num_cached_prompt_tokens = 0;
+};
+
+struct EngineStats {
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;
+  int32_t kv_pages_total[2] = {0, 0};
+  int32_t kv_pages_used[2] = {0, 0};
+  int32_t kv_pages_cached[2] = {0, 0};
+  int32_t kv_pages_free[2] = {0, 0};
+  int32_t page_size = 0;
+  int64_t prefix_cache_hit_tokens = 0;
+  int64_t prefix_cache_query_tokens = 0;
+  double prefix_cache_hit_rate = 0;
+  int64_t total_prompt_tokens = 0;
+  int64_t total_generated_tokens = 0;
+  int64_t num_preemptions = 0;
+  int64_t num_steps = 0;
+  double prompt_tokens_per_s = 0;
+  double generated_tokens_per_s = 0;
+};
+
+class Engine {
+ public:
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineConfig& config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  absl::StatusOr<uint64_t> Submit(RequestInput input);
+  // NotFound for an unknown or already finished request.
+  absl::Status Cancel(uint64_t request_id);
+  // Waits up to timeout_ms (< 0: forever) for at least one event; appends at most max_events.
+  absl::Status Poll(int timeout_ms, size_t max_events, std::vector<Event>* out);
+  EngineStats GetStats() const;
+
+  class Impl;
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gannet::engine

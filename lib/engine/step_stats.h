@@ -1,0 +1,30 @@
+// Engine statistics: counters and gauges (EngineStats) plus token rates over a sliding window of
+// recent steps. Guarded by the engine's mutex; not thread-safe on its own.
+#pragma once
+
+#include <chrono>
+#include <deque>
+
+#include "lib/engine/engine.h"
+
+namespace gannet::engine {
+
+class StepStats {
+ public:
+  // One completed step: prompt tokens computed, tokens generated, and its duration.
+  void Record(int64_t prompt_tokens, int64_t generated_tokens, double seconds);
+  EngineStats& gauges() { return stats_; }
+  EngineStats Snapshot() const;
+
+ private:
+  struct Sample {
+    std::chrono::steady_clock::time_point at;
+    int64_t prompt;
+    int64_t generated;
+  };
+  static constexpr double kWindowSeconds = 5.0;
+  EngineStats stats_;
+  std::deque<Sample> window_;
+};
+
+}  // namespace gannet::engine

@@ -1,0 +1,44 @@
+// Per-request output text: streaming detokenization plus stop strings that may span tokens.
+//
+// Text that could still be the beginning of a stop string is held back until it can't be; when a
+// stop string completes, the text before it is released and the rest (the stop string and
+// anything after it) is dropped. Not thread-safe (engine thread only).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/tokenizer/streaming_detokenizer.h"
+
+namespace gannet::engine {
+
+class TextOutput {
+ public:
+  // tokenizer may be null (no tokenizer.json): no text, stop strings never match.
+  static absl::StatusOr<TextOutput> Create(const tokenizer::Tokenizer* tokenizer,
+                                           std::vector<std::string> stop_strings);
+
+  struct Delta {
+    std::string text;       // safe to show now
+    bool stop_hit = false;  // a stop string completed; text ends before it
+  };
+  absl::StatusOr<Delta> Push(int32_t token);
+  // The held-back tail at the end of the request (never part of a stop string by now).
+  std::string Finish();
+
+ private:
+  TextOutput(std::optional<tokenizer::StreamingDetokenizer> detok,
+             std::vector<std::string> stop_strings)
+      : detok_(std::move(detok)), stops_(std::move(stop_strings)) {}
+  // How many trailing bytes of pending_ could start a stop string.
+  size_t HoldBack() const;
+
+  std::optional<tokenizer::StreamingDetokenizer> detok_;
+  std::vector<std::string> stops_;
+  std::string pending_;
+  bool stopped_ = false;
+};
+
+}  // namespace gannet::engine

@@ -1,0 +1,57 @@
+// A request as the scheduler tracks it: the prompt, what has been generated, how far its KV is
+// computed, and its stop conditions. Owned by the Scheduler; the engine reads it when it turns
+// sampled tokens into events. Not thread-safe (engine thread only).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lib/sampling/sampling.h"
+
+namespace gannet::sched {
+
+using Clock = std::chrono::steady_clock;
+
+enum class RequestState : uint8_t { kWaiting, kRunning, kFinished };
+
+enum class FinishReason : uint8_t { kNone, kStop, kLength, kCancelled, kError };
+
+struct RequestSpec {
+  uint64_t id = 0;
+  std::vector<int32_t> prompt;
+  sampling::SamplingParams sampling;
+  int32_t max_tokens = 0;  // 0 = until the context is full
+  int32_t min_tokens = 0;
+  std::vector<int32_t> stop_token_ids;
+  int32_t logprobs = 0;
+  int32_t priority = 0;
+  Clock::time_point deadline = Clock::time_point::max();
+};
+
+struct Request {
+  explicit Request(RequestSpec s)
+      : spec(std::move(s)), tokens(spec.prompt), prompt_len(static_cast<int64_t>(tokens.size())) {}
+
+  RequestSpec spec;
+  RequestState state = RequestState::kWaiting;
+  uint64_t arrival = 0;  // submission order, for FCFS among equal priorities
+  std::vector<int32_t> tokens;  // prompt followed by the generated tokens
+  int64_t prompt_len = 0;
+  // Tokens whose KV is computed: a prefix of `tokens`. After each decode step the newest sampled
+  // token is not computed yet.
+  int64_t num_computed = 0;
+  int32_t num_cached_prompt = 0;  // prompt tokens served from the prefix cache
+  bool has_kv_sequence = false;   // a KV-manager sequence exists for this request
+  int32_t num_preemptions = 0;
+  sampling::TokenCounts counts;   // filled only when penalties are used
+  FinishReason finish = FinishReason::kNone;
+
+  int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
+  int64_t num_output() const { return num_tokens() - prompt_len; }
+  int64_t kv_id() const { return static_cast<int64_t>(spec.id); }
+};
+
+}  // namespace gannet::sched

@@ -1,0 +1,155 @@
+// Every C ABI entry point with NULL and invalid arguments: a clear status and message, no crash.
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/capi/capi_test_util.h"
+#include "tests/testing/tiny_models.h"
+
+namespace gannet::testing {
+namespace {
+
+std::string LastError() { return gannet_last_error_message(); }
+
+TEST(CapiArgsTest, StatusStringsAndVersion) {
+  EXPECT_STREQ(gannet_status_string(GANNET_OK), "GANNET_OK");
+  EXPECT_STREQ(gannet_status_string(GANNET_ERR_DEVICE_LOST), "GANNET_ERR_DEVICE_LOST");
+  EXPECT_STREQ(gannet_status_string(12345), "GANNET_ERR_UNKNOWN");
+  EXPECT_STREQ(gannet_version(), "0.1.0");
+}
+
+TEST(CapiArgsTest, CreateRejectsBadArguments) {
+  gannet_engine_t* engine = nullptr;
+  gannet_engine_config_t config = GANNET_ENGINE_CONFIG_INIT;
+  EXPECT_EQ(gannet_engine_create(nullptr, &engine), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gannet_engine_create(&config, nullptr), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gannet_engine_create(&config, &engine), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("model_dir"), std::string::npos) << LastError();
+
+  config.struct_size = 3;
+  config.model_dir = "/nonexistent";
+  EXPECT_EQ(gannet_engine_create(&config, &engine), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("struct_size"), std::string::npos) << LastError();
+
+  config = GANNET_ENGINE_CONFIG_INIT;
+  config.model_dir = "/nonexistent/model";
+  EXPECT_EQ(gannet_engine_create(&config, &engine), GANNET_ERR_NOT_FOUND);
+  EXPECT_NE(LastError().find("/nonexistent/model/config.json"), std::string::npos) << LastError();
+
+  const std::string dir = TinyModelDir("e2b");
+  config.model_dir = dir.c_str();
+  config.backend = "tpu";
+  EXPECT_EQ(gannet_engine_create(&config, &engine), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("tpu"), std::string::npos) << LastError();
+
+  config.backend = "cpu";
+  config.max_running_seqs = -1;
+  EXPECT_EQ(gannet_engine_create(&config, &engine), GANNET_ERR_INVALID_ARGUMENT);
+
+  config.max_running_seqs = 0;
+  config.max_model_len = 1 << 30;
+  EXPECT_EQ(gannet_engine_create(&config, &engine), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("max_position_embeddings"), std::string::npos) << LastError();
+
+  config.max_model_len = 0;
+  config.load_format = "gguf";
+  EXPECT_EQ(gannet_engine_create(&config, &engine), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(engine, nullptr);  // never written on failure
+
+  // A drafter is not servable on its own.
+  const std::string drafter = TinyModelDir("e2b-assistant");
+  config = GANNET_ENGINE_CONFIG_INIT;
+  config.model_dir = drafter.c_str();
+  config.backend = "cpu";
+  EXPECT_EQ(gannet_engine_create(&config, &engine), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("assistant"), std::string::npos) << LastError();
+}
+
+TEST(CapiArgsTest, EntryPointsRejectNullAndInvalid) {
+  gannet_engine_destroy(nullptr);  // a no-op
+  gannet_engine_t* engine = CreateTinyEngine("e2b");
+  ASSERT_NE(engine, nullptr);
+  std::vector<int32_t> prompt = MakePrompt(1, 5);
+  gannet_request_t req = GreedyRequest(prompt, 4);
+  uint64_t id = 0;
+  EXPECT_EQ(gannet_engine_submit(nullptr, &req, &id), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gannet_engine_submit(engine, nullptr, &id), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gannet_engine_submit(engine, &req, nullptr), GANNET_ERR_INVALID_ARGUMENT);
+
+  gannet_request_t bad = req;
+  bad.struct_size = 0;
+  EXPECT_EQ(gannet_engine_submit(engine, &bad, &id), GANNET_ERR_INVALID_ARGUMENT);
+  bad = req;
+  bad.num_prompt_tokens = 0;
+  EXPECT_EQ(gannet_engine_submit(engine, &bad, &id), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("exactly one prompt"), std::string::npos) << LastError();
+  bad = req;
+  bad.prompt_tokens = nullptr;
+  EXPECT_EQ(gannet_engine_submit(engine, &bad, &id), GANNET_ERR_INVALID_ARGUMENT);
+  bad = req;
+  bad.sampling.temperature = -1.0f;
+  EXPECT_EQ(gannet_engine_submit(engine, &bad, &id), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("temperature"), std::string::npos) << LastError();
+  bad = req;
+  bad.sampling.top_p = 1.5f;
+  EXPECT_EQ(gannet_engine_submit(engine, &bad, &id), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("top_p"), std::string::npos) << LastError();
+  bad = req;
+  bad.max_tokens = -3;
+  EXPECT_EQ(gannet_engine_submit(engine, &bad, &id), GANNET_ERR_INVALID_ARGUMENT);
+  bad = req;
+  bad.min_tokens = 9;
+  EXPECT_EQ(gannet_engine_submit(engine, &bad, &id), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("min_tokens"), std::string::npos) << LastError();
+  bad = req;
+  bad.logprobs = 1000;
+  EXPECT_EQ(gannet_engine_submit(engine, &bad, &id), GANNET_ERR_INVALID_ARGUMENT);
+  bad = req;
+  bad.num_stop_strings = 2;
+  EXPECT_EQ(gannet_engine_submit(engine, &bad, &id), GANNET_ERR_INVALID_ARGUMENT);
+  bad = req;
+  bad.num_messages = 1;
+  EXPECT_EQ(gannet_engine_submit(engine, &bad, &id), GANNET_ERR_INVALID_ARGUMENT);
+
+  EXPECT_EQ(gannet_engine_cancel(nullptr, 1), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gannet_engine_cancel(engine, 987654), GANNET_ERR_NOT_FOUND);
+
+  const gannet_event_t* events = nullptr;
+  size_t n = 7;
+  EXPECT_EQ(gannet_engine_poll(nullptr, 0, 8, &events, &n), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gannet_engine_poll(engine, 0, 8, nullptr, &n), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gannet_engine_poll(engine, 0, 8, &events, nullptr), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gannet_engine_poll(engine, 0, 0, &events, &n), GANNET_OK);
+  EXPECT_EQ(n, 0u);
+
+  gannet_engine_stats_t stats = GANNET_ENGINE_STATS_INIT;
+  EXPECT_EQ(gannet_engine_get_stats(nullptr, &stats), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(gannet_engine_get_stats(engine, nullptr), GANNET_ERR_INVALID_ARGUMENT);
+  stats.struct_size = 0;
+  EXPECT_EQ(gannet_engine_get_stats(engine, &stats), GANNET_ERR_INVALID_ARGUMENT);
+
+  // The engine still serves after all of that.
+  Outcome o = RunAlone(engine, req);
+  EXPECT_EQ(o.finish == GANNET_FINISH_LENGTH || o.finish == GANNET_FINISH_STOP, true);
+  EXPECT_EQ(o.terminal_events, 1);
+  gannet_engine_destroy(engine);
+}
+
+TEST(CapiArgsTest, OlderSmallerStructsStillWork) {
+  gannet_engine_t* engine = CreateTinyEngine("e2b");
+  ASSERT_NE(engine, nullptr);
+  // A caller built against a header whose stats struct ended after num_waiting.
+  struct OldStats {
+    uint32_t struct_size;
+    int32_t num_running;
+    int32_t num_waiting;
+    int32_t canary;
+  } old = {static_cast<uint32_t>(offsetof(gannet_engine_stats_t, kv_pages_total)), -1, -1, 1234};
+  EXPECT_EQ(gannet_engine_get_stats(engine, reinterpret_cast<gannet_engine_stats_t*>(&old)),
+            GANNET_OK);
+  EXPECT_EQ(old.num_running, 0);
+  EXPECT_EQ(old.canary, 1234);  // nothing written past the caller's struct
+  gannet_engine_destroy(engine);
+}
+
+}  // namespace
+}  // namespace gannet::testing

@@ -1,0 +1,44 @@
+// Helpers for tests that drive the engine only through the public C ABI.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gannet/gannet.h"
+
+namespace gannet::testing {
+
+struct Outcome {
+  std::vector<int32_t> tokens;
+  std::string text;
+  std::vector<float> logprobs;
+  int32_t finish = 0;          // GANNET_FINISH_*
+  gannet_status_t status = 0;  // ERROR events
+  std::string message;
+  int32_t terminal_events = 0; // FINISH + ERROR events seen (must be exactly 1)
+  int32_t num_cached_prompt_tokens = 0;
+  int32_t num_prompt_tokens = 0;
+};
+
+// Creates an engine on the CPU backend for a tiny model; `edit` may change the config.
+gannet_engine_t* CreateTinyEngine(const std::string& variant,
+                                  const std::function<void(gannet_engine_config_t*)>& edit = {});
+
+// A greedy request for the given prompt.
+gannet_request_t GreedyRequest(const std::vector<int32_t>& prompt, int32_t max_tokens);
+
+// Polls until every id in `ids` has its terminal event (or timeout_s passes); returns outcomes.
+std::map<uint64_t, Outcome> WaitAll(gannet_engine_t* engine, const std::set<uint64_t>& ids,
+                                    double timeout_s = 120);
+
+// Submits and waits for one request alone.
+Outcome RunAlone(gannet_engine_t* engine, const gannet_request_t& request);
+
+// Deterministic prompt of `length` ids in [108, vocab), starting with <bos> (2).
+std::vector<int32_t> MakePrompt(uint32_t seed, int length, int vocab = 512);
+
+}  // namespace gannet::testing
