@@ -3,9 +3,12 @@
 // and 256 KiB of King James Bible prose (kjv_sample.txt). A benchmark, not a test: it prints
 // numbers and checks nothing beyond loading its inputs.
 //
+// Every case repeats its input, so after the first iteration the BPE word cache (10k words)
+// is warm, as it is in a server; a cold pass runs at roughly a quarter of these rates.
 // Cases:
 //   EncodeDocument   the whole sample as one string. Gemma's pre-tokenizer does not split on
-//                    spaces, so this is one 256 KiB BPE word: the merge queue's worst case.
+//                    spaces, so this is one 256 KiB BPE word, which the model cuts before
+//                    each "▁" (BpeModel::CanSplitAtMetaspace) into cacheable pieces.
 //   EncodeLines      one Encode per verse (~150 bytes), like short prompts; words repeat, so the
 //                    word cache is warm after the first pass.
 //   EncodeChat       the sample wrapped in Gemma-4 turn markers every few lines (added tokens).
