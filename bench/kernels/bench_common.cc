@@ -1,0 +1,107 @@
+#include "bench/kernels/bench_common.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "kernels/common/synthetic.h"
+#include "lib/backend/cuda/cuda_linear.h"
+
+namespace gannet::bench {
+
+void CheckOk(const absl::Status& st, const char* what) {
+  if (!st.ok()) {
+    std::fprintf(stderr, "bench: %s: %s\n", what, std::string(st.message()).c_str());
+    std::exit(1);
+  }
+}
+
+backend::CudaBackend& Gpu() {
+  static backend::CudaBackend* gpu = [] {
+    auto b = backend::CudaBackend::Create(0);
+    CheckOk(b.status(), "creating the CUDA backend");
+    return b->release();
+  }();
+  return *gpu;
+}
+
+double TimeMs(const std::function<void(int)>& launch, int reps) {
+  cudaStream_t s = Gpu().stream();
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  launch(0);
+  cudaEventRecord(a, s);
+  for (int i = 0; i < reps; ++i) launch(i + 1);
+  cudaEventRecord(b, s);
+  cudaEventSynchronize(b);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, a, b);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) {
+    std::fprintf(stderr, "bench: CUDA error %s\n", cudaGetErrorName(err));
+    std::exit(1);
+  }
+  return ms / reps;
+}
+
+void FillRandomBf16(void* data, size_t count, uint64_t seed, float scale) {
+  // The synthetic-weight generator gives normal(0, 1/sqrt(fan_in)) values: pick fan_in so the
+  // scale comes out as asked.
+  const int64_t fan_in = std::max<int64_t>(1, static_cast<int64_t>(1.0f / (scale * scale)));
+  const cudaError_t err = kernels::LaunchFillSynthetic(data, false, 0, static_cast<int64_t>(count), seed,
+                                                       kernels::SyntheticInit::kMatrix, fan_in, Gpu().stream());
+  if (err != cudaSuccess) {
+    std::fprintf(stderr, "bench: fill: %s\n", cudaGetErrorName(err));
+    std::exit(1);
+  }
+}
+
+const References& Refs() {
+  static const References refs = [] {
+    References r;
+    backend::CudaBackend& gpu = Gpu();
+    // Copy: 2 GiB source to 2 GiB destination; bytes = read + written.
+    const size_t bytes = size_t{2} << 30;
+    void *src = nullptr, *dst = nullptr;
+    cudaMalloc(&src, bytes);
+    cudaMalloc(&dst, bytes);
+    cudaMemsetAsync(src, 1, bytes, gpu.stream());
+    const double copy_ms = TimeMs([&](int) { cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, gpu.stream()); }, 10);
+    r.copy_gbs = 2.0 * bytes / (copy_ms * 1e6);
+    cudaFree(src);
+    cudaFree(dst);
+    // GEMM: 8192^3 bf16 through the backend's tuned cuBLASLt path, random data.
+    const int64_t n = 8192;
+    auto a = gpu.Allocate(n * n * 2), w = gpu.Allocate(n * n * 2), o = gpu.Allocate(n * n * 2);
+    CheckOk(a.status(), "gemm reference");
+    CheckOk(w.status(), "gemm reference");
+    CheckOk(o.status(), "gemm reference");
+    FillRandomBf16(a->data(), n * n, 1, 1.0f);
+    FillRandomBf16(w->data(), n * n, 2, 0.01f);
+    const backend::Tensor ta = a->View(DType::kBF16, {n, n}), tw = w->View(DType::kBF16, {n, n}),
+                          to = o->View(DType::kBF16, {n, n});
+    CheckOk(gpu.Linear(ta, tw, to), "gemm reference");  // tunes the shape
+    const double gemm_ms = TimeMs([&](int) { CheckOk(gpu.Linear(ta, tw, to), "gemm"); }, 10);
+    r.gemm_tflops = 2.0 * n * n * n / (gemm_ms * 1e9);
+    std::printf("references: device-to-device copy %.0f GB/s (read + write), cuBLASLt bf16 8192^3 %.0f TFLOP/s\n",
+                r.copy_gbs, r.gemm_tflops);
+    return r;
+  }();
+  return refs;
+}
+
+void Report(benchmark::State& state, double ms, double bytes, double flops) {
+  const References& r = Refs();
+  const double gbs = bytes / (ms * 1e6);
+  const double tflops = flops / (ms * 1e9);
+  state.counters["us"] = ms * 1e3;
+  state.counters["GB/s"] = gbs;
+  state.counters["frac_copy_bw"] = gbs / r.copy_gbs;
+  state.counters["TFLOP/s"] = tflops;
+  state.counters["frac_gemm"] = tflops / r.gemm_tflops;
+}
+
+}  // namespace gannet::bench

@@ -1,0 +1,143 @@
+// Elementwise kernels (elementwise.h). Grid-stride over [rows, n] with one row per blockIdx.y
+// (capped) so strided column views cost nothing extra; element types are read through Mat.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "kernels/activation/elementwise.h"
+#include "kernels/common/device_utils.cuh"
+
+namespace gannet::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxGridY = 65535;
+
+__device__ __forceinline__ float Get(const Mat& m, int64_t r, int64_t i) {
+  return m.type == DataType::kF32 ? static_cast<const float*>(m.data)[r * m.ld + i]
+                                  : __bfloat162float(static_cast<const bf16*>(m.data)[r * m.ld + i]);
+}
+__device__ __forceinline__ void Put(const Mat& m, int64_t r, int64_t i, float v) {
+  if (m.type == DataType::kF32) {
+    static_cast<float*>(m.data)[r * m.ld + i] = v;
+  } else {
+    static_cast<bf16*>(m.data)[r * m.ld + i] = __float2bfloat16_rn(v);
+  }
+}
+
+// Calls f(row, col) for every element; rows beyond gridDim.y are covered by striding.
+template <typename F>
+__device__ __forceinline__ void ForEach(int rows, int n, F f) {
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      f(r, i);
+    }
+  }
+}
+
+dim3 GridFor(int rows, int n) {
+  const int x = (n + kThreads - 1) / kThreads;
+  return dim3(x < 1 ? 1 : (x > 1024 ? 1024 : x), rows < 1 ? 1 : (rows > kMaxGridY ? kMaxGridY : rows));
+}
+
+__global__ void GeluTanhMulKernel(Mat gate, Mat up, Mat out, int rows, int n) {
+  ForEach(rows, n, [&](int64_t r, int64_t i) { Put(out, r, i, GeluTanh(Get(gate, r, i)) * Get(up, r, i)); });
+}
+
+__global__ void AddKernel(Mat a, Mat b, Mat out, int rows, int n) {
+  ForEach(rows, n, [&](int64_t r, int64_t i) { Put(out, r, i, Get(a, r, i) + Get(b, r, i)); });
+}
+
+__global__ void SoftcapKernel(float* x, int64_t ld, float cap, int rows, int n) {
+  ForEach(rows, n, [&](int64_t r, int64_t i) {
+    float& v = x[r * ld + i];
+    v = tanhf(v / cap) * cap;
+  });
+}
+
+__global__ void FillKernel(void* data, int64_t ld, int rows, int n, DataType type, bool is_int, float value) {
+  ForEach(rows, n, [&](int64_t r, int64_t i) {
+    if (is_int) {
+      static_cast<int32_t*>(data)[r * ld + i] = static_cast<int32_t>(value);
+    } else if (type == DataType::kF32) {
+      static_cast<float*>(data)[r * ld + i] = value;
+    } else {
+      static_cast<bf16*>(data)[r * ld + i] = __float2bfloat16_rn(value);
+    }
+  });
+}
+
+__global__ void ConvertKernel(Mat x, Mat out, int rows, int n) {
+  ForEach(rows, n, [&](int64_t r, int64_t i) { Put(out, r, i, Get(x, r, i)); });
+}
+
+__global__ void EmbedKernel(const int32_t* ids, const bf16* table, int vocab, int width, float scale,
+                            Mat out, int rows) {
+  ForEach(rows, width, [&](int64_t t, int64_t i) {
+    const int id = ids[t];
+    const float v = id >= 0 && id < vocab ? __bfloat162float(table[static_cast<int64_t>(id) * width + i]) : 0.f;
+    Put(out, t, i, v * scale);
+  });
+}
+
+__global__ void GatherRowsKernel(const char* x, int64_t x_row_bytes, int num_rows, const int32_t* rows,
+                                 char* out, int64_t out_row_bytes, int64_t row_bytes) {
+  const int i = blockIdx.x;
+  const int r = rows[i];
+  if (r < 0 || r >= num_rows) return;
+  const char* src = x + r * x_row_bytes;
+  char* dst = out + i * out_row_bytes;
+  for (int64_t b = threadIdx.x; b < row_bytes; b += blockDim.x) dst[b] = src[b];
+}
+
+}  // namespace
+
+cudaError_t LaunchGeluTanhMul(Mat gate, Mat up, Mat out, int rows, int n, cudaStream_t stream) {
+  if (rows == 0 || n == 0) return cudaSuccess;
+  GeluTanhMulKernel<<<GridFor(rows, n), kThreads, 0, stream>>>(gate, up, out, rows, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAdd(Mat a, Mat b, Mat out, int rows, int n, cudaStream_t stream) {
+  if (rows == 0 || n == 0) return cudaSuccess;
+  AddKernel<<<GridFor(rows, n), kThreads, 0, stream>>>(a, b, out, rows, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSoftcap(float* x, int64_t ld, float cap, int rows, int n, cudaStream_t stream) {
+  if (rows == 0 || n == 0) return cudaSuccess;
+  SoftcapKernel<<<GridFor(rows, n), kThreads, 0, stream>>>(x, ld, cap, rows, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchFill(void* data, int64_t ld, int rows, int n, DataType type, bool is_int,
+                       float value, cudaStream_t stream) {
+  if (rows == 0 || n == 0) return cudaSuccess;
+  FillKernel<<<GridFor(rows, n), kThreads, 0, stream>>>(data, ld, rows, n, type, is_int, value);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchConvert(Mat x, Mat out, int rows, int n, cudaStream_t stream) {
+  if (rows == 0 || n == 0) return cudaSuccess;
+  ConvertKernel<<<GridFor(rows, n), kThreads, 0, stream>>>(x, out, rows, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchEmbed(const int32_t* ids, int num_tokens, const void* table, int vocab, int width,
+                        float scale, Mat out, cudaStream_t stream) {
+  if (num_tokens == 0) return cudaSuccess;
+  EmbedKernel<<<GridFor(num_tokens, width), kThreads, 0, stream>>>(
+      ids, static_cast<const bf16*>(table), vocab, width, scale, out, num_tokens);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchGatherRows(const void* x, int64_t x_row_bytes, int num_rows, const int32_t* rows,
+                             int count, void* out, int64_t out_row_bytes, int64_t row_bytes,
+                             cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  GatherRowsKernel<<<count, kThreads, 0, stream>>>(static_cast<const char*>(x), x_row_bytes, num_rows,
+                                                   rows, static_cast<char*>(out), out_row_bytes, row_bytes);
+  return cudaGetLastError();
+}
+
+}  // namespace gannet::kernels

@@ -1,0 +1,185 @@
+#include "kernels/attention/attention_entries.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+namespace gannet::kernels {
+namespace {
+
+constexpr int kMaxSplits = 64;
+// Shared memory an SM can give its resident blocks (sm_90: 228 KB, 1 KB reserved per block).
+constexpr int kSmemPerSm = 233472;
+
+// Like FlashAttention's num_splits_heuristic: the fewest splits whose wave efficiency is within
+// 85% of the best, so short or already-wide problems don't pay for merging partials.
+int SplitHeuristic(const FlashConfig& c, const ProblemKey& pk, const DeviceInfo& dev) {
+  const int group = std::max(1, pk.group());
+  const int row_tiles = std::max(pk.num_seqs, (pk.num_tokens * group + c.block_m - 1) / c.block_m);
+  const int ctas = row_tiles * pk.num_kv_heads;
+  int kv_len = pk.max_seq_len;
+  if (pk.window > 0) kv_len = std::min(kv_len, pk.window + std::max(1, pk.max_query_len) - 1);
+  const int kv_tiles = (kv_len + c.block_n - 1) / c.block_n;
+  const int per_sm = std::max(1, std::min(kSmemPerSm / (c.smem_bytes + 1024), 2048 / c.threads));
+  const int target = std::max(1, dev.num_sms) * per_sm;
+  if (ctas * 5 >= target * 4) return 1;
+  const int max_splits = std::min(kMaxSplits, std::max(1, kv_tiles / 2));
+  double best = 0;
+  double eff[kMaxSplits + 1] = {};
+  for (int s = 1; s <= max_splits; ++s) {
+    const double waves = static_cast<double>(ctas) * s / target;
+    eff[s] = waves / std::ceil(waves);
+    best = std::max(best, eff[s]);
+  }
+  for (int s = 1; s <= max_splits; ++s) {
+    if (eff[s] >= 0.85 * best) return s;
+  }
+  return 1;
+}
+
+template <FlashConfig (*kConfig)()>
+KernelStatus FlashCanImplement(const ProblemKey& pk, const DeviceInfo& dev) {
+  const FlashConfig c = kConfig();
+  if (pk.num_kv_heads <= 0 || pk.num_q_heads % pk.num_kv_heads != 0) {
+    return KernelStatus::Fail("query heads not a multiple of kv heads");
+  }
+  if (c.smem_bytes > dev.max_smem_optin) {
+    return KernelStatus::Fail("needs " + std::to_string(c.smem_bytes) + " B shared memory, device allows " +
+                              std::to_string(dev.max_smem_optin));
+  }
+  return KernelStatus::Ok();
+}
+
+template <FlashConfig (*kConfig)()>
+size_t FlashWorkspace(const ProblemKey& pk, const DeviceInfo& dev) {
+  const FlashConfig c = kConfig();
+  const int splits = SplitHeuristic(c, pk, dev);
+  return FlashWorkspaceBytes(c, FlashGridTiles(c, pk.num_tokens, pk.num_seqs, std::max(1, pk.group())),
+                             pk.num_kv_heads, splits);
+}
+
+template <FlashConfig (*kConfig)(),
+          cudaError_t (*kLaunch)(const PagedAttentionParams&, int, void*, cudaStream_t)>
+cudaError_t FlashLaunch(const void* args, const ProblemKey& pk, const DeviceInfo& dev,
+                        void* workspace, cudaStream_t stream) {
+  const auto& p = *static_cast<const PagedAttentionParams*>(args);
+  const int splits = p.num_splits > 0 ? p.num_splits : SplitHeuristic(kConfig(), pk, dev);
+  return kLaunch(p, splits, workspace, stream);
+}
+
+KernelStatus GenericCanImplement(const ProblemKey& pk, const DeviceInfo&) {
+  if (pk.head_dim % 8 != 0 || pk.head_dim > 512) return KernelStatus::Fail("head_dim must be a multiple of 8 <= 512");
+  if (pk.num_kv_heads <= 0 || pk.num_q_heads % pk.num_kv_heads != 0) {
+    return KernelStatus::Fail("query heads not a multiple of kv heads");
+  }
+  return KernelStatus::Ok();
+}
+
+size_t NoWorkspace(const ProblemKey&, const DeviceInfo&) { return 0; }
+
+cudaError_t GenericLaunch(const void* args, const ProblemKey&, const DeviceInfo&, void*,
+                          cudaStream_t stream) {
+  return LaunchGenericAttention(*static_cast<const PagedAttentionParams*>(args), stream);
+}
+
+// sm_80 through the newest arch: mma.sync / ldmatrix / cp.async exist on all of them.
+constexpr int kSm80 = 80;
+constexpr int kAnyNewer = 1000;
+
+ProblemPredicate FlashPredicate(int head_dim, int group_rows) {
+  ProblemPredicate p;
+  p.head_dim = head_dim;
+  p.max_group_rows = group_rows;
+  p.required_flags = kFlagAligned16;
+  return p;
+}
+
+#define GANNET_FLASH_ENTRY(var, entry_name, op, name, hd, rows, prio)                        \
+  const KernelEntry var = {entry_name,                                                     \
+                           op,                                                             \
+                           kSm80,                                                          \
+                           kAnyNewer,                                                      \
+                           FlashPredicate(hd, rows),                                       \
+                           prio,                                                           \
+                           FlashCanImplement<FlashConfig##name>,                           \
+                           FlashWorkspace<FlashConfig##name>,                              \
+                           FlashLaunch<FlashConfig##name, LaunchFlash##name>};
+
+}  // namespace
+
+GANNET_FLASH_ENTRY(kSm80DecodeHd256Split, "sm80_hd256_bf16_split", Op::kAttentionDecode, DecodeHd256, 256, 16, 2)
+GANNET_FLASH_ENTRY(kSm80DecodeHd256SplitSmall, "sm80_hd256_bf16_split_small", Op::kAttentionDecode, DecodeHd256Small, 256, 16, 1)
+GANNET_FLASH_ENTRY(kSm80DecodeHd512Split, "sm80_hd512_bf16_split", Op::kAttentionDecode, DecodeHd512, 512, 16, 2)
+GANNET_FLASH_ENTRY(kSm80DecodeHd512SplitSmall, "sm80_hd512_bf16_split_small", Op::kAttentionDecode, DecodeHd512Small, 512, 16, 1)
+GANNET_FLASH_ENTRY(kSm80PrefillHd256, "sm80_hd256_bf16_prefill", Op::kAttentionPrefill, PrefillHd256, 256, 0, 2)
+GANNET_FLASH_ENTRY(kSm80PrefillHd256Small, "sm80_hd256_bf16_prefill_small", Op::kAttentionPrefill, PrefillHd256Small, 256, 0, 1)
+GANNET_FLASH_ENTRY(kSm80PrefillHd512, "sm80_hd512_bf16_prefill", Op::kAttentionPrefill, PrefillHd512, 512, 0, 2)
+GANNET_FLASH_ENTRY(kSm80PrefillHd512Small, "sm80_hd512_bf16_prefill_small", Op::kAttentionPrefill, PrefillHd512Small, 512, 0, 1)
+
+const KernelEntry kSm75GenericDecode = {
+    "sm75_generic_bf16_decode", Op::kAttentionDecode, 75, kAnyNewer, ProblemPredicate{}, 0,
+    GenericCanImplement, NoWorkspace, GenericLaunch};
+const KernelEntry kSm75GenericPrefill = {
+    "sm75_generic_bf16_prefill", Op::kAttentionPrefill, 75, kAnyNewer, ProblemPredicate{}, 0,
+    GenericCanImplement, NoWorkspace, GenericLaunch};
+
+namespace {
+
+FlashConfig (*FlashConfigOf(const KernelEntry& entry))() {
+  struct Known {
+    const KernelEntry* entry;
+    FlashConfig (*config)();
+  };
+  static const Known known[] = {
+      {&kSm80DecodeHd256Split, FlashConfigDecodeHd256},
+      {&kSm80DecodeHd256SplitSmall, FlashConfigDecodeHd256Small},
+      {&kSm80DecodeHd512Split, FlashConfigDecodeHd512},
+      {&kSm80DecodeHd512SplitSmall, FlashConfigDecodeHd512Small},
+      {&kSm80PrefillHd256, FlashConfigPrefillHd256},
+      {&kSm80PrefillHd256Small, FlashConfigPrefillHd256Small},
+      {&kSm80PrefillHd512, FlashConfigPrefillHd512},
+      {&kSm80PrefillHd512Small, FlashConfigPrefillHd512Small},
+  };
+  for (const Known& k : known) {
+    if (k.entry == &entry) return k.config;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+int FlashAttentionSplits(const KernelEntry& entry, const ProblemKey& pk, const DeviceInfo& dev) {
+  auto config = FlashConfigOf(entry);
+  return config ? SplitHeuristic(config(), pk, dev) : 0;
+}
+
+size_t FlashAttentionWorkspace(const KernelEntry& entry, const ProblemKey& pk, int num_splits) {
+  auto config = FlashConfigOf(entry);
+  if (config == nullptr) return 0;
+  const FlashConfig c = config();
+  return FlashWorkspaceBytes(c, FlashGridTiles(c, pk.num_tokens, pk.num_seqs, std::max(1, pk.group())),
+                             pk.num_kv_heads, num_splits);
+}
+
+ProblemKey AttentionProblem(Op op, const PagedAttentionParams& p) {
+  ProblemKey pk;
+  pk.op = op;
+  pk.head_dim = p.head_dim;
+  pk.page_size = p.page_size;
+  pk.num_q_heads = p.num_q_heads;
+  pk.num_kv_heads = p.num_kv_heads;
+  pk.window = p.window;
+  pk.max_query_len = p.max_query_len;
+  pk.num_seqs = p.num_seqs;
+  pk.num_tokens = p.num_tokens;
+  pk.max_seq_len = p.max_seq_len;
+  auto aligned = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; };
+  if (aligned(p.q) && aligned(p.out) && aligned(p.k_cache) && aligned(p.v_cache) &&
+      p.q_stride % 8 == 0 && p.out_stride % 8 == 0 && p.head_dim % 8 == 0) {
+    pk.flags |= kFlagAligned16;
+  }
+  return pk;
+}
+
+}  // namespace gannet::kernels

@@ -1,0 +1,35 @@
+// The attention entries of the kernel registry (host side: predicates, resource checks,
+// workspace sizes and split-KV heuristics around the launchers of paged_attention.h).
+// `args` of their launch functions is a PagedAttentionParams.
+#pragma once
+
+#include "kernels/attention/paged_attention.h"
+#include "kernels/registry/registry.h"
+
+namespace gannet::kernels {
+
+extern const KernelEntry kSm80DecodeHd256Split;
+extern const KernelEntry kSm80DecodeHd256SplitSmall;
+extern const KernelEntry kSm80DecodeHd512Split;
+extern const KernelEntry kSm80DecodeHd512SplitSmall;
+extern const KernelEntry kSm80PrefillHd256;
+extern const KernelEntry kSm80PrefillHd256Small;
+extern const KernelEntry kSm80PrefillHd512;
+extern const KernelEntry kSm80PrefillHd512Small;
+extern const KernelEntry kSm75GenericDecode;
+extern const KernelEntry kSm75GenericPrefill;
+
+// Split-KV count the flash entry `entry` uses for `problem` (1 = no split); 0 if `entry` is not a
+// flash entry. The count depends only on the problem's host-side sizes, so a graph captured for
+// one step shape keeps it.
+int FlashAttentionSplits(const KernelEntry& entry, const ProblemKey& problem,
+                         const DeviceInfo& device);
+
+// Workspace the flash entry `entry` needs when launched with `num_splits` splits (a forced count
+// in PagedAttentionParams::num_splits); 0 for other entries.
+size_t FlashAttentionWorkspace(const KernelEntry& entry, const ProblemKey& problem, int num_splits);
+
+// The attention problem key of a parameter block (op chosen by the caller).
+ProblemKey AttentionProblem(Op op, const PagedAttentionParams& p);
+
+}  // namespace gannet::kernels

@@ -1,0 +1,101 @@
+// CUDA-core paged attention for every arch the build carries (sm_75+): one warp per (token,
+// query head), lanes split the head dim in 16-byte chunks, online softmax one key at a time.
+// It is the fallback where no tensor-core entry applies and a second, independent GPU
+// implementation the tests compare the flash kernels against; speed is not its job.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "kernels/attention/paged_attention.h"
+#include "kernels/common/device_utils.cuh"
+
+namespace gannet::kernels {
+namespace {
+
+constexpr int kMaxChunksPerLane = 2;  // head_dim up to 32 lanes x 2 x 8 = 512
+
+__global__ void GenericAttentionKernel(const PagedAttentionParams p) {
+  const int warps_per_block = blockDim.x / 32;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * warps_per_block + threadIdx.x / 32;
+  const int lane = threadIdx.x & 31;
+  if (item >= static_cast<int64_t>(p.num_tokens) * p.num_q_heads) return;
+  const int t = static_cast<int>(item / p.num_q_heads);
+  const int h = static_cast<int>(item % p.num_q_heads);
+  const int kvh = h / (p.num_q_heads / p.num_kv_heads);
+  // The token's sequence: the last s with query_start[s] <= t.
+  int s = 0;
+  while (s + 1 < p.num_seqs && p.query_start[s + 1] <= t) ++s;
+  const int pos = p.positions[t];
+  const int lo = p.window > 0 ? max(0, pos - p.window + 1) : 0;
+  const int chunks = p.head_dim / 8;
+  const int32_t* table = p.page_table + static_cast<int64_t>(s) * p.max_pages_per_seq;
+
+  float q[kMaxChunksPerLane][8];
+  float acc[kMaxChunksPerLane][8];
+  const bf16* qrow = static_cast<const bf16*>(p.q) + t * p.q_stride + static_cast<int64_t>(h) * p.head_dim;
+#pragma unroll
+  for (int c = 0; c < kMaxChunksPerLane; ++c) {
+    const int ch = lane + 32 * c;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) q[c][i] = acc[c][i] = 0.f;
+    if (ch < chunks) Load8(qrow + ch * 8, q[c]);
+  }
+  float m = -INFINITY, l = 0.f;
+  for (int key = lo; key <= pos; ++key) {
+    const int page = table[key / p.page_size];
+    const int64_t off = ((static_cast<int64_t>(page) * p.num_kv_heads + kvh) * p.page_size +
+                         key % p.page_size) * p.head_dim;
+    const bf16* krow = static_cast<const bf16*>(p.k_cache) + off;
+    const bf16* vrow = static_cast<const bf16*>(p.v_cache) + off;
+    float dot = 0.f;
+#pragma unroll
+    for (int c = 0; c < kMaxChunksPerLane; ++c) {
+      const int ch = lane + 32 * c;
+      if (ch >= chunks) continue;
+      float k[8];
+      Load8(krow + ch * 8, k);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) dot += q[c][i] * k[i];
+    }
+    const float sc = WarpSum(dot) * p.scale;
+    const float m_new = fmaxf(m, sc);
+    const float alpha = expf(m - m_new);
+    const float w = expf(sc - m_new);
+    l = l * alpha + w;
+    m = m_new;
+#pragma unroll
+    for (int c = 0; c < kMaxChunksPerLane; ++c) {
+      const int ch = lane + 32 * c;
+      if (ch >= chunks) continue;
+      float v[8];
+      Load8(vrow + ch * 8, v);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[c][i] = acc[c][i] * alpha + w * v[i];
+    }
+  }
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+  bf16* orow = static_cast<bf16*>(p.out) + t * p.out_stride + static_cast<int64_t>(h) * p.head_dim;
+#pragma unroll
+  for (int c = 0; c < kMaxChunksPerLane; ++c) {
+    const int ch = lane + 32 * c;
+    if (ch >= chunks) continue;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[c][i] *= inv;
+    Store8(orow + ch * 8, acc[c]);
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchGenericAttention(const PagedAttentionParams& p, cudaStream_t stream) {
+  if (p.head_dim % 8 != 0 || p.head_dim > 32 * kMaxChunksPerLane * 8 || p.num_kv_heads <= 0) {
+    return cudaErrorInvalidValue;
+  }
+  const int64_t items = static_cast<int64_t>(p.num_tokens) * p.num_q_heads;
+  if (items == 0) return cudaSuccess;
+  constexpr int kWarps = 4;
+  const int blocks = static_cast<int>((items + kWarps - 1) / kWarps);
+  GenericAttentionKernel<<<blocks, kWarps * 32, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace gannet::kernels

@@ -1,0 +1,96 @@
+// Paged attention over the KV layout of backend.h: the parameter block and the device launchers
+// of every compiled attention kernel configuration. Plain C++ over the CUDA runtime API, so both
+// the .cu kernels and the host-side registry entries (attention_entries.cc) include it.
+//
+// Layouts:
+//   q, out     [num_tokens, num_q_heads, head_dim] bf16 (token stride q_stride / out_stride)
+//   k/v cache  [num_pages, num_kv_heads, page_size, head_dim] bf16
+//   page_table [num_seqs, max_pages_per_seq] int32, -1 = hole (never read)
+// Sequence s owns tokens [query_start[s], query_start[s+1]) at positions `positions[t]`, the
+// last tokens of its seq_lens[s]-long context. A query at position p attends to keys
+// max(0, p - window + 1) .. p (window 0 = all keys 0 .. p).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace gannet::kernels {
+
+struct PagedAttentionParams {
+  const void* q = nullptr;
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  void* out = nullptr;
+  const int32_t* query_start = nullptr;  // [num_seqs + 1] device
+  const int32_t* seq_lens = nullptr;     // [num_seqs] device
+  const int32_t* positions = nullptr;    // [num_tokens] device
+  const int32_t* page_table = nullptr;   // [num_seqs, max_pages_per_seq] device
+  int num_seqs = 0;
+  int num_tokens = 0;
+  int max_query_len = 0;  // host bound on any sequence's query length
+  int max_seq_len = 0;    // host bound on any seq_len (sizes the split count)
+  int num_q_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int page_size = 0;
+  int max_pages_per_seq = 0;
+  int window = 0;
+  int64_t q_stride = 0;    // elements between tokens of q
+  int64_t out_stride = 0;  // elements between tokens of out
+  float scale = 1.0f;
+  int num_splits = 0;  // 0 = the entry's heuristic; > 0 forces a split count (tests, benchmarks)
+};
+
+// One compiled tile configuration of the sm80 flash kernel (flash_attn_sm80.cuh).
+struct FlashConfig {
+  int head_dim;
+  int block_m;   // query rows per CTA: (token, head-of-group) pairs, GQA-packed
+  int block_n;   // keys per pipeline stage
+  int threads;
+  int stages;
+  int smem_bytes;
+};
+
+// Rows of the flash kernel's grid for a step: an upper bound on the CTA tiles over all sequences
+// (each sequence's q_len * group rows rounded up to block_m), fixed by (num_tokens, num_seqs) so a
+// captured graph can replay any step of that shape.
+inline int FlashGridTiles(const FlashConfig& c, int num_tokens, int num_seqs, int group) {
+  return (num_tokens * group + c.block_m - 1) / c.block_m + num_seqs;
+}
+
+// Workspace of a split launch: zeroed counters, then partial outputs and log-sum-exps.
+inline size_t FlashWorkspaceBytes(const FlashConfig& c, int grid_tiles, int num_kv_heads,
+                                  int num_splits) {
+  if (num_splits <= 1) return 0;
+  const size_t ctas = static_cast<size_t>(grid_tiles) * num_kv_heads;
+  const size_t counters = (ctas * sizeof(int) + 255) / 256 * 256;
+  return counters + ctas * num_splits * c.block_m * (c.head_dim + 1) * sizeof(float);
+}
+
+// The compiled configurations; each is defined (with its tile sizes) in one .cu file under
+// attention/{decode,prefill}/sm80/ so the instantiations compile in parallel.
+#define GANNET_FLASH_CONFIGS(X) \
+  X(DecodeHd256)                \
+  X(DecodeHd256Small)           \
+  X(DecodeHd512)                \
+  X(DecodeHd512Small)           \
+  X(PrefillHd256)               \
+  X(PrefillHd256Small)          \
+  X(PrefillHd512)               \
+  X(PrefillHd512Small)
+
+// Per configuration: its FlashConfig and its launcher. `num_splits` >= 1; workspace as above.
+#define GANNET_DECLARE_FLASH(name)                                                         \
+  FlashConfig FlashConfig##name();                                                         \
+  cudaError_t LaunchFlash##name(const PagedAttentionParams& p, int num_splits, void* workspace, \
+                                cudaStream_t stream);
+GANNET_FLASH_CONFIGS(GANNET_DECLARE_FLASH)
+#undef GANNET_DECLARE_FLASH
+
+// The CUDA-core fallback for every arch (sm_75+), any head_dim multiple of 64 up to 512: one
+// warp per (token, query head), online softmax. Slow but simple: the reference on the GPU.
+cudaError_t LaunchGenericAttention(const PagedAttentionParams& p, cudaStream_t stream);
+
+}  // namespace gannet::kernels

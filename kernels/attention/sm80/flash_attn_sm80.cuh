@@ -1,0 +1,422 @@
+// Paged flash attention on sm_80-class tensor cores (mma.sync m16n8k16 bf16, ldmatrix, cp.async);
+// the same code runs on sm_86/89/90/100. One template serves decode and prefill:
+//
+// - A CTA owns (query tile, kv head, KV split). Its kBlockM rows are (token, head) pairs of ONE
+//   sequence and ONE GQA group (GQA packing), so every K/V byte a CTA loads serves all the
+//   group's query heads: decode packs the group's heads of one token into 16 rows, prefill packs
+//   tokens x heads into 64.
+// - K/V tiles of kBlockN keys stream through a kStages-deep cp.async pipeline, gathered row by
+//   row through the page table; rows outside [lo, hi) are zero-filled without a global read, so
+//   released sliding pages (holes) are never touched.
+// - Warp (wm, wn) computes S for rows [16 wm, 16 wm + 16) and keys [wn * kBlockN / kWarpsN, ...)
+//   (the keys are split across warps), the row max / sum are exchanged through shared memory,
+//   P goes to shared memory as bf16, and the same warp then accumulates O for the rows' head-dim
+//   slice [wn * kHeadDim / kWarpsN, ...) (the head dim is split across warps): hd512 never needs
+//   more than 128 accumulator registers per thread.
+// - Split-KV (flash-decoding): the CTA's key range is cut into num_splits chunks; each split writes
+//   a normalised partial O and its log-sum-exp, and the last CTA of a (tile, kv head) to finish
+//   (an atomic counter, reset after use so graphs replay) merges them. The grid depends only on
+//   (num_tokens, num_seqs, kv heads, num_splits); the ranges come from device metadata.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/attention/paged_attention.h"
+#include "kernels/common/device_utils.cuh"
+#include "kernels/common/mma_sm80.cuh"
+
+namespace gannet::kernels::sm80 {
+
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kWarpsM_, int kWarpsN_, int kStages_>
+struct FlashTraits {
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = kBlockM_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kWarpsM = kWarpsM_;
+  static constexpr int kWarpsN = kWarpsN_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kThreads = kWarpsM * kWarpsN * 32;
+  static constexpr int kKeysPerWarp = kBlockN / kWarpsN;
+  static constexpr int kNT = kKeysPerWarp / 8;  // S n-tiles per warp
+  static constexpr int kDimsPerWarp = kHeadDim / kWarpsN;
+  static constexpr int kDT = kDimsPerWarp / 8;  // O n-tiles per warp
+  // Rows padded by 16 B so ldmatrix's eight row addresses fall in distinct bank groups.
+  static constexpr int kStride = kHeadDim + 8;
+  static constexpr int kPStride = kBlockN + 8;
+  static constexpr int kQBytes = kBlockM * kStride * 2;
+  static constexpr int kKVTileBytes = kBlockN * kStride * 2;
+  static constexpr int kPBytes = kBlockM * kPStride * 2;
+  static constexpr int kRedBytes = 2 * kWarpsN * kBlockM * 4;
+  static constexpr int kSmemBytes =
+      kQBytes + 2 * kStages * kKVTileBytes + kPBytes + kRedBytes + kBlockM * 4;
+  static_assert(kBlockM == 16 * kWarpsM, "each warp owns 16 query rows");
+  static_assert(kNT >= 1 && kKeysPerWarp % 8 == 0, "each warp needs whole 8-key n-tiles");
+  static_assert(kDT % 2 == 0, "P.V loads two 8-dim n-tiles per ldmatrix.x4.trans");
+  static_assert(kHeadDim % 32 == 0 && kBlockN % 16 == 0 && kStages >= 2, "tile shape");
+};
+
+// Finds the (sequence, row tile) of grid tile `tile`: sequence s has q_len(s) * group rows cut
+// into ceil(rows / block_m) tiles, numbered in sequence order. Returns false past the last tile.
+__device__ __forceinline__ bool FindTile(const int32_t* query_start, int num_seqs, int group,
+                                         int block_m, int tile, int* seq, int* row_tile) {
+  int first = 0;
+  for (int s = 0; s < num_seqs; ++s) {
+    const int rows = (query_start[s + 1] - query_start[s]) * group;
+    const int n = (rows + block_m - 1) / block_m;
+    if (tile < first + n) {
+      *seq = s;
+      *row_tile = tile - first;
+      return true;
+    }
+    first += n;
+  }
+  return false;
+}
+
+template <typename Tr>
+__global__ void __launch_bounds__(Tr::kThreads, 1)
+    FlashAttnSm80Kernel(const PagedAttentionParams p, int num_splits, void* workspace) {
+#if GANNET_SM80_ENABLED
+  constexpr int kHeadDim = Tr::kHeadDim, kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN;
+  constexpr int kStride = Tr::kStride, kPStride = Tr::kPStride, kStages = Tr::kStages;
+  constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks
+  constexpr float kLog2e = 1.4426950408889634f;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* sQ = reinterpret_cast<bf16*>(smem);
+  bf16* sK = reinterpret_cast<bf16*>(smem + Tr::kQBytes);
+  bf16* sV = sK + kStages * kBlockN * kStride;
+  bf16* sP = sV + kStages * kBlockN * kStride;
+  float* sMax = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sP) + Tr::kPBytes);
+  float* sSum = sMax + Tr::kWarpsN * kBlockM;
+  int* sPos = reinterpret_cast<int*>(sSum + Tr::kWarpsN * kBlockM);
+  __shared__ int sIsLast;
+
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int wm = warp / Tr::kWarpsN;
+  const int wn = warp % Tr::kWarpsN;
+  const int kvh = blockIdx.y;
+  const int split = blockIdx.z;
+  const int group = p.num_q_heads / p.num_kv_heads;
+
+  int seq = 0, row_tile = 0;
+  if (!FindTile(p.query_start, p.num_seqs, group, kBlockM, blockIdx.x, &seq, &row_tile)) return;
+  const int q0 = p.query_start[seq];
+  const int q_rows = (p.query_start[seq + 1] - q0) * group;
+  const int row0 = row_tile * kBlockM;
+  const int rows_here = min(kBlockM, q_rows - row0);
+
+  // Per-row positions; -1 marks padding rows (masked everywhere, never stored).
+  for (int r = tid; r < kBlockM; r += Tr::kThreads) {
+    sPos[r] = r < rows_here ? p.positions[q0 + (row0 + r) / group] : -1;
+  }
+  // Key range of this tile: union of its rows' windows (positions grow within a sequence).
+  const int pos_first = p.positions[q0 + row0 / group];
+  const int pos_last = p.positions[q0 + (row0 + rows_here - 1) / group];
+  const int lo = p.window > 0 ? max(0, pos_first - p.window + 1) : 0;
+  const int hi = min(pos_last + 1, p.seq_lens[seq]);
+  const int total_tiles = hi > lo ? (hi - lo + kBlockN - 1) / kBlockN : 0;
+  const int per_split = (total_tiles + num_splits - 1) / num_splits;
+  const int t_begin = min(total_tiles, split * per_split);
+  const int t_end = min(total_tiles, t_begin + per_split);
+  const int n_tiles = t_end - t_begin;
+
+  const bf16* k_base = static_cast<const bf16*>(p.k_cache);
+  const bf16* v_base = static_cast<const bf16*>(p.v_cache);
+  const int32_t* table = p.page_table + static_cast<int64_t>(seq) * p.max_pages_per_seq;
+
+  // Q rows: (token, head) pairs of this group, zero-filled past the sequence's rows.
+  for (int c = tid; c < kBlockM * kChunksPerRow; c += Tr::kThreads) {
+    const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
+    const bool ok = r < rows_here;
+    const int gr = row0 + r;
+    const bf16* src = static_cast<const bf16*>(p.q) +
+                      (ok ? (q0 + gr / group) * p.q_stride +
+                                static_cast<int64_t>(kvh * group + gr % group) * kHeadDim + ch * 8
+                          : 0);
+    CpAsync16(sQ + r * kStride + ch * 8, src, ok ? 16 : 0);
+  }
+
+  auto load_tile = [&](int stage, int tile) {
+    const int key0 = lo + (t_begin + tile) * kBlockN;
+    bf16* dk = sK + stage * kBlockN * kStride;
+    bf16* dv = sV + stage * kBlockN * kStride;
+    for (int c = tid; c < kBlockN * kChunksPerRow; c += Tr::kThreads) {
+      const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
+      const int key = key0 + r;
+      int page = key < hi ? table[key / p.page_size] : -1;
+      const bool ok = page >= 0;
+      const int64_t off =
+          ok ? ((static_cast<int64_t>(page) * p.num_kv_heads + kvh) * p.page_size +
+                key % p.page_size) * kHeadDim + ch * 8
+             : 0;
+      CpAsync16(dk + r * kStride + ch * 8, k_base + off, ok ? 16 : 0);
+      CpAsync16(dv + r * kStride + ch * 8, v_base + off, ok ? 16 : 0);
+    }
+  };
+
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < n_tiles) load_tile(st, st);
+    CpAsyncCommit();  // the Q copies ride in the first group
+  }
+
+  float acc_o[Tr::kDT][4];
+#pragma unroll
+  for (int i = 0; i < Tr::kDT; ++i) acc_o[i][0] = acc_o[i][1] = acc_o[i][2] = acc_o[i][3] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY};  // rows lane/4 and lane/4 + 8, log2 domain
+  float l_run[2] = {0.f, 0.f};
+  const float scale2 = p.scale * kLog2e;
+  const int r_lo = wm * 16 + (lane >> 2);
+
+  for (int it = 0; it < n_tiles; ++it) {
+    CpAsyncWait<kStages - 2>();
+    __syncthreads();  // tile `it` visible to all; stage (it - 1) % kStages free again
+    if (it + kStages - 1 < n_tiles) load_tile((it + kStages - 1) % kStages, it + kStages - 1);
+    CpAsyncCommit();
+    const bf16* cK = sK + (it % kStages) * kBlockN * kStride;
+    const bf16* cV = sV + (it % kStages) * kBlockN * kStride;
+    const int key0 = lo + (t_begin + it) * kBlockN;
+
+    // ---- S = Q K^T for this warp's 16 rows x kKeysPerWarp keys ----
+    float acc_s[Tr::kNT][4];
+#pragma unroll
+    for (int i = 0; i < Tr::kNT; ++i) acc_s[i][0] = acc_s[i][1] = acc_s[i][2] = acc_s[i][3] = 0.f;
+#pragma unroll 4
+    for (int kk = 0; kk < kHeadDim / 16; kk += 2) {
+      uint32_t a0[4], a1[4];
+      const bf16* qa = sQ + (wm * 16 + (lane & 15)) * kStride + kk * 16 + (lane >> 4) * 8;
+      LdMatrixX4(a0[0], a0[1], a0[2], a0[3], qa);
+      LdMatrixX4(a1[0], a1[1], a1[2], a1[3], qa + 16);
+#pragma unroll
+      for (int nt = 0; nt < Tr::kNT; ++nt) {
+        uint32_t b[4];
+        const bf16* kb =
+            cK + (wn * Tr::kKeysPerWarp + nt * 8 + (lane & 7)) * kStride + kk * 16 + (lane >> 3) * 8;
+        LdMatrixX4(b[0], b[1], b[2], b[3], kb);
+        MmaBf16(acc_s[nt], a0, b);
+        MmaBf16(acc_s[nt], a1, b + 2);
+      }
+    }
+
+    // ---- mask, scale, row max across the key-split warps ----
+    const int pos0 = sPos[r_lo], pos1 = sPos[r_lo + 8];
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < Tr::kNT; ++nt) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int key = key0 + wn * Tr::kKeysPerWarp + nt * 8 + (lane & 3) * 2 + (j & 1);
+        const int pos = j < 2 ? pos0 : pos1;
+        const bool ok = key <= pos && (p.window <= 0 || key > pos - p.window);
+        acc_s[nt][j] = ok ? acc_s[nt][j] * scale2 : -INFINITY;
+        mx[j >> 1] = fmaxf(mx[j >> 1], acc_s[nt][j]);
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+    }
+    if ((lane & 3) == 0) {
+      sMax[wn * kBlockM + r_lo] = mx[0];
+      sMax[wn * kBlockM + r_lo + 8] = mx[1];
+    }
+    __syncthreads();
+    float alpha[2], m_use[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < Tr::kWarpsN; ++w) tile_max = fmaxf(tile_max, sMax[w * kBlockM + r_lo + 8 * h]);
+      const float m_new = fmaxf(m_run[h], tile_max);
+      m_use[h] = m_new == -INFINITY ? 0.f : m_new;  // fully masked so far: keep exp2 finite
+      alpha[h] = exp2f(m_run[h] - m_use[h]);
+      m_run[h] = m_new;
+    }
+
+    // ---- P = exp2(S - m) to shared memory (bf16), partial row sums ----
+    float sum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int nt = 0; nt < Tr::kNT; ++nt) {
+      const float p0 = exp2f(acc_s[nt][0] - m_use[0]);
+      const float p1 = exp2f(acc_s[nt][1] - m_use[0]);
+      const float p2 = exp2f(acc_s[nt][2] - m_use[1]);
+      const float p3 = exp2f(acc_s[nt][3] - m_use[1]);
+      sum[0] += p0 + p1;
+      sum[1] += p2 + p3;
+      const int col = wn * Tr::kKeysPerWarp + nt * 8 + (lane & 3) * 2;
+      *reinterpret_cast<uint32_t*>(sP + r_lo * kPStride + col) = PackBf16x2(p0, p1);
+      *reinterpret_cast<uint32_t*>(sP + (r_lo + 8) * kPStride + col) = PackBf16x2(p2, p3);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
+      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+    }
+    if ((lane & 3) == 0) {
+      sSum[wn * kBlockM + r_lo] = sum[0];
+      sSum[wn * kBlockM + r_lo + 8] = sum[1];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float s = 0.f;
+#pragma unroll
+      for (int w = 0; w < Tr::kWarpsN; ++w) s += sSum[w * kBlockM + r_lo + 8 * h];
+      l_run[h] = l_run[h] * alpha[h] + s;
+    }
+#pragma unroll
+    for (int dt = 0; dt < Tr::kDT; ++dt) {
+      acc_o[dt][0] *= alpha[0];
+      acc_o[dt][1] *= alpha[0];
+      acc_o[dt][2] *= alpha[1];
+      acc_o[dt][3] *= alpha[1];
+    }
+
+    // ---- O[:, slice] += P V[:, slice] ----
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      uint32_t a[4];
+      LdMatrixX4(a[0], a[1], a[2], a[3],
+                 sP + (wm * 16 + (lane & 15)) * kPStride + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+      for (int dt = 0; dt < Tr::kDT; dt += 2) {
+        uint32_t b[4];
+        const bf16* vb = cV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride +
+                         wn * Tr::kDimsPerWarp + dt * 8 + (lane >> 4) * 8;
+        LdMatrixX4Trans(b[0], b[1], b[2], b[3], vb);
+        MmaBf16(acc_o[dt], a, b);
+        MmaBf16(acc_o[dt + 1], a, b + 2);
+      }
+    }
+  }
+  CpAsyncWait<0>();
+
+  // ---- epilogue ----
+  const float inv_l[2] = {l_run[0] > 0.f ? 1.f / l_run[0] : 0.f,
+                          l_run[1] > 0.f ? 1.f / l_run[1] : 0.f};
+  bf16* out = static_cast<bf16*>(p.out);
+  auto out_row = [&](int r) {
+    const int gr = row0 + r;
+    return out + (q0 + gr / group) * p.out_stride + static_cast<int64_t>(kvh * group + gr % group) * kHeadDim;
+  };
+  if (num_splits == 1) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = r_lo + 8 * h;
+      if (r >= rows_here) continue;
+      bf16* o = out_row(r) + wn * Tr::kDimsPerWarp + (lane & 3) * 2;
+#pragma unroll
+      for (int dt = 0; dt < Tr::kDT; ++dt) {
+        *reinterpret_cast<uint32_t*>(o + dt * 8) =
+            PackBf16x2(acc_o[dt][2 * h] * inv_l[h], acc_o[dt][2 * h + 1] * inv_l[h]);
+      }
+    }
+    return;
+  }
+
+  // Split: write this split's normalised partial and its log2-sum-exp, then the last CTA of the
+  // (tile, kv head) merges all splits.
+  const int ctas = gridDim.x * gridDim.y;
+  const int cta = blockIdx.x * gridDim.y + kvh;
+  int* counters = static_cast<int*>(workspace);
+  float* part_o = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) +
+                                           (static_cast<size_t>(ctas) * sizeof(int) + 255) / 256 * 256);
+  float* part_lse = part_o + static_cast<size_t>(ctas) * num_splits * kBlockM * kHeadDim;
+  float* my_o = part_o + (static_cast<size_t>(cta) * num_splits + split) * kBlockM * kHeadDim;
+  float* my_lse = part_lse + (static_cast<size_t>(cta) * num_splits + split) * kBlockM;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = r_lo + 8 * h;
+    float* o = my_o + r * kHeadDim + wn * Tr::kDimsPerWarp + (lane & 3) * 2;
+#pragma unroll
+    for (int dt = 0; dt < Tr::kDT; ++dt) {
+      *reinterpret_cast<float2*>(o + dt * 8) =
+          make_float2(acc_o[dt][2 * h] * inv_l[h], acc_o[dt][2 * h + 1] * inv_l[h]);
+    }
+    if (wn == 0 && (lane & 3) == 0) {
+      my_lse[r] = l_run[h] > 0.f ? m_run[h] + log2f(l_run[h]) : -INFINITY;
+    }
+  }
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    const int done = atomicAdd(&counters[cta], 1);
+    sIsLast = done == num_splits - 1;
+  }
+  __syncthreads();
+  if (!sIsLast) return;
+  __threadfence();
+  const float* all_o = part_o + static_cast<size_t>(cta) * num_splits * kBlockM * kHeadDim;
+  const float* all_lse = part_lse + static_cast<size_t>(cta) * num_splits * kBlockM;
+  // Each thread merges 8 consecutive dims of one row; __ldcg reads L2, where the other CTAs'
+  // partials are (L1 is not coherent across SMs).
+  for (int c = tid; c < rows_here * kChunksPerRow; c += Tr::kThreads) {
+    const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
+    float lmax = -INFINITY;
+    for (int s = 0; s < num_splits; ++s) lmax = fmaxf(lmax, __ldcg(all_lse + s * kBlockM + r));
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    float wsum = 0.f;
+    for (int s = 0; s < num_splits; ++s) {
+      const float lse = __ldcg(all_lse + s * kBlockM + r);
+      if (lse == -INFINITY) continue;  // empty split: its partial is not meaningful
+      const float w = exp2f(lse - lmax);
+      wsum += w;
+      const float4* src = reinterpret_cast<const float4*>(all_o + (static_cast<size_t>(s) * kBlockM + r) * kHeadDim + ch * 8);
+      const float4 x0 = __ldcg(src), x1 = __ldcg(src + 1);
+      acc[0] += w * x0.x; acc[1] += w * x0.y; acc[2] += w * x0.z; acc[3] += w * x0.w;
+      acc[4] += w * x1.x; acc[5] += w * x1.y; acc[6] += w * x1.z; acc[7] += w * x1.w;
+    }
+    const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i] *= inv;
+    Store8(out_row(r) + ch * 8, acc);
+  }
+  if (tid == 0) counters[cta] = 0;  // ready for the next launch (graph replays reuse it)
+#endif
+}
+
+// Host side of one configuration.
+template <typename Tr>
+FlashConfig MakeFlashConfig() {
+  return {Tr::kHeadDim, Tr::kBlockM, Tr::kBlockN, Tr::kThreads, Tr::kStages, Tr::kSmemBytes};
+}
+
+template <typename Tr>
+cudaError_t LaunchFlash(const PagedAttentionParams& p, int num_splits, void* workspace,
+                        cudaStream_t stream) {
+  if (p.head_dim != Tr::kHeadDim || p.num_kv_heads <= 0 || num_splits < 1) {
+    return cudaErrorInvalidValue;
+  }
+  if (num_splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
+  // Opting into large shared memory is per device; do it on every launch (a cheap attribute set,
+  // legal while a stream is being captured) rather than caching per-process state.
+  cudaError_t err = cudaFuncSetAttribute(FlashAttnSm80Kernel<Tr>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         Tr::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const int group = p.num_q_heads / p.num_kv_heads;
+  const FlashConfig c = MakeFlashConfig<Tr>();
+  dim3 grid(FlashGridTiles(c, p.num_tokens, p.num_seqs, group), p.num_kv_heads, num_splits);
+  FlashAttnSm80Kernel<Tr><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p, num_splits, workspace);
+  return cudaGetLastError();
+}
+
+}  // namespace gannet::kernels::sm80
+
+// Defines FlashConfig<name>() and LaunchFlash<name>() for one configuration of the X-macro.
+#define GANNET_DEFINE_FLASH(name, hd, bm, bn, wm, wn, st)                                      \
+  namespace gannet::kernels {                                                                  \
+  using FlashTraits##name = sm80::FlashTraits<hd, bm, bn, wm, wn, st>;                         \
+  FlashConfig FlashConfig##name() { return sm80::MakeFlashConfig<FlashTraits##name>(); }       \
+  cudaError_t LaunchFlash##name(const PagedAttentionParams& p, int num_splits, void* workspace, \
+                                cudaStream_t stream) {                                         \
+    return sm80::LaunchFlash<FlashTraits##name>(p, num_splits, workspace, stream);             \
+  }                                                                                            \
+  }

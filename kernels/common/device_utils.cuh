@@ -1,0 +1,110 @@
+// Small device helpers shared by every kernel: bf16 <-> f32, 16-byte vector access, warp and
+// block reductions. Header-only; includes nothing but CUDA headers (kernels/ never sees lib/).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace gannet::kernels {
+
+using bf16 = __nv_bfloat16;
+
+// Eight bf16 values moved as one 16-byte access (the unit of every vectorised load here).
+struct alignas(16) Bf16x8 {
+  __nv_bfloat162 v[4];
+};
+
+__device__ __forceinline__ float ToFloat(float x) { return x; }
+__device__ __forceinline__ float ToFloat(bf16 x) { return __bfloat162float(x); }
+
+template <typename T>
+__device__ __forceinline__ T FromFloat(float x);
+template <>
+__device__ __forceinline__ float FromFloat<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ bf16 FromFloat<bf16>(float x) { return __float2bfloat16_rn(x); }
+
+// Unpacks 8 bf16 into f32.
+__device__ __forceinline__ void Unpack8(const Bf16x8& p, float* out) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float2 f = __bfloat1622float2(p.v[i]);
+    out[2 * i] = f.x;
+    out[2 * i + 1] = f.y;
+  }
+}
+
+__device__ __forceinline__ Bf16x8 Pack8(const float* in) {
+  Bf16x8 p;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) p.v[i] = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);
+  return p;
+}
+
+// Loads 8 consecutive elements of type T as f32 (16 B for bf16, 32 B for f32; aligned).
+__device__ __forceinline__ void Load8(const bf16* p, float* out) {
+  Unpack8(*reinterpret_cast<const Bf16x8*>(p), out);
+}
+__device__ __forceinline__ void Load8(const float* p, float* out) {
+  float4 a = reinterpret_cast<const float4*>(p)[0];
+  float4 b = reinterpret_cast<const float4*>(p)[1];
+  out[0] = a.x; out[1] = a.y; out[2] = a.z; out[3] = a.w;
+  out[4] = b.x; out[5] = b.y; out[6] = b.z; out[7] = b.w;
+}
+__device__ __forceinline__ void Store8(bf16* p, const float* in) {
+  *reinterpret_cast<Bf16x8*>(p) = Pack8(in);
+}
+__device__ __forceinline__ void Store8(float* p, const float* in) {
+  reinterpret_cast<float4*>(p)[0] = make_float4(in[0], in[1], in[2], in[3]);
+  reinterpret_cast<float4*>(p)[1] = make_float4(in[4], in[5], in[6], in[7]);
+}
+
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float WarpMax(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024). `scratch` holds 32 floats.
+// Every thread gets the result. Fixed reduction order, so results are run-to-run deterministic.
+__device__ __forceinline__ float BlockSum(float v, float* scratch) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int warps = blockDim.x >> 5;
+  v = WarpSum(v);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float r = lane < warps ? scratch[lane] : 0.0f;
+  return WarpSum(r);
+}
+
+__device__ __forceinline__ float BlockMax(float v, float* scratch) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int warps = blockDim.x >> 5;
+  v = WarpMax(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float r = lane < warps ? scratch[lane] : -INFINITY;
+  return WarpMax(r);
+}
+
+// Gemma's GELU (tanh approximation), evaluated in f32 exactly as the CPU reference writes it.
+__device__ __forceinline__ float GeluTanh(float x) {
+  const float kAlpha = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + tanhf(kAlpha * (x + 0.044715f * x * x * x)));
+}
+
+__host__ __device__ constexpr int CeilDiv(int a, int b) { return (a + b - 1) / b; }
+
+}  // namespace gannet::kernels

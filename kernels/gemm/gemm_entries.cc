@@ -1,0 +1,52 @@
+#include "kernels/gemm/gemm_entries.h"
+
+#include <cstdint>
+
+namespace gannet::kernels {
+namespace {
+
+KernelStatus GemvCanImplement(const ProblemKey& pk, const DeviceInfo&) {
+  if (pk.num_tokens < 1) return KernelStatus::Fail("M must be >= 1");
+  if (pk.k % 8 != 0) return KernelStatus::Fail("K must be a multiple of 8");
+  return KernelStatus::Ok();
+}
+
+size_t GemvWorkspace(const ProblemKey&, const DeviceInfo&) { return 0; }
+
+cudaError_t GemvLaunch(const void* args, const ProblemKey&, const DeviceInfo&, void*,
+                       cudaStream_t stream) {
+  return LaunchGemv(*static_cast<const GemvParams*>(args), stream);
+}
+
+ProblemPredicate GemvPredicate(ElemType in) {
+  ProblemPredicate p;
+  p.in_type = in;
+  p.max_m = kGemvMaxM;
+  p.required_flags = kFlagAligned16;
+  return p;
+}
+
+}  // namespace
+
+const KernelEntry kSm75GemvBf16 = {"sm75_gemv_bf16_m8", Op::kGemv, 75, 1000,
+                                   GemvPredicate(ElemType::kBF16), 0, GemvCanImplement,
+                                   GemvWorkspace, GemvLaunch};
+const KernelEntry kSm75GemvF32In = {"sm75_gemv_f32in_m8", Op::kGemv, 75, 1000,
+                                    GemvPredicate(ElemType::kF32), 0, GemvCanImplement,
+                                    GemvWorkspace, GemvLaunch};
+
+ProblemKey GemvProblem(const GemvParams& p) {
+  ProblemKey pk;
+  pk.op = Op::kGemv;
+  pk.in_type = p.x_is_f32 ? ElemType::kF32 : ElemType::kBF16;
+  pk.kv_type = ElemType::kBF16;
+  pk.out_type = p.out_is_f32 ? ElemType::kF32 : ElemType::kBF16;
+  pk.num_tokens = p.m;
+  pk.n = p.n;
+  pk.k = p.k;
+  auto aligned = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; };
+  if (aligned(p.x) && aligned(p.w) && p.k % 8 == 0 && p.ldx % 8 == 0) pk.flags |= kFlagAligned16;
+  return pk;
+}
+
+}  // namespace gannet::kernels

@@ -1,0 +1,14 @@
+// The small-M GEMV entries of the kernel registry; `args` of their launch is a GemvParams.
+#pragma once
+
+#include "kernels/gemm/gemv.h"
+#include "kernels/registry/registry.h"
+
+namespace gannet::kernels {
+
+extern const KernelEntry kSm75GemvBf16;  // x bf16
+extern const KernelEntry kSm75GemvF32In;  // x f32 (the residual stream feeding PLE projections)
+
+ProblemKey GemvProblem(const GemvParams& p);
+
+}  // namespace gannet::kernels

@@ -1,0 +1,61 @@
+// Mixture-of-experts kernels of Gemma-4 26B-A4B: the fused router and the experts' gated MLPs.
+// Host-callable declarations only.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace gannet::kernels {
+
+// Router: u = RmsNorm_noweight(x) * router_scale * hidden^-1/2; logits = router_proj u;
+// p = softmax(logits) over all experts; top-k by p (ties to the lower index); weights =
+// p / sum(top-k p) * per_expert_scale.
+struct MoeRouteParams {
+  const float* x = nullptr;                 // [num_tokens, hidden] f32 (the residual stream)
+  int64_t ldx = 0;
+  const float* router_scale = nullptr;      // [hidden]
+  const void* router_proj = nullptr;        // [num_experts, hidden] bf16
+  const float* per_expert_scale = nullptr;  // [num_experts]
+  int32_t* topk_ids = nullptr;              // [num_tokens, top_k]
+  float* topk_weights = nullptr;            // [num_tokens, top_k]
+  int num_tokens = 0;
+  int hidden = 0;
+  int num_experts = 0;  // <= 256
+  int top_k = 0;        // <= 32
+  float eps = 1e-6f;
+};
+// Workspace: logits and per-token-group counters (zeroed once; the kernel leaves them zeroed).
+size_t MoeRouteWorkspaceBytes(int num_tokens, int num_experts);
+cudaError_t LaunchMoeRoute(const MoeRouteParams& p, void* workspace, cudaStream_t stream);
+
+// Experts: out[t] = sum_j topk_weights[t, j] * down_e (gelu_tanh(gate_e x[t]) * up_e x[t]),
+// e = topk_ids[t, j]; gate rows [0, I) and up rows [I, 2I) of gate_up[e].
+struct MoeExpertsParams {
+  const void* x = nullptr;               // [num_tokens, hidden] bf16, row stride ldx
+  int64_t ldx = 0;
+  const int32_t* topk_ids = nullptr;     // [num_tokens, top_k]
+  const float* topk_weights = nullptr;   // [num_tokens, top_k]
+  const void* gate_up = nullptr;         // [num_experts, 2 * inter, hidden] bf16
+  const void* down = nullptr;            // [num_experts, hidden, inter] bf16
+  void* out = nullptr;                   // [num_tokens, hidden] bf16, row stride ldo
+  int64_t ldo = 0;
+  int num_tokens = 0;
+  int hidden = 0;
+  int inter = 0;
+  int num_experts = 0;
+  int top_k = 0;
+};
+
+// Decode path: one warp-level GEMV per (token, expert) pair with GeGLU fused, then a down
+// projection per token that sums its experts in a fixed order (deterministic).
+size_t MoePairGemvWorkspaceBytes(const MoeExpertsParams& p);
+cudaError_t LaunchMoePairGemv(const MoeExpertsParams& p, void* workspace, cudaStream_t stream);
+
+// Prefill path (sm_80+ tensor cores): pairs sorted by expert, a grouped GEMM for gate/up with
+// GeGLU in the epilogue, a grouped GEMM for down, and a fixed-order weighted sum per token.
+size_t MoeGroupedWorkspaceBytes(const MoeExpertsParams& p);
+cudaError_t LaunchMoeGrouped(const MoeExpertsParams& p, void* workspace, cudaStream_t stream);
+
+}  // namespace gannet::kernels

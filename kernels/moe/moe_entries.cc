@@ -1,0 +1,74 @@
+#include "kernels/moe/moe_entries.h"
+
+#include <cstdint>
+
+namespace gannet::kernels {
+namespace {
+
+constexpr int kPairGemvMaxTokens = 4;
+
+KernelStatus MoeCanImplement(const ProblemKey& pk, const DeviceInfo&) {
+  if (pk.k % 8 != 0 || pk.n % 8 != 0) return KernelStatus::Fail("hidden and inter must be multiples of 8");
+  if (pk.top_k < 1 || pk.top_k > pk.num_experts) return KernelStatus::Fail("bad top_k");
+  if (pk.num_experts > 1024) return KernelStatus::Fail("more than 1024 experts");
+  return KernelStatus::Ok();
+}
+
+size_t GroupedWorkspace(const ProblemKey& pk, const DeviceInfo&) {
+  return MoeGroupedWorkspaceBytes(MoeParamsOfProblem(pk));
+}
+size_t PairWorkspace(const ProblemKey& pk, const DeviceInfo&) {
+  return MoePairGemvWorkspaceBytes(MoeParamsOfProblem(pk));
+}
+cudaError_t GroupedLaunch(const void* args, const ProblemKey&, const DeviceInfo&, void* ws,
+                          cudaStream_t stream) {
+  return LaunchMoeGrouped(*static_cast<const MoeExpertsParams*>(args), ws, stream);
+}
+cudaError_t PairLaunch(const void* args, const ProblemKey&, const DeviceInfo&, void* ws,
+                       cudaStream_t stream) {
+  return LaunchMoePairGemv(*static_cast<const MoeExpertsParams*>(args), ws, stream);
+}
+
+ProblemPredicate MoePredicate(int max_m) {
+  ProblemPredicate p;
+  p.max_m = max_m;
+  p.required_flags = kFlagAligned16;
+  return p;
+}
+
+}  // namespace
+
+const KernelEntry kSm80MoeGroupedGemm = {"sm80_moe_grouped_bf16", Op::kMoeExperts, 80, 1000,
+                                         MoePredicate(0), 0, MoeCanImplement, GroupedWorkspace,
+                                         GroupedLaunch};
+const KernelEntry kSm75MoePairGemv = {"sm75_moe_pair_gemv_bf16", Op::kMoeExperts, 75, 1000,
+                                      MoePredicate(kPairGemvMaxTokens), 0, MoeCanImplement,
+                                      PairWorkspace, PairLaunch};
+
+ProblemKey MoeExpertsProblem(const MoeExpertsParams& p) {
+  ProblemKey pk;
+  pk.op = Op::kMoeExperts;
+  pk.num_tokens = p.num_tokens;
+  pk.n = p.inter;
+  pk.k = p.hidden;
+  pk.num_experts = p.num_experts;
+  pk.top_k = p.top_k;
+  auto aligned = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; };
+  if (aligned(p.x) && aligned(p.out) && aligned(p.gate_up) && aligned(p.down) && p.ldx % 8 == 0 &&
+      p.ldo % 8 == 0) {
+    pk.flags |= kFlagAligned16;
+  }
+  return pk;
+}
+
+MoeExpertsParams MoeParamsOfProblem(const ProblemKey& pk) {
+  MoeExpertsParams p;
+  p.num_tokens = pk.num_tokens;
+  p.inter = pk.n;
+  p.hidden = pk.k;
+  p.num_experts = pk.num_experts;
+  p.top_k = pk.top_k;
+  return p;
+}
+
+}  // namespace gannet::kernels

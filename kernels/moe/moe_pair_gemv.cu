@@ -1,0 +1,107 @@
+// MoE experts, decode path (moe.h): a handful of tokens each pick top_k experts, so each
+// (token, expert) pair is a pair of GEMVs. Warp-per-row GEMVs stream each selected expert's rows
+// with 16-byte loads; GeGLU is fused after gate/up, and the down projection of a token sums its
+// experts in a fixed order (no atomics: bitwise reproducible).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "kernels/common/device_utils.cuh"
+#include "kernels/moe/moe.h"
+
+namespace gannet::kernels {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kRowsPerWarp = 2;
+constexpr int kRowsPerCta = kWarps * kRowsPerWarp;
+
+// h[pair, i] = gelu_tanh(gate_e[i] . x[t]) * (up_e[i] . x[t]), f32.
+__global__ void __launch_bounds__(kWarps * 32) MoePairGateUpKernel(const MoeExpertsParams p, float* h) {
+  const int pair = blockIdx.x;
+  const int t = pair / p.top_k;
+  const int e = p.topk_ids[pair];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int i0 = blockIdx.y * kRowsPerCta + warp * kRowsPerWarp;
+  const bf16* x = static_cast<const bf16*>(p.x) + t * p.ldx;
+  const bf16* w = static_cast<const bf16*>(p.gate_up) + static_cast<int64_t>(e) * 2 * p.inter * p.hidden;
+  float g[kRowsPerWarp] = {}, u[kRowsPerWarp] = {};
+  for (int c = lane * 8; c < p.hidden; c += 32 * 8) {
+    float xv[8];
+    Load8(x + c, xv);
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const int i = min(i0 + r, p.inter - 1);
+      float gw[8], uw[8];
+      Load8(w + static_cast<int64_t>(i) * p.hidden + c, gw);
+      Load8(w + static_cast<int64_t>(p.inter + i) * p.hidden + c, uw);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        g[r] += xv[j] * gw[j];
+        u[r] += xv[j] * uw[j];
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const float gs = WarpSum(g[r]);
+    const float us = WarpSum(u[r]);
+    if (lane == 0 && i0 + r < p.inter) h[static_cast<int64_t>(pair) * p.inter + i0 + r] = GeluTanh(gs) * us;
+  }
+}
+
+// out[t, n] = sum_j w[t, j] * (down_e[n] . h[t * k + j]), experts in order j = 0..k-1.
+__global__ void __launch_bounds__(kWarps * 32) MoePairDownKernel(const MoeExpertsParams p, const float* h) {
+  const int t = blockIdx.x;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int n0 = blockIdx.y * kRowsPerCta + warp * kRowsPerWarp;
+  float acc[kRowsPerWarp] = {};
+  for (int j = 0; j < p.top_k; ++j) {
+    const int pair = t * p.top_k + j;
+    const int e = p.topk_ids[pair];
+    const float wt = p.topk_weights[pair];
+    const float* hv = h + static_cast<int64_t>(pair) * p.inter;
+    const bf16* w = static_cast<const bf16*>(p.down) + static_cast<int64_t>(e) * p.hidden * p.inter;
+    float part[kRowsPerWarp] = {};
+    for (int c = lane * 8; c < p.inter; c += 32 * 8) {
+      float hf[8];
+      Load8(hv + c, hf);
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        float wf[8];
+        Load8(w + static_cast<int64_t>(min(n0 + r, p.hidden - 1)) * p.inter + c, wf);
+#pragma unroll
+        for (int q = 0; q < 8; ++q) part[r] += hf[q] * wf[q];
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) acc[r] += wt * part[r];
+  }
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const float s = WarpSum(acc[r]);
+    if (lane == 0 && n0 + r < p.hidden) {
+      static_cast<bf16*>(p.out)[t * p.ldo + n0 + r] = __float2bfloat16_rn(s);
+    }
+  }
+}
+
+}  // namespace
+
+size_t MoePairGemvWorkspaceBytes(const MoeExpertsParams& p) {
+  return static_cast<size_t>(p.num_tokens) * p.top_k * p.inter * sizeof(float);
+}
+
+cudaError_t LaunchMoePairGemv(const MoeExpertsParams& p, void* workspace, cudaStream_t stream) {
+  if (p.hidden % 8 != 0 || p.inter % 8 != 0 || p.ldx % 8 != 0 || p.top_k < 1) {
+    return cudaErrorInvalidValue;
+  }
+  if (p.num_tokens == 0) return cudaSuccess;
+  float* h = static_cast<float*>(workspace);
+  dim3 g1(p.num_tokens * p.top_k, (p.inter + kRowsPerCta - 1) / kRowsPerCta);
+  MoePairGateUpKernel<<<g1, kWarps * 32, 0, stream>>>(p, h);
+  dim3 g2(p.num_tokens, (p.hidden + kRowsPerCta - 1) / kRowsPerCta);
+  MoePairDownKernel<<<g2, kWarps * 32, 0, stream>>>(p, h);
+  return cudaGetLastError();
+}
+
+}  // namespace gannet::kernels

@@ -1,0 +1,160 @@
+// The fused MoE router (moe.h): one kernel does the weightless RMSNorm x scale x hidden^-1/2,
+// the hidden -> experts projection, softmax, top-k, renormalisation and per_expert_scale.
+//
+// Grid (token groups of kTokens, expert chunks of kWarps): each CTA normalises its tokens into
+// shared memory, each warp streams one expert's router row once for all kTokens tokens, and the
+// last CTA of a token group to finish (atomic counter, reset after use) runs the softmax and
+// top-k, one warp per token. Reading the router matrix with 16 experts' worth of CTAs per token
+// group keeps a decode step's 720 KB router read spread over many SMs.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "kernels/common/device_utils.cuh"
+#include "kernels/moe/moe.h"
+
+namespace gannet::kernels {
+namespace {
+
+constexpr int kTokens = 4;
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kMaxExpertsPerLane = 8;  // 256 experts
+
+size_t CounterBytes(int num_tokens) {
+  return (static_cast<size_t>((num_tokens + kTokens - 1) / kTokens) * sizeof(int) + 255) / 256 * 256;
+}
+
+__global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams p, int* counters,
+                                                           float* logits) {
+  extern __shared__ float su[];  // [kTokens, hidden]
+  __shared__ float red[32];
+  __shared__ int is_last;
+  const int t0 = blockIdx.x * kTokens;
+  const int ntok = min(kTokens, p.num_tokens - t0);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const float root = rsqrtf(static_cast<float>(p.hidden));
+
+  for (int tt = 0; tt < ntok; ++tt) {
+    const float* x = p.x + (t0 + tt) * p.ldx;
+    float ss = 0.f;
+    for (int h = threadIdx.x; h < p.hidden; h += kThreads) ss += x[h] * x[h];
+    ss = BlockSum(ss, red);
+    const float inv = 1.0f / sqrtf(ss / static_cast<float>(p.hidden) + p.eps);
+    for (int h = threadIdx.x; h < p.hidden; h += kThreads) {
+      su[tt * p.hidden + h] = ((x[h] * inv) * p.router_scale[h]) * root;
+    }
+  }
+  __syncthreads();
+
+  const int e = blockIdx.y * kWarps + warp;
+  if (e < p.num_experts) {
+    const bf16* w = static_cast<const bf16*>(p.router_proj) + static_cast<int64_t>(e) * p.hidden;
+    float acc[kTokens] = {0.f, 0.f, 0.f, 0.f};
+    for (int h = lane * 8; h < p.hidden; h += 32 * 8) {  // hidden % 8 == 0 (checked on launch)
+      float wf[8];
+      Load8(w + h, wf);
+#pragma unroll
+      for (int tt = 0; tt < kTokens; ++tt) {
+        if (tt < ntok) {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[tt] += su[tt * p.hidden + h + j] * wf[j];
+        }
+      }
+    }
+#pragma unroll
+    for (int tt = 0; tt < kTokens; ++tt) {
+      const float v = WarpSum(acc[tt]);
+      if (lane == 0 && tt < ntok) logits[(t0 + tt) * p.num_experts + e] = v;
+    }
+  }
+
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) is_last = atomicAdd(&counters[blockIdx.x], 1) == gridDim.y - 1;
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  if (warp < ntok) {
+    const int t = t0 + warp;
+    float prob[kMaxExpertsPerLane];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+      const int ex = lane + 32 * i;
+      prob[i] = ex < p.num_experts ? __ldcg(logits + t * p.num_experts + ex) : -INFINITY;
+      mx = fmaxf(mx, prob[i]);
+    }
+    mx = WarpMax(mx);
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+      prob[i] = lane + 32 * i < p.num_experts ? expf(prob[i] - mx) : 0.f;
+      sum += prob[i];
+    }
+    sum = WarpSum(sum);
+#pragma unroll
+    for (int i = 0; i < kMaxExpertsPerLane; ++i) prob[i] /= sum;
+    // Top-k by repeated arg-max (ties to the lower expert index, as the CPU reference).
+    float picked_sum = 0.f;
+    float picked_p = 0.f;
+    int picked_e = 0;
+    for (int k = 0; k < p.top_k; ++k) {
+      float best = -1.f;
+      int best_e = 1 << 30;
+#pragma unroll
+      for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+        const int ex = lane + 32 * i;
+        if (ex < p.num_experts && (prob[i] > best || (prob[i] == best && ex < best_e))) {
+          best = prob[i];
+          best_e = ex;
+        }
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+        const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
+        if (ob > best || (ob == best && oe < best_e)) {
+          best = ob;
+          best_e = oe;
+        }
+      }
+      // Remove the winner; lane k remembers the k-th pick.
+      if ((best_e & 31) == lane) prob[best_e >> 5] = -2.f;
+      if (lane == k) {
+        picked_p = best;
+        picked_e = best_e;
+      }
+      picked_sum += best;
+    }
+    if (lane < p.top_k) {
+      p.topk_ids[t * p.top_k + lane] = picked_e;
+      p.topk_weights[t * p.top_k + lane] = (picked_p / picked_sum) * p.per_expert_scale[picked_e];
+    }
+  }
+  if (threadIdx.x == 0) counters[blockIdx.x] = 0;
+}
+
+}  // namespace
+
+size_t MoeRouteWorkspaceBytes(int num_tokens, int num_experts) {
+  return CounterBytes(num_tokens) + static_cast<size_t>(num_tokens) * num_experts * sizeof(float);
+}
+
+cudaError_t LaunchMoeRoute(const MoeRouteParams& p, void* workspace, cudaStream_t stream) {
+  if (p.num_experts < 1 || p.num_experts > 32 * kMaxExpertsPerLane || p.top_k < 1 ||
+      p.top_k > 32 || p.top_k > p.num_experts || p.hidden % 8 != 0 || workspace == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  if (p.num_tokens == 0) return cudaSuccess;
+  const size_t smem = static_cast<size_t>(kTokens) * p.hidden * sizeof(float);
+  cudaError_t err = cudaFuncSetAttribute(MoeRouteKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem));
+  if (err != cudaSuccess) return err;
+  int* counters = static_cast<int*>(workspace);
+  float* logits = reinterpret_cast<float*>(static_cast<char*>(workspace) + CounterBytes(p.num_tokens));
+  dim3 grid((p.num_tokens + kTokens - 1) / kTokens, (p.num_experts + kWarps - 1) / kWarps);
+  MoeRouteKernel<<<grid, kThreads, smem, stream>>>(p, counters, logits);
+  return cudaGetLastError();
+}
+
+}  // namespace gannet::kernels

@@ -1,0 +1,128 @@
+// RMSNorm kernels (norm.h): one CTA per row, f32 statistics, fixed-order block reductions (so
+// results are run-to-run reproducible). Rows are read twice (statistics, then output); the second
+// read hits L1/L2.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "kernels/common/device_utils.cuh"
+#include "kernels/norm/norm.h"
+
+namespace gannet::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float LoadAt(const Mat& m, int64_t row, int i) {
+  return m.type == DataType::kF32 ? static_cast<const float*>(m.data)[row * m.ld + i]
+                                  : __bfloat162float(static_cast<const bf16*>(m.data)[row * m.ld + i]);
+}
+
+__device__ __forceinline__ void StoreAt(const Mat& m, int64_t row, int i, float v) {
+  if (m.type == DataType::kF32) {
+    static_cast<float*>(m.data)[row * m.ld + i] = v;
+  } else {
+    static_cast<bf16*>(m.data)[row * m.ld + i] = __float2bfloat16_rn(v);
+  }
+}
+
+__device__ __forceinline__ float InvRms(float sum_sq, int n, float eps) {
+  return 1.0f / sqrtf(sum_sq / static_cast<float>(n) + eps);
+}
+
+__global__ void __launch_bounds__(kThreads) RmsNormKernel(Mat x, const float* w, float eps, Mat out, int n) {
+  __shared__ float red[32];
+  const int64_t row = blockIdx.x;
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < n; i += kThreads) {
+    const float v = LoadAt(x, row, i);
+    ss += v * v;
+  }
+  const float inv = InvRms(BlockSum(ss, red), n, eps);
+  for (int i = threadIdx.x; i < n; i += kThreads) {
+    const float v = LoadAt(x, row, i) * inv;
+    StoreAt(out, row, i, w ? v * w[i] : v);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) PostNormResidualKernel(Mat x, const float* post_w, Mat res,
+                                                                   const float* scalar, const float* next_w,
+                                                                   Mat next_out, float eps, int n) {
+  __shared__ float red[32];
+  const int64_t row = blockIdx.x;
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < n; i += kThreads) {
+    const float v = LoadAt(x, row, i);
+    ss += v * v;
+  }
+  const float inv = InvRms(BlockSum(ss, red), n, eps);
+  const float s = scalar ? *scalar : 1.0f;
+  float ss2 = 0.f;
+  for (int i = threadIdx.x; i < n; i += kThreads) {
+    float r = LoadAt(res, row, i) + (LoadAt(x, row, i) * inv) * post_w[i];
+    if (scalar) r *= s;
+    StoreAt(res, row, i, r);
+    // Statistics of the stored value (what the next layer will read back).
+    const float stored = LoadAt(res, row, i);
+    ss2 += stored * stored;
+  }
+  if (next_out.data == nullptr) return;
+  const float inv2 = InvRms(BlockSum(ss2, red), n, eps);
+  for (int i = threadIdx.x; i < n; i += kThreads) {
+    const float v = LoadAt(res, row, i) * inv2;  // this thread's own store: no barrier needed
+    StoreAt(next_out, row, i, next_w ? v * next_w[i] : v);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) PleCombineKernel(Mat proj, Mat tok, const float* w,
+                                                             float proj_scale, float combine_scale,
+                                                             float eps, Mat out, int group,
+                                                             int num_groups) {
+  // One warp per (row, group): blockIdx.x = row, blockIdx.y * 8 + warp = group.
+  const int64_t row = blockIdx.x;
+  const int lane = threadIdx.x & 31;
+  const int g = blockIdx.y * (kThreads / 32) + (threadIdx.x >> 5);
+  if (g >= num_groups) return;
+  const int base = g * group;
+  float ss = 0.f;
+  for (int i = lane; i < group; i += 32) {
+    const float v = LoadAt(proj, row, base + i) * proj_scale;
+    ss += v * v;
+  }
+  const float inv = InvRms(WarpSum(ss), group, eps);
+  for (int i = lane; i < group; i += 32) {
+    const float v = LoadAt(proj, row, base + i) * proj_scale;
+    StoreAt(out, row, base + i, ((v * inv) * w[i] + LoadAt(tok, row, base + i)) * combine_scale);
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchRmsNorm(Mat x, const float* weight, float eps, Mat out, int rows, int n,
+                          cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  RmsNormKernel<<<rows, kThreads, 0, stream>>>(x, weight, eps, out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchPostNormResidual(Mat x, const float* post_w, Mat residual, const float* scalar,
+                                   const float* next_w, Mat next_out, float eps, int rows, int n,
+                                   cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  PostNormResidualKernel<<<rows, kThreads, 0, stream>>>(x, post_w, residual, scalar, next_w,
+                                                        next_out, eps, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchPleCombine(Mat proj, Mat token_part, const float* norm_w, float proj_scale,
+                             float combine_scale, float eps, Mat out, int rows, int width,
+                             int group, cudaStream_t stream) {
+  if (group <= 0 || width % group != 0) return cudaErrorInvalidValue;
+  if (rows == 0) return cudaSuccess;
+  const int groups = width / group;
+  dim3 grid(rows, (groups + kThreads / 32 - 1) / (kThreads / 32));
+  PleCombineKernel<<<grid, kThreads, 0, stream>>>(proj, token_part, norm_w, proj_scale,
+                                                  combine_scale, eps, out, group, groups);
+  return cudaGetLastError();
+}
+
+}  // namespace gannet::kernels

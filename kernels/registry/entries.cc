@@ -1,0 +1,44 @@
+// The hand-written list of every kernel entry compiled into this binary (design.md §5: explicit
+// registration, no static constructors). Order matters only as a tie-break after arch and
+// specificity (see registry.h); keep each op's entries together, best first.
+#include <string_view>
+
+#include "kernels/attention/attention_entries.h"
+#include "kernels/gemm/gemm_entries.h"
+#include "kernels/moe/moe_entries.h"
+#include "kernels/registry/registry.h"
+
+namespace gannet::kernels {
+
+std::span<const KernelEntry* const> AllEntries() {
+  static const KernelEntry* const kEntries[] = {
+      // attention.decode
+      &kSm80DecodeHd512Split,
+      &kSm80DecodeHd512SplitSmall,
+      &kSm80DecodeHd256Split,
+      &kSm80DecodeHd256SplitSmall,
+      &kSm75GenericDecode,
+      // attention.prefill
+      &kSm80PrefillHd512,
+      &kSm80PrefillHd512Small,
+      &kSm80PrefillHd256,
+      &kSm80PrefillHd256Small,
+      &kSm75GenericPrefill,
+      // linear.gemv
+      &kSm75GemvBf16,
+      &kSm75GemvF32In,
+      // moe.experts
+      &kSm80MoeGroupedGemm,
+      &kSm75MoePairGemv,
+  };
+  return kEntries;
+}
+
+const KernelEntry* FindEntry(std::string_view name) {
+  for (const KernelEntry* e : AllEntries()) {
+    if (name == e->name) return e;
+  }
+  return nullptr;
+}
+
+}  // namespace gannet::kernels

@@ -1,0 +1,69 @@
+// What the kernel registry selects on: the op, the problem key (everything that decides which
+// kernel can run it) and the device. Plain host C++ plus the CUDA runtime API; no lib/ types.
+//
+// A ProblemKey mixes two kinds of fields: the *class* of a problem (dtypes, head_dim, page size,
+// GQA group, window, flags), which decides which entries apply and is what selection logs, and
+// *sizes* (num_seqs, num_tokens, max_seq_len, m/n/k), which only size workspaces and launch
+// grids.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace gannet::kernels {
+
+enum class Op : uint8_t {
+  kAttentionDecode,   // paged attention, one query token per sequence (split-KV)
+  kAttentionPrefill,  // paged attention, any number of query tokens (prefill / extend / mixed)
+  kGemv,              // out[M, N] = x[M, K] w[N, K]^T for small M
+  kMoeExperts,        // the experts' gated MLPs of a routed token batch
+  kCount,
+};
+const char* OpName(Op op);  // "attention.decode", ...
+
+enum class ElemType : uint8_t { kBF16, kF32 };
+const char* ElemTypeName(ElemType t);
+
+// Problem flags.
+inline constexpr uint32_t kFlagAligned16 = 1u << 0;  // every pointer and row stride 16-B aligned
+
+struct DeviceInfo {
+  int device = 0;          // CUDA ordinal
+  int sm = 0;              // compute capability as major * 10 + minor (90 on H100)
+  int num_sms = 0;
+  int max_smem_optin = 0;  // bytes of dynamic shared memory one block may opt into
+  static cudaError_t Query(int device, DeviceInfo* out);
+};
+
+struct ProblemKey {
+  Op op = Op::kCount;
+  ElemType in_type = ElemType::kBF16;   // q / x
+  ElemType kv_type = ElemType::kBF16;   // KV cache / weights
+  ElemType out_type = ElemType::kBF16;
+  uint32_t flags = 0;
+  // Attention.
+  int head_dim = 0;
+  int page_size = 0;
+  int num_q_heads = 0;
+  int num_kv_heads = 0;
+  int window = 0;         // 0 = full causal
+  int max_query_len = 0;  // longest query of the step
+  // GEMM / MoE.
+  int n = 0;
+  int k = 0;
+  int num_experts = 0;
+  int top_k = 0;
+  // Sizes (workspace and grid only).
+  int num_seqs = 0;
+  int num_tokens = 0;  // also GEMM M
+  int max_seq_len = 0;
+
+  int group() const { return num_kv_heads > 0 ? num_q_heads / num_kv_heads : 0; }
+  // The class fields, for logs and the log-once set ("hd512 page16 gqa8 win0 q1 bf16").
+  std::string ClassString() const;
+};
+
+}  // namespace gannet::kernels

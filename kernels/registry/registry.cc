@@ -1,0 +1,243 @@
+#include "kernels/registry/registry.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace gannet::kernels {
+namespace {
+
+#ifndef GANNET_COMPILED_CUDA_ARCHS
+#error "GANNET_COMPILED_CUDA_ARCHS must come from cmake/GannetCudaArchs.cmake"
+#endif
+
+// "75;80;86-real;90a" -> {75, 80, 86, 90}: the leading digits of each item.
+std::vector<int> ParseArchList(const char* list) {
+  std::vector<int> archs;
+  int value = 0;
+  bool in_digits = false, skip = false;
+  for (const char* p = list;; ++p) {
+    const char c = *p;
+    if (c == ';' || c == ',' || c == ' ' || c == '\0') {
+      if (in_digits) archs.push_back(value);
+      value = 0;
+      in_digits = skip = false;
+      if (c == '\0') break;
+    } else if (!skip && c >= '0' && c <= '9') {
+      value = value * 10 + (c - '0');
+      in_digits = true;
+    } else {
+      skip = in_digits;  // suffixes such as "-real" or "a" end the number
+    }
+  }
+  std::set<int> unique(archs.begin(), archs.end());
+  return {unique.begin(), unique.end()};
+}
+
+void StderrSink(const char* message) { std::fprintf(stderr, "gannet [I] %s\n", message); }
+
+std::mutex g_mu;
+void (*g_sink)(const char*) = StderrSink;
+std::set<std::string>* g_logged = nullptr;
+
+void LogOnce(const std::string& key, const std::string& message) {
+  void (*sink)(const char*) = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_logged == nullptr) g_logged = new std::set<std::string>();
+    if (!g_logged->insert(key).second) return;
+    sink = g_sink;
+  }
+  sink(message.c_str());
+}
+
+std::vector<std::string> ForcedNames() {
+  std::vector<std::string> names;
+  const char* env = std::getenv("GANNET_FORCE_KERNEL");
+  if (env == nullptr) return names;
+  std::string cur;
+  for (const char* p = env;; ++p) {
+    if (*p == ',' || *p == '\0') {
+      if (!cur.empty()) names.push_back(cur);
+      cur.clear();
+      if (*p == '\0') break;
+    } else if (*p != ' ') {
+      cur += *p;
+    }
+  }
+  return names;
+}
+
+}  // namespace
+
+const char* OpName(Op op) {
+  switch (op) {
+    case Op::kAttentionDecode: return "attention.decode";
+    case Op::kAttentionPrefill: return "attention.prefill";
+    case Op::kGemv: return "linear.gemv";
+    case Op::kMoeExperts: return "moe.experts";
+    case Op::kCount: break;
+  }
+  return "unknown";
+}
+
+const char* ElemTypeName(ElemType t) { return t == ElemType::kBF16 ? "bf16" : "f32"; }
+
+cudaError_t DeviceInfo::Query(int device, DeviceInfo* out) {
+  cudaDeviceProp prop;
+  cudaError_t err = cudaGetDeviceProperties(&prop, device);
+  if (err != cudaSuccess) return err;
+  out->device = device;
+  out->sm = prop.major * 10 + prop.minor;
+  out->num_sms = prop.multiProcessorCount;
+  out->max_smem_optin = static_cast<int>(prop.sharedMemPerBlockOptin);
+  return cudaSuccess;
+}
+
+std::string ProblemKey::ClassString() const {
+  std::string s;
+  auto add = [&s](const std::string& part) {
+    if (!s.empty()) s += ' ';
+    s += part;
+  };
+  if (op == Op::kAttentionDecode || op == Op::kAttentionPrefill) {
+    add("hd" + std::to_string(head_dim));
+    add("page" + std::to_string(page_size));
+    add("gqa" + std::to_string(group()));
+    add(window > 0 ? "window" : "full");
+    if (op == Op::kAttentionDecode) add("q" + std::to_string(max_query_len));
+  } else {
+    add("n" + std::to_string(n));
+    add("k" + std::to_string(k));
+    if (op == Op::kMoeExperts) add("e" + std::to_string(num_experts) + "top" + std::to_string(top_k));
+  }
+  add(std::string(ElemTypeName(in_type)) + "/" + ElemTypeName(kv_type) + "->" +
+      ElemTypeName(out_type));
+  if (flags & kFlagAligned16) add("aligned16");
+  return s;
+}
+
+std::span<const int> CompiledArchs() {
+  static const std::vector<int> archs = ParseArchList(GANNET_COMPILED_CUDA_ARCHS);
+  return archs;
+}
+
+std::string CompiledArchsString() {
+  std::string s;
+  for (int a : CompiledArchs()) s += (s.empty() ? "sm_" : " sm_") + std::to_string(a);
+  return s;
+}
+
+int EffectiveArch(int device_sm) {
+  int best = 0;
+  for (int a : CompiledArchs()) {
+    if (a <= device_sm && a > best) best = a;
+  }
+  return best;
+}
+
+int Specificity(const ProblemPredicate& p) {
+  return (p.head_dim != 0) + (p.max_group_rows != 0) + (p.page_size_multiple != 0) +
+         (p.window != -1) + (p.max_m != 0) + (p.required_flags != 0);
+}
+
+KernelStatus CheckEntry(const KernelEntry& e, const ProblemKey& pk, const DeviceInfo& dev) {
+  if (e.op != pk.op) return KernelStatus::Fail(std::string("serves ") + OpName(e.op));
+  const int arch = EffectiveArch(dev.sm);
+  if (arch == 0) {
+    return KernelStatus::Fail("binary carries no arch <= sm_" + std::to_string(dev.sm) + " (" +
+                              CompiledArchsString() + ")");
+  }
+  if (arch < e.min_sm || arch > e.max_sm) {
+    return KernelStatus::Fail("needs sm_" + std::to_string(e.min_sm) + "..sm_" +
+                              std::to_string(e.max_sm) + ", effective arch is sm_" +
+                              std::to_string(arch));
+  }
+  const ProblemPredicate& p = e.predicate;
+  if (pk.in_type != p.in_type || pk.kv_type != p.kv_type) {
+    return KernelStatus::Fail(std::string("dtypes ") + ElemTypeName(pk.in_type) + "/" +
+                              ElemTypeName(pk.kv_type) + " unsupported");
+  }
+  if (p.head_dim != 0 && pk.head_dim != p.head_dim) {
+    return KernelStatus::Fail("head_dim " + std::to_string(pk.head_dim) + " != " +
+                              std::to_string(p.head_dim));
+  }
+  if (p.max_group_rows != 0 && pk.max_query_len * pk.group() > p.max_group_rows) {
+    return KernelStatus::Fail("query_len x group " + std::to_string(pk.max_query_len * pk.group()) +
+                              " > " + std::to_string(p.max_group_rows));
+  }
+  if (p.page_size_multiple != 0 && (pk.page_size <= 0 || pk.page_size % p.page_size_multiple)) {
+    return KernelStatus::Fail("page size " + std::to_string(pk.page_size) + " not a multiple of " +
+                              std::to_string(p.page_size_multiple));
+  }
+  if (p.window == 0 && pk.window > 0) return KernelStatus::Fail("no sliding window support");
+  if (p.max_m != 0 && pk.num_tokens > p.max_m) {
+    return KernelStatus::Fail("M " + std::to_string(pk.num_tokens) + " > " +
+                              std::to_string(p.max_m));
+  }
+  if ((pk.flags & p.required_flags) != p.required_flags) {
+    return KernelStatus::Fail("needs 16-byte aligned operands");
+  }
+  if (e.can_implement != nullptr) return e.can_implement(pk, dev);
+  return KernelStatus::Ok();
+}
+
+Selection Select(const ProblemKey& pk, const DeviceInfo& dev) {
+  Selection sel;
+  const std::vector<std::string> forced = ForcedNames();
+  for (const std::string& name : forced) {
+    const KernelEntry* e = FindEntry(name);
+    if (e == nullptr) {
+      sel.error = "GANNET_FORCE_KERNEL names unknown kernel '" + name + "'";
+      return sel;
+    }
+    if (e->op != pk.op) continue;
+    KernelStatus st = CheckEntry(*e, pk, dev);
+    if (!st.ok) {
+      sel.error = std::string(OpName(pk.op)) + ": forced kernel " + e->name +
+                  " cannot implement " + pk.ClassString() + ": " + st.reason;
+      return sel;
+    }
+    sel.entry = e;
+  }
+  if (sel.entry == nullptr) {
+    int best_spec = -1, best_prio = 0;
+    for (const KernelEntry* e : AllEntries()) {
+      if (e->op != pk.op) continue;
+      KernelStatus st = CheckEntry(*e, pk, dev);
+      if (!st.ok) {
+        sel.error += std::string(sel.error.empty() ? "" : "; ") + e->name + ": " + st.reason;
+        continue;
+      }
+      // The most specific entry first, then the newest arch, then the list's priority.
+      const int spec = Specificity(e->predicate) * 10000 + e->min_sm;
+      if (sel.entry == nullptr || spec > best_spec || (spec == best_spec && e->priority > best_prio)) {
+        sel.entry = e;
+        best_spec = spec;
+        best_prio = e->priority;
+      }
+    }
+    if (sel.entry == nullptr) {
+      sel.error = std::string(OpName(pk.op)) + ": no kernel for " + pk.ClassString() +
+                  " on sm_" + std::to_string(dev.sm) + " (" +
+                  (sel.error.empty() ? "no entries" : sel.error) + ")";
+      return sel;
+    }
+    sel.error.clear();
+  }
+  const std::string cls = pk.ClassString();
+  LogOnce(std::string(OpName(pk.op)) + "|" + cls + "|" + sel.entry->name,
+          std::string(OpName(pk.op)) + ": " + sel.entry->name + " for " + cls + " (device sm_" +
+              std::to_string(dev.sm) + ", binary " + CompiledArchsString() + ")");
+  return sel;
+}
+
+void SetRegistryLogSink(void (*sink)(const char*)) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_sink = sink != nullptr ? sink : StderrSink;
+}
+
+}  // namespace gannet::kernels

@@ -1,0 +1,85 @@
+// The kernel registry (design.md §5): an explicit, hand-written list of compiled kernel entries
+// (entries.cc; no static-constructor registration), and one selection function that runs at plan
+// time. Selection clamps the device's compute capability to the highest arch this binary carries,
+// filters entries by arch range, problem predicate and CanImplement, prefers the most specific
+// entry (then the newest arch, then the list's priority), honours GANNET_FORCE_KERNEL=<name>[,<name>...] (an error if a forced entry of the op
+// cannot implement the problem), and logs its choice once per (op, problem class):
+//   "attention.decode: sm80_hd512_bf16_split (device sm_90)".
+//
+// Thread safety: all functions may be called from any thread (the log-once set is locked).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/registry/problem.h"
+
+namespace gannet::kernels {
+
+// Why an entry can or cannot run a problem.
+struct KernelStatus {
+  bool ok = true;
+  std::string reason;
+  static KernelStatus Ok() { return {}; }
+  static KernelStatus Fail(std::string why) { return {false, std::move(why)}; }
+};
+
+// The declarative part of an entry's applicability; 0 / -1 fields are "any". Each constrained
+// field adds to the entry's specificity, so a dedicated hd512 kernel beats a generic one.
+struct ProblemPredicate {
+  ElemType in_type = ElemType::kBF16;
+  ElemType kv_type = ElemType::kBF16;
+  int head_dim = 0;             // exact head_dim, 0 = any
+  int max_group_rows = 0;       // max_query_len * GQA group must fit, 0 = any
+  int page_size_multiple = 0;   // page_size % this == 0, 0 = any
+  int window = -1;              // -1 = windowed and full both fine, 0 = full only
+  int max_m = 0;                // GEMM/MoE rows (num_tokens) at most this, 0 = any
+  uint32_t required_flags = 0;
+};
+
+struct KernelEntry {
+  const char* name;  // unique; what GANNET_FORCE_KERNEL names
+  Op op;
+  int min_sm;  // arch range [min_sm, max_sm] of the *effective* (clamped) arch
+  int max_sm;
+  ProblemPredicate predicate;
+  int priority;  // tie-break among equally specific entries; larger first
+  // Resource checks beyond the predicate (shared memory against the device's opt-in limit...).
+  KernelStatus (*can_implement)(const ProblemKey& problem, const DeviceInfo& device);
+  size_t (*workspace_bytes)(const ProblemKey& problem, const DeviceInfo& device);
+  // `args` points at the op's parameter struct (kernels/<op>/..._api.h). `workspace` holds at
+  // least workspace_bytes(problem) bytes; its first bytes may hold counters that the kernel
+  // expects zeroed on first use and leaves zeroed (callers zero new workspaces once).
+  cudaError_t (*launch)(const void* args, const ProblemKey& problem, const DeviceInfo& device,
+                        void* workspace, cudaStream_t stream);
+};
+
+// Every entry compiled into this binary, in preference order within an op.
+std::span<const KernelEntry* const> AllEntries();
+const KernelEntry* FindEntry(std::string_view name);
+
+// The CUDA archs this binary carries (from cmake/GannetCudaArchs.cmake), e.g. {75, 80, ..., 100}.
+std::span<const int> CompiledArchs();
+std::string CompiledArchsString();  // "sm_75 sm_80 ... sm_100"
+// The highest compiled arch <= device_sm, or 0 when the binary carries none that can run.
+int EffectiveArch(int device_sm);
+
+int Specificity(const ProblemPredicate& p);
+// Arch range + predicate + can_implement of one entry.
+KernelStatus CheckEntry(const KernelEntry& entry, const ProblemKey& problem,
+                        const DeviceInfo& device);
+
+struct Selection {
+  const KernelEntry* entry = nullptr;  // null on failure
+  std::string error;                   // every rejected entry and why, when entry is null
+};
+Selection Select(const ProblemKey& problem, const DeviceInfo& device);
+
+// Where selection logs go (default: stderr). The CUDA backend routes them into gannet's log.
+void SetRegistryLogSink(void (*sink)(const char* message));
+
+}  // namespace gannet::kernels

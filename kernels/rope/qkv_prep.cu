@@ -1,0 +1,98 @@
+// Fused QKV preparation (qkv_prep.h): one warp per (token, head). A query head is normed, rotated
+// and stored to q_out; a KV head's warp handles both its K (normed with weight, rotated) and its V
+// (normed without weight) and writes them into the token's cache slot. Lanes own the rotate-half
+// pairs (j, j + d/2), j = lane + 32 i, so each rotation needs no shuffles.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "kernels/common/device_utils.cuh"
+#include "kernels/rope/qkv_prep.h"
+
+namespace gannet::kernels {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kMaxPairsPerLane = kMaxRopePairs / 32;
+
+// Norms one head (optionally weighted), optionally rotates it, and stores it as bf16.
+__device__ __forceinline__ void NormRopeStore(const bf16* in, const float* w, float eps, bool rope,
+                                              const float* inv_freq, int pos, int d, bf16* out) {
+  const int lane = threadIdx.x & 31;
+  const int half = d / 2;
+  float a[kMaxPairsPerLane], b[kMaxPairsPerLane];
+  float ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < kMaxPairsPerLane; ++i) {
+    const int j = lane + 32 * i;
+    a[i] = b[i] = 0.f;
+    if (j < half) {
+      a[i] = __bfloat162float(in[j]);
+      b[i] = __bfloat162float(in[j + half]);
+    }
+    ss += a[i] * a[i] + b[i] * b[i];
+  }
+  const float inv = 1.0f / sqrtf(WarpSum(ss) / static_cast<float>(d) + eps);
+#pragma unroll
+  for (int i = 0; i < kMaxPairsPerLane; ++i) {
+    const int j = lane + 32 * i;
+    if (j >= half) continue;
+    float x0 = a[i] * inv, x1 = b[i] * inv;
+    if (w != nullptr) {
+      x0 *= w[j];
+      x1 *= w[j + half];
+    }
+    if (rope) {
+      // As HF (and the CPU reference): angle in f32, cos/sin in f32.
+      const float angle = inv_freq[j] * static_cast<float>(pos);
+      const float c = cosf(angle), s = sinf(angle);
+      const float r0 = x0 * c - x1 * s;
+      const float r1 = x1 * c + x0 * s;
+      x0 = r0;
+      x1 = r1;
+    }
+    out[j] = __float2bfloat16_rn(x0);
+    out[j + half] = __float2bfloat16_rn(x1);
+  }
+}
+
+__global__ void __launch_bounds__(kWarps * 32) QkvPrepKernel(const QkvPrepParams p) {
+  const int t = blockIdx.x;
+  const int head = blockIdx.y * kWarps + (threadIdx.x >> 5);
+  const int heads = p.num_q_heads + (p.has_kv ? p.num_kv_heads : 0);
+  if (head >= heads) return;
+  const int d = p.head_dim;
+  const int pos = p.positions[t];
+  const bf16* row = static_cast<const bf16*>(p.qkv) + t * p.ld_qkv;
+  if (head < p.num_q_heads) {
+    NormRopeStore(row + head * d, p.q_norm, p.eps, true, p.inv_freq, pos, d,
+                  static_cast<bf16*>(p.q_out) + t * p.ld_q + static_cast<int64_t>(head) * d);
+    return;
+  }
+  const int slot = p.slot_mapping[t];
+  if (slot < 0) return;
+  const int h = head - p.num_q_heads;
+  const bf16* k_raw = row + static_cast<int64_t>(p.num_q_heads) * d;
+  const bf16* v_raw = p.k_eq_v ? k_raw : k_raw + static_cast<int64_t>(p.num_kv_heads) * d;
+  const int64_t off = ((static_cast<int64_t>(slot / p.page_size) * p.num_kv_heads + h) * p.page_size +
+                       slot % p.page_size) * d;
+  NormRopeStore(k_raw + h * d, p.k_norm, p.eps, true, p.inv_freq, pos, d,
+                static_cast<bf16*>(p.k_cache) + off);
+  NormRopeStore(v_raw + h * d, nullptr, p.eps, false, p.inv_freq, pos, d,
+                static_cast<bf16*>(p.v_cache) + off);
+}
+
+}  // namespace
+
+cudaError_t LaunchQkvPrep(const QkvPrepParams& p, cudaStream_t stream) {
+  if (p.head_dim <= 0 || p.head_dim % 2 != 0 || p.head_dim > 2 * kMaxRopePairs ||
+      (p.has_kv && p.page_size <= 0)) {
+    return cudaErrorInvalidValue;
+  }
+  if (p.num_tokens == 0) return cudaSuccess;
+  const int heads = p.num_q_heads + (p.has_kv ? p.num_kv_heads : 0);
+  dim3 grid(p.num_tokens, (heads + kWarps - 1) / kWarps);
+  QkvPrepKernel<<<grid, kWarps * 32, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace gannet::kernels

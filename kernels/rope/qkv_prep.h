@@ -1,0 +1,39 @@
+// QKV preparation, fused into one kernel: per-head q RMSNorm (weighted) + RoPE -> q_out;
+// k RMSNorm (weighted) + RoPE and v RMSNorm (no weight) written straight into the paged KV cache.
+// RoPE is rotate-half (NeoX) over the whole head with per-pair inverse frequencies (zero for the
+// pairs proportional RoPE leaves unrotated), passed by value.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace gannet::kernels {
+
+inline constexpr int kMaxRopePairs = 256;  // head_dim 512
+
+struct QkvPrepParams {
+  const void* qkv = nullptr;     // [T, (n_q + n_kv * (k_eq_v ? 1 : 2)) * d] bf16, row stride ld_qkv
+  int64_t ld_qkv = 0;
+  int num_tokens = 0;
+  int num_q_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;              // even, <= 2 * kMaxRopePairs
+  bool has_kv = true;            // false on KV-shared layers
+  bool k_eq_v = false;           // V is the raw K projection
+  float eps = 1e-6f;
+  const float* q_norm = nullptr;  // [d]
+  const float* k_norm = nullptr;  // [d] or null (no weight)
+  const int32_t* positions = nullptr;     // [T]
+  const int32_t* slot_mapping = nullptr;  // [T] page * page_size + offset, -1 = skip
+  void* q_out = nullptr;         // [T, n_q, d] bf16, token stride ld_q
+  int64_t ld_q = 0;
+  void* k_cache = nullptr;       // [num_pages, n_kv, page_size, d] bf16
+  void* v_cache = nullptr;
+  int page_size = 0;
+  float inv_freq[kMaxRopePairs] = {};  // [d / 2]
+};
+
+cudaError_t LaunchQkvPrep(const QkvPrepParams& p, cudaStream_t stream);
+
+}  // namespace gannet::kernels

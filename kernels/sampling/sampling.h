@@ -1,0 +1,32 @@
+// Token sampling on the GPU, one CTA per logits row, without sorting the vocabulary:
+//   greedy (temperature <= 0 or top_k == 1): arg-max, ties to the lowest id;
+//   otherwise z = (x - max x) / temperature, w = exp(z) in (0, 1], in fixed point
+//   q = floor(w * 2^32) (integer sums: order-free, so the draw is reproducible run to run), and
+//     top-k: keep logits >= the k-th largest (radix select over order-preserving keys),
+//     top-p: keep logits >= the largest threshold whose kept mass reaches top_p x the top-k mass,
+//     min-p: keep w >= min_p (w is p / p_max),
+//   then the token at which the running kept mass, in vocabulary order, first exceeds
+//   floor(u x kept mass), u = (SplitMix64(seed) >> 11) / 2^53.
+// The CPU backend implements the same definition (lib/backend/cpu/cpu_sample.cc).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace gannet::kernels {
+
+struct SamplingRowParams {
+  float temperature;
+  int32_t top_k;
+  float top_p;
+  float min_p;
+  uint64_t seed;
+};
+static_assert(sizeof(SamplingRowParams) == 24, "matches backend::SamplingParams");
+
+cudaError_t LaunchSample(const float* logits /* [rows, vocab], row stride ld */, int64_t ld,
+                         int rows, int vocab, const SamplingRowParams* params /* [rows] device */,
+                         int32_t* out_ids /* [rows] */, cudaStream_t stream);
+
+}  // namespace gannet::kernels

@@ -1,0 +1,198 @@
+// QkvPrep and paged attention of the CUDA backend. Attention picks its kernel through the
+// registry (decode entries when every sequence brings one token, else prefill entries), caches
+// the choice per problem class, and sizes the entry's workspace from host-side sizes only, so the
+// launch grid of a step shape is fixed and graph-capturable.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/attention/attention_entries.h"
+#include "kernels/rope/qkv_prep.h"
+#include "lib/backend/cuda/cuda_backend.h"
+#include "lib/backend/cuda/cuda_status.h"
+#include "lib/backend/cuda/cuda_util.h"
+
+namespace gannet::backend {
+namespace {
+
+bool DebugKv() {
+  const char* env = std::getenv("GANNET_DEBUG_KV");
+  return env != nullptr && std::strcmp(env, "0") != 0;
+}
+
+// GANNET_DEBUG_KV=1: every page the kernels will read is checked on the host first.
+absl::Status ValidatePages(const AttentionArgs& a) {
+  const StepMetadata& meta = *a.meta;
+  const KvGroupView& g = meta.groups[a.group];
+  for (int s = 0; s < meta.num_seqs; ++s) {
+    for (int32_t t = meta.host_query_start[s]; t < meta.host_query_start[s + 1]; ++t) {
+      const int32_t pos = meta.host_positions[t];
+      const int32_t lo = a.window > 0 ? std::max(0, pos - a.window + 1) : 0;
+      for (int32_t p = lo / g.page_size; p <= pos / g.page_size; ++p) {
+        const int32_t page = p < g.max_pages_per_seq ? g.host_page_table[s * g.max_pages_per_seq + p] : -1;
+        if (page < 0 || page >= g.num_pages) {
+          return InvalidArgumentError(
+              "Attention (GANNET_DEBUG_KV): sequence {} position {} reads page table entry {} = {} "
+              "(pool has {})", s, pos, p, page, g.num_pages);
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<kernels::PagedAttentionParams> AttentionParams(const AttentionArgs& a) {
+  if (a.meta == nullptr) return InvalidArgumentError("Attention: no step metadata");
+  const StepMetadata& meta = *a.meta;
+  const KvGroupView& g = meta.groups[a.group];
+  for (const Tensor* t : {&a.q, &a.out, &a.k_cache, &a.v_cache}) {
+    GANNET_RETURN_IF_ERROR(RequireDType(*t, DType::kBF16, "Attention q/out/KV"));
+  }
+  const int d = a.head_dim;
+  if (a.num_kv_heads <= 0 || a.num_q_heads % a.num_kv_heads != 0) {
+    return InvalidArgumentError("Attention: {} query heads do not group over {} kv heads",
+                                a.num_q_heads, a.num_kv_heads);
+  }
+  if (a.k_cache.rank != 4 || a.k_cache.dim(1) != a.num_kv_heads || a.k_cache.dim(2) != g.page_size ||
+      a.k_cache.dim(3) != d) {
+    return InvalidArgumentError("Attention: KV cache shape does not match the layer");
+  }
+  if (a.q.row_elems() != static_cast<int64_t>(a.num_q_heads) * d ||
+      a.out.row_elems() != static_cast<int64_t>(a.num_q_heads) * d || a.q.rows() < meta.num_tokens ||
+      a.out.rows() < meta.num_tokens) {
+    return InvalidArgumentError("Attention: q/out must be [{}, {}, {}]", meta.num_tokens,
+                                a.num_q_heads, d);
+  }
+  kernels::PagedAttentionParams p;
+  p.q = a.q.data;
+  p.k_cache = a.k_cache.data;
+  p.v_cache = a.v_cache.data;
+  p.out = a.out.data;
+  p.query_start = meta.query_start;
+  p.seq_lens = meta.seq_lens;
+  p.positions = meta.positions;
+  p.page_table = g.page_table;
+  p.num_seqs = meta.num_seqs;
+  p.num_tokens = meta.num_tokens;
+  p.max_query_len = meta.max_query_len;
+  p.max_seq_len = meta.max_seq_len;
+  p.num_q_heads = a.num_q_heads;
+  p.num_kv_heads = a.num_kv_heads;
+  p.head_dim = d;
+  p.page_size = g.page_size;
+  p.max_pages_per_seq = g.max_pages_per_seq;
+  p.window = a.window;
+  p.q_stride = a.q.stride0();
+  p.out_stride = a.out.stride0();
+  p.scale = a.scale;
+  return p;
+}
+
+}  // namespace
+
+absl::Status CudaBackend::QkvPrep(const QkvPrepArgs& a) {
+  if (a.meta == nullptr) return InvalidArgumentError("QkvPrep: no step metadata");
+  const StepMetadata& meta = *a.meta;
+  const KvGroupView& g = meta.groups[a.group];
+  const int d = a.head_dim;
+  GANNET_RETURN_IF_ERROR(RequireDType(a.qkv, DType::kBF16, "QkvPrep qkv"));
+  GANNET_RETURN_IF_ERROR(RequireDType(a.q_out, DType::kBF16, "QkvPrep q_out"));
+  GANNET_RETURN_IF_ERROR(RequireDType(a.q_norm, DType::kF32, "QkvPrep q_norm"));
+  const int64_t kv_cols = a.has_kv ? static_cast<int64_t>(a.num_kv_heads) * d * (a.k_eq_v ? 1 : 2) : 0;
+  if (a.qkv.row_elems() != static_cast<int64_t>(a.num_q_heads) * d + kv_cols) {
+    return InvalidArgumentError("QkvPrep: qkv row has {} values, heads imply {}", a.qkv.row_elems(),
+                                a.num_q_heads * d + kv_cols);
+  }
+  if (d % 2 != 0 || d > 2 * kernels::kMaxRopePairs) {
+    return InvalidArgumentError("QkvPrep: head_dim {} unsupported (even, <= {})", d,
+                                2 * kernels::kMaxRopePairs);
+  }
+  if (a.has_kv) {
+    GANNET_RETURN_IF_ERROR(RequireDType(a.k_cache, DType::kBF16, "QkvPrep k_cache"));
+    GANNET_RETURN_IF_ERROR(RequireDType(a.v_cache, DType::kBF16, "QkvPrep v_cache"));
+    if (a.k_cache.dim(1) != a.num_kv_heads || a.k_cache.dim(3) != d || a.k_cache.dim(2) != g.page_size) {
+      return InvalidArgumentError("QkvPrep: KV cache shape does not match the layer");
+    }
+    if (a.k_norm.valid()) GANNET_RETURN_IF_ERROR(RequireDType(a.k_norm, DType::kF32, "QkvPrep k_norm"));
+  }
+  kernels::QkvPrepParams p;
+  p.qkv = a.qkv.data;
+  p.ld_qkv = a.qkv.stride0();
+  p.num_tokens = meta.num_tokens;
+  p.num_q_heads = a.num_q_heads;
+  p.num_kv_heads = a.num_kv_heads;
+  p.head_dim = d;
+  p.has_kv = a.has_kv;
+  p.k_eq_v = a.k_eq_v;
+  p.eps = a.eps;
+  p.q_norm = a.q_norm.as<float>();
+  p.k_norm = a.has_kv ? F32OrNull(a.k_norm) : nullptr;
+  p.positions = meta.positions;
+  p.slot_mapping = g.slot_mapping;
+  p.q_out = a.q_out.data;
+  p.ld_q = a.q_out.stride0();
+  p.k_cache = a.has_kv ? a.k_cache.data : nullptr;
+  p.v_cache = a.has_kv ? a.v_cache.data : nullptr;
+  p.page_size = g.page_size;
+  const auto key = std::make_tuple(a.rope.theta, a.rope.rotated_pairs, a.rope.factor, d);
+  auto it = inv_freq_.find(key);
+  if (it == inv_freq_.end()) {
+    std::vector<float> f(d / 2);
+    ComputeInvFreq(a.rope, d, f.data());
+    it = inv_freq_.emplace(key, std::move(f)).first;
+  }
+  std::copy(it->second.begin(), it->second.end(), p.inv_freq);
+  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchQkvPrep(p, stream_));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const kernels::KernelEntry*> CudaBackend::SelectAttention(const AttentionArgs& a) {
+  GANNET_ASSIGN_OR_RETURN(kernels::PagedAttentionParams p, AttentionParams(a));
+  const bool decode = p.max_query_len == 1;
+  for (kernels::Op op : {kernels::Op::kAttentionDecode, kernels::Op::kAttentionPrefill}) {
+    if (op == kernels::Op::kAttentionDecode && !decode) continue;
+    const kernels::ProblemKey pk = kernels::AttentionProblem(op, p);
+    const auto key = std::make_tuple(static_cast<int>(op), pk.head_dim, pk.page_size,
+                                     pk.num_q_heads, pk.num_kv_heads, pk.window > 0 ? 1 : 0,
+                                     std::min(pk.max_query_len, 17), static_cast<int>(pk.flags));
+    auto it = chosen_.find(key);
+    if (it != chosen_.end()) return it->second;
+    const kernels::Selection sel = kernels::Select(pk, device_);
+    if (sel.entry != nullptr) {
+      chosen_[key] = sel.entry;
+      return sel.entry;
+    }
+    if (op == kernels::Op::kAttentionPrefill || sel.error.find("forced") != std::string::npos) {
+      return InvalidArgumentError("Attention: {}", sel.error);
+    }
+  }
+  return InternalError("Attention: no kernel selected");
+}
+
+absl::Status CudaBackend::RunAttentionEntry(const kernels::KernelEntry& entry,
+                                            const AttentionArgs& a, int num_splits) {
+  GANNET_ASSIGN_OR_RETURN(kernels::PagedAttentionParams p, AttentionParams(a));
+  if (DebugKv()) GANNET_RETURN_IF_ERROR(ValidatePages(a));
+  p.num_splits = num_splits;
+  const kernels::ProblemKey pk = kernels::AttentionProblem(entry.op, p);
+  const kernels::KernelStatus st = kernels::CheckEntry(entry, pk, device_);
+  if (!st.ok) return InvalidArgumentError("Attention: {} cannot run {}: {}", entry.name, pk.ClassString(), st.reason);
+  size_t ws_bytes = entry.workspace_bytes(pk, device_);
+  if (num_splits > 0) {
+    // A forced split count sizes its own workspace (tests and benchmarks sweep it).
+    ws_bytes = std::max(ws_bytes, kernels::FlashAttentionWorkspace(entry, pk, num_splits));
+  }
+  void* ws = nullptr;
+  if (ws_bytes > 0) {
+    GANNET_ASSIGN_OR_RETURN(ws, Workspace(WorkspaceId::kAttention, ws_bytes));
+  }
+  GANNET_CUDA_RETURN_IF_ERROR(entry.launch(&p, pk, device_, ws, stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Attention(const AttentionArgs& a) {
+  GANNET_ASSIGN_OR_RETURN(const kernels::KernelEntry* entry, SelectAttention(a));
+  return RunAttentionEntry(*entry, a);
+}
+
+}  // namespace gannet::backend

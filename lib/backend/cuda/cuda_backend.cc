@@ -1,0 +1,234 @@
+// CudaBackend: device, stream, memory, workspaces and weight loading (synthetic weights are
+// generated on the GPU). The ops live in cuda_ops.cc, cuda_attention.cc, cuda_linear.cc and
+// cuda_moe.cc.
+#include "lib/backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/activation/elementwise.h"
+#include "kernels/common/synthetic.h"
+#include "lib/backend/cuda/cuda_linear.h"
+#include "lib/backend/cuda/cuda_status.h"
+#include "lib/backend/cuda/cuda_util.h"
+#include "lib/common/logging.h"
+#include "lib/common/status.h"
+#include "lib/model/synthetic.h"
+
+namespace gannet::backend {
+namespace {
+
+static_assert(static_cast<int>(model::WeightInit::kMatrix) == static_cast<int>(kernels::SyntheticInit::kMatrix) &&
+              static_cast<int>(model::WeightInit::kEmbedding) == static_cast<int>(kernels::SyntheticInit::kEmbedding) &&
+              static_cast<int>(model::WeightInit::kNorm) == static_cast<int>(kernels::SyntheticInit::kNorm) &&
+              static_cast<int>(model::WeightInit::kQkNorm) == static_cast<int>(kernels::SyntheticInit::kQkNorm) &&
+              static_cast<int>(model::WeightInit::kLayerScalar) == static_cast<int>(kernels::SyntheticInit::kLayerScalar) &&
+              static_cast<int>(model::WeightInit::kPositiveScale) == static_cast<int>(kernels::SyntheticInit::kPositiveScale) &&
+              static_cast<int>(model::WeightInit::kPermutation) == static_cast<int>(kernels::SyntheticInit::kPermutation),
+              "kernels::SyntheticInit must mirror model::WeightInit");
+
+void RegistryLog(const char* message) { GANNET_LOG_INFO("{}", message); }
+
+// Host staging for non-bf16 checkpoint matrices and for vectors (converted to the device type).
+absl::Status UploadConverted(const model::WeightView& p, DType out_type, void* dst) {
+  const int64_t n = p.numel();
+  std::vector<char> host(static_cast<size_t>(n) * DTypeBits(out_type) / 8);
+  for (int64_t i = 0; i < n; ++i) {
+    float v;
+    switch (p.dtype) {
+      case DType::kBF16: v = Bf16ToFloat(static_cast<const uint16_t*>(p.data)[i]); break;
+      case DType::kF16: v = F16ToFloat(static_cast<const uint16_t*>(p.data)[i]); break;
+      case DType::kF32: v = static_cast<const float*>(p.data)[i]; break;
+      default:
+        return InvalidArgumentError("LoadWeight: '{}' has unsupported dtype {}", p.name,
+                                    DTypeName(p.dtype));
+    }
+    if (out_type == DType::kF32) {
+      std::memcpy(host.data() + i * 4, &v, 4);
+    } else {
+      const uint16_t b = FloatToBf16(v);
+      std::memcpy(host.data() + i * 2, &b, 2);
+    }
+  }
+  GANNET_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, host.data(), host.size(), cudaMemcpyHostToDevice));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device) {
+  std::unique_ptr<CudaBackend> b(new CudaBackend());
+  GANNET_RETURN_IF_ERROR(b->Init(device));
+  return b;
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int device) {
+  GANNET_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> b, CudaBackend::Create(device));
+  return std::unique_ptr<Backend>(std::move(b));
+}
+
+absl::Status CudaBackend::Init(int device) {
+  int count = 0;
+  GANNET_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
+  if (device < 0 || device >= count) {
+    return InvalidArgumentError("cuda backend: device {} does not exist ({} devices)", device, count);
+  }
+  device_id_ = device;
+  GANNET_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  GANNET_CUDA_RETURN_IF_ERROR(kernels::DeviceInfo::Query(device, &device_));
+  if (kernels::EffectiveArch(device_.sm) == 0) {
+    return UnimplementedError("cuda backend: device sm_{} is older than every arch in this binary ({})",
+                              device_.sm, kernels::CompiledArchsString());
+  }
+  GANNET_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  kernels::SetRegistryLogSink(RegistryLog);
+  GANNET_ASSIGN_OR_RETURN(linear_, CudaLinear::Create(this));
+  GANNET_LOG_INFO("cuda backend: device {} sm_{} ({} SMs, {} KB shared memory per block); kernels for {}",
+                  device, device_.sm, device_.num_sms, device_.max_smem_optin / 1024,
+                  kernels::CompiledArchsString());
+  return absl::OkStatus();
+}
+
+CudaBackend::~CudaBackend() {
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  linear_.reset();
+  for (Space& s : spaces_) {
+    if (s.ptr != nullptr) cudaFree(s.ptr);
+  }
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+bool CudaBackend::Capturing() const {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(stream_, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone;
+}
+
+absl::StatusOr<void*> CudaBackend::Workspace(WorkspaceId id, size_t bytes) {
+  Space& s = spaces_[static_cast<int>(id)];
+  if (bytes <= s.bytes) return s.ptr;
+  if (Capturing()) {
+    return FailedPreconditionError(
+        "cuda backend: workspace {} needs {} bytes during stream capture (has {}); run the step once "
+        "uncaptured first", static_cast<int>(id), bytes, s.bytes);
+  }
+  // Grow geometrically so a slowly growing batch does not reallocate every step.
+  const size_t grown = std::max(bytes, s.bytes + s.bytes / 2);
+  GANNET_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // the old space may be in use
+  if (s.ptr != nullptr) GANNET_CUDA_RETURN_IF_ERROR(cudaFree(s.ptr));
+  s.ptr = nullptr;
+  s.bytes = 0;
+  GANNET_CUDA_RETURN_IF_ERROR(cudaMalloc(&s.ptr, grown));
+  // Kernels that keep counters in their workspace expect them zeroed (and leave them zeroed).
+  GANNET_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s.ptr, 0, grown, stream_));
+  s.bytes = grown;
+  return s.ptr;
+}
+
+absl::StatusOr<Buffer> CudaBackend::Allocate(size_t bytes) {
+  void* p = nullptr;
+  const size_t rounded = std::max<size_t>(256, (bytes + 255) / 256 * 256);
+  const cudaError_t err = cudaMalloc(&p, rounded);
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // clear the sticky-free error state
+    return ResourceExhaustedError("cuda backend: cannot allocate {} bytes on device {}", bytes,
+                                  device_id_);
+  }
+  GANNET_CUDA_RETURN_IF_ERROR(err);
+  return Buffer(p, bytes, [](void* q) { cudaFree(q); });
+}
+
+absl::Status CudaBackend::CopyToDevice(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  // From pageable memory cudaMemcpyAsync returns once `src` has been staged, so the caller may
+  // reuse it; the copy is ordered with the stream's kernels.
+  GANNET_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  GANNET_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  GANNET_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Synchronize() {
+  GANNET_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return absl::OkStatus();
+}
+
+int64_t CudaBackend::FreeMemoryBytes() const {
+  size_t free_bytes = 0, total = 0;
+  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) return 0;
+  return static_cast<int64_t>(free_bytes);
+}
+
+absl::Status CudaBackend::Fill(Tensor t, float value) {
+  kernels::DataType type = kernels::DataType::kF32;
+  bool is_int = false;
+  switch (t.dtype) {
+    case DType::kF32: break;
+    case DType::kBF16: type = kernels::DataType::kBF16; break;
+    case DType::kI32: is_int = true; break;
+    default:
+      return InvalidArgumentError("cuda backend: Fill supports f32, bf16 and i32, got {}",
+                                  DTypeName(t.dtype));
+  }
+  const int64_t n = t.rank <= 1 ? t.numel() : t.row_elems();
+  const int64_t rows = t.rank <= 1 ? 1 : t.rows();
+  const int64_t ld = t.rank <= 1 ? n : t.stride0();
+  GANNET_RETURN_IF_ERROR(CheckInt32("Fill", rows, n));
+  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchFill(t.data, ld, static_cast<int>(rows),
+                                                  static_cast<int>(n), type, is_int, value, stream_));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<OwnedTensor> CudaBackend::LoadWeight(std::span<const model::WeightView* const> parts) {
+  if (parts.empty()) return InvalidArgumentError("LoadWeight: no parts");
+  const model::WeightView& first = *parts[0];
+  int64_t rows = 0, total = 0;
+  for (const model::WeightView* p : parts) {
+    if (!p->present()) return InvalidArgumentError("LoadWeight: tensor '{}' is absent", p->name);
+    if (p->shape.size() != first.shape.size() ||
+        !std::equal(p->shape.begin() + 1, p->shape.end(), first.shape.begin() + 1)) {
+      return InvalidArgumentError("LoadWeight: '{}' and '{}' cannot be concatenated", first.name,
+                                  p->name);
+    }
+    if (p->synthetic && p->dtype != DType::kBF16) {
+      return InvalidArgumentError("LoadWeight: synthetic '{}' must be bf16", p->name);
+    }
+    rows += p->shape[0];
+    total += p->numel();
+  }
+  // Matrices bf16 (what the GEMMs and attention read), vectors f32 (what the norms read).
+  const bool is_vector = first.shape.size() <= 1;
+  const DType out_type = is_vector ? DType::kF32 : DType::kBF16;
+  GANNET_ASSIGN_OR_RETURN(Buffer buf, Allocate(static_cast<size_t>(total) * DTypeBits(out_type) / 8));
+  char* dst = static_cast<char*>(buf.data());
+  for (const model::WeightView* p : parts) {
+    const size_t bytes = static_cast<size_t>(p->numel()) * DTypeBits(out_type) / 8;
+    if (p->synthetic) {
+      const uint64_t key = model::SyntheticKey(p->seed, p->name);
+      GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchFillSynthetic(
+          dst, out_type == DType::kF32, 0, p->numel(), key,
+          static_cast<kernels::SyntheticInit>(static_cast<int>(p->init)), p->shape.back(), stream_));
+    } else if (p->dtype == out_type) {
+      GANNET_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, p->data, bytes, cudaMemcpyHostToDevice, stream_));
+    } else {
+      GANNET_RETURN_IF_ERROR(UploadConverted(*p, out_type, dst));
+    }
+    dst += bytes;
+  }
+  // Loading is outside any step; make the weight usable (and host sources releasable) now.
+  GANNET_RETURN_IF_ERROR(Synchronize());
+  Tensor t;
+  t.data = buf.data();
+  t.dtype = out_type;
+  t.rank = static_cast<int>(first.shape.size());
+  for (int i = 0; i < t.rank; ++i) t.shape[i] = first.shape[i];
+  if (t.rank > 0) t.shape[0] = rows;
+  return OwnedTensor{std::move(buf), t};
+}
+
+}  // namespace gannet::backend

@@ -1,0 +1,107 @@
+// The CUDA backend: every op of backend.h on one GPU and one stream, through the kernels of
+// kernels/ (selected by the kernel registry) and cuBLASLt.
+//
+// Numerics: activations bf16 (what the GEMMs consume), the residual stream f32 (it accumulates
+// 60 layers of small updates, where bf16's 8-bit mantissa would lose them, and it costs only
+// hidden x 4 bytes per token), KV cache bf16, matrices bf16, vectors (norm weights, scales) f32.
+//
+// Memory: device buffers from cudaMalloc (the runner allocates once). Ops never allocate while a
+// stream is being captured, never synchronize and never copy from pageable host memory, so a
+// step can be captured into a CUDA graph. Workspaces (split-KV partials, MoE scratch, cuBLASLt)
+// grow on the first uncaptured step that needs them; a capture that would need a larger one fails
+// with FailedPrecondition instead of allocating. Linear's algorithm choice is timed on the first
+// uncaptured call of each shape and cached.
+//
+// Thread safety: one caller at a time, like every Backend.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/registry/registry.h"
+#include "lib/backend/backend.h"
+
+namespace gannet::backend {
+
+class CudaLinear;
+
+class CudaBackend final : public Backend {
+ public:
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(int device);
+  ~CudaBackend() override;
+
+  std::string_view name() const override { return "cuda"; }
+  DType activation_dtype() const override { return DType::kBF16; }
+  DType residual_dtype() const override { return DType::kF32; }
+  DType kv_dtype() const override { return DType::kBF16; }
+
+  absl::StatusOr<Buffer> Allocate(size_t bytes) override;
+  absl::Status CopyToDevice(void* dst, const void* src, size_t bytes) override;
+  absl::Status CopyToHost(void* dst, const void* src, size_t bytes) override;
+  absl::Status Fill(Tensor t, float value) override;
+  absl::Status Synchronize() override;
+  int64_t FreeMemoryBytes() const override;
+  absl::StatusOr<OwnedTensor> LoadWeight(std::span<const model::WeightView* const> parts) override;
+
+  absl::Status Embed(Tensor ids, Tensor table, float scale, Tensor out) override;
+  absl::Status RmsNorm(Tensor x, Tensor weight, float eps, Tensor out) override;
+  absl::Status PostNormResidual(Tensor x, Tensor post_weight, Tensor residual, Tensor scalar,
+                                Tensor next_weight, Tensor next_out, float eps) override;
+  absl::Status Linear(Tensor x, Tensor w, Tensor out) override;
+  absl::Status GeluTanhMul(Tensor gate, Tensor up, Tensor out) override;
+  absl::Status Add(Tensor a, Tensor b, Tensor out) override;
+  absl::Status QkvPrep(const QkvPrepArgs& args) override;
+  absl::Status Attention(const AttentionArgs& args) override;
+  absl::Status PleCombine(Tensor proj, Tensor token_part, Tensor norm_w, float proj_scale,
+                          float combine_scale, float eps, Tensor out) override;
+  absl::Status MoeRoute(const MoeRouteArgs& args) override;
+  absl::Status MoeExperts(const MoeExpertsArgs& args) override;
+  absl::Status GatherRows(Tensor x, Tensor rows, Tensor out) override;
+  absl::Status Softcap(Tensor x, float cap) override;
+  absl::Status Sample(Tensor logits, Tensor params, Tensor out_ids) override;
+
+  cudaStream_t stream() const { return stream_; }
+  CudaLinear& linear() { return *linear_; }
+  const kernels::DeviceInfo& device_info() const { return device_; }
+
+  // Runs an attention entry chosen by the caller (tests and benchmarks force each registry entry
+  // through here); Attention() selects through the registry and calls this.
+  absl::Status RunAttentionEntry(const kernels::KernelEntry& entry, const AttentionArgs& args,
+                                 int num_splits = 0);
+  // The registry entry Attention() would use for these arguments.
+  absl::StatusOr<const kernels::KernelEntry*> SelectAttention(const AttentionArgs& args);
+
+  // A grow-only device workspace (kernel scratch). `id` keeps users whose kernels rely on zeroed
+  // counters apart from users that overwrite their space.
+  enum class WorkspaceId { kAttention, kMoeRoute, kMoeExperts, kLinearInput, kCount };
+  absl::StatusOr<void*> Workspace(WorkspaceId id, size_t bytes);
+
+ private:
+  CudaBackend() = default;
+  absl::Status Init(int device);
+  bool Capturing() const;
+
+  int device_id_ = 0;
+  kernels::DeviceInfo device_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<CudaLinear> linear_;
+  struct Space {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  Space spaces_[static_cast<int>(WorkspaceId::kCount)];
+  // Registry choices per problem class, so steps don't re-run selection for every layer.
+  std::map<std::tuple<int, int, int, int, int, int, int, int>, const kernels::KernelEntry*> chosen_;
+  // inv_freq per (rope spec, head_dim), computed once on the host.
+  std::map<std::tuple<double, int, double, int>, std::vector<float>> inv_freq_;
+};
+
+// The factory's entry point (lib/backend/backend_factory.cc).
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int device);
+
+}  // namespace gannet::backend

@@ -1,0 +1,67 @@
+// Linear layers of the CUDA backend: out[M, N] = x[M, K] w[N, K]^T with bf16 weights, bf16 or
+// f32 x (f32 x is converted to bf16 for cuBLASLt), bf16 or f32 out, fp32 accumulation.
+//
+// Candidates per shape: the registry's small-M GEMV (M <= 8) and cuBLASLt's heuristic top algos.
+// The first uncaptured call of a shape times every candidate once (on the call's own buffers) and
+// caches the fastest, so the GEMV is used exactly where it measurably beats cuBLASLt. M is keyed
+// exactly up to 16 and by power-of-two bucket above. cuBLASLt runs with a fixed pre-allocated
+// workspace, so every call is graph-capturable. GANNET_LINEAR_TUNE=0 skips timing (first
+// heuristic algo; the GEMV for M <= 8).
+#pragma once
+
+#include <cublasLt.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <tuple>
+
+#include "absl/status/statusor.h"
+#include "kernels/registry/registry.h"
+#include "lib/backend/tensor.h"
+
+namespace gannet::backend {
+
+class CudaBackend;
+
+class CudaLinear {
+ public:
+  static absl::StatusOr<std::unique_ptr<CudaLinear>> Create(CudaBackend* backend);
+  ~CudaLinear();
+
+  enum class Path { kCublasLt, kGemv };
+  // The path a shape runs on, and its tuned time (0 when untimed).
+  struct Choice {
+    Path path = Path::kCublasLt;
+    cublasLtMatmulAlgo_t algo{};
+    bool has_algo = false;
+    float time_ms = 0;
+  };
+  // Runs the layer (tuning the shape first if needed) and reports the path it took.
+  absl::StatusOr<Choice> Run(const Tensor& x, const Tensor& w, const Tensor& out);
+  // Tests and benchmarks pin a path (nullopt = the timed choice); forgets every tuned shape.
+  void Force(std::optional<Path> path);
+
+ private:
+  explicit CudaLinear(CudaBackend* backend);
+  struct Key;
+  struct Plan;
+  using KeyTuple = std::tuple<int, int, int, int, int, int64_t, int64_t, int>;
+  absl::StatusOr<Plan*> GetPlan(const KeyTuple& key, int m, int n, int k, bool out_f32,
+                                int64_t ldx, int64_t ldo);
+  absl::Status RunCublas(Plan& plan, const cublasLtMatmulAlgo_t* algo, const void* x, int64_t ldx,
+                         const void* w, void* out, int m);
+  absl::Status RunGemv(const Tensor& x, const Tensor& w, const Tensor& out);
+  absl::Status Tune(Plan& plan, const Tensor& x, const Tensor& w, const Tensor& out,
+                    const void* xb, int64_t ldxb, bool gemv_ok, bool allow_timing);
+
+  CudaBackend* be_;
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  std::map<KeyTuple, std::unique_ptr<Plan>> plans_;
+  std::optional<Path> forced_;
+  const kernels::KernelEntry* gemv_entry_[2] = {nullptr, nullptr};  // by x type (bf16, f32)
+};
+
+}  // namespace gannet::backend

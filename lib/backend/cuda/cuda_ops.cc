@@ -1,0 +1,168 @@
+// The CUDA backend's elementwise, norm, embedding, gather, softcap and sampling ops.
+#include <cstring>
+
+#include "kernels/activation/elementwise.h"
+#include "kernels/norm/norm.h"
+#include "kernels/sampling/sampling.h"
+#include "lib/backend/cuda/cuda_backend.h"
+#include "lib/backend/cuda/cuda_status.h"
+#include "lib/backend/cuda/cuda_util.h"
+
+namespace gannet::backend {
+
+static_assert(sizeof(SamplingParams) == sizeof(kernels::SamplingRowParams) &&
+              offsetof(SamplingParams, seed) == offsetof(kernels::SamplingRowParams, seed) &&
+              offsetof(SamplingParams, min_p) == offsetof(kernels::SamplingRowParams, min_p),
+              "backend and kernel sampling parameters share one layout");
+
+absl::Status CudaBackend::Embed(Tensor ids, Tensor table, float scale, Tensor out) {
+  GANNET_RETURN_IF_ERROR(RequireDType(ids, DType::kI32, "Embed ids"));
+  GANNET_RETURN_IF_ERROR(RequireDType(table, DType::kBF16, "Embed table"));
+  GANNET_ASSIGN_OR_RETURN(kernels::Mat o, MatOf(out, "Embed output"));
+  const int64_t n = ids.numel();
+  const int64_t width = table.row_elems();
+  if (out.rows() != n || out.row_elems() != width) {
+    return InvalidArgumentError("Embed: output shape does not match [{}, {}]", n, width);
+  }
+  GANNET_RETURN_IF_ERROR(CheckInt32("Embed", table.dim(0), n));
+  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchEmbed(ids.as<int32_t>(), static_cast<int>(n), table.data,
+                                                   static_cast<int>(table.dim(0)),
+                                                   static_cast<int>(width), scale, o, stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::RmsNorm(Tensor x, Tensor weight, float eps, Tensor out) {
+  const int64_t n = x.shape[x.rank - 1];
+  if (weight.valid() && (weight.numel() != n || weight.dtype != DType::kF32)) {
+    return InvalidArgumentError("RmsNorm: weight must be {} f32 values", n);
+  }
+  // Contiguous tensors normalise every group of n values (per-head norms); strided ones per row.
+  GANNET_ASSIGN_OR_RETURN(kernels::Mat xm, MatOf(x, "RmsNorm input"));
+  GANNET_ASSIGN_OR_RETURN(kernels::Mat om, MatOf(out, "RmsNorm output"));
+  int64_t rows = 0;
+  if (x.contiguous() && out.contiguous()) {
+    rows = x.numel() / n;
+    xm.ld = om.ld = n;
+  } else if (x.row_elems() == n && out.row_elems() == n) {
+    rows = x.rows();
+  } else {
+    return InvalidArgumentError("RmsNorm: strided views must be [rows, n]");
+  }
+  if (out.numel() != rows * n) return InvalidArgumentError("RmsNorm: output size mismatch");
+  GANNET_RETURN_IF_ERROR(CheckInt32("RmsNorm", rows, n));
+  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(xm, F32OrNull(weight), eps, om,
+                                                     static_cast<int>(rows), static_cast<int>(n), stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::PostNormResidual(Tensor x, Tensor post_weight, Tensor residual,
+                                           Tensor scalar, Tensor next_weight, Tensor next_out,
+                                           float eps) {
+  const RowView v = Rows(x);
+  if (residual.rows() != v.rows || residual.row_elems() != v.n || post_weight.numel() != v.n) {
+    return InvalidArgumentError("PostNormResidual: x, residual and post weight disagree");
+  }
+  GANNET_RETURN_IF_ERROR(RequireDType(post_weight, DType::kF32, "PostNormResidual post weight"));
+  GANNET_ASSIGN_OR_RETURN(kernels::Mat xm, MatOf(x, "PostNormResidual input"));
+  GANNET_ASSIGN_OR_RETURN(kernels::Mat rm, MatOf(residual, "PostNormResidual residual"));
+  kernels::Mat nm;
+  if (next_out.valid()) {
+    GANNET_ASSIGN_OR_RETURN(nm, MatOf(next_out, "PostNormResidual next output"));
+    if (next_out.rows() != v.rows || next_out.row_elems() != v.n) {
+      return InvalidArgumentError("PostNormResidual: next output shape mismatch");
+    }
+  }
+  GANNET_RETURN_IF_ERROR(CheckInt32("PostNormResidual", v.rows, v.n));
+  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchPostNormResidual(
+      xm, post_weight.as<float>(), rm, F32OrNull(scalar), F32OrNull(next_weight), nm, eps,
+      static_cast<int>(v.rows), static_cast<int>(v.n), stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::GeluTanhMul(Tensor gate, Tensor up, Tensor out) {
+  const RowView v = Rows(gate);
+  if (up.rows() != v.rows || up.row_elems() != v.n || out.rows() != v.rows || out.row_elems() != v.n) {
+    return InvalidArgumentError("GeluTanhMul: shape mismatch");
+  }
+  GANNET_ASSIGN_OR_RETURN(kernels::Mat g, MatOf(gate, "GeluTanhMul gate"));
+  GANNET_ASSIGN_OR_RETURN(kernels::Mat u, MatOf(up, "GeluTanhMul up"));
+  GANNET_ASSIGN_OR_RETURN(kernels::Mat o, MatOf(out, "GeluTanhMul output"));
+  GANNET_RETURN_IF_ERROR(CheckInt32("GeluTanhMul", v.rows, v.n));
+  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchGeluTanhMul(g, u, o, static_cast<int>(v.rows),
+                                                         static_cast<int>(v.n), stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Add(Tensor a, Tensor b, Tensor out) {
+  const RowView v = Rows(a);
+  if (b.rows() != v.rows || b.row_elems() != v.n || out.rows() != v.rows || out.row_elems() != v.n) {
+    return InvalidArgumentError("Add: shape mismatch");
+  }
+  GANNET_ASSIGN_OR_RETURN(kernels::Mat am, MatOf(a, "Add a"));
+  GANNET_ASSIGN_OR_RETURN(kernels::Mat bm, MatOf(b, "Add b"));
+  GANNET_ASSIGN_OR_RETURN(kernels::Mat om, MatOf(out, "Add output"));
+  GANNET_RETURN_IF_ERROR(CheckInt32("Add", v.rows, v.n));
+  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchAdd(am, bm, om, static_cast<int>(v.rows),
+                                                 static_cast<int>(v.n), stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::PleCombine(Tensor proj, Tensor token_part, Tensor norm_w, float proj_scale,
+                                     float combine_scale, float eps, Tensor out) {
+  const int64_t p = norm_w.numel();
+  const RowView v = Rows(proj);
+  if (p == 0 || v.n % p || token_part.row_elems() != v.n || out.row_elems() != v.n) {
+    return InvalidArgumentError("PleCombine: widths {} / {} do not split into groups of {}", v.n,
+                                token_part.row_elems(), p);
+  }
+  GANNET_RETURN_IF_ERROR(RequireDType(norm_w, DType::kF32, "PleCombine norm weight"));
+  GANNET_ASSIGN_OR_RETURN(kernels::Mat pm, MatOf(proj, "PleCombine projection"));
+  GANNET_ASSIGN_OR_RETURN(kernels::Mat tm, MatOf(token_part, "PleCombine token part"));
+  GANNET_ASSIGN_OR_RETURN(kernels::Mat om, MatOf(out, "PleCombine output"));
+  GANNET_RETURN_IF_ERROR(CheckInt32("PleCombine", v.rows, v.n));
+  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchPleCombine(
+      pm, tm, norm_w.as<float>(), proj_scale, combine_scale, eps, om, static_cast<int>(v.rows),
+      static_cast<int>(v.n), static_cast<int>(p), stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::GatherRows(Tensor x, Tensor rows, Tensor out) {
+  GANNET_RETURN_IF_ERROR(RequireDType(rows, DType::kI32, "GatherRows rows"));
+  if (x.dtype != out.dtype || x.row_elems() != out.row_elems() || out.rows() < rows.numel()) {
+    return InvalidArgumentError("GatherRows: x and out disagree");
+  }
+  const int64_t eb = static_cast<int64_t>(x.elem_bytes());
+  GANNET_RETURN_IF_ERROR(CheckInt32("GatherRows", x.rows(), rows.numel()));
+  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchGatherRows(
+      x.data, x.stride0() * eb, static_cast<int>(x.rows()), rows.as<int32_t>(),
+      static_cast<int>(rows.numel()), out.data, out.stride0() * eb, x.row_elems() * eb, stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Softcap(Tensor x, float cap) {
+  GANNET_RETURN_IF_ERROR(RequireDType(x, DType::kF32, "Softcap input"));
+  const RowView v = Rows(x);
+  GANNET_RETURN_IF_ERROR(CheckInt32("Softcap", v.rows, v.n));
+  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchSoftcap(x.as<float>(), v.ld, cap, static_cast<int>(v.rows),
+                                                     static_cast<int>(v.n), stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Sample(Tensor logits, Tensor params, Tensor out_ids) {
+  GANNET_RETURN_IF_ERROR(RequireDType(logits, DType::kF32, "Sample logits"));
+  GANNET_RETURN_IF_ERROR(RequireDType(out_ids, DType::kI32, "Sample ids"));
+  const RowView v = Rows(logits);
+  if (params.numel() * static_cast<int64_t>(params.elem_bytes()) <
+          v.rows * static_cast<int64_t>(sizeof(SamplingParams)) ||
+      out_ids.numel() < v.rows) {
+    return InvalidArgumentError("Sample: params must hold {} SamplingParams and out_ids {} int32",
+                                v.rows, v.rows);
+  }
+  GANNET_RETURN_IF_ERROR(CheckInt32("Sample", v.rows, v.n));
+  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchSample(
+      logits.as<float>(), v.ld, static_cast<int>(v.rows), static_cast<int>(v.n),
+      static_cast<const kernels::SamplingRowParams*>(params.data), out_ids.as<int32_t>(), stream_));
+  return absl::OkStatus();
+}
+
+}  // namespace gannet::backend

@@ -1,0 +1,58 @@
+// Tensor -> kernel-view helpers shared by the CUDA backend's op files (internal to backend/cuda).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include "absl/status/statusor.h"
+#include "kernels/norm/norm.h"
+#include "lib/backend/tensor.h"
+#include "lib/common/status.h"
+
+namespace gannet::backend {
+
+// A tensor as rows x n with a row stride: dim 0 is the row, the trailing dims are one row.
+struct RowView {
+  int64_t rows = 0;
+  int64_t n = 0;
+  int64_t ld = 0;
+};
+inline RowView Rows(const Tensor& t) {
+  if (t.rank <= 1) return {1, t.numel(), t.numel()};
+  return {t.rows(), t.row_elems(), t.stride0()};
+}
+
+inline absl::Status CheckInt32(const char* op, int64_t a, int64_t b = 0) {
+  if (a > std::numeric_limits<int32_t>::max() || b > std::numeric_limits<int32_t>::max()) {
+    return InvalidArgumentError("cuda backend: {}: sizes {} x {} exceed int32", op, a, b);
+  }
+  return absl::OkStatus();
+}
+
+// bf16 or f32 tensors as a kernel Mat; anything else is an InvalidArgument naming `what`.
+inline absl::StatusOr<kernels::Mat> MatOf(const Tensor& t, const char* what) {
+  kernels::Mat m;
+  m.data = t.data;
+  m.ld = Rows(t).ld;
+  if (t.dtype == DType::kBF16) {
+    m.type = kernels::DataType::kBF16;
+  } else if (t.dtype == DType::kF32) {
+    m.type = kernels::DataType::kF32;
+  } else {
+    return InvalidArgumentError("cuda backend: {} must be bf16 or f32, got {}", what,
+                                DTypeName(t.dtype));
+  }
+  return m;
+}
+
+inline absl::Status RequireDType(const Tensor& t, DType dt, const char* what) {
+  if (t.dtype != dt) {
+    return InvalidArgumentError("cuda backend: {} must be {}, got {}", what, DTypeName(dt),
+                                DTypeName(t.dtype));
+  }
+  return absl::OkStatus();
+}
+
+inline const float* F32OrNull(const Tensor& t) { return t.valid() ? t.as<float>() : nullptr; }
+
+}  // namespace gannet::backend

@@ -1,0 +1,238 @@
+// Every attention entry of the kernel registry that can run on this GPU, against the CPU backend's
+// Attention, on real Gemma-4 head counts (31B: 32q/16kv hd256 sliding, 32q/4kv hd512 full; E2B/E4B
+// style 8q/2kv), contexts up to 8k, windows crossed, page sizes 16 and 32, shuffled pages,
+// released sliding pages, split counts forced from 1 to 64, decode, prefill, chunked prefill and
+// mixed batches.
+//
+// Released sliding pages point at a page filled with NaN (or are -1 holes): a kernel that reads
+// anything outside [pos - window + 1, pos] of some query turns the output into NaN. Pages no
+// sequence owns are NaN too. The output is poisoned with NaN before each run, so an unwritten
+// element fails.
+//
+// Tolerance: rel-L2 <= 1e-2 per case. The inputs are bf16 for both backends; the GPU rounds the
+// softmax weights P to bf16 before P.V (relative 2^-9 each) and its output to bf16 (2^-9), and sums
+// in another order; over <= 8k keys that is a few 1e-3 (METHOD.md: bf16 operands land between
+// 1e-3 and 1e-2).
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/attention/attention_entries.h"
+#include "lib/backend/cpu/cpu_backend.h"
+#include "tests/backend/cuda_test_util.h"
+
+namespace gannet {
+namespace {
+
+using backend::AttentionArgs;
+using backend::StepMetadata;
+using backend::Tensor;
+using testing::DeviceTensor;
+
+constexpr double kTolerance = 1e-2;
+
+struct Case {
+  std::string name;
+  int nq, nkv, d, page, window;
+  std::vector<int> seq_lens;  // context length after this step
+  std::vector<int> q_lens;    // tokens this step (the last q_lens[s] positions)
+  float scale = 0.f;          // 0 = 1/sqrt(d)
+  bool minus_one_holes = false;
+  std::vector<int> splits = {0};  // forced split counts to try (0 = the heuristic)
+};
+
+class AttentionEntriesTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AttentionEntriesTest, MatchesCpuReference) {
+  GANNET_REQUIRE_GPU();
+  const Case& c = GetParam();
+  auto made = backend::CudaBackend::Create(0);
+  ASSERT_TRUE(made.ok()) << made.status();
+  backend::CudaBackend& gpu = **made;
+  backend::CpuBackend cpu;
+  std::mt19937 rng(1234);
+
+  const int num_seqs = static_cast<int>(c.seq_lens.size());
+  int max_pages = 0, owned = 0, num_tokens = 0, max_q = 0, max_len = 0;
+  for (int s = 0; s < num_seqs; ++s) {
+    max_pages = std::max(max_pages, (c.seq_lens[s] + c.page - 1) / c.page);
+    owned += (c.seq_lens[s] + c.page - 1) / c.page;
+    num_tokens += c.q_lens[s];
+    max_q = std::max(max_q, c.q_lens[s]);
+    max_len = std::max(max_len, c.seq_lens[s]);
+  }
+  const int num_pages = owned + 3;  // a poison page and two nobody owns
+  std::vector<int> free_pages(num_pages);
+  std::iota(free_pages.begin(), free_pages.end(), 0);
+  std::shuffle(free_pages.begin(), free_pages.end(), rng);
+  const int poison = free_pages.back();
+  free_pages.pop_back();
+
+  std::vector<int32_t> table(static_cast<size_t>(num_seqs) * max_pages, -1);
+  std::vector<int32_t> query_start(num_seqs + 1, 0), seq_lens(num_seqs), positions, token_seq;
+  std::vector<char> page_used(num_pages, 0);
+  for (int s = 0; s < num_seqs; ++s) {
+    const int first_pos = c.seq_lens[s] - c.q_lens[s];
+    const int lo = c.window > 0 ? std::max(0, first_pos - c.window + 1) : 0;
+    for (int p = 0; p * c.page < c.seq_lens[s]; ++p) {
+      const bool released = (p + 1) * c.page <= lo;
+      int32_t& e = table[s * max_pages + p];
+      if (released) {
+        e = c.minus_one_holes ? -1 : poison;
+      } else {
+        e = free_pages.back();
+        free_pages.pop_back();
+        page_used[e] = 1;
+      }
+    }
+    query_start[s + 1] = query_start[s] + c.q_lens[s];
+    seq_lens[s] = c.seq_lens[s];
+    for (int i = 0; i < c.q_lens[s]; ++i) {
+      positions.push_back(first_pos + i);
+      token_seq.push_back(s);
+    }
+  }
+
+  // K/V: random bf16 values in used pages, NaN everywhere else.
+  const size_t page_elems = static_cast<size_t>(c.nkv) * c.page * c.d;
+  std::vector<float> k = testing::RandomNormal(num_pages * page_elems, 11);
+  std::vector<float> v = testing::RandomNormal(num_pages * page_elems, 12);
+  for (int p = 0; p < num_pages; ++p) {
+    if (page_used[p]) continue;
+    std::fill(k.begin() + p * page_elems, k.begin() + (p + 1) * page_elems, NAN);
+    std::fill(v.begin() + p * page_elems, v.begin() + (p + 1) * page_elems, NAN);
+  }
+  const std::vector<float> q =
+      testing::RandomNormal(static_cast<size_t>(num_tokens) * c.nq * c.d, 13);
+
+  StepMetadata meta;
+  meta.num_seqs = num_seqs;
+  meta.num_tokens = num_tokens;
+  meta.max_query_len = max_q;
+  meta.max_seq_len = max_len;
+  meta.host_query_start = query_start.data();
+  meta.host_seq_lens = seq_lens.data();
+  meta.host_positions = positions.data();
+  backend::KvGroupView& g = meta.groups[backend::kSlidingGroup];
+  g.page_size = c.page;
+  g.num_pages = num_pages;
+  g.max_pages_per_seq = max_pages;
+  g.host_page_table = table.data();
+
+  AttentionArgs a;
+  a.num_q_heads = c.nq;
+  a.num_kv_heads = c.nkv;
+  a.head_dim = c.d;
+  a.window = c.window;
+  a.scale = c.scale > 0 ? c.scale : 1.0f / std::sqrt(static_cast<float>(c.d));
+  a.meta = &meta;
+  a.group = backend::kSlidingGroup;
+
+  // CPU reference (host memory, f32).
+  std::vector<float> ref(q.size());
+  {
+    AttentionArgs ca = a;
+    std::vector<float> kc = k, vc = v, qc = q;
+    ca.q = Tensor::Make(qc.data(), DType::kF32, {num_tokens, c.nq, c.d});
+    ca.k_cache = Tensor::Make(kc.data(), DType::kF32, {num_pages, c.nkv, c.page, c.d});
+    ca.v_cache = Tensor::Make(vc.data(), DType::kF32, {num_pages, c.nkv, c.page, c.d});
+    ca.out = Tensor::Make(ref.data(), DType::kF32, {num_tokens, c.nq, c.d});
+    ASSERT_TRUE(cpu.Attention(ca).ok());
+  }
+
+  // GPU copies.
+  DeviceTensor dk = testing::Upload(gpu, k, DType::kBF16, {num_pages, c.nkv, c.page, c.d});
+  DeviceTensor dv = testing::Upload(gpu, v, DType::kBF16, {num_pages, c.nkv, c.page, c.d});
+  DeviceTensor dq = testing::Upload(gpu, q, DType::kBF16, {num_tokens, c.nq, c.d});
+  DeviceTensor dout = testing::Upload(gpu, std::vector<float>(q.size(), 0.f), DType::kBF16,
+                                      {num_tokens, c.nq, c.d});
+  DeviceTensor dqs = testing::UploadI32(gpu, query_start, {num_seqs + 1});
+  DeviceTensor dlens = testing::UploadI32(gpu, seq_lens, {num_seqs});
+  DeviceTensor dpos = testing::UploadI32(gpu, positions, {num_tokens});
+  DeviceTensor dseq = testing::UploadI32(gpu, token_seq, {num_tokens});
+  DeviceTensor dtable = testing::UploadI32(gpu, table, {num_seqs * max_pages});
+  meta.query_start = dqs.t.as<int32_t>();
+  meta.seq_lens = dlens.t.as<int32_t>();
+  meta.positions = dpos.t.as<int32_t>();
+  meta.token_seq = dseq.t.as<int32_t>();
+  g.page_table = dtable.t.as<int32_t>();
+  a.q = dq.t;
+  a.k_cache = dk.t;
+  a.v_cache = dv.t;
+  a.out = dout.t;
+
+  int ran = 0, ran_flash = 0;
+  auto check = [&](const std::string& what) {
+    std::vector<float> got = testing::Download(gpu, dout.t);
+    const double err = testing::RelL2(got, ref);
+    EXPECT_LE(err, kTolerance) << c.name << " / " << what;
+    RecordProperty(c.name + "/" + what, std::to_string(err));
+  };
+  for (const kernels::KernelEntry* e : kernels::AllEntries()) {
+    if (e->op != kernels::Op::kAttentionDecode && e->op != kernels::Op::kAttentionPrefill) continue;
+    kernels::PagedAttentionParams probe;
+    probe.q = dq.t.data;
+    probe.out = dout.t.data;
+    probe.k_cache = dk.t.data;
+    probe.v_cache = dv.t.data;
+    probe.q_stride = probe.out_stride = static_cast<int64_t>(c.nq) * c.d;
+    probe.head_dim = c.d;
+    probe.page_size = c.page;
+    probe.num_q_heads = c.nq;
+    probe.num_kv_heads = c.nkv;
+    probe.window = c.window;
+    probe.max_query_len = max_q;
+    probe.num_seqs = num_seqs;
+    probe.num_tokens = num_tokens;
+    probe.max_seq_len = max_len;
+    const kernels::ProblemKey pk = kernels::AttentionProblem(e->op, probe);
+    if (!kernels::CheckEntry(*e, pk, gpu.device_info()).ok) continue;
+    const bool flash = std::string(e->name).rfind("sm80_", 0) == 0;
+    for (int splits : flash ? c.splits : std::vector<int>{0}) {
+      ASSERT_TRUE(gpu.Fill(dout.t.Reshape({num_tokens, c.nq * c.d}), NAN).ok());
+      absl::Status st = gpu.RunAttentionEntry(*e, a, splits);
+      ASSERT_TRUE(st.ok()) << e->name << ": " << st;
+      ASSERT_TRUE(gpu.Synchronize().ok()) << e->name;
+      check(std::string(e->name) + (splits ? "/splits" + std::to_string(splits) : ""));
+      ++ran;
+      ran_flash += flash;
+    }
+  }
+  EXPECT_GE(ran, 1);
+  if (kernels::EffectiveArch(gpu.device_info().sm) >= 80) EXPECT_GE(ran_flash, 1) << c.name;
+
+  // And through the backend's own selection.
+  ASSERT_TRUE(gpu.Fill(dout.t.Reshape({num_tokens, c.nq * c.d}), NAN).ok());
+  ASSERT_TRUE(gpu.Attention(a).ok());
+  check("selected");
+}
+
+std::vector<Case> Cases() {
+  std::vector<Case> v;
+  // Decode, 31B full layer: hd512, GQA 8, contexts up to 8k, three sequences in a batch.
+  v.push_back({"decode_31b_full_hd512", 32, 4, 512, 16, 0, {8192, 1000, 17}, {1, 1, 1}, 0.f, false, {0, 1, 7, 64}});
+  // Decode, 31B sliding layer: hd256, GQA 2, window 1024 crossed, released pages.
+  v.push_back({"decode_31b_sliding_hd256", 32, 16, 256, 32, 1024, {8192, 1500, 5}, {1, 1, 1}, 0.f, false, {0, 1, 13}});
+  v.push_back({"decode_sliding_minus_one_holes", 32, 16, 256, 16, 1024, {3000, 1025}, {1, 1}, 0.f, true, {0, 3}});
+  // E2B/E4B style heads, both head dims, page 16, Gemma's scale 1.0 on small q.
+  v.push_back({"decode_8q2kv_hd256_window512", 8, 2, 256, 16, 512, {700, 512, 513, 1}, {1, 1, 1, 1}, 0.f, false, {0, 5}});
+  v.push_back({"decode_8q2kv_hd512", 8, 2, 512, 32, 0, {2049, 31}, {1, 1}, 0.f, false, {0, 4}});
+  // Speculative-decode shaped: 2 query tokens x GQA 8 = 16 rows still fit a decode CTA.
+  v.push_back({"decode_q2_hd512", 32, 4, 512, 16, 0, {4000, 300}, {2, 2}, 0.f, false, {0, 9}});
+  // Prefill from scratch and chunked prefill over cached pages.
+  v.push_back({"prefill_31b_full_hd512", 32, 4, 512, 16, 0, {300, 2100}, {300, 100}, 0.f, false, {0, 3}});
+  v.push_back({"prefill_31b_sliding_hd256", 32, 16, 256, 32, 1024, {2200, 40}, {700, 40}, 0.f, false, {0, 2}});
+  // Mixed batch: a prefill chunk next to decodes, window crossing inside the chunk.
+  v.push_back({"mixed_8q2kv_hd256", 8, 2, 256, 16, 512, {1300, 900, 77}, {333, 1, 1}, 0.f, false, {0}});
+  v.push_back({"mixed_8q2kv_hd512", 8, 2, 512, 32, 0, {640, 5000}, {129, 1}, 0.f, false, {0, 6}});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Gemma4Shapes, AttentionEntriesTest, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace gannet
