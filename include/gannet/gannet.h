@@ -89,6 +89,10 @@ GANNET_API void gannet_set_log_callback(gannet_log_fn fn, void* user_data, int32
 
 typedef struct gannet_engine gannet_engine_t;
 
+/* Loading progress, from the thread calling gannet_engine_create: `stage` is a static label
+ * ("weights"), `fraction` grows from 0 to 1. */
+typedef void (*gannet_progress_fn)(void* user_data, const char* stage, double fraction);
+
 typedef struct gannet_engine_config {
   uint32_t struct_size;
   const char* model_dir;     /* HF checkpoint folder: config.json, safetensors, tokenizer.json */
@@ -105,17 +109,55 @@ typedef struct gannet_engine_config {
   int32_t num_threads;       /* CPU backend threads; 0 = hardware concurrency */
   int32_t max_queued_requests; /* submit fails with RESOURCE_EXHAUSTED beyond it; 0 = 4096 */
   int32_t disable_cuda_graphs; /* 1 = run decode steps without CUDA graphs */
-  const char* load_format;   /* NULL/"auto" = safetensors; "dummy" = random weights (benchmarks) */
+  const char* load_format;   /* NULL/"auto" = safetensors; "dummy" = random weights (benchmarks);
+                                a model_dir of "dummy:31b" (26b-a4b, e4b, e2b) needs no files */
+  gannet_progress_fn progress_callback; /* optional */
+  void* progress_user_data;
 } gannet_engine_config_t;
 
-#define GANNET_ENGINE_CONFIG_INIT \
-  { (uint32_t)sizeof(gannet_engine_config_t), NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL }
+#define GANNET_ENGINE_CONFIG_INIT                                                             \
+  { (uint32_t)sizeof(gannet_engine_config_t), NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+    NULL, NULL, NULL }
 
 /* Loads the model and starts the engine thread. */
 GANNET_API gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
                                                 gannet_engine_t** engine_out);
 /* Stops the engine; requests in flight are dropped without events. NULL is a no-op. */
 GANNET_API void gannet_engine_destroy(gannet_engine_t* engine);
+
+/* ---- model information (no engine needed) ---------------------------------------------- */
+
+typedef struct gannet_model_info {
+  uint32_t struct_size;          /* set by the caller; the library fills what fits */
+  char model_type[32];           /* "gemma4", "gemma4_text", "gemma4_assistant" */
+  char variant[64];              /* e.g. "gemma4-e4b (ple, kv-sharing)" */
+  char dtypes[32];               /* weight dtypes found, e.g. "BF16" */
+  int64_t num_parameters;        /* text decoder, tied head counted once */
+  int64_t weight_bytes;          /* of the tensors gannet loads */
+  int64_t skipped_tower_bytes;   /* vision/audio tower tensors a text-only load skips */
+  int32_t num_shards;
+  int32_t has_tokenizer;
+  int32_t num_layers;
+  int32_t num_sliding_layers;
+  int32_t num_full_layers;
+  int32_t num_kv_shared_layers;
+  int64_t hidden_size;
+  int64_t vocab_size;
+  int64_t max_position_embeddings;
+  int32_t sliding_window;
+  int32_t num_attention_heads;
+  int32_t num_kv_heads;          /* sliding layers */
+  int32_t num_full_kv_heads;     /* full-attention layers */
+  int32_t head_dim;              /* sliding layers */
+  int32_t full_head_dim;         /* full-attention layers */
+  int32_t num_experts;           /* 0 unless MoE */
+  int32_t top_k_experts;
+  int64_t kv_bytes_per_token_sliding; /* bf16 K and V over the layers that own KV */
+  int64_t kv_bytes_per_token_full;
+} gannet_model_info_t;
+
+/* Reads config.json and the safetensors headers of a checkpoint folder (no weights are read). */
+GANNET_API gannet_status_t gannet_model_info(const char* model_dir, gannet_model_info_t* info_out);
 
 /* ---- requests -------------------------------------------------------------------------- */
 

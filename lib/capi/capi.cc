@@ -1,6 +1,7 @@
 // Every extern "C" entry of include/gannet/gannet.h: argument checks, versioned-struct reading,
 // the exception firewall (no C++ exception crosses the ABI) and status mapping. The real work is
 // in lib/engine.
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
@@ -10,6 +11,7 @@
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
 #include "lib/engine/engine.h"
+#include "lib/engine/model_info.h"
 
 struct gannet_engine {
   std::unique_ptr<gannet::engine::Engine> engine;
@@ -157,6 +159,11 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
     ec.max_queued_requests = c.max_queued_requests;
     ec.enable_cuda_graphs = c.disable_cuda_graphs == 0;
     ec.load_format = Str(c.load_format);
+    if (c.progress_callback != nullptr) {
+      gannet_progress_fn fn = c.progress_callback;
+      void* user = c.progress_user_data;
+      ec.progress = [fn, user](const char* stage, double f) { fn(user, stage, f); };
+    }
     auto engine = gannet::engine::Engine::Create(ec);
     if (!engine.ok()) return Fail(engine.status());
     auto* handle = new gannet_engine();
@@ -298,6 +305,51 @@ gannet_status_t gannet_engine_poll(gannet_engine_t* engine, int32_t timeout_ms, 
     }
     *events_out = engine->views.empty() ? nullptr : engine->views.data();
     *num_events_out = engine->views.size();
+    return GANNET_OK;
+  });
+}
+
+gannet_status_t gannet_model_info(const char* model_dir, gannet_model_info_t* out) {
+  return Guard("gannet_model_info", [&]() -> gannet_status_t {
+    if (model_dir == nullptr || out == nullptr) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_model_info: model_dir and info_out are required");
+    }
+    if (out->struct_size < sizeof(uint32_t) + 4) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_model_info: set info_out->struct_size");
+    }
+    auto info = gannet::engine::ReadModelInfo(model_dir);
+    if (!info.ok()) return Fail(info.status());
+    gannet_model_info_t full{};
+    full.struct_size = out->struct_size;
+    auto copy = [](const std::string& from, char* to, size_t cap) {
+      std::snprintf(to, cap, "%s", from.c_str());
+    };
+    copy(info->model_type, full.model_type, sizeof(full.model_type));
+    copy(info->variant, full.variant, sizeof(full.variant));
+    copy(info->dtypes, full.dtypes, sizeof(full.dtypes));
+    full.num_parameters = info->num_parameters;
+    full.weight_bytes = info->weight_bytes;
+    full.skipped_tower_bytes = info->skipped_tower_bytes;
+    full.num_shards = info->num_shards;
+    full.has_tokenizer = info->has_tokenizer ? 1 : 0;
+    full.num_layers = info->num_layers;
+    full.num_sliding_layers = info->num_sliding_layers;
+    full.num_full_layers = info->num_full_layers;
+    full.num_kv_shared_layers = info->num_kv_shared_layers;
+    full.hidden_size = info->hidden_size;
+    full.vocab_size = info->vocab_size;
+    full.max_position_embeddings = info->max_position_embeddings;
+    full.sliding_window = info->sliding_window;
+    full.num_attention_heads = info->num_attention_heads;
+    full.num_kv_heads = info->num_kv_heads;
+    full.num_full_kv_heads = info->num_full_kv_heads;
+    full.head_dim = info->head_dim;
+    full.full_head_dim = info->full_head_dim;
+    full.num_experts = info->num_experts;
+    full.top_k_experts = info->top_k_experts;
+    full.kv_bytes_per_token_sliding = info->kv_bytes_per_token[0];
+    full.kv_bytes_per_token_full = info->kv_bytes_per_token[1];
+    std::memcpy(out, &full, std::min<size_t>(out->struct_size, sizeof(full)));
     return GANNET_OK;
   });
 }

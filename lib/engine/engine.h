@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +39,8 @@ struct EngineConfig {
   int max_queued_requests = 0;
   bool enable_cuda_graphs = true;
   std::string load_format;  // "" / "auto" (safetensors) or "dummy"
+  // Loading progress: (stage, fraction), on the thread calling Create.
+  std::function<void(const char*, double)> progress;
 };
 
 struct RequestInput {

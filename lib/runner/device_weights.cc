@@ -1,5 +1,6 @@
 #include "lib/runner/device_weights.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "lib/common/status.h"
@@ -16,8 +17,15 @@ float RoundScaleToDType(double v, DType dtype) {
 
 absl::StatusOr<DeviceWeights> LoadDeviceWeights(const model::ModelConfig& config,
                                                 const model::ModelWeights& w,
-                                                backend::Backend* backend) {
+                                                backend::Backend* backend,
+                                                const std::function<void(double)>& on_progress) {
   DeviceWeights d;
+  uint64_t total = 0, done = 0;
+  for (const model::WeightSpec& s : model::ExpectedWeights(config)) {
+    uint64_t n = 2;
+    for (int64_t dim : s.shape) n *= static_cast<uint64_t>(dim);
+    total += n;
+  }
   auto load = [&](std::initializer_list<const model::WeightView*> parts,
                   backend::Tensor* out) -> absl::Status {
     std::vector<const model::WeightView*> v(parts);
@@ -26,6 +34,8 @@ absl::StatusOr<DeviceWeights> LoadDeviceWeights(const model::ModelConfig& config
     }
     GANNET_ASSIGN_OR_RETURN(backend::OwnedTensor t, backend->LoadWeight(v));
     *out = t.tensor;
+    for (const model::WeightView* p : v) done += p->nbytes();
+    if (on_progress && total > 0) on_progress(std::min(1.0, static_cast<double>(done) / total));
     d.bytes += t.buffer.bytes();
     d.storage.push_back(std::move(t));
     return absl::OkStatus();

@@ -2,6 +2,7 @@
 // one projection, gate/up fused into one, vectors in the backend's own format.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -39,9 +40,9 @@ struct DeviceWeights {
   uint64_t bytes = 0;
 };
 
-absl::StatusOr<DeviceWeights> LoadDeviceWeights(const model::ModelConfig& config,
-                                                const model::ModelWeights& weights,
-                                                backend::Backend* backend);
+absl::StatusOr<DeviceWeights> LoadDeviceWeights(
+    const model::ModelConfig& config, const model::ModelWeights& weights,
+    backend::Backend* backend, const std::function<void(double)>& on_progress = {});
 
 // v rounded to the precision of dtype, as HF casts its scale buffers to the weight dtype.
 float RoundScaleToDType(double v, DType dtype);

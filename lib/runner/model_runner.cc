@@ -265,7 +265,8 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
         static_cast<int>((c.max_position_embeddings + o.kv.page_size - 1) / o.kv.page_size);
   }
   impl->be = backend;
-  GANNET_ASSIGN_OR_RETURN(impl->w, LoadDeviceWeights(config, weights, backend));
+  GANNET_ASSIGN_OR_RETURN(impl->w,
+                          LoadDeviceWeights(config, weights, backend, o.on_weight_progress));
   GANNET_ASSIGN_OR_RETURN(impl->kv, KvStorage::Create(c, backend, o.kv));
   impl->rope[0] = {c.rope_sliding.theta,
                    static_cast<int>(c.rope_sliding.partial_rotary_factor * c.head_dim / 2),

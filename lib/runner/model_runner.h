@@ -7,6 +7,7 @@
 // manager, or a trivial identity table in tests). One thread at a time.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -25,6 +26,8 @@ struct RunnerOptions {
   int max_logit_rows = 0;      // logits rows per step; 0 = max_seqs
   int max_pages_per_seq = 0;   // page-table columns; 0 = enough for max_position_embeddings
   KvGeometry kv;
+  // Called while weights load, with the fraction of weight bytes done (0..1).
+  std::function<void(double)> on_weight_progress;
 };
 
 class ModelRunner {

@@ -12,7 +12,8 @@ static_assert(offsetof(gannet_engine_config_t, backend) == 16);
 static_assert(offsetof(gannet_engine_config_t, device_id) == 24);
 static_assert(offsetof(gannet_engine_config_t, kv_memory_bytes) == 48);
 static_assert(offsetof(gannet_engine_config_t, load_format) == 80);
-static_assert(sizeof(gannet_engine_config_t) == 88);
+static_assert(offsetof(gannet_engine_config_t, progress_callback) == 88);
+static_assert(sizeof(gannet_engine_config_t) == 104);
 
 static_assert(offsetof(gannet_sampling_params_t, temperature) == 4);
 static_assert(offsetof(gannet_sampling_params_t, has_seed) == 32);
@@ -39,6 +40,11 @@ static_assert(offsetof(gannet_event_t, top_token_ids) == 40);
 static_assert(offsetof(gannet_event_t, finish_reason) == 56);
 static_assert(offsetof(gannet_event_t, message) == 64);
 static_assert(sizeof(gannet_event_t) == 88);
+
+static_assert(offsetof(gannet_model_info_t, model_type) == 4);
+static_assert(offsetof(gannet_model_info_t, num_parameters) == 136);
+static_assert(offsetof(gannet_model_info_t, kv_bytes_per_token_full) == 248);
+static_assert(sizeof(gannet_model_info_t) == 256);
 
 static_assert(offsetof(gannet_engine_stats_t, kv_pages_total) == 12);
 static_assert(offsetof(gannet_engine_stats_t, prefix_cache_hit_tokens) == 48);

@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "lib/backend/cpu/cpu_backend.h"
+#include "lib/kv/kv_manager.h"
 #include "tests/testing/tiny_models.h"
 
 namespace gannet {
@@ -134,6 +135,71 @@ TEST_P(ParityTest, DecodeAndChunkedPrefillMatchOneShotPrefill) {
   }
   EXPECT_LE(testing::MaxRelativeLogitError(chunked.data(), full.logits.data(), n, vocab),
             kSelfTolerance);
+}
+
+// Pages from the KV manager (holes where sliding pages were released) and a prefix-cache hit:
+// a request served from a cached prefix gets exactly the logits of a cold run.
+TEST_P(ParityTest, PrefixCacheHitMatchesColdRun) {
+  const std::string variant = std::get<0>(GetParam());
+  auto golden = testing::LoadGolden(variant, "long");
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  const std::vector<int32_t>& ids = golden->input_ids;
+  const int n = static_cast<int>(ids.size());
+  const model::TextConfig& c = model_->config.text;
+  kv::KvManagerOptions ko;
+  ko.page_size = page_size_;
+  ko.sliding_window = c.sliding_window;
+  ko.num_pages = {static_cast<int32_t>(2 * pages_per_seq_), static_cast<int32_t>(2 * pages_per_seq_)};
+  auto kv = kv::KvManager::Create(ko);
+  ASSERT_TRUE(kv.ok()) << kv.status();
+  kv::KvManager& m = **kv;
+
+  // Runs ids[begin, end) of sequence `seq` with the manager's tables; returns all logits rows.
+  auto run = [&](int64_t seq, int begin, int end) {
+    EXPECT_TRUE(m.ReleaseSlidingBefore(seq, begin - c.sliding_window + 1).ok());
+    EXPECT_TRUE(m.Grow(seq, end).ok());
+    StepBatch batch;
+    SeqStep s;
+    s.tokens = std::span<const int32_t>(ids.data() + begin, end - begin);
+    s.start_pos = begin;
+    auto sliding = m.PageTable(seq, kv::KvGroup::kSliding);
+    auto full = m.PageTable(seq, kv::KvGroup::kFull);
+    s.page_table[0] = {sliding->data(), sliding->size()};
+    s.page_table[1] = {full->data(), full->size()};
+    s.logits = SeqStep::Logits::kAll;
+    batch.seqs.push_back(s);
+    StepResult r;
+    absl::Status st = runner_->Forward(batch, &r);
+    EXPECT_TRUE(st.ok()) << st;
+    EXPECT_TRUE(m.CommitPages(seq, ids, end).ok());
+    return r;
+  };
+
+  // Cold: chunks of 5 so sliding pages are released (holes) along the way.
+  ASSERT_TRUE(m.AddSequence(1).ok());
+  std::vector<float> cold;
+  for (int b = 0; b < n; b += 5) {
+    StepResult r = run(1, b, std::min(n, b + 5));
+    cold.insert(cold.end(), r.logits.begin(), r.logits.end());
+  }
+  ASSERT_TRUE(m.Free(1).ok());
+
+  // Warm: attach the cached prefix and compute only the rest.
+  const int64_t hit = m.MatchPrefix(ids, n - 1);
+  if (page_size_ < n) {
+    EXPECT_GT(hit, 0) << "nothing reused";
+  }
+  ASSERT_TRUE(m.AddSequence(2).ok());
+  if (hit > 0) {
+    ASSERT_TRUE(m.AttachPrefix(2, ids, hit).ok());
+  }
+  StepResult warm = run(2, static_cast<int>(hit), n);
+  const int vocab = warm.vocab_size;
+  ASSERT_EQ(warm.rows(), n - hit);
+  EXPECT_LE(testing::MaxRelativeLogitError(warm.logits.data(), cold.data() + hit * vocab,
+                                           static_cast<int>(n - hit), vocab),
+            kSelfTolerance);
+  EXPECT_TRUE(m.CheckInvariants().ok());
 }
 
 std::string ParamName(const ::testing::TestParamInfo<std::tuple<std::string, int>>& info) {

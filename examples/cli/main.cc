@@ -1,0 +1,48 @@
+// gannet: the command-line interface to the engine, built only on the public C ABI
+// (include/gannet/gannet.h), like any other embedding program.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "examples/cli/commands.h"
+#include "gannet/gannet.h"
+
+namespace {
+
+const char kHelp[] =
+    "gannet %s: fast Gemma-4 inference\n"
+    "\n"
+    "usage: gannet COMMAND [options]\n"
+    "\n"
+    "commands:\n"
+    "  generate   complete a prompt and stream the text     gannet generate -m DIR -p \"Hello\"\n"
+    "  chat       interactive multi-turn chat                 gannet chat -m DIR\n"
+    "  info       describe a checkpoint folder                gannet info DIR\n"
+    "  version    print the library version\n"
+    "\n"
+    "`gannet COMMAND --help` lists a command's options. Logging: GANNET_LOG_LEVEL=debug|info|\n"
+    "warning|error|off (default warning for the CLI).\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (std::getenv("GANNET_LOG_LEVEL") == nullptr) {
+    gannet_set_log_callback(nullptr, nullptr, GANNET_LOG_LEVEL_WARNING);
+  }
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "help")) {
+    std::fprintf(argc < 2 ? stderr : stdout, kHelp, gannet_version());
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "generate") return gannet_cli::GenerateCommand(argc, argv);
+  if (cmd == "chat") return gannet_cli::ChatCommand(argc, argv);
+  if (cmd == "info") return gannet_cli::InfoCommand(argc, argv);
+  if (cmd == "version" || cmd == "--version") {
+    std::printf("gannet %s\n", gannet_version());
+    return 0;
+  }
+  std::fprintf(stderr, "gannet: unknown command '%s'\n\n", cmd.c_str());
+  std::fprintf(stderr, kHelp, gannet_version());
+  return 2;
+}

@@ -1,0 +1,62 @@
+#include "lib/engine/model_info.h"
+
+#include <set>
+#include <vector>
+
+#include "lib/common/file_util.h"
+#include "lib/common/status.h"
+#include "lib/kv/kv_pool_plan.h"
+#include "lib/model/checkpoint.h"
+#include "lib/model/config.h"
+#include "lib/model/weights.h"
+
+namespace gannet::engine {
+
+absl::StatusOr<ModelInfo> ReadModelInfo(const std::string& dir) {
+  GANNET_ASSIGN_OR_RETURN(model::ModelConfig config, model::LoadModelConfig(dir));
+  GANNET_ASSIGN_OR_RETURN(auto ckpt, model::Checkpoint::Open(dir));
+  // Binding validates names and shapes, so `info` reports a broken checkpoint as broken.
+  GANNET_ASSIGN_OR_RETURN(model::ModelWeights weights, model::BindWeights(config, *ckpt));
+  const model::TextConfig& c = config.text;
+  ModelInfo info;
+  info.model_type = config.model_type;
+  info.variant = std::string(model::VariantName(config.variant));
+  std::set<std::string> dtypes;
+  for (const std::string& name : ckpt->Names()) {
+    dtypes.insert(std::string(DTypeName(ckpt->Find(name)->info->dtype)));
+  }
+  for (const std::string& d : dtypes) info.dtypes += (info.dtypes.empty() ? "" : ",") + d;
+  info.num_parameters = model::CountParameters(config);
+  info.weight_bytes = static_cast<int64_t>(ckpt->total_bytes());
+  info.skipped_tower_bytes = static_cast<int64_t>(ckpt->skipped_bytes());
+  info.num_shards = static_cast<int32_t>(ckpt->num_shards());
+  info.has_tokenizer = FileExists(dir + "/tokenizer.json");
+  info.num_layers = c.num_hidden_layers;
+  info.num_sliding_layers = c.NumLayersOfType(model::LayerType::kSliding);
+  info.num_full_layers = c.NumLayersOfType(model::LayerType::kFull);
+  info.num_kv_shared_layers = c.num_kv_shared_layers;
+  info.hidden_size = c.hidden_size;
+  info.vocab_size = c.vocab_size;
+  info.max_position_embeddings = c.max_position_embeddings;
+  info.sliding_window = c.sliding_window;
+  info.num_attention_heads = c.num_attention_heads;
+  info.num_kv_heads = c.num_key_value_heads;
+  info.num_full_kv_heads = c.FullNumKvHeads();
+  info.head_dim = c.head_dim;
+  info.full_head_dim = c.global_head_dim;
+  info.num_experts = c.enable_moe_block ? c.num_experts : 0;
+  info.top_k_experts = c.enable_moe_block ? c.top_k_experts : 0;
+  if (config.kind == model::ModelKind::kTarget) {
+    std::vector<kv::KvLayerGeometry> layers;
+    for (int l = 0; l < c.num_hidden_layers; ++l) {
+      layers.push_back({c.is_sliding(l) ? kv::KvGroup::kSliding : kv::KvGroup::kFull,
+                        c.LayerNumKvHeads(l), c.LayerHeadDim(l), !c.IsKvShared(l)});
+    }
+    kv::PerGroup<int64_t> per_token = kv::KvBytesPerToken(layers, /*dtype_bytes=*/2);
+    info.kv_bytes_per_token[0] = per_token[0];
+    info.kv_bytes_per_token[1] = per_token[1];
+  }
+  return info;
+}
+
+}  // namespace gannet::engine

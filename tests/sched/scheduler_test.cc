@@ -1,0 +1,128 @@
+#include "lib/sched/scheduler.h"
+
+#include <memory>
+
+#include "gtest/gtest.h"
+
+namespace gannet::sched {
+namespace {
+
+std::unique_ptr<Request> MakeRequest(uint64_t id, int prompt_len, int priority = 0) {
+  RequestSpec spec;
+  spec.id = id;
+  for (int i = 0; i < prompt_len; ++i) spec.prompt.push_back(100 + i);
+  spec.priority = priority;
+  return std::make_unique<Request>(std::move(spec));
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void Init(int full_pages, int sliding_pages, SchedulerOptions o) {
+    kv::KvManagerOptions ko;
+    ko.page_size = 4;
+    ko.sliding_window = 8;
+    ko.num_pages = {sliding_pages, full_pages};
+    kv_ = *kv::KvManager::Create(ko);
+    sched_ = std::make_unique<Scheduler>(o, kv_.get());
+  }
+  void Complete(const StepPlan& plan) {
+    sched_->StepCompleted(plan);
+    for (const ScheduledSeq& s : plan.seqs) {
+      if (s.sample) sched_->Append(s.request, 7);
+    }
+  }
+  std::unique_ptr<kv::KvManager> kv_;
+  std::unique_ptr<Scheduler> sched_;
+};
+
+TEST_F(SchedulerTest, ChunkedPrefillUnderTheTokenBudget) {
+  Init(64, 64, {.max_running_seqs = 4, .max_step_tokens = 8, .max_model_len = 128});
+  ASSERT_TRUE(sched_->Add(MakeRequest(1, 20)).ok());
+  std::vector<int> chunks;
+  std::vector<bool> samples;
+  for (int step = 0; step < 3; ++step) {
+    StepPlan plan = sched_->Plan();
+    ASSERT_EQ(plan.seqs.size(), 1u);
+    chunks.push_back(plan.seqs[0].num_tokens);
+    samples.push_back(plan.seqs[0].sample);
+    Complete(plan);
+  }
+  EXPECT_EQ(chunks, (std::vector<int>{8, 8, 4}));
+  EXPECT_EQ(samples, (std::vector<bool>{false, false, true}));
+  StepPlan decode = sched_->Plan();
+  ASSERT_EQ(decode.seqs.size(), 1u);
+  EXPECT_EQ(decode.seqs[0].num_tokens, 1);
+  EXPECT_EQ(decode.seqs[0].start, 20);
+}
+
+TEST_F(SchedulerTest, PrefillAndDecodeShareAStep) {
+  Init(64, 64, {.max_running_seqs = 4, .max_step_tokens = 10, .max_model_len = 128});
+  ASSERT_TRUE(sched_->Add(MakeRequest(1, 5)).ok());
+  Complete(sched_->Plan());  // request 1 prefilled, now decoding
+  ASSERT_TRUE(sched_->Add(MakeRequest(2, 30)).ok());
+  StepPlan plan = sched_->Plan();
+  ASSERT_EQ(plan.seqs.size(), 2u);
+  EXPECT_EQ(plan.seqs[0].request->spec.id, 1u);  // decode first
+  EXPECT_EQ(plan.seqs[0].num_tokens, 1);
+  EXPECT_EQ(plan.seqs[1].request->spec.id, 2u);
+  EXPECT_EQ(plan.seqs[1].num_tokens, 9);  // the rest of the budget
+  EXPECT_EQ(plan.num_tokens, 10);
+}
+
+TEST_F(SchedulerTest, PriorityThenArrivalAndRunningLimit) {
+  Init(64, 64, {.max_running_seqs = 2, .max_step_tokens = 100, .max_model_len = 128});
+  ASSERT_TRUE(sched_->Add(MakeRequest(1, 3, 0)).ok());
+  ASSERT_TRUE(sched_->Add(MakeRequest(2, 3, 5)).ok());
+  ASSERT_TRUE(sched_->Add(MakeRequest(3, 3, 0)).ok());
+  StepPlan plan = sched_->Plan();
+  ASSERT_EQ(plan.seqs.size(), 2u);
+  EXPECT_EQ(plan.seqs[0].request->spec.id, 2u);
+  EXPECT_EQ(plan.seqs[1].request->spec.id, 1u);
+  EXPECT_EQ(sched_->num_waiting(), 1);
+}
+
+TEST_F(SchedulerTest, CancelFreesPagesAtOnce) {
+  Init(16, 16, {.max_running_seqs = 4, .max_step_tokens = 100, .max_model_len = 128});
+  ASSERT_TRUE(sched_->Add(MakeRequest(1, 30)).ok());
+  Complete(sched_->Plan());
+  EXPECT_GT(kv_->Usage(kv::KvGroup::kFull).owned, 0);
+  EXPECT_TRUE(sched_->Cancel(1));
+  EXPECT_FALSE(sched_->Cancel(1));
+  EXPECT_EQ(kv_->Usage(kv::KvGroup::kFull).owned, 0);
+  EXPECT_EQ(kv_->Usage(kv::KvGroup::kSliding).owned, 0);
+  auto retired = sched_->TakeRetired();
+  ASSERT_EQ(retired.size(), 1u);
+  EXPECT_EQ(retired[0].request->finish, FinishReason::kCancelled);
+}
+
+TEST_F(SchedulerTest, PreemptsTheLatestWhenPagesRunOut) {
+  // 6 full pages of 4 tokens: two 10-token prompts fit (3 pages each), growth does not.
+  Init(6, 16, {.max_running_seqs = 4, .max_step_tokens = 100, .max_model_len = 128});
+  ASSERT_TRUE(sched_->Add(MakeRequest(1, 10)).ok());
+  ASSERT_TRUE(sched_->Add(MakeRequest(2, 10)).ok());
+  StepPlan first = sched_->Plan();
+  ASSERT_EQ(first.seqs.size(), 2u);
+  Complete(first);
+  // Both now need an 11th token -> 3 pages each still; run until page 4 is needed.
+  bool preempted = false;
+  for (int step = 0; step < 4 && !preempted; ++step) {
+    StepPlan plan = sched_->Plan();
+    preempted = sched_->num_preemptions() > 0;
+    Complete(plan);
+  }
+  EXPECT_TRUE(preempted);
+  EXPECT_EQ(sched_->num_running(), 1);
+  EXPECT_TRUE(kv_->CheckInvariants().ok());
+}
+
+TEST_F(SchedulerTest, RejectsPromptsThatCanNeverRun) {
+  Init(4, 16, {.max_running_seqs = 4, .max_step_tokens = 100, .max_model_len = 128});
+  absl::Status too_big = sched_->Add(MakeRequest(1, 20));  // 6 pages > 4
+  EXPECT_TRUE(absl::IsResourceExhausted(too_big)) << too_big;
+  absl::Status too_long = sched_->Add(MakeRequest(2, 128));
+  EXPECT_TRUE(absl::IsInvalidArgument(too_long)) << too_long;
+  EXPECT_TRUE(absl::IsInvalidArgument(sched_->Add(MakeRequest(3, 0))));
+}
+
+}  // namespace
+}  // namespace gannet::sched
