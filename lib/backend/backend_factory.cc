@@ -43,7 +43,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& o) 
     return InvalidArgumentError("backend '{}' is not one of cpu, cuda", o.kind);
   }
 #ifdef GANNET_WITH_CUDA_BACKEND
-  auto cuda = CreateCudaBackend(o.device_id);
+  absl::StatusOr<std::unique_ptr<Backend>> cuda = CudaBackend::Create(o.device_id);
   if (cuda.ok() || o.kind == "cuda") return cuda;
   GANNET_LOG_INFO("backend: CUDA unavailable ({}); using the CPU", cuda.status().message());
   return MakeCpu(o.num_threads);
