@@ -279,11 +279,15 @@ typedef struct gannet_engine_stats {
   int64_t num_steps;
   double prompt_tokens_per_s;    /* over the last few seconds */
   double generated_tokens_per_s;
+  int64_t weight_bytes;          /* model weights in backend memory */
+  int64_t kv_bytes_per_token[2]; /* [0] sliding-window layers, [1] full-attention layers */
+  int32_t sliding_window;
+  int32_t max_model_len;
 } gannet_engine_stats_t;
 
 #define GANNET_ENGINE_STATS_INIT                                                     \
   { (uint32_t)sizeof(gannet_engine_stats_t), 0, 0, {0, 0}, {0, 0}, {0, 0}, {0, 0}, 0, 0, 0, \
-    0.0, 0, 0, 0, 0, 0.0, 0.0 }
+    0.0, 0, 0, 0, 0, 0.0, 0.0, 0, {0, 0}, 0, 0 }
 
 GANNET_API gannet_status_t gannet_engine_get_stats(gannet_engine_t* engine,
                                                    gannet_engine_stats_t* stats_out);

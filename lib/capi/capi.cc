@@ -384,6 +384,11 @@ gannet_status_t gannet_engine_get_stats(gannet_engine_t* engine, gannet_engine_s
     full.num_steps = s.num_steps;
     full.prompt_tokens_per_s = s.prompt_tokens_per_s;
     full.generated_tokens_per_s = s.generated_tokens_per_s;
+    full.weight_bytes = s.weight_bytes;
+    full.kv_bytes_per_token[0] = s.kv_bytes_per_token[0];
+    full.kv_bytes_per_token[1] = s.kv_bytes_per_token[1];
+    full.sliding_window = s.sliding_window;
+    full.max_model_len = s.max_model_len;
     // Write only what the caller's (possibly older, smaller) struct has room for.
     std::memcpy(out, &full, std::min<size_t>(out->struct_size, sizeof(full)));
     return GANNET_OK;

@@ -249,6 +249,13 @@ void Engine::Impl::UpdateGauges() {
   g.prefix_cache_query_tokens = kv.stats().prefix_queried_tokens;
   g.prefix_cache_hit_rate = kv.stats().HitRate();
   g.num_preemptions = scheduler->num_preemptions();
+  g.weight_bytes = static_cast<int64_t>(parts->runner->weight_bytes());
+  for (int i = 0; i < 2; ++i) {
+    const kv::KvPoolCapacity& cap = parts->kv_plan.groups[i];
+    g.kv_bytes_per_token[i] = cap.tokens > 0 ? cap.bytes / cap.tokens : 0;
+  }
+  g.sliding_window = parts->config.text.sliding_window;
+  g.max_model_len = static_cast<int32_t>(parts->max_model_len);
 }
 
 void Engine::Impl::Loop() {
@@ -393,6 +400,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   so.max_model_len = impl->parts->max_model_len;
   impl->scheduler = std::make_unique<sched::Scheduler>(so, impl->parts->kv.get());
   Impl* raw = impl.get();
+  impl->UpdateGauges();
   impl->thread = std::thread([raw] { raw->Loop(); });
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }

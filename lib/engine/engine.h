@@ -96,6 +96,10 @@ struct EngineStats {
   int64_t num_steps = 0;
   double prompt_tokens_per_s = 0;
   double generated_tokens_per_s = 0;
+  int64_t weight_bytes = 0;
+  int64_t kv_bytes_per_token[2] = {0, 0};
+  int32_t sliding_window = 0;
+  int32_t max_model_len = 0;
 };
 
 class Engine {

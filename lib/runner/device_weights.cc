@@ -36,7 +36,7 @@ absl::StatusOr<DeviceWeights> LoadDeviceWeights(const model::ModelConfig& config
     *out = t.tensor;
     for (const model::WeightView* p : v) done += p->nbytes();
     if (on_progress && total > 0) on_progress(std::min(1.0, static_cast<double>(done) / total));
-    d.bytes += t.buffer.bytes();
+    d.bytes += static_cast<uint64_t>(t.tensor.numel()) * t.tensor.elem_bytes();
     d.storage.push_back(std::move(t));
     return absl::OkStatus();
   };

@@ -37,7 +37,7 @@ struct DeviceWeights {
   float embed_scale = 1.0f;      // sqrt(H) in the embedding's dtype
   float ple_token_scale = 1.0f;  // sqrt(P) in the PLE table's dtype
   std::vector<backend::OwnedTensor> storage;
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;  // of every weight tensor, owned or read in place
 };
 
 absl::StatusOr<DeviceWeights> LoadDeviceWeights(

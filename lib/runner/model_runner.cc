@@ -291,5 +291,6 @@ absl::Status ModelRunner::Forward(const StepBatch& batch, StepResult* result) {
 const model::ModelConfig& ModelRunner::config() const { return impl_->config; }
 const RunnerOptions& ModelRunner::options() const { return impl_->options; }
 const KvStorage& ModelRunner::kv() const { return *impl_->kv; }
+uint64_t ModelRunner::weight_bytes() const { return impl_->w.bytes; }
 
 }  // namespace gannet::runner

@@ -45,6 +45,7 @@ class ModelRunner {
   const model::ModelConfig& config() const;
   const RunnerOptions& options() const;
   const KvStorage& kv() const;
+  uint64_t weight_bytes() const;
 
   class Impl;
 

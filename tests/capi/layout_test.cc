@@ -48,7 +48,8 @@ static_assert(sizeof(gannet_model_info_t) == 256);
 
 static_assert(offsetof(gannet_engine_stats_t, kv_pages_total) == 12);
 static_assert(offsetof(gannet_engine_stats_t, prefix_cache_hit_tokens) == 48);
-static_assert(sizeof(gannet_engine_stats_t) == 120);
+static_assert(offsetof(gannet_engine_stats_t, weight_bytes) == 120);
+static_assert(sizeof(gannet_engine_stats_t) == 152);
 
 TEST(LayoutTest, InitMacrosSetSizes) {
   gannet_request_t r = GANNET_REQUEST_INIT;

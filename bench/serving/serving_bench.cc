@@ -1,0 +1,243 @@
+// gannet-serving-bench: a closed-loop serving workload over the public C ABI.
+//
+// Keeps `--concurrency` requests in flight (a new one is submitted as soon as one finishes) until
+// `--requests` have finished; every request has a random prompt of exactly `--input-len` tokens
+// and generates exactly `--output-len` tokens (stop tokens ignored). Reports output tokens/s,
+// TTFT (median, p99) and TPOT (median). At concurrency 1 it also reports the bandwidth decode
+// achieves — (weights + the KV a step reads) / TPOT — as a fraction of the device-to-device copy
+// bandwidth measured in the same run (CUDA builds only).
+//
+//   gannet-serving-bench --model dummy:31b --input-len 1000 --output-len 1000 --concurrency 16
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gannet/gannet.h"
+#ifdef GANNET_BENCH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string model = "dummy:31b";
+  std::string backend;
+  std::string name;
+  int input_len = 1000;
+  int output_len = 1000;
+  int concurrency = 1;
+  int requests = 0;  // 0: max(2, 2 x concurrency) at low concurrency, concurrency above 16
+  int max_running = 0;
+  int max_step_tokens = 0;
+  int max_model_len = 0;
+  long long kv_bytes = 0;
+  bool no_graphs = false;
+  bool prefix_cache = false;
+};
+
+struct Tracked {
+  Clock::time_point submitted;
+  Clock::time_point first_token;
+  Clock::time_point finished;
+  int tokens = 0;
+};
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double idx = p * (v.size() - 1);
+  const size_t lo = static_cast<size_t>(idx);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (idx - lo);
+}
+
+double MeasureCopyBandwidth() {
+#ifdef GANNET_BENCH_CUDA
+  // Device-to-device copy of 1 GiB, bytes read + bytes written, median of 10.
+  const size_t bytes = size_t{1} << 30;
+  void *a = nullptr, *b = nullptr;
+  if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) return 0;
+  cudaMemset(a, 1, bytes);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<double> gbs;
+  for (int i = 0; i < 12; ++i) {
+    cudaEventRecord(e0);
+    cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    if (i >= 2) gbs.push_back(2.0 * bytes / (ms * 1e-3) / 1e9);
+  }
+  cudaFree(a);
+  cudaFree(b);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return Percentile(gbs, 0.5);
+#else
+  return 0;
+#endif
+}
+
+bool ParseArgs(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    const char* v = nullptr;
+    if (a == "--model" && (v = next())) o->model = v;
+    else if (a == "--backend" && (v = next())) o->backend = v;
+    else if (a == "--name" && (v = next())) o->name = v;
+    else if (a == "--input-len" && (v = next())) o->input_len = std::atoi(v);
+    else if (a == "--output-len" && (v = next())) o->output_len = std::atoi(v);
+    else if (a == "--concurrency" && (v = next())) o->concurrency = std::atoi(v);
+    else if (a == "--requests" && (v = next())) o->requests = std::atoi(v);
+    else if (a == "--max-running" && (v = next())) o->max_running = std::atoi(v);
+    else if (a == "--max-step-tokens" && (v = next())) o->max_step_tokens = std::atoi(v);
+    else if (a == "--max-model-len" && (v = next())) o->max_model_len = std::atoi(v);
+    else if (a == "--kv-bytes" && (v = next())) o->kv_bytes = std::atoll(v);
+    else if (a == "--no-graphs") o->no_graphs = true;
+    else if (a == "--prefix-cache") o->prefix_cache = true;
+    else {
+      std::fprintf(stderr,
+                   "usage: gannet-serving-bench [--model DIR|dummy:VARIANT] [--backend cpu|cuda]\n"
+                   "  [--input-len N] [--output-len N] [--concurrency N] [--requests N]\n"
+                   "  [--max-running N] [--max-step-tokens N] [--max-model-len N] [--kv-bytes B]\n"
+                   "  [--no-graphs] [--prefix-cache] [--name LABEL]\n");
+      return false;
+    }
+  }
+  if (o->requests <= 0) {
+    o->requests = o->concurrency <= 16 ? std::max(2, 2 * o->concurrency) : o->concurrency;
+  }
+  return o->input_len > 0 && o->output_len > 0 && o->concurrency > 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!ParseArgs(argc, argv, &o)) return 2;
+  gannet_set_log_callback(nullptr, nullptr, GANNET_LOG_LEVEL_WARNING);
+  const double copy_gbs = MeasureCopyBandwidth();
+
+  gannet_engine_config_t cfg = GANNET_ENGINE_CONFIG_INIT;
+  cfg.model_dir = o.model.c_str();
+  cfg.backend = o.backend.empty() ? nullptr : o.backend.c_str();
+  cfg.max_running_seqs = o.max_running > 0 ? o.max_running : std::max(o.concurrency, 1);
+  cfg.max_step_tokens = o.max_step_tokens;
+  cfg.max_model_len = o.max_model_len > 0 ? o.max_model_len : o.input_len + o.output_len + 16;
+  cfg.kv_memory_bytes = o.kv_bytes;
+  cfg.disable_prefix_cache = o.prefix_cache ? 0 : 1;  // random prompts: nothing to reuse
+  cfg.disable_cuda_graphs = o.no_graphs ? 1 : 0;
+  gannet_engine_t* engine = nullptr;
+  auto t_load = Clock::now();
+  if (gannet_engine_create(&cfg, &engine) != GANNET_OK) {
+    std::fprintf(stderr, "serving-bench: %s\n", gannet_last_error_message());
+    return 1;
+  }
+  const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
+  gannet_engine_stats_t stats0 = GANNET_ENGINE_STATS_INIT;
+  gannet_engine_get_stats(engine, &stats0);
+
+  // Prompt ids: uniform over the vocabulary above the special-token block.
+  int64_t vocab = 262144;
+  if (o.model.rfind("dummy:", 0) != 0) {
+    gannet_model_info_t info;
+    info.struct_size = sizeof(info);
+    if (gannet_model_info(o.model.c_str(), &info) == GANNET_OK) vocab = info.vocab_size;
+  }
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int64_t> token(108, vocab - 1);
+  std::map<uint64_t, Tracked> live;
+  std::vector<Tracked> done;
+  int submitted = 0;
+  auto submit_one = [&]() -> bool {
+    std::vector<int32_t> p(o.input_len);
+    p[0] = 2;
+    for (int i = 1; i < o.input_len; ++i) p[i] = static_cast<int32_t>(token(rng));
+    gannet_request_t r = GANNET_REQUEST_INIT;
+    r.prompt_tokens = p.data();
+    r.num_prompt_tokens = p.size();
+    r.max_tokens = o.output_len;
+    r.min_tokens = o.output_len;
+    r.ignore_default_stop_tokens = 1;
+    uint64_t id;
+    if (gannet_engine_submit(engine, &r, &id) != GANNET_OK) {
+      std::fprintf(stderr, "serving-bench: submit: %s\n", gannet_last_error_message());
+      return false;
+    }
+    live[id].submitted = Clock::now();
+    ++submitted;
+    return true;
+  };
+  const auto t0 = Clock::now();
+  while (submitted < std::min(o.concurrency, o.requests)) {
+    if (!submit_one()) return 1;
+  }
+  int errors = 0;
+  while (static_cast<int>(done.size()) < o.requests) {
+    const gannet_event_t* ev;
+    size_t n;
+    gannet_engine_poll(engine, 1000, 4096, &ev, &n);
+    const auto now = Clock::now();
+    for (size_t i = 0; i < n; ++i) {
+      auto it = live.find(ev[i].request_id);
+      if (it == live.end()) continue;
+      if (ev[i].type == GANNET_EVENT_TOKEN) {
+        if (it->second.tokens++ == 0) it->second.first_token = now;
+        continue;
+      }
+      if (ev[i].type == GANNET_EVENT_ERROR) {
+        std::fprintf(stderr, "serving-bench: request failed: %s\n", ev[i].message);
+        ++errors;
+      }
+      it->second.finished = now;
+      done.push_back(it->second);
+      live.erase(it);
+      if (submitted < o.requests && !submit_one()) return 1;
+    }
+  }
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  gannet_engine_stats_t stats = GANNET_ENGINE_STATS_INIT;
+  gannet_engine_get_stats(engine, &stats);
+  gannet_engine_destroy(engine);
+
+  std::vector<double> ttft, tpot;
+  long long out_tokens = 0;
+  for (const Tracked& t : done) {
+    out_tokens += t.tokens;
+    ttft.push_back(std::chrono::duration<double, std::milli>(t.first_token - t.submitted).count());
+    if (t.tokens > 1) {
+      tpot.push_back(std::chrono::duration<double, std::milli>(t.finished - t.first_token).count() /
+                     (t.tokens - 1));
+    }
+  }
+  const double tok_s = out_tokens / wall;
+  const double tpot_med = Percentile(tpot, 0.5);
+  std::printf("%-28s in %5d out %5d conc %3d reqs %4d | %9.1f out tok/s | TTFT p50 %8.1f ms p99 %8.1f ms | TPOT p50 %7.2f ms | preempt %lld | load %.1f s%s\n",
+              o.name.empty() ? o.model.c_str() : o.name.c_str(), o.input_len, o.output_len,
+              o.concurrency, o.requests, tok_s, Percentile(ttft, 0.5), Percentile(ttft, 0.99),
+              tpot_med, static_cast<long long>(stats.num_preemptions), load_s,
+              errors ? " | ERRORS" : "");
+  if (o.concurrency == 1 && copy_gbs > 0 && tpot_med > 0) {
+    // Bytes one decode step reads: every weight (the tied embedding as the LM head) plus the KV
+    // of the context: sliding layers their window, full layers everything, at the mean length.
+    const double ctx = o.input_len + o.output_len / 2.0;
+    const double kv = stats.kv_bytes_per_token[0] * std::min<double>(ctx, stats.sliding_window) +
+                      stats.kv_bytes_per_token[1] * ctx;
+    const double gbs = (stats.weight_bytes + kv) / (tpot_med * 1e-3) / 1e9;
+    std::printf("  decode bandwidth: %.1f GB/s = %.1f%% of the %.1f GB/s device copy (weights %.2f GB + KV %.3f GB per step)\n",
+                gbs, 100.0 * gbs / copy_gbs, copy_gbs, stats.weight_bytes / 1e9, kv / 1e9);
+  }
+  return errors ? 1 : 0;
+}
