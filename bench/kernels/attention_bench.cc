@@ -174,6 +174,35 @@ void BM_AttentionPrefill(benchmark::State& state) {
   }
 }
 
+// The same decode with a forced split count, to check the heuristic against its neighbours.
+void BM_AttentionDecodeSplits(benchmark::State& state) {
+  const Shape sh{static_cast<int>(state.range(0)), 32, static_cast<int>(state.range(1)), 0};
+  const int batch = static_cast<int>(state.range(2)), ctx = static_cast<int>(state.range(3));
+  const int splits = static_cast<int>(state.range(4));
+  const double io_bytes = 2.0 * batch * ctx * sh.nkv * sh.d * 2 + 2.0 * batch * sh.nq * sh.d * 2;
+  const int copies = static_cast<int>(std::clamp(kRotateBytes / (io_bytes + 1) + 1, 1.0, 64.0));
+  PagedSetup s;
+  Build(s, sh, batch, ctx, 1, copies);
+  auto entry = Gpu().SelectAttention(s.args);
+  CheckOk(entry.status(), "selection");
+  state.SetLabel(std::string((*entry)->name) + " splits=" + std::to_string(splits));
+  for (auto _ : state) {
+    const double ms = TimeMs([&](int i) {
+      s.args.meta = &s.metas[i % copies];
+      CheckOk(Gpu().RunAttentionEntry(**entry, s.args, splits), "attention");
+    }, 50);
+    state.SetIterationTime(ms / 1e3);
+    Report(state, ms, io_bytes, 4.0 * batch * sh.nq * sh.d * ctx);
+  }
+}
+
+void SplitArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"hd", "nkv", "batch", "ctx", "splits"});
+  for (int64_t s : {8, 16, 24, 33, 48, 66, 132}) b->Args({512, 4, 1, 8192, s});
+  for (int64_t s : {1, 2, 3, 4, 8}) b->Args({512, 4, 16, 8192, s});
+  for (int64_t s : {4, 8, 16, 33}) b->Args({256, 16, 1, 8192, s});
+}
+
 void DecodeArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"hd", "nkv", "window", "batch", "ctx"});
   for (auto shape : {std::vector<int64_t>{512, 4, 0}, {256, 16, 0}, {256, 16, 1024}}) {
@@ -192,6 +221,7 @@ void PrefillArgs(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_AttentionDecode)->Apply(DecodeArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionDecodeSplits)->Apply(SplitArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AttentionPrefill)->Apply(PrefillArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -60,13 +60,13 @@ inline int FlashGridTiles(const FlashConfig& c, int num_tokens, int num_seqs, in
   return (num_tokens * group + c.block_m - 1) / c.block_m + num_seqs;
 }
 
-// Workspace of a split launch: zeroed counters, then partial outputs and log-sum-exps.
+// Workspace of a split launch: every split's normalised partial O and its log2-sum-exp, merged
+// afterwards by a combine kernel (no counters, so the workspace can be shared with other users).
 inline size_t FlashWorkspaceBytes(const FlashConfig& c, int grid_tiles, int num_kv_heads,
                                   int num_splits) {
   if (num_splits <= 1) return 0;
   const size_t ctas = static_cast<size_t>(grid_tiles) * num_kv_heads;
-  const size_t counters = (ctas * sizeof(int) + 255) / 256 * 256;
-  return counters + ctas * num_splits * c.block_m * (c.head_dim + 1) * sizeof(float);
+  return ctas * num_splits * c.block_m * (c.head_dim + 1) * sizeof(float);
 }
 
 // The compiled configurations; each is defined (with its tile sizes) in one .cu file under

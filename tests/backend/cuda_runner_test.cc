@@ -1,18 +1,25 @@
 // The tiny checkpoints of every Gemma-4 variant end to end through runner::ModelRunner on the CUDA
-// backend, against the same runner on the CPU backend:
-//  - prefill logits at every position within kLogitTolerance x max|logit| (per row);
-//  - 64 greedy tokens identical; where bf16 turns a near-tie the other way, the test accepts the
-//    divergence only if the CPU's own logits at that step put the two tokens within
-//    kNearTie x max|logit| of each other (and reports it), and stops comparing there;
-//  - chunked prefill (7-token chunks) and a two-sequence mixed batch match the CPU too;
+// backend, against two CPU references: the plain f32 CPU backend, and the CPU backend with its
+// activations rounded to bf16 where the CUDA backend stores bf16 (bf16_cpu_backend.h).
+//  - prefill logits at every position: within kBf16Tolerance x max|logit| (per row) of the bf16
+//    reference, and within kF32Tolerance of the f32 one;
+//  - 64 greedy tokens identical to the bf16 reference's; where a near-tie goes the other way the
+//    test accepts it only if the reference's own logits at that step put the two tokens within
+//    kNearTie x max|logit| (reported), and stops comparing there. The divergence point from the
+//    f32 CPU is reported too;
+//  - chunked prefill (7-token chunks) and a two-sequence mixed batch;
 //  - the same model loaded as synthetic weights (generated on the GPU) gives bit-identical logits
 //    to the checkpoint, which was written by the same generator.
 //
-// Tolerance: the CUDA backend keeps activations and KV in bf16 (relative rounding 2^-9 per
-// tensor, compounded over up to 12 layers and the 512-wide tied head) while the CPU runs f32
-// throughout; 5e-2 of the largest logit bounds that with margin, and is still far below what a
-// wrong op produces (O(1)).
+// Tolerances. bf16 activations round every GEMM input to 8 mantissa bits; the tiny models (hidden
+// 24-48, PLE groups of 16, attention scale 1) amplify that: E4B's logits move by up to ~10% of the
+// largest logit between f32 and bf16 activations (measured on H100; the greedy tokens still agree
+// for 28-60+ steps, then part at near-ties of 1e-3). kF32Tolerance = 0.15 bounds that and still
+// catches a wrong op (O(1)). Against the bf16 reference only accumulation order differs, so
+// kBf16Tolerance is 2e-2.
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -22,6 +29,7 @@
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/backend/cuda/cuda_backend.h"
 #include "lib/model/weights.h"
+#include "tests/backend/bf16_cpu_backend.h"
 #include "tests/backend/cuda_test_util.h"
 #include "tests/testing/tiny_models.h"
 
@@ -32,13 +40,14 @@ using runner::SeqStep;
 using runner::StepBatch;
 using runner::StepResult;
 
-constexpr double kLogitTolerance = 5e-2;
+constexpr double kF32Tolerance = 0.15;
+constexpr double kBf16Tolerance = 2e-2;
 constexpr double kNearTie = 2e-2;
 constexpr int kMaxLen = 160;
 constexpr int kGreedyTokens = 64;
 
 class CudaRunnerTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {
- protected:
+ public:
   void SetUp() override {
     if (!testing::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
     auto [variant, page] = GetParam();
@@ -53,6 +62,11 @@ class CudaRunnerTest : public ::testing::TestWithParam<std::tuple<std::string, i
     auto c = runner::ModelRunner::Create(model_->config, model_->weights, &cpu_be_, opts);
     ASSERT_TRUE(c.ok()) << c.status();
     cpu_ = std::move(*c);
+    bf16_be_ = std::make_unique<testing::Bf16ActivationCpuBackend>(model_->config.text.hidden_size,
+                                                                   model_->config.text.vocab_size);
+    auto b = runner::ModelRunner::Create(model_->config, model_->weights, bf16_be_.get(), opts);
+    ASSERT_TRUE(b.ok()) << b.status();
+    bf16_ = std::move(*b);
     auto r = runner::ModelRunner::Create(model_->config, model_->weights, gpu_be_.get(), opts);
     ASSERT_TRUE(r.ok()) << r.status();
     gpu_ = std::move(*r);
@@ -87,9 +101,10 @@ class CudaRunnerTest : public ::testing::TestWithParam<std::tuple<std::string, i
   std::string Name() const { return std::get<0>(GetParam()) + "/page" + std::to_string(page_); }
 
   backend::CpuBackend cpu_be_;
+  std::unique_ptr<testing::Bf16ActivationCpuBackend> bf16_be_;
   std::unique_ptr<backend::CudaBackend> gpu_be_;
   std::unique_ptr<testing::LoadedModel> model_;
-  std::unique_ptr<runner::ModelRunner> cpu_, gpu_;
+  std::unique_ptr<runner::ModelRunner> cpu_, bf16_, gpu_;
   std::vector<int32_t> tables_[2];
   int page_ = 0, pages_per_seq_ = 0;
 };
@@ -100,42 +115,62 @@ TEST_P(CudaRunnerTest, PrefillLogitsMatchCpu) {
     ASSERT_TRUE(golden.ok()) << golden.status();
     const int n = static_cast<int>(golden->input_ids.size());
     StepResult c = Step(*cpu_, golden->input_ids, 0, n, SeqStep::Logits::kAll);
+    StepResult b = Step(*bf16_, golden->input_ids, 0, n, SeqStep::Logits::kAll);
     StepResult g = Step(*gpu_, golden->input_ids, 0, n, SeqStep::Logits::kAll);
     ASSERT_EQ(g.rows(), n);
     const double err = testing::MaxRelativeLogitError(g.logits.data(), c.logits.data(), n, c.vocab_size);
-    EXPECT_LE(err, kLogitTolerance) << Name() << "/" << prompt;
-    RecordProperty(std::string(prompt) + "_max_rel_err", std::to_string(err));
+    const double err_bf16 = testing::MaxRelativeLogitError(g.logits.data(), b.logits.data(), n, c.vocab_size);
+    const double ref_gap = testing::MaxRelativeLogitError(b.logits.data(), c.logits.data(), n, c.vocab_size);
+    std::printf("[ note ] %s/%s: max rel logit error vs f32 CPU %.4f, vs bf16 CPU %.4f (bf16 CPU vs f32 CPU %.4f)\n",
+                Name().c_str(), prompt, err, err_bf16, ref_gap);
+    EXPECT_LE(err, kF32Tolerance) << Name() << "/" << prompt;
+    EXPECT_LE(err_bf16, kBf16Tolerance) << Name() << "/" << prompt;
+    RecordProperty(std::string(prompt) + "_max_rel_err_f32", std::to_string(err));
+    RecordProperty(std::string(prompt) + "_max_rel_err_bf16", std::to_string(err_bf16));
   }
 }
+
+// Greedy continuation of `ref` and the GPU from the same prompt; returns the first step where they
+// part (kGreedyTokens if never), checking that a parting is a near-tie in ref's own logits.
+int CompareGreedy(CudaRunnerTest* t, runner::ModelRunner& ref, runner::ModelRunner& gpu,
+                  const std::vector<int32_t>& prompt, bool expect_near_tie, const std::string& what);
 
 TEST_P(CudaRunnerTest, Greedy64TokensMatchCpu) {
   auto golden = testing::LoadGolden(std::get<0>(GetParam()), "long");
   ASSERT_TRUE(golden.ok()) << golden.status();
-  std::vector<int32_t> ct = golden->input_ids, gt = golden->input_ids;
-  const int n = static_cast<int>(ct.size());
-  StepResult c = Step(*cpu_, ct, 0, n, SeqStep::Logits::kLast);
-  StepResult g = Step(*gpu_, gt, 0, n, SeqStep::Logits::kLast);
+  const int vs_bf16 = CompareGreedy(this, *bf16_, *gpu_, golden->input_ids, true, "bf16 CPU");
+  const int vs_f32 = CompareGreedy(this, *cpu_, *gpu_, golden->input_ids, false, "f32 CPU");
+  std::printf("[ note ] %s: greedy tokens identical to the bf16 CPU for %d of %d, to the f32 CPU for %d\n",
+              Name().c_str(), vs_bf16, kGreedyTokens, vs_f32);
+  RecordProperty("identical_tokens_bf16_cpu", vs_bf16);
+  RecordProperty("identical_tokens_f32_cpu", vs_f32);
+}
+
+int CompareGreedy(CudaRunnerTest* t, runner::ModelRunner& ref, runner::ModelRunner& gpu,
+                  const std::vector<int32_t>& prompt, bool expect_near_tie, const std::string& what) {
+  std::vector<int32_t> rt = prompt, gt = prompt;
+  const int n = static_cast<int>(rt.size());
+  StepResult r = t->Step(ref, rt, 0, n, SeqStep::Logits::kLast);
+  StepResult g = t->Step(gpu, gt, 0, n, SeqStep::Logits::kLast);
   for (int i = 0; i < kGreedyTokens; ++i) {
-    const int cn = Argmax(c.Row(0)), gn = Argmax(g.Row(0));
-    if (cn != gn) {
-      // Same prefix so far: is this a near-tie in the CPU's own (f32) logits?
-      const auto row = c.Row(0);
+    const auto row = r.Row(0);
+    const int rn = CudaRunnerTest::Argmax(row), gn = CudaRunnerTest::Argmax(g.Row(0));
+    if (rn != gn) {
       double max_abs = 0;
       for (float v : row) max_abs = std::max(max_abs, static_cast<double>(std::fabs(v)));
-      const double gap = row[cn] - row[gn];
-      EXPECT_LE(gap, kNearTie * max_abs) << Name() << ": token " << i << " cpu " << cn << " gpu " << gn;
-      RecordProperty("near_tie_divergence_at", i);
-      std::printf("[ note ] %s: bf16 near-tie at token %d (cpu %d, gpu %d, gap %.3g of max %.3g)\n",
-                  Name().c_str(), i, cn, gn, gap, max_abs);
-      return;
+      const double gap = row[rn] - row[gn];
+      std::printf("[ note ] %s: vs %s, near-tie at token %d (ref %d, gpu %d, gap %.3g of max %.3g)\n",
+                  t->Name().c_str(), what.c_str(), i, rn, gn, gap, max_abs);
+      if (expect_near_tie) EXPECT_LE(gap, kNearTie * max_abs) << t->Name() << " token " << i;
+      return i;
     }
-    ct.push_back(cn);
+    rt.push_back(rn);
     gt.push_back(gn);
-    const int len = static_cast<int>(ct.size());
-    c = Step(*cpu_, ct, len - 1, len, SeqStep::Logits::kLast);
-    g = Step(*gpu_, gt, len - 1, len, SeqStep::Logits::kLast);
+    const int len = static_cast<int>(rt.size());
+    r = t->Step(ref, rt, len - 1, len, SeqStep::Logits::kLast);
+    g = t->Step(gpu, gt, len - 1, len, SeqStep::Logits::kLast);
   }
-  RecordProperty("identical_tokens", kGreedyTokens);
+  return kGreedyTokens;
 }
 
 TEST_P(CudaRunnerTest, ChunkedPrefillAndMixedBatchMatchCpu) {
@@ -143,19 +178,21 @@ TEST_P(CudaRunnerTest, ChunkedPrefillAndMixedBatchMatchCpu) {
   ASSERT_TRUE(golden.ok()) << golden.status();
   const std::vector<int32_t>& ids = golden->input_ids;
   const int n = static_cast<int>(ids.size());
-  std::vector<float> cpu_logits, gpu_logits;
+  const int vocab = static_cast<int>(model_->config.text.vocab_size);
+  std::vector<float> logits[3];  // f32 CPU, bf16 CPU, GPU
+  runner::ModelRunner* runners[3] = {cpu_.get(), bf16_.get(), gpu_.get()};
   for (int b = 0; b < n; b += 7) {
     const int e = std::min(n, b + 7);
-    StepResult c = Step(*cpu_, ids, b, e, SeqStep::Logits::kAll);
-    StepResult g = Step(*gpu_, ids, b, e, SeqStep::Logits::kAll);
-    cpu_logits.insert(cpu_logits.end(), c.logits.begin(), c.logits.end());
-    gpu_logits.insert(gpu_logits.end(), g.logits.begin(), g.logits.end());
+    for (int k = 0; k < 3; ++k) {
+      StepResult r = Step(*runners[k], ids, b, e, SeqStep::Logits::kAll);
+      logits[k].insert(logits[k].end(), r.logits.begin(), r.logits.end());
+    }
   }
-  const int vocab = static_cast<int>(model_->config.text.vocab_size);
-  EXPECT_LE(testing::MaxRelativeLogitError(gpu_logits.data(), cpu_logits.data(), n, vocab), kLogitTolerance);
+  EXPECT_LE(testing::MaxRelativeLogitError(logits[2].data(), logits[0].data(), n, vocab), kF32Tolerance);
+  EXPECT_LE(testing::MaxRelativeLogitError(logits[2].data(), logits[1].data(), n, vocab), kBf16Tolerance);
 
-  // Sequence 1 prefills 20 tokens while sequence 0 decodes its next token (decode + prefill
-  // kernels' rows in one step).
+  // Sequence 1 prefills its prompt while sequence 0 decodes its next token (decode and prefill
+  // rows in one step).
   auto short_golden = testing::LoadGolden(std::get<0>(GetParam()), "short");
   ASSERT_TRUE(short_golden.ok());
   std::vector<int32_t> seq0 = ids;
@@ -164,9 +201,10 @@ TEST_P(CudaRunnerTest, ChunkedPrefillAndMixedBatchMatchCpu) {
   StepBatch batch;
   batch.seqs.push_back(Seq(seq0, n, n + 1, SeqStep::Logits::kLast, 0));
   batch.seqs.push_back(Seq(seq1, 0, static_cast<int>(seq1.size()), SeqStep::Logits::kAll, 1));
-  StepResult c = Run(*cpu_, batch), g = Run(*gpu_, batch);
+  StepResult c = Run(*cpu_, batch), b = Run(*bf16_, batch), g = Run(*gpu_, batch);
   ASSERT_EQ(c.rows(), g.rows());
-  EXPECT_LE(testing::MaxRelativeLogitError(g.logits.data(), c.logits.data(), c.rows(), vocab), kLogitTolerance);
+  EXPECT_LE(testing::MaxRelativeLogitError(g.logits.data(), c.logits.data(), c.rows(), vocab), kF32Tolerance);
+  EXPECT_LE(testing::MaxRelativeLogitError(g.logits.data(), b.logits.data(), c.rows(), vocab), kBf16Tolerance);
 }
 
 TEST_P(CudaRunnerTest, SyntheticWeightsReproduceTheCheckpoint) {

@@ -1,22 +1,18 @@
-// Paged flash attention on sm_80-class tensor cores (mma.sync m16n8k16 bf16, ldmatrix, cp.async);
-// the same code runs on sm_86/89/90/100. One template serves decode and prefill:
+// Paged flash attention for prefill / extend / mixed steps on sm_80-class tensor cores (mma.sync
+// m16n8k16 bf16, ldmatrix, cp.async); the same code runs on sm_86/89/90/100.
 //
 // - A CTA owns (query tile, kv head, KV split). Its kBlockM rows are (token, head) pairs of ONE
-//   sequence and ONE GQA group (GQA packing), so every K/V byte a CTA loads serves all the
-//   group's query heads: decode packs the group's heads of one token into 16 rows, prefill packs
-//   tokens x heads into 64.
+//   sequence and ONE GQA group (GQA packing): every K/V byte a CTA loads serves all the group's
+//   query heads.
 // - K/V tiles of kBlockN keys stream through a kStages-deep cp.async pipeline, gathered row by
-//   row through the page table; rows outside [lo, hi) are zero-filled without a global read, so
-//   released sliding pages (holes) are never touched.
+//   row through the page table (flash_common_sm80.cuh).
 // - Warp (wm, wn) computes S for rows [16 wm, 16 wm + 16) and keys [wn * kBlockN / kWarpsN, ...)
 //   (the keys are split across warps), the row max / sum are exchanged through shared memory,
 //   P goes to shared memory as bf16, and the same warp then accumulates O for the rows' head-dim
-//   slice [wn * kHeadDim / kWarpsN, ...) (the head dim is split across warps): hd512 never needs
-//   more than 128 accumulator registers per thread.
-// - Split-KV (flash-decoding): the CTA's key range is cut into num_splits chunks; each split writes
-//   a normalised partial O and its log-sum-exp, and the last CTA of a (tile, kv head) to finish
-//   (an atomic counter, reset after use so graphs replay) merges them. The grid depends only on
-//   (num_tokens, num_seqs, kv heads, num_splits); the ranges come from device metadata.
+//   slice [wn * kHeadDim / kWarpsN, ...) (the head dim is split across warps): hd512 needs 128
+//   accumulator registers per thread, not 256.
+// - With num_splits > 1 each split writes a partial and FlashCombineKernel merges them. The grid
+//   depends only on (num_tokens, num_seqs, kv heads, num_splits); ranges come from device metadata.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -25,13 +21,14 @@
 #include <cstdint>
 
 #include "kernels/attention/paged_attention.h"
+#include "kernels/attention/sm80/flash_common_sm80.cuh"
 #include "kernels/common/device_utils.cuh"
 #include "kernels/common/mma_sm80.cuh"
 
 namespace gannet::kernels::sm80 {
 
 template <int kHeadDim_, int kBlockM_, int kBlockN_, int kWarpsM_, int kWarpsN_, int kStages_>
-struct FlashTraits {
+struct PrefillTraits {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
@@ -58,27 +55,9 @@ struct FlashTraits {
   static_assert(kHeadDim % 32 == 0 && kBlockN % 16 == 0 && kStages >= 2, "tile shape");
 };
 
-// Finds the (sequence, row tile) of grid tile `tile`: sequence s has q_len(s) * group rows cut
-// into ceil(rows / block_m) tiles, numbered in sequence order. Returns false past the last tile.
-__device__ __forceinline__ bool FindTile(const int32_t* query_start, int num_seqs, int group,
-                                         int block_m, int tile, int* seq, int* row_tile) {
-  int first = 0;
-  for (int s = 0; s < num_seqs; ++s) {
-    const int rows = (query_start[s + 1] - query_start[s]) * group;
-    const int n = (rows + block_m - 1) / block_m;
-    if (tile < first + n) {
-      *seq = s;
-      *row_tile = tile - first;
-      return true;
-    }
-    first += n;
-  }
-  return false;
-}
-
 template <typename Tr>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
-    FlashAttnSm80Kernel(const PagedAttentionParams p, int num_splits, void* workspace) {
+    FlashPrefillSm80Kernel(const PagedAttentionParams p, int num_splits, void* workspace) {
 #if GANNET_SM80_ENABLED
   constexpr int kHeadDim = Tr::kHeadDim, kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN;
   constexpr int kStride = Tr::kStride, kPStride = Tr::kPStride, kStages = Tr::kStages;
@@ -93,7 +72,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   float* sMax = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sP) + Tr::kPBytes);
   float* sSum = sMax + Tr::kWarpsN * kBlockM;
   int* sPos = reinterpret_cast<int*>(sSum + Tr::kWarpsN * kBlockM);
-  __shared__ int sIsLast;
 
   const int tid = threadIdx.x;
   const int lane = tid & 31;
@@ -104,62 +82,37 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   const int split = blockIdx.z;
   const int group = p.num_q_heads / p.num_kv_heads;
 
-  int seq = 0, row_tile = 0;
-  if (!FindTile(p.query_start, p.num_seqs, group, kBlockM, blockIdx.x, &seq, &row_tile)) return;
-  const int q0 = p.query_start[seq];
-  const int q_rows = (p.query_start[seq + 1] - q0) * group;
-  const int row0 = row_tile * kBlockM;
-  const int rows_here = min(kBlockM, q_rows - row0);
-
+  TileRange t;
+  if (!FindTileRange(p, group, kBlockM, blockIdx.x, &t)) return;
   // Per-row positions; -1 marks padding rows (masked everywhere, never stored).
   for (int r = tid; r < kBlockM; r += Tr::kThreads) {
-    sPos[r] = r < rows_here ? p.positions[q0 + (row0 + r) / group] : -1;
+    sPos[r] = r < t.rows_here ? p.positions[t.q0 + (t.row0 + r) / group] : -1;
   }
-  // Key range of this tile: union of its rows' windows (positions grow within a sequence).
-  const int pos_first = p.positions[q0 + row0 / group];
-  const int pos_last = p.positions[q0 + (row0 + rows_here - 1) / group];
-  const int lo = p.window > 0 ? max(0, pos_first - p.window + 1) : 0;
-  const int hi = min(pos_last + 1, p.seq_lens[seq]);
-  const int total_tiles = hi > lo ? (hi - lo + kBlockN - 1) / kBlockN : 0;
+  const int total_tiles = t.hi > t.lo ? (t.hi - t.lo + kBlockN - 1) / kBlockN : 0;
   const int per_split = (total_tiles + num_splits - 1) / num_splits;
   const int t_begin = min(total_tiles, split * per_split);
-  const int t_end = min(total_tiles, t_begin + per_split);
-  const int n_tiles = t_end - t_begin;
+  const int n_tiles = min(total_tiles, t_begin + per_split) - t_begin;
 
   const bf16* k_base = static_cast<const bf16*>(p.k_cache);
   const bf16* v_base = static_cast<const bf16*>(p.v_cache);
-  const int32_t* table = p.page_table + static_cast<int64_t>(seq) * p.max_pages_per_seq;
+  const int32_t* table = p.page_table + static_cast<int64_t>(t.seq) * p.max_pages_per_seq;
 
   // Q rows: (token, head) pairs of this group, zero-filled past the sequence's rows.
   for (int c = tid; c < kBlockM * kChunksPerRow; c += Tr::kThreads) {
     const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
-    const bool ok = r < rows_here;
-    const int gr = row0 + r;
+    const bool ok = r < t.rows_here;
+    const int gr = t.row0 + r;
     const bf16* src = static_cast<const bf16*>(p.q) +
-                      (ok ? (q0 + gr / group) * p.q_stride +
+                      (ok ? (t.q0 + gr / group) * p.q_stride +
                                 static_cast<int64_t>(kvh * group + gr % group) * kHeadDim + ch * 8
                           : 0);
     CpAsync16(sQ + r * kStride + ch * 8, src, ok ? 16 : 0);
   }
-
   auto load_tile = [&](int stage, int tile) {
-    const int key0 = lo + (t_begin + tile) * kBlockN;
-    bf16* dk = sK + stage * kBlockN * kStride;
-    bf16* dv = sV + stage * kBlockN * kStride;
-    for (int c = tid; c < kBlockN * kChunksPerRow; c += Tr::kThreads) {
-      const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
-      const int key = key0 + r;
-      int page = key < hi ? table[key / p.page_size] : -1;
-      const bool ok = page >= 0;
-      const int64_t off =
-          ok ? ((static_cast<int64_t>(page) * p.num_kv_heads + kvh) * p.page_size +
-                key % p.page_size) * kHeadDim + ch * 8
-             : 0;
-      CpAsync16(dk + r * kStride + ch * 8, k_base + off, ok ? 16 : 0);
-      CpAsync16(dv + r * kStride + ch * 8, v_base + off, ok ? 16 : 0);
-    }
+    LoadKvTile<kHeadDim, kBlockN, Tr::kThreads, kStride>(
+        k_base, v_base, sK + stage * kBlockN * kStride, sV + stage * kBlockN * kStride, table,
+        p.page_size, p.num_kv_heads, kvh, t.lo + (t_begin + tile) * kBlockN, t.hi);
   };
-
 #pragma unroll
   for (int st = 0; st < kStages - 1; ++st) {
     if (st < n_tiles) load_tile(st, st);
@@ -181,7 +134,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     CpAsyncCommit();
     const bf16* cK = sK + (it % kStages) * kBlockN * kStride;
     const bf16* cV = sV + (it % kStages) * kBlockN * kStride;
-    const int key0 = lo + (t_begin + it) * kBlockN;
+    const int key0 = t.lo + (t_begin + it) * kBlockN;
 
     // ---- S = Q K^T for this warp's 16 rows x kKeysPerWarp keys ----
     float acc_s[Tr::kNT][4];
@@ -298,20 +251,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   }
   CpAsyncWait<0>();
 
-  // ---- epilogue ----
+  // ---- epilogue: the output, or this split's normalised partial and log2-sum-exp ----
   const float inv_l[2] = {l_run[0] > 0.f ? 1.f / l_run[0] : 0.f,
                           l_run[1] > 0.f ? 1.f / l_run[1] : 0.f};
-  bf16* out = static_cast<bf16*>(p.out);
-  auto out_row = [&](int r) {
-    const int gr = row0 + r;
-    return out + (q0 + gr / group) * p.out_stride + static_cast<int64_t>(kvh * group + gr % group) * kHeadDim;
-  };
   if (num_splits == 1) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = r_lo + 8 * h;
-      if (r >= rows_here) continue;
-      bf16* o = out_row(r) + wn * Tr::kDimsPerWarp + (lane & 3) * 2;
+      if (r >= t.rows_here) continue;
+      bf16* o = OutRow(p, t, group, kvh, kHeadDim, r) + wn * Tr::kDimsPerWarp + (lane & 3) * 2;
 #pragma unroll
       for (int dt = 0; dt < Tr::kDT; ++dt) {
         *reinterpret_cast<uint32_t*>(o + dt * 8) =
@@ -320,17 +268,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     }
     return;
   }
-
-  // Split: write this split's normalised partial and its log2-sum-exp, then the last CTA of the
-  // (tile, kv head) merges all splits.
-  const int ctas = gridDim.x * gridDim.y;
   const int cta = blockIdx.x * gridDim.y + kvh;
-  int* counters = static_cast<int*>(workspace);
-  float* part_o = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) +
-                                           (static_cast<size_t>(ctas) * sizeof(int) + 255) / 256 * 256);
-  float* part_lse = part_o + static_cast<size_t>(ctas) * num_splits * kBlockM * kHeadDim;
-  float* my_o = part_o + (static_cast<size_t>(cta) * num_splits + split) * kBlockM * kHeadDim;
-  float* my_lse = part_lse + (static_cast<size_t>(cta) * num_splits + split) * kBlockM;
+  const SplitWorkspace w = SplitViews(workspace, gridDim.x * gridDim.y, num_splits, kBlockM, kHeadDim);
+  float* my_o = w.o + (static_cast<size_t>(cta) * num_splits + split) * kBlockM * kHeadDim;
+  float* my_lse = w.lse + (static_cast<size_t>(cta) * num_splits + split) * kBlockM;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = r_lo + 8 * h;
@@ -344,79 +285,42 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       my_lse[r] = l_run[h] > 0.f ? m_run[h] + log2f(l_run[h]) : -INFINITY;
     }
   }
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) {
-    const int done = atomicAdd(&counters[cta], 1);
-    sIsLast = done == num_splits - 1;
-  }
-  __syncthreads();
-  if (!sIsLast) return;
-  __threadfence();
-  const float* all_o = part_o + static_cast<size_t>(cta) * num_splits * kBlockM * kHeadDim;
-  const float* all_lse = part_lse + static_cast<size_t>(cta) * num_splits * kBlockM;
-  // Each thread merges 8 consecutive dims of one row; __ldcg reads L2, where the other CTAs'
-  // partials are (L1 is not coherent across SMs).
-  for (int c = tid; c < rows_here * kChunksPerRow; c += Tr::kThreads) {
-    const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
-    float lmax = -INFINITY;
-    for (int s = 0; s < num_splits; ++s) lmax = fmaxf(lmax, __ldcg(all_lse + s * kBlockM + r));
-    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    float wsum = 0.f;
-    for (int s = 0; s < num_splits; ++s) {
-      const float lse = __ldcg(all_lse + s * kBlockM + r);
-      if (lse == -INFINITY) continue;  // empty split: its partial is not meaningful
-      const float w = exp2f(lse - lmax);
-      wsum += w;
-      const float4* src = reinterpret_cast<const float4*>(all_o + (static_cast<size_t>(s) * kBlockM + r) * kHeadDim + ch * 8);
-      const float4 x0 = __ldcg(src), x1 = __ldcg(src + 1);
-      acc[0] += w * x0.x; acc[1] += w * x0.y; acc[2] += w * x0.z; acc[3] += w * x0.w;
-      acc[4] += w * x1.x; acc[5] += w * x1.y; acc[6] += w * x1.z; acc[7] += w * x1.w;
-    }
-    const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) acc[i] *= inv;
-    Store8(out_row(r) + ch * 8, acc);
-  }
-  if (tid == 0) counters[cta] = 0;  // ready for the next launch (graph replays reuse it)
 #endif
 }
 
-// Host side of one configuration.
 template <typename Tr>
-FlashConfig MakeFlashConfig() {
+FlashConfig MakePrefillConfig() {
   return {Tr::kHeadDim, Tr::kBlockM, Tr::kBlockN, Tr::kThreads, Tr::kStages, Tr::kSmemBytes};
 }
 
 template <typename Tr>
-cudaError_t LaunchFlash(const PagedAttentionParams& p, int num_splits, void* workspace,
-                        cudaStream_t stream) {
-  if (p.head_dim != Tr::kHeadDim || p.num_kv_heads <= 0 || num_splits < 1) {
-    return cudaErrorInvalidValue;
-  }
+cudaError_t LaunchFlashPrefill(const PagedAttentionParams& p, int num_splits, void* workspace,
+                               cudaStream_t stream) {
+  if (p.head_dim != Tr::kHeadDim || p.num_kv_heads <= 0 || num_splits < 1) return cudaErrorInvalidValue;
   if (num_splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
-  // Opting into large shared memory is per device; do it on every launch (a cheap attribute set,
-  // legal while a stream is being captured) rather than caching per-process state.
-  cudaError_t err = cudaFuncSetAttribute(FlashAttnSm80Kernel<Tr>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         Tr::kSmemBytes);
+  // Opting into large shared memory is per device; set it on every launch (cheap, and legal while
+  // a stream is being captured) instead of keeping per-process state.
+  cudaError_t err = cudaFuncSetAttribute(FlashPrefillSm80Kernel<Tr>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
   const int group = p.num_q_heads / p.num_kv_heads;
-  const FlashConfig c = MakeFlashConfig<Tr>();
-  dim3 grid(FlashGridTiles(c, p.num_tokens, p.num_seqs, group), p.num_kv_heads, num_splits);
-  FlashAttnSm80Kernel<Tr><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p, num_splits, workspace);
-  return cudaGetLastError();
+  dim3 grid(FlashGridTiles(MakePrefillConfig<Tr>(), p.num_tokens, p.num_seqs, group), p.num_kv_heads,
+            num_splits);
+  FlashPrefillSm80Kernel<Tr><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p, num_splits, workspace);
+  err = cudaGetLastError();
+  if (err != cudaSuccess || num_splits == 1) return err;
+  return LaunchFlashCombine<Tr::kHeadDim, Tr::kBlockM>(p, grid, num_splits, workspace, stream);
 }
 
 }  // namespace gannet::kernels::sm80
 
-// Defines FlashConfig<name>() and LaunchFlash<name>() for one configuration of the X-macro.
-#define GANNET_DEFINE_FLASH(name, hd, bm, bn, wm, wn, st)                                      \
+// Defines FlashConfig<name>() and LaunchFlash<name>() for one prefill configuration.
+#define GANNET_DEFINE_FLASH_PREFILL(name, hd, bm, bn, wm, wn, st)                              \
   namespace gannet::kernels {                                                                  \
-  using FlashTraits##name = sm80::FlashTraits<hd, bm, bn, wm, wn, st>;                         \
-  FlashConfig FlashConfig##name() { return sm80::MakeFlashConfig<FlashTraits##name>(); }       \
+  using FlashTraits##name = sm80::PrefillTraits<hd, bm, bn, wm, wn, st>;                       \
+  FlashConfig FlashConfig##name() { return sm80::MakePrefillConfig<FlashTraits##name>(); }     \
   cudaError_t LaunchFlash##name(const PagedAttentionParams& p, int num_splits, void* workspace, \
                                 cudaStream_t stream) {                                         \
-    return sm80::LaunchFlash<FlashTraits##name>(p, num_splits, workspace, stream);             \
+    return sm80::LaunchFlashPrefill<FlashTraits##name>(p, num_splits, workspace, stream);      \
   }                                                                                            \
   }

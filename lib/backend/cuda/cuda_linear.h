@@ -39,7 +39,9 @@ class CudaLinear {
   };
   // Runs the layer (tuning the shape first if needed) and reports the path it took.
   absl::StatusOr<Choice> Run(const Tensor& x, const Tensor& w, const Tensor& out);
-  // Tests and benchmarks pin a path (nullopt = the timed choice); forgets every tuned shape.
+  // Tests and benchmarks pin a path (nullopt = the timed choice among all candidates; kCublasLt =
+  // the timed choice among cuBLASLt's algorithms only; kGemv = the GEMV where it applies).
+  // Forgets every tuned shape.
   void Force(std::optional<Path> path);
 
  private:
@@ -59,6 +61,8 @@ class CudaLinear {
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
+  void* flush_ = nullptr;  // written before each timed run to evict the L2 (2 x its size)
+  size_t flush_bytes_ = 0;
   std::map<KeyTuple, std::unique_ptr<Plan>> plans_;
   std::optional<Path> forced_;
   const kernels::KernelEntry* gemv_entry_[2] = {nullptr, nullptr};  // by x type (bf16, f32)

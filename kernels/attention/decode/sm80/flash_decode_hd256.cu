@@ -1,4 +1,4 @@
-// hd256 decode: 16 GQA-packed rows, 32-key tiles, 4 warps split keys / head dim, 3 stages (110 KB: two CTAs per H100 SM).
-#include "kernels/attention/sm80/flash_attn_sm80.cuh"
+// hd256 decode: 32-key tiles, 4 warps (64 head dims each), 2 stages (86 KB: two CTAs per H100 SM).
+#include "kernels/attention/sm80/flash_decode_sm80.cuh"
 
-GANNET_DEFINE_FLASH(DecodeHd256, 256, 16, 32, 1, 4, 3)
+GANNET_DEFINE_FLASH_DECODE(DecodeHd256, 256, 32, 4, 2)

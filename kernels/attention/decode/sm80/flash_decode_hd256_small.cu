@@ -1,4 +1,4 @@
-// hd256 decode for ~100 KB shared-memory parts (sm_86/89/120): 2 stages (76 KB).
-#include "kernels/attention/sm80/flash_attn_sm80.cuh"
+// hd256 decode, 16-key tiles (48 KB): the fallback for small shared memory.
+#include "kernels/attention/sm80/flash_decode_sm80.cuh"
 
-GANNET_DEFINE_FLASH(DecodeHd256Small, 256, 16, 32, 1, 4, 2)
+GANNET_DEFINE_FLASH_DECODE(DecodeHd256Small, 256, 16, 4, 2)

@@ -1,0 +1,153 @@
+// Pieces shared by the sm80 flash decode and prefill kernels: locating a CTA's query tile, the
+// paged K/V tile loader, the CTA's key range, and the split-KV combine kernel.
+//
+// Split-KV (flash-decoding): each split writes its normalised partial O and its log2-sum-exp into
+// the workspace ([cta][split][row][head_dim] f32, then [cta][split][row] f32), and a separate
+// combine kernel merges them. A separate kernel (rather than "the last CTA merges") keeps the merge
+// parallel -- one CTA per output row -- and needs no counters that other workspace users could
+// clobber.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/attention/paged_attention.h"
+#include "kernels/common/device_utils.cuh"
+#include "kernels/common/mma_sm80.cuh"
+
+namespace gannet::kernels::sm80 {
+
+// The (sequence, row tile) of grid tile `tile`: sequence s has q_len(s) * group rows cut into
+// ceil(rows / block_m) tiles, numbered in sequence order. False past the last tile.
+__device__ __forceinline__ bool FindTile(const int32_t* query_start, int num_seqs, int group,
+                                         int block_m, int tile, int* seq, int* row_tile) {
+  int first = 0;
+  for (int s = 0; s < num_seqs; ++s) {
+    const int rows = (query_start[s + 1] - query_start[s]) * group;
+    const int n = (rows + block_m - 1) / block_m;
+    if (tile < first + n) {
+      *seq = s;
+      *row_tile = tile - first;
+      return true;
+    }
+    first += n;
+  }
+  return false;
+}
+
+// Rows [row0, row0 + rows_here) of a sequence's q_len x group row space, and the keys they see.
+struct TileRange {
+  int seq, q0, row0, rows_here;
+  int lo, hi;  // keys [lo, hi): the union of the rows' windows (positions grow in a sequence)
+};
+
+__device__ __forceinline__ bool FindTileRange(const PagedAttentionParams& p, int group, int block_m,
+                                              int tile, TileRange* t) {
+  int row_tile = 0;
+  if (!FindTile(p.query_start, p.num_seqs, group, block_m, tile, &t->seq, &row_tile)) return false;
+  t->q0 = p.query_start[t->seq];
+  const int q_rows = (p.query_start[t->seq + 1] - t->q0) * group;
+  t->row0 = row_tile * block_m;
+  t->rows_here = min(block_m, q_rows - t->row0);
+  const int pos_first = p.positions[t->q0 + t->row0 / group];
+  const int pos_last = p.positions[t->q0 + (t->row0 + t->rows_here - 1) / group];
+  t->lo = p.window > 0 ? max(0, pos_first - p.window + 1) : 0;
+  t->hi = min(pos_last + 1, p.seq_lens[t->seq]);
+  return true;
+}
+
+// Copies keys [key0, key0 + kBlockN) of one KV head into padded shared-memory tiles. Each thread
+// owns one key row (its page looked up once, no division in the copy loop) and every
+// (threads-per-row)-th 16-byte chunk of it, so a warp instruction moves whole 64-byte row segments.
+// Rows at or past `hi`, and holes (page -1), are zero-filled without touching global memory.
+template <int kHeadDim, int kBlockN, int kThreads, int kStride>
+__device__ __forceinline__ void LoadKvTile(const bf16* k_base, const bf16* v_base, bf16* dk, bf16* dv,
+                                           const int32_t* table, int page_size, int num_kv_heads,
+                                           int kvh, int key0, int hi) {
+  constexpr int kChunks = kHeadDim / 8;
+  static_assert(kThreads % kBlockN == 0, "whole threads per key row");
+  constexpr int kThreadsPerRow = kThreads / kBlockN;
+  static_assert(kChunks % kThreadsPerRow == 0, "whole chunks per thread");
+  const int r = threadIdx.x / kThreadsPerRow;
+  const int sub = threadIdx.x % kThreadsPerRow;
+  const int key = key0 + r;
+  const int page = key < hi ? table[key / page_size] : -1;
+  const bool ok = page >= 0;
+  const int64_t row_off =
+      ok ? ((static_cast<int64_t>(page) * num_kv_heads + kvh) * page_size + key % page_size) * kHeadDim : 0;
+  const bf16* ks = k_base + row_off;
+  const bf16* vs = v_base + row_off;
+#pragma unroll
+  for (int i = 0; i < kChunks / kThreadsPerRow; ++i) {
+    const int ch = sub + i * kThreadsPerRow;
+    CpAsync16(dk + r * kStride + ch * 8, ks + (ok ? ch * 8 : 0), ok ? 16 : 0);
+    CpAsync16(dv + r * kStride + ch * 8, vs + (ok ? ch * 8 : 0), ok ? 16 : 0);
+  }
+}
+
+// Output row pointer of row r of a tile.
+__device__ __forceinline__ bf16* OutRow(const PagedAttentionParams& p, const TileRange& t, int group,
+                                        int kvh, int head_dim, int r) {
+  const int gr = t.row0 + r;
+  return static_cast<bf16*>(p.out) + (t.q0 + gr / group) * p.out_stride +
+         static_cast<int64_t>(kvh * group + gr % group) * head_dim;
+}
+
+// Workspace views of a split launch.
+struct SplitWorkspace {
+  float* o;    // [ctas, splits, block_m, head_dim]
+  float* lse;  // [ctas, splits, block_m]
+};
+__host__ __device__ __forceinline__ SplitWorkspace SplitViews(void* ws, int ctas, int splits,
+                                                             int block_m, int head_dim) {
+  SplitWorkspace w;
+  w.o = static_cast<float*>(ws);
+  w.lse = w.o + static_cast<size_t>(ctas) * splits * block_m * head_dim;
+  return w;
+}
+
+// One CTA per (tile, kv head, row); head_dim / 4 threads, 4 dims each.
+template <int kHeadDim, int kBlockM>
+__global__ void __launch_bounds__(kHeadDim / 4) FlashCombineKernel(const PagedAttentionParams p,
+                                                                 int num_splits, void* workspace) {
+  const int group = p.num_q_heads / p.num_kv_heads;
+  const int kvh = blockIdx.y, r = blockIdx.z;
+  TileRange t;
+  if (!FindTileRange(p, group, kBlockM, blockIdx.x, &t) || r >= t.rows_here) return;
+  const int cta = blockIdx.x * gridDim.y + kvh;
+  const SplitWorkspace w = SplitViews(workspace, gridDim.x * gridDim.y, num_splits, kBlockM, kHeadDim);
+  const float* lse = w.lse + static_cast<size_t>(cta) * num_splits * kBlockM + r;
+  const float* o = w.o + (static_cast<size_t>(cta) * num_splits * kBlockM + r) * kHeadDim + threadIdx.x * 4;
+  float lmax = -INFINITY;
+  for (int s = 0; s < num_splits; ++s) lmax = fmaxf(lmax, lse[s * kBlockM]);
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  float wsum = 0.f;
+#pragma unroll 4
+  for (int s = 0; s < num_splits; ++s) {
+    const float l = lse[s * kBlockM];
+    // Empty splits (no keys) carry -inf and a zero partial: weight 0, never 0 * garbage.
+    const float wgt = l == -INFINITY ? 0.f : exp2f(l - lmax);
+    const float4 x = *reinterpret_cast<const float4*>(o + static_cast<size_t>(s) * kBlockM * kHeadDim);
+    wsum += wgt;
+    acc.x += wgt * x.x;
+    acc.y += wgt * x.y;
+    acc.z += wgt * x.z;
+    acc.w += wgt * x.w;
+  }
+  const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+  bf16* out = OutRow(p, t, group, kvh, kHeadDim, r) + threadIdx.x * 4;
+  reinterpret_cast<__nv_bfloat162*>(out)[0] = __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
+  reinterpret_cast<__nv_bfloat162*>(out)[1] = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
+}
+
+template <int kHeadDim, int kBlockM>
+cudaError_t LaunchFlashCombine(const PagedAttentionParams& p, dim3 flash_grid, int num_splits,
+                               void* workspace, cudaStream_t stream) {
+  dim3 grid(flash_grid.x, flash_grid.y, kBlockM);
+  FlashCombineKernel<kHeadDim, kBlockM><<<grid, kHeadDim / 4, 0, stream>>>(p, num_splits, workspace);
+  return cudaGetLastError();
+}
+
+}  // namespace gannet::kernels::sm80

@@ -1,0 +1,295 @@
+// Paged split-KV decode attention on sm_80-class tensor cores (mma.sync m16n8k16 bf16), built to
+// stream K/V at HBM speed: one CTA per (sequence, kv head, KV split) holds the 16 query rows of a
+// GQA group (group x query tokens, padded to 16) so every K/V byte is read once for all of them.
+//
+// Work split: each of the kWarps warps owns one head-dim slice of kHeadDim / kWarps dims for
+// BOTH products. It keeps its slice of Q in registers for the whole kernel, computes a partial
+// S = Q K^T over its slice for all kBlockN keys, the partials are summed through shared memory,
+// and every warp then holds the full S of the tile: it does the (redundant, cheap) softmax itself,
+// turns P into MMA operands in registers (no shared-memory round trip) and accumulates O for its
+// slice. That is two barriers per tile, short independent MMA chains, and 64 (hd512) accumulator
+// registers per thread.
+//
+// K/V tiles stream through a kStages-deep cp.async pipeline (flash_common_sm80.cuh); splits write
+// partials that FlashCombineKernel merges. Grid (num_seqs, kv heads, splits): graph-stable.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/attention/paged_attention.h"
+#include "kernels/attention/sm80/flash_common_sm80.cuh"
+#include "kernels/common/device_utils.cuh"
+#include "kernels/common/mma_sm80.cuh"
+
+namespace gannet::kernels::sm80 {
+
+template <int kHeadDim_, int kBlockN_, int kWarps_, int kStages_>
+struct DecodeTraits {
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = 16;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kWarps = kWarps_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kDimsPerWarp = kHeadDim / kWarps;
+  static constexpr int kKSteps = kDimsPerWarp / 16;  // Q fragments per warp
+  static constexpr int kNT = kBlockN / 8;            // S n-tiles (all keys of the tile)
+  static constexpr int kDT = kDimsPerWarp / 8;       // O n-tiles of the warp's slice
+  static constexpr int kStride = kHeadDim + 8;       // padded bf16 rows: conflict-free ldmatrix
+  static constexpr int kSStride = kBlockN + 8;       // padded f32 rows: conflict-free float2 I/O
+  static constexpr int kQBytes = kBlockM * kStride * 2;
+  static constexpr int kKVTileBytes = kBlockN * kStride * 2;
+  static constexpr int kSBytes = kWarps * kBlockM * kSStride * 4;
+  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKVTileBytes + kSBytes + kBlockM * 4;
+  static_assert(kKSteps % 2 == 0 && kNT % 2 == 0 && kDT % 2 == 0, "fragment pairing");
+  static_assert(kStages >= 2, "pipeline");
+};
+
+template <typename Tr>
+__global__ void __launch_bounds__(Tr::kThreads, 1)
+    FlashDecodeSm80Kernel(const PagedAttentionParams p, int num_splits, void* workspace) {
+#if GANNET_SM80_ENABLED
+  constexpr int kHeadDim = Tr::kHeadDim, kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN;
+  constexpr int kStride = Tr::kStride, kStages = Tr::kStages, kSStride = Tr::kSStride;
+  constexpr int kChunksPerRow = kHeadDim / 8;
+  constexpr float kLog2e = 1.4426950408889634f;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* sQ = reinterpret_cast<bf16*>(smem);
+  bf16* sK = reinterpret_cast<bf16*>(smem + Tr::kQBytes);
+  bf16* sV = sK + kStages * kBlockN * kStride;
+  float* sS = reinterpret_cast<float*>(sV + kStages * kBlockN * kStride);  // [kWarps][16][kSStride]
+  int* sPos = reinterpret_cast<int*>(sS + Tr::kWarps * kBlockM * kSStride);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int kvh = blockIdx.y, split = blockIdx.z;
+  const int group = p.num_q_heads / p.num_kv_heads;
+  TileRange t;
+  if (!FindTileRange(p, group, kBlockM, blockIdx.x, &t)) return;
+  for (int r = tid; r < kBlockM; r += Tr::kThreads) {
+    sPos[r] = r < t.rows_here ? p.positions[t.q0 + (t.row0 + r) / group] : -1;
+  }
+  const int total_tiles = t.hi > t.lo ? (t.hi - t.lo + kBlockN - 1) / kBlockN : 0;
+  const int per_split = (total_tiles + num_splits - 1) / num_splits;
+  const int t_begin = min(total_tiles, split * per_split);
+  const int n_tiles = min(total_tiles, t_begin + per_split) - t_begin;
+  const bf16* k_base = static_cast<const bf16*>(p.k_cache);
+  const bf16* v_base = static_cast<const bf16*>(p.v_cache);
+  const int32_t* table = p.page_table + static_cast<int64_t>(t.seq) * p.max_pages_per_seq;
+
+  for (int c = tid; c < kBlockM * kChunksPerRow; c += Tr::kThreads) {
+    const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
+    const bool ok = r < t.rows_here;
+    const int gr = t.row0 + r;
+    const bf16* src = static_cast<const bf16*>(p.q) +
+                      (ok ? (t.q0 + gr / group) * p.q_stride +
+                                static_cast<int64_t>(kvh * group + gr % group) * kHeadDim + ch * 8
+                          : 0);
+    CpAsync16(sQ + r * kStride + ch * 8, src, ok ? 16 : 0);
+  }
+  auto load_tile = [&](int stage, int tile) {
+    LoadKvTile<kHeadDim, kBlockN, Tr::kThreads, kStride>(
+        k_base, v_base, sK + stage * kBlockN * kStride, sV + stage * kBlockN * kStride, table,
+        p.page_size, p.num_kv_heads, kvh, t.lo + (t_begin + tile) * kBlockN, t.hi);
+  };
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < n_tiles) load_tile(st, st);
+    CpAsyncCommit();  // Q rides in the first group
+  }
+
+  // This warp's slice of Q, in registers for the whole kernel.
+  const int d0 = warp * Tr::kDimsPerWarp;
+  uint32_t aq[Tr::kKSteps][4];
+  CpAsyncWait<kStages - 2>();
+  __syncthreads();
+#pragma unroll
+  for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+    LdMatrixX4(aq[ks][0], aq[ks][1], aq[ks][2], aq[ks][3],
+               sQ + (lane & 15) * kStride + d0 + ks * 16 + (lane >> 4) * 8);
+  }
+
+  float acc_o[Tr::kDT][4];
+#pragma unroll
+  for (int i = 0; i < Tr::kDT; ++i) acc_o[i][0] = acc_o[i][1] = acc_o[i][2] = acc_o[i][3] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY};  // rows lane/4 and lane/4 + 8, log2 domain
+  float l_run[2] = {0.f, 0.f};
+  const float scale2 = p.scale * kLog2e;
+  const int r_lo = lane >> 2;
+  const int pos0 = sPos[r_lo], pos1 = sPos[r_lo + 8];
+
+  for (int it = 0; it < n_tiles; ++it) {
+    CpAsyncWait<kStages - 2>();
+    __syncthreads();  // tile `it` landed; stage (it - 1) % kStages and sS are free again
+    if (it + kStages - 1 < n_tiles) load_tile((it + kStages - 1) % kStages, it + kStages - 1);
+    CpAsyncCommit();
+    const bf16* cK = sK + (it % kStages) * kBlockN * kStride;
+    const bf16* cV = sV + (it % kStages) * kBlockN * kStride;
+    const int key0 = t.lo + (t_begin + it) * kBlockN;
+
+    // ---- partial S over this warp's dims, all keys; kNT independent accumulator chains ----
+    float s[Tr::kNT][4];
+#pragma unroll
+    for (int nt = 0; nt < Tr::kNT; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < Tr::kKSteps; ks += 2) {
+#pragma unroll
+      for (int nt = 0; nt < Tr::kNT; ++nt) {
+        uint32_t b[4];
+        LdMatrixX4(b[0], b[1], b[2], b[3],
+                   cK + (nt * 8 + (lane & 7)) * kStride + d0 + ks * 16 + (lane >> 3) * 8);
+        MmaBf16(s[nt], aq[ks], b);
+        MmaBf16(s[nt], aq[ks + 1], b + 2);
+      }
+    }
+    float* my_s = sS + warp * kBlockM * kSStride;
+#pragma unroll
+    for (int nt = 0; nt < Tr::kNT; ++nt) {
+      const int col = nt * 8 + (lane & 3) * 2;
+      *reinterpret_cast<float2*>(my_s + r_lo * kSStride + col) = make_float2(s[nt][0], s[nt][1]);
+      *reinterpret_cast<float2*>(my_s + (r_lo + 8) * kSStride + col) = make_float2(s[nt][2], s[nt][3]);
+    }
+    __syncthreads();
+
+    // ---- full S (sum of the warps' partials), mask, online softmax, P in registers ----
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < Tr::kNT; ++nt) {
+      const int col = nt * 8 + (lane & 3) * 2;
+      float2 lo = make_float2(0.f, 0.f), hi = make_float2(0.f, 0.f);
+#pragma unroll
+      for (int w = 0; w < Tr::kWarps; ++w) {
+        const float2 a = *reinterpret_cast<const float2*>(sS + (w * kBlockM + r_lo) * kSStride + col);
+        const float2 b = *reinterpret_cast<const float2*>(sS + (w * kBlockM + r_lo + 8) * kSStride + col);
+        lo.x += a.x, lo.y += a.y, hi.x += b.x, hi.y += b.y;
+      }
+      s[nt][0] = lo.x, s[nt][1] = lo.y, s[nt][2] = hi.x, s[nt][3] = hi.y;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int key = key0 + col + (j & 1);
+        const int pos = j < 2 ? pos0 : pos1;
+        const bool ok = key <= pos && (p.window <= 0 || key > pos - p.window);
+        s[nt][j] = ok ? s[nt][j] * scale2 : -INFINITY;
+        mx[j >> 1] = fmaxf(mx[j >> 1], s[nt][j]);
+      }
+    }
+    float alpha[2], m_use[2], sum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      const float m_new = fmaxf(m_run[h], mx[h]);
+      m_use[h] = m_new == -INFINITY ? 0.f : m_new;  // nothing visible yet: keep exp2 finite
+      alpha[h] = exp2f(m_run[h] - m_use[h]);
+      m_run[h] = m_new;
+    }
+    uint32_t pa[Tr::kNT / 2][4];  // P as the A operand of P.V, one 16-key step per entry
+#pragma unroll
+    for (int nt = 0; nt < Tr::kNT; ++nt) {
+      const float p0 = exp2f(s[nt][0] - m_use[0]), p1 = exp2f(s[nt][1] - m_use[0]);
+      const float p2 = exp2f(s[nt][2] - m_use[1]), p3 = exp2f(s[nt][3] - m_use[1]);
+      sum[0] += p0 + p1;
+      sum[1] += p2 + p3;
+      pa[nt / 2][(nt & 1) * 2] = PackBf16x2(p0, p1);
+      pa[nt / 2][(nt & 1) * 2 + 1] = PackBf16x2(p2, p3);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
+      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+      l_run[h] = l_run[h] * alpha[h] + sum[h];
+    }
+#pragma unroll
+    for (int dt = 0; dt < Tr::kDT; ++dt) {
+      acc_o[dt][0] *= alpha[0];
+      acc_o[dt][1] *= alpha[0];
+      acc_o[dt][2] *= alpha[1];
+      acc_o[dt][3] *= alpha[1];
+    }
+    // ---- O[:, slice] += P V[:, slice] ----
+#pragma unroll
+    for (int kk = 0; kk < Tr::kNT / 2; ++kk) {
+#pragma unroll
+      for (int dt = 0; dt < Tr::kDT; dt += 2) {
+        uint32_t b[4];
+        LdMatrixX4Trans(b[0], b[1], b[2], b[3],
+                        cV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride + d0 + dt * 8 +
+                            (lane >> 4) * 8);
+        MmaBf16(acc_o[dt], pa[kk], b);
+        MmaBf16(acc_o[dt + 1], pa[kk], b + 2);
+      }
+    }
+  }
+  CpAsyncWait<0>();
+
+  const float inv_l[2] = {l_run[0] > 0.f ? 1.f / l_run[0] : 0.f,
+                          l_run[1] > 0.f ? 1.f / l_run[1] : 0.f};
+  if (num_splits == 1) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = r_lo + 8 * h;
+      if (r >= t.rows_here) continue;
+      bf16* o = OutRow(p, t, group, kvh, kHeadDim, r) + d0 + (lane & 3) * 2;
+#pragma unroll
+      for (int dt = 0; dt < Tr::kDT; ++dt) {
+        *reinterpret_cast<uint32_t*>(o + dt * 8) =
+            PackBf16x2(acc_o[dt][2 * h] * inv_l[h], acc_o[dt][2 * h + 1] * inv_l[h]);
+      }
+    }
+    return;
+  }
+  const int cta = blockIdx.x * gridDim.y + kvh;
+  const SplitWorkspace w = SplitViews(workspace, gridDim.x * gridDim.y, num_splits, kBlockM, kHeadDim);
+  float* my_o = w.o + (static_cast<size_t>(cta) * num_splits + split) * kBlockM * kHeadDim;
+  float* my_lse = w.lse + (static_cast<size_t>(cta) * num_splits + split) * kBlockM;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = r_lo + 8 * h;
+    float* o = my_o + r * kHeadDim + d0 + (lane & 3) * 2;
+#pragma unroll
+    for (int dt = 0; dt < Tr::kDT; ++dt) {
+      *reinterpret_cast<float2*>(o + dt * 8) =
+          make_float2(acc_o[dt][2 * h] * inv_l[h], acc_o[dt][2 * h + 1] * inv_l[h]);
+    }
+    if (warp == 0 && (lane & 3) == 0) my_lse[r] = l_run[h] > 0.f ? m_run[h] + log2f(l_run[h]) : -INFINITY;
+  }
+#endif
+}
+
+template <typename Tr>
+FlashConfig MakeDecodeConfig() {
+  return {Tr::kHeadDim, Tr::kBlockM, Tr::kBlockN, Tr::kThreads, Tr::kStages, Tr::kSmemBytes};
+}
+
+template <typename Tr>
+cudaError_t LaunchFlashDecode(const PagedAttentionParams& p, int num_splits, void* workspace,
+                              cudaStream_t stream) {
+  if (p.head_dim != Tr::kHeadDim || p.num_kv_heads <= 0 || num_splits < 1) return cudaErrorInvalidValue;
+  if (num_splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
+  cudaError_t err = cudaFuncSetAttribute(FlashDecodeSm80Kernel<Tr>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const int group = p.num_q_heads / p.num_kv_heads;
+  dim3 grid(FlashGridTiles(MakeDecodeConfig<Tr>(), p.num_tokens, p.num_seqs, group), p.num_kv_heads,
+            num_splits);
+  FlashDecodeSm80Kernel<Tr><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p, num_splits, workspace);
+  err = cudaGetLastError();
+  if (err != cudaSuccess || num_splits == 1) return err;
+  return LaunchFlashCombine<Tr::kHeadDim, Tr::kBlockM>(p, grid, num_splits, workspace, stream);
+}
+
+}  // namespace gannet::kernels::sm80
+
+// Defines FlashConfig<name>() and LaunchFlash<name>() for one decode configuration.
+#define GANNET_DEFINE_FLASH_DECODE(name, hd, bn, warps, st)                                    \
+  namespace gannet::kernels {                                                                  \
+  using FlashTraits##name = sm80::DecodeTraits<hd, bn, warps, st>;                             \
+  FlashConfig FlashConfig##name() { return sm80::MakeDecodeConfig<FlashTraits##name>(); }      \
+  cudaError_t LaunchFlash##name(const PagedAttentionParams& p, int num_splits, void* workspace, \
+                                cudaStream_t stream) {                                         \
+    return sm80::LaunchFlashDecode<FlashTraits##name>(p, num_splits, workspace, stream);       \
+  }                                                                                            \
+  }
