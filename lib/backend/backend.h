@@ -189,6 +189,21 @@ class Backend {
   virtual absl::Status GatherRows(Tensor x, Tensor rows, Tensor out) = 0;
   // x = cap * tanh(x / cap), in place, f32.
   virtual absl::Status Softcap(Tensor x, float cap) = 0;
+
+  // ---- graphs (optional): record a sequence of ops once, replay it with one launch ----
+  // Between BeginGraphCapture and EndGraphCapture ops are recorded, not run; they must not
+  // allocate or synchronise (an op that would fails, and the capture is abandoned). The returned
+  // handle replays the recording over the same buffers.
+  virtual bool SupportsGraphs() const { return false; }
+  virtual absl::Status BeginGraphCapture() {
+    return absl::UnimplementedError("this backend has no graphs");
+  }
+  virtual absl::StatusOr<int> EndGraphCapture() {
+    return absl::UnimplementedError("this backend has no graphs");
+  }
+  virtual absl::Status LaunchGraph(int handle) {
+    return absl::UnimplementedError("this backend has no graphs");
+  }
   // One token id per logits row. logits [rows, V] f32; params [rows, 24] u8 viewing SamplingParams;
   // out_ids [rows] int32. Definition (every backend gives the same ids up to float rounding of exp):
   // greedy = arg-max, ties to the lowest id. Otherwise w = exp((x - max x) / temperature), in

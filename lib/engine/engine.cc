@@ -15,6 +15,7 @@
 #include "lib/engine/model_setup.h"
 #include "lib/engine/step_stats.h"
 #include "lib/engine/text_output.h"
+#include "lib/sampling/draw.h"
 #include "lib/sched/scheduler.h"
 
 namespace gannet::engine {
@@ -142,6 +143,16 @@ bool Engine::Impl::RunStep() {
     }
     step.logits = q.sample ? runner::SeqStep::Logits::kLast : runner::SeqStep::Logits::kNone;
     batch.seqs.push_back(step);
+    if (!q.sample) continue;
+    // Sample on the backend unless the request needs the logits on the host (penalties,
+    // logprobs, stop tokens masked before min_tokens); both paths draw identically (draw.h).
+    const sched::Request& r = *q.request;
+    const bool host = r.spec.sampling.needs_penalties() || r.spec.logprobs > 0 ||
+                      r.num_output() < r.spec.min_tokens;
+    const sampling::DrawParams d =
+        sampling::RowDrawParams(r.spec.sampling, static_cast<uint64_t>(r.num_output()));
+    batch.device_sampling.push_back({d.temperature, d.top_k, d.top_p, d.min_p, d.seed});
+    batch.host_logits.push_back(host ? 1 : 0);
   }
   absl::Status st;
   if (kv.debug_validate()) {
@@ -192,18 +203,23 @@ bool Engine::Impl::RunStep() {
   }
   for (int row = 0; row < result.rows(); ++row) {
     sched::Request* r = plan.seqs[result.row_seq[row]].request;
-    std::span<const float> logits = result.Row(row);
-    if (r->num_output() < r->spec.min_tokens) {
-      // Stop tokens cannot end the output before min_tokens.
-      row_scratch.assign(logits.begin(), logits.end());
-      for (int32_t id : r->spec.stop_token_ids) {
-        if (id >= 0 && id < static_cast<int32_t>(row_scratch.size())) row_scratch[id] = -INFINITY;
+    sampling::SampleResult sr;
+    if (!result.has_logits(row)) {
+      sr.token = result.sampled[row];
+    } else {
+      std::span<const float> logits = result.Row(row);
+      if (r->num_output() < r->spec.min_tokens) {
+        // Stop tokens cannot end the output before min_tokens.
+        row_scratch.assign(logits.begin(), logits.end());
+        for (int32_t id : r->spec.stop_token_ids) {
+          if (id >= 0 && id < static_cast<int32_t>(row_scratch.size())) row_scratch[id] = -INFINITY;
+        }
+        logits = row_scratch;
       }
-      logits = row_scratch;
+      sr = sampling::Sample(logits, r->spec.sampling, &r->counts,
+                            static_cast<uint64_t>(r->num_output()), r->spec.logprobs,
+                            &sample_scratch);
     }
-    sampling::SampleResult sr =
-        sampling::Sample(logits, r->spec.sampling, &r->counts, static_cast<uint64_t>(r->num_output()),
-                         r->spec.logprobs, &sample_scratch);
     Event e;
     e.request_id = r->spec.id;
     e.type = EventType::kToken;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <tuple>
 
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
@@ -16,6 +18,13 @@ int StepBatch::num_tokens() const {
   int n = 0;
   for (const SeqStep& s : seqs) n += static_cast<int>(s.tokens.size());
   return n;
+}
+
+bool StepBatch::decode_only() const {
+  for (const SeqStep& s : seqs) {
+    if (s.tokens.size() != 1 || s.logits != SeqStep::Logits::kLast) return false;
+  }
+  return !seqs.empty();
 }
 
 class ModelRunner::Impl {
@@ -45,8 +54,21 @@ class ModelRunner::Impl {
     return absl::OkStatus();
   }
 
+  // Graph recording per (padded batch size, context-length bucket, device sampling).
+  struct GraphSlot {
+    int handle = -1;
+    bool warmed = false;  // ran once eagerly
+    bool failed = false;  // capture failed: stay eager
+  };
+  std::map<std::tuple<int, int, bool>, GraphSlot> graph_slots;
+  int num_graphs = 0;
+  std::vector<int32_t> pad_table[2];  // the scratch page of each pool, for padding rows
+
   absl::Status AllocateActivations();
   absl::Status RunLayer(int l, int num_tokens, const backend::StepMetadata& md);
+  absl::Status Execute(int n, int rows, bool sample, const backend::StepMetadata& md);
+  int BatchBucket(int num_seqs) const;
+  StepBatch Pad(const StepBatch& batch, int bucket);
   absl::Status Forward(const StepBatch& batch, StepResult* result);
 };
 
@@ -197,18 +219,13 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
   return be->PostNormResidual(o_t, L.ple_post_norm, x_t, L.layer_scalar, next_norm, h_t, eps);
 }
 
-absl::Status ModelRunner::Impl::Forward(const StepBatch& batch, StepResult* result) {
+absl::Status ModelRunner::Impl::Execute(int n, int rows, bool sample,
+                                        const backend::StepMetadata& md) {
   const model::TextConfig& c = config.text;
-  GANNET_ASSIGN_OR_RETURN(const backend::StepMetadata* md, meta.Build(batch));
-  const int n = md->num_tokens;
-  if (n == 0) return InvalidArgumentError("Forward: the step has no tokens");
   const int H = static_cast<int>(c.hidden_size);
-
-  Tensor ids = meta.token_ids(n);
   Tensor x_t = x.Rows(0, n);
-  GANNET_RETURN_IF_ERROR(be->Embed(ids, w.embed, w.embed_scale, x_t));
+  GANNET_RETURN_IF_ERROR(be->Embed(meta.token_ids(n), w.embed, w.embed_scale, x_t));
   if (c.has_ple()) {
-    const int64_t NP = ple_tok.dim(1);
     Tensor tok = ple_tok.Rows(0, n);
     GANNET_RETURN_IF_ERROR(be->Embed(meta.ple_token_ids(n), w.ple_table, w.ple_token_scale, tok));
     Tensor proj = ple_proj.Rows(0, n);
@@ -217,19 +234,12 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& batch, StepResult* resu
         proj, tok, w.ple_proj_norm, static_cast<float>(1.0 / std::sqrt(static_cast<double>(H))),
         static_cast<float>(1.0 / std::sqrt(2.0)), static_cast<float>(c.rms_norm_eps),
         ple_in.Rows(0, n)));
-    (void)NP;
   }
   GANNET_RETURN_IF_ERROR(be->RmsNorm(x_t, w.layers[0].input_norm,
                                      static_cast<float>(c.rms_norm_eps), h.Rows(0, n)));
-  for (int l = 0; l < c.num_hidden_layers; ++l) GANNET_RETURN_IF_ERROR(RunLayer(l, n, *md));
-
-  // h now holds final_norm(x); project only the rows whose logits were asked for.
-  const int rows = meta.num_logit_rows();
-  result->vocab_size = static_cast<int>(c.vocab_size);
-  result->row_seq = meta.logit_row_seq();
-  result->row_pos = meta.logit_row_pos();
-  result->logits.resize(static_cast<size_t>(rows) * c.vocab_size);
+  for (int l = 0; l < c.num_hidden_layers; ++l) GANNET_RETURN_IF_ERROR(RunLayer(l, n, md));
   if (rows == 0) return absl::OkStatus();
+  // h now holds final_norm(x); project only the rows whose logits were asked for.
   Tensor lh = last_h.Rows(0, rows);
   GANNET_RETURN_IF_ERROR(be->GatherRows(h.Rows(0, n), meta.logit_rows(rows), lh));
   Tensor lg = logits.Rows(0, rows);
@@ -237,7 +247,121 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& batch, StepResult* resu
   if (c.final_logit_softcapping) {
     GANNET_RETURN_IF_ERROR(be->Softcap(lg, static_cast<float>(*c.final_logit_softcapping)));
   }
-  return be->CopyToHost(result->logits.data(), lg.data, result->logits.size() * sizeof(float));
+  if (sample) {
+    GANNET_RETURN_IF_ERROR(be->Sample(lg, meta.sampling_params(rows), meta.sampled_ids(rows)));
+  }
+  return absl::OkStatus();
+}
+
+int ModelRunner::Impl::BatchBucket(int num_seqs) const {
+  // Small batches exactly, then steps of 8 up to 64, then of 16: few graphs, little padding.
+  int b = num_seqs <= 4 ? (num_seqs <= 1 ? 1 : (num_seqs <= 2 ? 2 : 4))
+                        : (num_seqs <= 64 ? (num_seqs + 7) / 8 * 8 : (num_seqs + 15) / 16 * 16);
+  return std::min(b, options.max_seqs);
+}
+
+StepBatch ModelRunner::Impl::Pad(const StepBatch& batch, int bucket) {
+  StepBatch padded = batch;
+  static const int32_t kPadToken[1] = {0};
+  for (int s = static_cast<int>(batch.seqs.size()); s < bucket; ++s) {
+    SeqStep pad;
+    pad.tokens = kPadToken;
+    pad.start_pos = 0;
+    for (int g = 0; g < 2; ++g) pad.page_table[g] = pad_table[g];
+    pad.logits = SeqStep::Logits::kLast;
+    padded.seqs.push_back(pad);
+    if (!padded.device_sampling.empty()) {
+      padded.device_sampling.push_back(backend::SamplingParams{0.0f, 1, 1.0f, 0.0f, 0});
+      padded.host_logits.push_back(0);
+    }
+  }
+  return padded;
+}
+
+absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result) {
+  const model::TextConfig& c = config.text;
+  const bool graphs = options.enable_graphs && be->SupportsGraphs();
+  const bool pad = (graphs || options.pad_decode_batches) && in.decode_only() &&
+                   static_cast<int>(in.seqs.size()) < options.max_seqs;
+  const int real_seqs = static_cast<int>(in.seqs.size());
+  StepBatch padded;
+  const StepBatch& batch = pad ? (padded = Pad(in, BatchBucket(real_seqs))) : in;
+  GANNET_ASSIGN_OR_RETURN(const backend::StepMetadata* md_const, meta.Build(batch));
+  backend::StepMetadata* md = meta.mutable_metadata();
+  (void)md_const;
+  const int n = md->num_tokens;
+  const int rows = meta.num_logit_rows();
+  const bool sample = !batch.device_sampling.empty();
+  if (sample) {
+    if (static_cast<int>(batch.device_sampling.size()) != rows ||
+        batch.host_logits.size() != batch.device_sampling.size()) {
+      return InvalidArgumentError("step: {} device sampling rows for {} logits rows",
+                                  batch.device_sampling.size(), rows);
+    }
+    GANNET_RETURN_IF_ERROR(meta.UploadSampling(batch.device_sampling));
+  }
+
+  bool ran = false;
+  if (graphs && in.decode_only()) {
+    // One graph per (batch bucket, context-length bucket): kernels size their split-KV grids from
+    // the host-side max_seq_len, so it is rounded up to a power of two (>= 256) and the graph then
+    // serves every step whose contexts fit.
+    int len_bucket = 256;
+    while (len_bucket < md->max_seq_len) len_bucket *= 2;
+    md->max_seq_len = len_bucket;
+    GraphSlot& slot = graph_slots[{static_cast<int>(batch.seqs.size()), len_bucket, sample}];
+    if (slot.handle >= 0) {
+      GANNET_RETURN_IF_ERROR(be->LaunchGraph(slot.handle));
+      ran = true;
+    } else if (slot.warmed && !slot.failed) {
+      // Second visit: the first (eager) one let every op pick algorithms and grow workspaces.
+      GANNET_RETURN_IF_ERROR(be->BeginGraphCapture());
+      absl::Status st = Execute(n, rows, sample, *md);
+      absl::StatusOr<int> handle = be->EndGraphCapture();
+      if (st.ok() && handle.ok()) {
+        slot.handle = *handle;
+        ++num_graphs;
+        GANNET_RETURN_IF_ERROR(be->LaunchGraph(slot.handle));
+        ran = true;
+      } else {
+        slot.failed = true;
+        GANNET_LOG_WARNING("runner: decode step of {} sequences not captured ({}); running it "
+                           "without a graph",
+                           batch.seqs.size(), st.ok() ? handle.status().message() : st.message());
+      }
+    }
+    slot.warmed = true;
+  }
+  if (!ran) GANNET_RETURN_IF_ERROR(Execute(n, rows, sample, *md));
+
+  // Results of the real rows only (padding rows come after them).
+  int real_rows = rows;
+  if (pad) real_rows = static_cast<int>(in.device_sampling.empty() ? in.seqs.size() : in.device_sampling.size());
+  result->vocab_size = static_cast<int>(c.vocab_size);
+  result->row_seq.assign(meta.logit_row_seq().begin(), meta.logit_row_seq().begin() + real_rows);
+  result->row_pos.assign(meta.logit_row_pos().begin(), meta.logit_row_pos().begin() + real_rows);
+  result->sampled.clear();
+  if (sample) {
+    result->sampled.resize(real_rows);
+    GANNET_RETURN_IF_ERROR(be->CopyToHost(result->sampled.data(), meta.sampled_ids(rows).data,
+                                          real_rows * sizeof(int32_t)));
+  }
+  result->host_row.assign(real_rows, -1);
+  int host_rows = 0;
+  for (int r = 0; r < real_rows; ++r) {
+    if (!sample || batch.host_logits[r]) result->host_row[r] = host_rows++;
+  }
+  result->logits.resize(static_cast<size_t>(host_rows) * c.vocab_size);
+  const size_t row_bytes = static_cast<size_t>(c.vocab_size) * sizeof(float);
+  if (host_rows == real_rows && real_rows > 0) {
+    return be->CopyToHost(result->logits.data(), logits.data, real_rows * row_bytes);
+  }
+  for (int r = 0; r < real_rows; ++r) {
+    if (result->host_row[r] < 0) continue;
+    GANNET_RETURN_IF_ERROR(be->CopyToHost(result->logits.data() + result->host_row[r] * c.vocab_size,
+                                          logits.Rows(r, 1).data, row_bytes));
+  }
+  return absl::OkStatus();
 }
 
 ModelRunner::ModelRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -265,6 +389,13 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
         static_cast<int>((c.max_position_embeddings + o.kv.page_size - 1) / o.kv.page_size);
   }
   impl->be = backend;
+  // One scratch page per pool, after the caller's pages, for the rows that pad decode batches.
+  for (int g = 0; g < 2; ++g) {
+    if (o.kv.num_pages[g] > 0) {
+      impl->pad_table[g] = {static_cast<int32_t>(o.kv.num_pages[g])};
+      o.kv.num_pages[g] += 1;
+    }
+  }
   GANNET_ASSIGN_OR_RETURN(impl->w,
                           LoadDeviceWeights(config, weights, backend, o.on_weight_progress));
   GANNET_ASSIGN_OR_RETURN(impl->kv, KvStorage::Create(c, backend, o.kv));
@@ -292,5 +423,6 @@ const model::ModelConfig& ModelRunner::config() const { return impl_->config; }
 const RunnerOptions& ModelRunner::options() const { return impl_->options; }
 const KvStorage& ModelRunner::kv() const { return *impl_->kv; }
 uint64_t ModelRunner::weight_bytes() const { return impl_->w.bytes; }
+int ModelRunner::num_graphs() const { return impl_->num_graphs; }
 
 }  // namespace gannet::runner

@@ -4,7 +4,8 @@
 // The runner owns the model's weights in backend memory, the KV storage, and activation buffers
 // sized for `max_tokens` tokens and `max_seqs` sequences per step; Forward() never allocates. It
 // does not decide which pages a sequence owns: each SeqStep brings its page tables (from the KV
-// manager, or a trivial identity table in tests). One thread at a time.
+// manager, or a trivial identity table in tests). Each KV pool gets one extra page, past the
+// pages the caller manages, that padded decode rows write and read. One thread at a time.
 #pragma once
 
 #include <functional>
@@ -28,6 +29,11 @@ struct RunnerOptions {
   KvGeometry kv;
   // Called while weights load, with the fraction of weight bytes done (0..1).
   std::function<void(double)> on_weight_progress;
+  // Decode-only steps are padded to a batch-size bucket and, on backends with graphs, recorded
+  // once per (bucket, context-length bucket) and replayed. pad_decode_batches pads without graphs
+  // (tests check padded steps compute what unpadded ones do).
+  bool enable_graphs = true;
+  bool pad_decode_batches = false;
 };
 
 class ModelRunner {
@@ -46,6 +52,7 @@ class ModelRunner {
   const RunnerOptions& options() const;
   const KvStorage& kv() const;
   uint64_t weight_bytes() const;
+  int num_graphs() const;  // graphs recorded so far
 
   class Impl;
 

@@ -2,12 +2,19 @@
 //
 // A step carries any mix of prefill chunks and decode tokens: each sequence contributes the tokens
 // it computes this step, starting at `start_pos`, plus its page table per KV group. The runner
-// turns this into backend metadata (StepMetadata), so this header has no backend types.
+// turns this into backend metadata (StepMetadata).
+//
+// Logits rows (one per sequence asking for kLast, one per token for kAll, in sequence order) stay
+// in backend memory unless asked for: with `device_sampling` set, every row is sampled on the
+// backend (StepResult::sampled) and only the rows flagged in `host_logits` are copied to the host
+// (requests that need penalties or logprobs); without it every row is copied.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include "lib/backend/backend.h"
 
 namespace gannet::runner {
 
@@ -23,17 +30,24 @@ struct SeqStep {
 
 struct StepBatch {
   std::vector<SeqStep> seqs;
+  std::vector<backend::SamplingParams> device_sampling;  // empty, or one per logits row
+  std::vector<uint8_t> host_logits;                      // with device_sampling: rows to copy
   int num_tokens() const;
+  bool decode_only() const;  // every sequence computes exactly one token and wants its logits
 };
 
 struct StepResult {
   int vocab_size = 0;
-  std::vector<float> logits;     // [rows, vocab_size], after the final softcap
   std::vector<int32_t> row_seq;  // sequence index (into StepBatch::seqs) of each logits row
   std::vector<int32_t> row_pos;  // position of the token each row predicts from
+  std::vector<int32_t> sampled;  // [rows] with device_sampling
+  std::vector<float> logits;     // [host rows, vocab_size], after the final softcap
+  std::vector<int32_t> host_row; // [rows]: index into logits, or -1 when not copied
   int rows() const { return static_cast<int>(row_seq.size()); }
+  bool has_logits(int r) const { return host_row[r] >= 0; }
   std::span<const float> Row(int r) const {
-    return {logits.data() + static_cast<size_t>(r) * vocab_size, static_cast<size_t>(vocab_size)};
+    return {logits.data() + static_cast<size_t>(host_row[r]) * vocab_size,
+            static_cast<size_t>(vocab_size)};
   }
 };
 

@@ -39,7 +39,20 @@ absl::Status StepMetadataBuilder::Init(backend::Backend* be, const model::ModelC
     GANNET_RETURN_IF_ERROR(alloc(&page_table_[g], static_cast<int64_t>(max_seqs_) * max_pages_));
     GANNET_RETURN_IF_ERROR(alloc(&slots_[g], max_tokens_));
   }
+  GANNET_RETURN_IF_ERROR(alloc(&sampled_, max_rows_));
+  const int64_t sp_bytes = static_cast<int64_t>(max_rows_) * sizeof(backend::SamplingParams);
+  GANNET_ASSIGN_OR_RETURN(backend::Buffer b, be->Allocate(static_cast<size_t>(sp_bytes)));
+  sampling_ = b.View(DType::kU8, {sp_bytes});
+  buffers_.push_back(std::move(b));
   return absl::OkStatus();
+}
+
+absl::Status StepMetadataBuilder::UploadSampling(const std::vector<backend::SamplingParams>& p) {
+  if (static_cast<int>(p.size()) > max_rows_) {
+    return InvalidArgumentError("step: {} sampling rows exceed the runner limit of {}", p.size(),
+                                max_rows_);
+  }
+  return be_->CopyToDevice(sampling_.data, p.data(), p.size() * sizeof(backend::SamplingParams));
 }
 
 absl::StatusOr<const backend::StepMetadata*> StepMetadataBuilder::Build(const StepBatch& batch) {

@@ -22,6 +22,15 @@ class StepMetadataBuilder {
   // Validates and uploads; the returned metadata stays valid until the next Build.
   absl::StatusOr<const backend::StepMetadata*> Build(const StepBatch& batch);
 
+  // Uploads one SamplingParams per logits row (device sampling).
+  absl::Status UploadSampling(const std::vector<backend::SamplingParams>& params);
+  backend::Tensor sampling_params(int rows) const {
+    return sampling_.Rows(0, rows * static_cast<int64_t>(sizeof(backend::SamplingParams)));
+  }
+  backend::Tensor sampled_ids(int rows) const { return sampled_.Rows(0, rows); }
+  // The step's metadata, for adjustments before launch (graph buckets round max_seq_len up).
+  backend::StepMetadata* mutable_metadata() { return &md_; }
+
   backend::Tensor token_ids(int n) const { return ids_.Rows(0, n); }
   backend::Tensor ple_token_ids(int n) const { return ple_ids_.Rows(0, n); }
   int num_logit_rows() const { return static_cast<int>(h_logit_rows_.size()); }
@@ -40,7 +49,7 @@ class StepMetadataBuilder {
   bool group_used_[2] = {false, false};
   std::vector<backend::Buffer> buffers_;
   backend::Tensor ids_, ple_ids_, positions_, query_start_, seq_lens_, token_seq_;
-  backend::Tensor page_table_[2], slots_[2], logit_rows_;
+  backend::Tensor page_table_[2], slots_[2], logit_rows_, sampling_, sampled_;
   std::vector<int32_t> h_ids_, h_ple_ids_, h_positions_, h_query_start_, h_seq_lens_, h_token_seq_;
   std::vector<int32_t> h_page_table_[2], h_slots_[2], h_logit_rows_, h_logit_seq_, h_logit_pos_;
   backend::StepMetadata md_;

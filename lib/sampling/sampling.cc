@@ -9,13 +9,6 @@
 namespace gannet::sampling {
 namespace {
 
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 int32_t Argmax(std::span<const float> v) {
   // First maximum: ties go to the lowest id; NaN never wins.
   int32_t best = 0;
@@ -75,9 +68,8 @@ void TokenCounts::AddPrompt(std::span<const int32_t> tokens) {
   for (int32_t t : tokens) ++prompt_[t];
 }
 
-double CounterUniform(uint64_t seed, uint64_t step) {
-  uint64_t x = SplitMix(seed ^ SplitMix(step + 0x632be59bd9b4e019ull));
-  return static_cast<double>(x >> 11) * (1.0 / 9007199254740992.0);
+DrawParams RowDrawParams(const SamplingParams& p, uint64_t step) {
+  return DrawParams{p.temperature, p.top_k, p.top_p, p.min_p, RowSeed(p.seed, step)};
 }
 
 SampleResult Sample(std::span<const float> logits, const SamplingParams& p,
@@ -91,66 +83,8 @@ SampleResult Sample(std::span<const float> logits, const SamplingParams& p,
     ApplyPenalties(p, *counts, scratch);
     work = *scratch;
   }
-  if (p.greedy()) {
-    r.token = Argmax(work);
-  } else {
-    // Candidates sorted by (logit desc, id asc), cut by top_k.
-    std::vector<int32_t> ids(vocab);
-    std::iota(ids.begin(), ids.end(), 0);
-    auto better = [&](int32_t a, int32_t b) {
-      return work[a] > work[b] || (work[a] == work[b] && a < b);
-    };
-    int32_t k = p.top_k > 0 ? std::min(p.top_k, vocab) : vocab;
-    const bool need_sorted = p.top_k > 0 || p.top_p < 1.0f;
-    if (need_sorted) {
-      std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), better);
-      ids.resize(k);
-    }
-    float mx = -INFINITY;
-    for (int32_t id : ids) mx = std::max(mx, work[id]);
-    std::vector<double> probs(ids.size());
-    double sum = 0;
-    for (size_t i = 0; i < ids.size(); ++i) {
-      probs[i] = std::exp(static_cast<double>(work[ids[i]] - mx) / p.temperature);
-      sum += probs[i];
-    }
-    size_t keep = ids.size();
-    if (p.top_p < 1.0f) {
-      double cum = 0;
-      for (size_t i = 0; i < ids.size(); ++i) {
-        cum += probs[i] / sum;
-        if (cum >= p.top_p) {
-          keep = i + 1;
-          break;
-        }
-      }
-    }
-    if (p.min_p > 0.0f) {
-      // The top probability is the largest entry (first when sorted).
-      double top = *std::max_element(probs.begin(), probs.begin() + keep);
-      size_t w = 0;
-      for (size_t i = 0; i < keep; ++i) {
-        if (probs[i] >= p.min_p * top) {
-          probs[w] = probs[i];
-          ids[w] = ids[i];
-          ++w;
-        }
-      }
-      keep = w;
-    }
-    double total = 0;
-    for (size_t i = 0; i < keep; ++i) total += probs[i];
-    double u = CounterUniform(p.seed, step) * total;
-    r.token = ids[keep - 1];
-    double cum = 0;
-    for (size_t i = 0; i < keep; ++i) {
-      cum += probs[i];
-      if (u < cum) {
-        r.token = ids[i];
-        break;
-      }
-    }
-  }
+  r.token = p.greedy() ? Argmax(work)
+                      : DrawToken(work.data(), vocab, RowDrawParams(p, step));
   if (top_logprobs > 0) {
     float mx = -INFINITY;
     for (float v : logits) mx = std::max(mx, v);

@@ -2,13 +2,13 @@
 //
 // Order of operations (as vLLM/HF apply them): penalties on the raw logits (repetition over prompt
 // and output tokens, HF's rule: positive logits divided, negative multiplied; presence and
-// frequency over output tokens, OpenAI's rule), then greedy argmax if temperature == 0, else
-// divide by the temperature, keep the top-k, softmax, keep the top-p nucleus, drop tokens below
-// min_p x the top probability, renormalise and draw.
+// frequency over output tokens, OpenAI's rule), then the draw of draw.h: greedy arg-max if
+// temperature == 0, else temperature, top-k, top-p nucleus, min-p, and a draw in fixed point.
 //
-// Randomness is counter-based: the draw for output token i of a request is a pure function of
-// (seed, i). So a request's output does not depend on what else is in the batch, and a request
-// preempted and recomputed later draws exactly the same tokens.
+// Randomness is counter-based: the draw for output token i of a request uses the seed
+// RowSeed(seed, i). So a request's output does not depend on what else is in the batch or on
+// which path (host or backend) sampled it, and a request preempted and recomputed later draws
+// exactly the same tokens.
 //
 // Logprobs, when asked for, are log-softmax values of the model's logits before penalties and
 // temperature (what the model itself assigns), for the chosen token and the top-n.
@@ -22,6 +22,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "lib/sampling/draw.h"
 
 namespace gannet::sampling {
 
@@ -70,7 +71,7 @@ SampleResult Sample(std::span<const float> logits, const SamplingParams& params,
                     const TokenCounts* counts, uint64_t step, int top_logprobs,
                     std::vector<float>* scratch);
 
-// The uniform draw in [0, 1) used for (seed, step).
-double CounterUniform(uint64_t seed, uint64_t step);
+// The draw parameters of output token `step` (what a backend samples with, see draw.h).
+DrawParams RowDrawParams(const SamplingParams& params, uint64_t step);
 
 }  // namespace gannet::sampling

@@ -130,12 +130,26 @@ TEST(SamplingTest, CounterBasedDeterminism) {
   // Same (seed, step) pairs in a different order give the same draws.
   for (int i = 49; i >= 0; --i) second.insert(second.begin(), Sample(logits, p, nullptr, i, 0, &scratch).token);
   EXPECT_EQ(first, second);
-  for (int i = 0; i < 1000; ++i) {
-    double u = CounterUniform(123, i);
-    EXPECT_GE(u, 0.0);
-    EXPECT_LT(u, 1.0);
+  EXPECT_NE(RowSeed(1, 0), RowSeed(2, 0));
+  EXPECT_NE(RowSeed(1, 0), RowSeed(1, 1));
+}
+
+TEST(SamplingTest, HostSamplerUsesTheBackendDraw) {
+  // Without penalties the host sampler is exactly DrawToken with the row's seed, so a request gets
+  // the same tokens whether the host or a backend samples it.
+  std::vector<float> logits(300);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = std::sin(0.37f * i) * 4.0f;
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_k = 40;
+  p.top_p = 0.9f;
+  p.min_p = 0.02f;
+  p.seed = 5;
+  std::vector<float> scratch;
+  for (uint64_t step = 0; step < 64; ++step) {
+    EXPECT_EQ(Sample(logits, p, nullptr, step, 0, &scratch).token,
+              DrawToken(logits.data(), static_cast<int64_t>(logits.size()), RowDrawParams(p, step)));
   }
-  EXPECT_NE(CounterUniform(1, 0), CounterUniform(2, 0));
 }
 
 TEST(SamplingTest, Logprobs) {

@@ -1,0 +1,32 @@
+// The token draw shared by every sampling path: the host sampler (lib/sampling/sampling.h), the
+// CPU backend's Backend::Sample and, bit for bit up to exp() rounding, the CUDA sampling kernel.
+// One definition means a request gets the same tokens whichever path serves it.
+//
+// Greedy (temperature <= 0 or top_k == 1): the arg-max, ties to the lowest id. Otherwise, with
+// w = exp((x - max x) / temperature) and q = floor(w * 2^32): keep logits >= the top_k-th
+// largest; then keep logits >= the largest threshold whose kept q-mass reaches top_p x the
+// top-k q-mass; then keep w >= min_p; the token is the first, in id order, at which the running
+// kept q-mass exceeds floor(u x total kept q-mass), u = (SplitMix64(seed) >> 11) / 2^53.
+// Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+
+namespace gannet::sampling {
+
+struct DrawParams {
+  float temperature = 0.0f;
+  int32_t top_k = 0;    // <= 0 or >= vocab: off
+  float top_p = 1.0f;   // >= 1: off
+  float min_p = 0.0f;   // <= 0: off
+  uint64_t seed = 0;
+};
+
+int32_t DrawToken(const float* logits, int64_t vocab, const DrawParams& params);
+
+// The seed of output token `step` of a request seeded with `request_seed`.
+uint64_t RowSeed(uint64_t request_seed, uint64_t step);
+
+uint64_t SplitMix64(uint64_t x);
+
+}  // namespace gannet::sampling
