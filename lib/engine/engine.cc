@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "lib/common/hash.h"
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
 #include "lib/common/utf8.h"
@@ -23,13 +24,6 @@ namespace {
 
 // <eos>, <turn|>, <|tool_response>: Gemma-4's generation stop ids (gemma4-architecture.md §5).
 constexpr int32_t kDefaultStopIds[] = {1, 106, 50};
-
-uint64_t MixSeed(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 struct Submission {
   std::unique_ptr<sched::Request> request;
@@ -374,7 +368,7 @@ absl::StatusOr<std::unique_ptr<sched::Request>> Engine::Impl::BuildRequest(Reque
     spec.prompt = std::move(in.prompt_tokens);
   }
   spec.sampling = in.sampling;
-  spec.sampling.seed = in.seed ? *in.seed : MixSeed(id);
+  spec.sampling.seed = in.seed ? *in.seed : SplitMix64(id);
   spec.max_tokens = in.max_tokens;
   spec.min_tokens = in.min_tokens;
   if (!in.ignore_default_stop_tokens) {

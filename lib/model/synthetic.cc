@@ -5,27 +5,15 @@
 #include <vector>
 
 #include "lib/common/file_util.h"
+#include "lib/common/hash.h"
 #include "lib/common/status.h"
 #include "lib/model/safetensors.h"
 
 namespace gannet::model {
 namespace {
 
-uint64_t Fnv1a(std::string_view s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+uint64_t Fnv1a(std::string_view s) { return Fnv1a64(s); }
+uint64_t SplitMix(uint64_t x) { return SplitMix64(x); }
 
 // A standard normal sample that depends only on (key, index).
 float Normal(uint64_t key, int64_t index) {

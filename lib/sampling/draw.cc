@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "lib/common/hash.h"
+
 namespace gannet::sampling {
 namespace {
 
@@ -18,13 +20,6 @@ uint32_t OrderKey(float f) {
 }
 
 }  // namespace
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 uint64_t RowSeed(uint64_t request_seed, uint64_t step) {
   return SplitMix64(request_seed ^ SplitMix64(step + 0x632be59bd9b4e019ull));

@@ -27,6 +27,4 @@ int32_t DrawToken(const float* logits, int64_t vocab, const DrawParams& params);
 // The seed of output token `step` of a request seeded with `request_seed`.
 uint64_t RowSeed(uint64_t request_seed, uint64_t step);
 
-uint64_t SplitMix64(uint64_t x);
-
 }  // namespace gannet::sampling
