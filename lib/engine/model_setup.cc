@@ -144,6 +144,7 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   ro.max_pages_per_seq = static_cast<int>((p->max_model_len + p->page_size - 1) / p->page_size);
   for (int g = 0; g < 2; ++g) ro.kv.num_pages[g] = p->kv_plan.groups[g].pages;
   if (cfg.progress) ro.on_weight_progress = [&cfg](double f) { cfg.progress("weights", f); };
+  ro.enable_graphs = cfg.enable_cuda_graphs;
   GANNET_ASSIGN_OR_RETURN(p->runner,
                           runner::ModelRunner::Create(p->config, p->weights, p->backend.get(), ro));
 
