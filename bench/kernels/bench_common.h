@@ -24,8 +24,9 @@ struct References {
 };
 const References& Refs();  // measured once, on first use
 
-// Mean device time of one call of `launch` in milliseconds: `reps` calls between two events,
-// after one warm-up call. `launch(i)` gets the call index (to rotate input sets past the L2).
+// Mean device time of one call of `launch` in milliseconds: one eager warm-up call, then `reps`
+// calls captured into a CUDA graph whose replay is timed with events (eager launches if capture
+// fails). `launch(i)` gets the call index (to rotate input sets past the L2).
 double TimeMs(const std::function<void(int)>& launch, int reps);
 
 // Sets GB/s (and its fraction of the copy reference) and TFLOP/s (and its fraction of the GEMM

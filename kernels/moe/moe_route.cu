@@ -20,9 +20,10 @@ constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kMaxExpertsPerLane = 8;  // 256 experts
 
-size_t CounterBytes(int num_tokens) {
-  return (static_cast<size_t>((num_tokens + kTokens - 1) / kTokens) * sizeof(int) + 255) / 256 * 256;
-}
+// The counters live in a fixed region at the start of the workspace, never overlapped by the
+// logits of a call with a different token count (they must stay zero between calls).
+constexpr int kMaxTokenGroups = 16384;  // 65536 tokens per call
+constexpr size_t kCounterBytes = kMaxTokenGroups * sizeof(int);
 
 __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams p, int* counters,
                                                            float* logits) {
@@ -137,12 +138,13 @@ __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams 
 }  // namespace
 
 size_t MoeRouteWorkspaceBytes(int num_tokens, int num_experts) {
-  return CounterBytes(num_tokens) + static_cast<size_t>(num_tokens) * num_experts * sizeof(float);
+  return kCounterBytes + static_cast<size_t>(num_tokens) * num_experts * sizeof(float);
 }
 
 cudaError_t LaunchMoeRoute(const MoeRouteParams& p, void* workspace, cudaStream_t stream) {
   if (p.num_experts < 1 || p.num_experts > 32 * kMaxExpertsPerLane || p.top_k < 1 ||
-      p.top_k > 32 || p.top_k > p.num_experts || p.hidden % 8 != 0 || workspace == nullptr) {
+      p.top_k > 32 || p.top_k > p.num_experts || p.hidden % 8 != 0 || workspace == nullptr ||
+      (p.num_tokens + kTokens - 1) / kTokens > kMaxTokenGroups) {
     return cudaErrorInvalidValue;
   }
   if (p.num_tokens == 0) return cudaSuccess;
@@ -151,7 +153,7 @@ cudaError_t LaunchMoeRoute(const MoeRouteParams& p, void* workspace, cudaStream_
                                          static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   int* counters = static_cast<int*>(workspace);
-  float* logits = reinterpret_cast<float*>(static_cast<char*>(workspace) + CounterBytes(p.num_tokens));
+  float* logits = reinterpret_cast<float*>(static_cast<char*>(workspace) + kCounterBytes);
   dim3 grid((p.num_tokens + kTokens - 1) / kTokens, (p.num_experts + kWarps - 1) / kWarps);
   MoeRouteKernel<<<grid, kThreads, smem, stream>>>(p, counters, logits);
   return cudaGetLastError();

@@ -14,6 +14,7 @@
 #include "kernels/moe/moe_entries.h"
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/backend/cuda/cuda_linear.h"
+#include "lib/common/status.h"
 #include "lib/model/synthetic.h"
 #include "tests/backend/cuda_test_util.h"
 
@@ -415,6 +416,158 @@ TEST_F(CudaOpsTest, SyntheticWeightsMatchHostGenerator) {
     EXPECT_LE(mismatches, static_cast<int64_t>(host.size() / 1000000)) << w.name;
     EXPECT_EQ(loaded->tensor.dtype, w.shape.size() <= 1 ? DType::kF32 : DType::kBF16);
   }
+}
+
+// Every op a decode step uses, captured into a CUDA graph after one eager warm-up (which sizes the
+// workspaces and tunes the GEMMs) and replayed twice: capture must succeed (no allocation, sync or
+// pageable copy inside an op) and the replays must reproduce the eager results bit for bit.
+TEST_F(CudaOpsTest, DecodeStepOpsReplayFromACudaGraph) {
+  const int h = 256, nq = 8, nkv = 2, d = 256, page = 16, vocab = 1000, experts = 8, top_k = 2, inter = 64;
+  const std::vector<int32_t> lens = {300, 45};
+  const int seqs = 2, pages_per_seq = 20, pages = seqs * pages_per_seq;
+  const int qkv_cols = (nq + 2 * nkv) * d;
+  // Step metadata: one decode token per sequence at position len - 1.
+  std::vector<int32_t> qs = {0, 1, 2}, pos = {lens[0] - 1, lens[1] - 1}, tok_seq = {0, 1}, table(seqs * pages_per_seq);
+  for (int i = 0; i < seqs * pages_per_seq; ++i) table[i] = (i * 7) % pages;  // shuffled, distinct
+  std::vector<int32_t> slots = {table[pos[0] / page] * page + pos[0] % page,
+                                table[pages_per_seq + pos[1] / page] * page + pos[1] % page};
+  DeviceTensor dqs = UploadI32(*gpu_, qs, {3}), dlens = UploadI32(*gpu_, lens, {2}), dpos = UploadI32(*gpu_, pos, {2});
+  DeviceTensor dts = UploadI32(*gpu_, tok_seq, {2}), dtab = UploadI32(*gpu_, table, {seqs * pages_per_seq});
+  DeviceTensor dslots = UploadI32(*gpu_, slots, {2});
+  backend::StepMetadata meta;
+  meta.num_seqs = seqs;
+  meta.num_tokens = 2;
+  meta.max_query_len = 1;
+  meta.max_seq_len = lens[0];
+  meta.query_start = dqs.t.as<int32_t>();
+  meta.seq_lens = dlens.t.as<int32_t>();
+  meta.positions = dpos.t.as<int32_t>();
+  meta.token_seq = dts.t.as<int32_t>();
+  meta.host_query_start = qs.data();
+  meta.host_seq_lens = lens.data();
+  meta.host_positions = pos.data();
+  backend::KvGroupView& g = meta.groups[0];
+  g.page_size = page;
+  g.num_pages = pages;
+  g.max_pages_per_seq = pages_per_seq;
+  g.page_table = dtab.t.as<int32_t>();
+  g.slot_mapping = dslots.t.as<int32_t>();
+  g.host_page_table = table.data();
+  g.host_slot_mapping = slots.data();
+
+  DeviceTensor x = Upload(*gpu_, RandomNormal(2 * h, 50, 3.f, false), DType::kF32, {2, h});
+  DeviceTensor norm_w = Upload(*gpu_, RandomNormal(h, 51, 0.1f), DType::kF32, {h});
+  DeviceTensor w_qkv = Upload(*gpu_, RandomNormal(qkv_cols * h, 52, 0.06f), DType::kBF16, {qkv_cols, h});
+  DeviceTensor w_o = Upload(*gpu_, RandomNormal(h * nq * d, 53, 0.02f), DType::kBF16, {h, nq * d});
+  DeviceTensor qn = Upload(*gpu_, RandomNormal(d, 54, 0.1f), DType::kF32, {d});
+  DeviceTensor kc = Upload(*gpu_, RandomNormal(pages * nkv * page * d, 55), DType::kBF16, {pages, nkv, page, d});
+  DeviceTensor vc = Upload(*gpu_, RandomNormal(pages * nkv * page * d, 56), DType::kBF16, {pages, nkv, page, d});
+  DeviceTensor router = Upload(*gpu_, RandomNormal(experts * h, 57, 0.06f), DType::kBF16, {experts, h});
+  DeviceTensor rscale = Upload(*gpu_, RandomNormal(h, 58, 0.1f), DType::kF32, {h});
+  DeviceTensor per = Upload(*gpu_, RandomNormal(experts, 59, 0.1f), DType::kF32, {experts});
+  DeviceTensor gu = Upload(*gpu_, RandomNormal(experts * 2 * inter * h, 60, 0.06f), DType::kBF16, {experts, 2 * inter, h});
+  DeviceTensor dn = Upload(*gpu_, RandomNormal(experts * h * inter, 61, 0.1f), DType::kBF16, {experts, h, inter});
+  DeviceTensor head = Upload(*gpu_, RandomNormal(vocab * h, 62, 0.06f), DType::kBF16, {vocab, h});
+  auto act = [&](std::initializer_list<int64_t> dims, DType dt = DType::kBF16) {
+    int64_t n = 1;
+    for (int64_t v : dims) n *= v;
+    return Upload(*gpu_, std::vector<float>(n, 0.f), dt, dims);
+  };
+  DeviceTensor hb = act({2, h}), qkv = act({2, qkv_cols}), q = act({2, nq, d}), attn = act({2, nq, d});
+  DeviceTensor o = act({2, h}), ids = act({2, top_k}, DType::kI32), wts = act({2, top_k}, DType::kF32);
+  DeviceTensor moe = act({2, h}), logits = act({2, vocab}, DType::kF32), sampled = act({2}, DType::kI32);
+  std::vector<backend::SamplingParams> sp(2);
+  sp[1].temperature = 0.8f, sp[1].top_k = 20, sp[1].seed = 99;
+  auto spbuf = gpu_->Allocate(sizeof(backend::SamplingParams) * 2);
+  ASSERT_TRUE(spbuf.ok());
+  ASSERT_TRUE(gpu_->CopyToDevice(spbuf->data(), sp.data(), sizeof(backend::SamplingParams) * 2).ok());
+  const Tensor params = spbuf->View(DType::kU8, {2, 24});
+
+  auto step = [&]() -> absl::Status {
+    GANNET_RETURN_IF_ERROR(gpu_->RmsNorm(x.t, norm_w.t, 1e-6f, hb.t));
+    GANNET_RETURN_IF_ERROR(gpu_->Linear(hb.t, w_qkv.t, qkv.t));
+    backend::QkvPrepArgs pa;
+    pa.qkv = qkv.t;
+    pa.num_q_heads = nq;
+    pa.num_kv_heads = nkv;
+    pa.head_dim = d;
+    pa.q_norm = qn.t;
+    pa.k_norm = qn.t;
+    pa.rope = {10000.0, d / 2, 1.0};
+    pa.q_out = q.t;
+    pa.k_cache = kc.t;
+    pa.v_cache = vc.t;
+    pa.meta = &meta;
+    GANNET_RETURN_IF_ERROR(gpu_->QkvPrep(pa));
+    backend::AttentionArgs aa;
+    aa.q = q.t;
+    aa.k_cache = kc.t;
+    aa.v_cache = vc.t;
+    aa.out = attn.t;
+    aa.num_q_heads = nq;
+    aa.num_kv_heads = nkv;
+    aa.head_dim = d;
+    aa.window = 128;
+    aa.scale = 0.0625f;
+    aa.meta = &meta;
+    GANNET_RETURN_IF_ERROR(gpu_->Attention(aa));
+    GANNET_RETURN_IF_ERROR(gpu_->Linear(attn.t.Reshape({2, nq * d}), w_o.t, o.t));
+    GANNET_RETURN_IF_ERROR(gpu_->PostNormResidual(o.t, norm_w.t, x.t, Tensor(), norm_w.t, hb.t, 1e-6f));
+    backend::MoeRouteArgs ra;
+    ra.x = x.t;
+    ra.router_scale = rscale.t;
+    ra.router_proj = router.t;
+    ra.per_expert_scale = per.t;
+    ra.top_k = top_k;
+    ra.topk_ids = ids.t;
+    ra.topk_weights = wts.t;
+    GANNET_RETURN_IF_ERROR(gpu_->MoeRoute(ra));
+    backend::MoeExpertsArgs ea;
+    ea.x = hb.t;
+    ea.topk_ids = ids.t;
+    ea.topk_weights = wts.t;
+    ea.gate_up = gu.t;
+    ea.down = dn.t;
+    ea.out = moe.t;
+    GANNET_RETURN_IF_ERROR(gpu_->MoeExperts(ea));
+    GANNET_RETURN_IF_ERROR(gpu_->Linear(moe.t, head.t, logits.t));
+    GANNET_RETURN_IF_ERROR(gpu_->Softcap(logits.t, 30.f));
+    return gpu_->Sample(logits.t, params, sampled.t);
+  };
+  // The step writes x (residual) and the KV slot; restore them before every run.
+  const std::vector<float> x0 = Download(*gpu_, x.t), k0 = Download(*gpu_, kc.t), v0 = Download(*gpu_, vc.t);
+  auto reset = [&] {
+    DeviceTensor nx = Upload(*gpu_, x0, DType::kF32, {2, h});
+    DeviceTensor nk = Upload(*gpu_, k0, DType::kBF16, {pages, nkv, page, d});
+    DeviceTensor nv = Upload(*gpu_, v0, DType::kBF16, {pages, nkv, page, d});
+    ASSERT_EQ(cudaMemcpyAsync(x.t.data, nx.t.data, 2 * h * 4, cudaMemcpyDeviceToDevice, gpu_->stream()), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(kc.t.data, nk.t.data, k0.size() * 2, cudaMemcpyDeviceToDevice, gpu_->stream()), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(vc.t.data, nv.t.data, v0.size() * 2, cudaMemcpyDeviceToDevice, gpu_->stream()), cudaSuccess);
+    ASSERT_TRUE(gpu_->Synchronize().ok());
+  };
+  ASSERT_TRUE(step().ok());  // warm-up: workspaces, GEMM tuning
+  reset();
+  ASSERT_TRUE(step().ok());
+  const std::vector<float> eager_logits = Download(*gpu_, logits.t), eager_ids = Download(*gpu_, sampled.t);
+  const std::vector<float> eager_x = Download(*gpu_, x.t);
+
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(gpu_->stream(), cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const absl::Status captured = step();
+  ASSERT_EQ(cudaStreamEndCapture(gpu_->stream(), &graph), cudaSuccess);
+  ASSERT_TRUE(captured.ok()) << captured;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int replay = 0; replay < 2; ++replay) {
+    reset();
+    ASSERT_EQ(cudaGraphLaunch(exec, gpu_->stream()), cudaSuccess);
+    ASSERT_TRUE(gpu_->Synchronize().ok());
+    EXPECT_EQ(Download(*gpu_, logits.t), eager_logits) << "replay " << replay;
+    EXPECT_EQ(Download(*gpu_, sampled.t), eager_ids) << "replay " << replay;
+    EXPECT_EQ(Download(*gpu_, x.t), eager_x) << "replay " << replay;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
 }
 
 // GPU sampling against the CPU definition on a real vocabulary: greedy identical, sampled ids

@@ -124,17 +124,28 @@ __global__ void __launch_bounds__(kHeadDim / 4) FlashCombineKernel(const PagedAt
   for (int s = 0; s < num_splits; ++s) lmax = fmaxf(lmax, lse[s * kBlockM]);
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   float wsum = 0.f;
-#pragma unroll 4
-  for (int s = 0; s < num_splits; ++s) {
-    const float l = lse[s * kBlockM];
-    // Empty splits (no keys) carry -inf and a zero partial: weight 0, never 0 * garbage.
-    const float wgt = l == -INFINITY ? 0.f : exp2f(l - lmax);
-    const float4 x = *reinterpret_cast<const float4*>(o + static_cast<size_t>(s) * kBlockM * kHeadDim);
-    wsum += wgt;
-    acc.x += wgt * x.x;
-    acc.y += wgt * x.y;
-    acc.z += wgt * x.z;
-    acc.w += wgt * x.w;
+  // Eight splits' loads in flight per thread: the merge is latency-bound, not bandwidth-bound.
+  constexpr int kBatch = 8;
+  for (int s0 = 0; s0 < num_splits; s0 += kBatch) {
+    float4 x[kBatch];
+    float wgt[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int s = s0 + j;
+      const float l = s < num_splits ? lse[s * kBlockM] : -INFINITY;
+      // Empty splits (no keys) carry -inf and a zero partial: weight 0, never 0 * garbage.
+      wgt[j] = l == -INFINITY ? 0.f : exp2f(l - lmax);
+      x[j] = wgt[j] > 0.f ? *reinterpret_cast<const float4*>(o + static_cast<size_t>(s) * kBlockM * kHeadDim)
+                          : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      wsum += wgt[j];
+      acc.x += wgt[j] * x[j].x;
+      acc.y += wgt[j] * x[j].y;
+      acc.z += wgt[j] * x[j].z;
+      acc.w += wgt[j] * x[j].w;
+    }
   }
   const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
   bf16* out = OutRow(p, t, group, kvh, kHeadDim, r) + threadIdx.x * 4;
