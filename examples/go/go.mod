@@ -1,0 +1,3 @@
+module gannet
+
+go 1.19
