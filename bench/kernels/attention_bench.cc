@@ -174,22 +174,24 @@ void BM_AttentionPrefill(benchmark::State& state) {
   }
 }
 
-// The same decode with a forced split count (and optionally the "_small" tile variant of the
-// selected entry), to check the heuristic and the tile choice against their neighbours.
+// The same decode with a forced split count, and optionally the alternative tile configuration
+// of the selected entry (hd512: "_deep", 32-key tiles x 3 stages; hd256: "_small", 16-key tiles),
+// to check the split heuristic and the tile choice against their neighbours.
 void BM_AttentionDecodeSplits(benchmark::State& state) {
   const Shape sh{static_cast<int>(state.range(0)), 32, static_cast<int>(state.range(1)), 0};
   const int batch = static_cast<int>(state.range(2)), ctx = static_cast<int>(state.range(3));
   const int splits = static_cast<int>(state.range(4));
-  const bool small = state.range(5) != 0;
+  const bool alt = state.range(5) != 0;
   const double io_bytes = 2.0 * batch * ctx * sh.nkv * sh.d * 2 + 2.0 * batch * sh.nq * sh.d * 2;
   const int copies = static_cast<int>(std::clamp(kRotateBytes / (io_bytes + 1) + 1, 1.0, 64.0));
   PagedSetup s;
   Build(s, sh, batch, ctx, 1, copies);
   auto entry = Gpu().SelectAttention(s.args);
   CheckOk(entry.status(), "selection");
-  if (small) {
-    const kernels::KernelEntry* e = kernels::FindEntry(std::string((*entry)->name) + "_small");
-    if (e == nullptr) CheckOk(absl::NotFoundError("no _small variant"), (*entry)->name);
+  if (alt) {
+    const kernels::KernelEntry* e =
+        kernels::FindEntry(std::string((*entry)->name) + (sh.d == 512 ? "_deep" : "_small"));
+    if (e == nullptr) CheckOk(absl::NotFoundError("no alternative variant"), (*entry)->name);
     *entry = e;
   }
   state.SetLabel(std::string((*entry)->name) + " splits=" + std::to_string(splits));
@@ -204,13 +206,13 @@ void BM_AttentionDecodeSplits(benchmark::State& state) {
 }
 
 void SplitArgs(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"hd", "nkv", "batch", "ctx", "splits", "small"});
-  for (int64_t s : {16, 24, 33, 48, 66}) b->Args({512, 4, 1, 8192, s, 0});
-  for (int64_t s : {16, 33, 66, 132}) b->Args({512, 4, 1, 8192, s, 1});
-  for (int64_t s : {1, 2, 4}) b->Args({512, 4, 16, 8192, s, 0});
-  for (int64_t s : {1, 2, 4}) b->Args({512, 4, 16, 8192, s, 1});
-  for (int64_t s : {8, 16, 24, 33}) b->Args({256, 16, 1, 8192, s, 0});
-  for (int64_t s : {16, 33}) b->Args({256, 16, 1, 8192, s, 1});
+  b->ArgNames({"hd", "nkv", "batch", "ctx", "splits", "alt"});
+  for (int64_t s : {16, 28, 33, 48}) b->Args({512, 4, 1, 8192, s, 0});
+  for (int64_t s : {16, 33}) b->Args({512, 4, 1, 8192, s, 1});
+  for (int64_t s : {2, 4, 8}) b->Args({512, 4, 16, 8192, s, 0});
+  for (int64_t s : {2, 4}) b->Args({512, 4, 16, 8192, s, 1});
+  for (int64_t s : {8, 16, 24}) b->Args({256, 16, 1, 8192, s, 0});
+  b->Args({256, 16, 1, 8192, 16, 1});
 }
 
 void DecodeArgs(benchmark::internal::Benchmark* b) {

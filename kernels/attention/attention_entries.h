@@ -11,7 +11,7 @@ namespace gannet::kernels {
 extern const KernelEntry kSm80DecodeHd256Split;
 extern const KernelEntry kSm80DecodeHd256SplitSmall;
 extern const KernelEntry kSm80DecodeHd512Split;
-extern const KernelEntry kSm80DecodeHd512SplitSmall;
+extern const KernelEntry kSm80DecodeHd512SplitDeep;
 extern const KernelEntry kSm80PrefillHd256;
 extern const KernelEntry kSm80PrefillHd256Small;
 extern const KernelEntry kSm80PrefillHd512;

@@ -75,7 +75,7 @@ inline size_t FlashWorkspaceBytes(const FlashConfig& c, int grid_tiles, int num_
   X(DecodeHd256)                \
   X(DecodeHd256Small)           \
   X(DecodeHd512)                \
-  X(DecodeHd512Small)           \
+  X(DecodeHd512Deep)           \
   X(PrefillHd256)               \
   X(PrefillHd256Small)          \
   X(PrefillHd512)               \

@@ -14,7 +14,7 @@ std::span<const KernelEntry* const> AllEntries() {
   static const KernelEntry* const kEntries[] = {
       // attention.decode
       &kSm80DecodeHd512Split,
-      &kSm80DecodeHd512SplitSmall,
+      &kSm80DecodeHd512SplitDeep,
       &kSm80DecodeHd256Split,
       &kSm80DecodeHd256SplitSmall,
       &kSm75GenericDecode,

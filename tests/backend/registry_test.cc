@@ -76,18 +76,22 @@ TEST_F(RegistryTest, PicksTheDedicatedHd512DecodeKernelOnHopper) {
 
 TEST_F(RegistryTest, FallsBackToSmallerTilesWhenSharedMemoryIsShort) {
   if (EffectiveArch(89) < 80) GTEST_SKIP() << "binary carries no sm_80..89 code";
-  // sm_89 parts allow ~99 KB per block: the 218 KB hd512 decode config cannot run there.
+  // sm_89 parts allow ~99 KB per block: the 206 KB hd512 prefill config cannot run there (the
+  // 89 KB hd512 decode config can).
   const DeviceInfo ada = Device(89, 101376);
   Selection s = Select(Attention(Op::kAttentionDecode, 512, 32, 4), ada);
   ASSERT_NE(s.entry, nullptr) << s.error;
-  EXPECT_STREQ(s.entry->name, "sm80_hd512_bf16_split_small");
+  EXPECT_STREQ(s.entry->name, "sm80_hd512_bf16_split");
   s = Select(Attention(Op::kAttentionPrefill, 512, 32, 4, 100), ada);
   ASSERT_NE(s.entry, nullptr) << s.error;
   EXPECT_STREQ(s.entry->name, "sm80_hd512_bf16_prefill_small");
-  // With only 48 KB nothing tensor-core fits: the generic CUDA-core kernel takes over.
+  // With only 48 KB no hd512 tensor-core config fits: the generic CUDA-core kernel takes over.
   s = Select(Attention(Op::kAttentionPrefill, 512, 32, 4, 100), Device(89, 49152));
   ASSERT_NE(s.entry, nullptr) << s.error;
   EXPECT_STREQ(s.entry->name, "sm75_generic_bf16_prefill");
+  s = Select(Attention(Op::kAttentionDecode, 512, 32, 4), Device(89, 49152));
+  ASSERT_NE(s.entry, nullptr) << s.error;
+  EXPECT_STREQ(s.entry->name, "sm75_generic_bf16_decode");
 }
 
 TEST_F(RegistryTest, OlderArchsGetTheGenericKernel) {

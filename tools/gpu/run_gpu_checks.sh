@@ -4,6 +4,7 @@
 #   test      the gpu-labelled ctest tests (plus the registry and CPU-sampling tests)
 #   memcheck  compute-sanitizer --tool memcheck on the decode and prefill attention tests
 #   bench     the attention and GEMM benchmarks (console tables + JSON)
+#   ncu       Nsight Compute counters of the hd512 decode / prefill kernels (not in the default set)
 # Usage, from the repository root on the GPU machine (after `source .device/env.sh` there):
 #   tools/gpu/run_gpu_checks.sh [stage ...]      (default: build test memcheck bench)
 # Environment: GANNET_GPU_BUILD (build dir, default /tmp/gannet-gpu), OUT (log dir, default
@@ -50,12 +51,26 @@ for stage in "${stages[@]}"; do
       ;;
     bench)
       rc=0
+      : > "$out/bench.txt"
       for b in "${benches[@]}"; do
         timeout 200 "$build/bench/kernels/$b" --benchmark_out="$out/$b.json" --benchmark_out_format=json \
-          ${GANNET_BENCH_FILTER:+--benchmark_filter="$GANNET_BENCH_FILTER"} \
-          > "$out/$b.txt" 2>&1 || rc=$?
-        grep -E "references|BM_" "$out/$b.txt" | sed -E 's/ +/ /g' | cut -c1-200
+          ${GANNET_BENCH_FILTER:+--benchmark_filter="$GANNET_BENCH_FILTER"} >> "$out/bench.txt" 2>&1 || rc=$?
       done
+      grep -E "references" "$out/bench.txt"
+      ;;
+    ncu)
+      # Hardware counters of the decode kernels at batch 1 and 16, 8k context, hd512 (the shape
+      # furthest from the copy bandwidth), and of one prefill launch.
+      rc=0
+      for f in 'BM_AttentionDecode/hd:512/nkv:4/window:0/batch:1/ctx:8192' \
+               'BM_AttentionDecode/hd:512/nkv:4/window:0/batch:16/ctx:8192' \
+               'BM_AttentionPrefill/hd:512/nkv:4/window:0/batch:1/ctx:8192'; do
+        timeout 120 ncu --kernel-name regex:'Flash(Decode|Prefill|Combine)' --launch-count 2 \
+          --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+          --section WarpStateStats --section LaunchStats --section SchedulerStats \
+          "$build/bench/kernels/attention_bench" --benchmark_filter="^$f\$" >> "$out/ncu.txt" 2>&1 || rc=$?
+      done
+      grep -E "Memory Throughput|DRAM Throughput|Duration|Achieved Occupancy|Registers Per|Compute \(SM\)" "$out/ncu.txt" | head -40
       ;;
     *) echo "unknown stage $stage"; rc=2 ;;
   esac
