@@ -59,13 +59,12 @@ for stage in "${stages[@]}"; do
       grep -E "references" "$out/bench.txt"
       ;;
     ncu)
-      # Hardware counters of the decode kernels at batch 1 and 16, 8k context, hd512 (the shape
-      # furthest from the copy bandwidth), and of one prefill launch.
+      # Hardware counters of the hd512 decode kernels (and their split merge) at batch 1 and 16,
+      # 8k context: the shape furthest from the copy bandwidth.
       rc=0
       for f in 'BM_AttentionDecode/hd:512/nkv:4/window:0/batch:1/ctx:8192' \
-               'BM_AttentionDecode/hd:512/nkv:4/window:0/batch:16/ctx:8192' \
-               'BM_AttentionPrefill/hd:512/nkv:4/window:0/batch:1/ctx:8192'; do
-        timeout 120 ncu --kernel-name regex:'Flash(Decode|Prefill|Combine)' --launch-count 2 \
+               'BM_AttentionDecode/hd:512/nkv:4/window:0/batch:16/ctx:8192'; do
+        timeout 75 ncu --kernel-name regex:'Flash(Decode|Prefill|Combine)' --launch-count 2 \
           --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
           --section WarpStateStats --section LaunchStats --section SchedulerStats \
           "$build/bench/kernels/attention_bench" --benchmark_filter="^$f\$" >> "$out/ncu.txt" 2>&1 || rc=$?
