@@ -387,6 +387,9 @@ func (e *Engine) failAll(err *Error) {
 // cancelling ctx cancels the request, after which the remaining events are delivered only as
 // far as the reader keeps up, and the channel is closed when the request has ended.
 func (e *Engine) Submit(ctx context.Context, req *Request) (uint64, <-chan Event, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, nil, err
+	}
 	var mem cMemory
 	defer mem.free()
 	c, err := req.toC(&mem)
