@@ -9,9 +9,14 @@ namespace gannet::kernels {
 namespace {
 
 constexpr int kMaxSplits = 64;
-// A split streams at least this many keys: below it the pipeline ramp and the merge cost more than
-// the extra parallelism buys (measured on H100: 33 splits of 8k keys beat 66 and 132).
+// Split-count ceiling: a split streams at least kMinKeysPerSplit keys (below that the pipeline ramp
+// and the merge cost more than the parallelism buys: on H100, hd512 batch 1 at 8k runs 44 us with
+// 33 splits, 59 us with 16 and 78 us with 132), except that short contexts may still use up to
+// kShortContextSplits splits of >= kMinKeysShort keys (1k context: 16 us with 14 splits, 28 us
+// with 4).
 constexpr int kMinKeysPerSplit = 256;
+constexpr int kShortContextSplits = 16;
+constexpr int kMinKeysShort = 64;
 // Shared memory an SM can give its resident blocks (sm_90: 228 KB, 1 KB reserved per block).
 constexpr int kSmemPerSm = 233472;
 
@@ -26,7 +31,9 @@ int SplitHeuristic(const FlashConfig& c, const ProblemKey& pk, const DeviceInfo&
   const int per_sm = std::max(1, std::min(kSmemPerSm / (c.smem_bytes + 1024), 2048 / c.threads));
   const int target = std::max(1, dev.num_sms) * per_sm;
   if (ctas * 5 >= target * 4) return 1;
-  const int max_splits = std::min(kMaxSplits, std::max(1, kv_len / kMinKeysPerSplit));
+  const int max_splits =
+      std::min(kMaxSplits, std::max({1, kv_len / kMinKeysPerSplit,
+                                     std::min(kShortContextSplits, kv_len / kMinKeysShort)}));
   double best = 0;
   double eff[kMaxSplits + 1] = {};
   for (int s = 1; s <= max_splits; ++s) {

@@ -43,7 +43,8 @@ struct PagedAttentionParams {
   int num_splits = 0;  // 0 = the entry's heuristic; > 0 forces a split count (tests, benchmarks)
 };
 
-// One compiled tile configuration of the sm80 flash kernel (flash_attn_sm80.cuh).
+// One compiled tile configuration of the sm80 flash kernels (sm80/flash_decode_sm80.cuh,
+// sm80/flash_prefill_sm80.cuh).
 struct FlashConfig {
   int head_dim;
   int block_m;   // query rows per CTA: (token, head-of-group) pairs, GQA-packed
@@ -75,7 +76,7 @@ inline size_t FlashWorkspaceBytes(const FlashConfig& c, int grid_tiles, int num_
   X(DecodeHd256)                \
   X(DecodeHd256Small)           \
   X(DecodeHd512)                \
-  X(DecodeHd512Deep)           \
+  X(DecodeHd512Deep)            \
   X(PrefillHd256)               \
   X(PrefillHd256Small)          \
   X(PrefillHd512)               \

@@ -51,9 +51,9 @@ struct KernelEntry {
   // Resource checks beyond the predicate (shared memory against the device's opt-in limit...).
   KernelStatus (*can_implement)(const ProblemKey& problem, const DeviceInfo& device);
   size_t (*workspace_bytes)(const ProblemKey& problem, const DeviceInfo& device);
-  // `args` points at the op's parameter struct (kernels/<op>/..._api.h). `workspace` holds at
-  // least workspace_bytes(problem) bytes; its first bytes may hold counters that the kernel
-  // expects zeroed on first use and leaves zeroed (callers zero new workspaces once).
+  // `args` points at the op's parameter struct (PagedAttentionParams, GemvParams,
+  // MoeExpertsParams). `workspace` holds at least workspace_bytes(problem) bytes of scratch;
+  // entries keep no state in it between launches, so one workspace may serve every entry.
   cudaError_t (*launch)(const void* args, const ProblemKey& problem, const DeviceInfo& device,
                         void* workspace, cudaStream_t stream);
 };

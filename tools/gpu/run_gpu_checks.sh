@@ -38,7 +38,7 @@ for stage in "${stages[@]}"; do
       ;;
     test)
       (cd "$build" && ctest -R '^(cuda_attention_test|cuda_ops_test|cuda_runner_test|kernel_registry_test|cpu_sample_test)$' \
-        --output-on-failure --timeout 240) > "$out/ctest.log" 2>&1
+        -V --timeout 240) > "$out/ctest.log" 2>&1
       rc=$?
       grep -E "tests passed|tests failed|Failed|\*\*\*|SKIPPED|PASSED|FAILED|note \]" "$out/ctest.log" | tail -40
       ;;
@@ -67,7 +67,7 @@ for stage in "${stages[@]}"; do
         timeout 75 ncu --kernel-name regex:'Flash(Decode|Prefill|Combine)' --launch-count 2 \
           --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
           --section WarpStateStats --section LaunchStats --section SchedulerStats \
-          "$build/bench/kernels/attention_bench" --benchmark_filter="^$f\$" >> "$out/ncu.txt" 2>&1 || rc=$?
+          "$build/bench/kernels/attention_bench" --benchmark_filter="^$f/" >> "$out/ncu.txt" 2>&1 || rc=$?
       done
       grep -E "Memory Throughput|DRAM Throughput|Duration|Achieved Occupancy|Registers Per|Compute \(SM\)" "$out/ncu.txt" | head -40
       ;;
