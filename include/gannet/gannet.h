@@ -201,7 +201,7 @@ typedef struct gannet_request {
   int32_t logprobs;             /* > 0: the chosen token's logprob and this many top logprobs */
   int32_t priority;             /* higher is scheduled first; ties in arrival order */
   int64_t deadline_ms;          /* > 0: fail with DEADLINE_EXCEEDED this long after submit */
-  int32_t add_generation_prompt; /* chat: 0 = default (1) */
+  int32_t add_generation_prompt; /* chat: 0 or 1 = end with the model turn opener; 2 = don't */
   int32_t enable_thinking;      /* chat: 1 = thinking mode */
 } gannet_request_t;
 

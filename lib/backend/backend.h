@@ -146,6 +146,9 @@ class Backend {
 
   // ---- memory ----
   virtual absl::StatusOr<Buffer> Allocate(size_t bytes) = 0;
+  // Zero-filled memory (KV pools: a slot never written must read as finite). The default fills
+  // after allocating; backends with cheaper zeroing (lazily zeroed host pages) override it.
+  virtual absl::StatusOr<Buffer> AllocateZeroed(size_t bytes);
   virtual absl::Status CopyToDevice(void* dst, const void* src, size_t bytes) = 0;
   virtual absl::Status CopyToHost(void* dst, const void* src, size_t bytes) = 0;
   virtual absl::Status Fill(Tensor t, float value) = 0;

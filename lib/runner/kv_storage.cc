@@ -36,10 +36,9 @@ absl::StatusOr<std::unique_ptr<KvStorage>> KvStorage::Create(const model::TextCo
     LayerKv kv;
     kv.group = g;
     for (backend::Tensor* t : {&kv.k, &kv.v}) {
-      GANNET_ASSIGN_OR_RETURN(backend::Buffer buf, backend->Allocate(bytes));
       // Zeroed so that a read of a never-written slot is finite, never NaN garbage.
+      GANNET_ASSIGN_OR_RETURN(backend::Buffer buf, backend->AllocateZeroed(bytes));
       *t = buf.View(dt, {pages, nkv, geometry.page_size, d});
-      GANNET_RETURN_IF_ERROR(backend->Fill(t->Reshape({pages * nkv * geometry.page_size, d}), 0.0f));
       s->bytes_ += bytes;
       s->buffers_.push_back(std::move(buf));
     }

@@ -50,6 +50,13 @@ absl::StatusOr<Buffer> CpuBackend::Allocate(size_t bytes) {
   return Buffer(p, bytes, [](void* q) { std::free(q); });
 }
 
+absl::StatusOr<Buffer> CpuBackend::AllocateZeroed(size_t bytes) {
+  // calloc hands out lazily zeroed pages for large blocks: a big KV pool costs nothing until used.
+  void* p = std::calloc(bytes ? bytes : 1, 1);
+  if (p == nullptr) return ResourceExhaustedError("cpu backend: cannot allocate {} bytes", bytes);
+  return Buffer(p, bytes, [](void* q) { std::free(q); });
+}
+
 absl::Status CpuBackend::CopyToDevice(void* dst, const void* src, size_t bytes) {
   if (bytes) std::memcpy(dst, src, bytes);
   return absl::OkStatus();

@@ -23,6 +23,7 @@ class CpuBackend : public Backend {
   DType kv_dtype() const override { return DType::kF32; }
 
   absl::StatusOr<Buffer> Allocate(size_t bytes) override;
+  absl::StatusOr<Buffer> AllocateZeroed(size_t bytes) override;
   absl::Status CopyToDevice(void* dst, const void* src, size_t bytes) override;
   absl::Status CopyToHost(void* dst, const void* src, size_t bytes) override;
   absl::Status Fill(Tensor t, float value) override;
