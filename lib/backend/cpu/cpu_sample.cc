@@ -1,94 +1,12 @@
-// Token sampling on the CPU: the reference definition of Backend::Sample (backend.h), written
-// plainly -- sorting where the GPU kernel radix-selects -- with the same fixed-point weights, so
-// both pick the same token for the same seed unless exp() rounds differently at a boundary.
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <vector>
-
+// Token sampling on the CPU: Backend::Sample through sampling::DrawToken (lib/sampling/draw.h),
+// the one definition the host sampler and the GPU kernel share -- written plainly, sorting where
+// the GPU kernel radix-selects, with the same fixed-point weights, so both pick the same token
+// for the same seed unless exp() rounds differently at a boundary.
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/backend/cpu/cpu_math.h"
+#include "lib/sampling/draw.h"
 
 namespace gannet::backend {
-namespace {
-
-uint32_t OrderKey(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
-
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-int32_t SampleRow(const float* x, int64_t vocab, const SamplingParams& sp) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < vocab; ++i) {
-    if (x[i] > x[best]) best = i;
-  }
-  if (sp.temperature <= 0.f || sp.top_k == 1) return static_cast<int32_t>(best);
-  const float max_logit = x[best];
-  const float min_p = sp.min_p > 0.f ? sp.min_p : 0.f;
-  std::vector<uint64_t> q(vocab);
-  std::vector<float> w(vocab);
-  std::vector<uint32_t> key(vocab);
-  for (int64_t i = 0; i < vocab; ++i) {
-    w[i] = std::exp((x[i] - max_logit) / sp.temperature);
-    // floor(w * 2^32): w * 2^32 is exact in float, the conversion truncates.
-    q[i] = static_cast<uint64_t>(w[i] * 4294967296.0f);
-    key[i] = OrderKey(x[i]);
-  }
-  uint32_t threshold = 0;
-  if (sp.top_k > 0 && sp.top_k < vocab) {
-    std::vector<uint32_t> sorted = key;
-    std::nth_element(sorted.begin(), sorted.begin() + (sp.top_k - 1), sorted.end(),
-                     std::greater<uint32_t>());
-    threshold = sorted[sp.top_k - 1];
-  }
-  if (sp.top_p < 1.f) {
-    // Distinct keys from the top, accumulating q until the target mass is reached.
-    std::vector<std::pair<uint32_t, uint64_t>> kept;
-    uint64_t total = 0;
-    for (int64_t i = 0; i < vocab; ++i) {
-      if (key[i] >= threshold) {
-        kept.push_back({key[i], q[i]});
-        total += q[i];
-      }
-    }
-    std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-    uint64_t target = static_cast<uint64_t>(static_cast<double>(sp.top_p) * static_cast<double>(total));
-    if (target == 0) target = 1;
-    uint64_t acc = 0;
-    for (size_t j = 0; j < kept.size();) {
-      size_t e = j;
-      while (e < kept.size() && kept[e].first == kept[j].first) acc += kept[e++].second;
-      if (acc >= target) {
-        threshold = std::max(threshold, kept[j].first);
-        break;
-      }
-      j = e;
-    }
-  }
-  auto weight = [&](int64_t i) -> uint64_t {
-    return key[i] >= threshold && w[i] >= min_p ? q[i] : 0;
-  };
-  uint64_t kept_mass = 0;
-  for (int64_t i = 0; i < vocab; ++i) kept_mass += weight(i);
-  const double u = static_cast<double>(SplitMix(sp.seed) >> 11) / 9007199254740992.0;
-  const uint64_t r = static_cast<uint64_t>(u * static_cast<double>(kept_mass));
-  uint64_t run = 0;
-  for (int64_t i = 0; i < vocab; ++i) {
-    run += weight(i);
-    if (run > r) return static_cast<int32_t>(i);
-  }
-  return static_cast<int32_t>(best);  // unreachable: the arg-max always has weight 2^32
-}
-
-}  // namespace
 
 absl::Status CpuBackend::Sample(Tensor logits, Tensor params, Tensor out_ids) {
   GANNET_RETURN_IF_ERROR(cpu::RequireF32(logits, "Sample logits"));
@@ -103,7 +21,10 @@ absl::Status CpuBackend::Sample(Tensor logits, Tensor params, Tensor out_ids) {
   const auto* sp = static_cast<const SamplingParams*>(params.data);
   pool().ParallelFor(rows, 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
-      out_ids.as<int32_t>()[r] = SampleRow(logits.as<float>() + r * logits.stride0(), vocab, sp[r]);
+      const SamplingParams& p = sp[r];
+      out_ids.as<int32_t>()[r] = sampling::DrawToken(
+          logits.as<float>() + r * logits.stride0(), vocab,
+          sampling::DrawParams{p.temperature, p.top_k, p.top_p, p.min_p, p.seed});
     }
   });
   return absl::OkStatus();

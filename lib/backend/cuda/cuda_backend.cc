@@ -92,6 +92,7 @@ absl::Status CudaBackend::Init(int device) {
 
 CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  for (cudaGraphExec_t g : graphs_) cudaGraphExecDestroy(g);
   linear_.reset();
   for (Space& s : spaces_) {
     if (s.ptr != nullptr) cudaFree(s.ptr);
@@ -102,6 +103,37 @@ CudaBackend::~CudaBackend() {
 bool CudaBackend::Capturing() const {
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   return cudaStreamIsCapturing(stream_, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone;
+}
+
+absl::Status CudaBackend::BeginGraphCapture() {
+  GANNET_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> CudaBackend::EndGraphCapture() {
+  cudaGraph_t graph = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+  if (end != cudaSuccess) {
+    // An op failed (or synchronised) during capture: the capture is invalidated, nothing ran.
+    cudaGetLastError();
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    return FailedPreconditionError("cuda backend: graph capture invalidated: {}",
+                                   cudaGetErrorString(end));
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  GANNET_CUDA_RETURN_IF_ERROR(inst);
+  graphs_.push_back(exec);
+  return static_cast<int>(graphs_.size()) - 1;
+}
+
+absl::Status CudaBackend::LaunchGraph(int handle) {
+  if (handle < 0 || handle >= static_cast<int>(graphs_.size())) {
+    return InvalidArgumentError("cuda backend: no graph {}", handle);
+  }
+  GANNET_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs_[handle], stream_));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<void*> CudaBackend::Workspace(WorkspaceId id, size_t bytes) {

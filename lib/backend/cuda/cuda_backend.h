@@ -65,6 +65,13 @@ class CudaBackend final : public Backend {
   absl::Status Softcap(Tensor x, float cap) override;
   absl::Status Sample(Tensor logits, Tensor params, Tensor out_ids) override;
 
+  // CUDA graphs over the backend's stream (thread-local capture mode: other threads' CUDA calls
+  // are unaffected). Graphs live until the backend is destroyed.
+  bool SupportsGraphs() const override { return true; }
+  absl::Status BeginGraphCapture() override;
+  absl::StatusOr<int> EndGraphCapture() override;
+  absl::Status LaunchGraph(int handle) override;
+
   cudaStream_t stream() const { return stream_; }
   CudaLinear& linear() { return *linear_; }
   const kernels::DeviceInfo& device_info() const { return device_; }
@@ -99,6 +106,7 @@ class CudaBackend final : public Backend {
   std::map<std::tuple<int, int, int, int, int, int, int, int>, const kernels::KernelEntry*> chosen_;
   // inv_freq per (rope spec, head_dim), computed once on the host.
   std::map<std::tuple<double, int, double, int>, std::vector<float>> inv_freq_;
+  std::vector<cudaGraphExec_t> graphs_;
 };
 
 // The factory's entry point (lib/backend/backend_factory.cc).
