@@ -133,7 +133,9 @@ int main(int argc, char** argv) {
   gannet_engine_config_t cfg = GANNET_ENGINE_CONFIG_INIT;
   cfg.model_dir = o.model.c_str();
   cfg.backend = o.backend.empty() ? nullptr : o.backend.c_str();
-  cfg.max_running_seqs = o.max_running > 0 ? o.max_running : std::max(o.concurrency, 1);
+  // Without --max-running the engine picks its limit (at most 64, fewer if the KV pools cannot
+  // hold that many sequences at full length): the client's concurrency is only what it offers.
+  cfg.max_running_seqs = o.max_running;
   cfg.max_step_tokens = o.max_step_tokens;
   cfg.max_model_len = o.max_model_len > 0 ? o.max_model_len : o.input_len + o.output_len + 16;
   cfg.kv_memory_bytes = o.kv_bytes;

@@ -132,6 +132,24 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
     }
   }
   GANNET_ASSIGN_OR_RETURN(p->kv_plan, kv::PlanKvPools(po));
+  if (cfg.max_running_seqs <= 0) {
+    // No explicit limit: run no more sequences than the pools can hold at full length, or the
+    // sliding pool (sized for the limit) would starve the full pool and every step would preempt.
+    const int64_t pages_per_seq = (p->max_model_len + p->page_size - 1) / p->page_size;
+    auto fits = [&](const kv::KvPoolPlan& plan, int seqs) {
+      return plan.groups[1].pages == 0 || plan.groups[1].pages >= seqs * pages_per_seq;
+    };
+    while (p->max_running_seqs > 1 && !fits(p->kv_plan, p->max_running_seqs)) {
+      const int smaller = std::max(1, p->max_running_seqs * 7 / 8);
+      po.max_running_seqs = smaller;
+      auto plan = kv::PlanKvPools(po);
+      if (!plan.ok()) break;
+      p->kv_plan = *plan;
+      p->max_running_seqs = smaller;
+    }
+    GANNET_LOG_INFO("engine: up to {} running sequences of {} tokens", p->max_running_seqs,
+                    p->max_model_len);
+  }
   for (kv::KvGroup g : kv::kAllKvGroups) {
     if (!p->kv_plan.group(g).report.empty()) GANNET_LOG_INFO("kv: {}", p->kv_plan.group(g).report);
   }
