@@ -41,6 +41,7 @@ struct Options {
   long long kv_bytes = 0;
   bool no_graphs = false;
   bool prefix_cache = false;
+  int warmup = 1;  // requests run (and not timed) first: kernel tuning, graph recording
 };
 
 struct Tracked {
@@ -107,12 +108,13 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     else if (a == "--kv-bytes" && (v = next())) o->kv_bytes = std::atoll(v);
     else if (a == "--no-graphs") o->no_graphs = true;
     else if (a == "--prefix-cache") o->prefix_cache = true;
+    else if (a == "--warmup" && (v = next())) o->warmup = std::atoi(v);
     else {
       std::fprintf(stderr,
                    "usage: gannet-serving-bench [--model DIR|dummy:VARIANT] [--backend cpu|cuda]\n"
                    "  [--input-len N] [--output-len N] [--concurrency N] [--requests N]\n"
                    "  [--max-running N] [--max-step-tokens N] [--max-model-len N] [--kv-bytes B]\n"
-                   "  [--no-graphs] [--prefix-cache] [--name LABEL]\n");
+                   "  [--no-graphs] [--prefix-cache] [--warmup N] [--name LABEL]\n");
       return false;
     }
   }
@@ -182,6 +184,25 @@ int main(int argc, char** argv) {
     ++submitted;
     return true;
   };
+  // Warm-up: a few short requests of the same prompt length, waited for and not counted.
+  for (int w = 0; w < o.warmup; ++w) {
+    std::vector<int32_t> p(o.input_len);
+    p[0] = 2;
+    for (int i = 1; i < o.input_len; ++i) p[i] = static_cast<int32_t>(token(rng));
+    gannet_request_t r = GANNET_REQUEST_INIT;
+    r.prompt_tokens = p.data();
+    r.num_prompt_tokens = p.size();
+    r.max_tokens = 8;
+    r.ignore_default_stop_tokens = 1;
+    uint64_t id;
+    if (gannet_engine_submit(engine, &r, &id) != GANNET_OK) return 1;
+    for (bool finished = false; !finished;) {
+      const gannet_event_t* ev;
+      size_t n;
+      gannet_engine_poll(engine, 1000, 64, &ev, &n);
+      for (size_t i = 0; i < n; ++i) finished |= ev[i].request_id == id && ev[i].type != GANNET_EVENT_TOKEN;
+    }
+  }
   const auto t0 = Clock::now();
   while (submitted < std::min(o.concurrency, o.requests)) {
     if (!submit_one()) return 1;

@@ -281,8 +281,8 @@ StepBatch ModelRunner::Impl::Pad(const StepBatch& batch, int bucket) {
 absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result) {
   const model::TextConfig& c = config.text;
   const bool graphs = options.enable_graphs && be->SupportsGraphs();
-  const bool pad = (graphs || options.pad_decode_batches) && in.decode_only() &&
-                   static_cast<int>(in.seqs.size()) < options.max_seqs;
+  // Decode-only steps are padded up to a batch bucket (a no-op when already at one).
+  const bool pad = (graphs || options.pad_decode_batches) && in.decode_only();
   const int real_seqs = static_cast<int>(in.seqs.size());
   StepBatch padded;
   const StepBatch& batch = pad ? (padded = Pad(in, BatchBucket(real_seqs))) : in;
@@ -302,13 +302,14 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result)
   }
 
   bool ran = false;
-  if (graphs && in.decode_only()) {
-    // One graph per (batch bucket, context-length bucket): kernels size their split-KV grids from
-    // the host-side max_seq_len, so it is rounded up to a power of two (>= 256) and the graph then
-    // serves every step whose contexts fit.
-    int len_bucket = 256;
-    while (len_bucket < md->max_seq_len) len_bucket *= 2;
-    md->max_seq_len = len_bucket;
+  // Padded steps are graph-shaped: kernels size their split-KV grids from the host-side
+  // max_seq_len, so it is rounded up to a power of two (>= 256) and one graph per (batch bucket,
+  // context-length bucket) serves every step whose contexts fit. Eager padded steps (tests) use
+  // the same shapes, so they compute exactly what a replay does.
+  int len_bucket = 256;
+  while (pad && len_bucket < md->max_seq_len) len_bucket *= 2;
+  if (pad) md->max_seq_len = len_bucket;
+  if (graphs && pad) {
     GraphSlot& slot = graph_slots[{static_cast<int>(batch.seqs.size()), len_bucket, sample}];
     if (slot.handle >= 0) {
       GANNET_RETURN_IF_ERROR(be->LaunchGraph(slot.handle));

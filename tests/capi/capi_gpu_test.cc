@@ -1,6 +1,7 @@
 // The engine on the CUDA backend, through the C ABI (ctest label `gpu`; skipped without a GPU):
 // concurrent greedy requests give the CPU backend's tokens with decode graphs on and off, and
 // the real-size "dummy" load format serves requests.
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -23,7 +24,7 @@ gannet_engine_t* CudaEngine(const std::string& model, bool graphs) {
   return gannet_engine_create(&c, &e) == GANNET_OK ? e : nullptr;
 }
 
-std::vector<std::vector<int32_t>> RunBatch(gannet_engine_t* engine, int n, int tokens) {
+std::vector<Outcome> RunBatch(gannet_engine_t* engine, int n, int tokens, int logprobs = 0) {
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < n; ++i) prompts.push_back(MakePrompt(300 + i, 3 + (i * 7) % 40));
   std::set<uint64_t> ids;
@@ -31,25 +32,58 @@ std::vector<std::vector<int32_t>> RunBatch(gannet_engine_t* engine, int n, int t
   for (auto& p : prompts) {
     gannet_request_t r = GreedyRequest(p, tokens);
     r.ignore_default_stop_tokens = 1;
+    r.logprobs = logprobs;
     uint64_t id;
     EXPECT_EQ(gannet_engine_submit(engine, &r, &id), GANNET_OK) << gannet_last_error_message();
     ids.insert(id);
     order.push_back(id);
   }
   auto out = WaitAll(engine, ids);
-  std::vector<std::vector<int32_t>> tokens_out;
+  std::vector<Outcome> results;
   for (uint64_t id : order) {
     EXPECT_EQ(out[id].status, GANNET_OK) << out[id].message;
-    tokens_out.push_back(out[id].tokens);
+    results.push_back(out[id]);
   }
-  return tokens_out;
+  return results;
+}
+
+std::vector<std::vector<int32_t>> Tokens(const std::vector<Outcome>& v) {
+  std::vector<std::vector<int32_t>> t;
+  for (const Outcome& o : v) t.push_back(o.tokens);
+  return t;
+}
+
+// bf16 GPU greedy against the fp32 CPU reference: identical until, at most, one near-tie where
+// the reference's top two choices are within kNearTie logits and the GPU took the second; the
+// sequences part ways there. The tiny random models have such ties (see
+// tests/backend/cuda_runner_test.cc for the size of bf16's effect on them).
+constexpr float kNearTie = 0.25f;
+
+void ExpectSameUpToNearTies(const std::vector<Outcome>& gpu, const std::vector<Outcome>& ref,
+                            const char* what) {
+  ASSERT_EQ(gpu.size(), ref.size());
+  int identical = 0;
+  for (size_t s = 0; s < gpu.size(); ++s) {
+    const auto& a = gpu[s].tokens;
+    const auto& b = ref[s].tokens;
+    ASSERT_EQ(a.size(), b.size());
+    size_t i = 0;
+    while (i < a.size() && a[i] == b[i]) ++i;
+    if (i == a.size()) {
+      ++identical;
+      continue;
+    }
+    ASSERT_GE(ref[s].top_ids[i].size(), 2u);
+    const float gap = ref[s].top_logprobs[i][0] - ref[s].top_logprobs[i][1];
+    EXPECT_TRUE(gap < kNearTie && a[i] == ref[s].top_ids[i][1])
+        << what << ": sequence " << s << " diverges at token " << i << " (" << a[i] << " vs "
+        << b[i] << ") where the reference's top-2 gap is " << gap;
+  }
+  EXPECT_GE(identical, static_cast<int>(gpu.size()) / 2) << what;
 }
 
 class CapiGpuTest : public ::testing::TestWithParam<std::string> {};
 
-// 31B and 26B-A4B: bf16 GPU greedy tokens equal the fp32 CPU backend's for these prompts (their
-// top-2 logit gaps are far above bf16 noise; E2B/E4B tiny models have near-ties, see
-// tests/backend/cuda_runner_test.cc).
 TEST_P(CapiGpuTest, GreedyMatchesCpuWithAndWithoutGraphs) {
   const std::string dir = TinyModelDir(GetParam());
   gannet_engine_t* gpu = CudaEngine(dir, /*graphs=*/true);
@@ -64,16 +98,21 @@ TEST_P(CapiGpuTest, GreedyMatchesCpuWithAndWithoutGraphs) {
   gannet_engine_t* cpu = CreateTinyEngine(GetParam(), [](gannet_engine_config_t* c) {
     c->max_running_seqs = 16;
   });
-  auto reference = RunBatch(cpu, 16, 16);
+  auto reference = RunBatch(cpu, 16, 16, /*logprobs=*/2);
   gannet_engine_destroy(cpu);
-  EXPECT_EQ(with_graphs, again);
-  EXPECT_EQ(with_graphs, without);
-  EXPECT_EQ(with_graphs, reference);
+  // Replays are bit-for-bit the recorded computation (tests/backend/cuda_graph_test.cc checks
+  // graph vs eager exactly); unpadded eager steps use other GEMM shapes, so those runs are held
+  // to the fp32 reference like any bf16 run.
+  EXPECT_EQ(Tokens(with_graphs), Tokens(again));
+  ExpectSameUpToNearTies(with_graphs, reference, "graphs");
+  ExpectSameUpToNearTies(without, reference, "no graphs");
 }
 
-INSTANTIATE_TEST_SUITE_P(TinyModels, CapiGpuTest, ::testing::Values("31b", "26b-a4b"),
+INSTANTIATE_TEST_SUITE_P(TinyModels, CapiGpuTest, ::testing::Values("31b", "26b-a4b", "e4b"),
                          [](const auto& info) {
-                           return info.param == "31b" ? std::string("d31b") : std::string("moe26b");
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return "v" + n;
                          });
 
 TEST(CapiGpuDummyTest, RealSizeDummyModelServes) {
@@ -94,7 +133,7 @@ TEST(CapiGpuDummyTest, RealSizeDummyModelServes) {
   EXPECT_EQ(o.tokens.size(), 8u);
   gannet_engine_stats_t s = GANNET_ENGINE_STATS_INIT;
   ASSERT_EQ(gannet_engine_get_stats(e, &s), GANNET_OK);
-  EXPECT_GT(s.weight_bytes, int64_t{9} << 30);  // E2B's real geometry, ~10 GB of bf16
+  EXPECT_GT(s.weight_bytes, int64_t{9000000000});  // E2B's real geometry: 9.26 GB of bf16
   gannet_engine_destroy(e);
 }
 

@@ -50,6 +50,8 @@ std::map<uint64_t, Outcome> WaitAll(gannet_engine_t* engine, const std::set<uint
           EXPECT_EQ(o.terminal_events, 0) << "token after the end of request " << e.request_id;
           o.tokens.push_back(e.token_id);
           o.logprobs.push_back(e.logprob);
+          o.top_ids.emplace_back(e.top_token_ids, e.top_token_ids + e.num_top_logprobs);
+          o.top_logprobs.emplace_back(e.top_logprobs, e.top_logprobs + e.num_top_logprobs);
           break;
         case GANNET_EVENT_FINISH:
         case GANNET_EVENT_ERROR:

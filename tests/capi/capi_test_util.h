@@ -16,6 +16,9 @@ struct Outcome {
   std::vector<int32_t> tokens;
   std::string text;
   std::vector<float> logprobs;
+  // Per token, when the request asked for logprobs: the most likely ids and their logprobs.
+  std::vector<std::vector<int32_t>> top_ids;
+  std::vector<std::vector<float>> top_logprobs;
   int32_t finish = 0;          // GANNET_FINISH_*
   gannet_status_t status = 0;  // ERROR events
   std::string message;

@@ -18,7 +18,7 @@ note() { echo "$*" | tee -a "$summary"; }
 note "== gannet engine GPU runs: commit ${GANNET_COMMIT:-unknown}, $(date -u +%FT%TZ)"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$summary"
 
-tests=(cuda_attention_test cuda_ops_test cuda_runner_test kernel_registry_test capi_gpu_test)
+tests=(cuda_attention_test cuda_ops_test cuda_runner_test cuda_graph_test kernel_registry_test capi_gpu_test)
 for stage in "${stages[@]}"; do
   t0=$(date +%s)
   rc=0
@@ -32,7 +32,7 @@ for stage in "${stages[@]}"; do
       [ $rc -ne 0 ] && tail -40 "$out/engine_build.log"
       ;;
     test)
-      (cd "$build" && ctest -L gpu --output-on-failure --timeout 400) > "$out/engine_ctest.log" 2>&1
+      (cd "$build" && ctest -L gpu ${GANNET_TEST_REGEX:+-R "$GANNET_TEST_REGEX"} --output-on-failure --timeout 400) > "$out/engine_ctest.log" 2>&1
       rc=$?
       grep -E "tests passed|tests failed|Failed|SKIPPED|FAILED|Passed|\*\*\*" "$out/engine_ctest.log" | tail -30
       ;;
