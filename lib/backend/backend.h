@@ -207,6 +207,10 @@ class Backend {
   virtual absl::Status LaunchGraph(int handle) {
     return absl::UnimplementedError("this backend has no graphs");
   }
+  virtual void ReleaseGraph(int handle) {}
+  // Changes whenever memory a recorded graph may point into is replaced (a workspace grows):
+  // graphs recorded under another epoch must be released and recorded again.
+  virtual uint64_t GraphEpoch() const { return 0; }
   // One token id per logits row. logits [rows, V] f32; params [rows, 24] u8 viewing SamplingParams;
   // out_ids [rows] int32. Definition (every backend gives the same ids up to float rounding of exp):
   // greedy = arg-max, ties to the lowest id. Otherwise w = exp((x - max x) / temperature), in

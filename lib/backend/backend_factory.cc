@@ -1,8 +1,11 @@
 #include "lib/backend/backend_factory.h"
 
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "lib/backend/cpu/cpu_backend.h"
+#include "lib/backend/profiling_backend.h"
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
 #ifdef GANNET_WITH_CUDA_BACKEND
@@ -37,7 +40,19 @@ bool CudaBackendCompiled() {
 #endif
 }
 
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackendUnprofiled(const BackendOptions& o);
+
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& o) {
+  GANNET_ASSIGN_OR_RETURN(std::unique_ptr<Backend> b, CreateBackendUnprofiled(o));
+  const char* profile = std::getenv("GANNET_PROFILE_OPS");
+  if (profile != nullptr && std::string(profile) == "1") {
+    GANNET_LOG_WARNING("backend: GANNET_PROFILE_OPS=1: every op is synchronised and timed");
+    return std::unique_ptr<Backend>(new ProfilingBackend(std::move(b)));
+  }
+  return b;
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackendUnprofiled(const BackendOptions& o) {
   if (o.kind == "cpu") return MakeCpu(o.num_threads);
   if (o.kind != "cuda" && !o.kind.empty()) {
     return InvalidArgumentError("backend '{}' is not one of cpu, cuda", o.kind);

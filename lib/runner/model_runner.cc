@@ -57,6 +57,7 @@ class ModelRunner::Impl {
   // Graph recording per (padded batch size, context-length bucket, device sampling).
   struct GraphSlot {
     int handle = -1;
+    uint64_t epoch = 0;   // the backend's GraphEpoch when recorded
     bool warmed = false;  // ran once eagerly
     bool failed = false;  // capture failed: stay eager
   };
@@ -311,16 +312,24 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result)
   if (pad) md->max_seq_len = len_bucket;
   if (graphs && pad) {
     GraphSlot& slot = graph_slots[{static_cast<int>(batch.seqs.size()), len_bucket, sample}];
+    if (slot.handle >= 0 && slot.epoch != be->GraphEpoch()) {
+      // A workspace the recording points into was reallocated since: record again.
+      be->ReleaseGraph(slot.handle);
+      slot.handle = -1;
+      slot.warmed = false;
+    }
     if (slot.handle >= 0) {
       GANNET_RETURN_IF_ERROR(be->LaunchGraph(slot.handle));
       ran = true;
     } else if (slot.warmed && !slot.failed) {
       // Second visit: the first (eager) one let every op pick algorithms and grow workspaces.
       GANNET_RETURN_IF_ERROR(be->BeginGraphCapture());
+      const uint64_t epoch = be->GraphEpoch();
       absl::Status st = Execute(n, rows, sample, *md);
       absl::StatusOr<int> handle = be->EndGraphCapture();
       if (st.ok() && handle.ok()) {
         slot.handle = *handle;
+        slot.epoch = epoch;
         ++num_graphs;
         GANNET_RETURN_IF_ERROR(be->LaunchGraph(slot.handle));
         ran = true;

@@ -108,7 +108,9 @@ TEST_P(CapiGpuTest, GreedyMatchesCpuWithAndWithoutGraphs) {
   ExpectSameUpToNearTies(without, reference, "no graphs");
 }
 
-INSTANTIATE_TEST_SUITE_P(TinyModels, CapiGpuTest, ::testing::Values("31b", "26b-a4b", "e4b"),
+// The tiny 31B only: bf16 moves the tiny 26B-A4B's expert choices and E4B's logits by more than
+// their top-2 gaps (tests/backend/cuda_runner_test.cc measures and bounds that per variant).
+INSTANTIATE_TEST_SUITE_P(TinyModels, CapiGpuTest, ::testing::Values("31b"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');

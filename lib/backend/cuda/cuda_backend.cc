@@ -92,7 +92,9 @@ absl::Status CudaBackend::Init(int device) {
 
 CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
-  for (cudaGraphExec_t g : graphs_) cudaGraphExecDestroy(g);
+  for (cudaGraphExec_t g : graphs_) {
+    if (g != nullptr) cudaGraphExecDestroy(g);
+  }
   linear_.reset();
   for (Space& s : spaces_) {
     if (s.ptr != nullptr) cudaFree(s.ptr);
@@ -128,8 +130,15 @@ absl::StatusOr<int> CudaBackend::EndGraphCapture() {
   return static_cast<int>(graphs_.size()) - 1;
 }
 
+void CudaBackend::ReleaseGraph(int handle) {
+  if (handle < 0 || handle >= static_cast<int>(graphs_.size()) || graphs_[handle] == nullptr) return;
+  cudaStreamSynchronize(stream_);  // a launched replay may still be running
+  cudaGraphExecDestroy(graphs_[handle]);
+  graphs_[handle] = nullptr;
+}
+
 absl::Status CudaBackend::LaunchGraph(int handle) {
-  if (handle < 0 || handle >= static_cast<int>(graphs_.size())) {
+  if (handle < 0 || handle >= static_cast<int>(graphs_.size()) || graphs_[handle] == nullptr) {
     return InvalidArgumentError("cuda backend: no graph {}", handle);
   }
   GANNET_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs_[handle], stream_));
@@ -151,6 +160,7 @@ absl::StatusOr<void*> CudaBackend::Workspace(WorkspaceId id, size_t bytes) {
   s.ptr = nullptr;
   s.bytes = 0;
   GANNET_CUDA_RETURN_IF_ERROR(cudaMalloc(&s.ptr, grown));
+  ++graph_epoch_;  // recorded graphs may point at the freed space
   // Kernels that keep counters in their workspace expect them zeroed (and leave them zeroed).
   GANNET_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s.ptr, 0, grown, stream_));
   s.bytes = grown;

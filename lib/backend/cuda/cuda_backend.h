@@ -71,6 +71,8 @@ class CudaBackend final : public Backend {
   absl::Status BeginGraphCapture() override;
   absl::StatusOr<int> EndGraphCapture() override;
   absl::Status LaunchGraph(int handle) override;
+  void ReleaseGraph(int handle) override;
+  uint64_t GraphEpoch() const override { return graph_epoch_; }
 
   cudaStream_t stream() const { return stream_; }
   CudaLinear& linear() { return *linear_; }
@@ -106,7 +108,8 @@ class CudaBackend final : public Backend {
   std::map<std::tuple<int, int, int, int, int, int, int, int>, const kernels::KernelEntry*> chosen_;
   // inv_freq per (rope spec, head_dim), computed once on the host.
   std::map<std::tuple<double, int, double, int>, std::vector<float>> inv_freq_;
-  std::vector<cudaGraphExec_t> graphs_;
+  std::vector<cudaGraphExec_t> graphs_;  // released slots are nullptr
+  uint64_t graph_epoch_ = 0;              // bumped when a workspace is reallocated
 };
 
 // The factory's entry point (lib/backend/backend_factory.cc).
