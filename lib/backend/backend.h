@@ -179,8 +179,6 @@ class Backend {
   virtual absl::Status GeluTanhMul(Tensor gate, Tensor up, Tensor out) = 0;
   // out = a + b, elementwise over [T, H].
   virtual absl::Status Add(Tensor a, Tensor b, Tensor out) = 0;
-  // out = in converted to out's element type (bf16 <-> f32), over [rows, n]; views allowed.
-  virtual absl::Status Convert(Tensor in, Tensor out) = 0;
   // q/k norms + RoPE for q and k, v norm, and the KV write into pages.
   virtual absl::Status QkvPrep(const QkvPrepArgs& args) = 0;
   virtual absl::Status Attention(const AttentionArgs& args) = 0;

@@ -63,9 +63,6 @@ absl::Status ProfilingBackend::GeluTanhMul(Tensor g, Tensor u, Tensor out) {
 absl::Status ProfilingBackend::Add(Tensor a, Tensor b, Tensor out) {
   return Timed("add", [&] { return inner_->Add(a, b, out); });
 }
-absl::Status ProfilingBackend::Convert(Tensor in, Tensor out) {
-  return Timed("convert", [&] { return inner_->Convert(in, out); });
-}
 absl::Status ProfilingBackend::QkvPrep(const QkvPrepArgs& a) {
   return Timed(fmt::format("qkv_prep hd{}", a.head_dim), [&] { return inner_->QkvPrep(a); });
 }

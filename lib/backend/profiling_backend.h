@@ -40,7 +40,6 @@ class ProfilingBackend final : public Backend {
   absl::Status Linear(Tensor x, Tensor w, Tensor out) override;
   absl::Status GeluTanhMul(Tensor g, Tensor u, Tensor out) override;
   absl::Status Add(Tensor a, Tensor b, Tensor out) override;
-  absl::Status Convert(Tensor in, Tensor out) override;
   absl::Status QkvPrep(const QkvPrepArgs& a) override;
   absl::Status Attention(const AttentionArgs& a) override;
   absl::Status PleCombine(Tensor p, Tensor t, Tensor w, float ps, float cs, float eps,

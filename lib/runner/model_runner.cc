@@ -41,8 +41,7 @@ class ModelRunner::Impl {
   Tensor x, h, qkv, q, attn, o, gate_up, mlp, mlp_out;
   Tensor ple_tok, ple_proj, ple_in, ple_gate, ple_gated;
   Tensor moe_ids, moe_weights, moe_z, moe_y1, moe_y2;
-  Tensor last_h, logits, logits_act;
-  static constexpr int64_t kLmHeadChunk = 32768;
+  Tensor last_h, logits;
   backend::RopeSpec rope[2];
 
   absl::Status Alloc(Tensor* t, DType dt, std::initializer_list<int64_t> dims) {
@@ -113,7 +112,6 @@ absl::Status ModelRunner::Impl::AllocateActivations() {
   const int64_t rows = options.max_logit_rows;
   GANNET_RETURN_IF_ERROR(Alloc(&last_h, act, {rows, H}));
   GANNET_RETURN_IF_ERROR(Alloc(&logits, DType::kF32, {rows, c.vocab_size}));
-  if (act != DType::kF32) GANNET_RETURN_IF_ERROR(Alloc(&logits_act, act, {rows, c.vocab_size}));
   return absl::OkStatus();
 }
 
@@ -246,20 +244,7 @@ absl::Status ModelRunner::Impl::Execute(int n, int rows, bool sample,
   Tensor lh = last_h.Rows(0, rows);
   GANNET_RETURN_IF_ERROR(be->GatherRows(h.Rows(0, n), meta.logit_rows(rows), lh));
   Tensor lg = logits.Rows(0, rows);
-  if (logits_act.valid()) {
-    // Backends with bf16 activations: the LM head writes bf16 logits (as HF's bf16 model does)
-    // in vocabulary chunks the size of the largest MLP projection -- shapes their GEMMs run at
-    // full bandwidth -- and one conversion produces the f32 rows softcap and sampling read.
-    Tensor la = logits_act.Rows(0, rows);
-    const int64_t vocab = c.vocab_size;
-    for (int64_t v0 = 0; v0 < vocab; v0 += kLmHeadChunk) {
-      const int64_t nv = std::min<int64_t>(kLmHeadChunk, vocab - v0);
-      GANNET_RETURN_IF_ERROR(be->Linear(lh, w.lm_head.Rows(v0, nv), la.Cols(v0, nv)));
-    }
-    GANNET_RETURN_IF_ERROR(be->Convert(la, lg));
-  } else {
-    GANNET_RETURN_IF_ERROR(be->Linear(lh, w.lm_head, lg));
-  }
+  GANNET_RETURN_IF_ERROR(be->Linear(lh, w.lm_head, lg));
   if (c.final_logit_softcapping) {
     GANNET_RETURN_IF_ERROR(be->Softcap(lg, static_cast<float>(*c.final_logit_softcapping)));
   }

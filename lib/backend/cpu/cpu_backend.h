@@ -37,7 +37,6 @@ class CpuBackend : public Backend {
   absl::Status Linear(Tensor x, Tensor w, Tensor out) override;
   absl::Status GeluTanhMul(Tensor gate, Tensor up, Tensor out) override;
   absl::Status Add(Tensor a, Tensor b, Tensor out) override;
-  absl::Status Convert(Tensor in, Tensor out) override;
   absl::Status QkvPrep(const QkvPrepArgs& args) override;
   absl::Status Attention(const AttentionArgs& args) override;
   absl::Status PleCombine(Tensor proj, Tensor token_part, Tensor norm_w, float proj_scale,

@@ -122,27 +122,6 @@ absl::Status CpuBackend::Add(Tensor a, Tensor b, Tensor out) {
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::Convert(Tensor in, Tensor out) {
-  if (in.rows() != out.rows() || in.row_elems() != out.row_elems()) {
-    return InvalidArgumentError("Convert: shape mismatch");
-  }
-  if (out.dtype != DType::kF32 && out.dtype != DType::kBF16) {
-    return InvalidArgumentError("Convert: output must be f32 or bf16, got {}", DTypeName(out.dtype));
-  }
-  const int64_t n = in.row_elems();
-  std::vector<float> row(n);
-  for (int64_t r = 0; r < in.rows(); ++r) {
-    cpu::RowToF32(in.as<char>() + r * in.stride0() * in.elem_bytes(), in.dtype, n, row.data());
-    if (out.dtype == DType::kF32) {
-      std::memcpy(out.as<float>() + r * out.stride0(), row.data(), n * sizeof(float));
-    } else {
-      uint16_t* o = out.as<uint16_t>() + r * out.stride0();
-      for (int64_t i = 0; i < n; ++i) o[i] = FloatToBf16(row[i]);
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::Status CpuBackend::PleCombine(Tensor proj, Tensor token_part, Tensor norm_w,
                                     float proj_scale, float combine_scale, float eps, Tensor out) {
   const int64_t p = norm_w.numel();

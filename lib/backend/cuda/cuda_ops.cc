@@ -139,19 +139,6 @@ absl::Status CudaBackend::GatherRows(Tensor x, Tensor rows, Tensor out) {
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::Convert(Tensor in, Tensor out) {
-  if (in.rows() != out.rows() || in.row_elems() != out.row_elems()) {
-    return InvalidArgumentError("Convert: shape mismatch");
-  }
-  GANNET_ASSIGN_OR_RETURN(kernels::Mat src, MatOf(in, "Convert input"));
-  GANNET_ASSIGN_OR_RETURN(kernels::Mat dst, MatOf(out, "Convert output"));
-  const RowView v = Rows(in);
-  GANNET_RETURN_IF_ERROR(CheckInt32("Convert", v.rows, v.n));
-  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchConvert(src, dst, static_cast<int>(v.rows),
-                                                     static_cast<int>(v.n), stream_));
-  return absl::OkStatus();
-}
-
 absl::Status CudaBackend::Softcap(Tensor x, float cap) {
   GANNET_RETURN_IF_ERROR(RequireDType(x, DType::kF32, "Softcap input"));
   const RowView v = Rows(x);
