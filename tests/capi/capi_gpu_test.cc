@@ -20,6 +20,8 @@ gannet_engine_t* CudaEngine(const std::string& model, bool graphs) {
   c.kv_memory_bytes = int64_t{1} << 30;
   c.max_running_seqs = 16;
   c.disable_cuda_graphs = graphs ? 0 : 1;
+  // No prefix cache: a second pass must recompute the same shapes to be comparable bit for bit.
+  c.disable_prefix_cache = 1;
   gannet_engine_t* e = nullptr;
   return gannet_engine_create(&c, &e) == GANNET_OK ? e : nullptr;
 }
