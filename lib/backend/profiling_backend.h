@@ -57,6 +57,7 @@ class ProfilingBackend final : public Backend {
   struct Total {
     double seconds = 0;
     int64_t calls = 0;
+    double first_seconds = -1;
   };
   std::unique_ptr<Backend> inner_;
   std::map<std::string, Total> totals_;
