@@ -2,6 +2,8 @@
 # The engine and C ABI under sanitizers (CPU backend, no CUDA):
 #  - AddressSanitizer + UndefinedBehaviorSanitizer on the engine, C-ABI, scheduler and KV tests;
 #  - ThreadSanitizer on the concurrency tests.
+# The engine tests run at a quarter of their request volume (GANNET_TEST_SCALE): sanitizers slow
+# the engine 5-20x, and what they check needs the threads and code paths, not the volume.
 # Exits non-zero on the first failing run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +13,7 @@ asan_tests=(capi_args_test capi_engine_test capi_concurrency_test capi_layout_te
             sampling_test kv_test)
 cmake --preset asan > /dev/null
 cmake --build build/asan -j "$jobs" --target "${asan_tests[@]}"
+export GANNET_TEST_SCALE=0.25
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build/asan && ctest --output-on-failure -j "$jobs" -R "^($(IFS='|'; echo "${asan_tests[*]}"))\$")

@@ -19,7 +19,7 @@ TEST(CapiConcurrencyTest, EightSubmittersOnePoller) {
     c->max_step_tokens = 256;
   });
   ASSERT_NE(engine, nullptr);
-  constexpr int kThreads = 8, kPerThread = 100;
+  const int kThreads = 8, kPerThread = Scaled(100, 10);
   std::mutex mu;
   std::set<uint64_t> ids;
   std::atomic<int> submitted{0};
@@ -64,13 +64,14 @@ TEST(CapiConcurrencyTest, EightSubmittersOnePoller) {
 TEST(CapiConcurrencyTest, CancelStorm) {
   gannet_engine_t* engine = CreateTinyEngine("31b");
   ASSERT_NE(engine, nullptr);
+  const int kRequests = Scaled(200, 20), kTokens = Scaled(40, 10);
   std::vector<uint64_t> ids;
   std::mutex mu;
   std::atomic<bool> done{false};
   std::thread submitter([&] {
-    for (int i = 0; i < 200; ++i) {
+    for (int i = 0; i < kRequests; ++i) {
       std::vector<int32_t> p = MakePrompt(i, 3 + i % 30);
-      gannet_request_t r = GreedyRequest(p, 40);
+      gannet_request_t r = GreedyRequest(p, kTokens);
       r.ignore_default_stop_tokens = 1;
       uint64_t id;
       ASSERT_EQ(gannet_engine_submit(engine, &r, &id), GANNET_OK);
@@ -92,7 +93,7 @@ TEST(CapiConcurrencyTest, CancelStorm) {
       // Cancelling twice or after the end is NOT_FOUND, never anything else.
       EXPECT_TRUE(st == GANNET_OK || st == GANNET_ERR_NOT_FOUND) << gannet_status_string(st);
       std::this_thread::sleep_for(std::chrono::microseconds(rng() % 500));
-      if (done && ids.size() >= 200 && rng() % 50 == 0) break;
+      if (done && ids.size() >= static_cast<size_t>(kRequests) && rng() % 50 == 0) break;
     }
   });
   submitter.join();
@@ -106,9 +107,9 @@ TEST(CapiConcurrencyTest, CancelStorm) {
     EXPECT_EQ(o.status, GANNET_OK) << o.message;
     if (o.finish == GANNET_FINISH_CANCELLED) {
       ++cancelled;
-      EXPECT_LE(o.tokens.size(), 40u);
+      EXPECT_LE(o.tokens.size(), static_cast<size_t>(kTokens));
     } else {
-      EXPECT_EQ(o.tokens.size(), 40u);
+      EXPECT_EQ(o.tokens.size(), static_cast<size_t>(kTokens));
     }
   }
   EXPECT_GT(cancelled, 0);
@@ -124,7 +125,7 @@ TEST(CapiConcurrencyTest, DestroyWithRequestsInFlight) {
     gannet_engine_t* engine = CreateTinyEngine("26b-a4b");
     ASSERT_NE(engine, nullptr);
     std::vector<std::vector<int32_t>> prompts;
-    for (int i = 0; i < 50; ++i) prompts.push_back(MakePrompt(i, 20));
+    for (int i = 0; i < Scaled(50, 10); ++i) prompts.push_back(MakePrompt(i, 20));
     std::thread submitter([&] {
       for (auto& p : prompts) {
         gannet_request_t r = GreedyRequest(p, 100);

@@ -18,20 +18,21 @@ class PerVariant : public ::testing::TestWithParam<std::string> {};
 TEST_P(PerVariant, ConcurrentGreedyEqualsAlone) {
   gannet_engine_t* engine = CreateTinyEngine(GetParam());
   ASSERT_NE(engine, nullptr);
+  const int n = Scaled(100, 12);
   std::vector<std::vector<int32_t>> prompts;
   std::vector<int32_t> max_tokens;
-  for (int i = 0; i < 100; ++i) {
+  for (int i = 0; i < n; ++i) {
     prompts.push_back(MakePrompt(1000 + i, 1 + (i * 37) % 48));
     max_tokens.push_back(1 + (i * 11) % 20);
   }
   std::vector<Outcome> alone;
-  for (int i = 0; i < 100; ++i) {
+  for (int i = 0; i < n; ++i) {
     alone.push_back(RunAlone(engine, GreedyRequest(prompts[i], max_tokens[i])));
     ASSERT_EQ(alone.back().status, GANNET_OK) << alone.back().message;
   }
   std::set<uint64_t> ids;
   std::vector<uint64_t> order;
-  for (int i = 0; i < 100; ++i) {
+  for (int i = 0; i < n; ++i) {
     gannet_request_t r = GreedyRequest(prompts[i], max_tokens[i]);
     uint64_t id;
     ASSERT_EQ(gannet_engine_submit(engine, &r, &id), GANNET_OK) << gannet_last_error_message();
@@ -39,7 +40,7 @@ TEST_P(PerVariant, ConcurrentGreedyEqualsAlone) {
     order.push_back(id);
   }
   auto outcomes = WaitAll(engine, ids);
-  for (int i = 0; i < 100; ++i) {
+  for (int i = 0; i < n; ++i) {
     const Outcome& o = outcomes[order[i]];
     EXPECT_EQ(o.terminal_events, 1);
     EXPECT_EQ(o.tokens, alone[i].tokens) << "request " << i;

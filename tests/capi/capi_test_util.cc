@@ -1,6 +1,8 @@
 #include "tests/capi/capi_test_util.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 #include "gtest/gtest.h"
 #include "tests/testing/tiny_models.h"
@@ -74,6 +76,14 @@ Outcome RunAlone(gannet_engine_t* engine, const gannet_request_t& request) {
   uint64_t id = 0;
   EXPECT_EQ(gannet_engine_submit(engine, &request, &id), GANNET_OK) << gannet_last_error_message();
   return WaitAll(engine, {id})[id];
+}
+
+int Scaled(int n, int minimum) {
+  static const double scale = [] {
+    const char* env = std::getenv("GANNET_TEST_SCALE");
+    return env ? std::atof(env) : 1.0;
+  }();
+  return std::max(minimum, static_cast<int>(n * scale));
 }
 
 std::vector<int32_t> MakePrompt(uint32_t seed, int length, int vocab) {

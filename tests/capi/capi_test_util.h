@@ -41,6 +41,10 @@ std::map<uint64_t, Outcome> WaitAll(gannet_engine_t* engine, const std::set<uint
 // Submits and waits for one request alone.
 Outcome RunAlone(gannet_engine_t* engine, const gannet_request_t& request);
 
+// n scaled by $GANNET_TEST_SCALE (default 1; the sanitizer runs use less), at least `minimum`.
+// Sanitizers slow the engine 5-20x; the concurrency they check needs the threads, not the volume.
+int Scaled(int n, int minimum = 1);
+
 // Deterministic prompt of `length` ids in [108, vocab), starting with <bos> (2).
 std::vector<int32_t> MakePrompt(uint32_t seed, int length, int vocab = 512);
 
