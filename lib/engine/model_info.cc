@@ -12,6 +12,15 @@
 
 namespace gannet::engine {
 
+std::vector<kv::KvLayerGeometry> KvLayers(const model::TextConfig& c) {
+  std::vector<kv::KvLayerGeometry> layers;
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    layers.push_back({c.is_sliding(l) ? kv::KvGroup::kSliding : kv::KvGroup::kFull,
+                      c.LayerNumKvHeads(l), c.LayerHeadDim(l), !c.IsKvShared(l)});
+  }
+  return layers;
+}
+
 absl::StatusOr<ModelInfo> ReadModelInfo(const std::string& dir) {
   GANNET_ASSIGN_OR_RETURN(model::ModelConfig config, model::LoadModelConfig(dir));
   GANNET_ASSIGN_OR_RETURN(auto ckpt, model::Checkpoint::Open(dir));
@@ -47,12 +56,7 @@ absl::StatusOr<ModelInfo> ReadModelInfo(const std::string& dir) {
   info.num_experts = c.enable_moe_block ? c.num_experts : 0;
   info.top_k_experts = c.enable_moe_block ? c.top_k_experts : 0;
   if (config.kind == model::ModelKind::kTarget) {
-    std::vector<kv::KvLayerGeometry> layers;
-    for (int l = 0; l < c.num_hidden_layers; ++l) {
-      layers.push_back({c.is_sliding(l) ? kv::KvGroup::kSliding : kv::KvGroup::kFull,
-                        c.LayerNumKvHeads(l), c.LayerHeadDim(l), !c.IsKvShared(l)});
-    }
-    kv::PerGroup<int64_t> per_token = kv::KvBytesPerToken(layers, /*dtype_bytes=*/2);
+    kv::PerGroup<int64_t> per_token = kv::KvBytesPerToken(KvLayers(c), /*dtype_bytes=*/2);
     info.kv_bytes_per_token[0] = per_token[0];
     info.kv_bytes_per_token[1] = per_token[1];
   }

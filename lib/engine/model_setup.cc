@@ -7,6 +7,7 @@
 #include "lib/common/file_util.h"
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
+#include "lib/engine/model_info.h"
 #include "lib/model/variants.h"
 
 namespace gannet::engine {
@@ -94,13 +95,8 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   }
 
   // KV pools: sliding sized for the concurrency, full gets the rest of the budget.
-  std::vector<kv::KvLayerGeometry> layers;
-  for (int l = 0; l < c.num_hidden_layers; ++l) {
-    layers.push_back({c.is_sliding(l) ? kv::KvGroup::kSliding : kv::KvGroup::kFull,
-                      c.LayerNumKvHeads(l), c.LayerHeadDim(l), !c.IsKvShared(l)});
-  }
   kv::KvPoolPlanOptions po;
-  po.bytes_per_token = kv::KvBytesPerToken(layers, DTypeBits(p->backend->kv_dtype()) / 8);
+  po.bytes_per_token = kv::KvBytesPerToken(KvLayers(c), DTypeBits(p->backend->kv_dtype()) / 8);
   po.sliding_window = c.sliding_window;
   po.page_size = p->page_size;
   po.max_running_seqs = p->max_running_seqs;

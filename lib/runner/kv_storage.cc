@@ -4,16 +4,6 @@
 
 namespace gannet::runner {
 
-void KvBytesPerToken(const model::TextConfig& c, DType kv_dtype, int64_t out[2]) {
-  out[0] = out[1] = 0;
-  const int64_t elem = DTypeBits(kv_dtype) / 8;
-  for (int l = 0; l < c.num_hidden_layers; ++l) {
-    if (c.IsKvShared(l)) continue;
-    int g = c.is_sliding(l) ? 0 : 1;
-    out[g] += 2 * static_cast<int64_t>(c.LayerNumKvHeads(l)) * c.LayerHeadDim(l) * elem;
-  }
-}
-
 absl::StatusOr<std::unique_ptr<KvStorage>> KvStorage::Create(const model::TextConfig& c,
                                                              backend::Backend* backend,
                                                              const KvGeometry& geometry) {

@@ -18,10 +18,6 @@ struct KvGeometry {
   int64_t num_pages[2] = {0, 0};  // sliding, full
 };
 
-// Bytes one token costs in each group: sum over layers owning KV of 2 x kv_heads x head_dim x
-// element size. Used by pool sizing and reporting.
-void KvBytesPerToken(const model::TextConfig& config, DType kv_dtype, int64_t out[2]);
-
 class KvStorage {
  public:
   static absl::StatusOr<std::unique_ptr<KvStorage>> Create(const model::TextConfig& config,
