@@ -53,16 +53,6 @@ absl::Status LoadModel(const EngineConfig& cfg, LoadedEngineParts* p) {
   return absl::OkStatus();
 }
 
-int64_t WeightBytes(const model::ModelConfig& c) {
-  int64_t n = 0;
-  for (const model::WeightSpec& s : model::ExpectedWeights(c)) {
-    int64_t e = 1;
-    for (int64_t d : s.shape) e *= d;
-    n += e * 2;  // bf16
-  }
-  return n;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineConfig& cfg) {
@@ -114,16 +104,17 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
           int64_t{1} << 30, 2 * static_cast<int64_t>(p->max_running_seqs) * p->max_model_len *
                                     per_token);
     } else {
-      // Leave room for weights (not loaded yet), activations and the CUDA context's own needs.
+      // Leave room for weights (not loaded yet; bf16), activations and the CUDA context's needs.
+      const int64_t weight_bytes = 2 * model::CountParameters(p->config);
       const int64_t activations = static_cast<int64_t>(p->max_step_tokens) * 256 * 1024 +
                                   static_cast<int64_t>(p->max_running_seqs) * c.vocab_size * 4;
       po.budget_bytes = static_cast<int64_t>(
-          (free_bytes - WeightBytes(p->config) - activations) * 0.90);
+          (free_bytes - weight_bytes - activations) * 0.90);
       if (po.budget_bytes <= 0) {
         return ResourceExhaustedError(
             "engine: the model's weights ({:.1f} GiB) leave no device memory for the KV cache "
             "({:.1f} GiB free)",
-            WeightBytes(p->config) / 1073741824.0, free_bytes / 1073741824.0);
+            weight_bytes / 1073741824.0, free_bytes / 1073741824.0);
       }
     }
   }

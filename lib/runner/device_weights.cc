@@ -20,12 +20,9 @@ absl::StatusOr<DeviceWeights> LoadDeviceWeights(const model::ModelConfig& config
                                                 backend::Backend* backend,
                                                 const std::function<void(double)>& on_progress) {
   DeviceWeights d;
-  uint64_t total = 0, done = 0;
-  for (const model::WeightSpec& s : model::ExpectedWeights(config)) {
-    uint64_t n = 2;
-    for (int64_t dim : s.shape) n *= static_cast<uint64_t>(dim);
-    total += n;
-  }
+  // Progress is measured against the bf16 size of every expected tensor.
+  const uint64_t total = 2 * static_cast<uint64_t>(model::CountParameters(config));
+  uint64_t done = 0;
   auto load = [&](std::initializer_list<const model::WeightView*> parts,
                   backend::Tensor* out) -> absl::Status {
     std::vector<const model::WeightView*> v(parts);

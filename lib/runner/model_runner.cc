@@ -287,9 +287,7 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result)
   const int real_seqs = static_cast<int>(in.seqs.size());
   StepBatch padded;
   const StepBatch& batch = pad ? (padded = Pad(in, BatchBucket(real_seqs))) : in;
-  GANNET_ASSIGN_OR_RETURN(const backend::StepMetadata* md_const, meta.Build(batch));
-  backend::StepMetadata* md = meta.mutable_metadata();
-  (void)md_const;
+  GANNET_ASSIGN_OR_RETURN(backend::StepMetadata* md, meta.Build(batch));
   const int n = md->num_tokens;
   const int rows = meta.num_logit_rows();
   const bool sample = !batch.device_sampling.empty();

@@ -55,7 +55,7 @@ absl::Status StepMetadataBuilder::UploadSampling(const std::vector<backend::Samp
   return be_->CopyToDevice(sampling_.data, p.data(), p.size() * sizeof(backend::SamplingParams));
 }
 
-absl::StatusOr<const backend::StepMetadata*> StepMetadataBuilder::Build(const StepBatch& batch) {
+absl::StatusOr<backend::StepMetadata*> StepMetadataBuilder::Build(const StepBatch& batch) {
   const int num_seqs = static_cast<int>(batch.seqs.size());
   const int n = batch.num_tokens();
   if (num_seqs == 0) return InvalidArgumentError("step: no sequences");

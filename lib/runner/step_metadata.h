@@ -19,8 +19,9 @@ class StepMetadataBuilder {
  public:
   absl::Status Init(backend::Backend* backend, const model::ModelConfig& config,
                     const RunnerOptions& options);
-  // Validates and uploads; the returned metadata stays valid until the next Build.
-  absl::StatusOr<const backend::StepMetadata*> Build(const StepBatch& batch);
+  // Validates and uploads; the returned metadata stays valid until the next Build. It is mutable
+  // so the caller can adjust host-side bounds before launch (graph buckets round max_seq_len up).
+  absl::StatusOr<backend::StepMetadata*> Build(const StepBatch& batch);
 
   // Uploads one SamplingParams per logits row (device sampling).
   absl::Status UploadSampling(const std::vector<backend::SamplingParams>& params);
@@ -28,9 +29,6 @@ class StepMetadataBuilder {
     return sampling_.Rows(0, rows * static_cast<int64_t>(sizeof(backend::SamplingParams)));
   }
   backend::Tensor sampled_ids(int rows) const { return sampled_.Rows(0, rows); }
-  // The step's metadata, for adjustments before launch (graph buckets round max_seq_len up).
-  backend::StepMetadata* mutable_metadata() { return &md_; }
-
   backend::Tensor token_ids(int n) const { return ids_.Rows(0, n); }
   backend::Tensor ple_token_ids(int n) const { return ple_ids_.Rows(0, n); }
   int num_logit_rows() const { return static_cast<int>(h_logit_rows_.size()); }
