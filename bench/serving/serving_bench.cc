@@ -18,10 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/device_copy.h"
 #include "gannet/gannet.h"
-#ifdef GANNET_BENCH_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 namespace {
 
@@ -58,36 +56,6 @@ double Percentile(std::vector<double> v, double p) {
   const size_t lo = static_cast<size_t>(idx);
   const size_t hi = std::min(lo + 1, v.size() - 1);
   return v[lo] + (v[hi] - v[lo]) * (idx - lo);
-}
-
-double MeasureCopyBandwidth() {
-#ifdef GANNET_BENCH_CUDA
-  // Device-to-device copy of 1 GiB, bytes read + bytes written, median of 10.
-  const size_t bytes = size_t{1} << 30;
-  void *a = nullptr, *b = nullptr;
-  if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) return 0;
-  cudaMemset(a, 1, bytes);
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  std::vector<double> gbs;
-  for (int i = 0; i < 12; ++i) {
-    cudaEventRecord(e0);
-    cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice);
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    if (i >= 2) gbs.push_back(2.0 * bytes / (ms * 1e-3) / 1e9);
-  }
-  cudaFree(a);
-  cudaFree(b);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return Percentile(gbs, 0.5);
-#else
-  return 0;
-#endif
 }
 
 bool ParseArgs(int argc, char** argv, Options* o) {
@@ -130,7 +98,7 @@ int main(int argc, char** argv) {
   Options o;
   if (!ParseArgs(argc, argv, &o)) return 2;
   gannet_set_log_callback(nullptr, nullptr, GANNET_LOG_LEVEL_WARNING);
-  const double copy_gbs = MeasureCopyBandwidth();
+  const double copy_gbs = gannet::bench::MeasureCopyBandwidth();
 
   gannet_engine_config_t cfg = GANNET_ENGINE_CONFIG_INIT;
   cfg.model_dir = o.model.c_str();

@@ -104,8 +104,9 @@ __device__ uint64_t BlockInclusiveScan(uint64_t v, uint64_t* warp_sums) {
   return v + (warp > 0 ? warp_sums[warp - 1] : 0);
 }
 
-__global__ void __launch_bounds__(kThreads) SampleKernel(const float* logits, int64_t ld, int vocab,
+__global__ void __launch_bounds__(kThreads) SampleKernel(float* logits, int64_t ld, int vocab,
                                                          const SamplingRowParams* params,
+                                                         const int32_t* banned, int ban_slots,
                                                          int32_t* out_ids) {
   __shared__ uint64_t hist[256];
   __shared__ uint64_t warp_sums[32];
@@ -116,6 +117,14 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(const float* logits, in
   const SamplingRowParams sp = params[blockIdx.x];
   const float* x = logits + blockIdx.x * ld;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (banned != nullptr) {
+    // Masked in place, so the logits a caller copies out afterwards agree with the draw.
+    if (threadIdx.x < ban_slots) {
+      const int32_t id = banned[blockIdx.x * ban_slots + threadIdx.x];
+      if (id >= 0 && id < vocab) logits[blockIdx.x * ld + id] = -INFINITY;
+    }
+    __syncthreads();
+  }
 
   // Arg-max (value, then lowest index): needed by both paths.
   float best = -INFINITY;
@@ -219,11 +228,13 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(const float* logits, in
 
 }  // namespace
 
-cudaError_t LaunchSample(const float* logits, int64_t ld, int rows, int vocab,
-                         const SamplingRowParams* params, int32_t* out_ids, cudaStream_t stream) {
-  if (vocab < 1) return cudaErrorInvalidValue;
+cudaError_t LaunchSample(float* logits, int64_t ld, int rows, int vocab,
+                         const SamplingRowParams* params, const int32_t* banned, int ban_slots,
+                         int32_t* out_ids, cudaStream_t stream) {
+  if (vocab < 1 || ban_slots < 0 || ban_slots > kThreads) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
-  SampleKernel<<<rows, kThreads, 0, stream>>>(logits, ld, vocab, params, out_ids);
+  SampleKernel<<<rows, kThreads, 0, stream>>>(logits, ld, vocab, params, banned, ban_slots,
+                                              out_ids);
   return cudaGetLastError();
 }
 

@@ -25,8 +25,11 @@ struct SamplingRowParams {
 };
 static_assert(sizeof(SamplingRowParams) == 24, "matches backend::SamplingParams");
 
-cudaError_t LaunchSample(const float* logits /* [rows, vocab], row stride ld */, int64_t ld,
-                         int rows, int vocab, const SamplingRowParams* params /* [rows] device */,
-                         int32_t* out_ids /* [rows] */, cudaStream_t stream);
+// banned (nullable): [rows, ban_slots] token ids, -1 unused; their logits are set to -inf in
+// place before the draw.
+cudaError_t LaunchSample(float* logits /* [rows, vocab], row stride ld */, int64_t ld, int rows,
+                         int vocab, const SamplingRowParams* params /* [rows] device */,
+                         const int32_t* banned, int ban_slots, int32_t* out_ids /* [rows] */,
+                         cudaStream_t stream);
 
 }  // namespace gannet::kernels

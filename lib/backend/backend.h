@@ -125,6 +125,10 @@ struct SamplingParams {
 };
 static_assert(sizeof(SamplingParams) == 24);
 
+// Token ids per row that Backend::Sample masks to -inf before drawing (a request's stop tokens
+// while it is short of min_tokens); rows with more go through the host sampler instead.
+inline constexpr int kSampleBanSlots = 8;
+
 struct MoeExpertsArgs {
   Tensor x;             // [T, H] expert input (pre_feedforward_layernorm_2 output)
   Tensor topk_ids;      // [T, k] int32
@@ -218,10 +222,15 @@ class Backend {
   // largest threshold whose kept q-mass reaches top_p x the top-k q-mass; then keep w >= min_p;
   // the token is the first, in id order, at which the running kept q-mass exceeds
   // floor(u x total kept q-mass). Deterministic given the seed.
-  virtual absl::Status Sample(Tensor logits, Tensor params, Tensor out_ids) {
+  // banned: empty, or int32 [rows, kSampleBanSlots] token ids (-1: unused slot) whose logits are
+  // set to -inf in place first, so they are never drawn (and read -inf if copied out afterwards).
+  virtual absl::Status Sample(Tensor logits, Tensor params, Tensor banned, Tensor out_ids) {
     return absl::UnimplementedError("Sample is not implemented by this backend");
   }
 };
+
+// The argument checks every Backend::Sample applies (sizes of params, banned and out_ids).
+absl::Status CheckSampleArgs(int64_t rows, Tensor params, Tensor banned, Tensor out_ids);
 
 // inv_freq as HF computes it (fp32), for a layer's head dim.
 void ComputeInvFreq(const RopeSpec& rope, int head_dim, float* inv_freq /* [head_dim / 2] */);

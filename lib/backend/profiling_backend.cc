@@ -94,8 +94,8 @@ absl::Status ProfilingBackend::GatherRows(Tensor x, Tensor rows, Tensor out) {
 absl::Status ProfilingBackend::Softcap(Tensor x, float cap) {
   return Timed("softcap", [&] { return inner_->Softcap(x, cap); });
 }
-absl::Status ProfilingBackend::Sample(Tensor logits, Tensor params, Tensor out) {
-  return Timed("sample", [&] { return inner_->Sample(logits, params, out); });
+absl::Status ProfilingBackend::Sample(Tensor logits, Tensor params, Tensor banned, Tensor out) {
+  return Timed("sample", [&] { return inner_->Sample(logits, params, banned, out); });
 }
 
 }  // namespace gannet::backend

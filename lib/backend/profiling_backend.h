@@ -48,7 +48,7 @@ class ProfilingBackend final : public Backend {
   absl::Status MoeExperts(const MoeExpertsArgs& a) override;
   absl::Status GatherRows(Tensor x, Tensor rows, Tensor out) override;
   absl::Status Softcap(Tensor x, float cap) override;
-  absl::Status Sample(Tensor logits, Tensor params, Tensor out) override;
+  absl::Status Sample(Tensor logits, Tensor params, Tensor banned, Tensor out) override;
 
  private:
   template <typename Fn>

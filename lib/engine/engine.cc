@@ -139,14 +139,19 @@ bool Engine::Impl::RunStep() {
     batch.seqs.push_back(step);
     if (!q.sample) continue;
     // Sample on the backend unless the request needs the logits on the host (penalties,
-    // logprobs, stop tokens masked before min_tokens); both paths draw identically (draw.h).
+    // logprobs, more stop tokens to mask before min_tokens than the device draw takes); both
+    // paths draw identically (draw.h). Copying a row costs 4 x vocab bytes (1 MB on Gemma-4)
+    // and a host pass over it, so the common cases stay on the device.
     const sched::Request& r = *q.request;
+    const bool ban = r.num_output() < r.spec.min_tokens && !r.spec.stop_token_ids.empty();
     const bool host = r.spec.sampling.needs_penalties() || r.spec.logprobs > 0 ||
-                      r.num_output() < r.spec.min_tokens;
+                      (ban && r.spec.stop_token_ids.size() > backend::kSampleBanSlots);
     const sampling::DrawParams d =
         sampling::RowDrawParams(r.spec.sampling, static_cast<uint64_t>(r.num_output()));
     batch.device_sampling.push_back({d.temperature, d.top_k, d.top_p, d.min_p, d.seed});
     batch.host_logits.push_back(host ? 1 : 0);
+    batch.banned_tokens.push_back(ban && !host ? std::span<const int32_t>(r.spec.stop_token_ids)
+                                               : std::span<const int32_t>());
   }
   absl::Status st;
   if (kv.debug_validate()) {
@@ -377,6 +382,17 @@ absl::StatusOr<std::unique_ptr<sched::Request>> Engine::Impl::BuildRequest(Reque
   }
   if (in.stop_token_ids) {
     for (int32_t t : *in.stop_token_ids) spec.stop_token_ids.push_back(t);
+  }
+  // Ids the model cannot produce never stop it; duplicates (the defaults repeat config eos ids)
+  // would only crowd the device sampler's banned-token slots before min_tokens.
+  {
+    std::vector<int32_t>& stops = spec.stop_token_ids;
+    const int64_t vocab = parts->config.text.vocab_size;
+    stops.erase(std::remove_if(stops.begin(), stops.end(),
+                               [&](int32_t t) { return t < 0 || t >= vocab; }),
+                stops.end());
+    std::sort(stops.begin(), stops.end());
+    stops.erase(std::unique(stops.begin(), stops.end()), stops.end());
   }
   spec.logprobs = in.logprobs;
   spec.priority = in.priority;

@@ -249,7 +249,8 @@ absl::Status ModelRunner::Impl::Execute(int n, int rows, bool sample,
     GANNET_RETURN_IF_ERROR(be->Softcap(lg, static_cast<float>(*c.final_logit_softcapping)));
   }
   if (sample) {
-    GANNET_RETURN_IF_ERROR(be->Sample(lg, meta.sampling_params(rows), meta.sampled_ids(rows)));
+    GANNET_RETURN_IF_ERROR(be->Sample(lg, meta.sampling_params(rows), meta.banned_ids(rows),
+                                      meta.sampled_ids(rows)));
   }
   return absl::OkStatus();
 }
@@ -274,6 +275,7 @@ StepBatch ModelRunner::Impl::Pad(const StepBatch& batch, int bucket) {
     if (!padded.device_sampling.empty()) {
       padded.device_sampling.push_back(backend::SamplingParams{0.0f, 1, 1.0f, 0.0f, 0});
       padded.host_logits.push_back(0);
+      if (!padded.banned_tokens.empty()) padded.banned_tokens.emplace_back();
     }
   }
   return padded;
@@ -297,7 +299,7 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result)
       return InvalidArgumentError("step: {} device sampling rows for {} logits rows",
                                   batch.device_sampling.size(), rows);
     }
-    GANNET_RETURN_IF_ERROR(meta.UploadSampling(batch.device_sampling));
+    GANNET_RETURN_IF_ERROR(meta.UploadSampling(batch.device_sampling, batch.banned_tokens));
   }
 
   bool ran = false;

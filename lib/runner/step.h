@@ -7,7 +7,8 @@
 // Logits rows (one per sequence asking for kLast, one per token for kAll, in sequence order) stay
 // in backend memory unless asked for: with `device_sampling` set, every row is sampled on the
 // backend (StepResult::sampled) and only the rows flagged in `host_logits` are copied to the host
-// (requests that need penalties or logprobs); without it every row is copied.
+// (requests that need penalties or logprobs); without it every row is copied. Banned tokens are
+// masked to -inf in the logits before the draw, so copied rows show them masked too.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,9 @@ struct StepBatch {
   std::vector<SeqStep> seqs;
   std::vector<backend::SamplingParams> device_sampling;  // empty, or one per logits row
   std::vector<uint8_t> host_logits;                      // with device_sampling: rows to copy
+  // With device_sampling: empty, or per row the token ids the draw must not pick (at most
+  // backend::kSampleBanSlots; a request's stop tokens before min_tokens).
+  std::vector<std::span<const int32_t>> banned_tokens;
   int num_tokens() const;
   bool decode_only() const;  // every sequence computes exactly one token and wants its logits
 };

@@ -1,6 +1,7 @@
 #include "lib/runner/step_metadata.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "lib/common/status.h"
 #include "lib/runner/model_runner.h"
@@ -40,19 +41,46 @@ absl::Status StepMetadataBuilder::Init(backend::Backend* be, const model::ModelC
     GANNET_RETURN_IF_ERROR(alloc(&slots_[g], max_tokens_));
   }
   GANNET_RETURN_IF_ERROR(alloc(&sampled_, max_rows_));
-  const int64_t sp_bytes = static_cast<int64_t>(max_rows_) * sizeof(backend::SamplingParams);
+  const int64_t sp_bytes = static_cast<int64_t>(max_rows_) *
+                           (sizeof(backend::SamplingParams) + backend::kSampleBanSlots * sizeof(int32_t));
   GANNET_ASSIGN_OR_RETURN(backend::Buffer b, be->Allocate(static_cast<size_t>(sp_bytes)));
   sampling_ = b.View(DType::kU8, {sp_bytes});
   buffers_.push_back(std::move(b));
   return absl::OkStatus();
 }
 
-absl::Status StepMetadataBuilder::UploadSampling(const std::vector<backend::SamplingParams>& p) {
-  if (static_cast<int>(p.size()) > max_rows_) {
-    return InvalidArgumentError("step: {} sampling rows exceed the runner limit of {}", p.size(),
+absl::Status StepMetadataBuilder::UploadSampling(
+    const std::vector<backend::SamplingParams>& p,
+    const std::vector<std::span<const int32_t>>& banned) {
+  const size_t rows = p.size();
+  if (static_cast<int>(rows) > max_rows_) {
+    return InvalidArgumentError("step: {} sampling rows exceed the runner limit of {}", rows,
                                 max_rows_);
   }
-  return be_->CopyToDevice(sampling_.data, p.data(), p.size() * sizeof(backend::SamplingParams));
+  if (!banned.empty() && banned.size() != rows) {
+    return InvalidArgumentError("step: {} banned-token lists for {} sampling rows", banned.size(),
+                                rows);
+  }
+  const size_t params_bytes = rows * sizeof(backend::SamplingParams);
+  h_sampling_.resize(params_bytes + rows * backend::kSampleBanSlots * sizeof(int32_t));
+  std::memcpy(h_sampling_.data(), p.data(), params_bytes);
+  auto* ban = reinterpret_cast<int32_t*>(h_sampling_.data() + params_bytes);
+  std::fill(ban, ban + rows * backend::kSampleBanSlots, -1);
+  for (size_t r = 0; r < banned.size(); ++r) {
+    if (banned[r].size() > static_cast<size_t>(backend::kSampleBanSlots)) {
+      return InvalidArgumentError("step: row {} bans {} tokens; device sampling takes at most {}",
+                                  r, banned[r].size(), backend::kSampleBanSlots);
+    }
+    for (size_t k = 0; k < banned[r].size(); ++k) {
+      const int32_t id = banned[r][k];
+      if (id < 0 || id >= vocab_) {
+        return InvalidArgumentError("step: row {} bans token {} outside the vocabulary of {}", r,
+                                    id, vocab_);
+      }
+      ban[r * backend::kSampleBanSlots + k] = id;
+    }
+  }
+  return be_->CopyToDevice(sampling_.data, h_sampling_.data(), h_sampling_.size());
 }
 
 absl::StatusOr<backend::StepMetadata*> StepMetadataBuilder::Build(const StepBatch& batch) {

@@ -4,6 +4,7 @@
 // over the same addresses), and validates the batch against those limits and the model.
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -23,10 +24,18 @@ class StepMetadataBuilder {
   // so the caller can adjust host-side bounds before launch (graph buckets round max_seq_len up).
   absl::StatusOr<backend::StepMetadata*> Build(const StepBatch& batch);
 
-  // Uploads one SamplingParams per logits row (device sampling).
-  absl::Status UploadSampling(const std::vector<backend::SamplingParams>& params);
+  // Uploads one SamplingParams and one row of banned token ids (-1 padded) per logits row
+  // (device sampling), in one copy. `banned` is empty or has one entry per row.
+  absl::Status UploadSampling(const std::vector<backend::SamplingParams>& params,
+                              const std::vector<std::span<const int32_t>>& banned);
   backend::Tensor sampling_params(int rows) const {
     return sampling_.Rows(0, rows * static_cast<int64_t>(sizeof(backend::SamplingParams)));
+  }
+  // [rows, kSampleBanSlots] int32, right after the rows' SamplingParams.
+  backend::Tensor banned_ids(int rows) const {
+    return backend::Tensor::Make(
+        static_cast<uint8_t*>(sampling_.data) + rows * sizeof(backend::SamplingParams), DType::kI32,
+        {rows, backend::kSampleBanSlots});
   }
   backend::Tensor sampled_ids(int rows) const { return sampled_.Rows(0, rows); }
   backend::Tensor token_ids(int n) const { return ids_.Rows(0, n); }
@@ -50,6 +59,7 @@ class StepMetadataBuilder {
   backend::Tensor page_table_[2], slots_[2], logit_rows_, sampling_, sampled_;
   std::vector<int32_t> h_ids_, h_ple_ids_, h_positions_, h_query_start_, h_seq_lens_, h_token_seq_;
   std::vector<int32_t> h_page_table_[2], h_slots_[2], h_logit_rows_, h_logit_seq_, h_logit_pos_;
+  std::vector<uint8_t> h_sampling_;
   backend::StepMetadata md_;
 };
 

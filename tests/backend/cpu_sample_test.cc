@@ -13,16 +13,23 @@ namespace {
 
 class CpuSampleTest : public ::testing::Test {
  protected:
+  // banned: empty, or [rows x kSampleBanSlots]; masked_out receives the logits after the call.
   std::vector<int32_t> Run(const std::vector<float>& logits, int vocab,
-                           const std::vector<SamplingParams>& params) {
+                           const std::vector<SamplingParams>& params,
+                           std::vector<int32_t> banned = {},
+                           std::vector<float>* masked_out = nullptr) {
     const int rows = static_cast<int>(params.size());
     std::vector<float> x = logits;
     std::vector<SamplingParams> p = params;
     std::vector<int32_t> ids(rows, -1);
+    const Tensor ban = banned.empty() ? Tensor()
+                                      : Tensor::Make(banned.data(), DType::kI32,
+                                                     {rows, kSampleBanSlots});
     absl::Status st = be_.Sample(Tensor::Make(x.data(), DType::kF32, {rows, vocab}),
-                                 Tensor::Make(p.data(), DType::kU8, {rows, 24}),
+                                 Tensor::Make(p.data(), DType::kU8, {rows, 24}), ban,
                                  Tensor::Make(ids.data(), DType::kI32, {rows}));
     EXPECT_TRUE(st.ok()) << st;
+    if (masked_out != nullptr) *masked_out = x;
     return ids;
   }
   CpuBackend be_;
@@ -113,14 +120,50 @@ TEST_F(CpuSampleTest, FrequenciesFollowTheSoftmax) {
   }
 }
 
+// Banned ids (a request's stop tokens before min_tokens) are never drawn, greedy or sampled; -1
+// slots and ids outside the vocabulary are ignored; the row reads -inf there afterwards.
+TEST_F(CpuSampleTest, BannedTokensAreNeverDrawn) {
+  const std::vector<float> row = {0.5f, 4.0f, -1.0f, 3.0f, 1.0f};
+  std::vector<float> x;
+  for (int r = 0; r < 2; ++r) x.insert(x.end(), row.begin(), row.end());
+  SamplingParams greedy;
+  greedy.temperature = 0.f;
+  std::vector<int32_t> banned(2 * kSampleBanSlots, -1);
+  banned[0] = 1;  // row 0 bans its arg-max
+  banned[1] = 99; // outside the vocabulary: ignored
+  std::vector<float> masked;
+  EXPECT_EQ(Run(x, 5, {greedy, greedy}, banned, &masked), (std::vector<int32_t>{3, 1}));
+  EXPECT_EQ(masked[1], -INFINITY);
+  EXPECT_EQ(masked[5 + 1], 4.0f);  // row 1 bans nothing
+
+  // Sampling with every token but one banned can only draw that one.
+  SamplingParams hot;
+  hot.temperature = 2.0f;
+  std::vector<int32_t> all_but_2(2 * kSampleBanSlots, -1);
+  for (int r = 0; r < 2; ++r) {
+    int k = 0;
+    for (int id : {0, 1, 3, 4}) all_but_2[r * kSampleBanSlots + k++] = id;
+  }
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    hot.seed = seed;
+    EXPECT_EQ(Run(x, 5, {hot, hot}, all_but_2), (std::vector<int32_t>{2, 2})) << seed;
+  }
+}
+
 TEST_F(CpuSampleTest, RejectsWrongShapes) {
   std::vector<float> x(10, 0.f);
-  std::vector<int32_t> ids(1);
-  SamplingParams p;
+  std::vector<int32_t> ids(2);
+  SamplingParams p[2];
   absl::Status st = be_.Sample(Tensor::Make(x.data(), DType::kF32, {2, 5}),
-                               Tensor::Make(&p, DType::kU8, {1, 24}),
-                               Tensor::Make(ids.data(), DType::kI32, {1}));
+                               Tensor::Make(p, DType::kU8, {1, 24}), Tensor(),
+                               Tensor::Make(ids.data(), DType::kI32, {2}));
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  std::vector<int32_t> short_ban(kSampleBanSlots, -1);  // one row's worth for two rows
+  st = be_.Sample(Tensor::Make(x.data(), DType::kF32, {2, 5}), Tensor::Make(p, DType::kU8, {2, 24}),
+                  Tensor::Make(short_ban.data(), DType::kI32, {1, kSampleBanSlots}),
+                  Tensor::Make(ids.data(), DType::kI32, {2}));
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("banned"), std::string::npos) << st;
 }
 
 }  // namespace

@@ -532,7 +532,7 @@ TEST_F(CudaOpsTest, DecodeStepOpsReplayFromACudaGraph) {
     GANNET_RETURN_IF_ERROR(gpu_->MoeExperts(ea));
     GANNET_RETURN_IF_ERROR(gpu_->Linear(moe.t, head.t, logits.t));
     GANNET_RETURN_IF_ERROR(gpu_->Softcap(logits.t, 30.f));
-    return gpu_->Sample(logits.t, params, sampled.t);
+    return gpu_->Sample(logits.t, params, Tensor(), sampled.t);
   };
   // The step writes x (residual) and the KV slot; restore them before every run.
   const std::vector<float> x0 = Download(*gpu_, x.t), k0 = Download(*gpu_, kc.t), v0 = Download(*gpu_, vc.t);
@@ -572,7 +572,8 @@ TEST_F(CudaOpsTest, DecodeStepOpsReplayFromACudaGraph) {
 
 // GPU sampling against the CPU definition on a real vocabulary: greedy identical, sampled ids
 // identical for the same seeds (they can only differ where exp() rounds differently right at a
-// boundary; the test allows 1 in 200), and reproducible run to run.
+// boundary; the test allows 1 in 200), and reproducible run to run. Every other row bans tokens
+// (its CPU arg-max among them, so a greedy row must change its answer) and must read -inf there.
 TEST_F(CudaOpsTest, SampleMatchesCpuDefinition) {
   const int vocab = 262144, rows = 48;
   std::vector<float> logits = RandomNormal(static_cast<size_t>(rows) * vocab, 30, 3.0f, false);
@@ -589,19 +590,44 @@ TEST_F(CudaOpsTest, SampleMatchesCpuDefinition) {
       case 5: p.temperature = 0.9f, p.min_p = 0.2f; break;
     }
   }
+  std::vector<int32_t> banned(static_cast<size_t>(rows) * backend::kSampleBanSlots, -1);
+  for (int r = 1; r < rows; r += 2) {
+    const float* row = logits.data() + static_cast<size_t>(r) * vocab;
+    banned[r * backend::kSampleBanSlots] =
+        static_cast<int32_t>(std::max_element(row, row + vocab) - row);
+    banned[r * backend::kSampleBanSlots + 1] = 1;
+    banned[r * backend::kSampleBanSlots + 2] = 106;
+  }
+  std::vector<int32_t> unbanned(rows);
+  std::vector<float> host_logits = logits;
+  ASSERT_TRUE(cpu_.Sample(Host(host_logits, {rows, vocab}),
+                          Tensor::Make(params.data(), DType::kU8, {rows, 24}), Tensor(),
+                          Tensor::Make(unbanned.data(), DType::kI32, {rows})).ok());
   std::vector<int32_t> ref(rows);
-  ASSERT_TRUE(cpu_.Sample(Host(logits, {rows, vocab}), Tensor::Make(params.data(), DType::kU8, {rows, 24}),
+  ASSERT_TRUE(cpu_.Sample(Host(host_logits, {rows, vocab}),
+                          Tensor::Make(params.data(), DType::kU8, {rows, 24}),
+                          Tensor::Make(banned.data(), DType::kI32, {rows, backend::kSampleBanSlots}),
                           Tensor::Make(ref.data(), DType::kI32, {rows})).ok());
+  for (int r = 1; r < rows; r += 2) {
+    if (params[r].temperature == 0.f) EXPECT_NE(ref[r], unbanned[r]) << "banned arg-max, row " << r;
+  }
   DeviceTensor dl = Upload(*gpu_, logits, DType::kF32, {rows, vocab});
   auto pbuf = gpu_->Allocate(rows * sizeof(backend::SamplingParams));
   ASSERT_TRUE(pbuf.ok());
   ASSERT_TRUE(gpu_->CopyToDevice(pbuf->data(), params.data(), rows * sizeof(backend::SamplingParams)).ok());
   DeviceTensor dids = UploadI32(*gpu_, std::vector<int32_t>(rows, -1), {rows});
   const Tensor tp = pbuf->View(DType::kU8, {rows, 24});
-  ASSERT_TRUE(gpu_->Sample(dl.t, tp, dids.t).ok());
+  DeviceTensor dban = UploadI32(*gpu_, banned, {rows, backend::kSampleBanSlots});
+  ASSERT_TRUE(gpu_->Sample(dl.t, tp, dban.t, dids.t).ok());
   std::vector<float> first = Download(*gpu_, dids.t);
-  ASSERT_TRUE(gpu_->Sample(dl.t, tp, dids.t).ok());
+  ASSERT_TRUE(gpu_->Sample(dl.t, tp, dban.t, dids.t).ok());
   EXPECT_EQ(Download(*gpu_, dids.t), first);  // deterministic given the seeds
+  const std::vector<float> masked = Download(*gpu_, dl.t);
+  for (size_t i = 0; i < banned.size(); ++i) {
+    if (banned[i] < 0) continue;
+    const size_t r = i / backend::kSampleBanSlots;
+    EXPECT_EQ(masked[r * vocab + banned[i]], -INFINITY) << "row " << r << " token " << banned[i];
+  }
   int differ = 0;
   for (int r = 0; r < rows; ++r) {
     if (params[r].temperature == 0.f) EXPECT_EQ(first[r], ref[r]) << "greedy row " << r;

@@ -187,6 +187,19 @@ TEST(CapiEngineTest, StopConditions) {
   Outcome min = RunAlone(engine, r);
   EXPECT_GE(min.tokens.size(), 8u);
   for (size_t i = 0; i < 8; ++i) EXPECT_NE(min.tokens[i], stop_id);
+  // The same with more stop ids than the device sampler bans (8 slots): those rows are masked on
+  // the host instead, and must draw the same tokens. The extra ids never occur in `min`, so with
+  // greedy decoding they change nothing.
+  std::vector<int32_t> many = {stop_id};
+  for (int32_t id = 200; many.size() < 10; ++id) {
+    if (std::find(min.tokens.begin(), min.tokens.end(), id) == min.tokens.end()) many.push_back(id);
+  }
+  gannet_request_t hr = r;
+  hr.stop_token_ids = many.data();
+  hr.num_stop_token_ids = many.size();
+  Outcome host_masked = RunAlone(engine, hr);
+  EXPECT_EQ(host_masked.tokens, min.tokens);
+  EXPECT_EQ(host_masked.finish, min.finish);
 
   // max_tokens
   gannet_request_t m = base;

@@ -3,6 +3,8 @@
 #   build    cmake -G Ninja for sm_90: libgannet, the serving driver, the gpu-labelled tests
 #   test     gpu-labelled tests (kernels, ops, runner, engine through the C ABI)
 #   serving  gannet-serving-bench runs, one per line of $GANNET_SERVING (see tools/gpu/serving_*.txt)
+#   decode   gannet-decode-bench runs, one per line of $GANNET_DECODE (see tools/gpu/decode_*.txt);
+#            a line is `<time limit> plain|profile <args>`, profile sets GANNET_PROFILE_OPS=1
 # Usage on the GPU machine, from the repository root after `source .device/env.sh`:
 #   GANNET_SERVING=tools/gpu/serving_31b.txt tools/gpu/run_engine_gpu.sh build test serving
 # Logs and a summary go to $OUT (default /tmp/gannet-engine-out).
@@ -26,7 +28,7 @@ for stage in "${stages[@]}"; do
     build)
       cmake -S . -B "$build" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
         > "$out/engine_build.log" 2>&1 &&
-        ninja -C "$build" -j"$(nproc)" gannet gannet-serving-bench gemm_bench "${tests[@]}" \
+        ninja -C "$build" -j"$(nproc)" gannet gannet-serving-bench gannet-decode-bench gemm_bench "${tests[@]}" \
         >> "$out/engine_build.log" 2>&1
       rc=$?
       [ $rc -ne 0 ] && tail -40 "$out/engine_build.log"
@@ -43,6 +45,18 @@ for stage in "${stages[@]}"; do
         timeout "$limit" "$build/bench/serving/gannet-serving-bench" $args 2>> "$out/serving.err" |
           tee -a "$out/serving.txt"
         [ "${PIPESTATUS[0]}" -ne 0 ] && echo "  (exit ${PIPESTATUS[0]}: $args)" | tee -a "$out/serving.txt"
+      done
+      ;;
+    decode)
+      list=${GANNET_DECODE:-tools/gpu/decode_31b.txt}
+      grep -v '^#' "$list" | while read -r limit mode args; do
+        [ -z "$limit" ] && continue
+        profile=0
+        [ "$mode" = profile ] && profile=1
+        echo "-- $mode $args" | tee -a "$out/decode.txt"
+        GANNET_PROFILE_OPS=$profile timeout "$limit" "$build/bench/runner/gannet-decode-bench" $args \
+          2>&1 | grep -v '^gannet \[I\]' | tee -a "$out/decode.txt"
+        [ "${PIPESTATUS[0]}" -ne 0 ] && echo "  (exit ${PIPESTATUS[0]}: $args)" | tee -a "$out/decode.txt"
       done
       ;;
     *) echo "unknown stage $stage"; rc=2 ;;

@@ -2,26 +2,30 @@
 // the one definition the host sampler and the GPU kernel share -- written plainly, sorting where
 // the GPU kernel radix-selects, with the same fixed-point weights, so both pick the same token
 // for the same seed unless exp() rounds differently at a boundary.
+#include <cmath>
+
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/backend/cpu/cpu_math.h"
 #include "lib/sampling/draw.h"
 
 namespace gannet::backend {
 
-absl::Status CpuBackend::Sample(Tensor logits, Tensor params, Tensor out_ids) {
+absl::Status CpuBackend::Sample(Tensor logits, Tensor params, Tensor banned, Tensor out_ids) {
   GANNET_RETURN_IF_ERROR(cpu::RequireF32(logits, "Sample logits"));
   const int64_t rows = logits.rows();
   const int64_t vocab = logits.row_elems();
-  if (params.numel() * params.elem_bytes() < static_cast<size_t>(rows) * sizeof(SamplingParams) ||
-      out_ids.dtype != DType::kI32 || out_ids.numel() < rows) {
-    return InvalidArgumentError("Sample: params must hold {} SamplingParams and out_ids {} int32",
-                                rows, rows);
-  }
+  GANNET_RETURN_IF_ERROR(CheckSampleArgs(rows, params, banned, out_ids));
   if (vocab < 1) return InvalidArgumentError("Sample: empty vocabulary");
   const auto* sp = static_cast<const SamplingParams*>(params.data);
   pool().ParallelFor(rows, 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const SamplingParams& p = sp[r];
+      if (banned.valid()) {
+        for (int k = 0; k < kSampleBanSlots; ++k) {
+          const int32_t id = banned.as<int32_t>()[r * kSampleBanSlots + k];
+          if (id >= 0 && id < vocab) logits.as<float>()[r * logits.stride0() + id] = -INFINITY;
+        }
+      }
       out_ids.as<int32_t>()[r] = sampling::DrawToken(
           logits.as<float>() + r * logits.stride0(), vocab,
           sampling::DrawParams{p.temperature, p.top_k, p.top_p, p.min_p, p.seed});

@@ -148,20 +148,16 @@ absl::Status CudaBackend::Softcap(Tensor x, float cap) {
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::Sample(Tensor logits, Tensor params, Tensor out_ids) {
+absl::Status CudaBackend::Sample(Tensor logits, Tensor params, Tensor banned, Tensor out_ids) {
   GANNET_RETURN_IF_ERROR(RequireDType(logits, DType::kF32, "Sample logits"));
-  GANNET_RETURN_IF_ERROR(RequireDType(out_ids, DType::kI32, "Sample ids"));
   const RowView v = Rows(logits);
-  if (params.numel() * static_cast<int64_t>(params.elem_bytes()) <
-          v.rows * static_cast<int64_t>(sizeof(SamplingParams)) ||
-      out_ids.numel() < v.rows) {
-    return InvalidArgumentError("Sample: params must hold {} SamplingParams and out_ids {} int32",
-                                v.rows, v.rows);
-  }
+  GANNET_RETURN_IF_ERROR(CheckSampleArgs(v.rows, params, banned, out_ids));
   GANNET_RETURN_IF_ERROR(CheckInt32("Sample", v.rows, v.n));
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchSample(
       logits.as<float>(), v.ld, static_cast<int>(v.rows), static_cast<int>(v.n),
-      static_cast<const kernels::SamplingRowParams*>(params.data), out_ids.as<int32_t>(), stream_));
+      static_cast<const kernels::SamplingRowParams*>(params.data),
+      banned.valid() ? banned.as<int32_t>() : nullptr, kSampleBanSlots, out_ids.as<int32_t>(),
+      stream_));
   return absl::OkStatus();
 }
 

@@ -1,0 +1,207 @@
+// gannet-decode-bench: decode steps alone, straight on runner::ModelRunner, no scheduler.
+//
+// Serving numbers mix prefill chunks, scheduling and queueing into every step; this driver times
+// what a decode step itself costs at a given batch size and context, so that the batched-decode
+// efficiency can be read off directly:
+//   bytes a step must read = weights + for every sequence the KV it attends (window-limited on
+//   sliding layers), against the device-to-device copy bandwidth measured in the same process.
+// Sequences are given contexts without a prefill (their KV pages hold zeros): the kernels read the
+// same bytes either way. Sliding pages are a ring per sequence, released blocks marked -1, as the
+// KV manager leaves them. With GANNET_PROFILE_OPS=1 (and --no-graphs) the op profile printed at
+// exit covers decode steps only. The last step of each batch size runs inside an NVTX range
+// "decode_step", so a kernel profiler can take exactly one step:
+//   ncu --nvtx --nvtx-include "decode_step/" --metrics gpu__time_duration.sum ... --no-graphs
+//
+//   gannet-decode-bench --model dummy:31b --batches 1,16,64 --context 1500 --steps 20
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nvtx3/nvToolsExt.h>
+
+#include "bench/common/device_copy.h"
+#include "lib/backend/backend_factory.h"
+#include "lib/engine/model_info.h"
+#include "lib/model/config.h"
+#include "lib/model/variants.h"
+#include "lib/model/weights.h"
+#include "lib/runner/model_runner.h"
+
+namespace gannet {
+namespace {
+
+struct Options {
+  std::string model = "dummy:31b";
+  std::vector<int> batches = {1, 16, 64};
+  int context = 1500;
+  int spread = 0;  // contexts uniform in [context - spread, context + spread]
+  int steps = 20;
+  int page = 16;
+  bool graphs = true;
+};
+
+bool ParseArgs(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (a == "--model" && v) {
+      o->model = v, ++i;
+    } else if (a == "--batches" && v) {
+      o->batches.clear();
+      std::stringstream ss(v);
+      for (std::string t; std::getline(ss, t, ',');) o->batches.push_back(std::atoi(t.c_str()));
+      ++i;
+    } else if (a == "--context" && v) {
+      o->context = std::atoi(v), ++i;
+    } else if (a == "--spread" && v) {
+      o->spread = std::atoi(v), ++i;
+    } else if (a == "--steps" && v) {
+      o->steps = std::atoi(v), ++i;
+    } else if (a == "--page" && v) {
+      o->page = std::atoi(v), ++i;
+    } else if (a == "--no-graphs") {
+      o->graphs = false;
+    } else {
+      std::fprintf(stderr,
+                   "usage: gannet-decode-bench [--model dummy:VARIANT] [--batches 1,16,64]\n"
+                   "  [--context N] [--spread N] [--steps N] [--page N] [--no-graphs]\n");
+      return false;
+    }
+  }
+  const int max_batch = o->batches.empty() ? 0 : *std::max_element(o->batches.begin(), o->batches.end());
+  return max_batch > 0 && *std::min_element(o->batches.begin(), o->batches.end()) > 0 &&
+         o->context > o->spread && o->spread >= 0 && o->steps > 0 && o->page > 0;
+}
+
+int Run(const Options& o) {
+  std::string variant = o.model;
+  if (variant.rfind("dummy:", 0) == 0) variant = variant.substr(6);
+  auto json = model::VariantConfig(variant, model::VariantSize::kReal);
+  if (!json.ok()) {
+    std::fprintf(stderr, "decode-bench: %s\n", std::string(json.status().message()).c_str());
+    return 2;
+  }
+  auto config = model::ParseModelConfig(*json, o.model);
+  if (!config.ok()) {
+    std::fprintf(stderr, "decode-bench: %s\n", std::string(config.status().message()).c_str());
+    return 2;
+  }
+  const model::TextConfig& c = config->text;
+  const double copy_gbs = bench::MeasureCopyBandwidth();
+
+  auto be = backend::CreateBackend({"cuda", 0, 0});
+  if (!be.ok()) {
+    std::fprintf(stderr, "decode-bench: %s\n", std::string(be.status().message()).c_str());
+    return 1;
+  }
+  const int max_batch = *std::max_element(o.batches.begin(), o.batches.end());
+  const int max_len = o.context + o.spread + o.steps + 1;
+  const int window = c.sliding_window;
+  // A sequence holds at most window / page + 1 in-window sliding blocks; one more lets the ring
+  // never alias a live block.
+  const int ring = window > 0 ? window / o.page + 2 : 0;
+  const int full_pages = (max_len + o.page - 1) / o.page;
+  runner::RunnerOptions ro;
+  ro.max_tokens = max_batch;
+  ro.max_seqs = max_batch;
+  ro.max_logit_rows = max_batch;
+  ro.kv.page_size = o.page;
+  ro.kv.num_pages[0] = window > 0 ? max_batch * ring : 0;
+  ro.kv.num_pages[1] = max_batch * full_pages;
+  ro.max_pages_per_seq = full_pages;
+  ro.enable_graphs = o.graphs;
+  const model::ModelWeights weights = model::SyntheticWeights(*config, /*seed=*/0x9a77e7);
+  auto runner = runner::ModelRunner::Create(*config, weights, be->get(), ro);
+  if (!runner.ok()) {
+    std::fprintf(stderr, "decode-bench: %s\n", std::string(runner.status().message()).c_str());
+    return 1;
+  }
+  const auto per_token = kv::KvBytesPerToken(engine::KvLayers(c), 2);
+  const double weight_bytes = static_cast<double>((*runner)->weight_bytes());
+  std::printf("decode-bench %s: weights %.2f GB, KV %.0f + %.0f bytes/token (sliding, full), "
+              "window %d, page %d, graphs %s, copy %.0f GB/s\n",
+              o.model.c_str(), weight_bytes / 1e9, static_cast<double>(per_token[0]),
+              static_cast<double>(per_token[1]), window, o.page, o.graphs ? "on" : "off", copy_gbs);
+
+  std::mt19937 rng(7);
+  for (int batch : o.batches) {
+    std::vector<int> ctx(batch);
+    std::uniform_int_distribution<int> pick(o.context - o.spread, o.context + o.spread);
+    for (int& l : ctx) l = pick(rng);
+    std::vector<std::vector<int32_t>> tables[2];
+    for (auto& t : tables) t.assign(batch, {});
+    std::vector<int32_t> tokens(batch);
+    std::vector<double> step_ms;
+    double kv_bytes_sum = 0;
+    runner::StepResult result;
+    const int warm = o.graphs ? 3 : 1;  // eager, capture, first replay
+    for (int step = 0; step < warm + o.steps; ++step) {
+      runner::StepBatch b;
+      double kv_bytes = 0;
+      for (int s = 0; s < batch; ++s) {
+        const int pos = ctx[s] + step;  // the position this step computes
+        const int blocks = pos / o.page + 1;
+        const int first_live = window > 0 ? std::max(0, pos - window + 1) / o.page : 0;
+        tables[0][s].assign(window > 0 ? blocks : 0, -1);
+        for (int blk = first_live; window > 0 && blk < blocks; ++blk) {
+          tables[0][s][blk] = s * ring + blk % ring;
+        }
+        tables[1][s].resize(blocks);
+        for (int blk = 0; blk < blocks; ++blk) tables[1][s][blk] = s * full_pages + blk;
+        tokens[s] = static_cast<int32_t>(rng() % c.vocab_size);
+        runner::SeqStep seq;
+        seq.tokens = {&tokens[s], 1};
+        seq.start_pos = pos;
+        seq.page_table[0] = tables[0][s];
+        seq.page_table[1] = tables[1][s];
+        b.seqs.push_back(seq);
+        b.device_sampling.push_back(backend::SamplingParams{0.0f, 1, 1.0f, 0.0f, 0});
+        b.host_logits.push_back(0);
+        const int keys = pos + 1;
+        kv_bytes += static_cast<double>(per_token[0]) * (window > 0 ? std::min(keys, window) : 0) +
+                    static_cast<double>(per_token[1]) * keys;
+      }
+      const bool last = step + 1 == warm + o.steps;
+      if (last) nvtxRangePushA("decode_step");
+      const auto t0 = std::chrono::steady_clock::now();
+      absl::Status st = (*runner)->Forward(b, &result);
+      if (last) nvtxRangePop();
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (!st.ok()) {
+        std::fprintf(stderr, "decode-bench: batch %d step %d: %s\n", batch, step,
+                     std::string(st.message()).c_str());
+        return 1;
+      }
+      if (step >= warm) {
+        step_ms.push_back(ms);
+        kv_bytes_sum += kv_bytes;
+      }
+    }
+    std::sort(step_ms.begin(), step_ms.end());
+    const double med = step_ms[step_ms.size() / 2];
+    const double kv = kv_bytes_sum / o.steps;
+    const double gbs = (weight_bytes + kv) / (med * 1e-3) / 1e9;
+    std::printf("  batch %3d ctx %5d: %8.2f ms/step (min %.2f, max %.2f)  %7.1f tok/s  "
+                "weights %.2f GB + KV %.2f GB  %6.0f GB/s = %5.1f%% of copy  ideal %.2f ms\n",
+                batch, o.context, med, step_ms.front(), step_ms.back(), batch * 1e3 / med,
+                weight_bytes / 1e9, kv / 1e9, gbs, copy_gbs > 0 ? 100 * gbs / copy_gbs : 0.0,
+                copy_gbs > 0 ? (weight_bytes + kv) / (copy_gbs * 1e9) * 1e3 : 0.0);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace gannet
+
+int main(int argc, char** argv) {
+  gannet::Options o;
+  if (!gannet::ParseArgs(argc, argv, &o)) return 2;
+  return gannet::Run(o);
+}
