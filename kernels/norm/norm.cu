@@ -1,10 +1,14 @@
 // RMSNorm kernels (norm.h): one CTA per row, f32 statistics, fixed-order block reductions (so
-// results are run-to-run reproducible). Rows are read twice (statistics, then output); the second
-// read hits L1/L2.
+// results are run-to-run reproducible). The generic kernels read rows twice (statistics, then
+// output; the second read hits L1/L2). The decode-path PostNormResidual (bf16 x, f32 residual,
+// hidden <= 8192) keeps its row in registers instead: at batch 1 a single CTA does the whole op,
+// and a loop of dependent L2 round trips cost ~20 us per call where one batch of loads costs ~3.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "kernels/common/device_utils.cuh"
+#include "kernels/common/launch.cuh"
+#include "kernels/common/launch.h"
 #include "kernels/norm/norm.h"
 
 namespace gannet::kernels {
@@ -73,6 +77,69 @@ __global__ void __launch_bounds__(kThreads) PostNormResidualKernel(Mat x, const 
   }
 }
 
+// Row-in-registers PostNormResidual for bf16 x, f32 residual, bf16 (or no) next output: every
+// load of the row is issued before the first reduction, each thread owning kPer elements
+// i = threadIdx.x + k * kRegThreads.
+constexpr int kRegThreads = 1024;
+
+template <int kPer>
+__global__ void __launch_bounds__(kRegThreads) PostNormResidualRegKernel(
+    const bf16* __restrict__ x, int64_t ldx, const float* __restrict__ post_w,
+    float* __restrict__ res, int64_t ldr, const float* __restrict__ scalar,
+    const float* __restrict__ next_w, bf16* __restrict__ next_out, int64_t ldo, float eps, int n) {
+  __shared__ float red[32];
+  PdlLaunchDependents();
+  const int64_t row = blockIdx.x;
+  float xv[kPer], rv[kPer], pw[kPer];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int i = threadIdx.x + k * kRegThreads;
+    pw[k] = i < n ? post_w[i] : 0.f;  // a weight: readable before the previous kernel ends
+  }
+  PdlWait();
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int i = threadIdx.x + k * kRegThreads;
+    const bool in = i < n;
+    xv[k] = in ? __bfloat162float(x[row * ldx + i]) : 0.f;
+    rv[k] = in ? res[row * ldr + i] : 0.f;
+  }
+  float ss = 0.f;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) ss += xv[k] * xv[k];
+  const float inv = InvRms(BlockSum(ss, red), n, eps);
+  const float s = scalar ? *scalar : 1.0f;
+  float ss2 = 0.f;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    float r = rv[k] + (xv[k] * inv) * pw[k];
+    if (scalar) r *= s;
+    rv[k] = r;
+    ss2 += r * r;
+    const int i = threadIdx.x + k * kRegThreads;
+    if (i < n) res[row * ldr + i] = r;
+  }
+  if (next_out == nullptr) return;
+  const float inv2 = InvRms(BlockSum(ss2, red), n, eps);
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int i = threadIdx.x + k * kRegThreads;
+    if (i < n) {
+      const float v = rv[k] * inv2;
+      next_out[row * ldo + i] = __float2bfloat16_rn(next_w ? v * next_w[i] : v);
+    }
+  }
+}
+
+template <int kPer>
+cudaError_t LaunchPostNormResidualReg(Mat x, const float* post_w, Mat res, const float* scalar,
+                               const float* next_w, Mat next_out, float eps, int rows, int n,
+                               cudaStream_t stream) {
+  return LaunchPdl(PostNormResidualRegKernel<kPer>, rows, kRegThreads, 0, stream,
+                   static_cast<const bf16*>(x.data), x.ld, post_w, static_cast<float*>(res.data),
+                   res.ld, scalar, next_w, static_cast<bf16*>(next_out.data), next_out.ld, eps, n);
+}
+
 __global__ void __launch_bounds__(kThreads) PleCombineKernel(Mat proj, Mat tok, const float* w,
                                                              float proj_scale, float combine_scale,
                                                              float eps, Mat out, int group,
@@ -108,6 +175,20 @@ cudaError_t LaunchPostNormResidual(Mat x, const float* post_w, Mat residual, con
                                    const float* next_w, Mat next_out, float eps, int rows, int n,
                                    cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
+  const bool reg_types = x.type == DataType::kBF16 && residual.type == DataType::kF32 &&
+                         (next_out.data == nullptr || next_out.type == DataType::kBF16);
+  if (reg_types && n <= 2 * kRegThreads) {
+    return LaunchPostNormResidualReg<2>(x, post_w, residual, scalar, next_w, next_out, eps, rows, n,
+                                        stream);
+  }
+  if (reg_types && n <= 4 * kRegThreads) {
+    return LaunchPostNormResidualReg<4>(x, post_w, residual, scalar, next_w, next_out, eps, rows, n,
+                                        stream);
+  }
+  if (reg_types && n <= 8 * kRegThreads) {
+    return LaunchPostNormResidualReg<8>(x, post_w, residual, scalar, next_w, next_out, eps, rows, n,
+                                        stream);
+  }
   PostNormResidualKernel<<<rows, kThreads, 0, stream>>>(x, post_w, residual, scalar, next_w,
                                                         next_out, eps, n);
   return cudaGetLastError();

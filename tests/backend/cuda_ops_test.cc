@@ -66,8 +66,13 @@ TEST_F(CudaOpsTest, EmbedScalesRowsExactly) {
   EXPECT_EQ(Download(*gpu_, out.t), ref);  // bf16 value times the same f32 scale: exact
 }
 
-TEST_F(CudaOpsTest, RmsNormAndPostNormResidual) {
-  const int t = 9, h = 5376;
+// Hidden sizes of E2B (1536), 26B-A4B (2816), 31B (5376) and one past the register-resident
+// kernel's 8192 limit (the generic kernel), so every PostNormResidual launch path is checked.
+class CudaNormTest : public CudaOpsTest, public ::testing::WithParamInterface<int> {};
+INSTANTIATE_TEST_SUITE_P(HiddenSizes, CudaNormTest, ::testing::Values(1536, 2816, 5376, 8200));
+
+TEST_P(CudaNormTest, RmsNormAndPostNormResidual) {
+  const int t = 9, h = GetParam();
   std::vector<float> x = RandomNormal(t * h, 2, 3.0f, false);
   std::vector<float> w = RandomNormal(h, 3, 0.3f);
   for (float& v : w) v += 1.0f;
@@ -609,7 +614,9 @@ TEST_F(CudaOpsTest, SampleMatchesCpuDefinition) {
                           Tensor::Make(banned.data(), DType::kI32, {rows, backend::kSampleBanSlots}),
                           Tensor::Make(ref.data(), DType::kI32, {rows})).ok());
   for (int r = 1; r < rows; r += 2) {
-    if (params[r].temperature == 0.f) EXPECT_NE(ref[r], unbanned[r]) << "banned arg-max, row " << r;
+    if (params[r].temperature == 0.f) {
+      EXPECT_NE(ref[r], unbanned[r]) << "banned arg-max, row " << r;
+    }
   }
   DeviceTensor dl = Upload(*gpu_, logits, DType::kF32, {rows, vocab});
   auto pbuf = gpu_->Allocate(rows * sizeof(backend::SamplingParams));
@@ -630,7 +637,9 @@ TEST_F(CudaOpsTest, SampleMatchesCpuDefinition) {
   }
   int differ = 0;
   for (int r = 0; r < rows; ++r) {
-    if (params[r].temperature == 0.f) EXPECT_EQ(first[r], ref[r]) << "greedy row " << r;
+    if (params[r].temperature == 0.f) {
+      EXPECT_EQ(first[r], ref[r]) << "greedy row " << r;
+    }
     differ += first[r] != ref[r];
   }
   EXPECT_LE(differ, rows / 200);
