@@ -1,13 +1,15 @@
-// GEMV for M <= 8 (see gemv.h): one warp per kRowsPerWarp output columns, 8 independent warps
-// per CTA. Each lane streams 16-byte weight chunks c = lane, lane + 32, ... of its rows, with
-// kUnroll x kRowsPerWarp loads issued before any arithmetic, so an SM keeps ~64 KB of weights in
-// flight (HBM latency x per-SM bandwidth is ~35 KB on H100/H200). x (small, shared by every warp)
-// is read through L1. Partial sums reduce by warp shuffles in a fixed order: no shared memory, no
-// block barrier, so a warp that finishes early frees its slot instead of waiting for its CTA.
+// GEMV for M <= 8 (see gemv.h): one warp per output column (weight row), 4 independent warps per
+// CTA. Each lane streams 16-byte weight chunks c = lane, lane + 32, ... of its row, kUnroll loads
+// at a time, with the next kUnroll already in flight while the current ones are multiplied, so an
+// SM keeps ~100 KB of weights in flight (HBM latency x per-SM bandwidth is ~35 KB on H100/H200).
+// x (small, shared by every warp) is read through L1. Partial sums reduce by warp shuffles in a
+// fixed order: no shared memory and no block barrier.
 //
-// History: the first version gave a CTA 4 columns with its 256 threads splitting K and a shared-
-// memory reduction; on H200 it streamed the 31B projections at 72-89% of the read bandwidth cuBLASLt
-// reached on the larger gate_up (CTA-wide barriers and a partial last wave on N = 5376).
+// Work granularity sets the tail: CTAs of 4 rows (64 KB of weights at K = 8192) are handed out
+// dynamically, so SMs finish within one small CTA of each other. History on H200, 31B decode:
+// 4 rows per CTA with 256 threads splitting K and a shared-memory reduction streamed the
+// projections at 72-89% of the read bandwidth cuBLASLt reached on gate_up; 16 rows per CTA (8
+// warps x 2 rows) left N = 5376 with 2.5 CTAs per SM, 40% slower there.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -19,9 +21,9 @@
 namespace gannet::kernels {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int kRowsPerWarp = 2;
+constexpr int kRowsPerWarp = 1;
 constexpr int kUnroll = 4;
 
 // Issues the weight loads of chunks c0 + 32 u (u < kUnroll) of a warp's rows.
