@@ -60,6 +60,16 @@ absl::StatusOr<std::unique_ptr<CudaLinear>> CudaLinear::Create(CudaBackend* back
   GANNET_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, backend->device_info().device));
   l->flush_bytes_ = static_cast<size_t>(l2) * 2;
   if (l->flush_bytes_ > 0) GANNET_CUDA_RETURN_IF_ERROR(cudaMalloc(&l->flush_, l->flush_bytes_));
+  if (const char* path = std::getenv("GANNET_LINEAR_PATH")) {
+    if (std::strcmp(path, "cublaslt") == 0) {
+      l->forced_ = Path::kCublasLt;
+    } else if (std::strcmp(path, "gemv") == 0) {
+      l->forced_ = Path::kGemv;
+    } else if (std::strcmp(path, "auto") != 0) {
+      return InvalidArgumentError("GANNET_LINEAR_PATH='{}' is not one of auto, cublaslt, gemv",
+                                  path);
+    }
+  }
   return l;
 }
 

@@ -6,7 +6,8 @@
 // caches the fastest, so the GEMV is used exactly where it measurably beats cuBLASLt. M is keyed
 // exactly up to 16 and by power-of-two bucket above. cuBLASLt runs with a fixed pre-allocated
 // workspace, so every call is graph-capturable. GANNET_LINEAR_TUNE=0 skips timing (first
-// heuristic algo; the GEMV for M <= 8).
+// heuristic algo; the GEMV for M <= 8). GANNET_LINEAR_PATH=cublaslt|gemv pins a path as Force()
+// does (diagnostics: what the timed choice is worth).
 #pragma once
 
 #include <cublasLt.h>
