@@ -5,8 +5,6 @@
 
 #include "kernels/activation/elementwise.h"
 #include "kernels/common/device_utils.cuh"
-#include "kernels/common/launch.cuh"
-#include "kernels/common/launch.h"
 
 namespace gannet::kernels {
 namespace {
@@ -43,8 +41,6 @@ dim3 GridFor(int rows, int n) {
 }
 
 __global__ void GeluTanhMulKernel(Mat gate, Mat up, Mat out, int rows, int n) {
-  PdlLaunchDependents();
-  PdlWait();
   ForEach(rows, n, [&](int64_t r, int64_t i) { Put(out, r, i, GeluTanh(Get(gate, r, i)) * Get(up, r, i)); });
 }
 
@@ -98,7 +94,8 @@ __global__ void GatherRowsKernel(const char* x, int64_t x_row_bytes, int num_row
 
 cudaError_t LaunchGeluTanhMul(Mat gate, Mat up, Mat out, int rows, int n, cudaStream_t stream) {
   if (rows == 0 || n == 0) return cudaSuccess;
-  return LaunchPdl(GeluTanhMulKernel, GridFor(rows, n), kThreads, 0, stream, gate, up, out, rows, n);
+  GeluTanhMulKernel<<<GridFor(rows, n), kThreads, 0, stream>>>(gate, up, out, rows, n);
+  return cudaGetLastError();
 }
 
 cudaError_t LaunchAdd(Mat a, Mat b, Mat out, int rows, int n, cudaStream_t stream) {

@@ -7,8 +7,6 @@
 #include <cuda_runtime.h>
 
 #include "kernels/common/device_utils.cuh"
-#include "kernels/common/launch.cuh"
-#include "kernels/common/launch.h"
 #include "kernels/norm/norm.h"
 
 namespace gannet::kernels {
@@ -88,21 +86,15 @@ __global__ void __launch_bounds__(kRegThreads) PostNormResidualRegKernel(
     float* __restrict__ res, int64_t ldr, const float* __restrict__ scalar,
     const float* __restrict__ next_w, bf16* __restrict__ next_out, int64_t ldo, float eps, int n) {
   __shared__ float red[32];
-  PdlLaunchDependents();
   const int64_t row = blockIdx.x;
   float xv[kPer], rv[kPer], pw[kPer];
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    const int i = threadIdx.x + k * kRegThreads;
-    pw[k] = i < n ? post_w[i] : 0.f;  // a weight: readable before the previous kernel ends
-  }
-  PdlWait();
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
     const int i = threadIdx.x + k * kRegThreads;
     const bool in = i < n;
     xv[k] = in ? __bfloat162float(x[row * ldx + i]) : 0.f;
     rv[k] = in ? res[row * ldr + i] : 0.f;
+    pw[k] = in ? post_w[i] : 0.f;
   }
   float ss = 0.f;
 #pragma unroll
@@ -135,9 +127,10 @@ template <int kPer>
 cudaError_t LaunchPostNormResidualReg(Mat x, const float* post_w, Mat res, const float* scalar,
                                const float* next_w, Mat next_out, float eps, int rows, int n,
                                cudaStream_t stream) {
-  return LaunchPdl(PostNormResidualRegKernel<kPer>, rows, kRegThreads, 0, stream,
-                   static_cast<const bf16*>(x.data), x.ld, post_w, static_cast<float*>(res.data),
-                   res.ld, scalar, next_w, static_cast<bf16*>(next_out.data), next_out.ld, eps, n);
+  PostNormResidualRegKernel<kPer><<<rows, kRegThreads, 0, stream>>>(
+      static_cast<const bf16*>(x.data), x.ld, post_w, static_cast<float*>(res.data), res.ld,
+      scalar, next_w, static_cast<bf16*>(next_out.data), next_out.ld, eps, n);
+  return cudaGetLastError();
 }
 
 __global__ void __launch_bounds__(kThreads) PleCombineKernel(Mat proj, Mat tok, const float* w,

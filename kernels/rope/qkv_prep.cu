@@ -6,8 +6,6 @@
 #include <cuda_runtime.h>
 
 #include "kernels/common/device_utils.cuh"
-#include "kernels/common/launch.cuh"
-#include "kernels/common/launch.h"
 #include "kernels/rope/qkv_prep.h"
 
 namespace gannet::kernels {
@@ -58,8 +56,6 @@ __device__ __forceinline__ void NormRopeStore(const bf16* in, const float* w, fl
 }
 
 __global__ void __launch_bounds__(kWarps * 32) QkvPrepKernel(const QkvPrepParams p) {
-  PdlLaunchDependents();
-  PdlWait();
   const int t = blockIdx.x;
   const int head = blockIdx.y * kWarps + (threadIdx.x >> 5);
   const int heads = p.num_q_heads + (p.has_kv ? p.num_kv_heads : 0);
@@ -95,7 +91,8 @@ cudaError_t LaunchQkvPrep(const QkvPrepParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0) return cudaSuccess;
   const int heads = p.num_q_heads + (p.has_kv ? p.num_kv_heads : 0);
   dim3 grid(p.num_tokens, (heads + kWarps - 1) / kWarps);
-  return LaunchPdl(QkvPrepKernel, grid, kWarps * 32, 0, stream, p);
+  QkvPrepKernel<<<grid, kWarps * 32, 0, stream>>>(p);
+  return cudaGetLastError();
 }
 
 }  // namespace gannet::kernels

@@ -15,8 +15,6 @@
 
 #include "kernels/attention/paged_attention.h"
 #include "kernels/common/device_utils.cuh"
-#include "kernels/common/launch.cuh"
-#include "kernels/common/launch.h"
 #include "kernels/common/mma_sm80.cuh"
 
 namespace gannet::kernels::sm80 {
@@ -114,8 +112,6 @@ __host__ __device__ __forceinline__ SplitWorkspace SplitViews(void* ws, int ctas
 template <int kHeadDim, int kBlockM>
 __global__ void __launch_bounds__(kHeadDim / 4) FlashCombineKernel(const PagedAttentionParams p,
                                                                  int num_splits, void* workspace) {
-  PdlLaunchDependents();
-  PdlWait();
   const int group = p.num_q_heads / p.num_kv_heads;
   const int kvh = blockIdx.y, r = blockIdx.z;
   TileRange t;
@@ -161,8 +157,8 @@ template <int kHeadDim, int kBlockM>
 cudaError_t LaunchFlashCombine(const PagedAttentionParams& p, dim3 flash_grid, int num_splits,
                                void* workspace, cudaStream_t stream) {
   dim3 grid(flash_grid.x, flash_grid.y, kBlockM);
-  return LaunchPdl(FlashCombineKernel<kHeadDim, kBlockM>, grid, kHeadDim / 4, 0, stream, p,
-                   num_splits, workspace);
+  FlashCombineKernel<kHeadDim, kBlockM><<<grid, kHeadDim / 4, 0, stream>>>(p, num_splits, workspace);
+  return cudaGetLastError();
 }
 
 }  // namespace gannet::kernels::sm80

@@ -52,8 +52,6 @@ template <typename Tr>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
     FlashDecodeSm80Kernel(const PagedAttentionParams p, int num_splits, void* workspace) {
 #if GANNET_SM80_ENABLED
-  PdlLaunchDependents();
-  PdlWait();
   constexpr int kHeadDim = Tr::kHeadDim, kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN;
   constexpr int kStride = Tr::kStride, kStages = Tr::kStages, kSStride = Tr::kSStride;
   constexpr int kChunksPerRow = kHeadDim / 8;
@@ -277,8 +275,8 @@ cudaError_t LaunchFlashDecode(const PagedAttentionParams& p, int num_splits, voi
   const int group = p.num_q_heads / p.num_kv_heads;
   dim3 grid(FlashGridTiles(MakeDecodeConfig<Tr>(), p.num_tokens, p.num_seqs, group), p.num_kv_heads,
             num_splits);
-  err = LaunchPdl(FlashDecodeSm80Kernel<Tr>, grid, Tr::kThreads, Tr::kSmemBytes, stream, p,
-                  num_splits, workspace);
+  FlashDecodeSm80Kernel<Tr><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p, num_splits, workspace);
+  err = cudaGetLastError();
   if (err != cudaSuccess || num_splits == 1) return err;
   return LaunchFlashCombine<Tr::kHeadDim, Tr::kBlockM>(p, grid, num_splits, workspace, stream);
 }
