@@ -213,6 +213,10 @@ void SplitArgs(benchmark::internal::Benchmark* b) {
   for (int64_t s : {2, 4}) b->Args({512, 4, 16, 8192, s, 1});
   for (int64_t s : {8, 16, 24}) b->Args({256, 16, 1, 8192, s, 0});
   b->Args({256, 16, 1, 8192, 16, 1});
+  // Batch 1 over 1024 keys (what a sliding layer reads) and 2k (a full layer at chat lengths).
+  for (int64_t s : {8, 14, 16, 24, 32}) b->Args({256, 16, 1, 1024, s, 0});
+  for (int64_t s : {32, 64}) b->Args({256, 16, 1, 1024, s, 1});
+  for (int64_t s : {8, 16, 28, 32, 48}) b->Args({512, 4, 1, 2048, s, 0});
 }
 
 void DecodeArgs(benchmark::internal::Benchmark* b) {

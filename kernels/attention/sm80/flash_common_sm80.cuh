@@ -120,32 +120,46 @@ __global__ void __launch_bounds__(kHeadDim / 4) FlashCombineKernel(const PagedAt
   const SplitWorkspace w = SplitViews(workspace, gridDim.x * gridDim.y, num_splits, kBlockM, kHeadDim);
   const float* lse = w.lse + static_cast<size_t>(cta) * num_splits * kBlockM + r;
   const float* o = w.o + (static_cast<size_t>(cta) * num_splits * kBlockM + r) * kHeadDim + threadIdx.x * 4;
-  float lmax = -INFINITY;
-  for (int s = 0; s < num_splits; ++s) lmax = fmaxf(lmax, lse[s * kBlockM]);
+  // The merge is latency-bound: each batch issues all its splits' lse and partial loads at once
+  // (the partial loads do not wait for the lse) and folds them in with a running maximum, so a
+  // decode step's merge costs one memory round trip per 16 splits.
+  constexpr int kBatch = 16;
+  float lmax = -INFINITY, wsum = 0.f;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  float wsum = 0.f;
-  // Eight splits' loads in flight per thread: the merge is latency-bound, not bandwidth-bound.
-  constexpr int kBatch = 8;
   for (int s0 = 0; s0 < num_splits; s0 += kBatch) {
+    float l[kBatch];
     float4 x[kBatch];
-    float wgt[kBatch];
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
       const int s = s0 + j;
-      const float l = s < num_splits ? lse[s * kBlockM] : -INFINITY;
-      // Empty splits (no keys) carry -inf and a zero partial: weight 0, never 0 * garbage.
-      wgt[j] = l == -INFINITY ? 0.f : exp2f(l - lmax);
-      x[j] = wgt[j] > 0.f ? *reinterpret_cast<const float4*>(o + static_cast<size_t>(s) * kBlockM * kHeadDim)
-                          : make_float4(0.f, 0.f, 0.f, 0.f);
+      l[j] = s < num_splits ? lse[s * kBlockM] : -INFINITY;
+      x[j] = s < num_splits ? *reinterpret_cast<const float4*>(o + static_cast<size_t>(s) * kBlockM * kHeadDim)
+                            : make_float4(0.f, 0.f, 0.f, 0.f);
     }
+    float bmax = lmax;
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) bmax = fmaxf(bmax, l[j]);
+    if (bmax == -INFINITY) continue;
+    const float rescale = lmax == -INFINITY ? 0.f : exp2f(lmax - bmax);
+    wsum *= rescale;
+    acc.x *= rescale;
+    acc.y *= rescale;
+    acc.z *= rescale;
+    acc.w *= rescale;
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
-      wsum += wgt[j];
-      acc.x += wgt[j] * x[j].x;
-      acc.y += wgt[j] * x[j].y;
-      acc.z += wgt[j] * x[j].z;
-      acc.w += wgt[j] * x[j].w;
+      // Empty splits (no keys) carry -inf and an unwritten partial: weight 0 and the partial
+      // replaced, never 0 * garbage.
+      const bool live = l[j] != -INFINITY;
+      const float wgt = live ? exp2f(l[j] - bmax) : 0.f;
+      const float4 v = live ? x[j] : make_float4(0.f, 0.f, 0.f, 0.f);
+      wsum += wgt;
+      acc.x += wgt * v.x;
+      acc.y += wgt * v.y;
+      acc.z += wgt * v.z;
+      acc.w += wgt * v.w;
     }
+    lmax = bmax;
   }
   const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
   bf16* out = OutRow(p, t, group, kvh, kHeadDim, r) + threadIdx.x * 4;
