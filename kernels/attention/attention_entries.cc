@@ -13,15 +13,19 @@ constexpr int kMaxSplits = 64;
 // and the merge cost more than the parallelism buys: on H100, hd512 batch 1 at 8k runs 44 us with
 // 33 splits, 59 us with 16 and 78 us with 132), except that short contexts may still use up to
 // kShortContextSplits splits of >= kMinKeysShort keys (1k context: 16 us with 14 splits, 28 us
-// with 4).
+// with 4; 2k context on H200: 15.6 us with 32, 17.6 with 16).
 constexpr int kMinKeysPerSplit = 256;
-constexpr int kShortContextSplits = 16;
+constexpr int kShortContextSplits = 32;
 constexpr int kMinKeysShort = 64;
 // Shared memory an SM can give its resident blocks (sm_90: 228 KB, 1 KB reserved per block).
 constexpr int kSmemPerSm = 233472;
 
 // Like FlashAttention's num_splits_heuristic: the fewest splits whose wave efficiency is within
-// 85% of the best, so short or already-wide problems don't pay for merging partials.
+// 85% of the best, so short or already-wide problems don't pay for merging partials. A problem
+// that stays within two waves even at the most splits (batch-1 decode) takes the most: there the
+// time is pipeline latency, and shorter splits cut it more than the merge adds (H200, batch 1:
+// hd256 over 1024 keys 13.3 us with 16 splits vs 14.9 with 14; hd512 over 2048 keys 15.6 us
+// with 32 vs 17.6 with 16).
 int SplitHeuristic(const FlashConfig& c, const ProblemKey& pk, const DeviceInfo& dev) {
   const int group = std::max(1, pk.group());
   const int row_tiles = std::max(pk.num_seqs, (pk.num_tokens * group + c.block_m - 1) / c.block_m);
@@ -34,6 +38,7 @@ int SplitHeuristic(const FlashConfig& c, const ProblemKey& pk, const DeviceInfo&
   const int max_splits =
       std::min(kMaxSplits, std::max({1, kv_len / kMinKeysPerSplit,
                                      std::min(kShortContextSplits, kv_len / kMinKeysShort)}));
+  if (ctas * max_splits <= 2 * target) return max_splits;
   double best = 0;
   double eff[kMaxSplits + 1] = {};
   for (int s = 1; s <= max_splits; ++s) {

@@ -165,6 +165,14 @@ TEST_F(RegistryTest, SplitCountFillsTheGpuOnlyWhenNeeded) {
   ProblemKey wide = Attention(Op::kAttentionDecode, 256, 32, 16);
   wide.num_seqs = wide.num_tokens = 64;
   EXPECT_EQ(FlashAttentionSplits(kSm80DecodeHd256Split, wide, h100), 1);
+  // Batch 1 within two waves even at the most splits takes the most (latency-bound): a sliding
+  // layer's 1024 keys in 16 splits of 64, a 2k full layer in 32.
+  ProblemKey slide = Attention(Op::kAttentionDecode, 256, 32, 16);
+  slide.window = 1024;
+  EXPECT_EQ(FlashAttentionSplits(kSm80DecodeHd256Split, slide, h100), 16);
+  ProblemKey full_2k = Attention(Op::kAttentionDecode, 512, 32, 4);
+  full_2k.max_seq_len = 2048;
+  EXPECT_EQ(FlashAttentionSplits(kSm80DecodeHd512Split, full_2k, h100), 32);
   // A short context never splits below two tiles per split.
   ProblemKey short_ctx = Attention(Op::kAttentionDecode, 512, 32, 4);
   short_ctx.max_seq_len = 40;
