@@ -24,7 +24,7 @@
 
 #include <nvtx3/nvToolsExt.h>
 
-#include "bench/common/device_copy.h"
+#include "bench/common/device_refs.h"
 #include "lib/backend/backend_factory.h"
 #include "lib/engine/model_info.h"
 #include "lib/model/config.h"

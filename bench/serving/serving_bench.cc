@@ -5,7 +5,9 @@
 // and generates exactly `--output-len` tokens (stop tokens ignored). Reports output tokens/s,
 // TTFT (median, p99) and TPOT (median). At concurrency 1 it also reports the bandwidth decode
 // achieves — (weights + the KV a step reads) / TPOT — as a fraction of the device-to-device copy
-// bandwidth measured in the same run (CUDA builds only).
+// bandwidth measured in the same run (CUDA builds only), and for dense models without per-layer
+// embeddings (31B) the prefill rate behind the median TTFT as a fraction of a cuBLASLt bf16 8192^3
+// GEMM measured in the same run.
 //
 //   gannet-serving-bench --model dummy:31b --input-len 1000 --output-len 1000 --concurrency 16
 #include <algorithm>
@@ -18,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/device_copy.h"
+#include "bench/common/device_refs.h"
 #include "gannet/gannet.h"
 
 namespace {
@@ -99,6 +101,7 @@ int main(int argc, char** argv) {
   if (!ParseArgs(argc, argv, &o)) return 2;
   gannet_set_log_callback(nullptr, nullptr, GANNET_LOG_LEVEL_WARNING);
   const double copy_gbs = gannet::bench::MeasureCopyBandwidth();
+  const double gemm_tflops = o.concurrency == 1 ? gannet::bench::MeasureGemmTflops() : 0;
 
   gannet_engine_config_t cfg = GANNET_ENGINE_CONFIG_INIT;
   cfg.model_dir = o.model.c_str();
@@ -229,6 +232,29 @@ int main(int argc, char** argv) {
     const double gbs = (stats.weight_bytes + kv) / (tpot_med * 1e-3) / 1e9;
     std::printf("  decode bandwidth: %.1f GB/s = %.1f%% of the %.1f GB/s device copy (weights %.2f GB + KV %.3f GB per step)\n",
                 gbs, 100.0 * gbs / copy_gbs, copy_gbs, stats.weight_bytes / 1e9, kv / 1e9);
+  }
+  gannet_model_info_t info;
+  info.struct_size = sizeof(info);
+  if (o.concurrency == 1 && gemm_tflops > 0 && gannet_model_info(o.model.c_str(), &info) == GANNET_OK &&
+      info.num_experts == 0 && std::strstr(info.variant, "ple") == nullptr) {
+    // FLOPs of a prompt of L tokens: 2 per weight of every matmul per token (all parameters but the
+    // embedding table: the tied LM head runs on the last token only), plus causal attention,
+    // 4 x query heads x head dim per (query, key) pair, keys window-limited on sliding layers.
+    // MoE (top-k of the experts) and PLE (table lookups) would need their own counts: skipped.
+    const double L = o.input_len, W = info.sliding_window > 0 ? info.sliding_window : L;
+    const double linear = 2.0 * (info.num_parameters - info.vocab_size * info.hidden_size);
+    const double full_pairs = L * (L + 1) / 2;
+    const double sliding_pairs = L <= W ? full_pairs : W * (W + 1) / 2 + (L - W) * W;
+    const double attention = 4.0 * info.num_attention_heads *
+                             (info.num_sliding_layers * info.head_dim * sliding_pairs +
+                              info.num_full_layers * info.full_head_dim * full_pairs);
+    const double ttft_s = Percentile(ttft, 0.5) * 1e-3;
+    const double tflops = (linear * L + attention) / ttft_s / 1e12;
+    std::printf("  prefill: %d tokens in %.1f ms (TTFT p50) = %.0f tok/s, %.0f TFLOP/s = %.1f%% of "
+                "the %.0f TFLOP/s cuBLASLt bf16 8192^3 GEMM (%.1f linear + %.2f attention "
+                "GFLOP/token)\n",
+                o.input_len, ttft_s * 1e3, L / ttft_s, tflops, 100.0 * tflops / gemm_tflops,
+                gemm_tflops, linear / 1e9, attention / L / 1e9);
   }
   return errors ? 1 : 0;
 }

@@ -48,9 +48,14 @@ int InfoCommand(int argc, char** argv) {
   }
   std::printf("model:        %s\n", argv[2]);
   std::printf("variant:      %s (model_type %s)\n", info.variant, info.model_type);
-  std::printf("parameters:   %s (%s of %s weights in %d file%s)\n", Count(info.num_parameters).c_str(),
-              Bytes(info.weight_bytes).c_str(), info.dtypes, info.num_shards,
-              info.num_shards == 1 ? "" : "s");
+  if (info.num_shards > 0) {
+    std::printf("parameters:   %s (%s of %s weights in %d file%s)\n", Count(info.num_parameters).c_str(),
+                Bytes(info.weight_bytes).c_str(), info.dtypes, info.num_shards,
+                info.num_shards == 1 ? "" : "s");
+  } else {
+    std::printf("parameters:   %s (%s of %s weights, generated on load)\n",
+                Count(info.num_parameters).c_str(), Bytes(info.weight_bytes).c_str(), info.dtypes);
+  }
   if (info.skipped_tower_bytes > 0) {
     std::printf("skipped:      %s of vision/audio tower tensors (text-only load)\n",
                 Bytes(info.skipped_tower_bytes).c_str());

@@ -156,7 +156,8 @@ typedef struct gannet_model_info {
   int64_t kv_bytes_per_token_full;
 } gannet_model_info_t;
 
-/* Reads config.json and the safetensors headers of a checkpoint folder (no weights are read). */
+/* Reads config.json and the safetensors headers of a checkpoint folder (no weights are read), or
+ * describes "dummy:<variant>" (the real geometry, bf16 weights the engine would generate). */
 GANNET_API gannet_status_t gannet_model_info(const char* model_dir, gannet_model_info_t* info_out);
 
 /* ---- requests -------------------------------------------------------------------------- */

@@ -8,6 +8,7 @@
 #include "lib/kv/kv_pool_plan.h"
 #include "lib/model/checkpoint.h"
 #include "lib/model/config.h"
+#include "lib/model/variants.h"
 #include "lib/model/weights.h"
 
 namespace gannet::engine {
@@ -22,24 +23,36 @@ std::vector<kv::KvLayerGeometry> KvLayers(const model::TextConfig& c) {
 }
 
 absl::StatusOr<ModelInfo> ReadModelInfo(const std::string& dir) {
-  GANNET_ASSIGN_OR_RETURN(model::ModelConfig config, model::LoadModelConfig(dir));
-  GANNET_ASSIGN_OR_RETURN(auto ckpt, model::Checkpoint::Open(dir));
-  // Binding validates names and shapes, so `info` reports a broken checkpoint as broken.
-  GANNET_ASSIGN_OR_RETURN(model::ModelWeights weights, model::BindWeights(config, *ckpt));
-  const model::TextConfig& c = config.text;
   ModelInfo info;
+  model::ModelConfig config;
+  constexpr std::string_view kDummy = "dummy:";
+  if (dir.rfind(kDummy, 0) == 0) {
+    // The engine's synthetic-weight models: a known variant's real geometry, bf16, no files.
+    GANNET_ASSIGN_OR_RETURN(Json json, model::VariantConfig(dir.substr(kDummy.size()),
+                                                            model::VariantSize::kReal));
+    GANNET_ASSIGN_OR_RETURN(config, model::ParseModelConfig(json, dir));
+    info.dtypes = "BF16";
+    info.num_parameters = model::CountParameters(config);
+    info.weight_bytes = 2 * info.num_parameters;
+  } else {
+    GANNET_ASSIGN_OR_RETURN(config, model::LoadModelConfig(dir));
+    GANNET_ASSIGN_OR_RETURN(auto ckpt, model::Checkpoint::Open(dir));
+    // Binding validates names and shapes, so `info` reports a broken checkpoint as broken.
+    GANNET_ASSIGN_OR_RETURN(model::ModelWeights weights, model::BindWeights(config, *ckpt));
+    std::set<std::string> dtypes;
+    for (const std::string& name : ckpt->Names()) {
+      dtypes.insert(std::string(DTypeName(ckpt->Find(name)->info->dtype)));
+    }
+    for (const std::string& d : dtypes) info.dtypes += (info.dtypes.empty() ? "" : ",") + d;
+    info.num_parameters = model::CountParameters(config);
+    info.weight_bytes = static_cast<int64_t>(ckpt->total_bytes());
+    info.skipped_tower_bytes = static_cast<int64_t>(ckpt->skipped_bytes());
+    info.num_shards = static_cast<int32_t>(ckpt->num_shards());
+    info.has_tokenizer = FileExists(dir + "/tokenizer.json");
+  }
+  const model::TextConfig& c = config.text;
   info.model_type = config.model_type;
   info.variant = std::string(model::VariantName(config.variant));
-  std::set<std::string> dtypes;
-  for (const std::string& name : ckpt->Names()) {
-    dtypes.insert(std::string(DTypeName(ckpt->Find(name)->info->dtype)));
-  }
-  for (const std::string& d : dtypes) info.dtypes += (info.dtypes.empty() ? "" : ",") + d;
-  info.num_parameters = model::CountParameters(config);
-  info.weight_bytes = static_cast<int64_t>(ckpt->total_bytes());
-  info.skipped_tower_bytes = static_cast<int64_t>(ckpt->skipped_bytes());
-  info.num_shards = static_cast<int32_t>(ckpt->num_shards());
-  info.has_tokenizer = FileExists(dir + "/tokenizer.json");
   info.num_layers = c.num_hidden_layers;
   info.num_sliding_layers = c.NumLayersOfType(model::LayerType::kSliding);
   info.num_full_layers = c.NumLayersOfType(model::LayerType::kFull);

@@ -1,5 +1,6 @@
 // What `gannet info` shows about a checkpoint folder, read from config.json and the safetensors
-// headers only (no tensor data is touched).
+// headers only (no tensor data is touched), or about a "dummy:<variant>" model (its real geometry,
+// bf16 weights that the engine would generate).
 #pragma once
 
 #include <cstdint>

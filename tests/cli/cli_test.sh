@@ -23,6 +23,12 @@ check "unknown command is a usage error" $?
 "$gannet" info "$tiny/31b" > "$tmp/info"; check "info exits 0" $?
 contains "$tmp/info" "gemma4-31b" && contains "$tmp/info" "skipped:" && contains "$tmp/info" "KV per token"
 check "info describes the checkpoint" $?
+"$gannet" info dummy:31b > "$tmp/info_dummy"; check "info on a dummy model exits 0" $?
+contains "$tmp/info_dummy" "gemma4-31b" && contains "$tmp/info_dummy" "30.70 B" &&
+  contains "$tmp/info_dummy" "generated on load" && contains "$tmp/info_dummy" "window 1024"
+check "info describes a dummy model's real geometry" $?
+"$gannet" info dummy:nope > "$tmp/info_nope" 2>&1; [ $? -eq 1 ] && contains "$tmp/info_nope" "unknown Gemma-4 variant 'nope'"
+check "info on an unknown dummy variant names it" $?
 "$gannet" info /nonexistent/model > "$tmp/info_bad" 2>&1; [ $? -eq 1 ] && contains "$tmp/info_bad" "/nonexistent/model/config.json"
 check "info on a missing folder names the file" $?
 

@@ -1,6 +1,10 @@
 // Runner behaviour beyond HF parity: padded decode batches (the shape CUDA graphs replay), device
-// sampling with selective logits download, and the synthetic ("dummy") weight load format.
+// sampling with selective logits download and banned tokens, and the synthetic ("dummy") weight
+// load format.
 #include <algorithm>
+#include <cmath>
+#include <span>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "lib/backend/cpu/cpu_backend.h"
@@ -116,6 +120,44 @@ TEST(RunnerTest, DeviceSamplingAndSelectiveLogits) {
   auto r1 = some.Row(1);
   auto a1 = all.Row(1);
   EXPECT_TRUE(std::equal(r1.begin(), r1.end(), a1.begin()));
+
+  // Banned tokens (stop tokens before min_tokens): row 0 bans its arg-max and gets the runner-up;
+  // row 1's copied logits show its ban as -inf; row 2 bans nothing and is unchanged.
+  auto argmax = [](std::span<const float> row, int skip) {
+    int best = -1;
+    for (int i = 0; i < static_cast<int>(row.size()); ++i) {
+      if (i != skip && (best < 0 || row[i] > row[best])) best = i;
+    }
+    return best;
+  };
+  const int32_t top0 = some.sampled[0], top1 = some.sampled[1];
+  const std::vector<int32_t> ban0 = {top0}, ban1 = {top1};
+  b.banned_tokens = {ban0, ban1, {}};
+  StepResult banned;
+  ASSERT_TRUE((*r)->Forward(b, &banned).ok());
+  EXPECT_EQ(banned.sampled[0], argmax(all.Row(0), top0));
+  EXPECT_NE(banned.sampled[1], top1);
+  EXPECT_EQ(banned.sampled[2], some.sampled[2]);
+  ASSERT_TRUE(banned.has_logits(1));
+  EXPECT_EQ(banned.Row(1)[top1], -INFINITY);
+
+  // More bans than the device draw takes, a token outside the vocabulary, or a list count that
+  // does not match the rows: errors naming the problem, and the runner keeps working.
+  std::vector<int32_t> too_many(backend::kSampleBanSlots + 1);
+  for (size_t i = 0; i < too_many.size(); ++i) too_many[i] = static_cast<int32_t>(i);
+  const std::vector<int32_t> outside = {1 << 30};
+  for (const auto& lists : {std::vector<std::span<const int32_t>>{too_many, {}, {}},
+                            std::vector<std::span<const int32_t>>{outside, {}, {}},
+                            std::vector<std::span<const int32_t>>{{}, {}}}) {
+    b.banned_tokens = lists;
+    StepResult bad;
+    const absl::Status st = (*r)->Forward(b, &bad);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  }
+  b.banned_tokens.clear();
+  StepResult again;
+  ASSERT_TRUE((*r)->Forward(b, &again).ok());
+  EXPECT_EQ(again.sampled, some.sampled);
 }
 
 TEST(RunnerTest, SyntheticWeightsEqualTheTinyCheckpoint) {
