@@ -58,6 +58,45 @@ __device__ __forceinline__ bool FindTileRange(const PagedAttentionParams& p, int
   return true;
 }
 
+// What a (tile, kv head, split) CTA works on: its share of the tile's key blocks and the
+// sequence's page table.
+struct SplitWork {
+  int t_begin;  // first key block of this split, counted from TileRange::lo
+  int n_tiles;  // key blocks in this split
+  const int32_t* table;
+};
+
+// The prologue every flash kernel shares: per-row positions into sPos (-1 marks padding rows,
+// masked everywhere and never stored), this split's key blocks, and the cp.async loads of the
+// tile's Q rows -- (token, head) pairs of KV head kvh's query group, zero-filled past the
+// sequence's rows -- into sQ (the caller commits them with its first K/V group).
+template <int kHeadDim, int kBlockM, int kBlockN, int kThreads, int kStride>
+__device__ __forceinline__ SplitWork BeginFlashTile(const PagedAttentionParams& p, const TileRange& t,
+                                                    int group, int kvh, int split, int num_splits,
+                                                    int* sPos, bf16* sQ) {
+  constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks
+  for (int r = threadIdx.x; r < kBlockM; r += kThreads) {
+    sPos[r] = r < t.rows_here ? p.positions[t.q0 + (t.row0 + r) / group] : -1;
+  }
+  const int total_tiles = t.hi > t.lo ? (t.hi - t.lo + kBlockN - 1) / kBlockN : 0;
+  const int per_split = (total_tiles + num_splits - 1) / num_splits;
+  SplitWork w;
+  w.t_begin = min(total_tiles, split * per_split);
+  w.n_tiles = min(total_tiles, w.t_begin + per_split) - w.t_begin;
+  w.table = p.page_table + static_cast<int64_t>(t.seq) * p.max_pages_per_seq;
+  for (int c = threadIdx.x; c < kBlockM * kChunksPerRow; c += kThreads) {
+    const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
+    const bool ok = r < t.rows_here;
+    const int gr = t.row0 + r;
+    const bf16* src = static_cast<const bf16*>(p.q) +
+                      (ok ? (t.q0 + gr / group) * p.q_stride +
+                                static_cast<int64_t>(kvh * group + gr % group) * kHeadDim + ch * 8
+                          : 0);
+    CpAsync16(sQ + r * kStride + ch * 8, src, ok ? 16 : 0);
+  }
+  return w;
+}
+
 // Copies keys [key0, key0 + kBlockN) of one KV head into padded shared-memory tiles. Each thread
 // owns one key row (its page looked up once, no division in the copy loop) and every
 // (threads-per-row)-th 16-byte chunk of it, so a warp instruction moves whole 64-byte row segments.

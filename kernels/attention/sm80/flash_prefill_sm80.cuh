@@ -61,7 +61,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 #if GANNET_SM80_ENABLED
   constexpr int kHeadDim = Tr::kHeadDim, kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN;
   constexpr int kStride = Tr::kStride, kPStride = Tr::kPStride, kStages = Tr::kStages;
-  constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks
   constexpr float kLog2e = 1.4426950408889634f;
 
   extern __shared__ __align__(128) unsigned char smem[];
@@ -84,30 +83,12 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 
   TileRange t;
   if (!FindTileRange(p, group, kBlockM, blockIdx.x, &t)) return;
-  // Per-row positions; -1 marks padding rows (masked everywhere, never stored).
-  for (int r = tid; r < kBlockM; r += Tr::kThreads) {
-    sPos[r] = r < t.rows_here ? p.positions[t.q0 + (t.row0 + r) / group] : -1;
-  }
-  const int total_tiles = t.hi > t.lo ? (t.hi - t.lo + kBlockN - 1) / kBlockN : 0;
-  const int per_split = (total_tiles + num_splits - 1) / num_splits;
-  const int t_begin = min(total_tiles, split * per_split);
-  const int n_tiles = min(total_tiles, t_begin + per_split) - t_begin;
-
+  const SplitWork work = BeginFlashTile<kHeadDim, kBlockM, kBlockN, Tr::kThreads, kStride>(
+      p, t, group, kvh, split, num_splits, sPos, sQ);
+  const int t_begin = work.t_begin, n_tiles = work.n_tiles;
+  const int32_t* table = work.table;
   const bf16* k_base = static_cast<const bf16*>(p.k_cache);
   const bf16* v_base = static_cast<const bf16*>(p.v_cache);
-  const int32_t* table = p.page_table + static_cast<int64_t>(t.seq) * p.max_pages_per_seq;
-
-  // Q rows: (token, head) pairs of this group, zero-filled past the sequence's rows.
-  for (int c = tid; c < kBlockM * kChunksPerRow; c += Tr::kThreads) {
-    const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
-    const bool ok = r < t.rows_here;
-    const int gr = t.row0 + r;
-    const bf16* src = static_cast<const bf16*>(p.q) +
-                      (ok ? (t.q0 + gr / group) * p.q_stride +
-                                static_cast<int64_t>(kvh * group + gr % group) * kHeadDim + ch * 8
-                          : 0);
-    CpAsync16(sQ + r * kStride + ch * 8, src, ok ? 16 : 0);
-  }
   auto load_tile = [&](int stage, int tile) {
     LoadKvTile<kHeadDim, kBlockN, Tr::kThreads, kStride>(
         k_base, v_base, sK + stage * kBlockN * kStride, sV + stage * kBlockN * kStride, table,
