@@ -147,6 +147,80 @@ __host__ __device__ __forceinline__ SplitWorkspace SplitViews(void* ws, int ctas
   return w;
 }
 
+// Loads key block `tile` of a CTA's split into pipeline stage `stage` (LoadKvTile with the CTA's
+// fixed arguments bound), and primes the first kStages - 1 stages, one cp.async group each (the
+// Q copies issued before ride in the first).
+template <int kHeadDim, int kBlockN, int kThreads, int kStride>
+struct KvTileLoader {
+  const bf16* k_base;
+  const bf16* v_base;
+  bf16* sK;
+  bf16* sV;
+  const int32_t* table;
+  int page_size, num_kv_heads, kvh;
+  int key0;  // first key of the split's first block
+  int hi;    // keys at or past hi are zero-filled
+  __device__ __forceinline__ void operator()(int stage, int tile) const {
+    LoadKvTile<kHeadDim, kBlockN, kThreads, kStride>(
+        k_base, v_base, sK + stage * kBlockN * kStride, sV + stage * kBlockN * kStride, table,
+        page_size, num_kv_heads, kvh, key0 + tile * kBlockN, hi);
+  }
+  template <int kStages>
+  __device__ __forceinline__ void Prime(int n_tiles) const {
+#pragma unroll
+    for (int st = 0; st < kStages - 1; ++st) {
+      if (st < n_tiles) (*this)(st, st);
+      CpAsyncCommit();
+    }
+  }
+};
+
+// The epilogue every flash kernel shares. A warp holds rows r_lo and r_lo + 8 of the tile (the
+// m16n8 accumulator layout) for its dims [col0, col0 + 8 kDT): without splits it writes the
+// normalised bf16 output rows; with splits, this split's normalised f32 partial and, from the
+// warps with lse_writer set (one per row), its log2-sum-exp for FlashCombineKernel.
+template <int kHeadDim, int kBlockM, int kDT>
+__device__ __forceinline__ void StoreFlashResult(const PagedAttentionParams& p, const TileRange& t,
+                                                 int group, int kvh, int split, int num_splits,
+                                                 void* workspace, const float (&acc_o)[kDT][4],
+                                                 const float (&m_run)[2], const float (&l_run)[2],
+                                                 int r_lo, int col0, bool lse_writer) {
+  const int lane = threadIdx.x & 31;
+  const float inv_l[2] = {l_run[0] > 0.f ? 1.f / l_run[0] : 0.f,
+                          l_run[1] > 0.f ? 1.f / l_run[1] : 0.f};
+  if (num_splits == 1) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = r_lo + 8 * h;
+      if (r >= t.rows_here) continue;
+      bf16* o = OutRow(p, t, group, kvh, kHeadDim, r) + col0 + (lane & 3) * 2;
+#pragma unroll
+      for (int dt = 0; dt < kDT; ++dt) {
+        *reinterpret_cast<uint32_t*>(o + dt * 8) =
+            PackBf16x2(acc_o[dt][2 * h] * inv_l[h], acc_o[dt][2 * h + 1] * inv_l[h]);
+      }
+    }
+    return;
+  }
+  const int cta = blockIdx.x * gridDim.y + kvh;
+  const SplitWorkspace w = SplitViews(workspace, gridDim.x * gridDim.y, num_splits, kBlockM, kHeadDim);
+  float* my_o = w.o + (static_cast<size_t>(cta) * num_splits + split) * kBlockM * kHeadDim;
+  float* my_lse = w.lse + (static_cast<size_t>(cta) * num_splits + split) * kBlockM;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = r_lo + 8 * h;
+    float* o = my_o + r * kHeadDim + col0 + (lane & 3) * 2;
+#pragma unroll
+    for (int dt = 0; dt < kDT; ++dt) {
+      *reinterpret_cast<float2*>(o + dt * 8) =
+          make_float2(acc_o[dt][2 * h] * inv_l[h], acc_o[dt][2 * h + 1] * inv_l[h]);
+    }
+    if (lse_writer && (lane & 3) == 0) {
+      my_lse[r] = l_run[h] > 0.f ? m_run[h] + log2f(l_run[h]) : -INFINITY;
+    }
+  }
+}
+
 // One CTA per (tile, kv head, row); head_dim / 4 threads, 4 dims each.
 template <int kHeadDim, int kBlockM>
 __global__ void __launch_bounds__(kHeadDim / 4) FlashCombineKernel(const PagedAttentionParams p,
@@ -212,6 +286,32 @@ cudaError_t LaunchFlashCombine(const PagedAttentionParams& p, dim3 flash_grid, i
   dim3 grid(flash_grid.x, flash_grid.y, kBlockM);
   FlashCombineKernel<kHeadDim, kBlockM><<<grid, kHeadDim / 4, 0, stream>>>(p, num_splits, workspace);
   return cudaGetLastError();
+}
+
+template <typename Tr>
+FlashConfig MakeFlashConfig() {
+  return {Tr::kHeadDim, Tr::kBlockM, Tr::kBlockN, Tr::kThreads, Tr::kStages, Tr::kSmemBytes};
+}
+
+// Launches a flash kernel over (tiles, kv heads, splits), then the split merge when it split.
+template <typename Tr>
+cudaError_t LaunchFlashKernel(void (*kernel)(const PagedAttentionParams, int, void*),
+                              const PagedAttentionParams& p, int num_splits, void* workspace,
+                              cudaStream_t stream) {
+  if (p.head_dim != Tr::kHeadDim || p.num_kv_heads <= 0 || num_splits < 1) return cudaErrorInvalidValue;
+  if (num_splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
+  // Opting into large shared memory is per device; set it on every launch (cheap, and legal while
+  // a stream is being captured) instead of keeping per-process state.
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         Tr::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const int group = p.num_q_heads / p.num_kv_heads;
+  dim3 grid(FlashGridTiles(MakeFlashConfig<Tr>(), p.num_tokens, p.num_seqs, group), p.num_kv_heads,
+            num_splits);
+  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p, num_splits, workspace);
+  err = cudaGetLastError();
+  if (err != cudaSuccess || num_splits == 1) return err;
+  return LaunchFlashCombine<Tr::kHeadDim, Tr::kBlockM>(p, grid, num_splits, workspace, stream);
 }
 
 }  // namespace gannet::kernels::sm80

@@ -70,20 +70,11 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   if (!FindTileRange(p, group, kBlockM, blockIdx.x, &t)) return;
   const SplitWork work = BeginFlashTile<kHeadDim, kBlockM, kBlockN, Tr::kThreads, kStride>(
       p, t, group, kvh, split, num_splits, sPos, sQ);
-  const int t_begin = work.t_begin, n_tiles = work.n_tiles;
-  const int32_t* table = work.table;
-  const bf16* k_base = static_cast<const bf16*>(p.k_cache);
-  const bf16* v_base = static_cast<const bf16*>(p.v_cache);
-  auto load_tile = [&](int stage, int tile) {
-    LoadKvTile<kHeadDim, kBlockN, Tr::kThreads, kStride>(
-        k_base, v_base, sK + stage * kBlockN * kStride, sV + stage * kBlockN * kStride, table,
-        p.page_size, p.num_kv_heads, kvh, t.lo + (t_begin + tile) * kBlockN, t.hi);
-  };
-#pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
-    if (st < n_tiles) load_tile(st, st);
-    CpAsyncCommit();  // Q rides in the first group
-  }
+  const int n_tiles = work.n_tiles;
+  const KvTileLoader<kHeadDim, kBlockN, Tr::kThreads, kStride> load_tile{
+      static_cast<const bf16*>(p.k_cache), static_cast<const bf16*>(p.v_cache), sK, sV,
+      work.table, p.page_size, p.num_kv_heads, kvh, t.lo + work.t_begin * kBlockN, t.hi};
+  load_tile.Prime<kStages>(n_tiles);
 
   // This warp's slice of Q, in registers for the whole kernel.
   const int d0 = warp * Tr::kDimsPerWarp;
@@ -112,7 +103,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     CpAsyncCommit();
     const bf16* cK = sK + (it % kStages) * kBlockN * kStride;
     const bf16* cV = sV + (it % kStages) * kBlockN * kStride;
-    const int key0 = t.lo + (t_begin + it) * kBlockN;
+    const int key0 = t.lo + (work.t_begin + it) * kBlockN;
 
     // ---- partial S over this warp's dims, all keys; kNT independent accumulator chains ----
     float s[Tr::kNT][4];
@@ -209,60 +200,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   }
   CpAsyncWait<0>();
 
-  const float inv_l[2] = {l_run[0] > 0.f ? 1.f / l_run[0] : 0.f,
-                          l_run[1] > 0.f ? 1.f / l_run[1] : 0.f};
-  if (num_splits == 1) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = r_lo + 8 * h;
-      if (r >= t.rows_here) continue;
-      bf16* o = OutRow(p, t, group, kvh, kHeadDim, r) + d0 + (lane & 3) * 2;
-#pragma unroll
-      for (int dt = 0; dt < Tr::kDT; ++dt) {
-        *reinterpret_cast<uint32_t*>(o + dt * 8) =
-            PackBf16x2(acc_o[dt][2 * h] * inv_l[h], acc_o[dt][2 * h + 1] * inv_l[h]);
-      }
-    }
-    return;
-  }
-  const int cta = blockIdx.x * gridDim.y + kvh;
-  const SplitWorkspace w = SplitViews(workspace, gridDim.x * gridDim.y, num_splits, kBlockM, kHeadDim);
-  float* my_o = w.o + (static_cast<size_t>(cta) * num_splits + split) * kBlockM * kHeadDim;
-  float* my_lse = w.lse + (static_cast<size_t>(cta) * num_splits + split) * kBlockM;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = r_lo + 8 * h;
-    float* o = my_o + r * kHeadDim + d0 + (lane & 3) * 2;
-#pragma unroll
-    for (int dt = 0; dt < Tr::kDT; ++dt) {
-      *reinterpret_cast<float2*>(o + dt * 8) =
-          make_float2(acc_o[dt][2 * h] * inv_l[h], acc_o[dt][2 * h + 1] * inv_l[h]);
-    }
-    if (warp == 0 && (lane & 3) == 0) my_lse[r] = l_run[h] > 0.f ? m_run[h] + log2f(l_run[h]) : -INFINITY;
-  }
+  StoreFlashResult<kHeadDim, kBlockM, Tr::kDT>(p, t, group, kvh, split, num_splits, workspace, acc_o,
+                                               m_run, l_run, r_lo, d0, warp == 0);
 #endif
-}
-
-template <typename Tr>
-FlashConfig MakeDecodeConfig() {
-  return {Tr::kHeadDim, Tr::kBlockM, Tr::kBlockN, Tr::kThreads, Tr::kStages, Tr::kSmemBytes};
 }
 
 template <typename Tr>
 cudaError_t LaunchFlashDecode(const PagedAttentionParams& p, int num_splits, void* workspace,
                               cudaStream_t stream) {
-  if (p.head_dim != Tr::kHeadDim || p.num_kv_heads <= 0 || num_splits < 1) return cudaErrorInvalidValue;
-  if (num_splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
-  cudaError_t err = cudaFuncSetAttribute(FlashDecodeSm80Kernel<Tr>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
-  if (err != cudaSuccess) return err;
-  const int group = p.num_q_heads / p.num_kv_heads;
-  dim3 grid(FlashGridTiles(MakeDecodeConfig<Tr>(), p.num_tokens, p.num_seqs, group), p.num_kv_heads,
-            num_splits);
-  FlashDecodeSm80Kernel<Tr><<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p, num_splits, workspace);
-  err = cudaGetLastError();
-  if (err != cudaSuccess || num_splits == 1) return err;
-  return LaunchFlashCombine<Tr::kHeadDim, Tr::kBlockM>(p, grid, num_splits, workspace, stream);
+  return LaunchFlashKernel<Tr>(FlashDecodeSm80Kernel<Tr>, p, num_splits, workspace, stream);
 }
 
 }  // namespace gannet::kernels::sm80
@@ -271,7 +217,7 @@ cudaError_t LaunchFlashDecode(const PagedAttentionParams& p, int num_splits, voi
 #define GANNET_DEFINE_FLASH_DECODE(name, hd, bn, warps, st)                                    \
   namespace gannet::kernels {                                                                  \
   using FlashTraits##name = sm80::DecodeTraits<hd, bn, warps, st>;                             \
-  FlashConfig FlashConfig##name() { return sm80::MakeDecodeConfig<FlashTraits##name>(); }      \
+  FlashConfig FlashConfig##name() { return sm80::MakeFlashConfig<FlashTraits##name>(); }      \
   cudaError_t LaunchFlash##name(const PagedAttentionParams& p, int num_splits, void* workspace, \
                                 cudaStream_t stream) {                                         \
     return sm80::LaunchFlashDecode<FlashTraits##name>(p, num_splits, workspace, stream);       \
