@@ -4,8 +4,8 @@
 #   test     gpu-labelled tests (kernels, ops, runner, engine through the C ABI)
 #   serving  gannet-serving-bench runs, one per line of $GANNET_SERVING (see tools/gpu/serving_*.txt)
 #   decode   gannet-decode-bench runs, one per line of $GANNET_DECODE (see tools/gpu/decode_*.txt);
-#            a line is `<time limit> plain|profile|nopdl|linear-<path> <args>`: profile sets
-#            GANNET_PROFILE_OPS=1, nopdl GANNET_PDL=0, linear-<path> GANNET_LINEAR_PATH=<path>
+#            a line is `<time limit> plain|profile|linear-<path> <args>`: profile sets
+#            GANNET_PROFILE_OPS=1, linear-<path> GANNET_LINEAR_PATH=<path>
 # Usage on the GPU machine, from the repository root after `source .device/env.sh`:
 #   GANNET_SERVING=tools/gpu/serving_31b.txt tools/gpu/run_engine_gpu.sh build test serving
 # Logs and a summary go to $OUT (default /tmp/gannet-engine-out).
@@ -52,12 +52,11 @@ for stage in "${stages[@]}"; do
       list=${GANNET_DECODE:-tools/gpu/decode_31b.txt}
       grep -v '^#' "$list" | while read -r limit mode args; do
         [ -z "$limit" ] && continue
-        profile=0 pdl=1 linear=auto
+        profile=0 linear=auto
         [ "$mode" = profile ] && profile=1
-        [ "$mode" = nopdl ] && pdl=0
         case "$mode" in linear-*) linear=${mode#linear-} ;; esac
         echo "-- $mode $args" | tee -a "$out/decode.txt"
-        GANNET_PROFILE_OPS=$profile GANNET_PDL=$pdl GANNET_LINEAR_PATH=$linear timeout "$limit" "$build/bench/runner/gannet-decode-bench" $args \
+        GANNET_PROFILE_OPS=$profile GANNET_LINEAR_PATH=$linear timeout "$limit" "$build/bench/runner/gannet-decode-bench" $args \
           2>&1 | grep -v '^gannet \[I\]' | tee -a "$out/decode.txt"
         [ "${PIPESTATUS[0]}" -ne 0 ] && echo "  (exit ${PIPESTATUS[0]}: $args)" | tee -a "$out/decode.txt"
       done
