@@ -73,20 +73,14 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       return false;
     }
   }
-  const int max_batch = o->batches.empty() ? 0 : *std::max_element(o->batches.begin(), o->batches.end());
-  return max_batch > 0 && *std::min_element(o->batches.begin(), o->batches.end()) > 0 &&
+  return !o->batches.empty() && *std::min_element(o->batches.begin(), o->batches.end()) > 0 &&
          o->context > o->spread && o->spread >= 0 && o->steps > 0 && o->page > 0;
 }
 
 int Run(const Options& o) {
-  std::string variant = o.model;
-  if (variant.rfind("dummy:", 0) == 0) variant = variant.substr(6);
-  auto json = model::VariantConfig(variant, model::VariantSize::kReal);
-  if (!json.ok()) {
-    std::fprintf(stderr, "decode-bench: %s\n", std::string(json.status().message()).c_str());
-    return 2;
-  }
-  auto config = model::ParseModelConfig(*json, o.model);
+  // "31b" and "dummy:31b" both name the synthetic 31B.
+  auto config =
+      model::DummyModelConfig(model::IsDummyModel(o.model) ? o.model : "dummy:" + o.model);
   if (!config.ok()) {
     std::fprintf(stderr, "decode-bench: %s\n", std::string(config.status().message()).c_str());
     return 2;
@@ -115,7 +109,7 @@ int Run(const Options& o) {
   ro.kv.num_pages[1] = max_batch * full_pages;
   ro.max_pages_per_seq = full_pages;
   ro.enable_graphs = o.graphs;
-  const model::ModelWeights weights = model::SyntheticWeights(*config, /*seed=*/0x9a77e7);
+  const model::ModelWeights weights = model::SyntheticWeights(*config, model::kDummyWeightSeed);
   auto runner = runner::ModelRunner::Create(*config, weights, be->get(), ro);
   if (!runner.ok()) {
     std::fprintf(stderr, "decode-bench: %s\n", std::string(runner.status().message()).c_str());

@@ -25,15 +25,11 @@ std::vector<kv::KvLayerGeometry> KvLayers(const model::TextConfig& c) {
 absl::StatusOr<ModelInfo> ReadModelInfo(const std::string& dir) {
   ModelInfo info;
   model::ModelConfig config;
-  constexpr std::string_view kDummy = "dummy:";
-  if (dir.rfind(kDummy, 0) == 0) {
-    // The engine's synthetic-weight models: a known variant's real geometry, bf16, no files.
-    GANNET_ASSIGN_OR_RETURN(Json json, model::VariantConfig(dir.substr(kDummy.size()),
-                                                            model::VariantSize::kReal));
-    GANNET_ASSIGN_OR_RETURN(config, model::ParseModelConfig(json, dir));
+  const bool dummy = model::IsDummyModel(dir);
+  if (dummy) {
+    // The engine's synthetic-weight models: bf16 weights it generates, no files.
+    GANNET_ASSIGN_OR_RETURN(config, model::DummyModelConfig(dir));
     info.dtypes = "BF16";
-    info.num_parameters = model::CountParameters(config);
-    info.weight_bytes = 2 * info.num_parameters;
   } else {
     GANNET_ASSIGN_OR_RETURN(config, model::LoadModelConfig(dir));
     GANNET_ASSIGN_OR_RETURN(auto ckpt, model::Checkpoint::Open(dir));
@@ -44,13 +40,14 @@ absl::StatusOr<ModelInfo> ReadModelInfo(const std::string& dir) {
       dtypes.insert(std::string(DTypeName(ckpt->Find(name)->info->dtype)));
     }
     for (const std::string& d : dtypes) info.dtypes += (info.dtypes.empty() ? "" : ",") + d;
-    info.num_parameters = model::CountParameters(config);
     info.weight_bytes = static_cast<int64_t>(ckpt->total_bytes());
     info.skipped_tower_bytes = static_cast<int64_t>(ckpt->skipped_bytes());
     info.num_shards = static_cast<int32_t>(ckpt->num_shards());
     info.has_tokenizer = FileExists(dir + "/tokenizer.json");
   }
   const model::TextConfig& c = config.text;
+  info.num_parameters = model::CountParameters(config);
+  if (dummy) info.weight_bytes = 2 * info.num_parameters;
   info.model_type = config.model_type;
   info.variant = std::string(model::VariantName(config.variant));
   info.num_layers = c.num_hidden_layers;

@@ -13,12 +13,10 @@
 namespace gannet::engine {
 namespace {
 
-constexpr std::string_view kDummyPrefix = "dummy:";
-
 absl::Status LoadModel(const EngineConfig& cfg, LoadedEngineParts* p) {
   const std::string& dir = cfg.model_dir;
   if (dir.empty()) return InvalidArgumentError("engine: model_dir is not set");
-  const bool dummy_variant = dir.rfind(kDummyPrefix, 0) == 0;
+  const bool dummy_variant = model::IsDummyModel(dir);
   const bool dummy = dummy_variant || cfg.load_format == "dummy";
   if (!cfg.load_format.empty() && cfg.load_format != "auto" && cfg.load_format != "dummy" &&
       cfg.load_format != "safetensors") {
@@ -26,10 +24,7 @@ absl::Status LoadModel(const EngineConfig& cfg, LoadedEngineParts* p) {
                                 cfg.load_format);
   }
   if (dummy_variant) {
-    // "dummy:31b": the real geometry of a known variant, random weights, no files at all.
-    GANNET_ASSIGN_OR_RETURN(Json json, model::VariantConfig(dir.substr(kDummyPrefix.size()),
-                                                            model::VariantSize::kReal));
-    GANNET_ASSIGN_OR_RETURN(p->config, model::ParseModelConfig(json, dir));
+    GANNET_ASSIGN_OR_RETURN(p->config, model::DummyModelConfig(dir));
   } else {
     GANNET_ASSIGN_OR_RETURN(p->config, model::LoadModelConfig(dir));
   }
@@ -38,7 +33,7 @@ absl::Status LoadModel(const EngineConfig& cfg, LoadedEngineParts* p) {
         "engine: {} is an MTP assistant (drafter) checkpoint; serve its target model instead", dir);
   }
   if (dummy) {
-    p->weights = model::SyntheticWeights(p->config, /*seed=*/0x9a77e7);
+    p->weights = model::SyntheticWeights(p->config, model::kDummyWeightSeed);
   } else {
     GANNET_ASSIGN_OR_RETURN(p->checkpoint, model::Checkpoint::Open(dir));
     GANNET_ASSIGN_OR_RETURN(p->weights, model::BindWeights(p->config, *p->checkpoint));

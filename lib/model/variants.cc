@@ -39,7 +39,7 @@ Json RopeParameters() {
   return r;
 }
 
-Json TextConfig(const Shape& s, bool softcap) {
+Json TextConfigJson(const Shape& s, bool softcap) {
   Json t = Json::MakeObject();
   t.Set("model_type", Json::String("gemma4_text"));
   t.Set("vocab_size", Json::Int(s.vocab));
@@ -117,7 +117,7 @@ Json Assistant(const Shape& drafter, int64_t backbone, bool ordered, int64_t cen
   Json arch = Json::MakeArray();
   arch.Push(Json::String("Gemma4AssistantForCausalLM"));
   w.Set("architectures", std::move(arch));
-  w.Set("text_config", TextConfig(drafter, /*softcap=*/false));
+  w.Set("text_config", TextConfigJson(drafter, /*softcap=*/false));
   w.Set("backbone_hidden_size", Json::Int(backbone));
   w.Set("use_ordered_embeddings", Json::Bool(ordered));
   w.Set("num_centroids", Json::Int(centroids));
@@ -170,7 +170,7 @@ absl::StatusOr<Json> VariantConfig(std::string_view name, VariantSize size) {
   for (const Family& f : kFamilies) {
     const Shape& s = size == VariantSize::kReal ? f.real : f.tiny;
     if (name == f.name) {
-      Json text = TextConfig(s, /*softcap=*/true);
+      Json text = TextConfigJson(s, /*softcap=*/true);
       if (size == VariantSize::kTiny && !f.wrapper_tiny) return text;
       return Wrapper(std::move(text), f.audio);
     }
@@ -201,6 +201,15 @@ absl::StatusOr<Json> VariantConfig(std::string_view name, VariantSize size) {
   return InvalidArgumentError("unknown Gemma-4 variant '{}' (known: 31b, 26b-a4b, e4b, e2b and "
                               "their -assistant drafters)",
                               name);
+}
+
+absl::StatusOr<ModelConfig> DummyModelConfig(std::string_view model_dir) {
+  if (!IsDummyModel(model_dir)) {
+    return InvalidArgumentError("'{}' is not a dummy:<variant> model", model_dir);
+  }
+  GANNET_ASSIGN_OR_RETURN(Json json, VariantConfig(model_dir.substr(kDummyModelPrefix.size()),
+                                                   VariantSize::kReal));
+  return ParseModelConfig(json, model_dir);
 }
 
 }  // namespace gannet::model

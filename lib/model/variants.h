@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "lib/common/json.h"
+#include "lib/model/config.h"
 
 namespace gannet::model {
 
@@ -23,6 +24,17 @@ enum class VariantSize { kReal, kTiny };
 // "e4b-assistant", "e2b-assistant".
 std::vector<std::string> KnownVariantNames();
 absl::StatusOr<Json> VariantConfig(std::string_view name, VariantSize size);
+
+// "dummy:<variant>" (e.g. "dummy:31b") names a known variant at real size with synthetic weights
+// and no files: the engine's benchmark models.
+inline constexpr std::string_view kDummyModelPrefix = "dummy:";
+inline bool IsDummyModel(std::string_view model_dir) {
+  return model_dir.substr(0, kDummyModelPrefix.size()) == kDummyModelPrefix;
+}
+// The config of a "dummy:<variant>" model; an unknown variant is an error naming it.
+absl::StatusOr<ModelConfig> DummyModelConfig(std::string_view model_dir);
+// The seed the engine generates dummy weights from (the same model in every process).
+inline constexpr uint64_t kDummyWeightSeed = 0x9a77e7;
 
 // Vocabulary size of the tiny checkpoints (the real one is 262144). Large enough for every
 // Gemma-4 special token with an id below it, the 256 byte-fallback tokens and some merges.

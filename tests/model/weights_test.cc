@@ -62,6 +62,23 @@ TEST(WeightsTest, RealSizeParameterCounts) {
   EXPECT_NEAR(count("e4b-assistant") / 1e6, 78.5, 1.0);
 }
 
+// "dummy:<variant>" names a variant's real geometry; anything else is an error naming the input.
+TEST(WeightsTest, DummyModelConfigs) {
+  EXPECT_TRUE(IsDummyModel("dummy:31b"));
+  EXPECT_FALSE(IsDummyModel("31b"));
+  EXPECT_FALSE(IsDummyModel("/models/dummy:31b"));
+  auto c = DummyModelConfig("dummy:31b");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->text.num_hidden_layers, 60);
+  EXPECT_EQ(c->text.vocab_size, 262144);
+  auto unknown = DummyModelConfig("dummy:nope");
+  EXPECT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("nope"), std::string::npos) << unknown.status();
+  auto plain = DummyModelConfig("31b");
+  EXPECT_FALSE(plain.ok());
+  EXPECT_NE(plain.status().message().find("'31b'"), std::string::npos) << plain.status();
+}
+
 class BrokenCheckpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
