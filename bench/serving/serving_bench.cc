@@ -103,6 +103,15 @@ int main(int argc, char** argv) {
   const double copy_gbs = gannet::bench::MeasureCopyBandwidth();
   const double gemm_tflops = o.concurrency == 1 ? gannet::bench::MeasureGemmTflops() : 0;
 
+  // The model's geometry (checkpoint headers or a dummy variant): the prompt vocabulary and, at
+  // the end, the prefill FLOP count.
+  gannet_model_info_t info;
+  info.struct_size = sizeof(info);
+  if (gannet_model_info(o.model.c_str(), &info) != GANNET_OK) {
+    std::fprintf(stderr, "serving-bench: %s\n", gannet_last_error_message());
+    return 1;
+  }
+
   gannet_engine_config_t cfg = GANNET_ENGINE_CONFIG_INIT;
   cfg.model_dir = o.model.c_str();
   cfg.backend = o.backend.empty() ? nullptr : o.backend.c_str();
@@ -125,14 +134,8 @@ int main(int argc, char** argv) {
   gannet_engine_get_stats(engine, &stats0);
 
   // Prompt ids: uniform over the vocabulary above the special-token block.
-  int64_t vocab = 262144;
-  if (o.model.rfind("dummy:", 0) != 0) {
-    gannet_model_info_t info;
-    info.struct_size = sizeof(info);
-    if (gannet_model_info(o.model.c_str(), &info) == GANNET_OK) vocab = info.vocab_size;
-  }
   std::mt19937 rng(1234);
-  std::uniform_int_distribution<int64_t> token(108, vocab - 1);
+  std::uniform_int_distribution<int64_t> token(108, info.vocab_size - 1);
   std::map<uint64_t, Tracked> live;
   std::vector<Tracked> done;
   int submitted = 0;
@@ -233,10 +236,8 @@ int main(int argc, char** argv) {
     std::printf("  decode bandwidth: %.1f GB/s = %.1f%% of the %.1f GB/s device copy (weights %.2f GB + KV %.3f GB per step)\n",
                 gbs, 100.0 * gbs / copy_gbs, copy_gbs, stats.weight_bytes / 1e9, kv / 1e9);
   }
-  gannet_model_info_t info;
-  info.struct_size = sizeof(info);
-  if (o.concurrency == 1 && gemm_tflops > 0 && gannet_model_info(o.model.c_str(), &info) == GANNET_OK &&
-      info.num_experts == 0 && std::strstr(info.variant, "ple") == nullptr) {
+  if (o.concurrency == 1 && gemm_tflops > 0 && info.num_experts == 0 &&
+      std::strstr(info.variant, "ple") == nullptr) {
     // FLOPs of a prompt of L tokens: 2 per weight of every matmul per token (all parameters but the
     // embedding table: the tied LM head runs on the last token only), plus causal attention,
     // 4 x query heads x head dim per (query, key) pair, keys window-limited on sliding layers.
