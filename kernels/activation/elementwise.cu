@@ -5,6 +5,7 @@
 
 #include "kernels/activation/elementwise.h"
 #include "kernels/common/device_utils.cuh"
+#include "kernels/common/mat_access.cuh"
 
 namespace gannet::kernels {
 namespace {
@@ -12,17 +13,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxGridY = 65535;
 
-__device__ __forceinline__ float Get(const Mat& m, int64_t r, int64_t i) {
-  return m.type == DataType::kF32 ? static_cast<const float*>(m.data)[r * m.ld + i]
-                                  : __bfloat162float(static_cast<const bf16*>(m.data)[r * m.ld + i]);
-}
-__device__ __forceinline__ void Put(const Mat& m, int64_t r, int64_t i, float v) {
-  if (m.type == DataType::kF32) {
-    static_cast<float*>(m.data)[r * m.ld + i] = v;
-  } else {
-    static_cast<bf16*>(m.data)[r * m.ld + i] = __float2bfloat16_rn(v);
-  }
-}
 
 // Calls f(row, col) for every element; rows beyond gridDim.y are covered by striding.
 template <typename F>
@@ -41,11 +31,13 @@ dim3 GridFor(int rows, int n) {
 }
 
 __global__ void GeluTanhMulKernel(Mat gate, Mat up, Mat out, int rows, int n) {
-  ForEach(rows, n, [&](int64_t r, int64_t i) { Put(out, r, i, GeluTanh(Get(gate, r, i)) * Get(up, r, i)); });
+  ForEach(rows, n, [&](int64_t r, int64_t i) {
+    StoreAt(out, r, i, GeluTanh(LoadAt(gate, r, i)) * LoadAt(up, r, i));
+  });
 }
 
 __global__ void AddKernel(Mat a, Mat b, Mat out, int rows, int n) {
-  ForEach(rows, n, [&](int64_t r, int64_t i) { Put(out, r, i, Get(a, r, i) + Get(b, r, i)); });
+  ForEach(rows, n, [&](int64_t r, int64_t i) { StoreAt(out, r, i, LoadAt(a, r, i) + LoadAt(b, r, i)); });
 }
 
 __global__ void SoftcapKernel(float* x, int64_t ld, float cap, int rows, int n) {
@@ -68,7 +60,7 @@ __global__ void FillKernel(void* data, int64_t ld, int rows, int n, DataType typ
 }
 
 __global__ void ConvertKernel(Mat x, Mat out, int rows, int n) {
-  ForEach(rows, n, [&](int64_t r, int64_t i) { Put(out, r, i, Get(x, r, i)); });
+  ForEach(rows, n, [&](int64_t r, int64_t i) { StoreAt(out, r, i, LoadAt(x, r, i)); });
 }
 
 __global__ void EmbedKernel(const int32_t* ids, const bf16* table, int vocab, int width, float scale,
@@ -76,7 +68,7 @@ __global__ void EmbedKernel(const int32_t* ids, const bf16* table, int vocab, in
   ForEach(rows, width, [&](int64_t t, int64_t i) {
     const int id = ids[t];
     const float v = id >= 0 && id < vocab ? __bfloat162float(table[static_cast<int64_t>(id) * width + i]) : 0.f;
-    Put(out, t, i, v * scale);
+    StoreAt(out, t, i, v * scale);
   });
 }
 

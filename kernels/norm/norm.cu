@@ -7,25 +7,13 @@
 #include <cuda_runtime.h>
 
 #include "kernels/common/device_utils.cuh"
+#include "kernels/common/mat_access.cuh"
 #include "kernels/norm/norm.h"
 
 namespace gannet::kernels {
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ __forceinline__ float LoadAt(const Mat& m, int64_t row, int i) {
-  return m.type == DataType::kF32 ? static_cast<const float*>(m.data)[row * m.ld + i]
-                                  : __bfloat162float(static_cast<const bf16*>(m.data)[row * m.ld + i]);
-}
-
-__device__ __forceinline__ void StoreAt(const Mat& m, int64_t row, int i, float v) {
-  if (m.type == DataType::kF32) {
-    static_cast<float*>(m.data)[row * m.ld + i] = v;
-  } else {
-    static_cast<bf16*>(m.data)[row * m.ld + i] = __float2bfloat16_rn(v);
-  }
-}
 
 __device__ __forceinline__ float InvRms(float sum_sq, int n, float eps) {
   return 1.0f / sqrtf(sum_sq / static_cast<float>(n) + eps);
@@ -125,8 +113,8 @@ __global__ void __launch_bounds__(kRegThreads) PostNormResidualRegKernel(
 
 template <int kPer>
 cudaError_t LaunchPostNormResidualReg(Mat x, const float* post_w, Mat res, const float* scalar,
-                               const float* next_w, Mat next_out, float eps, int rows, int n,
-                               cudaStream_t stream) {
+                                      const float* next_w, Mat next_out, float eps, int rows, int n,
+                                      cudaStream_t stream) {
   PostNormResidualRegKernel<kPer><<<rows, kRegThreads, 0, stream>>>(
       static_cast<const bf16*>(x.data), x.ld, post_w, static_cast<float*>(res.data), res.ld,
       scalar, next_w, static_cast<bf16*>(next_out.data), next_out.ld, eps, n);
