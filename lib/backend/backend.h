@@ -224,9 +224,7 @@ class Backend {
   // floor(u x total kept q-mass). Deterministic given the seed.
   // banned: empty, or int32 [rows, kSampleBanSlots] token ids (-1: unused slot) whose logits are
   // set to -inf in place first, so they are never drawn (and read -inf if copied out afterwards).
-  virtual absl::Status Sample(Tensor logits, Tensor params, Tensor banned, Tensor out_ids) {
-    return absl::UnimplementedError("Sample is not implemented by this backend");
-  }
+  virtual absl::Status Sample(Tensor logits, Tensor params, Tensor banned, Tensor out_ids) = 0;
 };
 
 // The argument checks every Backend::Sample applies (sizes of params, banned and out_ids).
