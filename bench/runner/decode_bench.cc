@@ -26,7 +26,6 @@
 
 #include "bench/common/device_refs.h"
 #include "lib/backend/backend_factory.h"
-#include "lib/engine/model_info.h"
 #include "lib/model/config.h"
 #include "lib/model/variants.h"
 #include "lib/model/weights.h"
@@ -104,18 +103,24 @@ int Run(const Options& o) {
   ro.max_tokens = max_batch;
   ro.max_seqs = max_batch;
   ro.max_logit_rows = max_batch;
-  ro.kv.page_size = o.page;
-  ro.kv.num_pages[0] = window > 0 ? max_batch * ring : 0;
-  ro.kv.num_pages[1] = max_batch * full_pages;
+  ro.page_size = o.page;
   ro.max_pages_per_seq = full_pages;
   ro.enable_graphs = o.graphs;
   const model::ModelWeights weights = model::SyntheticWeights(*config, model::kDummyWeightSeed);
-  auto runner = runner::ModelRunner::Create(*config, weights, be->get(), ro);
-  if (!runner.ok()) {
-    std::fprintf(stderr, "decode-bench: %s\n", std::string(runner.status().message()).c_str());
+  auto runner = runner::ModelRunner::Create(*config, weights, be->backend.get(), ro);
+  absl::Status attached = runner.status();
+  if (runner.ok()) {
+    const kv::PerGroup<bool> present = kv::KvGroupsPresent(runner::KvLayersOf(c));
+    auto layout = kv::MakeKvLayout(runner::KvLayersOf(c), o.page, window, 2,
+                                   {present[0] ? max_batch * ring : 0,
+                                    present[1] ? max_batch * full_pages : 0});
+    attached = layout.ok() ? (*runner)->AttachKv(*layout) : layout.status();
+  }
+  if (!attached.ok()) {
+    std::fprintf(stderr, "decode-bench: %s\n", std::string(attached.message()).c_str());
     return 1;
   }
-  const auto per_token = kv::KvBytesPerToken(engine::KvLayers(c), 2);
+  const auto per_token = kv::KvBytesPerToken(runner::KvLayersOf(c), 2);
   const double weight_bytes = static_cast<double>((*runner)->weight_bytes());
   std::printf("decode-bench %s: weights %.2f GB, KV %.0f + %.0f bytes/token (sliding, full), "
               "window %d, page %d, graphs %s, copy %.0f GB/s\n",

@@ -26,8 +26,9 @@ __device__ __forceinline__ void ForEach(int rows, int n, F f) {
 }
 
 dim3 GridFor(int rows, int n) {
-  const int x = (n + kThreads - 1) / kThreads;
-  return dim3(x < 1 ? 1 : (x > 1024 ? 1024 : x), rows < 1 ? 1 : (rows > kMaxGridY ? kMaxGridY : rows));
+  const int64_t x = (static_cast<int64_t>(n) + kThreads - 1) / kThreads;  // n near INT32_MAX
+  return dim3(static_cast<unsigned>(x < 1 ? 1 : (x > 1024 ? 1024 : x)),
+              rows < 1 ? 1 : (rows > kMaxGridY ? kMaxGridY : rows));
 }
 
 __global__ void GeluTanhMulKernel(Mat gate, Mat up, Mat out, int rows, int n) {

@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kThreads) GemvKernel(const XT* __restrict__ x,
 
 template <typename XT, typename OutT>
 cudaError_t Launch(const GemvParams& p, cudaStream_t stream) {
-  const int blocks = (p.n + kRows - 1) / kRows;
+  const int blocks = static_cast<int>((static_cast<int64_t>(p.n) + kRows - 1) / kRows);
   GemvKernel<XT, OutT><<<blocks, kThreads, 0, stream>>>(
       static_cast<const XT*>(p.x), static_cast<const bf16*>(p.w), static_cast<OutT*>(p.out), p.m,
       p.n, p.k, p.ldx, p.ldo);

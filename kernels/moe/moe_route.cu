@@ -144,7 +144,7 @@ size_t MoeRouteWorkspaceBytes(int num_tokens, int num_experts) {
 cudaError_t LaunchMoeRoute(const MoeRouteParams& p, void* workspace, cudaStream_t stream) {
   if (p.num_experts < 1 || p.num_experts > 32 * kMaxExpertsPerLane || p.top_k < 1 ||
       p.top_k > 32 || p.top_k > p.num_experts || p.hidden % 8 != 0 || workspace == nullptr ||
-      (p.num_tokens + kTokens - 1) / kTokens > kMaxTokenGroups) {
+      p.num_tokens < 0 || p.num_tokens > kMaxTokenGroups * kTokens) {
     return cudaErrorInvalidValue;
   }
   if (p.num_tokens == 0) return cudaSuccess;

@@ -142,7 +142,13 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
-  virtual std::string_view name() const = 0;
+  virtual std::string_view name() const = 0;  // "cpu", "cuda"
+  // What the backend runs on, for logs, stats and errors: "NVIDIA H100 80GB HBM3 (sm_90)",
+  // "16 threads".
+  virtual std::string DeviceName() const = 0;
+  virtual int device_id() const { return -1; }  // CUDA ordinal; -1 on the host
+  // Memory of the device (0 when unknown, e.g. host memory).
+  virtual int64_t TotalMemoryBytes() const { return 0; }
   // Element types the runner should allocate activations, the residual stream and KV in.
   virtual DType activation_dtype() const = 0;
   virtual DType residual_dtype() const = 0;

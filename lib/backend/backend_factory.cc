@@ -40,33 +40,50 @@ bool CudaBackendCompiled() {
 #endif
 }
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackendUnprofiled(const BackendOptions& o);
+absl::StatusOr<BackendChoice> CreateBackendUnprofiled(const BackendOptions& o);
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& o) {
-  GANNET_ASSIGN_OR_RETURN(std::unique_ptr<Backend> b, CreateBackendUnprofiled(o));
+absl::StatusOr<BackendChoice> CreateBackend(const BackendOptions& o) {
+  GANNET_ASSIGN_OR_RETURN(BackendChoice c, CreateBackendUnprofiled(o));
   const char* profile = std::getenv("GANNET_PROFILE_OPS");
   if (profile != nullptr && std::string(profile) == "1") {
     GANNET_LOG_WARNING("backend: GANNET_PROFILE_OPS=1: every op is synchronised and timed");
-    return std::unique_ptr<Backend>(new ProfilingBackend(std::move(b)));
+    c.backend = std::unique_ptr<Backend>(new ProfilingBackend(std::move(c.backend)));
   }
-  return b;
+  return c;
 }
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackendUnprofiled(const BackendOptions& o) {
-  if (o.kind == "cpu") return MakeCpu(o.num_threads);
-  if (o.kind != "cuda" && !o.kind.empty()) {
+absl::StatusOr<BackendChoice> CreateBackendUnprofiled(const BackendOptions& o) {
+  if (o.kind != "cuda" && o.kind != "cpu" && !o.kind.empty()) {
     return InvalidArgumentError("backend '{}' is not one of cpu, cuda", o.kind);
   }
+  if (o.device_id < 0) return InvalidArgumentError("device {} does not exist", o.device_id);
+  BackendChoice c;
+  if (o.kind == "cpu") {
+    c.backend = MakeCpu(o.num_threads);
+    return c;
+  }
 #ifdef GANNET_WITH_CUDA_BACKEND
-  absl::StatusOr<std::unique_ptr<Backend>> cuda = CudaBackend::Create(o.device_id);
-  if (cuda.ok() || o.kind == "cuda") return cuda;
-  GANNET_LOG_INFO("backend: CUDA unavailable ({}); using the CPU", cuda.status().message());
-  return MakeCpu(o.num_threads);
+  absl::StatusOr<std::unique_ptr<Backend>> cuda = CreateCudaBackend(o.device_id);
+  if (cuda.ok()) {
+    c.backend = *std::move(cuda);
+    return c;
+  }
+  // An explicit "cuda", or a device ordinal that does not exist, is the caller's error; only an
+  // automatic choice with no usable device falls back.
+  if (o.kind == "cuda" || absl::IsInvalidArgument(cuda.status())) return cuda.status();
+  c.fallback_reason = std::string(cuda.status().message());
+  c.backend = MakeCpu(o.num_threads);
+  return c;
 #else
   if (o.kind == "cuda") {
     return UnimplementedError("backend 'cuda': this build of gannet has no CUDA backend");
   }
-  return MakeCpu(o.num_threads);
+  if (o.device_id > 0) {
+    return InvalidArgumentError("device {} does not exist (this build runs on the CPU only)",
+                                o.device_id);
+  }
+  c.backend = MakeCpu(o.num_threads);
+  return c;
 #endif
 }
 

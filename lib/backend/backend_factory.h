@@ -17,7 +17,17 @@ struct BackendOptions {
   int num_threads = 0; // CPU threads; 0 = hardware concurrency
 };
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options);
+struct BackendChoice {
+  std::unique_ptr<Backend> backend;
+  // Set when the kind was automatic, this build has CUDA, and the CPU was chosen: why CUDA was
+  // not usable (no device, no driver, an architecture older than the build's).
+  std::string fallback_reason;
+};
+
+// InvalidArgument for an unknown kind or a device ordinal that does not exist (never a silent
+// fallback); Unimplemented for "cuda" in a build without it; the CUDA error when "cuda" was
+// asked for and cannot start.
+absl::StatusOr<BackendChoice> CreateBackend(const BackendOptions& options);
 
 // Whether this build carries the CUDA backend.
 bool CudaBackendCompiled();

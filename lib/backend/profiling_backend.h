@@ -20,6 +20,9 @@ class ProfilingBackend final : public Backend {
   ~ProfilingBackend() override;
 
   std::string_view name() const override { return inner_->name(); }
+  std::string DeviceName() const override { return inner_->DeviceName(); }
+  int device_id() const override { return inner_->device_id(); }
+  int64_t TotalMemoryBytes() const override { return inner_->TotalMemoryBytes(); }
   DType activation_dtype() const override { return inner_->activation_dtype(); }
   DType residual_dtype() const override { return inner_->residual_dtype(); }
   DType kv_dtype() const override { return inner_->kv_dtype(); }

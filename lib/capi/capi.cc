@@ -37,10 +37,7 @@ gannet_status_t ToStatus(const absl::Status& st) {
     case absl::StatusCode::kDeadlineExceeded: return GANNET_ERR_DEADLINE_EXCEEDED;
     case absl::StatusCode::kFailedPrecondition: return GANNET_ERR_FAILED_PRECONDITION;
     case absl::StatusCode::kInternal:
-      if (st.message().find("device lost") != absl::string_view::npos) {
-        return GANNET_ERR_DEVICE_LOST;
-      }
-      return GANNET_ERR_INTERNAL;
+      return gannet::IsDeviceLost(st) ? GANNET_ERR_DEVICE_LOST : GANNET_ERR_INTERNAL;
     default: return GANNET_ERR_INTERNAL;
   }
 }
@@ -162,7 +159,10 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
     if (c.progress_callback != nullptr) {
       gannet_progress_fn fn = c.progress_callback;
       void* user = c.progress_user_data;
-      ec.progress = [fn, user](const char* stage, double f) { fn(user, stage, f); };
+      ec.progress = [fn, user](const gannet::engine::LoadProgress& p) {
+        fn(user, p.stage, p.bytes_total > 0 ? static_cast<double>(p.bytes_done) / p.bytes_total : 1.0);
+        return true;
+      };
     }
     auto engine = gannet::engine::Engine::Create(ec);
     if (!engine.ok()) return Fail(engine.status());

@@ -75,7 +75,14 @@ absl::Status FailedPreconditionError(fmt::format_string<Args...> f, Args&&... ar
   return absl::FailedPreconditionError(fmt::format(f, std::forward<Args>(args)...));
 }
 
-// Prefixes a status message with context ("loading model.safetensors: ...").
+// Prefixes a status message with context ("loading model.safetensors: ..."); keeps payloads.
 absl::Status Annotate(const absl::Status& status, std::string_view context);
+
+// Device loss: an accelerator failure after which the device's state is gone (a sticky CUDA
+// error, an uncorrectable ECC error, a lost NCCL peer). The engine stops serving on such a status
+// (GANNET_ERR_DEVICE_LOST) and on no other; the mark is a payload, so the decision never depends
+// on message text or on which backend produced the error.
+absl::Status MarkDeviceLost(absl::Status status);
+bool IsDeviceLost(const absl::Status& status);
 
 }  // namespace gannet

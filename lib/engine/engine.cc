@@ -173,11 +173,11 @@ bool Engine::Impl::RunStep() {
   if (st.ok()) st = parts->runner->Forward(batch, &result);
   if (!st.ok()) {
     GANNET_LOG_ERROR("engine: step failed: {}", st.message());
-    if (absl::IsInternal(st) && parts->backend->name() != "cpu") {
-      // A device failure poisons every later step: the engine is dead (sticky DEVICE_LOST).
+    if (IsDeviceLost(st)) {
+      // The device's state is gone: every later step would fail too (sticky DEVICE_LOST).
       {
         std::lock_guard<std::mutex> lock(mu);
-        dead = absl::InternalError(fmt::format("device lost: {}", st.message()));
+        dead = st;
       }
       FailAll(dead);
     } else {
@@ -265,12 +265,20 @@ void Engine::Impl::UpdateGauges() {
   g.prefix_cache_hit_rate = kv.stats().HitRate();
   g.num_preemptions = scheduler->num_preemptions();
   g.weight_bytes = static_cast<int64_t>(parts->runner->weight_bytes());
-  for (int i = 0; i < 2; ++i) {
-    const kv::KvPoolCapacity& cap = parts->kv_plan.groups[i];
-    g.kv_bytes_per_token[i] = cap.tokens > 0 ? cap.bytes / cap.tokens : 0;
+  const kv::KvLayout& layout = parts->kv_sizing.layout;
+  for (kv::KvGroup grp : kv::kAllKvGroups) {
+    g.kv_bytes_per_token[kv::GroupIndex(grp)] = layout.has_group(grp) ? layout.bytes_per_token(grp) : 0;
   }
   g.sliding_window = parts->config.text.sliding_window;
   g.max_model_len = static_cast<int32_t>(parts->max_model_len);
+  g.max_running_seqs = parts->max_running_seqs;
+  g.kv_bytes = layout.TotalBytes();
+  g.backend = std::string(parts->backend->name());
+  g.device_id = parts->backend->device_id();
+  g.device_name = parts->backend->DeviceName();
+  g.device_memory_bytes = parts->backend->TotalMemoryBytes();
+  g.backend_fallback = parts->backend_fallback;
+  g.load_seconds = parts->load_seconds;
 }
 
 void Engine::Impl::Loop() {

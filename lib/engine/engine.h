@@ -23,6 +23,14 @@
 
 namespace gannet::engine {
 
+// Loading progress of one stage ("weights"): bytes done of the total, and time since it began.
+struct LoadProgress {
+  const char* stage = "";
+  int64_t bytes_done = 0;
+  int64_t bytes_total = 0;
+  double elapsed_s = 0;
+};
+
 struct EngineConfig {
   std::string model_dir;
   std::string backend;  // "cpu", "cuda" or "" (auto)
@@ -39,8 +47,9 @@ struct EngineConfig {
   int max_queued_requests = 0;
   bool enable_cuda_graphs = true;
   std::string load_format;  // "" / "auto" (safetensors) or "dummy"
-  // Loading progress: (stage, fraction), on the thread calling Create.
-  std::function<void(const char*, double)> progress;
+  // Loading progress, on the thread calling Create; returning false cancels the load (Create
+  // fails with Cancelled).
+  std::function<bool(const LoadProgress&)> progress;
 };
 
 struct RequestInput {
@@ -100,6 +109,14 @@ struct EngineStats {
   int64_t kv_bytes_per_token[2] = {0, 0};
   int32_t sliding_window = 0;
   int32_t max_model_len = 0;
+  int32_t max_running_seqs = 0;    // after any lowering to what the memory holds
+  int64_t kv_bytes = 0;            // KV arrays in backend memory
+  std::string backend;             // "cpu", "cuda"
+  int32_t device_id = -1;          // CUDA ordinal; -1 on the CPU
+  std::string device_name;         // "NVIDIA H100 80GB HBM3 (sm_90)", "16 threads"
+  int64_t device_memory_bytes = 0; // 0 on the CPU
+  std::string backend_fallback;    // why an automatic choice ran on the CPU; "" otherwise
+  double load_seconds = 0;         // Create, from start to ready
 };
 
 class Engine {

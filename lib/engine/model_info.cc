@@ -5,22 +5,14 @@
 
 #include "lib/common/file_util.h"
 #include "lib/common/status.h"
-#include "lib/kv/kv_pool_plan.h"
+#include "lib/kv/kv_layout.h"
+#include "lib/runner/kv_storage.h"
 #include "lib/model/checkpoint.h"
 #include "lib/model/config.h"
 #include "lib/model/variants.h"
 #include "lib/model/weights.h"
 
 namespace gannet::engine {
-
-std::vector<kv::KvLayerGeometry> KvLayers(const model::TextConfig& c) {
-  std::vector<kv::KvLayerGeometry> layers;
-  for (int l = 0; l < c.num_hidden_layers; ++l) {
-    layers.push_back({c.is_sliding(l) ? kv::KvGroup::kSliding : kv::KvGroup::kFull,
-                      c.LayerNumKvHeads(l), c.LayerHeadDim(l), !c.IsKvShared(l)});
-  }
-  return layers;
-}
 
 absl::StatusOr<ModelInfo> ReadModelInfo(const std::string& dir) {
   ModelInfo info;
@@ -66,7 +58,7 @@ absl::StatusOr<ModelInfo> ReadModelInfo(const std::string& dir) {
   info.num_experts = c.enable_moe_block ? c.num_experts : 0;
   info.top_k_experts = c.enable_moe_block ? c.top_k_experts : 0;
   if (config.kind == model::ModelKind::kTarget) {
-    kv::PerGroup<int64_t> per_token = kv::KvBytesPerToken(KvLayers(c), /*dtype_bytes=*/2);
+    kv::PerGroup<int64_t> per_token = kv::KvBytesPerToken(runner::KvLayersOf(c), /*dtype_bytes=*/2);
     info.kv_bytes_per_token[0] = per_token[0];
     info.kv_bytes_per_token[1] = per_token[1];
   }

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "lib/kv/kv_pool_plan.h"
 #include "lib/model/config.h"
 
 namespace gannet::engine {
@@ -30,8 +29,5 @@ struct ModelInfo {
 };
 
 absl::StatusOr<ModelInfo> ReadModelInfo(const std::string& model_dir);
-
-// Each decoder layer's KV geometry, for kv::KvBytesPerToken and the pool planner.
-std::vector<kv::KvLayerGeometry> KvLayers(const model::TextConfig& config);
 
 }  // namespace gannet::engine

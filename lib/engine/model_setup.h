@@ -1,17 +1,20 @@
-// Everything the engine loads before it can serve: the model config, tokenizer, checkpoint and
-// weights (or synthetic "dummy" weights), the backend, the KV pools plan and the runner.
-// Used once by Engine::Create; kept separate so the loading steps read in order.
+// Everything the engine loads before it can serve, in order: the model config, tokenizer and
+// checkpoint (cheap: headers and mmaps), the backend, the limits, a check that the weights fit,
+// the runner (weights and activations), then the KV cache sized from the memory really left
+// (kv_sizing.h), its layout shared by the runner's storage and the KV manager. Everything that
+// can be checked is checked before the weights load. Used once by Engine::Create.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "lib/backend/backend.h"
 #include "lib/common/thread_pool.h"
 #include "lib/engine/engine.h"
+#include "lib/engine/kv_sizing.h"
 #include "lib/kv/kv_manager.h"
-#include "lib/kv/kv_pool_plan.h"
 #include "lib/model/checkpoint.h"
 #include "lib/model/config.h"
 #include "lib/model/weights.h"
@@ -25,9 +28,9 @@ struct LoadedEngineParts {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null without tokenizer.json
   std::unique_ptr<model::Checkpoint> checkpoint;    // null for dummy weights
   model::ModelWeights weights;
-  std::unique_ptr<ThreadPool> pool;                 // CPU backend threads
   std::unique_ptr<backend::Backend> backend;
-  kv::KvPoolPlan kv_plan;
+  std::string backend_fallback;  // why CUDA was not used when the backend was automatic; or ""
+  KvSizing kv_sizing;
   std::unique_ptr<runner::ModelRunner> runner;
   std::unique_ptr<kv::KvManager> kv;
   // Resolved limits.
@@ -35,6 +38,7 @@ struct LoadedEngineParts {
   int max_step_tokens = 0;
   int64_t max_model_len = 0;
   int page_size = 0;
+  double load_seconds = 0;
 };
 
 absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineConfig& config);

@@ -20,32 +20,25 @@ bool DebugKvFromEnv() {
   return value != nullptr && std::string_view(value) == "1";
 }
 
-absl::StatusOr<std::unique_ptr<KvManager>> KvManager::Create(const KvManagerOptions& options) {
-  if (options.page_size < 1) {
-    return InvalidArgumentError("kv: page_size must be >= 1, got {}", options.page_size);
-  }
-  for (KvGroup g : kAllKvGroups) {
-    if (options.num_pages[GroupIndex(g)] < 0) {
-      return InvalidArgumentError("kv: {} pool has a negative page count {}", KvGroupName(g),
-                                  options.num_pages[GroupIndex(g)]);
-    }
-  }
-  if (options.num_pages[0] == 0 && options.num_pages[1] == 0) {
+absl::StatusOr<std::unique_ptr<KvManager>> KvManager::Create(const KvLayout& layout,
+                                                             const KvManagerOptions& options) {
+  if (!layout.has_group(KvGroup::kSliding) && !layout.has_group(KvGroup::kFull)) {
     return InvalidArgumentError("kv: both KV pools are empty; at least one group needs pages");
   }
-  if (options.num_pages[kSliding] > 0 && options.sliding_window < 1) {
-    return InvalidArgumentError("kv: the sliding pool has pages but sliding_window is {}",
-                                options.sliding_window);
+  if (layout.page_size < 1 ||
+      (layout.has_group(KvGroup::kSliding) && layout.sliding_window < 1)) {
+    return InvalidArgumentError("kv: page size {} and window {} must be >= 1 (use MakeKvLayout)",
+                                layout.page_size, layout.sliding_window);
   }
-  return std::unique_ptr<KvManager>(new KvManager(options));
+  return std::unique_ptr<KvManager>(new KvManager(layout, options));
 }
 
-KvManager::KvManager(const KvManagerOptions& options)
-    : page_size_(options.page_size),
-      window_(options.sliding_window),
+KvManager::KvManager(const KvLayout& layout, const KvManagerOptions& options)
+    : page_size_(layout.page_size),
+      window_(layout.sliding_window),
       enable_prefix_cache_(options.enable_prefix_cache),
       debug_validate_(options.debug_validate),
-      pools_{PagePool(options.num_pages[0]), PagePool(options.num_pages[1])} {
+      pools_{PagePool(layout.num_pages[0]), PagePool(layout.num_pages[1])} {
   PerGroup<PagePool*> pools;
   for (KvGroup g : kAllKvGroups) {
     pools[GroupIndex(g)] = has_group(g) ? &pools_[GroupIndex(g)] : nullptr;

@@ -36,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "lib/kv/kv_layout.h"
 #include "lib/kv/kv_types.h"
 #include "lib/kv/page_pool.h"
 #include "lib/kv/prefix_cache.h"
@@ -45,10 +46,9 @@ namespace gannet::kv {
 // True when the environment has GANNET_DEBUG_KV=1.
 bool DebugKvFromEnv();
 
+// Page size P, window W and the pool sizes come from the KvLayout (kv_layout.h) that the runner's
+// storage is built from too; these are the manager's own switches.
 struct KvManagerOptions {
-  int32_t page_size = 16;                // P, tokens per page, same for both groups
-  int32_t sliding_window = 0;            // W; required (>= 1) when the sliding group has pages
-  PerGroup<int32_t> num_pages = {0, 0};  // per GroupIndex(); 0 = the model has no such group
   bool enable_prefix_cache = true;
   // Callers run ValidateRead before each kernel launch when set (design.md §4 debug mode).
   bool debug_validate = DebugKvFromEnv();
@@ -70,9 +70,10 @@ struct KvStats {
 
 class KvManager {
  public:
-  // InvalidArgument for a page size < 1, negative page counts, no group at all, or a sliding
-  // group without a window.
-  static absl::StatusOr<std::unique_ptr<KvManager>> Create(const KvManagerOptions& options);
+  // Manages layout.num_pages[g] pages per group (the layout's padding page is not handed out).
+  // The layout was validated by MakeKvLayout; InvalidArgument if it has no pages at all.
+  static absl::StatusOr<std::unique_ptr<KvManager>> Create(const KvLayout& layout,
+                                                            const KvManagerOptions& options = {});
   KvManager(const KvManager&) = delete;
   KvManager& operator=(const KvManager&) = delete;
 
@@ -183,7 +184,7 @@ class KvManager {
     int32_t last_entry = -1;       // prefix-cache entry of block committed - 1, holds a seq ref
   };
 
-  explicit KvManager(const KvManagerOptions& options);
+  KvManager(const KvLayout& layout, const KvManagerOptions& options);
   absl::StatusOr<Sequence*> Find(int64_t seq_id);
   absl::StatusOr<const Sequence*> Find(int64_t seq_id) const;
   int64_t NumBlocks(int64_t len) const { return (len + page_size_ - 1) / page_size_; }

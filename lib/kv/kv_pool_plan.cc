@@ -1,9 +1,10 @@
 #include "lib/kv/kv_pool_plan.h"
 
 #include <algorithm>
-#include <limits>
+#include <functional>
 
 #include "lib/common/status.h"
+#include "lib/common/units.h"
 
 namespace gannet::kv {
 namespace {
@@ -19,25 +20,23 @@ int64_t SpanPages(int64_t m, int64_t page_size) {
   return m <= 0 ? 0 : 1 + CeilDiv(m - 1, page_size);
 }
 
-std::string FormatBytes(int64_t bytes) {
-  const double b = static_cast<double>(bytes);
-  if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
-  if (b >= 1024.0 * 1024) return fmt::format("{:.2f} MiB", b / (1024.0 * 1024));
-  if (b >= 1024.0) return fmt::format("{:.2f} KiB", b / 1024.0);
-  return fmt::format("{} B", bytes);
+// The largest x in [lo, hi] with fits(x), for a predicate that holds up to some point and not
+// after it; lo - 1 when it holds nowhere.
+int64_t LargestFitting(int64_t lo, int64_t hi, const std::function<bool(int64_t)>& fits) {
+  int64_t good = lo - 1;
+  while (lo <= hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (fits(mid)) {
+      good = mid;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return good;
 }
 
 }  // namespace
-
-PerGroup<int64_t> KvBytesPerToken(absl::Span<const KvLayerGeometry> layers, int64_t dtype_bytes) {
-  PerGroup<int64_t> bytes = {0, 0};
-  for (const KvLayerGeometry& layer : layers) {
-    if (!layer.owns_kv) continue;
-    bytes[GroupIndex(layer.group)] +=
-        2 * static_cast<int64_t>(layer.num_kv_heads) * layer.head_dim * dtype_bytes;
-  }
-  return bytes;
-}
 
 // Derivation. Before each step every running sequence calls ReleaseSlidingBefore(s - W + 1),
 // s being its next position, and the step then grows it by n >= 0 tokens (at most S sequences,
@@ -79,23 +78,41 @@ int64_t SlidingPagesWorstCase(int64_t window, int64_t page_size, int64_t max_run
   return total;
 }
 
+int64_t KvMinimumBytes(const KvPoolPlanOptions& o) {
+  int64_t total = 0;
+  for (KvGroup g : kAllKvGroups) {
+    const int gi = GroupIndex(g);
+    if (o.bytes_per_token[gi] <= 0) continue;
+    const int64_t pages = g == KvGroup::kSliding
+                              ? SlidingPagesWorstCase(o.sliding_window, o.page_size,
+                                                      o.max_running_seqs, o.max_step_tokens,
+                                                      o.max_seq_len)
+                              : CeilDiv(o.max_seq_len, o.page_size);
+    total += (pages + 1) * o.page_size * o.bytes_per_token[gi];  // + the padding page
+  }
+  return total;
+}
+
 absl::StatusOr<KvPoolPlan> PlanKvPools(const KvPoolPlanOptions& o) {
   const PerGroup<bool> present = {o.bytes_per_token[kSliding] > 0, o.bytes_per_token[kFull] > 0};
   if (!present[kSliding] && !present[kFull]) {
     return InvalidArgumentError("kv plan: no KV group has a positive bytes_per_token");
   }
-  if (o.page_size < 1 || o.max_running_seqs < 1 || o.max_step_tokens < 1 || o.max_seq_len < 1 ||
-      o.budget_bytes < 0 || o.bytes_per_token[0] < 0 || o.bytes_per_token[1] < 0) {
+  if (o.page_size < 1 || o.page_size > kMaxPageSize || o.max_running_seqs < 1 ||
+      o.max_step_tokens < 1 || o.max_seq_len < 1 || o.budget_bytes < 0 ||
+      o.bytes_per_token[0] < 0 || o.bytes_per_token[1] < 0) {
     return InvalidArgumentError(
-        "kv plan: page_size {}, max_running_seqs {}, max_step_tokens {}, max_seq_len {} must be "
-        ">= 1 and budget {} / bytes per token {}, {} >= 0",
-        o.page_size, o.max_running_seqs, o.max_step_tokens, o.max_seq_len, o.budget_bytes,
-        o.bytes_per_token[0], o.bytes_per_token[1]);
+        "kv plan: page_size {} must be in [1, {}], max_running_seqs {}, max_step_tokens {}, "
+        "max_seq_len {} >= 1, and budget {} / bytes per token {}, {} >= 0",
+        o.page_size, kMaxPageSize, o.max_running_seqs, o.max_step_tokens, o.max_seq_len,
+        o.budget_bytes, o.bytes_per_token[0], o.bytes_per_token[1]);
   }
   if (present[kSliding] && o.sliding_window < 1) {
     return InvalidArgumentError("kv plan: sliding layers need a window >= 1, got {}",
                                 o.sliding_window);
   }
+  // Slot ids are int32 (kv_layout.h): managed pages + the padding page stay within the range.
+  const int64_t max_pages = kMaxPoolTokens / o.page_size - 1;
   KvPoolPlan plan;
   PerGroup<int64_t> page_bytes = {0, 0};
   int64_t remaining = o.budget_bytes;
@@ -103,12 +120,16 @@ absl::StatusOr<KvPoolPlan> PlanKvPools(const KvPoolPlanOptions& o) {
     const int gi = GroupIndex(g);
     KvPoolCapacity& cap = plan.groups[gi];
     const int32_t override_pages = o.num_pages_override[gi];
-    if (override_pages < 0 || (override_pages > 0 && !present[gi])) {
-      return InvalidArgumentError("kv plan: bad {} page override {} (group {})", KvGroupName(g),
-                                  override_pages, present[gi] ? "present" : "absent");
+    if (override_pages < 0 || (override_pages > 0 && !present[gi]) || override_pages > max_pages) {
+      return InvalidArgumentError(
+          "kv plan: {} page override {} is invalid (group {}; at most {} pages of {} tokens fit "
+          "int32 slot ids)",
+          KvGroupName(g), override_pages, present[gi] ? "present" : "absent", max_pages,
+          o.page_size);
     }
     page_bytes[gi] = o.bytes_per_token[gi] * o.page_size;
     if (!present[gi]) continue;
+    remaining -= page_bytes[gi];  // the padding page
     cap.min_pages = g == KvGroup::kSliding
                         ? SlidingPagesWorstCase(o.sliding_window, o.page_size, o.max_running_seqs,
                                                 o.max_step_tokens, o.max_seq_len)
@@ -121,7 +142,7 @@ absl::StatusOr<KvPoolPlan> PlanKvPools(const KvPoolPlanOptions& o) {
   }
   if (remaining < 0) {
     return ResourceExhaustedError(
-        "kv plan: the page overrides need {} B, more than the {} B budget",
+        "kv plan: the page overrides (and padding pages) need {} B, more than the {} B budget",
         o.budget_bytes - remaining, o.budget_bytes);
   }
   // The sliding pool gets its worst case only when the full pool takes the rest; alone, or next
@@ -129,33 +150,37 @@ absl::StatusOr<KvPoolPlan> PlanKvPools(const KvPoolPlanOptions& o) {
   const bool sliding_gets_min = present[kSliding] && !plan.groups[kSliding].overridden &&
                                 present[kFull] && !plan.groups[kFull].overridden;
   if (sliding_gets_min) {
-    plan.groups[kSliding].pages = static_cast<int32_t>(
-        std::min<int64_t>(plan.groups[kSliding].min_pages, std::numeric_limits<int32_t>::max()));
+    plan.groups[kSliding].pages =
+        static_cast<int32_t>(std::min(plan.groups[kSliding].min_pages, max_pages));
     remaining -= plan.groups[kSliding].pages * page_bytes[kSliding];
   }
   for (KvGroup g : kAllKvGroups) {
     const int gi = GroupIndex(g);
     KvPoolCapacity& cap = plan.groups[gi];
     if (!present[gi] || cap.overridden || (sliding_gets_min && g == KvGroup::kSliding)) continue;
-    cap.pages = static_cast<int32_t>(std::min<int64_t>(
-        std::max<int64_t>(remaining, 0) / page_bytes[gi], std::numeric_limits<int32_t>::max()));
+    cap.pages = static_cast<int32_t>(
+        std::min(std::max<int64_t>(remaining, 0) / page_bytes[gi], max_pages));
   }
   for (KvGroup g : kAllKvGroups) {
     const KvPoolCapacity& cap = plan.groups[GroupIndex(g)];
     if (!present[GroupIndex(g)] || cap.overridden || cap.pages >= cap.min_pages) continue;
     const KvPoolCapacity& sliding = plan.groups[kSliding];
     const KvPoolCapacity& full = plan.groups[kFull];
-    const int64_t need =
-        sliding.min_pages * page_bytes[kSliding] + full.min_pages * page_bytes[kFull];
+    if (cap.min_pages > max_pages) {
+      return ResourceExhaustedError(
+          "kv plan: the minimum {} pool ({} pages of {} tokens) passes the {} tokens that int32 "
+          "slot ids address; lower max_running_seqs or the context length",
+          KvGroupName(g), cap.min_pages, o.page_size, kMaxPoolTokens);
+    }
     return ResourceExhaustedError(
-        "kv plan: a {} B KV budget cannot hold the minimum {} pool ({} pages). Minimums: sliding "
-        "{} pages = {} B ({} sequences at window {} plus {} step tokens, page size {}), full {} "
-        "pages = {} B (one {}-token sequence); together {} B{}. Lower max_running_seqs, the step "
-        "token budget or the context length, or raise the budget",
-        o.budget_bytes, KvGroupName(g), cap.min_pages, sliding.min_pages,
-        sliding.min_pages * page_bytes[kSliding], o.max_running_seqs, o.sliding_window,
-        o.max_step_tokens, o.page_size, full.min_pages, full.min_pages * page_bytes[kFull],
-        o.max_seq_len, need,
+        "kv plan: a {} KV budget cannot hold the minimum {} pool ({} pages). Minimums: sliding "
+        "{} pages = {} ({} sequences at window {} plus {} step tokens, page size {}), full {} "
+        "pages = {} (one {}-token sequence); together with the padding pages {}{}",
+        FormatBytes(o.budget_bytes), KvGroupName(g), cap.min_pages, sliding.min_pages,
+        FormatBytes(sliding.min_pages * page_bytes[kSliding]), o.max_running_seqs,
+        o.sliding_window, o.max_step_tokens, o.page_size, full.min_pages,
+        FormatBytes(full.min_pages * page_bytes[kFull]), o.max_seq_len,
+        FormatBytes(KvMinimumBytes(o)),
         sliding.overridden || full.overridden ? " (the other pool is overridden)" : "");
   }
   for (KvGroup g : kAllKvGroups) {
@@ -185,6 +210,89 @@ absl::StatusOr<KvPoolPlan> PlanKvPools(const KvPoolPlanOptions& o) {
                              FormatBytes(o.bytes_per_token[gi]), sizing, note);
   }
   return plan;
+}
+
+absl::StatusOr<KvPlanResult> PlanKvPoolsWithDefaults(const KvPlanRequest& r) {
+  const KvPoolPlanOptions& o = r.options;
+  KvPlanResult result;
+  result.max_running_seqs = o.max_running_seqs;
+  result.max_seq_len = o.max_seq_len;
+  absl::StatusOr<KvPoolPlan> plan = PlanKvPools(o);
+  if (plan.ok()) {
+    result.plan = *std::move(plan);
+    return result;
+  }
+  if (!absl::IsResourceExhausted(plan.status())) return plan.status();
+  if (o.num_pages_override[0] > 0 || o.num_pages_override[1] > 0) {
+    return ResourceExhaustedError("{}. The pools are set by kv_sliding_pages / kv_full_pages",
+                                  plan.status().message());
+  }
+  auto fits = [&](int64_t seqs, int64_t len) {
+    KvPoolPlanOptions t = o;
+    t.max_running_seqs = static_cast<int32_t>(seqs);
+    t.max_seq_len = len;
+    return PlanKvPools(t).ok();
+  };
+  auto need = [&](int64_t seqs, int64_t len) {
+    KvPoolPlanOptions t = o;
+    t.max_running_seqs = static_cast<int32_t>(seqs);
+    t.max_seq_len = len;
+    return FormatBytes(KvMinimumBytes(t));
+  };
+  const std::string budget_note =
+      r.user_budget ? "" : " (the budget is what device memory leaves after weights, "
+                           "activations and a workspace reserve)";
+  const std::string budget = FormatBytes(o.budget_bytes);
+  const int64_t seqs = LargestFitting(1, o.max_running_seqs - 1,
+                                      [&](int64_t s) { return fits(s, o.max_seq_len); });
+  if (seqs >= 1) {
+    if (r.user_running_seqs) {
+      return ResourceExhaustedError(
+          "kv: max_running_seqs {} does not fit: the sliding windows of {} sequences and one "
+          "{}-token sequence need {} of the {} KV budget{}. Set max_running_seqs <= {}, lower "
+          "max_model_len, or raise kv_memory_bytes to >= {}",
+          o.max_running_seqs, o.max_running_seqs, o.max_seq_len,
+          need(o.max_running_seqs, o.max_seq_len), budget, budget_note, seqs,
+          need(o.max_running_seqs, o.max_seq_len));
+    }
+    result.max_running_seqs = static_cast<int32_t>(seqs);
+    result.warning = fmt::format(
+        "kv: the {} KV budget holds the sliding windows of {} running sequences next to one "
+        "{}-token sequence, not the default {} (which need {}); running at most {} sequences. "
+        "Set max_running_seqs, max_model_len or kv_memory_bytes to choose otherwise",
+        budget, seqs, o.max_seq_len, o.max_running_seqs, need(o.max_running_seqs, o.max_seq_len),
+        seqs);
+  } else {
+    // Not even one sequence of this length fits: the context length must give.
+    const int64_t s = r.user_running_seqs ? o.max_running_seqs : 1;
+    const int64_t len = LargestFitting(1, o.max_seq_len - 1, [&](int64_t l) { return fits(s, l); });
+    const int64_t kShortest = 2 * static_cast<int64_t>(o.page_size);
+    if (len < kShortest) {
+      return ResourceExhaustedError(
+          "kv: the {} KV budget{} cannot hold even {} sequence(s) of {} tokens (they need {}). "
+          "Free device memory, or raise kv_memory_bytes",
+          budget, budget_note, s, kShortest, need(s, kShortest));
+    }
+    if (r.user_max_seq_len) {
+      return ResourceExhaustedError(
+          "kv: max_model_len {} does not fit: {} sequence(s) of {} tokens need {} of the {} KV "
+          "budget{}. Set max_model_len <= {}{}, or raise kv_memory_bytes to >= {}",
+          o.max_seq_len, s, o.max_seq_len, need(s, o.max_seq_len), budget, budget_note, len,
+          r.user_running_seqs ? " or lower max_running_seqs" : "", need(s, o.max_seq_len));
+    }
+    result.max_running_seqs = static_cast<int32_t>(s);
+    result.max_seq_len = len;
+    result.warning = fmt::format(
+        "kv: the {} KV budget cannot hold one sequence of the default {} tokens (it needs {}); "
+        "max_model_len lowered to {}{}. Set max_model_len or kv_memory_bytes to choose otherwise",
+        budget, o.max_seq_len, need(s, o.max_seq_len), len,
+        s < o.max_running_seqs ? fmt::format(" and max_running_seqs to {}", s) : "");
+  }
+  KvPoolPlanOptions t = o;
+  t.max_running_seqs = result.max_running_seqs;
+  t.max_seq_len = result.max_seq_len;
+  GANNET_ASSIGN_OR_RETURN(result.plan, PlanKvPools(t));
+  return result;
 }
 
 }  // namespace gannet::kv

@@ -2,10 +2,16 @@
 //
 // The sliding pool gets exactly the worst case that max_running_seqs concurrent sequences can
 // hold at once (SlidingPagesWorstCase below); the full pool gets the rest of the budget. Either
-// count can be overridden. A model without one group gives the whole budget to the other.
+// count can be overridden. A model without one group gives the whole budget to the other. Each
+// present group also stores one padding page (kv_layout.h), taken from the budget first.
 // Minimums (an error below them, unless the pool is overridden): the sliding pool holds the
 // worst case; the full pool holds one sequence of max_seq_len tokens, so any admissible request
-// can run to completion on its own.
+// can run to completion on its own. A pool never passes the int32 slot range (kMaxPoolTokens).
+//
+// PlanKvPoolsWithDefaults is what the engine calls: where a limit is the engine's own default
+// (not the user's setting) and the budget cannot hold the minimums, it lowers that limit to what
+// fits (running sequences first, then the context length) and says so; a user's setting that
+// cannot fit is an error naming the setting and the value that would fit.
 //
 // Scale (gemma4-architecture.md §2.12): for 31B bf16 a sliding token costs 800 KiB (50 layers)
 // and a full token 80 KiB (10 layers), so at high concurrency the sliding pool is what binds.
@@ -16,22 +22,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "absl/types/span.h"
+#include "lib/kv/kv_layout.h"
 #include "lib/kv/kv_types.h"
 
 namespace gannet::kv {
-
-// One decoder layer's KV geometry, for KvBytesPerToken.
-struct KvLayerGeometry {
-  KvGroup group = KvGroup::kSliding;
-  int32_t num_kv_heads = 0;
-  int32_t head_dim = 0;
-  bool owns_kv = true;  // false for KV-shared layers (they read their donor's pages)
-};
-
-// Bytes one token costs in each group: sum over layers owning KV of
-// 2 (K and V) x num_kv_heads x head_dim x dtype_bytes.
-PerGroup<int64_t> KvBytesPerToken(absl::Span<const KvLayerGeometry> layers, int64_t dtype_bytes);
 
 // The most sliding pages that max_running_seqs sequences hold at once when every running
 // sequence calls ReleaseSlidingBefore(next position - W + 1) before each step and a step computes
@@ -51,7 +45,7 @@ struct KvPoolPlanOptions {
 };
 
 struct KvPoolCapacity {
-  int32_t pages = 0;
+  int32_t pages = 0;      // pages the KV manager hands out (the padding page is extra)
   int64_t tokens = 0;     // pages x P
   int64_t bytes = 0;      // pages x P x bytes_per_token
   int64_t min_pages = 0;  // the minimum described above (0 for an absent group)
@@ -67,8 +61,32 @@ struct KvPoolPlan {
 };
 
 // InvalidArgument for inconsistent options (no group, non-positive P / W / limits, an override
-// for an absent group); ResourceExhausted when the budget cannot hold the minimums (or the
-// overrides), with the bytes each part needs.
+// for an absent group or past the slot range); ResourceExhausted when the budget cannot hold the
+// minimums (or the overrides), with the bytes each part needs.
 absl::StatusOr<KvPoolPlan> PlanKvPools(const KvPoolPlanOptions& options);
+
+// Bytes the minimums of `options` need (both pools and the padding pages); overrides ignored.
+int64_t KvMinimumBytes(const KvPoolPlanOptions& options);
+
+// Which of the limits in `options` the user set; the others are the engine's defaults, which
+// PlanKvPoolsWithDefaults may lower.
+struct KvPlanRequest {
+  KvPoolPlanOptions options;
+  bool user_running_seqs = false;  // max_running_seqs
+  bool user_max_seq_len = false;   // max_model_len
+  bool user_budget = false;        // kv_memory_bytes
+};
+
+struct KvPlanResult {
+  KvPoolPlan plan;
+  int32_t max_running_seqs = 0;  // possibly lowered from the request's default
+  int64_t max_seq_len = 0;       // possibly lowered from the request's default
+  std::string warning;           // what was lowered and why, with the numbers; empty if nothing
+};
+
+// PlanKvPools, lowering default limits that do not fit (see the header comment). Errors:
+// InvalidArgument as PlanKvPools; ResourceExhausted naming the user setting (max_running_seqs,
+// max_model_len, kv_memory_bytes, kv_*_pages) to change and a value that would fit.
+absl::StatusOr<KvPlanResult> PlanKvPoolsWithDefaults(const KvPlanRequest& request);
 
 }  // namespace gannet::kv

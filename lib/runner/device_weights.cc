@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "lib/common/status.h"
+#include "lib/common/units.h"
 
 namespace gannet::runner {
 
@@ -18,21 +19,29 @@ float RoundScaleToDType(double v, DType dtype) {
 absl::StatusOr<DeviceWeights> LoadDeviceWeights(const model::ModelConfig& config,
                                                 const model::ModelWeights& w,
                                                 backend::Backend* backend,
-                                                const std::function<void(double)>& on_progress) {
+                                                const WeightProgressFn& on_progress) {
   DeviceWeights d;
   // Progress is measured against the bf16 size of every expected tensor.
-  const uint64_t total = 2 * static_cast<uint64_t>(model::CountParameters(config));
-  uint64_t done = 0;
+  const int64_t total = 2 * model::CountParameters(config);
+  int64_t done = 0;
   auto load = [&](std::initializer_list<const model::WeightView*> parts,
                   backend::Tensor* out) -> absl::Status {
     std::vector<const model::WeightView*> v(parts);
     for (const model::WeightView* p : v) {
       if (!p->present()) return absl::OkStatus();  // optional tensor absent for this layer
     }
-    GANNET_ASSIGN_OR_RETURN(backend::OwnedTensor t, backend->LoadWeight(v));
+    absl::StatusOr<backend::OwnedTensor> loaded = backend->LoadWeight(v);
+    if (!loaded.ok()) {
+      return Annotate(loaded.status(), fmt::format("loading weight '{}' ({} of {} weight bytes "
+                                                   "loaded so far)",
+                                                   v[0]->name, FormatBytes(done), FormatBytes(total)));
+    }
+    backend::OwnedTensor t = *std::move(loaded);
     *out = t.tensor;
     for (const model::WeightView* p : v) done += p->nbytes();
-    if (on_progress && total > 0) on_progress(std::min(1.0, static_cast<double>(done) / total));
+    if (on_progress && !on_progress(std::min(done, total), total)) {
+      return absl::CancelledError("loading the weights was cancelled by the progress callback");
+    }
     d.bytes += static_cast<uint64_t>(t.tensor.numel()) * t.tensor.elem_bytes();
     d.storage.push_back(std::move(t));
     return absl::OkStatus();

@@ -40,9 +40,13 @@ struct DeviceWeights {
   uint64_t bytes = 0;  // of every weight tensor, owned or read in place
 };
 
+// Called after each weight with the bytes loaded so far and in all (bf16 sizes); returning false
+// cancels the load (Cancelled).
+using WeightProgressFn = std::function<bool(int64_t done, int64_t total)>;
+
 absl::StatusOr<DeviceWeights> LoadDeviceWeights(
     const model::ModelConfig& config, const model::ModelWeights& weights,
-    backend::Backend* backend, const std::function<void(double)>& on_progress = {});
+    backend::Backend* backend, const WeightProgressFn& on_progress = {});
 
 // v rounded to the precision of dtype, as HF casts its scale buffers to the weight dtype.
 float RoundScaleToDType(double v, DType dtype);

@@ -1,41 +1,60 @@
 #include "lib/runner/kv_storage.h"
 
 #include "lib/common/status.h"
+#include "lib/common/units.h"
 
 namespace gannet::runner {
 
-absl::StatusOr<std::unique_ptr<KvStorage>> KvStorage::Create(const model::TextConfig& c,
-                                                             backend::Backend* backend,
-                                                             const KvGeometry& geometry) {
-  auto s = std::make_unique<KvStorage>();
-  s->geometry_ = geometry;
-  s->layers_.resize(c.num_hidden_layers);
-  const DType dt = backend->kv_dtype();
+std::vector<kv::KvLayerGeometry> KvLayersOf(const model::TextConfig& c) {
+  std::vector<kv::KvLayerGeometry> layers;
   for (int l = 0; l < c.num_hidden_layers; ++l) {
-    if (c.IsKvShared(l)) continue;
-    const int g = c.is_sliding(l) ? 0 : 1;
-    const int64_t pages = geometry.num_pages[g];
-    if (pages <= 0) {
-      return InvalidArgumentError("KV storage: layer {} needs the {} group but it has no pages", l,
-                                  g == 0 ? "sliding" : "full");
-    }
-    const int64_t nkv = c.LayerNumKvHeads(l);
-    const int64_t d = c.LayerHeadDim(l);
-    const size_t bytes = static_cast<size_t>(pages * nkv * geometry.page_size * d) *
-                         (DTypeBits(dt) / 8);
+    layers.push_back({c.is_sliding(l) ? kv::KvGroup::kSliding : kv::KvGroup::kFull,
+                      c.LayerNumKvHeads(l), c.LayerHeadDim(l), c.IsKvShared(l) ? c.KvDonor(l) : -1});
+  }
+  return layers;
+}
+
+absl::StatusOr<std::unique_ptr<KvStorage>> KvStorage::Create(const model::TextConfig& c,
+                                                             const kv::KvLayout& layout,
+                                                             backend::Backend* backend) {
+  if (layout.layers != KvLayersOf(c)) {
+    return InvalidArgumentError("KV storage: the KV layout does not describe this model's {} layers",
+                                c.num_hidden_layers);
+  }
+  const DType dt = backend->kv_dtype();
+  if (layout.dtype_bytes != DTypeBits(dt) / 8) {
+    return InvalidArgumentError("KV storage: the layout has {}-byte elements, the backend stores {}",
+                                layout.dtype_bytes, DTypeName(dt));
+  }
+  auto s = std::make_unique<KvStorage>();
+  s->layout_ = layout;
+  s->layers_.resize(c.num_hidden_layers);
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const kv::KvLayerGeometry& g = layout.layers[l];
+    if (!g.owns_kv()) continue;
+    // Sizes in int64: one array can hold more than 2^31 elements.
+    const int64_t pages = layout.storage_pages(g.group);
+    const size_t bytes = static_cast<size_t>(layout.ArrayBytes(l));
     LayerKv kv;
-    kv.group = g;
+    kv.group = kv::GroupIndex(g.group);
     for (backend::Tensor* t : {&kv.k, &kv.v}) {
-      // Zeroed so that a read of a never-written slot is finite, never NaN garbage.
-      GANNET_ASSIGN_OR_RETURN(backend::Buffer buf, backend->AllocateZeroed(bytes));
-      *t = buf.View(dt, {pages, nkv, geometry.page_size, d});
+      absl::StatusOr<backend::Buffer> buf = backend->AllocateZeroed(bytes);
+      if (!buf.ok()) {
+        return absl::Status(buf.status().code(),
+                            fmt::format("KV storage: layer {} {} array ({} elements, {}; all KV "
+                                        "arrays {}): {}",
+                                        l, t == &kv.k ? "K" : "V", layout.ArrayElements(l),
+                                        FormatBytes(static_cast<int64_t>(bytes)),
+                                        FormatBytes(layout.TotalBytes()), buf.status().message()));
+      }
+      *t = buf->View(dt, {pages, g.num_kv_heads, layout.page_size, g.head_dim});
       s->bytes_ += bytes;
-      s->buffers_.push_back(std::move(buf));
+      s->buffers_.push_back(*std::move(buf));
     }
     s->layers_[l] = kv;
   }
   for (int l = 0; l < c.num_hidden_layers; ++l) {
-    if (c.IsKvShared(l)) s->layers_[l] = s->layers_[c.KvDonor(l)];
+    if (!layout.layers[l].owns_kv()) s->layers_[l] = s->layers_[layout.layers[l].source];
   }
   return s;
 }

@@ -7,6 +7,7 @@
 
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
+#include "lib/common/units.h"
 #include "lib/runner/device_weights.h"
 #include "lib/runner/step_metadata.h"
 
@@ -14,9 +15,9 @@ namespace gannet::runner {
 
 using backend::Tensor;
 
-int StepBatch::num_tokens() const {
-  int n = 0;
-  for (const SeqStep& s : seqs) n += static_cast<int>(s.tokens.size());
+int64_t StepBatch::num_tokens() const {
+  int64_t n = 0;
+  for (const SeqStep& s : seqs) n += static_cast<int64_t>(s.tokens.size());
   return n;
 }
 
@@ -73,46 +74,98 @@ class ModelRunner::Impl {
   absl::Status Forward(const StepBatch& batch, StepResult* result);
 };
 
+namespace {
+
+// One activation buffer of the runner: where it goes, its element type and shape.
+struct ActivationSpec {
+  Tensor* target;
+  DType dtype;
+  int64_t rows, cols;
+};
+
+// Every activation buffer a runner with these options allocates (targets into `impl`, which may
+// be null when only the sizes are wanted).
+std::vector<ActivationSpec> ActivationSpecs(const model::ModelConfig& config,
+                                            const RunnerOptions& options, DType act, DType residual,
+                                            ModelRunner::Impl* impl);
+
+}  // namespace
+
 absl::Status ModelRunner::Impl::AllocateActivations() {
+  for (const ActivationSpec& a :
+       ActivationSpecs(config, options, be->activation_dtype(), be->residual_dtype(), this)) {
+    GANNET_RETURN_IF_ERROR(Alloc(a.target, a.dtype, {a.rows, a.cols}));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+std::vector<ActivationSpec> ActivationSpecs(const model::ModelConfig& config,
+                                            const RunnerOptions& options, DType act, DType residual,
+                                            ModelRunner::Impl* impl) {
+  static Tensor sink;  // the target of every spec when only sizes are wanted
+  auto at = [&](Tensor ModelRunner::Impl::*member) { return impl ? &(impl->*member) : &sink; };
   const model::TextConfig& c = config.text;
   const int64_t T = options.max_tokens;
   const int64_t H = c.hidden_size;
-  const DType act = be->activation_dtype();
   int64_t max_qkv = 0, max_q = 0, max_inter = 0;
   for (int l = 0; l < c.num_hidden_layers; ++l) {
-    max_qkv = std::max<int64_t>(max_qkv, w.layers[l].qkv_cols);
-    max_q = std::max<int64_t>(max_q, static_cast<int64_t>(c.num_attention_heads) * c.LayerHeadDim(l));
-    max_inter = std::max<int64_t>(max_inter, w.layers[l].intermediate);
+    const int64_t d = c.LayerHeadDim(l);
+    const int64_t kv = c.IsKvShared(l) ? 0 : c.LayerNumKvHeads(l) * d * (c.LayerKEqV(l) ? 1 : 2);
+    max_qkv = std::max<int64_t>(max_qkv, c.num_attention_heads * d + kv);
+    max_q = std::max<int64_t>(max_q, c.num_attention_heads * d);
+    max_inter = std::max<int64_t>(max_inter, c.LayerIntermediateSize(l));
   }
-  GANNET_RETURN_IF_ERROR(Alloc(&x, be->residual_dtype(), {T, H}));
-  GANNET_RETURN_IF_ERROR(Alloc(&h, act, {T, H}));
-  GANNET_RETURN_IF_ERROR(Alloc(&qkv, act, {T, max_qkv}));
-  GANNET_RETURN_IF_ERROR(Alloc(&q, act, {T, max_q}));
-  GANNET_RETURN_IF_ERROR(Alloc(&attn, act, {T, max_q}));
-  GANNET_RETURN_IF_ERROR(Alloc(&o, act, {T, H}));
-  GANNET_RETURN_IF_ERROR(Alloc(&gate_up, act, {T, 2 * max_inter}));
-  GANNET_RETURN_IF_ERROR(Alloc(&mlp, act, {T, max_inter}));
-  GANNET_RETURN_IF_ERROR(Alloc(&mlp_out, act, {T, H}));
+  using I = ModelRunner::Impl;
+  std::vector<ActivationSpec> v = {
+      {at(&I::x), residual, T, H},         {at(&I::h), act, T, H},
+      {at(&I::qkv), act, T, max_qkv},      {at(&I::q), act, T, max_q},
+      {at(&I::attn), act, T, max_q},       {at(&I::o), act, T, H},
+      {at(&I::gate_up), act, T, 2 * max_inter}, {at(&I::mlp), act, T, max_inter},
+      {at(&I::mlp_out), act, T, H},
+  };
   if (c.has_ple()) {
     const int64_t NP = static_cast<int64_t>(c.num_hidden_layers) * c.hidden_size_per_layer_input;
     const int64_t P = c.hidden_size_per_layer_input;
-    GANNET_RETURN_IF_ERROR(Alloc(&ple_tok, act, {T, NP}));
-    GANNET_RETURN_IF_ERROR(Alloc(&ple_proj, act, {T, NP}));
-    GANNET_RETURN_IF_ERROR(Alloc(&ple_in, act, {T, NP}));
-    GANNET_RETURN_IF_ERROR(Alloc(&ple_gate, act, {T, P}));
-    GANNET_RETURN_IF_ERROR(Alloc(&ple_gated, act, {T, P}));
+    v.insert(v.end(), {{at(&I::ple_tok), act, T, NP},
+                       {at(&I::ple_proj), act, T, NP},
+                       {at(&I::ple_in), act, T, NP},
+                       {at(&I::ple_gate), act, T, P},
+                       {at(&I::ple_gated), act, T, P}});
   }
   if (c.enable_moe_block) {
-    GANNET_RETURN_IF_ERROR(Alloc(&moe_ids, DType::kI32, {T, c.top_k_experts}));
-    GANNET_RETURN_IF_ERROR(Alloc(&moe_weights, DType::kF32, {T, c.top_k_experts}));
-    GANNET_RETURN_IF_ERROR(Alloc(&moe_z, act, {T, H}));
-    GANNET_RETURN_IF_ERROR(Alloc(&moe_y1, act, {T, H}));
-    GANNET_RETURN_IF_ERROR(Alloc(&moe_y2, act, {T, H}));
+    v.insert(v.end(), {{at(&I::moe_ids), DType::kI32, T, c.top_k_experts},
+                       {at(&I::moe_weights), DType::kF32, T, c.top_k_experts},
+                       {at(&I::moe_z), act, T, H},
+                       {at(&I::moe_y1), act, T, H},
+                       {at(&I::moe_y2), act, T, H}});
   }
-  const int64_t rows = options.max_logit_rows;
-  GANNET_RETURN_IF_ERROR(Alloc(&last_h, act, {rows, H}));
-  GANNET_RETURN_IF_ERROR(Alloc(&logits, DType::kF32, {rows, c.vocab_size}));
-  return absl::OkStatus();
+  const int64_t rows = options.max_logit_rows > 0 ? options.max_logit_rows : options.max_seqs;
+  v.insert(v.end(), {{at(&I::last_h), act, rows, H}, {at(&I::logits), DType::kF32, rows, c.vocab_size}});
+  return v;
+}
+
+}  // namespace
+
+int64_t ActivationBytes(const model::ModelConfig& config, const RunnerOptions& options,
+                        DType activation, DType residual) {
+  int64_t bytes = 0;
+  for (const ActivationSpec& a : ActivationSpecs(config, options, activation, residual, nullptr)) {
+    bytes += a.rows * a.cols * (DTypeBits(a.dtype) / 8);
+  }
+  // Step metadata: ids, PLE ids, positions, token -> sequence, two slot maps per token; query
+  // starts, lengths, logits rows, sampled ids and sampling rows; two page tables.
+  const int64_t T = options.max_tokens, S = options.max_seqs;
+  const int64_t rows = options.max_logit_rows > 0 ? options.max_logit_rows : S;
+  const int64_t pages = options.max_pages_per_seq > 0
+                            ? options.max_pages_per_seq
+                            : (config.text.max_position_embeddings + options.page_size - 1) /
+                                  std::max(1, options.page_size);
+  bytes += 4 * (6 * T + 2 * S + 1 + 2 * rows + 2 * S * pages) +
+           rows * (static_cast<int64_t>(sizeof(backend::SamplingParams)) +
+                   4 * backend::kSampleBanSlots);
+  return bytes;
 }
 
 absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetadata& md) {
@@ -283,6 +336,7 @@ StepBatch ModelRunner::Impl::Pad(const StepBatch& batch, int bucket) {
 
 absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result) {
   const model::TextConfig& c = config.text;
+  if (kv == nullptr) return FailedPreconditionError("runner: Forward before AttachKv");
   const bool graphs = options.enable_graphs && be->SupportsGraphs();
   // Decode-only steps are padded up to a batch bucket (a no-op when already at one).
   const bool pad = (graphs || options.pad_decode_batches) && in.decode_only();
@@ -393,22 +447,17 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
     return InvalidArgumentError("runner: max_tokens and max_seqs must be > 0");
   }
   if (o.max_logit_rows <= 0) o.max_logit_rows = o.max_seqs;
-  if (o.kv.page_size <= 0) return InvalidArgumentError("runner: page_size must be > 0");
+  if (o.page_size <= 0 || o.page_size > kv::kMaxPageSize) {
+    return InvalidArgumentError("runner: page_size {} is outside [1, {}]", o.page_size,
+                                kv::kMaxPageSize);
+  }
   if (o.max_pages_per_seq <= 0) {
     o.max_pages_per_seq =
-        static_cast<int>((c.max_position_embeddings + o.kv.page_size - 1) / o.kv.page_size);
+        static_cast<int>((c.max_position_embeddings + o.page_size - 1) / o.page_size);
   }
   impl->be = backend;
-  // One scratch page per pool, after the caller's pages, for the rows that pad decode batches.
-  for (int g = 0; g < 2; ++g) {
-    if (o.kv.num_pages[g] > 0) {
-      impl->pad_table[g] = {static_cast<int32_t>(o.kv.num_pages[g])};
-      o.kv.num_pages[g] += 1;
-    }
-  }
   GANNET_ASSIGN_OR_RETURN(impl->w,
                           LoadDeviceWeights(config, weights, backend, o.on_weight_progress));
-  GANNET_ASSIGN_OR_RETURN(impl->kv, KvStorage::Create(c, backend, o.kv));
   impl->rope[0] = {c.rope_sliding.theta,
                    static_cast<int>(c.rope_sliding.partial_rotary_factor * c.head_dim / 2),
                    c.rope_sliding.factor};
@@ -419,11 +468,29 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
   if (c.rope_full.type == model::RopeType::kDefault) impl->rope[1].factor = 1.0;
   GANNET_RETURN_IF_ERROR(impl->meta.Init(backend, config, o));
   GANNET_RETURN_IF_ERROR(impl->AllocateActivations());
-  GANNET_LOG_INFO("runner: {} on {}: weights {:.1f} MiB, KV {:.1f} MiB ({} sliding + {} full pages of {} tokens)",
+  GANNET_LOG_INFO("runner: {} on {}: weights {}, activations for {} tokens and {} sequences",
                   model::VariantName(config.variant), backend->name(),
-                  impl->w.bytes / 1048576.0, impl->kv->bytes() / 1048576.0, o.kv.num_pages[0],
-                  o.kv.num_pages[1], o.kv.page_size);
+                  FormatBytes(static_cast<int64_t>(impl->w.bytes)), o.max_tokens, o.max_seqs);
   return std::unique_ptr<ModelRunner>(new ModelRunner(std::move(impl)));
+}
+
+absl::Status ModelRunner::AttachKv(const kv::KvLayout& layout) {
+  Impl& m = *impl_;
+  if (m.kv != nullptr) return FailedPreconditionError("runner: the KV storage is already attached");
+  if (layout.page_size != m.options.page_size) {
+    return InvalidArgumentError("runner: the KV layout's page size {} is not the runner's {}",
+                                layout.page_size, m.options.page_size);
+  }
+  GANNET_ASSIGN_OR_RETURN(m.kv, KvStorage::Create(m.config.text, layout, m.be));
+  for (kv::KvGroup g : kv::kAllKvGroups) {
+    m.pad_table[kv::GroupIndex(g)].clear();
+    if (layout.has_group(g)) m.pad_table[kv::GroupIndex(g)] = {layout.padding_page(g)};
+  }
+  m.meta.SetKvLayout(layout);
+  GANNET_LOG_INFO("runner: KV {} ({} sliding + {} full pages of {} tokens, + 1 padding page each)",
+                  FormatBytes(static_cast<int64_t>(m.kv->bytes())), layout.num_pages[0],
+                  layout.num_pages[1], layout.page_size);
+  return absl::OkStatus();
 }
 
 absl::Status ModelRunner::Forward(const StepBatch& batch, StepResult* result) {
@@ -431,7 +498,7 @@ absl::Status ModelRunner::Forward(const StepBatch& batch, StepResult* result) {
 }
 const model::ModelConfig& ModelRunner::config() const { return impl_->config; }
 const RunnerOptions& ModelRunner::options() const { return impl_->options; }
-const KvStorage& ModelRunner::kv() const { return *impl_->kv; }
+const KvStorage* ModelRunner::kv() const { return impl_->kv.get(); }
 uint64_t ModelRunner::weight_bytes() const { return impl_->w.bytes; }
 int ModelRunner::num_graphs() const { return impl_->num_graphs; }
 

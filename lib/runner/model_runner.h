@@ -1,11 +1,12 @@
 // Runs Gemma-4 target models step by step over a Backend: the layer recipe of every variant
 // (dense 31B, MoE 26B-A4B, PLE + KV-sharing E2B/E4B), exactly as gemma4-architecture.md §2.
 //
-// The runner owns the model's weights in backend memory, the KV storage, and activation buffers
-// sized for `max_tokens` tokens and `max_seqs` sequences per step; Forward() never allocates. It
-// does not decide which pages a sequence owns: each SeqStep brings its page tables (from the KV
-// manager, or a trivial identity table in tests). Each KV pool gets one extra page, past the
-// pages the caller manages, that padded decode rows write and read. One thread at a time.
+// The runner owns the model's weights in backend memory, activation buffers sized for
+// `max_tokens` tokens and `max_seqs` sequences per step, and the KV storage, which AttachKv
+// allocates from the KV layout once the memory left after weights and activations is known;
+// Forward() never allocates. It does not decide which pages a sequence owns: each SeqStep brings
+// its page tables (from the KV manager, or a trivial identity table in tests). Padded decode rows
+// write and read each pool's padding page (kv_layout.h). One thread at a time.
 #pragma once
 
 #include <functional>
@@ -16,6 +17,7 @@
 #include "lib/backend/backend.h"
 #include "lib/model/config.h"
 #include "lib/model/weights.h"
+#include "lib/runner/device_weights.h"
 #include "lib/runner/kv_storage.h"
 #include "lib/runner/step.h"
 
@@ -26,15 +28,21 @@ struct RunnerOptions {
   int max_seqs = 16;           // sequences per step
   int max_logit_rows = 0;      // logits rows per step; 0 = max_seqs
   int max_pages_per_seq = 0;   // page-table columns; 0 = enough for max_position_embeddings
-  KvGeometry kv;
-  // Called while weights load, with the fraction of weight bytes done (0..1).
-  std::function<void(double)> on_weight_progress;
+  int page_size = 16;          // KV page size in tokens (AttachKv's layout must agree)
+  // Called while weights load (device_weights.h); returning false cancels the load.
+  WeightProgressFn on_weight_progress;
   // Decode-only steps are padded to a batch-size bucket and, on backends with graphs, recorded
   // once per (bucket, context-length bucket) and replayed. pad_decode_batches pads without graphs
   // (tests check padded steps compute what unpadded ones do).
   bool enable_graphs = true;
   bool pad_decode_batches = false;
 };
+
+// Bytes of the activation and step-metadata buffers Create allocates for these options, with the
+// given activation and residual element types (what a backend reports). The engine checks the
+// device can hold weights and these before loading anything.
+int64_t ActivationBytes(const model::ModelConfig& config, const RunnerOptions& options,
+                        DType activation, DType residual);
 
 class ModelRunner {
  public:
@@ -46,11 +54,14 @@ class ModelRunner {
                                                              const RunnerOptions& options);
   ~ModelRunner();
 
+  // Allocates the KV storage of `layout` (once; its layers must be KvLayersOf(config) and its
+  // page size options().page_size). Forward needs it.
+  absl::Status AttachKv(const kv::KvLayout& layout);
   absl::Status Forward(const StepBatch& batch, StepResult* result);
 
   const model::ModelConfig& config() const;
   const RunnerOptions& options() const;
-  const KvStorage& kv() const;
+  const KvStorage* kv() const;  // null before AttachKv
   uint64_t weight_bytes() const;
   int num_graphs() const;  // graphs recorded so far
 

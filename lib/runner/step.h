@@ -36,7 +36,7 @@ struct StepBatch {
   // With device_sampling: empty, or per row the token ids the draw must not pick (at most
   // backend::kSampleBanSlots; a request's stop tokens before min_tokens).
   std::vector<std::span<const int32_t>> banned_tokens;
-  int num_tokens() const;
+  int64_t num_tokens() const;
   bool decode_only() const;  // every sequence computes exactly one token and wants its logits
 };
 

@@ -20,8 +20,7 @@ absl::Status StepMetadataBuilder::Init(backend::Backend* be, const model::ModelC
   max_seqs_ = o.max_seqs;
   max_rows_ = o.max_logit_rows;
   max_pages_ = o.max_pages_per_seq;
-  page_size_ = o.kv.page_size;
-  for (int g = 0; g < 2; ++g) num_pages_[g] = o.kv.num_pages[g];
+  page_size_ = o.page_size;
   for (int l = 0; l < c.num_hidden_layers; ++l) group_used_[c.is_sliding(l) ? 0 : 1] = true;
   auto alloc = [&](backend::Tensor* t, int64_t n) -> absl::Status {
     GANNET_ASSIGN_OR_RETURN(backend::Buffer b, be->Allocate(static_cast<size_t>(n) * 4));
@@ -47,6 +46,11 @@ absl::Status StepMetadataBuilder::Init(backend::Backend* be, const model::ModelC
   sampling_ = b.View(DType::kU8, {sp_bytes});
   buffers_.push_back(std::move(b));
   return absl::OkStatus();
+}
+
+void StepMetadataBuilder::SetKvLayout(const kv::KvLayout& layout) {
+  for (kv::KvGroup g : kv::kAllKvGroups) num_pages_[kv::GroupIndex(g)] = layout.storage_pages(g);
+  have_layout_ = true;
 }
 
 absl::Status StepMetadataBuilder::UploadSampling(
@@ -84,16 +88,18 @@ absl::Status StepMetadataBuilder::UploadSampling(
 }
 
 absl::StatusOr<backend::StepMetadata*> StepMetadataBuilder::Build(const StepBatch& batch) {
+  if (!have_layout_) return FailedPreconditionError("step: the runner has no KV layout");
+  if (batch.seqs.empty()) return InvalidArgumentError("step: no sequences");
+  if (batch.seqs.size() > static_cast<size_t>(max_seqs_)) {
+    return InvalidArgumentError("step: {} sequences exceed the runner limit of {}",
+                                batch.seqs.size(), max_seqs_);
+  }
+  if (batch.num_tokens() > max_tokens_) {
+    return InvalidArgumentError("step: {} tokens exceed the runner limit of {}",
+                                batch.num_tokens(), max_tokens_);
+  }
   const int num_seqs = static_cast<int>(batch.seqs.size());
-  const int n = batch.num_tokens();
-  if (num_seqs == 0) return InvalidArgumentError("step: no sequences");
-  if (num_seqs > max_seqs_) {
-    return InvalidArgumentError("step: {} sequences exceed the runner limit of {}", num_seqs,
-                                max_seqs_);
-  }
-  if (n > max_tokens_) {
-    return InvalidArgumentError("step: {} tokens exceed the runner limit of {}", n, max_tokens_);
-  }
+  const int n = static_cast<int>(batch.num_tokens());
   h_ids_.assign(n, 0);
   h_ple_ids_.assign(n, 0);
   h_positions_.assign(n, 0);
@@ -131,7 +137,8 @@ absl::StatusOr<backend::StepMetadata*> StepMetadataBuilder::Build(const StepBatc
         return InvalidArgumentError("step: sequence {} page table has {} entries (limit {})", s,
                                     table.size(), max_pages_);
       }
-      std::copy(table.begin(), table.end(), h_page_table_[g].begin() + s * max_pages_);
+      std::copy(table.begin(), table.end(),
+                h_page_table_[g].begin() + static_cast<int64_t>(s) * max_pages_);
     }
     h_query_start_[s] = t;
     h_seq_lens_[s] = static_cast<int32_t>(end);
@@ -159,7 +166,9 @@ absl::StatusOr<backend::StepMetadata*> StepMetadataBuilder::Build(const StepBatc
               "step: sequence {} position {} has no valid {} page (entry {} = {}, pool {})", s, pos,
               g == 0 ? "sliding" : "full", col, page, num_pages_[g]);
         }
-        h_slots_[g][t] = page * page_size_ + pos % page_size_;
+        // < kMaxPoolTokens: the layout keeps every stored page's slots within int32.
+        h_slots_[g][t] = static_cast<int32_t>(static_cast<int64_t>(page) * page_size_ +
+                                              pos % page_size_);
       }
     }
     if (seq.logits != SeqStep::Logits::kNone) {

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "lib/backend/backend.h"
+#include "lib/kv/kv_layout.h"
 #include "lib/model/config.h"
 #include "lib/runner/step.h"
 
@@ -20,6 +21,9 @@ class StepMetadataBuilder {
  public:
   absl::Status Init(backend::Backend* backend, const model::ModelConfig& config,
                     const RunnerOptions& options);
+  // The pools page ids are checked against (storage pages: managed + padding). Build fails
+  // until it is set.
+  void SetKvLayout(const kv::KvLayout& layout);
   // Validates and uploads; the returned metadata stays valid until the next Build. It is mutable
   // so the caller can adjust host-side bounds before launch (graph buckets round max_seq_len up).
   absl::StatusOr<backend::StepMetadata*> Build(const StepBatch& batch);
@@ -52,7 +56,8 @@ class StepMetadataBuilder {
   int64_t max_positions_ = 0;
   int window_ = 0;
   int max_tokens_ = 0, max_seqs_ = 0, max_rows_ = 0, max_pages_ = 0, page_size_ = 0;
-  int64_t num_pages_[2] = {0, 0};
+  int64_t num_pages_[2] = {0, 0};  // storage pages per group (managed + padding)
+  bool have_layout_ = false;
   bool group_used_[2] = {false, false};
   std::vector<backend::Buffer> buffers_;
   backend::Tensor ids_, ple_ids_, positions_, query_start_, seq_lens_, token_seq_;

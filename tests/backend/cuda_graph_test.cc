@@ -74,10 +74,12 @@ TEST_P(CudaGraphTest, GraphReplayEqualsEagerPaddedSteps) {
   ASSERT_TRUE(be.ok()) << be.status();
   auto opts = testing::SimpleRunnerOptions((*m)->config, 16, kMaxLen, kMaxSeqs, 4096);
   opts.enable_graphs = true;
-  auto graphed = runner::ModelRunner::Create((*m)->config, (*m)->weights, be->get(), opts);
+  auto graphed =
+      testing::CreateTinyRunner((*m)->config, (*m)->weights, be->get(), opts, kMaxLen, kMaxSeqs);
   opts.enable_graphs = false;
   opts.pad_decode_batches = true;
-  auto eager = runner::ModelRunner::Create((*m)->config, (*m)->weights, be->get(), opts);
+  auto eager =
+      testing::CreateTinyRunner((*m)->config, (*m)->weights, be->get(), opts, kMaxLen, kMaxSeqs);
   ASSERT_TRUE(graphed.ok() && eager.ok());
   for (int num_seqs : {1, 3, 4, 9}) {
     // 14 decode steps from ~250 tokens cross the 256-token context bucket.

@@ -62,15 +62,17 @@ class CudaRunnerTest : public ::testing::TestWithParam<std::tuple<std::string, i
     gpu_be_ = std::move(*g);
     page_ = page;
     const auto opts = testing::SimpleRunnerOptions(model_->config, page, kMaxLen, 2, kMaxLen);
-    auto c = runner::ModelRunner::Create(model_->config, model_->weights, &cpu_be_, opts);
+    auto c = testing::CreateTinyRunner(model_->config, model_->weights, &cpu_be_, opts, kMaxLen, 2);
     ASSERT_TRUE(c.ok()) << c.status();
     cpu_ = std::move(*c);
     bf16_be_ = std::make_unique<testing::Bf16ActivationCpuBackend>(model_->config.text.hidden_size,
                                                                    model_->config.text.vocab_size);
-    auto b = runner::ModelRunner::Create(model_->config, model_->weights, bf16_be_.get(), opts);
+    auto b = testing::CreateTinyRunner(model_->config, model_->weights, bf16_be_.get(), opts,
+                                       kMaxLen, 2);
     ASSERT_TRUE(b.ok()) << b.status();
     bf16_ = std::move(*b);
-    auto r = runner::ModelRunner::Create(model_->config, model_->weights, gpu_be_.get(), opts);
+    auto r = testing::CreateTinyRunner(model_->config, model_->weights, gpu_be_.get(), opts,
+                                       kMaxLen, 2);
     ASSERT_TRUE(r.ok()) << r.status();
     gpu_ = std::move(*r);
     pages_per_seq_ = (kMaxLen + page - 1) / page;
@@ -221,8 +223,9 @@ TEST_P(CudaRunnerTest, ChunkedPrefillAndMixedBatchMatchCpu) {
 
 TEST_P(CudaRunnerTest, SyntheticWeightsReproduceTheCheckpoint) {
   const model::ModelWeights synth = model::SyntheticWeights(model_->config, 0x9a77e7);
-  auto r = runner::ModelRunner::Create(model_->config, synth, gpu_be_.get(),
-                                       testing::SimpleRunnerOptions(model_->config, page_, kMaxLen, 2, kMaxLen));
+  auto r = testing::CreateTinyRunner(model_->config, synth, gpu_be_.get(),
+                                     testing::SimpleRunnerOptions(model_->config, page_, kMaxLen, 2, kMaxLen),
+                                     kMaxLen, 2);
   ASSERT_TRUE(r.ok()) << r.status();
   auto golden = testing::LoadGolden(std::get<0>(GetParam()), "short");
   ASSERT_TRUE(golden.ok());

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/kv/kv_test_layout.h"
 
 namespace gannet::kv {
 namespace {
@@ -16,12 +17,10 @@ constexpr KvGroup kF = KvGroup::kFull;
 std::unique_ptr<KvManager> MakeManager(int32_t page_size, int32_t window, int32_t sliding_pages,
                                        int32_t full_pages, BlockHashFn hash = nullptr) {
   KvManagerOptions options;
-  options.page_size = page_size;
-  options.sliding_window = window;
-  options.num_pages = {sliding_pages, full_pages};
   options.debug_validate = true;
   options.block_hash = hash;
-  auto manager = KvManager::Create(options);
+  auto manager = KvManager::Create(TestKvLayout(page_size, window, sliding_pages, full_pages),
+                                   options);
   EXPECT_TRUE(manager.ok()) << manager.status();
   return std::move(manager).value();
 }
@@ -38,16 +37,8 @@ std::vector<int32_t> Iota(int n, int32_t start) {
   return v;
 }
 
-TEST(KvManagerTest, CreateRejectsBadOptions) {
-  KvManagerOptions options;
-  options.num_pages = {0, 0};
-  EXPECT_EQ(KvManager::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
-  options.num_pages = {4, 4};
-  options.sliding_window = 0;
-  EXPECT_EQ(KvManager::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
-  options.sliding_window = 8;
-  options.page_size = 0;
-  EXPECT_EQ(KvManager::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+TEST(KvManagerTest, CreateRejectsAnEmptyLayout) {
+  EXPECT_EQ(KvManager::Create(KvLayout{}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(KvManagerTest, BadSequenceIdsAreInvalidArgument) {

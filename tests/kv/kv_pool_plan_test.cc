@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "lib/kv/kv_manager.h"
+#include "tests/kv/kv_test_layout.h"
 
 namespace gannet::kv {
 namespace {
@@ -62,11 +63,9 @@ TEST(KvPoolPlanTest, SlidingWorstCaseMatchesBruteForce) {
 // where they share `step_tokens` greedily. Returns whether every Grow succeeded.
 bool RunAdversarialStep(int32_t sliding_pages, int64_t w, int64_t p, int64_t seqs,
                         int64_t step_tokens) {
-  KvManagerOptions options;
-  options.page_size = static_cast<int32_t>(p);
-  options.sliding_window = static_cast<int32_t>(w);
-  options.num_pages = {sliding_pages, 10000};
-  auto m = std::move(KvManager::Create(options)).value();
+  auto m = std::move(KvManager::Create(TestKvLayout(static_cast<int32_t>(p),
+                                                    static_cast<int32_t>(w), sliding_pages, 10000)))
+               .value();
   // s with (s - W + 1) % P == P - 1: the window starts on the last slot of a block.
   int64_t s = w - 1 + p - 1;
   for (int64_t id = 0; id < seqs; ++id) {
@@ -121,11 +120,10 @@ TEST(KvPoolPlanTest, RandomProtocolWorkloadsNeverExceedThePlannedSlidingPool) {
   };
   for (const Case& c : {Case{64, 8, 5, 40, 1}, Case{16, 4, 6, 9, 2}, Case{33, 5, 4, 64, 3}}) {
     const int64_t worst = SlidingPagesWorstCase(c.w, c.p, c.seqs, c.step_tokens, 1 << 20);
-    KvManagerOptions options;
-    options.page_size = static_cast<int32_t>(c.p);
-    options.sliding_window = static_cast<int32_t>(c.w);
-    options.num_pages = {static_cast<int32_t>(worst), 0};
-    auto m = std::move(KvManager::Create(options)).value();
+    auto m = std::move(KvManager::Create(TestKvLayout(static_cast<int32_t>(c.p),
+                                                      static_cast<int32_t>(c.w),
+                                                      static_cast<int32_t>(worst), 0)))
+                 .value();
     std::mt19937_64 rng(c.seed);
     auto uniform = [&](int64_t lo, int64_t hi) {
       return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
@@ -177,11 +175,13 @@ TEST(KvPoolPlanTest, BytesPerTokenFromLayers) {
   }
   // 50 x 2 x 16 x 256 x 2 = 819200 (800 KiB); 10 x 2 x 4 x 512 x 2 = 81920 (80 KiB).
   EXPECT_EQ(KvBytesPerToken(layers, 2), (PerGroup<int64_t>{819200, 81920}));
-  // E4B: 42 layers, (5 sliding, 1 full) x 7, 2 KV heads everywhere, layers 24..41 KV-shared.
+  // E4B: 42 layers, (5 sliding, 1 full) x 7, 2 KV heads everywhere, layers 24..41 read the KV of
+  // the last earlier layer of their kind (22 sliding, 23 full).
   layers.clear();
   for (int i = 0; i < 42; ++i) {
-    const KvGroup g = i % 6 == 5 ? KvGroup::kFull : KvGroup::kSliding;
-    layers.push_back(KvLayerGeometry{g, 2, g == KvGroup::kFull ? 512 : 256, i < 24});
+    const bool full = i % 6 == 5;
+    layers.push_back(KvLayerGeometry{full ? KvGroup::kFull : KvGroup::kSliding, 2,
+                                     full ? 512 : 256, i < 24 ? -1 : (full ? 23 : 22)});
   }
   // 20 sliding layers x 2048 B = 40960; 4 full layers (5, 11, 17, 23) x 4096 B = 16384.
   EXPECT_EQ(KvBytesPerToken(layers, 2), (PerGroup<int64_t>{40960, 16384}));
@@ -213,15 +213,16 @@ TEST(KvPoolPlanTest, Plan31B) {
   EXPECT_EQ(sliding.min_pages, 1181);
   EXPECT_EQ(sliding.tokens, 1181 * 16);
   EXPECT_EQ(sliding.bytes, int64_t{1181} * 16 * 819200);  // 15,479,603,200 B = 14.42 GiB
-  // Full: (40 GiB - 15,479,603,200 B) / (16 x 81920 B) = 27,470,069,760 / 1,310,720 = 20958.
+  // Full: (40 GiB - 15,479,603,200 B - the two padding pages 13,107,200 + 1,310,720 B) /
+  // (16 x 81920 B) = 27,455,651,840 / 1,310,720 = 20947.
   const KvPoolCapacity& full = plan->group(KvGroup::kFull);
-  EXPECT_EQ(full.pages, 20958);
+  EXPECT_EQ(full.pages, 20947);
   EXPECT_EQ(full.min_pages, 2048);  // one 32768-token sequence
   EXPECT_EQ(sliding.report,
             "kv sliding pool: 1181 pages x 16 tokens = 18896 tokens, 14.42 GiB (800.00 KiB/token; "
             "worst case of 16 sequences at window 1024 + 2048 step tokens: 1181 pages)");
   EXPECT_EQ(full.report,
-            "kv full pool: 20958 pages x 16 tokens = 335328 tokens, 25.58 GiB (80.00 KiB/token; "
+            "kv full pool: 20947 pages x 16 tokens = 335152 tokens, 25.57 GiB (80.00 KiB/token; "
             "10.2 sequences of 32768 tokens; minimum 2048 pages)");
 }
 
@@ -240,20 +241,27 @@ TEST(KvPoolPlanTest, PlanE4B) {
   // (4096 - 192) / 16 = 244 more: 64 x 33 + 64 + 244 = 2420 pages x 655,360 B = 1,585,971,200 B.
   EXPECT_EQ(plan->group(KvGroup::kSliding).pages, 2420);
   EXPECT_EQ(plan->group(KvGroup::kSliding).bytes, 1585971200);
-  // (8 GiB - 1,585,971,200) / (16 x 16384) = 7,003,963,392 / 262,144 = 26718.3 -> 26718.
-  EXPECT_EQ(plan->group(KvGroup::kFull).pages, 26718);
+  // (8 GiB - 1,585,971,200 - padding 655,360 + 262,144) / (16 x 16384) = 7,003,045,888 /
+  // 262,144 = 26714.8 -> 26714.
+  EXPECT_EQ(plan->group(KvGroup::kFull).pages, 26714);
   EXPECT_EQ(plan->group(KvGroup::kFull).min_pages, 8192);
 }
 
 TEST(KvPoolPlanTest, BudgetTooSmallIsAnError) {
   KvPoolPlanOptions o = Options31B();
-  // Needs 15,479,603,200 + 2048 x 1,310,720 = 18,163,957,760 B > 16 GiB.
+  // Needs 15,479,603,200 + 2048 x 1,310,720 + the padding pages 14,417,920 = 18,178,375,680 B
+  // (16.93 GiB) > 16 GiB.
   o.budget_bytes = int64_t{16} << 30;
   const absl::Status status = PlanKvPools(o).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(status.message().find("together 18163957760 B"), absl::string_view::npos) << status;
-  o.budget_bytes = 18163957760;
+  EXPECT_NE(status.message().find("together with the padding pages 16.93 GiB"),
+            absl::string_view::npos)
+      << status;
+  EXPECT_EQ(KvMinimumBytes(o), 18178375680);
+  o.budget_bytes = 18178375680;
   EXPECT_TRUE(PlanKvPools(o).ok());
+  o.budget_bytes -= 1;
+  EXPECT_FALSE(PlanKvPools(o).ok());
 }
 
 TEST(KvPoolPlanTest, SingleGroupModelsGetEverything) {
@@ -261,14 +269,15 @@ TEST(KvPoolPlanTest, SingleGroupModelsGetEverything) {
   o.bytes_per_token = {819200, 0};
   auto plan = PlanKvPools(o);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->group(KvGroup::kSliding).pages, (int64_t{40} << 30) / (16 * 819200));  // 3276
+  // The whole budget less the padding page: 3276 - 1.
+  EXPECT_EQ(plan->group(KvGroup::kSliding).pages, (int64_t{40} << 30) / (16 * 819200) - 1);
   EXPECT_EQ(plan->group(KvGroup::kFull).pages, 0);
   EXPECT_EQ(plan->group(KvGroup::kFull).report,
             "kv full pool: none (the model has no full-attention layers)");
   o.bytes_per_token = {0, 81920};
   plan = PlanKvPools(o);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->group(KvGroup::kFull).pages, (int64_t{40} << 30) / (16 * 81920));  // 32768
+  EXPECT_EQ(plan->group(KvGroup::kFull).pages, (int64_t{40} << 30) / (16 * 81920) - 1);
   EXPECT_EQ(plan->group(KvGroup::kSliding).pages, 0);
   o.budget_bytes = int64_t{2047} * 16 * 81920;  // one page short of a 32768-token sequence
   EXPECT_EQ(PlanKvPools(o).status().code(), absl::StatusCode::kResourceExhausted);
@@ -284,13 +293,14 @@ TEST(KvPoolPlanTest, Overrides) {
   EXPECT_EQ(plan->group(KvGroup::kSliding).pages, 100);
   EXPECT_TRUE(plan->group(KvGroup::kSliding).overridden);
   EXPECT_NE(plan->group(KvGroup::kSliding).report.find("BELOW"), std::string::npos);
+  const int64_t padding = 16 * 819200 + 16 * 81920;
   EXPECT_EQ(plan->group(KvGroup::kFull).pages,
-            ((int64_t{40} << 30) - int64_t{100} * 16 * 819200) / (16 * 81920));
+            ((int64_t{40} << 30) - padding - int64_t{100} * 16 * 819200) / (16 * 81920));
   o.num_pages_override = {0, 3000};  // the sliding pool takes the rest
   plan = PlanKvPools(o);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->group(KvGroup::kSliding).pages,
-            ((int64_t{40} << 30) - int64_t{3000} * 16 * 81920) / (16 * 819200));
+            ((int64_t{40} << 30) - padding - int64_t{3000} * 16 * 81920) / (16 * 819200));
   o.num_pages_override = {4000, 0};  // 4000 x 13,107,200 B > 40 GiB
   EXPECT_EQ(PlanKvPools(o).status().code(), absl::StatusCode::kResourceExhausted);
   o.bytes_per_token = {0, 81920};

@@ -15,6 +15,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "gtest/gtest.h"
+#include "tests/kv/kv_test_layout.h"
 #include "lib/kv/kv_manager.h"
 
 namespace gannet::kv {
@@ -55,14 +56,12 @@ class Harness {
  public:
   explicit Harness(const Config& c) : c_(c), rng_(c.seed) {
     KvManagerOptions options;
-    options.page_size = c.page_size;
-    options.sliding_window = c.window;
-    options.num_pages = {c.sliding_pages, c.full_pages};
     options.block_hash = c.hash;
     options.debug_validate = true;
-    m_ = std::move(KvManager::Create(options)).value();
+    const KvLayout layout = TestKvLayout(c.page_size, c.window, c.sliding_pages, c.full_pages);
+    m_ = std::move(KvManager::Create(layout, options)).value();
     for (KvGroup g : kAllKvGroups) {
-      memory_[GroupIndex(g)].resize(static_cast<size_t>(options.num_pages[GroupIndex(g)]) *
+      memory_[GroupIndex(g)].resize(static_cast<size_t>(layout.num_pages[GroupIndex(g)]) *
                                     c.page_size);
     }
     // Documents that prompts share prefixes of.

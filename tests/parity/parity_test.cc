@@ -33,10 +33,11 @@ class ParityTest : public ::testing::TestWithParam<std::tuple<std::string, int>>
     model_ = std::move(*m);
     page_size_ = page_size;
     pages_per_seq_ = (kMaxLen + page_size - 1) / page_size;
-    auto r = runner::ModelRunner::Create(
+    auto r = testing::CreateTinyRunner(
         model_->config, model_->weights, &backend_,
         testing::SimpleRunnerOptions(model_->config, page_size, kMaxLen, /*max_seqs=*/2,
-                                     /*max_tokens=*/kMaxLen));
+                                     /*max_tokens=*/kMaxLen),
+        kMaxLen, /*max_seqs=*/2);
     ASSERT_TRUE(r.ok()) << r.status();
     runner_ = std::move(*r);
     table_ = testing::IdentityPageTable(0, pages_per_seq_);
@@ -146,11 +147,8 @@ TEST_P(ParityTest, PrefixCacheHitMatchesColdRun) {
   const std::vector<int32_t>& ids = golden->input_ids;
   const int n = static_cast<int>(ids.size());
   const model::TextConfig& c = model_->config.text;
-  kv::KvManagerOptions ko;
-  ko.page_size = page_size_;
-  ko.sliding_window = c.sliding_window;
-  ko.num_pages = {static_cast<int32_t>(2 * pages_per_seq_), static_cast<int32_t>(2 * pages_per_seq_)};
-  auto kv = kv::KvManager::Create(ko);
+  // The manager hands out the pages of the runner's own layout (one layout value for both).
+  auto kv = kv::KvManager::Create(runner_->kv()->layout());
   ASSERT_TRUE(kv.ok()) << kv.status();
   kv::KvManager& m = **kv;
 

@@ -69,9 +69,9 @@ TEST(RunnerTest, PaddedDecodeBatchesMatchUnpadded) {
   backend::CpuBackend be;
   for (int num_seqs : {1, 3, 5}) {
     auto opts = testing::SimpleRunnerOptions((*m)->config, 16, kMaxLen, 8, 64);
-    auto plain = runner::ModelRunner::Create((*m)->config, (*m)->weights, &be, opts);
+    auto plain = testing::CreateTinyRunner((*m)->config, (*m)->weights, &be, opts, kMaxLen, 8);
     opts.pad_decode_batches = true;  // 3 -> 4 and 5 -> 8 rows
-    auto padded = runner::ModelRunner::Create((*m)->config, (*m)->weights, &be, opts);
+    auto padded = testing::CreateTinyRunner((*m)->config, (*m)->weights, &be, opts, kMaxLen, 8);
     ASSERT_TRUE(plain.ok() && padded.ok());
     const int pages = (kMaxLen + 15) / 16;
     auto a = Decode(**plain, num_seqs, 6, pages);
@@ -88,8 +88,9 @@ TEST(RunnerTest, DeviceSamplingAndSelectiveLogits) {
   auto m = testing::LoadTinyModel("31b");
   ASSERT_TRUE(m.ok());
   backend::CpuBackend be;
-  auto r = runner::ModelRunner::Create((*m)->config, (*m)->weights, &be,
-                                       testing::SimpleRunnerOptions((*m)->config, 16, kMaxLen, 4, 64));
+  auto r = testing::CreateTinyRunner((*m)->config, (*m)->weights, &be,
+                                     testing::SimpleRunnerOptions((*m)->config, 16, kMaxLen, 4, 64),
+                                     kMaxLen, 4);
   ASSERT_TRUE(r.ok());
   std::vector<std::vector<int32_t>> prompts = {Prompt(1, 9), Prompt(2, 4), Prompt(3, 12)};
   std::vector<std::vector<int32_t>> tables;
@@ -168,8 +169,8 @@ TEST(RunnerTest, SyntheticWeightsEqualTheTinyCheckpoint) {
   model::ModelWeights synthetic = model::SyntheticWeights((*m)->config, model::SyntheticOptions{}.seed);
   backend::CpuBackend be;
   auto opts = testing::SimpleRunnerOptions((*m)->config, 16, kMaxLen, 1, 64);
-  auto from_file = runner::ModelRunner::Create((*m)->config, (*m)->weights, &be, opts);
-  auto from_seed = runner::ModelRunner::Create((*m)->config, synthetic, &be, opts);
+  auto from_file = testing::CreateTinyRunner((*m)->config, (*m)->weights, &be, opts, kMaxLen, 1);
+  auto from_seed = testing::CreateTinyRunner((*m)->config, synthetic, &be, opts, kMaxLen, 1);
   ASSERT_TRUE(from_file.ok() && from_seed.ok());
   std::vector<int32_t> p = Prompt(4, 20);
   std::vector<int32_t> table = testing::IdentityPageTable(0, 3);

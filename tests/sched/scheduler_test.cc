@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "gtest/gtest.h"
+#include "tests/kv/kv_test_layout.h"
 
 namespace gannet::sched {
 namespace {
@@ -18,11 +19,7 @@ std::unique_ptr<Request> MakeRequest(uint64_t id, int prompt_len, int priority =
 class SchedulerTest : public ::testing::Test {
  protected:
   void Init(int full_pages, int sliding_pages, SchedulerOptions o) {
-    kv::KvManagerOptions ko;
-    ko.page_size = 4;
-    ko.sliding_window = 8;
-    ko.num_pages = {sliding_pages, full_pages};
-    kv_ = *kv::KvManager::Create(ko);
+    kv_ = *kv::KvManager::Create(kv::TestKvLayout(4, 8, sliding_pages, full_pages));
     sched_ = std::make_unique<Scheduler>(o, kv_.get());
   }
   void Complete(const StepPlan& plan) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "gtest/gtest.h"
 #include "lib/common/status.h"
 #include "lib/model/safetensors.h"
 
@@ -31,11 +32,30 @@ runner::RunnerOptions SimpleRunnerOptions(const model::ModelConfig& config, int 
   o.max_tokens = max_tokens;
   o.max_seqs = max_seqs;
   o.max_logit_rows = max_tokens;
-  o.kv.page_size = page_size;
-  const int pages_per_seq = (max_len + page_size - 1) / page_size;
-  o.max_pages_per_seq = pages_per_seq;
-  o.kv.num_pages[0] = o.kv.num_pages[1] = static_cast<int64_t>(pages_per_seq) * max_seqs;
+  o.page_size = page_size;
+  o.max_pages_per_seq = (max_len + page_size - 1) / page_size;
   return o;
+}
+
+kv::KvLayout SimpleKvLayout(const model::ModelConfig& config, const backend::Backend& backend,
+                            int page_size, int max_len, int max_seqs) {
+  std::vector<kv::KvLayerGeometry> layers = runner::KvLayersOf(config.text);
+  const kv::PerGroup<bool> present = kv::KvGroupsPresent(layers);
+  const int32_t pages = (max_len + page_size - 1) / page_size * max_seqs;
+  auto layout = kv::MakeKvLayout(std::move(layers), page_size, config.text.sliding_window,
+                                 DTypeBits(backend.kv_dtype()) / 8,
+                                 {present[0] ? pages : 0, present[1] ? pages : 0});
+  EXPECT_TRUE(layout.ok()) << layout.status();
+  return layout.ok() ? *std::move(layout) : kv::KvLayout{};
+}
+
+absl::StatusOr<std::unique_ptr<runner::ModelRunner>> CreateTinyRunner(
+    const model::ModelConfig& config, const model::ModelWeights& weights,
+    backend::Backend* backend, const runner::RunnerOptions& options, int max_len, int max_seqs) {
+  GANNET_ASSIGN_OR_RETURN(auto r, runner::ModelRunner::Create(config, weights, backend, options));
+  GANNET_RETURN_IF_ERROR(
+      r->AttachKv(SimpleKvLayout(config, *backend, options.page_size, max_len, max_seqs)));
+  return r;
 }
 
 std::vector<int32_t> IdentityPageTable(int seq_index, int pages_per_seq) {

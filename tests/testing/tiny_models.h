@@ -11,6 +11,7 @@
 #include "lib/model/checkpoint.h"
 #include "lib/model/config.h"
 #include "lib/model/weights.h"
+#include "lib/kv/kv_layout.h"
 #include "lib/runner/model_runner.h"
 
 namespace gannet::testing {
@@ -30,10 +31,16 @@ struct LoadedModel {
 };
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadTinyModel(const std::string& variant);
 
-// Runner options with a page pool large enough for `max_len` tokens per sequence for
-// `max_seqs` sequences, at the given page size.
+// Runner options for `max_seqs` sequences of up to `max_len` tokens at the given page size.
 runner::RunnerOptions SimpleRunnerOptions(const model::ModelConfig& config, int page_size,
                                           int max_len, int max_seqs, int max_tokens);
+// A KV layout whose pools hold `max_seqs` sequences of `max_len` tokens (IdentityPageTable).
+kv::KvLayout SimpleKvLayout(const model::ModelConfig& config, const backend::Backend& backend,
+                            int page_size, int max_len, int max_seqs);
+// ModelRunner::Create with those options, then AttachKv(SimpleKvLayout(...)).
+absl::StatusOr<std::unique_ptr<runner::ModelRunner>> CreateTinyRunner(
+    const model::ModelConfig& config, const model::ModelWeights& weights,
+    backend::Backend* backend, const runner::RunnerOptions& options, int max_len, int max_seqs);
 
 // A trivial KV layout for tests without a KV manager: sequence s gets pages
 // [s * pages_per_seq, (s + 1) * pages_per_seq) in both groups.

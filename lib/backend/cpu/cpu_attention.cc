@@ -119,7 +119,7 @@ absl::Status CpuBackend::Attention(const AttentionArgs& a) {
         return InvalidArgumentError("Attention: position {} needs page column {} beyond {}", pos,
                                     p, g.max_pages_per_seq);
       }
-      int32_t page = g.host_page_table[s * g.max_pages_per_seq + p];
+      int32_t page = g.host_page_table[static_cast<int64_t>(s) * g.max_pages_per_seq + p];
       if (page < 0 || page >= g.num_pages) {
         return InvalidArgumentError(
             "Attention: sequence {} position {} reads page table entry {} = {} (pool has {})", s,
@@ -139,7 +139,7 @@ absl::Status CpuBackend::Attention(const AttentionArgs& a) {
       const int32_t pos = meta.host_positions[t];
       const int32_t lo = a.window > 0 ? std::max(0, pos - a.window + 1) : 0;
       const float* q = a.q.as<float>() + t * a.q.stride0() + h * d;
-      const int32_t* table = g.host_page_table + s * g.max_pages_per_seq;
+      const int32_t* table = g.host_page_table + static_cast<int64_t>(s) * g.max_pages_per_seq;
       scores.resize(pos - lo + 1);
       float mx = -INFINITY;
       for (int32_t kp = lo; kp <= pos; ++kp) {

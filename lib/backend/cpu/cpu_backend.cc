@@ -42,6 +42,10 @@ float Dot(const float* a, const float* b, int64_t n) {
 
 CpuBackend::CpuBackend(ThreadPool* pool) : pool_(pool ? pool : &DefaultThreadPool()) {}
 
+std::string CpuBackend::DeviceName() const {
+  return fmt::format("{} threads", pool_->num_threads());
+}
+
 absl::StatusOr<Buffer> CpuBackend::Allocate(size_t bytes) {
   // 64-byte alignment keeps rows vector-friendly; zero-byte requests still get a valid pointer.
   size_t rounded = (bytes + 63) / 64 * 64;

@@ -18,6 +18,7 @@ class CpuBackend : public Backend {
   explicit CpuBackend(ThreadPool* pool = nullptr);
 
   std::string_view name() const override { return "cpu"; }
+  std::string DeviceName() const override;
   DType activation_dtype() const override { return DType::kF32; }
   DType residual_dtype() const override { return DType::kF32; }
   DType kv_dtype() const override { return DType::kF32; }

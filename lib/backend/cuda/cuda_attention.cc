@@ -29,7 +29,10 @@ absl::Status ValidatePages(const AttentionArgs& a) {
       const int32_t pos = meta.host_positions[t];
       const int32_t lo = a.window > 0 ? std::max(0, pos - a.window + 1) : 0;
       for (int32_t p = lo / g.page_size; p <= pos / g.page_size; ++p) {
-        const int32_t page = p < g.max_pages_per_seq ? g.host_page_table[s * g.max_pages_per_seq + p] : -1;
+        const int32_t page =
+            p < g.max_pages_per_seq
+                ? g.host_page_table[static_cast<int64_t>(s) * g.max_pages_per_seq + p]
+                : -1;
         if (page < 0 || page >= g.num_pages) {
           return InvalidArgumentError(
               "Attention (GANNET_DEBUG_KV): sequence {} position {} reads page table entry {} = {} "

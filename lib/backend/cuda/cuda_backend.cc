@@ -14,6 +14,7 @@
 #include "lib/backend/cuda/cuda_util.h"
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
+#include "lib/common/units.h"
 #include "lib/model/synthetic.h"
 
 namespace gannet::backend {
@@ -70,13 +71,24 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int device) {
 
 absl::Status CudaBackend::Init(int device) {
   int count = 0;
-  GANNET_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
+  const cudaError_t counted = cudaGetDeviceCount(&count);
+  if (counted != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    // No driver, an old driver, or no device: nothing to run on (the factory may fall back).
+    return absl::UnavailableError(fmt::format(
+        "no usable CUDA device ({})",
+        counted != cudaSuccess ? cudaGetErrorString(counted) : "the driver reports 0 devices"));
+  }
   if (device < 0 || device >= count) {
-    return InvalidArgumentError("cuda backend: device {} does not exist ({} devices)", device, count);
+    return InvalidArgumentError("cuda backend: device {} does not exist ({} device{})", device,
+                                count, count == 1 ? "" : "s");
   }
   device_id_ = device;
   GANNET_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   GANNET_CUDA_RETURN_IF_ERROR(kernels::DeviceInfo::Query(device, &device_));
+  cudaDeviceProp prop;
+  GANNET_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
+  device_name_ = fmt::format("{} (sm_{})", prop.name, device_.sm);
   if (kernels::EffectiveArch(device_.sm) == 0) {
     return UnimplementedError("cuda backend: device sm_{} is older than every arch in this binary ({})",
                               device_.sm, kernels::CompiledArchsString());
@@ -84,9 +96,10 @@ absl::Status CudaBackend::Init(int device) {
   GANNET_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   kernels::SetRegistryLogSink(RegistryLog);
   GANNET_ASSIGN_OR_RETURN(linear_, CudaLinear::Create(this));
-  GANNET_LOG_INFO("cuda backend: device {} sm_{} ({} SMs, {} KB shared memory per block); kernels for {}",
-                  device, device_.sm, device_.num_sms, device_.max_smem_optin / 1024,
-                  kernels::CompiledArchsString());
+  GANNET_LOG_INFO("cuda backend: device {} {} ({} SMs, {} KB shared memory per block, {}); "
+                  "kernels for {}",
+                  device, device_name_, device_.num_sms, device_.max_smem_optin / 1024,
+                  FormatBytes(TotalMemoryBytes()), kernels::CompiledArchsString());
   return absl::OkStatus();
 }
 
@@ -167,17 +180,36 @@ absl::StatusOr<void*> CudaBackend::Workspace(WorkspaceId id, size_t bytes) {
   return s.ptr;
 }
 
+std::string CudaBackend::DeviceName() const { return device_name_; }
+
+int64_t CudaBackend::TotalMemoryBytes() const {
+  size_t free_bytes = 0, total = 0;
+  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) return 0;
+  return static_cast<int64_t>(total);
+}
+
 absl::StatusOr<Buffer> CudaBackend::Allocate(size_t bytes) {
   void* p = nullptr;
   const size_t rounded = std::max<size_t>(256, (bytes + 255) / 256 * 256);
   const cudaError_t err = cudaMalloc(&p, rounded);
   if (err == cudaErrorMemoryAllocation) {
-    cudaGetLastError();  // clear the sticky-free error state
-    return ResourceExhaustedError("cuda backend: cannot allocate {} bytes on device {}", bytes,
-                                  device_id_);
+    cudaGetLastError();  // clear the (non-sticky) error state
+    return ResourceExhaustedError(
+        "cuda backend: out of memory allocating {} on device {} ({} free of {})",
+        FormatBytes(static_cast<int64_t>(bytes)), device_id_, FormatBytes(FreeMemoryBytes()),
+        FormatBytes(TotalMemoryBytes()));
   }
   GANNET_CUDA_RETURN_IF_ERROR(err);
   return Buffer(p, bytes, [](void* q) { cudaFree(q); });
+}
+
+absl::StatusOr<Buffer> CudaBackend::AllocateZeroed(size_t bytes) {
+  GANNET_ASSIGN_OR_RETURN(Buffer b, Allocate(bytes));
+  if (bytes > 0) {
+    GANNET_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(b.data(), 0, bytes, stream_));
+    GANNET_RETURN_IF_ERROR(Synchronize());  // outside any step: the memory is usable at once
+  }
+  return b;
 }
 
 absl::Status CudaBackend::CopyToDevice(void* dst, const void* src, size_t bytes) {
@@ -220,7 +252,7 @@ absl::Status CudaBackend::Fill(Tensor t, float value) {
   const int64_t n = t.rank <= 1 ? t.numel() : t.row_elems();
   const int64_t rows = t.rank <= 1 ? 1 : t.rows();
   const int64_t ld = t.rank <= 1 ? n : t.stride0();
-  GANNET_RETURN_IF_ERROR(CheckInt32("Fill", rows, n));
+  GANNET_RETURN_IF_ERROR(CheckInt32("Fill", {{"rows", rows}, {"row length", n}}));
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchFill(t.data, ld, static_cast<int>(rows),
                                                   static_cast<int>(n), type, is_int, value, stream_));
   return absl::OkStatus();

@@ -36,11 +36,16 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override;
 
   std::string_view name() const override { return "cuda"; }
+  std::string DeviceName() const override;
+  int device_id() const override { return device_id_; }
+  int64_t TotalMemoryBytes() const override;
   DType activation_dtype() const override { return DType::kBF16; }
   DType residual_dtype() const override { return DType::kF32; }
   DType kv_dtype() const override { return DType::kBF16; }
 
   absl::StatusOr<Buffer> Allocate(size_t bytes) override;
+  // cudaMemset: the generic Fill-based zeroing takes int32 sizes, and a KV array can pass them.
+  absl::StatusOr<Buffer> AllocateZeroed(size_t bytes) override;
   absl::Status CopyToDevice(void* dst, const void* src, size_t bytes) override;
   absl::Status CopyToHost(void* dst, const void* src, size_t bytes) override;
   absl::Status Fill(Tensor t, float value) override;
@@ -96,6 +101,7 @@ class CudaBackend final : public Backend {
   bool Capturing() const;
 
   int device_id_ = 0;
+  std::string device_name_;
   kernels::DeviceInfo device_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<CudaLinear> linear_;

@@ -244,7 +244,7 @@ absl::StatusOr<CudaLinear::Choice> CudaLinear::Run(const Tensor& x, const Tensor
                                 w.dim(0), w.row_elems(), out.rows(), out.row_elems());
   }
   // cuBLASLt takes 64-bit leading dimensions; only each dimension must fit an int.
-  GANNET_RETURN_IF_ERROR(CheckInt32("Linear", std::max(m, n), k));
+  GANNET_RETURN_IF_ERROR(CheckInt32("Linear", {{"x rows M", m}, {"weight rows N", n}, {"K", k}}));
   if (m == 0) return Choice();
   const bool x_f32 = x.dtype == DType::kF32, out_f32 = out.dtype == DType::kF32;
   // cuBLASLt reads bf16 x: convert an f32 x (the residual stream feeding PLE) into scratch.

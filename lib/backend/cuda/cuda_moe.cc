@@ -26,7 +26,7 @@ absl::Status CudaBackend::MoeRoute(const MoeRouteArgs& a) {
   if (a.router_proj.row_elems() != hidden || hidden % 8 != 0) {
     return InvalidArgumentError("MoeRoute: router_proj must be [E, {}] with hidden % 8 == 0", hidden);
   }
-  GANNET_RETURN_IF_ERROR(CheckInt32("MoeRoute", tokens, hidden));
+  GANNET_RETURN_IF_ERROR(CheckInt32("MoeRoute", {{"tokens", tokens}, {"hidden", hidden}}));
   kernels::MoeRouteParams p;
   p.x = a.x.as<float>();
   p.ldx = a.x.stride0();
@@ -58,7 +58,10 @@ absl::Status CudaBackend::MoeExperts(const MoeExpertsArgs& a) {
       a.out.rows() != tokens || a.out.row_elems() != hidden) {
     return InvalidArgumentError("MoeExperts: expert weight shapes do not match hidden {}", hidden);
   }
-  GANNET_RETURN_IF_ERROR(CheckInt32("MoeExperts", tokens * a.topk_ids.row_elems(), hidden * inter));
+  GANNET_RETURN_IF_ERROR(CheckInt32("MoeExperts", {{"token-expert pairs", tokens * a.topk_ids.row_elems()},
+                                                    {"hidden", hidden},
+                                                    {"intermediate", inter},
+                                                    {"experts", experts}}));
   kernels::MoeExpertsParams p;
   p.x = a.x.data;
   p.ldx = a.x.stride0();

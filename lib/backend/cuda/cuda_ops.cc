@@ -24,7 +24,8 @@ absl::Status CudaBackend::Embed(Tensor ids, Tensor table, float scale, Tensor ou
   if (out.rows() != n || out.row_elems() != width) {
     return InvalidArgumentError("Embed: output shape does not match [{}, {}]", n, width);
   }
-  GANNET_RETURN_IF_ERROR(CheckInt32("Embed", table.dim(0), n));
+  GANNET_RETURN_IF_ERROR(
+      CheckInt32("Embed", {{"table rows", table.dim(0)}, {"tokens", n}, {"width", width}}));
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchEmbed(ids.as<int32_t>(), static_cast<int>(n), table.data,
                                                    static_cast<int>(table.dim(0)),
                                                    static_cast<int>(width), scale, o, stream_));
@@ -49,7 +50,7 @@ absl::Status CudaBackend::RmsNorm(Tensor x, Tensor weight, float eps, Tensor out
     return InvalidArgumentError("RmsNorm: strided views must be [rows, n]");
   }
   if (out.numel() != rows * n) return InvalidArgumentError("RmsNorm: output size mismatch");
-  GANNET_RETURN_IF_ERROR(CheckInt32("RmsNorm", rows, n));
+  GANNET_RETURN_IF_ERROR(CheckInt32("RmsNorm", {{"rows", rows}, {"row length", n}}));
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(xm, F32OrNull(weight), eps, om,
                                                      static_cast<int>(rows), static_cast<int>(n), stream_));
   return absl::OkStatus();
@@ -72,7 +73,7 @@ absl::Status CudaBackend::PostNormResidual(Tensor x, Tensor post_weight, Tensor 
       return InvalidArgumentError("PostNormResidual: next output shape mismatch");
     }
   }
-  GANNET_RETURN_IF_ERROR(CheckInt32("PostNormResidual", v.rows, v.n));
+  GANNET_RETURN_IF_ERROR(CheckInt32("PostNormResidual", {{"rows", v.rows}, {"hidden", v.n}}));
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchPostNormResidual(
       xm, post_weight.as<float>(), rm, F32OrNull(scalar), F32OrNull(next_weight), nm, eps,
       static_cast<int>(v.rows), static_cast<int>(v.n), stream_));
@@ -87,7 +88,7 @@ absl::Status CudaBackend::GeluTanhMul(Tensor gate, Tensor up, Tensor out) {
   GANNET_ASSIGN_OR_RETURN(kernels::Mat g, MatOf(gate, "GeluTanhMul gate"));
   GANNET_ASSIGN_OR_RETURN(kernels::Mat u, MatOf(up, "GeluTanhMul up"));
   GANNET_ASSIGN_OR_RETURN(kernels::Mat o, MatOf(out, "GeluTanhMul output"));
-  GANNET_RETURN_IF_ERROR(CheckInt32("GeluTanhMul", v.rows, v.n));
+  GANNET_RETURN_IF_ERROR(CheckInt32("GeluTanhMul", {{"rows", v.rows}, {"width", v.n}}));
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchGeluTanhMul(g, u, o, static_cast<int>(v.rows),
                                                          static_cast<int>(v.n), stream_));
   return absl::OkStatus();
@@ -101,7 +102,7 @@ absl::Status CudaBackend::Add(Tensor a, Tensor b, Tensor out) {
   GANNET_ASSIGN_OR_RETURN(kernels::Mat am, MatOf(a, "Add a"));
   GANNET_ASSIGN_OR_RETURN(kernels::Mat bm, MatOf(b, "Add b"));
   GANNET_ASSIGN_OR_RETURN(kernels::Mat om, MatOf(out, "Add output"));
-  GANNET_RETURN_IF_ERROR(CheckInt32("Add", v.rows, v.n));
+  GANNET_RETURN_IF_ERROR(CheckInt32("Add", {{"rows", v.rows}, {"width", v.n}}));
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchAdd(am, bm, om, static_cast<int>(v.rows),
                                                  static_cast<int>(v.n), stream_));
   return absl::OkStatus();
@@ -119,7 +120,7 @@ absl::Status CudaBackend::PleCombine(Tensor proj, Tensor token_part, Tensor norm
   GANNET_ASSIGN_OR_RETURN(kernels::Mat pm, MatOf(proj, "PleCombine projection"));
   GANNET_ASSIGN_OR_RETURN(kernels::Mat tm, MatOf(token_part, "PleCombine token part"));
   GANNET_ASSIGN_OR_RETURN(kernels::Mat om, MatOf(out, "PleCombine output"));
-  GANNET_RETURN_IF_ERROR(CheckInt32("PleCombine", v.rows, v.n));
+  GANNET_RETURN_IF_ERROR(CheckInt32("PleCombine", {{"rows", v.rows}, {"width", v.n}}));
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchPleCombine(
       pm, tm, norm_w.as<float>(), proj_scale, combine_scale, eps, om, static_cast<int>(v.rows),
       static_cast<int>(v.n), static_cast<int>(p), stream_));
@@ -132,7 +133,8 @@ absl::Status CudaBackend::GatherRows(Tensor x, Tensor rows, Tensor out) {
     return InvalidArgumentError("GatherRows: x and out disagree");
   }
   const int64_t eb = static_cast<int64_t>(x.elem_bytes());
-  GANNET_RETURN_IF_ERROR(CheckInt32("GatherRows", x.rows(), rows.numel()));
+  GANNET_RETURN_IF_ERROR(
+      CheckInt32("GatherRows", {{"source rows", x.rows()}, {"gathered rows", rows.numel()}}));
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchGatherRows(
       x.data, x.stride0() * eb, static_cast<int>(x.rows()), rows.as<int32_t>(),
       static_cast<int>(rows.numel()), out.data, out.stride0() * eb, x.row_elems() * eb, stream_));
@@ -142,7 +144,7 @@ absl::Status CudaBackend::GatherRows(Tensor x, Tensor rows, Tensor out) {
 absl::Status CudaBackend::Softcap(Tensor x, float cap) {
   GANNET_RETURN_IF_ERROR(RequireDType(x, DType::kF32, "Softcap input"));
   const RowView v = Rows(x);
-  GANNET_RETURN_IF_ERROR(CheckInt32("Softcap", v.rows, v.n));
+  GANNET_RETURN_IF_ERROR(CheckInt32("Softcap", {{"rows", v.rows}, {"width", v.n}}));
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchSoftcap(x.as<float>(), v.ld, cap, static_cast<int>(v.rows),
                                                      static_cast<int>(v.n), stream_));
   return absl::OkStatus();
@@ -152,7 +154,7 @@ absl::Status CudaBackend::Sample(Tensor logits, Tensor params, Tensor banned, Te
   GANNET_RETURN_IF_ERROR(RequireDType(logits, DType::kF32, "Sample logits"));
   const RowView v = Rows(logits);
   GANNET_RETURN_IF_ERROR(CheckSampleArgs(v.rows, params, banned, out_ids));
-  GANNET_RETURN_IF_ERROR(CheckInt32("Sample", v.rows, v.n));
+  GANNET_RETURN_IF_ERROR(CheckInt32("Sample", {{"rows", v.rows}, {"vocab", v.n}}));
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchSample(
       logits.as<float>(), v.ld, static_cast<int>(v.rows), static_cast<int>(v.n),
       static_cast<const kernels::SamplingRowParams*>(params.data),

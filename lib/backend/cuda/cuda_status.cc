@@ -15,11 +15,37 @@ const char* BaseName(const char* path) {
   return base;
 }
 
+// Errors that leave the CUDA context unusable ("sticky": every later call fails too), or the
+// device itself gone. Anything else (a bad launch configuration, an allocation failure) is a
+// failure of one call that later calls can recover from.
+bool IsStickyCudaError(cudaError_t err) {
+  switch (err) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorNvlinkUncorrectable:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorContextIsDestroyed:
+    case cudaErrorCudartUnloading:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 absl::Status CudaErrorStatus(cudaError_t err, const char* expr, const char* file, int line) {
-  return InternalError("CUDA error {} ({}) at {}:{}: {}", cudaGetErrorName(err),
-                       cudaGetErrorString(err), BaseName(file), line, expr);
+  absl::Status st = InternalError("CUDA error {} ({}) at {}:{}: {}", cudaGetErrorName(err),
+                                  cudaGetErrorString(err), BaseName(file), line, expr);
+  return IsStickyCudaError(err) ? MarkDeviceLost(std::move(st)) : st;
 }
 
 absl::Status CublasErrorStatus(cublasStatus_t st, const char* expr, const char* file, int line) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 
 #include "absl/status/statusor.h"
@@ -22,9 +23,20 @@ inline RowView Rows(const Tensor& t) {
   return {t.rows(), t.row_elems(), t.stride0()};
 }
 
-inline absl::Status CheckInt32(const char* op, int64_t a, int64_t b = 0) {
-  if (a > std::numeric_limits<int32_t>::max() || b > std::numeric_limits<int32_t>::max()) {
-    return InvalidArgumentError("cuda backend: {}: sizes {} x {} exceed int32", op, a, b);
+// One size a kernel takes as int, named for the error message.
+struct NamedSize {
+  const char* name;
+  int64_t value;
+};
+
+// InvalidArgument naming the op, the size and the limit when a size a kernel takes as int
+// (rows, widths, counts) does not fit; offsets inside kernels are 64-bit and need no check.
+inline absl::Status CheckInt32(const char* op, std::initializer_list<NamedSize> sizes) {
+  for (const NamedSize& s : sizes) {
+    if (s.value > std::numeric_limits<int32_t>::max()) {
+      return InvalidArgumentError("cuda backend: {}: {} = {} exceeds the kernel limit {} (int32)",
+                                  op, s.name, s.value, std::numeric_limits<int32_t>::max());
+    }
   }
   return absl::OkStatus();
 }

@@ -1,0 +1,127 @@
+#include "lib/engine/kv_sizing.h"
+
+#include <algorithm>
+
+#include "lib/common/status.h"
+#include "lib/common/units.h"
+#include "lib/runner/kv_storage.h"
+
+namespace gannet::engine {
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+}  // namespace
+
+absl::StatusOr<EngineLimits> ResolveLimits(const EngineConfig& cfg, const model::TextConfig& c,
+                                           bool cpu) {
+  EngineLimits l;
+  l.user_running_seqs = cfg.max_running_seqs > 0;
+  l.user_max_model_len = cfg.max_model_len > 0;
+  l.max_running_seqs = cfg.max_running_seqs > 0 ? cfg.max_running_seqs : (cpu ? 16 : 64);
+  l.max_step_tokens = cfg.max_step_tokens > 0 ? cfg.max_step_tokens : (cpu ? 256 : 2048);
+  l.max_model_len = cfg.max_model_len > 0 ? cfg.max_model_len
+                                          : std::min<int64_t>(c.max_position_embeddings, 32768);
+  l.page_size = cfg.page_size > 0 ? cfg.page_size : 16;
+  l.kv_memory_bytes = cfg.kv_memory_bytes;
+  l.kv_pages_override = {cfg.kv_sliding_pages, cfg.kv_full_pages};
+  if (l.max_model_len > c.max_position_embeddings) {
+    return InvalidArgumentError(
+        "engine: max_model_len {} exceeds the model's max_position_embeddings {}", l.max_model_len,
+        c.max_position_embeddings);
+  }
+  if (l.max_model_len < 2) {
+    return InvalidArgumentError(
+        "engine: max_model_len {} is too small: a sequence needs at least one prompt token and "
+        "one generated token",
+        l.max_model_len);
+  }
+  if (l.page_size > kv::kMaxPageSize) {
+    return InvalidArgumentError("engine: page_size {} is above the maximum {}", l.page_size,
+                                kv::kMaxPageSize);
+  }
+  if (!l.user_running_seqs && l.max_step_tokens < l.max_running_seqs) {
+    l.max_running_seqs = l.max_step_tokens;  // a small explicit step budget bounds the default
+  }
+  if (l.max_step_tokens < l.max_running_seqs) {
+    return InvalidArgumentError(
+        "engine: max_step_tokens ({}) must be at least max_running_seqs ({}) so every running "
+        "sequence can decode each step",
+        l.max_step_tokens, l.max_running_seqs);
+  }
+  return l;
+}
+
+runner::RunnerOptions RunnerOptionsFor(const EngineLimits& l) {
+  runner::RunnerOptions ro;
+  ro.max_tokens = l.max_step_tokens;
+  ro.max_seqs = l.max_running_seqs;
+  ro.max_logit_rows = l.max_running_seqs;
+  ro.page_size = l.page_size;
+  ro.max_pages_per_seq = static_cast<int>((l.max_model_len + l.page_size - 1) / l.page_size);
+  return ro;
+}
+
+int64_t KvBudgetFromFreeMemory(int64_t free_bytes) {
+  return free_bytes - std::max(free_bytes / 10, kGiB);
+}
+
+absl::Status CheckWeightsFit(int64_t weight_bytes, int64_t activation_bytes, int64_t free_bytes,
+                             int64_t total_bytes, const std::string& device) {
+  const int64_t need = weight_bytes + activation_bytes + kGiB;  // + the smallest KV budget
+  if (free_bytes <= 0 || need <= free_bytes) return absl::OkStatus();
+  return ResourceExhaustedError(
+      "engine: the model needs {} of device memory before any KV cache (weights {}, activations "
+      "{}, 1 GiB reserve) but {} has {} free of {}. Use a device with more memory, or the cpu "
+      "backend",
+      FormatBytes(need), FormatBytes(weight_bytes), FormatBytes(activation_bytes), device,
+      FormatBytes(free_bytes), FormatBytes(total_bytes));
+}
+
+absl::StatusOr<KvSizing> SizeKvCache(const model::TextConfig& c, const EngineLimits& l,
+                                     int64_t free_after_runner, int32_t dtype_bytes) {
+  std::vector<kv::KvLayerGeometry> layers = runner::KvLayersOf(c);
+  kv::KvPlanRequest req;
+  kv::KvPoolPlanOptions& po = req.options;
+  po.bytes_per_token = kv::KvBytesPerToken(layers, dtype_bytes);
+  po.sliding_window = c.sliding_window;
+  po.page_size = l.page_size;
+  po.max_running_seqs = l.max_running_seqs;
+  po.max_step_tokens = l.max_step_tokens;
+  po.max_seq_len = l.max_model_len;
+  po.num_pages_override = l.kv_pages_override;
+  po.budget_bytes = l.kv_memory_bytes;
+  req.user_running_seqs = l.user_running_seqs;
+  req.user_max_seq_len = l.user_max_model_len;
+  req.user_budget = l.kv_memory_bytes > 0;
+  if (po.budget_bytes <= 0) {
+    if (free_after_runner <= 0) {
+      // Host memory: every running sequence at full length twice over (the rest is prefix
+      // cache), at most 1 GiB; pages are zeroed lazily, so unused capacity costs nothing.
+      const int64_t per_token = po.bytes_per_token[0] + po.bytes_per_token[1];
+      po.budget_bytes = std::min<int64_t>(kGiB, 2 * static_cast<int64_t>(l.max_running_seqs) *
+                                                    l.max_model_len * per_token);
+    } else {
+      po.budget_bytes = KvBudgetFromFreeMemory(free_after_runner);
+      if (po.budget_bytes <= 0) {
+        return ResourceExhaustedError(
+            "engine: after the weights and activations only {} of device memory is free; the KV "
+            "cache needs more than the {} kept for workspaces",
+            FormatBytes(free_after_runner), FormatBytes(kGiB));
+      }
+    }
+  }
+  GANNET_ASSIGN_OR_RETURN(kv::KvPlanResult planned, kv::PlanKvPoolsWithDefaults(req));
+  KvSizing s;
+  s.plan = std::move(planned.plan);
+  s.max_running_seqs = planned.max_running_seqs;
+  s.max_model_len = planned.max_seq_len;
+  s.budget_bytes = po.budget_bytes;
+  s.warning = std::move(planned.warning);
+  GANNET_ASSIGN_OR_RETURN(s.layout, kv::MakeKvLayout(std::move(layers), l.page_size,
+                                                     c.sliding_window, dtype_bytes,
+                                                     s.plan.num_pages()));
+  return s;
+}
+
+}  // namespace gannet::engine

@@ -1,0 +1,70 @@
+// The engine's limits and KV cache size, decided from the user's settings, the model and the
+// memory the device has left (design.md §4; ARCHITECTURE.md "Limits the engine picks").
+//
+// ResolveLimits fills in the defaults a user did not set and remembers which were set.
+// SizeKvCache turns the memory left after the weights and activations into a KV budget, plans
+// the pools (kv::PlanKvPoolsWithDefaults: defaults that cannot fit are lowered, with a warning;
+// user settings that cannot fit are errors naming the setting) and builds the one KV layout the
+// KV manager and the runner's storage share. Pure functions: the unit tests replay them for every
+// variant on devices from 16 to 288 GB without a GPU.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "lib/engine/engine.h"
+#include "lib/kv/kv_layout.h"
+#include "lib/kv/kv_pool_plan.h"
+#include "lib/model/config.h"
+#include "lib/runner/model_runner.h"
+
+namespace gannet::engine {
+
+struct EngineLimits {
+  int32_t max_running_seqs = 0;
+  int32_t max_step_tokens = 0;
+  int64_t max_model_len = 0;
+  int32_t page_size = 0;
+  int64_t kv_memory_bytes = 0;  // 0 = from the free device memory
+  kv::PerGroup<int32_t> kv_pages_override = {0, 0};
+  bool user_running_seqs = false;
+  bool user_max_model_len = false;
+};
+
+// Defaults: CPU 16 running sequences and 256 tokens per step, CUDA 64 and 2048; max_model_len =
+// min(model, 32768); page size 16. InvalidArgument for settings that contradict each other or
+// the model (max_model_len past max_position_embeddings, a step budget below the running limit,
+// a page size outside [1, kv::kMaxPageSize]).
+absl::StatusOr<EngineLimits> ResolveLimits(const EngineConfig& config,
+                                           const model::TextConfig& model, bool cpu);
+
+// Runner options for these limits (the runner is created before the KV cache is sized).
+runner::RunnerOptions RunnerOptionsFor(const EngineLimits& limits);
+
+// Device memory kept out of the KV budget for what grows after start-up: kernel workspaces
+// (split-KV partials, MoE scratch, cuBLASLt), CUDA graphs and the runtime: 10% of the free
+// memory, at least 1 GiB.
+int64_t KvBudgetFromFreeMemory(int64_t free_bytes);
+
+// ResourceExhausted, before anything is loaded, when the weights and activations cannot fit in
+// the device's free memory (with the numbers and what to do).
+absl::Status CheckWeightsFit(int64_t weight_bytes, int64_t activation_bytes, int64_t free_bytes,
+                             int64_t total_bytes, const std::string& device);
+
+struct KvSizing {
+  kv::KvLayout layout;
+  kv::KvPoolPlan plan;
+  int32_t max_running_seqs = 0;  // possibly lowered
+  int64_t max_model_len = 0;     // possibly lowered
+  int64_t budget_bytes = 0;
+  std::string warning;  // what was lowered, with the numbers; empty if nothing
+};
+
+// free_after_runner: device memory free once weights and activations are allocated; <= 0 for
+// host memory (the CPU backend: every running sequence at full length twice over, at most
+// 1 GiB, in lazily zeroed pages).
+absl::StatusOr<KvSizing> SizeKvCache(const model::TextConfig& model, const EngineLimits& limits,
+                                     int64_t free_after_runner, int32_t kv_dtype_bytes);
+
+}  // namespace gannet::engine
