@@ -147,7 +147,7 @@ class Backend {
   // "16 threads".
   virtual std::string DeviceName() const = 0;
   virtual int device_id() const { return -1; }  // CUDA ordinal; -1 on the host
-  // Memory of the device (0 when unknown, e.g. host memory).
+  // Memory the backend allocates from: the device's, or the host's for the CPU (0 = unknown).
   virtual int64_t TotalMemoryBytes() const { return 0; }
   // Element types the runner should allocate activations, the residual stream and KV in.
   virtual DType activation_dtype() const = 0;
@@ -163,7 +163,8 @@ class Backend {
   virtual absl::Status CopyToHost(void* dst, const void* src, size_t bytes) = 0;
   virtual absl::Status Fill(Tensor t, float value) = 0;
   virtual absl::Status Synchronize() = 0;
-  // Device memory still free for allocations (0 when unknown, e.g. host memory).
+  // Memory still free for allocations: device memory, or the host's available memory for the
+  // CPU (0 = unknown).
   virtual int64_t FreeMemoryBytes() const { return 0; }
 
   // Loads checkpoint weights in the backend's weight format. Several parts are concatenated

@@ -79,7 +79,7 @@ absl::Status CheckWeightsFit(int64_t weight_bytes, int64_t activation_bytes, int
 }
 
 absl::StatusOr<KvSizing> SizeKvCache(const model::TextConfig& c, const EngineLimits& l,
-                                     int64_t free_after_runner, int32_t dtype_bytes) {
+                                     const KvMemory& memory, int32_t dtype_bytes) {
   std::vector<kv::KvLayerGeometry> layers = runner::KvLayersOf(c);
   kv::KvPlanRequest req;
   kv::KvPoolPlanOptions& po = req.options;
@@ -95,19 +95,25 @@ absl::StatusOr<KvSizing> SizeKvCache(const model::TextConfig& c, const EngineLim
   req.user_max_seq_len = l.user_max_model_len;
   req.user_budget = l.kv_memory_bytes > 0;
   if (po.budget_bytes <= 0) {
-    if (free_after_runner <= 0) {
-      // Host memory: every running sequence at full length twice over (the rest is prefix
-      // cache), at most 1 GiB; pages are zeroed lazily, so unused capacity costs nothing.
+    if (memory.host) {
+      // Pages are zeroed lazily, so capacity nobody uses costs nothing.
       const int64_t per_token = po.bytes_per_token[0] + po.bytes_per_token[1];
-      po.budget_bytes = std::min<int64_t>(kGiB, 2 * static_cast<int64_t>(l.max_running_seqs) *
-                                                    l.max_model_len * per_token);
+      const int64_t cap = std::max(kGiB, memory.host_total / 4);
+      po.budget_bytes = std::min<int64_t>(cap, 2 * static_cast<int64_t>(l.max_running_seqs) *
+                                                   l.max_model_len * per_token);
+      req.budget_origin = fmt::format(
+          "the CPU budget: the running sequences at full length twice, at most {}",
+          FormatBytes(cap));
     } else {
-      po.budget_bytes = KvBudgetFromFreeMemory(free_after_runner);
+      po.budget_bytes = KvBudgetFromFreeMemory(memory.free_after_runner);
+      req.budget_origin = fmt::format(
+          "what {} of free device memory leaves after a workspace reserve",
+          FormatBytes(memory.free_after_runner));
       if (po.budget_bytes <= 0) {
         return ResourceExhaustedError(
             "engine: after the weights and activations only {} of device memory is free; the KV "
             "cache needs more than the {} kept for workspaces",
-            FormatBytes(free_after_runner), FormatBytes(kGiB));
+            FormatBytes(memory.free_after_runner), FormatBytes(kGiB));
       }
     }
   }

@@ -61,10 +61,16 @@ struct KvSizing {
   std::string warning;  // what was lowered, with the numbers; empty if nothing
 };
 
-// free_after_runner: device memory free once weights and activations are allocated; <= 0 for
-// host memory (the CPU backend: every running sequence at full length twice over, at most
-// 1 GiB, in lazily zeroed pages).
+// Where the KV cache will live. Device: the budget is what the weights and activations left,
+// less the workspace reserve. Host (the CPU backend, lazily zeroed pages): every running sequence
+// at full length twice over (the rest is prefix cache), at most max(1 GiB, a quarter of RAM).
+struct KvMemory {
+  bool host = false;
+  int64_t free_after_runner = 0;  // device memory free once weights and activations are allocated
+  int64_t host_total = 0;         // physical RAM (0 = unknown: 1 GiB)
+};
+
 absl::StatusOr<KvSizing> SizeKvCache(const model::TextConfig& model, const EngineLimits& limits,
-                                     int64_t free_after_runner, int32_t kv_dtype_bytes);
+                                     const KvMemory& memory, int32_t kv_dtype_bytes);
 
 }  // namespace gannet::engine

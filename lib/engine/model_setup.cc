@@ -79,11 +79,14 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   // The weights go to the device in bf16 (matrices) whatever the checkpoint stores.
   runner::RunnerOptions ro = RunnerOptionsFor(limits);
   ro.enable_graphs = cfg.enable_cuda_graphs;
-  const int64_t weight_bytes = 2 * model::CountParameters(p->config);
+  // The CPU reads bf16 checkpoints in place (mmap): only synthetic weights take memory there.
+  const int64_t weight_bytes =
+      cpu && p->checkpoint != nullptr ? 0 : 2 * model::CountParameters(p->config);
   const int64_t activation_bytes = runner::ActivationBytes(p->config, ro, be.activation_dtype(),
                                                            be.residual_dtype());
-  const std::string device = fmt::format("{} device {} ({})", be.name(), be.device_id(),
-                                         be.DeviceName());
+  const std::string device =
+      cpu ? fmt::format("the CPU ({})", be.DeviceName())
+          : fmt::format("{} device {} ({})", be.name(), be.device_id(), be.DeviceName());
   GANNET_RETURN_IF_ERROR(CheckWeightsFit(weight_bytes, activation_bytes, be.FreeMemoryBytes(),
                                          be.TotalMemoryBytes(), device));
 
@@ -100,7 +103,11 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   GANNET_ASSIGN_OR_RETURN(p->runner, runner::ModelRunner::Create(p->config, p->weights, &be, ro));
 
   // The KV cache gets what the weights and activations left (measured, not estimated).
-  GANNET_ASSIGN_OR_RETURN(p->kv_sizing, SizeKvCache(p->config.text, limits, be.FreeMemoryBytes(),
+  KvMemory memory;
+  memory.host = cpu;
+  memory.free_after_runner = be.FreeMemoryBytes();
+  memory.host_total = cpu ? be.TotalMemoryBytes() : 0;
+  GANNET_ASSIGN_OR_RETURN(p->kv_sizing, SizeKvCache(p->config.text, limits, memory,
                                                     DTypeBits(be.kv_dtype()) / 8));
   const KvSizing& kv = p->kv_sizing;
   if (!kv.warning.empty()) GANNET_LOG_WARNING("engine: {}", kv.warning);

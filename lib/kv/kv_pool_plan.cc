@@ -12,6 +12,9 @@ namespace {
 constexpr int kSliding = GroupIndex(KvGroup::kSliding);
 constexpr int kFull = GroupIndex(KvGroup::kFull);
 
+// PlanKvPoolsWithDefaults lowers a default context length no further than this.
+constexpr int64_t kShortestDefaultContext = 1024;
+
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Most blocks of size P that m consecutive positions can touch: 1 + ceil((m - 1) / P), reached
@@ -240,8 +243,7 @@ absl::StatusOr<KvPlanResult> PlanKvPoolsWithDefaults(const KvPlanRequest& r) {
     return FormatBytes(KvMinimumBytes(t));
   };
   const std::string budget_note =
-      r.user_budget ? "" : " (the budget is what device memory leaves after weights, "
-                           "activations and a workspace reserve)";
+      r.user_budget || r.budget_origin.empty() ? "" : fmt::format(" ({})", r.budget_origin);
   const std::string budget = FormatBytes(o.budget_bytes);
   const int64_t seqs = LargestFitting(1, o.max_running_seqs - 1,
                                       [&](int64_t s) { return fits(s, o.max_seq_len); });
@@ -266,12 +268,15 @@ absl::StatusOr<KvPlanResult> PlanKvPoolsWithDefaults(const KvPlanRequest& r) {
     // Not even one sequence of this length fits: the context length must give.
     const int64_t s = r.user_running_seqs ? o.max_running_seqs : 1;
     const int64_t len = LargestFitting(1, o.max_seq_len - 1, [&](int64_t l) { return fits(s, l); });
-    const int64_t kShortest = 2 * static_cast<int64_t>(o.page_size);
-    if (len < kShortest) {
+    // A default context is not lowered into uselessness: below this it is an error.
+    const int64_t shortest =
+        r.user_max_seq_len ? 2 * static_cast<int64_t>(o.page_size)
+                           : std::min<int64_t>(kShortestDefaultContext, o.max_seq_len);
+    if (len < shortest) {
       return ResourceExhaustedError(
           "kv: the {} KV budget{} cannot hold even {} sequence(s) of {} tokens (they need {}). "
           "Free device memory, or raise kv_memory_bytes",
-          budget, budget_note, s, kShortest, need(s, kShortest));
+          budget, budget_note, s, shortest, need(s, shortest));
     }
     if (r.user_max_seq_len) {
       return ResourceExhaustedError(

@@ -10,8 +10,8 @@
 //
 // PlanKvPoolsWithDefaults is what the engine calls: where a limit is the engine's own default
 // (not the user's setting) and the budget cannot hold the minimums, it lowers that limit to what
-// fits (running sequences first, then the context length) and says so; a user's setting that
-// cannot fit is an error naming the setting and the value that would fit.
+// fits (running sequences first, then the context length, never below 1024 tokens) and says so; a
+// user's setting that cannot fit is an error naming the setting and the value that would fit.
 //
 // Scale (gemma4-architecture.md §2.12): for 31B bf16 a sliding token costs 800 KiB (50 layers)
 // and a full token 80 KiB (10 layers), so at high concurrency the sliding pool is what binds.
@@ -75,6 +75,7 @@ struct KvPlanRequest {
   bool user_running_seqs = false;  // max_running_seqs
   bool user_max_seq_len = false;   // max_model_len
   bool user_budget = false;        // kv_memory_bytes
+  std::string budget_origin;       // how a default budget was derived, for messages
 };
 
 struct KvPlanResult {

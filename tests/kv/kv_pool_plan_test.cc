@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "fmt/format.h"
 #include "gtest/gtest.h"
 #include "lib/kv/kv_manager.h"
 #include "tests/kv/kv_test_layout.h"
@@ -305,6 +306,90 @@ TEST(KvPoolPlanTest, Overrides) {
   EXPECT_EQ(PlanKvPools(o).status().code(), absl::StatusCode::kResourceExhausted);
   o.bytes_per_token = {0, 81920};
   o.num_pages_override = {10, 0};
+  EXPECT_EQ(PlanKvPools(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The 31B on an H100 80GB (issue 9): a 20 GiB budget cannot hold the default 64 sequences'
+// sliding windows (4340 pages = 53 GiB); the default is lowered to what fits, with the numbers.
+TEST(KvPoolPlanTest, DefaultRunningLimitIsLoweredToWhatFits) {
+  KvPlanRequest r;
+  r.options = Options31B();
+  r.options.budget_bytes = int64_t{20} << 30;
+  r.options.max_running_seqs = 64;
+  EXPECT_EQ(SlidingPagesWorstCase(1024, 16, 64, 2048, 32768), 4340);
+  auto result = PlanKvPoolsWithDefaults(r);
+  ASSERT_TRUE(result.ok()) << result.status();
+  // Sliding pages for S sequences: 65 S + S + floor((2048 - 3 S) / 16). With the full pool's
+  // 2048 pages and both padding pages, 20 GiB leaves 18,776,064,000 B = 1432 sliding pages:
+  // S = 19 needs 1254 + 124 = 1378 pages, S = 20 needs 1320 + 124 = 1444.
+  EXPECT_EQ(result->max_running_seqs, 19);
+  EXPECT_EQ(result->max_seq_len, 32768);
+  EXPECT_EQ(result->plan.group(KvGroup::kSliding).pages, 1378);
+  EXPECT_NE(result->warning.find("20.00 GiB KV budget holds the sliding windows of 19 running "
+                                 "sequences next to one 32768-token sequence, not the default 64"),
+            std::string::npos)
+      << result->warning;
+  // The same budget with the user's 64: an error naming the setting and what fits.
+  r.user_running_seqs = true;
+  const absl::Status user = PlanKvPoolsWithDefaults(r).status();
+  EXPECT_EQ(user.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(user.message().find("max_running_seqs 64 does not fit"), std::string::npos) << user;
+  EXPECT_NE(user.message().find("Set max_running_seqs <= 19"), std::string::npos) << user;
+  // What fits needs no change and no warning.
+  r.options.max_running_seqs = 19;
+  result = PlanKvPoolsWithDefaults(r);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->max_running_seqs, 19);
+  EXPECT_TRUE(result->warning.empty());
+}
+
+TEST(KvPoolPlanTest, DefaultContextLengthIsLoweredWhenNoSequenceFits) {
+  KvPlanRequest r;
+  r.options = Options31B();
+  r.options.max_running_seqs = 64;
+  r.options.max_seq_len = 262144;  // 16384 full pages = 21.5 GB
+  r.options.budget_bytes = int64_t{12} << 30;
+  auto result = PlanKvPoolsWithDefaults(r);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->max_running_seqs, 1);
+  EXPECT_LT(result->max_seq_len, 262144);
+  EXPECT_GT(result->max_seq_len, 32768);
+  EXPECT_NE(result->warning.find("max_model_len lowered to"), std::string::npos);
+  // It is the longest that fits: one more token needs another page or more.
+  KvPoolPlanOptions o = r.options;
+  o.max_running_seqs = 1;
+  o.max_seq_len = result->max_seq_len;
+  EXPECT_TRUE(PlanKvPools(o).ok());
+  o.max_seq_len = (result->max_seq_len / 16 + 1) * 16 + 1;
+  EXPECT_FALSE(PlanKvPools(o).ok());
+  // A context length the user set is not lowered: the error says what would fit.
+  r.user_max_seq_len = true;
+  const absl::Status user = PlanKvPoolsWithDefaults(r).status();
+  EXPECT_EQ(user.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(user.message().find("max_model_len 262144 does not fit"), std::string::npos) << user;
+  EXPECT_NE(user.message().find(fmt::format("Set max_model_len <= {}", result->max_seq_len)),
+            std::string::npos)
+      << user;
+  // Far too little memory for anything: an error, whatever is a default.
+  r.user_max_seq_len = false;
+  r.options.budget_bytes = 100 << 20;
+  EXPECT_EQ(PlanKvPoolsWithDefaults(r).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(KvPoolPlanTest, PoolsAreCappedAtTheInt32SlotRange) {
+  // A tiny model with a huge budget: the full pool stops at the slot range.
+  KvPoolPlanOptions o;
+  o.budget_bytes = int64_t{288} << 30;
+  o.bytes_per_token = {0, 64};
+  o.page_size = 16;
+  o.max_running_seqs = 4;
+  o.max_step_tokens = 64;
+  o.max_seq_len = 4096;
+  auto plan = PlanKvPools(o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->group(KvGroup::kFull).pages, kMaxPoolTokens / 16 - 1);
+  EXPECT_LE((static_cast<int64_t>(plan->group(KvGroup::kFull).pages) + 1) * 16, kMaxPoolTokens);
+  o.num_pages_override = {0, static_cast<int32_t>(kMaxPoolTokens / 16)};
   EXPECT_EQ(PlanKvPools(o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -1,5 +1,8 @@
 #include "lib/backend/cpu/cpu_backend.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -44,6 +47,24 @@ CpuBackend::CpuBackend(ThreadPool* pool) : pool_(pool ? pool : &DefaultThreadPoo
 
 std::string CpuBackend::DeviceName() const {
   return fmt::format("{} threads", pool_->num_threads());
+}
+
+int64_t CpuBackend::TotalMemoryBytes() const {
+  const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && size > 0 ? static_cast<int64_t>(pages) * size : 0;
+}
+
+int64_t CpuBackend::FreeMemoryBytes() const {
+  // MemAvailable counts reclaimable page cache (mmapped checkpoints) as available, as it is.
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  long long kib = 0;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  return static_cast<int64_t>(kib) * 1024;
 }
 
 absl::StatusOr<Buffer> CpuBackend::Allocate(size_t bytes) {

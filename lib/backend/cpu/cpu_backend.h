@@ -19,6 +19,8 @@ class CpuBackend : public Backend {
 
   std::string_view name() const override { return "cpu"; }
   std::string DeviceName() const override;
+  int64_t TotalMemoryBytes() const override;  // physical RAM
+  int64_t FreeMemoryBytes() const override;   // MemAvailable
   DType activation_dtype() const override { return DType::kF32; }
   DType residual_dtype() const override { return DType::kF32; }
   DType kv_dtype() const override { return DType::kF32; }

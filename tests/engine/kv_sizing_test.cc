@@ -1,0 +1,248 @@
+// The engine's limits and KV sizing replayed for every Gemma-4 variant on every device size from
+// 16 GB to 288 GB, with the same functions LoadEngineParts calls and the real geometry of the
+// dummy models: the weights fit or fail before loading with a clear error; when they fit, the
+// defaults always yield a plan (lowered where needed, with a warning) whose layout respects the
+// int32 slot range and sizes arrays past 2^31 elements in 64 bits.
+#include "lib/engine/kv_sizing.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "lib/model/variants.h"
+#include "lib/model/weights.h"
+
+namespace gannet::engine {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr int64_t kGiB = int64_t{1} << 30;
+// What the CUDA context and cuBLASLt take before the engine allocates anything (measured on an
+// H100: ~520 MiB; rounded up).
+constexpr int64_t kContextBytes = 640 * kMiB;
+
+struct Device {
+  const char* name;
+  int64_t total;
+};
+
+const std::vector<Device>& Devices() {
+  static const std::vector<Device> d = {
+      {"16 GB (T4, V100-16GB)", 15 * kGiB + 600 * kMiB},
+      {"24 GB (L4, A10, RTX 4090)", 22 * kGiB + 500 * kMiB},
+      {"32 GB (V100-32GB, RTX 5090)", 31 * kGiB + 500 * kMiB},
+      {"40 GB (A100-40GB)", 39 * kGiB + 400 * kMiB},
+      {"48 GB (L40S, RTX 6000 Ada)", 44 * kGiB + 400 * kMiB},
+      {"80 GB (H100, A100-80GB)", 81559 * kMiB},
+      {"94 GB (H100 NVL)", 95830 * kMiB},
+      {"141 GB (H200)", 143771 * kMiB},
+      {"192 GB (B200)", 183359 * kMiB},
+      {"288 GB (B300)", 275040 * kMiB},
+  };
+  return d;
+}
+
+struct Replay {
+  absl::Status weights_fit;
+  absl::StatusOr<KvSizing> sizing;
+  EngineLimits limits;
+};
+
+// LoadEngineParts' sizing steps for a device with `total` bytes and the CUDA backend's dtypes.
+Replay ReplayCuda(const model::ModelConfig& config, int64_t total, const EngineConfig& cfg = {}) {
+  Replay r;
+  auto limits = ResolveLimits(cfg, config.text, /*cpu=*/false);
+  EXPECT_TRUE(limits.ok()) << limits.status();
+  r.limits = *limits;
+  const runner::RunnerOptions ro = RunnerOptionsFor(r.limits);
+  const int64_t weights = 2 * model::CountParameters(config);
+  const int64_t activations = runner::ActivationBytes(config, ro, DType::kBF16, DType::kF32);
+  const int64_t free_before = total - kContextBytes;
+  r.weights_fit = CheckWeightsFit(weights, activations, free_before, total, "test device");
+  r.sizing = absl::UnknownError("not sized");
+  if (r.weights_fit.ok()) {
+    KvMemory m;
+    m.free_after_runner = free_before - weights - activations;
+    r.sizing = SizeKvCache(config.text, r.limits, m, 2);
+  }
+  return r;
+}
+
+model::ModelConfig Dummy(const std::string& variant) {
+  auto c = model::DummyModelConfig("dummy:" + variant);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *c;
+}
+
+TEST(KvSizingTest, EveryVariantOnEveryDeviceSizeStartsWithDefaultsOrSaysWhyNot) {
+  for (const std::string variant : {"e2b", "e4b", "26b-a4b", "31b"}) {
+    const model::ModelConfig config = Dummy(variant);
+    const int64_t weights = 2 * model::CountParameters(config);
+    for (const Device& d : Devices()) {
+      SCOPED_TRACE(variant + " on " + d.name);
+      const Replay r = ReplayCuda(config, d.total);
+      if (!r.weights_fit.ok()) {
+        std::printf("%-8s %-28s does not fit: weights %.1f GiB\n", variant.c_str(), d.name,
+                    weights / double(kGiB));
+      } else if (r.sizing.ok()) {
+        int64_t largest = 0;
+        for (int l = 0; l < config.text.num_hidden_layers; ++l) {
+          largest = std::max(largest, r.sizing->layout.ArrayElements(l));
+        }
+        std::printf("%-8s %-28s %2d seqs x %d tokens, KV %6.1f GiB, largest array %.2e elements\n",
+                    variant.c_str(), d.name, r.sizing->max_running_seqs,
+                    static_cast<int>(r.sizing->max_model_len),
+                    r.sizing->layout.TotalBytes() / double(kGiB), static_cast<double>(largest));
+      }
+      if (weights + 2 * kGiB > d.total) {
+        // Cannot fit at all: said before loading, with the numbers.
+        EXPECT_EQ(r.weights_fit.code(), absl::StatusCode::kResourceExhausted);
+        EXPECT_NE(r.weights_fit.message().find("free of"), std::string::npos) << r.weights_fit;
+        continue;
+      }
+      if (!r.weights_fit.ok()) {
+        // Only at the edge (weights + activations + 1 GiB within 2 GiB of the card).
+        EXPECT_GT(weights + 4 * kGiB, d.total) << r.weights_fit;
+        continue;
+      }
+      ASSERT_TRUE(r.sizing.ok()) << r.sizing.status();
+      const KvSizing& s = *r.sizing;
+      EXPECT_GE(s.max_running_seqs, 1);
+      EXPECT_LE(s.max_running_seqs, 64);
+      EXPECT_EQ(s.max_model_len, 32768);  // every variant fits a default context everywhere
+      EXPECT_EQ(s.warning.empty(), s.max_running_seqs == 64) << s.warning;
+      EXPECT_LE(s.layout.TotalBytes(), s.budget_bytes);
+      for (kv::KvGroup g : kv::kAllKvGroups) {
+        if (!s.layout.has_group(g)) continue;
+        EXPECT_LE(static_cast<int64_t>(s.layout.storage_pages(g)) * s.layout.page_size,
+                  kv::kMaxPoolTokens);
+      }
+      for (int l = 0; l < config.text.num_hidden_layers; ++l) {
+        const int64_t elems = s.layout.ArrayElements(l);
+        EXPECT_GT(elems, 0);
+        EXPECT_EQ(s.layout.ArrayBytes(l), 2 * elems);
+      }
+      // The full pool holds at least one default-length sequence.
+      EXPECT_GE(static_cast<int64_t>(s.plan.group(kv::KvGroup::kFull).pages) * 16, 32768);
+    }
+  }
+}
+
+TEST(KvSizingTest, TheCasesOfIssue9) {
+  // E2B on an H200: one full layer's K array holds far more than 2^31 elements (the Fill crash);
+  // the arrays are sized in 64 bits and the pool stays within int32 slot ids.
+  {
+    const Replay r = ReplayCuda(Dummy("e2b"), 143771 * kMiB);
+    ASSERT_TRUE(r.sizing.ok()) << r.sizing.status();
+    EXPECT_GT(r.sizing->layout.ArrayElements(4), int64_t{1} << 31);
+    EXPECT_EQ(r.sizing->max_running_seqs, 64);
+  }
+  // 31B on an H100 80GB: the default 64 sequences' windows do not fit; fewer run, with a warning.
+  {
+    const Replay r = ReplayCuda(Dummy("31b"), 81559 * kMiB);
+    ASSERT_TRUE(r.sizing.ok()) << r.sizing.status();
+    EXPECT_LT(r.sizing->max_running_seqs, 64);
+    EXPECT_GE(r.sizing->max_running_seqs, 8);
+    EXPECT_NE(r.sizing->warning.find("not the default 64"), std::string::npos)
+        << r.sizing->warning;
+  }
+  // ... and with a 100,000-token max_model_len it still starts (fewer sequences).
+  {
+    EngineConfig cfg;
+    cfg.max_model_len = 100000;
+    const Replay r = ReplayCuda(Dummy("31b"), 81559 * kMiB, cfg);
+    ASSERT_TRUE(r.sizing.ok()) << r.sizing.status();
+    EXPECT_EQ(r.sizing->max_model_len, 100000);
+    EXPECT_GE(r.sizing->max_running_seqs, 1);
+    EXPECT_GE(static_cast<int64_t>(r.sizing->plan.group(kv::KvGroup::kFull).pages) * 16, 100000);
+  }
+  // 31B on an H200 keeps the default 64.
+  {
+    const Replay r = ReplayCuda(Dummy("31b"), 143771 * kMiB);
+    ASSERT_TRUE(r.sizing.ok()) << r.sizing.status();
+    EXPECT_EQ(r.sizing->max_running_seqs, 64);
+    EXPECT_TRUE(r.sizing->warning.empty());
+  }
+}
+
+TEST(KvSizingTest, UserSettingsThatCannotFitAreErrorsNamingTheSetting) {
+  EngineConfig cfg;
+  cfg.max_running_seqs = 64;
+  const Replay r = ReplayCuda(Dummy("31b"), 81559 * kMiB, cfg);
+  ASSERT_FALSE(r.sizing.ok());
+  EXPECT_EQ(r.sizing.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(r.sizing.status().message().find("Set max_running_seqs <="), std::string::npos)
+      << r.sizing.status();
+  cfg = EngineConfig();
+  cfg.max_model_len = 262144;
+  cfg.max_running_seqs = 64;
+  const Replay r2 = ReplayCuda(Dummy("31b"), 81559 * kMiB, cfg);
+  ASSERT_FALSE(r2.sizing.ok());
+  EXPECT_NE(r2.sizing.status().message().find("max_model_len"), std::string::npos)
+      << r2.sizing.status();
+}
+
+TEST(KvSizingTest, ResolveLimitsChecksSettingsAgainstTheModel) {
+  const model::ModelConfig c = Dummy("e2b");
+  EngineConfig cfg;
+  cfg.max_model_len = c.text.max_position_embeddings + 1;
+  EXPECT_EQ(ResolveLimits(cfg, c.text, false).status().code(), absl::StatusCode::kInvalidArgument);
+  cfg = EngineConfig();
+  cfg.max_model_len = 1;
+  EXPECT_NE(ResolveLimits(cfg, c.text, false).status().message().find("too small"),
+            std::string::npos);
+  cfg = EngineConfig();
+  cfg.page_size = kv::kMaxPageSize + 1;
+  EXPECT_EQ(ResolveLimits(cfg, c.text, false).status().code(), absl::StatusCode::kInvalidArgument);
+  cfg = EngineConfig();
+  cfg.max_running_seqs = 100;
+  cfg.max_step_tokens = 50;
+  EXPECT_EQ(ResolveLimits(cfg, c.text, false).status().code(), absl::StatusCode::kInvalidArgument);
+  cfg.max_running_seqs = 0;  // a default running limit follows a small step budget
+  auto l = ResolveLimits(cfg, c.text, false);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->max_running_seqs, 50);
+  // Defaults per backend.
+  l = ResolveLimits(EngineConfig(), c.text, true);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->max_running_seqs, 16);
+  EXPECT_EQ(l->max_step_tokens, 256);
+  l = ResolveLimits(EngineConfig(), c.text, false);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->max_running_seqs, 64);
+  EXPECT_EQ(l->max_step_tokens, 2048);
+  EXPECT_EQ(l->max_model_len, 32768);
+}
+
+TEST(KvSizingTest, HostBudgetCoversTheRunningSequencesTwiceUpToAQuarterOfRam) {
+  KvMemory host;
+  host.host = true;
+  host.host_total = 24 * kGiB;
+  // E2B in fp32 on the CPU: 16 sequences x 32768 tokens x 2 x 36 KiB would be 36 GiB: capped at
+  // a quarter of 24 GiB; 16 sequences fit.
+  const model::ModelConfig e2b = Dummy("e2b");
+  auto l = ResolveLimits(EngineConfig(), e2b.text, true);
+  ASSERT_TRUE(l.ok());
+  auto s = SizeKvCache(e2b.text, *l, host, 4);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->budget_bytes, 6 * kGiB);
+  EXPECT_EQ(s->max_running_seqs, 16);
+  // 31B in fp32 (1.6 MiB per sliding token): fewer sequences, with a warning naming the budget.
+  const model::ModelConfig b31 = Dummy("31b");
+  l = ResolveLimits(EngineConfig(), b31.text, true);
+  ASSERT_TRUE(l.ok());
+  s = SizeKvCache(b31.text, *l, host, 4);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_LT(s->max_running_seqs, 16);
+  EXPECT_NE(s->warning.find("6.00 GiB KV budget"), std::string::npos) << s->warning;
+  // Unknown RAM: 1 GiB, in which 31B fits no sequence of even 1024 tokens: an error that says so.
+  host.host_total = 0;
+  const absl::Status none = SizeKvCache(b31.text, *l, host, 4).status();
+  EXPECT_EQ(none.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(none.message().find("the CPU budget"), std::string::npos) << none;
+}
+
+}  // namespace
+}  // namespace gannet::engine
