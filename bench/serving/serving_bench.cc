@@ -171,10 +171,10 @@ int main(int argc, char** argv) {
     uint64_t id;
     if (gannet_engine_submit(engine, &r, &id) != GANNET_OK) return 1;
     for (bool finished = false; !finished;) {
-      const gannet_event_t* ev;
+      const gannet_event_t* const* ev;
       size_t n;
       gannet_engine_poll(engine, 1000, 64, &ev, &n);
-      for (size_t i = 0; i < n; ++i) finished |= ev[i].request_id == id && ev[i].type != GANNET_EVENT_TOKEN;
+      for (size_t i = 0; i < n; ++i) finished |= ev[i]->request_id == id && ev[i]->type != GANNET_EVENT_TOKEN;
     }
   }
   const auto t0 = Clock::now();
@@ -183,19 +183,19 @@ int main(int argc, char** argv) {
   }
   int errors = 0;
   while (static_cast<int>(done.size()) < o.requests) {
-    const gannet_event_t* ev;
+    const gannet_event_t* const* ev;
     size_t n;
     gannet_engine_poll(engine, 1000, 4096, &ev, &n);
     const auto now = Clock::now();
     for (size_t i = 0; i < n; ++i) {
-      auto it = live.find(ev[i].request_id);
+      auto it = live.find(ev[i]->request_id);
       if (it == live.end()) continue;
-      if (ev[i].type == GANNET_EVENT_TOKEN) {
+      if (ev[i]->type == GANNET_EVENT_TOKEN) {
         if (it->second.tokens++ == 0) it->second.first_token = now;
         continue;
       }
-      if (ev[i].type == GANNET_EVENT_ERROR) {
-        std::fprintf(stderr, "serving-bench: request failed: %s\n", ev[i].message);
+      if (ev[i]->type == GANNET_EVENT_ERROR) {
+        std::fprintf(stderr, "serving-bench: request failed: %s\n", ev[i]->message);
         ++errors;
       }
       it->second.finished = now;

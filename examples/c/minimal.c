@@ -32,7 +32,9 @@ int main(int argc, char** argv) {
   }
 
   /* The request only has to live until submit returns: the engine copies what it needs. */
-  gannet_chat_message_t message = {"user", prompt};
+  gannet_chat_message_t message = GANNET_CHAT_MESSAGE_INIT;
+  message.role = "user";
+  message.content = prompt;
   gannet_request_t request = GANNET_REQUEST_INIT; /* temperature 0: greedy */
   request.messages = &message;
   request.num_messages = 1;
@@ -48,7 +50,7 @@ int main(int argc, char** argv) {
    * TOKEN events and possibly on FINISH (text held back while it could start a stop string). */
   int status = -1;
   while (status < 0) {
-    const gannet_event_t* events = NULL;
+    const gannet_event_t* const* events = NULL; /* pointers: events can grow */
     size_t count = 0;
     if (gannet_engine_poll(engine, 100, 64, &events, &count) != GANNET_OK) {
       fprintf(stderr, "poll failed: %s\n", gannet_last_error_message());
@@ -56,7 +58,7 @@ int main(int argc, char** argv) {
       break;
     }
     for (size_t i = 0; i < count; ++i) {
-      const gannet_event_t* e = &events[i];
+      const gannet_event_t* e = events[i];
       if (e->request_id != id) continue;
       if (e->text_len > 0) {
         fwrite(e->text, 1, e->text_len, stdout);

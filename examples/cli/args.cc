@@ -1,14 +1,32 @@
 #include "examples/cli/args.h"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
 namespace gannet_cli {
 
+bool ParseInt64(const std::string& s, int64_t min, int64_t max, int64_t* out) {
+  size_t i = s.size() > 0 && s[0] == '-' ? 1 : 0;
+  if (i == s.size()) return false;
+  for (size_t j = i; j < s.size(); ++j) {
+    if (s[j] < '0' || s[j] > '9') return false;
+  }
+  errno = 0;
+  const long long v = std::strtoll(s.c_str(), nullptr, 10);
+  if (errno == ERANGE || v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
 bool Args::Parse(const std::vector<FlagSpec>& specs, int argc, char** argv, int first) {
   auto find_long = [&](const std::string& n) -> const FlagSpec* {
     for (const auto& s : specs) {
       if (s.name == n) return &s;
+      for (const auto& a : s.aliases) {
+        if (a == n) return &s;
+      }
     }
     return nullptr;
   };
@@ -19,16 +37,12 @@ bool Args::Parse(const std::vector<FlagSpec>& specs, int argc, char** argv, int 
     return nullptr;
   };
   for (int i = first; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--") {
-      for (++i; i < argc; ++i) positional_.push_back(argv[i]);
-      break;
-    }
+    const std::string a = argv[i];
     const FlagSpec* spec = nullptr;
     std::optional<std::string> inline_value;
-    if (a.rfind("--", 0) == 0) {
+    if (a.rfind("--", 0) == 0 && a.size() > 2) {
       std::string name = a.substr(2);
-      size_t eq = name.find('=');
+      const size_t eq = name.find('=');
       if (eq != std::string::npos) {
         inline_value = name.substr(eq + 1);
         name = name.substr(0, eq);
@@ -44,9 +58,20 @@ bool Args::Parse(const std::vector<FlagSpec>& specs, int argc, char** argv, int 
         error_ = "unknown option " + a;
         return false;
       }
+    } else if (a.size() > 2 && a[0] == '-' && a[1] != '-') {
+      const FlagSpec* s = find_short(a[1]);
+      error_ = "unknown option " + a;
+      if (s != nullptr && s->takes_value) {
+        error_ += " (write the value as the next argument: -" + std::string(1, a[1]) + " " +
+                  a.substr(2) + ")";
+      } else {
+        error_ += " (long options take two dashes: -" + a + ")";
+      }
+      return false;
     } else {
-      positional_.push_back(a);
-      continue;
+      error_ = "unexpected argument '" + a +
+               "' (every value follows its flag; quote a prompt and pass it with -p)";
+      return false;
     }
     std::string value = "1";
     if (spec->takes_value) {
@@ -83,40 +108,72 @@ std::vector<std::string> Args::GetAll(const std::string& name) const {
   return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
 
-int Args::GetInt(const std::string& name, int def) {
+int64_t Args::GetInt(const std::string& name, int64_t def, int64_t min, int64_t max) {
   auto v = Get(name);
   if (!v) return def;
-  char* end = nullptr;
-  long x = std::strtol(v->c_str(), &end, 10);
-  if (end == v->c_str() || *end != '\0') {
-    error_ = "option --" + name + " expects an integer, got '" + *v + "'";
-    return def;
-  }
-  return static_cast<int>(x);
-}
-
-double Args::GetDouble(const std::string& name, double def) {
-  auto v = Get(name);
-  if (!v) return def;
-  char* end = nullptr;
-  double x = std::strtod(v->c_str(), &end);
-  if (end == v->c_str() || *end != '\0') {
-    error_ = "option --" + name + " expects a number, got '" + *v + "'";
+  int64_t x = 0;
+  if (!ParseInt64(*v, min, max, &x)) {
+    SetError("option --" + name + " expects an integer in [" + std::to_string(min) + ", " +
+             std::to_string(max) + "], got '" + *v + "'");
     return def;
   }
   return x;
 }
 
-unsigned long long Args::GetU64(const std::string& name, unsigned long long def) {
+double Args::GetDouble(const std::string& name, double def, double min, double max) {
   auto v = Get(name);
   if (!v) return def;
   char* end = nullptr;
-  unsigned long long x = std::strtoull(v->c_str(), &end, 10);
-  if (end == v->c_str() || *end != '\0') {
-    error_ = "option --" + name + " expects a non-negative integer, got '" + *v + "'";
+  errno = 0;
+  const double x = std::strtod(v->c_str(), &end);
+  if (v->empty() || end == v->c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(x) ||
+      x < min || x > max) {
+    std::ostringstream o;
+    o << "option --" << name << " expects a number in [" << min << ", " << max << "], got '"
+      << *v << "'";
+    SetError(o.str());
     return def;
   }
   return x;
+}
+
+uint64_t Args::GetU64(const std::string& name, uint64_t def) {
+  auto v = Get(name);
+  if (!v) return def;
+  bool digits = !v->empty() && v->size() <= 20;
+  for (char c : *v) digits = digits && c >= '0' && c <= '9';
+  errno = 0;
+  const unsigned long long x = digits ? std::strtoull(v->c_str(), nullptr, 10) : 0;
+  if (!digits || errno == ERANGE) {
+    SetError("option --" + name + " expects an integer in [0, 18446744073709551615], got '" +
+             *v + "'");
+    return def;
+  }
+  return x;
+}
+
+int64_t Args::GetBytes(const std::string& name, int64_t def) {
+  auto v = Get(name);
+  if (!v) return def;
+  std::string digits = *v;
+  int shift = 0;
+  if (!digits.empty()) {
+    switch (digits.back()) {
+      case 'K': case 'k': shift = 10; break;
+      case 'M': case 'm': shift = 20; break;
+      case 'G': case 'g': shift = 30; break;
+      case 'T': case 't': shift = 40; break;
+      default: break;
+    }
+    if (shift > 0) digits.pop_back();
+  }
+  int64_t x = 0;
+  if (!ParseInt64(digits, 1, (int64_t{1} << (62 - shift)), &x)) {
+    SetError("option --" + name + " expects a size like 8G, 512M or a byte count, got '" + *v +
+             "'");
+    return def;
+  }
+  return x << shift;
 }
 
 std::string FormatFlags(const std::vector<FlagSpec>& specs) {
@@ -127,7 +184,13 @@ std::string FormatFlags(const std::vector<FlagSpec>& specs) {
     left += "--" + s.name;
     if (s.takes_value) left += " " + s.value_name;
     out << left;
-    out << std::string(left.size() < 30 ? 30 - left.size() : 1, ' ') << s.help << "\n";
+    out << std::string(left.size() < 30 ? 30 - left.size() : 1, ' ') << s.help;
+    if (!s.aliases.empty()) {
+      out << " (also";
+      for (const auto& a : s.aliases) out << " --" << a;
+      out << ")";
+    }
+    out << "\n";
   }
   return out.str();
 }

@@ -1,7 +1,10 @@
-// A small command-line parser for the gannet CLI: --flag value, --flag=value, -x value, boolean
-// switches and positional arguments, with errors that say which flag and why.
+// The gannet CLI's argument parser. It never guesses: `--flag value`, `--flag=value` and `-x value`
+// (one-letter flags, value as the next argument) are the only spellings; an unknown flag, a
+// single-dash word (`-ngl`, `-n5`), a repeated flag, a value that is not a number in range, and
+// any positional argument are errors that say what was wrong and what to write instead.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -16,29 +19,37 @@ struct FlagSpec {
   bool repeatable = false;
   std::string value_name; // "N"
   std::string help;
+  std::vector<std::string> aliases = {};  // other long spellings ("temp" for "temperature")
 };
 
 class Args {
  public:
-  // Returns false and sets error() on unknown flags or missing values.
+  // Returns false and sets error() on anything the rules above reject.
   bool Parse(const std::vector<FlagSpec>& specs, int argc, char** argv, int first);
 
   bool Has(const std::string& name) const { return values_.count(name) > 0; }
   std::optional<std::string> Get(const std::string& name) const;
   std::vector<std::string> GetAll(const std::string& name) const;
-  const std::vector<std::string>& positional() const { return positional_; }
   const std::string& error() const { return error_; }
 
-  // Typed getters; on a malformed value they set error() and return the default.
-  int GetInt(const std::string& name, int def);
-  double GetDouble(const std::string& name, double def);
-  unsigned long long GetU64(const std::string& name, unsigned long long def);
+  // Typed getters: the default when the flag is absent; on a malformed or out-of-range value they
+  // set error() (naming the flag, the value and the range) and return the default.
+  int64_t GetInt(const std::string& name, int64_t def, int64_t min, int64_t max);
+  double GetDouble(const std::string& name, double def, double min, double max);
+  uint64_t GetU64(const std::string& name, uint64_t def);
+  // A byte count: digits with an optional K, M, G or T suffix (powers of 1024).
+  int64_t GetBytes(const std::string& name, int64_t def);
+  void SetError(std::string e) {
+    if (error_.empty()) error_ = std::move(e);
+  }
 
  private:
   std::map<std::string, std::vector<std::string>> values_;
-  std::vector<std::string> positional_;
   std::string error_;
 };
+
+// Strict integer parsing: an optional '-' then digits only, within [min, max].
+bool ParseInt64(const std::string& s, int64_t min, int64_t max, int64_t* out);
 
 std::string FormatFlags(const std::vector<FlagSpec>& specs);
 

@@ -1,5 +1,6 @@
 // gannet chat: an interactive multi-turn conversation. Every turn sends the whole conversation;
 // the engine's prefix cache serves the earlier turns, so a turn only computes the new text.
+// Ctrl-C stops the current answer and returns to the prompt; Ctrl-C at the prompt exits.
 #include <unistd.h>
 
 #include <cstdio>
@@ -8,6 +9,7 @@
 
 #include "examples/cli/commands.h"
 #include "examples/cli/request_flags.h"
+#include "examples/cli/terminal.h"
 
 namespace gannet_cli {
 namespace {
@@ -17,6 +19,7 @@ const char kUsage[] =
     "\n"
     "Interactive chat with the Gemma-4 chat template. Type a message and press Enter.\n"
     "Commands: /reset (forget the conversation), /stats (engine statistics), /exit (or Ctrl-D).\n"
+    "Ctrl-C stops an answer and returns to the prompt; Ctrl-C at the prompt exits.\n"
     "\n"
     "options:\n";
 
@@ -24,7 +27,7 @@ std::vector<FlagSpec> Flags() {
   std::vector<FlagSpec> f = {
       {"system", 's', true, false, "TEXT", "system message"},
       {"thinking", 0, false, false, "", "enable thinking mode"},
-      {"quiet", 'q', false, false, "", "no statistics after each answer"},
+      {"quiet", 'q', false, false, "", "no engine summary and no statistics after each answer"},
       {"help", 'h', false, false, "", "this help"},
   };
   auto common = CommonFlags();
@@ -32,16 +35,26 @@ std::vector<FlagSpec> Flags() {
   return f;
 }
 
+int Usage(const std::string& error) {
+  std::fprintf(stderr, "gannet chat: %s\n(try `gannet chat --help`)\n", error.c_str());
+  return 2;
+}
+
 void PrintEngineStats(gannet_engine_t* engine) {
   gannet_engine_stats_t s = GANNET_ENGINE_STATS_INIT;
   if (gannet_engine_get_stats(engine, &s) != GANNET_OK) return;
-  std::printf("KV pages used: sliding %d/%d, full %d/%d (page = %d tokens); prefix cache: %lld of "
-              "%lld prompt tokens reused (%.0f%%); %lld prompt + %lld generated tokens in %lld steps\n",
-              s.kv_pages_used[0], s.kv_pages_total[0], s.kv_pages_used[1], s.kv_pages_total[1],
-              s.page_size, static_cast<long long>(s.prefix_cache_hit_tokens),
-              static_cast<long long>(s.prefix_cache_query_tokens), 100 * s.prefix_cache_hit_rate,
-              static_cast<long long>(s.total_prompt_tokens),
-              static_cast<long long>(s.total_generated_tokens), static_cast<long long>(s.num_steps));
+  char line[640];
+  std::snprintf(line, sizeof(line),
+                "KV pages used: sliding %d/%d, full %d/%d (page = %d tokens); prefix cache: %lld of "
+                "%lld prompt tokens reused (%.0f%%); %lld prompt + %lld generated tokens in %lld "
+                "steps; %s %s, loaded in %.1f s\n",
+                s.kv_pages_used[0], s.kv_pages_total[0], s.kv_pages_used[1], s.kv_pages_total[1],
+                s.page_size, static_cast<long long>(s.prefix_cache_hit_tokens),
+                static_cast<long long>(s.prefix_cache_query_tokens), 100 * s.prefix_cache_hit_rate,
+                static_cast<long long>(s.total_prompt_tokens),
+                static_cast<long long>(s.total_generated_tokens),
+                static_cast<long long>(s.num_steps), s.backend, s.device_name, s.load_seconds);
+  WriteOut(line);
 }
 
 }  // namespace
@@ -49,10 +62,7 @@ void PrintEngineStats(gannet_engine_t* engine) {
 int ChatCommand(int argc, char** argv) {
   Args args;
   const auto flags = Flags();
-  if (!args.Parse(flags, argc, argv, 2)) {
-    std::fprintf(stderr, "gannet chat: %s\n(try `gannet chat --help`)\n", args.error().c_str());
-    return 2;
-  }
+  if (!args.Parse(flags, argc, argv, 2)) return Usage(args.error());
   if (args.Has("help")) {
     std::printf("%s%s", kUsage, FormatFlags(flags).c_str());
     return 0;
@@ -60,37 +70,40 @@ int ChatCommand(int argc, char** argv) {
   EngineOptions eo;
   gannet_request_t base = GANNET_REQUEST_INIT;
   RequestStorage storage;
-  if (!ApplyCommonFlags(args, &eo, &base, &storage)) {
-    std::fprintf(stderr, "gannet chat: %s\n", args.error().c_str());
-    return 2;
-  }
-  if (eo.model_dir.empty() && !args.positional().empty()) eo.model_dir = args.positional()[0];
-  if (eo.model_dir.empty()) {
-    std::fprintf(stderr, "gannet chat: no model: pass -m MODEL_DIR\n");
-    return 2;
-  }
-  gannet_engine_t* engine = OpenEngine(eo);
-  if (engine == nullptr) return 1;
-  const bool interactive = ::isatty(STDIN_FILENO) && ::isatty(STDOUT_FILENO);
-  if (interactive) std::printf("gannet chat (%s). /exit to quit, /reset to start over.\n", eo.model_dir.c_str());
-
-  // role/content storage for the conversation; the C structs point into it.
+  if (!ApplyCommonFlags(args, &eo, &base, &storage)) return Usage(args.error());
+  eo.quiet = args.Has("quiet");
+  gannet_model_info_t info;
+  if (!ReadModel("chat", eo.model_dir, &info)) return 1;
+  // Check a turn of the conversation as it will be sent, before loading anything.
   std::vector<std::pair<std::string, std::string>> turns;
   if (auto s = args.Get("system")) turns.push_back({"system", *s});
+  {
+    gannet_request_t probe = base;
+    const gannet_chat_message_t hello = {sizeof(gannet_chat_message_t), "user", "hello"};
+    probe.messages = &hello;
+    probe.num_messages = 1;
+    if (!CheckRequest("chat", probe, info)) return 2;
+  }
+
+  InstallInterruptHandler();
+  gannet_engine_t* engine = OpenEngine("chat", eo);
+  if (engine == nullptr) return 1;
+  const bool interactive = ::isatty(STDIN_FILENO) && StdoutIsTerminal();
+  if (interactive) {
+    std::printf("gannet chat (%s). /exit to quit, /reset to start over, Ctrl-C stops an answer.\n",
+                eo.model_dir.c_str());
+  }
   const size_t system_turns = turns.size();
   std::string line;
+  int status = 0;
   while (true) {
-    if (interactive) {
-      std::printf("\033[1m> \033[0m");
-    } else {
-      std::printf("> ");
-    }
-    std::fflush(stdout);
+    WriteOut(interactive ? "\033[1m> \033[0m" : "> ");
+    if (!FlushOut()) break;
     if (!std::getline(std::cin, line)) break;
     if (line == "/exit" || line == "/quit") break;
     if (line == "/reset") {
       turns.resize(system_turns);
-      std::printf("(conversation cleared)\n");
+      WriteOut("(conversation cleared)\n");
       continue;
     }
     if (line == "/stats") {
@@ -100,24 +113,37 @@ int ChatCommand(int argc, char** argv) {
     if (line.empty()) continue;
     turns.push_back({"user", line});
     std::vector<gannet_chat_message_t> messages;
-    for (const auto& [role, content] : turns) messages.push_back({role.c_str(), content.c_str()});
+    for (const auto& [role, content] : turns) {
+      messages.push_back({sizeof(gannet_chat_message_t), role.c_str(), content.c_str()});
+    }
     gannet_request_t req = base;
     req.messages = messages.data();
     req.num_messages = messages.size();
     req.enable_thinking = args.Has("thinking") ? 1 : 0;
     RunResult r = RunRequest(engine, req, /*stream=*/true);
-    std::printf("\n");
+    WriteOut("\n");
+    if (r.output_failed || !FlushOut()) break;
     if (r.status != GANNET_OK) {
       std::fprintf(stderr, "gannet chat: %s: %s\n", gannet_status_string(r.status), r.error.c_str());
       turns.pop_back();
       continue;
     }
-    turns.push_back({"assistant", r.text});
-    if (!args.Has("quiet")) PrintStats(r);
+    if (r.finish == GANNET_FINISH_CANCELLED) {
+      turns.pop_back();  // an interrupted answer is not part of the conversation
+    } else {
+      turns.push_back({"assistant", r.text});
+    }
+    if (!args.Has("quiet")) PrintStats(r, -1);
   }
-  if (interactive) std::printf("\n");
+  if (!FlushOut()) {
+    std::fprintf(stderr, "gannet chat: %s\n", OutError().c_str());
+    status = 1;
+  } else if (interactive) {
+    WriteOut("\n");
+    FlushOut();
+  }
   gannet_engine_destroy(engine);
-  return 0;
+  return status;
 }
 
 }  // namespace gannet_cli

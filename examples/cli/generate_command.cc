@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <iostream>
 #include <iterator>
-#include <sstream>
 
 #include "examples/cli/commands.h"
 #include "examples/cli/request_flags.h"
+#include "examples/cli/terminal.h"
 
 namespace gannet_cli {
 namespace {
@@ -16,7 +16,8 @@ const char kUsage[] =
     "usage: gannet generate -m MODEL_DIR [-p PROMPT | --prompt-ids IDS] [options]\n"
     "\n"
     "Generates a continuation of PROMPT (or of standard input when neither -p nor --prompt-ids is\n"
-    "given) and streams the text to standard output. Timing statistics go to standard error.\n"
+    "given) and streams the text to standard output. Statistics go to standard error. Ctrl-C\n"
+    "stops the reply (statistics still print); a second Ctrl-C exits at once.\n"
     "\n"
     "options:\n";
 
@@ -27,10 +28,10 @@ std::vector<FlagSpec> Flags() {
       {"chat", 0, false, false, "", "treat the prompt as a user message (Gemma-4 chat template)"},
       {"system", 's', true, false, "TEXT", "system message (implies --chat)"},
       {"thinking", 0, false, false, "", "chat: enable thinking mode"},
-      {"logprobs", 0, true, false, "N", "print the top-N logprobs of each token (stderr)"},
+      {"logprobs", 0, true, false, "N", "print each token's logprob and the top-N (stderr)"},
       {"ids", 0, false, false, "", "also print the generated token ids (one line, stdout)"},
       {"no-stream", 0, false, false, "", "print the text once at the end"},
-      {"quiet", 'q', false, false, "", "no statistics line"},
+      {"quiet", 'q', false, false, "", "no engine summary and no statistics line"},
       {"help", 'h', false, false, "", "this help"},
   };
   auto common = CommonFlags();
@@ -38,16 +39,9 @@ std::vector<FlagSpec> Flags() {
   return f;
 }
 
-bool ParseIds(const std::string& s, std::vector<int32_t>* out) {
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end) return false;
-    out->push_back(static_cast<int32_t>(v));
-  }
-  return !out->empty();
+int Usage(const std::string& error) {
+  std::fprintf(stderr, "gannet generate: %s\n(try `gannet generate --help`)\n", error.c_str());
+  return 2;
 }
 
 }  // namespace
@@ -55,10 +49,7 @@ bool ParseIds(const std::string& s, std::vector<int32_t>* out) {
 int GenerateCommand(int argc, char** argv) {
   Args args;
   const auto flags = Flags();
-  if (!args.Parse(flags, argc, argv, 2)) {
-    std::fprintf(stderr, "gannet generate: %s\n(try `gannet generate --help`)\n", args.error().c_str());
-    return 2;
-  }
+  if (!args.Parse(flags, argc, argv, 2)) return Usage(args.error());
   if (args.Has("help")) {
     std::printf("%s%s", kUsage, FormatFlags(flags).c_str());
     return 0;
@@ -66,38 +57,43 @@ int GenerateCommand(int argc, char** argv) {
   EngineOptions eo;
   gannet_request_t req = GANNET_REQUEST_INIT;
   RequestStorage storage;
-  if (!ApplyCommonFlags(args, &eo, &req, &storage)) {
-    std::fprintf(stderr, "gannet generate: %s\n", args.error().empty() ? "bad --stop-id" : args.error().c_str());
-    return 2;
+  if (!ApplyCommonFlags(args, &eo, &req, &storage)) return Usage(args.error());
+  eo.quiet = args.Has("quiet");
+  req.logprobs = static_cast<int32_t>(args.GetInt("logprobs", 0, 0, 20));
+  if (!args.error().empty()) return Usage(args.error());
+  if (args.Has("prompt") && args.Has("prompt-ids")) {
+    return Usage("give the prompt once: -p TEXT or --prompt-ids IDS, not both");
   }
-  if (eo.model_dir.empty() && !args.positional().empty()) eo.model_dir = args.positional()[0];
-  if (eo.model_dir.empty()) {
-    std::fprintf(stderr, "gannet generate: no model: pass -m MODEL_DIR\n");
-    return 2;
+  if (args.Has("prompt-ids") && (args.Has("chat") || args.Has("system"))) {
+    return Usage("--chat and --system need a text prompt, not --prompt-ids");
   }
+
+  gannet_model_info_t info;
+  if (!ReadModel("generate", eo.model_dir, &info)) return 1;
+
   std::vector<int32_t> ids;
   std::string prompt;
   if (auto p = args.Get("prompt-ids")) {
     if (!ParseIds(*p, &ids)) {
-      std::fprintf(stderr, "gannet generate: --prompt-ids expects ids like 2,108,109\n");
-      return 2;
+      return Usage("--prompt-ids expects comma-separated ids in [0, 2147483647] like 2,108,109");
     }
     req.prompt_tokens = ids.data();
     req.num_prompt_tokens = ids.size();
+  } else if (auto t = args.Get("prompt")) {
+    prompt = *t;
   } else {
-    if (auto p = args.Get("prompt")) {
-      prompt = *p;
-    } else {
-      if (::isatty(STDIN_FILENO)) std::fprintf(stderr, "(reading the prompt from stdin; end with Ctrl-D)\n");
-      prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    if (!info.has_tokenizer) {
+      return Usage("this model has no tokenizer.json: give the prompt with --prompt-ids");
     }
+    if (::isatty(STDIN_FILENO)) std::fprintf(stderr, "(reading the prompt from stdin; end with Ctrl-D)\n");
+    prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }
   std::vector<gannet_chat_message_t> messages;
   const std::string system = args.Get("system").value_or("");
   if (req.prompt_tokens == nullptr) {
     if (args.Has("chat") || args.Has("system")) {
-      if (!system.empty()) messages.push_back({"system", system.c_str()});
-      messages.push_back({"user", prompt.c_str()});
+      if (!system.empty()) messages.push_back({sizeof(gannet_chat_message_t), "system", system.c_str()});
+      messages.push_back({sizeof(gannet_chat_message_t), "user", prompt.c_str()});
       req.messages = messages.data();
       req.num_messages = messages.size();
       req.enable_thinking = args.Has("thinking") ? 1 : 0;
@@ -105,25 +101,35 @@ int GenerateCommand(int argc, char** argv) {
       req.prompt_text = prompt.c_str();
     }
   }
-  req.logprobs = args.GetInt("logprobs", 0);
-  gannet_engine_t* engine = OpenEngine(eo);
+  // Everything about the request is checked before any weight loads.
+  if (!CheckRequest("generate", req, info)) return 2;
+
+  InstallInterruptHandler();
+  gannet_engine_t* engine = OpenEngine("generate", eo);
   if (engine == nullptr) return 1;
+  const double load_s = EngineLoadSeconds(engine);
   const bool stream = !args.Has("no-stream");
   RunResult r = RunRequest(engine, req, stream);
   gannet_engine_destroy(engine);
   if (r.status != GANNET_OK) {
-    if (stream && !r.text.empty()) std::printf("\n");
+    if (stream && !r.text.empty()) WriteOut("\n");
+    FlushOut();
     std::fprintf(stderr, "gannet generate: %s: %s\n", gannet_status_string(r.status), r.error.c_str());
     return 1;
   }
-  if (!stream) std::fwrite(r.text.data(), 1, r.text.size(), stdout);
-  std::printf("\n");
+  if (!stream) WriteOut(r.text);
+  WriteOut("\n");
   if (args.Has("ids")) {
-    for (size_t i = 0; i < r.tokens.size(); ++i) std::printf("%s%d", i ? " " : "", r.tokens[i]);
-    std::printf("\n");
+    std::string line;
+    for (size_t i = 0; i < r.tokens.size(); ++i) line += (i ? " " : "") + std::to_string(r.tokens[i]);
+    WriteOut(line + "\n");
   }
-  if (!args.Has("quiet")) PrintStats(r);
-  return 0;
+  if (!FlushOut()) {
+    std::fprintf(stderr, "gannet generate: %s\n", OutError().c_str());
+    return 1;
+  }
+  if (!args.Has("quiet")) PrintStats(r, load_s);
+  return r.finish == GANNET_FINISH_CANCELLED ? 130 : 0;
 }
 
 }  // namespace gannet_cli

@@ -40,8 +40,7 @@ int InfoCommand(int argc, char** argv) {
                  "Shows a checkpoint's variant, size, dtypes and KV cost without loading weights.\n");
     return argc == 3 ? 0 : 2;
   }
-  gannet_model_info_t info;
-  info.struct_size = sizeof(info);
+  gannet_model_info_t info = GANNET_MODEL_INFO_INIT;
   if (gannet_model_info(argv[2], &info) != GANNET_OK) {
     std::fprintf(stderr, "gannet info: %s\n", gannet_last_error_message());
     return 1;

@@ -1,5 +1,5 @@
-// Flags shared by `gannet generate` and `gannet chat`: model, backend and sampling options, and
-// how they fill a gannet_request_t.
+// Flags shared by `gannet generate` and `gannet chat`: model, backend, limits and sampling, with
+// every number range-checked, and how they fill the engine options and a gannet_request_t.
 #pragma once
 
 #include <string>
@@ -20,9 +20,12 @@ struct RequestStorage {
   std::vector<int32_t> stop_ids;
 };
 
-// Fills engine options and the sampling part of a request from parsed flags. Returns false with
-// args.error() set on a malformed value.
+// Fills engine options and the sampling and stop fields of a request from parsed flags. Returns
+// false with args.error() set on a malformed or out-of-range value or a missing model.
 bool ApplyCommonFlags(Args& args, EngineOptions* engine, gannet_request_t* request,
                       RequestStorage* storage);
+
+// "2,108,109": ids in [0, 2^31 - 1]; false on anything else.
+bool ParseIds(const std::string& s, std::vector<int32_t>* out);
 
 }  // namespace gannet_cli

@@ -1,59 +1,152 @@
 #include "examples/cli/session.h"
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
+#include <string>
+#include <thread>
+
+#include "examples/cli/terminal.h"
 
 namespace gannet_cli {
 namespace {
 
-void DrawProgress(void* /*user*/, const char* stage, double fraction) {
+std::string Gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f GiB", bytes / 1073741824.0);
+  return buf;
+}
+
+int32_t DrawProgress(void* /*user*/, const gannet_progress_t* p) {
   static int last = -1;
-  int percent = static_cast<int>(fraction * 100);
-  if (percent == last) return;
-  last = percent;
-  const int width = 30;
-  int filled = static_cast<int>(fraction * width);
-  std::fprintf(stderr, "\r\033[2Kloading %-8s [%s%s] %3d%%", stage, std::string(filled, '#').c_str(),
-               std::string(width - filled, ' ').c_str(), percent);
-  if (percent >= 100) {
+  const int permille = static_cast<int>(p->fraction * 1000);
+  if (permille == last) return 0;
+  last = permille;
+  const int width = 24;
+  const int filled = static_cast<int>(p->fraction * width);
+  char eta[32] = "";
+  if (p->eta_s >= 0) std::snprintf(eta, sizeof(eta), ", %.0f s left", p->eta_s);
+  std::fprintf(stderr, "\r\033[2Kloading %s [%s%s] %5.1f%% %s of %s, %.2f GiB/s%s", p->stage,
+               std::string(filled, '#').c_str(), std::string(width - filled, ' ').c_str(),
+               p->fraction * 100, Gib(static_cast<double>(p->bytes_done)).c_str(),
+               Gib(static_cast<double>(p->bytes_total)).c_str(), p->bytes_per_s / 1073741824.0, eta);
+  if (p->bytes_done >= p->bytes_total) {
     std::fprintf(stderr, "\r\033[2K");
     last = -1;
   }
   std::fflush(stderr);
+  return 0;
 }
+
+// The CLI spelling of the engine settings its error messages name.
+const char kSettingNames[] =
+    "  (CLI flags: max_running_seqs is --max-running, max_model_len is -c/--ctx-size, "
+    "kv_memory_bytes is --kv-memory)\n";
 
 }  // namespace
 
-bool StderrIsTerminal() { return ::isatty(STDERR_FILENO) == 1; }
+bool ReadModel(const std::string& command, const std::string& dir, gannet_model_info_t* info) {
+  *info = gannet_model_info_t GANNET_MODEL_INFO_INIT;
+  const gannet_status_t st = gannet_model_info(dir.c_str(), info);
+  if (st == GANNET_OK) return true;
+  std::fprintf(stderr, "gannet %s: cannot read the model: %s\n", command.c_str(),
+               gannet_last_error_message());
+  if (st == GANNET_ERR_NOT_FOUND) {
+    std::fprintf(stderr,
+                 "  hint: -m takes a Hugging Face checkpoint folder (config.json, *.safetensors, "
+                 "tokenizer.json) or dummy:31b/26b-a4b/e4b/e2b; `gannet info DIR` checks one.\n");
+  }
+  return false;
+}
 
-gannet_engine_t* OpenEngine(const EngineOptions& o) {
+bool CheckRequest(const std::string& command, const gannet_request_t& request,
+                  const gannet_model_info_t& info) {
+  if (gannet_request_check(&request, &info) == GANNET_OK) return true;
+  std::fprintf(stderr, "gannet %s: %s\n", command.c_str(), gannet_last_error_message());
+  if (!info.has_tokenizer) {
+    std::fprintf(stderr,
+                 "  hint: this model has no tokenizer.json: give --prompt-ids and --stop-id\n");
+  }
+  return false;
+}
+
+gannet_engine_t* OpenEngine(const std::string& command, const EngineOptions& o) {
   gannet_engine_config_t config = GANNET_ENGINE_CONFIG_INIT;
   config.model_dir = o.model_dir.c_str();
   config.backend = o.backend.empty() ? nullptr : o.backend.c_str();
+  config.device_id = o.device;
   config.num_threads = o.threads;
   config.max_model_len = o.max_model_len;
+  config.max_running_seqs = o.max_running;
+  config.kv_memory_bytes = o.kv_memory;
   if (o.progress && StderrIsTerminal()) config.progress_callback = DrawProgress;
   gannet_engine_t* engine = nullptr;
-  gannet_status_t st = gannet_engine_create(&config, &engine);
+  const gannet_status_t st = gannet_engine_create(&config, &engine);
   if (st != GANNET_OK) {
-    std::fprintf(stderr, "gannet: cannot load the model: %s\n", gannet_last_error_message());
-    if (st == GANNET_ERR_NOT_FOUND) {
-      std::fprintf(stderr,
-                   "  hint: -m takes a Hugging Face checkpoint folder (config.json, *.safetensors, "
-                   "tokenizer.json); `gannet info DIR` checks one.\n");
-    } else if (st == GANNET_ERR_UNIMPLEMENTED) {
-      std::fprintf(stderr, "  hint: try --backend cpu, or see `gannet info DIR`.\n");
+    const std::string message = gannet_last_error_message();
+    std::fprintf(stderr, "gannet %s: cannot load the model: %s\n", command.c_str(), message.c_str());
+    if (st == GANNET_ERR_UNIMPLEMENTED && o.backend != "cpu") {
+      std::fprintf(stderr, "  hint: this build or GPU cannot run it on CUDA: try --backend cpu\n");
+    } else if (st == GANNET_ERR_NOT_FOUND && o.backend == "cuda") {
+      std::fprintf(stderr, "  hint: no usable CUDA device: drop --backend cuda to run on the CPU\n");
+    } else if (st == GANNET_ERR_RESOURCE_EXHAUSTED &&
+               message.find("max_") != std::string::npos) {
+      std::fprintf(stderr, "%s", kSettingNames);
     }
     return nullptr;
+  }
+  if (!o.quiet) {
+    gannet_engine_stats_t s = GANNET_ENGINE_STATS_INIT;
+    if (gannet_engine_get_stats(engine, &s) == GANNET_OK) {
+      const std::string where = s.device_id >= 0
+                                    ? std::string(s.backend) + ":" + std::to_string(s.device_id)
+                                    : std::string(s.backend);
+      std::fprintf(stderr,
+                   "[gannet: %s %s, %s of memory | weights %s, KV %s | up to %d sequences of %d "
+                   "tokens | loaded in %.1f s]\n",
+                   where.c_str(), s.device_name, Gib(static_cast<double>(s.device_memory_bytes)).c_str(),
+                   Gib(static_cast<double>(s.weight_bytes)).c_str(),
+                   Gib(static_cast<double>(s.kv_bytes)).c_str(), s.max_running_seqs,
+                   s.max_model_len, s.load_seconds);
+    }
   }
   return engine;
 }
 
+double EngineLoadSeconds(gannet_engine_t* engine) {
+  gannet_engine_stats_t s = GANNET_ENGINE_STATS_INIT;
+  return gannet_engine_get_stats(engine, &s) == GANNET_OK ? s.load_seconds : -1.0;
+}
+
+namespace {
+
+std::string Piece(const gannet_tokenizer_t* tok, int32_t id) {
+  char buf[256];
+  size_t n = 0;
+  if (tok != nullptr && gannet_token_to_piece(tok, id, buf, sizeof(buf) - 1, &n) == GANNET_OK) {
+    return "'" + EscapeControls(std::string(buf, n)) + "'";
+  }
+  return "#" + std::to_string(id);
+}
+
+void PrintLogprobs(const gannet_tokenizer_t* tok, const gannet_event_t& e) {
+  std::string line = "logprobs: " + Piece(tok, e.token_id);
+  char num[32];
+  std::snprintf(num, sizeof(num), " %.4f |", e.logprob);
+  line += num;
+  for (int32_t i = 0; i < e.num_top_logprobs; ++i) {
+    std::snprintf(num, sizeof(num), " %.4f", e.top_logprobs[i]);
+    line += " " + Piece(tok, e.top_token_ids[i]) + num;
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+}  // namespace
+
 RunResult RunRequest(gannet_engine_t* engine, const gannet_request_t& request, bool stream) {
   RunResult r;
   using Clock = std::chrono::steady_clock;
+  const gannet_tokenizer_t* tok = nullptr;
+  if (request.logprobs > 0) gannet_engine_tokenizer(engine, &tok);  // ids only without one
   const auto start = Clock::now();
   uint64_t id = 0;
   gannet_status_t st = gannet_engine_submit(engine, &request, &id);
@@ -62,23 +155,27 @@ RunResult RunRequest(gannet_engine_t* engine, const gannet_request_t& request, b
     r.error = gannet_last_error_message();
     return r;
   }
-  bool done = false;
+  SetReplyRunning(true);
+  bool done = false, cancelled = false;
   while (!done) {
-    const gannet_event_t* events = nullptr;
+    if (!cancelled && (InterruptRequested() || r.output_failed)) {
+      gannet_engine_cancel(engine, id);  // a FINISH (cancelled) event follows
+      cancelled = true;
+    }
+    const gannet_event_t* const* events = nullptr;
     size_t n = 0;
-    if (gannet_engine_poll(engine, 200, 64, &events, &n) != GANNET_OK) {
+    if (gannet_engine_poll(engine, 50, 64, &events, &n) != GANNET_OK) {
       r.status = GANNET_ERR_INTERNAL;
       r.error = gannet_last_error_message();
       break;
     }
     for (size_t i = 0; i < n; ++i) {
-      const gannet_event_t& e = events[i];
+      const gannet_event_t& e = *events[i];
       if (e.request_id != id) continue;
       if (e.text_len > 0) {
         r.text.append(e.text, e.text_len);
-        if (stream) {
-          std::fwrite(e.text, 1, e.text_len, stdout);
-          std::fflush(stdout);
+        if (stream && !r.output_failed) {
+          r.output_failed = !WriteOut(e.text, e.text_len) || !FlushOut();
         }
       }
       if (e.type == GANNET_EVENT_TOKEN) {
@@ -86,6 +183,7 @@ RunResult RunRequest(gannet_engine_t* engine, const gannet_request_t& request, b
           r.ttft_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
         }
         r.tokens.push_back(e.token_id);
+        if (request.logprobs > 0) PrintLogprobs(tok, e);
       } else {
         r.finish = e.finish_reason;
         r.status = e.status;
@@ -96,6 +194,7 @@ RunResult RunRequest(gannet_engine_t* engine, const gannet_request_t& request, b
       }
     }
   }
+  SetReplyRunning(false);
   r.total_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   return r;
 }
@@ -110,14 +209,16 @@ std::string FinishName(int32_t finish) {
   }
 }
 
-void PrintStats(const RunResult& r) {
-  std::fflush(stdout);  // keep the stats line after the text when both go to one terminal
+void PrintStats(const RunResult& r, double load_seconds) {
+  FlushOut();  // keep the stats line after the text when both go to one terminal
   const double decode_s = (r.total_ms - r.ttft_ms) / 1000.0;
+  char load[48] = "";
+  if (load_seconds >= 0) std::snprintf(load, sizeof(load), " | load %.1f s", load_seconds);
   std::fprintf(stderr,
-               "[%d prompt tokens (%d from the prefix cache), %zu generated, finish: %s | TTFT "
+               "[%d prompt tokens (%d from the prefix cache), %zu generated, finish: %s%s | TTFT "
                "%.1f ms, TPOT %.2f ms, %.1f tok/s]\n",
                r.prompt_tokens, r.cached_tokens, r.tokens.size(), FinishName(r.finish).c_str(),
-               r.ttft_ms, r.tpot_ms(),
+               load, r.ttft_ms, r.tpot_ms(),
                decode_s > 0 && r.tokens.size() > 1 ? (r.tokens.size() - 1) / decode_s : 0.0);
 }
 

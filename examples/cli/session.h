@@ -1,5 +1,6 @@
-// The CLI's use of the C ABI: engine creation with a progress bar, one request streamed to the
-// terminal, and the timing numbers (TTFT, TPOT, tokens/s) the CLI reports.
+// The CLI's use of the C ABI: the model check before loading, engine creation with a progress
+// bar (bytes, rate, time left), one request streamed to stdout (cancellable with Ctrl-C, logprobs
+// on stderr), and the statistics line.
 #pragma once
 
 #include <cstdint>
@@ -13,13 +14,26 @@ namespace gannet_cli {
 struct EngineOptions {
   std::string model_dir;
   std::string backend;
-  int threads = 0;
-  int max_model_len = 0;
+  int32_t device = 0;
+  int32_t threads = 0;
+  int32_t max_model_len = 0;
+  int32_t max_running = 0;
+  int64_t kv_memory = 0;
   bool progress = true;  // draw a progress bar on stderr when it is a terminal
+  bool quiet = false;    // no engine summary line
 };
 
-// Creates the engine or prints what went wrong and what to do; nullptr on failure.
-gannet_engine_t* OpenEngine(const EngineOptions& options);
+// gannet_model_info with the CLI's hints on failure; false (message printed) when unreadable.
+bool ReadModel(const std::string& command, const std::string& model_dir,
+               gannet_model_info_t* info);
+
+// Checks a request against the model before anything loads; false (message printed) if bad.
+bool CheckRequest(const std::string& command, const gannet_request_t& request,
+                  const gannet_model_info_t& info);
+
+// Creates the engine or prints what went wrong and what to do; nullptr on failure. Unless quiet,
+// prints one line saying where it runs (backend, device, memory, limits, load time).
+gannet_engine_t* OpenEngine(const std::string& command, const EngineOptions& options);
 
 struct RunResult {
   std::vector<int32_t> tokens;
@@ -27,6 +41,7 @@ struct RunResult {
   int32_t finish = 0;
   gannet_status_t status = GANNET_OK;
   std::string error;
+  bool output_failed = false;  // a stdout write failed (the reason: OutError())
   int32_t prompt_tokens = 0;
   int32_t cached_tokens = 0;
   double ttft_ms = 0;  // submit -> first token
@@ -36,11 +51,14 @@ struct RunResult {
   }
 };
 
-// Submits and streams the text (to stdout when `stream`) until the request ends.
+// Submits and streams the text (to stdout when `stream`) until the request ends; Ctrl-C cancels
+// it. With `logprobs` > 0 each token's logprobs go to stderr.
 RunResult RunRequest(gannet_engine_t* engine, const gannet_request_t& request, bool stream);
 
 std::string FinishName(int32_t finish);
-void PrintStats(const RunResult& r);
-bool StderrIsTerminal();
+// "[12 prompt tokens (0 from the prefix cache), 64 generated, finish: length | load 1.2 s |
+// TTFT 30.1 ms, TPOT 10.20 ms, 98.0 tok/s]" on stderr; load < 0 leaves it out.
+void PrintStats(const RunResult& r, double load_seconds);
+double EngineLoadSeconds(gannet_engine_t* engine);
 
 }  // namespace gannet_cli

@@ -2,6 +2,12 @@
  *
  * This header is the whole public interface: plain C99, usable from C, C++, Rust, Go and any FFI.
  *
+ * ABI 0.2 (GANNET_ABI_VERSION 2) is a clean break from 0.1: events are handed out as an array of
+ * pointers and carry struct_size; the sampling fields are flattened into gannet_request_t; chat
+ * messages carry struct_size; the progress callback reports bytes and can abort a load; unseeded
+ * sampling is random; version queries and tokenizer access were added. From 0.2 on, structs only
+ * grow at the end (see "Growth rules").
+ *
  * Lifecycle:
  *   gannet_engine_config_t cfg = GANNET_ENGINE_CONFIG_INIT;
  *   cfg.model_dir = "/models/gemma-4-e4b";
@@ -9,23 +15,46 @@
  *   if (gannet_engine_create(&cfg, &engine) != GANNET_OK) puts(gannet_last_error_message());
  *   gannet_request_t req = GANNET_REQUEST_INIT;  ... set a prompt ...
  *   uint64_t id; gannet_engine_submit(engine, &req, &id);
- *   loop: gannet_engine_poll(engine, 100, 64, &events, &n);  until a FINISH event for id
+ *   loop: gannet_engine_poll(engine, 100, 64, &events, &n);  until a FINISH/ERROR event for id
  *   gannet_engine_destroy(engine);
  *
  * Conventions:
  * - Every fallible call returns gannet_status_t (GANNET_OK == 0). Out-parameters come last and are
- *   written only on success. gannet_last_error_message() describes the last failure on the
- *   calling thread (valid until that thread's next gannet call; never freed by the caller).
- * - Input structs start with `uint32_t struct_size` (set by the *_INIT macros) and only grow at
- *   the end: a program built against an older header keeps working. Zero (or NULL) fields mean
- *   "library default" unless a field says otherwise. No bool or enum-typed fields: int32_t.
- * - Output structs (events, stats) are owned by the library: nothing the caller must free.
+ *   written only on success (the buffer-size answers of the tokenizer calls are the one
+ *   documented exception). gannet_last_error_message() describes the last failure on the calling
+ *   thread.
+ * - Zero (or NULL) fields mean "library default" unless a field says otherwise. No bool or
+ *   enum-typed fields: int32_t.
+ * - Output structs (events, stats, info) are owned by the library or filled into the caller's
+ *   struct: nothing the caller must free.
  * - A failure of one request is an event for that request (GANNET_EVENT_ERROR); it never fails
  *   gannet_engine_poll and never affects other requests.
+ * - Text in and out is UTF-8. Invalid UTF-8 anywhere in a request (prompt text, chat content and
+ *   roles, stop strings) is rejected with GANNET_ERR_INVALID_ARGUMENT, never repaired.
  *
- * Threads: gannet_engine_submit and gannet_engine_cancel may be called from any thread at any
- * time. gannet_engine_poll may be called from one thread at a time. gannet_engine_destroy must not
- * race with any other call on the same engine. Internally the engine runs one engine thread.
+ * Growth rules (what keeps programs built against this header working with later libraries):
+ * - Input structs start with `uint32_t struct_size` (set by the *_INIT macros) and gain fields only
+ *   at the end; the library reads what the caller's struct_size covers and defaults the rest.
+ * - Arrays of input structs (chat messages) are read with the stride of their first element's
+ *   struct_size, so every element of one array must be initialised by the same header.
+ * - Output structs start with `uint32_t struct_size`: for events, the library's size (fields
+ *   beyond what your header knows exist when struct_size says so); for stats and info, the
+ *   caller sets it and the library fills what fits. Events are handed out as pointers, so a
+ *   larger event never shifts the next one.
+ *
+ * Threads and lifetimes:
+ * - gannet_engine_submit, _cancel and _get_stats may be called from any thread at any time, also
+ *   concurrently with each other and with one gannet_engine_poll. gannet_engine_poll may be called
+ *   from one thread at a time (it hands out storage that the next poll reuses).
+ * - gannet_engine_destroy must not race with any other call on that engine, and nothing may use
+ *   the engine (or events, or its tokenizer) afterwards: the library cannot detect a destroyed
+ *   handle, so such a call is undefined behaviour, exactly like use after free().
+ * - Everything a request points to (prompt, messages, stop strings, ids) is copied by submit: the
+ *   caller may free it as soon as gannet_engine_submit returns.
+ * - Callbacks: the progress callback runs on the thread calling gannet_engine_create, only during
+ *   that call; its user data must live until create returns. The log callback (process-wide) may
+ *   run on any gannet thread until it is replaced; its user data must live until then.
+ * - Internally the engine runs one engine thread (more with tensor parallelism).
  */
 #ifndef GANNET_GANNET_H_
 #define GANNET_GANNET_H_
@@ -44,8 +73,13 @@ extern "C" {
 #endif
 
 #define GANNET_VERSION_MAJOR 0
-#define GANNET_VERSION_MINOR 1
+#define GANNET_VERSION_MINOR 2
 #define GANNET_VERSION_PATCH 0
+/* MAJOR * 10000 + MINOR * 100 + PATCH, the scheme of NCCL_VERSION_CODE: 200 for 0.2.0. */
+#define GANNET_VERSION_CODE \
+  (GANNET_VERSION_MAJOR * 10000 + GANNET_VERSION_MINOR * 100 + GANNET_VERSION_PATCH)
+/* Raised whenever a struct layout or a signature changes incompatibly (0.1 was 1). */
+#define GANNET_ABI_VERSION 2
 
 /* ---- status ---------------------------------------------------------------------------- */
 
@@ -53,23 +87,29 @@ typedef int32_t gannet_status_t;
 
 #define GANNET_OK 0
 #define GANNET_ERR_INVALID_ARGUMENT 1   /* a bad argument, file, field, token or limit */
-#define GANNET_ERR_NOT_FOUND 2          /* a file or request that does not exist */
+#define GANNET_ERR_NOT_FOUND 2          /* a file, device or request that does not exist */
 #define GANNET_ERR_OUT_OF_MEMORY 3      /* host or device memory exhausted */
-#define GANNET_ERR_RESOURCE_EXHAUSTED 4 /* KV pages, queue slots or another limit */
+#define GANNET_ERR_RESOURCE_EXHAUSTED 4 /* KV pages, queue slots, a buffer or another limit */
 #define GANNET_ERR_UNIMPLEMENTED 5      /* unsupported model, dtype, architecture or option */
 #define GANNET_ERR_DATA_LOSS 6          /* a corrupt checkpoint */
 #define GANNET_ERR_DEVICE_LOST 7        /* unrecoverable GPU/NCCL failure; the engine is dead */
-#define GANNET_ERR_CANCELLED 8
+#define GANNET_ERR_CANCELLED 8          /* cancelled by the caller (or its progress callback) */
 #define GANNET_ERR_DEADLINE_EXCEEDED 9
-#define GANNET_ERR_FAILED_PRECONDITION 10 /* a call out of order (e.g. on a destroyed engine) */
+#define GANNET_ERR_FAILED_PRECONDITION 10 /* a call the current state cannot serve */
 #define GANNET_ERR_INTERNAL 11
 
-/* Static text naming the status ("GANNET_ERR_INVALID_ARGUMENT"); never NULL. */
+/* Static text naming the status ("GANNET_ERR_INVALID_ARGUMENT"); never NULL. Any thread. */
 GANNET_API const char* gannet_status_string(gannet_status_t status);
-/* The last error on the calling thread ("" if none). */
+/* The last error on the calling thread ("" if none): valid until that thread's next gannet call;
+ * never freed by the caller. */
 GANNET_API const char* gannet_last_error_message(void);
-/* "MAJOR.MINOR.PATCH" of the library actually linked. */
+/* "MAJOR.MINOR.PATCH" of the library actually linked. Any thread. */
 GANNET_API const char* gannet_version(void);
+/* GANNET_VERSION_CODE of the library actually linked (compare with the header's). Any thread. */
+GANNET_API int32_t gannet_version_code(void);
+/* GANNET_ABI_VERSION of the library actually linked: a program must not use a library whose ABI
+ * version differs from its header's. Any thread. */
+GANNET_API int32_t gannet_abi_version(void);
 
 /* ---- logging --------------------------------------------------------------------------- */
 
@@ -82,35 +122,56 @@ GANNET_API const char* gannet_version(void);
 /* Called from any gannet thread; messages never arrive concurrently. */
 typedef void (*gannet_log_fn)(void* user_data, int32_t level, const char* message);
 
-/* Process-wide: replaces the log sink (NULL restores stderr) and sets the minimum level. */
+/* Process-wide: replaces the log sink (NULL restores stderr) and sets the minimum level. Call it
+ * before creating engines; replacing the sink while engines log is safe, but the old user data
+ * may still be used by a message in flight until this call returns. */
 GANNET_API void gannet_set_log_callback(gannet_log_fn fn, void* user_data, int32_t min_level);
 
 /* ---- engine ---------------------------------------------------------------------------- */
 
 typedef struct gannet_engine gannet_engine_t;
 
-/* Loading progress, from the thread calling gannet_engine_create: `stage` is a static label
- * ("weights"), `fraction` grows from 0 to 1. */
-typedef void (*gannet_progress_fn)(void* user_data, const char* stage, double fraction);
+/* Loading progress of one stage. */
+typedef struct gannet_progress {
+  uint32_t struct_size;   /* the library's sizeof(gannet_progress_t) */
+  const char* stage;      /* static label: "weights" */
+  double fraction;        /* 0 .. 1 */
+  int64_t bytes_done;
+  int64_t bytes_total;
+  double elapsed_s;       /* since gannet_engine_create began */
+  double bytes_per_s;     /* average rate of this stage so far */
+  double eta_s;           /* estimated seconds left in this stage; < 0 while unknown */
+} gannet_progress_t;
+
+/* Return 0 to continue, anything else to abort the load: gannet_engine_create then returns
+ * GANNET_ERR_CANCELLED and frees everything it made. Runs on the thread calling
+ * gannet_engine_create; `progress` is valid during the call only. */
+typedef int32_t (*gannet_progress_fn)(void* user_data, const gannet_progress_t* progress);
 
 typedef struct gannet_engine_config {
   uint32_t struct_size;
-  const char* model_dir;     /* HF checkpoint folder: config.json, safetensors, tokenizer.json */
-  const char* backend;       /* "cpu" or "cuda"; NULL = cuda if a GPU is usable, else cpu */
-  int32_t device_id;         /* CUDA device ordinal */
-  int32_t max_running_seqs;  /* concurrent sequences; 0 = 64 (cpu: 16) */
+  const char* model_dir;     /* HF checkpoint folder: config.json, safetensors, tokenizer.json;
+                                or "dummy:31b" (26b-a4b, e4b, e2b): real geometry, random weights */
+  const char* backend;       /* "cpu" or "cuda"; NULL = cuda if a GPU is usable, else cpu (said at
+                                warning level, and in the stats' backend_fallback) */
+  int32_t device_id;         /* CUDA device ordinal; one that does not exist is an error */
+  int32_t max_running_seqs;  /* concurrent sequences; 0 = 64 (cpu: 16), lowered (with a warning)
+                                to what the memory holds; an explicit value that cannot fit is an
+                                error naming the value that would */
   int32_t max_step_tokens;   /* per-step token budget (chunked prefill); 0 = 2048 (cpu: 256) */
   int32_t max_model_len;     /* longest sequence; 0 = min(max_position_embeddings, 32768) */
-  int32_t page_size;         /* KV page size in tokens; 0 = 16 */
-  int64_t kv_memory_bytes;   /* KV budget; 0 = 90% of free device memory after weights (cpu: 1 GiB) */
+  int32_t page_size;         /* KV page size in tokens; 0 = 16; at most 1024 */
+  int64_t kv_memory_bytes;   /* KV budget; 0 = what the device has free after the weights and
+                                activations, less max(10%, 1 GiB) for workspaces (cpu: the running
+                                sequences at full length twice, at most a quarter of the RAM) */
   int32_t kv_sliding_pages;  /* override the sliding-window pool; 0 = from the budget */
   int32_t kv_full_pages;     /* override the full-attention pool; 0 = from the budget */
   int32_t disable_prefix_cache; /* 1 = off */
-  int32_t num_threads;       /* CPU backend threads; 0 = hardware concurrency */
-  int32_t max_queued_requests; /* submit fails with RESOURCE_EXHAUSTED beyond it; 0 = 4096 */
+  int32_t num_threads;       /* CPU backend threads; 0 = hardware concurrency; at most 1024 */
+  int32_t max_queued_requests; /* submit fails with RESOURCE_EXHAUSTED beyond it (requests whose
+                                  terminal event has not been polled yet); 0 = 4096 */
   int32_t disable_cuda_graphs; /* 1 = run decode steps without CUDA graphs */
-  const char* load_format;   /* NULL/"auto" = safetensors; "dummy" = random weights (benchmarks);
-                                a model_dir of "dummy:31b" (26b-a4b, e4b, e2b) needs no files */
+  const char* load_format;   /* NULL/"auto" = safetensors; "dummy" = random weights (benchmarks) */
   gannet_progress_fn progress_callback; /* optional */
   void* progress_user_data;
 } gannet_engine_config_t;
@@ -119,10 +180,14 @@ typedef struct gannet_engine_config {
   { (uint32_t)sizeof(gannet_engine_config_t), NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
     NULL, NULL, NULL }
 
-/* Loads the model and starts the engine thread. */
+/* Loads the model and starts the engine thread. Everything that can be checked (files, backend,
+ * device, limits, memory) is checked before the weights load. `config` and what it points to may
+ * be freed when the call returns. */
 GANNET_API gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
                                                 gannet_engine_t** engine_out);
-/* Stops the engine; requests in flight are dropped without events. NULL is a no-op. */
+/* Stops the engine; requests in flight are dropped without events. NULL is a no-op. Must not race
+ * with any other call on this engine; the handle, its events and its tokenizer are invalid
+ * afterwards. */
 GANNET_API void gannet_engine_destroy(gannet_engine_t* engine);
 
 /* ---- model information (no engine needed) ---------------------------------------------- */
@@ -156,32 +221,31 @@ typedef struct gannet_model_info {
   int64_t kv_bytes_per_token_full;
 } gannet_model_info_t;
 
-/* Reads config.json and the safetensors headers of a checkpoint folder (no weights are read), or
- * describes "dummy:<variant>" (the real geometry, bf16 weights the engine would generate). */
+#define GANNET_MODEL_INFO_INIT                                                                \
+  { (uint32_t)sizeof(gannet_model_info_t), "", "", "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+    0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/* Reads config.json, tokenizer.json (validated, when present) and the safetensors headers of a
+ * checkpoint folder (no weights are read), or describes "dummy:<variant>" (the real geometry, bf16
+ * weights the engine would generate). Any thread. */
 GANNET_API gannet_status_t gannet_model_info(const char* model_dir, gannet_model_info_t* info_out);
 
 /* ---- requests -------------------------------------------------------------------------- */
 
-typedef struct gannet_sampling_params {
-  uint32_t struct_size;
-  float temperature;        /* 0 = greedy (argmax, lowest id on ties) */
-  int32_t top_k;            /* 0 = off */
-  float top_p;              /* 0 or 1 = off */
-  float min_p;              /* 0 = off */
-  float repetition_penalty; /* 0 or 1 = off; applies to prompt and output tokens (HF rule) */
-  float presence_penalty;   /* 0 = off; output tokens */
-  float frequency_penalty;  /* 0 = off; output tokens */
-  int32_t has_seed;         /* 1: `seed` is used; 0: a seed derived from the request id */
-  uint64_t seed;            /* same seed + same request => same output, whatever else is running */
-} gannet_sampling_params_t;
-
-#define GANNET_SAMPLING_PARAMS_INIT \
-  { (uint32_t)sizeof(gannet_sampling_params_t), 0.0f, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0 }
-
 typedef struct gannet_chat_message {
-  const char* role;    /* "system", "user", "assistant"/"model" */
-  const char* content; /* UTF-8 */
+  uint32_t struct_size; /* GANNET_CHAT_MESSAGE_INIT; every element of an array shares the first's */
+  const char* role;     /* "system", "developer", "user", "assistant"/"model" */
+  const char* content;  /* UTF-8 */
 } gannet_chat_message_t;
+
+#define GANNET_CHAT_MESSAGE_INIT { (uint32_t)sizeof(gannet_chat_message_t), NULL, NULL }
+
+/* How a request's sampling seed is chosen (gannet_request_t.seed_mode). */
+#define GANNET_SEED_RANDOM 0     /* default: fresh entropy from the OS for every request */
+#define GANNET_SEED_FIXED 1      /* `seed`: same seed + same request => same output, whatever
+                                    else is running */
+#define GANNET_SEED_REQUEST_ID 2 /* derived from the request id: repeatable runs of one engine
+                                    without choosing seeds */
 
 typedef struct gannet_request {
   uint32_t struct_size;
@@ -191,35 +255,55 @@ typedef struct gannet_request {
   const char* prompt_text;
   const gannet_chat_message_t* messages;
   size_t num_messages;
-  gannet_sampling_params_t sampling;
   int32_t max_tokens;           /* 0 = until the context is full */
   int32_t min_tokens;           /* stop tokens/strings are ignored before this many tokens */
+  /* Sampling. */
+  float temperature;            /* 0 = greedy (argmax, lowest id on ties) */
+  int32_t top_k;                /* 0 = off */
+  float top_p;                  /* 0 or 1 = off; else in (0, 1] */
+  float min_p;                  /* 0 = off; else in [0, 1] */
+  float repetition_penalty;     /* 0 or 1 = off; applies to prompt and output tokens (HF rule) */
+  float presence_penalty;       /* 0 = off; output tokens */
+  float frequency_penalty;      /* 0 = off; output tokens */
+  int32_t seed_mode;            /* GANNET_SEED_* */
+  uint64_t seed;                /* with GANNET_SEED_FIXED */
+  /* Stops. */
   const int32_t* stop_token_ids; /* NULL: the defaults (<eos> 1, <turn|> 106, <|tool_response> 50) */
   size_t num_stop_token_ids;
   int32_t ignore_default_stop_tokens; /* 1: only stop_token_ids stop */
   const char* const* stop_strings;    /* UTF-8; may span tokens; not included in the output */
   size_t num_stop_strings;
-  int32_t logprobs;             /* > 0: the chosen token's logprob and this many top logprobs */
+  int32_t logprobs;             /* 0..20: > 0 gives the chosen token's logprob and this many top */
   int32_t priority;             /* higher is scheduled first; ties in arrival order */
-  int64_t deadline_ms;          /* > 0: fail with DEADLINE_EXCEEDED this long after submit */
+  int64_t deadline_ms;          /* > 0: fail with DEADLINE_EXCEEDED this long after submit
+                                   (saturating: INT64_MAX means never) */
   int32_t add_generation_prompt; /* chat: 0 or 1 = end with the model turn opener; 2 = don't */
   int32_t enable_thinking;      /* chat: 1 = thinking mode */
 } gannet_request_t;
 
-#define GANNET_REQUEST_INIT                                                               \
-  { (uint32_t)sizeof(gannet_request_t), NULL, 0, NULL, NULL, 0, GANNET_SAMPLING_PARAMS_INIT, \
-    0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0, 0, 0 }
+#define GANNET_REQUEST_INIT                                                                  \
+  { (uint32_t)sizeof(gannet_request_t), NULL, 0, NULL, NULL, 0, 0, 0, 0.0f, 0, 0.0f, 0.0f, \
+    0.0f, 0.0f, 0.0f, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0, 0, 0 }
 
 /* Queues a request and returns its id at once. INVALID_ARGUMENT for a malformed request (no or
- * several prompts, bad sampling values); RESOURCE_EXHAUSTED when the queue is full; problems found
- * later (a token id outside the vocabulary, a prompt longer than the context) arrive as an ERROR
- * event for this id. */
+ * several prompts, bad sampling values, min_tokens > max_tokens, invalid UTF-8, text without a
+ * tokenizer); RESOURCE_EXHAUSTED when max_queued_requests are unfinished or unpolled; problems
+ * found later (a token id outside the vocabulary, a prompt longer than the context) arrive as an
+ * ERROR event for this id. Any thread; the request may be freed when this returns. */
 GANNET_API gannet_status_t gannet_engine_submit(gannet_engine_t* engine,
                                                 const gannet_request_t* request,
                                                 uint64_t* request_id_out);
 
+/* Validates a request as submit would, against a model's info (NULL: the checks that need no
+ * model), without an engine: so a program can refuse a bad request before loading weights.
+ * Checks prompt sources, sampling values, limits, UTF-8, ids against the vocabulary, and that
+ * text needs a tokenizer. Any thread. */
+GANNET_API gannet_status_t gannet_request_check(const gannet_request_t* request,
+                                                const gannet_model_info_t* model);
+
 /* Cancels a request at any moment: its KV pages are freed and a FINISH event with reason
- * CANCELLED follows (unless it already finished). NOT_FOUND for an unknown or finished id. */
+ * CANCELLED follows (unless it already finished). NOT_FOUND for an unknown or finished id. Any
+ * thread. */
 GANNET_API gannet_status_t gannet_engine_cancel(gannet_engine_t* engine, uint64_t request_id);
 
 /* ---- events ---------------------------------------------------------------------------- */
@@ -234,30 +318,33 @@ GANNET_API gannet_status_t gannet_engine_cancel(gannet_engine_t* engine, uint64_
 #define GANNET_FINISH_ERROR 4     /* only on ERROR events */
 
 typedef struct gannet_event {
-  uint64_t request_id;
+  uint32_t struct_size;   /* the library's sizeof(gannet_event_t) */
   int32_t type;           /* GANNET_EVENT_* */
+  uint64_t request_id;
   int32_t token_id;       /* TOKEN: the generated id */
+  int32_t num_top_logprobs;
   const char* text;       /* TOKEN/FINISH: UTF-8 text completed by this event (may be ""),
                              NUL-terminated; held back while it could start a stop string */
   size_t text_len;
   float logprob;          /* TOKEN with logprobs: log-probability of token_id */
-  int32_t num_top_logprobs;
+  int32_t finish_reason;  /* FINISH/ERROR: GANNET_FINISH_* */
   const int32_t* top_token_ids;  /* [num_top_logprobs], most likely first */
   const float* top_logprobs;
-  int32_t finish_reason;  /* FINISH/ERROR: GANNET_FINISH_* */
   gannet_status_t status; /* ERROR: why */
+  int32_t num_prompt_tokens;     /* FINISH/ERROR: the prompt's length in tokens once it was
+                                    tokenized (0 when it never was) */
   const char* message;    /* ERROR: what was wrong (never NULL; "" otherwise) */
-  int32_t num_prompt_tokens;     /* FINISH/ERROR */
   int32_t num_generated_tokens;  /* FINISH/ERROR */
   int32_t num_cached_prompt_tokens; /* FINISH: prompt tokens served from the prefix cache */
 } gannet_event_t;
 
-/* Waits up to timeout_ms (0 = don't wait, < 0 = forever) for events and returns at most
- * max_events of them in *events_out. They stay valid until the next poll on this engine (or
- * destroy). Returns GANNET_OK with *num_events_out == 0 on timeout. */
+/* Waits up to timeout_ms (0 = don't wait, < 0 = forever) for events and hands out at most
+ * max_events of them: *events_out points to an array of *num_events_out event pointers. They stay
+ * valid until the next poll on this engine (or destroy). Returns GANNET_OK with
+ * *num_events_out == 0 on timeout. One thread at a time. */
 GANNET_API gannet_status_t gannet_engine_poll(gannet_engine_t* engine, int32_t timeout_ms,
                                               size_t max_events,
-                                              const gannet_event_t** events_out,
+                                              const gannet_event_t* const** events_out,
                                               size_t* num_events_out);
 
 /* ---- statistics ------------------------------------------------------------------------ */
@@ -284,14 +371,87 @@ typedef struct gannet_engine_stats {
   int64_t kv_bytes_per_token[2]; /* [0] sliding-window layers, [1] full-attention layers */
   int32_t sliding_window;
   int32_t max_model_len;
+  int32_t max_running_seqs;      /* after any lowering to what the memory holds */
+  int32_t device_id;             /* CUDA ordinal; -1 on the CPU */
+  int64_t kv_bytes;              /* KV cache arrays in backend memory */
+  int64_t device_memory_bytes;   /* of the device (cpu: the host's RAM) */
+  double load_seconds;           /* gannet_engine_create, start to ready */
+  char backend[16];              /* "cpu", "cuda" */
+  char device_name[96];          /* "NVIDIA H100 80GB HBM3 (sm_90)", "16 threads" */
+  char backend_fallback[256];    /* why an automatic backend choice ran on the CPU; "" otherwise */
 } gannet_engine_stats_t;
 
-#define GANNET_ENGINE_STATS_INIT                                                     \
-  { (uint32_t)sizeof(gannet_engine_stats_t), 0, 0, {0, 0}, {0, 0}, {0, 0}, {0, 0}, 0, 0, 0, \
-    0.0, 0, 0, 0, 0, 0.0, 0.0, 0, {0, 0}, 0, 0 }
+#define GANNET_ENGINE_STATS_INIT                                                                \
+  { (uint32_t)sizeof(gannet_engine_stats_t), 0, 0, {0, 0}, {0, 0}, {0, 0}, {0, 0}, 0, 0, 0, 0.0, \
+    0, 0, 0, 0, 0.0, 0.0, 0, {0, 0}, 0, 0, 0, 0, 0, 0, 0.0, "", "", "" }
 
+/* A consistent snapshot. Any thread, also concurrently with poll and submit. */
 GANNET_API gannet_status_t gannet_engine_get_stats(gannet_engine_t* engine,
                                                    gannet_engine_stats_t* stats_out);
+
+/* ---- tokenizer ------------------------------------------------------------------------- */
+
+/* A model's tokenizer and chat template, so hosts can count, trim and render prompts exactly as
+ * the engine does. Immutable: every call below may run concurrently on one tokenizer. */
+typedef struct gannet_tokenizer gannet_tokenizer_t;
+
+/* Loads <model_dir>/tokenizer.json (and config.json, for the chat template's variant) without a
+ * model. NOT_FOUND when the folder has no tokenizer.json. Close it with gannet_tokenizer_close. */
+GANNET_API gannet_status_t gannet_tokenizer_open(const char* model_dir,
+                                                 gannet_tokenizer_t** tokenizer_out);
+/* NULL is a no-op. Must not race with other calls on this tokenizer. */
+GANNET_API void gannet_tokenizer_close(gannet_tokenizer_t* tokenizer);
+/* The engine's own tokenizer: valid until the engine is destroyed; never close it. NOT_FOUND when
+ * the model has none (dummy models, folders without tokenizer.json). */
+GANNET_API gannet_status_t gannet_engine_tokenizer(gannet_engine_t* engine,
+                                                   const gannet_tokenizer_t** tokenizer_out);
+
+typedef struct gannet_tokenizer_info {
+  uint32_t struct_size;   /* set by the caller; the library fills what fits */
+  int32_t vocab_size;     /* one past the largest id */
+  int32_t bos_id;         /* -1 when the vocabulary lacks the token */
+  int32_t eos_id;
+  int32_t pad_id;
+  int32_t unk_id;
+  int32_t start_of_turn_id; /* <|turn> */
+  int32_t end_of_turn_id;   /* <turn|> */
+} gannet_tokenizer_info_t;
+
+#define GANNET_TOKENIZER_INFO_INIT \
+  { (uint32_t)sizeof(gannet_tokenizer_info_t), 0, 0, 0, 0, 0, 0, 0 }
+
+GANNET_API gannet_status_t gannet_tokenizer_get_info(const gannet_tokenizer_t* tokenizer,
+                                                     gannet_tokenizer_info_t* info_out);
+
+/* The buffer calls below write at most `capacity` elements. With ids_out/text_out NULL and
+ * capacity 0 they only count: GANNET_OK with the size. When the buffer is too small they write
+ * nothing, set the size needed and return GANNET_ERR_RESOURCE_EXHAUSTED. Text outputs are
+ * NUL-terminated when capacity allows one more byte (the size never counts the NUL). */
+
+/* text (text_len bytes, valid UTF-8) -> ids. add_special_tokens = 1 prepends what the
+ * tokenizer's post-processor adds (Gemma: <bos>). */
+GANNET_API gannet_status_t gannet_tokenize(const gannet_tokenizer_t* tokenizer, const char* text,
+                                           size_t text_len, int32_t add_special_tokens,
+                                           int32_t* ids_out, size_t capacity,
+                                           size_t* num_ids_out);
+/* ids -> UTF-8 text; skip_special_tokens = 1 drops <bos>, <|turn> and the like. */
+GANNET_API gannet_status_t gannet_detokenize(const gannet_tokenizer_t* tokenizer,
+                                             const int32_t* ids, size_t num_ids,
+                                             int32_t skip_special_tokens, char* text_out,
+                                             size_t capacity, size_t* text_len_out);
+/* The text one token contributes when decoded alone (a byte token gives its raw byte, which
+ * alone may not be valid UTF-8). */
+GANNET_API gannet_status_t gannet_token_to_piece(const gannet_tokenizer_t* tokenizer, int32_t id,
+                                                 char* text_out, size_t capacity,
+                                                 size_t* text_len_out);
+/* Renders chat messages into the prompt text the engine would build (Gemma-4's template for this
+ * model's size class; it starts with "<bos>": tokenize it with add_special_tokens = 0). */
+GANNET_API gannet_status_t gannet_apply_chat_template(const gannet_tokenizer_t* tokenizer,
+                                                      const gannet_chat_message_t* messages,
+                                                      size_t num_messages,
+                                                      int32_t add_generation_prompt,
+                                                      int32_t enable_thinking, char* text_out,
+                                                      size_t capacity, size_t* text_len_out);
 
 #ifdef __cplusplus
 }  /* extern "C" */

@@ -1,30 +1,23 @@
-// Every extern "C" entry of include/gannet/gannet.h: argument checks, versioned-struct reading,
-// the exception firewall (no C++ exception crosses the ABI) and status mapping. The real work is
-// in lib/engine.
+// The extern "C" entries for status, versions, logging, engines, model info and statistics
+// (requests and events: capi_request.cc; tokenizers: capi_tokenizer.cc). Argument checks,
+// versioned-struct reading and the exception firewall live here; the work is in lib/engine.
 #include <cstdio>
-#include <cstring>
-#include <new>
 #include <string>
-#include <vector>
 
-#include "gannet/gannet.h"
+#include "lib/capi/capi_internal.h"
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
-#include "lib/engine/engine.h"
 #include "lib/engine/model_info.h"
 
-struct gannet_engine {
-  std::unique_ptr<gannet::engine::Engine> engine;
-  // Events handed out by the last poll, and the C views of them.
-  std::vector<gannet::engine::Event> polled;
-  std::vector<gannet_event_t> views;
-};
-
+namespace gannet::capi {
 namespace {
 
 thread_local std::string t_last_error;
 
+}  // namespace
+
 gannet_status_t ToStatus(const absl::Status& st) {
+  if (IsDeviceLost(st)) return GANNET_ERR_DEVICE_LOST;
   switch (st.code()) {
     case absl::StatusCode::kOk: return GANNET_OK;
     case absl::StatusCode::kInvalidArgument:
@@ -36,8 +29,7 @@ gannet_status_t ToStatus(const absl::Status& st) {
     case absl::StatusCode::kCancelled: return GANNET_ERR_CANCELLED;
     case absl::StatusCode::kDeadlineExceeded: return GANNET_ERR_DEADLINE_EXCEEDED;
     case absl::StatusCode::kFailedPrecondition: return GANNET_ERR_FAILED_PRECONDITION;
-    case absl::StatusCode::kInternal:
-      return gannet::IsDeviceLost(st) ? GANNET_ERR_DEVICE_LOST : GANNET_ERR_INTERNAL;
+    case absl::StatusCode::kUnavailable: return GANNET_ERR_NOT_FOUND;  // no usable device
     default: return GANNET_ERR_INTERNAL;
   }
 }
@@ -49,40 +41,13 @@ gannet_status_t Fail(gannet_status_t code, std::string message) {
 
 gannet_status_t Fail(const absl::Status& st) { return Fail(ToStatus(st), std::string(st.message())); }
 
-// Runs fn with the exception firewall: bad_alloc -> OUT_OF_MEMORY, anything else -> INTERNAL.
-template <typename Fn>
-gannet_status_t Guard(const char* where, Fn&& fn) {
-  try {
-    return fn();
-  } catch (const std::bad_alloc&) {
-    return Fail(GANNET_ERR_OUT_OF_MEMORY, std::string(where) + ": out of memory");
-  } catch (const std::exception& e) {
-    return Fail(GANNET_ERR_INTERNAL, std::string(where) + ": " + e.what());
-  } catch (...) {
-    return Fail(GANNET_ERR_INTERNAL, std::string(where) + ": unknown exception");
-  }
-}
+const char* LastError() { return t_last_error.c_str(); }
 
-// Reads a versioned input struct: copies what the caller's struct_size covers into a
-// default-initialised current struct. Rejects sizes that cannot be ours.
-template <typename T>
-bool ReadVersioned(const T* in, const T& defaults, T* out, const char* what) {
-  *out = defaults;
-  const uint32_t size = in->struct_size;
-  if (size < sizeof(uint32_t) + 4 || size > (1u << 16)) {
-    Fail(GANNET_ERR_INVALID_ARGUMENT,
-         std::string(what) + ".struct_size is " + std::to_string(size) +
-             ": initialise the struct with its _INIT macro");
-    return false;
-  }
-  std::memcpy(out, in, std::min<size_t>(size, sizeof(T)));
-  out->struct_size = sizeof(T);
-  return true;
-}
+}  // namespace gannet::capi
 
-std::string Str(const char* s) { return s ? std::string(s) : std::string(); }
-
-}  // namespace
+using gannet::capi::Fail;
+using gannet::capi::Guard;
+using gannet::capi::Str;
 
 extern "C" {
 
@@ -104,9 +69,16 @@ const char* gannet_status_string(gannet_status_t status) {
   }
 }
 
-const char* gannet_last_error_message(void) { return t_last_error.c_str(); }
+const char* gannet_last_error_message(void) { return gannet::capi::LastError(); }
 
-const char* gannet_version(void) { return "0.1.0"; }
+#define GANNET_STR2(x) #x
+#define GANNET_STR(x) GANNET_STR2(x)
+const char* gannet_version(void) {
+  return GANNET_STR(GANNET_VERSION_MAJOR) "." GANNET_STR(GANNET_VERSION_MINOR) "." GANNET_STR(
+      GANNET_VERSION_PATCH);
+}
+int32_t gannet_version_code(void) { return GANNET_VERSION_CODE; }
+int32_t gannet_abi_version(void) { return GANNET_ABI_VERSION; }
 
 void gannet_set_log_callback(gannet_log_fn fn, void* user_data, int32_t min_level) {
   gannet::SetLogSink(fn, user_data);
@@ -122,23 +94,34 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
       return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_engine_create: config and engine_out are required");
     }
     gannet_engine_config_t c;
-    if (!ReadVersioned(config, gannet_engine_config_t GANNET_ENGINE_CONFIG_INIT, &c,
-                       "gannet_engine_config_t")) {
+    if (!gannet::capi::ReadVersioned(config, gannet_engine_config_t GANNET_ENGINE_CONFIG_INIT, &c,
+                                     "gannet_engine_config_t")) {
       return GANNET_ERR_INVALID_ARGUMENT;
     }
     if (c.model_dir == nullptr) {
       return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_engine_create: model_dir is NULL");
     }
-    for (int32_t v : {c.device_id, c.max_running_seqs, c.max_step_tokens, c.max_model_len,
-                      c.page_size, c.kv_sliding_pages, c.kv_full_pages, c.num_threads,
-                      c.max_queued_requests}) {
-      if (v < 0) {
+    const struct {
+      const char* name;
+      int32_t value;
+    } fields[] = {{"device_id", c.device_id},           {"max_running_seqs", c.max_running_seqs},
+                  {"max_step_tokens", c.max_step_tokens}, {"max_model_len", c.max_model_len},
+                  {"page_size", c.page_size},           {"kv_sliding_pages", c.kv_sliding_pages},
+                  {"kv_full_pages", c.kv_full_pages},   {"num_threads", c.num_threads},
+                  {"max_queued_requests", c.max_queued_requests}};
+    for (const auto& f : fields) {
+      if (f.value < 0) {
         return Fail(GANNET_ERR_INVALID_ARGUMENT,
-                    "gannet_engine_create: size and count fields must be >= 0");
+                    fmt::format("gannet_engine_create: {} is {}; it must be >= 0 (0 = default)",
+                                f.name, f.value));
       }
     }
     if (c.kv_memory_bytes < 0) {
       return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_engine_create: kv_memory_bytes < 0");
+    }
+    if (c.num_threads > 1024) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                  fmt::format("gannet_engine_create: num_threads {} is above 1024", c.num_threads));
     }
     gannet::engine::EngineConfig ec;
     ec.model_dir = c.model_dir;
@@ -160,14 +143,24 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
       gannet_progress_fn fn = c.progress_callback;
       void* user = c.progress_user_data;
       ec.progress = [fn, user](const gannet::engine::LoadProgress& p) {
-        fn(user, p.stage, p.bytes_total > 0 ? static_cast<double>(p.bytes_done) / p.bytes_total : 1.0);
-        return true;
+        gannet_progress_t v{};
+        v.struct_size = sizeof(v);
+        v.stage = p.stage;
+        v.bytes_done = p.bytes_done;
+        v.bytes_total = p.bytes_total;
+        v.fraction = p.bytes_total > 0 ? static_cast<double>(p.bytes_done) / p.bytes_total : 1.0;
+        v.elapsed_s = p.elapsed_s;
+        v.bytes_per_s = p.elapsed_s > 0 ? p.bytes_done / p.elapsed_s : 0.0;
+        v.eta_s = v.bytes_per_s > 0 ? (p.bytes_total - p.bytes_done) / v.bytes_per_s : -1.0;
+        return fn(user, &v) == 0;
       };
     }
     auto engine = gannet::engine::Engine::Create(ec);
     if (!engine.ok()) return Fail(engine.status());
     auto* handle = new gannet_engine();
     handle->engine = std::move(*engine);
+    handle->tokenizer.tokenizer = handle->engine->tokenizer();
+    handle->tokenizer.variant = handle->engine->variant();
     *engine_out = handle;
     return GANNET_OK;
   });
@@ -182,151 +175,18 @@ void gannet_engine_destroy(gannet_engine_t* engine) {
   }
 }
 
-gannet_status_t gannet_engine_submit(gannet_engine_t* engine, const gannet_request_t* request,
-                                     uint64_t* request_id_out) {
-  return Guard("gannet_engine_submit", [&]() -> gannet_status_t {
-    if (engine == nullptr || request == nullptr || request_id_out == nullptr) {
-      return Fail(GANNET_ERR_INVALID_ARGUMENT,
-                  "gannet_engine_submit: engine, request and request_id_out are required");
-    }
-    gannet_request_t r;
-    if (!ReadVersioned(request, gannet_request_t GANNET_REQUEST_INIT, &r, "gannet_request_t")) {
-      return GANNET_ERR_INVALID_ARGUMENT;
-    }
-    gannet_sampling_params_t sp;
-    if (!ReadVersioned(&r.sampling, gannet_sampling_params_t GANNET_SAMPLING_PARAMS_INIT, &sp,
-                       "gannet_request_t.sampling")) {
-      return GANNET_ERR_INVALID_ARGUMENT;
-    }
-    gannet::engine::RequestInput in;
-    if (r.num_prompt_tokens > 0) {
-      if (r.prompt_tokens == nullptr) {
-        return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_engine_submit: prompt_tokens is NULL");
-      }
-      in.prompt_tokens.assign(r.prompt_tokens, r.prompt_tokens + r.num_prompt_tokens);
-    }
-    if (r.prompt_text != nullptr) in.prompt_text = std::string(r.prompt_text);
-    if (r.num_messages > 0) {
-      if (r.messages == nullptr) {
-        return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_engine_submit: messages is NULL");
-      }
-      for (size_t i = 0; i < r.num_messages; ++i) {
-        if (r.messages[i].role == nullptr || r.messages[i].content == nullptr) {
-          return Fail(GANNET_ERR_INVALID_ARGUMENT,
-                      "gannet_engine_submit: messages[" + std::to_string(i) +
-                          "] has a NULL role or content");
-        }
-        in.messages.push_back({r.messages[i].role, r.messages[i].content, ""});
-      }
-    }
-    in.add_generation_prompt = r.add_generation_prompt != 2;  // 0 (default) and 1: yes
-    in.enable_thinking = r.enable_thinking == 1;
-    in.sampling.temperature = sp.temperature;
-    in.sampling.top_k = sp.top_k;
-    in.sampling.top_p = sp.top_p == 0.0f ? 1.0f : sp.top_p;
-    in.sampling.min_p = sp.min_p;
-    in.sampling.repetition_penalty = sp.repetition_penalty == 0.0f ? 1.0f : sp.repetition_penalty;
-    in.sampling.presence_penalty = sp.presence_penalty;
-    in.sampling.frequency_penalty = sp.frequency_penalty;
-    if (sp.has_seed) in.seed = sp.seed;
-    in.max_tokens = r.max_tokens;
-    in.min_tokens = r.min_tokens;
-    if (r.stop_token_ids != nullptr) {
-      in.stop_token_ids = std::vector<int32_t>(r.stop_token_ids, r.stop_token_ids + r.num_stop_token_ids);
-    } else if (r.num_stop_token_ids > 0) {
-      return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_engine_submit: stop_token_ids is NULL");
-    }
-    in.ignore_default_stop_tokens = r.ignore_default_stop_tokens == 1;
-    if (r.num_stop_strings > 0) {
-      if (r.stop_strings == nullptr) {
-        return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_engine_submit: stop_strings is NULL");
-      }
-      for (size_t i = 0; i < r.num_stop_strings; ++i) {
-        if (r.stop_strings[i] == nullptr) {
-          return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_engine_submit: a stop string is NULL");
-        }
-        in.stop_strings.emplace_back(r.stop_strings[i]);
-      }
-    }
-    in.logprobs = r.logprobs;
-    in.priority = r.priority;
-    in.deadline_ms = r.deadline_ms;
-    auto id = engine->engine->Submit(std::move(in));
-    if (!id.ok()) return Fail(id.status());
-    *request_id_out = *id;
-    return GANNET_OK;
-  });
-}
-
-gannet_status_t gannet_engine_cancel(gannet_engine_t* engine, uint64_t request_id) {
-  return Guard("gannet_engine_cancel", [&]() -> gannet_status_t {
-    if (engine == nullptr) return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_engine_cancel: engine is NULL");
-    absl::Status st = engine->engine->Cancel(request_id);
-    return st.ok() ? GANNET_OK : Fail(st);
-  });
-}
-
-gannet_status_t gannet_engine_poll(gannet_engine_t* engine, int32_t timeout_ms, size_t max_events,
-                                   const gannet_event_t** events_out, size_t* num_events_out) {
-  return Guard("gannet_engine_poll", [&]() -> gannet_status_t {
-    if (engine == nullptr || events_out == nullptr || num_events_out == nullptr) {
-      return Fail(GANNET_ERR_INVALID_ARGUMENT,
-                  "gannet_engine_poll: engine, events_out and num_events_out are required");
-    }
-    engine->polled.clear();
-    engine->views.clear();
-    if (max_events == 0) {
-      *events_out = nullptr;
-      *num_events_out = 0;
-      return GANNET_OK;
-    }
-    absl::Status st = engine->engine->Poll(timeout_ms, max_events, &engine->polled);
-    if (!st.ok()) return Fail(st);
-    engine->views.resize(engine->polled.size());
-    for (size_t i = 0; i < engine->polled.size(); ++i) {
-      const gannet::engine::Event& e = engine->polled[i];
-      gannet_event_t& v = engine->views[i];
-      v = gannet_event_t{};
-      v.request_id = e.request_id;
-      v.type = static_cast<int32_t>(e.type);
-      v.token_id = e.token_id;
-      v.text = e.text.c_str();
-      v.text_len = e.text.size();
-      v.logprob = e.logprob;
-      v.num_top_logprobs = static_cast<int32_t>(e.top_ids.size());
-      v.top_token_ids = e.top_ids.empty() ? nullptr : e.top_ids.data();
-      v.top_logprobs = e.top_logprobs.empty() ? nullptr : e.top_logprobs.data();
-      v.finish_reason = static_cast<int32_t>(e.finish);
-      v.status = ToStatus(e.status);
-      v.message = e.status.ok() ? "" : e.status.message().data();
-      v.num_prompt_tokens = e.num_prompt_tokens;
-      v.num_generated_tokens = e.num_generated_tokens;
-      v.num_cached_prompt_tokens = e.num_cached_prompt_tokens;
-    }
-    *events_out = engine->views.empty() ? nullptr : engine->views.data();
-    *num_events_out = engine->views.size();
-    return GANNET_OK;
-  });
-}
-
 gannet_status_t gannet_model_info(const char* model_dir, gannet_model_info_t* out) {
   return Guard("gannet_model_info", [&]() -> gannet_status_t {
     if (model_dir == nullptr || out == nullptr) {
       return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_model_info: model_dir and info_out are required");
     }
-    if (out->struct_size < sizeof(uint32_t) + 4) {
-      return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_model_info: set info_out->struct_size");
-    }
     auto info = gannet::engine::ReadModelInfo(model_dir);
     if (!info.ok()) return Fail(info.status());
     gannet_model_info_t full{};
-    full.struct_size = out->struct_size;
-    auto copy = [](const std::string& from, char* to, size_t cap) {
-      std::snprintf(to, cap, "%s", from.c_str());
-    };
-    copy(info->model_type, full.model_type, sizeof(full.model_type));
-    copy(info->variant, full.variant, sizeof(full.variant));
-    copy(info->dtypes, full.dtypes, sizeof(full.dtypes));
+    full.struct_size = sizeof(full);
+    gannet::capi::CopyString(info->model_type, full.model_type);
+    gannet::capi::CopyString(info->variant, full.variant);
+    gannet::capi::CopyString(info->dtypes, full.dtypes);
     full.num_parameters = info->num_parameters;
     full.weight_bytes = info->weight_bytes;
     full.skipped_tower_bytes = info->skipped_tower_bytes;
@@ -349,8 +209,7 @@ gannet_status_t gannet_model_info(const char* model_dir, gannet_model_info_t* ou
     full.top_k_experts = info->top_k_experts;
     full.kv_bytes_per_token_sliding = info->kv_bytes_per_token[0];
     full.kv_bytes_per_token_full = info->kv_bytes_per_token[1];
-    std::memcpy(out, &full, std::min<size_t>(out->struct_size, sizeof(full)));
-    return GANNET_OK;
+    return gannet::capi::WriteVersioned(full, out, "gannet_model_info_t");
   });
 }
 
@@ -359,13 +218,9 @@ gannet_status_t gannet_engine_get_stats(gannet_engine_t* engine, gannet_engine_s
     if (engine == nullptr || out == nullptr) {
       return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_engine_get_stats: engine and stats_out are required");
     }
-    if (out->struct_size < sizeof(uint32_t) + 4) {
-      return Fail(GANNET_ERR_INVALID_ARGUMENT,
-                  "gannet_engine_get_stats: set stats_out->struct_size (GANNET_ENGINE_STATS_INIT)");
-    }
-    gannet::engine::EngineStats s = engine->engine->GetStats();
+    const gannet::engine::EngineStats s = engine->engine->GetStats();
     gannet_engine_stats_t full{};
-    full.struct_size = out->struct_size;
+    full.struct_size = sizeof(full);
     full.num_running = s.num_running;
     full.num_waiting = s.num_waiting;
     for (int g = 0; g < 2; ++g) {
@@ -373,6 +228,7 @@ gannet_status_t gannet_engine_get_stats(gannet_engine_t* engine, gannet_engine_s
       full.kv_pages_used[g] = s.kv_pages_used[g];
       full.kv_pages_cached[g] = s.kv_pages_cached[g];
       full.kv_pages_free[g] = s.kv_pages_free[g];
+      full.kv_bytes_per_token[g] = s.kv_bytes_per_token[g];
     }
     full.page_size = s.page_size;
     full.prefix_cache_hit_tokens = s.prefix_cache_hit_tokens;
@@ -385,13 +241,17 @@ gannet_status_t gannet_engine_get_stats(gannet_engine_t* engine, gannet_engine_s
     full.prompt_tokens_per_s = s.prompt_tokens_per_s;
     full.generated_tokens_per_s = s.generated_tokens_per_s;
     full.weight_bytes = s.weight_bytes;
-    full.kv_bytes_per_token[0] = s.kv_bytes_per_token[0];
-    full.kv_bytes_per_token[1] = s.kv_bytes_per_token[1];
     full.sliding_window = s.sliding_window;
     full.max_model_len = s.max_model_len;
-    // Write only what the caller's (possibly older, smaller) struct has room for.
-    std::memcpy(out, &full, std::min<size_t>(out->struct_size, sizeof(full)));
-    return GANNET_OK;
+    full.max_running_seqs = s.max_running_seqs;
+    full.device_id = s.device_id;
+    full.kv_bytes = s.kv_bytes;
+    full.device_memory_bytes = s.device_memory_bytes;
+    full.load_seconds = s.load_seconds;
+    gannet::capi::CopyString(s.backend, full.backend);
+    gannet::capi::CopyString(s.device_name, full.device_name);
+    gannet::capi::CopyString(s.backend_fallback, full.backend_fallback);
+    return gannet::capi::WriteVersioned(full, out, "gannet_engine_stats_t");
   });
 }
 

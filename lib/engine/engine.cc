@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -13,7 +14,9 @@
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
 #include "lib/common/utf8.h"
+#include "lib/engine/chat_prompt.h"
 #include "lib/engine/model_setup.h"
+#include "lib/engine/request_check.h"
 #include "lib/engine/step_stats.h"
 #include "lib/engine/text_output.h"
 #include "lib/sampling/draw.h"
@@ -24,6 +27,12 @@ namespace {
 
 // <eos>, <turn|>, <|tool_response>: Gemma-4's generation stop ids (gemma4-architecture.md §5).
 constexpr int32_t kDefaultStopIds[] = {1, 106, 50};
+
+// 64 bits of OS entropy for an unseeded request.
+uint64_t RandomSeed() {
+  static thread_local std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ device();
+}
 
 struct Submission {
   std::unique_ptr<sched::Request> request;
@@ -45,6 +54,7 @@ class Engine::Impl {
   std::vector<Submission> submissions;
   std::vector<uint64_t> cancels;
   std::unordered_set<uint64_t> live;  // submitted and not yet finished
+  size_t unpolled_terminal = 0;       // FINISH/ERROR events not yet handed out by Poll
   std::deque<Event> events;
   uint64_t next_id = 1;
   bool stopping = false;
@@ -58,7 +68,10 @@ class Engine::Impl {
 
   void Emit(Event e) {
     std::lock_guard<std::mutex> lock(mu);
-    if (e.type != EventType::kToken) live.erase(e.request_id);
+    if (e.type != EventType::kToken) {
+      live.erase(e.request_id);
+      ++unpolled_terminal;
+    }
     events.push_back(std::move(e));
     event_cv.notify_all();
   }
@@ -297,6 +310,7 @@ void Engine::Impl::Loop() {
     try {
       for (Submission& sub : subs) {
         const uint64_t id = sub.request->spec.id;
+        const int64_t prompt_len = sub.request->prompt_len;
         absl::Status st = scheduler->Add(std::move(sub.request));
         if (!st.ok()) {
           Event e;
@@ -304,6 +318,7 @@ void Engine::Impl::Loop() {
           e.type = EventType::kError;
           e.finish = EventFinish::kError;
           e.status = st;
+          e.num_prompt_tokens = static_cast<int32_t>(prompt_len);
           Emit(std::move(e));
           continue;
         }
@@ -332,43 +347,19 @@ void Engine::Impl::Loop() {
 
 absl::StatusOr<std::unique_ptr<sched::Request>> Engine::Impl::BuildRequest(RequestInput& in,
                                                                            uint64_t id) {
-  const int sources = (!in.prompt_tokens.empty()) + in.prompt_text.has_value() +
-                      (!in.messages.empty());
-  if (sources != 1) {
-    return InvalidArgumentError(
-        "request: give exactly one prompt (token ids, text or chat messages); got {}", sources);
-  }
-  GANNET_RETURN_IF_ERROR(sampling::ValidateSamplingParams(in.sampling));
-  if (in.max_tokens < 0 || in.min_tokens < 0) {
-    return InvalidArgumentError("request: max_tokens ({}) and min_tokens ({}) must be >= 0",
-                                in.max_tokens, in.min_tokens);
-  }
-  if (in.max_tokens > 0 && in.min_tokens > in.max_tokens) {
-    return InvalidArgumentError("request: min_tokens ({}) exceeds max_tokens ({})", in.min_tokens,
-                                in.max_tokens);
-  }
-  if (in.logprobs < 0 || in.logprobs > 20) {
-    return InvalidArgumentError("request: logprobs must be in [0, 20], got {}", in.logprobs);
-  }
-  for (const std::string& s : in.stop_strings) {
-    if (!IsValidUtf8(s)) return InvalidArgumentError("request: a stop string is not valid UTF-8");
-  }
-  if ((in.prompt_text || !in.messages.empty() || !in.stop_strings.empty()) && !parts->tokenizer) {
-    return FailedPreconditionError(
-        "request: text prompts, chat messages and stop strings need {}/tokenizer.json",
-        cfg.model_dir);
-  }
+  RequestModelFacts facts;
+  facts.vocab_size = parts->config.text.vocab_size;
+  facts.has_tokenizer = parts->tokenizer != nullptr;
+  facts.check_prompt_ids = false;  // reported as this request's ERROR event (see Submit)
+  GANNET_RETURN_IF_ERROR(CheckRequest(in, facts));
   sched::RequestSpec spec;
   spec.id = id;
   if (!in.messages.empty()) {
-    tokenizer::ChatTemplateOptions o;
-    o.variant = parts->config.variant == model::Variant::kE2B ||
-                        parts->config.variant == model::Variant::kE4B
-                    ? tokenizer::ChatTemplateVariant::kSmall
-                    : tokenizer::ChatTemplateVariant::kLarge;
-    o.add_generation_prompt = in.add_generation_prompt;
-    o.enable_thinking = in.enable_thinking;
-    GANNET_ASSIGN_OR_RETURN(std::string text, tokenizer::RenderChatTemplate(in.messages, o));
+    GANNET_ASSIGN_OR_RETURN(std::string text,
+                            tokenizer::RenderChatTemplate(
+                                in.messages, ChatOptions(parts->config.variant,
+                                                         in.add_generation_prompt,
+                                                         in.enable_thinking)));
     spec.prompt = parts->tokenizer->Encode(text, {.add_special_tokens = false});
   } else if (in.prompt_text) {
     spec.prompt = parts->tokenizer->Encode(*in.prompt_text, {.add_special_tokens = true});
@@ -381,7 +372,11 @@ absl::StatusOr<std::unique_ptr<sched::Request>> Engine::Impl::BuildRequest(Reque
     spec.prompt = std::move(in.prompt_tokens);
   }
   spec.sampling = in.sampling;
-  spec.sampling.seed = in.seed ? *in.seed : SplitMix64(id);
+  switch (in.seed_mode) {
+    case SeedMode::kFixed: spec.sampling.seed = in.seed; break;
+    case SeedMode::kRequestId: spec.sampling.seed = SplitMix64(id); break;
+    case SeedMode::kRandom: spec.sampling.seed = RandomSeed(); break;
+  }
   spec.max_tokens = in.max_tokens;
   spec.min_tokens = in.min_tokens;
   if (!in.ignore_default_stop_tokens) {
@@ -391,8 +386,8 @@ absl::StatusOr<std::unique_ptr<sched::Request>> Engine::Impl::BuildRequest(Reque
   if (in.stop_token_ids) {
     for (int32_t t : *in.stop_token_ids) spec.stop_token_ids.push_back(t);
   }
-  // Ids the model cannot produce never stop it; duplicates (the defaults repeat config eos ids)
-  // would only crowd the device sampler's banned-token slots before min_tokens.
+  // Duplicates (the defaults repeat config eos ids) would only crowd the device sampler's
+  // banned-token slots before min_tokens; defaults the vocabulary lacks (tiny models) never stop.
   {
     std::vector<int32_t>& stops = spec.stop_token_ids;
     const int64_t vocab = parts->config.text.vocab_size;
@@ -405,7 +400,13 @@ absl::StatusOr<std::unique_ptr<sched::Request>> Engine::Impl::BuildRequest(Reque
   spec.logprobs = in.logprobs;
   spec.priority = in.priority;
   if (in.deadline_ms > 0) {
-    spec.deadline = sched::Clock::now() + std::chrono::milliseconds(in.deadline_ms);
+    // Saturating: a deadline past what the clock can represent means "never".
+    const auto now = sched::Clock::now();
+    const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(
+        sched::Clock::time_point::max() - now);
+    spec.deadline = in.deadline_ms >= room.count()
+                        ? sched::Clock::time_point::max()
+                        : now + std::chrono::milliseconds(in.deadline_ms);
   }
   auto request = std::make_unique<sched::Request>(std::move(spec));
   if (request->spec.sampling.needs_penalties()) request->counts.AddPrompt(request->tokens);
@@ -445,9 +446,13 @@ absl::StatusOr<uint64_t> Engine::Submit(RequestInput input) {
   {
     std::lock_guard<std::mutex> lock(m.mu);
     if (!m.dead.ok()) return m.dead;
+    // Requests count until their terminal event is polled, so a caller that submits without
+    // polling (or whose requests fail at once) cannot grow the engine without bound.
     const size_t limit = m.cfg.max_queued_requests > 0 ? m.cfg.max_queued_requests : 4096;
-    if (m.live.size() >= limit) {
-      return ResourceExhaustedError("engine: {} requests in flight (max_queued_requests)", limit);
+    if (m.live.size() + m.unpolled_terminal >= limit) {
+      return ResourceExhaustedError(
+          "engine: {} requests are unfinished or have unpolled final events (max_queued_requests)",
+          limit);
     }
     id = m.next_id++;
   }
@@ -459,7 +464,6 @@ absl::StatusOr<uint64_t> Engine::Submit(RequestInput input) {
   const int64_t vocab = m.parts->config.text.vocab_size;
   auto bad = std::find_if(request->tokens.begin(), request->tokens.end(),
                           [&](int32_t t) { return t < 0 || t >= vocab; });
-  std::lock_guard<std::mutex> lock(m.mu);
   if (bad != request->tokens.end()) {
     Event e;
     e.request_id = id;
@@ -469,10 +473,10 @@ absl::StatusOr<uint64_t> Engine::Submit(RequestInput input) {
                                     "vocabulary [0, {})",
                                     id, bad - request->tokens.begin(), *bad, vocab);
     e.num_prompt_tokens = static_cast<int32_t>(request->prompt_len);
-    m.events.push_back(std::move(e));
-    m.event_cv.notify_all();
+    m.Emit(std::move(e));
     return id;
   }
+  std::lock_guard<std::mutex> lock(m.mu);
   m.live.insert(id);
   m.submissions.push_back({std::move(request), std::move(text)});
   m.work_cv.notify_all();
@@ -498,12 +502,16 @@ absl::Status Engine::Poll(int timeout_ms, size_t max_events, std::vector<Event>*
     impl_->event_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready);
   }
   while (!impl_->events.empty() && max_events > 0) {
+    if (impl_->events.front().type != EventType::kToken) --impl_->unpolled_terminal;
     out->push_back(std::move(impl_->events.front()));
     impl_->events.pop_front();
     --max_events;
   }
   return absl::OkStatus();
 }
+
+const tokenizer::Tokenizer* Engine::tokenizer() const { return impl_->parts->tokenizer.get(); }
+model::Variant Engine::variant() const { return impl_->parts->config.variant; }
 
 EngineStats Engine::GetStats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);

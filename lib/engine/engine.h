@@ -19,7 +19,9 @@
 
 #include "absl/status/statusor.h"
 #include "lib/sampling/sampling.h"
+#include "lib/model/config.h"
 #include "lib/tokenizer/chat_template.h"
+#include "lib/tokenizer/tokenizer.h"
 
 namespace gannet::engine {
 
@@ -52,14 +54,18 @@ struct EngineConfig {
   std::function<bool(const LoadProgress&)> progress;
 };
 
+// How a request's sampling seed is chosen (GANNET_SEED_* of the C ABI).
+enum class SeedMode : int32_t { kRandom = 0, kFixed = 1, kRequestId = 2 };
+
 struct RequestInput {
   std::vector<int32_t> prompt_tokens;
   std::optional<std::string> prompt_text;
   std::vector<tokenizer::ChatMessage> messages;
   bool add_generation_prompt = true;
   bool enable_thinking = false;
-  sampling::SamplingParams sampling;
-  std::optional<uint64_t> seed;  // absent: derived from the request id
+  sampling::SamplingParams sampling;  // its seed is set from seed_mode at submit
+  SeedMode seed_mode = SeedMode::kRandom;
+  uint64_t seed = 0;  // with kFixed
   int32_t max_tokens = 0;
   int32_t min_tokens = 0;
   std::optional<std::vector<int32_t>> stop_token_ids;  // absent: the Gemma-4 defaults
@@ -132,6 +138,9 @@ class Engine {
   // Waits up to timeout_ms (< 0: forever) for at least one event; appends at most max_events.
   absl::Status Poll(int timeout_ms, size_t max_events, std::vector<Event>* out);
   EngineStats GetStats() const;
+  // The model's tokenizer (null without tokenizer.json) and variant; valid for the engine's life.
+  const tokenizer::Tokenizer* tokenizer() const;
+  model::Variant variant() const;
 
   class Impl;
 

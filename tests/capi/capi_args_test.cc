@@ -86,11 +86,11 @@ TEST(CapiArgsTest, EntryPointsRejectNullAndInvalid) {
   bad.prompt_tokens = nullptr;
   EXPECT_EQ(gannet_engine_submit(engine, &bad, &id), GANNET_ERR_INVALID_ARGUMENT);
   bad = req;
-  bad.sampling.temperature = -1.0f;
+  bad.temperature = -1.0f;
   EXPECT_EQ(gannet_engine_submit(engine, &bad, &id), GANNET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(LastError().find("temperature"), std::string::npos) << LastError();
   bad = req;
-  bad.sampling.top_p = 1.5f;
+  bad.top_p = 1.5f;
   EXPECT_EQ(gannet_engine_submit(engine, &bad, &id), GANNET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(LastError().find("top_p"), std::string::npos) << LastError();
   bad = req;
@@ -113,7 +113,7 @@ TEST(CapiArgsTest, EntryPointsRejectNullAndInvalid) {
   EXPECT_EQ(gannet_engine_cancel(nullptr, 1), GANNET_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(gannet_engine_cancel(engine, 987654), GANNET_ERR_NOT_FOUND);
 
-  const gannet_event_t* events = nullptr;
+  const gannet_event_t* const* events = nullptr;
   size_t n = 7;
   EXPECT_EQ(gannet_engine_poll(nullptr, 0, 8, &events, &n), GANNET_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(gannet_engine_poll(engine, 0, 8, nullptr, &n), GANNET_ERR_INVALID_ARGUMENT);

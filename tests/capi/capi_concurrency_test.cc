@@ -41,17 +41,17 @@ TEST(CapiConcurrencyTest, EightSubmittersOnePoller) {
   std::map<uint64_t, int> terminal;
   std::map<uint64_t, int> tokens;
   while (static_cast<int>(terminal.size()) < kThreads * kPerThread) {
-    const gannet_event_t* ev;
+    const gannet_event_t* const* ev;
     size_t n;
     ASSERT_EQ(gannet_engine_poll(engine, 200, 64, &ev, &n), GANNET_OK);
     for (size_t i = 0; i < n; ++i) {
-      if (ev[i].type == GANNET_EVENT_TOKEN) {
-        EXPECT_EQ(terminal.count(ev[i].request_id), 0u);
-        ++tokens[ev[i].request_id];
+      if (ev[i]->type == GANNET_EVENT_TOKEN) {
+        EXPECT_EQ(terminal.count(ev[i]->request_id), 0u);
+        ++tokens[ev[i]->request_id];
       } else {
-        EXPECT_EQ(ev[i].status, GANNET_OK) << ev[i].message;
-        EXPECT_EQ(++terminal[ev[i].request_id], 1);
-        EXPECT_EQ(ev[i].num_generated_tokens, tokens[ev[i].request_id]);
+        EXPECT_EQ(ev[i]->status, GANNET_OK) << ev[i]->message;
+        EXPECT_EQ(++terminal[ev[i]->request_id], 1);
+        EXPECT_EQ(ev[i]->num_generated_tokens, tokens[ev[i]->request_id]);
       }
     }
   }

@@ -225,24 +225,24 @@ TEST(CapiEngineTest, SeededSamplingIsReproducibleAndBatchIndependent) {
   std::vector<int32_t> p = MakePrompt(11, 9);
   gannet_request_t r = GreedyRequest(p, 16);
   r.ignore_default_stop_tokens = 1;
-  r.sampling.temperature = 1.0f;
-  r.sampling.top_k = 50;
-  r.sampling.top_p = 0.95f;
-  r.sampling.min_p = 0.01f;
-  r.sampling.repetition_penalty = 1.1f;
-  r.sampling.presence_penalty = 0.2f;
-  r.sampling.frequency_penalty = 0.1f;
-  r.sampling.has_seed = 1;
-  r.sampling.seed = 42;
+  r.temperature = 1.0f;
+  r.top_k = 50;
+  r.top_p = 0.95f;
+  r.min_p = 0.01f;
+  r.repetition_penalty = 1.1f;
+  r.presence_penalty = 0.2f;
+  r.frequency_penalty = 0.1f;
+  r.seed_mode = GANNET_SEED_FIXED;
+  r.seed = 42;
   Outcome a = RunAlone(engine, r);
   Outcome b = RunAlone(engine, r);
   EXPECT_EQ(a.tokens, b.tokens);
-  r.sampling.seed = 43;
+  r.seed = 43;
   Outcome c = RunAlone(engine, r);
   EXPECT_NE(a.tokens, c.tokens);  // 16 draws from ~50 candidates: equal only by a fluke
 
   // The same seeded request inside a crowd of other requests.
-  r.sampling.seed = 42;
+  r.seed = 42;
   std::set<uint64_t> ids;
   uint64_t target;
   ASSERT_EQ(gannet_engine_submit(engine, &r, &target), GANNET_OK);
@@ -251,7 +251,7 @@ TEST(CapiEngineTest, SeededSamplingIsReproducibleAndBatchIndependent) {
   for (int i = 0; i < 12; ++i) others.push_back(MakePrompt(200 + i, 3 + i));
   for (auto& o : others) {
     gannet_request_t x = GreedyRequest(o, 10);
-    x.sampling.temperature = 0.7f;
+    x.temperature = 0.7f;
     uint64_t id;
     ASSERT_EQ(gannet_engine_submit(engine, &x, &id), GANNET_OK);
     ids.insert(id);
@@ -271,20 +271,20 @@ TEST(CapiEngineTest, Logprobs) {
   ASSERT_EQ(gannet_engine_submit(engine, &r, &id), GANNET_OK);
   int seen = 0;
   while (seen < 4) {
-    const gannet_event_t* ev;
+    const gannet_event_t* const* ev;
     size_t n;
     ASSERT_EQ(gannet_engine_poll(engine, 1000, 16, &ev, &n), GANNET_OK);
     for (size_t i = 0; i < n; ++i) {
-      if (ev[i].type != GANNET_EVENT_TOKEN) continue;
+      if (ev[i]->type != GANNET_EVENT_TOKEN) continue;
       ++seen;
-      ASSERT_EQ(ev[i].num_top_logprobs, 5);
+      ASSERT_EQ(ev[i]->num_top_logprobs, 5);
       // Greedy: the chosen token is the most likely one.
-      EXPECT_EQ(ev[i].top_token_ids[0], ev[i].token_id);
-      EXPECT_FLOAT_EQ(ev[i].top_logprobs[0], ev[i].logprob);
-      EXPECT_LE(ev[i].logprob, 0.0f);
-      for (int k = 1; k < 5; ++k) EXPECT_LE(ev[i].top_logprobs[k], ev[i].top_logprobs[k - 1]);
+      EXPECT_EQ(ev[i]->top_token_ids[0], ev[i]->token_id);
+      EXPECT_FLOAT_EQ(ev[i]->top_logprobs[0], ev[i]->logprob);
+      EXPECT_LE(ev[i]->logprob, 0.0f);
+      for (int k = 1; k < 5; ++k) EXPECT_LE(ev[i]->top_logprobs[k], ev[i]->top_logprobs[k - 1]);
       double mass = 0;
-      for (int k = 0; k < 5; ++k) mass += std::exp(ev[i].top_logprobs[k]);
+      for (int k = 0; k < 5; ++k) mass += std::exp(ev[i]->top_logprobs[k]);
       EXPECT_LE(mass, 1.0 + 1e-5);
     }
   }

@@ -39,11 +39,11 @@ std::map<uint64_t, Outcome> WaitAll(gannet_engine_t* engine, const std::set<uint
   size_t done = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   while (done < ids.size() && std::chrono::steady_clock::now() < deadline) {
-    const gannet_event_t* events = nullptr;
+    const gannet_event_t* const* events = nullptr;
     size_t n = 0;
     EXPECT_EQ(gannet_engine_poll(engine, 100, 256, &events, &n), GANNET_OK);
     for (size_t i = 0; i < n; ++i) {
-      const gannet_event_t& e = events[i];
+      const gannet_event_t& e = *events[i];
       if (!ids.count(e.request_id)) continue;
       Outcome& o = out[e.request_id];
       if (e.text_len) o.text.append(e.text, e.text_len);

@@ -64,7 +64,8 @@ TEST_F(CapiTextTest, TextPromptStreamsTheDecodedText) {
 }
 
 TEST_F(CapiTextTest, ChatMessagesUseTheGemma4Template) {
-  gannet_chat_message_t messages[] = {{"system", "Be brief."}, {"user", "Hello!"}};
+  constexpr uint32_t kMsg = sizeof(gannet_chat_message_t);
+  gannet_chat_message_t messages[] = {{kMsg, "system", "Be brief."}, {kMsg, "user", "Hello!"}};
   gannet_request_t r = GANNET_REQUEST_INIT;
   r.messages = messages;
   r.num_messages = 2;
@@ -82,7 +83,7 @@ TEST_F(CapiTextTest, ChatMessagesUseTheGemma4Template) {
   EXPECT_EQ(ids[0], 2);
   EXPECT_EQ(std::count(ids.begin(), ids.end(), 2), 1);  // one <bos>
 
-  gannet_chat_message_t bad[] = {{"tool", "x"}};
+  gannet_chat_message_t bad[] = {{kMsg, "tool", "x"}};
   r.messages = bad;
   r.num_messages = 1;
   uint64_t id;

@@ -1,62 +1,98 @@
-// Pins the ABI: sizes and field offsets of every public struct (x86-64 / aarch64 LP64). A change
-// here breaks binary compatibility and must only ever append fields.
+// Pins the ABI (GANNET_ABI_VERSION 2): sizes and field offsets of every public struct (x86-64 /
+// aarch64 LP64). A change here breaks binary compatibility: from ABI 2 on, structs may only grow
+// at the end, and this file then only gains lines.
 #include <cstddef>
 
 #include "gannet/gannet.h"
 #include "gtest/gtest.h"
 
 static_assert(sizeof(gannet_status_t) == 4);
+static_assert(GANNET_ABI_VERSION == 2);
+static_assert(GANNET_VERSION_CODE == 200);
 static_assert(offsetof(gannet_engine_config_t, struct_size) == 0);
+static_assert(offsetof(gannet_request_t, struct_size) == 0);
+static_assert(offsetof(gannet_event_t, struct_size) == 0);
+static_assert(offsetof(gannet_chat_message_t, struct_size) == 0);
+static_assert(offsetof(gannet_progress_t, struct_size) == 0);
 static_assert(offsetof(gannet_engine_config_t, model_dir) == 8);
-static_assert(offsetof(gannet_engine_config_t, backend) == 16);
-static_assert(offsetof(gannet_engine_config_t, device_id) == 24);
 static_assert(offsetof(gannet_engine_config_t, kv_memory_bytes) == 48);
 static_assert(offsetof(gannet_engine_config_t, load_format) == 80);
 static_assert(offsetof(gannet_engine_config_t, progress_callback) == 88);
 static_assert(sizeof(gannet_engine_config_t) == 104);
-
-static_assert(offsetof(gannet_sampling_params_t, temperature) == 4);
-static_assert(offsetof(gannet_sampling_params_t, has_seed) == 32);
-static_assert(offsetof(gannet_sampling_params_t, seed) == 40);
-static_assert(sizeof(gannet_sampling_params_t) == 48);
-
-static_assert(sizeof(gannet_chat_message_t) == 16);
-
+static_assert(offsetof(gannet_progress_t, stage) == 8);
+static_assert(offsetof(gannet_progress_t, fraction) == 16);
+static_assert(offsetof(gannet_progress_t, bytes_done) == 24);
+static_assert(offsetof(gannet_progress_t, eta_s) == 56);
+static_assert(sizeof(gannet_progress_t) == 64);
+static_assert(offsetof(gannet_chat_message_t, role) == 8);
+static_assert(offsetof(gannet_chat_message_t, content) == 16);
+static_assert(sizeof(gannet_chat_message_t) == 24);
 static_assert(offsetof(gannet_request_t, prompt_tokens) == 8);
 static_assert(offsetof(gannet_request_t, prompt_text) == 24);
-static_assert(offsetof(gannet_request_t, sampling) == 48);
-static_assert(offsetof(gannet_request_t, max_tokens) == 96);
-static_assert(offsetof(gannet_request_t, stop_token_ids) == 104);
-static_assert(offsetof(gannet_request_t, stop_strings) == 128);
-static_assert(offsetof(gannet_request_t, logprobs) == 144);
-static_assert(offsetof(gannet_request_t, deadline_ms) == 152);
-static_assert(offsetof(gannet_request_t, enable_thinking) == 164);
-static_assert(sizeof(gannet_request_t) == 168);
-
-static_assert(offsetof(gannet_event_t, request_id) == 0);
-static_assert(offsetof(gannet_event_t, type) == 8);
-static_assert(offsetof(gannet_event_t, text) == 16);
-static_assert(offsetof(gannet_event_t, top_token_ids) == 40);
-static_assert(offsetof(gannet_event_t, finish_reason) == 56);
-static_assert(offsetof(gannet_event_t, message) == 64);
+static_assert(offsetof(gannet_request_t, messages) == 32);
+static_assert(offsetof(gannet_request_t, max_tokens) == 48);
+static_assert(offsetof(gannet_request_t, temperature) == 56);
+static_assert(offsetof(gannet_request_t, frequency_penalty) == 80);
+static_assert(offsetof(gannet_request_t, seed_mode) == 84);
+static_assert(offsetof(gannet_request_t, seed) == 88);
+static_assert(offsetof(gannet_request_t, stop_token_ids) == 96);
+static_assert(offsetof(gannet_request_t, ignore_default_stop_tokens) == 112);
+static_assert(offsetof(gannet_request_t, stop_strings) == 120);
+static_assert(offsetof(gannet_request_t, logprobs) == 136);
+static_assert(offsetof(gannet_request_t, deadline_ms) == 144);
+static_assert(offsetof(gannet_request_t, enable_thinking) == 156);
+static_assert(sizeof(gannet_request_t) == 160);
+static_assert(offsetof(gannet_event_t, type) == 4);
+static_assert(offsetof(gannet_event_t, request_id) == 8);
+static_assert(offsetof(gannet_event_t, token_id) == 16);
+static_assert(offsetof(gannet_event_t, text) == 24);
+static_assert(offsetof(gannet_event_t, text_len) == 32);
+static_assert(offsetof(gannet_event_t, logprob) == 40);
+static_assert(offsetof(gannet_event_t, finish_reason) == 44);
+static_assert(offsetof(gannet_event_t, top_token_ids) == 48);
+static_assert(offsetof(gannet_event_t, status) == 64);
+static_assert(offsetof(gannet_event_t, num_prompt_tokens) == 68);
+static_assert(offsetof(gannet_event_t, message) == 72);
+static_assert(offsetof(gannet_event_t, num_generated_tokens) == 80);
+static_assert(offsetof(gannet_event_t, num_cached_prompt_tokens) == 84);
 static_assert(sizeof(gannet_event_t) == 88);
-
-static_assert(offsetof(gannet_model_info_t, model_type) == 4);
 static_assert(offsetof(gannet_model_info_t, num_parameters) == 136);
 static_assert(offsetof(gannet_model_info_t, kv_bytes_per_token_full) == 248);
 static_assert(sizeof(gannet_model_info_t) == 256);
-
 static_assert(offsetof(gannet_engine_stats_t, kv_pages_total) == 12);
 static_assert(offsetof(gannet_engine_stats_t, prefix_cache_hit_tokens) == 48);
 static_assert(offsetof(gannet_engine_stats_t, weight_bytes) == 120);
-static_assert(sizeof(gannet_engine_stats_t) == 152);
+static_assert(offsetof(gannet_engine_stats_t, max_running_seqs) == 152);
+static_assert(offsetof(gannet_engine_stats_t, kv_bytes) == 160);
+static_assert(offsetof(gannet_engine_stats_t, load_seconds) == 176);
+static_assert(offsetof(gannet_engine_stats_t, backend) == 184);
+static_assert(offsetof(gannet_engine_stats_t, device_name) == 200);
+static_assert(offsetof(gannet_engine_stats_t, backend_fallback) == 296);
+static_assert(sizeof(gannet_engine_stats_t) == 552);
+static_assert(offsetof(gannet_tokenizer_info_t, vocab_size) == 4);
+static_assert(offsetof(gannet_tokenizer_info_t, end_of_turn_id) == 28);
+static_assert(sizeof(gannet_tokenizer_info_t) == 32);
 
-TEST(LayoutTest, InitMacrosSetSizes) {
+TEST(LayoutTest, InitMacrosSetSizesAndDefaults) {
   gannet_request_t r = GANNET_REQUEST_INIT;
   EXPECT_EQ(r.struct_size, sizeof(gannet_request_t));
-  EXPECT_EQ(r.sampling.struct_size, sizeof(gannet_sampling_params_t));
-  EXPECT_EQ(r.sampling.temperature, 0.0f);
+  EXPECT_EQ(r.temperature, 0.0f);
+  EXPECT_EQ(r.seed_mode, GANNET_SEED_RANDOM);
   gannet_engine_config_t c = GANNET_ENGINE_CONFIG_INIT;
   EXPECT_EQ(c.struct_size, sizeof(gannet_engine_config_t));
   EXPECT_EQ(c.model_dir, nullptr);
+  gannet_chat_message_t m = GANNET_CHAT_MESSAGE_INIT;
+  EXPECT_EQ(m.struct_size, sizeof(gannet_chat_message_t));
+  gannet_engine_stats_t s = GANNET_ENGINE_STATS_INIT;
+  EXPECT_EQ(s.struct_size, sizeof(gannet_engine_stats_t));
+  gannet_model_info_t i = GANNET_MODEL_INFO_INIT;
+  EXPECT_EQ(i.struct_size, sizeof(gannet_model_info_t));
+  gannet_tokenizer_info_t t = GANNET_TOKENIZER_INFO_INIT;
+  EXPECT_EQ(t.struct_size, sizeof(gannet_tokenizer_info_t));
+}
+
+TEST(LayoutTest, VersionQueriesMatchTheHeader) {
+  EXPECT_EQ(gannet_version_code(), GANNET_VERSION_CODE);
+  EXPECT_EQ(gannet_abi_version(), GANNET_ABI_VERSION);
+  EXPECT_STREQ(gannet_version(), "0.2.0");
 }

@@ -9,10 +9,11 @@
 int main(void) {
   PRINT_SIZE(gannet_engine_config_t);
   PRINT_SIZE(gannet_model_info_t);
-  PRINT_SIZE(gannet_sampling_params_t);
+  PRINT_SIZE(gannet_progress_t);
   PRINT_SIZE(gannet_chat_message_t);
   PRINT_SIZE(gannet_request_t);
   PRINT_SIZE(gannet_event_t);
   PRINT_SIZE(gannet_engine_stats_t);
+  PRINT_SIZE(gannet_tokenizer_info_t);
   return 0;
 }

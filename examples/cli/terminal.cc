@@ -1,0 +1,95 @@
+#include "examples/cli/terminal.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace gannet_cli {
+namespace {
+
+int g_out_errno = 0;
+std::atomic<bool> g_reply_running{false};
+std::atomic<bool> g_interrupted{false};
+
+void OnInterrupt(int) {
+  if (g_reply_running.load() && !g_interrupted.exchange(true)) return;  // cancel the reply
+  const char nl = '\n';
+  (void)!::write(STDERR_FILENO, &nl, 1);
+  ::_exit(130);
+}
+
+}  // namespace
+
+bool StdoutIsTerminal() { return ::isatty(STDOUT_FILENO) == 1; }
+bool StderrIsTerminal() { return ::isatty(STDERR_FILENO) == 1; }
+
+std::string EscapeControls(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  char buf[8];
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    } else if (c == 0xc2 && i + 1 < text.size() &&
+               static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+      std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned char>(text[i + 1]));
+      out += buf;
+      ++i;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+bool WriteOut(const char* data, size_t n) {
+  if (g_out_errno != 0) return false;
+  if (n == 0) return true;
+  static const bool tty = StdoutIsTerminal();
+  const std::string escaped = tty ? EscapeControls(std::string(data, n)) : std::string();
+  const char* p = tty ? escaped.data() : data;
+  const size_t len = tty ? escaped.size() : n;
+  errno = 0;
+  if (std::fwrite(p, 1, len, stdout) != len) {
+    g_out_errno = errno != 0 ? errno : EIO;
+    return false;
+  }
+  return true;
+}
+
+bool FlushOut() {
+  if (g_out_errno == 0) {
+    errno = 0;
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) g_out_errno = errno != 0 ? errno : EIO;
+  }
+  return g_out_errno == 0;
+}
+
+std::string OutError() {
+  return g_out_errno == 0 ? "" : std::string("cannot write to standard output: ") +
+                                     std::strerror(g_out_errno);
+}
+
+void InstallInterruptHandler() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = OnInterrupt;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+void SetReplyRunning(bool running) {
+  if (running) g_interrupted.store(false);
+  g_reply_running.store(running);
+}
+
+bool InterruptRequested() { return g_interrupted.load(); }
+
+}  // namespace gannet_cli

@@ -1,0 +1,202 @@
+// The extern "C" entries for requests and events: submit, request checks, cancel and poll.
+#include <string>
+
+#include "lib/capi/capi_internal.h"
+#include "lib/common/status.h"
+#include "lib/engine/request_check.h"
+
+namespace gannet::capi {
+
+gannet_status_t ReadRequest(const gannet_request_t* request, engine::RequestInput* in) {
+  gannet_request_t r;
+  if (!ReadVersioned(request, gannet_request_t GANNET_REQUEST_INIT, &r, "gannet_request_t")) {
+    return GANNET_ERR_INVALID_ARGUMENT;
+  }
+  if (r.num_prompt_tokens > 0) {
+    if (r.prompt_tokens == nullptr) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT, "request: prompt_tokens is NULL");
+    }
+    in->prompt_tokens.assign(r.prompt_tokens, r.prompt_tokens + r.num_prompt_tokens);
+  }
+  if (r.prompt_text != nullptr) in->prompt_text = std::string(r.prompt_text);
+  if (r.num_messages > 0) {
+    if (r.messages == nullptr) return Fail(GANNET_ERR_INVALID_ARGUMENT, "request: messages is NULL");
+    // Every element has the first's size (the header that initialised the array).
+    const uint32_t stride = r.messages[0].struct_size;
+    if (stride < offsetof(gannet_chat_message_t, content) + sizeof(const char*) ||
+        stride > kMaxStructSize) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                  fmt::format("request: messages[0].struct_size is {}: initialise messages with "
+                              "GANNET_CHAT_MESSAGE_INIT",
+                              stride));
+    }
+    const char* base = reinterpret_cast<const char*>(r.messages);
+    for (size_t i = 0; i < r.num_messages; ++i) {
+      gannet_chat_message_t m = GANNET_CHAT_MESSAGE_INIT;
+      std::memcpy(&m, base + i * stride, std::min<size_t>(stride, sizeof(m)));
+      if (m.struct_size != stride) {
+        return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                    fmt::format("request: messages[{}].struct_size is {}, messages[0]'s is {}", i,
+                                m.struct_size, stride));
+      }
+      if (m.role == nullptr || m.content == nullptr) {
+        return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                    fmt::format("request: messages[{}] has a NULL role or content", i));
+      }
+      in->messages.push_back({m.role, m.content, ""});
+    }
+  }
+  in->add_generation_prompt = r.add_generation_prompt != 2;  // 0 (default) and 1: yes
+  in->enable_thinking = r.enable_thinking == 1;
+  in->sampling.temperature = r.temperature;
+  in->sampling.top_k = r.top_k;
+  in->sampling.top_p = r.top_p == 0.0f ? 1.0f : r.top_p;
+  in->sampling.min_p = r.min_p;
+  in->sampling.repetition_penalty = r.repetition_penalty == 0.0f ? 1.0f : r.repetition_penalty;
+  in->sampling.presence_penalty = r.presence_penalty;
+  in->sampling.frequency_penalty = r.frequency_penalty;
+  if (r.seed_mode < GANNET_SEED_RANDOM || r.seed_mode > GANNET_SEED_REQUEST_ID) {
+    return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                fmt::format("request: seed_mode {} is not a GANNET_SEED_* value", r.seed_mode));
+  }
+  in->seed_mode = static_cast<engine::SeedMode>(r.seed_mode);
+  in->seed = r.seed;
+  in->max_tokens = r.max_tokens;
+  in->min_tokens = r.min_tokens;
+  if (r.stop_token_ids != nullptr) {
+    if (r.num_stop_token_ids > engine::kMaxStopTokenIds) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                  fmt::format("request: {} stop token ids (at most {})", r.num_stop_token_ids,
+                              engine::kMaxStopTokenIds));
+    }
+    in->stop_token_ids =
+        std::vector<int32_t>(r.stop_token_ids, r.stop_token_ids + r.num_stop_token_ids);
+  } else if (r.num_stop_token_ids > 0) {
+    return Fail(GANNET_ERR_INVALID_ARGUMENT, "request: stop_token_ids is NULL");
+  }
+  in->ignore_default_stop_tokens = r.ignore_default_stop_tokens == 1;
+  if (r.num_stop_strings > 0) {
+    if (r.stop_strings == nullptr) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT, "request: stop_strings is NULL");
+    }
+    if (r.num_stop_strings > engine::kMaxStopStrings) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                  fmt::format("request: {} stop strings (at most {})", r.num_stop_strings,
+                              engine::kMaxStopStrings));
+    }
+    for (size_t i = 0; i < r.num_stop_strings; ++i) {
+      if (r.stop_strings[i] == nullptr) {
+        return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                    fmt::format("request: stop_strings[{}] is NULL", i));
+      }
+      in->stop_strings.emplace_back(r.stop_strings[i]);
+    }
+  }
+  in->logprobs = r.logprobs;
+  in->priority = r.priority;
+  in->deadline_ms = r.deadline_ms;
+  return GANNET_OK;
+}
+
+}  // namespace gannet::capi
+
+using gannet::capi::Fail;
+using gannet::capi::Guard;
+
+extern "C" {
+
+gannet_status_t gannet_engine_submit(gannet_engine_t* engine, const gannet_request_t* request,
+                                     uint64_t* request_id_out) {
+  return Guard("gannet_engine_submit", [&]() -> gannet_status_t {
+    if (engine == nullptr || request == nullptr || request_id_out == nullptr) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                  "gannet_engine_submit: engine, request and request_id_out are required");
+    }
+    gannet::engine::RequestInput in;
+    if (gannet_status_t st = gannet::capi::ReadRequest(request, &in); st != GANNET_OK) return st;
+    auto id = engine->engine->Submit(std::move(in));
+    if (!id.ok()) return Fail(id.status());
+    *request_id_out = *id;
+    return GANNET_OK;
+  });
+}
+
+gannet_status_t gannet_request_check(const gannet_request_t* request,
+                                     const gannet_model_info_t* model) {
+  return Guard("gannet_request_check", [&]() -> gannet_status_t {
+    if (request == nullptr) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_request_check: request is required");
+    }
+    gannet::engine::RequestInput in;
+    if (gannet_status_t st = gannet::capi::ReadRequest(request, &in); st != GANNET_OK) return st;
+    gannet::engine::RequestModelFacts facts;
+    if (model != nullptr) {
+      gannet_model_info_t info = GANNET_MODEL_INFO_INIT;
+      if (!gannet::capi::ReadVersioned(model, info, &info, "gannet_model_info_t")) {
+        return GANNET_ERR_INVALID_ARGUMENT;
+      }
+      facts.vocab_size = info.vocab_size;
+      facts.max_context = info.max_position_embeddings;
+      facts.has_tokenizer = info.has_tokenizer != 0;
+    }
+    const absl::Status st = gannet::engine::CheckRequest(in, facts);
+    return st.ok() ? GANNET_OK : Fail(st);
+  });
+}
+
+gannet_status_t gannet_engine_cancel(gannet_engine_t* engine, uint64_t request_id) {
+  return Guard("gannet_engine_cancel", [&]() -> gannet_status_t {
+    if (engine == nullptr) return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_engine_cancel: engine is NULL");
+    absl::Status st = engine->engine->Cancel(request_id);
+    return st.ok() ? GANNET_OK : Fail(st);
+  });
+}
+
+gannet_status_t gannet_engine_poll(gannet_engine_t* engine, int32_t timeout_ms, size_t max_events,
+                                   const gannet_event_t* const** events_out,
+                                   size_t* num_events_out) {
+  return Guard("gannet_engine_poll", [&]() -> gannet_status_t {
+    if (engine == nullptr || events_out == nullptr || num_events_out == nullptr) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                  "gannet_engine_poll: engine, events_out and num_events_out are required");
+    }
+    engine->polled.clear();
+    engine->views.clear();
+    engine->pointers.clear();
+    if (max_events == 0) {
+      *events_out = nullptr;
+      *num_events_out = 0;
+      return GANNET_OK;
+    }
+    absl::Status st = engine->engine->Poll(timeout_ms, max_events, &engine->polled);
+    if (!st.ok()) return Fail(st);
+    engine->views.resize(engine->polled.size());
+    for (size_t i = 0; i < engine->polled.size(); ++i) {
+      const gannet::engine::Event& e = engine->polled[i];
+      gannet_event_t& v = engine->views[i];
+      v = gannet_event_t{};
+      v.struct_size = sizeof(gannet_event_t);
+      v.request_id = e.request_id;
+      v.type = static_cast<int32_t>(e.type);
+      v.token_id = e.token_id;
+      v.text = e.text.c_str();
+      v.text_len = e.text.size();
+      v.logprob = e.logprob;
+      v.num_top_logprobs = static_cast<int32_t>(e.top_ids.size());
+      v.top_token_ids = e.top_ids.empty() ? nullptr : e.top_ids.data();
+      v.top_logprobs = e.top_logprobs.empty() ? nullptr : e.top_logprobs.data();
+      v.finish_reason = static_cast<int32_t>(e.finish);
+      v.status = gannet::capi::ToStatus(e.status);
+      v.message = e.status.ok() ? "" : e.status.message().data();
+      v.num_prompt_tokens = e.num_prompt_tokens;
+      v.num_generated_tokens = e.num_generated_tokens;
+      v.num_cached_prompt_tokens = e.num_cached_prompt_tokens;
+    }
+    for (const gannet_event_t& v : engine->views) engine->pointers.push_back(&v);
+    *events_out = engine->pointers.empty() ? nullptr : engine->pointers.data();
+    *num_events_out = engine->pointers.size();
+    return GANNET_OK;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,90 @@
+#include "lib/engine/request_check.h"
+
+#include "lib/common/status.h"
+#include "lib/common/utf8.h"
+
+namespace gannet::engine {
+namespace {
+
+absl::Status CheckIds(const std::vector<int32_t>& ids, int64_t vocab, const char* what) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      return InvalidArgumentError("request: {} {} (id {}) is outside the vocabulary [0, {})", what,
+                                  i, ids[i], vocab);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckRequest(const RequestInput& in, const RequestModelFacts& model) {
+  const int sources =
+      (!in.prompt_tokens.empty()) + in.prompt_text.has_value() + (!in.messages.empty());
+  if (sources != 1) {
+    return InvalidArgumentError(
+        "request: give exactly one prompt (token ids, text or chat messages); got {}", sources);
+  }
+  GANNET_RETURN_IF_ERROR(sampling::ValidateSamplingParams(in.sampling));
+  if (in.max_tokens < 0 || in.min_tokens < 0) {
+    return InvalidArgumentError("request: max_tokens ({}) and min_tokens ({}) must be >= 0",
+                                in.max_tokens, in.min_tokens);
+  }
+  if (in.max_tokens > 0 && in.min_tokens > in.max_tokens) {
+    return InvalidArgumentError("request: min_tokens ({}) exceeds max_tokens ({})", in.min_tokens,
+                                in.max_tokens);
+  }
+  if (in.logprobs < 0 || in.logprobs > kMaxLogprobs) {
+    return InvalidArgumentError("request: logprobs must be in [0, {}], got {}", kMaxLogprobs,
+                                in.logprobs);
+  }
+  if (in.prompt_text && !IsValidUtf8(*in.prompt_text)) {
+    return InvalidArgumentError("request: prompt_text is not valid UTF-8");
+  }
+  for (size_t i = 0; i < in.messages.size(); ++i) {
+    if (!IsValidUtf8(in.messages[i].role) || !IsValidUtf8(in.messages[i].content)) {
+      return InvalidArgumentError("request: messages[{}] is not valid UTF-8", i);
+    }
+  }
+  if (in.stop_strings.size() > kMaxStopStrings) {
+    return InvalidArgumentError("request: {} stop strings (at most {})", in.stop_strings.size(),
+                                kMaxStopStrings);
+  }
+  for (size_t i = 0; i < in.stop_strings.size(); ++i) {
+    const std::string& s = in.stop_strings[i];
+    if (s.empty() || s.size() > kMaxStopStringBytes) {
+      return InvalidArgumentError("request: stop_strings[{}] has {} bytes (1 to {})", i, s.size(),
+                                  kMaxStopStringBytes);
+    }
+    if (!IsValidUtf8(s)) {
+      return InvalidArgumentError("request: stop_strings[{}] is not valid UTF-8", i);
+    }
+  }
+  if (in.stop_token_ids && in.stop_token_ids->size() > kMaxStopTokenIds) {
+    return InvalidArgumentError("request: {} stop token ids (at most {})",
+                                in.stop_token_ids->size(), kMaxStopTokenIds);
+  }
+  if ((in.prompt_text || !in.messages.empty() || !in.stop_strings.empty()) &&
+      !model.has_tokenizer) {
+    return FailedPreconditionError(
+        "request: text prompts, chat messages and stop strings need the model's tokenizer.json, "
+        "and this model has none; give prompt token ids and stop token ids instead");
+  }
+  if (model.vocab_size > 0) {
+    if (model.check_prompt_ids) {
+      GANNET_RETURN_IF_ERROR(CheckIds(in.prompt_tokens, model.vocab_size, "prompt token"));
+    }
+    if (in.stop_token_ids) {
+      GANNET_RETURN_IF_ERROR(CheckIds(*in.stop_token_ids, model.vocab_size, "stop token"));
+    }
+  }
+  if (model.max_context > 0 && static_cast<int64_t>(in.prompt_tokens.size()) >= model.max_context) {
+    return InvalidArgumentError(
+        "request: the prompt has {} tokens but the context holds {}: at least one must remain "
+        "for the output",
+        in.prompt_tokens.size(), model.max_context);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gannet::engine

@@ -1,0 +1,35 @@
+// The checks a request passes before it is queued, in one place: Engine::Submit runs them against
+// the loaded model, and gannet_request_check against a model's info (or none) so a program can
+// refuse a bad request before any weight is loaded.
+//
+// Checked: exactly one prompt source; sampling values (sampling.h); max_tokens, min_tokens and
+// min_tokens <= max_tokens; logprobs in [0, kMaxLogprobs]; priority; valid UTF-8 in the prompt
+// text, chat roles and contents and stop strings (never repaired); that text, chat and stop
+// strings have a tokenizer; with a known vocabulary, every prompt and stop id inside it; with a
+// known context, that the prompt ids leave room for one output token. Pure; thread-safe.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "lib/engine/engine.h"
+
+namespace gannet::engine {
+
+inline constexpr int32_t kMaxLogprobs = 20;
+inline constexpr size_t kMaxStopStrings = 64;
+inline constexpr size_t kMaxStopStringBytes = 1024;
+inline constexpr size_t kMaxStopTokenIds = 1024;
+
+// What a request is checked against; zero values are unknown and skip their checks.
+struct RequestModelFacts {
+  int64_t vocab_size = 0;
+  int64_t max_context = 0;    // max_model_len (engine) or max_position_embeddings (info)
+  bool has_tokenizer = true;  // unknown counts as present
+  bool check_prompt_ids = true;  // Submit reports bad prompt ids as an ERROR event instead
+};
+
+// InvalidArgument naming the field; FailedPrecondition for text without a tokenizer.
+absl::Status CheckRequest(const RequestInput& request, const RequestModelFacts& model);
+
+}  // namespace gannet::engine
