@@ -127,10 +127,11 @@ string(REPLACE ";" " " GANNET_PC_LIBS_PRIVATE "${_pc_libs}")
 # works whatever CMAKE_INSTALL_PREFIX was at configure time.
 file(RELATIVE_PATH GANNET_PC_TO_PREFIX "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
 string(REGEX REPLACE "/$" "" GANNET_PC_TO_PREFIX "${GANNET_PC_TO_PREFIX}")
-# gannet.pc is the usual pair: Libs for the shared library, and in Requires.private/Libs.private
-# what `pkg-config --static` adds where libgannet.a is the library the linker finds.
-# gannet-static.pc names the archive itself, because beside libgannet.so `-lgannet` would pick
-# the shared library: `cc app.c $(pkg-config --cflags --libs gannet-static)`.
+# gannet.pc is for the shared library, which carries its C++ dependencies inside: it requires
+# nothing, so a C program builds against it where abseil's and fmt's .pc files are absent.
+# gannet-static.pc names the archive itself (beside libgannet.so `-lgannet` would pick the shared
+# library) and requires what the archive needs: `cc app.c $(pkg-config --cflags --libs
+# gannet-static)`.
 file(WRITE ${PROJECT_BINARY_DIR}/gannet.pc.in [=[
 prefix=${pcfiledir}/@GANNET_PC_TO_PREFIX@
 exec_prefix=${prefix}
@@ -140,9 +141,7 @@ includedir=${prefix}/@CMAKE_INSTALL_INCLUDEDIR@
 Name: gannet
 Description: @PROJECT_DESCRIPTION@ (C ABI)
 Version: @PROJECT_VERSION@
-Requires.private: @GANNET_PC_REQUIRES_PRIVATE@
 Libs: -L${libdir} -lgannet
-Libs.private: @GANNET_PC_LIBS_PRIVATE@
 Cflags: -I${includedir}
 ]=])
 file(WRITE ${PROJECT_BINARY_DIR}/gannet-static.pc.in [=[
@@ -202,7 +201,7 @@ check_required_components(gannet)
 configure_package_config_file(${PROJECT_BINARY_DIR}/gannetConfig.cmake.in
   ${PROJECT_BINARY_DIR}/gannetConfig.cmake INSTALL_DESTINATION ${_gannet_cmake_dir})
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/gannetConfigVersion.cmake
-  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)  # 0.x: minors break the ABI
 
 install(FILES ${PROJECT_SOURCE_DIR}/include/gannet/gannet.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gannet)

@@ -1,6 +1,7 @@
 #include "examples/cli/args.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -60,12 +61,13 @@ bool Args::Parse(const std::vector<FlagSpec>& specs, int argc, char** argv, int 
       }
     } else if (a.size() > 2 && a[0] == '-' && a[1] != '-') {
       const FlagSpec* s = find_short(a[1]);
+      int64_t number = 0;
       error_ = "unknown option " + a;
-      if (s != nullptr && s->takes_value) {
+      if (s != nullptr && s->takes_value && ParseInt64(a.substr(2), INT64_MIN, INT64_MAX, &number)) {
         error_ += " (write the value as the next argument: -" + std::string(1, a[1]) + " " +
                   a.substr(2) + ")";
       } else {
-        error_ += " (long options take two dashes: -" + a + ")";
+        error_ += " (single-dash options are one letter; long options take two dashes)";
       }
       return false;
     } else {

@@ -101,11 +101,12 @@ gannet_engine_t* OpenEngine(const std::string& command, const EngineOptions& o) 
                                     ? std::string(s.backend) + ":" + std::to_string(s.device_id)
                                     : std::string(s.backend);
       std::fprintf(stderr,
-                   "[gannet: %s %s, %s of memory | weights %s, KV %s | up to %d sequences of %d "
-                   "tokens | loaded in %.1f s]\n",
+                   "[gannet: %s %s, %s of memory | weights %s, KV %s%s | up to %d sequences of "
+                   "%d tokens | loaded in %.1f s]\n",
                    where.c_str(), s.device_name, Gib(static_cast<double>(s.device_memory_bytes)).c_str(),
                    Gib(static_cast<double>(s.weight_bytes)).c_str(),
-                   Gib(static_cast<double>(s.kv_bytes)).c_str(), s.max_running_seqs,
+                   s.device_id < 0 ? "up to " : "", Gib(static_cast<double>(s.kv_bytes)).c_str(),
+                   s.max_running_seqs,
                    s.max_model_len, s.load_seconds);
     }
   }
@@ -123,7 +124,7 @@ std::string Piece(const gannet_tokenizer_t* tok, int32_t id) {
   char buf[256];
   size_t n = 0;
   if (tok != nullptr && gannet_token_to_piece(tok, id, buf, sizeof(buf) - 1, &n) == GANNET_OK) {
-    return "'" + EscapeControls(std::string(buf, n)) + "'";
+    return "'" + EscapeForDisplay(std::string(buf, n)) + "'";
   }
   return "#" + std::to_string(id);
 }

@@ -25,6 +25,9 @@ std::string OutError();
 
 // Control bytes of `text` escaped as \xNN (UTF-8 C1 controls as \u0080..\u009f).
 std::string EscapeControls(const std::string& text);
+// EscapeControls, and bytes that are not valid UTF-8 as \xNN too (a token's piece can be one
+// byte of a multi-byte character): for diagnostic lines such as --logprobs.
+std::string EscapeForDisplay(const std::string& text);
 
 void InstallInterruptHandler();
 // Marks a reply running (Ctrl-C cancels it) or not (Ctrl-C exits).

@@ -71,6 +71,11 @@ absl::StatusOr<BackendChoice> CreateBackendUnprofiled(const BackendOptions& o) {
   // An explicit "cuda", or a device ordinal that does not exist, is the caller's error; only an
   // automatic choice with no usable device falls back.
   if (o.kind == "cuda" || absl::IsInvalidArgument(cuda.status())) return cuda.status();
+  if (o.device_id > 0) {
+    // Asking for a device is asking for CUDA: running on the CPU instead would ignore it.
+    return InvalidArgumentError("device {} does not exist: {}", o.device_id,
+                                cuda.status().message());
+  }
   c.fallback_reason = std::string(cuda.status().message());
   c.backend = MakeCpu(o.num_threads);
   return c;

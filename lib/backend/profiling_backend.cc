@@ -10,10 +10,10 @@ namespace gannet::backend {
 
 template <typename Fn>
 absl::Status ProfilingBackend::Timed(const std::string& op, Fn&& fn) {
-  GANNET_RETURN_IF_ERROR(inner_->Synchronize());
+  GANNET_RETURN_IF_ERROR(inner().Synchronize());
   const auto t0 = std::chrono::steady_clock::now();
   absl::Status st = fn();
-  absl::Status sync = inner_->Synchronize();
+  absl::Status sync = inner().Synchronize();
   Total& t = totals_[op];
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // The first call of an op shape carries one-time work (cuBLASLt algorithm timing, workspace
@@ -42,60 +42,60 @@ ProfilingBackend::~ProfilingBackend() {
 }
 
 absl::Status ProfilingBackend::CopyToDevice(void* d, const void* s, size_t n) {
-  return Timed("copy to device", [&] { return inner_->CopyToDevice(d, s, n); });
+  return Timed("copy to device", [&] { return inner().CopyToDevice(d, s, n); });
 }
 absl::Status ProfilingBackend::CopyToHost(void* d, const void* s, size_t n) {
-  return Timed("copy to host", [&] { return inner_->CopyToHost(d, s, n); });
+  return Timed("copy to host", [&] { return inner().CopyToHost(d, s, n); });
 }
 absl::Status ProfilingBackend::Embed(Tensor ids, Tensor table, float scale, Tensor out) {
-  return Timed("embed", [&] { return inner_->Embed(ids, table, scale, out); });
+  return Timed("embed", [&] { return inner().Embed(ids, table, scale, out); });
 }
 absl::Status ProfilingBackend::RmsNorm(Tensor x, Tensor w, float eps, Tensor out) {
-  return Timed("rms_norm", [&] { return inner_->RmsNorm(x, w, eps, out); });
+  return Timed("rms_norm", [&] { return inner().RmsNorm(x, w, eps, out); });
 }
 absl::Status ProfilingBackend::PostNormResidual(Tensor x, Tensor pw, Tensor r, Tensor s, Tensor nw,
                                                 Tensor no, float eps) {
   return Timed("post_norm_residual",
-               [&] { return inner_->PostNormResidual(x, pw, r, s, nw, no, eps); });
+               [&] { return inner().PostNormResidual(x, pw, r, s, nw, no, eps); });
 }
 absl::Status ProfilingBackend::Linear(Tensor x, Tensor w, Tensor out) {
   // Named by shape: the layers' projections are told apart by their N x K.
   const std::string op = fmt::format("linear m{} {}x{}", x.rows() <= 1 ? 1 : (x.rows() <= 64 ? 64 : 4096),
                                      w.dim(0), w.row_elems());
-  return Timed(op, [&] { return inner_->Linear(x, w, out); });
+  return Timed(op, [&] { return inner().Linear(x, w, out); });
 }
 absl::Status ProfilingBackend::GeluTanhMul(Tensor g, Tensor u, Tensor out) {
-  return Timed("gelu_tanh_mul", [&] { return inner_->GeluTanhMul(g, u, out); });
+  return Timed("gelu_tanh_mul", [&] { return inner().GeluTanhMul(g, u, out); });
 }
 absl::Status ProfilingBackend::Add(Tensor a, Tensor b, Tensor out) {
-  return Timed("add", [&] { return inner_->Add(a, b, out); });
+  return Timed("add", [&] { return inner().Add(a, b, out); });
 }
 absl::Status ProfilingBackend::QkvPrep(const QkvPrepArgs& a) {
-  return Timed(fmt::format("qkv_prep hd{}", a.head_dim), [&] { return inner_->QkvPrep(a); });
+  return Timed(fmt::format("qkv_prep hd{}", a.head_dim), [&] { return inner().QkvPrep(a); });
 }
 absl::Status ProfilingBackend::Attention(const AttentionArgs& a) {
   const bool decode = a.meta->max_query_len == 1;
   return Timed(fmt::format("attention {} hd{}", decode ? "decode" : "prefill", a.head_dim),
-               [&] { return inner_->Attention(a); });
+               [&] { return inner().Attention(a); });
 }
 absl::Status ProfilingBackend::PleCombine(Tensor p, Tensor t, Tensor w, float ps, float cs,
                                           float eps, Tensor out) {
-  return Timed("ple_combine", [&] { return inner_->PleCombine(p, t, w, ps, cs, eps, out); });
+  return Timed("ple_combine", [&] { return inner().PleCombine(p, t, w, ps, cs, eps, out); });
 }
 absl::Status ProfilingBackend::MoeRoute(const MoeRouteArgs& a) {
-  return Timed("moe_route", [&] { return inner_->MoeRoute(a); });
+  return Timed("moe_route", [&] { return inner().MoeRoute(a); });
 }
 absl::Status ProfilingBackend::MoeExperts(const MoeExpertsArgs& a) {
-  return Timed("moe_experts", [&] { return inner_->MoeExperts(a); });
+  return Timed("moe_experts", [&] { return inner().MoeExperts(a); });
 }
 absl::Status ProfilingBackend::GatherRows(Tensor x, Tensor rows, Tensor out) {
-  return Timed("gather_rows", [&] { return inner_->GatherRows(x, rows, out); });
+  return Timed("gather_rows", [&] { return inner().GatherRows(x, rows, out); });
 }
 absl::Status ProfilingBackend::Softcap(Tensor x, float cap) {
-  return Timed("softcap", [&] { return inner_->Softcap(x, cap); });
+  return Timed("softcap", [&] { return inner().Softcap(x, cap); });
 }
 absl::Status ProfilingBackend::Sample(Tensor logits, Tensor params, Tensor banned, Tensor out) {
-  return Timed("sample", [&] { return inner_->Sample(logits, params, banned, out); });
+  return Timed("sample", [&] { return inner().Sample(logits, params, banned, out); });
 }
 
 }  // namespace gannet::backend

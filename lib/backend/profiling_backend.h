@@ -10,32 +10,17 @@
 #include <memory>
 #include <string>
 
-#include "lib/backend/backend.h"
+#include "lib/backend/forwarding_backend.h"
 
 namespace gannet::backend {
 
-class ProfilingBackend final : public Backend {
+class ProfilingBackend final : public ForwardingBackend {
  public:
-  explicit ProfilingBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
+  explicit ProfilingBackend(std::unique_ptr<Backend> inner) : ForwardingBackend(std::move(inner)) {}
   ~ProfilingBackend() override;
 
-  std::string_view name() const override { return inner_->name(); }
-  std::string DeviceName() const override { return inner_->DeviceName(); }
-  int device_id() const override { return inner_->device_id(); }
-  int64_t TotalMemoryBytes() const override { return inner_->TotalMemoryBytes(); }
-  DType activation_dtype() const override { return inner_->activation_dtype(); }
-  DType residual_dtype() const override { return inner_->residual_dtype(); }
-  DType kv_dtype() const override { return inner_->kv_dtype(); }
-  absl::StatusOr<Buffer> Allocate(size_t bytes) override { return inner_->Allocate(bytes); }
-  absl::StatusOr<Buffer> AllocateZeroed(size_t bytes) override { return inner_->AllocateZeroed(bytes); }
   absl::Status CopyToDevice(void* d, const void* s, size_t n) override;
   absl::Status CopyToHost(void* d, const void* s, size_t n) override;
-  absl::Status Fill(Tensor t, float v) override { return inner_->Fill(t, v); }
-  absl::Status Synchronize() override { return inner_->Synchronize(); }
-  int64_t FreeMemoryBytes() const override { return inner_->FreeMemoryBytes(); }
-  absl::StatusOr<OwnedTensor> LoadWeight(std::span<const model::WeightView* const> parts) override {
-    return inner_->LoadWeight(parts);
-  }
   absl::Status Embed(Tensor ids, Tensor table, float scale, Tensor out) override;
   absl::Status RmsNorm(Tensor x, Tensor w, float eps, Tensor out) override;
   absl::Status PostNormResidual(Tensor x, Tensor pw, Tensor r, Tensor s, Tensor nw, Tensor no,
@@ -62,7 +47,6 @@ class ProfilingBackend final : public Backend {
     int64_t calls = 0;
     double first_seconds = -1;
   };
-  std::unique_ptr<Backend> inner_;
   std::map<std::string, Total> totals_;
 };
 

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "lib/sampling/sampling.h"
+#include "lib/backend/backend.h"
 #include "lib/model/config.h"
 #include "lib/tokenizer/chat_template.h"
 #include "lib/tokenizer/tokenizer.h"
@@ -52,6 +53,9 @@ struct EngineConfig {
   // Loading progress, on the thread calling Create; returning false cancels the load (Create
   // fails with Cancelled).
   std::function<bool(const LoadProgress&)> progress;
+  // Wraps the backend the engine chose before anything uses it (tests inject faults with a
+  // backend::ForwardingBackend; not reachable through the C ABI).
+  std::function<std::unique_ptr<backend::Backend>(std::unique_ptr<backend::Backend>)> wrap_backend;
 };
 
 // How a request's sampling seed is chosen (GANNET_SEED_* of the C ABI).

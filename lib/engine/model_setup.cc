@@ -57,6 +57,7 @@ absl::Status CreateBackend(const EngineConfig& cfg, LoadedEngineParts* p) {
   bo.num_threads = cfg.num_threads;
   GANNET_ASSIGN_OR_RETURN(backend::BackendChoice choice, backend::CreateBackend(bo));
   p->backend = std::move(choice.backend);
+  if (cfg.wrap_backend) p->backend = cfg.wrap_backend(std::move(p->backend));
   p->backend_fallback = std::move(choice.fallback_reason);
   if (!p->backend_fallback.empty()) {
     GANNET_LOG_WARNING("engine: running on the CPU backend (much slower) because {}",

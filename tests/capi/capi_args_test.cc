@@ -14,7 +14,9 @@ TEST(CapiArgsTest, StatusStringsAndVersion) {
   EXPECT_STREQ(gannet_status_string(GANNET_OK), "GANNET_OK");
   EXPECT_STREQ(gannet_status_string(GANNET_ERR_DEVICE_LOST), "GANNET_ERR_DEVICE_LOST");
   EXPECT_STREQ(gannet_status_string(12345), "GANNET_ERR_UNKNOWN");
-  EXPECT_STREQ(gannet_version(), "0.1.0");
+  EXPECT_STREQ(gannet_version(), "0.2.0");
+  EXPECT_EQ(gannet_version_code(), 200);
+  EXPECT_EQ(gannet_abi_version(), GANNET_ABI_VERSION);
 }
 
 TEST(CapiArgsTest, CreateRejectsBadArguments) {

@@ -49,8 +49,75 @@ check "bad flag value is a usage error" $?
 check "missing model says what to do" $?
 "$gannet" generate -m /nonexistent -p hi > /dev/null 2> "$tmp/bad_model"; [ $? -eq 1 ] && contains "$tmp/bad_model" "hint:"
 check "unloadable model gives a hint" $?
-"$gannet" generate -m "$tiny/31b" -p hi --temperature -1 > /dev/null 2> "$tmp/bad_t"; [ $? -eq 1 ] && contains "$tmp/bad_t" "temperature"
-check "invalid sampling value is reported" $?
+"$gannet" generate -m "$tiny/31b" -p hi --temperature -1 > /dev/null 2> "$tmp/bad_t"; [ $? -eq 2 ] && contains "$tmp/bad_t" "temperature"
+check "invalid sampling value is a usage error" $?
+
+# The parser never guesses.
+usage_error() {  # usage_error NAME EXPECTED-TEXT ARGS...: exit 2 naming the problem, nothing loaded
+  local name=$1 want=$2
+  shift 2
+  "$gannet" "$@" > "$tmp/usage_out" 2> "$tmp/usage_err"
+  local rc=$?
+  [ $rc -eq 2 ] && contains "$tmp/usage_err" "$want" && ! contains "$tmp/usage_err" "[gannet:"
+  check "$name" $?
+}
+usage_error "llama-style -ngl is an error" "unknown option -ngl" generate -m "$tiny/31b" -p hi -ngl 99
+usage_error "-n5 is an error that says -n 5" "-n 5" generate -m "$tiny/31b" -p hi -n5
+usage_error "a positional argument is an error" "unexpected argument 'extra'" generate -m "$tiny/31b" -p hi extra
+usage_error "-p with --prompt-ids is an error" "not both" generate -m "$tiny/31b" -p hi --prompt-ids 2,3
+usage_error "-n 4294967297 is out of range" "[0, 2147483647]" generate -m "$tiny/31b" -p hi -n 4294967297
+usage_error "--prompt-ids 4294967298 is out of range" "--prompt-ids" generate -m "$tiny/31b" --prompt-ids 4294967298
+usage_error "--seed -1 is out of range" "--seed" generate -m "$tiny/31b" -p hi --seed -1
+usage_error "--top-p 2 is out of range" "--top-p" generate -m "$tiny/31b" -p hi --top-p 2
+usage_error "--stop-id -3 is out of range" "--stop-id" generate -m "$tiny/31b" -p hi --stop-id -3
+usage_error "--backend gpu is not a backend" "cpu or cuda" generate -m "$tiny/31b" -p hi --backend gpu
+usage_error "--logprobs 99 is out of range" "--logprobs" generate -m "$tiny/31b" -p hi --logprobs 99
+usage_error "--threads 5000 is out of range" "--threads" generate -m "$tiny/31b" -p hi --threads 5000
+usage_error "a flag given twice is an error" "given twice" generate -m "$tiny/31b" -p hi -n 3 -n 4
+usage_error "min_tokens > max_tokens before loading" "min_tokens" generate -m "$tiny/31b" -p hi -n 3 --min-tokens 9
+# Checked before any weight loads: a text prompt for a model without tokenizer.json.
+start=$(date +%s%N)
+usage_error "text prompt without a tokenizer fails before loading" "tokenizer.json" generate -m dummy:e2b -p hi
+[ $(( ($(date +%s%N) - start) / 1000000 )) -lt 3000 ]; check "... within 3 s" $?
+"$gannet" generate -m "$tiny/31b" -p hi --device 7 > /dev/null 2> "$tmp/dev7"; [ $? -eq 1 ] && contains "$tmp/dev7" "device 7"
+check "a device that does not exist is an error" $?
+
+# The familiar llama.cpp spellings where they do not clash.
+"$gannet" generate -m "$tiny/e4b" --prompt-ids 2,120,130 -n 4 --temp 0.7 --seed 11 -c 512 --ctx-size 512 --ids -q > /dev/null 2>&1
+[ $? -eq 2 ]; check "-c and --ctx-size are one flag (given twice)" $?
+"$gannet" generate -m "$tiny/e4b" --prompt-ids 2,120,130 -n 4 --temp 0.7 --seed 11 -c 512 --kv-memory 64M --ids -q > "$tmp/llama" 2>&1
+check "--temp, --seed, -c and --kv-memory are accepted" $?
+
+# Sampling without --seed is random (OS entropy); --seed makes it repeatable.
+sample() { "$gannet" generate -m "$tiny/e4b" --prompt-ids 2,120,130,140 -n 24 --ignore-eos --temperature 1.5 --ids -q "$@" | tail -n 1; }
+a=$(sample); b=$(sample)
+[ "$a" != "$b" ]; check "unseeded sampling differs between runs" $?
+a=$(sample --seed 5); b=$(sample --seed 5)
+[ -n "$a" ] && [ "$a" = "$b" ]; check "--seed makes sampling repeatable" $?
+
+# --logprobs prints what it promises: one line per token with the top-N on stderr.
+"$gannet" generate -m "$tiny/e4b" --prompt-ids 2,120,130 -n 5 --ignore-eos --logprobs 3 -q > /dev/null 2> "$tmp/lp"
+[ "$(grep -ac '^logprobs: ' "$tmp/lp")" -eq 5 ] && [ "$(grep -a '^logprobs: ' "$tmp/lp" | head -1 | grep -oE ' -?[0-9]+\.[0-9]{4}( |$)' | wc -l)" -eq 4 ]
+check "--logprobs 3 prints each token with its top 3" $?
+
+# Output errors fail loudly.
+"$gannet" generate -m "$tiny/e4b" -p hi -n 4 > /dev/full 2> "$tmp/full"; [ $? -eq 1 ] && contains "$tmp/full" "cannot write to standard output"
+check "a full stdout is an error" $?
+
+# The engine says where it runs and how long loading took.
+"$gannet" generate -m "$tiny/e4b" -p hi -n 2 > /dev/null 2> "$tmp/summary"
+contains "$tmp/summary" "[gannet: cpu" && contains "$tmp/summary" "loaded in" && contains "$tmp/summary" "| load "
+check "engine summary and load time in the statistics line" $?
+
+# Ctrl-C stops the reply; statistics still print; exit 130.
+"$gannet" generate -m "$tiny/e4b" --prompt-ids 2,120,130 -n 0 --ignore-eos > "$tmp/int_out" 2> "$tmp/int_err" &
+pid=$!
+sleep 1.5
+kill -INT $pid
+wait $pid
+rc=$?
+[ $rc -eq 130 ] && contains "$tmp/int_err" "finish: cancelled"
+check "Ctrl-C cancels the reply and prints its statistics (exit 130)" $?
 
 # chat through a pipe: two turns, the second reuses the first from the prefix cache.
 printf 'Hello there, how are you doing today?\nAnd what else can you tell me?\n/stats\n' |
@@ -61,6 +128,22 @@ grep -q "generated" "$tmp/chat_out" && grep -q "prefix cache" "$tmp/chat_out"; c
 second=$(grep 'prompt tokens' "$tmp/chat_err" | tail -n 1)
 echo "$second" | grep -qv "(0 from the prefix cache)"; check "second turn served from the prefix cache" $?
 
+# Ctrl-C during a chat answer returns to the prompt, and the conversation goes on.
+mkfifo "$tmp/chat_in"
+"$gannet" chat -m "$tiny/e4b" -n 0 --ignore-eos < "$tmp/chat_in" > "$tmp/chat_int_out" 2> "$tmp/chat_int_err" &
+pid=$!
+exec 9> "$tmp/chat_in"
+echo "Tell me everything." >&9
+sleep 1.5
+kill -INT $pid
+sleep 0.5
+printf '/stats\n/exit\n' >&9
+exec 9>&-
+wait $pid
+rc=$?
+[ $rc -eq 0 ] && contains "$tmp/chat_int_err" "finish: cancelled" && contains "$tmp/chat_int_out" "prefix cache"
+check "Ctrl-C in chat stops the answer and returns to the prompt" $?
+
 # chat under a pseudo-terminal: interactive banner and prompt, /exit ends it.
 if command -v script > /dev/null; then
   printf 'Hi!\n/exit\n' | script -qec "'$gannet' chat -m '$tiny/e2b' -n 8" /dev/null > "$tmp/pty" 2>&1
@@ -68,6 +151,7 @@ if command -v script > /dev/null; then
   contains "$tmp/pty" "gannet chat (" && contains "$tmp/pty" "/exit to quit"; check "pty shows the interactive banner" $?
   printf 'Tell me a story\n' | script -qec "'$gannet' generate -m '$tiny/31b' -n 4" /dev/null > "$tmp/pty_gen" 2>&1
   contains "$tmp/pty_gen" "TTFT"; check "generate under a pty" $?
+  contains "$tmp/pty_gen" "loading weights"; check "a terminal shows load progress" $?
 else
   echo "skip pty checks: util-linux 'script' not found"
 fi

@@ -24,9 +24,10 @@ libdir=$(dirname "$pc_dir")
   [ -f "$libdir/pkgconfig/gannet-static.pc" ] && [ -f "$libdir/cmake/gannet/gannetConfig.cmake" ] &&
   [ -x "$prefix/bin/gannet" ]
 check "layout: header, archive, pkg-config files, CMake package, CLI" $?
-[ -L "$libdir/libgannet.so" ] && [ -L "$libdir/libgannet.so.0" ] &&
-  [ "$(readelf -d "$libdir/libgannet.so" | grep -o 'SONAME.*')" = "SONAME)             Library soname: [libgannet.so.0]" ]
-check "libgannet.so is versioned (soname libgannet.so.0)" $?
+# Before 1.0 a minor version may break the ABI: the soname carries it.
+[ -L "$libdir/libgannet.so" ] && [ -L "$libdir/libgannet.so.0.2" ] &&
+  [ "$(readelf -d "$libdir/libgannet.so" | grep -o 'SONAME.*')" = "SONAME)             Library soname: [libgannet.so.0.2]" ]
+check "libgannet.so is versioned (soname libgannet.so.0.2)" $?
 
 nm -D --defined-only "$libdir/libgannet.so" | awk '{print $NF}' > "$tmp/exports"
 grep -qx gannet_engine_create "$tmp/exports" && ! grep -v '^gannet_' "$tmp/exports"
@@ -54,6 +55,11 @@ cc=${CC:-cc}
 minimal=$src/examples/c/minimal.c
 if command -v pkg-config > /dev/null; then
   export PKG_CONFIG_PATH=$pc_dir
+  # The shared library carries its C++ dependencies: gannet.pc requires no other .pc file (a C
+  # program builds where abseil's and fmt's are absent); gannet-static.pc requires them.
+  [ -z "$(pkg-config --print-requires --print-requires-private gannet)" ] &&
+    ! grep -q -- '-labsl\|-lfmt' "$pc_dir/gannet.pc"
+  check "gannet.pc requires nothing" $?
   # shellcheck disable=SC2046  # pkg-config output is a list of flags
   $cc -std=c99 -Wall -Wextra -pedantic -Werror "$minimal" -o "$tmp/pc_shared" \
     $(pkg-config --cflags --libs gannet) -Wl,-rpath,"$libdir"
@@ -80,6 +86,12 @@ needs_libgannet "$tmp/consumer/minimal_shared"; check "gannet::gannet links libg
 ! needs_libgannet "$tmp/consumer/minimal_static"; check "gannet::gannet_static: no libgannet.so needed" $?
 run cmake_shared "$tmp/consumer/minimal_shared"
 run cmake_static "$tmp/consumer/minimal_static"
+
+# A plain `cmake -S . -B build` (the default generator, no preset) must configure, CUDA or not.
+cmake -S "$src" -B "$tmp/plain" -DGANNET_BUILD_BENCH=OFF > "$tmp/plain.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] || tail -20 "$tmp/plain.log"
+check "cmake -S . -B build with the default generator configures" $rc
 
 if [ "$failures" -ne 0 ]; then echo "$failures install check(s) failed"; exit 1; fi
 echo "all install checks passed"

@@ -1,0 +1,73 @@
+// A Backend that forwards every call to another one: the base of decorators that watch or alter
+// some ops and pass the rest through (ProfilingBackend; the fault-injecting backends of tests).
+// Thread safety: that of the wrapped backend.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "lib/backend/backend.h"
+
+namespace gannet::backend {
+
+class ForwardingBackend : public Backend {
+ public:
+  explicit ForwardingBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
+
+  std::string_view name() const override { return inner_->name(); }
+  std::string DeviceName() const override { return inner_->DeviceName(); }
+  int device_id() const override { return inner_->device_id(); }
+  int64_t TotalMemoryBytes() const override { return inner_->TotalMemoryBytes(); }
+  DType activation_dtype() const override { return inner_->activation_dtype(); }
+  DType residual_dtype() const override { return inner_->residual_dtype(); }
+  DType kv_dtype() const override { return inner_->kv_dtype(); }
+  absl::StatusOr<Buffer> Allocate(size_t bytes) override { return inner_->Allocate(bytes); }
+  absl::StatusOr<Buffer> AllocateZeroed(size_t bytes) override { return inner_->AllocateZeroed(bytes); }
+  absl::Status CopyToDevice(void* d, const void* s, size_t n) override { return inner_->CopyToDevice(d, s, n); }
+  absl::Status CopyToHost(void* d, const void* s, size_t n) override { return inner_->CopyToHost(d, s, n); }
+  absl::Status Fill(Tensor t, float v) override { return inner_->Fill(t, v); }
+  absl::Status Synchronize() override { return inner_->Synchronize(); }
+  int64_t FreeMemoryBytes() const override { return inner_->FreeMemoryBytes(); }
+  absl::StatusOr<OwnedTensor> LoadWeight(std::span<const model::WeightView* const> parts) override {
+    return inner_->LoadWeight(parts);
+  }
+  absl::Status Embed(Tensor ids, Tensor table, float scale, Tensor out) override {
+    return inner_->Embed(ids, table, scale, out);
+  }
+  absl::Status RmsNorm(Tensor x, Tensor w, float eps, Tensor out) override {
+    return inner_->RmsNorm(x, w, eps, out);
+  }
+  absl::Status PostNormResidual(Tensor x, Tensor pw, Tensor r, Tensor s, Tensor nw, Tensor no,
+                                float eps) override {
+    return inner_->PostNormResidual(x, pw, r, s, nw, no, eps);
+  }
+  absl::Status Linear(Tensor x, Tensor w, Tensor out) override { return inner_->Linear(x, w, out); }
+  absl::Status GeluTanhMul(Tensor g, Tensor u, Tensor out) override {
+    return inner_->GeluTanhMul(g, u, out);
+  }
+  absl::Status Add(Tensor a, Tensor b, Tensor out) override { return inner_->Add(a, b, out); }
+  absl::Status QkvPrep(const QkvPrepArgs& a) override { return inner_->QkvPrep(a); }
+  absl::Status Attention(const AttentionArgs& a) override { return inner_->Attention(a); }
+  absl::Status PleCombine(Tensor p, Tensor t, Tensor w, float ps, float cs, float eps,
+                          Tensor out) override {
+    return inner_->PleCombine(p, t, w, ps, cs, eps, out);
+  }
+  absl::Status MoeRoute(const MoeRouteArgs& a) override { return inner_->MoeRoute(a); }
+  absl::Status MoeExperts(const MoeExpertsArgs& a) override { return inner_->MoeExperts(a); }
+  absl::Status GatherRows(Tensor x, Tensor rows, Tensor out) override {
+    return inner_->GatherRows(x, rows, out);
+  }
+  absl::Status Softcap(Tensor x, float cap) override { return inner_->Softcap(x, cap); }
+  absl::Status Sample(Tensor logits, Tensor params, Tensor banned, Tensor out) override {
+    return inner_->Sample(logits, params, banned, out);
+  }
+  // Graphs are not forwarded: a decorator sees every op only when steps run eagerly.
+
+ protected:
+  Backend& inner() { return *inner_; }
+
+ private:
+  std::unique_ptr<Backend> inner_;
+};
+
+}  // namespace gannet::backend
