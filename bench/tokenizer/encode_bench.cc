@@ -47,7 +47,7 @@ const Inputs& GetInputs() {
     auto tok = Tokenizer::FromFile(dir + "/parity_tokenizer.json");
     if (!tok.ok()) fail(tok.status());
     in->tokenizer = *std::move(tok);
-    auto doc = ReadFileToString(dir + "/kjv_sample.txt");
+    auto doc = ReadFileToString(dir + "/kjv_sample.txt", int64_t{1} << 30, "test data");
     if (!doc.ok()) fail(doc.status());
     in->document = *std::move(doc);
     size_t start = 0;
@@ -61,7 +61,7 @@ const Inputs& GetInputs() {
       ++n;
       start = end + 1;
     }
-    auto expected = ReadFileToString(dir + "/parity_expected.json");
+    auto expected = ReadFileToString(dir + "/parity_expected.json", int64_t{1} << 30, "test data");
     if (!expected.ok()) fail(expected.status());
     auto json = Json::Parse(*expected);
     if (!json.ok()) fail(json.status());

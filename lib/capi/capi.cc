@@ -7,6 +7,7 @@
 #include "lib/capi/capi_internal.h"
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
+#include "lib/common/utf8.h"
 #include "lib/engine/model_info.h"
 
 namespace gannet::capi {
@@ -35,7 +36,8 @@ gannet_status_t ToStatus(const absl::Status& st) {
 }
 
 gannet_status_t Fail(gannet_status_t code, std::string message) {
-  t_last_error = std::move(message);
+  // Messages quote file contents and caller strings: never hand raw bytes to a terminal or log.
+  t_last_error = EscapeForMessage(message, kMaxMessageBytes);
   return code;
 }
 

@@ -27,11 +27,15 @@ struct gannet_engine {
   gannet_tokenizer tokenizer;  // a view of the engine's (tokenizer == nullptr without one)
   // Events handed out by the last poll, their C views and the pointers poll returns.
   std::vector<gannet::engine::Event> polled;
+  std::vector<std::string> messages;  // escaped status messages of `polled`
   std::vector<gannet_event_t> views;
   std::vector<const gannet_event_t*> pointers;
 };
 
 namespace gannet::capi {
+
+// Error messages handed out (last error, ERROR events) are escaped and at most this long.
+inline constexpr size_t kMaxMessageBytes = 4096;
 
 gannet_status_t ToStatus(const absl::Status& st);
 gannet_status_t Fail(gannet_status_t code, std::string message);

@@ -3,6 +3,7 @@
 
 #include "lib/capi/capi_internal.h"
 #include "lib/common/status.h"
+#include "lib/common/utf8.h"
 #include "lib/engine/request_check.h"
 
 namespace gannet::capi {
@@ -161,6 +162,7 @@ gannet_status_t gannet_engine_poll(gannet_engine_t* engine, int32_t timeout_ms, 
                   "gannet_engine_poll: engine, events_out and num_events_out are required");
     }
     engine->polled.clear();
+    engine->messages.clear();
     engine->views.clear();
     engine->pointers.clear();
     if (max_events == 0) {
@@ -171,6 +173,7 @@ gannet_status_t gannet_engine_poll(gannet_engine_t* engine, int32_t timeout_ms, 
     absl::Status st = engine->engine->Poll(timeout_ms, max_events, &engine->polled);
     if (!st.ok()) return Fail(st);
     engine->views.resize(engine->polled.size());
+    engine->messages.resize(engine->polled.size());
     for (size_t i = 0; i < engine->polled.size(); ++i) {
       const gannet::engine::Event& e = engine->polled[i];
       gannet_event_t& v = engine->views[i];
@@ -187,7 +190,12 @@ gannet_status_t gannet_engine_poll(gannet_engine_t* engine, int32_t timeout_ms, 
       v.top_logprobs = e.top_logprobs.empty() ? nullptr : e.top_logprobs.data();
       v.finish_reason = static_cast<int32_t>(e.finish);
       v.status = gannet::capi::ToStatus(e.status);
-      v.message = e.status.ok() ? "" : e.status.message().data();
+      engine->messages[i] =
+          e.status.ok() ? std::string()
+                        : gannet::EscapeForMessage(std::string_view(e.status.message().data(),
+                                                                    e.status.message().size()),
+                                                   gannet::capi::kMaxMessageBytes);
+      v.message = engine->messages[i].c_str();
       v.num_prompt_tokens = e.num_prompt_tokens;
       v.num_generated_tokens = e.num_generated_tokens;
       v.num_cached_prompt_tokens = e.num_cached_prompt_tokens;

@@ -1,6 +1,8 @@
 #include "lib/common/file_util.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -11,13 +13,45 @@
 
 namespace gannet {
 
-absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError("cannot open {}: {}", path, std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return DataLossError("error reading {}", path);
-  return ss.str();
+absl::StatusOr<std::string> ReadFileToString(const std::string& path, int64_t max_bytes,
+                                             std::string_view what) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; the type check below refuses it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return NotFoundError("cannot open {}: {}", path, std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return DataLossError("cannot stat {}: {}", path, std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "a device";
+    return InvalidArgumentError("{} is {}, not a regular file ({})", path, kind, what);
+  }
+  if (st.st_size > max_bytes) {
+    ::close(fd);
+    return InvalidArgumentError("{} has {} bytes, more than the {} bytes a {} may have", path,
+                                static_cast<int64_t>(st.st_size), max_bytes, what);
+  }
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = errno;
+      ::close(fd);
+      return DataLossError("error reading {} (at byte {}): {}", path, done,
+                           n == 0 ? "the file shrank" : std::strerror(e));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return out;
 }
 
 absl::Status WriteStringToFile(const std::string& path, std::string_view data) {

@@ -164,7 +164,7 @@ std::string Json::Dump() const {
 
 class JsonParser {
  public:
-  explicit JsonParser(std::string_view text) : text_(text) {}
+  JsonParser(std::string_view text, int64_t max_nodes) : text_(text), nodes_left_(max_nodes) {}
 
   absl::StatusOr<Json> ParseDocument() {
     SkipWs();
@@ -210,6 +210,10 @@ class JsonParser {
 
   absl::Status ParseValue(Json* out, int depth) {
     if (depth > Json::kMaxDepth) return Error("nesting deeper than 128 levels");
+    if (--nodes_left_ < 0) {
+      const absl::Status e = Error("more values than the parser's limit: the document is too large");
+      return absl::ResourceExhaustedError(e.message());
+    }
     if (pos_ >= text_.size()) return Error("unexpected end of input, expected a value");
     char c = text_[pos_];
     switch (c) {
@@ -430,8 +434,11 @@ class JsonParser {
 
   std::string_view text_;
   size_t pos_ = 0;
+  int64_t nodes_left_;
 };
 
-absl::StatusOr<Json> Json::Parse(std::string_view text) { return JsonParser(text).ParseDocument(); }
+absl::StatusOr<Json> Json::Parse(std::string_view text, int64_t max_nodes) {
+  return JsonParser(text, max_nodes).ParseDocument();
+}
 
 }  // namespace gannet

@@ -36,7 +36,12 @@ class Json {
   static Json MakeArray(Array items = {});
   static Json MakeObject();
 
-  static absl::StatusOr<Json> Parse(std::string_view text);
+  // Every value (number, string, array, object, ...) is one node of ~240 bytes, so a document of
+  // n bytes could expand ~100x in memory: Parse refuses documents with more than max_nodes
+  // values (ResourceExhausted), before allocating them. The default fits Gemma's 33 MB
+  // tokenizer.json (~1.5M values) with room to spare.
+  static constexpr int64_t kDefaultMaxNodes = 4'000'000;
+  static absl::StatusOr<Json> Parse(std::string_view text, int64_t max_nodes = kDefaultMaxNodes);
 
   Type type() const { return type_; }
   bool is_null() const { return type_ == Type::kNull; }

@@ -1,5 +1,7 @@
 #include "lib/common/utf8.h"
 
+#include <cstdio>
+
 namespace gannet {
 
 size_t Utf8SequenceLength(std::string_view s) {
@@ -62,6 +64,30 @@ bool IsValidUtf8(std::string_view s) {
     i += n;
   }
   return true;
+}
+
+}  // namespace gannet
+
+namespace gannet {
+
+std::string EscapeForMessage(std::string_view s, size_t max_bytes) {
+  std::string out;
+  size_t i = 0;
+  while (i < s.size() && i < max_bytes) {
+    const size_t n = Utf8SequenceLength(s.substr(i));
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (n == 0 || (n == 1 && (c < 0x20 || c == 0x7f || c == '\\'))) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), c == '\\' ? "\\\\" : "\\x%02x", c);
+      out += buf;
+      ++i;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
+  }
+  if (i < s.size()) out += "...";
+  return out;
 }
 
 }  // namespace gannet

@@ -19,3 +19,12 @@ void AppendUtf8(uint32_t code_point, std::string* out);
 bool IsValidUtf8(std::string_view s);
 
 }  // namespace gannet
+
+namespace gannet {
+
+// A string from a file or a caller, made safe to put in an error message: bytes that are not
+// valid UTF-8, control characters and backslashes are written \xNN (\\), and more than
+// max_bytes is cut with "...". Messages stay one readable line whatever the input holds.
+std::string EscapeForMessage(std::string_view s, size_t max_bytes = 80);
+
+}  // namespace gannet

@@ -11,6 +11,7 @@
 #include "lib/model/config.h"
 #include "lib/model/variants.h"
 #include "lib/model/weights.h"
+#include "lib/tokenizer/tokenizer.h"
 
 namespace gannet::engine {
 
@@ -36,6 +37,14 @@ absl::StatusOr<ModelInfo> ReadModelInfo(const std::string& dir) {
     info.skipped_tower_bytes = static_cast<int64_t>(ckpt->skipped_bytes());
     info.num_shards = static_cast<int32_t>(ckpt->num_shards());
     info.has_tokenizer = FileExists(dir + "/tokenizer.json");
+    if (info.has_tokenizer) {
+      // Validated like everything else `info` reports: a broken tokenizer is reported as broken.
+      GANNET_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::FromFile(dir + "/tokenizer.json"));
+      if (tok->vocab_size() > config.text.vocab_size) {
+        return InvalidArgumentError("{}/tokenizer.json has {} tokens but the model's vocab_size is {}",
+                                    dir, tok->vocab_size(), config.text.vocab_size);
+      }
+    }
   }
   const model::TextConfig& c = config.text;
   info.num_parameters = model::CountParameters(config);

@@ -20,6 +20,9 @@
 
 namespace gannet::model {
 
+// model.safetensors.index.json lists every tensor once (~100 KB for Gemma-4 31B).
+inline constexpr int64_t kMaxIndexJsonBytes = int64_t{16} << 20;
+
 // A tensor's location inside a checkpoint.
 struct TensorRef {
   const TensorInfo* info = nullptr;

@@ -7,6 +7,7 @@
 #include "lib/common/dtype.h"
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
+#include "lib/common/utf8.h"
 #include "lib/common/file_util.h"
 
 namespace gannet::model {
@@ -137,14 +138,16 @@ absl::Status ApplyPerLayerConfig(const Json& plc, const FieldReader& r, TextConf
                                  bool* saw_full_kv_override) {
   if (!plc.is_object()) return r.TypeError("per_layer_config", "an object", plc);
   for (const auto& [key, val] : plc.AsMembers()) {
-    int layer = -1;
+    int64_t layer = -1;
     if (key == "full_attention" || key == "sliding_attention") continue;  // per-type views
-    try {
-      layer = std::stoi(key);
-    } catch (...) {
+    // Digits only (stoi would read "5abc" as 5), at most 9 of them: no overflow.
+    const bool digits = !key.empty() && key.size() <= 9 &&
+                        key.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits) {
       return InvalidArgumentError("{}: per_layer_config key '{}' is not a layer index",
-                                  r.source(), key);
+                                  r.source(), EscapeForMessage(key));
     }
+    layer = std::stoll(key);
     if (layer < 0 || layer >= c->num_hidden_layers) {
       return InvalidArgumentError("{}: per_layer_config layer {} is out of range [0, {})",
                                   r.source(), layer, c->num_hidden_layers);
@@ -174,6 +177,43 @@ absl::Status ApplyPerLayerConfig(const Json& plc, const FieldReader& r, TextConf
       c->num_global_key_value_heads = kv;
       *saw_full_kv_override = true;
     }
+  }
+  return absl::OkStatus();
+}
+
+// Upper bounds of every count and size, before anything is sized from them.
+absl::Status CheckBounds(const TextConfig& c, const FieldReader& r) {
+  const struct {
+    const char* name;
+    int64_t value, max;
+  } limits[] = {
+      {"num_hidden_layers", c.num_hidden_layers, kMaxLayers},
+      {"num_attention_heads", c.num_attention_heads, kMaxHeads},
+      {"num_key_value_heads", c.num_key_value_heads, kMaxHeads},
+      {"num_global_key_value_heads", c.num_global_key_value_heads, kMaxHeads},
+      {"head_dim", c.head_dim, kMaxHeadDim},
+      {"global_head_dim", c.global_head_dim, kMaxHeadDim},
+      {"hidden_size", c.hidden_size, kMaxHidden},
+      {"intermediate_size", c.intermediate_size, kMaxIntermediate},
+      {"vocab_size", c.vocab_size, kMaxVocab},
+      {"vocab_size_per_layer_input", c.vocab_size_per_layer_input, kMaxVocab},
+      {"hidden_size_per_layer_input", c.hidden_size_per_layer_input, kMaxHidden},
+      {"max_position_embeddings", c.max_position_embeddings, kMaxPositions},
+      {"sliding_window", c.sliding_window, kMaxPositions},
+      {"num_experts", c.num_experts, kMaxExperts},
+      {"top_k_experts", c.top_k_experts, kMaxExperts},
+      {"moe_intermediate_size", c.moe_intermediate_size, kMaxIntermediate},
+      {"num_kv_shared_layers", c.num_kv_shared_layers, kMaxLayers},
+  };
+  for (const auto& l : limits) {
+    if (l.value > l.max) {
+      return InvalidArgumentError("{}: {} is {}, above the largest gannet accepts ({})", r.source(),
+                                  r.Name(l.name), l.value, l.max);
+    }
+  }
+  if (static_cast<int64_t>(c.eos_token_ids.size()) > kMaxEosIds) {
+    return InvalidArgumentError("{}: {} lists {} ids (at most {})", r.source(),
+                                r.Name("eos_token_id"), c.eos_token_ids.size(), kMaxEosIds);
   }
   return absl::OkStatus();
 }
@@ -217,6 +257,7 @@ absl::Status ParseTextConfig(const Json& obj, const std::string& source, const s
   if (c->num_hidden_layers <= 0) {
     return InvalidArgumentError("{}: {} must be > 0", source, r.Name("num_hidden_layers"));
   }
+  GANNET_RETURN_IF_ERROR(CheckBounds(*c, r));
   // layer_types: absent means the 5:1 pattern; the last layer is forced to full (as HF does).
   c->layer_types.clear();
   if (const Json* lt = obj.Find("layer_types"); lt != nullptr && !lt->is_null()) {
@@ -563,14 +604,18 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const Json& root, std::string_view 
 
 absl::StatusOr<ModelConfig> ParseModelConfigText(std::string_view json_text,
                                                  std::string_view source) {
-  auto json = Json::Parse(json_text);
+  if (json_text.size() > static_cast<size_t>(kMaxConfigJsonBytes)) {
+    return InvalidArgumentError("{}: {} bytes, more than a config.json may have ({})", source,
+                                json_text.size(), kMaxConfigJsonBytes);
+  }
+  auto json = Json::Parse(json_text, kMaxConfigJsonValues);
   if (!json.ok()) return Annotate(json.status(), source);
   return ParseModelConfig(*json, source);
 }
 
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
   std::string path = model_dir + "/config.json";
-  GANNET_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  GANNET_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, kMaxConfigJsonBytes, "config.json"));
   return ParseModelConfigText(text, path);
 }
 

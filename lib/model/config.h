@@ -122,6 +122,20 @@ struct ModelConfig {
   std::vector<int> eos_token_ids;
 };
 
+// What a config.json may hold, checked before anything is sized from it (a layer count of
+// 2^31 must fail at once, not after allocating per-layer tables).
+inline constexpr int64_t kMaxConfigJsonBytes = int64_t{4} << 20;
+inline constexpr int64_t kMaxConfigJsonValues = 200'000;
+inline constexpr int64_t kMaxLayers = 1024;
+inline constexpr int64_t kMaxHeads = 1024;
+inline constexpr int64_t kMaxHeadDim = 4096;
+inline constexpr int64_t kMaxHidden = int64_t{1} << 17;
+inline constexpr int64_t kMaxIntermediate = int64_t{1} << 20;
+inline constexpr int64_t kMaxVocab = int64_t{1} << 24;
+inline constexpr int64_t kMaxPositions = int64_t{1} << 24;
+inline constexpr int64_t kMaxExperts = 4096;
+inline constexpr int64_t kMaxEosIds = 64;
+
 // Parses and validates. `source` names the file in error messages.
 absl::StatusOr<ModelConfig> ParseModelConfig(const Json& root, std::string_view source);
 absl::StatusOr<ModelConfig> ParseModelConfigText(std::string_view json_text,

@@ -138,7 +138,7 @@ Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Tokenizer::~Tokenizer() = default;
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromFile(const std::string& path) {
-  GANNET_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  GANNET_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, kMaxTokenizerJsonBytes, "tokenizer.json"));
   return FromJson(text, path);
 }
 

@@ -44,6 +44,9 @@ struct DecodeOptions {
   bool skip_special_tokens = false;
 };
 
+// Gemma's tokenizer.json is ~33 MB; anything much larger is not a tokenizer we serve.
+inline constexpr int64_t kMaxTokenizerJsonBytes = int64_t{256} << 20;
+
 class Tokenizer {
  public:
   // Errors: NotFound / DataLoss for an unreadable file, InvalidArgument naming the JSON path of

@@ -1,4 +1,10 @@
 // Every C ABI entry point with NULL and invalid arguments: a clear status and message, no crash.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -151,6 +157,50 @@ TEST(CapiArgsTest, OlderSmallerStructsStillWork) {
   EXPECT_EQ(old.num_running, 0);
   EXPECT_EQ(old.canary, 1234);  // nothing written past the caller's struct
   gannet_engine_destroy(engine);
+}
+
+// Reading refuses what is not a regular file (never blocks on a FIFO) and quotes file contents
+// escaped: a model folder cannot hang the engine or write escape sequences to a terminal.
+TEST(CapiArgsTest, OnlyRegularFilesAreReadAndMessagesAreEscaped) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("gannet_args_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "config.json");  // a directory where the file should be
+  gannet_model_info_t info = GANNET_MODEL_INFO_INIT;
+  EXPECT_EQ(gannet_model_info(dir.c_str(), &info), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("is a directory, not a regular file"), std::string::npos) << LastError();
+  fs::remove(dir / "config.json");
+  ASSERT_EQ(::mkfifo((dir / "config.json").c_str(), 0600), 0);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(gannet_model_info(dir.c_str(), &info), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("is a FIFO"), std::string::npos) << LastError();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  fs::remove(dir / "config.json");
+  {
+    std::ofstream f(dir / "config.json");
+    f << "{\"model_type\": \"evil\\u001b[2J\\u0007\"}";
+  }
+  EXPECT_EQ(gannet_model_info(dir.c_str(), &info), GANNET_ERR_UNIMPLEMENTED);
+  const std::string msg = LastError();
+  EXPECT_NE(msg.find("evil\\x1b[2J\\x07"), std::string::npos) << msg;
+  for (char c : msg) EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20) << msg;
+  fs::remove_all(dir);
+}
+
+TEST(CapiArgsTest, ModelInfoValidatesTheTokenizer) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("gannet_tok_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors"}) {
+    fs::copy_file(fs::path(TinyModelDir("e2b")) / f, dir / f, fs::copy_options::overwrite_existing);
+  }
+  { std::ofstream(dir / "tokenizer.json") << "{\"model\": {\"type\": \"BPE\""; }
+  gannet_model_info_t info = GANNET_MODEL_INFO_INIT;
+  EXPECT_EQ(gannet_model_info(dir.c_str(), &info), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("tokenizer.json"), std::string::npos) << LastError();
+  fs::remove(dir / "tokenizer.json");
+  EXPECT_EQ(gannet_model_info(dir.c_str(), &info), GANNET_OK) << LastError();
+  EXPECT_EQ(info.has_tokenizer, 0);
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 #include "lib/model/config.h"
 
+#include <chrono>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -158,6 +161,69 @@ TEST(ConfigTest, InconsistentConfigsAreClearErrors) {
         << "message '" << msg << "' does not mention '" << c.must_mention << "'";
     EXPECT_NE(msg.find("bad/config.json"), std::string::npos) << msg;
   }
+}
+
+}  // namespace
+}  // namespace gannet::model
+
+namespace gannet::model {
+namespace {
+
+std::string With(std::string json, const std::string& key, const std::string& value) {
+  const std::string anchor = "\"model_type\": \"gemma4_text\"";
+  return json.replace(json.find(anchor), anchor.size(), anchor + ", \"" + key + "\": " + value);
+}
+
+// Bounded input: counts and sizes are checked before anything is sized from them, fast.
+TEST(ConfigBoundsTest, HugeCountsFailAtOnceNamingTheField) {
+  const auto start = std::chrono::steady_clock::now();
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"num_hidden_layers", "2147483647"}, {"num_attention_heads", "100000"},
+           {"vocab_size", "2000000000"}, {"num_experts", "1000000"},
+           {"max_position_embeddings", "9000000000"}, {"head_dim", "65536"},
+           {"hidden_size", "10000000"}}) {
+    std::string json = kE2B;
+    const std::string anchor = "\"num_hidden_layers\": 35, ";
+    if (key != "num_hidden_layers") {
+      json = With(json, key, value);
+    } else {
+      json.replace(json.find(anchor), anchor.size(), "\"num_hidden_layers\": " + value + ", ");
+    }
+    const absl::Status st = ParseModelConfigText(json, "config.json").status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << key;
+    EXPECT_NE(st.message().find(key), std::string::npos) << st;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+}
+
+TEST(ConfigBoundsTest, EosListsAndPerLayerKeysAreRangeChecked) {
+  std::string many = "[";
+  for (int i = 0; i < 100; ++i) many += (i ? ",1" : "1");
+  many += "]";
+  EXPECT_NE(ParseModelConfigText(With(kE2B, "eos_token_id", many), "c").status().message().find(
+                "eos_token_id"),
+            std::string::npos);
+  EXPECT_FALSE(ParseModelConfigText(With(kE2B, "eos_token_id", "[1, 999999]"), "c").ok());
+  for (const char* key : {"\"4abc\"", "\"99999999999999\"", "\"-1\"", "\"\""}) {
+    const absl::Status st = ParseModelConfigText(
+        With(kE2B, "per_layer_config", std::string("{") + key + ": {\"head_dim\": 512}}"), "c")
+                                .status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << key << " " << st;
+  }
+}
+
+TEST(ConfigBoundsTest, OversizedDocumentsAreRefusedBeforeParsing) {
+  std::string big = kE2B;
+  big.insert(big.size() - 1, ", \"pad\": \"" + std::string(kMaxConfigJsonBytes, 'x') + "\"");
+  const absl::Status st = ParseModelConfigText(big, "config.json").status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("more than a config.json may have"), std::string::npos) << st;
+  // Many small values: the parser's node budget refuses them before allocating.
+  std::string values = "[";
+  for (int i = 0; i < 300000; ++i) values += i ? ",0" : "0";
+  values += "]";
+  EXPECT_EQ(ParseModelConfigText(With(kE2B, "junk", values), "c").status().code(),
+            absl::StatusCode::kResourceExhausted);
 }
 
 }  // namespace

@@ -172,8 +172,8 @@ TEST(SyntheticTest, TinyCheckpointsRegenerateBitForBit) {
     SyntheticOptions o;  // as gannet-make-tiny writes them
     o.tower_tensors = config.Find("vision_config") != nullptr;
     ASSERT_TRUE(WriteSyntheticCheckpoint(config, dir, o).ok());
-    auto fresh = ReadFileToString(dir + "/model.safetensors");
-    auto committed = ReadFileToString(gannet::testing::TinyModelDir(v) + "/model.safetensors");
+    auto fresh = ReadFileToString(dir + "/model.safetensors", int64_t{1} << 30, "test data");
+    auto committed = ReadFileToString(gannet::testing::TinyModelDir(v) + "/model.safetensors", int64_t{1} << 30, "test data");
     ASSERT_TRUE(fresh.ok() && committed.ok());
     EXPECT_TRUE(*fresh == *committed) << v;
   }

@@ -17,7 +17,7 @@ std::string DataPath(const std::string& name) {
 }
 
 Json LoadJson(const std::string& name) {
-  auto text = ReadFileToString(DataPath(name));
+  auto text = ReadFileToString(DataPath(name), int64_t{1} << 30, "test data");
   if (!text.ok()) {
     ADD_FAILURE() << text.status();
     return Json();

@@ -103,7 +103,7 @@ TEST(TinyTokenizerTest, MatchesCommittedFixture) {
   if (const char* update = std::getenv("GANNET_UPDATE_FIXTURES"); update && *update == '1') {
     ASSERT_TRUE(WriteStringToFile(path, *json).ok());
   }
-  auto committed = ReadFileToString(path);
+  auto committed = ReadFileToString(path, int64_t{1} << 30, "test data");
   ASSERT_TRUE(committed.ok()) << committed.status();
   EXPECT_TRUE(*committed == *json) << "tiny tokenizer changed; regenerate the fixtures (see "
                                       "tools/tokenizer/make_parity_data.py)";
