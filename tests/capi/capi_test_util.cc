@@ -25,6 +25,16 @@ gannet_engine_t* CreateTinyEngine(const std::string& variant,
   return engine;
 }
 
+gannet_engine_t* CreateTinyEngineOn(const std::string& variant, const char* backend) {
+  const std::string dir = TinyModelDir(variant);
+  gannet_engine_config_t config = GANNET_ENGINE_CONFIG_INIT;
+  config.model_dir = dir.c_str();
+  config.backend = backend;
+  config.max_model_len = 256;
+  gannet_engine_t* engine = nullptr;
+  return gannet_engine_create(&config, &engine) == GANNET_OK ? engine : nullptr;
+}
+
 gannet_request_t GreedyRequest(const std::vector<int32_t>& prompt, int32_t max_tokens) {
   gannet_request_t r = GANNET_REQUEST_INIT;
   r.prompt_tokens = prompt.data();

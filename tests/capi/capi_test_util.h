@@ -31,6 +31,9 @@ struct Outcome {
 gannet_engine_t* CreateTinyEngine(const std::string& variant,
                                   const std::function<void(gannet_engine_config_t*)>& edit = {});
 
+// A tiny model's engine on `backend`, or nullptr (no error reported) when it cannot start.
+gannet_engine_t* CreateTinyEngineOn(const std::string& variant, const char* backend);
+
 // A greedy request for the given prompt.
 gannet_request_t GreedyRequest(const std::vector<int32_t>& prompt, int32_t max_tokens);
 

@@ -21,7 +21,8 @@ note() { echo "$*" | tee -a "$summary"; }
 note "== gannet engine GPU runs: commit ${GANNET_COMMIT:-unknown}, $(date -u +%FT%TZ)"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$summary"
 
-tests=(cuda_attention_test cuda_ops_test cuda_runner_test cuda_graph_test kernel_registry_test capi_gpu_test)
+tests=(cuda_attention_test cuda_ops_test cuda_runner_test cuda_graph_test kernel_registry_test capi_gpu_test
+       cuda_large_kv_test capi_gpu_defaults_test cuda_status_test)
 for stage in "${stages[@]}"; do
   t0=$(date +%s)
   rc=0
