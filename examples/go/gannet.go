@@ -1,4 +1,4 @@
-// Package gannet runs Gemma-4 models through gannet's C ABI (include/gannet/gannet.h).
+// Package gannet runs Gemma-4 models through gannet's C ABI 0.2 (include/gannet/gannet.h).
 //
 //	engine, err := gannet.Open(gannet.Config{ModelDir: "/models/gemma-4-e4b-it"})
 //	...
@@ -11,13 +11,20 @@
 //
 // One goroutine per engine owns gannet_engine_poll (the ABI allows one poller at a time) and
 // hands each event to the channel of its request; Submit and Cancel may be called from any
-// goroutine. Build: the package finds gannet.h in the repository; point the linker at
-// libgannet, e.g. CGO_LDFLAGS="-L$LIBDIR -Wl,-rpath,$LIBDIR" or `pkg-config --libs gannet`.
+// goroutine. Requests are greedy unless they set a Temperature; sampled requests get a fresh
+// random seed unless Seed fixes one or SeedMode asks for SeedRequestID. Request.Check validates a
+// request without an engine, and a Tokenizer (OpenTokenizer, or Engine.Tokenizer) tokenizes and
+// renders chat prompts exactly as the engine does.
+//
+// Build: go get github.com/gannet-ai/gannet/examples/go links an installed gannet through
+// pkg-config (link_pkgconfig.go); the repository's CMake build links its own libgannet.so with
+// the tag gannet_no_pkgconfig (link_in_tree.go).
 package gannet
 
 /*
+// In the repository the header next door is used (it matches the library CMake builds there);
+// elsewhere this folder does not exist and pkg-config's Cflags find the installed header.
 #cgo CFLAGS: -I${SRCDIR}/../../include
-#cgo LDFLAGS: -lgannet
 #include <stdlib.h>
 #include "gannet/gannet.h"
 
@@ -34,12 +41,45 @@ static gannet_engine_stats_t gannet_go_stats_init(void) {
   gannet_engine_stats_t s = GANNET_ENGINE_STATS_INIT;
   return s;
 }
+static gannet_model_info_t gannet_go_model_info_init(void) {
+  gannet_model_info_t i = GANNET_MODEL_INFO_INIT;
+  return i;
+}
+// An array of n chat messages in C memory (free it with free), each initialised by
+// GANNET_CHAT_MESSAGE_INIT: the library reads the array with the stride of the first element's
+// struct_size, so every element must carry this header's size.
+static gannet_chat_message_t* gannet_go_messages(size_t n) {
+  gannet_chat_message_t* m = (gannet_chat_message_t*)calloc(n ? n : 1, sizeof(*m));
+  if (m == NULL) return NULL;
+  for (size_t i = 0; i < n; ++i) {
+    gannet_chat_message_t init = GANNET_CHAT_MESSAGE_INIT;
+    m[i] = init;
+  }
+  return m;
+}
+static void gannet_go_set_message(gannet_chat_message_t* m, size_t i, const char* role,
+                                  const char* content) {
+  m[i].role = role;
+  m[i].content = content;
+}
+// The progress callback: gannetGoProgress (progress.go) as a gannet_progress_fn (cgo's
+// prototype of an exported function drops the const).
+extern int32_t gannetGoProgress(void* user, gannet_progress_t* progress);
+static int32_t gannet_go_progress(void* user, const gannet_progress_t* progress) {
+  return gannetGoProgress(user, (gannet_progress_t*)progress);
+}
+static void gannet_go_set_progress(gannet_engine_config_t* c, void* user) {
+  c->progress_callback = gannet_go_progress;
+  c->progress_user_data = user;
+}
 */
 import "C"
 
 import (
 	"context"
+	"fmt"
 	"runtime"
+	"runtime/cgo"
 	"strings"
 	"sync"
 	"time"
@@ -97,8 +137,35 @@ func call(f func() C.gannet_status_t) error {
 	return nil
 }
 
+// ---- versions -------------------------------------------------------------------------------
+
+// The version and ABI of the header this package was built with.
+const (
+	HeaderVersionCode = C.GANNET_VERSION_CODE // MAJOR*10000 + MINOR*100 + PATCH
+	HeaderABIVersion  = C.GANNET_ABI_VERSION
+)
+
 // Version is "MAJOR.MINOR.PATCH" of the library actually linked.
 func Version() string { return C.GoString(C.gannet_version()) }
+
+// VersionCode is GANNET_VERSION_CODE of the library actually linked.
+func VersionCode() int { return int(C.gannet_version_code()) }
+
+// ABIVersion is GANNET_ABI_VERSION of the library actually linked.
+func ABIVersion() int { return int(C.gannet_abi_version()) }
+
+// CheckABI fails with StatusFailedPrecondition unless the linked library has the ABI of the
+// header this package was built with. Open and OpenTokenizer check it.
+func CheckABI() error {
+	if abi := ABIVersion(); abi != HeaderABIVersion {
+		return &Error{Status: StatusFailedPrecondition, Message: fmt.Sprintf(
+			"libgannet %s has ABI version %d; this package was built for %d", Version(), abi,
+			HeaderABIVersion)}
+	}
+	return nil
+}
+
+// ---- logging --------------------------------------------------------------------------------
 
 // Log levels for SetLogLevel.
 const (
@@ -111,6 +178,101 @@ const (
 
 // SetLogLevel sends the library's log messages at or above level to stderr (process-wide).
 func SetLogLevel(level int) { C.gannet_set_log_callback(nil, nil, C.int32_t(level)) }
+
+// ---- model information ----------------------------------------------------------------------
+
+// ModelInfo is what gannet_model_info reads from a checkpoint folder (no weights are read).
+type ModelInfo struct {
+	ModelType              string // "gemma4", "gemma4_text", "gemma4_assistant"
+	Variant                string // e.g. "gemma4-e4b (ple, kv-sharing)"
+	Dtypes                 string // e.g. "BF16"
+	NumParameters          int64
+	WeightBytes            int64
+	SkippedTowerBytes      int64
+	NumShards              int
+	HasTokenizer           bool
+	NumLayers              int
+	NumSlidingLayers       int
+	NumFullLayers          int
+	NumKVSharedLayers      int
+	HiddenSize             int64
+	VocabSize              int64
+	MaxPositionEmbeddings  int64
+	SlidingWindow          int
+	NumAttentionHeads      int
+	NumKVHeads             int
+	NumFullKVHeads         int
+	HeadDim                int
+	FullHeadDim            int
+	NumExperts             int
+	TopKExperts            int
+	KVBytesPerTokenSliding int64
+	KVBytesPerTokenFull    int64
+	raw                    C.gannet_model_info_t // for Request.Check
+}
+
+// ReadModelInfo describes a checkpoint folder or "dummy:<variant>".
+func ReadModelInfo(modelDir string) (*ModelInfo, error) {
+	dir := C.CString(modelDir)
+	defer C.free(unsafe.Pointer(dir))
+	i := C.gannet_go_model_info_init()
+	if err := call(func() C.gannet_status_t { return C.gannet_model_info(dir, &i) }); err != nil {
+		return nil, err
+	}
+	return &ModelInfo{
+		ModelType:              fixedString(i.model_type[:]),
+		Variant:                fixedString(i.variant[:]),
+		Dtypes:                 fixedString(i.dtypes[:]),
+		NumParameters:          int64(i.num_parameters),
+		WeightBytes:            int64(i.weight_bytes),
+		SkippedTowerBytes:      int64(i.skipped_tower_bytes),
+		NumShards:              int(i.num_shards),
+		HasTokenizer:           i.has_tokenizer != 0,
+		NumLayers:              int(i.num_layers),
+		NumSlidingLayers:       int(i.num_sliding_layers),
+		NumFullLayers:          int(i.num_full_layers),
+		NumKVSharedLayers:      int(i.num_kv_shared_layers),
+		HiddenSize:             int64(i.hidden_size),
+		VocabSize:              int64(i.vocab_size),
+		MaxPositionEmbeddings:  int64(i.max_position_embeddings),
+		SlidingWindow:          int(i.sliding_window),
+		NumAttentionHeads:      int(i.num_attention_heads),
+		NumKVHeads:             int(i.num_kv_heads),
+		NumFullKVHeads:         int(i.num_full_kv_heads),
+		HeadDim:                int(i.head_dim),
+		FullHeadDim:            int(i.full_head_dim),
+		NumExperts:             int(i.num_experts),
+		TopKExperts:            int(i.top_k_experts),
+		KVBytesPerTokenSliding: int64(i.kv_bytes_per_token_sliding),
+		KVBytesPerTokenFull:    int64(i.kv_bytes_per_token_full),
+		raw:                    i,
+	}, nil
+}
+
+// fixedString reads a NUL-terminated string from a fixed-size char array of a C struct.
+func fixedString(chars []C.char) string {
+	b := make([]byte, 0, len(chars))
+	for _, c := range chars {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	return string(b)
+}
+
+// ---- engine configuration -------------------------------------------------------------------
+
+// Progress is the loading progress of one stage, given to Config.Progress.
+type Progress struct {
+	Stage          string // a label such as "weights"
+	Fraction       float64
+	BytesDone      int64
+	BytesTotal     int64
+	Elapsed        time.Duration // since the load began
+	BytesPerSecond float64       // the average rate of this stage so far
+	ETA            time.Duration // time left in this stage; < 0 while unknown
+}
 
 // Config selects the model and the engine's limits; zero values are the library's defaults.
 type Config struct {
@@ -129,16 +291,32 @@ type Config struct {
 	MaxQueuedRequests  int
 	DisableCUDAGraphs  bool
 	LoadFormat         string // "" or "auto" = safetensors, "dummy" = random weights
+	// Progress, if set, is called on the goroutine calling Open while the model loads. Return
+	// true to go on, false to abort the load: Open then fails with StatusCancelled and frees
+	// everything. A panic in it aborts the load too and is re-raised by Open.
+	Progress func(Progress) bool
 }
+
+// ---- requests -------------------------------------------------------------------------------
 
 // Message is one chat message.
 type Message struct {
-	Role    string // "system", "user", "assistant"
+	Role    string // "system", "developer", "user", "assistant"
 	Content string
 }
 
+// SeedMode chooses how a sampled request's seed is picked (gannet_request_t.seed_mode).
+type SeedMode int32
+
+const (
+	SeedRandom    SeedMode = C.GANNET_SEED_RANDOM     // fresh OS entropy per request (default)
+	SeedFixed     SeedMode = C.GANNET_SEED_FIXED      // Request.Seed (set Seed instead)
+	SeedRequestID SeedMode = C.GANNET_SEED_REQUEST_ID // derived from the request id
+)
+
 // Request is one generation request: exactly one of PromptTokens, PromptText and Messages.
-// Zero values are the library's defaults (greedy sampling, the default stop tokens).
+// Zero values are the library's defaults (greedy sampling, random seeds when sampling, the
+// default stop tokens).
 type Request struct {
 	PromptTokens []int32
 	PromptText   string
@@ -153,7 +331,10 @@ type Request struct {
 	RepetitionPenalty float32
 	PresencePenalty   float32
 	FrequencyPenalty  float32
-	Seed              *uint64 // nil = derived from the request id
+	// Seed, when set, fixes the seed (SeedFixed): same seed and same request give the same
+	// output. Otherwise SeedMode applies: SeedRandom (the default) or SeedRequestID.
+	Seed     *uint64
+	SeedMode SeedMode
 
 	StopTokenIDs            []int32 // nil = the defaults
 	IgnoreDefaultStopTokens bool
@@ -161,8 +342,29 @@ type Request struct {
 	Logprobs                int // > 0: the chosen token's logprob and this many top logprobs
 	Priority                int
 	Deadline                time.Duration // > 0: fail with DEADLINE_EXCEEDED after this long
+	NoGenerationPrompt      bool          // chat: don't end with the model's turn opener
 	Thinking                bool          // chat: thinking mode
 }
+
+// Check validates the request as Submit would, without an engine (gannet_request_check):
+// against a model's info when model is not nil (ids against the vocabulary, text needs a
+// tokenizer), else only the checks that need no model.
+func (r *Request) Check(model *ModelInfo) error {
+	var mem cMemory
+	defer mem.free()
+	c, err := r.toC(&mem)
+	if err != nil {
+		return err
+	}
+	var info *C.gannet_model_info_t
+	if model != nil {
+		info = (*C.gannet_model_info_t)(mem.alloc(unsafe.Sizeof(C.gannet_model_info_t{})))
+		*info = model.raw
+	}
+	return call(func() C.gannet_status_t { return C.gannet_request_check(c, info) })
+}
+
+// ---- events ---------------------------------------------------------------------------------
 
 // EventType tells what an Event carries.
 type EventType int32
@@ -208,6 +410,8 @@ type Event struct {
 // Terminal reports whether this is its request's last event.
 func (e *Event) Terminal() bool { return e.Type != EventToken }
 
+// eventFromC copies one event. Its struct_size may exceed this header's (fields a later library
+// appended, ignored here); ABI 2 guarantees every field read here.
 func eventFromC(e *C.gannet_event_t) Event {
 	ev := Event{
 		RequestID:          uint64(e.request_id),
@@ -262,6 +466,36 @@ func (m *mailbox) take() []Event {
 	return q
 }
 
+// ---- engine ---------------------------------------------------------------------------------
+
+// lifeGuard keeps a C object alive while calls use it: calls hold the read lock, closing takes
+// the write lock, so the object is freed only when no call is inside it.
+type lifeGuard struct {
+	mu     sync.RWMutex
+	closed bool
+}
+
+// enter returns false (and holds nothing) once the object is closed; else call leave after.
+func (g *lifeGuard) enter() bool {
+	g.mu.RLock()
+	if g.closed {
+		g.mu.RUnlock()
+		return false
+	}
+	return true
+}
+
+func (g *lifeGuard) leave() { g.mu.RUnlock() }
+
+// close marks the object closed once no call is inside; it reports whether this call did.
+func (g *lifeGuard) close() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	was := g.closed
+	g.closed = true
+	return !was
+}
+
 // Engine is a loaded model with its engine thread and the goroutine that polls it.
 type Engine struct {
 	raw *C.gannet_engine_t
@@ -271,28 +505,34 @@ type Engine struct {
 	closed bool
 	failed error // the poll error that stopped the polling goroutine
 
+	tokenizerLife lifeGuard // the engine's tokenizer: usable until Close
+
 	stop    chan struct{} // closed by Close: the polling goroutine exits
 	stopped chan struct{} // closed by the polling goroutine when it exits
 	gone    chan struct{} // closed by Close after destroy: feeders give up on slow readers
 }
 
+// progressState is what the progress callback reaches through its cgo.Handle.
+type progressState struct {
+	f     func(Progress) bool
+	panic interface{}
+}
+
 // Open loads the model and starts the engine.
 func Open(cfg Config) (*Engine, error) {
-	c := C.gannet_go_config_init()
-	var strs []*C.char
-	defer func() {
-		for _, s := range strs {
-			C.free(unsafe.Pointer(s))
-		}
-	}()
+	if err := CheckABI(); err != nil {
+		return nil, err
+	}
+	var mem cMemory
+	defer mem.free()
 	cstr := func(s string) *C.char {
 		if s == "" {
 			return nil
 		}
-		p := C.CString(s)
-		strs = append(strs, p)
-		return p
+		return mem.str(s)
 	}
+	c := (*C.gannet_engine_config_t)(mem.alloc(unsafe.Sizeof(C.gannet_engine_config_t{})))
+	*c = C.gannet_go_config_init()
 	c.model_dir = cstr(cfg.ModelDir)
 	c.backend = cstr(cfg.Backend)
 	c.load_format = cstr(cfg.LoadFormat)
@@ -308,8 +548,23 @@ func Open(cfg Config) (*Engine, error) {
 	c.num_threads = C.int32_t(cfg.Threads)
 	c.max_queued_requests = C.int32_t(cfg.MaxQueuedRequests)
 	c.disable_cuda_graphs = cbool(cfg.DisableCUDAGraphs)
+	var progress *progressState
+	if cfg.Progress != nil {
+		// C memory may not hold Go pointers: the callback gets a handle, stored in C memory.
+		progress = &progressState{f: cfg.Progress}
+		h := cgo.NewHandle(progress)
+		defer h.Delete()
+		user := (*C.uintptr_t)(mem.alloc(unsafe.Sizeof(C.uintptr_t(0))))
+		*user = C.uintptr_t(h)
+		C.gannet_go_set_progress(c, unsafe.Pointer(user))
+	}
 	var raw *C.gannet_engine_t
-	if err := call(func() C.gannet_status_t { return C.gannet_engine_create(&c, &raw) }); err != nil {
+	err := call(func() C.gannet_status_t { return C.gannet_engine_create(c, &raw) })
+	if progress != nil && progress.panic != nil {
+		C.gannet_engine_destroy(raw) // NULL (the load was aborted) is a no-op
+		panic(progress.panic)
+	}
+	if err != nil {
 		return nil, err
 	}
 	e := &Engine{
@@ -339,7 +594,7 @@ func (e *Engine) pollLoop() {
 			return
 		default:
 		}
-		var events *C.gannet_event_t
+		var events **C.gannet_event_t // an array of event pointers
 		var n C.size_t
 		err := call(func() C.gannet_status_t {
 			return C.gannet_engine_poll(e.raw, pollTimeoutMs, pollBatch, &events, &n)
@@ -354,10 +609,10 @@ func (e *Engine) pollLoop() {
 		if n == 0 {
 			continue
 		}
-		// Copy out before the next poll reuses the library's buffer.
+		// Copy out before the next poll reuses the library's storage.
 		batch := make([]Event, int(n))
 		for i, ce := range unsafe.Slice(events, int(n)) {
-			batch[i] = eventFromC(&ce)
+			batch[i] = eventFromC(ce)
 		}
 		e.mu.Lock()
 		for _, ev := range batch {
@@ -479,17 +734,35 @@ func (e *Engine) Cancel(id uint64) error {
 	return call(func() C.gannet_status_t { return C.gannet_engine_cancel(e.raw, C.uint64_t(id)) })
 }
 
-// Stats is a snapshot of the engine's counters.
+// Stats is a snapshot of the engine's counters and where it runs.
 type Stats struct {
 	NumRunning, NumWaiting int
 	KVPagesTotal           [2]int // [0] sliding-window pool, [1] full-attention pool
-	KVPagesUsed            [2]int
+	KVPagesUsed            [2]int // held by running sequences
+	KVPagesCached          [2]int // free but holding reusable prefix-cache blocks
+	KVPagesFree            [2]int
 	PageSize               int
+	PrefixCacheHitTokens   int64
+	PrefixCacheQueryTokens int64
 	PrefixCacheHitRate     float64
 	TotalPromptTokens      int64
 	TotalGeneratedTokens   int64
 	NumPreemptions         int64
 	NumSteps               int64
+	PromptTokensPerSecond  float64 // over the last few seconds
+	GeneratedTokensPerSec  float64
+	WeightBytes            int64    // model weights in backend memory
+	KVBytesPerToken        [2]int64 // [0] sliding-window layers, [1] full-attention layers
+	SlidingWindow          int
+	MaxModelLen            int
+	MaxRunningSeqs         int           // after any lowering to what the memory holds
+	DeviceID               int           // CUDA ordinal; -1 on the CPU
+	KVBytes                int64         // KV cache arrays in backend memory
+	DeviceMemoryBytes      int64         // of the device (cpu: the host's RAM)
+	LoadTime               time.Duration // Open, start to ready
+	Backend                string        // "cpu", "cuda"
+	DeviceName             string        // "NVIDIA H100 80GB HBM3 (sm_90)", "16 threads"
+	BackendFallback        string        // why an automatic backend choice ran on the CPU
 }
 
 // Stats reads the engine's counters.
@@ -503,23 +776,44 @@ func (e *Engine) Stats() (Stats, error) {
 	if err := call(func() C.gannet_status_t { return C.gannet_engine_get_stats(e.raw, &s) }); err != nil {
 		return Stats{}, err
 	}
+	pair := func(a [2]C.int32_t) [2]int { return [2]int{int(a[0]), int(a[1])} }
 	return Stats{
-		NumRunning:           int(s.num_running),
-		NumWaiting:           int(s.num_waiting),
-		KVPagesTotal:         [2]int{int(s.kv_pages_total[0]), int(s.kv_pages_total[1])},
-		KVPagesUsed:          [2]int{int(s.kv_pages_used[0]), int(s.kv_pages_used[1])},
-		PageSize:             int(s.page_size),
-		PrefixCacheHitRate:   float64(s.prefix_cache_hit_rate),
-		TotalPromptTokens:    int64(s.total_prompt_tokens),
-		TotalGeneratedTokens: int64(s.total_generated_tokens),
-		NumPreemptions:       int64(s.num_preemptions),
-		NumSteps:             int64(s.num_steps),
+		NumRunning:             int(s.num_running),
+		NumWaiting:             int(s.num_waiting),
+		KVPagesTotal:           pair(s.kv_pages_total),
+		KVPagesUsed:            pair(s.kv_pages_used),
+		KVPagesCached:          pair(s.kv_pages_cached),
+		KVPagesFree:            pair(s.kv_pages_free),
+		PageSize:               int(s.page_size),
+		PrefixCacheHitTokens:   int64(s.prefix_cache_hit_tokens),
+		PrefixCacheQueryTokens: int64(s.prefix_cache_query_tokens),
+		PrefixCacheHitRate:     float64(s.prefix_cache_hit_rate),
+		TotalPromptTokens:      int64(s.total_prompt_tokens),
+		TotalGeneratedTokens:   int64(s.total_generated_tokens),
+		NumPreemptions:         int64(s.num_preemptions),
+		NumSteps:               int64(s.num_steps),
+		PromptTokensPerSecond:  float64(s.prompt_tokens_per_s),
+		GeneratedTokensPerSec:  float64(s.generated_tokens_per_s),
+		WeightBytes:            int64(s.weight_bytes),
+		KVBytesPerToken:        [2]int64{int64(s.kv_bytes_per_token[0]), int64(s.kv_bytes_per_token[1])},
+		SlidingWindow:          int(s.sliding_window),
+		MaxModelLen:            int(s.max_model_len),
+		MaxRunningSeqs:         int(s.max_running_seqs),
+		DeviceID:               int(s.device_id),
+		KVBytes:                int64(s.kv_bytes),
+		DeviceMemoryBytes:      int64(s.device_memory_bytes),
+		LoadTime:               seconds(float64(s.load_seconds)),
+		Backend:                fixedString(s.backend[:]),
+		DeviceName:             fixedString(s.device_name[:]),
+		BackendFallback:        fixedString(s.backend_fallback[:]),
 	}, nil
 }
 
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
 // Close stops the polling goroutine and destroys the engine. Requests still running end with
 // an EventError (StatusFailedPrecondition) where their reader keeps up, and their channels are
-// closed. Close is idempotent.
+// closed; the engine's Tokenizer fails from then on. Close is idempotent.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	if e.closed {
@@ -529,7 +823,8 @@ func (e *Engine) Close() error {
 	e.closed = true
 	e.mu.Unlock()
 	close(e.stop)
-	<-e.stopped // now nothing else calls into the engine: destroy cannot race
+	<-e.stopped             // now nothing else calls into the engine: destroy cannot race
+	e.tokenizerLife.close() // waits for tokenizer calls inside the engine's tokenizer
 	C.gannet_engine_destroy(e.raw)
 	e.raw = nil
 	e.failAll(&Error{Status: StatusFailedPrecondition, Message: "the engine was closed"})
@@ -537,7 +832,10 @@ func (e *Engine) Close() error {
 	return nil
 }
 
-// cMemory owns the C allocations a request points into, until submit has copied them.
+// ---- C memory -------------------------------------------------------------------------------
+
+// cMemory owns the C allocations a request or config points into, until the call has copied
+// them (cgo forbids passing Go pointers inside C structs).
 type cMemory []unsafe.Pointer
 
 func (m *cMemory) str(s string) *C.char {
@@ -548,6 +846,9 @@ func (m *cMemory) str(s string) *C.char {
 
 func (m *cMemory) alloc(size uintptr) unsafe.Pointer {
 	p := C.calloc(1, C.size_t(size))
+	if p == nil {
+		panic("gannet: out of C memory")
+	}
 	*m = append(*m, p)
 	return p
 }
@@ -564,14 +865,32 @@ func (m *cMemory) int32s(v []int32) *C.int32_t {
 	return p
 }
 
-// toC builds the C request in C memory (cgo forbids passing Go pointers inside C structs).
+// messages builds chat messages in C memory with GANNET_CHAT_MESSAGE_INIT's struct_size.
+func (m *cMemory) messages(msgs []Message) (*C.gannet_chat_message_t, error) {
+	for _, msg := range msgs {
+		if strings.IndexByte(msg.Role, 0) >= 0 || strings.IndexByte(msg.Content, 0) >= 0 {
+			return nil, &Error{Status: StatusInvalidArgument, Message: "a chat message contains a NUL byte"}
+		}
+	}
+	p := C.gannet_go_messages(C.size_t(len(msgs)))
+	if p == nil {
+		panic("gannet: out of C memory")
+	}
+	*m = append(*m, unsafe.Pointer(p))
+	for i, msg := range msgs {
+		C.gannet_go_set_message(p, C.size_t(i), m.str(msg.Role), m.str(msg.Content))
+	}
+	return p, nil
+}
+
+// toC builds the C request in C memory.
 func (r *Request) toC(m *cMemory) (*C.gannet_request_t, error) {
 	c := (*C.gannet_request_t)(m.alloc(unsafe.Sizeof(C.gannet_request_t{})))
 	*c = C.gannet_go_request_init()
-	texts := append(append([]string{r.PromptText}, r.StopStrings...), flatten(r.Messages)...)
+	texts := append([]string{r.PromptText}, r.StopStrings...)
 	for _, s := range texts {
 		if strings.IndexByte(s, 0) >= 0 {
-			return nil, &Error{Status: StatusInvalidArgument, Message: "a prompt, message or stop string contains a NUL byte"}
+			return nil, &Error{Status: StatusInvalidArgument, Message: "a prompt or stop string contains a NUL byte"}
 		}
 	}
 	if len(r.PromptTokens) > 0 {
@@ -582,26 +901,25 @@ func (r *Request) toC(m *cMemory) (*C.gannet_request_t, error) {
 		c.prompt_text = m.str(r.PromptText)
 	}
 	if len(r.Messages) > 0 {
-		size := uintptr(len(r.Messages)) * unsafe.Sizeof(C.gannet_chat_message_t{})
-		msgs := unsafe.Slice((*C.gannet_chat_message_t)(m.alloc(size)), len(r.Messages))
-		for i, msg := range r.Messages {
-			msgs[i].role = m.str(msg.Role)
-			msgs[i].content = m.str(msg.Content)
+		msgs, err := m.messages(r.Messages)
+		if err != nil {
+			return nil, err
 		}
-		c.messages = &msgs[0]
+		c.messages = msgs
 		c.num_messages = C.size_t(len(r.Messages))
 	}
-	s := &c.sampling
-	s.temperature = C.float(r.Temperature)
-	s.top_k = C.int32_t(r.TopK)
-	s.top_p = C.float(r.TopP)
-	s.min_p = C.float(r.MinP)
-	s.repetition_penalty = C.float(r.RepetitionPenalty)
-	s.presence_penalty = C.float(r.PresencePenalty)
-	s.frequency_penalty = C.float(r.FrequencyPenalty)
+	c.temperature = C.float(r.Temperature)
+	c.top_k = C.int32_t(r.TopK)
+	c.top_p = C.float(r.TopP)
+	c.min_p = C.float(r.MinP)
+	c.repetition_penalty = C.float(r.RepetitionPenalty)
+	c.presence_penalty = C.float(r.PresencePenalty)
+	c.frequency_penalty = C.float(r.FrequencyPenalty)
 	if r.Seed != nil {
-		s.has_seed = 1
-		s.seed = C.uint64_t(*r.Seed)
+		c.seed_mode = C.GANNET_SEED_FIXED
+		c.seed = C.uint64_t(*r.Seed)
+	} else {
+		c.seed_mode = C.int32_t(r.SeedMode)
 	}
 	c.max_tokens = C.int32_t(r.MaxTokens)
 	c.min_tokens = C.int32_t(r.MinTokens)
@@ -628,14 +946,9 @@ func (r *Request) toC(m *cMemory) (*C.gannet_request_t, error) {
 		}
 		c.deadline_ms = C.int64_t(ms)
 	}
+	if r.NoGenerationPrompt {
+		c.add_generation_prompt = 2
+	}
 	c.enable_thinking = cbool(r.Thinking)
 	return c, nil
-}
-
-func flatten(msgs []Message) []string {
-	out := make([]string, 0, 2*len(msgs))
-	for _, m := range msgs {
-		out = append(out, m.Role, m.Content)
-	}
-	return out
 }

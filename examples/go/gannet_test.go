@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -174,6 +175,221 @@ func TestErrors(t *testing.T) {
 	st, err := e.Stats()
 	if err != nil || st.TotalGeneratedTokens == 0 {
 		t.Fatalf("stats: %+v, %v", st, err)
+	}
+	// The fields ABI 0.2 added.
+	if st.Backend != "cpu" || st.DeviceID != -1 || st.DeviceName == "" || st.BackendFallback != "" {
+		t.Fatalf("stats: backend %q, device %d %q, fallback %q", st.Backend, st.DeviceID,
+			st.DeviceName, st.BackendFallback)
+	}
+	if st.MaxRunningSeqs <= 0 || st.KVBytes <= 0 || st.DeviceMemoryBytes <= st.KVBytes ||
+		st.LoadTime <= 0 || st.MaxModelLen != 256 {
+		t.Fatalf("stats: %+v", st)
+	}
+}
+
+func TestVersionQueries(t *testing.T) {
+	if ABIVersion() != HeaderABIVersion || VersionCode() != HeaderVersionCode || Version() != "0.2.0" {
+		t.Fatalf("linked %s (code %d, ABI %d); header code %d, ABI %d", Version(), VersionCode(),
+			ABIVersion(), HeaderVersionCode, HeaderABIVersion)
+	}
+	if err := CheckABI(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestProgressCanAbortTheLoad(t *testing.T) {
+	calls := 0
+	_, err := Open(Config{ModelDir: tiny("e2b"), Backend: "cpu", Threads: 1, MaxModelLen: 256,
+		Progress: func(Progress) bool { calls++; return false }})
+	var gerr *Error
+	if !errors.As(err, &gerr) || gerr.Status != StatusCancelled || calls != 1 {
+		t.Fatalf("aborted load: %v after %d calls", err, calls)
+	}
+	var last Progress
+	e, err := Open(Config{ModelDir: tiny("e2b"), Backend: "cpu", Threads: 1, MaxModelLen: 256,
+		Progress: func(p Progress) bool { last = p; return true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if last.Stage == "" || last.BytesTotal <= 0 || last.BytesDone > last.BytesTotal ||
+		last.Fraction < 0 || last.Fraction > 1 {
+		t.Fatalf("progress: %+v", last)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Fatalf("a panic in the progress callback: recovered %v", r)
+			}
+		}()
+		Open(Config{ModelDir: tiny("e2b"), Backend: "cpu", Threads: 1, MaxModelLen: 256,
+			Progress: func(Progress) bool { panic("boom") }})
+	}()
+}
+
+func TestRequestCheckNeedsNoEngine(t *testing.T) {
+	info, err := ReadModelInfo(tiny("31b"))
+	if err != nil || info.VocabSize <= 0 || !info.HasTokenizer || info.NumLayers <= 0 {
+		t.Fatalf("model info: %+v, %v", info, err)
+	}
+	for _, ok := range []*Request{greedy(4), {PromptText: "hello"}} {
+		if err := ok.Check(info); err != nil {
+			t.Fatalf("%+v: %v", ok, err)
+		}
+		if err := ok.Check(nil); err != nil {
+			t.Fatalf("%+v without a model: %v", ok, err)
+		}
+	}
+	var gerr *Error
+	bad := greedy(4)
+	bad.Temperature = -1
+	if err := bad.Check(nil); !errors.As(err, &gerr) || gerr.Status != StatusInvalidArgument {
+		t.Fatalf("negative temperature: %v", err)
+	}
+	if err := (&Request{}).Check(nil); !errors.As(err, &gerr) || gerr.Status != StatusInvalidArgument {
+		t.Fatalf("no prompt: %v", err)
+	}
+	outside := &Request{PromptTokens: []int32{2, 1 << 30}, MaxTokens: 4}
+	if err := outside.Check(nil); err != nil {
+		t.Fatalf("without a model the vocabulary is unknown: %v", err)
+	}
+	if err := outside.Check(info); !errors.As(err, &gerr) || gerr.Status != StatusInvalidArgument {
+		t.Fatalf("a token outside the vocabulary: %v", err)
+	}
+}
+
+func TestTokenizerRoundTrip(t *testing.T) {
+	tok, err := OpenTokenizer(tiny("e4b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tok.Close()
+	info, err := tok.Info()
+	if err != nil || info.VocabSize <= 0 || info.BOSID < 0 || info.EOSID < 0 || info.EndOfTurnID < 0 {
+		t.Fatalf("info: %+v, %v", info, err)
+	}
+	text := "The quick brown fox jumps over the lazy dog. Grüße, 世界!"
+	ids, err := tok.Tokenize(text, false)
+	if err != nil || len(ids) == 0 || len(ids) > len(text) {
+		t.Fatalf("tokenize: %v, %v", ids, err)
+	}
+	if back, err := tok.Detokenize(ids, false); err != nil || back != text {
+		t.Fatalf("detokenize: %q, %v", back, err)
+	}
+	withBOS, err := tok.Tokenize(text, true)
+	if err != nil || withBOS[0] != info.BOSID || !reflect.DeepEqual(withBOS[1:], ids) {
+		t.Fatalf("with <bos>: %v, %v", withBOS, err)
+	}
+	if back, err := tok.Detokenize(withBOS, true); err != nil || back != text {
+		t.Fatalf("skipping special tokens: %q, %v", back, err)
+	}
+	var pieces []byte
+	for _, id := range ids {
+		p, err := tok.TokenToPiece(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pieces = append(pieces, p...)
+	}
+	if string(pieces) != text {
+		t.Fatalf("pieces: %q", pieces)
+	}
+	// Longer than the first buffer guess.
+	long := strings.Repeat("ab ", 5000)
+	if ids, err := tok.Tokenize(long, false); err != nil {
+		t.Fatal(err)
+	} else if back, err := tok.Detokenize(ids, false); err != nil || back != long {
+		t.Fatalf("long text: %v", err)
+	}
+	if ids, err := tok.Tokenize("", false); err != nil || len(ids) != 0 {
+		t.Fatalf("empty text: %v, %v", ids, err)
+	}
+	var gerr *Error
+	if _, err := OpenTokenizer(tiny("does-not-exist")); !errors.As(err, &gerr) || gerr.Status != StatusNotFound {
+		t.Fatalf("missing folder: %v", err)
+	}
+	tok.Close()
+	if _, err := tok.Tokenize(text, false); !errors.As(err, &gerr) || gerr.Status != StatusFailedPrecondition {
+		t.Fatalf("after Close: %v", err)
+	}
+}
+
+func TestChatTemplateIsWhatTheEngineRuns(t *testing.T) {
+	e := openTiny(t, "e4b")
+	msgs := []Message{{"system", "Be brief."}, {"user", "Hello there, who are you?"}}
+	tok, err := e.Tokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt, err := tok.ApplyChatTemplate(msgs, true, false)
+	if err != nil || !strings.HasPrefix(prompt, "<bos>") || !strings.Contains(prompt, msgs[1].Content) {
+		t.Fatalf("template: %q, %v", prompt, err)
+	}
+	ids, err := tok.Tokenize(prompt, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, events, err := e.Submit(context.Background(), &Request{Messages: msgs, MaxTokens: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := drain(events); r.last.Type != EventFinish || r.last.PromptTokens != len(ids) {
+		t.Fatalf("the engine ran %d prompt tokens, the template has %d (%+v)", r.last.PromptTokens,
+			len(ids), r.last)
+	}
+	open, err := tok.ApplyChatTemplate(msgs, false, false)
+	if err != nil || !strings.HasPrefix(prompt, open) || len(open) >= len(prompt) {
+		t.Fatalf("without the generation prompt: %q, %v", open, err)
+	}
+	_, events, err = e.Submit(context.Background(), &Request{Messages: msgs, MaxTokens: 1, NoGenerationPrompt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	openIDs, _ := tok.Tokenize(open, false)
+	if r := drain(events); r.last.PromptTokens != len(openIDs) {
+		t.Fatalf("no generation prompt: the engine ran %d prompt tokens, the template has %d",
+			r.last.PromptTokens, len(openIDs))
+	}
+	// The engine's tokenizer dies with the engine.
+	e.Close()
+	var gerr *Error
+	if _, err := tok.Tokenize("hello", false); !errors.As(err, &gerr) || gerr.Status != StatusFailedPrecondition {
+		t.Fatalf("the tokenizer of a closed engine: %v", err)
+	}
+	if _, err := e.Tokenizer(); err == nil {
+		t.Fatal("Tokenizer of a closed engine succeeded")
+	}
+}
+
+func TestSeeds(t *testing.T) {
+	e := openTiny(t, "e2b")
+	run := func(seed *uint64, mode SeedMode) []int32 {
+		r := greedy(12)
+		r.Temperature = 1
+		r.Seed = seed
+		r.SeedMode = mode
+		_, events, err := e.Submit(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := drain(events)
+		if len(res.tokens) != 12 {
+			t.Fatalf("%d tokens, last %+v", len(res.tokens), res.last)
+		}
+		return res.tokens
+	}
+	s1, s2 := uint64(1234), uint64(4321)
+	a := run(&s1, SeedRandom)
+	if b := run(&s1, SeedRandom); !reflect.DeepEqual(a, b) {
+		t.Fatalf("one seed, two outputs: %v, %v", a, b)
+	}
+	if b := run(&s2, SeedRandom); reflect.DeepEqual(a, b) {
+		t.Fatalf("two seeds, one output: %v", a)
+	}
+	run(nil, SeedRequestID)
+	r1, r2, r3 := run(nil, SeedRandom), run(nil, SeedRandom), run(nil, SeedRandom)
+	if reflect.DeepEqual(r1, r2) && reflect.DeepEqual(r2, r3) {
+		t.Fatalf("unseeded sampling repeated itself: %v", r1)
 	}
 }
 

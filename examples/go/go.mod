@@ -1,3 +1,3 @@
-module gannet
+module github.com/gannet-ai/gannet/examples/go
 
 go 1.19

@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "lib/backend/tensor.h"
+#include "lib/sampling/draw.h"
 #include "lib/model/weights.h"
 
 namespace gannet::backend {
@@ -114,15 +115,9 @@ struct MoeRouteArgs {
   Tensor topk_weights;  // [T, k] f32
 };
 
-// Per-row sampling parameters of Backend::Sample (24 bytes; kept in backend memory so a step's
-// sampling needs no host copy). Greedy when temperature <= 0 or top_k == 1.
-struct SamplingParams {
-  float temperature = 1.0f;
-  int32_t top_k = 0;    // <= 0 or >= vocab: off
-  float top_p = 1.0f;   // >= 1: off
-  float min_p = 0.0f;   // <= 0: off
-  uint64_t seed = 0;    // the row's draw is u = (SplitMix64(seed) >> 11) / 2^53
-};
+// Per-row sampling parameters of Backend::Sample: the one row type every sampling path draws
+// with (lib/sampling/draw.h), kept in backend memory so a step's sampling needs no host copy.
+using SamplingParams = sampling::DrawParams;
 static_assert(sizeof(SamplingParams) == 24);
 
 // Token ids per row that Backend::Sample masks to -inf before drawing (a request's stop tokens

@@ -14,8 +14,11 @@
 
 namespace gannet::sampling {
 
+// One row's draw: what a request's SamplingParams (sampling.h) become for output token `step`
+// (RowDrawParams), and what Backend::Sample reads per logits row (24 bytes, mirrored by the CUDA
+// kernel's SamplingRowParams). Greedy when temperature <= 0 or top_k == 1.
 struct DrawParams {
-  float temperature = 0.0f;
+  float temperature = 1.0f;
   int32_t top_k = 0;    // <= 0 or >= vocab: off
   float top_p = 1.0f;   // >= 1: off
   float min_p = 0.0f;   // <= 0: off

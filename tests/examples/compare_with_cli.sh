@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# An embedding example must print exactly what the gannet CLI prints for the same greedy request.
+# An embedding example must print exactly what the gannet CLI prints for the same request (greedy,
+# or sampled with the same --seed: without one every run draws a random seed).
 # usage: compare_with_cli.sh GANNET_CLI TINY_MODELS_DIR KIND EXAMPLE
 #   KIND minimal:  EXAMPLE MODEL PROMPT N      vs  gannet generate -m MODEL --chat -p PROMPT -n N -q
 #   KIND generate: EXAMPLE <CLI generate flags> vs  gannet generate <the same flags> -q
+# (The CLI rejects positional arguments and unknown flags: every case spells its flags as
+# `gannet generate --help` does.)
 # An EXAMPLE of the form "missing:TOOL" means the toolchain was not found: the test is skipped
 # (exit 77, ctest's SKIP_RETURN_CODE).
 set -uo pipefail
@@ -61,6 +64,9 @@ case $kind in
     same "token ids, 31b" 12 -m "$tiny/31b" --prompt-ids 2,120,130,140 -n 12 --ids --ignore-eos
     same "system + chat, e4b" 0 -m "$tiny/e4b" -s "Be brief." -p "Hello there, who are you?" -n 16 --ids
     same "text, e2b" 8 -m "$tiny/e2b" -p "The quick brown fox" -n 8 --ids --ignore-eos
+    # Unseeded sampling is random (GANNET_SEED_RANDOM): a sampled case must fix the seed.
+    same "sampled with --seed, e4b" 10 -m "$tiny/e4b" --prompt-ids 2,120,130,140 -n 10 --ids \
+      --ignore-eos --temperature 0.9 --top-k 50 --top-p 0.95 --seed 1234
     ;;
   *) echo "unknown kind $kind"; exit 2 ;;
 esac

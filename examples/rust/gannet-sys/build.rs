@@ -4,7 +4,8 @@
 //! 3. the repository's own CMake build trees (`build/*/lib/capi`), the newest library first.
 //!
 //! The folder is passed on to dependent crates as `DEP_GANNET_LIB_DIR` (the `links` key), so a
-//! crate with binaries can add it to their run path.
+//! crate with binaries can add it to their run path. This crate's own tests get it as their run
+//! path.
 
 use std::env;
 use std::path::PathBuf;
@@ -70,5 +71,8 @@ fn main() {
     let dir = dir.canonicalize().unwrap_or(dir);
     println!("cargo:rustc-link-search=native={}", dir.display());
     println!("cargo:rustc-link-lib=dylib=gannet");
+    // This crate's own tests call into the library: give them the run path (dependents get
+    // the folder through DEP_GANNET_LIB_DIR and choose their own).
+    println!("cargo:rustc-link-arg-tests=-Wl,-rpath,{}", dir.display());
     println!("cargo:lib_dir={}", dir.display());
 }

@@ -1,21 +1,31 @@
-//! Raw declarations of gannet's C ABI, written by hand to mirror `include/gannet/gannet.h`
-//! field for field. The comments of the header apply; the safe API is the `gannet` crate.
+//! Raw declarations of gannet's C ABI 0.2 (`GANNET_ABI_VERSION` 2), written by hand to mirror
+//! `include/gannet/gannet.h` field for field. The comments of the header apply; the safe API is
+//! the `gannet` crate.
 //!
-//! Every struct is `#[repr(C)]` and its size and field offsets are checked at compile time
-//! against the numbers `tests/capi/layout_test.cc` pins for the C header (LP64). The `*_INIT`
-//! macros are the `Default` impls and the `*_init()` functions.
+//! Every struct is `#[repr(C)]`. Its size and key field offsets are checked at compile time
+//! against the numbers `tests/capi/layout_test.cc` pins for the C header (LP64), and
+//! `tests/layout.rs` compares the size and offset of every field with what the C compiler gives
+//! (`tests/examples/abi_sizes.c`). The `*_INIT` macros of the header are the `Default` impls.
+//!
+//! A program built on these declarations must only run against a library whose
+//! [`gannet_abi_version`] equals [`GANNET_ABI_VERSION`].
 #![allow(non_camel_case_types)]
 
 use std::ffi::{c_char, c_void};
 use std::mem::{offset_of, size_of};
 
-// ---- status ------------------------------------------------------------------------------
+// ---- versions and status -----------------------------------------------------------------
+
+pub const GANNET_VERSION_MAJOR: i32 = 0;
+pub const GANNET_VERSION_MINOR: i32 = 2;
+pub const GANNET_VERSION_PATCH: i32 = 0;
+/// `MAJOR * 10000 + MINOR * 100 + PATCH`: 200 for 0.2.0.
+pub const GANNET_VERSION_CODE: i32 =
+    GANNET_VERSION_MAJOR * 10000 + GANNET_VERSION_MINOR * 100 + GANNET_VERSION_PATCH;
+/// Raised whenever a struct layout or a signature changes incompatibly (0.1 was 1).
+pub const GANNET_ABI_VERSION: i32 = 2;
 
 pub type gannet_status_t = i32;
-
-pub const GANNET_VERSION_MAJOR: u32 = 0;
-pub const GANNET_VERSION_MINOR: u32 = 1;
-pub const GANNET_VERSION_PATCH: u32 = 0;
 
 pub const GANNET_OK: gannet_status_t = 0;
 pub const GANNET_ERR_INVALID_ARGUMENT: gannet_status_t = 1;
@@ -49,8 +59,23 @@ pub struct gannet_engine_t {
     _private: [u8; 0],
 }
 
+/// Loading progress of one stage (valid during the callback only).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gannet_progress_t {
+    pub struct_size: u32,
+    pub stage: *const c_char,
+    pub fraction: f64,
+    pub bytes_done: i64,
+    pub bytes_total: i64,
+    pub elapsed_s: f64,
+    pub bytes_per_s: f64,
+    pub eta_s: f64,
+}
+
+/// Return 0 to continue, anything else to abort the load (create returns CANCELLED).
 pub type gannet_progress_fn =
-    Option<unsafe extern "C" fn(user_data: *mut c_void, stage: *const c_char, fraction: f64)>;
+    Option<unsafe extern "C" fn(user_data: *mut c_void, progress: *const gannet_progress_t) -> i32>;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -135,7 +160,7 @@ pub struct gannet_model_info_t {
 }
 
 impl Default for gannet_model_info_t {
-    /// All zero, with `struct_size` set (the library fills what fits).
+    /// `GANNET_MODEL_INFO_INIT`: all zero, with `struct_size` set (the library fills what fits).
     fn default() -> Self {
         // SAFETY: every field is an integer or an integer array; all-zero is a valid value.
         let mut info: Self = unsafe { std::mem::zeroed() };
@@ -147,44 +172,31 @@ impl Default for gannet_model_info_t {
 // ---- requests ----------------------------------------------------------------------------
 
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct gannet_sampling_params_t {
+#[derive(Debug, Clone, Copy)]
+pub struct gannet_chat_message_t {
+    /// Every element of an array shares the first's (the library reads with that stride).
     pub struct_size: u32,
-    pub temperature: f32,
-    pub top_k: i32,
-    pub top_p: f32,
-    pub min_p: f32,
-    pub repetition_penalty: f32,
-    pub presence_penalty: f32,
-    pub frequency_penalty: f32,
-    pub has_seed: i32,
-    pub seed: u64,
+    pub role: *const c_char,
+    pub content: *const c_char,
 }
 
-impl Default for gannet_sampling_params_t {
-    /// `GANNET_SAMPLING_PARAMS_INIT`.
+impl Default for gannet_chat_message_t {
+    /// `GANNET_CHAT_MESSAGE_INIT`.
     fn default() -> Self {
         Self {
             struct_size: size_of::<Self>() as u32,
-            temperature: 0.0,
-            top_k: 0,
-            top_p: 0.0,
-            min_p: 0.0,
-            repetition_penalty: 0.0,
-            presence_penalty: 0.0,
-            frequency_penalty: 0.0,
-            has_seed: 0,
-            seed: 0,
+            role: std::ptr::null(),
+            content: std::ptr::null(),
         }
     }
 }
 
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct gannet_chat_message_t {
-    pub role: *const c_char,
-    pub content: *const c_char,
-}
+/// Default: fresh entropy from the OS for every request.
+pub const GANNET_SEED_RANDOM: i32 = 0;
+/// `seed`: same seed + same request => same output, whatever else is running.
+pub const GANNET_SEED_FIXED: i32 = 1;
+/// Derived from the request id: repeatable runs of one engine without choosing seeds.
+pub const GANNET_SEED_REQUEST_ID: i32 = 2;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -195,9 +207,17 @@ pub struct gannet_request_t {
     pub prompt_text: *const c_char,
     pub messages: *const gannet_chat_message_t,
     pub num_messages: usize,
-    pub sampling: gannet_sampling_params_t,
     pub max_tokens: i32,
     pub min_tokens: i32,
+    pub temperature: f32,
+    pub top_k: i32,
+    pub top_p: f32,
+    pub min_p: f32,
+    pub repetition_penalty: f32,
+    pub presence_penalty: f32,
+    pub frequency_penalty: f32,
+    pub seed_mode: i32,
+    pub seed: u64,
     pub stop_token_ids: *const i32,
     pub num_stop_token_ids: usize,
     pub ignore_default_stop_tokens: i32,
@@ -220,9 +240,17 @@ impl Default for gannet_request_t {
             prompt_text: std::ptr::null(),
             messages: std::ptr::null(),
             num_messages: 0,
-            sampling: gannet_sampling_params_t::default(),
             max_tokens: 0,
             min_tokens: 0,
+            temperature: 0.0,
+            top_k: 0,
+            top_p: 0.0,
+            min_p: 0.0,
+            repetition_penalty: 0.0,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            seed_mode: GANNET_SEED_RANDOM,
+            seed: 0,
             stop_token_ids: std::ptr::null(),
             num_stop_token_ids: 0,
             ignore_default_stop_tokens: 0,
@@ -248,22 +276,25 @@ pub const GANNET_FINISH_LENGTH: i32 = 2;
 pub const GANNET_FINISH_CANCELLED: i32 = 3;
 pub const GANNET_FINISH_ERROR: i32 = 4;
 
+/// Handed out by pointer ([`gannet_engine_poll`]); `struct_size` is the library's size, which
+/// may exceed this struct's (fields appended by a later library).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct gannet_event_t {
-    pub request_id: u64,
+    pub struct_size: u32,
     pub r#type: i32,
+    pub request_id: u64,
     pub token_id: i32,
+    pub num_top_logprobs: i32,
     pub text: *const c_char,
     pub text_len: usize,
     pub logprob: f32,
-    pub num_top_logprobs: i32,
+    pub finish_reason: i32,
     pub top_token_ids: *const i32,
     pub top_logprobs: *const f32,
-    pub finish_reason: i32,
     pub status: gannet_status_t,
-    pub message: *const c_char,
     pub num_prompt_tokens: i32,
+    pub message: *const c_char,
     pub num_generated_tokens: i32,
     pub num_cached_prompt_tokens: i32,
 }
@@ -294,6 +325,14 @@ pub struct gannet_engine_stats_t {
     pub kv_bytes_per_token: [i64; 2],
     pub sliding_window: i32,
     pub max_model_len: i32,
+    pub max_running_seqs: i32,
+    pub device_id: i32,
+    pub kv_bytes: i64,
+    pub device_memory_bytes: i64,
+    pub load_seconds: f64,
+    pub backend: [c_char; 16],
+    pub device_name: [c_char; 96],
+    pub backend_fallback: [c_char; 256],
 }
 
 impl Default for gannet_engine_stats_t {
@@ -306,12 +345,51 @@ impl Default for gannet_engine_stats_t {
     }
 }
 
+// ---- tokenizer ---------------------------------------------------------------------------
+
+/// Opaque tokenizer handle (immutable; every call may run concurrently on one tokenizer).
+#[repr(C)]
+pub struct gannet_tokenizer_t {
+    _private: [u8; 0],
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct gannet_tokenizer_info_t {
+    pub struct_size: u32,
+    pub vocab_size: i32,
+    pub bos_id: i32,
+    pub eos_id: i32,
+    pub pad_id: i32,
+    pub unk_id: i32,
+    pub start_of_turn_id: i32,
+    pub end_of_turn_id: i32,
+}
+
+impl Default for gannet_tokenizer_info_t {
+    /// `GANNET_TOKENIZER_INFO_INIT`.
+    fn default() -> Self {
+        Self {
+            struct_size: size_of::<Self>() as u32,
+            vocab_size: 0,
+            bos_id: 0,
+            eos_id: 0,
+            pad_id: 0,
+            unk_id: 0,
+            start_of_turn_id: 0,
+            end_of_turn_id: 0,
+        }
+    }
+}
+
 // ---- functions ---------------------------------------------------------------------------
 
 extern "C" {
     pub fn gannet_status_string(status: gannet_status_t) -> *const c_char;
     pub fn gannet_last_error_message() -> *const c_char;
     pub fn gannet_version() -> *const c_char;
+    pub fn gannet_version_code() -> i32;
+    pub fn gannet_abi_version() -> i32;
 
     pub fn gannet_set_log_callback(fn_: gannet_log_fn, user_data: *mut c_void, min_level: i32);
 
@@ -331,19 +409,80 @@ extern "C" {
         request: *const gannet_request_t,
         request_id_out: *mut u64,
     ) -> gannet_status_t;
+    /// `model` may be NULL: then only the checks that need no model run.
+    pub fn gannet_request_check(
+        request: *const gannet_request_t,
+        model: *const gannet_model_info_t,
+    ) -> gannet_status_t;
     pub fn gannet_engine_cancel(engine: *mut gannet_engine_t, request_id: u64) -> gannet_status_t;
 
+    /// `*events_out` points to an array of `*num_events_out` event pointers, valid until the
+    /// next poll on this engine (or destroy).
     pub fn gannet_engine_poll(
         engine: *mut gannet_engine_t,
         timeout_ms: i32,
         max_events: usize,
-        events_out: *mut *const gannet_event_t,
+        events_out: *mut *const *const gannet_event_t,
         num_events_out: *mut usize,
     ) -> gannet_status_t;
 
     pub fn gannet_engine_get_stats(
         engine: *mut gannet_engine_t,
         stats_out: *mut gannet_engine_stats_t,
+    ) -> gannet_status_t;
+
+    pub fn gannet_tokenizer_open(
+        model_dir: *const c_char,
+        tokenizer_out: *mut *mut gannet_tokenizer_t,
+    ) -> gannet_status_t;
+    pub fn gannet_tokenizer_close(tokenizer: *mut gannet_tokenizer_t);
+    /// Valid until the engine is destroyed; never close it.
+    pub fn gannet_engine_tokenizer(
+        engine: *mut gannet_engine_t,
+        tokenizer_out: *mut *const gannet_tokenizer_t,
+    ) -> gannet_status_t;
+    pub fn gannet_tokenizer_get_info(
+        tokenizer: *const gannet_tokenizer_t,
+        info_out: *mut gannet_tokenizer_info_t,
+    ) -> gannet_status_t;
+
+    // The buffer calls: NULL and capacity 0 only count (OK with the size); a buffer too small
+    // gets nothing, the size needed is set and RESOURCE_EXHAUSTED returned. Text outputs are
+    // NUL-terminated when capacity allows one more byte (the size never counts the NUL).
+    pub fn gannet_tokenize(
+        tokenizer: *const gannet_tokenizer_t,
+        text: *const c_char,
+        text_len: usize,
+        add_special_tokens: i32,
+        ids_out: *mut i32,
+        capacity: usize,
+        num_ids_out: *mut usize,
+    ) -> gannet_status_t;
+    pub fn gannet_detokenize(
+        tokenizer: *const gannet_tokenizer_t,
+        ids: *const i32,
+        num_ids: usize,
+        skip_special_tokens: i32,
+        text_out: *mut c_char,
+        capacity: usize,
+        text_len_out: *mut usize,
+    ) -> gannet_status_t;
+    pub fn gannet_token_to_piece(
+        tokenizer: *const gannet_tokenizer_t,
+        id: i32,
+        text_out: *mut c_char,
+        capacity: usize,
+        text_len_out: *mut usize,
+    ) -> gannet_status_t;
+    pub fn gannet_apply_chat_template(
+        tokenizer: *const gannet_tokenizer_t,
+        messages: *const gannet_chat_message_t,
+        num_messages: usize,
+        add_generation_prompt: i32,
+        enable_thinking: i32,
+        text_out: *mut c_char,
+        capacity: usize,
+        text_len_out: *mut usize,
     ) -> gannet_status_t;
 }
 
@@ -352,40 +491,61 @@ extern "C" {
 #[cfg(target_pointer_width = "64")]
 const _: () = {
     assert!(size_of::<gannet_status_t>() == 4);
+    assert!(GANNET_ABI_VERSION == 2);
+    assert!(GANNET_VERSION_CODE == 200);
+    assert!(offset_of!(gannet_engine_config_t, struct_size) == 0);
+    assert!(offset_of!(gannet_request_t, struct_size) == 0);
+    assert!(offset_of!(gannet_event_t, struct_size) == 0);
+    assert!(offset_of!(gannet_chat_message_t, struct_size) == 0);
+    assert!(offset_of!(gannet_progress_t, struct_size) == 0);
+
     assert!(offset_of!(gannet_engine_config_t, model_dir) == 8);
-    assert!(offset_of!(gannet_engine_config_t, backend) == 16);
-    assert!(offset_of!(gannet_engine_config_t, device_id) == 24);
     assert!(offset_of!(gannet_engine_config_t, kv_memory_bytes) == 48);
     assert!(offset_of!(gannet_engine_config_t, load_format) == 80);
     assert!(offset_of!(gannet_engine_config_t, progress_callback) == 88);
     assert!(size_of::<gannet_engine_config_t>() == 104);
 
-    assert!(offset_of!(gannet_sampling_params_t, temperature) == 4);
-    assert!(offset_of!(gannet_sampling_params_t, has_seed) == 32);
-    assert!(offset_of!(gannet_sampling_params_t, seed) == 40);
-    assert!(size_of::<gannet_sampling_params_t>() == 48);
+    assert!(offset_of!(gannet_progress_t, stage) == 8);
+    assert!(offset_of!(gannet_progress_t, fraction) == 16);
+    assert!(offset_of!(gannet_progress_t, bytes_done) == 24);
+    assert!(offset_of!(gannet_progress_t, eta_s) == 56);
+    assert!(size_of::<gannet_progress_t>() == 64);
 
-    assert!(size_of::<gannet_chat_message_t>() == 16);
+    assert!(offset_of!(gannet_chat_message_t, role) == 8);
+    assert!(offset_of!(gannet_chat_message_t, content) == 16);
+    assert!(size_of::<gannet_chat_message_t>() == 24);
 
     assert!(offset_of!(gannet_request_t, prompt_tokens) == 8);
     assert!(offset_of!(gannet_request_t, prompt_text) == 24);
-    assert!(offset_of!(gannet_request_t, sampling) == 48);
-    assert!(offset_of!(gannet_request_t, max_tokens) == 96);
-    assert!(offset_of!(gannet_request_t, stop_token_ids) == 104);
-    assert!(offset_of!(gannet_request_t, stop_strings) == 128);
-    assert!(offset_of!(gannet_request_t, logprobs) == 144);
-    assert!(offset_of!(gannet_request_t, deadline_ms) == 152);
-    assert!(offset_of!(gannet_request_t, enable_thinking) == 164);
-    assert!(size_of::<gannet_request_t>() == 168);
+    assert!(offset_of!(gannet_request_t, messages) == 32);
+    assert!(offset_of!(gannet_request_t, max_tokens) == 48);
+    assert!(offset_of!(gannet_request_t, temperature) == 56);
+    assert!(offset_of!(gannet_request_t, frequency_penalty) == 80);
+    assert!(offset_of!(gannet_request_t, seed_mode) == 84);
+    assert!(offset_of!(gannet_request_t, seed) == 88);
+    assert!(offset_of!(gannet_request_t, stop_token_ids) == 96);
+    assert!(offset_of!(gannet_request_t, ignore_default_stop_tokens) == 112);
+    assert!(offset_of!(gannet_request_t, stop_strings) == 120);
+    assert!(offset_of!(gannet_request_t, logprobs) == 136);
+    assert!(offset_of!(gannet_request_t, deadline_ms) == 144);
+    assert!(offset_of!(gannet_request_t, enable_thinking) == 156);
+    assert!(size_of::<gannet_request_t>() == 160);
 
-    assert!(offset_of!(gannet_event_t, r#type) == 8);
-    assert!(offset_of!(gannet_event_t, text) == 16);
-    assert!(offset_of!(gannet_event_t, top_token_ids) == 40);
-    assert!(offset_of!(gannet_event_t, finish_reason) == 56);
-    assert!(offset_of!(gannet_event_t, message) == 64);
+    assert!(offset_of!(gannet_event_t, r#type) == 4);
+    assert!(offset_of!(gannet_event_t, request_id) == 8);
+    assert!(offset_of!(gannet_event_t, token_id) == 16);
+    assert!(offset_of!(gannet_event_t, text) == 24);
+    assert!(offset_of!(gannet_event_t, text_len) == 32);
+    assert!(offset_of!(gannet_event_t, logprob) == 40);
+    assert!(offset_of!(gannet_event_t, finish_reason) == 44);
+    assert!(offset_of!(gannet_event_t, top_token_ids) == 48);
+    assert!(offset_of!(gannet_event_t, status) == 64);
+    assert!(offset_of!(gannet_event_t, num_prompt_tokens) == 68);
+    assert!(offset_of!(gannet_event_t, message) == 72);
+    assert!(offset_of!(gannet_event_t, num_generated_tokens) == 80);
+    assert!(offset_of!(gannet_event_t, num_cached_prompt_tokens) == 84);
     assert!(size_of::<gannet_event_t>() == 88);
 
-    assert!(offset_of!(gannet_model_info_t, model_type) == 4);
     assert!(offset_of!(gannet_model_info_t, num_parameters) == 136);
     assert!(offset_of!(gannet_model_info_t, kv_bytes_per_token_full) == 248);
     assert!(size_of::<gannet_model_info_t>() == 256);
@@ -393,5 +553,15 @@ const _: () = {
     assert!(offset_of!(gannet_engine_stats_t, kv_pages_total) == 12);
     assert!(offset_of!(gannet_engine_stats_t, prefix_cache_hit_tokens) == 48);
     assert!(offset_of!(gannet_engine_stats_t, weight_bytes) == 120);
-    assert!(size_of::<gannet_engine_stats_t>() == 152);
+    assert!(offset_of!(gannet_engine_stats_t, max_running_seqs) == 152);
+    assert!(offset_of!(gannet_engine_stats_t, kv_bytes) == 160);
+    assert!(offset_of!(gannet_engine_stats_t, load_seconds) == 176);
+    assert!(offset_of!(gannet_engine_stats_t, backend) == 184);
+    assert!(offset_of!(gannet_engine_stats_t, device_name) == 200);
+    assert!(offset_of!(gannet_engine_stats_t, backend_fallback) == 296);
+    assert!(size_of::<gannet_engine_stats_t>() == 552);
+
+    assert!(offset_of!(gannet_tokenizer_info_t, vocab_size) == 4);
+    assert!(offset_of!(gannet_tokenizer_info_t, end_of_turn_id) == 28);
+    assert!(size_of::<gannet_tokenizer_info_t>() == 32);
 };

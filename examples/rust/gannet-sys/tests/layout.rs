@@ -1,13 +1,111 @@
-//! The hand-written structs must have the sizes the C compiler gives the header's structs, so a
-//! field appended to gannet.h and not here fails. ctest points GANNET_ABI_SIZES at a C program
-//! (tests/examples/abi_sizes.c) that prints them; without it this test has nothing to compare.
-use std::mem::size_of;
+//! The hand-written declarations must match the C header as the C compiler sees it: every
+//! struct's size, every field's offset and size, and every constant. ctest points
+//! GANNET_ABI_SIZES at a C program (tests/examples/abi_sizes.c, CMake target gannet_abi_sizes)
+//! that prints them; without it only the pinned numbers of tests/capi/layout_test.cc (checked at
+//! compile time in src/lib.rs, and again below) and the version queries are checked.
+use std::collections::BTreeMap;
+use std::ffi::CStr;
+use std::mem::{offset_of, size_of};
 use std::process::Command;
 
 use gannet_sys::*;
 
+/// The size of a field, from a projection `|s: &T| &s.field`.
+fn field_size<T, F>(_: fn(&T) -> &F) -> usize {
+    size_of::<F>()
+}
+
+/// The Rust side: "size TYPE" -> bytes, "field TYPE.FIELD" -> (offset, size), "const NAME" ->
+/// value, in the words of abi_sizes.c.
+fn rust_layout() -> BTreeMap<String, (i64, i64)> {
+    let mut m = BTreeMap::new();
+    macro_rules! layout {
+        ($($ty:ident { $($field:ident),* $(,)? })*) => {$(
+            m.insert(format!("size {}", stringify!($ty)), (size_of::<$ty>() as i64, 0));
+            $(
+                let name = stringify!($field).trim_start_matches("r#");
+                m.insert(
+                    format!("field {}.{}", stringify!($ty), name),
+                    (
+                        offset_of!($ty, $field) as i64,
+                        field_size(|s: &$ty| &s.$field) as i64,
+                    ),
+                );
+            )*
+        )*};
+    }
+    macro_rules! consts {
+        ($($name:ident),* $(,)?) => {$(
+            m.insert(format!("const {}", stringify!($name)), ($name as i64, 0));
+        )*};
+    }
+    m.insert(
+        "size gannet_status_t".to_string(),
+        (size_of::<gannet_status_t>() as i64, 0),
+    );
+    layout! {
+        gannet_progress_t {
+            struct_size, stage, fraction, bytes_done, bytes_total, elapsed_s, bytes_per_s, eta_s,
+        }
+        gannet_engine_config_t {
+            struct_size, model_dir, backend, device_id, max_running_seqs, max_step_tokens,
+            max_model_len, page_size, kv_memory_bytes, kv_sliding_pages, kv_full_pages,
+            disable_prefix_cache, num_threads, max_queued_requests, disable_cuda_graphs,
+            load_format, progress_callback, progress_user_data,
+        }
+        gannet_model_info_t {
+            struct_size, model_type, variant, dtypes, num_parameters, weight_bytes,
+            skipped_tower_bytes, num_shards, has_tokenizer, num_layers, num_sliding_layers,
+            num_full_layers, num_kv_shared_layers, hidden_size, vocab_size,
+            max_position_embeddings, sliding_window, num_attention_heads, num_kv_heads,
+            num_full_kv_heads, head_dim, full_head_dim, num_experts, top_k_experts,
+            kv_bytes_per_token_sliding, kv_bytes_per_token_full,
+        }
+        gannet_chat_message_t { struct_size, role, content }
+        gannet_request_t {
+            struct_size, prompt_tokens, num_prompt_tokens, prompt_text, messages, num_messages,
+            max_tokens, min_tokens, temperature, top_k, top_p, min_p, repetition_penalty,
+            presence_penalty, frequency_penalty, seed_mode, seed, stop_token_ids,
+            num_stop_token_ids, ignore_default_stop_tokens, stop_strings, num_stop_strings,
+            logprobs, priority, deadline_ms, add_generation_prompt, enable_thinking,
+        }
+        gannet_event_t {
+            struct_size, r#type, request_id, token_id, num_top_logprobs, text, text_len, logprob,
+            finish_reason, top_token_ids, top_logprobs, status, num_prompt_tokens, message,
+            num_generated_tokens, num_cached_prompt_tokens,
+        }
+        gannet_engine_stats_t {
+            struct_size, num_running, num_waiting, kv_pages_total, kv_pages_used,
+            kv_pages_cached, kv_pages_free, page_size, prefix_cache_hit_tokens,
+            prefix_cache_query_tokens, prefix_cache_hit_rate, total_prompt_tokens,
+            total_generated_tokens, num_preemptions, num_steps, prompt_tokens_per_s,
+            generated_tokens_per_s, weight_bytes, kv_bytes_per_token, sliding_window,
+            max_model_len, max_running_seqs, device_id, kv_bytes, device_memory_bytes,
+            load_seconds, backend, device_name, backend_fallback,
+        }
+        gannet_tokenizer_info_t {
+            struct_size, vocab_size, bos_id, eos_id, pad_id, unk_id, start_of_turn_id,
+            end_of_turn_id,
+        }
+    }
+    consts! {
+        GANNET_VERSION_MAJOR, GANNET_VERSION_MINOR, GANNET_VERSION_PATCH, GANNET_VERSION_CODE,
+        GANNET_ABI_VERSION,
+        GANNET_OK, GANNET_ERR_INVALID_ARGUMENT, GANNET_ERR_NOT_FOUND, GANNET_ERR_OUT_OF_MEMORY,
+        GANNET_ERR_RESOURCE_EXHAUSTED, GANNET_ERR_UNIMPLEMENTED, GANNET_ERR_DATA_LOSS,
+        GANNET_ERR_DEVICE_LOST, GANNET_ERR_CANCELLED, GANNET_ERR_DEADLINE_EXCEEDED,
+        GANNET_ERR_FAILED_PRECONDITION, GANNET_ERR_INTERNAL,
+        GANNET_LOG_LEVEL_DEBUG, GANNET_LOG_LEVEL_INFO, GANNET_LOG_LEVEL_WARNING,
+        GANNET_LOG_LEVEL_ERROR, GANNET_LOG_LEVEL_OFF,
+        GANNET_SEED_RANDOM, GANNET_SEED_FIXED, GANNET_SEED_REQUEST_ID,
+        GANNET_EVENT_TOKEN, GANNET_EVENT_FINISH, GANNET_EVENT_ERROR,
+        GANNET_FINISH_STOP, GANNET_FINISH_LENGTH, GANNET_FINISH_CANCELLED, GANNET_FINISH_ERROR,
+    }
+    m
+}
+
 #[test]
-fn struct_sizes_match_the_c_header() {
+fn layout_matches_the_c_compiler() {
     let Some(program) = std::env::var_os("GANNET_ABI_SIZES") else {
         eprintln!("GANNET_ABI_SIZES is not set: nothing to compare against");
         return;
@@ -16,32 +114,80 @@ fn struct_sizes_match_the_c_header() {
         .output()
         .expect("run the abi_sizes program");
     assert!(out.status.success());
-    let ours = [
-        (
-            "gannet_engine_config_t",
-            size_of::<gannet_engine_config_t>(),
-        ),
-        ("gannet_model_info_t", size_of::<gannet_model_info_t>()),
-        (
-            "gannet_sampling_params_t",
-            size_of::<gannet_sampling_params_t>(),
-        ),
-        ("gannet_chat_message_t", size_of::<gannet_chat_message_t>()),
-        ("gannet_request_t", size_of::<gannet_request_t>()),
-        ("gannet_event_t", size_of::<gannet_event_t>()),
-        ("gannet_engine_stats_t", size_of::<gannet_engine_stats_t>()),
-    ];
-    let text = String::from_utf8(out.stdout).unwrap();
-    let mut compared = 0;
-    for line in text.lines() {
-        let (name, size) = line.split_once(' ').expect("name size");
-        let size: usize = size.parse().unwrap();
-        let (_, mine) = ours
-            .iter()
-            .find(|(n, _)| *n == name)
-            .unwrap_or_else(|| panic!("{name} of gannet.h has no Rust mirror"));
-        assert_eq!(*mine, size, "{name}: Rust {mine} bytes, C {size} bytes");
-        compared += 1;
+    let mut c = BTreeMap::new();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let words: Vec<&str> = line.split(' ').collect();
+        let key = format!("{} {}", words[0], words[1]);
+        let numbers: Vec<i64> = words[2..].iter().map(|w| w.parse().unwrap()).collect();
+        let value = match (words[0], numbers.as_slice()) {
+            ("size" | "const", [v]) => (*v, 0),
+            ("field", [offset, size]) => (*offset, *size),
+            _ => panic!("unexpected line from abi_sizes: {line}"),
+        };
+        assert!(c.insert(key, value).is_none(), "{line} printed twice");
     }
-    assert_eq!(compared, ours.len());
+    let rust = rust_layout();
+    let mut mismatches = Vec::new();
+    for (key, want) in &c {
+        match rust.get(key) {
+            None => mismatches.push(format!("{key}: in gannet.h, not mirrored in gannet-sys")),
+            Some(got) if got != want => mismatches.push(format!(
+                "{key}: C {want:?}, Rust {got:?} (offset/value, size)"
+            )),
+            Some(_) => {}
+        }
+    }
+    for key in rust.keys().filter(|k| !c.contains_key(*k)) {
+        mismatches.push(format!("{key}: in gannet-sys, not printed by abi_sizes.c"));
+    }
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+    // Every struct of the header was compared (abi_sizes.c lists them all).
+    assert_eq!(c.keys().filter(|k| k.starts_with("size ")).count(), 9);
+}
+
+#[test]
+fn pinned_offsets_of_layout_test() {
+    // The numbers of tests/capi/layout_test.cc (also asserted at compile time in src/lib.rs).
+    assert_eq!(size_of::<gannet_engine_config_t>(), 104);
+    assert_eq!(size_of::<gannet_progress_t>(), 64);
+    assert_eq!(size_of::<gannet_chat_message_t>(), 24);
+    assert_eq!(offset_of!(gannet_request_t, seed_mode), 84);
+    assert_eq!(offset_of!(gannet_request_t, seed), 88);
+    assert_eq!(size_of::<gannet_request_t>(), 160);
+    assert_eq!(offset_of!(gannet_event_t, request_id), 8);
+    assert_eq!(offset_of!(gannet_event_t, message), 72);
+    assert_eq!(size_of::<gannet_event_t>(), 88);
+    assert_eq!(size_of::<gannet_model_info_t>(), 256);
+    assert_eq!(offset_of!(gannet_engine_stats_t, backend_fallback), 296);
+    assert_eq!(size_of::<gannet_engine_stats_t>(), 552);
+    assert_eq!(size_of::<gannet_tokenizer_info_t>(), 32);
+}
+
+#[test]
+fn defaults_are_the_init_macros() {
+    assert_eq!(gannet_request_t::default().struct_size, 160);
+    assert_eq!(gannet_request_t::default().seed_mode, GANNET_SEED_RANDOM);
+    assert_eq!(gannet_chat_message_t::default().struct_size, 24);
+    assert_eq!(gannet_engine_config_t::default().struct_size, 104);
+    assert_eq!(gannet_engine_stats_t::default().struct_size, 552);
+    assert_eq!(gannet_model_info_t::default().struct_size, 256);
+    assert_eq!(gannet_tokenizer_info_t::default().struct_size, 32);
+}
+
+#[test]
+fn the_linked_library_has_this_abi() {
+    // SAFETY: plain queries; the version text is static and NUL-terminated.
+    let (code, abi, version) = unsafe {
+        (
+            gannet_version_code(),
+            gannet_abi_version(),
+            CStr::from_ptr(gannet_version()).to_str().unwrap(),
+        )
+    };
+    assert_eq!(abi, GANNET_ABI_VERSION);
+    assert_eq!(code, GANNET_VERSION_CODE);
+    assert_eq!(
+        version,
+        format!("{GANNET_VERSION_MAJOR}.{GANNET_VERSION_MINOR}.{GANNET_VERSION_PATCH}")
+    );
 }

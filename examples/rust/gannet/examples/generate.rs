@@ -1,117 +1,297 @@
-//! Greedy generation with the safe Rust API: the text streams to stdout as it is generated.
-//! Its stdout is the same as the CLI's for the same flags with `-q`, e.g.
+//! One request with the safe Rust API: the text streams to stdout as it is generated. It takes
+//! the flags of `gannet generate` that shape a request (spelled and range-checked as the CLI
+//! does) and its stdout is the CLI's with `-q`, e.g.
 //!   generate -m tests/data/tiny/e4b --chat -p "Hello" -n 16 --ids
 //!   gannet generate -m tests/data/tiny/e4b --chat -p "Hello" -n 16 --ids -q
+//! Like the CLI it checks the request against the model before loading any weight.
+use std::collections::HashMap;
 use std::io::Write;
 use std::process::ExitCode;
+use std::str::FromStr;
 
-use gannet::{Engine, EventKind, LogLevel, Message, Request};
+use gannet::{Engine, EngineBuilder, EventKind, LogLevel, Message, Request};
 
-const USAGE: &str = "usage: generate -m MODEL_DIR (-p PROMPT | --prompt-ids IDS) [options]
-  -p, --prompt TEXT      the prompt (UTF-8)
-  --prompt-ids IDS       the prompt as comma-separated token ids
-  --chat                 treat the prompt as a user message (Gemma-4 chat template)
-  -s, --system TEXT      system message (implies --chat)
-  -n, --max-tokens N     tokens to generate (default 128)
-  --ignore-eos           do not stop at <eos>/<turn|>
-  --ids                  also print the generated token ids (one line)
-  --backend NAME         cpu or cuda (default: cuda when a GPU is usable)
-  --threads N            CPU backend threads (default: all cores)";
+struct Flag {
+    name: &'static str,
+    short: Option<char>,
+    takes_value: bool,
+    repeatable: bool,
+    value_name: &'static str,
+    help: &'static str,
+    aliases: &'static [&'static str],
+}
 
-#[derive(Default)]
+const fn flag(
+    name: &'static str,
+    short: Option<char>,
+    value_name: &'static str,
+    help: &'static str,
+) -> Flag {
+    Flag {
+        name,
+        short,
+        takes_value: !value_name.is_empty(),
+        repeatable: false,
+        value_name,
+        help,
+        aliases: &[],
+    }
+}
+
+#[rustfmt::skip]
+const FLAGS: &[Flag] = &[
+    flag("model", Some('m'), "DIR", "checkpoint folder (config.json, safetensors, tokenizer.json) or dummy:VARIANT"),
+    flag("backend", None, "NAME", "cpu or cuda (default: cuda when a GPU is usable)"),
+    flag("device", None, "N", "CUDA device ordinal (default 0)"),
+    flag("threads", None, "N", "CPU backend threads (default: all cores; at most 1024)"),
+    Flag { aliases: &["max-model-len"], ..flag("ctx-size", Some('c'), "N", "longest sequence in tokens") },
+    Flag { aliases: &["n-predict"], ..flag("max-tokens", Some('n'), "N", "tokens to generate (default 128; 0 = until the context is full)") },
+    flag("min-tokens", None, "N", "generate at least N tokens before stopping"),
+    Flag { aliases: &["temp"], ..flag("temperature", Some('t'), "T", "0 = greedy (default), else sample") },
+    flag("top-k", None, "K", "sample from the K most likely tokens (0 = off)"),
+    flag("top-p", None, "P", "nucleus sampling threshold in (0, 1] (0 or 1 = off)"),
+    flag("min-p", None, "P", "drop tokens below P x the top probability"),
+    Flag { aliases: &["repeat-penalty"], ..flag("repetition-penalty", None, "R", "penalise tokens seen in prompt and output") },
+    flag("presence-penalty", None, "X", "subtract X from seen output tokens"),
+    flag("frequency-penalty", None, "X", "subtract X per occurrence in the output"),
+    flag("seed", None, "S", "sampling seed: repeatable output (default: random)"),
+    Flag { repeatable: true, ..flag("stop", None, "STR", "stop when STR appears (repeatable)") },
+    Flag { repeatable: true, ..flag("stop-id", None, "ID", "stop at this token id (repeatable)") },
+    flag("ignore-eos", None, "", "do not stop at <eos>/<turn|>"),
+    flag("prompt", Some('p'), "TEXT", "the prompt (UTF-8)"),
+    flag("prompt-ids", None, "IDS", "the prompt as comma-separated token ids"),
+    flag("chat", None, "", "treat the prompt as a user message (Gemma-4 chat template)"),
+    flag("system", Some('s'), "TEXT", "system message (implies --chat)"),
+    flag("thinking", None, "", "chat: enable thinking mode"),
+    flag("ids", None, "", "also print the generated token ids (one line)"),
+    flag("quiet", Some('q'), "", "accepted for the CLI's sake (this example prints no statistics)"),
+    flag("help", Some('h'), "", "this help"),
+];
+
+fn usage() -> String {
+    let mut out = String::from(
+        "usage: generate -m MODEL_DIR (-p PROMPT | --prompt-ids IDS) [options]\n\noptions:\n",
+    );
+    for f in FLAGS {
+        let mut left = match f.short {
+            Some(c) => format!("  -{c}, --{}", f.name),
+            None => format!("      --{}", f.name),
+        };
+        if f.takes_value {
+            left = format!("{left} {}", f.value_name);
+        }
+        out += &format!("{left:<30}{}\n", f.help);
+    }
+    out
+}
+
+/// The CLI's rules: `--flag value`, `--flag=value` and `-x value` only; unknown flags,
+/// repeated flags and positional arguments are errors.
 struct Args {
-    model: String,
-    prompt: Option<String>,
-    prompt_ids: Option<Vec<i32>>,
-    chat: bool,
-    system: Option<String>,
-    max_tokens: u32,
-    ignore_eos: bool,
-    ids: bool,
-    backend: Option<String>,
-    threads: u32,
+    values: HashMap<&'static str, Vec<String>>,
 }
 
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        max_tokens: 128,
-        ..Args::default()
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
-        match flag.as_str() {
-            "-m" | "--model" => args.model = value("--model")?,
-            "-p" | "--prompt" => args.prompt = Some(value("--prompt")?),
-            "--prompt-ids" => {
-                let ids = value("--prompt-ids")?
-                    .split(',')
-                    .map(|s| s.trim().parse::<i32>())
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|_| "--prompt-ids expects ids like 2,108,109".to_string())?;
-                args.prompt_ids = Some(ids);
+impl Args {
+    fn parse(argv: &[String]) -> Result<Args, String> {
+        let mut values: HashMap<&'static str, Vec<String>> = HashMap::new();
+        let mut it = argv.iter();
+        while let Some(a) = it.next() {
+            let (spec, inline) = if let Some(long) = a.strip_prefix("--").filter(|s| !s.is_empty())
+            {
+                let (name, inline) = match long.split_once('=') {
+                    Some((n, v)) => (n, Some(v.to_string())),
+                    None => (long, None),
+                };
+                let spec = FLAGS
+                    .iter()
+                    .find(|f| f.name == name || f.aliases.contains(&name))
+                    .ok_or(format!("unknown option --{name}"))?;
+                (spec, inline)
+            } else if a.len() == 2 && a.starts_with('-') && a != "--" {
+                let c = a.chars().nth(1).unwrap();
+                let spec = FLAGS
+                    .iter()
+                    .find(|f| f.short == Some(c))
+                    .ok_or(format!("unknown option {a}"))?;
+                (spec, None)
+            } else if a.starts_with('-') && a.len() > 2 {
+                return Err(format!("unknown option {a}"));
+            } else {
+                return Err(format!(
+                    "unexpected argument '{a}' (every value follows its flag; quote a prompt and \
+                     pass it with -p)"
+                ));
+            };
+            let value = match (spec.takes_value, inline) {
+                (true, Some(v)) => v,
+                (true, None) => it.next().cloned().ok_or(format!(
+                    "option --{} needs a value ({})",
+                    spec.name, spec.value_name
+                ))?,
+                (false, Some(_)) => return Err(format!("option --{} takes no value", spec.name)),
+                (false, None) => String::new(),
+            };
+            let slot = values.entry(spec.name).or_default();
+            if !slot.is_empty() && !spec.repeatable {
+                return Err(format!("option --{} given twice", spec.name));
             }
-            "--chat" => args.chat = true,
-            "-s" | "--system" => args.system = Some(value("--system")?),
-            "-n" | "--max-tokens" => {
-                args.max_tokens = value("--max-tokens")?
-                    .parse()
-                    .map_err(|_| "--max-tokens expects a non-negative integer".to_string())?
-            }
-            "--ignore-eos" => args.ignore_eos = true,
-            "--ids" => args.ids = true,
-            "--backend" => args.backend = Some(value("--backend")?),
-            "--threads" => {
-                args.threads = value("--threads")?
-                    .parse()
-                    .map_err(|_| "--threads expects a non-negative integer".to_string())?
-            }
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown option {other}")),
+            slot.push(value);
+        }
+        Ok(Args { values })
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.values.contains_key(name)
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.values
+            .get(name)
+            .and_then(|v| v.last())
+            .map(String::as_str)
+    }
+
+    fn all(&self, name: &str) -> &[String] {
+        self.values.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// A number in [min, max], or None when the flag is absent.
+    fn number<T: FromStr + PartialOrd + std::fmt::Display + Copy>(
+        &self,
+        name: &str,
+        min: T,
+        max: T,
+    ) -> Result<Option<T>, String> {
+        let Some(v) = self.get(name) else {
+            return Ok(None);
+        };
+        match v.parse::<T>() {
+            Ok(x) if x >= min && x <= max && !v.starts_with('+') => Ok(Some(x)),
+            _ => Err(format!(
+                "option --{name} expects a number in [{min}, {max}], got '{v}'"
+            )),
         }
     }
-    if args.model.is_empty() {
-        return Err("no model: pass -m MODEL_DIR".into());
+
+    fn float(&self, name: &str, min: f64, max: f64) -> Result<Option<f32>, String> {
+        match self.number::<f64>(name, min, max)? {
+            Some(x) if x.is_finite() => Ok(Some(x as f32)),
+            Some(_) => Err(format!("option --{name} expects a finite number")),
+            None => Ok(None),
+        }
     }
-    if args.prompt.is_some() == args.prompt_ids.is_some() {
-        return Err("pass exactly one of -p PROMPT and --prompt-ids IDS".into());
-    }
-    Ok(args)
 }
 
-fn build_request(args: &Args) -> Request {
-    let request = if let Some(ids) = &args.prompt_ids {
-        Request::tokens(ids.clone())
-    } else {
-        let prompt = args.prompt.clone().unwrap_or_default();
-        if args.chat || args.system.is_some() {
-            let mut messages = Vec::new();
-            if let Some(system) = args.system.as_ref().filter(|s| !s.is_empty()) {
-                messages.push(Message::system(system.clone()));
+fn parse_ids(s: &str) -> Option<Vec<i32>> {
+    let ids: Option<Vec<i32>> = s
+        .split(',')
+        .map(|item| {
+            let ok = !item.is_empty() && item.bytes().all(|b| b.is_ascii_digit());
+            ok.then(|| item.parse::<i32>().ok()).flatten()
+        })
+        .collect();
+    ids.filter(|ids| !ids.is_empty())
+}
+
+/// The request the flags describe (as `gannet generate` builds it).
+fn build_request(args: &Args) -> Result<Request, String> {
+    if args.has("prompt") && args.has("prompt-ids") {
+        return Err("give the prompt once: -p TEXT or --prompt-ids IDS, not both".into());
+    }
+    let chat = args.has("chat") || args.has("system");
+    let mut request =
+        if let Some(ids) = args.get("prompt-ids") {
+            if chat {
+                return Err("--chat and --system need a text prompt, not --prompt-ids".into());
             }
-            messages.push(Message::user(prompt));
-            Request::chat(messages)
+            Request::tokens(parse_ids(ids).ok_or(
+                "--prompt-ids expects comma-separated ids in [0, 2147483647] like 2,108,109",
+            )?)
         } else {
-            Request::text(prompt)
-        }
-    };
-    request
-        .max_tokens(args.max_tokens)
-        .ignore_default_stop_tokens(args.ignore_eos)
+            let prompt = args
+                .get("prompt")
+                .ok_or("no prompt: pass -p PROMPT or --prompt-ids IDS")?
+                .to_string();
+            if chat {
+                let mut messages = Vec::new();
+                if let Some(system) = args.get("system").filter(|s| !s.is_empty()) {
+                    messages.push(Message::system(system));
+                }
+                messages.push(Message::user(prompt));
+                Request::chat(messages).thinking(args.has("thinking"))
+            } else {
+                Request::text(prompt)
+            }
+        };
+    let i32_max = i32::MAX as u32;
+    request = request
+        .max_tokens(args.number("max-tokens", 0, i32_max)?.unwrap_or(128))
+        .min_tokens(args.number("min-tokens", 0, i32_max)?.unwrap_or(0))
+        .temperature(args.float("temperature", 0.0, 100.0)?.unwrap_or(0.0))
+        .top_k(args.number("top-k", 0, i32_max)?.unwrap_or(0))
+        .top_p(args.float("top-p", 0.0, 1.0)?.unwrap_or(0.0))
+        .min_p(args.float("min-p", 0.0, 1.0)?.unwrap_or(0.0))
+        .repetition_penalty(args.float("repetition-penalty", 0.0, 100.0)?.unwrap_or(0.0))
+        .presence_penalty(
+            args.float("presence-penalty", -100.0, 100.0)?
+                .unwrap_or(0.0),
+        )
+        .frequency_penalty(
+            args.float("frequency-penalty", -100.0, 100.0)?
+                .unwrap_or(0.0),
+        )
+        .ignore_default_stop_tokens(args.has("ignore-eos"));
+    // No --seed: a random seed for every run, as the CLI does.
+    if let Some(seed) = args.number("seed", 0, u64::MAX)? {
+        request = request.seed(seed);
+    }
+    for stop in args.all("stop") {
+        request = request.stop_string(stop.clone());
+    }
+    if !args.all("stop-id").is_empty() {
+        let ids = args
+            .all("stop-id")
+            .iter()
+            .map(|s| parse_ids(s).filter(|v| v.len() == 1).map(|v| v[0]))
+            .collect::<Option<Vec<i32>>>()
+            .ok_or("option --stop-id expects a token id in [0, 2147483647]")?;
+        request = request.stop_token_ids(ids);
+    }
+    Ok(request)
 }
 
-fn run(args: &Args) -> Result<(), gannet::Error> {
-    let mut builder = Engine::builder(&args.model).threads(args.threads);
-    if let Some(backend) = &args.backend {
-        builder = builder.backend(backend.clone());
+/// The engine the flags describe (loaded later, once the request is known to be good).
+fn engine_builder(args: &Args, model: &str) -> Result<EngineBuilder<'static>, String> {
+    let mut builder = Engine::builder(model);
+    if let Some(backend) = args.get("backend") {
+        if backend != "cpu" && backend != "cuda" {
+            return Err(format!(
+                "option --backend expects cpu or cuda, got '{backend}'"
+            ));
+        }
+        builder = builder.backend(backend);
     }
-    let engine = builder.build()?;
+    if let Some(device) = args.number("device", 0u32, 1023)? {
+        builder = builder.device_id(device);
+    }
+    if let Some(threads) = args.number("threads", 1u32, 1024)? {
+        builder = builder.threads(threads);
+    }
+    if let Some(n) = args.number("ctx-size", 2u32, i32::MAX as u32)? {
+        builder = builder.max_model_len(n);
+    }
+    Ok(builder)
+}
+
+/// Streams the request; the text goes to stdout, then a newline and (with --ids) the ids.
+fn run(engine: &Engine, request: &Request, print_ids: bool) -> Result<(), gannet::Error> {
     let mut stdout = std::io::stdout().lock();
     let mut tokens = Vec::new();
     let mut printed = false;
-    for event in engine.stream(&build_request(args))? {
+    for event in engine.stream(request)? {
         printed |= !event.text.is_empty();
-        // A closed stdout (a pipe into `head`) is not an engine error; stop quietly.
+        // A closed stdout (a pipe into `head`) is not an engine error; stop quietly (dropping
+        // the stream cancels the request).
         if stdout
             .write_all(event.text.as_bytes())
             .and_then(|()| stdout.flush())
@@ -131,30 +311,61 @@ fn run(args: &Args) -> Result<(), gannet::Error> {
         }
     }
     let _ = writeln!(stdout);
-    if args.ids {
+    if print_ids {
         let ids: Vec<String> = tokens.iter().map(i32::to_string).collect();
         let _ = writeln!(stdout, "{}", ids.join(" "));
     }
+    let _ = stdout.flush();
     Ok(())
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let bad_usage = |message: &str| {
+        eprintln!("generate: {message}\n(try `generate --help`)");
+        ExitCode::from(2)
+    };
+    let args = match Args::parse(&argv) {
         Ok(args) => args,
-        Err(message) if message.is_empty() => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(message) => {
-            eprintln!("generate: {message}\n{USAGE}");
-            return ExitCode::from(2);
-        }
+        Err(message) => return bad_usage(&message),
+    };
+    if args.has("help") {
+        print!("{}", usage());
+        return ExitCode::SUCCESS;
+    }
+    let Some(model) = args.get("model") else {
+        return bad_usage("no model: pass -m MODEL_DIR");
+    };
+    let (request, builder) = match build_request(&args)
+        .and_then(|request| Ok((request, engine_builder(&args, model)?)))
+    {
+        Ok(parsed) => parsed,
+        Err(message) => return bad_usage(&message),
     };
     // The library logs to stderr; keep it to warnings and errors unless asked, like the CLI.
     if std::env::var_os("GANNET_LOG_LEVEL").is_none() {
         gannet::set_log_level(LogLevel::Warning);
     }
-    match run(&args) {
+    // Everything about the request is checked before any weight loads.
+    let info = match gannet::model_info(model) {
+        Ok(info) => info,
+        Err(error) => {
+            eprintln!("generate: cannot read the model: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Err(error) = request.check(Some(&info)) {
+        eprintln!("generate: {}", error.message());
+        return ExitCode::from(2);
+    }
+    let engine = match builder.build() {
+        Ok(engine) => engine,
+        Err(error) => {
+            eprintln!("generate: cannot load the model: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(&engine, &request, args.has("ids")) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("generate: {error}");

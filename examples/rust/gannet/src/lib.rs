@@ -1,5 +1,5 @@
 //! Safe Rust API for gannet, an embeddable inference engine for Gemma-4 models, over its C ABI
-//! (`include/gannet/gannet.h`, declared in the `gannet-sys` crate).
+//! 0.2 (`include/gannet/gannet.h`, declared in the `gannet-sys` crate).
 //!
 //! ```no_run
 //! let engine = gannet::Engine::open("/models/gemma-4-e4b-it")?;
@@ -9,6 +9,13 @@
 //! }
 //! # Ok::<(), gannet::Error>(())
 //! ```
+//!
+//! Requests are greedy unless they set a temperature; sampled requests draw a fresh random seed
+//! unless [`Request::seed`] fixes one (same seed, same request: same output) or
+//! [`Request::seeding`] asks for [`Seed::RequestId`]. [`Request::check`] validates a request
+//! without an engine. A [`Tokenizer`] renders chat prompts and counts tokens exactly as the engine
+//! does: [`Tokenizer::open`] reads a model folder, [`Engine::tokenizer`] borrows the engine's own
+//! (it cannot outlive the engine).
 //!
 //! Threads follow the ABI's rules. [`Engine`] is `Send + Sync`: submit and cancel from any thread
 //! at any time. Only one thread may be inside the C poll call at a time; the engine enforces that
@@ -21,12 +28,16 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::fmt;
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
 pub use gannet_sys as sys;
+
+mod tokenizer;
+pub use tokenizer::{Tokenizer, TokenizerInfo};
 
 /// Events fetched per C poll call.
 const POLL_BATCH: usize = 256;
@@ -154,7 +165,7 @@ impl std::error::Error for Error {}
 
 pub type Result<T> = std::result::Result<T, Error>;
 
-fn check(code: sys::gannet_status_t) -> Result<()> {
+pub(crate) fn check(code: sys::gannet_status_t) -> Result<()> {
     if code == sys::GANNET_OK {
         Ok(())
     } else {
@@ -162,7 +173,7 @@ fn check(code: sys::gannet_status_t) -> Result<()> {
     }
 }
 
-fn c_string(what: &str, s: &str) -> Result<CString> {
+pub(crate) fn c_string(what: &str, s: &str) -> Result<CString> {
     CString::new(s).map_err(|_| {
         Error::new(
             Status::InvalidArgument,
@@ -179,6 +190,36 @@ pub fn version() -> &'static str {
     unsafe { CStr::from_ptr(sys::gannet_version()) }
         .to_str()
         .unwrap_or("?")
+}
+
+/// `GANNET_VERSION_CODE` of the library actually linked (`MAJOR * 10000 + MINOR * 100 + PATCH`;
+/// [`sys::GANNET_VERSION_CODE`] is the one these bindings were written for).
+pub fn version_code() -> i32 {
+    // SAFETY: a plain query.
+    unsafe { sys::gannet_version_code() }
+}
+
+/// `GANNET_ABI_VERSION` of the library actually linked.
+pub fn abi_version() -> i32 {
+    // SAFETY: a plain query.
+    unsafe { sys::gannet_abi_version() }
+}
+
+/// `FailedPrecondition` unless the linked library has the ABI these bindings mirror
+/// ([`sys::GANNET_ABI_VERSION`]). [`EngineBuilder::build`] and [`Tokenizer::open`] check it.
+pub fn check_abi() -> Result<()> {
+    let linked = abi_version();
+    if linked == sys::GANNET_ABI_VERSION {
+        return Ok(());
+    }
+    Err(Error::new(
+        Status::FailedPrecondition,
+        format!(
+            "libgannet {} has ABI version {linked}; these bindings need {}",
+            version(),
+            sys::GANNET_ABI_VERSION
+        ),
+    ))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -234,7 +275,8 @@ pub fn set_logger(logger: impl Fn(LogLevel, &str) + Send + Sync + 'static, min_l
     };
 }
 
-/// What `gannet_model_info` reads from a checkpoint folder (no weights are read).
+/// What `gannet_model_info` reads from a checkpoint folder (no weights are read); the fields of
+/// `gannet_model_info_t` are reachable through `Deref`.
 #[derive(Debug, Clone, Copy)]
 pub struct ModelInfo(pub sys::gannet_model_info_t);
 
@@ -257,11 +299,15 @@ impl std::ops::Deref for ModelInfo {
     }
 }
 
-fn fixed_str(chars: &[c_char]) -> &str {
+pub(crate) fn fixed_str(chars: &[c_char]) -> &str {
     // SAFETY: c_char and u8 have the same size and alignment.
     let bytes: &[u8] = unsafe { std::slice::from_raw_parts(chars.as_ptr().cast(), chars.len()) };
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    std::str::from_utf8(&bytes[..end]).unwrap_or("")
+    // A name cut at the array's end may end inside a character: keep what is whole.
+    match std::str::from_utf8(&bytes[..end]) {
+        Ok(s) => s,
+        Err(e) => std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or(""),
+    }
 }
 
 pub fn model_info(model_dir: impl AsRef<Path>) -> Result<ModelInfo> {
@@ -272,8 +318,37 @@ pub fn model_info(model_dir: impl AsRef<Path>) -> Result<ModelInfo> {
     Ok(ModelInfo(info))
 }
 
-/// Engine statistics (`gannet_engine_get_stats`).
-pub type Stats = sys::gannet_engine_stats_t;
+/// Engine statistics (`gannet_engine_get_stats`): the counters of `gannet_engine_stats_t` through
+/// `Deref` (`num_steps`, `kv_pages_used`, `max_running_seqs`, `device_id`, `kv_bytes`,
+/// `device_memory_bytes`, `load_seconds`, ...) and its text fields as `&str`.
+#[derive(Debug, Clone, Copy)]
+pub struct Stats(pub sys::gannet_engine_stats_t);
+
+impl Stats {
+    /// `"cpu"` or `"cuda"`.
+    pub fn backend(&self) -> &str {
+        fixed_str(&self.0.backend)
+    }
+    /// E.g. `"NVIDIA H100 80GB HBM3 (sm_90)"` or `"16 threads"`.
+    pub fn device_name(&self) -> &str {
+        fixed_str(&self.0.device_name)
+    }
+    /// Why an automatic backend choice ran on the CPU; empty otherwise.
+    pub fn backend_fallback(&self) -> &str {
+        fixed_str(&self.0.backend_fallback)
+    }
+    /// `gannet_engine_create`, start to ready.
+    pub fn load_time(&self) -> Duration {
+        Duration::try_from_secs_f64(self.0.load_seconds).unwrap_or_default()
+    }
+}
+
+impl std::ops::Deref for Stats {
+    type Target = sys::gannet_engine_stats_t;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
 
 // ---- requests ----------------------------------------------------------------------------
 
@@ -309,12 +384,74 @@ enum Prompt {
     Chat(Vec<Message>),
 }
 
+/// C views of chat messages (`gannet_chat_message_t`, `struct_size` set) and the strings they
+/// point to; valid while this value lives.
+pub(crate) struct RawMessages {
+    _strings: Vec<CString>,
+    messages: Vec<sys::gannet_chat_message_t>,
+}
+
+impl RawMessages {
+    pub(crate) fn new(list: &[Message]) -> Result<RawMessages> {
+        let mut strings = Vec::with_capacity(2 * list.len());
+        for m in list {
+            strings.push(c_string("a message role", &m.role)?);
+            strings.push(c_string("a message", &m.content)?);
+        }
+        // The CStrings' buffers do not move when `strings` is moved into the result.
+        let messages = strings
+            .chunks(2)
+            .map(|pair| sys::gannet_chat_message_t {
+                role: pair[0].as_ptr(),
+                content: pair[1].as_ptr(),
+                ..Default::default()
+            })
+            .collect();
+        Ok(RawMessages {
+            _strings: strings,
+            messages,
+        })
+    }
+
+    pub(crate) fn as_slice(&self) -> &[sys::gannet_chat_message_t] {
+        &self.messages
+    }
+}
+
+/// How a sampled request's seed is chosen (`gannet_request_t.seed_mode`). Greedy requests do not
+/// draw random numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Seed {
+    /// Fresh entropy from the OS for every request (the default).
+    #[default]
+    Random,
+    /// This seed: same seed and same request give the same output, whatever else is running.
+    Fixed(u64),
+    /// Derived from the request id: repeatable runs of one engine without choosing seeds.
+    RequestId,
+}
+
+/// Sampling settings of a request (flattened into `gannet_request_t`); zero means off.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct Sampling {
+    temperature: f32,
+    top_k: i32,
+    top_p: f32,
+    min_p: f32,
+    repetition_penalty: f32,
+    presence_penalty: f32,
+    frequency_penalty: f32,
+    seed: Seed,
+}
+
 /// A generation request: one prompt (token ids, text or chat messages) and its options. It
-/// owns its data and can be submitted any number of times. Greedy unless `temperature` is set.
+/// owns its data and can be submitted any number of times. Greedy unless `temperature` is set;
+/// sampled requests are seeded randomly unless [`Request::seed`] or [`Request::seeding`] say
+/// otherwise.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {
     prompt: Prompt,
-    sampling: sys::gannet_sampling_params_t,
+    sampling: Sampling,
     max_tokens: i32,
     min_tokens: i32,
     stop_token_ids: Option<Vec<i32>>,
@@ -323,6 +460,7 @@ pub struct Request {
     logprobs: i32,
     priority: i32,
     deadline: Option<Duration>,
+    generation_prompt: bool,
     thinking: bool,
 }
 
@@ -334,7 +472,7 @@ impl Request {
     fn with_prompt(prompt: Prompt) -> Request {
         Request {
             prompt,
-            sampling: sys::gannet_sampling_params_t::default(),
+            sampling: Sampling::default(),
             max_tokens: 0,
             min_tokens: 0,
             stop_token_ids: None,
@@ -343,6 +481,7 @@ impl Request {
             logprobs: 0,
             priority: 0,
             deadline: None,
+            generation_prompt: true,
             thinking: false,
         }
     }
@@ -399,9 +538,13 @@ impl Request {
         self.sampling.frequency_penalty = x;
         self
     }
-    /// Same seed, same request: same output, whatever else the engine runs.
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.sampling.has_seed = 1;
+    /// A fixed seed ([`Seed::Fixed`]): same seed, same request: same output, whatever else the
+    /// engine runs.
+    pub fn seed(self, seed: u64) -> Self {
+        self.seeding(Seed::Fixed(seed))
+    }
+    /// How the sampling seed is chosen (default [`Seed::Random`]).
+    pub fn seeding(mut self, seed: Seed) -> Self {
         self.sampling.seed = seed;
         self
     }
@@ -435,31 +578,64 @@ impl Request {
         self.deadline = Some(after);
         self
     }
+    /// Chat: end the prompt with the model's turn opener (the default), or not (to continue the
+    /// last message).
+    pub fn generation_prompt(mut self, add: bool) -> Self {
+        self.generation_prompt = add;
+        self
+    }
     /// Chat: enable thinking mode.
     pub fn thinking(mut self, enable: bool) -> Self {
         self.thinking = enable;
         self
     }
 
+    /// Validates this request as submit would, without an engine (`gannet_request_check`):
+    /// against a model's info when given (token ids against the vocabulary, text needs a
+    /// tokenizer), else only the checks that need no model.
+    pub fn check(&self, model: Option<&ModelInfo>) -> Result<()> {
+        let model = model.map_or(std::ptr::null(), |m| {
+            &m.0 as *const sys::gannet_model_info_t
+        });
+        self.with_raw(|raw| {
+            // SAFETY: `raw` and what it points to live for this call; `model` is NULL or valid.
+            check(unsafe { sys::gannet_request_check(raw, model) })
+        })?
+    }
+
     /// Calls `f` with the C view of this request; the view points into locals of this call.
-    fn with_raw<T>(&self, f: impl FnOnce(&sys::gannet_request_t) -> T) -> Result<T> {
+    pub(crate) fn with_raw<T>(&self, f: impl FnOnce(&sys::gannet_request_t) -> T) -> Result<T> {
+        let s = &self.sampling;
+        let (seed_mode, seed) = match s.seed {
+            Seed::Random => (sys::GANNET_SEED_RANDOM, 0),
+            Seed::Fixed(seed) => (sys::GANNET_SEED_FIXED, seed),
+            Seed::RequestId => (sys::GANNET_SEED_REQUEST_ID, 0),
+        };
         let mut raw = sys::gannet_request_t {
-            sampling: self.sampling,
             max_tokens: self.max_tokens,
             min_tokens: self.min_tokens,
+            temperature: s.temperature,
+            top_k: s.top_k,
+            top_p: s.top_p,
+            min_p: s.min_p,
+            repetition_penalty: s.repetition_penalty,
+            presence_penalty: s.presence_penalty,
+            frequency_penalty: s.frequency_penalty,
+            seed_mode,
+            seed,
             ignore_default_stop_tokens: self.ignore_default_stop_tokens as i32,
             logprobs: self.logprobs,
             priority: self.priority,
             deadline_ms: self.deadline.map_or(0, |d| {
                 i64::try_from(d.as_millis().max(1)).unwrap_or(i64::MAX)
             }),
+            add_generation_prompt: if self.generation_prompt { 1 } else { 2 },
             enable_thinking: self.thinking as i32,
             ..Default::default()
         };
         // Owners of what `raw` points to; they live until this function returns.
         let text;
-        let mut strings = Vec::new();
-        let messages: Vec<sys::gannet_chat_message_t>;
+        let messages;
         match &self.prompt {
             Prompt::Tokens(ids) => {
                 raw.prompt_tokens = ids.as_ptr();
@@ -470,19 +646,9 @@ impl Request {
                 raw.prompt_text = text.as_ptr();
             }
             Prompt::Chat(list) => {
-                for m in list {
-                    strings.push(c_string("a message role", &m.role)?);
-                    strings.push(c_string("a message", &m.content)?);
-                }
-                messages = strings
-                    .chunks(2)
-                    .map(|pair| sys::gannet_chat_message_t {
-                        role: pair[0].as_ptr(),
-                        content: pair[1].as_ptr(),
-                    })
-                    .collect();
-                raw.messages = messages.as_ptr();
-                raw.num_messages = messages.len();
+                messages = RawMessages::new(list)?;
+                raw.messages = messages.as_slice().as_ptr();
+                raw.num_messages = messages.as_slice().len();
             }
         }
         if let Some(ids) = &self.stop_token_ids {
@@ -585,7 +751,9 @@ impl Event {
     }
 
     /// # Safety
-    /// `e` must be an event of the current poll batch (its pointers valid).
+    /// `e` must be an event of the current poll batch (its pointers valid). Its `struct_size`
+    /// may exceed `size_of::<gannet_event_t>()` (fields of a later library, ignored here); ABI 2
+    /// guarantees every field declared here.
     unsafe fn from_raw(e: &sys::gannet_event_t) -> Event {
         let text = if e.text.is_null() || e.text_len == 0 {
             String::new()
@@ -656,7 +824,65 @@ pub struct Completion {
 
 // ---- engine ------------------------------------------------------------------------------
 
-type ProgressFn<'a> = dyn FnMut(&str, f64) + 'a;
+/// Loading progress of one stage, handed to the callback of [`EngineBuilder::progress`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress<'s> {
+    /// A static label such as `"weights"`.
+    pub stage: &'s str,
+    /// 0 ..= 1.
+    pub fraction: f64,
+    pub bytes_done: i64,
+    pub bytes_total: i64,
+    /// Since the load began.
+    pub elapsed: Duration,
+    /// The average rate of this stage so far.
+    pub bytes_per_s: f64,
+    /// Estimated time left in this stage; `None` while unknown.
+    pub eta: Option<Duration>,
+}
+
+impl<'s> Progress<'s> {
+    /// # Safety
+    /// `p` must point to a valid `gannet_progress_t` (during the callback).
+    unsafe fn from_raw(p: &'s sys::gannet_progress_t) -> Progress<'s> {
+        let stage = if p.stage.is_null() {
+            ""
+        } else {
+            // SAFETY: a static NUL-terminated label.
+            unsafe { CStr::from_ptr(p.stage) }.to_str().unwrap_or("")
+        };
+        let secs = |s: f64| Duration::try_from_secs_f64(s).ok();
+        Progress {
+            stage,
+            fraction: p.fraction,
+            bytes_done: p.bytes_done,
+            bytes_total: p.bytes_total,
+            elapsed: secs(p.elapsed_s).unwrap_or_default(),
+            bytes_per_s: p.bytes_per_s,
+            eta: if p.eta_s < 0.0 { None } else { secs(p.eta_s) },
+        }
+    }
+}
+
+/// What a progress callback returns: `()` always continues; `ControlFlow::Break(())` aborts the
+/// load (then [`EngineBuilder::build`] fails with [`Status::Cancelled`]).
+pub trait ProgressControl {
+    fn should_continue(self) -> bool;
+}
+
+impl ProgressControl for () {
+    fn should_continue(self) -> bool {
+        true
+    }
+}
+
+impl ProgressControl for ControlFlow<()> {
+    fn should_continue(self) -> bool {
+        self.is_continue()
+    }
+}
+
+type ProgressFn<'a> = dyn FnMut(&Progress<'_>) -> bool + 'a;
 
 /// Options for [`Engine::builder`]; unset values are the library's defaults.
 pub struct EngineBuilder<'a> {
@@ -724,14 +950,22 @@ impl<'a> EngineBuilder<'a> {
         self.load_format = Some(format.into());
         self
     }
-    /// Called on this thread while the model loads: a stage label and a fraction in [0, 1].
-    pub fn progress(mut self, f: impl FnMut(&str, f64) + 'a) -> Self {
-        self.progress = Some(Box::new(f));
+    /// Called on this thread while the model loads. Return `()` or `ControlFlow::Continue(())`
+    /// to go on, `ControlFlow::Break(())` to abort: [`EngineBuilder::build`] then fails with
+    /// [`Status::Cancelled`] and everything loaded so far is freed. A panic in `f` aborts the
+    /// load too and resumes after it.
+    pub fn progress<R: ProgressControl>(
+        mut self,
+        mut f: impl FnMut(&Progress<'_>) -> R + 'a,
+    ) -> Self {
+        self.progress = Some(Box::new(move |p: &Progress<'_>| f(p).should_continue()));
         self
     }
 
-    /// Loads the model and starts the engine thread.
+    /// Loads the model and starts the engine thread. Fails with `FailedPrecondition` if the
+    /// linked library has another ABI than these bindings (see [`check_abi`]).
     pub fn build(mut self) -> Result<Engine> {
+        check_abi()?;
         let model_dir = c_string("model_dir", &self.model_dir)?;
         let backend = self
             .backend
@@ -748,31 +982,38 @@ impl<'a> EngineBuilder<'a> {
         config.backend = backend.as_ref().map_or(std::ptr::null(), |b| b.as_ptr());
         config.load_format = format.as_ref().map_or(std::ptr::null(), |f| f.as_ptr());
 
-        struct Progress<'p, 'a> {
+        struct ProgressState<'p, 'a> {
             f: &'p mut ProgressFn<'a>,
             panic: Option<Box<dyn std::any::Any + Send>>,
         }
-        unsafe extern "C" fn trampoline(user: *mut c_void, stage: *const c_char, fraction: f64) {
-            // SAFETY: `user` is the Progress below, alive for the create call on this thread.
-            let p = unsafe { &mut *user.cast::<Progress>() };
-            if p.panic.is_some() {
-                return;
+        unsafe extern "C" fn trampoline(
+            user: *mut c_void,
+            progress: *const sys::gannet_progress_t,
+        ) -> i32 {
+            // SAFETY: `user` is the ProgressState below, alive for the create call on this
+            // thread; `progress` is valid during this call.
+            let state = unsafe { &mut *user.cast::<ProgressState>() };
+            if state.panic.is_some() || progress.is_null() {
+                return i32::from(state.panic.is_some());
             }
-            let stage = unsafe { CStr::from_ptr(stage) }.to_string_lossy();
-            let f = &mut p.f;
-            if let Err(panic) =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&stage, fraction)))
-            {
-                p.panic = Some(panic);
+            let progress = unsafe { Progress::from_raw(&*progress) };
+            let f = &mut state.f;
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&progress))) {
+                Ok(true) => 0,
+                Ok(false) => 1,
+                Err(panic) => {
+                    state.panic = Some(panic);
+                    1 // abort the load; the panic resumes when create returns
+                }
             }
         }
         let mut progress = self
             .progress
             .as_deref_mut()
-            .map(|f| Progress { f, panic: None });
+            .map(|f| ProgressState { f, panic: None });
         if let Some(p) = progress.as_mut() {
             config.progress_callback = Some(trampoline);
-            config.progress_user_data = (p as *mut Progress).cast();
+            config.progress_user_data = (p as *mut ProgressState).cast();
         }
 
         let mut raw = std::ptr::null_mut();
@@ -902,10 +1143,28 @@ impl Engine {
     }
 
     pub fn stats(&self) -> Result<Stats> {
-        let mut stats = Stats::default();
+        let mut stats = sys::gannet_engine_stats_t::default();
         // SAFETY: a live engine and an output struct with struct_size set.
         check(unsafe { sys::gannet_engine_get_stats(self.raw.as_ptr(), &mut stats) })?;
-        Ok(stats)
+        Ok(Stats(stats))
+    }
+
+    /// The engine's own tokenizer, borrowed from the engine (it cannot outlive it). `NotFound`
+    /// when the model has none (dummy models, folders without tokenizer.json).
+    ///
+    /// ```compile_fail,E0505
+    /// let engine = gannet::Engine::open("/models/gemma-4-e4b-it").unwrap();
+    /// let tokenizer = engine.tokenizer().unwrap();
+    /// drop(engine); // error: `engine` is still borrowed by `tokenizer`
+    /// tokenizer.tokenize("hello", false).unwrap();
+    /// ```
+    pub fn tokenizer(&self) -> Result<Tokenizer<'_>> {
+        let mut raw = std::ptr::null();
+        // SAFETY: a live engine; the tokenizer lives until the engine is destroyed, which the
+        // returned borrow of `self` prevents while it exists.
+        check(unsafe { sys::gannet_engine_tokenizer(self.raw.as_ptr(), &mut raw) })?;
+        // SAFETY: owned by the engine: never closed by the Tokenizer.
+        unsafe { Tokenizer::borrowed(raw) }
     }
 
     /// Waits up to `timeout` for events of requests sent with [`Engine::submit`]; empty on
@@ -948,7 +1207,7 @@ impl Engine {
         inbox.polling = true;
         drop(inbox);
         let timeout_ms = i32::try_from(wait.as_millis()).unwrap_or(i32::MAX);
-        let mut events: *const sys::gannet_event_t = std::ptr::null();
+        let mut events: *const *const sys::gannet_event_t = std::ptr::null();
         let mut n = 0usize;
         // SAFETY: only this thread is polling (the `polling` flag).
         let code = unsafe {
@@ -964,11 +1223,11 @@ impl Engine {
             if n == 0 || events.is_null() {
                 Vec::new()
             } else {
-                // SAFETY: `n` events, valid until the next poll, which cannot start before
-                // `polling` is cleared below.
+                // SAFETY: `n` pointers to events, valid until the next poll, which cannot start
+                // before `polling` is cleared below.
                 unsafe { std::slice::from_raw_parts(events, n) }
                     .iter()
-                    .map(|e| unsafe { Event::from_raw(e) })
+                    .map(|&e| unsafe { Event::from_raw(&*e) })
                     .collect()
             }
         });
@@ -984,7 +1243,7 @@ impl Engine {
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        // SAFETY: no borrow of the engine (streams included) outlives it.
+        // SAFETY: no borrow of the engine (streams and tokenizers included) outlives it.
         unsafe { sys::gannet_engine_destroy(self.raw.as_ptr()) };
     }
 }

@@ -1,8 +1,11 @@
 //! The safe API against the tiny checkpoints of tests/data/tiny (CPU backend, random weights).
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use gannet::{Engine, EventKind, FinishReason, LogLevel, Message, Request, Status};
+use gannet::{
+    Engine, EventKind, FinishReason, LogLevel, Message, Request, Seed, Status, Tokenizer,
+};
 
 fn tiny(variant: &str) -> PathBuf {
     // The library logs loading details at info level; keep test output to problems.
@@ -145,10 +148,17 @@ fn chat_text_stats_and_info() {
         .backend("cpu")
         .threads(1)
         .max_model_len(256)
-        .progress(|stage, fraction| stages.push((stage.to_string(), fraction)))
+        .progress(|p| stages.push((p.stage.to_string(), p.fraction, p.bytes_done, p.bytes_total)))
         .build()
         .unwrap();
     assert!(!stages.is_empty(), "no load progress reported");
+    let (stage, fraction, done, total) = stages.last().unwrap().clone();
+    assert!(!stage.is_empty());
+    assert!((0.0..=1.0).contains(&fraction));
+    assert!(
+        done >= 0 && done <= total && total > 0,
+        "{done} of {total} bytes"
+    );
     let chat = Request::chat([Message::system("Be brief."), Message::user("Hello there")]);
     let done = engine
         .stream(&chat.clone().max_tokens(8))
@@ -165,5 +175,204 @@ fn chat_text_stats_and_info() {
     // Steps are counted after their events go out: the last step may not be in yet.
     let stats = engine.stats().unwrap();
     assert!(stats.num_steps > 0 && stats.total_generated_tokens >= done.tokens.len() as i64);
-    assert!(!gannet::version().is_empty());
+    // The fields ABI 0.2 added.
+    assert_eq!(stats.backend(), "cpu");
+    assert_eq!(stats.device_id, -1);
+    assert!(!stats.device_name().is_empty());
+    assert_eq!(
+        stats.backend_fallback(),
+        "",
+        "the backend was chosen explicitly"
+    );
+    assert!(stats.max_running_seqs > 0);
+    assert!(stats.kv_bytes > 0 && stats.weight_bytes > 0);
+    assert!(stats.device_memory_bytes > stats.kv_bytes);
+    assert!(stats.load_seconds > 0.0 && stats.load_time() > Duration::ZERO);
+    assert_eq!(stats.max_model_len, 256);
+}
+
+#[test]
+fn version_queries_match_the_bindings() {
+    assert_eq!(gannet::abi_version(), gannet::sys::GANNET_ABI_VERSION);
+    assert_eq!(gannet::version_code(), gannet::sys::GANNET_VERSION_CODE);
+    assert_eq!(gannet::version(), "0.2.0");
+    gannet::check_abi().unwrap();
+}
+
+#[test]
+fn progress_can_abort_the_load() {
+    let mut calls = 0;
+    let err = Engine::builder(tiny("e2b"))
+        .backend("cpu")
+        .threads(1)
+        .max_model_len(256)
+        .progress(|_| {
+            calls += 1;
+            ControlFlow::Break(())
+        })
+        .build()
+        .unwrap_err();
+    assert_eq!(err.status(), Status::Cancelled, "{err}");
+    assert_eq!(calls, 1, "the load went on after the abort");
+    // Nothing is left behind: the same model loads afterwards.
+    let engine = Engine::builder(tiny("e2b"))
+        .backend("cpu")
+        .threads(1)
+        .max_model_len(256)
+        .progress(|_| ControlFlow::Continue(()))
+        .build()
+        .unwrap();
+    assert_eq!(
+        engine
+            .stream(&greedy(2))
+            .unwrap()
+            .wait()
+            .unwrap()
+            .tokens
+            .len(),
+        2
+    );
+}
+
+#[test]
+fn request_check_needs_no_engine() {
+    let info = gannet::model_info(tiny("31b")).unwrap();
+    greedy(4).check(None).unwrap();
+    greedy(4).check(Some(&info)).unwrap();
+    Request::text("hello").check(Some(&info)).unwrap();
+    // Bad sampling values fail without a model.
+    let err = greedy(4).temperature(-1.0).check(None).unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument);
+    assert!(err.message().contains("temperature"), "{err}");
+    let err = greedy(4).min_tokens(8).check(None).unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument, "{err}");
+    // Ids are checked against the model's vocabulary (submit only finds this later).
+    let outside = Request::tokens(vec![2, 1 << 30]).max_tokens(4);
+    outside.check(None).unwrap();
+    let err = outside.check(Some(&info)).unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument);
+    assert!(!err.message().is_empty());
+    // No prompt at all.
+    let err = Request::tokens(Vec::new()).check(None).unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument);
+}
+
+#[test]
+fn tokenizer_round_trip_and_info() {
+    let tokenizer = Tokenizer::open(tiny("e4b")).unwrap();
+    let info = tokenizer.info().unwrap();
+    let model = gannet::model_info(tiny("e4b")).unwrap();
+    assert!(info.vocab_size > 0 && i64::from(info.vocab_size) <= model.vocab_size);
+    let bos = info.bos_id.expect("Gemma has <bos>");
+    assert!(info.eos_id.is_some() && info.end_of_turn_id.is_some());
+
+    let text = "The quick brown fox jumps over the lazy dog. Grüße, 世界!";
+    let ids = tokenizer.tokenize(text, false).unwrap();
+    assert!(!ids.is_empty() && ids.len() <= text.len());
+    assert!(ids.iter().all(|&id| id >= 0 && id < info.vocab_size));
+    assert_eq!(tokenizer.detokenize(&ids, false).unwrap(), text);
+    let with_bos = tokenizer.tokenize(text, true).unwrap();
+    assert_eq!(with_bos[0], bos);
+    assert_eq!(&with_bos[1..], &ids[..]);
+    assert_eq!(tokenizer.detokenize(&with_bos, true).unwrap(), text);
+    // The pieces of the tokens are the text.
+    let pieces: Vec<u8> = ids
+        .iter()
+        .flat_map(|&id| tokenizer.token_to_piece(id).unwrap())
+        .collect();
+    assert_eq!(String::from_utf8(pieces).unwrap(), text);
+    // Long text: the first buffer guess is too small and the call is repeated.
+    let long = "ab ".repeat(5000);
+    let ids = tokenizer.tokenize(&long, false).unwrap();
+    assert_eq!(tokenizer.detokenize(&ids, false).unwrap(), long);
+    assert!(tokenizer.tokenize("", false).unwrap().is_empty());
+    assert_eq!(tokenizer.detokenize(&[], false).unwrap(), "");
+
+    // A folder without tokenizer.json.
+    let err = Tokenizer::open(tiny("does-not-exist")).unwrap_err();
+    assert_eq!(err.status(), Status::NotFound);
+    // A tokenizer may be used from several threads at once.
+    let expected = tokenizer.tokenize(text, true).unwrap();
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| assert_eq!(tokenizer.tokenize(text, true).unwrap(), expected));
+        }
+    });
+}
+
+#[test]
+fn chat_template_is_what_the_engine_runs() {
+    let engine = engine("e4b");
+    let messages = [
+        Message::system("Be brief."),
+        Message::user("Hello there, who are you?"),
+    ];
+    let tokenizer = engine.tokenizer().unwrap();
+    let prompt = tokenizer
+        .apply_chat_template(&messages, true, false)
+        .unwrap();
+    assert!(prompt.starts_with("<bos>"), "{prompt}");
+    assert!(prompt.contains("Hello there, who are you?"));
+    let ids = tokenizer.tokenize(&prompt, false).unwrap();
+    let done = engine
+        .stream(&Request::chat(messages.clone()).max_tokens(1))
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(done.usage.prompt_tokens as usize, ids.len());
+    // The rendered text as a text prompt is the same prompt.
+    let same = engine
+        .stream(&Request::text(prompt.clone()).max_tokens(1))
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(same.usage.prompt_tokens as usize, ids.len());
+    assert_eq!(same.tokens, done.tokens);
+    // Without the generation prompt the text is a prefix of the one with it.
+    let open = tokenizer
+        .apply_chat_template(&messages, false, false)
+        .unwrap();
+    assert!(prompt.starts_with(&open) && open.len() < prompt.len());
+    let done = engine
+        .stream(
+            &Request::chat(messages.clone())
+                .generation_prompt(false)
+                .max_tokens(1),
+        )
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(
+        done.usage.prompt_tokens as usize,
+        tokenizer.tokenize(&open, false).unwrap().len()
+    );
+    // The engine's tokenizer and one opened from the folder agree.
+    let opened = Tokenizer::open(tiny("e4b")).unwrap();
+    assert_eq!(
+        opened.apply_chat_template(&messages, true, false).unwrap(),
+        prompt
+    );
+    assert_eq!(opened.info().unwrap(), tokenizer.info().unwrap());
+}
+
+#[test]
+fn seeds_fixed_request_id_and_random() {
+    let engine = engine("e2b");
+    let sampled = |seeding: Seed| greedy(12).temperature(1.0).seeding(seeding);
+    let run = |r: &Request| engine.stream(r).unwrap().wait().unwrap().tokens;
+    let a = run(&sampled(Seed::Fixed(1234)));
+    assert_eq!(a.len(), 12);
+    assert_eq!(run(&greedy(12).temperature(1.0).seed(1234)), a);
+    assert_ne!(
+        run(&sampled(Seed::Fixed(4321))),
+        a,
+        "another seed, the same tokens"
+    );
+    assert_eq!(run(&sampled(Seed::RequestId)).len(), 12);
+    // Unseeded sampling draws fresh entropy: three runs are not all the same.
+    let random: Vec<Vec<i32>> = (0..3).map(|_| run(&sampled(Seed::Random))).collect();
+    assert!(
+        random.iter().any(|r| *r != random[0]),
+        "unseeded sampling repeated itself: {random:?}"
+    );
 }
