@@ -120,9 +120,8 @@ struct MoeRouteArgs {
 using SamplingParams = sampling::DrawParams;
 static_assert(sizeof(SamplingParams) == 24);
 
-// Token ids per row that Backend::Sample masks to -inf before drawing (a request's stop tokens
-// while it is short of min_tokens); rows with more go through the host sampler instead.
-inline constexpr int kSampleBanSlots = 8;
+// Token ids per row that Backend::Sample masks to -inf before drawing (sampling::kBanSlots).
+inline constexpr int kSampleBanSlots = sampling::kBanSlots;
 
 struct MoeExpertsArgs {
   Tensor x;             // [T, H] expert input (pre_feedforward_layernorm_2 output)

@@ -21,6 +21,7 @@
 #include "lib/engine/text_output.h"
 #include "lib/sampling/draw.h"
 #include "lib/sched/scheduler.h"
+#include "lib/sched/step_batch.h"
 
 namespace gannet::engine {
 namespace {
@@ -137,50 +138,9 @@ bool Engine::Impl::RunStep() {
   if (plan.empty()) return false;
 
   kv::KvManager& kv = *parts->kv;
-  runner::StepBatch batch;
-  batch.seqs.reserve(plan.seqs.size());
-  for (const sched::ScheduledSeq& q : plan.seqs) {
-    runner::SeqStep step;
-    step.tokens = std::span<const int32_t>(q.request->tokens.data() + q.start, q.num_tokens);
-    step.start_pos = static_cast<int32_t>(q.start);
-    for (kv::KvGroup g : kv::kAllKvGroups) {
-      if (!kv.has_group(g)) continue;
-      auto table = kv.PageTable(q.request->kv_id(), g);
-      if (table.ok()) step.page_table[kv::GroupIndex(g)] = {table->data(), table->size()};
-    }
-    step.logits = q.sample ? runner::SeqStep::Logits::kLast : runner::SeqStep::Logits::kNone;
-    batch.seqs.push_back(step);
-    if (!q.sample) continue;
-    // Sample on the backend unless the request needs the logits on the host (penalties,
-    // logprobs, more stop tokens to mask before min_tokens than the device draw takes); both
-    // paths draw identically (draw.h). Copying a row costs 4 x vocab bytes (1 MB on Gemma-4)
-    // and a host pass over it, so the common cases stay on the device.
-    const sched::Request& r = *q.request;
-    const bool ban = r.num_output() < r.spec.min_tokens && !r.spec.stop_token_ids.empty();
-    const bool host = r.spec.sampling.needs_penalties() || r.spec.logprobs > 0 ||
-                      (ban && r.spec.stop_token_ids.size() > backend::kSampleBanSlots);
-    const sampling::DrawParams d =
-        sampling::RowDrawParams(r.spec.sampling, static_cast<uint64_t>(r.num_output()));
-    batch.device_sampling.push_back({d.temperature, d.top_k, d.top_p, d.min_p, d.seed});
-    batch.host_logits.push_back(host ? 1 : 0);
-    batch.banned_tokens.push_back(ban && !host ? std::span<const int32_t>(r.spec.stop_token_ids)
-                                               : std::span<const int32_t>());
-  }
+  runner::StepBatch batch = sched::BuildStepBatch(plan, kv);
   absl::Status st;
-  if (kv.debug_validate()) {
-    // Every page the kernels will read, checked before launch (design.md §4).
-    const int64_t w = kv.sliding_window();
-    for (const sched::ScheduledSeq& q : plan.seqs) {
-      const int64_t last = q.start + q.num_tokens - 1;
-      if (st.ok() && kv.has_group(kv::KvGroup::kSliding)) {
-        st = kv.ValidateRead(q.request->kv_id(), kv::KvGroup::kSliding,
-                             std::max<int64_t>(0, q.start - w + 1), last);
-      }
-      if (st.ok() && kv.has_group(kv::KvGroup::kFull)) {
-        st = kv.ValidateRead(q.request->kv_id(), kv::KvGroup::kFull, 0, last);
-      }
-    }
-  }
+  if (kv.debug_validate()) st = sched::ValidatePlanReads(plan, kv);
   runner::StepResult result;
   const auto t0 = sched::Clock::now();
   if (st.ok()) st = parts->runner->Forward(batch, &result);
@@ -219,18 +179,8 @@ bool Engine::Impl::RunStep() {
     if (!result.has_logits(row)) {
       sr.token = result.sampled[row];
     } else {
-      std::span<const float> logits = result.Row(row);
-      if (r->num_output() < r->spec.min_tokens) {
-        // Stop tokens cannot end the output before min_tokens.
-        row_scratch.assign(logits.begin(), logits.end());
-        for (int32_t id : r->spec.stop_token_ids) {
-          if (id >= 0 && id < static_cast<int32_t>(row_scratch.size())) row_scratch[id] = -INFINITY;
-        }
-        logits = row_scratch;
-      }
-      sr = sampling::Sample(logits, r->spec.sampling, &r->counts,
-                            static_cast<uint64_t>(r->num_output()), r->spec.logprobs,
-                            &sample_scratch);
+      sr = sampling::SampleOnHost(result.Row(row), sched::RowRequestOf(*r), &r->counts,
+                                  &row_scratch, &sample_scratch);
     }
     Event e;
     e.request_id = r->spec.id;

@@ -25,6 +25,10 @@ struct DrawParams {
   uint64_t seed = 0;
 };
 
+// Token ids per row that a backend masks to -inf before the draw (a request's stop ids while it is
+// short of min_tokens); rows with more are sampled on the host.
+inline constexpr int kBanSlots = 8;
+
 int32_t DrawToken(const float* logits, int64_t vocab, const DrawParams& params);
 
 // The seed of output token `step` of a request seeded with `request_seed`.

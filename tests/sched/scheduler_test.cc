@@ -1,4 +1,5 @@
 #include "lib/sched/scheduler.h"
+#include "lib/sched/step_batch.h"
 
 #include <memory>
 
@@ -119,6 +120,35 @@ TEST_F(SchedulerTest, RejectsPromptsThatCanNeverRun) {
   absl::Status too_long = sched_->Add(MakeRequest(2, 128));
   EXPECT_TRUE(absl::IsInvalidArgument(too_long)) << too_long;
   EXPECT_TRUE(absl::IsInvalidArgument(sched_->Add(MakeRequest(3, 0))));
+}
+
+}  // namespace
+}  // namespace gannet::sched
+
+namespace gannet::sched {
+namespace {
+
+TEST_F(SchedulerTest, PlansBecomeRunnerBatches) {
+  Init(64, 64, {.max_running_seqs = 4, .max_step_tokens = 16, .max_model_len = 128});
+  auto a = MakeRequest(1, 10);
+  a->spec.stop_token_ids = {1, 106};
+  a->spec.min_tokens = 3;
+  ASSERT_TRUE(sched_->Add(std::move(a)).ok());
+  ASSERT_TRUE(sched_->Add(MakeRequest(2, 20)).ok());
+  StepPlan plan = sched_->Plan();
+  ASSERT_EQ(plan.seqs.size(), 2u);  // 10 tokens, then 6 of the second prompt
+  runner::StepBatch b = BuildStepBatch(plan, *kv_);
+  ASSERT_EQ(b.seqs.size(), 2u);
+  EXPECT_EQ(b.seqs[0].tokens.size(), 10u);
+  EXPECT_EQ(b.seqs[0].start_pos, 0);
+  EXPECT_EQ(b.seqs[0].logits, runner::SeqStep::Logits::kLast);  // the prompt is complete
+  EXPECT_EQ(b.seqs[1].tokens.size(), 6u);
+  EXPECT_EQ(b.seqs[1].logits, runner::SeqStep::Logits::kNone);  // still prefilling
+  EXPECT_EQ(b.seqs[0].page_table[1].size(), 3u);                 // 10 tokens, pages of 4
+  ASSERT_EQ(b.device_sampling.size(), 1u);                       // one logits row
+  EXPECT_EQ(std::vector<int32_t>(b.banned_tokens[0].begin(), b.banned_tokens[0].end()),
+            (std::vector<int32_t>{1, 106}));  // short of min_tokens: stops masked on the device
+  EXPECT_TRUE(ValidatePlanReads(plan, *kv_).ok());
 }
 
 }  // namespace
