@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -135,6 +136,44 @@ TEST(CapiProgressTest, ReportsBytesAndCanAbortTheLoad) {
   EXPECT_EQ(never, nullptr);
   EXPECT_EQ(stop.seen.size(), 3u);  // nothing loads after the abort
   EXPECT_NE(LastError().find("cancelled"), std::string::npos) << LastError();
+}
+
+// Everything that can be checked is checked before any weight loads: no progress is reported.
+TEST(CapiPreloadTest, BadSettingsFailBeforeTheWeightsLoad) {
+  const std::string dir = TinyModelDir("31b");
+  auto attempt = [&](const std::function<void(gannet_engine_config_t*)>& edit) {
+    ProgressLog log;
+    gannet_engine_config_t c = GANNET_ENGINE_CONFIG_INIT;
+    c.model_dir = dir.c_str();
+    c.progress_callback = OnProgress;
+    c.progress_user_data = &log;
+    edit(&c);
+    gannet_engine_t* e = nullptr;
+    const gannet_status_t st = gannet_engine_create(&c, &e);
+    EXPECT_EQ(log.seen.size(), 0u) << "weights loaded before failing: " << LastError();
+    gannet_engine_destroy(e);
+    return st;
+  };
+  EXPECT_EQ(attempt([](gannet_engine_config_t* c) { c->backend = "gpu"; }),
+            GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("'gpu'"), std::string::npos) << LastError();
+  EXPECT_EQ(attempt([](gannet_engine_config_t* c) { c->device_id = 7; }),
+            GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("device 7"), std::string::npos) << LastError();
+  EXPECT_EQ(attempt([](gannet_engine_config_t* c) {
+              c->backend = "cpu";
+              c->max_model_len = 1;
+            }),
+            GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("too small"), std::string::npos) << LastError();
+  EXPECT_EQ(attempt([](gannet_engine_config_t* c) {
+              c->backend = "cpu";
+              c->max_running_seqs = 64;
+              c->max_step_tokens = 8;
+            }),
+            GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(attempt([](gannet_engine_config_t* c) { c->model_dir = "/nonexistent/model"; }),
+            GANNET_ERR_NOT_FOUND);
 }
 
 TEST_F(CapiAbiTest, HugeDeadlinesMeanNever) {
