@@ -197,6 +197,14 @@ class Backend {
   virtual absl::Status GatherRows(Tensor x, Tensor rows, Tensor out) = 0;
   // x = cap * tanh(x / cap), in place, f32.
   virtual absl::Status Softcap(Tensor x, float cap) = 0;
+  // The ordered-embedding ("centroid") head of the E2B/E4B MTP drafters (gemma4-architecture.md
+  // §3.5): per row r, the top_k = selected.row_elems() clusters by cluster_logits[r] (ties to the
+  // lower index) are written to selected[r]; logits[r] is -inf except at the tokens of those
+  // clusters (ordering[c] lists cluster c's ids), where it is h[r] . table[id]. Reads only those
+  // table rows. h [rows, D] activations; table [V, D] (a weight); cluster_logits [rows, C] f32;
+  // ordering [C, V / C] int32; selected [rows, top_k] int32; logits [rows, V] f32.
+  virtual absl::Status CentroidLogits(Tensor h, Tensor table, Tensor cluster_logits,
+                                      Tensor ordering, Tensor selected, Tensor logits) = 0;
 
   // ---- graphs (optional): record a sequence of ops once, replay it with one launch ----
   // Between BeginGraphCapture and EndGraphCapture ops are recorded, not run; they must not
@@ -230,6 +238,10 @@ class Backend {
 
 // The argument checks every Backend::Sample applies (sizes of params, banned and out_ids).
 absl::Status CheckSampleArgs(int64_t rows, Tensor params, Tensor banned, Tensor out_ids);
+// The argument checks every Backend::CentroidLogits applies (shapes, dtypes of the index tensors).
+absl::Status CheckCentroidLogitsArgs(const Tensor& h, const Tensor& table,
+                                     const Tensor& cluster_logits, const Tensor& ordering,
+                                     const Tensor& selected, const Tensor& logits);
 
 // inv_freq as HF computes it (fp32), for a layer's head dim.
 void ComputeInvFreq(const RopeSpec& rope, int head_dim, float* inv_freq /* [head_dim / 2] */);

@@ -58,6 +58,10 @@ class ForwardingBackend : public Backend {
     return inner_->GatherRows(x, rows, out);
   }
   absl::Status Softcap(Tensor x, float cap) override { return inner_->Softcap(x, cap); }
+  absl::Status CentroidLogits(Tensor h, Tensor t, Tensor c, Tensor o, Tensor s,
+                              Tensor l) override {
+    return inner_->CentroidLogits(h, t, c, o, s, l);
+  }
   absl::Status Sample(Tensor logits, Tensor params, Tensor banned, Tensor out) override {
     return inner_->Sample(logits, params, banned, out);
   }

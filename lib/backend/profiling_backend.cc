@@ -91,6 +91,11 @@ absl::Status ProfilingBackend::MoeExperts(const MoeExpertsArgs& a) {
 absl::Status ProfilingBackend::GatherRows(Tensor x, Tensor rows, Tensor out) {
   return Timed("gather_rows", [&] { return inner().GatherRows(x, rows, out); });
 }
+absl::Status ProfilingBackend::CentroidLogits(Tensor h, Tensor t, Tensor c, Tensor o, Tensor s,
+                                              Tensor l) {
+  return Timed("centroid logits", [&] { return inner().CentroidLogits(h, t, c, o, s, l); });
+}
+
 absl::Status ProfilingBackend::Softcap(Tensor x, float cap) {
   return Timed("softcap", [&] { return inner().Softcap(x, cap); });
 }

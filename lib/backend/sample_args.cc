@@ -20,4 +20,27 @@ absl::Status CheckSampleArgs(int64_t rows, Tensor params, Tensor banned, Tensor 
   return absl::OkStatus();
 }
 
+absl::Status CheckCentroidLogitsArgs(const Tensor& h, const Tensor& table, const Tensor& clusters,
+                                     const Tensor& ordering, const Tensor& selected,
+                                     const Tensor& logits) {
+  if (logits.dtype != DType::kF32 || clusters.dtype != DType::kF32 ||
+      ordering.dtype != DType::kI32 || selected.dtype != DType::kI32) {
+    return InvalidArgumentError(
+        "CentroidLogits: logits and cluster logits must be f32, ordering and selected int32");
+  }
+  const int64_t rows = h.rows(), vocab = table.dim(0), num = clusters.row_elems();
+  const int64_t top_k = selected.row_elems();
+  if (table.rank != 2 || h.row_elems() != table.row_elems() || logits.rows() != rows ||
+      logits.row_elems() != vocab || clusters.rows() != rows || selected.rows() != rows ||
+      ordering.rank != 2 || ordering.dim(0) != num || ordering.dim(0) * ordering.dim(1) != vocab ||
+      top_k < 1 || top_k > num) {
+    return InvalidArgumentError(
+        "CentroidLogits: h [{}, {}], table [{}, {}], {} cluster logits per row, ordering {} x {}, "
+        "top {}, logits [{}, {}] do not fit together",
+        rows, h.row_elems(), vocab, table.row_elems(), num, ordering.dim(0),
+        ordering.rank == 2 ? ordering.dim(1) : 0, top_k, logits.rows(), logits.row_elems());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace gannet::backend

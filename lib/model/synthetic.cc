@@ -57,6 +57,17 @@ void FillSyntheticBf16(std::string_view name, WeightInit init, int64_t fan_in, u
   }
 }
 
+std::vector<int64_t> SyntheticPermutation(uint64_t seed, std::string_view name, int64_t n) {
+  std::vector<int64_t> perm(n);
+  std::iota(perm.begin(), perm.end(), 0);
+  const uint64_t key = SplitMix(seed ^ Fnv1a(name));
+  for (int64_t i = n - 1; i > 0; --i) {
+    int64_t j = static_cast<int64_t>(SplitMix(key + i) % static_cast<uint64_t>(i + 1));
+    std::swap(perm[i], perm[j]);
+  }
+  return perm;
+}
+
 absl::Status WriteSyntheticCheckpoint(const Json& config_json, const std::string& dir,
                                       const SyntheticOptions& options) {
   GANNET_ASSIGN_OR_RETURN(ModelConfig config, ParseModelConfig(config_json, dir + "/config.json"));
@@ -69,13 +80,7 @@ absl::Status WriteSyntheticCheckpoint(const Json& config_json, const std::string
     for (int64_t d : spec.shape) n *= d;
     if (spec.is_index) {
       // A seeded permutation of [0, n): token_ordering lists each centroid's vocabulary ids.
-      std::vector<int64_t> perm(n);
-      std::iota(perm.begin(), perm.end(), 0);
-      const uint64_t key = SplitMix(options.seed ^ Fnv1a(spec.name));
-      for (int64_t i = n - 1; i > 0; --i) {
-        int64_t j = static_cast<int64_t>(SplitMix(key + i) % static_cast<uint64_t>(i + 1));
-        std::swap(perm[i], perm[j]);
-      }
+      std::vector<int64_t> perm = SyntheticPermutation(options.seed, spec.name, n);
       t.dtype = DType::kI64;
       t.bytes = Bytes(perm.data(), perm.size() * 8);
     } else {

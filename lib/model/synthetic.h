@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "lib/common/dtype.h"
@@ -34,6 +36,10 @@ uint64_t SyntheticKey(uint64_t seed, std::string_view name);
 // Fills `count` elements of a weight, starting at element `offset`, as bf16 into out.
 void FillSyntheticBf16(std::string_view name, WeightInit init, int64_t fan_in, uint64_t seed,
                        int64_t offset, int64_t count, uint16_t* out);
+
+// The integer tensors (token_ordering): a seeded permutation of [0, n), Fisher-Yates with
+// j = SplitMix64(key + i) mod (i + 1), key = SplitMix64(seed ^ FNV-1a-64(name)).
+std::vector<int64_t> SyntheticPermutation(uint64_t seed, std::string_view name, int64_t n);
 
 // Writes config.json and the safetensors file(s) for `config_json` into dir (which must exist).
 absl::Status WriteSyntheticCheckpoint(const Json& config_json, const std::string& dir,

@@ -428,6 +428,14 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result)
   return absl::OkStatus();
 }
 
+backend::RopeSpec RopeSpecOf(const model::TextConfig& c, bool sliding) {
+  const model::RopeParams& r = sliding ? c.rope_sliding : c.rope_full;
+  const int d = sliding ? c.head_dim : c.global_head_dim;
+  backend::RopeSpec s{r.theta, static_cast<int>(r.partial_rotary_factor * d / 2), r.factor};
+  if (r.type == model::RopeType::kDefault) s.factor = 1.0;
+  return s;
+}
+
 ModelRunner::ModelRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ModelRunner::~ModelRunner() = default;
 
@@ -458,14 +466,8 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
   impl->be = backend;
   GANNET_ASSIGN_OR_RETURN(impl->w,
                           LoadDeviceWeights(config, weights, backend, o.on_weight_progress));
-  impl->rope[0] = {c.rope_sliding.theta,
-                   static_cast<int>(c.rope_sliding.partial_rotary_factor * c.head_dim / 2),
-                   c.rope_sliding.factor};
-  impl->rope[1] = {c.rope_full.theta,
-                   static_cast<int>(c.rope_full.partial_rotary_factor * c.global_head_dim / 2),
-                   c.rope_full.factor};
-  if (c.rope_sliding.type == model::RopeType::kDefault) impl->rope[0].factor = 1.0;
-  if (c.rope_full.type == model::RopeType::kDefault) impl->rope[1].factor = 1.0;
+  impl->rope[0] = RopeSpecOf(c, /*sliding=*/true);
+  impl->rope[1] = RopeSpecOf(c, /*sliding=*/false);
   GANNET_RETURN_IF_ERROR(impl->meta.Init(backend, config, o));
   GANNET_RETURN_IF_ERROR(impl->AllocateActivations());
   GANNET_LOG_INFO("runner: {} on {}: weights {}, activations for {} tokens and {} sequences",
@@ -499,6 +501,9 @@ absl::Status ModelRunner::Forward(const StepBatch& batch, StepResult* result) {
 const model::ModelConfig& ModelRunner::config() const { return impl_->config; }
 const RunnerOptions& ModelRunner::options() const { return impl_->options; }
 const KvStorage* ModelRunner::kv() const { return impl_->kv.get(); }
+backend::Tensor ModelRunner::embed_table() const { return impl_->w.embed; }
+float ModelRunner::embed_scale() const { return impl_->w.embed_scale; }
+backend::Tensor ModelRunner::last_hidden(int rows) const { return impl_->last_h.Rows(0, rows); }
 uint64_t ModelRunner::weight_bytes() const { return impl_->w.bytes; }
 int ModelRunner::num_graphs() const { return impl_->num_graphs; }
 

@@ -38,6 +38,10 @@ struct RunnerOptions {
   bool pad_decode_batches = false;
 };
 
+// The rotary embedding of a layer type as the config defines it (sliding: default RoPE; full:
+// proportional, gemma4-architecture.md §2.5).
+backend::RopeSpec RopeSpecOf(const model::TextConfig& config, bool sliding);
+
 // Bytes of the activation and step-metadata buffers Create allocates for these options, with the
 // given activation and residual element types (what a backend reports). The engine checks the
 // device can hold weights and these before loading anything.
@@ -62,6 +66,13 @@ class ModelRunner {
   const model::ModelConfig& config() const;
   const RunnerOptions& options() const;
   const KvStorage* kv() const;  // null before AttachKv
+  // What the MTP drafter (lib/spec) reads from its target: the token embedding table (the drafter
+  // embeds its input tokens with the target's) and its scale, and the post-final-norm hidden
+  // state of every logits row of the last Forward ([rows, hidden] in the activation type, in
+  // StepResult row order; valid until the next Forward).
+  backend::Tensor embed_table() const;
+  float embed_scale() const;
+  backend::Tensor last_hidden(int rows) const;
   uint64_t weight_bytes() const;
   int num_graphs() const;  // graphs recorded so far
 

@@ -64,23 +64,59 @@ std::vector<int32_t> IdentityPageTable(int seq_index, int pages_per_seq) {
   return t;
 }
 
-absl::StatusOr<GoldenPrompt> LoadGolden(const std::string& variant, const std::string& prompt) {
-  const std::string path = TestDataDir() + "/golden/" + variant + ".safetensors";
-  GANNET_ASSIGN_OR_RETURN(auto file, model::SafetensorsFile::Open(path));
-  GoldenPrompt g;
-  auto ints = [&](const std::string& name, std::vector<int32_t>* out) -> absl::Status {
-    const model::TensorInfo* t = file->Find(name);
-    if (t == nullptr || t->dtype != DType::kI64) return NotFoundError("{}: no int64 {}", path, name);
-    const int64_t* p = reinterpret_cast<const int64_t*>(file->Data(*t));
+namespace {
+
+// Named int64 and f32 tensors of a golden file.
+class GoldenFile {
+ public:
+  static absl::StatusOr<GoldenFile> Open(const std::string& name) {
+    GoldenFile g;
+    g.path_ = TestDataDir() + "/golden/" + name + ".safetensors";
+    GANNET_ASSIGN_OR_RETURN(g.file_, model::SafetensorsFile::Open(g.path_));
+    return g;
+  }
+  absl::Status Ints(const std::string& name, std::vector<int32_t>* out) const {
+    const model::TensorInfo* t = file_->Find(name);
+    if (t == nullptr || t->dtype != DType::kI64) return NotFoundError("{}: no int64 {}", path_, name);
+    const int64_t* p = reinterpret_cast<const int64_t*>(file_->Data(*t));
     out->assign(p, p + t->numel());
     return absl::OkStatus();
-  };
-  GANNET_RETURN_IF_ERROR(ints(prompt + ".input_ids", &g.input_ids));
-  GANNET_RETURN_IF_ERROR(ints(prompt + ".greedy", &g.greedy));
-  const model::TensorInfo* lt = file->Find(prompt + ".logits");
-  if (lt == nullptr || lt->dtype != DType::kF32) return NotFoundError("{}: no f32 logits", path);
-  const float* p = reinterpret_cast<const float*>(file->Data(*lt));
-  g.logits.assign(p, p + lt->numel());
+  }
+  absl::Status Floats(const std::string& name, std::vector<float>* out) const {
+    const model::TensorInfo* t = file_->Find(name);
+    if (t == nullptr || t->dtype != DType::kF32) return NotFoundError("{}: no f32 {}", path_, name);
+    const float* p = reinterpret_cast<const float*>(file_->Data(*t));
+    out->assign(p, p + t->numel());
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string path_;
+  std::unique_ptr<model::SafetensorsFile> file_;
+};
+
+}  // namespace
+
+absl::StatusOr<GoldenPrompt> LoadGolden(const std::string& variant, const std::string& prompt) {
+  GANNET_ASSIGN_OR_RETURN(GoldenFile file, GoldenFile::Open(variant));
+  GoldenPrompt g;
+  GANNET_RETURN_IF_ERROR(file.Ints(prompt + ".input_ids", &g.input_ids));
+  GANNET_RETURN_IF_ERROR(file.Ints(prompt + ".greedy", &g.greedy));
+  GANNET_RETURN_IF_ERROR(file.Floats(prompt + ".logits", &g.logits));
+  return g;
+}
+
+absl::StatusOr<GoldenDraft> LoadGoldenDraft(const std::string& variant,
+                                            const std::string& prompt) {
+  GANNET_ASSIGN_OR_RETURN(GoldenFile file, GoldenFile::Open(variant + "-assistant"));
+  GoldenDraft g;
+  std::vector<int32_t> bonus;
+  GANNET_RETURN_IF_ERROR(file.Ints(prompt + ".bonus", &bonus));
+  if (bonus.size() != 1) return DataLossError("{}-assistant: {}.bonus is not one id", variant, prompt);
+  g.bonus = bonus[0];
+  GANNET_RETURN_IF_ERROR(file.Ints(prompt + ".draft_tokens", &g.tokens));
+  GANNET_RETURN_IF_ERROR(file.Floats(prompt + ".draft_logits", &g.logits));
+  GANNET_RETURN_IF_ERROR(file.Floats(prompt + ".draft_hidden", &g.hidden));
   return g;
 }
 

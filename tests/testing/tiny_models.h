@@ -53,6 +53,15 @@ struct GoldenPrompt {
 };
 absl::StatusOr<GoldenPrompt> LoadGolden(const std::string& variant, const std::string& prompt);
 
+// HF's drafter steps after a golden prompt (tests/data/golden/<variant>-assistant.safetensors).
+struct GoldenDraft {
+  int32_t bonus = 0;
+  std::vector<float> logits;  // [steps, vocab]; tokens outside the top clusters hold min - 1
+  std::vector<float> hidden;  // [steps, backbone hidden]: h_next of each step
+  std::vector<int32_t> tokens;  // [steps]
+};
+absl::StatusOr<GoldenDraft> LoadGoldenDraft(const std::string& variant, const std::string& prompt);
+
 // max over positions of (max_v |a - b|) / (max_v |b|), for [rows, vocab] logits.
 double MaxRelativeLogitError(const float* a, const float* b, int rows, int vocab);
 

@@ -48,6 +48,8 @@ class CpuBackend : public Backend {
   absl::Status MoeExperts(const MoeExpertsArgs& args) override;
   absl::Status GatherRows(Tensor x, Tensor rows, Tensor out) override;
   absl::Status Softcap(Tensor x, float cap) override;
+  absl::Status CentroidLogits(Tensor h, Tensor table, Tensor cluster_logits, Tensor ordering,
+                              Tensor selected, Tensor logits) override;
   absl::Status Sample(Tensor logits, Tensor params, Tensor banned, Tensor out_ids) override;
 
   ThreadPool& pool() const { return *pool_; }

@@ -158,6 +158,56 @@ absl::Status CpuBackend::GatherRows(Tensor x, Tensor rows, Tensor out) {
   return absl::OkStatus();
 }
 
+// The top_k clusters of a row by logit, best first, ties to the lower index (the CUDA kernel's
+// order).
+static std::vector<int32_t> TopClusters(const float* c, int64_t num, int64_t top_k) {
+  std::vector<uint8_t> taken(num, 0);
+  std::vector<int32_t> order;
+  for (int64_t k = 0; k < top_k; ++k) {
+    int64_t best = -1;
+    for (int64_t i = 0; i < num; ++i) {
+      if (!taken[i] && (best < 0 || c[i] > c[best])) best = i;
+    }
+    taken[best] = 1;
+    order.push_back(static_cast<int32_t>(best));
+  }
+  return order;
+}
+
+absl::Status CpuBackend::CentroidLogits(Tensor h, Tensor table, Tensor clusters, Tensor ordering,
+                                        Tensor selected, Tensor logits) {
+  GANNET_RETURN_IF_ERROR(CheckCentroidLogitsArgs(h, table, clusters, ordering, selected, logits));
+  GANNET_RETURN_IF_ERROR(RequireF32(h, "CentroidLogits h"));
+  const int64_t vocab = logits.row_elems(), width = h.row_elems(), per = ordering.dim(1);
+  const int32_t* ids = ordering.as<int32_t>();
+  for (int64_t i = 0; i < ordering.numel(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      return InvalidArgumentError("CentroidLogits: ordering entry {} = {} is outside [0, {})", i,
+                                  ids[i], vocab);
+    }
+  }
+  std::vector<float> w(width);
+  for (int64_t r = 0; r < h.rows(); ++r) {
+    const std::vector<int32_t> top = TopClusters(clusters.as<float>() + r * clusters.stride0(),
+                                                 clusters.row_elems(), selected.row_elems());
+    std::copy(top.begin(), top.end(), selected.as<int32_t>() + r * selected.stride0());
+    float* row = logits.as<float>() + r * logits.stride0();
+    std::fill(row, row + vocab, -INFINITY);
+    const float* x = h.as<float>() + r * h.stride0();
+    for (int32_t c : top) {
+      for (int64_t t = 0; t < per; ++t) {
+        const int32_t id = ids[c * per + t];
+        cpu::RowToF32(static_cast<const char*>(table.data) + id * width * table.elem_bytes(),
+                      table.dtype, width, w.data());
+        float acc = 0.0f;
+        for (int64_t i = 0; i < width; ++i) acc += x[i] * w[i];
+        row[id] = acc;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CpuBackend::Softcap(Tensor x, float cap) {
   GANNET_RETURN_IF_ERROR(RequireF32(x, "Softcap input"));
   pool().ParallelFor(x.rows(), 1, [&](int64_t b, int64_t e) {

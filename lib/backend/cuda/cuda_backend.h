@@ -68,6 +68,8 @@ class CudaBackend final : public Backend {
   absl::Status MoeExperts(const MoeExpertsArgs& args) override;
   absl::Status GatherRows(Tensor x, Tensor rows, Tensor out) override;
   absl::Status Softcap(Tensor x, float cap) override;
+  absl::Status CentroidLogits(Tensor h, Tensor table, Tensor cluster_logits, Tensor ordering,
+                              Tensor selected, Tensor logits) override;
   absl::Status Sample(Tensor logits, Tensor params, Tensor banned, Tensor out_ids) override;
 
   // CUDA graphs over the backend's stream (thread-local capture mode: other threads' CUDA calls

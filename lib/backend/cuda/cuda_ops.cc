@@ -4,6 +4,7 @@
 #include "kernels/activation/elementwise.h"
 #include "kernels/norm/norm.h"
 #include "kernels/sampling/sampling.h"
+#include "kernels/spec/spec.h"
 #include "lib/backend/cuda/cuda_backend.h"
 #include "lib/backend/cuda/cuda_status.h"
 #include "lib/backend/cuda/cuda_util.h"
@@ -147,6 +148,26 @@ absl::Status CudaBackend::Softcap(Tensor x, float cap) {
   GANNET_RETURN_IF_ERROR(CheckInt32("Softcap", {{"rows", v.rows}, {"width", v.n}}));
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchSoftcap(x.as<float>(), v.ld, cap, static_cast<int>(v.rows),
                                                      static_cast<int>(v.n), stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::CentroidLogits(Tensor h, Tensor table, Tensor clusters, Tensor ordering,
+                                         Tensor selected, Tensor logits) {
+  GANNET_RETURN_IF_ERROR(CheckCentroidLogitsArgs(h, table, clusters, ordering, selected, logits));
+  GANNET_RETURN_IF_ERROR(RequireDType(table, DType::kBF16, "CentroidLogits table"));
+  GANNET_ASSIGN_OR_RETURN(kernels::Mat hm, MatOf(h, "CentroidLogits h"));
+  const RowView v = Rows(logits), c = Rows(clusters);
+  GANNET_RETURN_IF_ERROR(CheckInt32("CentroidLogits", {{"rows x clusters", v.rows * c.n},
+                                                       {"vocab", v.n},
+                                                       {"width", h.row_elems()}}));
+  if (selected.stride0() != selected.row_elems()) {
+    return InvalidArgumentError("CentroidLogits: selected must be contiguous");
+  }
+  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchCentroidLogits(
+      hm, static_cast<int>(v.rows), table.data, static_cast<int>(h.row_elems()),
+      clusters.as<float>(), c.ld, static_cast<int>(c.n), ordering.as<int32_t>(),
+      static_cast<int>(ordering.dim(1)), static_cast<int>(selected.row_elems()),
+      selected.as<int32_t>(), logits.as<float>(), v.ld, static_cast<int>(v.n), stream_));
   return absl::OkStatus();
 }
 

@@ -1,0 +1,431 @@
+#include "lib/spec/drafter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "lib/common/status.h"
+#include "lib/common/units.h"
+#include "lib/model/synthetic.h"
+#include "lib/runner/device_weights.h"
+
+namespace gannet::spec {
+
+using backend::Tensor;
+
+int DrafterKvSource(const model::TextConfig& target, model::LayerType type) {
+  for (int l = target.FirstKvSharedLayer() - 1; l >= 0; --l) {
+    if (target.layer_type(l) == type) return l;
+  }
+  return -1;
+}
+
+
+absl::Status CheckDrafterPair(const model::ModelConfig& d, const model::ModelConfig& t) {
+  if (d.kind != model::ModelKind::kAssistant) {
+    return InvalidArgumentError("drafter: model_type '{}' is not gemma4_assistant", d.model_type);
+  }
+  if (t.kind != model::ModelKind::kTarget) {
+    return InvalidArgumentError("drafter: the target '{}' is an assistant", t.model_type);
+  }
+  const model::TextConfig& dc = d.text;
+  const model::TextConfig& tc = t.text;
+  if (d.backbone_hidden_size != tc.hidden_size) {
+    return InvalidArgumentError(
+        "drafter: it was trained for a {}-wide target (backbone_hidden_size) but the target's "
+        "hidden_size is {}",
+        d.backbone_hidden_size, tc.hidden_size);
+  }
+  if (dc.vocab_size != tc.vocab_size) {
+    return InvalidArgumentError("drafter: vocabulary {} differs from the target's {}",
+                                dc.vocab_size, tc.vocab_size);
+  }
+  if (dc.sliding_window != tc.sliding_window) {
+    return InvalidArgumentError("drafter: sliding_window {} differs from the target's {}",
+                                dc.sliding_window, tc.sliding_window);
+  }
+  for (int l = 0; l < dc.num_hidden_layers; ++l) {
+    if (!dc.IsKvShared(l)) {
+      return InvalidArgumentError("drafter: layer {} has its own KV; every drafter layer reads "
+                                  "the target's",
+                                  l);
+    }
+    const int src = DrafterKvSource(tc, dc.layer_type(l));
+    if (src < 0) {
+      return InvalidArgumentError("drafter: layer {} is {} but the target has no such layer "
+                                  "owning KV",
+                                  l, model::LayerTypeName(dc.layer_type(l)));
+    }
+    if (dc.LayerHeadDim(l) != tc.LayerHeadDim(src) ||
+        dc.LayerNumKvHeads(l) != tc.LayerNumKvHeads(src) ||
+        dc.num_attention_heads % tc.LayerNumKvHeads(src) != 0) {
+      return InvalidArgumentError(
+          "drafter: layer {} ({} heads, {} KV heads of dim {}) does not fit the target layer {} "
+          "it reads ({} KV heads of dim {})",
+          l, dc.num_attention_heads, dc.LayerNumKvHeads(l), dc.LayerHeadDim(l), src,
+          tc.LayerNumKvHeads(src), tc.LayerHeadDim(src));
+    }
+  }
+  if (d.use_ordered_embeddings &&
+      (d.num_centroids <= 0 || dc.vocab_size % d.num_centroids != 0 ||
+       d.centroid_intermediate_top_k < 1 || d.centroid_intermediate_top_k > d.num_centroids)) {
+    return InvalidArgumentError(
+        "drafter: {} centroids (top {}) do not divide the vocabulary of {}", d.num_centroids,
+        d.centroid_intermediate_top_k, dc.vocab_size);
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// token_ordering viewed as [C, V / C] lists each cluster's token ids; returns it as int32.
+// DataLoss when it is not a permutation of the vocabulary.
+absl::StatusOr<std::vector<int32_t>> TokenOrdering(const model::WeightView& ordering,
+                                                   int64_t vocab) {
+  std::vector<int64_t> ids;
+  if (ordering.synthetic) {
+    ids = model::SyntheticPermutation(ordering.seed, ordering.name, vocab);
+  } else {
+    if (ordering.numel() != vocab ||
+        (ordering.dtype != DType::kI64 && ordering.dtype != DType::kI32)) {
+      return DataLossError("drafter: {} must hold {} integers", ordering.name, vocab);
+    }
+    ids.resize(vocab);
+    for (int64_t i = 0; i < vocab; ++i) {
+      ids[i] = ordering.dtype == DType::kI64 ? static_cast<const int64_t*>(ordering.data)[i]
+                                             : static_cast<const int32_t*>(ordering.data)[i];
+    }
+  }
+  std::vector<uint8_t> seen(vocab, 0);
+  std::vector<int32_t> out(vocab);
+  for (int64_t i = 0; i < vocab; ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab || seen[ids[i]]) {
+      return DataLossError("drafter: {} is not a permutation of the vocabulary (entry {} = {})",
+                           ordering.name, i, ids[i]);
+    }
+    seen[ids[i]] = 1;
+    out[i] = static_cast<int32_t>(ids[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+class Drafter::Impl {
+ public:
+  model::ModelConfig config, target;
+  DrafterOptions options;
+  backend::Backend* be = nullptr;
+  runner::ModelRunner* target_runner = nullptr;
+  runner::DeviceWeights w;
+  backend::OwnedTensor pre, post, centroids;
+  std::vector<backend::Buffer> buffers;
+  Tensor ordering;  // [C, V / C] int32: each cluster's token ids
+  runner::StepMetadataBuilder meta;
+  std::vector<int> kv_source;  // per drafter layer: the target layer whose KV it reads
+  backend::RopeSpec rope[2];
+  // Scratch, sized for options.max_seqs rows.
+  Tensor concat, x, h, q, qn, attn, o, gate_up, mlp, y, hid[2], logits, clusters, selected;
+  Tensor rows, identity, rope_positions, params;
+  std::vector<Tensor> ids;  // one per step
+  std::vector<int32_t> h_rope_positions;
+
+  absl::Status Alloc(Tensor* t, DType dt, int64_t rows_n, int64_t cols) {
+    GANNET_ASSIGN_OR_RETURN(backend::Buffer b,
+                            be->Allocate(static_cast<size_t>(rows_n * cols) * (DTypeBits(dt) / 8)));
+    *t = b.View(dt, {rows_n, cols});
+    buffers.push_back(std::move(b));
+    return absl::OkStatus();
+  }
+  absl::Status Init();
+  absl::Status Prepare(std::span<const DraftSeq> seqs, backend::StepMetadata* attn_md,
+                       backend::StepMetadata* rope_md);
+  absl::Status Step(int n, int k, const backend::StepMetadata& attn_md,
+                    const backend::StepMetadata& rope_md, std::span<const DraftSeq> seqs);
+};
+
+absl::Status Drafter::Impl::Init() {
+  const model::TextConfig& c = config.text;
+  const int64_t S = options.max_seqs, Hb = config.backbone_hidden_size, Hd = c.hidden_size;
+  const DType act = be->activation_dtype();
+  int64_t max_q = 0, max_inter = 0;
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    max_q = std::max<int64_t>(max_q, static_cast<int64_t>(c.num_attention_heads) * c.LayerHeadDim(l));
+    max_inter = std::max(max_inter, c.LayerIntermediateSize(l));
+    kv_source.push_back(DrafterKvSource(target.text, c.layer_type(l)));
+  }
+  rope[0] = runner::RopeSpecOf(c, true);
+  rope[1] = runner::RopeSpecOf(c, false);
+  GANNET_RETURN_IF_ERROR(Alloc(&concat, act, S, 2 * Hb));
+  GANNET_RETURN_IF_ERROR(Alloc(&x, be->residual_dtype(), S, Hd));
+  GANNET_RETURN_IF_ERROR(Alloc(&h, act, S, Hd));
+  GANNET_RETURN_IF_ERROR(Alloc(&q, act, S, max_q));
+  GANNET_RETURN_IF_ERROR(Alloc(&qn, act, S, max_q));
+  GANNET_RETURN_IF_ERROR(Alloc(&attn, act, S, max_q));
+  GANNET_RETURN_IF_ERROR(Alloc(&o, act, S, Hd));
+  GANNET_RETURN_IF_ERROR(Alloc(&gate_up, act, S, 2 * max_inter));
+  GANNET_RETURN_IF_ERROR(Alloc(&mlp, act, S, max_inter));
+  GANNET_RETURN_IF_ERROR(Alloc(&y, act, S, Hd));
+  for (Tensor& t : hid) GANNET_RETURN_IF_ERROR(Alloc(&t, act, S, Hb));
+  GANNET_RETURN_IF_ERROR(Alloc(&logits, DType::kF32, S, c.vocab_size));
+  if (config.use_ordered_embeddings) {
+    GANNET_RETURN_IF_ERROR(Alloc(&clusters, DType::kF32, S, config.num_centroids));
+    GANNET_RETURN_IF_ERROR(Alloc(&selected, DType::kI32, S, config.centroid_intermediate_top_k));
+  }
+  GANNET_RETURN_IF_ERROR(Alloc(&rows, DType::kI32, S, 1));
+  GANNET_RETURN_IF_ERROR(Alloc(&identity, DType::kI32, S, 1));
+  GANNET_RETURN_IF_ERROR(Alloc(&rope_positions, DType::kI32, S, 1));
+  GANNET_RETURN_IF_ERROR(Alloc(&params, DType::kU8, S, sizeof(sampling::DrawParams)));
+  ids.resize(options.max_steps);
+  for (Tensor& t : ids) GANNET_RETURN_IF_ERROR(Alloc(&t, DType::kI32, S, 1));
+  std::vector<int32_t> iota(S);
+  for (int64_t i = 0; i < S; ++i) iota[i] = static_cast<int32_t>(i);
+  return be->CopyToDevice(identity.data, iota.data(), iota.size() * sizeof(int32_t));
+}
+
+absl::Status Drafter::Impl::Prepare(std::span<const DraftSeq> seqs, backend::StepMetadata* attn_md,
+                                    backend::StepMetadata* rope_md) {
+  const int n = static_cast<int>(seqs.size());
+  // Attention: one query per sequence at position L - 1 over the context 0 .. L - 1, so the
+  // window rule picks keys L - W .. L - 1 and the causal rule stops at the last committed one.
+  runner::StepBatch batch;
+  std::vector<int32_t> h_rows(n);
+  h_rope_positions.resize(n);
+  for (int i = 0; i < n; ++i) {
+    const DraftSeq& s = seqs[i];
+    if (s.committed < 1) return InvalidArgumentError("drafter: sequence {} has no committed KV", i);
+    runner::SeqStep step;
+    step.tokens = std::span<const int32_t>(&s.token, 1);
+    step.start_pos = static_cast<int32_t>(s.committed - 1);
+    step.page_table[0] = s.page_table[0];
+    step.page_table[1] = s.page_table[1];
+    step.logits = runner::SeqStep::Logits::kNone;
+    batch.seqs.push_back(step);
+    h_rows[i] = s.hidden_row;
+    h_rope_positions[i] = static_cast<int32_t>(s.committed);  // the bonus token's position
+  }
+  GANNET_ASSIGN_OR_RETURN(backend::StepMetadata* md, meta.Build(batch));
+  *attn_md = *md;
+  *rope_md = *md;
+  GANNET_RETURN_IF_ERROR(be->CopyToDevice(rope_positions.data, h_rope_positions.data(),
+                                          n * sizeof(int32_t)));
+  rope_md->positions = rope_positions.as<int32_t>();
+  rope_md->host_positions = h_rope_positions.data();
+  return be->CopyToDevice(rows.data, h_rows.data(), n * sizeof(int32_t));
+}
+
+absl::Status Drafter::Impl::Step(int n, int k, const backend::StepMetadata& attn_md,
+                                 const backend::StepMetadata& rope_md,
+                                 std::span<const DraftSeq> seqs) {
+  const model::TextConfig& c = config.text;
+  const int64_t Hb = config.backbone_hidden_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  // Input: [E_target[t] * scale, h].
+  const Tensor in_ids = k == 0 ? meta.token_ids(n) : ids[k - 1].Reshape({ids[k - 1].numel()}).Rows(0, n);
+  Tensor cat = concat.Rows(0, n);
+  GANNET_RETURN_IF_ERROR(be->Embed(in_ids, target_runner->embed_table(),
+                                   target_runner->embed_scale(), cat.Cols(0, Hb)));
+  int max_row = 0;
+  for (const DraftSeq& s : seqs) max_row = std::max(max_row, s.hidden_row);
+  const Tensor src = k == 0 ? target_runner->last_hidden(max_row + 1) : hid[(k - 1) % 2].Rows(0, n);
+  const Tensor idx = (k == 0 ? rows : identity).Reshape({rows.numel()}).Rows(0, n);
+  GANNET_RETURN_IF_ERROR(be->GatherRows(src, idx, cat.Cols(Hb, Hb)));
+  Tensor x_t = x.Rows(0, n), h_t = h.Rows(0, n);
+  GANNET_RETURN_IF_ERROR(be->Linear(cat, pre.tensor, x_t));
+  GANNET_RETURN_IF_ERROR(be->RmsNorm(x_t, w.layers[0].input_norm, eps, h_t));
+  const runner::KvStorage& kv = *target_runner->kv();
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const runner::DeviceLayer& L = w.layers[l];
+    const bool sliding = c.is_sliding(l);
+    const int d = c.LayerHeadDim(l), nq = c.num_attention_heads, nkv = c.LayerNumKvHeads(l);
+    const int group = sliding ? backend::kSlidingGroup : backend::kFullGroup;
+    const runner::KvStorage::LayerKv& tkv = kv.Layer(kv_source[l]);
+    Tensor q_t = q.Rows(0, n).Reshape({n, q.dim(1)}).Cols(0, static_cast<int64_t>(nq) * d);
+    GANNET_RETURN_IF_ERROR(be->Linear(h_t, L.qkv, q_t));
+    backend::QkvPrepArgs prep;
+    prep.qkv = q_t;
+    prep.num_q_heads = nq;
+    prep.num_kv_heads = nkv;
+    prep.head_dim = d;
+    prep.has_kv = false;  // the drafter never writes the target's KV
+    prep.eps = eps;
+    prep.q_norm = L.q_norm;
+    prep.rope = rope[group];
+    prep.q_out = Tensor::Make(qn.data, qn.dtype, {n, nq, d});
+    prep.meta = &rope_md;
+    prep.group = group;
+    GANNET_RETURN_IF_ERROR(be->QkvPrep(prep));
+    backend::AttentionArgs at;
+    at.q = prep.q_out;
+    at.k_cache = tkv.k;
+    at.v_cache = tkv.v;
+    at.out = Tensor::Make(attn.data, attn.dtype, {n, nq, d});
+    at.num_q_heads = nq;
+    at.num_kv_heads = nkv;
+    at.head_dim = d;
+    at.window = sliding ? c.sliding_window : 0;
+    at.scale = 1.0f;
+    at.meta = &attn_md;
+    at.group = group;
+    GANNET_RETURN_IF_ERROR(be->Attention(at));
+    Tensor o_t = o.Rows(0, n);
+    GANNET_RETURN_IF_ERROR(
+        be->Linear(at.out.Reshape({n, static_cast<int64_t>(nq) * d}), L.o_proj, o_t));
+    GANNET_RETURN_IF_ERROR(
+        be->PostNormResidual(o_t, L.post_attn_norm, x_t, Tensor(), L.pre_ff_norm, h_t, eps));
+    const int64_t I = L.intermediate;
+    Tensor gu = gate_up.Rows(0, n).Reshape({n, gate_up.dim(1)}).Cols(0, 2 * I);
+    GANNET_RETURN_IF_ERROR(be->Linear(h_t, L.gate_up, gu));
+    Tensor m = mlp.Rows(0, n).Reshape({n, mlp.dim(1)}).Cols(0, I);
+    GANNET_RETURN_IF_ERROR(be->GeluTanhMul(gu.Cols(0, I), gu.Cols(I, I), m));
+    Tensor y_t = y.Rows(0, n);
+    GANNET_RETURN_IF_ERROR(be->Linear(m, L.down, y_t));
+    const bool last = l + 1 == c.num_hidden_layers;
+    GANNET_RETURN_IF_ERROR(be->PostNormResidual(y_t, L.post_ff_norm, x_t, L.layer_scalar,
+                                                last ? w.final_norm : w.layers[l + 1].input_norm,
+                                                h_t, eps));
+  }
+  // h_t = RMS_norm(x): the next hidden state and the logits.
+  GANNET_RETURN_IF_ERROR(be->Linear(h_t, post.tensor, hid[k % 2].Rows(0, n)));
+  Tensor lg = logits.Rows(0, n);
+  if (config.use_ordered_embeddings) {
+    // E2B/E4B: only the tokens of the top clusters get logits (the rest -inf).
+    Tensor cl = clusters.Rows(0, n);
+    GANNET_RETURN_IF_ERROR(be->Linear(h_t, centroids.tensor, cl));
+    GANNET_RETURN_IF_ERROR(
+        be->CentroidLogits(h_t, w.lm_head, cl, ordering, selected.Rows(0, n), lg));
+  } else {
+    GANNET_RETURN_IF_ERROR(be->Linear(h_t, w.lm_head, lg));
+  }
+  // No soft-cap: HF's assistant applies none (the released drafters set none either).
+  return absl::OkStatus();
+}
+
+Drafter::Drafter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Drafter::~Drafter() = default;
+const model::ModelConfig& Drafter::config() const { return impl_->config; }
+uint64_t Drafter::weight_bytes() const { return impl_->w.bytes; }
+
+absl::StatusOr<std::unique_ptr<Drafter>> Drafter::Create(const model::ModelConfig& drafter,
+                                                         const model::ModelWeights& weights,
+                                                         const model::ModelConfig& target,
+                                                         runner::ModelRunner* target_runner,
+                                                         backend::Backend* backend,
+                                                         const DrafterOptions& options) {
+  GANNET_RETURN_IF_ERROR(CheckDrafterPair(drafter, target));
+  if (target_runner == nullptr || target_runner->kv() == nullptr) {
+    return FailedPreconditionError("drafter: the target runner has no KV storage yet");
+  }
+  if (options.max_seqs < 1 || options.max_steps < 1 || options.max_steps > 16) {
+    return InvalidArgumentError("drafter: {} sequences and {} steps per round (1 to 16 steps)",
+                                options.max_seqs, options.max_steps);
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->config = drafter;
+  impl->target = target;
+  impl->options = options;
+  impl->be = backend;
+  impl->target_runner = target_runner;
+  GANNET_ASSIGN_OR_RETURN(impl->w, runner::LoadDeviceWeights(drafter, weights, backend));
+  auto load = [&](const model::WeightView& v, backend::OwnedTensor* out) -> absl::Status {
+    const model::WeightView* parts[] = {&v};
+    GANNET_ASSIGN_OR_RETURN(*out, backend->LoadWeight(parts));
+    impl->w.bytes += v.nbytes();
+    return absl::OkStatus();
+  };
+  GANNET_RETURN_IF_ERROR(load(weights.pre_projection, &impl->pre));
+  GANNET_RETURN_IF_ERROR(load(weights.post_projection, &impl->post));
+  if (drafter.use_ordered_embeddings) {
+    GANNET_RETURN_IF_ERROR(load(weights.centroids, &impl->centroids));
+    GANNET_ASSIGN_OR_RETURN(std::vector<int32_t> ordering,
+                            TokenOrdering(weights.token_ordering, drafter.text.vocab_size));
+    const int64_t per = drafter.text.vocab_size / drafter.num_centroids;
+    GANNET_RETURN_IF_ERROR(
+        impl->Alloc(&impl->ordering, DType::kI32, drafter.num_centroids, per));
+    GANNET_RETURN_IF_ERROR(backend->CopyToDevice(impl->ordering.data, ordering.data(),
+                                                 ordering.size() * sizeof(int32_t)));
+  }
+  runner::RunnerOptions ro;
+  ro.max_tokens = options.max_seqs;
+  ro.max_seqs = options.max_seqs;
+  ro.max_logit_rows = options.max_seqs;
+  ro.page_size = target_runner->options().page_size;
+  ro.max_pages_per_seq = target_runner->options().max_pages_per_seq;
+  GANNET_RETURN_IF_ERROR(impl->meta.Init(backend, target, ro));
+  impl->meta.SetKvLayout(target_runner->kv()->layout());
+  GANNET_RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<Drafter>(new Drafter(std::move(impl)));
+}
+
+absl::Status Drafter::Draft(std::span<const DraftSeq> seqs, int steps, DraftResult* result) {
+  Impl& m = *impl_;
+  const int n = static_cast<int>(seqs.size());
+  if (n == 0) return absl::OkStatus();
+  if (n > m.options.max_seqs || steps < 1 || steps > m.options.max_steps) {
+    return InvalidArgumentError("drafter: {} sequences x {} steps exceed the limits {} x {}", n,
+                                steps, m.options.max_seqs, m.options.max_steps);
+  }
+  for (int i = 0; i < n; ++i) {
+    if (static_cast<int>(seqs[i].draws.size()) < steps) {
+      return InvalidArgumentError("drafter: sequence {} has {} draws for {} steps", i,
+                                  seqs[i].draws.size(), steps);
+    }
+  }
+  backend::StepMetadata attn_md, rope_md;
+  GANNET_RETURN_IF_ERROR(m.Prepare(seqs, &attn_md, &rope_md));
+  const int64_t vocab = m.config.text.vocab_size;
+  result->tokens.assign(n, std::vector<int32_t>(steps));
+  result->logits.assign(n, {});
+  std::vector<sampling::DrawParams> draws(n);
+  for (int k = 0; k < steps; ++k) {
+    GANNET_RETURN_IF_ERROR(m.Step(n, k, attn_md, rope_md, seqs));
+    for (int i = 0; i < n; ++i) {
+      draws[i] = seqs[i].draws[k];
+      if (!seqs[i].want_logits) continue;
+      std::vector<float>& dst = result->logits[i];
+      dst.resize(static_cast<size_t>(steps) * vocab);
+      GANNET_RETURN_IF_ERROR(m.be->CopyToHost(dst.data() + k * vocab, m.logits.Rows(i, 1).data,
+                                              vocab * sizeof(float)));
+    }
+    GANNET_RETURN_IF_ERROR(m.be->CopyToDevice(m.params.data, draws.data(),
+                                              n * sizeof(sampling::DrawParams)));
+    GANNET_RETURN_IF_ERROR(m.be->Sample(m.logits.Rows(0, n), m.params.Rows(0, n), Tensor(),
+                                        m.ids[k].Reshape({m.ids[k].numel()}).Rows(0, n)));
+  }
+  std::vector<int32_t> host(n);
+  for (int k = 0; k < steps; ++k) {
+    GANNET_RETURN_IF_ERROR(m.be->CopyToHost(host.data(), m.ids[k].data, n * sizeof(int32_t)));
+    for (int i = 0; i < n; ++i) result->tokens[i][k] = host[i];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Drafter::FirstStep(std::span<const DraftSeq> seqs, std::vector<float>* logits,
+                                std::vector<float>* next_hidden) {
+  Impl& m = *impl_;
+  const int n = static_cast<int>(seqs.size());
+  if (n == 0 || n > m.options.max_seqs) return InvalidArgumentError("drafter: {} sequences", n);
+  backend::StepMetadata attn_md, rope_md;
+  GANNET_RETURN_IF_ERROR(m.Prepare(seqs, &attn_md, &rope_md));
+  GANNET_RETURN_IF_ERROR(m.Step(n, 0, attn_md, rope_md, seqs));
+  const int64_t vocab = m.config.text.vocab_size, hb = m.config.backbone_hidden_size;
+  logits->resize(static_cast<size_t>(n) * vocab);
+  GANNET_RETURN_IF_ERROR(m.be->CopyToHost(logits->data(), m.logits.data, logits->size() * 4));
+  // The next hidden state in the activation type, widened to f32.
+  const Tensor hid = m.hid[0].Rows(0, n);
+  std::vector<char> raw(static_cast<size_t>(n) * hb * hid.elem_bytes());
+  GANNET_RETURN_IF_ERROR(m.be->CopyToHost(raw.data(), hid.data, raw.size()));
+  next_hidden->resize(static_cast<size_t>(n) * hb);
+  for (size_t i = 0; i < next_hidden->size(); ++i) {
+    if (hid.dtype == DType::kF32) {
+      std::memcpy(&(*next_hidden)[i], raw.data() + i * 4, 4);
+    } else {
+      uint16_t b;
+      std::memcpy(&b, raw.data() + i * 2, 2);
+      (*next_hidden)[i] = Bf16ToFloat(b);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gannet::spec
