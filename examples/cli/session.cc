@@ -78,6 +78,8 @@ gannet_engine_t* OpenEngine(const std::string& command, const EngineOptions& o) 
   config.max_model_len = o.max_model_len;
   config.max_running_seqs = o.max_running;
   config.kv_memory_bytes = o.kv_memory;
+  config.draft_model_dir = o.draft_dir.empty() ? nullptr : o.draft_dir.c_str();
+  config.num_speculative_tokens = o.spec_tokens;
   if (o.progress && StderrIsTerminal()) config.progress_callback = DrawProgress;
   gannet_engine_t* engine = nullptr;
   const gannet_status_t st = gannet_engine_create(&config, &engine);
@@ -108,6 +110,10 @@ gannet_engine_t* OpenEngine(const std::string& command, const EngineOptions& o) 
                    s.device_id < 0 ? "up to " : "", Gib(static_cast<double>(s.kv_bytes)).c_str(),
                    s.max_running_seqs,
                    s.max_model_len, s.load_seconds);
+      if (s.num_speculative_tokens > 0) {
+        std::fprintf(stderr, "[gannet: speculative decoding with %s, %d drafts per round]\n",
+                     o.draft_dir.c_str(), s.num_speculative_tokens);
+      }
     }
   }
   return engine;
@@ -191,6 +197,8 @@ RunResult RunRequest(gannet_engine_t* engine, const gannet_request_t& request, b
         r.error = e.message;
         r.prompt_tokens = e.num_prompt_tokens;
         r.cached_tokens = e.num_cached_prompt_tokens;
+        r.draft_tokens = e.num_draft_tokens;
+        r.accepted_drafts = e.num_accepted_draft_tokens;
         done = true;
       }
     }
@@ -215,12 +223,17 @@ void PrintStats(const RunResult& r, double load_seconds) {
   const double decode_s = (r.total_ms - r.ttft_ms) / 1000.0;
   char load[48] = "";
   if (load_seconds >= 0) std::snprintf(load, sizeof(load), " | load %.1f s", load_seconds);
+  char spec[96] = "";
+  if (r.draft_tokens > 0) {
+    std::snprintf(spec, sizeof(spec), " | drafts %d, accepted %d (%.0f%%)", r.draft_tokens,
+                  r.accepted_drafts, 100.0 * r.accepted_drafts / r.draft_tokens);
+  }
   std::fprintf(stderr,
                "[%d prompt tokens (%d from the prefix cache), %zu generated, finish: %s%s | TTFT "
-               "%.1f ms, TPOT %.2f ms, %.1f tok/s]\n",
+               "%.1f ms, TPOT %.2f ms, %.1f tok/s%s]\n",
                r.prompt_tokens, r.cached_tokens, r.tokens.size(), FinishName(r.finish).c_str(),
                load, r.ttft_ms, r.tpot_ms(),
-               decode_s > 0 && r.tokens.size() > 1 ? (r.tokens.size() - 1) / decode_s : 0.0);
+               decode_s > 0 && r.tokens.size() > 1 ? (r.tokens.size() - 1) / decode_s : 0.0, spec);
 }
 
 }  // namespace gannet_cli

@@ -19,6 +19,8 @@ struct EngineOptions {
   int32_t max_model_len = 0;
   int32_t max_running = 0;
   int64_t kv_memory = 0;
+  std::string draft_dir;    // speculative decoding with this MTP assistant ("" = off)
+  int32_t spec_tokens = 0;  // drafts per round (0 = the library's default)
   bool progress = true;  // draw a progress bar on stderr when it is a terminal
   bool quiet = false;    // no engine summary line
 };
@@ -44,6 +46,8 @@ struct RunResult {
   bool output_failed = false;  // a stdout write failed (the reason: OutError())
   int32_t prompt_tokens = 0;
   int32_t cached_tokens = 0;
+  int32_t draft_tokens = 0;     // drafts verified (speculative decoding)
+  int32_t accepted_drafts = 0;  // of which accepted
   double ttft_ms = 0;  // submit -> first token
   double total_ms = 0;
   double tpot_ms() const {

@@ -174,11 +174,16 @@ typedef struct gannet_engine_config {
   const char* load_format;   /* NULL/"auto" = safetensors; "dummy" = random weights (benchmarks) */
   gannet_progress_fn progress_callback; /* optional */
   void* progress_user_data;
+  /* Speculative decoding with the target's Gemma-4 MTP assistant: its folder, or
+   * "dummy:<variant>-assistant" (random weights: benchmarks); NULL = off. Greedy output is token
+   * for token the same as without it; sampled output has the same distribution. */
+  const char* draft_model_dir;
+  int32_t num_speculative_tokens; /* drafts per round, 1..8; 0 = 3 (needs draft_model_dir) */
 } gannet_engine_config_t;
 
 #define GANNET_ENGINE_CONFIG_INIT                                                             \
   { (uint32_t)sizeof(gannet_engine_config_t), NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-    NULL, NULL, NULL }
+    NULL, NULL, NULL, NULL, 0 }
 
 /* Loads the model and starts the engine thread. Everything that can be checked (files, backend,
  * device, limits, memory) is checked before the weights load. `config` and what it points to may
@@ -279,11 +284,12 @@ typedef struct gannet_request {
                                    (saturating: INT64_MAX means never) */
   int32_t add_generation_prompt; /* chat: 0 or 1 = end with the model turn opener; 2 = don't */
   int32_t enable_thinking;      /* chat: 1 = thinking mode */
+  int32_t disable_speculation;  /* 1 = decode without drafts (engines with a draft model) */
 } gannet_request_t;
 
 #define GANNET_REQUEST_INIT                                                                  \
   { (uint32_t)sizeof(gannet_request_t), NULL, 0, NULL, NULL, 0, 0, 0, 0.0f, 0, 0.0f, 0.0f, \
-    0.0f, 0.0f, 0.0f, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0, 0, 0 }
+    0.0f, 0.0f, 0.0f, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Queues a request and returns its id at once. INVALID_ARGUMENT for a malformed request (no or
  * several prompts, bad sampling values, min_tokens > max_tokens, invalid UTF-8, text without a
@@ -336,6 +342,8 @@ typedef struct gannet_event {
   const char* message;    /* ERROR: what was wrong (never NULL; "" otherwise) */
   int32_t num_generated_tokens;  /* FINISH/ERROR */
   int32_t num_cached_prompt_tokens; /* FINISH: prompt tokens served from the prefix cache */
+  int32_t num_draft_tokens;          /* FINISH: drafts verified for this request (speculation) */
+  int32_t num_accepted_draft_tokens; /* FINISH: of which accepted */
 } gannet_event_t;
 
 /* Waits up to timeout_ms (0 = don't wait, < 0 = forever) for events and hands out at most
@@ -379,11 +387,18 @@ typedef struct gannet_engine_stats {
   char backend[16];              /* "cpu", "cuda" */
   char device_name[96];          /* "NVIDIA H100 80GB HBM3 (sm_90)", "16 threads" */
   char backend_fallback[256];    /* why an automatic backend choice ran on the CPU; "" otherwise */
+  /* Speculative decoding (zeros without a draft model). */
+  int32_t num_speculative_tokens; /* drafts per round (K) */
+  int64_t spec_verify_chunks;     /* steps' chunks that verified drafts */
+  int64_t spec_draft_tokens;      /* drafts verified */
+  int64_t spec_accepted_tokens;   /* drafts accepted */
+  double spec_mean_accepted_length; /* tokens emitted per verify chunk (accepted + 1) */
+  int64_t spec_draft_rounds;      /* drafter rounds (one per step with proposing requests) */
 } gannet_engine_stats_t;
 
 #define GANNET_ENGINE_STATS_INIT                                                                \
   { (uint32_t)sizeof(gannet_engine_stats_t), 0, 0, {0, 0}, {0, 0}, {0, 0}, {0, 0}, 0, 0, 0, 0.0, \
-    0, 0, 0, 0, 0.0, 0.0, 0, {0, 0}, 0, 0, 0, 0, 0, 0, 0.0, "", "", "" }
+    0, 0, 0, 0, 0.0, 0.0, 0, {0, 0}, 0, 0, 0, 0, 0, 0, 0.0, "", "", "", 0, 0, 0, 0, 0.0, 0 }
 
 /* A consistent snapshot. Any thread, also concurrently with poll and submit. */
 GANNET_API gannet_status_t gannet_engine_get_stats(gannet_engine_t* engine,

@@ -110,7 +110,8 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
                   {"max_step_tokens", c.max_step_tokens}, {"max_model_len", c.max_model_len},
                   {"page_size", c.page_size},           {"kv_sliding_pages", c.kv_sliding_pages},
                   {"kv_full_pages", c.kv_full_pages},   {"num_threads", c.num_threads},
-                  {"max_queued_requests", c.max_queued_requests}};
+                  {"max_queued_requests", c.max_queued_requests},
+                  {"num_speculative_tokens", c.num_speculative_tokens}};
     for (const auto& f : fields) {
       if (f.value < 0) {
         return Fail(GANNET_ERR_INVALID_ARGUMENT,
@@ -141,6 +142,8 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
     ec.max_queued_requests = c.max_queued_requests;
     ec.enable_cuda_graphs = c.disable_cuda_graphs == 0;
     ec.load_format = Str(c.load_format);
+    ec.draft_model_dir = Str(c.draft_model_dir);
+    ec.num_speculative_tokens = c.num_speculative_tokens;
     if (c.progress_callback != nullptr) {
       gannet_progress_fn fn = c.progress_callback;
       void* user = c.progress_user_data;
@@ -253,6 +256,12 @@ gannet_status_t gannet_engine_get_stats(gannet_engine_t* engine, gannet_engine_s
     gannet::capi::CopyString(s.backend, full.backend);
     gannet::capi::CopyString(s.device_name, full.device_name);
     gannet::capi::CopyString(s.backend_fallback, full.backend_fallback);
+    full.num_speculative_tokens = s.num_speculative_tokens;
+    full.spec_verify_chunks = s.spec_verify_chunks;
+    full.spec_draft_tokens = s.spec_draft_tokens;
+    full.spec_accepted_tokens = s.spec_accepted_tokens;
+    full.spec_mean_accepted_length = s.spec_mean_accepted_length;
+    full.spec_draft_rounds = s.spec_draft_rounds;
     return gannet::capi::WriteVersioned(full, out, "gannet_engine_stats_t");
   });
 }

@@ -96,6 +96,12 @@ gannet_status_t ReadRequest(const gannet_request_t* request, engine::RequestInpu
   in->logprobs = r.logprobs;
   in->priority = r.priority;
   in->deadline_ms = r.deadline_ms;
+  if (r.disable_speculation != 0 && r.disable_speculation != 1) {
+    return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                fmt::format("request: disable_speculation is {}; it must be 0 or 1",
+                            r.disable_speculation));
+  }
+  in->disable_speculation = r.disable_speculation == 1;
   return GANNET_OK;
 }
 
@@ -199,6 +205,8 @@ gannet_status_t gannet_engine_poll(gannet_engine_t* engine, int32_t timeout_ms, 
       v.num_prompt_tokens = e.num_prompt_tokens;
       v.num_generated_tokens = e.num_generated_tokens;
       v.num_cached_prompt_tokens = e.num_cached_prompt_tokens;
+      v.num_draft_tokens = e.num_draft_tokens;
+      v.num_accepted_draft_tokens = e.num_accepted_draft_tokens;
     }
     for (const gannet_event_t& v : engine->views) engine->pointers.push_back(&v);
     *events_out = engine->pointers.empty() ? nullptr : engine->pointers.data();

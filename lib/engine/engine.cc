@@ -22,6 +22,8 @@
 #include "lib/sampling/draw.h"
 #include "lib/sched/scheduler.h"
 #include "lib/sched/step_batch.h"
+#include "lib/spec/verify.h"
+#include "lib/common/check.h"
 
 namespace gannet::engine {
 namespace {
@@ -64,7 +66,8 @@ class Engine::Impl {
 
   // Engine thread only.
   std::unordered_map<uint64_t, TextOutput> texts;
-  std::vector<float> row_scratch, sample_scratch;
+  spec::VerifyScratch verify_scratch;
+  std::vector<spec::ProposeFrom> propose;
   std::thread thread;
 
   void Emit(Event e) {
@@ -80,6 +83,8 @@ class Engine::Impl {
   void EmitRetired(std::vector<sched::Retired> retired);
   void Loop();
   bool RunStep();
+  // Emits one generated token of a running request and appends it (which may finish it).
+  void EmitToken(sched::Request* r, sampling::SampleResult sr);
   void UpdateGauges();
   void FailAll(const absl::Status& status);
   absl::StatusOr<std::unique_ptr<sched::Request>> BuildRequest(RequestInput& in, uint64_t id);
@@ -96,6 +101,8 @@ void Engine::Impl::EmitRetired(std::vector<sched::Retired> retired) {
     e.num_prompt_tokens = static_cast<int32_t>(q.prompt_len);
     e.num_generated_tokens = static_cast<int32_t>(q.num_output());
     e.num_cached_prompt_tokens = q.num_cached_prompt;
+    e.num_draft_tokens = static_cast<int32_t>(q.num_drafted);
+    e.num_accepted_draft_tokens = static_cast<int32_t>(q.num_accepted);
     auto t = texts.find(q.spec.id);
     if (q.finish == sched::FinishReason::kError) {
       e.type = EventType::kError;
@@ -173,39 +180,84 @@ bool Engine::Impl::RunStep() {
       prompt_tokens += std::min<int64_t>(q.num_tokens, q.request->prompt_len - q.start);
     }
   }
-  for (int row = 0; row < result.rows(); ++row) {
-    sched::Request* r = plan.seqs[result.row_seq[row]].request;
-    sampling::SampleResult sr;
-    if (!result.has_logits(row)) {
-      sr.token = result.sampled[row];
-    } else {
-      sr = sampling::SampleOnHost(result.Row(row), sched::RowRequestOf(*r), &r->counts,
-                                  &row_scratch, &sample_scratch);
+  // Rows come in plan order: one per sampling sequence, K + 1 per verify chunk.
+  int64_t generated = 0, verify_chunks = 0, drafts = 0, accepted = 0;
+  propose.clear();
+  int row = 0;
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const sched::ScheduledSeq& q = plan.seqs[i];
+    if (!q.sample) continue;
+    GANNET_CHECK(row < result.rows() && result.row_seq[row] == static_cast<int>(i));
+    sched::Request* r = q.request;
+    spec::EmittedTokens out = spec::EmitScheduled(q, result, row, &verify_scratch);
+    for (sampling::SampleResult& sr : out.tokens) {
+      if (r->state != sched::RequestState::kRunning) break;  // stopped inside an accepted run
+      EmitToken(r, std::move(sr));
+      ++generated;
     }
-    Event e;
-    e.request_id = r->spec.id;
-    e.type = EventType::kToken;
-    e.token_id = sr.token;
-    e.logprob = sr.logprob;
-    e.top_ids = std::move(sr.top_ids);
-    e.top_logprobs = std::move(sr.top_logprobs);
-    bool stop_string = false;
-    auto t = texts.find(r->spec.id);
-    if (t != texts.end()) {
-      auto delta = t->second.Push(sr.token);
-      if (delta.ok()) {
-        e.text = std::move(delta->text);
-        stop_string = delta->stop_hit;
+    if (q.num_drafts > 0) {
+      ++verify_chunks;
+      drafts += q.num_drafts;
+      accepted += out.accepted;
+      absl::Status vst = s.CompleteVerify(q, out.accepted);
+      if (!vst.ok()) {
+        GANNET_LOG_ERROR("engine: {}", vst.message());
+        s.Finish(r, sched::FinishReason::kError);
       }
     }
-    Emit(std::move(e));
-    s.Append(r, sr.token, stop_string);
+    // The drafter continues from the row that produced the request's newest token.
+    if (parts->spec != nullptr && r->state == sched::RequestState::kRunning) {
+      propose.push_back({r, row + out.accepted});
+    }
+    row += q.num_drafts + 1;
+  }
+  if (!propose.empty()) {
+    absl::Status pst = parts->spec->Propose(propose, kv, s.max_model_len());
+    if (!pst.ok()) {
+      // Drafting is an optimisation: the requests go on without drafts, unless the device is gone.
+      for (const spec::ProposeFrom& f : propose) f.request->ClearDrafts();
+      GANNET_LOG_ERROR("engine: drafting failed: {}", pst.message());
+      if (IsDeviceLost(pst)) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          dead = pst;
+        }
+        FailAll(dead);
+        return true;
+      }
+    }
+  }
+  {
+    // Counted before the final events go out: whoever sees them sees these counts.
+    const double seconds = std::chrono::duration<double>(sched::Clock::now() - t0).count();
+    std::lock_guard<std::mutex> lock(mu);
+    stats.Record(prompt_tokens, generated, seconds);
+    stats.RecordSpec(verify_chunks, drafts, accepted,
+                     parts->spec != nullptr ? parts->spec->stats().rounds : 0);
   }
   EmitRetired(s.TakeRetired());
-  const double seconds = std::chrono::duration<double>(sched::Clock::now() - t0).count();
-  std::lock_guard<std::mutex> lock(mu);
-  stats.Record(prompt_tokens, result.rows(), seconds);
   return true;
+}
+
+void Engine::Impl::EmitToken(sched::Request* r, sampling::SampleResult sr) {
+  Event e;
+  e.request_id = r->spec.id;
+  e.type = EventType::kToken;
+  e.token_id = sr.token;
+  e.logprob = sr.logprob;
+  e.top_ids = std::move(sr.top_ids);
+  e.top_logprobs = std::move(sr.top_logprobs);
+  bool stop_string = false;
+  auto t = texts.find(r->spec.id);
+  if (t != texts.end()) {
+    auto delta = t->second.Push(sr.token);
+    if (delta.ok()) {
+      e.text = std::move(delta->text);
+      stop_string = delta->stop_hit;
+    }
+  }
+  Emit(std::move(e));
+  scheduler->Append(r, sr.token, stop_string);
 }
 
 void Engine::Impl::UpdateGauges() {
@@ -242,6 +294,7 @@ void Engine::Impl::UpdateGauges() {
   g.device_memory_bytes = parts->backend->TotalMemoryBytes();
   g.backend_fallback = parts->backend_fallback;
   g.load_seconds = parts->load_seconds;
+  g.num_speculative_tokens = parts->spec != nullptr ? parts->spec->num_speculative_tokens() : 0;
 }
 
 void Engine::Impl::Loop() {
@@ -359,6 +412,7 @@ absl::StatusOr<std::unique_ptr<sched::Request>> Engine::Impl::BuildRequest(Reque
                         : now + std::chrono::milliseconds(in.deadline_ms);
   }
   auto request = std::make_unique<sched::Request>(std::move(spec));
+  request->speculate = parts->spec != nullptr && !in.disable_speculation;
   if (request->spec.sampling.needs_penalties()) request->counts.AddPrompt(request->tokens);
   return request;
 }

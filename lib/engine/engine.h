@@ -50,12 +50,19 @@ struct EngineConfig {
   int max_queued_requests = 0;
   bool enable_cuda_graphs = true;
   std::string load_format;  // "" / "auto" (safetensors) or "dummy"
+  // Speculative decoding with a Gemma-4 MTP assistant: its folder or "dummy:<variant>-assistant"
+  // ("" = off), and the drafts per round K (1 to 8; 0 = 3).
+  std::string draft_model_dir;
+  int num_speculative_tokens = 0;
   // Loading progress, on the thread calling Create; returning false cancels the load (Create
   // fails with Cancelled).
   std::function<bool(const LoadProgress&)> progress;
   // Wraps the backend the engine chose before anything uses it (tests inject faults with a
   // backend::ForwardingBackend; not reachable through the C ABI).
   std::function<std::unique_ptr<backend::Backend>(std::unique_ptr<backend::Backend>)> wrap_backend;
+  // Replaces greedy requests' drafts (spec_decoder.h): tests and the acceptance-sweep benchmark.
+  std::function<void(uint64_t request_id, int64_t first_output, std::vector<int32_t>* drafts)>
+      override_drafts;
 };
 
 // How a request's sampling seed is chosen (GANNET_SEED_* of the C ABI).
@@ -78,6 +85,7 @@ struct RequestInput {
   int32_t logprobs = 0;
   int32_t priority = 0;
   int64_t deadline_ms = 0;
+  bool disable_speculation = false;  // decode this request without drafts
 };
 
 enum class EventType : int32_t { kToken = 1, kFinish = 2, kError = 3 };
@@ -96,6 +104,8 @@ struct Event {
   int32_t num_prompt_tokens = 0;
   int32_t num_generated_tokens = 0;
   int32_t num_cached_prompt_tokens = 0;
+  int32_t num_draft_tokens = 0;           // FINISH/ERROR: drafts verified (speculation)
+  int32_t num_accepted_draft_tokens = 0;  // of which accepted
 };
 
 struct EngineStats {
@@ -127,6 +137,13 @@ struct EngineStats {
   int64_t device_memory_bytes = 0; // 0 on the CPU
   std::string backend_fallback;    // why an automatic choice ran on the CPU; "" otherwise
   double load_seconds = 0;         // Create, from start to ready
+  // Speculative decoding (zero without a drafter).
+  int32_t num_speculative_tokens = 0;  // K
+  int64_t spec_verify_chunks = 0;      // chunks that verified drafts
+  int64_t spec_draft_tokens = 0;       // drafts verified
+  int64_t spec_accepted_tokens = 0;    // of which accepted
+  double spec_mean_accepted_length = 0;  // tokens per verify chunk: accepted drafts + 1
+  int64_t spec_draft_rounds = 0;       // drafter rounds run
 };
 
 class Engine {

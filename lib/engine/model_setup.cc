@@ -50,6 +50,50 @@ absl::Status LoadModelFiles(const EngineConfig& cfg, LoadedEngineParts* p) {
   return absl::OkStatus();
 }
 
+// The MTP assistant of draft_model_dir: config checked against the target before any weight
+// loads, then its checkpoint (or synthetic weights for "dummy:<variant>-assistant").
+absl::Status LoadDraftFiles(const EngineConfig& cfg, LoadedEngineParts* p) {
+  const std::string& dir = cfg.draft_model_dir;
+  if (dir.empty()) {
+    if (cfg.num_speculative_tokens != 0) {
+      return InvalidArgumentError(
+          "engine: num_speculative_tokens is {} but no draft model is set (draft_model_dir)",
+          cfg.num_speculative_tokens);
+    }
+    return absl::OkStatus();
+  }
+  if (cfg.num_speculative_tokens < 0 || cfg.num_speculative_tokens > spec::kMaxSpeculativeTokens) {
+    return InvalidArgumentError("engine: num_speculative_tokens must be 1 to {} (0 = {}), got {}",
+                                spec::kMaxSpeculativeTokens, kDefaultSpeculativeTokens,
+                                cfg.num_speculative_tokens);
+  }
+  const bool dummy_variant = model::IsDummyModel(dir);
+  if (dummy_variant) {
+    GANNET_ASSIGN_OR_RETURN(p->draft_config, model::DummyModelConfig(dir));
+  } else {
+    GANNET_ASSIGN_OR_RETURN(p->draft_config, model::LoadModelConfig(dir));
+  }
+  if (p->draft_config.kind != model::ModelKind::kAssistant) {
+    return InvalidArgumentError(
+        "engine: the draft model {} is not a Gemma-4 MTP assistant (model_type '{}')", dir,
+        p->draft_config.model_type);
+  }
+  absl::Status fit = spec::CheckDrafterPair(p->draft_config, p->config);
+  if (!fit.ok()) {
+    return InvalidArgumentError("engine: the draft model {} cannot draft for {} ({}): {}", dir,
+                                cfg.model_dir, model::VariantName(p->config.variant),
+                                fit.message());
+  }
+  if (dummy_variant || cfg.load_format == "dummy") {
+    p->draft_weights = model::SyntheticWeights(p->draft_config, model::kDummyWeightSeed);
+  } else {
+    GANNET_ASSIGN_OR_RETURN(p->draft_checkpoint, model::Checkpoint::Open(dir));
+    GANNET_ASSIGN_OR_RETURN(p->draft_weights,
+                            model::BindWeights(p->draft_config, *p->draft_checkpoint));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CreateBackend(const EngineConfig& cfg, LoadedEngineParts* p) {
   backend::BackendOptions bo;
   bo.kind = cfg.backend;
@@ -72,6 +116,10 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   const auto start = Clock::now();
   auto p = std::make_unique<LoadedEngineParts>();
   GANNET_RETURN_IF_ERROR(LoadModelFiles(cfg, p.get()));
+  GANNET_RETURN_IF_ERROR(LoadDraftFiles(cfg, p.get()));
+  const bool speculate = !cfg.draft_model_dir.empty();
+  const int num_spec = cfg.num_speculative_tokens > 0 ? cfg.num_speculative_tokens
+                                                      : kDefaultSpeculativeTokens;
   GANNET_RETURN_IF_ERROR(CreateBackend(cfg, p.get()));
   backend::Backend& be = *p->backend;
   const bool cpu = be.name() == "cpu";
@@ -80,9 +128,16 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   // The weights go to the device in bf16 (matrices) whatever the checkpoint stores.
   runner::RunnerOptions ro = RunnerOptionsFor(limits);
   ro.enable_graphs = cfg.enable_cuda_graphs;
+  if (speculate) {
+    // Verify chunks want a logits row per token: K + 1 per sequence.
+    ro.max_logit_rows = std::min<int>(limits.max_step_tokens,
+                                      limits.max_running_seqs * (num_spec + 1));
+  }
   // The CPU reads bf16 checkpoints in place (mmap): only synthetic weights take memory there.
-  const int64_t weight_bytes =
-      cpu && p->checkpoint != nullptr ? 0 : 2 * model::CountParameters(p->config);
+  int64_t weight_bytes = cpu && p->checkpoint != nullptr ? 0 : 2 * model::CountParameters(p->config);
+  if (speculate && !(cpu && p->draft_checkpoint != nullptr)) {
+    weight_bytes += 2 * model::CountParameters(p->draft_config);
+  }
   const int64_t activation_bytes = runner::ActivationBytes(p->config, ro, be.activation_dtype(),
                                                            be.residual_dtype());
   const std::string device =
@@ -102,6 +157,22 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
     };
   }
   GANNET_ASSIGN_OR_RETURN(p->runner, runner::ModelRunner::Create(p->config, p->weights, &be, ro));
+  if (speculate) {
+    // Before the KV cache is sized: the drafter's weights and scratch come out of the same memory.
+    spec::DrafterOptions dopt;
+    dopt.max_seqs = limits.max_running_seqs;
+    dopt.max_steps = num_spec;
+    GANNET_ASSIGN_OR_RETURN(auto drafter,
+                            spec::Drafter::Create(p->draft_config, p->draft_weights, p->config,
+                                                  p->runner.get(), &be, dopt));
+    spec::SpecOptions sopt;
+    sopt.num_speculative_tokens = num_spec;
+    sopt.max_seqs = limits.max_running_seqs;
+    sopt.override_drafts = cfg.override_drafts;
+    GANNET_ASSIGN_OR_RETURN(p->spec, spec::SpecDecoder::Create(std::move(drafter), sopt));
+    GANNET_LOG_INFO("engine: speculative decoding with {} ({}), {} drafts per round",
+                    cfg.draft_model_dir, FormatBytes(p->spec->drafter().weight_bytes()), num_spec);
+  }
 
   // The KV cache gets what the weights and activations left (measured, not estimated).
   KvMemory memory;

@@ -19,6 +19,7 @@
 #include "lib/model/config.h"
 #include "lib/model/weights.h"
 #include "lib/runner/model_runner.h"
+#include "lib/spec/spec_decoder.h"
 #include "lib/tokenizer/tokenizer.h"
 
 namespace gannet::engine {
@@ -33,6 +34,11 @@ struct LoadedEngineParts {
   KvSizing kv_sizing;
   std::unique_ptr<runner::ModelRunner> runner;
   std::unique_ptr<kv::KvManager> kv;
+  // Speculative decoding (null without draft_model_dir). The drafter's files outlive its weights.
+  model::ModelConfig draft_config;
+  std::unique_ptr<model::Checkpoint> draft_checkpoint;
+  model::ModelWeights draft_weights;
+  std::unique_ptr<spec::SpecDecoder> spec;
   // Resolved limits.
   int max_running_seqs = 0;
   int max_step_tokens = 0;
@@ -40,6 +46,9 @@ struct LoadedEngineParts {
   int page_size = 0;
   double load_seconds = 0;
 };
+
+// Drafts per round when EngineConfig::num_speculative_tokens is 0.
+inline constexpr int kDefaultSpeculativeTokens = 3;
 
 absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineConfig& config);
 

@@ -14,6 +14,19 @@ void StepStats::Record(int64_t prompt_tokens, int64_t generated_tokens, double /
   }
 }
 
+void StepStats::RecordSpec(int64_t verify_chunks, int64_t drafts, int64_t accepted,
+                           int64_t rounds) {
+  stats_.spec_verify_chunks += verify_chunks;
+  stats_.spec_draft_tokens += drafts;
+  stats_.spec_accepted_tokens += accepted;
+  stats_.spec_draft_rounds = rounds;
+  if (stats_.spec_verify_chunks > 0) {
+    stats_.spec_mean_accepted_length =
+        static_cast<double>(stats_.spec_accepted_tokens + stats_.spec_verify_chunks) /
+        static_cast<double>(stats_.spec_verify_chunks);
+  }
+}
+
 EngineStats StepStats::Snapshot() const {
   EngineStats s = stats_;
   if (window_.size() >= 2) {

@@ -13,6 +13,8 @@ class StepStats {
  public:
   // One completed step: prompt tokens computed, tokens generated, and its duration.
   void Record(int64_t prompt_tokens, int64_t generated_tokens, double seconds);
+  // The step's verify chunks, the drafts they verified and accepted; drafter rounds so far.
+  void RecordSpec(int64_t verify_chunks, int64_t drafts, int64_t accepted, int64_t rounds);
   EngineStats& gauges() { return stats_; }
   EngineStats Snapshot() const;
 

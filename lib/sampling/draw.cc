@@ -25,15 +25,20 @@ uint64_t RowSeed(uint64_t request_seed, uint64_t step) {
   return SplitMix64(request_seed ^ SplitMix64(step + 0x632be59bd9b4e019ull));
 }
 
-int32_t DrawToken(const float* x, int64_t vocab, const DrawParams& sp) {
+int64_t ArgMax(const float* x, int64_t vocab) {
   int64_t best = 0;
   for (int64_t i = 1; i < vocab; ++i) {
     if (x[i] > x[best]) best = i;
   }
-  if (sp.temperature <= 0.f || sp.top_k == 1) return static_cast<int32_t>(best);
-  const float max_logit = x[best];
+  return best;
+}
+
+uint64_t KeptMass(const float* x, int64_t vocab, const DrawParams& sp,
+                  std::vector<uint64_t>* mass) {
+  const float max_logit = x[ArgMax(x, vocab)];
   const float min_p = sp.min_p > 0.f ? sp.min_p : 0.f;
-  std::vector<uint64_t> q(vocab);
+  std::vector<uint64_t>& q = *mass;
+  q.resize(vocab);
   std::vector<float> w(vocab);
   std::vector<uint32_t> key(vocab);
   for (int64_t i = 0; i < vocab; ++i) {
@@ -75,19 +80,26 @@ int32_t DrawToken(const float* x, int64_t vocab, const DrawParams& sp) {
       j = e;
     }
   }
-  auto weight = [&](int64_t i) -> uint64_t {
-    return key[i] >= threshold && w[i] >= min_p ? q[i] : 0;
-  };
   uint64_t kept_mass = 0;
-  for (int64_t i = 0; i < vocab; ++i) kept_mass += weight(i);
+  for (int64_t i = 0; i < vocab; ++i) {
+    if (!(key[i] >= threshold && w[i] >= min_p)) q[i] = 0;  // a NaN w is dropped
+    kept_mass += q[i];
+  }
+  return kept_mass;
+}
+
+int32_t DrawToken(const float* x, int64_t vocab, const DrawParams& sp) {
+  if (sp.temperature <= 0.f || sp.top_k == 1) return static_cast<int32_t>(ArgMax(x, vocab));
+  std::vector<uint64_t> weight;
+  const uint64_t kept_mass = KeptMass(x, vocab, sp, &weight);
   const double u = static_cast<double>(SplitMix64(sp.seed) >> 11) / 9007199254740992.0;
   const uint64_t r = static_cast<uint64_t>(u * static_cast<double>(kept_mass));
   uint64_t run = 0;
   for (int64_t i = 0; i < vocab; ++i) {
-    run += weight(i);
+    run += weight[i];
     if (run > r) return static_cast<int32_t>(i);
   }
-  return static_cast<int32_t>(best);  // unreachable: the arg-max always has weight 2^32
+  return static_cast<int32_t>(ArgMax(x, vocab));  // nothing kept: min_p > 1, non-finite logits
 }
 
 }  // namespace gannet::sampling

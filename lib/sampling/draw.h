@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace gannet::sampling {
 
@@ -30,6 +31,17 @@ struct DrawParams {
 inline constexpr int kBanSlots = 8;
 
 int32_t DrawToken(const float* logits, int64_t vocab, const DrawParams& params);
+
+// The arg-max of a row, ties to the lowest id: the greedy token.
+int64_t ArgMax(const float* logits, int64_t vocab);
+
+// The fixed-point masses a sampled (non-greedy) DrawToken draws from: (*mass)[i] = q_i for the
+// kept ids and 0 for the others (resized to vocab); returns their sum, <= vocab x 2^32. DrawToken
+// draws through this very function, so other code (speculative.h) sees exactly its distribution.
+// The sum is 0 only when nothing is kept (min_p > 1, which ValidateSamplingParams rejects, or
+// non-finite logits); DrawToken then returns the arg-max. `params.seed` is not read.
+uint64_t KeptMass(const float* logits, int64_t vocab, const DrawParams& params,
+                  std::vector<uint64_t>* mass);
 
 // The seed of output token `step` of a request seeded with `request_seed`.
 uint64_t RowSeed(uint64_t request_seed, uint64_t step);

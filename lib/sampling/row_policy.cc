@@ -15,6 +15,41 @@ RowChoice ChooseRowSampling(const RowRequest& row) {
   return c;
 }
 
+std::vector<RowChoice> ChooseVerifySampling(const RowRequest& row, int num_drafts) {
+  std::vector<RowChoice> out;
+  bool host = !row.params->greedy();
+  for (int j = 0; j <= num_drafts; ++j) {
+    RowRequest r = row;
+    r.num_output += j;
+    out.push_back(ChooseRowSampling(r));
+    host = host || out.back().host;
+  }
+  for (RowChoice& c : out) {
+    c.host = host;
+    if (host) c.banned = {};  // the host path masks stop ids itself
+  }
+  return out;
+}
+
+void PrepareRowLogits(std::span<const float> logits, const RowRequest& row,
+                      const TokenCounts* counts, std::span<const int32_t> pending,
+                      std::vector<float>* out) {
+  out->assign(logits.begin(), logits.end());
+  if (row.num_output < row.min_tokens) {
+    for (int32_t id : row.stop_token_ids) {
+      if (id >= 0 && id < static_cast<int32_t>(out->size())) (*out)[id] = -INFINITY;
+    }
+  }
+  if (counts == nullptr || !row.params->needs_penalties()) return;
+  if (pending.empty()) {
+    ApplyPenalties(*row.params, *counts, out);
+    return;
+  }
+  TokenCounts with_pending = *counts;
+  for (int32_t t : pending) with_pending.AddOutput(t);
+  ApplyPenalties(*row.params, with_pending, out);
+}
+
 SampleResult SampleOnHost(std::span<const float> logits, const RowRequest& row,
                           const TokenCounts* counts, std::vector<float>* row_scratch,
                           std::vector<float>* scratch) {

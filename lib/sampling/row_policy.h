@@ -34,6 +34,19 @@ struct RowChoice {
 
 RowChoice ChooseRowSampling(const RowRequest& row);
 
+// The rows of a speculative verify chunk with `num_drafts` drafts: row j samples output index
+// row.num_output + j. Greedy requests keep the device draw per row (the acceptance test compares
+// arg-maxes); requests that sample need every row on the host (rejection sampling, spec/verify.h),
+// as does every row of a chunk where one row needs the host.
+std::vector<RowChoice> ChooseVerifySampling(const RowRequest& row, int num_drafts);
+
+// The logits a host draw of `row` uses: stop ids masked to -inf before min_tokens, then the
+// penalties over the request's counts plus `pending` output tokens (drafts assumed accepted
+// before this row).
+void PrepareRowLogits(std::span<const float> logits, const RowRequest& row,
+                      const TokenCounts* counts, std::span<const int32_t> pending,
+                      std::vector<float>* out);
+
 // The host path: stop ids masked before min_tokens, then penalties, draw and logprobs (Sample).
 // `row_scratch` and `scratch` are reused between calls.
 SampleResult SampleOnHost(std::span<const float> logits, const RowRequest& row,

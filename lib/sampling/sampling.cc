@@ -22,6 +22,8 @@ int32_t Argmax(std::span<const float> v) {
   return best;
 }
 
+}  // namespace
+
 void ApplyPenalties(const SamplingParams& p, const TokenCounts& counts, std::vector<float>* l) {
   auto& logits = *l;
   if (p.repetition_penalty != 1.0f) {
@@ -39,8 +41,6 @@ void ApplyPenalties(const SamplingParams& p, const TokenCounts& counts, std::vec
     logits[t] -= p.presence_penalty + p.frequency_penalty * static_cast<float>(n);
   }
 }
-
-}  // namespace
 
 absl::Status ValidateSamplingParams(const SamplingParams& p) {
   auto finite = [](float v) { return std::isfinite(v); };
@@ -85,25 +85,30 @@ SampleResult Sample(std::span<const float> logits, const SamplingParams& p,
   }
   r.token = p.greedy() ? Argmax(work)
                       : DrawToken(work.data(), vocab, RowDrawParams(p, step));
-  if (top_logprobs > 0) {
-    float mx = -INFINITY;
-    for (float v : logits) mx = std::max(mx, v);
-    double z = 0;
-    for (float v : logits) z += std::exp(static_cast<double>(v - mx));
-    const double lse = mx + std::log(z);
-    r.logprob = static_cast<float>(logits[r.token] - lse);
-    int n = std::min(top_logprobs, vocab);
-    std::vector<int32_t> ids(vocab);
-    std::iota(ids.begin(), ids.end(), 0);
-    std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), [&](int32_t a, int32_t b) {
-      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-    });
-    for (int i = 0; i < n; ++i) {
-      r.top_ids.push_back(ids[i]);
-      r.top_logprobs.push_back(static_cast<float>(logits[ids[i]] - lse));
-    }
-  }
+  if (top_logprobs > 0) FillLogprobs(logits, top_logprobs, &r);
   return r;
+}
+
+void FillLogprobs(std::span<const float> logits, int top_logprobs, SampleResult* r) {
+  const int32_t vocab = static_cast<int32_t>(logits.size());
+  float mx = -INFINITY;
+  for (float v : logits) mx = std::max(mx, v);
+  double z = 0;
+  for (float v : logits) z += std::exp(static_cast<double>(v - mx));
+  const double lse = mx + std::log(z);
+  r->logprob = static_cast<float>(logits[r->token] - lse);
+  const int n = std::min(top_logprobs, vocab);
+  std::vector<int32_t> ids(vocab);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  r->top_ids.clear();
+  r->top_logprobs.clear();
+  for (int i = 0; i < n; ++i) {
+    r->top_ids.push_back(ids[i]);
+    r->top_logprobs.push_back(static_cast<float>(logits[ids[i]] - lse));
+  }
 }
 
 }  // namespace gannet::sampling

@@ -71,6 +71,13 @@ SampleResult Sample(std::span<const float> logits, const SamplingParams& params,
                     const TokenCounts* counts, uint64_t step, int top_logprobs,
                     std::vector<float>* scratch);
 
+// Logprobs of r->token and the top_logprobs best tokens (log-softmax of the model's logits).
+void FillLogprobs(std::span<const float> logits, int top_logprobs, SampleResult* r);
+
+// Repetition, presence and frequency penalties on one row of logits, in place.
+void ApplyPenalties(const SamplingParams& params, const TokenCounts& counts,
+                    std::vector<float>* logits);
+
 // The draw parameters of output token `step` (what a backend samples with, see draw.h).
 DrawParams RowDrawParams(const SamplingParams& params, uint64_t step);
 

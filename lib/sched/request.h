@@ -3,6 +3,7 @@
 // sampled tokens into events. Not thread-safe (engine thread only).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -49,9 +50,32 @@ struct Request {
   sampling::TokenCounts counts;   // filled only when penalties are used
   FinishReason finish = FinishReason::kNone;
 
+  // Speculative decoding (lib/spec). A decoding request may carry drafts: tokens proposed to
+  // follow `tokens`, verified by the next step that schedules it ([tokens.back(), drafts...] in
+  // one chunk, verify_input) and then cleared. Drafts are never part of `tokens`.
+  bool speculate = false;             // the engine has a drafter and the request did not opt out
+  std::vector<int32_t> drafts;
+  std::vector<float> draft_logits;    // [drafts, vocab]: the drafter's rows, for rejection sampling
+  std::vector<int32_t> verify_input;  // set by the plan that verifies the drafts
+  int64_t num_drafted = 0;            // drafts verified so far
+  int64_t num_accepted = 0;           // of which accepted
+
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_output() const { return num_tokens() - prompt_len; }
   int64_t kv_id() const { return static_cast<int64_t>(spec.id); }
+  void ClearDrafts() {
+    drafts.clear();
+    draft_logits.clear();
+    verify_input.clear();
+  }
 };
+
+// How many drafts could still be useful to a decoding request: a verify step appends up to
+// drafts + 1 tokens, which must stay within max_tokens and the context (max_model_len).
+inline int64_t MaxUsefulDrafts(const Request& r, int64_t max_model_len) {
+  int64_t room = max_model_len - r.num_tokens() - 1;
+  if (r.spec.max_tokens > 0) room = std::min<int64_t>(room, r.spec.max_tokens - r.num_output() - 1);
+  return std::max<int64_t>(0, room);
+}
 
 }  // namespace gannet::sched

@@ -90,6 +90,7 @@ void Scheduler::ExpireDeadlines(Clock::time_point now) {
 
 void Scheduler::Preempt(Request* r) {
   ReleaseKv(r);
+  r->ClearDrafts();
   r->num_computed = 0;
   r->state = RequestState::kWaiting;
   ++r->num_preemptions;
@@ -132,10 +133,33 @@ StepPlan Scheduler::Plan() {
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Request* r = running_[i];
     const int64_t remaining = r->num_tokens() - r->num_computed;
-    const int32_t n = static_cast<int32_t>(std::min<int64_t>(remaining, budget));
-    absl::Status st = EnsurePages(r, r->num_computed + n);
+    int32_t n = static_cast<int32_t>(std::min<int64_t>(remaining, budget));
+    // A decoding request with drafts verifies them in this chunk, as many as fit the budget, the
+    // context and max_tokens.
+    int32_t drafts = 0;
+    if (remaining == 1 && !r->drafts.empty()) {
+      drafts = static_cast<int32_t>(std::min<int64_t>(
+          {static_cast<int64_t>(r->drafts.size()), budget - 1,
+           MaxUsefulDrafts(*r, options_.max_model_len)}));
+    }
+    absl::Status st = EnsurePages(r, r->num_computed + n + drafts);
+    if (!st.ok() && drafts > 0 && absl::IsResourceExhausted(st)) {
+      drafts = 0;  // pages for the plain decode token first, before preempting anyone
+      st = EnsurePages(r, r->num_computed + n);
+    }
     if (st.ok()) {
-      plan.seqs.push_back({r, r->num_computed, n, r->num_computed + n == r->num_tokens()});
+      if (drafts > 0) {
+        // Drop the drafts that do not fit (their logits rows too).
+        r->draft_logits.resize(r->draft_logits.size() / r->drafts.size() * drafts);
+        r->drafts.resize(drafts);
+        r->verify_input.assign(1, r->tokens.back());
+        r->verify_input.insert(r->verify_input.end(), r->drafts.begin(), r->drafts.end());
+        n += drafts;
+      } else {
+        r->ClearDrafts();
+      }
+      plan.seqs.push_back(
+          {r, r->num_computed, n, r->num_computed + n - drafts == r->num_tokens(), drafts});
       plan.num_tokens += n;
       budget -= n;
       ++i;
@@ -215,11 +239,37 @@ StepPlan Scheduler::Plan() {
 void Scheduler::StepCompleted(const StepPlan& plan) {
   for (const ScheduledSeq& s : plan.seqs) {
     Request* r = s.request;
-    if (r->state != RequestState::kRunning) continue;
+    if (r->state != RequestState::kRunning || s.num_drafts > 0) continue;
     r->num_computed = s.start + s.num_tokens;
     absl::Status st = kv_->CommitPages(r->kv_id(), r->tokens, r->num_computed);
     if (!st.ok()) GANNET_LOG_WARNING("scheduler: prefix-cache commit failed: {}", st.message());
   }
+}
+
+absl::Status Scheduler::CompleteVerify(const ScheduledSeq& v, int accepted) {
+  Request* r = v.request;
+  if (accepted < 0 || accepted > v.num_drafts) {
+    return InternalError("request {}: {} of {} drafts accepted", r->spec.id, accepted,
+                         v.num_drafts);
+  }
+  r->num_drafted += v.num_drafts;
+  r->num_accepted += accepted;
+  if (r->state != RequestState::kRunning) return absl::OkStatus();
+  r->num_computed = v.start + 1 + accepted;
+  r->ClearDrafts();
+  // The rejected drafts' KV lies past the new length: release the pages it alone used. The
+  // positions it wrote in the kept last page are rewritten before anything reads them.
+  GANNET_ASSIGN_OR_RETURN(std::vector<kv::PageCopy> copies,
+                          kv_->Truncate(r->kv_id(), r->num_computed));
+  if (!copies.empty()) {
+    // Truncate copies a page only when it is shared, and a verify chunk writes only pages this
+    // request alone owns (past every prefix-cache block it attached).
+    return InternalError("request {}: rolling back a verify step would copy {} shared pages",
+                         r->spec.id, copies.size());
+  }
+  absl::Status st = kv_->CommitPages(r->kv_id(), r->tokens, r->num_computed);
+  if (!st.ok()) GANNET_LOG_WARNING("scheduler: prefix-cache commit failed: {}", st.message());
+  return absl::OkStatus();
 }
 
 void Scheduler::Append(Request* r, int32_t token, bool stop_string_hit) {

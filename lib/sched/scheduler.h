@@ -37,6 +37,9 @@ struct ScheduledSeq {
   int64_t start = 0;      // first position computed this step
   int32_t num_tokens = 0;
   bool sample = false;    // this step completes the known tokens: sample the next one
+  // > 0: a verify chunk, [tokens.back(), request->drafts...] (request->verify_input), with a
+  // logits row per token; the engine completes it with CompleteVerify.
+  int32_t num_drafts = 0;
 };
 
 struct StepPlan {
@@ -65,8 +68,14 @@ class Scheduler {
 
   StepPlan Plan();
   // After the step ran: every scheduled sequence's tokens are computed; commits full pages to the
-  // prefix cache. Sampled tokens are appended by the engine through Append.
+  // prefix cache. Sampled tokens are appended by the engine through Append. Verify chunks are
+  // left to CompleteVerify.
   void StepCompleted(const StepPlan& plan);
+  // After the engine appended a verify chunk's outcome (the accepted drafts and one more token):
+  // the KV of the pending token and the accepted drafts is kept, the rejected drafts' KV is
+  // rolled back (KvManager::Truncate), full pages go to the prefix cache and the drafts are
+  // cleared. A no-op for a request no longer running (it stopped inside the accepted run).
+  absl::Status CompleteVerify(const ScheduledSeq& verify, int accepted);
   // Appends a sampled token; retires the request if it hit a stop condition. `stop` is an
   // engine-detected stop (a stop string).
   void Append(Request* request, int32_t token, bool stop_string_hit = false);
@@ -80,6 +89,7 @@ class Scheduler {
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   bool idle() const { return running_.empty() && waiting_.empty(); }
   int64_t num_preemptions() const { return num_preemptions_; }
+  int64_t max_model_len() const { return options_.max_model_len; }
   const kv::KvManager& kv() const { return *kv_; }
 
  private:

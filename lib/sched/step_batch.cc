@@ -30,6 +30,19 @@ runner::StepBatch BuildStepBatch(const StepPlan& plan, const kv::KvManager& kv) 
       if (table.ok()) step.page_table[kv::GroupIndex(g)] = {table->data(), table->size()};
     }
     step.logits = q.sample ? runner::SeqStep::Logits::kLast : runner::SeqStep::Logits::kNone;
+    if (q.num_drafts > 0) {
+      // A verify chunk: the pending token and the drafts, a logits row for each.
+      step.tokens = q.request->verify_input;
+      step.logits = runner::SeqStep::Logits::kAll;
+      batch.seqs.push_back(step);
+      for (const sampling::RowChoice& c :
+           sampling::ChooseVerifySampling(RowRequestOf(*q.request), q.num_drafts)) {
+        batch.device_sampling.push_back(c.draw);
+        batch.host_logits.push_back(c.host ? 1 : 0);
+        batch.banned_tokens.push_back(c.banned);
+      }
+      continue;
+    }
     batch.seqs.push_back(step);
     if (!q.sample) continue;
     const sampling::RowChoice c = sampling::ChooseRowSampling(RowRequestOf(*q.request));

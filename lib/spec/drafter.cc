@@ -129,6 +129,7 @@ class Drafter::Impl {
   Tensor rows, identity, rope_positions, params;
   std::vector<Tensor> ids;  // one per step
   std::vector<int32_t> h_rope_positions;
+  bool kv_attached = false;
 
   absl::Status Alloc(Tensor* t, DType dt, int64_t rows_n, int64_t cols) {
     GANNET_ASSIGN_OR_RETURN(backend::Buffer b,
@@ -186,6 +187,14 @@ absl::Status Drafter::Impl::Init() {
 absl::Status Drafter::Impl::Prepare(std::span<const DraftSeq> seqs, backend::StepMetadata* attn_md,
                                     backend::StepMetadata* rope_md) {
   const int n = static_cast<int>(seqs.size());
+  if (!kv_attached) {
+    // The drafter is created before the KV cache is sized (its memory counts first).
+    if (target_runner->kv() == nullptr) {
+      return FailedPreconditionError("drafter: the target runner has no KV storage yet");
+    }
+    meta.SetKvLayout(target_runner->kv()->layout());
+    kv_attached = true;
+  }
   // Attention: one query per sequence at position L - 1 over the context 0 .. L - 1, so the
   // window rule picks keys L - W .. L - 1 and the causal rule stops at the last committed one.
   runner::StepBatch batch;
@@ -313,9 +322,7 @@ absl::StatusOr<std::unique_ptr<Drafter>> Drafter::Create(const model::ModelConfi
                                                          backend::Backend* backend,
                                                          const DrafterOptions& options) {
   GANNET_RETURN_IF_ERROR(CheckDrafterPair(drafter, target));
-  if (target_runner == nullptr || target_runner->kv() == nullptr) {
-    return FailedPreconditionError("drafter: the target runner has no KV storage yet");
-  }
+  if (target_runner == nullptr) return InvalidArgumentError("drafter: no target runner");
   if (options.max_seqs < 1 || options.max_steps < 1 || options.max_steps > 16) {
     return InvalidArgumentError("drafter: {} sequences and {} steps per round (1 to 16 steps)",
                                 options.max_seqs, options.max_steps);
@@ -352,7 +359,6 @@ absl::StatusOr<std::unique_ptr<Drafter>> Drafter::Create(const model::ModelConfi
   ro.page_size = target_runner->options().page_size;
   ro.max_pages_per_seq = target_runner->options().max_pages_per_seq;
   GANNET_RETURN_IF_ERROR(impl->meta.Init(backend, target, ro));
-  impl->meta.SetKvLayout(target_runner->kv()->layout());
   GANNET_RETURN_IF_ERROR(impl->Init());
   return std::unique_ptr<Drafter>(new Drafter(std::move(impl)));
 }
@@ -377,20 +383,30 @@ absl::Status Drafter::Draft(std::span<const DraftSeq> seqs, int steps, DraftResu
   result->tokens.assign(n, std::vector<int32_t>(steps));
   result->logits.assign(n, {});
   std::vector<sampling::DrawParams> draws(n);
+  bool any_host = false;
+  for (int i = 0; i < n; ++i) any_host = any_host || seqs[i].want_logits;
   for (int k = 0; k < steps; ++k) {
     GANNET_RETURN_IF_ERROR(m.Step(n, k, attn_md, rope_md, seqs));
+    for (int i = 0; i < n; ++i) draws[i] = seqs[i].draws[k];
+    GANNET_RETURN_IF_ERROR(m.be->CopyToDevice(m.params.data, draws.data(),
+                                              n * sizeof(sampling::DrawParams)));
+    const Tensor ids_k = m.ids[k].Reshape({m.ids[k].numel()}).Rows(0, n);
+    GANNET_RETURN_IF_ERROR(m.be->Sample(m.logits.Rows(0, n), m.params.Rows(0, n), Tensor(), ids_k));
+    if (!any_host) continue;
+    // Rows whose drafts are verified by rejection sampling are drawn on the host, from exactly
+    // the logits the verifier will see (the device draw could differ in the last bit of an
+    // exp() at a filter boundary, and q(d) must be the distribution d came from).
     for (int i = 0; i < n; ++i) {
-      draws[i] = seqs[i].draws[k];
       if (!seqs[i].want_logits) continue;
       std::vector<float>& dst = result->logits[i];
       dst.resize(static_cast<size_t>(steps) * vocab);
-      GANNET_RETURN_IF_ERROR(m.be->CopyToHost(dst.data() + k * vocab, m.logits.Rows(i, 1).data,
-                                              vocab * sizeof(float)));
+      float* row = dst.data() + k * vocab;
+      GANNET_RETURN_IF_ERROR(
+          m.be->CopyToHost(row, m.logits.Rows(i, 1).data, vocab * sizeof(float)));
+      const int32_t token = sampling::DrawToken(row, vocab, draws[i]);
+      GANNET_RETURN_IF_ERROR(m.be->CopyToDevice(
+          static_cast<int32_t*>(ids_k.data) + i, &token, sizeof(token)));
     }
-    GANNET_RETURN_IF_ERROR(m.be->CopyToDevice(m.params.data, draws.data(),
-                                              n * sizeof(sampling::DrawParams)));
-    GANNET_RETURN_IF_ERROR(m.be->Sample(m.logits.Rows(0, n), m.params.Rows(0, n), Tensor(),
-                                        m.ids[k].Reshape({m.ids[k].numel()}).Rows(0, n)));
   }
   std::vector<int32_t> host(n);
   for (int k = 0; k < steps; ++k) {

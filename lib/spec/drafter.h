@@ -49,7 +49,9 @@ struct DraftSeq {
   std::span<const int32_t> page_table[2];  // the target's tables (sliding, full)
   // The draw of each step (temperature, filters, seed); greedy rows take the arg-max.
   std::vector<sampling::DrawParams> draws;  // one per step of the round
-  bool want_logits = false;  // copy every step's logits to the host (rejection sampling)
+  // Copy every step's logits to the host and draw there (rejection sampling needs the exact
+  // distribution each draft was drawn from).
+  bool want_logits = false;
 };
 
 struct DraftResult {
@@ -61,7 +63,8 @@ struct DraftResult {
 class Drafter {
  public:
   // Checks that the drafter fits the target (backbone width, vocabulary, heads, KV heads, head
-  // dims, window, layer types) and loads its weights. InvalidArgument naming the mismatch.
+  // dims, window, layer types) and loads its weights. InvalidArgument naming the mismatch. The
+  // target runner may get its KV storage later (before the first round).
   static absl::StatusOr<std::unique_ptr<Drafter>> Create(const model::ModelConfig& drafter,
                                                          const model::ModelWeights& weights,
                                                          const model::ModelConfig& target,

@@ -109,6 +109,22 @@ check "a full stdout is an error" $?
 contains "$tmp/summary" "[gannet: cpu" && contains "$tmp/summary" "loaded in" && contains "$tmp/summary" "| load "
 check "engine summary and load time in the statistics line" $?
 
+# Speculative decoding: --draft gives the same greedy output, and says what it drafted.
+spec_out() { "$gannet" generate -m "$tiny/26b-a4b" --prompt-ids 2,120,130,140 -n 20 --ignore-eos --ids "$@"; }
+spec_out > "$tmp/plain" 2> /dev/null
+spec_out --draft "$tiny/26b-a4b-assistant" --spec-tokens 5 > "$tmp/spec" 2> "$tmp/spec_err"
+[ -s "$tmp/plain" ] && cmp -s "$tmp/plain" "$tmp/spec" && contains "$tmp/spec_err" "5 drafts per round" &&
+  contains "$tmp/spec_err" "| drafts "
+check "--draft: the same greedy tokens, drafts in the statistics" $?
+spec_out --draft "$tiny/26b-a4b-assistant" --no-spec > "$tmp/nospec" 2> "$tmp/nospec_err"
+cmp -s "$tmp/plain" "$tmp/nospec" && ! contains "$tmp/nospec_err" "| drafts "
+check "--no-spec decodes without drafts" $?
+usage_error "--spec-tokens without --draft" "needs --draft" generate -m "$tiny/31b" -p hi --spec-tokens 3
+usage_error "--spec-tokens 9 is out of range" "--spec-tokens" generate -m "$tiny/31b" -p hi --draft "$tiny/31b-assistant" --spec-tokens 9
+"$gannet" generate -m "$tiny/31b" -p hi --draft "$tiny/e2b-assistant" > /dev/null 2> "$tmp/baddraft"
+[ $? -eq 1 ] && contains "$tmp/baddraft" "backbone_hidden_size"
+check "a drafter of another target is refused, naming why" $?
+
 # Ctrl-C stops the reply; statistics still print; exit 130.
 "$gannet" generate -m "$tiny/e4b" --prompt-ids 2,120,130 -n 0 --ignore-eos > "$tmp/int_out" 2> "$tmp/int_err" &
 pid=$!

@@ -1,0 +1,85 @@
+#include "lib/spec/verify.h"
+
+#include "lib/common/check.h"
+#include "lib/sampling/row_policy.h"
+#include "lib/sampling/speculative.h"
+#include "lib/sched/step_batch.h"
+
+namespace gannet::spec {
+
+sampling::DrawParams DraftDrawParams(const sampling::SamplingParams& p, int64_t num_output, int k) {
+  if (p.greedy()) return sampling::DrawParams{0.0f, 1, 1.0f, 0.0f, 0};
+  return sampling::DrawParams{p.temperature, p.top_k, p.top_p, p.min_p,
+                              sampling::DraftSeed(p.seed, num_output, k)};
+}
+
+EmittedTokens EmitScheduled(const sched::ScheduledSeq& q, const runner::StepResult& result,
+                            int first_row, VerifyScratch* scratch) {
+  sched::Request& r = *q.request;
+  const sampling::RowRequest row = sched::RowRequestOf(r);
+  EmittedTokens out;
+  if (q.num_drafts == 0) {
+    sampling::SampleResult sr;
+    if (!result.has_logits(first_row)) {
+      sr.token = result.sampled[first_row];
+    } else {
+      sr = sampling::SampleOnHost(result.Row(first_row), row, &r.counts, &scratch->row,
+                                  &scratch->sample);
+    }
+    out.tokens.push_back(std::move(sr));
+    return out;
+  }
+  const int k = q.num_drafts;
+  const std::span<const int32_t> drafts(r.drafts.data(), k);
+  if (!result.has_logits(first_row)) {
+    // Greedy on the device: compare arg-maxes.
+    int n = 0;
+    while (n < k && result.sampled[first_row + n] == drafts[n]) ++n;
+    for (int j = 0; j <= n; ++j) {
+      sampling::SampleResult sr;
+      sr.token = result.sampled[first_row + j];
+      out.tokens.push_back(sr);
+    }
+    out.accepted = n;
+    return out;
+  }
+  // The host: prepared target rows, the drafter's rows (sampled requests), speculative sampling.
+  const int64_t vocab = result.vocab_size;
+  scratch->rows.resize(k + 1);
+  std::vector<const float*> target_rows(k + 1);
+  std::vector<sampling::DrawParams> target_draws(k + 1);
+  for (int j = 0; j <= k; ++j) {
+    sampling::RowRequest rj = row;
+    rj.num_output += j;
+    sampling::PrepareRowLogits(result.Row(first_row + j), rj, &r.counts, drafts.first(j),
+                               &scratch->rows[j]);
+    target_rows[j] = scratch->rows[j].data();
+    target_draws[j] = r.spec.sampling.greedy()
+                          ? sampling::DrawParams{0.0f, 1, 1.0f, 0.0f, 0}
+                          : sampling::RowDrawParams(r.spec.sampling, rj.num_output);
+  }
+  std::vector<const float*> draft_rows;
+  std::vector<sampling::DrawParams> draft_draws(k);
+  std::vector<uint64_t> accept_seeds(k);
+  for (int j = 0; j < k; ++j) {
+    draft_draws[j] = DraftDrawParams(r.spec.sampling, row.num_output, j);
+    accept_seeds[j] = sampling::AcceptSeed(r.spec.sampling.seed, row.num_output, j);
+  }
+  if (!r.spec.sampling.greedy()) {
+    GANNET_CHECK(r.draft_logits.size() == static_cast<size_t>(k) * vocab);
+    for (int j = 0; j < k; ++j) draft_rows.push_back(r.draft_logits.data() + j * vocab);
+  }
+  const sampling::VerifyOutcome v =
+      sampling::VerifyDrafts(target_rows, vocab, target_draws, draft_rows, draft_draws, drafts,
+                             accept_seeds);
+  out.accepted = v.accepted;
+  for (int j = 0; j <= v.accepted; ++j) {
+    sampling::SampleResult sr;
+    sr.token = j < v.accepted ? drafts[j] : v.next;
+    if (row.logprobs > 0) sampling::FillLogprobs(result.Row(first_row + j), row.logprobs, &sr);
+    out.tokens.push_back(std::move(sr));
+  }
+  return out;
+}
+
+}  // namespace gannet::spec

@@ -1,0 +1,44 @@
+// The tokens a scheduled sequence emits from its logits rows of a step: one sampled token after a
+// prefill or decode chunk, or the outcome of a speculative verify chunk ([pending token, drafts]
+// with one row per token):
+//  - greedy requests on the device path: the longest prefix of drafts equal to the rows'
+//    arg-maxes (each row's draw applies that output index's stop-id ban), plus the arg-max after
+//    it -- token for token what decoding without drafts produces;
+//  - every other verify chunk on the host: each row prepared exactly as the plain host path
+//    prepares it (stop ids masked before min_tokens, penalties counting the drafts before it),
+//    then speculative sampling (sampling/speculative.h): the emitted tokens are distributed as
+//    plain sampling's are, with top-k/top-p/min-p/temperature applied to both the target's and
+//    the drafter's rows.
+// Logprobs, when asked for, come from each emitted token's own target row.
+// Engine thread only.
+#pragma once
+
+#include <vector>
+
+#include "lib/runner/step.h"
+#include "lib/sampling/sampling.h"
+#include "lib/sched/scheduler.h"
+
+namespace gannet::spec {
+
+struct EmittedTokens {
+  int accepted = 0;  // drafts accepted (verify chunks)
+  std::vector<sampling::SampleResult> tokens;  // accepted drafts, then one more token
+};
+
+// Reusable buffers of one engine thread.
+struct VerifyScratch {
+  std::vector<std::vector<float>> rows;
+  std::vector<float> row, sample;
+};
+
+// `first_row`: the sequence's first logits row in `result` (rows are in plan order).
+EmittedTokens EmitScheduled(const sched::ScheduledSeq& q, const runner::StepResult& result,
+                            int first_row, VerifyScratch* scratch);
+
+// The draw parameters of draft step k of a round that starts at output index `num_output`
+// (greedy requests draw greedily; the others with their own filters and a draft seed).
+sampling::DrawParams DraftDrawParams(const sampling::SamplingParams& params, int64_t num_output,
+                                     int k);
+
+}  // namespace gannet::spec
