@@ -16,6 +16,12 @@
 // request without an engine, and a Tokenizer (OpenTokenizer, or Engine.Tokenizer) tokenizes and
 // renders chat prompts exactly as the engine does.
 //
+// Speculative decoding: Config.DraftModelDir names the target's Gemma-4 MTP assistant (and
+// Config.SpeculativeTokens the drafts per round). Greedy output is token for token the same as
+// without it, sampled output has the same distribution; Request.DisableSpeculation decodes one
+// request without drafts. The counts arrive on a request's last event (DraftTokens,
+// AcceptedDraftTokens) and in Stats.
+//
 // Build: go get github.com/gannet-ai/gannet/examples/go links an installed gannet through
 // pkg-config (link_pkgconfig.go); the repository's CMake build links its own libgannet.so with
 // the tag gannet_no_pkgconfig (link_in_tree.go).
@@ -291,6 +297,10 @@ type Config struct {
 	MaxQueuedRequests  int
 	DisableCUDAGraphs  bool
 	LoadFormat         string // "" or "auto" = safetensors, "dummy" = random weights
+	// DraftModelDir turns on speculative decoding with the target's Gemma-4 MTP assistant: its
+	// folder, or "dummy:<variant>-assistant" (random weights); "" = off.
+	DraftModelDir     string
+	SpeculativeTokens int // drafts per round, 1..8; 0 = 3 (needs DraftModelDir)
 	// Progress, if set, is called on the goroutine calling Open while the model loads. Return
 	// true to go on, false to abort the load: Open then fails with StatusCancelled and frees
 	// everything. A panic in it aborts the load too and is re-raised by Open.
@@ -344,6 +354,7 @@ type Request struct {
 	Deadline                time.Duration // > 0: fail with DEADLINE_EXCEEDED after this long
 	NoGenerationPrompt      bool          // chat: don't end with the model's turn opener
 	Thinking                bool          // chat: thinking mode
+	DisableSpeculation      bool          // decode without drafts (engines with a draft model)
 }
 
 // Check validates the request as Submit would, without an engine (gannet_request_check):
@@ -402,9 +413,11 @@ type Event struct {
 	FinishReason FinishReason // EventFinish, EventError
 	Err          *Error       // EventError
 	// Set on the last event (EventFinish, EventError).
-	PromptTokens       int
-	GeneratedTokens    int
-	CachedPromptTokens int
+	PromptTokens        int
+	GeneratedTokens     int
+	CachedPromptTokens  int
+	DraftTokens         int // drafts verified for this request (speculative decoding)
+	AcceptedDraftTokens int // of which accepted
 }
 
 // Terminal reports whether this is its request's last event.
@@ -414,14 +427,16 @@ func (e *Event) Terminal() bool { return e.Type != EventToken }
 // appended, ignored here); ABI 2 guarantees every field read here.
 func eventFromC(e *C.gannet_event_t) Event {
 	ev := Event{
-		RequestID:          uint64(e.request_id),
-		Type:               EventType(e._type),
-		TokenID:            int32(e.token_id),
-		Logprob:            float32(e.logprob),
-		FinishReason:       FinishReason(e.finish_reason),
-		PromptTokens:       int(e.num_prompt_tokens),
-		GeneratedTokens:    int(e.num_generated_tokens),
-		CachedPromptTokens: int(e.num_cached_prompt_tokens),
+		RequestID:           uint64(e.request_id),
+		Type:                EventType(e._type),
+		TokenID:             int32(e.token_id),
+		Logprob:             float32(e.logprob),
+		FinishReason:        FinishReason(e.finish_reason),
+		PromptTokens:        int(e.num_prompt_tokens),
+		GeneratedTokens:     int(e.num_generated_tokens),
+		CachedPromptTokens:  int(e.num_cached_prompt_tokens),
+		DraftTokens:         int(e.num_draft_tokens),
+		AcceptedDraftTokens: int(e.num_accepted_draft_tokens),
 	}
 	if e.text != nil && e.text_len > 0 {
 		ev.Text = C.GoStringN(e.text, C.int(e.text_len))
@@ -548,6 +563,8 @@ func Open(cfg Config) (*Engine, error) {
 	c.num_threads = C.int32_t(cfg.Threads)
 	c.max_queued_requests = C.int32_t(cfg.MaxQueuedRequests)
 	c.disable_cuda_graphs = cbool(cfg.DisableCUDAGraphs)
+	c.draft_model_dir = cstr(cfg.DraftModelDir)
+	c.num_speculative_tokens = C.int32_t(cfg.SpeculativeTokens)
 	var progress *progressState
 	if cfg.Progress != nil {
 		// C memory may not hold Go pointers: the callback gets a handle, stored in C memory.
@@ -763,6 +780,13 @@ type Stats struct {
 	Backend                string        // "cpu", "cuda"
 	DeviceName             string        // "NVIDIA H100 80GB HBM3 (sm_90)", "16 threads"
 	BackendFallback        string        // why an automatic backend choice ran on the CPU
+	// Speculative decoding (zeros without a draft model).
+	SpeculativeTokens      int     // drafts per round (K)
+	SpecVerifyChunks       int64   // steps' chunks that verified drafts
+	SpecDraftTokens        int64   // drafts verified
+	SpecAcceptedTokens     int64   // drafts accepted
+	SpecMeanAcceptedLength float64 // tokens emitted per verify chunk (accepted + 1)
+	SpecDraftRounds        int64   // drafter rounds (one per step with proposing requests)
 }
 
 // Stats reads the engine's counters.
@@ -806,6 +830,12 @@ func (e *Engine) Stats() (Stats, error) {
 		Backend:                fixedString(s.backend[:]),
 		DeviceName:             fixedString(s.device_name[:]),
 		BackendFallback:        fixedString(s.backend_fallback[:]),
+		SpeculativeTokens:      int(s.num_speculative_tokens),
+		SpecVerifyChunks:       int64(s.spec_verify_chunks),
+		SpecDraftTokens:        int64(s.spec_draft_tokens),
+		SpecAcceptedTokens:     int64(s.spec_accepted_tokens),
+		SpecMeanAcceptedLength: float64(s.spec_mean_accepted_length),
+		SpecDraftRounds:        int64(s.spec_draft_rounds),
 	}, nil
 }
 
@@ -950,5 +980,6 @@ func (r *Request) toC(m *cMemory) (*C.gannet_request_t, error) {
 		c.add_generation_prompt = 2
 	}
 	c.enable_thinking = cbool(r.Thinking)
+	c.disable_speculation = cbool(r.DisableSpeculation)
 	return c, nil
 }

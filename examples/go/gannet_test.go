@@ -422,3 +422,62 @@ func TestCloseEndsOpenRequests(t *testing.T) {
 		}
 	}
 }
+
+func TestSpeculativeDecoding(t *testing.T) {
+	plain := drain(mustSubmit(t, openTiny(t, "e4b"), greedy(12)))
+	if plain.last.DraftTokens != 0 || plain.last.AcceptedDraftTokens != 0 {
+		t.Fatalf("drafts without a draft model: %+v", plain.last)
+	}
+	e, err := Open(Config{ModelDir: tiny("e4b"), Backend: "cpu", Threads: 1, MaxModelLen: 256,
+		DraftModelDir: tiny("e4b-assistant"), SpeculativeTokens: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	// Greedy output is token for token the same as without drafts.
+	spec := drain(mustSubmit(t, e, greedy(12)))
+	if !reflect.DeepEqual(spec.tokens, plain.tokens) || spec.last.FinishReason != FinishLength {
+		t.Fatalf("speculative: %v (%+v), plain: %v", spec.tokens, spec.last, plain.tokens)
+	}
+	if spec.last.DraftTokens <= 0 || spec.last.AcceptedDraftTokens > spec.last.DraftTokens {
+		t.Fatalf("draft counts: %+v", spec.last)
+	}
+	// A request may opt out.
+	req := greedy(12)
+	req.DisableSpeculation = true
+	off := drain(mustSubmit(t, e, req))
+	if !reflect.DeepEqual(off.tokens, plain.tokens) || off.last.DraftTokens != 0 ||
+		off.last.AcceptedDraftTokens != 0 {
+		t.Fatalf("without speculation: %v (%+v)", off.tokens, off.last)
+	}
+	st, err := e.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.SpeculativeTokens != 2 || st.SpecDraftTokens < int64(spec.last.DraftTokens) ||
+		st.SpecAcceptedTokens > st.SpecDraftTokens || st.SpecVerifyChunks <= 0 ||
+		st.SpecDraftRounds <= 0 || st.SpecMeanAcceptedLength < 1 {
+		t.Fatalf("stats: %+v", st)
+	}
+	// Without a draft model the counters are zero.
+	if st, err := openTiny(t, "e2b").Stats(); err != nil || st.SpeculativeTokens != 0 ||
+		st.SpecDraftTokens != 0 || st.SpecDraftRounds != 0 {
+		t.Fatalf("stats without a draft model: %+v, %v", st, err)
+	}
+	// K outside 1..8 is refused at Open.
+	var gerr *Error
+	if _, err := Open(Config{ModelDir: tiny("e4b"), Backend: "cpu", Threads: 1,
+		DraftModelDir: tiny("e4b-assistant"), SpeculativeTokens: 9}); !errors.As(err, &gerr) ||
+		gerr.Status != StatusInvalidArgument {
+		t.Fatalf("9 drafts per round: %v", err)
+	}
+}
+
+func mustSubmit(t *testing.T, e *Engine, r *Request) <-chan Event {
+	t.Helper()
+	_, events, err := e.Submit(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return events
+}

@@ -47,6 +47,8 @@ int main(void) {
   FIELD(gannet_engine_config_t, load_format);
   FIELD(gannet_engine_config_t, progress_callback);
   FIELD(gannet_engine_config_t, progress_user_data);
+  FIELD(gannet_engine_config_t, draft_model_dir);
+  FIELD(gannet_engine_config_t, num_speculative_tokens);
 
   SIZE(gannet_model_info_t);
   FIELD(gannet_model_info_t, struct_size);
@@ -109,6 +111,7 @@ int main(void) {
   FIELD(gannet_request_t, deadline_ms);
   FIELD(gannet_request_t, add_generation_prompt);
   FIELD(gannet_request_t, enable_thinking);
+  FIELD(gannet_request_t, disable_speculation);
 
   SIZE(gannet_event_t);
   FIELD(gannet_event_t, struct_size);
@@ -127,6 +130,8 @@ int main(void) {
   FIELD(gannet_event_t, message);
   FIELD(gannet_event_t, num_generated_tokens);
   FIELD(gannet_event_t, num_cached_prompt_tokens);
+  FIELD(gannet_event_t, num_draft_tokens);
+  FIELD(gannet_event_t, num_accepted_draft_tokens);
 
   SIZE(gannet_engine_stats_t);
   FIELD(gannet_engine_stats_t, struct_size);
@@ -158,6 +163,12 @@ int main(void) {
   FIELD(gannet_engine_stats_t, backend);
   FIELD(gannet_engine_stats_t, device_name);
   FIELD(gannet_engine_stats_t, backend_fallback);
+  FIELD(gannet_engine_stats_t, num_speculative_tokens);
+  FIELD(gannet_engine_stats_t, spec_verify_chunks);
+  FIELD(gannet_engine_stats_t, spec_draft_tokens);
+  FIELD(gannet_engine_stats_t, spec_accepted_tokens);
+  FIELD(gannet_engine_stats_t, spec_mean_accepted_length);
+  FIELD(gannet_engine_stats_t, spec_draft_rounds);
 
   SIZE(gannet_tokenizer_info_t);
   FIELD(gannet_tokenizer_info_t, struct_size);

@@ -67,6 +67,11 @@ case $kind in
     # Unseeded sampling is random (GANNET_SEED_RANDOM): a sampled case must fix the seed.
     same "sampled with --seed, e4b" 10 -m "$tiny/e4b" --prompt-ids 2,120,130,140 -n 10 --ids \
       --ignore-eos --temperature 0.9 --top-k 50 --top-p 0.95 --seed 1234
+    # Speculative decoding with the tiny model's MTP assistant (greedy: the plain output).
+    same "speculative with --draft, 31b" 12 -m "$tiny/31b" --draft "$tiny/31b-assistant" \
+      --spec-tokens 2 --prompt-ids 2,120,130,140 -n 12 --ids --ignore-eos
+    same "chat with --draft and --no-spec, e4b" 0 -m "$tiny/e4b" --draft "$tiny/e4b-assistant" \
+      --no-spec -p "Hello there, who are you?" --chat -n 16 --ids
     ;;
   *) echo "unknown kind $kind"; exit 2 ;;
 esac

@@ -140,6 +140,9 @@ func main() {
 		device      = integer(0, 1023)
 		threads     = integer(1, 1024)
 		ctxSize     = integer(2, i32max)
+		draft       = str()
+		specTokens  = integer(1, 8)
+		noSpec      = switchFlag()
 		maxTokens   = integer(0, i32max)
 		minTokens   = integer(0, i32max)
 		temperature = number(0, 100)
@@ -186,6 +189,9 @@ func main() {
 	def(device, "CUDA device ordinal (default 0)", "device")
 	def(threads, "CPU backend threads (default: all cores; at most 1024)", "threads")
 	def(ctxSize, "longest sequence in tokens", "c", "ctx-size", "max-model-len")
+	def(draft, "speculative decoding with this MTP assistant (folder or dummy:VARIANT-assistant)", "draft", "draft-model")
+	def(specTokens, "drafts per round with --draft, 1 to 8 (default 3)", "spec-tokens")
+	def(noSpec, "decode this request without drafts (with --draft)", "no-spec")
 	def(maxTokens, "tokens to generate (default 128; 0 = until the context is full)", "n", "max-tokens", "n-predict")
 	def(minTokens, "generate at least N tokens before stopping", "min-tokens")
 	def(temperature, "0 = greedy (default), else sample", "t", "temperature", "temp")
@@ -226,6 +232,9 @@ func main() {
 	if backend.set && backend.v != "cpu" && backend.v != "cuda" {
 		usageError("option --backend expects cpu or cuda, got '%s'", backend.v)
 	}
+	if specTokens.set && draft.v == "" { // an empty --draft is no draft, as in the CLI
+		usageError("option --spec-tokens needs --draft DIR")
+	}
 	if prompt.set && promptIDs.set {
 		usageError("give the prompt once: -p TEXT or --prompt-ids IDS, not both")
 	}
@@ -249,6 +258,7 @@ func main() {
 		FrequencyPenalty:        float32(frequency.v),
 		IgnoreDefaultStopTokens: ignoreEOS.v,
 		StopStrings:             stops.v,
+		DisableSpeculation:      noSpec.v,
 	}
 	if maxTokens.set {
 		req.MaxTokens = int(maxTokens.v)
@@ -293,7 +303,8 @@ func main() {
 	}
 
 	engine, err := gannet.Open(gannet.Config{ModelDir: model.v, Backend: backend.v,
-		DeviceID: int(device.v), Threads: int(threads.v), MaxModelLen: int(ctxSize.v)})
+		DeviceID: int(device.v), Threads: int(threads.v), MaxModelLen: int(ctxSize.v),
+		DraftModelDir: draft.v, SpeculativeTokens: int(specTokens.v)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "generate: cannot load the model:", err)
 		os.Exit(1)

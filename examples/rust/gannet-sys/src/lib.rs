@@ -98,6 +98,11 @@ pub struct gannet_engine_config_t {
     pub load_format: *const c_char,
     pub progress_callback: gannet_progress_fn,
     pub progress_user_data: *mut c_void,
+    /// Speculative decoding with the target's Gemma-4 MTP assistant: its folder, or
+    /// `"dummy:<variant>-assistant"`; NULL = off.
+    pub draft_model_dir: *const c_char,
+    /// Drafts per round, 1..8; 0 = 3 (needs `draft_model_dir`).
+    pub num_speculative_tokens: i32,
 }
 
 impl Default for gannet_engine_config_t {
@@ -122,6 +127,8 @@ impl Default for gannet_engine_config_t {
             load_format: std::ptr::null(),
             progress_callback: None,
             progress_user_data: std::ptr::null_mut(),
+            draft_model_dir: std::ptr::null(),
+            num_speculative_tokens: 0,
         }
     }
 }
@@ -228,6 +235,8 @@ pub struct gannet_request_t {
     pub deadline_ms: i64,
     pub add_generation_prompt: i32,
     pub enable_thinking: i32,
+    /// 1 = decode without drafts (engines with a draft model).
+    pub disable_speculation: i32,
 }
 
 impl Default for gannet_request_t {
@@ -261,6 +270,7 @@ impl Default for gannet_request_t {
             deadline_ms: 0,
             add_generation_prompt: 0,
             enable_thinking: 0,
+            disable_speculation: 0,
         }
     }
 }
@@ -297,6 +307,10 @@ pub struct gannet_event_t {
     pub message: *const c_char,
     pub num_generated_tokens: i32,
     pub num_cached_prompt_tokens: i32,
+    /// FINISH: drafts verified for this request (speculative decoding).
+    pub num_draft_tokens: i32,
+    /// FINISH: of which accepted.
+    pub num_accepted_draft_tokens: i32,
 }
 
 // ---- statistics --------------------------------------------------------------------------
@@ -333,6 +347,19 @@ pub struct gannet_engine_stats_t {
     pub backend: [c_char; 16],
     pub device_name: [c_char; 96],
     pub backend_fallback: [c_char; 256],
+    // Speculative decoding (zeros without a draft model).
+    /// Drafts per round (K).
+    pub num_speculative_tokens: i32,
+    /// Steps' chunks that verified drafts.
+    pub spec_verify_chunks: i64,
+    /// Drafts verified.
+    pub spec_draft_tokens: i64,
+    /// Drafts accepted.
+    pub spec_accepted_tokens: i64,
+    /// Tokens emitted per verify chunk (accepted + 1).
+    pub spec_mean_accepted_length: f64,
+    /// Drafter rounds (one per step with proposing requests).
+    pub spec_draft_rounds: i64,
 }
 
 impl Default for gannet_engine_stats_t {
@@ -503,7 +530,9 @@ const _: () = {
     assert!(offset_of!(gannet_engine_config_t, kv_memory_bytes) == 48);
     assert!(offset_of!(gannet_engine_config_t, load_format) == 80);
     assert!(offset_of!(gannet_engine_config_t, progress_callback) == 88);
-    assert!(size_of::<gannet_engine_config_t>() == 104);
+    assert!(offset_of!(gannet_engine_config_t, draft_model_dir) == 104);
+    assert!(offset_of!(gannet_engine_config_t, num_speculative_tokens) == 112);
+    assert!(size_of::<gannet_engine_config_t>() == 120);
 
     assert!(offset_of!(gannet_progress_t, stage) == 8);
     assert!(offset_of!(gannet_progress_t, fraction) == 16);
@@ -529,7 +558,8 @@ const _: () = {
     assert!(offset_of!(gannet_request_t, logprobs) == 136);
     assert!(offset_of!(gannet_request_t, deadline_ms) == 144);
     assert!(offset_of!(gannet_request_t, enable_thinking) == 156);
-    assert!(size_of::<gannet_request_t>() == 160);
+    assert!(offset_of!(gannet_request_t, disable_speculation) == 160);
+    assert!(size_of::<gannet_request_t>() == 168);
 
     assert!(offset_of!(gannet_event_t, r#type) == 4);
     assert!(offset_of!(gannet_event_t, request_id) == 8);
@@ -544,7 +574,9 @@ const _: () = {
     assert!(offset_of!(gannet_event_t, message) == 72);
     assert!(offset_of!(gannet_event_t, num_generated_tokens) == 80);
     assert!(offset_of!(gannet_event_t, num_cached_prompt_tokens) == 84);
-    assert!(size_of::<gannet_event_t>() == 88);
+    assert!(offset_of!(gannet_event_t, num_draft_tokens) == 88);
+    assert!(offset_of!(gannet_event_t, num_accepted_draft_tokens) == 92);
+    assert!(size_of::<gannet_event_t>() == 96);
 
     assert!(offset_of!(gannet_model_info_t, num_parameters) == 136);
     assert!(offset_of!(gannet_model_info_t, kv_bytes_per_token_full) == 248);
@@ -559,7 +591,11 @@ const _: () = {
     assert!(offset_of!(gannet_engine_stats_t, backend) == 184);
     assert!(offset_of!(gannet_engine_stats_t, device_name) == 200);
     assert!(offset_of!(gannet_engine_stats_t, backend_fallback) == 296);
-    assert!(size_of::<gannet_engine_stats_t>() == 552);
+    assert!(offset_of!(gannet_engine_stats_t, num_speculative_tokens) == 552);
+    assert!(offset_of!(gannet_engine_stats_t, spec_verify_chunks) == 560);
+    assert!(offset_of!(gannet_engine_stats_t, spec_mean_accepted_length) == 584);
+    assert!(offset_of!(gannet_engine_stats_t, spec_draft_rounds) == 592);
+    assert!(size_of::<gannet_engine_stats_t>() == 600);
 
     assert!(offset_of!(gannet_tokenizer_info_t, vocab_size) == 4);
     assert!(offset_of!(gannet_tokenizer_info_t, end_of_turn_id) == 28);

@@ -51,7 +51,8 @@ fn rust_layout() -> BTreeMap<String, (i64, i64)> {
             struct_size, model_dir, backend, device_id, max_running_seqs, max_step_tokens,
             max_model_len, page_size, kv_memory_bytes, kv_sliding_pages, kv_full_pages,
             disable_prefix_cache, num_threads, max_queued_requests, disable_cuda_graphs,
-            load_format, progress_callback, progress_user_data,
+            load_format, progress_callback, progress_user_data, draft_model_dir,
+            num_speculative_tokens,
         }
         gannet_model_info_t {
             struct_size, model_type, variant, dtypes, num_parameters, weight_bytes,
@@ -68,11 +69,13 @@ fn rust_layout() -> BTreeMap<String, (i64, i64)> {
             presence_penalty, frequency_penalty, seed_mode, seed, stop_token_ids,
             num_stop_token_ids, ignore_default_stop_tokens, stop_strings, num_stop_strings,
             logprobs, priority, deadline_ms, add_generation_prompt, enable_thinking,
+            disable_speculation,
         }
         gannet_event_t {
             struct_size, r#type, request_id, token_id, num_top_logprobs, text, text_len, logprob,
             finish_reason, top_token_ids, top_logprobs, status, num_prompt_tokens, message,
-            num_generated_tokens, num_cached_prompt_tokens,
+            num_generated_tokens, num_cached_prompt_tokens, num_draft_tokens,
+            num_accepted_draft_tokens,
         }
         gannet_engine_stats_t {
             struct_size, num_running, num_waiting, kv_pages_total, kv_pages_used,
@@ -81,7 +84,9 @@ fn rust_layout() -> BTreeMap<String, (i64, i64)> {
             total_generated_tokens, num_preemptions, num_steps, prompt_tokens_per_s,
             generated_tokens_per_s, weight_bytes, kv_bytes_per_token, sliding_window,
             max_model_len, max_running_seqs, device_id, kv_bytes, device_memory_bytes,
-            load_seconds, backend, device_name, backend_fallback,
+            load_seconds, backend, device_name, backend_fallback, num_speculative_tokens,
+            spec_verify_chunks, spec_draft_tokens, spec_accepted_tokens,
+            spec_mean_accepted_length, spec_draft_rounds,
         }
         gannet_tokenizer_info_t {
             struct_size, vocab_size, bos_id, eos_id, pad_id, unk_id, start_of_turn_id,
@@ -148,28 +153,49 @@ fn layout_matches_the_c_compiler() {
 #[test]
 fn pinned_offsets_of_layout_test() {
     // The numbers of tests/capi/layout_test.cc (also asserted at compile time in src/lib.rs).
-    assert_eq!(size_of::<gannet_engine_config_t>(), 104);
+    assert_eq!(offset_of!(gannet_engine_config_t, draft_model_dir), 104);
+    assert_eq!(
+        offset_of!(gannet_engine_config_t, num_speculative_tokens),
+        112
+    );
+    assert_eq!(size_of::<gannet_engine_config_t>(), 120);
     assert_eq!(size_of::<gannet_progress_t>(), 64);
     assert_eq!(size_of::<gannet_chat_message_t>(), 24);
     assert_eq!(offset_of!(gannet_request_t, seed_mode), 84);
     assert_eq!(offset_of!(gannet_request_t, seed), 88);
-    assert_eq!(size_of::<gannet_request_t>(), 160);
+    assert_eq!(offset_of!(gannet_request_t, disable_speculation), 160);
+    assert_eq!(size_of::<gannet_request_t>(), 168);
     assert_eq!(offset_of!(gannet_event_t, request_id), 8);
     assert_eq!(offset_of!(gannet_event_t, message), 72);
-    assert_eq!(size_of::<gannet_event_t>(), 88);
+    assert_eq!(offset_of!(gannet_event_t, num_draft_tokens), 88);
+    assert_eq!(offset_of!(gannet_event_t, num_accepted_draft_tokens), 92);
+    assert_eq!(size_of::<gannet_event_t>(), 96);
     assert_eq!(size_of::<gannet_model_info_t>(), 256);
     assert_eq!(offset_of!(gannet_engine_stats_t, backend_fallback), 296);
-    assert_eq!(size_of::<gannet_engine_stats_t>(), 552);
+    assert_eq!(
+        offset_of!(gannet_engine_stats_t, num_speculative_tokens),
+        552
+    );
+    assert_eq!(offset_of!(gannet_engine_stats_t, spec_verify_chunks), 560);
+    assert_eq!(
+        offset_of!(gannet_engine_stats_t, spec_mean_accepted_length),
+        584
+    );
+    assert_eq!(offset_of!(gannet_engine_stats_t, spec_draft_rounds), 592);
+    assert_eq!(size_of::<gannet_engine_stats_t>(), 600);
     assert_eq!(size_of::<gannet_tokenizer_info_t>(), 32);
 }
 
 #[test]
 fn defaults_are_the_init_macros() {
-    assert_eq!(gannet_request_t::default().struct_size, 160);
+    assert_eq!(gannet_request_t::default().struct_size, 168);
     assert_eq!(gannet_request_t::default().seed_mode, GANNET_SEED_RANDOM);
+    assert_eq!(gannet_request_t::default().disable_speculation, 0);
     assert_eq!(gannet_chat_message_t::default().struct_size, 24);
-    assert_eq!(gannet_engine_config_t::default().struct_size, 104);
-    assert_eq!(gannet_engine_stats_t::default().struct_size, 552);
+    assert_eq!(gannet_engine_config_t::default().struct_size, 120);
+    assert!(gannet_engine_config_t::default().draft_model_dir.is_null());
+    assert_eq!(gannet_engine_config_t::default().num_speculative_tokens, 0);
+    assert_eq!(gannet_engine_stats_t::default().struct_size, 600);
     assert_eq!(gannet_model_info_t::default().struct_size, 256);
     assert_eq!(gannet_tokenizer_info_t::default().struct_size, 32);
 }

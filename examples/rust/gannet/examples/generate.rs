@@ -45,6 +45,9 @@ const FLAGS: &[Flag] = &[
     flag("device", None, "N", "CUDA device ordinal (default 0)"),
     flag("threads", None, "N", "CPU backend threads (default: all cores; at most 1024)"),
     Flag { aliases: &["max-model-len"], ..flag("ctx-size", Some('c'), "N", "longest sequence in tokens") },
+    Flag { aliases: &["draft-model"], ..flag("draft", None, "DIR", "speculative decoding with this MTP assistant (folder or dummy:VARIANT-assistant)") },
+    flag("spec-tokens", None, "N", "drafts per round with --draft, 1 to 8 (default 3)"),
+    flag("no-spec", None, "", "decode this request without drafts (with --draft)"),
     Flag { aliases: &["n-predict"], ..flag("max-tokens", Some('n'), "N", "tokens to generate (default 128; 0 = until the context is full)") },
     flag("min-tokens", None, "N", "generate at least N tokens before stopping"),
     Flag { aliases: &["temp"], ..flag("temperature", Some('t'), "T", "0 = greedy (default), else sample") },
@@ -240,7 +243,8 @@ fn build_request(args: &Args) -> Result<Request, String> {
             args.float("frequency-penalty", -100.0, 100.0)?
                 .unwrap_or(0.0),
         )
-        .ignore_default_stop_tokens(args.has("ignore-eos"));
+        .ignore_default_stop_tokens(args.has("ignore-eos"))
+        .speculation(!args.has("no-spec"));
     // No --seed: a random seed for every run, as the CLI does.
     if let Some(seed) = args.number("seed", 0, u64::MAX)? {
         request = request.seed(seed);
@@ -279,6 +283,17 @@ fn engine_builder(args: &Args, model: &str) -> Result<EngineBuilder<'static>, St
     }
     if let Some(n) = args.number("ctx-size", 2u32, i32::MAX as u32)? {
         builder = builder.max_model_len(n);
+    }
+    // An empty --draft is no draft, as in the CLI.
+    let draft = args.get("draft").filter(|d| !d.is_empty());
+    if let Some(draft) = draft {
+        builder = builder.draft_model(draft);
+    }
+    if let Some(k) = args.number("spec-tokens", 1u32, 8)? {
+        if draft.is_none() {
+            return Err("option --spec-tokens needs --draft DIR".into());
+        }
+        builder = builder.speculative_tokens(k);
     }
     Ok(builder)
 }

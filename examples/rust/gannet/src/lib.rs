@@ -17,6 +17,12 @@
 //! does: [`Tokenizer::open`] reads a model folder, [`Engine::tokenizer`] borrows the engine's own
 //! (it cannot outlive the engine).
 //!
+//! Speculative decoding: [`EngineBuilder::draft_model`] names the target's Gemma-4 MTP assistant
+//! (and [`EngineBuilder::speculative_tokens`] the drafts per round). Greedy output is token for
+//! token the same as without it, sampled output has the same distribution;
+//! [`Request::speculation`]`(false)` decodes one request without drafts. The counts arrive in the
+//! [`Usage`] of the last event and in [`Stats`].
+//!
 //! Threads follow the ABI's rules. [`Engine`] is `Send + Sync`: submit and cancel from any thread
 //! at any time. Only one thread may be inside the C poll call at a time; the engine enforces that
 //! itself, so any number of threads may iterate their own [`Stream`] (one request's events) or
@@ -320,7 +326,10 @@ pub fn model_info(model_dir: impl AsRef<Path>) -> Result<ModelInfo> {
 
 /// Engine statistics (`gannet_engine_get_stats`): the counters of `gannet_engine_stats_t` through
 /// `Deref` (`num_steps`, `kv_pages_used`, `max_running_seqs`, `device_id`, `kv_bytes`,
-/// `device_memory_bytes`, `load_seconds`, ...) and its text fields as `&str`.
+/// `device_memory_bytes`, `load_seconds`, ...; with a draft model `num_speculative_tokens`,
+/// `spec_verify_chunks`, `spec_draft_tokens`, `spec_accepted_tokens`,
+/// `spec_mean_accepted_length` and `spec_draft_rounds`, all zero without one) and its text fields
+/// as `&str`.
 #[derive(Debug, Clone, Copy)]
 pub struct Stats(pub sys::gannet_engine_stats_t);
 
@@ -340,6 +349,18 @@ impl Stats {
     /// `gannet_engine_create`, start to ready.
     pub fn load_time(&self) -> Duration {
         Duration::try_from_secs_f64(self.0.load_seconds).unwrap_or_default()
+    }
+    /// Whether the engine decodes speculatively (it was built with a draft model).
+    pub fn speculative(&self) -> bool {
+        self.0.num_speculative_tokens > 0
+    }
+    /// Drafts accepted / drafts verified; 0 before any draft was verified.
+    pub fn spec_acceptance_rate(&self) -> f64 {
+        if self.0.spec_draft_tokens > 0 {
+            self.0.spec_accepted_tokens as f64 / self.0.spec_draft_tokens as f64
+        } else {
+            0.0
+        }
     }
 }
 
@@ -462,6 +483,7 @@ pub struct Request {
     deadline: Option<Duration>,
     generation_prompt: bool,
     thinking: bool,
+    speculation: bool,
 }
 
 fn clamp_i32(n: u32) -> i32 {
@@ -483,6 +505,7 @@ impl Request {
             deadline: None,
             generation_prompt: true,
             thinking: false,
+            speculation: true,
         }
     }
 
@@ -589,6 +612,12 @@ impl Request {
         self.thinking = enable;
         self
     }
+    /// On an engine with a draft model ([`EngineBuilder::draft_model`]): `false` decodes this
+    /// request without drafts. The default is `true`; without a draft model it changes nothing.
+    pub fn speculation(mut self, enable: bool) -> Self {
+        self.speculation = enable;
+        self
+    }
 
     /// Validates this request as submit would, without an engine (`gannet_request_check`):
     /// against a model's info when given (token ids against the vocabulary, text needs a
@@ -631,6 +660,7 @@ impl Request {
             }),
             add_generation_prompt: if self.generation_prompt { 1 } else { 2 },
             enable_thinking: self.thinking as i32,
+            disable_speculation: (!self.speculation) as i32,
             ..Default::default()
         };
         // Owners of what `raw` points to; they live until this function returns.
@@ -710,6 +740,10 @@ pub struct Usage {
     pub generated_tokens: i32,
     /// Prompt tokens served from the prefix cache.
     pub cached_prompt_tokens: i32,
+    /// Drafts verified for this request (speculative decoding; 0 without a draft model).
+    pub draft_tokens: i32,
+    /// Of which accepted.
+    pub accepted_draft_tokens: i32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -766,6 +800,8 @@ impl Event {
             prompt_tokens: e.num_prompt_tokens,
             generated_tokens: e.num_generated_tokens,
             cached_prompt_tokens: e.num_cached_prompt_tokens,
+            draft_tokens: e.num_draft_tokens,
+            accepted_draft_tokens: e.num_accepted_draft_tokens,
         };
         let kind = match e.r#type {
             sys::GANNET_EVENT_TOKEN => {
@@ -889,6 +925,7 @@ pub struct EngineBuilder<'a> {
     model_dir: String,
     backend: Option<String>,
     load_format: Option<String>,
+    draft_model: Option<String>,
     config: sys::gannet_engine_config_t,
     progress: Option<Box<ProgressFn<'a>>>,
 }
@@ -950,6 +987,19 @@ impl<'a> EngineBuilder<'a> {
         self.load_format = Some(format.into());
         self
     }
+    /// Speculative decoding with the target's Gemma-4 MTP assistant: its checkpoint folder, or
+    /// `"dummy:<variant>-assistant"` (random weights, for benchmarks). Default: off. Greedy
+    /// output is token for token the same as without it; sampled output has the same
+    /// distribution.
+    pub fn draft_model(mut self, dir: impl AsRef<Path>) -> Self {
+        self.draft_model = Some(dir.as_ref().to_string_lossy().into_owned());
+        self
+    }
+    /// Drafts per round with a [`draft_model`](EngineBuilder::draft_model), 1 to 8 (default 3).
+    pub fn speculative_tokens(mut self, k: u32) -> Self {
+        self.config.num_speculative_tokens = clamp_i32(k);
+        self
+    }
     /// Called on this thread while the model loads. Return `()` or `ControlFlow::Continue(())`
     /// to go on, `ControlFlow::Break(())` to abort: [`EngineBuilder::build`] then fails with
     /// [`Status::Cancelled`] and everything loaded so far is freed. A panic in `f` aborts the
@@ -977,10 +1027,16 @@ impl<'a> EngineBuilder<'a> {
             .as_deref()
             .map(|f| c_string("load_format", f))
             .transpose()?;
+        let draft = self
+            .draft_model
+            .as_deref()
+            .map(|d| c_string("draft_model_dir", d))
+            .transpose()?;
         let mut config = self.config;
         config.model_dir = model_dir.as_ptr();
         config.backend = backend.as_ref().map_or(std::ptr::null(), |b| b.as_ptr());
         config.load_format = format.as_ref().map_or(std::ptr::null(), |f| f.as_ptr());
+        config.draft_model_dir = draft.as_ref().map_or(std::ptr::null(), |d| d.as_ptr());
 
         struct ProgressState<'p, 'a> {
             f: &'p mut ProgressFn<'a>,
@@ -1086,6 +1142,7 @@ impl Engine {
             model_dir: model_dir.as_ref().to_string_lossy().into_owned(),
             backend: None,
             load_format: None,
+            draft_model: None,
             config: sys::gannet_engine_config_t::default(),
             progress: None,
         }

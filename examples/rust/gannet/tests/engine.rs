@@ -376,3 +376,70 @@ fn seeds_fixed_request_id_and_random() {
         "unseeded sampling repeated itself: {random:?}"
     );
 }
+
+#[test]
+fn speculative_decoding_with_the_assistant() {
+    let plain = engine("e4b").stream(&greedy(12)).unwrap().wait().unwrap();
+    assert_eq!(
+        (plain.usage.draft_tokens, plain.usage.accepted_draft_tokens),
+        (0, 0)
+    );
+
+    let engine = Engine::builder(tiny("e4b"))
+        .backend("cpu")
+        .threads(1)
+        .max_model_len(256)
+        .draft_model(tiny("e4b-assistant"))
+        .speculative_tokens(2)
+        .build()
+        .expect("the tiny model loads with its assistant");
+    // Greedy output is token for token the same as without drafts.
+    let spec = engine.stream(&greedy(12)).unwrap().wait().unwrap();
+    assert_eq!(spec.tokens, plain.tokens);
+    assert_eq!(spec.finish, FinishReason::Length);
+    assert!(spec.usage.draft_tokens > 0, "{:?}", spec.usage);
+    assert!(spec.usage.accepted_draft_tokens <= spec.usage.draft_tokens);
+    // A request may opt out.
+    let off = engine
+        .stream(&greedy(12).speculation(false))
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(off.tokens, plain.tokens);
+    assert_eq!(
+        (off.usage.draft_tokens, off.usage.accepted_draft_tokens),
+        (0, 0)
+    );
+
+    let stats = engine.stats().unwrap();
+    assert!(stats.speculative());
+    assert_eq!(stats.num_speculative_tokens, 2);
+    assert!(stats.spec_draft_tokens >= i64::from(spec.usage.draft_tokens));
+    assert!(stats.spec_accepted_tokens <= stats.spec_draft_tokens);
+    assert!(stats.spec_verify_chunks > 0 && stats.spec_draft_rounds > 0);
+    assert!(stats.spec_mean_accepted_length >= 1.0);
+    assert!((0.0..=1.0).contains(&stats.spec_acceptance_rate()));
+
+    // Without a draft model the counters are zero.
+    let stats = Engine::builder(tiny("e2b"))
+        .backend("cpu")
+        .threads(1)
+        .max_model_len(256)
+        .build()
+        .unwrap()
+        .stats()
+        .unwrap();
+    assert!(!stats.speculative());
+    assert_eq!((stats.spec_draft_tokens, stats.spec_draft_rounds), (0, 0));
+    assert_eq!(stats.spec_acceptance_rate(), 0.0);
+
+    // K outside 1..8 is refused at create.
+    let err = Engine::builder(tiny("e4b"))
+        .backend("cpu")
+        .threads(1)
+        .draft_model(tiny("e4b-assistant"))
+        .speculative_tokens(9)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument, "{err}");
+}
