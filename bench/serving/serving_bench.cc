@@ -7,7 +7,8 @@
 // achieves — (weights + the KV a step reads) / TPOT — as a fraction of the device-to-device copy
 // bandwidth measured in the same run (CUDA builds only), and for dense models without per-layer
 // embeddings (31B) the prefill rate behind the median TTFT as a fraction of a cuBLASLt bf16 8192^3
-// GEMM measured in the same run.
+// GEMM measured in the same run. With --draft it serves with speculative decoding and reports
+// drafts and acceptance instead of the bandwidth.
 //
 //   gannet-serving-bench --model dummy:31b --input-len 1000 --output-len 1000 --concurrency 16
 #include <algorithm>
@@ -42,6 +43,8 @@ struct Options {
   bool no_graphs = false;
   bool prefix_cache = false;
   int warmup = 1;  // requests run (and not timed) first: kernel tuning, graph recording
+  std::string draft;    // speculative decoding with this MTP assistant
+  int spec_tokens = 0;  // drafts per round (0 = the library's default)
 };
 
 struct Tracked {
@@ -79,12 +82,15 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     else if (a == "--no-graphs") o->no_graphs = true;
     else if (a == "--prefix-cache") o->prefix_cache = true;
     else if (a == "--warmup" && (v = next())) o->warmup = std::atoi(v);
+    else if (a == "--draft" && (v = next())) o->draft = v;
+    else if (a == "--spec-tokens" && (v = next())) o->spec_tokens = std::atoi(v);
     else {
       std::fprintf(stderr,
                    "usage: gannet-serving-bench [--model DIR|dummy:VARIANT] [--backend cpu|cuda]\n"
                    "  [--input-len N] [--output-len N] [--concurrency N] [--requests N]\n"
                    "  [--max-running N] [--max-step-tokens N] [--max-model-len N] [--kv-bytes B]\n"
-                   "  [--no-graphs] [--prefix-cache] [--warmup N] [--name LABEL]\n");
+                   "  [--no-graphs] [--prefix-cache] [--warmup N] [--name LABEL]\n"
+                   "  [--draft DIR|dummy:VARIANT-assistant] [--spec-tokens N]\n");
       return false;
     }
   }
@@ -123,6 +129,8 @@ int main(int argc, char** argv) {
   cfg.kv_memory_bytes = o.kv_bytes;
   cfg.disable_prefix_cache = o.prefix_cache ? 0 : 1;  // random prompts: nothing to reuse
   cfg.disable_cuda_graphs = o.no_graphs ? 1 : 0;
+  cfg.draft_model_dir = o.draft.empty() ? nullptr : o.draft.c_str();
+  cfg.num_speculative_tokens = o.spec_tokens;
   gannet_engine_t* engine = nullptr;
   auto t_load = Clock::now();
   if (gannet_engine_create(&cfg, &engine) != GANNET_OK) {
@@ -226,7 +234,18 @@ int main(int argc, char** argv) {
               o.concurrency, o.requests, tok_s, Percentile(ttft, 0.5), Percentile(ttft, 0.99),
               tpot_med, static_cast<long long>(stats.num_preemptions), load_s,
               errors ? " | ERRORS" : "");
-  if (o.concurrency == 1 && copy_gbs > 0 && tpot_med > 0) {
+  if (stats.num_speculative_tokens > 0) {
+    // Random-weight drafters accept next to nothing: see gannet-spec-sweep for acceptance rates.
+    std::printf("  speculative: K %d | %lld verify chunks, %lld drafts, %lld accepted (%.1f%%) | %.2f "
+                "tokens per chunk\n",
+                stats.num_speculative_tokens, static_cast<long long>(stats.spec_verify_chunks),
+                static_cast<long long>(stats.spec_draft_tokens),
+                static_cast<long long>(stats.spec_accepted_tokens),
+                stats.spec_draft_tokens > 0
+                    ? 100.0 * stats.spec_accepted_tokens / stats.spec_draft_tokens
+                    : 0.0,
+                stats.spec_mean_accepted_length);
+  } else if (o.concurrency == 1 && copy_gbs > 0 && tpot_med > 0) {
     // Bytes one decode step reads: every weight (the tied embedding as the LM head) plus the KV
     // of the context: sliding layers their window, full layers everything, at the mean length.
     const double ctx = o.input_len + o.output_len / 2.0;

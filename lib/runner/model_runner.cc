@@ -21,11 +21,19 @@ int64_t StepBatch::num_tokens() const {
   return n;
 }
 
-bool StepBatch::decode_only() const {
+bool StepBatch::decode_only() const { return uniform_query_len() == 1; }
+
+int StepBatch::uniform_query_len() const {
+  if (seqs.empty()) return 0;
+  const size_t q = seqs[0].tokens.size();
+  if (q < 1 || q > static_cast<size_t>(kMaxUniformQueryLen)) return 0;
+  const SeqStep::Logits want = q == 1 ? SeqStep::Logits::kLast : SeqStep::Logits::kAll;
   for (const SeqStep& s : seqs) {
-    if (s.tokens.size() != 1 || s.logits != SeqStep::Logits::kLast) return false;
+    if (s.tokens.size() != q || (s.logits != want && !(q == 1 && s.logits == SeqStep::Logits::kAll))) {
+      return 0;
+    }
   }
-  return !seqs.empty();
+  return static_cast<int>(q);
 }
 
 class ModelRunner::Impl {
@@ -62,7 +70,7 @@ class ModelRunner::Impl {
     bool warmed = false;  // ran once eagerly
     bool failed = false;  // capture failed: stay eager
   };
-  std::map<std::tuple<int, int, bool>, GraphSlot> graph_slots;
+  std::map<std::tuple<int, int, bool, int>, GraphSlot> graph_slots;  // seqs, len, sample, q
   int num_graphs = 0;
   std::vector<int32_t> pad_table[2];  // the scratch page of each pool, for padding rows
 
@@ -70,7 +78,7 @@ class ModelRunner::Impl {
   absl::Status RunLayer(int l, int num_tokens, const backend::StepMetadata& md);
   absl::Status Execute(int n, int rows, bool sample, const backend::StepMetadata& md);
   int BatchBucket(int num_seqs) const;
-  StepBatch Pad(const StepBatch& batch, int bucket);
+  StepBatch Pad(const StepBatch& batch, int bucket, int q);
   absl::Status Forward(const StepBatch& batch, StepResult* result);
 };
 
@@ -315,17 +323,18 @@ int ModelRunner::Impl::BatchBucket(int num_seqs) const {
   return std::min(b, options.max_seqs);
 }
 
-StepBatch ModelRunner::Impl::Pad(const StepBatch& batch, int bucket) {
+StepBatch ModelRunner::Impl::Pad(const StepBatch& batch, int bucket, int q) {
   StepBatch padded = batch;
-  static const int32_t kPadToken[1] = {0};
+  static const int32_t kPadTokens[kMaxUniformQueryLen] = {};
   for (int s = static_cast<int>(batch.seqs.size()); s < bucket; ++s) {
+    // q tokens at positions 0 .. q - 1, all in the padding page of each pool.
     SeqStep pad;
-    pad.tokens = kPadToken;
+    pad.tokens = std::span<const int32_t>(kPadTokens, q);
     pad.start_pos = 0;
     for (int g = 0; g < 2; ++g) pad.page_table[g] = pad_table[g];
-    pad.logits = SeqStep::Logits::kLast;
+    pad.logits = q == 1 ? SeqStep::Logits::kLast : SeqStep::Logits::kAll;
     padded.seqs.push_back(pad);
-    if (!padded.device_sampling.empty()) {
+    for (int r = 0; r < q && !padded.device_sampling.empty(); ++r) {
       padded.device_sampling.push_back(backend::SamplingParams{0.0f, 1, 1.0f, 0.0f, 0});
       padded.host_logits.push_back(0);
       if (!padded.banned_tokens.empty()) padded.banned_tokens.emplace_back();
@@ -338,11 +347,16 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result)
   const model::TextConfig& c = config.text;
   if (kv == nullptr) return FailedPreconditionError("runner: Forward before AttachKv");
   const bool graphs = options.enable_graphs && be->SupportsGraphs();
-  // Decode-only steps are padded up to a batch bucket (a no-op when already at one).
-  const bool pad = (graphs || options.pad_decode_batches) && in.decode_only();
+  // Uniform steps (decode, verify chunks of one length) are padded up to a batch bucket (a no-op
+  // when already at one) when the bucket's tokens and rows fit the activations.
+  const int q = in.uniform_query_len();
   const int real_seqs = static_cast<int>(in.seqs.size());
+  const int bucket = q > 0 ? BatchBucket(real_seqs) : 0;
+  const int max_rows = options.max_logit_rows > 0 ? options.max_logit_rows : options.max_seqs;
+  const bool pad = (graphs || options.pad_decode_batches) && q > 0 && bucket >= real_seqs &&
+                   bucket * q <= options.max_tokens && bucket * q <= max_rows;
   StepBatch padded;
-  const StepBatch& batch = pad ? (padded = Pad(in, BatchBucket(real_seqs))) : in;
+  const StepBatch& batch = pad ? (padded = Pad(in, bucket, q)) : in;
   GANNET_ASSIGN_OR_RETURN(backend::StepMetadata* md, meta.Build(batch));
   const int n = md->num_tokens;
   const int rows = meta.num_logit_rows();
@@ -365,7 +379,7 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result)
   while (pad && len_bucket < md->max_seq_len) len_bucket *= 2;
   if (pad) md->max_seq_len = len_bucket;
   if (graphs && pad) {
-    GraphSlot& slot = graph_slots[{static_cast<int>(batch.seqs.size()), len_bucket, sample}];
+    GraphSlot& slot = graph_slots[{static_cast<int>(batch.seqs.size()), len_bucket, sample, q}];
     if (slot.handle >= 0 && slot.epoch != be->GraphEpoch()) {
       // A workspace the recording points into was reallocated since: record again.
       be->ReleaseGraph(slot.handle);
@@ -400,7 +414,10 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result)
 
   // Results of the real rows only (padding rows come after them).
   int real_rows = rows;
-  if (pad) real_rows = static_cast<int>(in.device_sampling.empty() ? in.seqs.size() : in.device_sampling.size());
+  if (pad) {
+    real_rows = static_cast<int>(in.device_sampling.empty() ? in.seqs.size() * q
+                                                            : in.device_sampling.size());
+  }
   result->vocab_size = static_cast<int>(c.vocab_size);
   result->row_seq.assign(meta.logit_row_seq().begin(), meta.logit_row_seq().begin() + real_rows);
   result->row_pos.assign(meta.logit_row_pos().begin(), meta.logit_row_pos().begin() + real_rows);
@@ -486,7 +503,11 @@ absl::Status ModelRunner::AttachKv(const kv::KvLayout& layout) {
   GANNET_ASSIGN_OR_RETURN(m.kv, KvStorage::Create(m.config.text, layout, m.be));
   for (kv::KvGroup g : kv::kAllKvGroups) {
     m.pad_table[kv::GroupIndex(g)].clear();
-    if (layout.has_group(g)) m.pad_table[kv::GroupIndex(g)] = {layout.padding_page(g)};
+    // Enough entries for the positions 0 .. kMaxUniformQueryLen - 1 of a padding sequence.
+    if (layout.has_group(g)) {
+      m.pad_table[kv::GroupIndex(g)].assign(
+          (kMaxUniformQueryLen + layout.page_size - 1) / layout.page_size, layout.padding_page(g));
+    }
   }
   m.meta.SetKvLayout(layout);
   GANNET_LOG_INFO("runner: KV {} ({} sliding + {} full pages of {} tokens, + 1 padding page each)",

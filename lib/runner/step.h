@@ -29,6 +29,8 @@ struct SeqStep {
   Logits logits = Logits::kLast;
 };
 
+inline constexpr int kMaxUniformQueryLen = 16;
+
 struct StepBatch {
   std::vector<SeqStep> seqs;
   std::vector<backend::SamplingParams> device_sampling;  // empty, or one per logits row
@@ -38,6 +40,10 @@ struct StepBatch {
   std::vector<std::span<const int32_t>> banned_tokens;
   int64_t num_tokens() const;
   bool decode_only() const;  // every sequence computes exactly one token and wants its logits
+  // q when every sequence computes q <= kMaxUniformQueryLen tokens and wants a logits row for each
+  // (decode: q = 1; speculative verify chunks: q = K + 1); else 0. Such steps are padded to a
+  // batch bucket and replayed from CUDA graphs.
+  int uniform_query_len() const;
 };
 
 struct StepResult {

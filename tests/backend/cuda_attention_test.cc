@@ -222,6 +222,12 @@ std::vector<Case> Cases() {
   v.push_back({"decode_8q2kv_hd512", 8, 2, 512, 32, 0, {2049, 31}, {1, 1}, 0.f, false, {0, 4}});
   // Speculative-decode shaped: 2 query tokens x GQA 8 = 16 rows still fit a decode CTA.
   v.push_back({"decode_q2_hd512", 32, 4, 512, 16, 0, {4000, 300}, {2, 2}, 0.f, false, {0, 9}});
+  // Verify chunks of K + 1 = 4..8 tokens: 31B sliding (GQA 2, window crossed inside the chunk),
+  // E4B-like full (GQA 4: 16 rows), and a chunk wider than a decode CTA (prefill entries).
+  v.push_back({"verify_31b_sliding_q4", 32, 16, 256, 16, 1024, {5000, 1026, 9}, {4, 4, 4}, 0.f, false, {0, 1, 11}});
+  v.push_back({"verify_31b_sliding_q8", 32, 16, 256, 1, 1024, {2000, 1030}, {8, 8}, 0.f, false, {0, 5}});
+  v.push_back({"verify_e4b_full_q4", 8, 2, 512, 32, 0, {3000, 40}, {4, 4}, 0.f, false, {0, 7}});
+  v.push_back({"verify_31b_full_q4", 32, 4, 512, 16, 0, {6000, 700}, {4, 4}, 0.f, false, {0, 3}});
   // Prefill from scratch and chunked prefill over cached pages.
   v.push_back({"prefill_31b_full_hd512", 32, 4, 512, 16, 0, {300, 2100}, {300, 100}, 0.f, false, {0, 3}});
   v.push_back({"prefill_31b_sliding_hd256", 32, 16, 256, 32, 1024, {2200, 40}, {700, 40}, 0.f, false, {0, 2}});

@@ -22,7 +22,9 @@ constexpr int kMaxSeqs = 12;
 
 // Prefills num_seqs prompts of ~250 tokens, then decodes greedily for `steps` steps; returns the
 // logits of every decode step.
-std::vector<std::vector<float>> Decode(runner::ModelRunner& r, int num_seqs, int steps) {
+// With q > 1 each step is a speculative verify chunk: the last token and q - 1 made-up drafts,
+// a logits row for each, all kept (the next chunk starts after them).
+std::vector<std::vector<float>> Decode(runner::ModelRunner& r, int num_seqs, int steps, int qlen = 1) {
   const int pages = (kMaxLen + 15) / 16;
   std::vector<std::vector<int32_t>> tokens, tables;
   for (int s = 0; s < num_seqs; ++s) {
@@ -40,8 +42,9 @@ std::vector<std::vector<float>> Decode(runner::ModelRunner& r, int num_seqs, int
       SeqStep q;
       const int n = static_cast<int>(tokens[s].size());
       q.tokens = prefill ? std::span<const int32_t>(tokens[s])
-                         : std::span<const int32_t>(&tokens[s][n - 1], 1);
-      q.start_pos = prefill ? 0 : n - 1;
+                         : std::span<const int32_t>(&tokens[s][n - qlen], qlen);
+      if (!prefill && qlen > 1) q.logits = SeqStep::Logits::kAll;
+      q.start_pos = prefill ? 0 : n - qlen;
       q.page_table[0] = tables[s];
       q.page_table[1] = tables[s];
       b.seqs.push_back(q);
@@ -55,8 +58,10 @@ std::vector<std::vector<float>> Decode(runner::ModelRunner& r, int num_seqs, int
   StepResult res = run(true);
   for (int i = 0; i < steps; ++i) {
     for (int s = 0; s < num_seqs; ++s) {
-      auto row = res.Row(s);
+      // The last row of the sequence gives the next token; q - 1 made-up drafts follow it.
+      auto row = res.Row(i == 0 ? s : s * qlen + qlen - 1);
       tokens[s].push_back(static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
+      for (int d = 1; d < qlen; ++d) tokens[s].push_back(108 + (i * 31 + s * 7 + d * 13) % 400);
     }
     res = run(false);
     out.push_back(res.logits);
@@ -92,6 +97,34 @@ TEST_P(CudaGraphTest, GraphReplayEqualsEagerPaddedSteps) {
   }
   // 1, 3 -> 4, 4 and 9 -> 16: buckets 1, 4, 16 (x2 length buckets), each recorded once.
   EXPECT_GE((*graphed)->num_graphs(), 4);
+}
+
+// Speculative verify chunks (K + 1 = 4 tokens per sequence) replay from graphs too.
+TEST_P(CudaGraphTest, GraphReplayEqualsEagerPaddedVerifySteps) {
+  if (!testing::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  auto m = testing::LoadTinyModel(GetParam());
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto be = backend::CudaBackend::Create(0);
+  ASSERT_TRUE(be.ok()) << be.status();
+  auto opts = testing::SimpleRunnerOptions((*m)->config, 16, kMaxLen, kMaxSeqs, 4096);
+  opts.max_logit_rows = 4 * 16;
+  opts.enable_graphs = true;
+  auto graphed =
+      testing::CreateTinyRunner((*m)->config, (*m)->weights, be->get(), opts, kMaxLen, kMaxSeqs);
+  opts.enable_graphs = false;
+  opts.pad_decode_batches = true;
+  auto eager =
+      testing::CreateTinyRunner((*m)->config, (*m)->weights, be->get(), opts, kMaxLen, kMaxSeqs);
+  ASSERT_TRUE(graphed.ok() && eager.ok());
+  for (int num_seqs : {1, 3, 9}) {
+    auto a = Decode(**graphed, num_seqs, 12, /*qlen=*/4);
+    auto b = Decode(**eager, num_seqs, 12, /*qlen=*/4);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i], b[i]) << GetParam() << ": " << num_seqs << " sequences, verify step " << i;
+    }
+  }
+  EXPECT_GE((*graphed)->num_graphs(), 3);
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, CudaGraphTest, ::testing::Values("31b", "26b-a4b", "e4b", "e2b"),

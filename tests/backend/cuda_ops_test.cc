@@ -66,6 +66,62 @@ TEST_F(CudaOpsTest, EmbedScalesRowsExactly) {
   EXPECT_EQ(Download(*gpu_, out.t), ref);  // bf16 value times the same f32 scale: exact
 }
 
+// The E2B/E4B drafters' centroid head at the released geometry (262144 tokens in 2048 clusters,
+// top 32, width 256) and an odd small one: the same clusters picked (ties to the lower index),
+// -inf everywhere else, and the scored logits equal to f32 dots of bf16 values (rel-L2 1e-5).
+TEST_F(CudaOpsTest, CentroidLogitsMatchCpu) {
+  struct Geometry {
+    int vocab, clusters, top_k, width, rows;
+  };
+  for (const Geometry& g : {Geometry{262144, 2048, 32, 256, 3}, Geometry{96, 8, 3, 40, 5}}) {
+    const int per = g.vocab / g.clusters;
+    std::vector<float> h = RandomNormal(static_cast<size_t>(g.rows) * g.width, 11, 1.0f);
+    std::vector<float> table = RandomNormal(static_cast<size_t>(g.vocab) * g.width, 12, 0.05f);
+    std::vector<float> cl = RandomNormal(static_cast<size_t>(g.rows) * g.clusters, 13, 1.0f);
+    cl[5] = cl[6];  // a tie: the lower cluster must win on both backends
+    std::vector<int32_t> ordering(g.vocab);
+    std::iota(ordering.begin(), ordering.end(), 0);
+    uint64_t x = 99;
+    for (int i = g.vocab - 1; i > 0; --i) {  // a permutation: clusters are not id ranges
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      std::swap(ordering[i], ordering[(x >> 33) % (i + 1)]);
+    }
+    // bf16 inputs on both sides (h is bf16 on the GPU; the CPU gets the rounded values).
+    for (float& v : h) v = Bf16ToFloat(FloatToBf16(v));
+    std::vector<uint16_t> table_bf16(table.size());
+    for (size_t i = 0; i < table.size(); ++i) table_bf16[i] = FloatToBf16(table[i]);
+    std::vector<float> ref(static_cast<size_t>(g.rows) * g.vocab);
+    std::vector<int32_t> ref_sel(static_cast<size_t>(g.rows) * g.top_k);
+    ASSERT_TRUE(cpu_.CentroidLogits(Host(h, {g.rows, g.width}),
+                                    Tensor::Make(table_bf16.data(), DType::kBF16, {g.vocab, g.width}),
+                                    Host(cl, {g.rows, g.clusters}),
+                                    Tensor::Make(ordering.data(), DType::kI32, {g.clusters, per}),
+                                    Tensor::Make(ref_sel.data(), DType::kI32, {g.rows, g.top_k}),
+                                    Host(ref, {g.rows, g.vocab}))
+                    .ok());
+    DeviceTensor dh = Upload(*gpu_, h, DType::kBF16, {g.rows, g.width});
+    DeviceTensor dt = Upload(*gpu_, table, DType::kBF16, {g.vocab, g.width});
+    DeviceTensor dc = Upload(*gpu_, cl, DType::kF32, {g.rows, g.clusters});
+    DeviceTensor dord = UploadI32(*gpu_, ordering, {g.clusters, per});
+    DeviceTensor dsel = UploadI32(*gpu_, std::vector<int32_t>(ref_sel.size(), -1), {g.rows, g.top_k});
+    DeviceTensor dout = Upload(*gpu_, std::vector<float>(ref.size(), 7.0f), DType::kF32, {g.rows, g.vocab});
+    ASSERT_TRUE(gpu_->CentroidLogits(dh.t, dt.t, dc.t, dord.t, dsel.t, dout.t).ok());
+    const std::vector<float> got = Download(*gpu_, dout.t);
+    std::vector<int32_t> sel(ref_sel.size());
+    ASSERT_TRUE(gpu_->CopyToHost(sel.data(), dsel.t.data, sel.size() * 4).ok());
+    EXPECT_EQ(sel, ref_sel) << g.vocab;
+    std::vector<float> a, b;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      ASSERT_EQ(std::isinf(got[i]), std::isinf(ref[i])) << "index " << i;
+      if (std::isinf(ref[i])) continue;
+      a.push_back(got[i]);
+      b.push_back(ref[i]);
+    }
+    EXPECT_EQ(a.size(), static_cast<size_t>(g.rows) * g.top_k * per);
+    EXPECT_LE(RelL2(a, b), kF32Tol) << g.vocab;
+  }
+}
+
 // Hidden sizes of E2B (1536), 26B-A4B (2816), 31B (5376) and one past the register-resident
 // kernel's 8192 limit (the generic kernel), so every PostNormResidual launch path is checked.
 class CudaNormTest : public CudaOpsTest, public ::testing::WithParamInterface<int> {};

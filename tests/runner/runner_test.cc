@@ -28,8 +28,10 @@ std::vector<int32_t> Prompt(int seed, int n) {
 
 // Prefills `seqs` prompts, then decodes `steps` tokens greedily for all of them, returning the
 // logits rows of every decode step.
+// With q > 1 each step is a speculative verify chunk: the last token and q - 1 made-up drafts,
+// a logits row for each, all kept (the next chunk starts after them).
 std::vector<std::vector<float>> Decode(runner::ModelRunner& r, int num_seqs, int steps,
-                                       int pages_per_seq) {
+                                       int pages_per_seq, int qlen = 1) {
   std::vector<std::vector<int32_t>> tokens, tables;
   for (int s = 0; s < num_seqs; ++s) {
     tokens.push_back(Prompt(s, 5 + 3 * s));
@@ -40,8 +42,10 @@ std::vector<std::vector<float>> Decode(runner::ModelRunner& r, int num_seqs, int
     for (int s = 0; s < num_seqs; ++s) {
       SeqStep q;
       const int n = static_cast<int>(tokens[s].size());
-      q.tokens = prefill ? std::span<const int32_t>(tokens[s]) : std::span<const int32_t>(&tokens[s][n - 1], 1);
-      q.start_pos = prefill ? 0 : n - 1;
+      q.tokens = prefill ? std::span<const int32_t>(tokens[s])
+                         : std::span<const int32_t>(&tokens[s][n - qlen], qlen);
+      if (!prefill && qlen > 1) q.logits = SeqStep::Logits::kAll;
+      q.start_pos = prefill ? 0 : n - qlen;
       q.page_table[0] = tables[s];
       q.page_table[1] = tables[s];
       b.seqs.push_back(q);
@@ -54,8 +58,10 @@ std::vector<std::vector<float>> Decode(runner::ModelRunner& r, int num_seqs, int
   StepResult res = step(true);
   for (int i = 0; i < steps; ++i) {
     for (int s = 0; s < num_seqs; ++s) {
-      auto row = res.Row(s);
+      // The last row of the sequence gives the next token; q - 1 made-up drafts follow it.
+      auto row = res.Row(i == 0 ? s : s * qlen + qlen - 1);
       tokens[s].push_back(static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
+      for (int d = 1; d < qlen; ++d) tokens[s].push_back(108 + (i * 31 + s * 7 + d * 13) % 400);
     }
     res = step(false);
     out.push_back(res.logits);
@@ -80,6 +86,29 @@ TEST(RunnerTest, PaddedDecodeBatchesMatchUnpadded) {
     for (size_t i = 0; i < a.size(); ++i) {
       ASSERT_EQ(a[i].size(), b[i].size()) << "padding rows leaked into the result";
       EXPECT_EQ(a[i], b[i]) << num_seqs << " sequences, step " << i;
+    }
+  }
+}
+
+// Speculative verify chunks (4 tokens, a logits row each) are padded like decode steps.
+TEST(RunnerTest, PaddedVerifyStepsMatchUnpadded) {
+  auto m = testing::LoadTinyModel("26b-a4b");
+  ASSERT_TRUE(m.ok());
+  backend::CpuBackend be;
+  for (int num_seqs : {1, 3, 5}) {
+    auto opts = testing::SimpleRunnerOptions((*m)->config, 16, kMaxLen, 8, 64);
+    opts.max_logit_rows = 64;
+    auto plain = testing::CreateTinyRunner((*m)->config, (*m)->weights, &be, opts, kMaxLen, 8);
+    opts.pad_decode_batches = true;
+    auto padded = testing::CreateTinyRunner((*m)->config, (*m)->weights, &be, opts, kMaxLen, 8);
+    ASSERT_TRUE(plain.ok() && padded.ok());
+    const int pages = (kMaxLen + 15) / 16;
+    auto a = Decode(**plain, num_seqs, 6, pages, /*qlen=*/4);
+    auto b = Decode(**padded, num_seqs, 6, pages, /*qlen=*/4);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(a[i].size(), b[i].size()) << "padding rows leaked into the result";
+      EXPECT_EQ(a[i], b[i]) << num_seqs << " sequences, verify step " << i;
     }
   }
 }

@@ -3,6 +3,8 @@
 #   build    cmake -G Ninja for sm_90: libgannet, the serving driver, the gpu-labelled tests
 #   test     gpu-labelled tests (kernels, ops, runner, engine through the C ABI)
 #   serving  gannet-serving-bench runs, one per line of $GANNET_SERVING (see tools/gpu/serving_*.txt)
+#   sweep    gannet-spec-sweep runs, one per line of $GANNET_SWEEP (see tools/gpu/spec_sweep.txt):
+#            `<time limit> <args>`
 #   decode   gannet-decode-bench runs, one per line of $GANNET_DECODE (see tools/gpu/decode_*.txt);
 #            a line is `<time limit> plain|profile|linear-<path> <args>`: profile sets
 #            GANNET_PROFILE_OPS=1, linear-<path> GANNET_LINEAR_PATH=<path>
@@ -22,7 +24,7 @@ note "== gannet engine GPU runs: commit ${GANNET_COMMIT:-unknown}, $(date -u +%F
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$summary"
 
 tests=(cuda_attention_test cuda_ops_test cuda_runner_test cuda_graph_test kernel_registry_test capi_gpu_test
-       cuda_large_kv_test capi_gpu_defaults_test cuda_status_test)
+       cuda_large_kv_test capi_gpu_defaults_test cuda_status_test cuda_drafter_test spec_engine_gpu_test)
 for stage in "${stages[@]}"; do
   t0=$(date +%s)
   rc=0
@@ -30,7 +32,7 @@ for stage in "${stages[@]}"; do
     build)
       cmake -S . -B "$build" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
         > "$out/engine_build.log" 2>&1 &&
-        ninja -C "$build" -j"$(nproc)" gannet gannet-serving-bench gannet-decode-bench gemm_bench "${tests[@]}" \
+        ninja -C "$build" -j"$(nproc)" gannet gannet-serving-bench gannet-decode-bench gannet-spec-sweep gemm_bench "${tests[@]}" \
         >> "$out/engine_build.log" 2>&1
       rc=$?
       [ $rc -ne 0 ] && tail -40 "$out/engine_build.log"
@@ -47,6 +49,15 @@ for stage in "${stages[@]}"; do
         timeout "$limit" "$build/bench/serving/gannet-serving-bench" $args 2>> "$out/serving.err" |
           tee -a "$out/serving.txt"
         [ "${PIPESTATUS[0]}" -ne 0 ] && echo "  (exit ${PIPESTATUS[0]}: $args)" | tee -a "$out/serving.txt"
+      done
+      ;;
+    sweep)
+      list=${GANNET_SWEEP:-tools/gpu/spec_sweep.txt}
+      grep -v '^#' "$list" | while read -r limit args; do
+        [ -z "$limit" ] && continue
+        timeout "$limit" "$build/bench/spec/gannet-spec-sweep" $args 2>> "$out/sweep.err" |
+          tee -a "$out/sweep.txt"
+        [ "${PIPESTATUS[0]}" -ne 0 ] && echo "  (exit ${PIPESTATUS[0]}: $args)" | tee -a "$out/sweep.txt"
       done
       ;;
     decode)

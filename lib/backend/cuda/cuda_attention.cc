@@ -1,5 +1,6 @@
 // QkvPrep and paged attention of the CUDA backend. Attention picks its kernel through the
-// registry (decode entries when every sequence brings one token, else prefill entries), caches
+// registry (decode entries when every sequence's query rows fit one decode CTA, else prefill
+// entries), caches
 // the choice per problem class, and sizes the entry's workspace from host-side sizes only, so the
 // launch grid of a step shape is fixed and graph-capturable.
 #include <algorithm>
@@ -14,6 +15,8 @@
 
 namespace gannet::backend {
 namespace {
+
+constexpr int kDecodeRows = 16;
 
 bool DebugKv() {
   const char* env = std::getenv("GANNET_DEBUG_KV");
@@ -151,7 +154,9 @@ absl::Status CudaBackend::QkvPrep(const QkvPrepArgs& a) {
 
 absl::StatusOr<const kernels::KernelEntry*> CudaBackend::SelectAttention(const AttentionArgs& a) {
   GANNET_ASSIGN_OR_RETURN(kernels::PagedAttentionParams p, AttentionParams(a));
-  const bool decode = p.max_query_len == 1;
+  // Decode kernels hold up to 16 (query token, head of a GQA group) rows per CTA and split the
+  // keys: they also serve the few tokens of a speculative verify chunk.
+  const bool decode = p.max_query_len * (p.num_q_heads / p.num_kv_heads) <= kDecodeRows;
   for (kernels::Op op : {kernels::Op::kAttentionDecode, kernels::Op::kAttentionPrefill}) {
     if (op == kernels::Op::kAttentionDecode && !decode) continue;
     const kernels::ProblemKey pk = kernels::AttentionProblem(op, p);
