@@ -162,6 +162,7 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
     spec::DrafterOptions dopt;
     dopt.max_seqs = limits.max_running_seqs;
     dopt.max_steps = num_spec;
+    dopt.enable_graphs = cfg.enable_cuda_graphs;
     GANNET_ASSIGN_OR_RETURN(auto drafter,
                             spec::Drafter::Create(p->draft_config, p->draft_weights, p->config,
                                                   p->runner.get(), &be, dopt));

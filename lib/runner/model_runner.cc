@@ -9,6 +9,7 @@
 #include "lib/common/status.h"
 #include "lib/common/units.h"
 #include "lib/runner/device_weights.h"
+#include "lib/runner/graph_cache.h"
 #include "lib/runner/step_metadata.h"
 
 namespace gannet::runner {
@@ -64,20 +65,12 @@ class ModelRunner::Impl {
   }
 
   // Graph recording per (padded batch size, context-length bucket, device sampling).
-  struct GraphSlot {
-    int handle = -1;
-    uint64_t epoch = 0;   // the backend's GraphEpoch when recorded
-    bool warmed = false;  // ran once eagerly
-    bool failed = false;  // capture failed: stay eager
-  };
-  std::map<std::tuple<int, int, bool, int>, GraphSlot> graph_slots;  // seqs, len, sample, q
-  int num_graphs = 0;
+  GraphCache graph_cache;
   std::vector<int32_t> pad_table[2];  // the scratch page of each pool, for padding rows
 
   absl::Status AllocateActivations();
   absl::Status RunLayer(int l, int num_tokens, const backend::StepMetadata& md);
   absl::Status Execute(int n, int rows, bool sample, const backend::StepMetadata& md);
-  int BatchBucket(int num_seqs) const;
   StepBatch Pad(const StepBatch& batch, int bucket, int q);
   absl::Status Forward(const StepBatch& batch, StepResult* result);
 };
@@ -316,12 +309,6 @@ absl::Status ModelRunner::Impl::Execute(int n, int rows, bool sample,
   return absl::OkStatus();
 }
 
-int ModelRunner::Impl::BatchBucket(int num_seqs) const {
-  // Small batches exactly, then steps of 8 up to 64, then of 16: few graphs, little padding.
-  int b = num_seqs <= 4 ? (num_seqs <= 1 ? 1 : (num_seqs <= 2 ? 2 : 4))
-                        : (num_seqs <= 64 ? (num_seqs + 7) / 8 * 8 : (num_seqs + 15) / 16 * 16);
-  return std::min(b, options.max_seqs);
-}
 
 StepBatch ModelRunner::Impl::Pad(const StepBatch& batch, int bucket, int q) {
   StepBatch padded = batch;
@@ -351,7 +338,7 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result)
   // when already at one) when the bucket's tokens and rows fit the activations.
   const int q = in.uniform_query_len();
   const int real_seqs = static_cast<int>(in.seqs.size());
-  const int bucket = q > 0 ? BatchBucket(real_seqs) : 0;
+  const int bucket = q > 0 ? BatchBucket(real_seqs, options.max_seqs) : 0;
   const int max_rows = options.max_logit_rows > 0 ? options.max_logit_rows : options.max_seqs;
   const bool pad = (graphs || options.pad_decode_batches) && q > 0 && bucket >= real_seqs &&
                    bucket * q <= options.max_tokens && bucket * q <= max_rows;
@@ -370,47 +357,19 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result)
     GANNET_RETURN_IF_ERROR(meta.UploadSampling(batch.device_sampling, batch.banned_tokens));
   }
 
-  bool ran = false;
   // Padded steps are graph-shaped: kernels size their split-KV grids from the host-side
   // max_seq_len, so it is rounded up to a power of two (>= 256) and one graph per (batch bucket,
   // context-length bucket) serves every step whose contexts fit. Eager padded steps (tests) use
   // the same shapes, so they compute exactly what a replay does.
-  int len_bucket = 256;
-  while (pad && len_bucket < md->max_seq_len) len_bucket *= 2;
+  const int len_bucket = pad ? LengthBucket(md->max_seq_len) : 0;
   if (pad) md->max_seq_len = len_bucket;
   if (graphs && pad) {
-    GraphSlot& slot = graph_slots[{static_cast<int>(batch.seqs.size()), len_bucket, sample, q}];
-    if (slot.handle >= 0 && slot.epoch != be->GraphEpoch()) {
-      // A workspace the recording points into was reallocated since: record again.
-      be->ReleaseGraph(slot.handle);
-      slot.handle = -1;
-      slot.warmed = false;
-    }
-    if (slot.handle >= 0) {
-      GANNET_RETURN_IF_ERROR(be->LaunchGraph(slot.handle));
-      ran = true;
-    } else if (slot.warmed && !slot.failed) {
-      // Second visit: the first (eager) one let every op pick algorithms and grow workspaces.
-      GANNET_RETURN_IF_ERROR(be->BeginGraphCapture());
-      const uint64_t epoch = be->GraphEpoch();
-      absl::Status st = Execute(n, rows, sample, *md);
-      absl::StatusOr<int> handle = be->EndGraphCapture();
-      if (st.ok() && handle.ok()) {
-        slot.handle = *handle;
-        slot.epoch = epoch;
-        ++num_graphs;
-        GANNET_RETURN_IF_ERROR(be->LaunchGraph(slot.handle));
-        ran = true;
-      } else {
-        slot.failed = true;
-        GANNET_LOG_WARNING("runner: decode step of {} sequences not captured ({}); running it "
-                           "without a graph",
-                           batch.seqs.size(), st.ok() ? handle.status().message() : st.message());
-      }
-    }
-    slot.warmed = true;
+    GANNET_RETURN_IF_ERROR(graph_cache.Run(
+        be, {static_cast<int>(batch.seqs.size()), len_bucket, sample ? 1 : 0, q, 0},
+        [&] { return Execute(n, rows, sample, *md); }, "runner: step (sequences, length, sample, q)"));
+  } else {
+    GANNET_RETURN_IF_ERROR(Execute(n, rows, sample, *md));
   }
-  if (!ran) GANNET_RETURN_IF_ERROR(Execute(n, rows, sample, *md));
 
   // Results of the real rows only (padding rows come after them).
   int real_rows = rows;
@@ -526,6 +485,6 @@ backend::Tensor ModelRunner::embed_table() const { return impl_->w.embed; }
 float ModelRunner::embed_scale() const { return impl_->w.embed_scale; }
 backend::Tensor ModelRunner::last_hidden(int rows) const { return impl_->last_h.Rows(0, rows); }
 uint64_t ModelRunner::weight_bytes() const { return impl_->w.bytes; }
-int ModelRunner::num_graphs() const { return impl_->num_graphs; }
+int ModelRunner::num_graphs() const { return impl_->graph_cache.num_graphs(); }
 
 }  // namespace gannet::runner

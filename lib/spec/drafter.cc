@@ -8,6 +8,7 @@
 #include "lib/common/units.h"
 #include "lib/model/synthetic.h"
 #include "lib/runner/device_weights.h"
+#include "lib/runner/graph_cache.h"
 
 namespace gannet::spec {
 
@@ -126,8 +127,12 @@ class Drafter::Impl {
   backend::RopeSpec rope[2];
   // Scratch, sized for options.max_seqs rows.
   Tensor concat, x, h, q, qn, attn, o, gate_up, mlp, y, hid[2], logits, clusters, selected;
-  Tensor rows, identity, rope_positions, params;
-  std::vector<Tensor> ids;  // one per step
+  Tensor rows, identity, rope_positions;
+  Tensor ids_all;                          // [max_steps, S] int32: every step's draws
+  std::vector<Tensor> ids, params;         // per step: views of ids_all; DrawParams [S]
+  runner::GraphCache graphs;               // greedy rounds replay from graphs
+  std::vector<int32_t> pad_table[2];       // the padding page of each pool (padding rows)
+  int hidden_rows = 0;                     // rows of the target's last_hidden buffer
   std::vector<int32_t> h_rope_positions;
   bool kv_attached = false;
 
@@ -142,7 +147,12 @@ class Drafter::Impl {
   absl::Status Prepare(std::span<const DraftSeq> seqs, backend::StepMetadata* attn_md,
                        backend::StepMetadata* rope_md);
   absl::Status Step(int n, int k, const backend::StepMetadata& attn_md,
-                    const backend::StepMetadata& rope_md, std::span<const DraftSeq> seqs);
+                    const backend::StepMetadata& rope_md);
+  absl::Status UploadDraws(std::span<const DraftSeq> seqs, int rows, int k);
+  // One round of `steps` steps: greedy rows only, from a recorded graph where possible.
+  absl::Status RoundFromGraph(std::span<const DraftSeq> seqs, int steps);
+  // One round with the draws of want_logits rows made on the host (eager).
+  absl::Status RoundWithHostDraws(std::span<const DraftSeq> seqs, int steps, DraftResult* result);
 };
 
 absl::Status Drafter::Impl::Init() {
@@ -176,9 +186,12 @@ absl::Status Drafter::Impl::Init() {
   GANNET_RETURN_IF_ERROR(Alloc(&rows, DType::kI32, S, 1));
   GANNET_RETURN_IF_ERROR(Alloc(&identity, DType::kI32, S, 1));
   GANNET_RETURN_IF_ERROR(Alloc(&rope_positions, DType::kI32, S, 1));
-  GANNET_RETURN_IF_ERROR(Alloc(&params, DType::kU8, S, sizeof(sampling::DrawParams)));
-  ids.resize(options.max_steps);
-  for (Tensor& t : ids) GANNET_RETURN_IF_ERROR(Alloc(&t, DType::kI32, S, 1));
+  params.resize(options.max_steps);
+  for (Tensor& t : params) {
+    GANNET_RETURN_IF_ERROR(Alloc(&t, DType::kU8, S, sizeof(sampling::DrawParams)));
+  }
+  GANNET_RETURN_IF_ERROR(Alloc(&ids_all, DType::kI32, options.max_steps, S));
+  for (int k = 0; k < options.max_steps; ++k) ids.push_back(ids_all.Rows(k, 1).Reshape({S}));
   std::vector<int32_t> iota(S);
   for (int64_t i = 0; i < S; ++i) iota[i] = static_cast<int32_t>(i);
   return be->CopyToDevice(identity.data, iota.data(), iota.size() * sizeof(int32_t));
@@ -192,7 +205,11 @@ absl::Status Drafter::Impl::Prepare(std::span<const DraftSeq> seqs, backend::Ste
     if (target_runner->kv() == nullptr) {
       return FailedPreconditionError("drafter: the target runner has no KV storage yet");
     }
-    meta.SetKvLayout(target_runner->kv()->layout());
+    const kv::KvLayout& layout = target_runner->kv()->layout();
+    meta.SetKvLayout(layout);
+    for (kv::KvGroup g : kv::kAllKvGroups) {
+      if (layout.has_group(g)) pad_table[kv::GroupIndex(g)] = {layout.padding_page(g)};
+    }
     kv_attached = true;
   }
   // Attention: one query per sequence at position L - 1 over the context 0 .. L - 1, so the
@@ -203,6 +220,10 @@ absl::Status Drafter::Impl::Prepare(std::span<const DraftSeq> seqs, backend::Ste
   for (int i = 0; i < n; ++i) {
     const DraftSeq& s = seqs[i];
     if (s.committed < 1) return InvalidArgumentError("drafter: sequence {} has no committed KV", i);
+    if (s.hidden_row < 0 || s.hidden_row >= hidden_rows) {
+      return InvalidArgumentError("drafter: sequence {} names hidden row {} of {}", i,
+                                  s.hidden_row, hidden_rows);
+    }
     runner::SeqStep step;
     step.tokens = std::span<const int32_t>(&s.token, 1);
     step.start_pos = static_cast<int32_t>(s.committed - 1);
@@ -224,19 +245,17 @@ absl::Status Drafter::Impl::Prepare(std::span<const DraftSeq> seqs, backend::Ste
 }
 
 absl::Status Drafter::Impl::Step(int n, int k, const backend::StepMetadata& attn_md,
-                                 const backend::StepMetadata& rope_md,
-                                 std::span<const DraftSeq> seqs) {
+                                 const backend::StepMetadata& rope_md) {
   const model::TextConfig& c = config.text;
   const int64_t Hb = config.backbone_hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   // Input: [E_target[t] * scale, h].
-  const Tensor in_ids = k == 0 ? meta.token_ids(n) : ids[k - 1].Reshape({ids[k - 1].numel()}).Rows(0, n);
+  const Tensor in_ids = k == 0 ? meta.token_ids(n) : ids[k - 1].Rows(0, n);
   Tensor cat = concat.Rows(0, n);
   GANNET_RETURN_IF_ERROR(be->Embed(in_ids, target_runner->embed_table(),
                                    target_runner->embed_scale(), cat.Cols(0, Hb)));
-  int max_row = 0;
-  for (const DraftSeq& s : seqs) max_row = std::max(max_row, s.hidden_row);
-  const Tensor src = k == 0 ? target_runner->last_hidden(max_row + 1) : hid[(k - 1) % 2].Rows(0, n);
+  // The whole buffer as the source: a recorded round stays valid whatever rows it gathers.
+  const Tensor src = k == 0 ? target_runner->last_hidden(hidden_rows) : hid[(k - 1) % 2].Rows(0, n);
   const Tensor idx = (k == 0 ? rows : identity).Reshape({rows.numel()}).Rows(0, n);
   GANNET_RETURN_IF_ERROR(be->GatherRows(src, idx, cat.Cols(Hb, Hb)));
   Tensor x_t = x.Rows(0, n), h_t = h.Rows(0, n);
@@ -359,6 +378,8 @@ absl::StatusOr<std::unique_ptr<Drafter>> Drafter::Create(const model::ModelConfi
   ro.page_size = target_runner->options().page_size;
   ro.max_pages_per_seq = target_runner->options().max_pages_per_seq;
   GANNET_RETURN_IF_ERROR(impl->meta.Init(backend, target, ro));
+  const runner::RunnerOptions& tro = target_runner->options();
+  impl->hidden_rows = tro.max_logit_rows > 0 ? tro.max_logit_rows : tro.max_seqs;
   GANNET_RETURN_IF_ERROR(impl->Init());
   return std::unique_ptr<Drafter>(new Drafter(std::move(impl)));
 }
@@ -377,22 +398,70 @@ absl::Status Drafter::Draft(std::span<const DraftSeq> seqs, int steps, DraftResu
                                   seqs[i].draws.size(), steps);
     }
   }
-  backend::StepMetadata attn_md, rope_md;
-  GANNET_RETURN_IF_ERROR(m.Prepare(seqs, &attn_md, &rope_md));
-  const int64_t vocab = m.config.text.vocab_size;
-  result->tokens.assign(n, std::vector<int32_t>(steps));
-  result->logits.assign(n, {});
-  std::vector<sampling::DrawParams> draws(n);
   bool any_host = false;
   for (int i = 0; i < n; ++i) any_host = any_host || seqs[i].want_logits;
+  result->tokens.assign(n, std::vector<int32_t>(steps));
+  result->logits.assign(n, {});
+  const bool graph = m.options.enable_graphs && m.be->SupportsGraphs() && !any_host;
+  if (graph) {
+    GANNET_RETURN_IF_ERROR(m.RoundFromGraph(seqs, steps));
+  } else {
+    GANNET_RETURN_IF_ERROR(m.RoundWithHostDraws(seqs, steps, result));
+  }
+  std::vector<int32_t> host(static_cast<size_t>(steps) * m.options.max_seqs);
+  GANNET_RETURN_IF_ERROR(m.be->CopyToHost(host.data(), m.ids_all.data, host.size() * sizeof(int32_t)));
   for (int k = 0; k < steps; ++k) {
-    GANNET_RETURN_IF_ERROR(m.Step(n, k, attn_md, rope_md, seqs));
-    for (int i = 0; i < n; ++i) draws[i] = seqs[i].draws[k];
-    GANNET_RETURN_IF_ERROR(m.be->CopyToDevice(m.params.data, draws.data(),
-                                              n * sizeof(sampling::DrawParams)));
-    const Tensor ids_k = m.ids[k].Reshape({m.ids[k].numel()}).Rows(0, n);
-    GANNET_RETURN_IF_ERROR(m.be->Sample(m.logits.Rows(0, n), m.params.Rows(0, n), Tensor(), ids_k));
-    if (!any_host) continue;
+    for (int i = 0; i < n; ++i) result->tokens[i][k] = host[k * m.options.max_seqs + i];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Drafter::Impl::UploadDraws(std::span<const DraftSeq> seqs, int rows, int k) {
+  std::vector<sampling::DrawParams> draws(rows, sampling::DrawParams{0.0f, 1, 1.0f, 0.0f, 0});
+  for (size_t i = 0; i < seqs.size(); ++i) draws[i] = seqs[i].draws[k];
+  return be->CopyToDevice(params[k].data, draws.data(), rows * sizeof(sampling::DrawParams));
+}
+
+absl::Status Drafter::Impl::RoundFromGraph(std::span<const DraftSeq> seqs, int steps) {
+  // Padded to a batch bucket (padding rows read and never write the padding page), the context
+  // bound rounded up (the split-KV grids depend on it): one recording per (bucket, steps, length).
+  const int n = static_cast<int>(seqs.size());
+  const int bucket = runner::BatchBucket(n, options.max_seqs);
+  std::vector<DraftSeq> padded(seqs.begin(), seqs.end());
+  for (int i = n; i < bucket; ++i) {
+    DraftSeq pad;
+    pad.committed = 1;
+    for (int g = 0; g < 2; ++g) pad.page_table[g] = pad_table[g];
+    padded.push_back(pad);
+  }
+  backend::StepMetadata attn_md, rope_md;
+  GANNET_RETURN_IF_ERROR(Prepare(padded, &attn_md, &rope_md));
+  attn_md.max_seq_len = rope_md.max_seq_len = runner::LengthBucket(attn_md.max_seq_len);
+  for (int k = 0; k < steps; ++k) GANNET_RETURN_IF_ERROR(UploadDraws(seqs, bucket, k));
+  return graphs.Run(
+      be, {bucket, steps, attn_md.max_seq_len, 0, 0},
+      [&]() -> absl::Status {
+        for (int k = 0; k < steps; ++k) {
+          GANNET_RETURN_IF_ERROR(Step(bucket, k, attn_md, rope_md));
+          GANNET_RETURN_IF_ERROR(be->Sample(logits.Rows(0, bucket), params[k].Rows(0, bucket),
+                                            Tensor(), ids[k].Rows(0, bucket)));
+        }
+        return absl::OkStatus();
+      },
+      "drafter: round (sequences, steps, length)");
+}
+
+absl::Status Drafter::Impl::RoundWithHostDraws(std::span<const DraftSeq> seqs, int steps,
+                                               DraftResult* result) {
+  const int n = static_cast<int>(seqs.size());
+  const int64_t vocab = config.text.vocab_size;
+  backend::StepMetadata attn_md, rope_md;
+  GANNET_RETURN_IF_ERROR(Prepare(seqs, &attn_md, &rope_md));
+  for (int k = 0; k < steps; ++k) {
+    GANNET_RETURN_IF_ERROR(Step(n, k, attn_md, rope_md));
+    GANNET_RETURN_IF_ERROR(UploadDraws(seqs, n, k));
+    const Tensor ids_k = ids[k].Rows(0, n);
+    GANNET_RETURN_IF_ERROR(be->Sample(logits.Rows(0, n), params[k].Rows(0, n), Tensor(), ids_k));
     // Rows whose drafts are verified by rejection sampling are drawn on the host, from exactly
     // the logits the verifier will see (the device draw could differ in the last bit of an
     // exp() at a filter boundary, and q(d) must be the distribution d came from).
@@ -401,17 +470,11 @@ absl::Status Drafter::Draft(std::span<const DraftSeq> seqs, int steps, DraftResu
       std::vector<float>& dst = result->logits[i];
       dst.resize(static_cast<size_t>(steps) * vocab);
       float* row = dst.data() + k * vocab;
+      GANNET_RETURN_IF_ERROR(be->CopyToHost(row, logits.Rows(i, 1).data, vocab * sizeof(float)));
+      const int32_t token = sampling::DrawToken(row, vocab, seqs[i].draws[k]);
       GANNET_RETURN_IF_ERROR(
-          m.be->CopyToHost(row, m.logits.Rows(i, 1).data, vocab * sizeof(float)));
-      const int32_t token = sampling::DrawToken(row, vocab, draws[i]);
-      GANNET_RETURN_IF_ERROR(m.be->CopyToDevice(
-          static_cast<int32_t*>(ids_k.data) + i, &token, sizeof(token)));
+          be->CopyToDevice(static_cast<int32_t*>(ids_k.data) + i, &token, sizeof(token)));
     }
-  }
-  std::vector<int32_t> host(n);
-  for (int k = 0; k < steps; ++k) {
-    GANNET_RETURN_IF_ERROR(m.be->CopyToHost(host.data(), m.ids[k].data, n * sizeof(int32_t)));
-    for (int i = 0; i < n; ++i) result->tokens[i][k] = host[i];
   }
   return absl::OkStatus();
 }
@@ -423,7 +486,7 @@ absl::Status Drafter::FirstStep(std::span<const DraftSeq> seqs, std::vector<floa
   if (n == 0 || n > m.options.max_seqs) return InvalidArgumentError("drafter: {} sequences", n);
   backend::StepMetadata attn_md, rope_md;
   GANNET_RETURN_IF_ERROR(m.Prepare(seqs, &attn_md, &rope_md));
-  GANNET_RETURN_IF_ERROR(m.Step(n, 0, attn_md, rope_md, seqs));
+  GANNET_RETURN_IF_ERROR(m.Step(n, 0, attn_md, rope_md));
   const int64_t vocab = m.config.text.vocab_size, hb = m.config.backbone_hidden_size;
   logits->resize(static_cast<size_t>(n) * vocab);
   GANNET_RETURN_IF_ERROR(m.be->CopyToHost(logits->data(), m.logits.data, logits->size() * 4));

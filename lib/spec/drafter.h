@@ -39,6 +39,9 @@ namespace gannet::spec {
 struct DrafterOptions {
   int max_seqs = 16;  // sequences per round
   int max_steps = 8;  // draft tokens per round (K)
+  // Rounds whose rows all draw on the device (greedy) are padded to a batch bucket and replayed
+  // from graphs on backends that have them.
+  bool enable_graphs = true;
 };
 
 // One sequence of a drafting round.

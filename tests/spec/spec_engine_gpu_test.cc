@@ -11,6 +11,10 @@
 // (tests/capi/capi_gpu_test.cc holds batching to the same rule). So each sequence must be
 // identical until, at most, a token where the plain run's top two logprobs are within kNearTie
 // and the other of the two was taken; they part ways there. Every divergence is printed.
+// The tiny 26B-A4B is the exception: a bf16 difference there can flip a top-2 expert choice and
+// move logits by ~0.4 (tests/backend/cuda_runner_test.cc measures it), which the different
+// prefill chunking of a run with verify chunks in its step budget triggers; it is held to the
+// share of identical sequences only.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -29,7 +33,7 @@ constexpr float kNearTie = 0.25f;
 
 // Identical up to near-ties of the reference (which asked for 2 logprobs per token).
 void ExpectSameUpToNearTies(const std::vector<Outcome>& got, const std::vector<Outcome>& ref,
-                            const std::string& what) {
+                            const std::string& what, bool expert_flips = false) {
   ASSERT_EQ(got.size(), ref.size());
   int identical = 0;
   for (size_t s = 0; s < got.size(); ++s) {
@@ -50,10 +54,13 @@ void ExpectSameUpToNearTies(const std::vector<Outcome>& got, const std::vector<O
     ASSERT_LT(i, ref[s].gaps.size());
     std::printf("%s: sequence %zu parts at token %zu (%d vs %d), plain top-2 gap %.4f\n",
                 what.c_str(), s, i, a[i], b[i], ref[s].gaps[i]);
-    EXPECT_LT(ref[s].gaps[i], kNearTie) << what << ": sequence " << s << " token " << i;
+    if (!expert_flips) {
+      EXPECT_LT(ref[s].gaps[i], kNearTie) << what << ": sequence " << s << " token " << i;
+    }
   }
   std::printf("%s: %d of %zu sequences identical\n", what.c_str(), identical, got.size());
-  EXPECT_GE(identical, static_cast<int>(got.size()) * 3 / 4) << what;
+  EXPECT_GE(identical, static_cast<int>(got.size()) * (expert_flips ? 9 : 3) / (expert_flips ? 10 : 4))
+      << what;
 }
 
 class SpecEngineGpuTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
@@ -90,7 +97,7 @@ TEST_P(SpecEngineGpuTest, GreedyWithDraftsEqualsWithout) {
       const std::vector<Outcome> got = RunAll(*engine, w.inputs);
       const std::string what = variant + " page " + std::to_string(page_size) + " budget " +
                                std::to_string(budget) + (oracle ? " oracle" : " drafter");
-      ExpectSameUpToNearTies(got, expected, what);
+      ExpectSameUpToNearTies(got, expected, what, variant == "26b-a4b");
       const EngineStats st = engine->GetStats();
       std::printf("%s: drafts %ld, accepted %ld, %.2f tokens per verify chunk\n", what.c_str(),
                   static_cast<long>(st.spec_draft_tokens), static_cast<long>(st.spec_accepted_tokens),
