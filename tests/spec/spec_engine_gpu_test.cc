@@ -30,10 +30,14 @@ namespace {
 using namespace spectest;  // NOLINT: the helpers of this test family
 
 constexpr float kNearTie = 0.25f;
+// The tiny E4B's bf16 logits sit ~0.1 x max|logit| from fp32 (cuda_runner_test), several times
+// the others': its near-ties are wider.
+constexpr float kNearTieE4b = 0.5f;
 
 // Identical up to near-ties of the reference (which asked for 2 logprobs per token).
 void ExpectSameUpToNearTies(const std::vector<Outcome>& got, const std::vector<Outcome>& ref,
-                            const std::string& what, bool expert_flips = false) {
+                            const std::string& what, bool expert_flips = false,
+                            float near_tie = kNearTie) {
   ASSERT_EQ(got.size(), ref.size());
   int identical = 0;
   for (size_t s = 0; s < got.size(); ++s) {
@@ -55,7 +59,7 @@ void ExpectSameUpToNearTies(const std::vector<Outcome>& got, const std::vector<O
     std::printf("%s: sequence %zu parts at token %zu (%d vs %d), plain top-2 gap %.4f\n",
                 what.c_str(), s, i, a[i], b[i], ref[s].gaps[i]);
     if (!expert_flips) {
-      EXPECT_LT(ref[s].gaps[i], kNearTie) << what << ": sequence " << s << " token " << i;
+      EXPECT_LT(ref[s].gaps[i], near_tie) << what << ": sequence " << s << " token " << i;
     }
   }
   std::printf("%s: %d of %zu sequences identical\n", what.c_str(), identical, got.size());
@@ -97,7 +101,8 @@ TEST_P(SpecEngineGpuTest, GreedyWithDraftsEqualsWithout) {
       const std::vector<Outcome> got = RunAll(*engine, w.inputs);
       const std::string what = variant + " page " + std::to_string(page_size) + " budget " +
                                std::to_string(budget) + (oracle ? " oracle" : " drafter");
-      ExpectSameUpToNearTies(got, expected, what, variant == "26b-a4b");
+      ExpectSameUpToNearTies(got, expected, what, variant == "26b-a4b",
+                             variant == "e4b" ? kNearTieE4b : kNearTie);
       const EngineStats st = engine->GetStats();
       std::printf("%s: drafts %ld, accepted %ld, %.2f tokens per verify chunk\n", what.c_str(),
                   static_cast<long>(st.spec_draft_tokens), static_cast<long>(st.spec_accepted_tokens),
