@@ -1,14 +1,17 @@
-// The ordered-embedding head of the E2B/E4B MTP drafters (spec.h). Two launches per call:
-//  1. one CTA per row picks the row's top_k clusters by repeated arg-max over the cluster logits
-//     (ties to the lower index, as the CPU reference), writes them to `selected` and sets the
-//     whole logits row to -inf;
-//  2. one CTA per (row, selected cluster) computes the cluster's per-cluster tokens' logits,
-//     h . table[id], one warp per token at a time, h held in shared memory as f32.
+// The ordered-embedding head of the E2B/E4B MTP drafters (spec.h). Three launches per call:
+//  1. a grid-wide fill of the logits rows with -inf (one CTA per 1 MB row would be slow);
+//  2. one CTA per row picks the row's top_k clusters: an 8-bit radix select finds the k-th
+//     largest cluster logit in four histogram passes, then the clusters above it and the
+//     lowest-index ones equal to it (ties to the lower index, as the CPU reference) go to
+//     `selected` in ascending order;
+//  3. one CTA per (row, selected cluster) computes the cluster's tokens' logits, h . table[id],
+//     one warp per token at a time, h held in shared memory as f32.
 // Only top_k x (V / C) table rows are read (4096 x 256 bf16 = 2 MiB for the released drafters),
 // not the whole 262144-row table.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/common/device_utils.cuh"
@@ -20,50 +23,103 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
+constexpr int kMaxPerThread = 16;  // clusters per thread: up to 4096 clusters
 
-__global__ void __launch_bounds__(kThreads) SelectClustersKernel(const float* clusters, int64_t ldc,
-                                                                 int num_clusters, int top_k,
-                                                                 int32_t* selected, float* logits,
-                                                                 int64_t ld, int vocab) {
-  extern __shared__ unsigned char keep[];  // [num_clusters]
-  __shared__ float best_v[kThreads];
-  __shared__ int best_i[kThreads];
-  const float* c = clusters + blockIdx.x * ldc;
-  for (int i = threadIdx.x; i < num_clusters; i += kThreads) keep[i] = 0;
+// Larger float, larger key (NaN aside).
+__device__ __forceinline__ uint32_t OrderKey(float f) {
+  const uint32_t u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// Exclusive prefix sums of two per-thread counts over the block, in thread order.
+__device__ __forceinline__ void BlockScan2(int a, int b, int* ea, int* eb, int* sa, int* sb) {
+  // sa/sb: [kThreads] shared scratch.
+  sa[threadIdx.x] = a;
+  sb[threadIdx.x] = b;
   __syncthreads();
-  for (int k = 0; k < top_k; ++k) {
-    float bv = -INFINITY;
-    int bi = num_clusters;  // none
-    for (int i = threadIdx.x; i < num_clusters; i += kThreads) {
-      if (!keep[i] && (bi == num_clusters || c[i] > bv)) {
-        bv = c[i];
-        bi = i;
-      }
-    }
-    best_v[threadIdx.x] = bv;
-    best_i[threadIdx.x] = bi;
+  for (int off = 1; off < kThreads; off <<= 1) {
+    const int va = threadIdx.x >= off ? sa[threadIdx.x - off] : 0;
+    const int vb = threadIdx.x >= off ? sb[threadIdx.x - off] : 0;
     __syncthreads();
-    for (int s = kThreads / 2; s > 0; s >>= 1) {
-      if (threadIdx.x < s) {
-        const float ov = best_v[threadIdx.x + s];
-        const int oi = best_i[threadIdx.x + s];
-        const int mi = best_i[threadIdx.x];
-        if (oi < num_clusters && (mi == num_clusters || ov > best_v[threadIdx.x] ||
-                                  (ov == best_v[threadIdx.x] && oi < mi))) {
-          best_v[threadIdx.x] = ov;
-          best_i[threadIdx.x] = oi;
-        }
-      }
-      __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-      keep[best_i[0]] = 1;
-      selected[blockIdx.x * top_k + k] = best_i[0];
-    }
+    sa[threadIdx.x] += va;
+    sb[threadIdx.x] += vb;
     __syncthreads();
   }
-  float* row = logits + blockIdx.x * ld;
-  for (int i = threadIdx.x; i < vocab; i += kThreads) row[i] = -INFINITY;
+  *ea = sa[threadIdx.x] - a;
+  *eb = sb[threadIdx.x] - b;
+  __syncthreads();
+}
+
+__global__ void FillKernel(float* logits, int64_t ld, int rows, int vocab) {
+  const int64_t total = static_cast<int64_t>(rows) * vocab;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    logits[(i / vocab) * ld + i % vocab] = -INFINITY;
+  }
+}
+
+// One CTA per row: the top_k clusters by an 8-bit radix select of the k-th largest key (4
+// histogram passes), then every key above it and the lowest-index keys equal to it, written to
+// `selected` in ascending cluster order. Thread t owns clusters [t * per, (t + 1) * per).
+__global__ void __launch_bounds__(kThreads) SelectClustersKernel(const float* clusters, int64_t ldc,
+                                                                 int num_clusters, int top_k,
+                                                                 int32_t* selected) {
+  __shared__ int hist[256];
+  __shared__ int scan_a[kThreads], scan_b[kThreads];
+  __shared__ uint32_t s_prefix;
+  __shared__ int s_remaining;
+  const float* c = clusters + blockIdx.x * ldc;
+  const int per = (num_clusters + kThreads - 1) / kThreads;
+  const int begin = threadIdx.x * per, end = min(num_clusters, begin + per);
+  uint32_t keys[kMaxPerThread];
+#pragma unroll
+  for (int j = 0; j < kMaxPerThread; ++j) keys[j] = begin + j < end ? OrderKey(c[begin + j]) : 0u;
+  if (threadIdx.x == 0) {
+    s_prefix = 0;
+    s_remaining = top_k;
+  }
+  uint32_t mask = 0;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    hist[threadIdx.x] = 0;  // kThreads == 256 bins
+    __syncthreads();
+    const uint32_t prefix = s_prefix;
+#pragma unroll
+    for (int j = 0; j < kMaxPerThread; ++j) {
+      if (begin + j < end && (keys[j] & mask) == prefix) atomicAdd(&hist[(keys[j] >> shift) & 0xFF], 1);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int remaining = s_remaining;
+      int d = 255;
+      for (; d > 0 && hist[d] < remaining; --d) remaining -= hist[d];
+      s_remaining = remaining;  // how many to take among keys with this digit
+      s_prefix = prefix | (static_cast<uint32_t>(d) << shift);
+    }
+    mask |= 0xFFu << shift;
+    __syncthreads();
+  }
+  const uint32_t threshold = s_prefix;
+  const int take_equal = s_remaining;
+  int above = 0, equal = 0;
+#pragma unroll
+  for (int j = 0; j < kMaxPerThread; ++j) {
+    if (begin + j < end) {
+      above += keys[j] > threshold;
+      equal += keys[j] == threshold;
+    }
+  }
+  int above_before, equal_before;
+  BlockScan2(above, equal, &above_before, &equal_before, scan_a, scan_b);
+  // Selected before this thread's clusters: the keys above, and the equal ones still taken.
+  int out = above_before + min(equal_before, take_equal);
+  int eq = equal_before;
+  int32_t* sel = selected + blockIdx.x * top_k;
+#pragma unroll
+  for (int j = 0; j < kMaxPerThread; ++j) {
+    if (begin + j >= end) continue;
+    const bool take = keys[j] > threshold || (keys[j] == threshold && eq++ < take_equal);
+    if (take) sel[out++] = begin + j;
+  }
 }
 
 __global__ void __launch_bounds__(kThreads) ClusterDotsKernel(Mat h, const bf16* table, int width,
@@ -98,13 +154,16 @@ cudaError_t LaunchCentroidLogits(Mat h, int rows, const void* table, int width,
                                  const int32_t* ordering, int per_cluster, int top_k,
                                  int32_t* selected, float* logits, int64_t ld, int vocab,
                                  cudaStream_t stream) {
-  if (num_clusters < 1 || num_clusters > 48 * 1024 || top_k < 1 || top_k > num_clusters ||
+  if (num_clusters < 1 || num_clusters > kThreads * kMaxPerThread || top_k < 1 || top_k > num_clusters ||
       width < 2 || width % 2 != 0 || width > 12 * 1024 || per_cluster < 1 || vocab < 1) {
     return cudaErrorInvalidValue;
   }
   if (rows == 0) return cudaSuccess;
-  SelectClustersKernel<<<rows, kThreads, num_clusters, stream>>>(
-      cluster_logits, ldc, num_clusters, top_k, selected, logits, ld, vocab);
+  const int64_t cells = static_cast<int64_t>(rows) * vocab;
+  const int fill_blocks = static_cast<int>(std::min<int64_t>((cells + kThreads * 8 - 1) / (kThreads * 8), 4096));
+  FillKernel<<<fill_blocks, kThreads, 0, stream>>>(logits, ld, rows, vocab);
+  SelectClustersKernel<<<rows, kThreads, 0, stream>>>(cluster_logits, ldc, num_clusters, top_k,
+                                                      selected);
   ClusterDotsKernel<<<rows * top_k, kThreads, width * sizeof(float), stream>>>(
       h, static_cast<const bf16*>(table), width, ordering, per_cluster, selected, top_k, logits,
       ld);

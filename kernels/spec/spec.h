@@ -11,9 +11,11 @@ namespace gannet::kernels {
 
 // The ordered-embedding ("centroid") head of the E2B/E4B drafters, gemma4-architecture.md §3.5:
 // per row r, the top_k clusters by cluster_logits[r] (ties to the lower index) go to
-// selected[r * top_k ...]; logits[r] is -inf except at the tokens of those clusters,
+// selected[r * top_k ...] in ascending order; logits[r] is -inf except at the tokens of those
+// clusters,
 // ordering[c * per_cluster ...] for cluster c, where it is h[r] . table[id] (f32 accumulation).
-// h [rows, width] bf16 or f32; table [vocab, width] bf16 row-major; width even, <= 12288.
+// h [rows, width] bf16 or f32; table [vocab, width] bf16 row-major; width even, <= 12288;
+// at most 4096 clusters.
 cudaError_t LaunchCentroidLogits(Mat h, int rows, const void* table, int width,
                                  const float* cluster_logits, int64_t ldc, int num_clusters,
                                  const int32_t* ordering, int per_cluster, int top_k,

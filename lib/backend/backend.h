@@ -199,9 +199,9 @@ class Backend {
   virtual absl::Status Softcap(Tensor x, float cap) = 0;
   // The ordered-embedding ("centroid") head of the E2B/E4B MTP drafters (gemma4-architecture.md
   // §3.5): per row r, the top_k = selected.row_elems() clusters by cluster_logits[r] (ties to the
-  // lower index) are written to selected[r]; logits[r] is -inf except at the tokens of those
-  // clusters (ordering[c] lists cluster c's ids), where it is h[r] . table[id]. Reads only those
-  // table rows. h [rows, D] activations; table [V, D] (a weight); cluster_logits [rows, C] f32;
+  // lower index) are written to selected[r] in ascending order; logits[r] is -inf except at the
+  // tokens of those clusters (ordering[c] lists cluster c's ids), where it is h[r] . table[id].
+  // Reads only those table rows. h [rows, D] activations; table [V, D] (a weight); cluster_logits [rows, C] f32;
   // ordering [C, V / C] int32; selected [rows, top_k] int32; logits [rows, V] f32.
   virtual absl::Status CentroidLogits(Tensor h, Tensor table, Tensor cluster_logits,
                                       Tensor ordering, Tensor selected, Tensor logits) = 0;

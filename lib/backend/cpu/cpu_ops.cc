@@ -188,8 +188,9 @@ absl::Status CpuBackend::CentroidLogits(Tensor h, Tensor table, Tensor clusters,
   }
   std::vector<float> w(width);
   for (int64_t r = 0; r < h.rows(); ++r) {
-    const std::vector<int32_t> top = TopClusters(clusters.as<float>() + r * clusters.stride0(),
-                                                 clusters.row_elems(), selected.row_elems());
+    std::vector<int32_t> top = TopClusters(clusters.as<float>() + r * clusters.stride0(),
+                                           clusters.row_elems(), selected.row_elems());
+    std::sort(top.begin(), top.end());  // `selected` lists them in ascending order
     std::copy(top.begin(), top.end(), selected.as<int32_t>() + r * selected.stride0());
     float* row = logits.as<float>() + r * logits.stride0();
     std::fill(row, row + vocab, -INFINITY);
