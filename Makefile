@@ -2,6 +2,8 @@
 #   make demo        install missing packages (as root), build, run the CLI on the tiny model
 #   make test        build and run the test suite (ctest)
 #   make sanitize    ASan+UBSan build of the engine/C-ABI tests and TSan on the concurrency tests
+#   make fuzz        build the libFuzzer targets (clang, ASan+UBSan) and run each FUZZ_SECONDS
+#                    (default 60) on a copy of its committed corpus; fails on any finding
 #   make dev         configure + build the sm_90-only developer preset
 # PRESET picks the CMake preset for demo/test (default: release, the full CUDA arch list when
 # nvcc is present; `make test PRESET=cpu` skips CUDA).
@@ -11,8 +13,10 @@ JOBS ?= $(shell nproc)
 BUILD := build/$(PRESET)
 TINY := tests/data/tiny
 GANNET := $(BUILD)/examples/cli/gannet
+FUZZ_SECONDS ?= 60
+FUZZ_SEED ?=
 
-.PHONY: all deps configure build demo test sanitize dev clean
+.PHONY: all deps configure build demo test sanitize fuzz dev clean
 
 all: build
 
@@ -42,6 +46,9 @@ test: build
 
 sanitize: deps
 	@tools/run_sanitizers.sh
+
+fuzz: deps
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_SEED=$(FUZZ_SEED) tools/run_fuzzers.sh
 
 dev:
 	@cmake --preset dev && cmake --build build/dev -j $(JOBS)

@@ -10,9 +10,10 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
 asan_tests=(capi_args_test capi_engine_test capi_concurrency_test capi_layout_test sched_test
-            sampling_test kv_test)
+            sampling_test kv_test speculative_test drafter_test spec_engine_small_test)
 cmake --preset asan > /dev/null
-cmake --build build/asan -j "$jobs" --target "${asan_tests[@]}"
+cmake --build build/asan -j "$jobs" --target \
+  "${asan_tests[@]/spec_engine_small_test/spec_engine_test}"
 export GANNET_TEST_SCALE=0.25
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
