@@ -13,6 +13,14 @@
 // TPOT relative to plain. At p = 0 a round yields one token, so TPOT(p=0) / plain TPOT is what a
 // spec round costs relative to a plain decode step.
 //
+// --mode forced (or both, the default) adds a second sweep that does not depend on the target
+// reproducing a recorded output: each draft counts as accepted with probability p (independently,
+// the run stopping at the first miss), whatever it is; the chunk then emits those drafts and the
+// target's next token (spec/verify.h AcceptOverride). The output is consistent but is not the
+// target's greedy text; the work per chunk is exactly that of real acceptance. Random-weight
+// targets have nearly flat logits, so the recorded oracle loses its truth wherever bf16 rows of
+// a verify chunk and of a plain step resolve a near-tie differently; forced acceptance is immune.
+//
 //   gannet-spec-sweep --model dummy:31b --draft dummy:31b-assistant --spec-tokens 3 \
 //       --input-len 1000 --output-len 256 --concurrency 1,16 --p 0,0.5,0.8,1
 #include <algorithm>
@@ -51,6 +59,7 @@ struct Options {
   std::vector<int> concurrency = {1, 16};
   std::vector<double> p = {0, 0.5, 0.8, 1.0};
   int requests_per_slot = 2;  // sequential requests per concurrency slot
+  std::string mode = "both";  // recorded, forced or both
 };
 
 template <typename T>
@@ -77,9 +86,11 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     else if (a == "--concurrency") o->concurrency = ParseList<int>(v);
     else if (a == "--p") o->p = ParseList<double>(v);
     else if (a == "--requests-per-slot") o->requests_per_slot = std::atoi(v);
+    else if (a == "--mode") o->mode = v;
     else return false;
   }
-  return o->input_len > 1 && o->output_len > 1 && !o->concurrency.empty();
+  return o->input_len > 1 && o->output_len > 1 && !o->concurrency.empty() &&
+         (o->mode == "recorded" || o->mode == "forced" || o->mode == "both");
 }
 
 // What the draft override reads: per request id, the recorded greedy continuation, and p.
@@ -87,6 +98,17 @@ struct Oracle {
   std::mutex mu;
   std::map<uint64_t, const std::vector<int32_t>*> truth;
   double p = 0;
+  bool forced = false;
+  static double U(uint64_t id, int64_t at) {
+    return (gannet::SplitMix64(id * 0x9e3779b97f4a7c15ull + at) >> 11) * 0x1.0p-53;
+  }
+  int Accept(uint64_t id, int64_t first_output, int accepted, int num_drafts) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!forced) return accepted;
+    int n = 0;
+    while (n < num_drafts && U(id ^ 0x5bd1e995ull, first_output + n) < p) ++n;
+    return n;
+  }
   void Override(uint64_t id, int64_t first_output, std::vector<int32_t>* drafts) {
     std::lock_guard<std::mutex> lock(mu);
     auto it = truth.find(id);
@@ -94,8 +116,7 @@ struct Oracle {
     const std::vector<int32_t>& t = *it->second;
     for (size_t k = 0; k < drafts->size(); ++k) {
       const int64_t at = first_output + static_cast<int64_t>(k);
-      const double u = (gannet::SplitMix64(id * 0x9e3779b97f4a7c15ull + at) >> 11) * 0x1.0p-53;
-      if (at < static_cast<int64_t>(t.size()) && u < p) (*drafts)[k] = t[at];
+      if (at < static_cast<int64_t>(t.size()) && U(id, at) < p) (*drafts)[k] = t[at];
     }
   }
 };
@@ -227,6 +248,9 @@ int main(int argc, char** argv) {
   cfg.override_drafts = [&oracle](uint64_t id, int64_t at, std::vector<int32_t>* d) {
     oracle.Override(id, at, d);
   };
+  cfg.override_accept = [&oracle](uint64_t id, int64_t at, int accepted, int k) {
+    return oracle.Accept(id, at, accepted, k);
+  };
   auto engine = Engine::Create(cfg);
   if (!engine.ok()) {
     std::fprintf(stderr, "spec-sweep: %s\n", std::string(engine.status().message()).c_str());
@@ -234,7 +258,8 @@ int main(int argc, char** argv) {
   }
   auto vocab = gannet::model::DummyModelConfig(o.model);
   const int64_t v = vocab.ok() ? vocab->text.vocab_size : 512;
-  std::printf("ACCEPTANCE SWEEP (synthetic: drafts replaced by the target's own greedy tokens with "
+  std::printf("ACCEPTANCE SWEEP (synthetic: recorded = each draft replaced by the target's own "
+              "recorded greedy token with probability p; forced = each draft counted accepted with "
               "probability p)\n%s + %s, K %d, input %d, output %d, %s\n",
               o.model.c_str(), o.draft.c_str(), o.spec_tokens, o.input_len, o.output_len,
               (*engine)->GetStats().device_name.c_str());
@@ -258,9 +283,17 @@ int main(int argc, char** argv) {
     std::printf("conc %3d  plain            | TPOT %8.2f ms | verify-path outputs differing from "
                 "plain decode (bf16 near-ties): %d of %zu\n",
                 conc, plain_tpot, near_ties, prompts.size());
+    for (const char* mode : {"recorded", "forced"}) {
+    if (o.mode != "both" && o.mode != mode) continue;
+    const bool forced = std::string(mode) == "forced";
     for (double p : o.p) {
-      oracle.p = p;
-      const Run r = RunPrompts(**engine, oracle, prompts, conc, o.output_len, true, &truth.outputs);
+      {
+        std::lock_guard<std::mutex> lock(oracle.mu);
+        oracle.p = p;
+        oracle.forced = forced;
+      }
+      const Run r = RunPrompts(**engine, oracle, prompts, conc, o.output_len, true,
+                               forced ? nullptr : &truth.outputs);
       int differ = 0;
       for (size_t i = 0; i < prompts.size(); ++i) differ += r.outputs[i] != truth.outputs[i];
       const double tpot = Median(r.tpot_ms);
@@ -269,10 +302,10 @@ int main(int argc, char** argv) {
               ? static_cast<double>(r.delta.spec_accepted_tokens + r.delta.spec_verify_chunks) /
                     r.delta.spec_verify_chunks
               : 0;
-      std::printf("conc %3d  p %.2f           | TPOT %8.2f ms = %.3fx plain | %.2f tokens per verify "
+      std::printf("conc %3d  %-8s p %.2f  | TPOT %8.2f ms = %.3fx plain | %.2f tokens per verify "
                   "chunk | accepted %.1f%% of %lld drafts | outputs differing from the truth: %d of "
                   "%zu\n",
-                  conc, p, tpot, plain_tpot > 0 ? tpot / plain_tpot : 0, per_chunk,
+                  conc, mode, p, tpot, plain_tpot > 0 ? tpot / plain_tpot : 0, per_chunk,
                   r.delta.spec_draft_tokens > 0
                       ? 100.0 * r.delta.spec_accepted_tokens / r.delta.spec_draft_tokens
                       : 0.0,
@@ -281,6 +314,7 @@ int main(int argc, char** argv) {
         std::lock_guard<std::mutex> lock(oracle.mu);
         oracle.truth.clear();
       }
+    }
     }
   }
   return 0;

@@ -189,7 +189,8 @@ bool Engine::Impl::RunStep() {
     if (!q.sample) continue;
     GANNET_CHECK(row < result.rows() && result.row_seq[row] == static_cast<int>(i));
     sched::Request* r = q.request;
-    spec::EmittedTokens out = spec::EmitScheduled(q, result, row, &verify_scratch);
+    spec::EmittedTokens out =
+        spec::EmitScheduled(q, result, row, &verify_scratch, &cfg.override_accept);
     for (sampling::SampleResult& sr : out.tokens) {
       if (r->state != sched::RequestState::kRunning) break;  // stopped inside an accepted run
       EmitToken(r, std::move(sr));

@@ -63,6 +63,10 @@ struct EngineConfig {
   // Replaces greedy requests' drafts (spec_decoder.h): tests and the acceptance-sweep benchmark.
   std::function<void(uint64_t request_id, int64_t first_output, std::vector<int32_t>* drafts)>
       override_drafts;
+  // Replaces how many drafts a greedy verify chunk accepts (spec/verify.h AcceptOverride): the
+  // acceptance-sweep benchmark only.
+  std::function<int(uint64_t request_id, int64_t first_output, int accepted, int num_drafts)>
+      override_accept;
 };
 
 // How a request's sampling seed is chosen (GANNET_SEED_* of the C ABI).

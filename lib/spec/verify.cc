@@ -1,5 +1,7 @@
 #include "lib/spec/verify.h"
 
+#include <algorithm>
+
 #include "lib/common/check.h"
 #include "lib/sampling/row_policy.h"
 #include "lib/sampling/speculative.h"
@@ -14,7 +16,8 @@ sampling::DrawParams DraftDrawParams(const sampling::SamplingParams& p, int64_t 
 }
 
 EmittedTokens EmitScheduled(const sched::ScheduledSeq& q, const runner::StepResult& result,
-                            int first_row, VerifyScratch* scratch) {
+                            int first_row, VerifyScratch* scratch,
+                            const AcceptOverride* override_accept) {
   sched::Request& r = *q.request;
   const sampling::RowRequest row = sched::RowRequestOf(r);
   EmittedTokens out;
@@ -35,9 +38,12 @@ EmittedTokens EmitScheduled(const sched::ScheduledSeq& q, const runner::StepResu
     // Greedy on the device: compare arg-maxes.
     int n = 0;
     while (n < k && result.sampled[first_row + n] == drafts[n]) ++n;
+    if (override_accept != nullptr && *override_accept) {
+      n = std::clamp((*override_accept)(r.spec.id, row.num_output, n, k), 0, k);
+    }
     for (int j = 0; j <= n; ++j) {
       sampling::SampleResult sr;
-      sr.token = result.sampled[first_row + j];
+      sr.token = j < n ? drafts[j] : result.sampled[first_row + j];
       out.tokens.push_back(sr);
     }
     out.accepted = n;

@@ -13,6 +13,7 @@
 // Engine thread only.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "lib/runner/step.h"
@@ -32,9 +33,18 @@ struct VerifyScratch {
   std::vector<float> row, sample;
 };
 
+// The acceptance-sweep benchmark only (bench/spec): replaces the number of drafts a greedy verify
+// chunk accepts (request id, output index of the first draft, accepted, drafts) -> accepted, in
+// [0, drafts]. The chunk then emits the drafts up to there and the target's arg-max after them:
+// a consistent output (the chunk computed exactly those tokens' KV), though not the target's
+// own greedy one, so it measures what a given acceptance rate costs and buys.
+using AcceptOverride = std::function<int(uint64_t request_id, int64_t first_output, int accepted,
+                                         int num_drafts)>;
+
 // `first_row`: the sequence's first logits row in `result` (rows are in plan order).
 EmittedTokens EmitScheduled(const sched::ScheduledSeq& q, const runner::StepResult& result,
-                            int first_row, VerifyScratch* scratch);
+                            int first_row, VerifyScratch* scratch,
+                            const AcceptOverride* override_accept = nullptr);
 
 // The draw parameters of draft step k of a round that starts at output index `num_output`
 // (greedy requests draw greedily; the others with their own filters and a draft seed).
