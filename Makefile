@@ -1,5 +1,5 @@
 # Thin wrappers over CMake presets. The README's quick start is `make demo` and `make test`.
-#   make demo        install missing packages (as root), build, run the CLI on the tiny model
+#   make demo        install missing packages (as root), build, run the CLI on the trained tiny model
 #   make test        build and run the test suite (ctest)
 #   make sanitize    ASan+UBSan build of the engine/C-ABI tests and TSan on the concurrency tests
 #   make fuzz        build the libFuzzer targets (clang, ASan+UBSan) and run each FUZZ_SECONDS
@@ -32,14 +32,17 @@ build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
-	@echo "== gannet info $(TINY)/31b"
-	@$(GANNET) info $(TINY)/31b
+	@echo "== gannet info $(TINY)/trained   (a 3.6M-parameter Gemma-4 trained by tools/train_tiny on the KJV and WEB bibles)"
+	@$(GANNET) info $(TINY)/trained
 	@echo
-	@echo "== gannet generate (tiny random-weight 31B-shaped model on the CPU: the text is noise)"
-	@$(GANNET) generate --backend cpu -m $(TINY)/31b -p "The quick brown fox" -n 24 --ids
+	@echo "== gannet generate (sampled, fixed seed)"
+	@$(GANNET) generate --backend cpu -m $(TINY)/trained -p "In the beginning God" -n 48 -t 0.8 --top-p 0.95 --seed 7
+	@echo
+	@echo "== gannet generate --draft (greedy, speculative decoding with its trained MTP assistant)"
+	@$(GANNET) generate --backend cpu -m $(TINY)/trained --draft $(TINY)/trained-assistant -p "And Jesus said unto them," -n 48
 	@echo
 	@echo "== gannet chat (two turns, streamed; earlier turns come from the prefix cache)"
-	@printf 'Hello, who are you?\nTell me a story.\n' | $(GANNET) chat --backend cpu -m $(TINY)/e4b -n 24
+	@printf 'The LORD is my shepherd.\nWho shall dwell in thy holy hill?\n' | $(GANNET) chat --backend cpu -m $(TINY)/trained -n 40 -t 0.7 --seed 3
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900

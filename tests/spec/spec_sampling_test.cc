@@ -76,7 +76,8 @@ double TwoSample(const std::map<std::vector<int32_t>, int64_t>& a,
 }
 
 std::unique_ptr<Engine> Make(bool speculate) {
-  EngineSetup s{"31b", 16};
+  EngineSetup s;
+  s.variant = "31b";
   s.max_running_seqs = 64;
   s.max_step_tokens = 512;
   s.spec_tokens = speculate ? 3 : 0;

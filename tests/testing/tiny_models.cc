@@ -64,38 +64,28 @@ std::vector<int32_t> IdentityPageTable(int seq_index, int pages_per_seq) {
   return t;
 }
 
-namespace {
+absl::StatusOr<GoldenFile> GoldenFile::Open(const std::string& name) {
+  GoldenFile g;
+  g.path_ = TestDataDir() + "/golden/" + name + ".safetensors";
+  GANNET_ASSIGN_OR_RETURN(g.file_, model::SafetensorsFile::Open(g.path_));
+  return g;
+}
 
-// Named int64 and f32 tensors of a golden file.
-class GoldenFile {
- public:
-  static absl::StatusOr<GoldenFile> Open(const std::string& name) {
-    GoldenFile g;
-    g.path_ = TestDataDir() + "/golden/" + name + ".safetensors";
-    GANNET_ASSIGN_OR_RETURN(g.file_, model::SafetensorsFile::Open(g.path_));
-    return g;
-  }
-  absl::Status Ints(const std::string& name, std::vector<int32_t>* out) const {
-    const model::TensorInfo* t = file_->Find(name);
-    if (t == nullptr || t->dtype != DType::kI64) return NotFoundError("{}: no int64 {}", path_, name);
-    const int64_t* p = reinterpret_cast<const int64_t*>(file_->Data(*t));
-    out->assign(p, p + t->numel());
-    return absl::OkStatus();
-  }
-  absl::Status Floats(const std::string& name, std::vector<float>* out) const {
-    const model::TensorInfo* t = file_->Find(name);
-    if (t == nullptr || t->dtype != DType::kF32) return NotFoundError("{}: no f32 {}", path_, name);
-    const float* p = reinterpret_cast<const float*>(file_->Data(*t));
-    out->assign(p, p + t->numel());
-    return absl::OkStatus();
-  }
+absl::Status GoldenFile::Ints(const std::string& name, std::vector<int32_t>* out) const {
+  const model::TensorInfo* t = file_->Find(name);
+  if (t == nullptr || t->dtype != DType::kI64) return NotFoundError("{}: no int64 {}", path_, name);
+  const int64_t* p = reinterpret_cast<const int64_t*>(file_->Data(*t));
+  out->assign(p, p + t->numel());
+  return absl::OkStatus();
+}
 
- private:
-  std::string path_;
-  std::unique_ptr<model::SafetensorsFile> file_;
-};
-
-}  // namespace
+absl::Status GoldenFile::Floats(const std::string& name, std::vector<float>* out) const {
+  const model::TensorInfo* t = file_->Find(name);
+  if (t == nullptr || t->dtype != DType::kF32) return NotFoundError("{}: no f32 {}", path_, name);
+  const float* p = reinterpret_cast<const float*>(file_->Data(*t));
+  out->assign(p, p + t->numel());
+  return absl::OkStatus();
+}
 
 absl::StatusOr<GoldenPrompt> LoadGolden(const std::string& variant, const std::string& prompt) {
   GANNET_ASSIGN_OR_RETURN(GoldenFile file, GoldenFile::Open(variant));

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "lib/backend/backend.h"
 #include "lib/model/checkpoint.h"
+#include "lib/model/safetensors.h"
 #include "lib/model/config.h"
 #include "lib/model/weights.h"
 #include "lib/kv/kv_layout.h"
@@ -45,6 +46,18 @@ absl::StatusOr<std::unique_ptr<runner::ModelRunner>> CreateTinyRunner(
 // A trivial KV layout for tests without a KV manager: sequence s gets pages
 // [s * pages_per_seq, (s + 1) * pages_per_seq) in both groups.
 std::vector<int32_t> IdentityPageTable(int seq_index, int pages_per_seq);
+
+// Named int64 and f32 tensors of tests/data/golden/<name>.safetensors (ints narrowed to int32).
+class GoldenFile {
+ public:
+  static absl::StatusOr<GoldenFile> Open(const std::string& name);
+  absl::Status Ints(const std::string& name, std::vector<int32_t>* out) const;
+  absl::Status Floats(const std::string& name, std::vector<float>* out) const;
+
+ private:
+  std::string path_;
+  std::unique_ptr<model::SafetensorsFile> file_;
+};
 
 struct GoldenPrompt {
   std::vector<int32_t> input_ids;

@@ -10,11 +10,8 @@ Corpus: the King James Version of the Bible (translated 1611; public domain) fro
 `bible -f 'Gen1:1-Rev22:21'`. KJV is plain ASCII, so a short multilingual / code supplement
 written for this script is mixed in to give the vocabulary some non-ASCII pieces and merges.
 
-The tokenizer mirrors what transformers' GemmaConverter writes (convert_slow_tokenizer.py):
-normalizer Replace(" " -> "▁"), pre-tokenizer Split(" ", MergedWithPrevious), BPE with
-byte_fallback and fuse_unk, decoder Sequence[Replace("▁" -> " "), ByteFallback, Fuse]. Gemma-4
-special tokens sit at their real ids (gemma4-architecture.md §5), "\\n" is the ordinary vocab
-token 107, the other low ids are <unusedN> placeholders.
+The tokenizer is gemma_bpe.py's (Gemma-4 special tokens at their real ids, "\\n" = 107, byte
+fallback, GemmaConverter's pipeline), plus a few added tokens only these tests use.
 
 Invalid UTF-8: the C++ API takes raw bytes and replaces every maximal ill-formed subsequence with
 U+FFFD, exactly what Python's bytes.decode("utf-8", "replace") does. Cases with "input_hex" hold
@@ -38,20 +35,13 @@ import re
 import subprocess
 import sys
 
-from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
-from tokenizers import processors, trainers
+from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokenizers
+
+from gemma_bpe import SPECIALS, build_tokenizer, train
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 OUT_DIR = os.path.join(REPO, "tests", "data", "tokenizer")
 
-# Gemma-4 special tokens at their real ids (gemma4-architecture.md §5).
-SPECIALS = {
-    0: "<pad>", 1: "<eos>", 2: "<bos>", 3: "<unk>", 4: "<mask>", 5: "[multimodal]",
-    46: "<|tool>", 47: "<tool|>", 48: "<|tool_call>", 49: "<tool_call|>",
-    50: "<|tool_response>", 51: "<tool_response|>", 52: '<|"|>', 98: "<|think|>",
-    100: "<|channel>", 101: "<channel|>", 105: "<|turn>", 106: "<turn|>",
-}
-NEWLINE_ID = 107
 TARGET_VOCAB = 8000
 
 # Written for this script (not from any source) so the vocabulary learns some non-ASCII pieces.
@@ -83,49 +73,8 @@ def load_corpus(path):
     return lines + SUPPLEMENT.splitlines() * 20
 
 
-def train(lines):
-    """Trains merges within "▁word" pieces (like SentencePiece); returns (vocab list, merges)."""
-    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
-    tok.normalizer = normalizers.Replace(" ", "▁")
-    tok.pre_tokenizer = pre_tokenizers.Split("▁", "merged_with_next")
-    reserved = NEWLINE_ID + 1 + 256 + 8
-    trainer = trainers.BpeTrainer(vocab_size=TARGET_VOCAB - reserved, min_frequency=2,
-                                  show_progress=False, special_tokens=[])
-    tok.train_from_iterator(lines, trainer)
-    model = json.loads(tok.to_str())["model"]
-    by_id = sorted(model["vocab"].items(), key=lambda kv: kv[1])
-    return [t for t, _ in by_id], [tuple(m) for m in model["merges"]]
-
-
-def build_tokenizer(trained_vocab, trained_merges):
-    vocab = {}
-    for i in range(NEWLINE_ID):
-        vocab[SPECIALS.get(i, f"<unused{i}>")] = i
-    vocab["\n"] = NEWLINE_ID
-    for b in range(256):
-        vocab[f"<0x{b:02X}>"] = len(vocab)
-    # Whitespace runs as Gemma has them, reachable through the extra merges below.
-    extra = ["▁", "\t", "▁▁", "▁▁▁▁", "\n\n", "\n\n\n\n"]
-    for t in extra + trained_vocab:
-        if t not in vocab:
-            vocab[t] = len(vocab)
-    merges = list(trained_merges) + [("▁", "▁"), ("▁▁", "▁▁"), ("\n", "\n"), ("\n\n", "\n\n")]
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", byte_fallback=True,
-                               fuse_unk=True))
-    tok.normalizer = normalizers.Replace(" ", "▁")
-    tok.pre_tokenizer = pre_tokenizers.Split(" ", "merged_with_previous")
-    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
-                                     decoders.Fuse()])
-    tok.post_processor = processors.TemplateProcessing(
-        single="<bos> $A", pair="<bos> $A <bos> $B", special_tokens=[("<bos>", 2)])
-    added = []
-    for i in range(NEWLINE_ID):
-        if i in SPECIALS:
-            added.append(AddedToken(SPECIALS[i], special=True, normalized=False))
-        else:
-            # Non-special placeholders: still never split, but kept by skip_special_tokens.
-            added.append(AddedToken(f"<unused{i}>", special=False, normalized=False))
-    tok.add_tokens(added)
+def build_parity_tokenizer(trained_vocab, trained_merges):
+    tok = build_tokenizer(trained_vocab, trained_merges)
     # Extra added tokens that exercise lstrip/rstrip and normalized matching (ids past the vocab).
     tok.add_tokens([AddedToken("<|strip_me|>", special=False, normalized=False, lstrip=True,
                                rstrip=True),
@@ -361,8 +310,8 @@ def main():
         make_tiny_expected(rng)
         return
     lines = load_corpus(args.corpus)
-    trained_vocab, trained_merges = train(lines)
-    tok = build_tokenizer(trained_vocab, trained_merges)
+    trained_vocab, trained_merges = train(lines, TARGET_VOCAB)
+    tok = build_parity_tokenizer(trained_vocab, trained_merges)
     base_json = tok.to_str()
     tok = Tokenizer.from_str(base_json)
     print(f"vocab {tok.get_vocab_size()} merges {len(json.loads(base_json)['model']['merges'])}")
