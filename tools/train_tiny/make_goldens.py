@@ -12,7 +12,9 @@ proves HF reads what train.py wrote, and writes tests/data/golden/trained.safete
   prompt<i>.text_utf8   [bytes]  ten prompts, as UTF-8 bytes (so the test can tokenize them)
   prompt<i>.input_ids   [n]      the same tokenized by HF's tokenizer (with <bos>)
   prompt<i>.greedy      [32]     HF's greedy continuation (KV cache on, no stop tokens)
-Also prints the passages' perplexities, which the test checks gannet against (1e-3 relative).
+Also prints the passages' perplexities, which the test checks gannet against (1e-3 relative), and
+checks that HF's assisted generation with the trained assistant (loaded by from_pretrained) gives
+the greedy tokens.
 
 Usage: python3 tools/train_tiny/make_goldens.py --corpus .corpus   (--model tests/data/tiny/trained)
 """
@@ -25,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 from transformers import AutoTokenizer, Gemma4ForCausalLM
+from transformers.models.gemma4_assistant.modeling_gemma4_assistant import Gemma4AssistantForCausalLM
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PASSAGE_LEN = 640
@@ -66,6 +69,7 @@ def passage(model, tok, text):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(REPO, "tests", "data", "tiny", "trained"))
+    ap.add_argument("--draft", default=None, help="assistant folder (default: <model>-assistant)")
     ap.add_argument("--corpus", required=True, help="fetch_corpus.sh output (held-out files)")
     ap.add_argument("--out", default=os.path.join(REPO, "tests", "data", "golden",
                                                   "trained.safetensors"))
@@ -79,6 +83,9 @@ def main():
     h = model.config.hidden_size
     model.model.embed_tokens.embed_scale.fill_(
         torch.tensor(h ** 0.5, dtype=torch.float32).to(torch.bfloat16).item())
+    drafter = Gemma4AssistantForCausalLM.from_pretrained(
+        args.draft or args.model.rstrip("/") + "-assistant", dtype=torch.float32,
+        attn_implementation="eager").eval()
     out = {}
     for name in ("kjv", "web"):
         with open(os.path.join(args.corpus, f"heldout_{name}.txt"), encoding="utf-8") as f:
@@ -93,6 +100,12 @@ def main():
             raise SystemExit("the tokenizer does not add <bos>")
         g = model.generate(ids, max_new_tokens=GREEDY_TOKENS, min_new_tokens=GREEDY_TOKENS,
                            do_sample=False, eos_token_id=None, pad_token_id=0)
+        # HF's own assisted generation with the trained assistant: greedy, so the same tokens.
+        a = model.generate(ids, max_new_tokens=GREEDY_TOKENS, min_new_tokens=GREEDY_TOKENS,
+                           do_sample=False, eos_token_id=None, pad_token_id=0,
+                           assistant_model=drafter)
+        if not torch.equal(a[0, :g.shape[1]], g[0]):
+            raise SystemExit(f"prompt{i}: HF assisted generation differs from greedy")
         out[f"prompt{i}.text_utf8"] = torch.tensor(list(p.encode("utf-8")))
         out[f"prompt{i}.input_ids"] = ids[0]
         out[f"prompt{i}.greedy"] = g[0, ids.shape[1]:]
