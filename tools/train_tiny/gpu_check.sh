@@ -4,6 +4,7 @@
 # Usage: tools/train_tiny/gpu_check.sh BUILD_DIR
 set -uo pipefail
 g="$1/examples/cli/gannet"
+[ -x "$g" ] || { echo "no CLI at $g (ninja gannet_cli)"; exit 1; }
 m=tests/data/tiny/trained
 status=0
 for p in "In the beginning God" "And Jesus said unto them," "The word of the LORD came to"; do
@@ -15,6 +16,6 @@ for p in "In the beginning God" "And Jesus said unto them," "The word of the LOR
        "cuda+draft == cuda: $([ "$spec" == "$gpu" ] && echo yes || echo NO)"
   echo "$spec_out" | grep -o 'TPOT[^|]*|[^]]*' | tail -1
   "$g" generate --backend cuda -m $m -p "$p" -n 128 --ignore-eos 2>&1 | grep -o 'TPOT[^]]*' | sed 's/^/  plain: /'
-  [ "$cpu" == "$gpu" ] && [ "$spec" == "$gpu" ] || status=1
+  [ -n "$gpu" ] && [ "$cpu" == "$gpu" ] && [ "$spec" == "$gpu" ] || status=1
 done
 exit $status
