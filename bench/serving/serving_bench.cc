@@ -38,6 +38,7 @@ struct Options {
   int requests = 0;  // 0: max(2, 2 x concurrency) at low concurrency, concurrency above 16
   int max_running = 0;
   int max_step_tokens = 0;
+  int64_t max_prefill_while_decoding = 0;
   int max_model_len = 0;
   long long kv_bytes = 0;
   bool no_graphs = false;
@@ -77,6 +78,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     else if (a == "--requests" && (v = next())) o->requests = std::atoi(v);
     else if (a == "--max-running" && (v = next())) o->max_running = std::atoi(v);
     else if (a == "--max-step-tokens" && (v = next())) o->max_step_tokens = std::atoi(v);
+    else if (a == "--max-prefill-while-decoding" && (v = next()))
+      o->max_prefill_while_decoding = std::atoll(v);
     else if (a == "--max-model-len" && (v = next())) o->max_model_len = std::atoi(v);
     else if (a == "--kv-bytes" && (v = next())) o->kv_bytes = std::atoll(v);
     else if (a == "--no-graphs") o->no_graphs = true;
@@ -88,7 +91,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       std::fprintf(stderr,
                    "usage: gannet-serving-bench [--model DIR|dummy:VARIANT] [--backend cpu|cuda]\n"
                    "  [--input-len N] [--output-len N] [--concurrency N] [--requests N]\n"
-                   "  [--max-running N] [--max-step-tokens N] [--max-model-len N] [--kv-bytes B]\n"
+                   "  [--max-running N] [--max-step-tokens N] [--max-prefill-while-decoding N]\n"
+                   "  [--max-model-len N] [--kv-bytes B]\n"
                    "  [--no-graphs] [--prefix-cache] [--warmup N] [--name LABEL]\n"
                    "  [--draft DIR|dummy:VARIANT-assistant] [--spec-tokens N]\n");
       return false;
@@ -125,6 +129,7 @@ int main(int argc, char** argv) {
   // hold that many sequences at full length): the client's concurrency is only what it offers.
   cfg.max_running_seqs = o.max_running;
   cfg.max_step_tokens = o.max_step_tokens;
+  cfg.max_prefill_tokens_while_decoding = o.max_prefill_while_decoding;
   cfg.max_model_len = o.max_model_len > 0 ? o.max_model_len : o.input_len + o.output_len + 16;
   cfg.kv_memory_bytes = o.kv_bytes;
   cfg.disable_prefix_cache = o.prefix_cache ? 0 : 1;  // random prompts: nothing to reuse

@@ -41,6 +41,11 @@
 
 namespace {
 
+[[noreturn]] void Die(const absl::Status& st) {
+  std::fprintf(stderr, "spec-sweep: %s\n", std::string(st.message()).c_str());
+  std::exit(1);
+}
+
 using Clock = std::chrono::steady_clock;
 using gannet::engine::Engine;
 using gannet::engine::EngineConfig;
@@ -179,7 +184,7 @@ Run RunPrompts(Engine& engine, Oracle& oracle, const std::vector<std::vector<int
     expected_id = *id + 1;
     for (bool done = false; !done;) {
       std::vector<Event> drain;
-      engine.Poll(1000, 64, &drain);
+      if (absl::Status st = engine.Poll(1000, 64, &drain); !st.ok()) Die(st);
       for (const Event& e : drain) done |= e.request_id == *id && e.type != EventType::kToken;
     }
   }
@@ -187,7 +192,7 @@ Run RunPrompts(Engine& engine, Oracle& oracle, const std::vector<std::vector<int
   std::vector<Event> events;
   while (!live.empty()) {
     events.clear();
-    engine.Poll(1000, 4096, &events);
+    if (absl::Status st = engine.Poll(1000, 4096, &events); !st.ok()) Die(st);
     const auto now = Clock::now();
     for (Event& e : events) {
       auto it = live.find(e.request_id);

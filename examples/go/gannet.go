@@ -282,21 +282,24 @@ type Progress struct {
 
 // Config selects the model and the engine's limits; zero values are the library's defaults.
 type Config struct {
-	ModelDir           string // Hugging Face checkpoint folder, or "dummy:e4b" etc.
-	Backend            string // "cpu" or "cuda"; "" = cuda if a GPU is usable, else cpu
-	DeviceID           int
-	MaxRunningSeqs     int
-	MaxStepTokens      int
-	MaxModelLen        int
-	PageSize           int
-	KVMemoryBytes      int64
-	KVSlidingPages     int
-	KVFullPages        int
-	DisablePrefixCache bool
-	Threads            int // CPU backend threads
-	MaxQueuedRequests  int
-	DisableCUDAGraphs  bool
-	LoadFormat         string // "" or "auto" = safetensors, "dummy" = random weights
+	ModelDir       string // Hugging Face checkpoint folder, or "dummy:e4b" etc.
+	Backend        string // "cpu" or "cuda"; "" = cuda if a GPU is usable, else cpu
+	DeviceID       int
+	MaxRunningSeqs int
+	MaxStepTokens  int
+	// MaxPrefillTokensWhileDecoding: the most prompt tokens a step carries while it decodes;
+	// 0 = default (cpu: no limit beyond MaxStepTokens, cuda: 512).
+	MaxPrefillTokensWhileDecoding int
+	MaxModelLen                   int
+	PageSize                      int
+	KVMemoryBytes                 int64
+	KVSlidingPages                int
+	KVFullPages                   int
+	DisablePrefixCache            bool
+	Threads                       int // CPU backend threads
+	MaxQueuedRequests             int
+	DisableCUDAGraphs             bool
+	LoadFormat                    string // "" or "auto" = safetensors, "dummy" = random weights
 	// DraftModelDir turns on speculative decoding with the target's Gemma-4 MTP assistant: its
 	// folder, or "dummy:<variant>-assistant" (random weights); "" = off.
 	DraftModelDir     string
@@ -554,6 +557,7 @@ func Open(cfg Config) (*Engine, error) {
 	c.device_id = C.int32_t(cfg.DeviceID)
 	c.max_running_seqs = C.int32_t(cfg.MaxRunningSeqs)
 	c.max_step_tokens = C.int32_t(cfg.MaxStepTokens)
+	c.max_prefill_tokens_while_decoding = C.int64_t(cfg.MaxPrefillTokensWhileDecoding)
 	c.max_model_len = C.int32_t(cfg.MaxModelLen)
 	c.page_size = C.int32_t(cfg.PageSize)
 	c.kv_memory_bytes = C.int64_t(cfg.KVMemoryBytes)

@@ -471,6 +471,13 @@ func TestSpeculativeDecoding(t *testing.T) {
 		gerr.Status != StatusInvalidArgument {
 		t.Fatalf("9 drafts per round: %v", err)
 	}
+	// A prompt budget while decoding above the step budget is refused, naming the setting.
+	if _, err := Open(Config{ModelDir: tiny("e4b"), Backend: "cpu", Threads: 1, MaxStepTokens: 64,
+		MaxPrefillTokensWhileDecoding: 65}); !errors.As(err, &gerr) ||
+		gerr.Status != StatusInvalidArgument ||
+		!strings.Contains(gerr.Message, "max_prefill_tokens_while_decoding (65)") {
+		t.Fatalf("prefill budget above the step budget: %v", err)
+	}
 }
 
 func mustSubmit(t *testing.T, e *Engine, r *Request) <-chan Event {

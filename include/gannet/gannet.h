@@ -179,11 +179,18 @@ typedef struct gannet_engine_config {
    * for token the same as without it; sampled output has the same distribution. */
   const char* draft_model_dir;
   int32_t num_speculative_tokens; /* drafts per round, 1..8; 0 = 3 (needs draft_model_dir) */
+  /* At offset 120, past the tail padding of the struct without it: a caller whose struct_size ends
+   * before it gets the default. The most prompt tokens (prefill chunks, admissions) a step may carry while
+   * sequences decode in it: smaller keeps decodes fast when prompts arrive (time per output
+   * token), larger serves prompts sooner (time to first token). 0 = the default (cpu: no limit
+   * beyond max_step_tokens; cuda: 512); at most max_step_tokens. Steps with no decode always take
+   * max_step_tokens of prompt. */
+  int64_t max_prefill_tokens_while_decoding;
 } gannet_engine_config_t;
 
 #define GANNET_ENGINE_CONFIG_INIT                                                             \
   { (uint32_t)sizeof(gannet_engine_config_t), NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-    NULL, NULL, NULL, NULL, 0 }
+    NULL, NULL, NULL, NULL, 0, 0 }
 
 /* Loads the model and starts the engine thread. Everything that can be checked (files, backend,
  * device, limits, memory) is checked before the weights load. `config` and what it points to may

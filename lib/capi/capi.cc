@@ -122,6 +122,12 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
     if (c.kv_memory_bytes < 0) {
       return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_engine_create: kv_memory_bytes < 0");
     }
+    if (c.max_prefill_tokens_while_decoding < 0 || c.max_prefill_tokens_while_decoding > INT32_MAX) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                  fmt::format("gannet_engine_create: max_prefill_tokens_while_decoding is {}; it "
+                              "must be 0 (default) to max_step_tokens",
+                              c.max_prefill_tokens_while_decoding));
+    }
     if (c.num_threads > 1024) {
       return Fail(GANNET_ERR_INVALID_ARGUMENT,
                   fmt::format("gannet_engine_create: num_threads {} is above 1024", c.num_threads));
@@ -144,6 +150,7 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
     ec.load_format = Str(c.load_format);
     ec.draft_model_dir = Str(c.draft_model_dir);
     ec.num_speculative_tokens = c.num_speculative_tokens;
+    ec.max_prefill_tokens_while_decoding = static_cast<int>(c.max_prefill_tokens_while_decoding);
     if (c.progress_callback != nullptr) {
       gannet_progress_fn fn = c.progress_callback;
       void* user = c.progress_user_data;

@@ -437,6 +437,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   sched::SchedulerOptions so;
   so.max_running_seqs = impl->parts->max_running_seqs;
   so.max_step_tokens = impl->parts->max_step_tokens;
+  so.max_prefill_tokens_while_decoding = impl->parts->max_prefill_tokens_while_decoding;
   so.max_model_len = impl->parts->max_model_len;
   impl->scheduler = std::make_unique<sched::Scheduler>(so, impl->parts->kv.get());
   Impl* raw = impl.get();

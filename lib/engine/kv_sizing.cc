@@ -13,6 +13,8 @@ constexpr int64_t kGiB = int64_t{1} << 30;
 
 }  // namespace
 
+constexpr int32_t kDefaultCudaPrefillWhileDecoding = 512;
+
 absl::StatusOr<EngineLimits> ResolveLimits(const EngineConfig& cfg, const model::TextConfig& c,
                                            bool cpu) {
   EngineLimits l;
@@ -49,6 +51,19 @@ absl::StatusOr<EngineLimits> ResolveLimits(const EngineConfig& cfg, const model:
         "sequence can decode each step",
         l.max_step_tokens, l.max_running_seqs);
   }
+  if (cfg.max_prefill_tokens_while_decoding > l.max_step_tokens) {
+    return InvalidArgumentError(
+        "engine: max_prefill_tokens_while_decoding ({}) exceeds max_step_tokens ({}), which "
+        "bounds every step; lower it or raise max_step_tokens",
+        cfg.max_prefill_tokens_while_decoding, l.max_step_tokens);
+  }
+  // CPU: no separate limit (a CPU step's time grows with its tokens either way). CUDA: a decode
+  // step of a large batch reads the weights once, and each prompt token adds its FLOPs; 512
+  // tokens keep a 64-sequence 31B step within ~1.4x of a pure decode (bench/RESULTS.md).
+  l.max_prefill_tokens_while_decoding =
+      cfg.max_prefill_tokens_while_decoding > 0
+          ? cfg.max_prefill_tokens_while_decoding
+          : (cpu ? 0 : std::min(kDefaultCudaPrefillWhileDecoding, l.max_step_tokens));
   return l;
 }
 

@@ -24,6 +24,7 @@ namespace gannet::engine {
 struct EngineLimits {
   int32_t max_running_seqs = 0;
   int32_t max_step_tokens = 0;
+  int32_t max_prefill_tokens_while_decoding = 0;  // 0: no limit beyond max_step_tokens
   int64_t max_model_len = 0;
   int32_t page_size = 0;
   int64_t kv_memory_bytes = 0;  // 0 = from the free device memory

@@ -194,6 +194,7 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
 
   p->max_running_seqs = kv.max_running_seqs;
   p->max_step_tokens = limits.max_step_tokens;
+  p->max_prefill_tokens_while_decoding = limits.max_prefill_tokens_while_decoding;
   p->max_model_len = kv.max_model_len;
   p->page_size = limits.page_size;
   p->load_seconds = std::chrono::duration<double>(Clock::now() - start).count();

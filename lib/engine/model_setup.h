@@ -42,6 +42,7 @@ struct LoadedEngineParts {
   // Resolved limits.
   int max_running_seqs = 0;
   int max_step_tokens = 0;
+  int max_prefill_tokens_while_decoding = 0;
   int64_t max_model_len = 0;
   int page_size = 0;
   double load_seconds = 0;

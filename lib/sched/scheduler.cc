@@ -115,31 +115,30 @@ absl::Status Scheduler::EnsurePages(Request* r, int64_t new_len) {
   return kv_->Grow(r->kv_id(), new_len);
 }
 
-StepPlan Scheduler::Plan() {
-  StepPlan plan;
-  int32_t budget = options_.max_step_tokens;
-  std::sort(running_.begin(), running_.end(), Before);
-  preempted_now_.clear();
-  // Every running sequence returns the sliding pages it can no longer read, scheduled this step or
-  // not: the sliding pool is sized for exactly that protocol (kv_pool_plan.h).
-  if (kv_->has_group(kv::KvGroup::kSliding)) {
-    for (Request* r : running_) {
-      absl::Status st = kv_->ReleaseSlidingBefore(r->kv_id(), SlidingFirstNeeded(r->num_computed));
-      GANNET_CHECK(st.ok());
+void Scheduler::PlanRunning(bool decoding, int32_t* budget, StepPlan* plan,
+                            absl::flat_hash_set<const Request*>* planned) {
+  // Running sequences, best first; victims of preemption are taken from the back, among those not
+  // planned in this step.
+  auto last_unplanned_after = [&](size_t i) -> Request* {
+    for (size_t j = running_.size(); j-- > i + 1;) {
+      if (!planned->contains(running_[j])) return running_[j];
     }
-  }
-
-  // Running sequences, best first; victims of preemption are taken from the back.
-  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    return nullptr;
+  };
+  for (size_t i = 0; i < running_.size() && *budget > 0;) {
     Request* r = running_[i];
     const int64_t remaining = r->num_tokens() - r->num_computed;
-    int32_t n = static_cast<int32_t>(std::min<int64_t>(remaining, budget));
+    if ((remaining == 1) != decoding || planned->contains(r)) {
+      ++i;
+      continue;
+    }
+    int32_t n = static_cast<int32_t>(std::min<int64_t>(remaining, *budget));
     // A decoding request with drafts verifies them in this chunk, as many as fit the budget, the
     // context and max_tokens.
     int32_t drafts = 0;
     if (remaining == 1 && !r->drafts.empty()) {
       drafts = static_cast<int32_t>(std::min<int64_t>(
-          {static_cast<int64_t>(r->drafts.size()), budget - 1,
+          {static_cast<int64_t>(r->drafts.size()), *budget - 1,
            MaxUsefulDrafts(*r, options_.max_model_len)}));
     }
     absl::Status st = EnsurePages(r, r->num_computed + n + drafts);
@@ -158,10 +157,11 @@ StepPlan Scheduler::Plan() {
       } else {
         r->ClearDrafts();
       }
-      plan.seqs.push_back(
+      plan->seqs.push_back(
           {r, r->num_computed, n, r->num_computed + n - drafts == r->num_tokens(), drafts});
-      plan.num_tokens += n;
-      budget -= n;
+      plan->num_tokens += n;
+      *budget -= n;
+      planned->insert(r);
       ++i;
       continue;
     }
@@ -169,20 +169,47 @@ StepPlan Scheduler::Plan() {
       Retire(r, FinishReason::kError, st);
       continue;
     }
-    if (running_.size() > i + 1) {
-      Preempt(running_.back());  // the lowest-priority, latest request not yet planned
-      continue;                  // retry r
+    if (Request* victim = last_unplanned_after(i)) {
+      Preempt(victim);  // the lowest-priority, latest request not planned
+      continue;         // retry r
     }
-    if (i == 0) {
-      // Alone (everything else is preempted or planned away) and still no pages.
+    if (running_.size() == 1) {
+      // Alone (everything else is preempted or finished) and still no pages.
       Retire(r, FinishReason::kError,
              ResourceExhaustedError("request {}: {} tokens do not fit in the KV pools even with "
                                     "no other request running: {}",
                                     r->spec.id, r->num_computed + n, st.message()));
       continue;
     }
-    Preempt(r);  // r itself is the lowest; the planned ones keep their pages
+    Preempt(r);  // r itself is the lowest unplanned; the planned ones keep their pages
   }
+}
+
+StepPlan Scheduler::Plan() {
+  StepPlan plan;
+  int32_t budget = options_.max_step_tokens;
+  std::sort(running_.begin(), running_.end(), Before);
+  preempted_now_.clear();
+  // Every running sequence returns the sliding pages it can no longer read, scheduled this step or
+  // not: the sliding pool is sized for exactly that protocol (kv_pool_plan.h).
+  if (kv_->has_group(kv::KvGroup::kSliding)) {
+    for (Request* r : running_) {
+      absl::Status st = kv_->ReleaseSlidingBefore(r->kv_id(), SlidingFirstNeeded(r->num_computed));
+      GANNET_CHECK(st.ok());
+    }
+  }
+
+  // Decode-first: every decoding sequence (one token, or a verify chunk) is planned before any
+  // prompt token, so a long prompt's chunk never pushes a decode out of the step. Prompt tokens
+  // (chunks of running prefills, then admissions) get what is left, and at most
+  // max_prefill_tokens_while_decoding of it when the step decodes, which bounds how much a prefill
+  // slows the decodes sharing its step.
+  absl::flat_hash_set<const Request*> planned;
+  PlanRunning(/*decoding=*/true, &budget, &plan, &planned);
+  if (!plan.empty() && options_.max_prefill_tokens_while_decoding > 0) {
+    budget = std::min(budget, options_.max_prefill_tokens_while_decoding);
+  }
+  PlanRunning(/*decoding=*/false, &budget, &plan, &planned);
 
   // Admission: priority, then arrival order, while limits and pages allow.
   std::sort(waiting_.begin(), waiting_.end(), Before);

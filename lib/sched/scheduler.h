@@ -1,9 +1,10 @@
 // Continuous batching with chunked prefill (design.md §1 step 2).
 //
-// Every step the scheduler builds a plan under a token budget: first one token for each running
-// sequence that is decoding, then prefill chunks for running sequences still prefilling, then new
-// sequences admitted from the queue (priority, then arrival order) while the running limit,
-// the budget and free KV pages allow — prefill and decode mixed in one step. It asks the KV
+// Every step the scheduler builds a plan under a token budget: first one token (or a verify chunk)
+// for each running sequence that is decoding, then prefill chunks for running sequences still
+// prefilling, then new sequences admitted from the queue (priority, then arrival order) while the
+// running limit, the budget and free KV pages allow — prefill and decode mixed in one step, decodes
+// first, and prompt tokens capped while decodes share the step (max_prefill_tokens_while_decoding). It asks the KV
 // manager for pages before a sequence enters the plan, so a plan never references a page it does
 // not own. When pages run out for a running sequence, the lowest-priority, latest-arrived running
 // sequence is preempted by recompute: its pages are freed (full blocks stay in the prefix cache)
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "lib/kv/kv_manager.h"
 #include "lib/sched/request.h"
@@ -30,6 +32,9 @@ struct SchedulerOptions {
   int32_t max_running_seqs = 16;
   int32_t max_step_tokens = 256;
   int64_t max_model_len = 4096;
+  // The most prompt tokens (prefill chunks and admissions) a step carries when it also decodes;
+  // 0: no limit beyond max_step_tokens. Steps with no decode use the whole budget.
+  int32_t max_prefill_tokens_while_decoding = 0;
 };
 
 struct ScheduledSeq {
@@ -93,6 +98,9 @@ class Scheduler {
   const kv::KvManager& kv() const { return *kv_; }
 
  private:
+  // One pass over the running sequences: the decoding ones, or the prefilling ones.
+  void PlanRunning(bool decoding, int32_t* budget, StepPlan* plan,
+                   absl::flat_hash_set<const Request*>* planned);
   absl::Status EnsurePages(Request* r, int64_t new_len);
   void Preempt(Request* r);
   void Retire(Request* r, FinishReason reason, absl::Status error = absl::OkStatus());

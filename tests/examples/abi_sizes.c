@@ -49,6 +49,7 @@ int main(void) {
   FIELD(gannet_engine_config_t, progress_user_data);
   FIELD(gannet_engine_config_t, draft_model_dir);
   FIELD(gannet_engine_config_t, num_speculative_tokens);
+  FIELD(gannet_engine_config_t, max_prefill_tokens_while_decoding);
 
   SIZE(gannet_model_info_t);
   FIELD(gannet_model_info_t, struct_size);

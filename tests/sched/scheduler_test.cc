@@ -67,6 +67,37 @@ TEST_F(SchedulerTest, PrefillAndDecodeShareAStep) {
   EXPECT_EQ(plan.num_tokens, 10);
 }
 
+// A prompt ahead in priority order whose chunk would take the whole budget still leaves room for
+// every decode (decode-first), and max_prefill_tokens_while_decoding caps the prompt tokens of a
+// step that decodes, but not of one that does not.
+TEST_F(SchedulerTest, DecodesFirstAndPromptTokensCappedWhileDecoding) {
+  for (int32_t cap : {0, 4}) {
+    Init(64, 64, {.max_running_seqs = 4, .max_step_tokens = 10, .max_model_len = 128,
+                  .max_prefill_tokens_while_decoding = cap});
+    ASSERT_TRUE(sched_->Add(MakeRequest(1, 5)).ok());
+    Complete(sched_->Plan());                                 // 1 prefilled, now decoding
+    ASSERT_TRUE(sched_->Add(MakeRequest(2, 40, /*priority=*/9)).ok());  // ahead of 1 in order
+    StepPlan plan = sched_->Plan();
+    ASSERT_EQ(plan.seqs.size(), 2u) << "cap " << cap;
+    EXPECT_EQ(plan.seqs[0].request->spec.id, 1u);
+    EXPECT_EQ(plan.seqs[0].num_tokens, 1);
+    EXPECT_EQ(plan.seqs[1].request->spec.id, 2u);
+    EXPECT_EQ(plan.seqs[1].num_tokens, cap > 0 ? cap : 9) << "cap " << cap;
+    Complete(plan);
+    // Second step: 2 is a running prefill now, still capped while 1 decodes.
+    plan = sched_->Plan();
+    ASSERT_EQ(plan.seqs.size(), 2u);
+    EXPECT_EQ(plan.seqs[0].request->spec.id, 1u);
+    EXPECT_EQ(plan.seqs[1].num_tokens, cap > 0 ? cap : 9);
+    Complete(plan);
+    // With nothing decoding, a prompt gets the whole budget.
+    ASSERT_TRUE(sched_->Cancel(1));
+    plan = sched_->Plan();
+    ASSERT_EQ(plan.seqs.size(), 1u);
+    EXPECT_EQ(plan.seqs[0].num_tokens, 10) << "cap " << cap;
+  }
+}
+
 TEST_F(SchedulerTest, PriorityThenArrivalAndRunningLimit) {
   Init(64, 64, {.max_running_seqs = 2, .max_step_tokens = 100, .max_model_len = 128});
   ASSERT_TRUE(sched_->Add(MakeRequest(1, 3, 0)).ok());

@@ -281,6 +281,10 @@ class Harness {
     if (::testing::Test::HasFatalFailure()) return;
 
     const bool was_idle = sched_->idle();
+    running_before_.clear();
+    for (auto& [id, sim] : sims_) {
+      if (sim.r->state == RequestState::kRunning) running_before_.insert(sim.r);
+    }
     const StepPlan plan = sched_->Plan();
     TakeRetired();  // failures found by Plan
     if (::testing::Test::HasFatalFailure()) return;
@@ -334,7 +338,7 @@ class Harness {
 
   // Plan shape: budget, running limit, chunk positions, sample flags and verify chunks.
   void CheckPlan(const StepPlan& plan) {
-    int64_t total = 0;
+    int64_t total = 0, decode_seqs = 0, decode_tokens = 0;
     std::set<const Request*> seen;
     ASSERT_LE(static_cast<int64_t>(plan.seqs.size()), c_.sched.max_running_seqs) << Where();
     for (const ScheduledSeq& q : plan.seqs) {
@@ -375,9 +379,18 @@ class Harness {
         if (q.sample && !s.proposed.empty()) ++counts_["drafts_dropped"];
       }
       total += q.num_tokens;
+      // A decode: running before this step with one token left (not a fresh admission).
+      if (q.start == r->num_tokens() - 1 && running_before_.contains(r)) {
+        ++decode_seqs;
+        decode_tokens += q.num_tokens;
+      }
     }
     ASSERT_EQ(total, plan.num_tokens) << Where();
     ASSERT_LE(total, c_.sched.max_step_tokens) << Where();
+    if (c_.sched.max_prefill_tokens_while_decoding > 0 && decode_seqs > 0) {
+      ASSERT_LE(total - decode_tokens, c_.sched.max_prefill_tokens_while_decoding) << Where();
+      if (total - decode_tokens > 0) ++counts_["prefill_capped_steps"];
+    }
     // Running requests left out of the plan keep their KV as it was.
     for (auto& [id, s] : sims_) {
       if (s.r->state == RequestState::kRunning && !seen.contains(s.r)) {
@@ -736,7 +749,13 @@ class Harness {
     // The run exercised what it is for.
     EXPECT_GT(counts_["verify_completed"], c_.rounds / 4) << Where();
     EXPECT_GT(counts_["rollbacks"], c_.rounds / 10) << Where();
-    EXPECT_GT(counts_["verify_cut"], 0) << Where();
+    if (c_.sched.max_step_tokens < 4 * c_.sched.max_running_seqs) {
+      // Decodes come first, so only a budget below the running sequences' verify chunks cuts.
+      EXPECT_GT(counts_["verify_cut"], 0) << Where();
+    }
+    if (c_.sched.max_prefill_tokens_while_decoding > 0) {
+      EXPECT_GT(counts_["prefill_capped_steps"], 0) << Where();
+    }
     EXPECT_GT(counts_["verify_after_stop"], 0) << Where();
     EXPECT_GT(counts_["prefix_hit_admissions"], 0) << Where();
     EXPECT_GT(sched_->num_preemptions(), 0) << Where();
@@ -757,6 +776,7 @@ class Harness {
   std::vector<std::vector<int32_t>> past_prompts_;
   std::map<uint64_t, Sim> sims_;
   std::map<std::string, int64_t> counts_;
+  std::set<const Request*> running_before_;  // running when the current Plan() began
   uint64_t next_id_ = 1;
   int64_t round_ = 0;
   int empty_plans_ = 0;
@@ -808,7 +828,19 @@ INSTANTIATE_TEST_SUITE_P(
                              36,
                              {.max_running_seqs = 4, .max_step_tokens = 8, .max_model_len = 96},
                              950,
-                             0x5eed0604}),
+                             0x5eed0604},
+                      // Prompt tokens capped at 5 per step while decodes run.
+                      Config{"hybrid_p4_prefill_cap5",
+                             4,
+                             16,
+                             34,
+                             68,
+                             {.max_running_seqs = 6,
+                              .max_step_tokens = 24,
+                              .max_model_len = 96,
+                              .max_prefill_tokens_while_decoding = 5},
+                             950,
+                             0x5eed0704}),
     [](const ::testing::TestParamInfo<Config>& info) { return info.param.name; });
 
 }  // namespace

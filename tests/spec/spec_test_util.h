@@ -88,7 +88,7 @@ struct EngineSetup {
   int spec_tokens = 0;  // 0: no drafter
   int max_running_seqs = 0;
   int kv_full_pages = 0, kv_sliding_pages = 0;
-  std::function<void(uint64_t, int64_t, std::vector<int32_t>*)> override_drafts;
+  std::function<void(uint64_t, int64_t, std::vector<int32_t>*)> override_drafts = {};
   std::string backend = "cpu";
 };
 

@@ -103,6 +103,9 @@ pub struct gannet_engine_config_t {
     pub draft_model_dir: *const c_char,
     /// Drafts per round, 1..8; 0 = 3 (needs `draft_model_dir`).
     pub num_speculative_tokens: i32,
+    /// The most prompt tokens a step carries while it decodes; 0 = default (cpu: no limit beyond
+    /// `max_step_tokens`, cuda: 512); at most `max_step_tokens`.
+    pub max_prefill_tokens_while_decoding: i64,
 }
 
 impl Default for gannet_engine_config_t {
@@ -129,6 +132,7 @@ impl Default for gannet_engine_config_t {
             progress_user_data: std::ptr::null_mut(),
             draft_model_dir: std::ptr::null(),
             num_speculative_tokens: 0,
+            max_prefill_tokens_while_decoding: 0,
         }
     }
 }
@@ -532,7 +536,8 @@ const _: () = {
     assert!(offset_of!(gannet_engine_config_t, progress_callback) == 88);
     assert!(offset_of!(gannet_engine_config_t, draft_model_dir) == 104);
     assert!(offset_of!(gannet_engine_config_t, num_speculative_tokens) == 112);
-    assert!(size_of::<gannet_engine_config_t>() == 120);
+    assert!(offset_of!(gannet_engine_config_t, max_prefill_tokens_while_decoding) == 120);
+    assert!(size_of::<gannet_engine_config_t>() == 128);
 
     assert!(offset_of!(gannet_progress_t, stage) == 8);
     assert!(offset_of!(gannet_progress_t, fraction) == 16);

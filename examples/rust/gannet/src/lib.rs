@@ -953,6 +953,12 @@ impl<'a> EngineBuilder<'a> {
         self.config.max_step_tokens = clamp_i32(n);
         self
     }
+    /// The most prompt tokens a step carries while it decodes (0 = default: cpu no limit beyond
+    /// `max_step_tokens`, cuda 512): smaller keeps decoding fast while prompts arrive.
+    pub fn max_prefill_tokens_while_decoding(mut self, n: u32) -> Self {
+        self.config.max_prefill_tokens_while_decoding = i64::from(n);
+        self
+    }
     pub fn max_model_len(mut self, n: u32) -> Self {
         self.config.max_model_len = clamp_i32(n);
         self

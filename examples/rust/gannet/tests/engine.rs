@@ -114,6 +114,18 @@ fn errors_carry_status_and_message() {
         .unwrap_err();
     assert_eq!(err.status(), Status::NotFound);
     assert!(err.message().contains("does-not-exist"), "{err}");
+    // A prompt budget while decoding above the step budget names both.
+    let err = Engine::builder(tiny("31b"))
+        .backend("cpu")
+        .max_step_tokens(64)
+        .max_prefill_tokens_while_decoding(65)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument);
+    assert!(
+        err.message().contains("max_prefill_tokens_while_decoding (65)"),
+        "{err}"
+    );
 
     let engine = engine("31b");
     // Rejected at submit: a bad sampling value.
