@@ -288,7 +288,7 @@ type Config struct {
 	MaxRunningSeqs int
 	MaxStepTokens  int
 	// MaxPrefillTokensWhileDecoding: the most prompt tokens a step carries while it decodes;
-	// 0 = default (cpu: no limit beyond MaxStepTokens, cuda: 512).
+	// 0 = no limit beyond MaxStepTokens.
 	MaxPrefillTokensWhileDecoding int
 	MaxModelLen                   int
 	PageSize                      int

@@ -182,9 +182,9 @@ typedef struct gannet_engine_config {
   /* At offset 120, past the tail padding of the struct without it: a caller whose struct_size ends
    * before it gets the default. The most prompt tokens (prefill chunks, admissions) a step may carry while
    * sequences decode in it: smaller keeps decodes fast when prompts arrive (time per output
-   * token), larger serves prompts sooner (time to first token). 0 = the default (cpu: no limit
-   * beyond max_step_tokens; cuda: 512); at most max_step_tokens. Steps with no decode always take
-   * max_step_tokens of prompt. */
+   * token), larger serves prompts sooner (time to first token) and, under full load, keeps the
+   * throughput (bench/RESULTS.md). 0 = no limit beyond max_step_tokens; at most max_step_tokens.
+   * Steps with no decode always take max_step_tokens of prompt. */
   int64_t max_prefill_tokens_while_decoding;
 } gannet_engine_config_t;
 

@@ -40,7 +40,7 @@ struct EngineConfig {
   int device_id = 0;
   int max_running_seqs = 0;
   int max_step_tokens = 0;
-  // Prompt tokens a step may carry while it decodes; 0 = default (cpu: max_step_tokens, cuda: 512).
+  // Prompt tokens a step may carry while it decodes; 0 = no limit beyond max_step_tokens.
   int max_prefill_tokens_while_decoding = 0;
   int64_t max_model_len = 0;
   int page_size = 0;

@@ -214,12 +214,11 @@ TEST(KvSizingTest, ResolveLimitsChecksSettingsAgainstTheModel) {
   EXPECT_EQ(l->max_running_seqs, 64);
   EXPECT_EQ(l->max_step_tokens, 2048);
   EXPECT_EQ(l->max_model_len, 32768);
-  // Prompt tokens while decoding: CPU no separate limit, CUDA 512 (never above the step budget).
-  EXPECT_EQ(l->max_prefill_tokens_while_decoding, 512);
+  // Prompt tokens while decoding: no separate limit unless asked, never above the step budget.
+  EXPECT_EQ(l->max_prefill_tokens_while_decoding, 0);
   EXPECT_EQ(ResolveLimits(EngineConfig(), c.text, true)->max_prefill_tokens_while_decoding, 0);
   cfg = EngineConfig();
   cfg.max_step_tokens = 300;
-  EXPECT_EQ(ResolveLimits(cfg, c.text, false)->max_prefill_tokens_while_decoding, 300);
   cfg.max_prefill_tokens_while_decoding = 64;
   EXPECT_EQ(ResolveLimits(cfg, c.text, true)->max_prefill_tokens_while_decoding, 64);
   cfg.max_prefill_tokens_while_decoding = 301;

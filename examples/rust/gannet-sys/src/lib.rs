@@ -103,8 +103,8 @@ pub struct gannet_engine_config_t {
     pub draft_model_dir: *const c_char,
     /// Drafts per round, 1..8; 0 = 3 (needs `draft_model_dir`).
     pub num_speculative_tokens: i32,
-    /// The most prompt tokens a step carries while it decodes; 0 = default (cpu: no limit beyond
-    /// `max_step_tokens`, cuda: 512); at most `max_step_tokens`.
+    /// The most prompt tokens a step carries while it decodes; 0 = no limit beyond
+    /// `max_step_tokens`; at most `max_step_tokens`.
     pub max_prefill_tokens_while_decoding: i64,
 }
 

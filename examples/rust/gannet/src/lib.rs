@@ -953,8 +953,9 @@ impl<'a> EngineBuilder<'a> {
         self.config.max_step_tokens = clamp_i32(n);
         self
     }
-    /// The most prompt tokens a step carries while it decodes (0 = default: cpu no limit beyond
-    /// `max_step_tokens`, cuda 512): smaller keeps decoding fast while prompts arrive.
+    /// The most prompt tokens a step carries while it decodes (0 = no limit beyond
+    /// `max_step_tokens`): smaller keeps decoding fast while prompts arrive, at the price of
+    /// time to first token and, under full load, throughput.
     pub fn max_prefill_tokens_while_decoding(mut self, n: u32) -> Self {
         self.config.max_prefill_tokens_while_decoding = i64::from(n);
         self
