@@ -3,8 +3,10 @@
 // Serving numbers mix prefill chunks, scheduling and queueing into every step; this driver times
 // what a decode step itself costs at a given batch size and context, so that the batched-decode
 // efficiency can be read off directly:
-//   bytes a step must read = weights + for every sequence the KV it attends (window-limited on
-//   sliding layers), against the device-to-device copy bandwidth measured in the same process.
+//   bytes a step must read = the weights it needs (all of a dense model; for MoE the experts its
+//   tokens route to, for PLE the gathered rows: model::DecodeStepWeightBytes) + for every sequence
+//   the KV it attends (window-limited on sliding layers), against the device-to-device copy
+//   bandwidth measured in the same process.
 // Sequences are given contexts without a prefill (their KV pages hold zeros): the kernels read the
 // same bytes either way. Sliding pages are a ring per sequence, released blocks marked -1, as the
 // KV manager leaves them. With GANNET_PROFILE_OPS=1 (and --no-graphs) the op profile printed at
@@ -122,9 +124,11 @@ int Run(const Options& o) {
   }
   const auto per_token = kv::KvBytesPerToken(runner::KvLayersOf(c), 2);
   const double weight_bytes = static_cast<double>((*runner)->weight_bytes());
-  std::printf("decode-bench %s: weights %.2f GB, KV %.0f + %.0f bytes/token (sliding, full), "
+  std::printf("decode-bench %s: weights %.2f GB (a batch-1 step reads %.2f GB), KV %.0f + %.0f "
+              "bytes/token (sliding, full), "
               "window %d, page %d, graphs %s, copy %.0f GB/s\n",
-              o.model.c_str(), weight_bytes / 1e9, static_cast<double>(per_token[0]),
+              o.model.c_str(), weight_bytes / 1e9, model::DecodeStepWeightBytes(*config, 1) / 1e9,
+              static_cast<double>(per_token[0]),
               static_cast<double>(per_token[1]), window, o.page, o.graphs ? "on" : "off", copy_gbs);
 
   std::mt19937 rng(7);
@@ -185,12 +189,15 @@ int Run(const Options& o) {
     std::sort(step_ms.begin(), step_ms.end());
     const double med = step_ms[step_ms.size() / 2];
     const double kv = kv_bytes_sum / o.steps;
-    const double gbs = (weight_bytes + kv) / (med * 1e-3) / 1e9;
+    // The weights this step must read: all of a dense model, the experts its tokens route to and
+    // the PLE rows it gathers (model::DecodeStepWeightBytes).
+    const double read = model::DecodeStepWeightBytes(*config, batch);
+    const double gbs = (read + kv) / (med * 1e-3) / 1e9;
     std::printf("  batch %3d ctx %5d: %8.2f ms/step (min %.2f, max %.2f)  %7.1f tok/s  "
-                "weights %.2f GB + KV %.2f GB  %6.0f GB/s = %5.1f%% of copy  ideal %.2f ms\n",
+                "weights read %.2f GB + KV %.2f GB  %6.0f GB/s = %5.1f%% of copy  ideal %.2f ms\n",
                 batch, o.context, med, step_ms.front(), step_ms.back(), batch * 1e3 / med,
-                weight_bytes / 1e9, kv / 1e9, gbs, copy_gbs > 0 ? 100 * gbs / copy_gbs : 0.0,
-                copy_gbs > 0 ? (weight_bytes + kv) / (copy_gbs * 1e9) * 1e3 : 0.0);
+                read / 1e9, kv / 1e9, gbs, copy_gbs > 0 ? 100 * gbs / copy_gbs : 0.0,
+                copy_gbs > 0 ? (read + kv) / (copy_gbs * 1e9) * 1e3 : 0.0);
     std::fflush(stdout);
   }
   return 0;

@@ -250,6 +250,12 @@ int main(int argc, char** argv) {
                     ? 100.0 * stats.spec_accepted_tokens / stats.spec_draft_tokens
                     : 0.0,
                 stats.spec_mean_accepted_length);
+  } else if (o.concurrency == 1 && copy_gbs > 0 && tpot_med > 0 &&
+             (info.num_experts > 0 || std::strstr(info.variant, "ple") != nullptr)) {
+    // A step reads only the experts its token routes to and one row of the PLE table: counting
+    // every weight would print 245% for 26B-A4B. gannet-decode-bench counts what a step reads.
+    std::printf("  decode bandwidth: see gannet-decode-bench (it counts the routed experts and "
+                "gathered PLE rows a step reads)\n");
   } else if (o.concurrency == 1 && copy_gbs > 0 && tpot_med > 0) {
     // Bytes one decode step reads: every weight (the tied embedding as the LM head) plus the KV
     // of the context: sliding layers their window, full layers everything, at the mean length.

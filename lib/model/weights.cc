@@ -1,5 +1,7 @@
 #include "lib/model/weights.h"
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "fmt/ranges.h"
@@ -223,6 +225,33 @@ int64_t CountParameters(const ModelConfig& config) {
     n += e;
   }
   return n;
+}
+
+double DecodeStepWeightBytes(const ModelConfig& config, int batch) {
+  const TextConfig& c = config.text;
+  const double b = std::max(batch, 1);
+  double experts_read = 1.0;  // fraction of each layer's experts a step reads
+  if (c.num_experts > 0) {
+    const double e = c.num_experts;
+    experts_read = 1.0 - std::pow(1.0 - c.top_k_experts / e, b);
+  }
+  double bytes = 0;
+  for (const WeightSpec& s : ExpectedWeights(config)) {
+    double numel = 1;
+    for (int64_t d : s.shape) numel *= static_cast<double>(d);
+    const double elem = s.is_index ? 8.0 : 2.0;
+    const bool gathered = s.global_slot == &ModelWeights::embed_tokens_per_layer ||
+                          (s.global_slot == &ModelWeights::embed_tokens && !c.tie_word_embeddings);
+    if (gathered) {
+      const double rows = static_cast<double>(s.shape[0]);
+      numel *= std::min(b, rows) / rows;
+    } else if (s.layer_slot == &LayerWeights::experts_gate_up ||
+               s.layer_slot == &LayerWeights::experts_down) {
+      numel *= experts_read;
+    }
+    bytes += numel * elem;
+  }
+  return bytes;
 }
 
 }  // namespace gannet::model

@@ -127,4 +127,12 @@ ModelWeights SyntheticWeights(const ModelConfig& config, uint64_t seed);
 // Sum of elements over ExpectedWeights (the parameter count, tied head counted once).
 int64_t CountParameters(const ModelConfig& config);
 
+// Bytes of weights a decode step of `batch` tokens must read (bf16 tensors, int64 index tensors):
+// every tensor in full except the per-layer-input table (the PLE of E2B/E4B: `batch` gathered
+// rows), an untied input embedding (`batch` rows) and the experts (the expected number of distinct
+// experts `batch` tokens route to, E * (1 - (1 - k/E)^batch) per layer, which assumes independent
+// uniform routing: exact for random weights, an upper bound for a trained router's skew). The
+// fraction of copy bandwidth a step reaches is measured against this, not against every weight.
+double DecodeStepWeightBytes(const ModelConfig& config, int batch);
+
 }  // namespace gannet::model

@@ -6,6 +6,8 @@
 #include <string>
 
 #include "fmt/format.h"
+#include <cmath>
+
 #include "gtest/gtest.h"
 #include "lib/common/file_util.h"
 #include "lib/model/safetensors.h"
@@ -63,6 +65,38 @@ TEST(WeightsTest, RealSizeParameterCounts) {
 }
 
 // "dummy:<variant>" names a variant's real geometry; anything else is an error naming the input.
+// What a decode step must read: everything for dense 31B; for 26B-A4B the dense parts and 8 of
+// 128 experts per layer at batch 1, tending to all experts with the batch; for E4B everything but
+// the per-layer-input table, of which one row per token.
+TEST(WeightsTest, DecodeStepWeightBytes) {
+  auto full_bytes = [](const ModelConfig& c) { return 2.0 * CountParameters(c); };
+  auto dense = DummyModelConfig("dummy:31b");
+  ASSERT_TRUE(dense.ok());
+  EXPECT_DOUBLE_EQ(DecodeStepWeightBytes(*dense, 1), full_bytes(*dense));
+  EXPECT_DOUBLE_EQ(DecodeStepWeightBytes(*dense, 64), full_bytes(*dense));
+
+  auto moe = DummyModelConfig("dummy:26b-a4b");
+  ASSERT_TRUE(moe.ok());
+  const TextConfig& t = moe->text;
+  const double expert_bytes = 2.0 * t.num_hidden_layers * t.num_experts * 3.0 *
+                              static_cast<double>(t.moe_intermediate_size) * t.hidden_size;
+  const double rest = full_bytes(*moe) - expert_bytes;
+  EXPECT_NEAR(DecodeStepWeightBytes(*moe, 1), rest + expert_bytes * 8 / 128, 1.0);
+  const double p16 = 1 - std::pow(1 - 8.0 / 128, 16);
+  EXPECT_NEAR(DecodeStepWeightBytes(*moe, 16), rest + expert_bytes * p16, 1.0);
+  EXPECT_LT(DecodeStepWeightBytes(*moe, 1), DecodeStepWeightBytes(*moe, 2));
+  EXPECT_NEAR(DecodeStepWeightBytes(*moe, 4096), full_bytes(*moe), 1.0);
+
+  auto ple = DummyModelConfig("dummy:e4b");
+  ASSERT_TRUE(ple.ok());
+  const TextConfig& e = ple->text;
+  const double table = 2.0 * static_cast<double>(e.vocab_size_per_layer_input) *
+                       e.num_hidden_layers * e.hidden_size_per_layer_input;
+  const double row = table / static_cast<double>(e.vocab_size_per_layer_input);
+  EXPECT_NEAR(DecodeStepWeightBytes(*ple, 1), full_bytes(*ple) - table + row, 1.0);
+  EXPECT_NEAR(DecodeStepWeightBytes(*ple, 3), full_bytes(*ple) - table + 3 * row, 1.0);
+}
+
 TEST(WeightsTest, DummyModelConfigs) {
   EXPECT_TRUE(IsDummyModel("dummy:31b"));
   EXPECT_FALSE(IsDummyModel("31b"));
