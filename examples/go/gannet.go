@@ -791,6 +791,11 @@ type Stats struct {
 	SpecAcceptedTokens     int64   // drafts accepted
 	SpecMeanAcceptedLength float64 // tokens emitted per verify chunk (accepted + 1)
 	SpecDraftRounds        int64   // drafter rounds (one per step with proposing requests)
+	// Steps run back to back: count, wall seconds, and seconds of it the host waited on the device
+	// (the rest is host work on the critical path; 0 wait on the CPU backend).
+	TimedSteps             int64
+	TimedStepSeconds       float64
+	TimedDeviceWaitSeconds float64
 }
 
 // Stats reads the engine's counters.
@@ -840,6 +845,9 @@ func (e *Engine) Stats() (Stats, error) {
 		SpecAcceptedTokens:     int64(s.spec_accepted_tokens),
 		SpecMeanAcceptedLength: float64(s.spec_mean_accepted_length),
 		SpecDraftRounds:        int64(s.spec_draft_rounds),
+		TimedSteps:             int64(s.timed_steps),
+		TimedStepSeconds:       float64(s.timed_step_seconds),
+		TimedDeviceWaitSeconds: float64(s.timed_device_wait_seconds),
 	}, nil
 }
 

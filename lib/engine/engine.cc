@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <unordered_map>
@@ -69,6 +70,9 @@ class Engine::Impl {
   spec::VerifyScratch verify_scratch;
   std::vector<spec::ProposeFrom> propose;
   std::thread thread;
+  // The previous step's start and the backend's device wait then, while steps run back to back.
+  std::optional<sched::Clock::time_point> prev_step_start;
+  double prev_device_wait = 0;
 
   void Emit(Event e) {
     std::lock_guard<std::mutex> lock(mu);
@@ -139,10 +143,26 @@ void Engine::Impl::FailAll(const absl::Status& status) {
 
 bool Engine::Impl::RunStep() {
   sched::Scheduler& s = *scheduler;
+  {
+    // The interval since the previous step's start is one back-to-back step: its wall time less
+    // the host's wait on the device is host time on the critical path.
+    const auto now = sched::Clock::now();
+    const double wait = parts->backend->DeviceWaitSeconds();
+    if (prev_step_start.has_value()) {
+      const double wall = std::chrono::duration<double>(now - *prev_step_start).count();
+      std::lock_guard<std::mutex> lock(mu);
+      stats.RecordTiming(wall, wait - prev_device_wait);
+    }
+    prev_step_start = now;
+    prev_device_wait = wait;
+  }
   s.ExpireDeadlines(sched::Clock::now());
   sched::StepPlan plan = s.Plan();
   EmitRetired(s.TakeRetired());
-  if (plan.empty()) return false;
+  if (plan.empty()) {
+    prev_step_start.reset();
+    return false;
+  }
 
   kv::KvManager& kv = *parts->kv;
   runner::StepBatch batch = sched::BuildStepBatch(plan, kv);
@@ -305,6 +325,7 @@ void Engine::Impl::Loop() {
     {
       std::unique_lock<std::mutex> lock(mu);
       if (scheduler->idle() && submissions.empty() && cancels.empty() && !stopping) {
+        prev_step_start.reset();  // idle: the next step does not follow one back to back
         work_cv.wait_for(lock, std::chrono::milliseconds(50));
       }
       if (stopping) return;

@@ -202,7 +202,9 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
     }
   }
   EXPECT_GE(ran, 1);
-  if (kernels::EffectiveArch(gpu.device_info().sm) >= 80) EXPECT_GE(ran_flash, 1) << c.name;
+  if (kernels::EffectiveArch(gpu.device_info().sm) >= 80) {
+    EXPECT_GE(ran_flash, 1) << c.name;
+  }
 
   // And through the backend's own selection.
   ASSERT_TRUE(gpu.Fill(dout.t.Reshape({num_tokens, c.nq * c.d}), NAN).ok());

@@ -169,7 +169,9 @@ int CompareGreedy(CudaRunnerTest* t, runner::ModelRunner& ref, runner::ModelRunn
       const double gap = row[rn] - row[gn];
       std::printf("[ note ] %s: vs %s, near-tie at token %d (ref %d, gpu %d, gap %.3g of max %.3g)\n",
                   t->Name().c_str(), what.c_str(), i, rn, gn, gap, max_abs);
-      if (expect_near_tie) EXPECT_LE(gap, kNearTie * max_abs) << t->Name() << " token " << i;
+      if (expect_near_tie) {
+        EXPECT_LE(gap, kNearTie * max_abs) << t->Name() << " token " << i;
+      }
       return i;
     }
     rt.push_back(rn);

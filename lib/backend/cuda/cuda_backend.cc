@@ -4,6 +4,7 @@
 #include "lib/backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -223,12 +224,16 @@ absl::Status CudaBackend::CopyToDevice(void* dst, const void* src, size_t bytes)
 absl::Status CudaBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
   GANNET_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
-  GANNET_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  return absl::OkStatus();
+  return WaitForStream();
 }
 
-absl::Status CudaBackend::Synchronize() {
-  GANNET_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+absl::Status CudaBackend::Synchronize() { return WaitForStream(); }
+
+absl::Status CudaBackend::WaitForStream() {
+  const auto start = std::chrono::steady_clock::now();
+  const cudaError_t err = cudaStreamSynchronize(stream_);
+  wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  GANNET_CUDA_RETURN_IF_ERROR(err);
   return absl::OkStatus();
 }
 

@@ -364,6 +364,11 @@ pub struct gannet_engine_stats_t {
     pub spec_mean_accepted_length: f64,
     /// Drafter rounds (one per step with proposing requests).
     pub spec_draft_rounds: i64,
+    /// Steps run back to back: count, wall seconds, and seconds of it the host waited on the
+    /// device (the rest is host work on the critical path; 0 wait on the CPU backend).
+    pub timed_steps: i64,
+    pub timed_step_seconds: f64,
+    pub timed_device_wait_seconds: f64,
 }
 
 impl Default for gannet_engine_stats_t {
@@ -600,7 +605,9 @@ const _: () = {
     assert!(offset_of!(gannet_engine_stats_t, spec_verify_chunks) == 560);
     assert!(offset_of!(gannet_engine_stats_t, spec_mean_accepted_length) == 584);
     assert!(offset_of!(gannet_engine_stats_t, spec_draft_rounds) == 592);
-    assert!(size_of::<gannet_engine_stats_t>() == 600);
+    assert!(offset_of!(gannet_engine_stats_t, timed_steps) == 600);
+    assert!(offset_of!(gannet_engine_stats_t, timed_device_wait_seconds) == 616);
+    assert!(size_of::<gannet_engine_stats_t>() == 624);
 
     assert!(offset_of!(gannet_tokenizer_info_t, vocab_size) == 4);
     assert!(offset_of!(gannet_tokenizer_info_t, end_of_turn_id) == 28);

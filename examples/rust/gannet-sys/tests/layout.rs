@@ -86,7 +86,8 @@ fn rust_layout() -> BTreeMap<String, (i64, i64)> {
             max_model_len, max_running_seqs, device_id, kv_bytes, device_memory_bytes,
             load_seconds, backend, device_name, backend_fallback, num_speculative_tokens,
             spec_verify_chunks, spec_draft_tokens, spec_accepted_tokens,
-            spec_mean_accepted_length, spec_draft_rounds,
+            spec_mean_accepted_length, spec_draft_rounds, timed_steps, timed_step_seconds,
+            timed_device_wait_seconds,
         }
         gannet_tokenizer_info_t {
             struct_size, vocab_size, bos_id, eos_id, pad_id, unk_id, start_of_turn_id,
@@ -186,7 +187,8 @@ fn pinned_offsets_of_layout_test() {
         584
     );
     assert_eq!(offset_of!(gannet_engine_stats_t, spec_draft_rounds), 592);
-    assert_eq!(size_of::<gannet_engine_stats_t>(), 600);
+    assert_eq!(offset_of!(gannet_engine_stats_t, timed_steps), 600);
+    assert_eq!(size_of::<gannet_engine_stats_t>(), 624);
     assert_eq!(size_of::<gannet_tokenizer_info_t>(), 32);
 }
 
@@ -203,7 +205,7 @@ fn defaults_are_the_init_macros() {
     );
     assert!(gannet_engine_config_t::default().draft_model_dir.is_null());
     assert_eq!(gannet_engine_config_t::default().num_speculative_tokens, 0);
-    assert_eq!(gannet_engine_stats_t::default().struct_size, 600);
+    assert_eq!(gannet_engine_stats_t::default().struct_size, 624);
     assert_eq!(gannet_model_info_t::default().struct_size, 256);
     assert_eq!(gannet_tokenizer_info_t::default().struct_size, 32);
 }
