@@ -223,7 +223,11 @@ absl::Status CudaBackend::CopyToDevice(void* dst, const void* src, size_t bytes)
 
 absl::Status CudaBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
-  GANNET_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  // Into pageable memory the copy itself blocks until the stream has run up to it: timed too.
+  const auto start = std::chrono::steady_clock::now();
+  const cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_);
+  wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  GANNET_CUDA_RETURN_IF_ERROR(err);
   return WaitForStream();
 }
 
