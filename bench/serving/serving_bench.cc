@@ -239,16 +239,16 @@ int main(int argc, char** argv) {
               o.concurrency, o.requests, tok_s, Percentile(ttft, 0.5), Percentile(ttft, 0.99),
               tpot_med, static_cast<long long>(stats.num_preemptions), load_s,
               errors ? " | ERRORS" : "");
-  if (stats.timed_steps > 0 && stats.timed_device_wait_seconds > 0) {
-    // Host work between the device's steps (no overlap yet): wall time of back-to-back steps less
-    // the time the host waited on the device.
-    const double step_ms = 1e3 * stats.timed_step_seconds / stats.timed_steps;
+  if (stats.timed_decode_steps > 0 && stats.timed_decode_device_wait_seconds > 0) {
+    // Host work between the device's decode steps (no overlap yet): wall time of back-to-back
+    // decode steps less the time the host waited on the device.
+    const double step_ms = 1e3 * stats.timed_decode_seconds / stats.timed_decode_steps;
     const double host_ms =
-        1e3 * (stats.timed_step_seconds - stats.timed_device_wait_seconds) / stats.timed_steps;
-    std::printf("  host on the critical path: %.3f ms per step = %.1f%% of %.2f ms (%lld "
-                "back-to-back steps)\n",
+        1e3 * (stats.timed_decode_seconds - stats.timed_decode_device_wait_seconds) / stats.timed_decode_steps;
+    std::printf("  host on the critical path: %.3f ms per decode step = %.1f%% of %.2f ms (%lld "
+                "back-to-back decode steps)\n",
                 host_ms, 100.0 * host_ms / step_ms, step_ms,
-                static_cast<long long>(stats.timed_steps));
+                static_cast<long long>(stats.timed_decode_steps));
   }
   if (stats.num_speculative_tokens > 0) {
     // Random-weight drafters accept next to nothing: see gannet-spec-sweep for acceptance rates.

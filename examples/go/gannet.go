@@ -793,9 +793,9 @@ type Stats struct {
 	SpecDraftRounds        int64   // drafter rounds (one per step with proposing requests)
 	// Steps run back to back: count, wall seconds, and seconds of it the host waited on the device
 	// (the rest is host work on the critical path; 0 wait on the CPU backend).
-	TimedSteps             int64
-	TimedStepSeconds       float64
-	TimedDeviceWaitSeconds float64
+	TimedDecodeSteps             int64
+	TimedDecodeSeconds       float64
+	TimedDecodeDeviceWaitSeconds float64
 }
 
 // Stats reads the engine's counters.
@@ -845,9 +845,9 @@ func (e *Engine) Stats() (Stats, error) {
 		SpecAcceptedTokens:     int64(s.spec_accepted_tokens),
 		SpecMeanAcceptedLength: float64(s.spec_mean_accepted_length),
 		SpecDraftRounds:        int64(s.spec_draft_rounds),
-		TimedSteps:             int64(s.timed_steps),
-		TimedStepSeconds:       float64(s.timed_step_seconds),
-		TimedDeviceWaitSeconds: float64(s.timed_device_wait_seconds),
+		TimedDecodeSteps:             int64(s.timed_decode_steps),
+		TimedDecodeSeconds:       float64(s.timed_decode_seconds),
+		TimedDecodeDeviceWaitSeconds: float64(s.timed_decode_device_wait_seconds),
 	}, nil
 }
 

@@ -70,9 +70,11 @@ class Engine::Impl {
   spec::VerifyScratch verify_scratch;
   std::vector<spec::ProposeFrom> propose;
   std::thread thread;
-  // The previous step's start and the backend's device wait then, while steps run back to back.
+  // The previous step's start and the backend's device wait then, while steps run back to back,
+  // and whether it was a decode step (no prompt tokens).
   std::optional<sched::Clock::time_point> prev_step_start;
   double prev_device_wait = 0;
+  bool prev_step_decode = false;
 
   void Emit(Event e) {
     std::lock_guard<std::mutex> lock(mu);
@@ -148,7 +150,7 @@ bool Engine::Impl::RunStep() {
     // the host's wait on the device is host time on the critical path.
     const auto now = sched::Clock::now();
     const double wait = parts->backend->DeviceWaitSeconds();
-    if (prev_step_start.has_value()) {
+    if (prev_step_start.has_value() && prev_step_decode) {
       const double wall = std::chrono::duration<double>(now - *prev_step_start).count();
       std::lock_guard<std::mutex> lock(mu);
       stats.RecordTiming(wall, wait - prev_device_wait);
@@ -195,10 +197,13 @@ bool Engine::Impl::RunStep() {
   s.StepCompleted(plan);
 
   int64_t prompt_tokens = 0;
+  prev_step_decode = true;
   for (const sched::ScheduledSeq& q : plan.seqs) {
     if (q.start < q.request->prompt_len) {
       prompt_tokens += std::min<int64_t>(q.num_tokens, q.request->prompt_len - q.start);
     }
+    // Decode: from the last known token (one token, or a verify chunk behind it).
+    prev_step_decode &= q.start == q.request->num_tokens() - 1;
   }
   // Rows come in plan order: one per sampling sequence, K + 1 per verify chunk.
   int64_t generated = 0, verify_chunks = 0, drafts = 0, accepted = 0;

@@ -150,13 +150,15 @@ struct EngineStats {
   int64_t spec_accepted_tokens = 0;    // of which accepted
   double spec_mean_accepted_length = 0;  // tokens per verify chunk: accepted drafts + 1
   int64_t spec_draft_rounds = 0;       // drafter rounds run
-  // Back-to-back steps (the engine busy, from one step's start to the next's): their wall time,
-  // and of it the time the host was blocked on the device. The rest is host work on the critical
-  // path (planning, batch and metadata building, sampling policy, events, text): the device idles
-  // through it. 0 on the CPU backend, where all work is host work.
-  int64_t timed_steps = 0;
-  double timed_step_seconds = 0;
-  double timed_device_wait_seconds = 0;
+  // Decode steps (no prompt tokens) run back to back, each from its start to the next step's: their
+  // wall time, and of it the time the host was blocked on the device. The rest is host work on
+  // the critical path (planning, batch and metadata building, sampling policy, events, text): the
+  // device idles through it. Wait is 0 on the CPU backend, where all work is host work. Prompt
+  // steps are left out: without graphs the host launches kernels while the device runs earlier
+  // ones, which this measure would count as idle.
+  int64_t timed_decode_steps = 0;
+  double timed_decode_seconds = 0;
+  double timed_decode_device_wait_seconds = 0;
 };
 
 class Engine {

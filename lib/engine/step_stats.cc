@@ -28,9 +28,9 @@ void StepStats::RecordSpec(int64_t verify_chunks, int64_t drafts, int64_t accept
 }
 
 void StepStats::RecordTiming(double wall_seconds, double device_wait_seconds) {
-  ++stats_.timed_steps;
-  stats_.timed_step_seconds += wall_seconds;
-  stats_.timed_device_wait_seconds += device_wait_seconds;
+  ++stats_.timed_decode_steps;
+  stats_.timed_decode_seconds += wall_seconds;
+  stats_.timed_decode_device_wait_seconds += device_wait_seconds;
 }
 
 EngineStats StepStats::Snapshot() const {

@@ -86,8 +86,8 @@ fn rust_layout() -> BTreeMap<String, (i64, i64)> {
             max_model_len, max_running_seqs, device_id, kv_bytes, device_memory_bytes,
             load_seconds, backend, device_name, backend_fallback, num_speculative_tokens,
             spec_verify_chunks, spec_draft_tokens, spec_accepted_tokens,
-            spec_mean_accepted_length, spec_draft_rounds, timed_steps, timed_step_seconds,
-            timed_device_wait_seconds,
+            spec_mean_accepted_length, spec_draft_rounds, timed_decode_steps, timed_decode_seconds,
+            timed_decode_device_wait_seconds,
         }
         gannet_tokenizer_info_t {
             struct_size, vocab_size, bos_id, eos_id, pad_id, unk_id, start_of_turn_id,
@@ -187,7 +187,7 @@ fn pinned_offsets_of_layout_test() {
         584
     );
     assert_eq!(offset_of!(gannet_engine_stats_t, spec_draft_rounds), 592);
-    assert_eq!(offset_of!(gannet_engine_stats_t, timed_steps), 600);
+    assert_eq!(offset_of!(gannet_engine_stats_t, timed_decode_steps), 600);
     assert_eq!(size_of::<gannet_engine_stats_t>(), 624);
     assert_eq!(size_of::<gannet_tokenizer_info_t>(), 32);
 }
