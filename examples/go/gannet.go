@@ -791,8 +791,8 @@ type Stats struct {
 	SpecAcceptedTokens     int64   // drafts accepted
 	SpecMeanAcceptedLength float64 // tokens emitted per verify chunk (accepted + 1)
 	SpecDraftRounds        int64   // drafter rounds (one per step with proposing requests)
-	// Steps run back to back: count, wall seconds, and seconds of it the host waited on the device
-	// (the rest is host work on the critical path; 0 wait on the CPU backend).
+	// Decode steps run back to back: count, wall seconds, and seconds of it the host waited on the
+	// device (the rest is host work on the critical path; 0 wait on the CPU backend).
 	TimedDecodeSteps             int64
 	TimedDecodeSeconds           float64
 	TimedDecodeDeviceWaitSeconds float64

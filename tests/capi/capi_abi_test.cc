@@ -379,6 +379,17 @@ TEST_F(CapiAbiTest, StatsNameTheBackendAndDevice) {
   EXPECT_GT(s.kv_bytes, 0);
   EXPECT_GE(s.max_running_seqs, 1);
   EXPECT_STREQ(s.backend_fallback, "");  // "cpu" was asked for: no fallback
+  EXPECT_EQ(s.timed_decode_steps, 0);
+  // Decode steps run back to back are timed; on the CPU the host never waits on a device.
+  const std::vector<int32_t> prompt = MakePrompt(5, 6);
+  gannet_request_t r = GreedyRequest(prompt, 12);
+  r.ignore_default_stop_tokens = 1;
+  ASSERT_EQ(RunAlone(engine_, r).tokens.size(), 12u);
+  ASSERT_EQ(gannet_engine_get_stats(engine_, &s), GANNET_OK);
+  EXPECT_GE(s.timed_decode_steps, 9);  // 11 decode steps; the last one has no successor
+  EXPECT_LE(s.timed_decode_steps, 11);
+  EXPECT_GT(s.timed_decode_seconds, 0.0);
+  EXPECT_EQ(s.timed_decode_device_wait_seconds, 0.0);
   // An older caller's smaller struct gets what fits, and nothing past it.
   struct {
     gannet_engine_stats_t old_part;

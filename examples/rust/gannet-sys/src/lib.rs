@@ -364,7 +364,7 @@ pub struct gannet_engine_stats_t {
     pub spec_mean_accepted_length: f64,
     /// Drafter rounds (one per step with proposing requests).
     pub spec_draft_rounds: i64,
-    /// Steps run back to back: count, wall seconds, and seconds of it the host waited on the
+    /// Decode steps run back to back: count, wall seconds, and seconds of it the host waited on the
     /// device (the rest is host work on the critical path; 0 wait on the CPU backend).
     pub timed_decode_steps: i64,
     pub timed_decode_seconds: f64,
