@@ -791,11 +791,11 @@ type Stats struct {
 	SpecAcceptedTokens     int64   // drafts accepted
 	SpecMeanAcceptedLength float64 // tokens emitted per verify chunk (accepted + 1)
 	SpecDraftRounds        int64   // drafter rounds (one per step with proposing requests)
-	// Decode steps run back to back: count, wall seconds, and seconds of it the host waited on the
-	// device (the rest is host work on the critical path; 0 wait on the CPU backend).
-	TimedDecodeSteps             int64
-	TimedDecodeSeconds           float64
-	TimedDecodeDeviceWaitSeconds float64
+	// Decode steps run back to back: count, wall seconds, and device seconds from each step's first
+	// device op to its last (the rest is host work on the critical path; 0 on the CPU backend).
+	TimedDecodeSteps         int64
+	TimedDecodeSeconds       float64
+	TimedDecodeDeviceSeconds float64
 }
 
 // Stats reads the engine's counters.
@@ -811,43 +811,43 @@ func (e *Engine) Stats() (Stats, error) {
 	}
 	pair := func(a [2]C.int32_t) [2]int { return [2]int{int(a[0]), int(a[1])} }
 	return Stats{
-		NumRunning:                   int(s.num_running),
-		NumWaiting:                   int(s.num_waiting),
-		KVPagesTotal:                 pair(s.kv_pages_total),
-		KVPagesUsed:                  pair(s.kv_pages_used),
-		KVPagesCached:                pair(s.kv_pages_cached),
-		KVPagesFree:                  pair(s.kv_pages_free),
-		PageSize:                     int(s.page_size),
-		PrefixCacheHitTokens:         int64(s.prefix_cache_hit_tokens),
-		PrefixCacheQueryTokens:       int64(s.prefix_cache_query_tokens),
-		PrefixCacheHitRate:           float64(s.prefix_cache_hit_rate),
-		TotalPromptTokens:            int64(s.total_prompt_tokens),
-		TotalGeneratedTokens:         int64(s.total_generated_tokens),
-		NumPreemptions:               int64(s.num_preemptions),
-		NumSteps:                     int64(s.num_steps),
-		PromptTokensPerSecond:        float64(s.prompt_tokens_per_s),
-		GeneratedTokensPerSec:        float64(s.generated_tokens_per_s),
-		WeightBytes:                  int64(s.weight_bytes),
-		KVBytesPerToken:              [2]int64{int64(s.kv_bytes_per_token[0]), int64(s.kv_bytes_per_token[1])},
-		SlidingWindow:                int(s.sliding_window),
-		MaxModelLen:                  int(s.max_model_len),
-		MaxRunningSeqs:               int(s.max_running_seqs),
-		DeviceID:                     int(s.device_id),
-		KVBytes:                      int64(s.kv_bytes),
-		DeviceMemoryBytes:            int64(s.device_memory_bytes),
-		LoadTime:                     seconds(float64(s.load_seconds)),
-		Backend:                      fixedString(s.backend[:]),
-		DeviceName:                   fixedString(s.device_name[:]),
-		BackendFallback:              fixedString(s.backend_fallback[:]),
-		SpeculativeTokens:            int(s.num_speculative_tokens),
-		SpecVerifyChunks:             int64(s.spec_verify_chunks),
-		SpecDraftTokens:              int64(s.spec_draft_tokens),
-		SpecAcceptedTokens:           int64(s.spec_accepted_tokens),
-		SpecMeanAcceptedLength:       float64(s.spec_mean_accepted_length),
-		SpecDraftRounds:              int64(s.spec_draft_rounds),
-		TimedDecodeSteps:             int64(s.timed_decode_steps),
-		TimedDecodeSeconds:           float64(s.timed_decode_seconds),
-		TimedDecodeDeviceWaitSeconds: float64(s.timed_decode_device_wait_seconds),
+		NumRunning:               int(s.num_running),
+		NumWaiting:               int(s.num_waiting),
+		KVPagesTotal:             pair(s.kv_pages_total),
+		KVPagesUsed:              pair(s.kv_pages_used),
+		KVPagesCached:            pair(s.kv_pages_cached),
+		KVPagesFree:              pair(s.kv_pages_free),
+		PageSize:                 int(s.page_size),
+		PrefixCacheHitTokens:     int64(s.prefix_cache_hit_tokens),
+		PrefixCacheQueryTokens:   int64(s.prefix_cache_query_tokens),
+		PrefixCacheHitRate:       float64(s.prefix_cache_hit_rate),
+		TotalPromptTokens:        int64(s.total_prompt_tokens),
+		TotalGeneratedTokens:     int64(s.total_generated_tokens),
+		NumPreemptions:           int64(s.num_preemptions),
+		NumSteps:                 int64(s.num_steps),
+		PromptTokensPerSecond:    float64(s.prompt_tokens_per_s),
+		GeneratedTokensPerSec:    float64(s.generated_tokens_per_s),
+		WeightBytes:              int64(s.weight_bytes),
+		KVBytesPerToken:          [2]int64{int64(s.kv_bytes_per_token[0]), int64(s.kv_bytes_per_token[1])},
+		SlidingWindow:            int(s.sliding_window),
+		MaxModelLen:              int(s.max_model_len),
+		MaxRunningSeqs:           int(s.max_running_seqs),
+		DeviceID:                 int(s.device_id),
+		KVBytes:                  int64(s.kv_bytes),
+		DeviceMemoryBytes:        int64(s.device_memory_bytes),
+		LoadTime:                 seconds(float64(s.load_seconds)),
+		Backend:                  fixedString(s.backend[:]),
+		DeviceName:               fixedString(s.device_name[:]),
+		BackendFallback:          fixedString(s.backend_fallback[:]),
+		SpeculativeTokens:        int(s.num_speculative_tokens),
+		SpecVerifyChunks:         int64(s.spec_verify_chunks),
+		SpecDraftTokens:          int64(s.spec_draft_tokens),
+		SpecAcceptedTokens:       int64(s.spec_accepted_tokens),
+		SpecMeanAcceptedLength:   float64(s.spec_mean_accepted_length),
+		SpecDraftRounds:          int64(s.spec_draft_rounds),
+		TimedDecodeSteps:         int64(s.timed_decode_steps),
+		TimedDecodeSeconds:       float64(s.timed_decode_seconds),
+		TimedDecodeDeviceSeconds: float64(s.timed_decode_device_seconds),
 	}, nil
 }
 

@@ -402,13 +402,13 @@ typedef struct gannet_engine_stats {
   double spec_mean_accepted_length; /* tokens emitted per verify chunk (accepted + 1) */
   int64_t spec_draft_rounds;      /* drafter rounds (one per step with proposing requests) */
   /* Decode steps (no prompt tokens) that ran back to back, each from its start to the next step's:
-   * their count, wall time, and of it the time the host waited on the device. The difference is
-   * host work on the critical path (planning, batches, sampling policy, drafting's host side,
-   * events, text), during which the device idles. Device wait is 0 on the CPU backend, where all
-   * work is host work. */
+   * their count, wall time, and the device time from each step's first device op to its last. The
+   * difference is host work on the critical path (planning, batches, events, text) during which
+   * the device idles; host gaps inside a step's span are not counted. Device time is 0 on the CPU
+   * backend, where all work is host work. */
   int64_t timed_decode_steps;
   double timed_decode_seconds;
-  double timed_decode_device_wait_seconds;
+  double timed_decode_device_seconds;
 } gannet_engine_stats_t;
 
 #define GANNET_ENGINE_STATS_INIT                                                                \

@@ -160,10 +160,13 @@ class Backend {
   // Memory still free for allocations: device memory, or the host's available memory for the
   // CPU (0 = unknown).
   virtual int64_t FreeMemoryBytes() const { return 0; }
-  // Seconds the host has spent blocked on the device so far (synchronising copies to the host and
-  // Synchronize): while it waits the device is busy, so a step's wall time less this is host time
-  // on the critical path. 0 for a backend that computes on the host.
-  virtual double DeviceWaitSeconds() const { return 0; }
+  // A device span: BeginDeviceSpan and EndDeviceSpan mark points in the device's work queue;
+  // DeviceSpanSeconds, once the device has passed the end (after any synchronising copy), is the
+  // device time between them. A step's wall time less its span is host work the device waited
+  // for. A backend that computes on the host has no device: 0.
+  virtual absl::Status BeginDeviceSpan() { return absl::OkStatus(); }
+  virtual absl::Status EndDeviceSpan() { return absl::OkStatus(); }
+  virtual absl::StatusOr<double> DeviceSpanSeconds() { return 0.0; }
 
   // Loads checkpoint weights in the backend's weight format. Several parts are concatenated
   // along dim 0 (fused QKV and gate/up projections); all parts must agree on the trailing dims.

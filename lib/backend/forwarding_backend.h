@@ -28,7 +28,9 @@ class ForwardingBackend : public Backend {
   absl::Status Fill(Tensor t, float v) override { return inner_->Fill(t, v); }
   absl::Status Synchronize() override { return inner_->Synchronize(); }
   int64_t FreeMemoryBytes() const override { return inner_->FreeMemoryBytes(); }
-  double DeviceWaitSeconds() const override { return inner_->DeviceWaitSeconds(); }
+  absl::Status BeginDeviceSpan() override { return inner_->BeginDeviceSpan(); }
+  absl::Status EndDeviceSpan() override { return inner_->EndDeviceSpan(); }
+  absl::StatusOr<double> DeviceSpanSeconds() override { return inner_->DeviceSpanSeconds(); }
   absl::StatusOr<OwnedTensor> LoadWeight(std::span<const model::WeightView* const> parts) override {
     return inner_->LoadWeight(parts);
   }

@@ -271,7 +271,7 @@ gannet_status_t gannet_engine_get_stats(gannet_engine_t* engine, gannet_engine_s
     full.spec_draft_rounds = s.spec_draft_rounds;
     full.timed_decode_steps = s.timed_decode_steps;
     full.timed_decode_seconds = s.timed_decode_seconds;
-    full.timed_decode_device_wait_seconds = s.timed_decode_device_wait_seconds;
+    full.timed_decode_device_seconds = s.timed_decode_device_seconds;
     return gannet::capi::WriteVersioned(full, out, "gannet_engine_stats_t");
   });
 }

@@ -70,10 +70,10 @@ class Engine::Impl {
   spec::VerifyScratch verify_scratch;
   std::vector<spec::ProposeFrom> propose;
   std::thread thread;
-  // The previous step's start and the backend's device wait then, while steps run back to back,
-  // and whether it was a decode step (no prompt tokens).
+  // The previous step's start, its device span (-1: none) and whether it was a decode step (no
+  // prompt tokens), while steps run back to back.
   std::optional<sched::Clock::time_point> prev_step_start;
-  double prev_device_wait = 0;
+  double prev_device_span = -1;
   bool prev_step_decode = false;
 
   void Emit(Event e) {
@@ -147,16 +147,15 @@ bool Engine::Impl::RunStep() {
   sched::Scheduler& s = *scheduler;
   {
     // The interval since the previous step's start is one back-to-back step: its wall time less
-    // the host's wait on the device is host time on the critical path.
+    // the device time of its work is host time on the critical path.
     const auto now = sched::Clock::now();
-    const double wait = parts->backend->DeviceWaitSeconds();
-    if (prev_step_start.has_value() && prev_step_decode) {
+    if (prev_step_start.has_value() && prev_step_decode && prev_device_span >= 0) {
       const double wall = std::chrono::duration<double>(now - *prev_step_start).count();
       std::lock_guard<std::mutex> lock(mu);
-      stats.RecordTiming(wall, wait - prev_device_wait);
+      stats.RecordTiming(wall, prev_device_span);
     }
     prev_step_start = now;
-    prev_device_wait = wait;
+    prev_device_span = -1;
   }
   s.ExpireDeadlines(sched::Clock::now());
   sched::StepPlan plan = s.Plan();
@@ -172,6 +171,8 @@ bool Engine::Impl::RunStep() {
   if (kv.debug_validate()) st = sched::ValidatePlanReads(plan, kv);
   runner::StepResult result;
   const auto t0 = sched::Clock::now();
+  backend::Backend& be = *parts->backend;
+  if (st.ok()) st = be.BeginDeviceSpan();
   if (st.ok()) st = parts->runner->Forward(batch, &result);
   if (!st.ok()) {
     GANNET_LOG_ERROR("engine: step failed: {}", st.message());
@@ -252,6 +253,11 @@ bool Engine::Impl::RunStep() {
         return true;
       }
     }
+  }
+  // The device time of this step's work (forward and drafting): its end has passed already.
+  if (be.EndDeviceSpan().ok()) {
+    absl::StatusOr<double> span = be.DeviceSpanSeconds();
+    if (span.ok()) prev_device_span = *span;
   }
   {
     // Counted before the final events go out: whoever sees them sees these counts.

@@ -151,14 +151,13 @@ struct EngineStats {
   double spec_mean_accepted_length = 0;  // tokens per verify chunk: accepted drafts + 1
   int64_t spec_draft_rounds = 0;       // drafter rounds run
   // Decode steps (no prompt tokens) run back to back, each from its start to the next step's: their
-  // wall time, and of it the time the host was blocked on the device. The rest is host work on
-  // the critical path (planning, batch and metadata building, sampling policy, events, text): the
-  // device idles through it. Wait is 0 on the CPU backend, where all work is host work. Prompt
-  // steps are left out: without graphs the host launches kernels while the device runs earlier
-  // ones, which this measure would count as idle.
+  // wall time, and the device time from the step's first device op to its last (CUDA events). The
+  // rest is host work on the critical path (planning, batch building, events, text): the device
+  // idles through it (host gaps inside the span are not counted). Device time is 0 on the CPU
+  // backend, where all work is host work.
   int64_t timed_decode_steps = 0;
   double timed_decode_seconds = 0;
-  double timed_decode_device_wait_seconds = 0;
+  double timed_decode_device_seconds = 0;
 };
 
 class Engine {

@@ -27,10 +27,10 @@ void StepStats::RecordSpec(int64_t verify_chunks, int64_t drafts, int64_t accept
   }
 }
 
-void StepStats::RecordTiming(double wall_seconds, double device_wait_seconds) {
+void StepStats::RecordTiming(double wall_seconds, double device_seconds) {
   ++stats_.timed_decode_steps;
   stats_.timed_decode_seconds += wall_seconds;
-  stats_.timed_decode_device_wait_seconds += device_wait_seconds;
+  stats_.timed_decode_device_seconds += device_seconds;
 }
 
 EngineStats StepStats::Snapshot() const {

@@ -15,8 +15,8 @@ class StepStats {
   void Record(int64_t prompt_tokens, int64_t generated_tokens, double seconds);
   // The step's verify chunks, the drafts they verified and accepted; drafter rounds so far.
   void RecordSpec(int64_t verify_chunks, int64_t drafts, int64_t accepted, int64_t rounds);
-  // One back-to-back step's wall time and the host's wait on the device within it.
-  void RecordTiming(double wall_seconds, double device_wait_seconds);
+  // One back-to-back decode step's wall time and the device time of its work.
+  void RecordTiming(double wall_seconds, double device_seconds);
   EngineStats& gauges() { return stats_; }
   EngineStats Snapshot() const;
 

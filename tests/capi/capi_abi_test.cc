@@ -389,7 +389,7 @@ TEST_F(CapiAbiTest, StatsNameTheBackendAndDevice) {
   EXPECT_GE(s.timed_decode_steps, 9);  // 11 decode steps; the last one has no successor
   EXPECT_LE(s.timed_decode_steps, 11);
   EXPECT_GT(s.timed_decode_seconds, 0.0);
-  EXPECT_EQ(s.timed_decode_device_wait_seconds, 0.0);
+  EXPECT_EQ(s.timed_decode_device_seconds, 0.0);
   // An older caller's smaller struct gets what fits, and nothing past it.
   struct {
     gannet_engine_stats_t old_part;

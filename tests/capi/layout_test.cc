@@ -79,7 +79,7 @@ static_assert(offsetof(gannet_engine_stats_t, spec_verify_chunks) == 560);
 static_assert(offsetof(gannet_engine_stats_t, spec_mean_accepted_length) == 584);
 static_assert(offsetof(gannet_engine_stats_t, spec_draft_rounds) == 592);
 static_assert(offsetof(gannet_engine_stats_t, timed_decode_steps) == 600);
-static_assert(offsetof(gannet_engine_stats_t, timed_decode_device_wait_seconds) == 616);
+static_assert(offsetof(gannet_engine_stats_t, timed_decode_device_seconds) == 616);
 static_assert(sizeof(gannet_engine_stats_t) == 624);
 static_assert(offsetof(gannet_tokenizer_info_t, vocab_size) == 4);
 static_assert(offsetof(gannet_tokenizer_info_t, end_of_turn_id) == 28);

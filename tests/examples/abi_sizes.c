@@ -172,7 +172,7 @@ int main(void) {
   FIELD(gannet_engine_stats_t, spec_draft_rounds);
   FIELD(gannet_engine_stats_t, timed_decode_steps);
   FIELD(gannet_engine_stats_t, timed_decode_seconds);
-  FIELD(gannet_engine_stats_t, timed_decode_device_wait_seconds);
+  FIELD(gannet_engine_stats_t, timed_decode_device_seconds);
 
   SIZE(gannet_tokenizer_info_t);
   FIELD(gannet_tokenizer_info_t, struct_size);

@@ -4,7 +4,6 @@
 #include "lib/backend/cuda/cuda_backend.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -113,6 +112,8 @@ CudaBackend::~CudaBackend() {
   for (Space& s : spaces_) {
     if (s.ptr != nullptr) cudaFree(s.ptr);
   }
+  if (span_begin_ != nullptr) cudaEventDestroy(span_begin_);
+  if (span_end_ != nullptr) cudaEventDestroy(span_end_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
@@ -223,22 +224,37 @@ absl::Status CudaBackend::CopyToDevice(void* dst, const void* src, size_t bytes)
 
 absl::Status CudaBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
-  // Into pageable memory the copy itself blocks until the stream has run up to it: timed too.
-  const auto start = std::chrono::steady_clock::now();
-  const cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_);
-  wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  GANNET_CUDA_RETURN_IF_ERROR(err);
-  return WaitForStream();
+  GANNET_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  GANNET_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return absl::OkStatus();
 }
 
-absl::Status CudaBackend::Synchronize() { return WaitForStream(); }
-
-absl::Status CudaBackend::WaitForStream() {
-  const auto start = std::chrono::steady_clock::now();
-  const cudaError_t err = cudaStreamSynchronize(stream_);
-  wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  GANNET_CUDA_RETURN_IF_ERROR(err);
+absl::Status CudaBackend::Synchronize() {
+  GANNET_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return absl::OkStatus();
+}
+
+absl::Status CudaBackend::BeginDeviceSpan() {
+  if (span_begin_ == nullptr) {
+    GANNET_CUDA_RETURN_IF_ERROR(cudaEventCreate(&span_begin_));
+    GANNET_CUDA_RETURN_IF_ERROR(cudaEventCreate(&span_end_));
+  }
+  GANNET_CUDA_RETURN_IF_ERROR(cudaEventRecord(span_begin_, stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::EndDeviceSpan() {
+  if (span_end_ == nullptr) return FailedPreconditionError("EndDeviceSpan without BeginDeviceSpan");
+  GANNET_CUDA_RETURN_IF_ERROR(cudaEventRecord(span_end_, stream_));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> CudaBackend::DeviceSpanSeconds() {
+  if (span_end_ == nullptr) return 0.0;
+  GANNET_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(span_end_));
+  float ms = 0;
+  GANNET_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, span_begin_, span_end_));
+  return ms * 1e-3;
 }
 
 int64_t CudaBackend::FreeMemoryBytes() const {

@@ -80,7 +80,9 @@ class CudaBackend final : public Backend {
   absl::Status LaunchGraph(int handle) override;
   void ReleaseGraph(int handle) override;
   uint64_t GraphEpoch() const override { return graph_epoch_; }
-  double DeviceWaitSeconds() const override { return wait_seconds_; }
+  absl::Status BeginDeviceSpan() override;
+  absl::Status EndDeviceSpan() override;
+  absl::StatusOr<double> DeviceSpanSeconds() override;
 
   cudaStream_t stream() const { return stream_; }
   CudaLinear& linear() { return *linear_; }
@@ -99,9 +101,7 @@ class CudaBackend final : public Backend {
   absl::StatusOr<void*> Workspace(WorkspaceId id, size_t bytes);
 
  private:
-  // cudaStreamSynchronize, timed into wait_seconds_.
-  absl::Status WaitForStream();
-  double wait_seconds_ = 0;
+  cudaEvent_t span_begin_ = nullptr, span_end_ = nullptr;
   CudaBackend() = default;
   absl::Status Init(int device);
   bool Capturing() const;

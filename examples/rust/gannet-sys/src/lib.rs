@@ -364,11 +364,11 @@ pub struct gannet_engine_stats_t {
     pub spec_mean_accepted_length: f64,
     /// Drafter rounds (one per step with proposing requests).
     pub spec_draft_rounds: i64,
-    /// Decode steps run back to back: count, wall seconds, and seconds of it the host waited on the
-    /// device (the rest is host work on the critical path; 0 wait on the CPU backend).
+    /// Decode steps run back to back: count, wall seconds, and device seconds from each step's
+    /// first device op to its last (the rest is host work on the critical path; 0 on the CPU).
     pub timed_decode_steps: i64,
     pub timed_decode_seconds: f64,
-    pub timed_decode_device_wait_seconds: f64,
+    pub timed_decode_device_seconds: f64,
 }
 
 impl Default for gannet_engine_stats_t {
@@ -606,7 +606,7 @@ const _: () = {
     assert!(offset_of!(gannet_engine_stats_t, spec_mean_accepted_length) == 584);
     assert!(offset_of!(gannet_engine_stats_t, spec_draft_rounds) == 592);
     assert!(offset_of!(gannet_engine_stats_t, timed_decode_steps) == 600);
-    assert!(offset_of!(gannet_engine_stats_t, timed_decode_device_wait_seconds) == 616);
+    assert!(offset_of!(gannet_engine_stats_t, timed_decode_device_seconds) == 616);
     assert!(size_of::<gannet_engine_stats_t>() == 624);
 
     assert!(offset_of!(gannet_tokenizer_info_t, vocab_size) == 4);

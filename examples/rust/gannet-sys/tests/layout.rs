@@ -87,7 +87,7 @@ fn rust_layout() -> BTreeMap<String, (i64, i64)> {
             load_seconds, backend, device_name, backend_fallback, num_speculative_tokens,
             spec_verify_chunks, spec_draft_tokens, spec_accepted_tokens,
             spec_mean_accepted_length, spec_draft_rounds, timed_decode_steps, timed_decode_seconds,
-            timed_decode_device_wait_seconds,
+            timed_decode_device_seconds,
         }
         gannet_tokenizer_info_t {
             struct_size, vocab_size, bos_id, eos_id, pad_id, unk_id, start_of_turn_id,
