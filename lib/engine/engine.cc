@@ -172,8 +172,14 @@ bool Engine::Impl::RunStep() {
   runner::StepResult result;
   const auto t0 = sched::Clock::now();
   backend::Backend& be = *parts->backend;
-  if (st.ok()) st = be.BeginDeviceSpan();
   if (st.ok()) st = parts->runner->Forward(batch, &result);
+  // The device time of the forward (the runner marks its span; its results were copied, so the
+  // span has ended).
+  double device_seconds = -1;
+  if (st.ok()) {
+    absl::StatusOr<double> span = be.DeviceSpanSeconds();
+    if (span.ok()) device_seconds = *span;
+  }
   if (!st.ok()) {
     GANNET_LOG_ERROR("engine: step failed: {}", st.message());
     if (IsDeviceLost(st)) {
@@ -239,7 +245,14 @@ bool Engine::Impl::RunStep() {
     row += q.num_drafts + 1;
   }
   if (!propose.empty()) {
-    absl::Status pst = parts->spec->Propose(propose, kv, s.max_model_len());
+    absl::Status pst = be.BeginDeviceSpan();
+    if (pst.ok()) pst = parts->spec->Propose(propose, kv, s.max_model_len());
+    if (pst.ok()) pst = be.EndDeviceSpan();
+    if (pst.ok() && device_seconds >= 0) {
+      // Drafting's device time, host gaps between its rounds included.
+      absl::StatusOr<double> span = be.DeviceSpanSeconds();
+      device_seconds = span.ok() ? device_seconds + *span : -1;
+    }
     if (!pst.ok()) {
       // Drafting is an optimisation: the requests go on without drafts, unless the device is gone.
       for (const spec::ProposeFrom& f : propose) f.request->ClearDrafts();
@@ -254,11 +267,7 @@ bool Engine::Impl::RunStep() {
       }
     }
   }
-  // The device time of this step's work (forward and drafting): its end has passed already.
-  if (be.EndDeviceSpan().ok()) {
-    absl::StatusOr<double> span = be.DeviceSpanSeconds();
-    if (span.ok()) prev_device_span = *span;
-  }
+  prev_device_span = device_seconds;
   {
     // Counted before the final events go out: whoever sees them sees these counts.
     const double seconds = std::chrono::duration<double>(sched::Clock::now() - t0).count();

@@ -363,6 +363,9 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result)
   // the same shapes, so they compute exactly what a replay does.
   const int len_bucket = pad ? LengthBucket(md->max_seq_len) : 0;
   if (pad) md->max_seq_len = len_bucket;
+  // The step's device span (for the engine's host-time measure): from here, when the host-side
+  // batch and metadata are built, to the last op before the results are read.
+  GANNET_RETURN_IF_ERROR(be->BeginDeviceSpan());
   if (graphs && pad) {
     GANNET_RETURN_IF_ERROR(graph_cache.Run(
         be, {static_cast<int>(batch.seqs.size()), len_bucket, sample ? 1 : 0, q, 0},
@@ -370,6 +373,7 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result)
   } else {
     GANNET_RETURN_IF_ERROR(Execute(n, rows, sample, *md));
   }
+  GANNET_RETURN_IF_ERROR(be->EndDeviceSpan());
 
   // Results of the real rows only (padding rows come after them).
   int real_rows = rows;
