@@ -10,6 +10,7 @@
 #include "lib/common/units.h"
 #include "lib/runner/device_weights.h"
 #include "lib/runner/graph_cache.h"
+#include "lib/runner/layer_blocks.h"
 #include "lib/runner/step_metadata.h"
 
 namespace gannet::runner {
@@ -201,34 +202,16 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
   prep.group = group;
   GANNET_RETURN_IF_ERROR(be->QkvPrep(prep));
 
-  backend::AttentionArgs at;
-  at.q = prep.q_out;
-  at.k_cache = kv_layer.k;
-  at.v_cache = kv_layer.v;
-  at.out = Tensor::Make(attn.data, attn.dtype, {n, nq, d});
-  at.num_q_heads = nq;
-  at.num_kv_heads = nkv;
-  at.head_dim = d;
-  at.window = sliding ? c.sliding_window : 0;
-  at.scale = 1.0f;
-  at.meta = &md;
-  at.group = group;
-  GANNET_RETURN_IF_ERROR(be->Attention(at));
   Tensor o_t = o.Rows(0, n);
-  GANNET_RETURN_IF_ERROR(be->Linear(at.out.Reshape({n, static_cast<int64_t>(nq) * d}), L.o_proj, o_t));
+  GANNET_RETURN_IF_ERROR(AttendAndProject(be, c, l, prep.q_out, kv_layer, md, attn, L.o_proj, o_t));
   Tensor x_t = x.Rows(0, n);
   Tensor h_t = h.Rows(0, n);
   GANNET_RETURN_IF_ERROR(
       be->PostNormResidual(o_t, L.post_attn_norm, x_t, Tensor(), L.pre_ff_norm, h_t, eps));
 
   // Feed-forward block: dense gated MLP (plus the MoE branch on 26B-A4B).
-  const int64_t I = L.intermediate;
-  Tensor gu = gate_up.Rows(0, n).Reshape({n, gate_up.dim(1)}).Cols(0, 2 * I);
-  GANNET_RETURN_IF_ERROR(be->Linear(h_t, L.gate_up, gu));
-  Tensor m = mlp.Rows(0, n).Reshape({n, mlp.dim(1)}).Cols(0, I);
-  GANNET_RETURN_IF_ERROR(be->GeluTanhMul(gu.Cols(0, I), gu.Cols(I, I), m));
   Tensor y = mlp_out.Rows(0, n);
-  GANNET_RETURN_IF_ERROR(be->Linear(m, L.down, y));
+  GANNET_RETURN_IF_ERROR(GatedMlp(be, L, h_t, gate_up, mlp, y));
   if (c.enable_moe_block) {
     Tensor y1 = moe_y1.Rows(0, n);
     GANNET_RETURN_IF_ERROR(be->RmsNorm(y, L.post_ff_norm_1, eps, y1));

@@ -9,6 +9,7 @@
 #include "lib/model/synthetic.h"
 #include "lib/runner/device_weights.h"
 #include "lib/runner/graph_cache.h"
+#include "lib/runner/layer_blocks.h"
 
 namespace gannet::spec {
 
@@ -283,31 +284,13 @@ absl::Status Drafter::Impl::Step(int n, int k, const backend::StepMetadata& attn
     prep.meta = &rope_md;
     prep.group = group;
     GANNET_RETURN_IF_ERROR(be->QkvPrep(prep));
-    backend::AttentionArgs at;
-    at.q = prep.q_out;
-    at.k_cache = tkv.k;
-    at.v_cache = tkv.v;
-    at.out = Tensor::Make(attn.data, attn.dtype, {n, nq, d});
-    at.num_q_heads = nq;
-    at.num_kv_heads = nkv;
-    at.head_dim = d;
-    at.window = sliding ? c.sliding_window : 0;
-    at.scale = 1.0f;
-    at.meta = &attn_md;
-    at.group = group;
-    GANNET_RETURN_IF_ERROR(be->Attention(at));
     Tensor o_t = o.Rows(0, n);
     GANNET_RETURN_IF_ERROR(
-        be->Linear(at.out.Reshape({n, static_cast<int64_t>(nq) * d}), L.o_proj, o_t));
+        runner::AttendAndProject(be, c, l, prep.q_out, tkv, attn_md, attn, L.o_proj, o_t));
     GANNET_RETURN_IF_ERROR(
         be->PostNormResidual(o_t, L.post_attn_norm, x_t, Tensor(), L.pre_ff_norm, h_t, eps));
-    const int64_t I = L.intermediate;
-    Tensor gu = gate_up.Rows(0, n).Reshape({n, gate_up.dim(1)}).Cols(0, 2 * I);
-    GANNET_RETURN_IF_ERROR(be->Linear(h_t, L.gate_up, gu));
-    Tensor m = mlp.Rows(0, n).Reshape({n, mlp.dim(1)}).Cols(0, I);
-    GANNET_RETURN_IF_ERROR(be->GeluTanhMul(gu.Cols(0, I), gu.Cols(I, I), m));
     Tensor y_t = y.Rows(0, n);
-    GANNET_RETURN_IF_ERROR(be->Linear(m, L.down, y_t));
+    GANNET_RETURN_IF_ERROR(runner::GatedMlp(be, L, h_t, gate_up, mlp, y_t));
     const bool last = l + 1 == c.num_hidden_layers;
     GANNET_RETURN_IF_ERROR(be->PostNormResidual(y_t, L.post_ff_norm, x_t, L.layer_scalar,
                                                 last ? w.final_norm : w.layers[l + 1].input_norm,
