@@ -85,17 +85,11 @@ TEST_P(SpecEngineGpuTest, GreedyWithDraftsEqualsWithout) {
     const std::vector<Outcome> expected = RunAll(*base, with_logprobs);
     base.reset();
     for (bool oracle : {false, true}) {
-      Oracle orc;
-      for (const Outcome& o : expected) orc.expected.push_back(o.tokens);
-      orc.first_id = 1;
+      const Oracle orc = Oracle::From(expected);
       EngineSetup s = plain;
       s.max_step_tokens = budget;
-      s.spec_tokens = oracle ? 4 : 3;
-      if (oracle) {
-        s.override_drafts = [&orc](uint64_t id, int64_t at, std::vector<int32_t>* d) {
-          orc.Override(id, at, d);
-        };
-      }
+      s.spec_tokens = 3;
+      if (oracle) s = orc.Drafting(s);
       auto engine = MakeEngine(s);
       ASSERT_NE(engine, nullptr);
       const std::vector<Outcome> got = RunAll(*engine, w.inputs);
@@ -145,15 +139,8 @@ TEST(SpecEngineGpu, PreemptionKeepsTheOutput) {
   std::vector<Outcome> expected;
   for (const RequestInput& in : inputs) expected.push_back(RunAll(*base, {in})[0]);
   base.reset();
-  Oracle orc;
-  for (const Outcome& o : expected) orc.expected.push_back(o.tokens);
-  orc.first_id = 1;
-  EngineSetup s = plain;
-  s.spec_tokens = 4;
-  s.override_drafts = [&orc](uint64_t id, int64_t at, std::vector<int32_t>* d) {
-    orc.Override(id, at, d);
-  };
-  auto engine = MakeEngine(s);
+  const Oracle orc = Oracle::From(expected);
+  auto engine = MakeEngine(orc.Drafting(plain));
   ASSERT_NE(engine, nullptr);
   for (RequestInput& in : inputs) in.logprobs = 0;
   ExpectSameUpToNearTies(RunAll(*engine, inputs), expected, "preemption");

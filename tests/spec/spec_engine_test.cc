@@ -39,17 +39,11 @@ TEST_P(SpecEngineTest, GreedyWithDraftsEqualsWithout) {
   // Chunked prefill (small budgets) with the real drafter and with oracle drafts.
   for (int budget : {0, 24}) {
     for (bool oracle : {false, true}) {
-      Oracle orc;
-      for (const Outcome& o : expected) orc.expected.push_back(o.tokens);
-      orc.first_id = 1;  // the engine numbers requests from 1
+      const Oracle orc = Oracle::From(expected);
       EngineSetup s = plain;
       s.max_step_tokens = budget;
-      s.spec_tokens = oracle ? 4 : 3;
-      if (oracle) {
-        s.override_drafts = [&orc](uint64_t id, int64_t at, std::vector<int32_t>* d) {
-          orc.Override(id, at, d);
-        };
-      }
+      s.spec_tokens = 3;
+      if (oracle) s = orc.Drafting(s);
       auto engine = MakeEngine(s);
       ASSERT_NE(engine, nullptr);
       const std::vector<Outcome> got = RunAll(*engine, w.inputs);
@@ -104,15 +98,8 @@ TEST(SpecEngine, PreemptionKeepsTheOutput) {
   ASSERT_NE(base, nullptr);
   std::vector<Outcome> expected;
   for (const RequestInput& in : inputs) expected.push_back(RunAll(*base, {in})[0]);
-  Oracle orc;
-  for (const Outcome& o : expected) orc.expected.push_back(o.tokens);
-  orc.first_id = 1;
-  EngineSetup s = plain;
-  s.spec_tokens = 4;
-  s.override_drafts = [&orc](uint64_t id, int64_t at, std::vector<int32_t>* d) {
-    orc.Override(id, at, d);
-  };
-  auto engine = MakeEngine(s);
+  const Oracle orc = Oracle::From(expected);
+  auto engine = MakeEngine(orc.Drafting(plain));
   ASSERT_NE(engine, nullptr);
   const std::vector<Outcome> got = RunAll(*engine, inputs);
   for (size_t i = 0; i < got.size(); ++i) {

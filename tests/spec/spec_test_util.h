@@ -118,6 +118,23 @@ inline std::unique_ptr<Engine> MakeEngine(const EngineSetup& s) {
 struct Oracle {
   std::vector<std::vector<int32_t>> expected;  // by submission index
   uint64_t first_id = 0;
+
+  // The outputs of a plain engine's run, in submission order (the engine numbers requests from 1).
+  static Oracle From(const std::vector<Outcome>& outcomes) {
+    Oracle o;
+    for (const Outcome& r : outcomes) o.expected.push_back(r.tokens);
+    o.first_id = 1;
+    return o;
+  }
+  // `s` drafting K = 4 tokens per round from this oracle, which must outlive the engine.
+  EngineSetup Drafting(EngineSetup s) const {
+    s.spec_tokens = 4;
+    s.override_drafts = [this](uint64_t id, int64_t at, std::vector<int32_t>* d) {
+      Override(id, at, d);
+    };
+    return s;
+  }
+
   void Override(uint64_t id, int64_t first_output, std::vector<int32_t>* drafts) const {
     const uint64_t index = id - first_id;
     if (index >= expected.size()) return;
