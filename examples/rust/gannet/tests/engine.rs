@@ -123,7 +123,8 @@ fn errors_carry_status_and_message() {
         .unwrap_err();
     assert_eq!(err.status(), Status::InvalidArgument);
     assert!(
-        err.message().contains("max_prefill_tokens_while_decoding (65)"),
+        err.message()
+            .contains("max_prefill_tokens_while_decoding (65)"),
         "{err}"
     );
 
