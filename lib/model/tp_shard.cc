@@ -1,0 +1,208 @@
+#include "lib/model/tp_shard.h"
+
+#include <cstring>
+
+#include "lib/common/status.h"
+
+namespace gannet::model {
+
+namespace {
+
+int LocalKvHeads(int num_kv_heads, int world) { return std::max(1, num_kv_heads / world); }
+
+absl::Status CheckDivides(int64_t value, int world, std::string_view what) {
+  if (value % world != 0) {
+    return InvalidArgumentError("tensor parallel size {} does not divide {} ({})", world, what,
+                                value);
+  }
+  return absl::OkStatus();
+}
+
+// A rank's part of one tensor: `len` indices from `begin` along dimension `dim`.
+struct Slice {
+  int dim = -1;  // -1: the whole tensor (replicated)
+  int64_t begin = 0, len = 0;
+};
+
+}  // namespace
+
+absl::Status CheckTpShardable(const ModelConfig& config, int world) {
+  if (world < 1 || world > kMaxTensorParallel) {
+    return InvalidArgumentError("tensor parallel size must be 1 to {}, got {}", kMaxTensorParallel,
+                                world);
+  }
+  if (config.kind != ModelKind::kTarget) {
+    return InvalidArgumentError("tensor parallelism shards target models, not '{}'",
+                                config.model_type);
+  }
+  const TextConfig& c = config.text;
+  GANNET_RETURN_IF_ERROR(CheckDivides(c.num_attention_heads, world, "num_attention_heads"));
+  GANNET_RETURN_IF_ERROR(CheckDivides(c.vocab_size, world, "vocab_size"));
+  GANNET_RETURN_IF_ERROR(CheckDivides(c.intermediate_size, world, "intermediate_size"));
+  if (c.enable_moe_block) {
+    GANNET_RETURN_IF_ERROR(CheckDivides(c.moe_intermediate_size, world, "moe_intermediate_size"));
+  }
+  for (int kv : {c.num_key_value_heads, c.FullNumKvHeads()}) {
+    if (kv % world != 0 && world % kv != 0) {
+      return InvalidArgumentError(
+          "tensor parallel size {} and {} KV heads: one must divide the other (KV heads are split, "
+          "or replicated when there are fewer than ranks)", world, kv);
+    }
+  }
+  return absl::OkStatus();
+}
+
+ModelConfig ShardConfig(const ModelConfig& config, int world) {
+  ModelConfig s = config;
+  TextConfig& c = s.text;
+  c.num_attention_heads /= world;
+  c.num_key_value_heads = LocalKvHeads(config.text.num_key_value_heads, world);
+  if (c.num_global_key_value_heads > 0) {
+    c.num_global_key_value_heads = LocalKvHeads(config.text.num_global_key_value_heads, world);
+  }
+  c.intermediate_size /= world;
+  c.moe_intermediate_size /= world;
+  return s;
+}
+
+int64_t VocabShardSize(const ModelConfig& config, int world) { return config.text.vocab_size / world; }
+
+int KvHeadBegin(int num_kv_heads, TpShard shard) {
+  if (num_kv_heads >= shard.world) return shard.rank * (num_kv_heads / shard.world);
+  return shard.rank * num_kv_heads / shard.world;  // the KV head this rank's q heads read
+}
+
+namespace {
+
+absl::StatusOr<WeightView> Take(const WeightView& v, const Slice& s, TpShard shard,
+                                ShardedWeights* out) {
+  if (!v.present() || s.dim < 0) return v;
+  if (s.dim >= static_cast<int>(v.shape.size()) || s.begin < 0 ||
+      s.begin + s.len > v.shape[s.dim]) {
+    return InternalError("tensor parallel: slice [{}, {}) of dim {} outside weight '{}'", s.begin,
+                         s.begin + s.len, s.dim, v.name);
+  }
+  WeightView r = v;
+  r.shape[s.dim] = s.len;
+  if (v.synthetic) {
+    r.name = fmt::format("{}#tp{}of{}", v.name, shard.rank, shard.world);
+    return r;
+  }
+  const int64_t elem = DTypeBits(v.dtype) / 8;
+  int64_t outer = 1, inner = elem;
+  for (int d = 0; d < s.dim; ++d) outer *= v.shape[d];
+  for (size_t d = s.dim + 1; d < v.shape.size(); ++d) inner *= v.shape[d];
+  const auto* src = static_cast<const uint8_t*>(v.data);
+  if (outer == 1) {  // contiguous: a view
+    r.data = src + s.begin * inner;
+    return r;
+  }
+  const int64_t chunk = s.len * inner, stride = v.shape[s.dim] * inner;
+  auto buf = std::make_unique<uint8_t[]>(static_cast<size_t>(outer * chunk));
+  for (int64_t o = 0; o < outer; ++o) {
+    std::memcpy(buf.get() + o * chunk, src + o * stride + s.begin * inner, chunk);
+  }
+  r.data = buf.get();
+  out->copied_bytes += outer * chunk;
+  out->storage.push_back(std::move(buf));
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ShardedWeights>> ShardWeights(const ModelConfig& config,
+                                                             const ModelWeights& w,
+                                                             TpShard shard) {
+  GANNET_RETURN_IF_ERROR(CheckTpShardable(config, shard.world));
+  if (shard.rank < 0 || shard.rank >= shard.world) {
+    return InvalidArgumentError("tensor parallel rank {} outside [0, {})", shard.rank, shard.world);
+  }
+  const TextConfig& c = config.text;
+  const int world = shard.world;
+  auto out = std::make_unique<ShardedWeights>();
+  ModelWeights& v = out->views;
+  v = w;
+  const int64_t vs = VocabShardSize(config, world);
+  const Slice vocab{0, shard.rank * vs, vs};
+  GANNET_ASSIGN_OR_RETURN(v.embed_tokens, Take(w.embed_tokens, vocab, shard, out.get()));
+  GANNET_ASSIGN_OR_RETURN(v.lm_head, Take(w.lm_head, vocab, shard, out.get()));
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerWeights& lw = w.layers[l];
+    LayerWeights& o = v.layers[l];
+    const int64_t d = c.LayerHeadDim(l);
+    const int64_t nq = c.num_attention_heads / world;
+    const int kv = c.LayerNumKvHeads(l);
+    const int64_t nkv = LocalKvHeads(kv, world);
+    const Slice q_rows{0, shard.rank * nq * d, nq * d};
+    const Slice kv_rows{0, KvHeadBegin(kv, shard) * d, nkv * d};
+    GANNET_ASSIGN_OR_RETURN(o.q_proj, Take(lw.q_proj, q_rows, shard, out.get()));
+    GANNET_ASSIGN_OR_RETURN(o.k_proj, Take(lw.k_proj, kv_rows, shard, out.get()));
+    GANNET_ASSIGN_OR_RETURN(o.v_proj, Take(lw.v_proj, kv_rows, shard, out.get()));
+    GANNET_ASSIGN_OR_RETURN(o.o_proj, Take(lw.o_proj, {1, q_rows.begin, q_rows.len}, shard,
+                                           out.get()));
+    if (lw.gate_proj.present()) {
+      const int64_t I = lw.gate_proj.dim(0) / world;
+      const Slice rows{0, shard.rank * I, I};
+      GANNET_ASSIGN_OR_RETURN(o.gate_proj, Take(lw.gate_proj, rows, shard, out.get()));
+      GANNET_ASSIGN_OR_RETURN(o.up_proj, Take(lw.up_proj, rows, shard, out.get()));
+      GANNET_ASSIGN_OR_RETURN(o.down_proj, Take(lw.down_proj, {1, rows.begin, rows.len}, shard,
+                                                out.get()));
+    }
+    if (lw.experts_gate_up.present()) {
+      // [E, 2I, H]: the rank's gate rows and up rows of every expert, as [E, 2 * I/world, H].
+      const int64_t I = lw.experts_gate_up.dim(1) / 2, Il = I / world;
+      GANNET_ASSIGN_OR_RETURN(WeightView gate, Take(lw.experts_gate_up, {1, shard.rank * Il, Il},
+                                                    shard, out.get()));
+      GANNET_ASSIGN_OR_RETURN(WeightView up, Take(lw.experts_gate_up,
+                                                  {1, I + shard.rank * Il, Il}, shard, out.get()));
+      WeightView gu = gate;
+      gu.shape[1] = 2 * Il;
+      if (!gu.synthetic) {
+        // Interleave per expert: [gate_e; up_e] for every expert e.
+        const int64_t block = Il * gu.shape[2] * (DTypeBits(gu.dtype) / 8);
+        const int64_t E = gu.shape[0];
+        auto buf = std::make_unique<uint8_t[]>(static_cast<size_t>(2 * E * block));
+        for (int64_t e = 0; e < E; ++e) {
+          std::memcpy(buf.get() + (2 * e) * block, static_cast<const uint8_t*>(gate.data) + e * block,
+                      block);
+          std::memcpy(buf.get() + (2 * e + 1) * block,
+                      static_cast<const uint8_t*>(up.data) + e * block, block);
+        }
+        gu.data = buf.get();
+        out->copied_bytes += 2 * E * block;
+        out->storage.push_back(std::move(buf));
+      }
+      o.experts_gate_up = gu;
+      GANNET_ASSIGN_OR_RETURN(o.experts_down, Take(lw.experts_down, {2, shard.rank * Il, Il},
+                                                   shard, out.get()));
+    }
+  }
+  return out;
+}
+
+int64_t ShardWeightBytes(const ModelWeights& views) {
+  int64_t bytes = 0;
+  auto add = [&](const WeightView& v) {
+    if (v.present()) bytes += v.numel() * 2;
+  };
+  for (const WeightView* v : {&views.embed_tokens, &views.lm_head, &views.final_norm,
+                              &views.embed_tokens_per_layer, &views.per_layer_model_projection,
+                              &views.per_layer_projection_norm}) {
+    add(*v);
+  }
+  for (const LayerWeights& l : views.layers) {
+    for (const WeightView* v :
+         {&l.input_layernorm, &l.post_attention_layernorm, &l.pre_feedforward_layernorm,
+          &l.post_feedforward_layernorm, &l.q_proj, &l.q_norm, &l.k_proj, &l.v_proj, &l.k_norm,
+          &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj, &l.layer_scalar,
+          &l.per_layer_input_gate, &l.per_layer_projection, &l.post_per_layer_input_norm,
+          &l.router_proj, &l.router_scale, &l.router_per_expert_scale, &l.experts_gate_up,
+          &l.experts_down, &l.pre_feedforward_layernorm_2, &l.post_feedforward_layernorm_1,
+          &l.post_feedforward_layernorm_2}) {
+      add(*v);
+    }
+  }
+  return bytes;
+}
+
+}  // namespace gannet::model

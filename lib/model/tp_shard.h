@@ -1,0 +1,64 @@
+// Megatron-style tensor-parallel sharding of a Gemma-4 target model: what one rank of a
+// `world`-way group holds and computes.
+//
+// - Attention: q heads split evenly (column-parallel q/k/v, row-parallel o_proj); KV heads split
+//   evenly, or, where a layer has fewer KV heads than ranks (31B full layers have 4), each rank
+//   keeps the one KV head its q heads read (replicated across the ranks that share it).
+// - MLP: gate/up column-parallel, down row-parallel (intermediate split); MoE experts the same
+//   way, every expert's intermediate split (the router is replicated, so every rank routes alike).
+// - Embedding and LM head: vocabulary-parallel (rows [begin, end) of the table per rank).
+// - Norms, scalars, the router and the per-layer-embedding (PLE) block: replicated.
+//
+// A rank's geometry is the model's with the split dimensions divided (ShardConfig); every rank
+// has the same geometry, so one KV layout and one set of runner limits fit them all. The rank's
+// weights are views into the checkpoint where the slice is contiguous (row slices) and copies
+// where it is not (column slices of o_proj, down and the experts), owned by ShardedWeights.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/model/config.h"
+#include "lib/model/weights.h"
+
+namespace gannet::model {
+
+inline constexpr int kMaxTensorParallel = 8;
+
+struct TpShard {
+  int rank = 0;
+  int world = 1;
+};
+
+// Whether `config` splits `world` ways (1 <= world <= kMaxTensorParallel); the error names the
+// dimension that does not divide.
+absl::Status CheckTpShardable(const ModelConfig& config, int world);
+
+// The geometry every rank of a `world`-way group computes with: heads, KV heads, intermediate
+// sizes divided. vocab_size stays the model's (token ids are global); a rank's LM head and
+// embedding hold VocabShardSize rows.
+ModelConfig ShardConfig(const ModelConfig& config, int world);
+
+int64_t VocabShardSize(const ModelConfig& config, int world);
+// The first KV head (in the model's numbering) a rank holds for a layer with `num_kv_heads`.
+int KvHeadBegin(int num_kv_heads, TpShard shard);
+
+struct ShardedWeights {
+  ModelWeights views;  // shaped for ShardConfig(config, world)
+  std::vector<std::unique_ptr<uint8_t[]>> storage;  // the copied (column) slices
+  int64_t copied_bytes = 0;
+};
+
+// The rank's weights. Synthetic (dummy) weights stay synthetic: a shard is generated with the
+// shard's shape under a name of its own (dummy values differ from the unsharded model's; they
+// are for speed and memory measurements only).
+absl::StatusOr<std::unique_ptr<ShardedWeights>> ShardWeights(const ModelConfig& config,
+                                                             const ModelWeights& weights,
+                                                             TpShard shard);
+
+// Bytes of every tensor a rank holds (bf16 matrices; what LoadDeviceWeights moves).
+int64_t ShardWeightBytes(const ModelWeights& views);
+
+}  // namespace gannet::model
