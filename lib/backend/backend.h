@@ -141,6 +141,9 @@ class Backend {
   // "16 threads".
   virtual std::string DeviceName() const = 0;
   virtual int device_id() const { return -1; }  // CUDA ordinal; -1 on the host
+  // Makes the calling thread able to issue this backend's work (CUDA: selects its device). A
+  // thread other than the creating one calls it before its first op (tensor-parallel workers).
+  virtual absl::Status BindThread() { return absl::OkStatus(); }
   // Memory the backend allocates from: the device's, or the host's for the CPU (0 = unknown).
   virtual int64_t TotalMemoryBytes() const { return 0; }
   // Element types the runner should allocate activations, the residual stream and KV in.
@@ -174,7 +177,8 @@ class Backend {
       std::span<const model::WeightView* const> parts) = 0;
 
   // ---- ops ----
-  // out[t] = table[ids[t]] * scale.  ids [T] int32, table [V, W], out [T, W]
+  // out[t] = table[ids[t]] * scale; a zero row where ids[t] is -1 (a token of another
+  // tensor-parallel rank's vocabulary shard).  ids [T] int32, table [V, W], out [T, W]
   virtual absl::Status Embed(Tensor ids, Tensor table, float scale, Tensor out) = 0;
   // out = x / sqrt(mean(x^2) + eps) * weight, over the last dim of x viewed as [rows, n].
   // weight may be invalid (no scale). x and out may alias.

@@ -17,6 +17,7 @@ class ForwardingBackend : public Backend {
   std::string_view name() const override { return inner_->name(); }
   std::string DeviceName() const override { return inner_->DeviceName(); }
   int device_id() const override { return inner_->device_id(); }
+  absl::Status BindThread() override { return inner_->BindThread(); }
   int64_t TotalMemoryBytes() const override { return inner_->TotalMemoryBytes(); }
   DType activation_dtype() const override { return inner_->activation_dtype(); }
   DType residual_dtype() const override { return inner_->residual_dtype(); }

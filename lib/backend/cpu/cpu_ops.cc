@@ -1,4 +1,5 @@
 // Embedding, norms, elementwise ops, PLE combine, gather and softcap of the CPU backend.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -21,7 +22,7 @@ absl::Status CpuBackend::Embed(Tensor ids, Tensor table, float scale, Tensor out
   }
   for (int64_t t = 0; t < n; ++t) {
     int32_t id = ids.as<int32_t>()[t];
-    if (id < 0 || id >= vocab) {
+    if (id < -1 || id >= vocab) {
       return InvalidArgumentError("Embed: token id {} outside the table's {} rows", id, vocab);
     }
   }
@@ -29,6 +30,10 @@ absl::Status CpuBackend::Embed(Tensor ids, Tensor table, float scale, Tensor out
     for (int64_t t = b; t < e; ++t) {
       int64_t id = ids.as<int32_t>()[t];
       float* o = out.as<float>() + t * out.stride0();
+      if (id < 0) {  // another rank's vocabulary shard
+        std::fill(o, o + width, 0.0f);
+        continue;
+      }
       cpu::RowToF32(static_cast<const char*>(table.data) + id * width * table.elem_bytes(),
                     table.dtype, width, o);
       for (int64_t i = 0; i < width; ++i) o[i] *= scale;

@@ -184,6 +184,11 @@ absl::StatusOr<void*> CudaBackend::Workspace(WorkspaceId id, size_t bytes) {
 
 std::string CudaBackend::DeviceName() const { return device_name_; }
 
+absl::Status CudaBackend::BindThread() {
+  GANNET_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_id_));
+  return absl::OkStatus();
+}
+
 int64_t CudaBackend::TotalMemoryBytes() const {
   size_t free_bytes = 0, total = 0;
   if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) return 0;

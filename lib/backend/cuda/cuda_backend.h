@@ -38,6 +38,7 @@ class CudaBackend final : public Backend {
   std::string_view name() const override { return "cuda"; }
   std::string DeviceName() const override;
   int device_id() const override { return device_id_; }
+  absl::Status BindThread() override;
   int64_t TotalMemoryBytes() const override;
   DType activation_dtype() const override { return DType::kBF16; }
   DType residual_dtype() const override { return DType::kF32; }
