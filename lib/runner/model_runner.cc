@@ -53,7 +53,12 @@ class ModelRunner::Impl {
   Tensor ple_tok, ple_proj, ple_in, ple_gate, ple_gated;
   Tensor moe_ids, moe_weights, moe_z, moe_y1, moe_y2;
   Tensor last_h, logits;
+  Tensor logits_shard;  // tensor parallel: [world, rows, V / world], every rank's vocabulary shard
   backend::RopeSpec rope[2];
+  backend::Collectives* tp = nullptr;  // options.collectives
+
+  // The sum over the group's ranks of a row-parallel output (no-op on one device).
+  absl::Status AllReduce(Tensor t) { return tp != nullptr ? tp->AllReduceSum(t) : absl::OkStatus(); }
 
   absl::Status Alloc(Tensor* t, DType dt, std::initializer_list<int64_t> dims) {
     int64_t n = 1;
@@ -145,6 +150,9 @@ std::vector<ActivationSpec> ActivationSpecs(const model::ModelConfig& config,
   }
   const int64_t rows = options.max_logit_rows > 0 ? options.max_logit_rows : options.max_seqs;
   v.insert(v.end(), {{at(&I::last_h), act, rows, H}, {at(&I::logits), DType::kF32, rows, c.vocab_size}});
+  if (options.collectives != nullptr) {
+    v.push_back({at(&I::logits_shard), DType::kF32, rows, c.vocab_size});  // [world, rows, V/world]
+  }
   return v;
 }
 
@@ -204,6 +212,7 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
 
   Tensor o_t = o.Rows(0, n);
   GANNET_RETURN_IF_ERROR(AttendAndProject(be, c, l, prep.q_out, kv_layer, md, attn, L.o_proj, o_t));
+  GANNET_RETURN_IF_ERROR(AllReduce(o_t));
   Tensor x_t = x.Rows(0, n);
   Tensor h_t = h.Rows(0, n);
   GANNET_RETURN_IF_ERROR(
@@ -212,6 +221,7 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
   // Feed-forward block: dense gated MLP (plus the MoE branch on 26B-A4B).
   Tensor y = mlp_out.Rows(0, n);
   GANNET_RETURN_IF_ERROR(GatedMlp(be, L, h_t, gate_up, mlp, y));
+  GANNET_RETURN_IF_ERROR(AllReduce(y));
   if (c.enable_moe_block) {
     Tensor y1 = moe_y1.Rows(0, n);
     GANNET_RETURN_IF_ERROR(be->RmsNorm(y, L.post_ff_norm_1, eps, y1));
@@ -235,6 +245,7 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
     ex.down = L.experts_down;
     ex.out = moe_y2.Rows(0, n);
     GANNET_RETURN_IF_ERROR(be->MoeExperts(ex));
+    GANNET_RETURN_IF_ERROR(AllReduce(ex.out));  // every rank ran its slice of every expert
     GANNET_RETURN_IF_ERROR(be->RmsNorm(ex.out, L.post_ff_norm_2, eps, ex.out));
     GANNET_RETURN_IF_ERROR(be->Add(y1, ex.out, y));
   }
@@ -263,6 +274,7 @@ absl::Status ModelRunner::Impl::Execute(int n, int rows, bool sample,
   const int H = static_cast<int>(c.hidden_size);
   Tensor x_t = x.Rows(0, n);
   GANNET_RETURN_IF_ERROR(be->Embed(meta.token_ids(n), w.embed, w.embed_scale, x_t));
+  GANNET_RETURN_IF_ERROR(AllReduce(x_t));  // vocabulary-parallel: one rank holds each row
   if (c.has_ple()) {
     Tensor tok = ple_tok.Rows(0, n);
     GANNET_RETURN_IF_ERROR(be->Embed(meta.ple_token_ids(n), w.ple_table, w.ple_token_scale, tok));
@@ -281,11 +293,21 @@ absl::Status ModelRunner::Impl::Execute(int n, int rows, bool sample,
   Tensor lh = last_h.Rows(0, rows);
   GANNET_RETURN_IF_ERROR(be->GatherRows(h.Rows(0, n), meta.logit_rows(rows), lh));
   Tensor lg = logits.Rows(0, rows);
-  GANNET_RETURN_IF_ERROR(be->Linear(lh, w.lm_head, lg));
-  if (c.final_logit_softcapping) {
-    GANNET_RETURN_IF_ERROR(be->Softcap(lg, static_cast<float>(*c.final_logit_softcapping)));
+  // Tensor parallel: each rank projects onto its vocabulary shard, soft-caps it, and the shards
+  // are gathered side by side into full rows (the sampling draw needs every logit of a row).
+  Tensor head_out = lg, blocks;
+  if (tp != nullptr) {
+    const int64_t world = tp->world_size(), cols = c.vocab_size / world;
+    blocks = Tensor::Make(logits_shard.data, DType::kF32, {world, rows, cols});
+    head_out = Tensor::Make(static_cast<float*>(logits_shard.data) + tp->rank() * rows * cols,
+                            DType::kF32, {rows, cols});
   }
-  if (sample) {
+  GANNET_RETURN_IF_ERROR(be->Linear(lh, w.lm_head, head_out));
+  if (c.final_logit_softcapping) {
+    GANNET_RETURN_IF_ERROR(be->Softcap(head_out, static_cast<float>(*c.final_logit_softcapping)));
+  }
+  if (tp != nullptr) GANNET_RETURN_IF_ERROR(tp->AllGatherColumns(blocks, lg));
+  if (sample && (tp == nullptr || tp->rank() == 0)) {
     GANNET_RETURN_IF_ERROR(be->Sample(lg, meta.sampling_params(rows), meta.banned_ids(rows),
                                       meta.sampled_ids(rows)));
   }
@@ -357,6 +379,10 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result)
     GANNET_RETURN_IF_ERROR(Execute(n, rows, sample, *md));
   }
   GANNET_RETURN_IF_ERROR(be->EndDeviceSpan());
+  if (result == nullptr) {
+    if (tp == nullptr || tp->rank() == 0) return InvalidArgumentError("runner: Forward without a result");
+    return be->Synchronize();  // a non-zero rank: its part of the step is done
+  }
 
   // Results of the real rows only (padding rows come after them).
   int real_rows = rows;
@@ -427,8 +453,17 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
         static_cast<int>((c.max_position_embeddings + o.page_size - 1) / o.page_size);
   }
   impl->be = backend;
+  impl->tp = o.collectives;
   GANNET_ASSIGN_OR_RETURN(impl->w,
                           LoadDeviceWeights(config, weights, backend, o.on_weight_progress));
+  if (impl->tp != nullptr) {
+    const int world = impl->tp->world_size();
+    if (world < 1 || c.vocab_size % world != 0 || impl->w.lm_head.dim(0) != c.vocab_size / world) {
+      return InvalidArgumentError(
+          "runner: rank {} of {}: the LM head has {} rows, not the vocabulary shard of {} / {}",
+          impl->tp->rank(), world, impl->w.lm_head.dim(0), c.vocab_size, world);
+    }
+  }
   impl->rope[0] = RopeSpecOf(c, /*sliding=*/true);
   impl->rope[1] = RopeSpecOf(c, /*sliding=*/false);
   GANNET_RETURN_IF_ERROR(impl->meta.Init(backend, config, o));
@@ -472,6 +507,8 @@ backend::Tensor ModelRunner::embed_table() const { return impl_->w.embed; }
 float ModelRunner::embed_scale() const { return impl_->w.embed_scale; }
 backend::Tensor ModelRunner::last_hidden(int rows) const { return impl_->last_h.Rows(0, rows); }
 uint64_t ModelRunner::weight_bytes() const { return impl_->w.bytes; }
+backend::Backend* ModelRunner::backend() const { return impl_->be; }
+absl::StatusOr<double> ModelRunner::LastStepDeviceSeconds() { return impl_->be->DeviceSpanSeconds(); }
 int ModelRunner::num_graphs() const { return impl_->graph_cache.num_graphs(); }
 
 }  // namespace gannet::runner

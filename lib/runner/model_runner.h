@@ -15,11 +15,13 @@
 
 #include "absl/status/statusor.h"
 #include "lib/backend/backend.h"
+#include "lib/backend/collectives.h"
 #include "lib/model/config.h"
 #include "lib/model/weights.h"
 #include "lib/runner/device_weights.h"
 #include "lib/runner/kv_storage.h"
 #include "lib/runner/step.h"
+#include "lib/runner/step_runner.h"
 
 namespace gannet::runner {
 
@@ -36,6 +38,12 @@ struct RunnerOptions {
   // (tests check padded steps compute what unpadded ones do).
   bool enable_graphs = true;
   bool pad_decode_batches = false;
+  // Tensor parallelism: this runner is one rank of a group (not owned; null = the whole model on
+  // one backend). The config and weights given to Create are then the rank's shard
+  // (model/tp_shard.h); the runner all-reduces after o_proj and the MLP/MoE down projections and
+  // after the vocabulary-parallel embedding, and gathers the LM head's vocabulary shards into full
+  // logits rows, which rank 0 samples and returns (other ranks' Forward returns no result).
+  backend::Collectives* collectives = nullptr;
 };
 
 // The rotary embedding of a layer type as the config defines it (sliding: default RoPE; full:
@@ -48,7 +56,7 @@ backend::RopeSpec RopeSpecOf(const model::TextConfig& config, bool sliding);
 int64_t ActivationBytes(const model::ModelConfig& config, const RunnerOptions& options,
                         DType activation, DType residual);
 
-class ModelRunner {
+class ModelRunner : public StepRunner {
  public:
   // `weights` must stay valid while the runner lives when the backend reads them in place (the CPU
   // backend reads mmapped bf16 checkpoints without copying).
@@ -56,12 +64,14 @@ class ModelRunner {
                                                              const model::ModelWeights& weights,
                                                              backend::Backend* backend,
                                                              const RunnerOptions& options);
-  ~ModelRunner();
+  ~ModelRunner() override;
 
   // Allocates the KV storage of `layout` (once; its layers must be KvLayersOf(config) and its
   // page size options().page_size). Forward needs it.
-  absl::Status AttachKv(const kv::KvLayout& layout);
-  absl::Status Forward(const StepBatch& batch, StepResult* result);
+  absl::Status AttachKv(const kv::KvLayout& layout) override;
+  // `result` may be null on a tensor-parallel rank other than 0.
+  absl::Status Forward(const StepBatch& batch, StepResult* result) override;
+  absl::StatusOr<double> LastStepDeviceSeconds() override;
 
   const model::ModelConfig& config() const;
   const RunnerOptions& options() const;
@@ -73,7 +83,8 @@ class ModelRunner {
   backend::Tensor embed_table() const;
   float embed_scale() const;
   backend::Tensor last_hidden(int rows) const;
-  uint64_t weight_bytes() const;
+  uint64_t weight_bytes() const override;
+  backend::Backend* backend() const;
   int num_graphs() const;  // graphs recorded so far
 
   class Impl;

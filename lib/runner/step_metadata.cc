@@ -13,6 +13,16 @@ absl::Status StepMetadataBuilder::Init(backend::Backend* be, const model::ModelC
   be_ = be;
   const model::TextConfig& c = config.text;
   vocab_ = c.vocab_size;
+  // A tensor-parallel rank embeds only its vocabulary shard: other ids become -1 (a zero row,
+  // which the all-reduce after the embedding fills from the rank that holds it).
+  if (o.collectives != nullptr) {
+    const int64_t shard = vocab_ / o.collectives->world_size();
+    vocab_begin_ = shard * o.collectives->rank();
+    vocab_end_ = vocab_begin_ + shard;
+  } else {
+    vocab_begin_ = 0;
+    vocab_end_ = vocab_;
+  }
   ple_vocab_ = c.has_ple() ? c.vocab_size_per_layer_input : 0;
   max_positions_ = c.max_position_embeddings;
   window_ = c.sliding_window;
@@ -151,7 +161,7 @@ absl::StatusOr<backend::StepMetadata*> StepMetadataBuilder::Build(const StepBatc
                                     s, i, id, vocab_);
       }
       const int32_t pos = seq.start_pos + i;
-      h_ids_[t] = id;
+      h_ids_[t] = id >= vocab_begin_ && id < vocab_end_ ? id - static_cast<int32_t>(vocab_begin_) : -1;
       // PLE tables may be smaller than the vocabulary; like vLLM, map other ids to 0.
       h_ple_ids_[t] = id < ple_vocab_ ? id : 0;
       h_positions_[t] = pos;

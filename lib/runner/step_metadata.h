@@ -42,6 +42,8 @@ class StepMetadataBuilder {
         {rows, backend::kSampleBanSlots});
   }
   backend::Tensor sampled_ids(int rows) const { return sampled_.Rows(0, rows); }
+  // Token ids as rows of the rank's embedding shard (-1: another rank's); the ids themselves
+  // without tensor parallelism.
   backend::Tensor token_ids(int n) const { return ids_.Rows(0, n); }
   backend::Tensor ple_token_ids(int n) const { return ple_ids_.Rows(0, n); }
   int num_logit_rows() const { return static_cast<int>(h_logit_rows_.size()); }
@@ -52,6 +54,7 @@ class StepMetadataBuilder {
  private:
   backend::Backend* be_ = nullptr;
   int64_t vocab_ = 0;
+  int64_t vocab_begin_ = 0, vocab_end_ = 0;  // the rank's embedding rows (tensor parallel)
   int64_t ple_vocab_ = 0;
   int64_t max_positions_ = 0;
   int window_ = 0;
