@@ -1,0 +1,39 @@
+// The collectives of a tensor-parallel group whose ranks are threads of this process computing on
+// host memory (CPU backends): CI runs TP = 2 and 4 with them, and they are the reference the NCCL
+// collectives are tested against. Sums run in rank order on every rank, so all ranks hold
+// bit-identical results.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "lib/backend/collectives.h"
+
+namespace gannet::parallel {
+
+class HostGroup {
+ public:
+  explicit HostGroup(int world_size);
+  int world_size() const { return world_; }
+  // The collectives of one rank (each rank's thread uses its own).
+  std::unique_ptr<backend::Collectives> Rank(int rank);
+
+  // Waits for every rank (or fails once the group is aborted).
+  absl::Status Barrier();
+  void Abort();
+  // Where each rank published its tensor for the current collective.
+  std::vector<backend::Tensor>& slots() { return slots_; }
+
+ private:
+  const int world_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+  bool aborted_ = false;
+  std::vector<backend::Tensor> slots_;
+};
+
+}  // namespace gannet::parallel

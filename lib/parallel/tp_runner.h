@@ -1,0 +1,73 @@
+// The tensor-parallel executor of one process: a ModelRunner per rank, each on its own backend
+// (device) and worker thread, computing its shard of every step (model/tp_shard.h) and meeting
+// the others in the collectives (backend/collectives.h). The engine steps it like a single
+// runner: Forward hands the same StepBatch to every rank (each builds its own metadata from it)
+// and returns rank 0's result, which holds the full logits rows and their samples. The KV layout
+// is the shard geometry's, the same page ids on every rank, each rank's pool holding its heads.
+//
+// A rank that fails while the others complete, or that is still running 2 s after another rank
+// failed (waiting in a collective), breaks the group: every rank's collectives are aborted and
+// the step fails with a device-lost status, so the engine stops instead of hanging. A failure
+// every rank reports alike (a step the runners reject before computing) fails only that step.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/backend/backend.h"
+#include "lib/backend/collectives.h"
+#include "lib/model/config.h"
+#include "lib/model/tp_shard.h"
+#include "lib/model/weights.h"
+#include "lib/parallel/rank_worker.h"
+#include "lib/runner/model_runner.h"
+#include "lib/runner/step_runner.h"
+
+namespace gannet::parallel {
+
+struct TpRankParts {
+  backend::Backend* backend = nullptr;  // not owned; outlives the runner
+  std::unique_ptr<backend::Collectives> collectives;
+};
+
+class TpRunner : public runner::StepRunner {
+ public:
+  // Shards `weights` (of the whole model `config`) for every rank and creates the rank runners:
+  // rank 0 on the calling thread (options.on_weight_progress reports its load), the others on
+  // their workers at the same time. `shared` keeps what the collectives share alive.
+  static absl::StatusOr<std::unique_ptr<TpRunner>> Create(const model::ModelConfig& config,
+                                                          const model::ModelWeights& weights,
+                                                          std::vector<TpRankParts> ranks,
+                                                          std::shared_ptr<void> shared,
+                                                          const runner::RunnerOptions& options);
+  ~TpRunner() override;
+
+  absl::Status AttachKv(const kv::KvLayout& layout) override;
+  absl::Status Forward(const runner::StepBatch& batch, runner::StepResult* result) override;
+  uint64_t weight_bytes() const override;
+  absl::StatusOr<double> LastStepDeviceSeconds() override;
+
+  int world_size() const { return static_cast<int>(ranks_.size()); }
+  // Every rank's geometry (ShardConfig).
+  const model::ModelConfig& shard_config() const { return shard_config_; }
+  runner::ModelRunner& rank_runner(int rank) { return *ranks_[rank].runner; }
+
+ private:
+  struct Rank {
+    TpRankParts parts;
+    std::unique_ptr<model::ShardedWeights> weights;
+    std::unique_ptr<runner::ModelRunner> runner;
+    std::unique_ptr<RankWorker> worker;
+  };
+  TpRunner() = default;
+  // Runs task(rank) on every rank's worker and applies the failure policy above.
+  absl::Status RunOnAll(const std::function<absl::Status(int)>& task);
+
+  model::ModelConfig shard_config_;
+  std::vector<Rank> ranks_;
+  std::shared_ptr<void> shared_;
+  bool broken_ = false;
+};
+
+}  // namespace gannet::parallel

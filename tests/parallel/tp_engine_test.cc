@@ -1,0 +1,132 @@
+// The engine with tensor parallelism on the CPU backend (ranks as threads): TP = 2 and 4 give
+// TP = 1's tokens for greedy and seeded sampled requests (top-k/top-p/min-p, penalties) served
+// together, and logprobs within fp32 rounding; configuration errors are named.
+#include <map>
+
+#include "gtest/gtest.h"
+#include "lib/engine/engine.h"
+#include "tests/testing/tiny_models.h"
+
+namespace gannet::engine {
+namespace {
+
+struct Output {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+};
+
+std::vector<RequestInput> Requests() {
+  std::vector<RequestInput> v;
+  for (int i = 0; i < 6; ++i) {
+    RequestInput in;
+    in.prompt_tokens = {2};
+    for (int t = 0; t < 5 + 7 * i; ++t) in.prompt_tokens.push_back(108 + (i * 53 + t * 29) % 400);
+    in.max_tokens = 12;
+    in.ignore_default_stop_tokens = true;
+    in.seed_mode = SeedMode::kFixed;
+    in.seed = 1000 + i;
+    if (i % 3 == 1) {
+      in.sampling.temperature = 0.9f;
+      in.sampling.top_k = 40;
+      in.sampling.top_p = 0.9f;
+      in.sampling.min_p = 0.02f;
+    } else if (i % 3 == 2) {
+      in.sampling.temperature = 0.7f;
+      in.sampling.repetition_penalty = 1.2f;
+      in.sampling.presence_penalty = 0.3f;
+      in.logprobs = 3;
+    }
+    v.push_back(in);
+  }
+  return v;
+}
+
+std::vector<Output> Serve(const std::string& variant, int tp) {
+  EngineConfig c;
+  c.model_dir = testing::TinyModelDir(variant);
+  c.backend = "cpu";
+  c.num_threads = 2;
+  c.max_model_len = 128;
+  c.max_step_tokens = 32;  // prompts arrive in chunks next to decodes
+  c.tensor_parallel_size = tp;
+  auto e = Engine::Create(c);
+  EXPECT_TRUE(e.ok()) << e.status();
+  if (!e.ok()) return {};
+  std::vector<RequestInput> reqs = Requests();
+  std::map<uint64_t, int> index;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    auto id = (*e)->Submit(reqs[i]);
+    EXPECT_TRUE(id.ok()) << id.status();
+    if (id.ok()) index[*id] = static_cast<int>(i);
+  }
+  std::vector<Output> out(reqs.size());
+  size_t finished = 0;
+  while (finished < reqs.size()) {
+    std::vector<Event> ev;
+    EXPECT_TRUE((*e)->Poll(1000, 64, &ev).ok());
+    for (const Event& x : ev) {
+      Output& o = out[index[x.request_id]];
+      if (x.type == EventType::kToken) {
+        o.tokens.push_back(x.token_id);
+        o.logprobs.push_back(x.logprob);
+      } else {
+        EXPECT_EQ(x.type, EventType::kFinish) << x.status;
+        ++finished;
+      }
+    }
+  }
+  return out;
+}
+
+class TpEngineTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TpEngineTest, TokensOfOneDevice) {
+  const std::vector<Output> ref = Serve(GetParam(), 1);
+  ASSERT_EQ(ref.size(), 6u);
+  for (int tp : {2, 4}) {
+    const std::vector<Output> got = Serve(GetParam(), tp);
+    ASSERT_EQ(got.size(), ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, ref[i].tokens) << "tp " << tp << " request " << i;
+      ASSERT_EQ(got[i].logprobs.size(), ref[i].logprobs.size());
+      for (size_t t = 0; t < ref[i].logprobs.size(); ++t) {
+        EXPECT_NEAR(got[i].logprobs[t], ref[i].logprobs[t], 1e-4) << "tp " << tp;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, TpEngineTest, ::testing::ValuesIn(testing::TargetVariants()),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n) c = c == '-' ? '_' : c;
+                           return n;
+                         });
+
+TEST(TpEngineConfigTest, ErrorsNameTheSetting) {
+  EngineConfig c;
+  c.model_dir = testing::TinyModelDir("31b");
+  c.backend = "cpu";
+  c.max_model_len = 64;
+  c.tensor_parallel_size = 3;  // 4 heads
+  auto e = Engine::Create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("num_attention_heads"), std::string::npos) << e.status();
+  c.tensor_parallel_size = 2;
+  c.device_ids = {0, 1};
+  e = Engine::Create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("CPU"), std::string::npos) << e.status();
+  c.device_ids = {0, 1, 2};
+  e = Engine::Create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("device ids"), std::string::npos) << e.status();
+  c.device_ids.clear();
+  c.draft_model_dir = testing::TinyModelDir("31b-assistant");
+  e = Engine::Create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented) << e.status();
+}
+
+}  // namespace
+}  // namespace gannet::engine

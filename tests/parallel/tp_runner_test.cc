@@ -1,0 +1,235 @@
+// Tensor parallelism on the CPU backend, ranks as threads joined by the host collectives: for
+// every tiny variant, TP = 2 and 4 compute the logits of TP = 1 within fp32 rounding and the
+// same greedy tokens; the sharding rules (model/tp_shard.h) and the failure policy of a group.
+#include <cmath>
+
+#include "gtest/gtest.h"
+#include "lib/backend/cpu/cpu_backend.h"
+#include "lib/backend/forwarding_backend.h"
+#include "lib/common/status.h"
+#include "lib/model/tp_shard.h"
+#include "lib/model/variants.h"
+#include "lib/parallel/host_collectives.h"
+#include "tests/parallel/tp_test_util.h"
+
+namespace gannet {
+namespace {
+
+constexpr int kPage = 16;
+constexpr int kSteps = 6;
+
+struct CpuGroup {
+  std::vector<std::unique_ptr<backend::Backend>> backends;
+  std::unique_ptr<parallel::TpRunner> runner;
+};
+
+// `wrap` (optional) wraps rank `wrapped`'s backend.
+CpuGroup MakeCpuGroup(const testing::LoadedModel& m, int world,
+                      std::function<std::unique_ptr<backend::Backend>(
+                          std::unique_ptr<backend::Backend>)> wrap = nullptr,
+                      int wrapped = -1) {
+  CpuGroup g;
+  auto group = std::make_shared<parallel::HostGroup>(world);
+  std::vector<backend::Backend*> raw;
+  std::vector<std::unique_ptr<backend::Collectives>> comms;
+  for (int r = 0; r < world; ++r) {
+    std::unique_ptr<backend::Backend> be = std::make_unique<backend::CpuBackend>();
+    if (r == wrapped) be = wrap(std::move(be));
+    raw.push_back(be.get());
+    g.backends.push_back(std::move(be));
+    comms.push_back(group->Rank(r));
+  }
+  auto tp = testing::CreateTinyTpRunner(m, raw, std::move(comms), group, kPage);
+  EXPECT_TRUE(tp.ok()) << tp.status();
+  if (tp.ok()) g.runner = std::move(*tp);
+  return g;
+}
+
+class TpRunnerTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(TpRunnerTest, MatchesOneDevice) {
+  const auto& [variant, world] = GetParam();
+  auto m = testing::LoadTinyModel(variant);
+  ASSERT_TRUE(m.ok()) << m.status();
+  backend::CpuBackend be;
+  auto opts = testing::SimpleRunnerOptions((*m)->config, kPage, testing::kTpMaxLen,
+                                           testing::kTpSeqs, 256);
+  auto ref_runner = testing::CreateTinyRunner((*m)->config, (*m)->weights, &be, opts,
+                                              testing::kTpMaxLen, testing::kTpSeqs);
+  ASSERT_TRUE(ref_runner.ok()) << ref_runner.status();
+  const testing::TpRun ref = testing::RunGreedySteps(**ref_runner, kSteps, kPage);
+
+  CpuGroup g = MakeCpuGroup(**m, world);
+  ASSERT_NE(g.runner, nullptr);
+  const testing::TpRun tp = testing::RunGreedySteps(*g.runner, kSteps, kPage);
+  EXPECT_EQ(tp.tokens, ref.tokens);
+  ASSERT_EQ(tp.logits.size(), ref.logits.size());
+  const int vocab = static_cast<int>((*m)->config.text.vocab_size);
+  for (size_t i = 0; i < ref.logits.size(); ++i) {
+    ASSERT_EQ(tp.logits[i].size(), ref.logits[i].size());
+    const double err = testing::MaxRelativeLogitError(
+        tp.logits[i].data(), ref.logits[i].data(), static_cast<int>(ref.logits[i].size() / vocab),
+        vocab);
+    EXPECT_LT(err, 1e-4) << "decode step " << i;  // fp32: sums split between ranks
+  }
+  // Each rank holds its share: weights per rank well under the whole model's.
+  EXPECT_LT(g.runner->rank_runner(0).weight_bytes(), (*ref_runner)->weight_bytes());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Variants, TpRunnerTest,
+    ::testing::Combine(::testing::ValuesIn(testing::TargetVariants()), ::testing::Values(2, 4)),
+    [](const auto& info) {
+      std::string n = std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param));
+      for (char& c : n) c = c == '-' ? '_' : c;
+      return n;
+    });
+
+TEST(TpShardTest, GeometryOfTheFullSizeVariants) {
+  for (const char* name : {"dummy:31b", "dummy:26b-a4b", "dummy:e4b", "dummy:e2b"}) {
+    auto c = model::DummyModelConfig(name);
+    ASSERT_TRUE(c.ok());
+    for (int world : {2, 4, 8}) {
+      ASSERT_TRUE(model::CheckTpShardable(*c, world).ok()) << name << " tp " << world;
+      const model::ModelConfig s = model::ShardConfig(*c, world);
+      EXPECT_EQ(s.text.num_attention_heads * world, c->text.num_attention_heads);
+      EXPECT_EQ(s.text.intermediate_size * world, c->text.intermediate_size);
+      EXPECT_EQ(s.text.vocab_size, c->text.vocab_size);
+      // KV heads split, or one per rank when there are fewer than ranks (replicated).
+      const int kv = c->text.FullNumKvHeads();
+      EXPECT_EQ(s.text.FullNumKvHeads(), std::max(1, kv / world)) << name;
+    }
+  }
+  auto c31 = model::DummyModelConfig("dummy:31b");
+  ASSERT_TRUE(c31.ok());
+  // 31B full layers: 4 KV heads; at TP 8 ranks 2r and 2r + 1 share head r.
+  EXPECT_EQ(c31->text.FullNumKvHeads(), 4);
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(model::KvHeadBegin(4, {r, 8}), r / 2);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(model::KvHeadBegin(4, {r, 2}), 2 * r);
+}
+
+TEST(TpShardTest, WhatDoesNotDivideIsNamed) {
+  auto m = testing::LoadTinyModel("31b");
+  ASSERT_TRUE(m.ok());
+  absl::Status st = model::CheckTpShardable((*m)->config, 3);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("num_attention_heads"), std::string::npos) << st;
+  EXPECT_FALSE(model::CheckTpShardable((*m)->config, 0).ok());
+  EXPECT_FALSE(model::CheckTpShardable((*m)->config, 16).ok());
+  model::ModelConfig odd = (*m)->config;
+  odd.text.vocab_size = 513;
+  st = model::CheckTpShardable(odd, 2);
+  EXPECT_NE(st.message().find("vocab_size"), std::string::npos) << st;
+}
+
+TEST(TpShardTest, ShardsReassembleTheWeights) {
+  // Row slices are views into the checkpoint; column slices are copies: concatenating every
+  // rank's o_proj columns and experts' slices gives the original back.
+  auto m = testing::LoadTinyModel("26b-a4b");
+  ASSERT_TRUE(m.ok());
+  const model::LayerWeights& lw = (*m)->weights.layers[0];
+  const int world = 2;
+  std::vector<std::unique_ptr<model::ShardedWeights>> shards;
+  for (int r = 0; r < world; ++r) {
+    auto s = model::ShardWeights((*m)->config, (*m)->weights, {r, world});
+    ASSERT_TRUE(s.ok()) << s.status();
+    shards.push_back(std::move(*s));
+  }
+  const auto* o = static_cast<const uint16_t*>(lw.o_proj.data);
+  const int64_t H = lw.o_proj.dim(0), K = lw.o_proj.dim(1), Kl = K / world;
+  for (int r = 0; r < world; ++r) {
+    const model::WeightView& v = shards[r]->views.layers[0].o_proj;
+    ASSERT_EQ(v.dim(1), Kl);
+    for (int64_t i = 0; i < H; ++i) {
+      for (int64_t j = 0; j < Kl; ++j) {
+        ASSERT_EQ(static_cast<const uint16_t*>(v.data)[i * Kl + j], o[i * K + r * Kl + j]);
+      }
+    }
+    // q rows: a view at the rank's offset.
+    const model::WeightView& q = shards[r]->views.layers[0].q_proj;
+    EXPECT_EQ(q.data, static_cast<const uint8_t*>(lw.q_proj.data) + r * q.nbytes());
+  }
+  // Experts: rank r's gate rows of expert e are the original's rows [r * Il, (r + 1) * Il).
+  const model::WeightView& gu = lw.experts_gate_up;
+  const int64_t E = gu.dim(0), I2 = gu.dim(1), Hd = gu.dim(2), Il = I2 / 2 / world;
+  for (int r = 0; r < world; ++r) {
+    const model::WeightView& v = shards[r]->views.layers[0].experts_gate_up;
+    ASSERT_EQ(v.dim(1), 2 * Il);
+    const auto* a = static_cast<const uint16_t*>(v.data);
+    const auto* b = static_cast<const uint16_t*>(gu.data);
+    for (int64_t e = 0; e < E; ++e) {
+      for (int64_t i = 0; i < Il; ++i) {
+        for (int64_t h = 0; h < Hd; ++h) {
+          ASSERT_EQ(a[(e * 2 * Il + i) * Hd + h], b[(e * I2 + r * Il + i) * Hd + h]);  // gate
+          ASSERT_EQ(a[(e * 2 * Il + Il + i) * Hd + h],
+                    b[(e * I2 + I2 / 2 + r * Il + i) * Hd + h]);  // up
+        }
+      }
+    }
+  }
+}
+
+// A rank whose Attention fails on its n-th call.
+class FailingBackend final : public backend::ForwardingBackend {
+ public:
+  FailingBackend(std::unique_ptr<backend::Backend> inner, int fail_at)
+      : ForwardingBackend(std::move(inner)), fail_at_(fail_at) {}
+  absl::Status Attention(const backend::AttentionArgs& a) override {
+    if (++calls_ == fail_at_) return absl::InternalError("injected failure");
+    return ForwardingBackend::Attention(a);
+  }
+
+ private:
+  int calls_ = 0;
+  const int fail_at_;
+};
+
+TEST(TpGroupTest, ARankFailingMidStepBreaksTheGroupWithoutHanging) {
+  auto m = testing::LoadTinyModel("31b");
+  ASSERT_TRUE(m.ok());
+  CpuGroup g = MakeCpuGroup(**m, 2, [](std::unique_ptr<backend::Backend> b) {
+    return std::unique_ptr<backend::Backend>(std::make_unique<FailingBackend>(std::move(b), 3));
+  }, /*wrapped=*/1);
+  ASSERT_NE(g.runner, nullptr);
+  std::vector<int32_t> prompt = testing::TpPrompt(0, 9);
+  std::vector<int32_t> table = testing::IdentityPageTable(0, testing::kTpMaxLen / kPage);
+  runner::StepBatch b;
+  runner::SeqStep q;
+  q.tokens = prompt;
+  q.page_table[0] = table;
+  q.page_table[1] = table;
+  b.seqs.push_back(q);
+  runner::StepResult res;
+  // Rank 1 fails in layer 2 while rank 0 waits for it in that layer's all-reduce.
+  absl::Status st = g.runner->Forward(b, &res);
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(IsDeviceLost(st)) << st;
+  EXPECT_NE(st.message().find("injected failure"), std::string::npos) << st;
+  // The group stays failed.
+  st = g.runner->Forward(b, &res);
+  EXPECT_TRUE(IsDeviceLost(st)) << st;
+}
+
+TEST(TpGroupTest, AStepEveryRankRejectsFailsOnlyThatStep) {
+  auto m = testing::LoadTinyModel("e2b");
+  ASSERT_TRUE(m.ok());
+  CpuGroup g = MakeCpuGroup(**m, 2);
+  ASSERT_NE(g.runner, nullptr);
+  std::vector<int32_t> bad = {2, 100000};  // outside the vocabulary
+  std::vector<int32_t> table = testing::IdentityPageTable(0, testing::kTpMaxLen / kPage);
+  runner::StepBatch b;
+  runner::SeqStep q;
+  q.tokens = bad;
+  q.page_table[0] = table;
+  q.page_table[1] = table;
+  b.seqs.push_back(q);
+  runner::StepResult res;
+  absl::Status st = g.runner->Forward(b, &res);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_FALSE(IsDeviceLost(st));
+  const testing::TpRun run = testing::RunGreedySteps(*g.runner, 2, kPage);  // still serving
+  EXPECT_EQ(run.logits.size(), 2u);
+}
+
+}  // namespace
+}  // namespace gannet
