@@ -16,6 +16,8 @@ std::vector<FlagSpec> CommonFlags() {
       {"model", 'm', true, false, "DIR", "checkpoint folder (config.json, safetensors, tokenizer.json) or dummy:VARIANT"},
       {"backend", 0, true, false, "NAME", "cpu or cuda (default: cuda when a GPU is usable)"},
       {"device", 0, true, false, "N", "CUDA device ordinal (default 0)"},
+      {"tp", 0, true, false, "N", "tensor parallelism: split the model over N devices, 1 to 8 (default 1)", {"tensor-parallel-size"}},
+      {"devices", 0, true, false, "IDS", "the devices of --tp, rank 0 first, e.g. 0,1 (default 0 to N-1; at most 8)"},
       {"threads", 0, true, false, "N", "CPU backend threads (default: all cores; at most 1024)"},
       {"ctx-size", 'c', true, false, "N", "longest sequence in tokens (default: min(model, 32768))", {"max-model-len"}},
       {"max-running", 0, true, false, "N", "concurrent sequences (default: what the memory holds, at most 64)"},
@@ -58,6 +60,13 @@ bool ApplyCommonFlags(Args& args, EngineOptions* engine, gannet_request_t* r,
     engine->backend = *b;
   }
   engine->device = static_cast<int32_t>(args.GetInt("device", 0, 0, 1023));
+  engine->tensor_parallel_size = static_cast<int32_t>(args.GetInt("tp", 0, 1, 8));
+  if (auto d = args.Get("devices")) {
+    if (!ParseIds(*d, &engine->device_ids) || engine->device_ids.size() > 8) {
+      args.SetError("option --devices expects 1 to 8 comma-separated device ordinals like 0,1, "
+                    "got '" + *d + "'");
+    }
+  }
   engine->threads = static_cast<int32_t>(args.GetInt("threads", 0, 1, 1024));
   engine->max_model_len = static_cast<int32_t>(args.GetInt("ctx-size", 0, 2, kInt32Max));
   engine->max_running = static_cast<int32_t>(args.GetInt("max-running", 0, 1, 65536));

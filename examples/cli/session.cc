@@ -74,6 +74,9 @@ gannet_engine_t* OpenEngine(const std::string& command, const EngineOptions& o) 
   config.model_dir = o.model_dir.c_str();
   config.backend = o.backend.empty() ? nullptr : o.backend.c_str();
   config.device_id = o.device;
+  config.tensor_parallel_size = o.tensor_parallel_size;
+  config.num_device_ids = static_cast<int32_t>(o.device_ids.size());
+  config.device_ids = o.device_ids.empty() ? nullptr : o.device_ids.data();
   config.num_threads = o.threads;
   config.max_model_len = o.max_model_len;
   config.max_running_seqs = o.max_running;

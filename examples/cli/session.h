@@ -15,6 +15,8 @@ struct EngineOptions {
   std::string model_dir;
   std::string backend;
   int32_t device = 0;
+  int32_t tensor_parallel_size = 0;  // tensor parallel ranks (0 = one device)
+  std::vector<int32_t> device_ids;   // their devices, rank 0 first (empty = 0 .. size - 1)
   int32_t threads = 0;
   int32_t max_model_len = 0;
   int32_t max_running = 0;

@@ -300,6 +300,14 @@ type Config struct {
 	MaxQueuedRequests             int
 	DisableCUDAGraphs             bool
 	LoadFormat                    string // "" or "auto" = safetensors, "dummy" = random weights
+	// TensorParallelSize splits the model over this many CUDA devices in this process (0 or 1 =
+	// one device; at most 8), one worker thread per device. Heads, the MLP and the vocabulary are
+	// split: a dimension it does not divide is an error naming it. Not with DraftModelDir yet.
+	// On the CPU backend the ranks are threads (tests).
+	TensorParallelSize int
+	// DeviceIDs names the ranks' CUDA devices, rank 0 first (at most 8); nil = devices 0 ..
+	// TensorParallelSize - 1. With DeviceIDs, TensorParallelSize may be left 0.
+	DeviceIDs []int
 	// DraftModelDir turns on speculative decoding with the target's Gemma-4 MTP assistant: its
 	// folder, or "dummy:<variant>-assistant" (random weights); "" = off.
 	DraftModelDir     string
@@ -555,6 +563,19 @@ func Open(cfg Config) (*Engine, error) {
 	c.backend = cstr(cfg.Backend)
 	c.load_format = cstr(cfg.LoadFormat)
 	c.device_id = C.int32_t(cfg.DeviceID)
+	c.tensor_parallel_size = C.int32_t(cfg.TensorParallelSize)
+	if len(cfg.DeviceIDs) > 0 {
+		ids := make([]int32, len(cfg.DeviceIDs))
+		for i, id := range cfg.DeviceIDs {
+			if id != int(int32(id)) {
+				return nil, &Error{Status: StatusInvalidArgument, Message: fmt.Sprintf(
+					"DeviceIDs[%d] is %d", i, id)}
+			}
+			ids[i] = int32(id)
+		}
+		c.num_device_ids = C.int32_t(len(ids))
+		c.device_ids = mem.int32s(ids)
+	}
 	c.max_running_seqs = C.int32_t(cfg.MaxRunningSeqs)
 	c.max_step_tokens = C.int32_t(cfg.MaxStepTokens)
 	c.max_prefill_tokens_while_decoding = C.int64_t(cfg.MaxPrefillTokensWhileDecoding)

@@ -480,6 +480,28 @@ func TestSpeculativeDecoding(t *testing.T) {
 	}
 }
 
+func TestTensorParallelOnCPUThreads(t *testing.T) {
+	// The tiny 31b model has 4 attention heads: 3 ranks cannot split them.
+	var gerr *Error
+	if _, err := Open(Config{ModelDir: tiny("31b"), Backend: "cpu", Threads: 1, MaxModelLen: 256,
+		TensorParallelSize: 3}); !errors.As(err, &gerr) || gerr.Status != StatusInvalidArgument ||
+		!strings.Contains(gerr.Message, "num_attention_heads") {
+		t.Fatalf("3 ranks over 4 heads: %v", err)
+	}
+	// 2 ranks (threads on the CPU backend) load it and generate.
+	e, err := Open(Config{ModelDir: tiny("31b"), Backend: "cpu", Threads: 1, MaxModelLen: 256,
+		TensorParallelSize: 2})
+	if err != nil {
+		t.Fatalf("open over 2 ranks: %v", err)
+	}
+	defer e.Close()
+	r := drain(mustSubmit(t, e, greedy(8)))
+	if len(r.tokens) != 8 || r.last.Type != EventFinish || r.last.FinishReason != FinishLength ||
+		r.count != 0 {
+		t.Fatalf("2 ranks: %d tokens, last %+v", len(r.tokens), r.last)
+	}
+}
+
 func mustSubmit(t *testing.T, e *Engine, r *Request) <-chan Event {
 	t.Helper()
 	_, events, err := e.Submit(context.Background(), r)

@@ -186,11 +186,21 @@ typedef struct gannet_engine_config {
    * throughput (bench/RESULTS.md). 0 = no limit beyond max_step_tokens; at most max_step_tokens.
    * Steps with no decode always take max_step_tokens of prompt. */
   int64_t max_prefill_tokens_while_decoding;
+  /* Tensor parallelism in this process: the model split over tensor_parallel_size CUDA devices
+   * (0 or 1 = one device; at most 8), one worker thread per device, NCCL between them (NVLink
+   * multicast is never used). device_ids (num_device_ids entries; NULL = devices 0 .. size - 1)
+   * names the devices, rank 0 first; with device_ids the size may be left 0. Heads, the MLP and
+   * the vocabulary are split (a dimension that does not divide is an error naming it); each
+   * device's KV cache holds its heads. Not with draft_model_dir yet. On the CPU backend the ranks
+   * are threads (tests). */
+  int32_t tensor_parallel_size;
+  int32_t num_device_ids;
+  const int32_t* device_ids;
 } gannet_engine_config_t;
 
 #define GANNET_ENGINE_CONFIG_INIT                                                             \
   { (uint32_t)sizeof(gannet_engine_config_t), NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-    NULL, NULL, NULL, NULL, 0, 0 }
+    NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL }
 
 /* Loads the model and starts the engine thread. Everything that can be checked (files, backend,
  * device, limits, memory) is checked before the weights load. `config` and what it points to may

@@ -111,7 +111,9 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
                   {"page_size", c.page_size},           {"kv_sliding_pages", c.kv_sliding_pages},
                   {"kv_full_pages", c.kv_full_pages},   {"num_threads", c.num_threads},
                   {"max_queued_requests", c.max_queued_requests},
-                  {"num_speculative_tokens", c.num_speculative_tokens}};
+                  {"num_speculative_tokens", c.num_speculative_tokens},
+                  {"tensor_parallel_size", c.tensor_parallel_size},
+                  {"num_device_ids", c.num_device_ids}};
     for (const auto& f : fields) {
       if (f.value < 0) {
         return Fail(GANNET_ERR_INVALID_ARGUMENT,
@@ -132,8 +134,22 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
       return Fail(GANNET_ERR_INVALID_ARGUMENT,
                   fmt::format("gannet_engine_create: num_threads {} is above 1024", c.num_threads));
     }
+    if (c.num_device_ids > 8 || (c.num_device_ids > 0 && c.device_ids == nullptr)) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                  fmt::format("gannet_engine_create: num_device_ids is {} with device_ids {}; at "
+                              "most 8, and the array is required when it is > 0",
+                              c.num_device_ids, c.device_ids == nullptr ? "NULL" : "set"));
+    }
     gannet::engine::EngineConfig ec;
     ec.model_dir = c.model_dir;
+    ec.tensor_parallel_size = c.tensor_parallel_size;
+    for (int32_t i = 0; i < c.num_device_ids; ++i) {
+      if (c.device_ids[i] < 0) {
+        return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                    fmt::format("gannet_engine_create: device_ids[{}] is {}", i, c.device_ids[i]));
+      }
+      ec.device_ids.push_back(c.device_ids[i]);
+    }
     ec.backend = Str(c.backend);
     ec.device_id = c.device_id;
     ec.max_running_seqs = c.max_running_seqs;

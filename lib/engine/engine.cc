@@ -171,13 +171,12 @@ bool Engine::Impl::RunStep() {
   if (kv.debug_validate()) st = sched::ValidatePlanReads(plan, kv);
   runner::StepResult result;
   const auto t0 = sched::Clock::now();
-  backend::Backend& be = *parts->backend;
   if (st.ok()) st = parts->runner->Forward(batch, &result);
   // The device time of the forward (the runner marks its span; its results were copied, so the
   // span has ended).
   double device_seconds = -1;
   if (st.ok()) {
-    absl::StatusOr<double> span = be.DeviceSpanSeconds();
+    absl::StatusOr<double> span = parts->runner->LastStepDeviceSeconds();
     if (span.ok()) device_seconds = *span;
   }
   if (!st.ok()) {
@@ -245,6 +244,7 @@ bool Engine::Impl::RunStep() {
     row += q.num_drafts + 1;
   }
   if (!propose.empty()) {
+    backend::Backend& be = *parts->backend;  // the drafter runs on the one device (no TP)
     absl::Status pst = be.BeginDeviceSpan();
     if (pst.ok()) pst = parts->spec->Propose(propose, kv, s.max_model_len());
     if (pst.ok()) pst = be.EndDeviceSpan();

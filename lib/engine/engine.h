@@ -38,6 +38,11 @@ struct EngineConfig {
   std::string model_dir;
   std::string backend;  // "cpu", "cuda" or "" (auto)
   int device_id = 0;
+  // Tensor parallelism in this process: the model split over tensor_parallel_size devices (0 or
+  // 1 = one device), CUDA devices device_ids (empty = 0 .. size - 1; when given, the size may be
+  // left 0). On the CPU backend the ranks are threads (tests).
+  int tensor_parallel_size = 0;
+  std::vector<int> device_ids;
   int max_running_seqs = 0;
   int max_step_tokens = 0;
   // Prompt tokens a step may carry while it decodes; 0 = no limit beyond max_step_tokens.

@@ -7,7 +7,10 @@
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
 #include "lib/common/units.h"
+#include "lib/model/tp_shard.h"
 #include "lib/model/variants.h"
+#include "lib/parallel/tp_runner.h"
+#include "lib/parallel/tp_setup.h"
 
 namespace gannet::engine {
 namespace {
@@ -94,10 +97,46 @@ absl::Status LoadDraftFiles(const EngineConfig& cfg, LoadedEngineParts* p) {
   return absl::OkStatus();
 }
 
-absl::Status CreateBackend(const EngineConfig& cfg, LoadedEngineParts* p) {
+// The tensor-parallel group size the config asks for (1 = no tensor parallelism).
+absl::StatusOr<int> TensorParallelSize(const EngineConfig& cfg) {
+  const int listed = static_cast<int>(cfg.device_ids.size());
+  if (cfg.tensor_parallel_size < 0) {
+    return InvalidArgumentError("engine: tensor_parallel_size must be >= 0, got {}",
+                                cfg.tensor_parallel_size);
+  }
+  if (listed > 0 && cfg.tensor_parallel_size > 0 && cfg.tensor_parallel_size != listed) {
+    return InvalidArgumentError("engine: tensor_parallel_size {} but {} device ids",
+                                cfg.tensor_parallel_size, listed);
+  }
+  return std::max({1, cfg.tensor_parallel_size, listed});
+}
+
+// A tensor-parallel group: rank 0's backend becomes the engine's, the others the group's.
+absl::Status CreateTpBackends(const EngineConfig& cfg, int world, LoadedEngineParts* p) {
+  if (!cfg.draft_model_dir.empty()) {
+    return UnimplementedError("engine: speculative decoding (draft_model_dir) with tensor "
+                              "parallelism is not supported yet; use one of them");
+  }
+  GANNET_RETURN_IF_ERROR(model::CheckTpShardable(p->config, world));
   backend::BackendOptions bo;
   bo.kind = cfg.backend;
-  bo.device_id = cfg.device_id;
+  bo.num_threads = cfg.num_threads;
+  GANNET_ASSIGN_OR_RETURN(parallel::TpGroup g, parallel::CreateTpGroup(bo, world, cfg.device_ids));
+  p->backend = std::move(g.backends[0]);
+  for (int r = 1; r < world; ++r) p->rank_backends.push_back(std::move(g.backends[r]));
+  p->tp_collectives = std::move(g.collectives);
+  p->tp_shared = std::move(g.shared);
+  p->backend_fallback = std::move(g.fallback_reason);
+  p->tensor_parallel_size = world;
+  return absl::OkStatus();
+}
+
+absl::Status CreateBackend(const EngineConfig& cfg, LoadedEngineParts* p) {
+  GANNET_ASSIGN_OR_RETURN(const int world, TensorParallelSize(cfg));
+  if (world > 1) return CreateTpBackends(cfg, world, p);
+  backend::BackendOptions bo;
+  bo.kind = cfg.backend;
+  bo.device_id = cfg.device_ids.empty() ? cfg.device_id : cfg.device_ids[0];
   bo.num_threads = cfg.num_threads;
   GANNET_ASSIGN_OR_RETURN(backend::BackendChoice choice, backend::CreateBackend(bo));
   p->backend = std::move(choice.backend);
@@ -127,6 +166,10 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
 
   // The weights go to the device in bf16 (matrices) whatever the checkpoint stores.
   runner::RunnerOptions ro = RunnerOptionsFor(limits);
+  const int world = p->tensor_parallel_size;
+  // What each device holds: the whole model, or a rank's shard (every rank's is the same size).
+  const model::ModelConfig rank_config = world > 1 ? model::ShardConfig(p->config, world) : p->config;
+  if (world > 1) ro.collectives = p->tp_collectives[0].get();  // sizes the logits shards
   ro.enable_graphs = cfg.enable_cuda_graphs;
   if (speculate) {
     // Verify chunks want a logits row per token: K + 1 per sequence.
@@ -135,16 +178,29 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   }
   // The CPU reads bf16 checkpoints in place (mmap): only synthetic weights take memory there.
   int64_t weight_bytes = cpu && p->checkpoint != nullptr ? 0 : 2 * model::CountParameters(p->config);
+  if (world > 1 && !cpu) {
+    GANNET_ASSIGN_OR_RETURN(auto shard, model::ShardWeights(p->config, model::SyntheticWeights(
+                                                                p->config, 0), {0, world}));
+    weight_bytes = model::ShardWeightBytes(shard->views);
+  }
   if (speculate && !(cpu && p->draft_checkpoint != nullptr)) {
     weight_bytes += 2 * model::CountParameters(p->draft_config);
   }
-  const int64_t activation_bytes = runner::ActivationBytes(p->config, ro, be.activation_dtype(),
+  const int64_t activation_bytes = runner::ActivationBytes(rank_config, ro, be.activation_dtype(),
                                                            be.residual_dtype());
-  const std::string device =
+  std::string device =
       cpu ? fmt::format("the CPU ({})", be.DeviceName())
           : fmt::format("{} device {} ({})", be.name(), be.device_id(), be.DeviceName());
   GANNET_RETURN_IF_ERROR(CheckWeightsFit(weight_bytes, activation_bytes, be.FreeMemoryBytes(),
                                          be.TotalMemoryBytes(), device));
+  for (const auto& other : p->rank_backends) {
+    GANNET_RETURN_IF_ERROR(CheckWeightsFit(
+        weight_bytes, activation_bytes, other->FreeMemoryBytes(), other->TotalMemoryBytes(),
+        fmt::format("{} device {} ({})", other->name(), other->device_id(), other->DeviceName())));
+  }
+  if (world > 1) {
+    device = fmt::format("{} ranks of tensor parallelism from {}", world, device);
+  }
 
   if (cfg.progress) {
     ro.on_weight_progress = [&cfg, start](int64_t done, int64_t total) {
@@ -156,7 +212,20 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
       return cfg.progress(lp);
     };
   }
-  GANNET_ASSIGN_OR_RETURN(p->runner, runner::ModelRunner::Create(p->config, p->weights, &be, ro));
+  runner::ModelRunner* single = nullptr;  // the runner of a single device (the drafter's target)
+  if (world > 1) {
+    std::vector<parallel::TpRankParts> ranks(world);
+    for (int r = 0; r < world; ++r) {
+      ranks[r].backend = r == 0 ? &be : p->rank_backends[r - 1].get();
+      ranks[r].collectives = std::move(p->tp_collectives[r]);
+    }
+    GANNET_ASSIGN_OR_RETURN(p->runner, parallel::TpRunner::Create(p->config, p->weights,
+                                                                  std::move(ranks), p->tp_shared, ro));
+  } else {
+    GANNET_ASSIGN_OR_RETURN(auto r, runner::ModelRunner::Create(p->config, p->weights, &be, ro));
+    single = r.get();
+    p->runner = std::move(r);
+  }
   if (speculate) {
     // Before the KV cache is sized: the drafter's weights and scratch come out of the same memory.
     spec::DrafterOptions dopt;
@@ -165,7 +234,7 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
     dopt.enable_graphs = cfg.enable_cuda_graphs;
     GANNET_ASSIGN_OR_RETURN(auto drafter,
                             spec::Drafter::Create(p->draft_config, p->draft_weights, p->config,
-                                                  p->runner.get(), &be, dopt));
+                                                  single, &be, dopt));
     spec::SpecOptions sopt;
     sopt.num_speculative_tokens = num_spec;
     sopt.max_seqs = limits.max_running_seqs;
@@ -179,8 +248,11 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   KvMemory memory;
   memory.host = cpu;
   memory.free_after_runner = be.FreeMemoryBytes();
+  for (const auto& other : p->rank_backends) {
+    memory.free_after_runner = std::min(memory.free_after_runner, other->FreeMemoryBytes());
+  }
   memory.host_total = cpu ? be.TotalMemoryBytes() : 0;
-  GANNET_ASSIGN_OR_RETURN(p->kv_sizing, SizeKvCache(p->config.text, limits, memory,
+  GANNET_ASSIGN_OR_RETURN(p->kv_sizing, SizeKvCache(rank_config.text, limits, memory,
                                                     DTypeBits(be.kv_dtype()) / 8));
   const KvSizing& kv = p->kv_sizing;
   if (!kv.warning.empty()) GANNET_LOG_WARNING("engine: {}", kv.warning);

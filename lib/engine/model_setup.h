@@ -29,10 +29,16 @@ struct LoadedEngineParts {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null without tokenizer.json
   std::unique_ptr<model::Checkpoint> checkpoint;    // null for dummy weights
   model::ModelWeights weights;
-  std::unique_ptr<backend::Backend> backend;
+  std::unique_ptr<backend::Backend> backend;  // rank 0's with tensor parallelism
+  // Tensor parallelism: the other ranks' backends, and until the runner takes them the ranks'
+  // collectives and what they share.
+  int tensor_parallel_size = 1;
+  std::vector<std::unique_ptr<backend::Backend>> rank_backends;
+  std::vector<std::unique_ptr<backend::Collectives>> tp_collectives;
+  std::shared_ptr<void> tp_shared;
   std::string backend_fallback;  // why CUDA was not used when the backend was automatic; or ""
   KvSizing kv_sizing;
-  std::unique_ptr<runner::ModelRunner> runner;
+  std::unique_ptr<runner::StepRunner> runner;  // one device's ModelRunner or a TpRunner
   std::unique_ptr<kv::KvManager> kv;
   // Speculative decoding (null without draft_model_dir). The drafter's files outlive its weights.
   model::ModelConfig draft_config;

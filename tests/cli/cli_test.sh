@@ -82,6 +82,19 @@ usage_error "text prompt without a tokenizer fails before loading" "tokenizer.js
 "$gannet" generate -m "$tiny/31b" -p hi --device 7 > /dev/null 2> "$tmp/dev7"; [ $? -eq 1 ] && contains "$tmp/dev7" "device 7"
 check "a device that does not exist is an error" $?
 
+# Tensor parallelism: on the CPU backend the ranks are threads.
+contains "$tmp/ghelp" "--tp N" && contains "$tmp/ghelp" "--tensor-parallel-size" && contains "$tmp/ghelp" "--devices IDS"
+check "generate --help documents --tp and --devices" $?
+usage_error "--tp 0 is out of range" "--tp" generate -m "$tiny/31b" -p hi --tp 0
+usage_error "--tensor-parallel-size 9 is out of range" "--tp" generate -m "$tiny/31b" -p hi --tensor-parallel-size 9
+usage_error "--devices 0,x is an error" "--devices" generate -m "$tiny/31b" -p hi --devices 0,x
+usage_error "--devices with 9 ids is an error" "--devices" generate -m "$tiny/31b" -p hi --devices 0,1,2,3,4,5,6,7,8
+"$gannet" generate -m "$tiny/31b" --prompt-ids 2,120,130,140 -n 8 --ids --ignore-eos -q --tp 2 --backend cpu > "$tmp/tp2"
+check "--tp 2 --backend cpu generates" $?
+[ "$(tail -n 1 "$tmp/tp2" | wc -w)" -eq 8 ]; check "--tp 2 prints 8 ids" $?
+"$gannet" generate -m "$tiny/31b" -p hi --tp 3 --backend cpu > /dev/null 2> "$tmp/tp3"; [ $? -eq 1 ] && contains "$tmp/tp3" "num_attention_heads"
+check "--tp 3 over 4 heads is refused, naming why" $?
+
 # The familiar llama.cpp spellings where they do not clash.
 "$gannet" generate -m "$tiny/e4b" --prompt-ids 2,120,130 -n 4 --temp 0.7 --seed 11 -c 512 --ctx-size 512 --ids -q > /dev/null 2>&1
 [ $? -eq 2 ]; check "-c and --ctx-size are one flag (given twice)" $?

@@ -50,6 +50,9 @@ int main(void) {
   FIELD(gannet_engine_config_t, draft_model_dir);
   FIELD(gannet_engine_config_t, num_speculative_tokens);
   FIELD(gannet_engine_config_t, max_prefill_tokens_while_decoding);
+  FIELD(gannet_engine_config_t, tensor_parallel_size);
+  FIELD(gannet_engine_config_t, num_device_ids);
+  FIELD(gannet_engine_config_t, device_ids);
 
   SIZE(gannet_model_info_t);
   FIELD(gannet_model_info_t, struct_size);

@@ -106,6 +106,13 @@ pub struct gannet_engine_config_t {
     /// The most prompt tokens a step carries while it decodes; 0 = no limit beyond
     /// `max_step_tokens`; at most `max_step_tokens`.
     pub max_prefill_tokens_while_decoding: i64,
+    /// Tensor parallelism in this process: the model split over this many CUDA devices (0 or 1
+    /// = one device; at most 8). On the CPU backend the ranks are threads (tests).
+    pub tensor_parallel_size: i32,
+    /// Entries of `device_ids` (at most 8; 0 = devices 0 .. `tensor_parallel_size` - 1).
+    pub num_device_ids: i32,
+    /// The devices, rank 0 first; NULL = devices 0 .. size - 1. With it the size may be left 0.
+    pub device_ids: *const i32,
 }
 
 impl Default for gannet_engine_config_t {
@@ -133,6 +140,9 @@ impl Default for gannet_engine_config_t {
             draft_model_dir: std::ptr::null(),
             num_speculative_tokens: 0,
             max_prefill_tokens_while_decoding: 0,
+            tensor_parallel_size: 0,
+            num_device_ids: 0,
+            device_ids: std::ptr::null(),
         }
     }
 }
@@ -542,7 +552,10 @@ const _: () = {
     assert!(offset_of!(gannet_engine_config_t, draft_model_dir) == 104);
     assert!(offset_of!(gannet_engine_config_t, num_speculative_tokens) == 112);
     assert!(offset_of!(gannet_engine_config_t, max_prefill_tokens_while_decoding) == 120);
-    assert!(size_of::<gannet_engine_config_t>() == 128);
+    assert!(offset_of!(gannet_engine_config_t, tensor_parallel_size) == 128);
+    assert!(offset_of!(gannet_engine_config_t, num_device_ids) == 132);
+    assert!(offset_of!(gannet_engine_config_t, device_ids) == 136);
+    assert!(size_of::<gannet_engine_config_t>() == 144);
 
     assert!(offset_of!(gannet_progress_t, stage) == 8);
     assert!(offset_of!(gannet_progress_t, fraction) == 16);

@@ -52,7 +52,8 @@ fn rust_layout() -> BTreeMap<String, (i64, i64)> {
             max_model_len, page_size, kv_memory_bytes, kv_sliding_pages, kv_full_pages,
             disable_prefix_cache, num_threads, max_queued_requests, disable_cuda_graphs,
             load_format, progress_callback, progress_user_data, draft_model_dir,
-            num_speculative_tokens, max_prefill_tokens_while_decoding,
+            num_speculative_tokens, max_prefill_tokens_while_decoding, tensor_parallel_size,
+            num_device_ids, device_ids,
         }
         gannet_model_info_t {
             struct_size, model_type, variant, dtypes, num_parameters, weight_bytes,
@@ -163,7 +164,13 @@ fn pinned_offsets_of_layout_test() {
         offset_of!(gannet_engine_config_t, max_prefill_tokens_while_decoding),
         120
     );
-    assert_eq!(size_of::<gannet_engine_config_t>(), 128);
+    assert_eq!(
+        offset_of!(gannet_engine_config_t, tensor_parallel_size),
+        128
+    );
+    assert_eq!(offset_of!(gannet_engine_config_t, num_device_ids), 132);
+    assert_eq!(offset_of!(gannet_engine_config_t, device_ids), 136);
+    assert_eq!(size_of::<gannet_engine_config_t>(), 144);
     assert_eq!(size_of::<gannet_progress_t>(), 64);
     assert_eq!(size_of::<gannet_chat_message_t>(), 24);
     assert_eq!(offset_of!(gannet_request_t, seed_mode), 84);
@@ -198,13 +205,16 @@ fn defaults_are_the_init_macros() {
     assert_eq!(gannet_request_t::default().seed_mode, GANNET_SEED_RANDOM);
     assert_eq!(gannet_request_t::default().disable_speculation, 0);
     assert_eq!(gannet_chat_message_t::default().struct_size, 24);
-    assert_eq!(gannet_engine_config_t::default().struct_size, 128);
+    assert_eq!(gannet_engine_config_t::default().struct_size, 144);
     assert_eq!(
         gannet_engine_config_t::default().max_prefill_tokens_while_decoding,
         0
     );
     assert!(gannet_engine_config_t::default().draft_model_dir.is_null());
     assert_eq!(gannet_engine_config_t::default().num_speculative_tokens, 0);
+    assert_eq!(gannet_engine_config_t::default().tensor_parallel_size, 0);
+    assert_eq!(gannet_engine_config_t::default().num_device_ids, 0);
+    assert!(gannet_engine_config_t::default().device_ids.is_null());
     assert_eq!(gannet_engine_stats_t::default().struct_size, 624);
     assert_eq!(gannet_model_info_t::default().struct_size, 256);
     assert_eq!(gannet_tokenizer_info_t::default().struct_size, 32);

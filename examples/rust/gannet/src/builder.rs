@@ -68,6 +68,7 @@ pub struct EngineBuilder<'a> {
     backend: Option<String>,
     load_format: Option<String>,
     draft_model: Option<String>,
+    device_ids: Vec<i32>,
     config: sys::gannet_engine_config_t,
     progress: Option<Box<ProgressFn<'a>>>,
 }
@@ -79,6 +80,7 @@ impl<'a> EngineBuilder<'a> {
             backend: None,
             load_format: None,
             draft_model: None,
+            device_ids: Vec::new(),
             config: sys::gannet_engine_config_t::default(),
             progress: None,
         }
@@ -91,6 +93,22 @@ impl<'a> EngineBuilder<'a> {
     }
     pub fn device_id(mut self, id: u32) -> Self {
         self.config.device_id = clamp_i32(id);
+        self
+    }
+    /// Tensor parallelism in this process: the model split over `n` CUDA devices, 1 to 8
+    /// (default: one device), one worker thread per device. Heads, the MLP and the vocabulary
+    /// are split: a dimension that `n` does not divide is an error naming it. Not with a
+    /// [`draft_model`](EngineBuilder::draft_model) yet. On the CPU backend the ranks are threads
+    /// (for tests).
+    pub fn tensor_parallel_size(mut self, n: u32) -> Self {
+        self.config.tensor_parallel_size = clamp_i32(n);
+        self
+    }
+    /// The CUDA devices of the [`tensor_parallel_size`](EngineBuilder::tensor_parallel_size)
+    /// ranks, rank 0 first, at most 8 (default: devices 0 to size - 1). Given the ids, the size
+    /// may be left unset: it is then their number.
+    pub fn device_ids(mut self, ids: &[i32]) -> Self {
+        self.device_ids = ids.to_vec();
         self
     }
     /// CPU backend threads (default: hardware concurrency).
@@ -197,6 +215,13 @@ impl<'a> EngineBuilder<'a> {
         config.backend = backend.as_ref().map_or(std::ptr::null(), |b| b.as_ptr());
         config.load_format = format.as_ref().map_or(std::ptr::null(), |f| f.as_ptr());
         config.draft_model_dir = draft.as_ref().map_or(std::ptr::null(), |d| d.as_ptr());
+        // The ids stay in self, which lives until the end of this call.
+        config.num_device_ids = i32::try_from(self.device_ids.len()).unwrap_or(i32::MAX);
+        config.device_ids = if self.device_ids.is_empty() {
+            std::ptr::null()
+        } else {
+            self.device_ids.as_ptr()
+        };
 
         struct ProgressState<'p, 'a> {
             f: &'p mut ProgressFn<'a>,
@@ -233,7 +258,7 @@ impl<'a> EngineBuilder<'a> {
         }
 
         let mut raw = std::ptr::null_mut();
-        // SAFETY: config and the strings it points to outlive the call.
+        // SAFETY: config and the strings and ids it points to outlive the call.
         let code = unsafe { sys::gannet_engine_create(&config, &mut raw) };
         let result = check(code);
         if let Some(panic) = progress.and_then(|p| p.panic) {

@@ -151,6 +151,32 @@ fn errors_carry_status_and_message() {
 }
 
 #[test]
+fn tensor_parallel_on_cpu_threads() {
+    // The tiny 31b model has 4 attention heads: 3 ranks cannot split them.
+    let err = Engine::builder(tiny("31b"))
+        .backend("cpu")
+        .threads(1)
+        .max_model_len(256)
+        .tensor_parallel_size(3)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument, "{err}");
+    assert!(err.message().contains("num_attention_heads"), "{err}");
+    // 2 ranks (threads on the CPU backend) load it and generate.
+    let engine = Engine::builder(tiny("31b"))
+        .backend("cpu")
+        .threads(1)
+        .max_model_len(256)
+        .tensor_parallel_size(2)
+        .build()
+        .expect("the tiny model loads over 2 ranks");
+    let done = engine.stream(&greedy(8)).unwrap().wait().unwrap();
+    assert_eq!(done.tokens.len(), 8);
+    assert_eq!(done.finish, FinishReason::Length);
+    assert_eq!(done.usage.prompt_tokens, PROMPT.len() as i32);
+}
+
+#[test]
 fn chat_text_stats_and_info() {
     let info = gannet::model_info(tiny("e4b")).unwrap();
     assert!(info.variant().contains("e4b"), "{}", info.variant());
