@@ -14,7 +14,11 @@
 // "decode_step", so a kernel profiler can take exactly one step:
 //   ncu --nvtx --nvtx-include "decode_step/" --metrics gpu__time_duration.sum ... --no-graphs
 //
-//   gannet-decode-bench --model dummy:31b --batches 1,16,64 --context 1500 --steps 20
+// With --tp N the model runs tensor-parallel on devices 0 .. N - 1 (parallel::TpRunner over NCCL);
+// the bandwidth fraction is then of N devices' copy bandwidth, for the model's bytes (what the
+// ranks read twice -- replicated norms, PLE, shared KV heads -- is not counted).
+//
+//   gannet-decode-bench --model dummy:31b --batches 1,16,64 --context 1500 --steps 20 [--tp 2]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,6 +35,9 @@
 #include "lib/model/config.h"
 #include "lib/model/variants.h"
 #include "lib/model/weights.h"
+#include "lib/model/tp_shard.h"
+#include "lib/parallel/tp_runner.h"
+#include "lib/parallel/tp_setup.h"
 #include "lib/runner/model_runner.h"
 
 namespace gannet {
@@ -44,6 +51,7 @@ struct Options {
   int steps = 20;
   int page = 16;
   bool graphs = true;
+  int tp = 0;  // 0: one device, plain runner; N >= 1: TpRunner over N devices
 };
 
 bool ParseArgs(int argc, char** argv, Options* o) {
@@ -65,17 +73,20 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->steps = std::atoi(v), ++i;
     } else if (a == "--page" && v) {
       o->page = std::atoi(v), ++i;
+    } else if (a == "--tp" && v) {
+      o->tp = std::atoi(v), ++i;
     } else if (a == "--no-graphs") {
       o->graphs = false;
     } else {
       std::fprintf(stderr,
                    "usage: gannet-decode-bench [--model dummy:VARIANT] [--batches 1,16,64]\n"
-                   "  [--context N] [--spread N] [--steps N] [--page N] [--no-graphs]\n");
+                   "  [--context N] [--spread N] [--steps N] [--page N] [--no-graphs] [--tp N]\n");
       return false;
     }
   }
   return !o->batches.empty() && *std::min_element(o->batches.begin(), o->batches.end()) > 0 &&
-         o->context > o->spread && o->spread >= 0 && o->steps > 0 && o->page > 0;
+         o->context > o->spread && o->spread >= 0 && o->steps > 0 && o->page > 0 && o->tp >= 0 &&
+         o->tp <= model::kMaxTensorParallel;
 }
 
 int Run(const Options& o) {
@@ -89,11 +100,15 @@ int Run(const Options& o) {
   const model::TextConfig& c = config->text;
   const double copy_gbs = bench::MeasureCopyBandwidth();
 
-  auto be = backend::CreateBackend({"cuda", 0, 0});
-  if (!be.ok()) {
-    std::fprintf(stderr, "decode-bench: %s\n", std::string(be.status().message()).c_str());
+  auto group = parallel::CreateTpGroup({"cuda", 0, 0}, std::max(1, o.tp), {});
+  if (!group.ok()) {
+    std::fprintf(stderr, "decode-bench: %s\n", std::string(group.status().message()).c_str());
     return 1;
   }
+  const int devices = std::max(1, o.tp);
+  // Each device's geometry (the whole model without --tp).
+  const model::ModelConfig rank_config = o.tp > 0 ? model::ShardConfig(*config, o.tp) : *config;
+  const model::TextConfig& rc = rank_config.text;
   const int max_batch = *std::max_element(o.batches.begin(), o.batches.end());
   const int max_len = o.context + o.spread + o.steps + 1;
   const int window = c.sliding_window;
@@ -109,11 +124,21 @@ int Run(const Options& o) {
   ro.max_pages_per_seq = full_pages;
   ro.enable_graphs = o.graphs;
   const model::ModelWeights weights = model::SyntheticWeights(*config, model::kDummyWeightSeed);
-  auto runner = runner::ModelRunner::Create(*config, weights, be->backend.get(), ro);
+  absl::StatusOr<std::unique_ptr<runner::StepRunner>> runner;
+  if (o.tp > 0) {
+    std::vector<parallel::TpRankParts> ranks(o.tp);
+    for (int r = 0; r < o.tp; ++r) {
+      ranks[r].backend = group->backends[r].get();
+      ranks[r].collectives = std::move(group->collectives[r]);
+    }
+    runner = parallel::TpRunner::Create(*config, weights, std::move(ranks), group->shared, ro);
+  } else {
+    runner = runner::ModelRunner::Create(*config, weights, group->backends[0].get(), ro);
+  }
   absl::Status attached = runner.status();
   if (runner.ok()) {
-    const kv::PerGroup<bool> present = kv::KvGroupsPresent(runner::KvLayersOf(c));
-    auto layout = kv::MakeKvLayout(runner::KvLayersOf(c), o.page, window, 2,
+    const kv::PerGroup<bool> present = kv::KvGroupsPresent(runner::KvLayersOf(rc));
+    auto layout = kv::MakeKvLayout(runner::KvLayersOf(rc), o.page, window, 2,
                                    {present[0] ? max_batch * ring : 0,
                                     present[1] ? max_batch * full_pages : 0});
     attached = layout.ok() ? (*runner)->AttachKv(*layout) : layout.status();
@@ -126,10 +151,11 @@ int Run(const Options& o) {
   const double weight_bytes = static_cast<double>((*runner)->weight_bytes());
   std::printf("decode-bench %s: weights %.2f GB (a batch-1 step reads %.2f GB), KV %.0f + %.0f "
               "bytes/token (sliding, full), "
-              "window %d, page %d, graphs %s, copy %.0f GB/s\n",
+              "window %d, page %d, graphs %s, copy %.0f GB/s x %d device(s)\n",
               o.model.c_str(), weight_bytes / 1e9, model::DecodeStepWeightBytes(*config, 1) / 1e9,
               static_cast<double>(per_token[0]),
-              static_cast<double>(per_token[1]), window, o.page, o.graphs ? "on" : "off", copy_gbs);
+              static_cast<double>(per_token[1]), window, o.page, o.graphs ? "on" : "off", copy_gbs,
+              devices);
 
   std::mt19937 rng(7);
   for (int batch : o.batches) {
@@ -192,12 +218,12 @@ int Run(const Options& o) {
     // The weights this step must read: all of a dense model, the experts its tokens route to and
     // the PLE rows it gathers (model::DecodeStepWeightBytes).
     const double read = model::DecodeStepWeightBytes(*config, batch);
-    const double gbs = (read + kv) / (med * 1e-3) / 1e9;
+    const double gbs = (read + kv) / (med * 1e-3) / 1e9 / devices;  // per device
     std::printf("  batch %3d ctx %5d: %8.2f ms/step (min %.2f, max %.2f)  %7.1f tok/s  "
                 "weights read %.2f GB + KV %.2f GB  %6.0f GB/s = %5.1f%% of copy  ideal %.2f ms\n",
                 batch, o.context, med, step_ms.front(), step_ms.back(), batch * 1e3 / med,
                 read / 1e9, kv / 1e9, gbs, copy_gbs > 0 ? 100 * gbs / copy_gbs : 0.0,
-                copy_gbs > 0 ? (read + kv) / (copy_gbs * 1e9) * 1e3 : 0.0);
+                copy_gbs > 0 ? (read + kv) / (devices * copy_gbs * 1e9) * 1e3 : 0.0);
     std::fflush(stdout);
   }
   return 0;

@@ -46,6 +46,7 @@ struct Options {
   int warmup = 1;  // requests run (and not timed) first: kernel tuning, graph recording
   std::string draft;    // speculative decoding with this MTP assistant
   int spec_tokens = 0;  // drafts per round (0 = the library's default)
+  int tp = 0;           // tensor_parallel_size (0 = one device)
 };
 
 struct Tracked {
@@ -87,6 +88,7 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     else if (a == "--warmup" && (v = next())) o->warmup = std::atoi(v);
     else if (a == "--draft" && (v = next())) o->draft = v;
     else if (a == "--spec-tokens" && (v = next())) o->spec_tokens = std::atoi(v);
+    else if (a == "--tp" && (v = next())) o->tp = std::atoi(v);
     else {
       std::fprintf(stderr,
                    "usage: gannet-serving-bench [--model DIR|dummy:VARIANT] [--backend cpu|cuda]\n"
@@ -94,7 +96,7 @@ bool ParseArgs(int argc, char** argv, Options* o) {
                    "  [--max-running N] [--max-step-tokens N] [--max-prefill-while-decoding N]\n"
                    "  [--max-model-len N] [--kv-bytes B]\n"
                    "  [--no-graphs] [--prefix-cache] [--warmup N] [--name LABEL]\n"
-                   "  [--draft DIR|dummy:VARIANT-assistant] [--spec-tokens N]\n");
+                   "  [--draft DIR|dummy:VARIANT-assistant] [--spec-tokens N] [--tp N]\n");
       return false;
     }
   }
@@ -136,6 +138,7 @@ int main(int argc, char** argv) {
   cfg.disable_cuda_graphs = o.no_graphs ? 1 : 0;
   cfg.draft_model_dir = o.draft.empty() ? nullptr : o.draft.c_str();
   cfg.num_speculative_tokens = o.spec_tokens;
+  cfg.tensor_parallel_size = o.tp;
   gannet_engine_t* engine = nullptr;
   auto t_load = Clock::now();
   if (gannet_engine_create(&cfg, &engine) != GANNET_OK) {
@@ -271,11 +274,14 @@ int main(int argc, char** argv) {
     // Bytes one decode step reads: every weight (the tied embedding as the LM head) plus the KV
     // of the context: sliding layers their window, full layers everything, at the mean length.
     const double ctx = o.input_len + o.output_len / 2.0;
-    const double kv = stats.kv_bytes_per_token[0] * std::min<double>(ctx, stats.sliding_window) +
-                      stats.kv_bytes_per_token[1] * ctx;
-    const double gbs = (stats.weight_bytes + kv) / (tpot_med * 1e-3) / 1e9;
-    std::printf("  decode bandwidth: %.1f GB/s = %.1f%% of the %.1f GB/s device copy (weights %.2f GB + KV %.3f GB per step)\n",
-                gbs, 100.0 * gbs / copy_gbs, copy_gbs, stats.weight_bytes / 1e9, kv / 1e9);
+    // With tensor parallelism the stats give every rank's weights together and one rank's KV per
+    // token (each holds its heads): the rate is per device, against one device's copy rate.
+    const int devices = std::max(1, o.tp);
+    const double kv = devices * (stats.kv_bytes_per_token[0] * std::min<double>(ctx, stats.sliding_window) +
+                                 stats.kv_bytes_per_token[1] * ctx);
+    const double gbs = (stats.weight_bytes + kv) / (tpot_med * 1e-3) / 1e9 / devices;
+    std::printf("  decode bandwidth: %.1f GB/s per device = %.1f%% of the %.1f GB/s device copy (weights %.2f GB + KV %.3f GB per step over %d device(s))\n",
+                gbs, 100.0 * gbs / copy_gbs, copy_gbs, stats.weight_bytes / 1e9, kv / 1e9, devices);
   }
   if (o.concurrency == 1 && gemm_tflops > 0 && info.num_experts == 0 &&
       std::strstr(info.variant, "ple") == nullptr) {
