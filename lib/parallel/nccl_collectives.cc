@@ -10,6 +10,7 @@
 #include <nccl.h>
 
 #include "lib/backend/cuda/cuda_backend.h"
+#include "lib/parallel/custom_allreduce.h"
 #endif
 
 namespace gannet::parallel {
@@ -45,8 +46,9 @@ absl::StatusOr<ncclDataType_t> NcclType(DType t) {
 
 class NcclCollectives : public backend::Collectives {
  public:
-  NcclCollectives(ncclComm_t comm, backend::CudaBackend* be, int rank, int world)
-      : comm_(comm), be_(be), rank_(rank), world_(world) {}
+  NcclCollectives(ncclComm_t comm, backend::CudaBackend* be, int rank, int world,
+                  std::shared_ptr<CustomAllReduce> custom)
+      : comm_(comm), be_(be), rank_(rank), world_(world), custom_(std::move(custom)) {}
   ~NcclCollectives() override {
     if (!aborted_) ncclCommDestroy(comm_);
   }
@@ -55,12 +57,17 @@ class NcclCollectives : public backend::Collectives {
 
   void Abort() override {
     // ncclCommAbort ends kernels waiting for a peer; it is called once, on destruction or here.
-    if (!aborted_.exchange(true)) ncclCommAbort(comm_);
+    if (!aborted_.exchange(true)) {
+      if (custom_ != nullptr) custom_->Abort();
+      ncclCommAbort(comm_);
+    }
   }
 
   absl::Status AllReduceSum(backend::Tensor x) override {
     GANNET_RETURN_IF_ERROR(Usable());
     if (!x.contiguous()) return InvalidArgumentError("NCCL all-reduce of a strided tensor");
+    // Small messages (decode steps) by the one-shot kernel over peer memory, the rest by NCCL.
+    if (custom_ != nullptr && custom_->Takes(x)) return custom_->Run(rank_, x, be_->stream());
     GANNET_ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(x.dtype));
     GANNET_NCCL_RETURN_IF_ERROR(ncclAllReduce(x.data, x.data, static_cast<size_t>(x.numel()), type,
                                               ncclSum, comm_, be_->stream()),
@@ -103,6 +110,7 @@ class NcclCollectives : public backend::Collectives {
   ncclComm_t comm_;
   backend::CudaBackend* be_;
   const int rank_, world_;
+  std::shared_ptr<CustomAllReduce> custom_;  // shared by the group's ranks; null = NCCL only
   std::atomic<bool> aborted_{false};
 };
 
@@ -132,9 +140,10 @@ absl::StatusOr<std::vector<std::unique_ptr<backend::Collectives>>> CreateNcclGro
   std::vector<ncclComm_t> comms(world);
   GANNET_NCCL_RETURN_IF_ERROR(ncclCommInitAll(comms.data(), world, devices.data()),
                               "creating the communicators");
+  GANNET_ASSIGN_OR_RETURN(std::shared_ptr<CustomAllReduce> custom, CustomAllReduce::Create(devices));
   std::vector<std::unique_ptr<backend::Collectives>> out;
   for (int r = 0; r < world; ++r) {
-    out.push_back(std::make_unique<NcclCollectives>(comms[r], cuda[r], r, world));
+    out.push_back(std::make_unique<NcclCollectives>(comms[r], cuda[r], r, world, custom));
   }
   return out;
 }

@@ -1,0 +1,45 @@
+// One-shot all-reduce between the ranks of a tensor-parallel group over peer-mapped device memory
+// (NVLink/PCIe peer access in one process, CUDA IPC between processes), for the small messages
+// of decode steps where NCCL's ring or tree pays more in latency than the bytes cost.
+//
+// Every rank owns one peer-visible workspace (CustomAllReduceWorkspaceBytes) and knows every
+// rank's (its own included) as a device pointer. A call, per block b of the grid:
+//   1. copies its slice of the input into its own workspace's data half (parity = the call's
+//      epoch & 1, so a rank never overwrites data a slower peer may still read: the barrier of
+//      the next call orders it after every peer finished this one);
+//   2. writes the epoch into flag[b][rank] of every peer (release, system scope) and waits until
+//      every peer has written it into its own flag[b][*] (acquire);
+//   3. sums the slice over ranks in rank order (f32 accumulation, one rounding) into the output,
+//      so every rank gets bit-identical values.
+// Epochs live in device memory, one counter per block, advanced by the kernel itself, so a call
+// recorded into a CUDA graph stays correct on every replay. Every rank must issue the same calls
+// (size, type, grid) in the same order, as with NCCL.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace gannet::kernels {
+
+inline constexpr int kCustomAllReduceMaxRanks = 8;
+inline constexpr int kCustomAllReduceMaxBlocks = 36;
+// The largest message (bytes) a call takes; bigger ones go to NCCL.
+inline constexpr size_t kCustomAllReduceMaxBytes = size_t{2} << 20;
+
+enum class AllReduceType : uint8_t { kF32, kBF16 };
+
+// Bytes of one rank's workspace: flags, per-block epochs, and two data halves. Must be zeroed
+// before first use.
+size_t CustomAllReduceWorkspaceBytes();
+
+// x [n] in place. `workspaces[p]` is rank p's workspace as this device sees it (its own at
+// [rank]). Sums in rank order. n * element size <= kCustomAllReduceMaxBytes. `abort` (device-
+// readable, e.g. mapped pinned host memory) ends the wait for peers when it becomes non-zero:
+// the group is then broken and the output undefined.
+cudaError_t LaunchCustomAllReduce(void* x, int64_t n, AllReduceType type, int rank, int world,
+                                  void* const* workspaces, const volatile int* abort,
+                                  cudaStream_t stream);
+
+}  // namespace gannet::kernels

@@ -1,0 +1,178 @@
+// The one-shot all-reduce kernel (kernels/comm/custom_allreduce.h) with its ranks simulated on one
+// GPU: each rank's workspace is a separate allocation and each rank launches on its own stream,
+// so the kernels meet through the same flags and peer reads as on several devices. Checks the
+// sums against the host (rank order, f32 accumulation, one rounding), repeated calls (the epoch
+// and buffer parity), CUDA graph replays, and that a missing peer ends in the abort flag instead
+// of a hang. The multi-GPU comparison against NCCL is in cuda_tp_test (MultiGpuCollectivesTest).
+#include <cuda_runtime.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/comm/custom_allreduce.h"
+#include "lib/common/dtype.h"
+#include "tests/backend/cuda_test_util.h"
+
+namespace gannet {
+namespace {
+
+#define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
+
+struct SimGroup {
+  int world = 0;
+  std::vector<void*> ws, x;
+  std::vector<cudaStream_t> streams;
+  int* abort = nullptr;
+
+  explicit SimGroup(int w) : world(w), ws(w), x(w), streams(w) {
+    for (int r = 0; r < w; ++r) {
+      EXPECT_EQ(cudaMalloc(&ws[r], kernels::CustomAllReduceWorkspaceBytes()), cudaSuccess);
+      EXPECT_EQ(cudaMemset(ws[r], 0, kernels::CustomAllReduceWorkspaceBytes()), cudaSuccess);
+      EXPECT_EQ(cudaMalloc(&x[r], kernels::kCustomAllReduceMaxBytes), cudaSuccess);
+      EXPECT_EQ(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking), cudaSuccess);
+    }
+    EXPECT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&abort), sizeof(int), cudaHostAllocMapped),
+              cudaSuccess);
+    *abort = 0;
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  ~SimGroup() {
+    for (int r = 0; r < world; ++r) {
+      cudaFree(ws[r]);
+      cudaFree(x[r]);
+      cudaStreamDestroy(streams[r]);
+    }
+    cudaFreeHost(abort);
+  }
+  cudaError_t Launch(int r, int64_t n, kernels::AllReduceType t) {
+    return kernels::LaunchCustomAllReduce(x[r], n, t, r, world, ws.data(), abort, streams[r]);
+  }
+};
+
+// Per rank inputs of call `call`, and the expected result computed as the kernel defines it.
+struct Case {
+  std::vector<std::vector<float>> in;
+  std::vector<float> want;
+};
+
+Case MakeCase(int world, int64_t n, DType dt, int call) {
+  Case c;
+  c.in.assign(world, std::vector<float>(n));
+  c.want.assign(n, 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    float s = 0.0f;
+    for (int r = 0; r < world; ++r) {
+      float v = std::sin(0.001f * static_cast<float>(i) + 0.7f * r + 0.3f * call) * (1 + r);
+      if (dt == DType::kBF16) v = RoundToBf16(v);
+      c.in[r][i] = v;
+      s += v;
+    }
+    c.want[i] = dt == DType::kBF16 ? RoundToBf16(s) : s;
+  }
+  return c;
+}
+
+void Upload(SimGroup& g, const Case& c, DType dt) {
+  for (int r = 0; r < g.world; ++r) {
+    const int64_t n = static_cast<int64_t>(c.in[r].size());
+    if (dt == DType::kF32) {
+      ASSERT_EQ(cudaMemcpy(g.x[r], c.in[r].data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    } else {
+      std::vector<uint16_t> h(n);
+      for (int64_t i = 0; i < n; ++i) h[i] = FloatToBf16(c.in[r][i]);
+      ASSERT_EQ(cudaMemcpy(g.x[r], h.data(), n * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    }
+  }
+}
+
+void Check(SimGroup& g, const Case& c, DType dt, const std::string& what) {
+  const int64_t n = static_cast<int64_t>(c.want.size());
+  for (int r = 0; r < g.world; ++r) {
+    std::vector<float> got(n);
+    if (dt == DType::kF32) {
+      ASSERT_EQ(cudaMemcpy(got.data(), g.x[r], n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    } else {
+      std::vector<uint16_t> h(n);
+      ASSERT_EQ(cudaMemcpy(h.data(), g.x[r], n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      for (int64_t i = 0; i < n; ++i) got[i] = Bf16ToFloat(h[i]);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got[i], c.want[i]) << what << " rank " << r << " elem " << i << " of " << n;
+    }
+  }
+}
+
+TEST(CustomAllReduceTest, SumsOfEveryRankInRankOrder) {
+  GANNET_REQUIRE_GPU();
+  for (int world : {2, 4, 8}) {
+    SimGroup g(world);
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      const int64_t elem = DTypeBits(dt) / 8;
+      for (int64_t bytes : {int64_t{256}, int64_t{1} << 12, int64_t{48} << 10, int64_t{688128},
+                            static_cast<int64_t>(kernels::kCustomAllReduceMaxBytes)}) {
+        const int64_t n = bytes / elem;
+        for (int call = 0; call < 3; ++call) {  // repeated calls: epochs and buffer parity
+          const Case c = MakeCase(world, n, dt, call);
+          Upload(g, c, dt);
+          for (int r = 0; r < world; ++r) {
+            ASSERT_EQ(g.Launch(r, n, dt == DType::kF32 ? kernels::AllReduceType::kF32
+                                                       : kernels::AllReduceType::kBF16),
+                      cudaSuccess);
+          }
+          CUDA_OK(cudaDeviceSynchronize());
+          Check(g, c, dt, "world " + std::to_string(world) + " bytes " + std::to_string(bytes));
+        }
+      }
+    }
+  }
+}
+
+TEST(CustomAllReduceTest, GraphReplaysAdvanceTheEpoch) {
+  GANNET_REQUIRE_GPU();
+  const int world = 2;
+  const int64_t n = 5376 * 3;  // a 3-sequence decode step of 31B, bf16
+  SimGroup g(world);
+  std::vector<cudaGraphExec_t> exec(world);
+  for (int r = 0; r < world; ++r) {
+    cudaGraph_t graph;
+    CUDA_OK(cudaStreamBeginCapture(g.streams[r], cudaStreamCaptureModeThreadLocal));
+    // Two calls per replay, as two layers' all-reduces.
+    CUDA_OK(g.Launch(r, n, kernels::AllReduceType::kBF16));
+    CUDA_OK(g.Launch(r, n, kernels::AllReduceType::kBF16));
+    CUDA_OK(cudaStreamEndCapture(g.streams[r], &graph));
+    CUDA_OK(cudaGraphInstantiate(&exec[r], graph, 0));
+    CUDA_OK(cudaGraphDestroy(graph));
+  }
+  for (int replay = 0; replay < 4; ++replay) {
+    Case c = MakeCase(world, n, DType::kBF16, replay);
+    Upload(g, c, DType::kBF16);
+    // The second call sums the first's (identical) results: 2 x want, rounded again.
+    for (float& v : c.want) v = RoundToBf16(v + v);
+    for (int r = 0; r < world; ++r) CUDA_OK(cudaGraphLaunch(exec[r], g.streams[r]));
+    CUDA_OK(cudaDeviceSynchronize());
+    Check(g, c, DType::kBF16, "replay " + std::to_string(replay));
+  }
+  for (auto e : exec) cudaGraphExecDestroy(e);
+}
+
+TEST(CustomAllReduceTest, AMissingPeerEndsInTheAbortFlag) {
+  GANNET_REQUIRE_GPU();
+  SimGroup g(2);
+  // Only rank 0 calls; rank 1 never arrives (a dead process).
+  CUDA_OK(g.Launch(0, 1024, kernels::AllReduceType::kF32));
+  cudaEvent_t done;
+  CUDA_OK(cudaEventCreate(&done));
+  CUDA_OK(cudaEventRecord(done, g.streams[0]));
+  usleep(200 * 1000);
+  EXPECT_EQ(cudaEventQuery(done), cudaErrorNotReady);  // still waiting for its peer
+  reinterpret_cast<volatile int*>(g.abort)[0] = 1;
+  CUDA_OK(cudaEventSynchronize(done));  // returns: the wait ended
+  cudaEventDestroy(done);
+}
+
+}  // namespace
+}  // namespace gannet
