@@ -28,12 +28,13 @@ __device__ __forceinline__ uint32_t LoadAcquire(const uint32_t* p) {
   return v;
 }
 
-template <typename T>
-__device__ __forceinline__ float ToF(T v);
-template <>
-__device__ __forceinline__ float ToF<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ float ToF<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+// Peer data is read around L1 (ld.global.cg): a line cached from an earlier call must not hide
+// what the peer wrote since.
+__device__ __forceinline__ float LoadPeer(const float* p) { return __ldcg(p); }
+__device__ __forceinline__ float LoadPeer(const __nv_bfloat16* p) {
+  return __bfloat162float(__ushort_as_bfloat16(__ldcg(reinterpret_cast<const unsigned short*>(p))));
+}
+
 template <typename T>
 __device__ __forceinline__ T FromF(float v);
 template <>
@@ -57,15 +58,21 @@ __global__ void __launch_bounds__(kThreads) OneShotKernel(T* x, int64_t n, int r
   const int64_t begin = min(n, per * b), end = min(n, begin + per);
   T* mine = reinterpret_cast<T*>(own + kDataOffset + half);
   for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) mine[i] = x[i];
-  __syncthreads();  // the block's slice is written (and, below, made visible) before the flag
+  // Every writer fences its own stores at system scope before the barrier: a fence orders only
+  // the calling thread's writes, so the flag (below, after the barrier) cannot overtake any.
+  __threadfence_system();
+  __syncthreads();
   if (threadIdx.x < world) {
     const int p = threadIdx.x;
-    __threadfence_system();
     uint32_t* flags = reinterpret_cast<uint32_t*>(peers.ws[p]);
     StoreRelease(flags + b * kCustomAllReduceMaxRanks + rank, e);
     const uint32_t* own_flags = reinterpret_cast<const uint32_t*>(own);
-    // A peer that never arrives (its process died): the host raises `abort` and the wait ends.
-    for (uint32_t spins = 1; LoadAcquire(own_flags + b * kCustomAllReduceMaxRanks + p) != e; ++spins) {
+    // A peer may already be one call ahead (it saw our flag, finished, and wrote its next epoch):
+    // wait for "at least e" in wrap-around arithmetic, never for e exactly. A peer that never
+    // arrives (its process died): the host raises `abort` and the wait ends.
+    for (uint32_t spins = 1;
+         static_cast<int32_t>(LoadAcquire(own_flags + b * kCustomAllReduceMaxRanks + p) - e) < 0;
+         ++spins) {
       if ((spins & 1023) == 0 && *abort != 0) break;
     }
   }
@@ -74,7 +81,7 @@ __global__ void __launch_bounds__(kThreads) OneShotKernel(T* x, int64_t n, int r
     float s = 0.f;
     for (int p = 0; p < world; ++p) {
       const T* src = reinterpret_cast<const T*>(peers.ws[p] + kDataOffset + half);
-      s += ToF(src[i]);
+      s += LoadPeer(src + i);
     }
     x[i] = FromF<T>(s);
   }

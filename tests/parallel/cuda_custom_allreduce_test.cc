@@ -87,6 +87,9 @@ void Upload(SimGroup& g, const Case& c, DType dt) {
       ASSERT_EQ(cudaMemcpy(g.x[r], h.data(), n * 2, cudaMemcpyHostToDevice), cudaSuccess);
     }
   }
+  // A pageable copy may still be landing when cudaMemcpy returns, and the ranks' streams do not
+  // wait for the legacy stream: finish it before they read.
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
 void Check(SimGroup& g, const Case& c, DType dt, const std::string& what) {
