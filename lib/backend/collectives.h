@@ -8,7 +8,10 @@
 // device-lost status (lib/common/status.h) instead of waiting.
 #pragma once
 
+#include <cstdint>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "lib/backend/tensor.h"
 
 namespace gannet::backend {
@@ -25,6 +28,8 @@ class Collectives {
   // rank's on return; full [rows, world * cols] gets the blocks side by side in rank order (rows
   // of vocabulary shards become full logits rows).
   virtual absl::Status AllGatherColumns(Tensor blocks, Tensor full) = 0;
+  // The smallest of every rank's v (host values: memory left, a rank's failure as -1); waits.
+  virtual absl::StatusOr<int64_t> MinOverRanks(int64_t v) = 0;
   // Breaks the group: collectives waiting now and later fail (device lost). Thread-safe.
   virtual void Abort() = 0;
 };

@@ -1,6 +1,7 @@
 #include "lib/parallel/host_collectives.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "lib/common/status.h"
@@ -36,6 +37,15 @@ class HostCollectives : public backend::Collectives {
     GANNET_RETURN_IF_ERROR(group_->Barrier());  // every rank has read every slot
     std::memcpy(x.data, sum_.data(), n * sizeof(float));
     return absl::OkStatus();
+  }
+
+  absl::StatusOr<int64_t> MinOverRanks(int64_t v) override {
+    group_->values()[rank_] = v;
+    GANNET_RETURN_IF_ERROR(group_->Barrier());
+    int64_t m = v;
+    for (int64_t x : group_->values()) m = std::min(m, x);
+    GANNET_RETURN_IF_ERROR(group_->Barrier());
+    return m;
   }
 
   absl::Status AllGatherColumns(backend::Tensor blocks, backend::Tensor full) override {
@@ -79,7 +89,52 @@ class HostCollectives : public backend::Collectives {
 
 }  // namespace
 
-HostGroup::HostGroup(int world_size) : world_(world_size), slots_(world_size) {}
+namespace {
+
+class HostChannel : public StepChannel {
+ public:
+  HostChannel(HostGroup* group, int rank) : group_(group), rank_(rank) {}
+  absl::Status Send(std::span<const uint8_t> msg) override {
+    group_->Push(msg);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<uint8_t>> Receive(double timeout_s) override {
+    return group_->Pop(rank_, timeout_s);
+  }
+
+ private:
+  HostGroup* group_;
+  const int rank_;
+};
+
+}  // namespace
+
+HostGroup::HostGroup(int world_size)
+    : world_(world_size), slots_(world_size), values_(world_size), queues_(world_size) {}
+
+std::unique_ptr<StepChannel> HostGroup::Channel(int rank) {
+  return std::make_unique<HostChannel>(this, rank);
+}
+
+void HostGroup::Push(std::span<const uint8_t> msg) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int r = 1; r < world_; ++r) queues_[r].emplace_back(msg.begin(), msg.end());
+  cv_.notify_all();
+}
+
+absl::StatusOr<std::vector<uint8_t>> HostGroup::Pop(int rank, double timeout_s) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                    [&] { return aborted_ || !queues_[rank].empty(); })) {
+    return MarkDeviceLost(absl::DeadlineExceededError(fmt::format(
+        "tensor parallel: no message from rank 0 for {} s", timeout_s)));
+  }
+  if (aborted_) return GroupAborted();
+  std::vector<uint8_t> msg = std::move(queues_[rank].front());
+  queues_[rank].erase(queues_[rank].begin());
+  return msg;
+}
+
 
 std::unique_ptr<backend::Collectives> HostGroup::Rank(int rank) {
   return std::make_unique<HostCollectives>(this, rank);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lib/backend/collectives.h"
+#include "lib/parallel/step_channel.h"
 
 namespace gannet::parallel {
 
@@ -19,12 +20,19 @@ class HostGroup {
   int world_size() const { return world_; }
   // The collectives of one rank (each rank's thread uses its own).
   std::unique_ptr<backend::Collectives> Rank(int rank);
+  // Rank `rank`'s end of the message channel from rank 0 (the multi-process protocol, with the
+  // ranks as threads).
+  std::unique_ptr<StepChannel> Channel(int rank);
 
   // Waits for every rank (or fails once the group is aborted).
   absl::Status Barrier();
   void Abort();
   // Where each rank published its tensor for the current collective.
   std::vector<backend::Tensor>& slots() { return slots_; }
+  std::vector<int64_t>& values() { return values_; }
+  // Message queues, one per receiving rank.
+  void Push(std::span<const uint8_t> msg);
+  absl::StatusOr<std::vector<uint8_t>> Pop(int rank, double timeout_s);
 
  private:
   const int world_;
@@ -34,6 +42,8 @@ class HostGroup {
   uint64_t generation_ = 0;
   bool aborted_ = false;
   std::vector<backend::Tensor> slots_;
+  std::vector<int64_t> values_;
+  std::vector<std::vector<std::vector<uint8_t>>> queues_;
 };
 
 }  // namespace gannet::parallel

@@ -1,12 +1,11 @@
 #include "lib/parallel/tp_runner.h"
 
-#include <chrono>
-#include <condition_variable>
-#include <mutex>
+#include <limits>
 
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
 #include "lib/common/units.h"
+#include "lib/parallel/step_message.h"
 
 namespace gannet::parallel {
 
@@ -18,18 +17,27 @@ constexpr double kFailureGraceSeconds = 2.0;
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TpRunner>> TpRunner::Create(const model::ModelConfig& config,
-                                                           const model::ModelWeights& weights,
-                                                           std::vector<TpRankParts> parts,
-                                                           std::shared_ptr<void> shared,
-                                                           const runner::RunnerOptions& options) {
-  const int world = static_cast<int>(parts.size());
+absl::StatusOr<std::unique_ptr<TpRunner>> TpRunner::Create(
+    const model::ModelConfig& config, const model::ModelWeights& weights,
+    std::vector<TpRankParts> parts, std::shared_ptr<void> shared,
+    const runner::RunnerOptions& options, std::unique_ptr<StepChannel> remote) {
+  if (parts.empty() || parts[0].collectives == nullptr) {
+    return InvalidArgumentError("tensor parallel: no ranks");
+  }
+  const int world = parts[0].collectives->world_size();
+  const int local = static_cast<int>(parts.size());
+  if (remote != nullptr ? local != 1 : local != world) {
+    return InvalidArgumentError("tensor parallel: {} local ranks of a group of {}{}", local, world,
+                                remote != nullptr ? " with remote ranks (rank 0 alone is local)" : "");
+  }
   GANNET_RETURN_IF_ERROR(model::CheckTpShardable(config, world));
   std::unique_ptr<TpRunner> tp(new TpRunner());
+  tp->world_ = world;
   tp->shared_ = std::move(shared);
+  tp->remote_ = std::move(remote);
   tp->shard_config_ = model::ShardConfig(config, world);
-  tp->ranks_.resize(world);
-  for (int r = 0; r < world; ++r) {
+  tp->ranks_.resize(local);
+  for (int r = 0; r < local; ++r) {
     Rank& rank = tp->ranks_[r];
     rank.parts = std::move(parts[r]);
     if (rank.parts.backend == nullptr || rank.parts.collectives == nullptr ||
@@ -50,21 +58,54 @@ absl::StatusOr<std::unique_ptr<TpRunner>> TpRunner::Create(const model::ModelCon
                                                                      rank.parts.backend, o));
     return absl::OkStatus();
   };
-  for (int r = 1; r < world; ++r) tp->ranks_[r].worker->Post([&create, r] { return create(r); });
+  for (int r = 1; r < local; ++r) tp->ranks_[r].worker->Post([&create, r] { return create(r); });
   absl::Status first = tp->ranks_[0].parts.backend->BindThread();
+  // The other processes load their shards while this one loads its own.
+  if (first.ok() && tp->remote_ != nullptr) first = tp->remote_->Send(EncodeInit(options));
   if (first.ok()) first = create(0);
-  for (int r = 1; r < world; ++r) {
+  for (int r = 1; r < local; ++r) {
     absl::Status st = tp->ranks_[r].worker->Wait();
     if (first.ok() && !st.ok()) first = Annotate(st, fmt::format("tensor parallel rank {}", r));
   }
-  GANNET_RETURN_IF_ERROR(first);
-  GANNET_LOG_INFO("tensor parallel: {} ranks, {} weights per rank (rank 0), {} copied to slice",
-                  world, FormatBytes(static_cast<int64_t>(tp->ranks_[0].runner->weight_bytes())),
+  if (tp->remote_ != nullptr) {
+    // Every process reports whether its runner exists (and its free memory): all agree to go on.
+    absl::StatusOr<int64_t> all = tp->ranks_[0].parts.collectives->MinOverRanks(
+        first.ok() ? tp->ranks_[0].parts.backend->FreeMemoryBytes() : -1);
+    if (first.ok() && !all.ok()) first = all.status();
+    if (first.ok() && *all < 0) {
+      first = MarkDeviceLost(absl::InternalError(
+          "tensor parallel: another rank's process could not create its runner (see its log)"));
+    }
+    if (first.ok()) tp->remote_free_bytes_ = *all;
+  }
+  if (!first.ok()) {
+    for (Rank& rank : tp->ranks_) rank.parts.collectives->Abort();
+    return first;
+  }
+  GANNET_LOG_INFO("tensor parallel: {} ranks ({} in this process), {} weights per rank, {} copied "
+                  "to slice", world, local,
+                  FormatBytes(static_cast<int64_t>(tp->ranks_[0].runner->weight_bytes())),
                   FormatBytes(tp->ranks_[0].weights->copied_bytes));
+  if (tp->remote_ != nullptr) {
+    tp->last_sent_ = std::chrono::steady_clock::now();
+    tp->heartbeat_ = std::thread([raw = tp.get()] { raw->Heartbeats(); });
+  }
   return tp;
 }
 
 TpRunner::~TpRunner() {
+  if (heartbeat_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    stop_cv_.notify_all();
+    heartbeat_.join();
+  }
+  if (remote_ != nullptr && !broken_ && !ranks_.empty() && ranks_[0].worker != nullptr) {
+    const std::vector<uint8_t> bye = EncodeOp(StepOp::kShutdown);
+    (void)RunOnAll([](int) { return absl::OkStatus(); }, &bye);
+  }
   // Each rank's runner and collectives are released on its own thread (its device current).
   for (Rank& rank : ranks_) {
     if (rank.worker == nullptr) continue;
@@ -79,25 +120,41 @@ TpRunner::~TpRunner() {
   }
 }
 
-absl::Status TpRunner::RunOnAll(const std::function<absl::Status(int)>& task) {
+void TpRunner::Heartbeats() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto period = std::chrono::duration<double>(kHeartbeatSeconds);
+  while (!stop_) {
+    stop_cv_.wait_for(lock, std::chrono::duration_cast<std::chrono::steady_clock::duration>(period));
+    if (stop_ || broken_) continue;
+    if (std::chrono::steady_clock::now() - last_sent_ < period) continue;
+    const std::vector<uint8_t> beat = EncodeOp(StepOp::kHeartbeat);
+    absl::Status st = RunOnAll([](int) { return absl::OkStatus(); }, &beat);
+    if (!st.ok()) GANNET_LOG_ERROR("tensor parallel: {}", st.message());
+  }
+}
+
+absl::Status TpRunner::RunOnAll(const std::function<absl::Status(int)>& task,
+                                const std::vector<uint8_t>* message) {
   if (broken_) {
     return MarkDeviceLost(absl::UnavailableError("tensor parallel: the group failed earlier"));
   }
-  const int world = world_size();
+  const int local = static_cast<int>(ranks_.size());
   // Each rank reports here when it finishes; a rank may wait in a collective for one that failed,
   // so once one has failed the others get a grace period, then the group is aborted, which ends
-  // their waits.
+  // their waits. With ranks in other processes the whole call has a deadline too.
   struct Progress {
     std::mutex mu;
     std::condition_variable cv;
     int remaining = 0;
     int failed = -1;
   } progress;
-  progress.remaining = world;
-  std::vector<absl::Status> st(world);
-  for (int r = 0; r < world; ++r) {
-    ranks_[r].worker->Post([&task, &progress, &st, r] {
-      absl::Status s = task(r);
+  progress.remaining = local;
+  std::vector<absl::Status> st(local);
+  for (int r = 0; r < local; ++r) {
+    ranks_[r].worker->Post([this, &task, &progress, &st, message, r] {
+      absl::Status s;
+      if (r == 0 && message != nullptr) s = remote_->Send(*message);
+      if (s.ok()) s = task(r);
       std::lock_guard<std::mutex> lock(progress.mu);
       if (!s.ok() && progress.failed < 0) progress.failed = r;
       st[r] = std::move(s);
@@ -106,48 +163,91 @@ absl::Status TpRunner::RunOnAll(const std::function<absl::Status(int)>& task) {
       return absl::OkStatus();
     });
   }
+  if (message != nullptr) last_sent_ = std::chrono::steady_clock::now();
+  auto abort_all = [&] {
+    for (Rank& rank : ranks_) rank.parts.collectives->Abort();
+    broken_ = true;
+  };
   int failed = -1;
+  bool timed_out = false;
   {
     std::unique_lock<std::mutex> lock(progress.mu);
-    progress.cv.wait(lock, [&] { return progress.remaining == 0 || progress.failed >= 0; });
+    auto done_or_failed = [&] { return progress.remaining == 0 || progress.failed >= 0; };
+    if (remote_ != nullptr) {
+      if (!progress.cv.wait_for(lock, std::chrono::duration<double>(GroupTimeoutSeconds()),
+                                done_or_failed)) {
+        timed_out = true;
+        abort_all();
+      }
+    }
+    progress.cv.wait(lock, done_or_failed);
     if (progress.remaining > 0 &&
         !progress.cv.wait_for(lock, std::chrono::duration<double>(kFailureGraceSeconds),
                               [&] { return progress.remaining == 0; })) {
-      for (Rank& rank : ranks_) rank.parts.collectives->Abort();
-      broken_ = true;
+      abort_all();
     }
     failed = progress.failed;
   }
-  for (int r = 0; r < world; ++r) (void)ranks_[r].worker->Wait();
+  for (int r = 0; r < local; ++r) (void)ranks_[r].worker->Wait();
+  if (timed_out) {
+    return MarkDeviceLost(absl::DeadlineExceededError(fmt::format(
+        "tensor parallel: a step did not complete within {} s (a rank of the group is gone)",
+        GroupTimeoutSeconds())));
+  }
   if (failed < 0) return absl::OkStatus();
-  bool alike = !broken_;
-  for (int r = 0; r < world && alike; ++r) {
+  bool alike = !broken_ && remote_ == nullptr;
+  for (int r = 0; r < local && alike; ++r) {
     alike = !st[r].ok() && !IsDeviceLost(st[r]) && st[r].code() == st[0].code();
   }
   if (alike) return st[0];
-  if (!broken_) {
-    for (Rank& rank : ranks_) rank.parts.collectives->Abort();
-    broken_ = true;
-  }
+  if (!broken_) abort_all();
   return MarkDeviceLost(Annotate(st[failed], fmt::format("tensor parallel rank {} of {} failed",
-                                                         failed, world)));
+                                                         failed, world_)));
 }
 
 absl::Status TpRunner::AttachKv(const kv::KvLayout& layout) {
-  return RunOnAll([&](int r) { return ranks_[r].runner->AttachKv(layout); });
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::vector<uint8_t> msg = EncodeAttachKv(layout);
+  return RunOnAll(
+      [&](int r) -> absl::Status {
+        absl::Status st = ranks_[r].runner->AttachKv(layout);
+        if (remote_ == nullptr) return st;
+        // Every process says whether its storage fits: all go on, or none.
+        absl::StatusOr<int64_t> all = ranks_[0].parts.collectives->MinOverRanks(st.ok() ? 1 : -1);
+        GANNET_RETURN_IF_ERROR(st);
+        GANNET_RETURN_IF_ERROR(all.status());
+        if (*all < 0) {
+          return MarkDeviceLost(absl::ResourceExhaustedError(
+              "tensor parallel: another rank's process could not allocate its KV storage"));
+        }
+        return absl::OkStatus();
+      },
+      remote_ != nullptr ? &msg : nullptr);
 }
 
 absl::Status TpRunner::Forward(const runner::StepBatch& batch, runner::StepResult* result) {
-  return RunOnAll([&](int r) { return ranks_[r].runner->Forward(batch, r == 0 ? result : nullptr); });
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint8_t> msg;
+  if (remote_ != nullptr) msg = EncodeStep(batch);
+  return RunOnAll(
+      [&](int r) { return ranks_[r].runner->Forward(batch, r == 0 ? result : nullptr); },
+      remote_ != nullptr ? &msg : nullptr);
+}
+
+int64_t TpRunner::MinFreeMemoryBytes() {
+  int64_t m = remote_free_bytes_;  // the other processes' least, when the runners were made
+  for (Rank& rank : ranks_) m = std::min(m, rank.parts.backend->FreeMemoryBytes());
+  return m;
 }
 
 uint64_t TpRunner::weight_bytes() const {
   uint64_t bytes = 0;
   for (const Rank& rank : ranks_) bytes += rank.runner->weight_bytes();
-  return bytes;
+  return bytes * (world_ / static_cast<int>(ranks_.size()));  // ranks elsewhere hold as much
 }
 
 absl::StatusOr<double> TpRunner::LastStepDeviceSeconds() {
+  std::lock_guard<std::mutex> lock(mu_);  // rank 0's worker takes one task at a time
   absl::StatusOr<double> seconds = 0.0;
   ranks_[0].worker->Post([&] {
     seconds = ranks_[0].runner->LastStepDeviceSeconds();

@@ -5,13 +5,25 @@
 // and returns rank 0's result, which holds the full logits rows and their samples. The KV layout
 // is the shard geometry's, the same page ids on every rank, each rank's pool holding its heads.
 //
+// Two ways to run, one code path: every rank in this process (each on its worker), or one rank
+// per process (multi-process mode): then this object drives only rank 0 and sends every call
+// first to the other ranks through a StepChannel (step_message.h), where a TpWorker runs the same
+// runner calls on its shard; while idle it sends a heartbeat every kHeartbeatSeconds.
+//
 // A rank that fails while the others complete, or that is still running 2 s after another rank
 // failed (waiting in a collective), breaks the group: every rank's collectives are aborted and
 // the step fails with a device-lost status, so the engine stops instead of hanging. A failure
 // every rank reports alike (a step the runners reject before computing) fails only that step.
+// With ranks in other processes, a step that does not end within GroupTimeoutSeconds() (a rank
+// died) breaks the group the same way.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
+#include <limits>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -21,6 +33,7 @@
 #include "lib/model/tp_shard.h"
 #include "lib/model/weights.h"
 #include "lib/parallel/rank_worker.h"
+#include "lib/parallel/step_channel.h"
 #include "lib/runner/model_runner.h"
 #include "lib/runner/step_runner.h"
 
@@ -33,14 +46,15 @@ struct TpRankParts {
 
 class TpRunner : public runner::StepRunner {
  public:
-  // Shards `weights` (of the whole model `config`) for every rank and creates the rank runners:
-  // rank 0 on the calling thread (options.on_weight_progress reports its load), the others on
-  // their workers at the same time. `shared` keeps what the collectives share alive.
-  static absl::StatusOr<std::unique_ptr<TpRunner>> Create(const model::ModelConfig& config,
-                                                          const model::ModelWeights& weights,
-                                                          std::vector<TpRankParts> ranks,
-                                                          std::shared_ptr<void> shared,
-                                                          const runner::RunnerOptions& options);
+  // Shards `weights` (of the whole model `config`) for every local rank and creates the rank
+  // runners: rank 0 on the calling thread (options.on_weight_progress reports its load), the
+  // others on their workers at the same time. `shared` keeps what the collectives share alive.
+  // `ranks` are every rank of the group in order, or, with `remote` (multi-process mode), rank 0
+  // alone, the others being reached through `remote`.
+  static absl::StatusOr<std::unique_ptr<TpRunner>> Create(
+      const model::ModelConfig& config, const model::ModelWeights& weights,
+      std::vector<TpRankParts> ranks, std::shared_ptr<void> shared,
+      const runner::RunnerOptions& options, std::unique_ptr<StepChannel> remote = nullptr);
   ~TpRunner() override;
 
   absl::Status AttachKv(const kv::KvLayout& layout) override;
@@ -48,7 +62,9 @@ class TpRunner : public runner::StepRunner {
   uint64_t weight_bytes() const override;
   absl::StatusOr<double> LastStepDeviceSeconds() override;
 
-  int world_size() const { return static_cast<int>(ranks_.size()); }
+  int world_size() const { return world_; }
+  // The least memory any rank of the group has free (after its weights and activations).
+  int64_t MinFreeMemoryBytes();
   // Every rank's geometry (ShardConfig).
   const model::ModelConfig& shard_config() const { return shard_config_; }
   runner::ModelRunner& rank_runner(int rank) { return *ranks_[rank].runner; }
@@ -61,13 +77,24 @@ class TpRunner : public runner::StepRunner {
     std::unique_ptr<RankWorker> worker;
   };
   TpRunner() = default;
-  // Runs task(rank) on every rank's worker and applies the failure policy above.
-  absl::Status RunOnAll(const std::function<absl::Status(int)>& task);
+  // Runs task(local rank) on every local rank's worker and applies the failure policy above;
+  // `message` (multi-process mode) goes to the other processes first, from rank 0's worker.
+  absl::Status RunOnAll(const std::function<absl::Status(int)>& task,
+                        const std::vector<uint8_t>* message = nullptr);
+  void Heartbeats();
 
   model::ModelConfig shard_config_;
-  std::vector<Rank> ranks_;
+  int world_ = 1;
+  std::vector<Rank> ranks_;  // local ranks; ranks_[0] is rank 0
   std::shared_ptr<void> shared_;
+  std::unique_ptr<StepChannel> remote_;
+  int64_t remote_free_bytes_ = std::numeric_limits<int64_t>::max();
+  std::mutex mu_;  // one call into the group at a time (the engine's steps, heartbeats)
   bool broken_ = false;
+  std::chrono::steady_clock::time_point last_sent_;
+  bool stop_ = false;
+  std::condition_variable stop_cv_;
+  std::thread heartbeat_;
 };
 
 }  // namespace gannet::parallel

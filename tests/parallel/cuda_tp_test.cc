@@ -75,6 +75,38 @@ TEST(CudaTpTest, OneGpuThroughTheNcclPathIsThePlainRunner) {
   }
 }
 
+TEST(CudaTpTest, OneGpuThroughTheMultiProcessPathIsThePlainRunner) {
+  // A group of one process joined by id: rank 0's messages (NCCL broadcasts to no one), the
+  // agreement on free memory, and the steps run as in the other modes.
+  GANNET_REQUIRE_GPU();
+  auto m = testing::LoadTinyModel("e4b");
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto be = backend::CudaBackend::Create(0);
+  ASSERT_TRUE(be.ok());
+  auto id = parallel::CreateNcclId();
+  ASSERT_TRUE(id.ok()) << id.status();
+  auto joined = parallel::JoinNcclGroup(be->get(), 0, 1, *id);
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  std::vector<parallel::TpRankParts> ranks(1);
+  ranks[0].backend = be->get();
+  ranks[0].collectives = std::move(joined->collectives);
+  auto opts = testing::SimpleRunnerOptions((*m)->config, kPage, testing::kTpMaxLen,
+                                           testing::kTpSeqs, 256);
+  auto tp = parallel::TpRunner::Create((*m)->config, (*m)->weights, std::move(ranks), nullptr, opts,
+                                       std::move(joined->channel));
+  ASSERT_TRUE(tp.ok()) << tp.status();
+  EXPECT_GT((*tp)->MinFreeMemoryBytes(), 0);
+  ASSERT_TRUE((*tp)->AttachKv(testing::SimpleKvLayout((*tp)->shard_config(), **be, kPage,
+                                                      testing::kTpMaxLen, testing::kTpSeqs)).ok());
+  auto plain = testing::CreateTinyRunner((*m)->config, (*m)->weights, be->get(), opts,
+                                         testing::kTpMaxLen, testing::kTpSeqs);
+  ASSERT_TRUE(plain.ok());
+  const testing::TpRun a = testing::RunGreedySteps(**plain, 8, kPage);
+  const testing::TpRun b = testing::RunGreedySteps(**tp, 8, kPage);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.logits, b.logits);
+}
+
 double MaxAbs(std::span<const float> row) {
   double m = 0;
   for (float v : row) m = std::max(m, static_cast<double>(std::fabs(v)));

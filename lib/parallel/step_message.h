@@ -1,0 +1,44 @@
+// What rank 0 of a multi-process tensor-parallel group tells the other ranks, as bytes: the
+// runner limits (once), the KV layout (once), every step's batch, heartbeats while idle, and the
+// end. The receiving ranks rebuild the same values and run their shard of each step. Decoding
+// checks every length against the message, so a corrupt message is an error, never a read past
+// its end.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/kv/kv_layout.h"
+#include "lib/runner/model_runner.h"
+#include "lib/runner/step.h"
+
+namespace gannet::parallel {
+
+enum class StepOp : int32_t {
+  kInit = 1,       // runner options
+  kAttachKv = 2,   // the KV layout
+  kStep = 3,       // a StepBatch
+  kHeartbeat = 4,  // nothing; rank 0 is alive and idle
+  kShutdown = 5,   // rank 0 is destroying the engine
+};
+
+std::vector<uint8_t> EncodeOp(StepOp op);  // kHeartbeat, kShutdown
+std::vector<uint8_t> EncodeInit(const runner::RunnerOptions& options);
+std::vector<uint8_t> EncodeAttachKv(const kv::KvLayout& layout);
+std::vector<uint8_t> EncodeStep(const runner::StepBatch& batch);
+
+absl::StatusOr<StepOp> MessageOp(std::span<const uint8_t> msg);
+// The runner limits of kInit (callbacks and the collectives pointer are left to the receiver).
+absl::Status DecodeInit(std::span<const uint8_t> msg, runner::RunnerOptions* options);
+absl::StatusOr<kv::KvLayout> DecodeAttachKv(std::span<const uint8_t> msg);
+
+// A StepBatch whose spans point into storage this object owns.
+struct DecodedStep {
+  runner::StepBatch batch;
+  std::vector<std::vector<int32_t>> storage;
+};
+absl::Status DecodeStep(std::span<const uint8_t> msg, DecodedStep* out);
+
+}  // namespace gannet::parallel

@@ -1,0 +1,146 @@
+#include "lib/parallel/tp_worker.h"
+
+#include <chrono>
+
+#include "lib/common/logging.h"
+#include "lib/common/status.h"
+#include "lib/parallel/step_message.h"
+
+namespace gannet::parallel {
+
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+std::unique_ptr<TpWorker> TpWorker::Start(const model::ModelConfig& config,
+                                          const model::ModelWeights& weights,
+                                          backend::Backend* backend,
+                                          std::unique_ptr<backend::Collectives> collectives,
+                                          std::unique_ptr<StepChannel> channel) {
+  std::unique_ptr<TpWorker> w(new TpWorker());
+  w->config_ = &config;
+  w->weights_ = &weights;
+  w->backend_ = backend;
+  w->rank_ = collectives->rank();
+  w->collectives_ = std::move(collectives);
+  w->channel_ = std::move(channel);
+  TpWorker* raw = w.get();
+  w->watchdog_ = std::thread([raw] { raw->Watchdog(); });
+  w->thread_ = std::thread([raw] {
+    absl::Status st = raw->Serve();
+    if (!st.ok()) {
+      GANNET_LOG_ERROR("tensor parallel rank {}: {}", raw->rank_, st.message());
+      raw->collectives_->Abort();
+    }
+    std::lock_guard<std::mutex> lock(raw->mu_);
+    raw->finished_ = true;
+    raw->result_ = st;
+    raw->cv_.notify_all();
+  });
+  return w;
+}
+
+TpWorker::~TpWorker() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!finished_) collectives_->Abort();  // leaving a live group: the others fail, not hang
+  }
+  thread_.join();
+  stop_watchdog_ = true;
+  watchdog_.join();
+  runner_.reset();
+}
+
+absl::Status TpWorker::Wait(double timeout_s) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (timeout_s < 0) {
+    cv_.wait(lock, [&] { return finished_; });
+  } else if (!cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return finished_; })) {
+    return absl::DeadlineExceededError("the tensor-parallel group is still serving");
+  }
+  return result_;
+}
+
+void TpWorker::Watchdog() {
+  const int64_t limit = static_cast<int64_t>(GroupTimeoutSeconds() * 1e9);
+  while (!stop_watchdog_) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const int64_t started = step_started_ns_.load();
+    if (started != 0 && NowNs() - started > limit) {
+      GANNET_LOG_ERROR("tensor parallel rank {}: a step did not finish within {} s; leaving the "
+                       "group", rank_, GroupTimeoutSeconds());
+      collectives_->Abort();
+      step_started_ns_ = 0;
+    }
+  }
+}
+
+absl::Status TpWorker::Serve() {
+  GANNET_RETURN_IF_ERROR(backend_->BindThread());
+  for (bool done = false; !done;) {
+    GANNET_ASSIGN_OR_RETURN(std::vector<uint8_t> msg, channel_->Receive(GroupTimeoutSeconds()));
+    step_started_ns_ = NowNs();
+    absl::Status st = Handle(msg, &done);
+    step_started_ns_ = 0;
+    GANNET_RETURN_IF_ERROR(st);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TpWorker::Handle(std::span<const uint8_t> msg, bool* done) {
+  GANNET_ASSIGN_OR_RETURN(StepOp op, MessageOp(msg));
+  switch (op) {
+    case StepOp::kInit: {
+      runner::RunnerOptions o;
+      GANNET_RETURN_IF_ERROR(DecodeInit(msg, &o));
+      o.collectives = collectives_.get();
+      const int world = collectives_->world_size();
+      absl::Status made = [&]() -> absl::Status {
+        GANNET_ASSIGN_OR_RETURN(shard_, model::ShardWeights(*config_, *weights_, {rank_, world}));
+        GANNET_ASSIGN_OR_RETURN(runner_, runner::ModelRunner::Create(
+                                             model::ShardConfig(*config_, world), shard_->views,
+                                             backend_, o));
+        return absl::OkStatus();
+      }();
+      // Rank 0 learns whether every rank has its runner (and the least free memory).
+      GANNET_ASSIGN_OR_RETURN(int64_t all, collectives_->MinOverRanks(
+                                               made.ok() ? backend_->FreeMemoryBytes() : -1));
+      GANNET_RETURN_IF_ERROR(made);
+      if (all < 0) return MarkDeviceLost(absl::InternalError("another rank could not create its runner"));
+      return absl::OkStatus();
+    }
+    case StepOp::kAttachKv: {
+      if (runner_ == nullptr) return InternalError("tensor parallel: KV before the runner");
+      absl::StatusOr<kv::KvLayout> layout = DecodeAttachKv(msg);
+      absl::Status st = layout.ok() ? runner_->AttachKv(*layout) : layout.status();
+      GANNET_ASSIGN_OR_RETURN(int64_t all, collectives_->MinOverRanks(st.ok() ? 1 : -1));
+      GANNET_RETURN_IF_ERROR(st);
+      if (all < 0) return MarkDeviceLost(absl::InternalError("another rank could not allocate its KV"));
+      return absl::OkStatus();
+    }
+    case StepOp::kStep: {
+      if (runner_ == nullptr) return InternalError("tensor parallel: a step before the runner");
+      DecodedStep step;
+      GANNET_RETURN_IF_ERROR(DecodeStep(msg, &step));
+      absl::Status st = runner_->Forward(step.batch, nullptr);
+      // A step every rank rejects alike (its batch) leaves the group usable; anything else not.
+      if (!st.ok() && IsDeviceLost(st)) return st;
+      if (!st.ok()) GANNET_LOG_WARNING("tensor parallel rank {}: step failed: {}", rank_, st.message());
+      return absl::OkStatus();
+    }
+    case StepOp::kHeartbeat:
+      return absl::OkStatus();
+    case StepOp::kShutdown:
+      *done = true;
+      return absl::OkStatus();
+  }
+  return InternalError("tensor parallel: unhandled message");
+}
+
+}  // namespace gannet::parallel

@@ -1,0 +1,66 @@
+// A rank other than 0 of a multi-process tensor-parallel group: it receives rank 0's messages
+// (step_message.h) and runs the same runner calls on its shard, until rank 0 ends the group.
+// Rank 0 is presumed gone when no message (not even a heartbeat) arrives within
+// GroupTimeoutSeconds(), and a step that does not finish within it aborts the group (a rank
+// died mid-step): either way the worker stops with a device-lost status, never hangs.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "lib/backend/backend.h"
+#include "lib/backend/collectives.h"
+#include "lib/model/config.h"
+#include "lib/model/tp_shard.h"
+#include "lib/model/weights.h"
+#include "lib/parallel/step_channel.h"
+#include "lib/runner/model_runner.h"
+
+namespace gannet::parallel {
+
+class TpWorker {
+ public:
+  // Starts serving on a thread of its own. `config` and `weights` are the whole model's (they must
+  // outlive the worker); `backend` is this rank's device.
+  static std::unique_ptr<TpWorker> Start(const model::ModelConfig& config,
+                                         const model::ModelWeights& weights,
+                                         backend::Backend* backend,
+                                         std::unique_ptr<backend::Collectives> collectives,
+                                         std::unique_ptr<StepChannel> channel);
+  // Leaving while the group still serves aborts it (rank 0 then fails with device lost).
+  ~TpWorker();
+
+  // Waits at most timeout_s (< 0: no limit) for the group to end: OK when rank 0 shut it down,
+  // the failure otherwise; DeadlineExceeded (not device lost) while it still serves.
+  absl::Status Wait(double timeout_s);
+  int rank() const { return rank_; }
+
+ private:
+  TpWorker() = default;
+  absl::Status Serve();
+  absl::Status Handle(std::span<const uint8_t> msg, bool* done);
+  void Watchdog();
+
+  const model::ModelConfig* config_ = nullptr;
+  const model::ModelWeights* weights_ = nullptr;
+  backend::Backend* backend_ = nullptr;
+  std::unique_ptr<backend::Collectives> collectives_;
+  std::unique_ptr<StepChannel> channel_;
+  int rank_ = 0;
+  std::unique_ptr<model::ShardedWeights> shard_;
+  std::unique_ptr<runner::ModelRunner> runner_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool finished_ = false;
+  absl::Status result_;
+  std::atomic<int64_t> step_started_ns_{0};  // 0 = not in a step
+  std::atomic<bool> stop_watchdog_{false};
+  std::thread thread_, watchdog_;
+};
+
+}  // namespace gannet::parallel
