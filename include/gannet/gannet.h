@@ -131,6 +131,17 @@ GANNET_API void gannet_set_log_callback(gannet_log_fn fn, void* user_data, int32
 
 typedef struct gannet_engine gannet_engine_t;
 
+/* The id that joins the processes of a multi-process tensor-parallel group (NCCL's unique id).
+ * Rank 0's process makes it with gannet_tp_create_id (the group's bootstrap then listens in that
+ * process until every rank has joined) and the host application hands the bytes to the other
+ * ranks' processes (a file, a socket, MPI: any way), as NCCL users do. */
+typedef struct gannet_tp_id {
+  uint8_t bytes[128];
+} gannet_tp_id_t;
+
+/* UNIMPLEMENTED in a build without NCCL. Any thread. */
+GANNET_API gannet_status_t gannet_tp_create_id(gannet_tp_id_t* id_out);
+
 /* Loading progress of one stage. */
 typedef struct gannet_progress {
   uint32_t struct_size;   /* the library's sizeof(gannet_progress_t) */
@@ -196,11 +207,20 @@ typedef struct gannet_engine_config {
   int32_t tensor_parallel_size;
   int32_t num_device_ids;
   const int32_t* device_ids;
+  /* One process per GPU (on one host or several): every rank's process calls
+   * gannet_engine_create with the same tp_id, tensor_parallel_size = the number of ranks, its
+   * own tp_rank and its device (device_id, or one entry of device_ids); create returns once every
+   * rank has joined (it waits for them). Rank 0 accepts requests and decides every limit; the
+   * others load their shard and serve rank 0 (see gannet_engine_serve) until rank 0's engine is
+   * destroyed. A rank that dies makes the others fail with GANNET_ERR_DEVICE_LOST within the
+   * group timeout (30 s; GANNET_TP_TIMEOUT_S), never hang. NULL = one process. */
+  int32_t tp_rank;
+  const gannet_tp_id_t* tp_id;
 } gannet_engine_config_t;
 
 #define GANNET_ENGINE_CONFIG_INIT                                                             \
   { (uint32_t)sizeof(gannet_engine_config_t), NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-    NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL }
+    NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL }
 
 /* Loads the model and starts the engine thread. Everything that can be checked (files, backend,
  * device, limits, memory) is checked before the weights load. `config` and what it points to may
@@ -211,6 +231,14 @@ GANNET_API gannet_status_t gannet_engine_create(const gannet_engine_config_t* co
  * with any other call on this engine; the handle, its events and its tokenizer are invalid
  * afterwards. */
 GANNET_API void gannet_engine_destroy(gannet_engine_t* engine);
+
+/* On a rank other than 0 of a multi-process group (whose submit fails with
+ * GANNET_ERR_FAILED_PRECONDITION): waits until the group ends. GANNET_OK once rank 0's engine was
+ * destroyed; GANNET_ERR_DEVICE_LOST when a rank died (or did not answer in time);
+ * GANNET_ERR_DEADLINE_EXCEEDED when timeout_ms (>= 0) passed while the group still serves
+ * (-1 = no limit). FAILED_PRECONDITION on an engine that serves requests itself. Then destroy the
+ * engine. Any thread, once at a time per engine. */
+GANNET_API gannet_status_t gannet_engine_serve(gannet_engine_t* engine, int32_t timeout_ms);
 
 /* ---- model information (no engine needed) ---------------------------------------------- */
 

@@ -2,6 +2,7 @@
 // (requests and events: capi_request.cc; tokenizers: capi_tokenizer.cc). Argument checks,
 // versioned-struct reading and the exception firewall live here; the work is in lib/engine.
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "lib/capi/capi_internal.h"
@@ -9,6 +10,7 @@
 #include "lib/common/status.h"
 #include "lib/common/utf8.h"
 #include "lib/engine/model_info.h"
+#include "lib/parallel/nccl_collectives.h"
 
 namespace gannet::capi {
 namespace {
@@ -140,9 +142,20 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
                               "most 8, and the array is required when it is > 0",
                               c.num_device_ids, c.device_ids == nullptr ? "NULL" : "set"));
     }
+    if (c.tp_id != nullptr && (c.tp_rank < 0 || c.tensor_parallel_size < 1 ||
+                               c.tp_rank >= c.tensor_parallel_size)) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                  fmt::format("gannet_engine_create: tp_rank {} of tensor_parallel_size {}: a "
+                              "multi-process group needs 0 <= tp_rank < tensor_parallel_size",
+                              c.tp_rank, c.tensor_parallel_size));
+    }
     gannet::engine::EngineConfig ec;
     ec.model_dir = c.model_dir;
     ec.tensor_parallel_size = c.tensor_parallel_size;
+    if (c.tp_id != nullptr) {
+      ec.tp_rank = c.tp_rank;
+      ec.tp_group_id.assign(reinterpret_cast<const char*>(c.tp_id->bytes), sizeof c.tp_id->bytes);
+    }
     for (int32_t i = 0; i < c.num_device_ids; ++i) {
       if (c.device_ids[i] < 0) {
         return Fail(GANNET_ERR_INVALID_ARGUMENT,
@@ -190,6 +203,30 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
     handle->tokenizer.tokenizer = handle->engine->tokenizer();
     handle->tokenizer.variant = handle->engine->variant();
     *engine_out = handle;
+    return GANNET_OK;
+  });
+}
+
+gannet_status_t gannet_tp_create_id(gannet_tp_id_t* id_out) {
+  return Guard("gannet_tp_create_id", [&]() -> gannet_status_t {
+    if (id_out == nullptr) return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_tp_create_id: id_out is NULL");
+    auto id = gannet::parallel::CreateNcclId();
+    if (!id.ok()) return Fail(id.status());
+    static_assert(sizeof(id_out->bytes) == gannet::parallel::kTpIdBytes);
+    std::memcpy(id_out->bytes, id->data(), sizeof id_out->bytes);
+    return GANNET_OK;
+  });
+}
+
+gannet_status_t gannet_engine_serve(gannet_engine_t* engine, int32_t timeout_ms) {
+  return Guard("gannet_engine_serve", [&]() -> gannet_status_t {
+    if (engine == nullptr) return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_engine_serve: engine is NULL");
+    if (timeout_ms < -1) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                  fmt::format("gannet_engine_serve: timeout_ms is {}; -1 or >= 0", timeout_ms));
+    }
+    absl::Status st = engine->engine->Serve(timeout_ms < 0 ? -1.0 : timeout_ms / 1000.0);
+    if (!st.ok()) return Fail(st);
     return GANNET_OK;
   });
 }

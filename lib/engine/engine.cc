@@ -475,6 +475,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   auto impl = std::make_unique<Impl>();
   impl->cfg = config;
   GANNET_ASSIGN_OR_RETURN(impl->parts, LoadEngineParts(config));
+  if (impl->parts->tp_worker != nullptr) {
+    // A rank other than 0: no scheduler, no engine thread; requests go to rank 0.
+    impl->dead = FailedPreconditionError(
+        "engine: this is rank {} of a tensor-parallel group; submit requests to rank 0",
+        impl->parts->tp_rank);
+    return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+  }
   sched::SchedulerOptions so;
   so.max_running_seqs = impl->parts->max_running_seqs;
   so.max_step_tokens = impl->parts->max_step_tokens;
@@ -559,6 +566,14 @@ absl::Status Engine::Poll(int timeout_ms, size_t max_events, std::vector<Event>*
 
 const tokenizer::Tokenizer* Engine::tokenizer() const { return impl_->parts->tokenizer.get(); }
 model::Variant Engine::variant() const { return impl_->parts->config.variant; }
+
+absl::Status Engine::Serve(double timeout_s) {
+  if (impl_->parts->tp_worker == nullptr) {
+    return FailedPreconditionError("engine: Serve is for ranks other than 0 of a multi-process "
+                                   "tensor-parallel group; this engine serves requests itself");
+  }
+  return impl_->parts->tp_worker->Wait(timeout_s);
+}
 
 EngineStats Engine::GetStats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);

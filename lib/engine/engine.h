@@ -43,6 +43,11 @@ struct EngineConfig {
   // left 0). On the CPU backend the ranks are threads (tests).
   int tensor_parallel_size = 0;
   std::vector<int> device_ids;
+  // One process per rank (tp_group_id set, from parallel::CreateNcclId on rank 0's process): this
+  // process is rank tp_rank of tensor_parallel_size, on device_id (or device_ids' one entry).
+  // Rank 0 serves requests; any other rank serves rank 0 (Serve) until rank 0 is destroyed.
+  int tp_rank = 0;
+  std::string tp_group_id;
   int max_running_seqs = 0;
   int max_step_tokens = 0;
   // Prompt tokens a step may carry while it decodes; 0 = no limit beyond max_step_tokens.
@@ -178,6 +183,10 @@ class Engine {
   // Waits up to timeout_ms (< 0: forever) for at least one event; appends at most max_events.
   absl::Status Poll(int timeout_ms, size_t max_events, std::vector<Event>* out);
   EngineStats GetStats() const;
+  // A rank other than 0 of a multi-process group: waits up to timeout_s (< 0: no limit) for the
+  // group to end (OK when rank 0 ended it; device lost when a rank died; DeadlineExceeded while
+  // it still serves). FailedPrecondition on an engine that serves requests itself.
+  absl::Status Serve(double timeout_s);
   // The model's tokenizer (null without tokenizer.json) and variant; valid for the engine's life.
   const tokenizer::Tokenizer* tokenizer() const;
   model::Variant variant() const;

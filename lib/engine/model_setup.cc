@@ -9,6 +9,7 @@
 #include "lib/common/units.h"
 #include "lib/model/tp_shard.h"
 #include "lib/model/variants.h"
+#include "lib/parallel/nccl_collectives.h"
 #include "lib/parallel/tp_runner.h"
 #include "lib/parallel/tp_setup.h"
 
@@ -131,7 +132,39 @@ absl::Status CreateTpBackends(const EngineConfig& cfg, int world, LoadedEnginePa
   return absl::OkStatus();
 }
 
+// One rank of a multi-process group: this process's device joins the others over NCCL.
+absl::Status JoinTpGroup(const EngineConfig& cfg, LoadedEngineParts* p) {
+  const int world = cfg.tensor_parallel_size;
+  if (world < 1 || cfg.tp_rank < 0 || cfg.tp_rank >= world) {
+    return InvalidArgumentError("engine: tp_rank {} of tensor_parallel_size {} (a multi-process "
+                                "group needs 0 <= rank < size)", cfg.tp_rank, world);
+  }
+  if (cfg.device_ids.size() > 1) {
+    return InvalidArgumentError("engine: a rank of a multi-process group runs on one device; {} "
+                                "device ids given", cfg.device_ids.size());
+  }
+  if (!cfg.draft_model_dir.empty()) {
+    return UnimplementedError("engine: speculative decoding (draft_model_dir) with tensor "
+                              "parallelism is not supported yet; use one of them");
+  }
+  GANNET_RETURN_IF_ERROR(model::CheckTpShardable(p->config, world));
+  backend::BackendOptions bo;
+  bo.kind = cfg.backend.empty() ? "cuda" : cfg.backend;
+  bo.device_id = cfg.device_ids.empty() ? cfg.device_id : cfg.device_ids[0];
+  GANNET_ASSIGN_OR_RETURN(backend::BackendChoice choice, backend::CreateBackend(bo));
+  p->backend = std::move(choice.backend);
+  GANNET_ASSIGN_OR_RETURN(parallel::NcclRank joined, parallel::JoinNcclGroup(
+                                                         p->backend.get(), cfg.tp_rank, world,
+                                                         cfg.tp_group_id));
+  p->tp_collectives.push_back(std::move(joined.collectives));
+  p->tp_channel = std::move(joined.channel);
+  p->tensor_parallel_size = world;
+  p->tp_rank = cfg.tp_rank;
+  return absl::OkStatus();
+}
+
 absl::Status CreateBackend(const EngineConfig& cfg, LoadedEngineParts* p) {
+  if (!cfg.tp_group_id.empty()) return JoinTpGroup(cfg, p);
   GANNET_ASSIGN_OR_RETURN(const int world, TensorParallelSize(cfg));
   if (world > 1) return CreateTpBackends(cfg, world, p);
   backend::BackendOptions bo;
@@ -160,6 +193,15 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   const int num_spec = cfg.num_speculative_tokens > 0 ? cfg.num_speculative_tokens
                                                       : kDefaultSpeculativeTokens;
   GANNET_RETURN_IF_ERROR(CreateBackend(cfg, p.get()));
+  if (p->tp_rank != 0) {
+    // A rank other than 0 serves rank 0's steps; rank 0 decides every limit and sends them.
+    p->tp_worker = parallel::TpWorker::Start(p->config, p->weights, p->backend.get(),
+                                             std::move(p->tp_collectives[0]),
+                                             std::move(p->tp_channel));
+    GANNET_LOG_INFO("engine: rank {} of a tensor-parallel group of {} on {}, serving rank 0",
+                    p->tp_rank, p->tensor_parallel_size, p->backend->DeviceName());
+    return p;
+  }
   backend::Backend& be = *p->backend;
   const bool cpu = be.name() == "cpu";
   GANNET_ASSIGN_OR_RETURN(EngineLimits limits, ResolveLimits(cfg, p->config.text, cpu));
@@ -213,14 +255,20 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
     };
   }
   runner::ModelRunner* single = nullptr;  // the runner of a single device (the drafter's target)
+  parallel::TpRunner* tp_runner = nullptr;
   if (world > 1) {
-    std::vector<parallel::TpRankParts> ranks(world);
-    for (int r = 0; r < world; ++r) {
+    // Every rank here, or rank 0 alone with the others in their processes (tp_channel).
+    const int local = static_cast<int>(p->tp_collectives.size());
+    std::vector<parallel::TpRankParts> ranks(local);
+    for (int r = 0; r < local; ++r) {
       ranks[r].backend = r == 0 ? &be : p->rank_backends[r - 1].get();
       ranks[r].collectives = std::move(p->tp_collectives[r]);
     }
-    GANNET_ASSIGN_OR_RETURN(p->runner, parallel::TpRunner::Create(p->config, p->weights,
-                                                                  std::move(ranks), p->tp_shared, ro));
+    GANNET_ASSIGN_OR_RETURN(auto tp, parallel::TpRunner::Create(p->config, p->weights,
+                                                                std::move(ranks), p->tp_shared, ro,
+                                                                std::move(p->tp_channel)));
+    tp_runner = tp.get();
+    p->runner = std::move(tp);
   } else {
     GANNET_ASSIGN_OR_RETURN(auto r, runner::ModelRunner::Create(p->config, p->weights, &be, ro));
     single = r.get();
@@ -247,10 +295,9 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   // The KV cache gets what the weights and activations left (measured, not estimated).
   KvMemory memory;
   memory.host = cpu;
-  memory.free_after_runner = be.FreeMemoryBytes();
-  for (const auto& other : p->rank_backends) {
-    memory.free_after_runner = std::min(memory.free_after_runner, other->FreeMemoryBytes());
-  }
+  // With tensor parallelism every rank holds the same pools: the least free memory sizes them.
+  memory.free_after_runner = tp_runner != nullptr ? tp_runner->MinFreeMemoryBytes()
+                                                  : be.FreeMemoryBytes();
   memory.host_total = cpu ? be.TotalMemoryBytes() : 0;
   GANNET_ASSIGN_OR_RETURN(p->kv_sizing, SizeKvCache(rank_config.text, limits, memory,
                                                     DTypeBits(be.kv_dtype()) / 8));

@@ -18,6 +18,8 @@
 #include "lib/model/checkpoint.h"
 #include "lib/model/config.h"
 #include "lib/model/weights.h"
+#include "lib/parallel/step_channel.h"
+#include "lib/parallel/tp_worker.h"
 #include "lib/runner/model_runner.h"
 #include "lib/spec/spec_decoder.h"
 #include "lib/tokenizer/tokenizer.h"
@@ -36,6 +38,11 @@ struct LoadedEngineParts {
   std::vector<std::unique_ptr<backend::Backend>> rank_backends;
   std::vector<std::unique_ptr<backend::Collectives>> tp_collectives;
   std::shared_ptr<void> tp_shared;
+  // Multi-process mode: this process's rank, rank 0's channel to the others until the runner
+  // takes it, and on ranks other than 0 the worker that serves rank 0 (then nothing below is made).
+  int tp_rank = 0;
+  std::unique_ptr<parallel::StepChannel> tp_channel;
+  std::unique_ptr<parallel::TpWorker> tp_worker;
   std::string backend_fallback;  // why CUDA was not used when the backend was automatic; or ""
   KvSizing kv_sizing;
   std::unique_ptr<runner::StepRunner> runner;  // one device's ModelRunner or a TpRunner
