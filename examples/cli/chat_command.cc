@@ -72,6 +72,7 @@ int ChatCommand(int argc, char** argv) {
   RequestStorage storage;
   if (!ApplyCommonFlags(args, &eo, &base, &storage)) return Usage(args.error());
   eo.quiet = args.Has("quiet");
+  if (ServesRankZero(eo)) return ServeRankZero("chat", eo);
   gannet_model_info_t info;
   if (!ReadModel("chat", eo.model_dir, &info)) return 1;
   // Check a turn of the conversation as it will be sent, before loading anything.

@@ -7,5 +7,6 @@ namespace gannet_cli {
 int GenerateCommand(int argc, char** argv);
 int ChatCommand(int argc, char** argv);
 int InfoCommand(int argc, char** argv);
+int TpIdCommand(int argc, char** argv);
 
 }  // namespace gannet_cli

@@ -19,6 +19,11 @@ const char kUsage[] =
     "given) and streams the text to standard output. Statistics go to standard error. Ctrl-C\n"
     "stops the reply (statistics still print); a second Ctrl-C exits at once.\n"
     "\n"
+    "Tensor parallelism over processes (one per GPU, on one host or several): `gannet tp-id`\n"
+    "makes the group's id; every rank runs this command with --tp N --tp-id HEX, its own\n"
+    "--tp-rank and its --device. Rank 0 takes the prompt and prints the reply; the other ranks\n"
+    "load their shard and serve rank 0 until it exits.\n"
+    "\n"
     "options:\n";
 
 std::vector<FlagSpec> Flags() {
@@ -61,6 +66,7 @@ int GenerateCommand(int argc, char** argv) {
   eo.quiet = args.Has("quiet");
   req.logprobs = static_cast<int32_t>(args.GetInt("logprobs", 0, 0, 20));
   if (!args.error().empty()) return Usage(args.error());
+  if (ServesRankZero(eo)) return ServeRankZero("generate", eo);
   if (args.Has("prompt") && args.Has("prompt-ids")) {
     return Usage("give the prompt once: -p TEXT or --prompt-ids IDS, not both");
   }

@@ -4,6 +4,8 @@
 #include <limits>
 #include <sstream>
 
+#include "examples/cli/terminal.h"
+
 namespace gannet_cli {
 namespace {
 
@@ -18,6 +20,8 @@ std::vector<FlagSpec> CommonFlags() {
       {"device", 0, true, false, "N", "CUDA device ordinal (default 0)"},
       {"tp", 0, true, false, "N", "tensor parallelism: split the model over N devices, 1 to 8 (default 1)", {"tensor-parallel-size"}},
       {"devices", 0, true, false, "IDS", "the devices of --tp, rank 0 first, e.g. 0,1 (default 0 to N-1; at most 8)"},
+      {"tp-id", 0, true, false, "HEX", "one process per rank: join the --tp group with this id (the 256 hex characters of `gannet tp-id`); ranks above 0 serve rank 0 instead of generating"},
+      {"tp-rank", 0, true, false, "N", "this process's rank in the --tp-id group, 0 to --tp - 1 (default 0; rank 0 takes the prompt)"},
       {"threads", 0, true, false, "N", "CPU backend threads (default: all cores; at most 1024)"},
       {"ctx-size", 'c', true, false, "N", "longest sequence in tokens (default: min(model, 32768))", {"max-model-len"}},
       {"max-running", 0, true, false, "N", "concurrent sequences (default: what the memory holds, at most 64)"},
@@ -52,6 +56,31 @@ bool ParseIds(const std::string& s, std::vector<int32_t>* out) {
   return !out->empty() && s.back() != ',';
 }
 
+std::string ParseTpId(const std::string& hex, gannet_tp_id_t* id) {
+  constexpr size_t kBytes = sizeof(id->bytes);
+  if (hex.size() != 2 * kBytes) {
+    return "expects the " + std::to_string(2 * kBytes) + " hex characters that `gannet tp-id` " +
+           "prints, got " + std::to_string(hex.size()) + " characters";
+  }
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < kBytes; ++i) {
+    const int hi = nibble(hex[2 * i]);
+    const int lo = nibble(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) {
+      const size_t at = hi < 0 ? 2 * i : 2 * i + 1;
+      return "expects hex characters (0-9, a-f), got '" + EscapeForDisplay(hex.substr(at, 1)) +
+             "' at position " + std::to_string(at + 1);
+    }
+    id->bytes[i] = static_cast<uint8_t>(hi * 16 + lo);
+  }
+  return "";
+}
+
 bool ApplyCommonFlags(Args& args, EngineOptions* engine, gannet_request_t* r,
                       RequestStorage* storage) {
   if (auto m = args.Get("model")) engine->model_dir = *m;
@@ -66,6 +95,21 @@ bool ApplyCommonFlags(Args& args, EngineOptions* engine, gannet_request_t* r,
       args.SetError("option --devices expects 1 to 8 comma-separated device ordinals like 0,1, "
                     "got '" + *d + "'");
     }
+  }
+  engine->tp_rank = static_cast<int32_t>(args.GetInt("tp-rank", 0, 0, 7));
+  if (auto id = args.Get("tp-id")) {
+    const std::string problem = ParseTpId(*id, &engine->tp_id);
+    if (!problem.empty()) args.SetError("option --tp-id " + problem);
+    engine->has_tp_id = true;
+    if (!args.Has("tp")) {
+      args.SetError("option --tp-id needs --tp N, the number of processes (ranks) in the group");
+    } else if (engine->tp_rank >= engine->tensor_parallel_size) {
+      args.SetError("option --tp-rank " + std::to_string(engine->tp_rank) + " is not a rank of " +
+                    "--tp " + std::to_string(engine->tensor_parallel_size) + " (0 to " +
+                    std::to_string(engine->tensor_parallel_size - 1) + ")");
+    }
+  } else if (args.Has("tp-rank")) {
+    args.SetError("option --tp-rank needs --tp-id HEX (the group's id, from `gannet tp-id`)");
   }
   engine->threads = static_cast<int32_t>(args.GetInt("threads", 0, 1, 1024));
   engine->max_model_len = static_cast<int32_t>(args.GetInt("ctx-size", 0, 2, kInt32Max));

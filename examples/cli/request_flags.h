@@ -28,4 +28,8 @@ bool ApplyCommonFlags(Args& args, EngineOptions* engine, gannet_request_t* reque
 // "2,108,109": ids in [0, 2^31 - 1]; false on anything else.
 bool ParseIds(const std::string& s, std::vector<int32_t>* out);
 
+// The 256 hex characters of a tensor-parallel group id (either case); an empty string, or what
+// is wrong with `hex`.
+std::string ParseTpId(const std::string& hex, gannet_tp_id_t* id);
+
 }  // namespace gannet_cli

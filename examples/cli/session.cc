@@ -77,6 +77,8 @@ gannet_engine_t* OpenEngine(const std::string& command, const EngineOptions& o) 
   config.tensor_parallel_size = o.tensor_parallel_size;
   config.num_device_ids = static_cast<int32_t>(o.device_ids.size());
   config.device_ids = o.device_ids.empty() ? nullptr : o.device_ids.data();
+  config.tp_rank = o.tp_rank;
+  config.tp_id = o.has_tp_id ? &o.tp_id : nullptr;
   config.num_threads = o.threads;
   config.max_model_len = o.max_model_len;
   config.max_running_seqs = o.max_running;
@@ -120,6 +122,24 @@ gannet_engine_t* OpenEngine(const std::string& command, const EngineOptions& o) 
     }
   }
   return engine;
+}
+
+int ServeRankZero(const std::string& command, const EngineOptions& o) {
+  std::fprintf(stderr,
+               "gannet %s: rank %d of a tensor-parallel group of %d: loading this rank's shard, "
+               "then serving rank 0 until it exits (this process generates nothing itself)\n",
+               command.c_str(), o.tp_rank, o.tensor_parallel_size);
+  gannet_engine_t* engine = OpenEngine(command, o);
+  if (engine == nullptr) return 1;
+  const gannet_status_t st = gannet_engine_serve(engine, -1);
+  const std::string message = st == GANNET_OK ? "" : gannet_last_error_message();
+  gannet_engine_destroy(engine);
+  if (st != GANNET_OK) {
+    std::fprintf(stderr, "gannet %s: rank %d left the group: %s: %s\n", command.c_str(), o.tp_rank,
+                 gannet_status_string(st), message.c_str());
+    return 1;
+  }
+  return 0;
 }
 
 double EngineLoadSeconds(gannet_engine_t* engine) {

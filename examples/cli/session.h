@@ -17,6 +17,9 @@ struct EngineOptions {
   int32_t device = 0;
   int32_t tensor_parallel_size = 0;  // tensor parallel ranks (0 = one device)
   std::vector<int32_t> device_ids;   // their devices, rank 0 first (empty = 0 .. size - 1)
+  bool has_tp_id = false;            // one rank of a multi-process group (--tp-id)
+  gannet_tp_id_t tp_id = {};         // the group's id
+  int32_t tp_rank = 0;               // this process's rank in it
   int32_t threads = 0;
   int32_t max_model_len = 0;
   int32_t max_running = 0;
@@ -38,6 +41,14 @@ bool CheckRequest(const std::string& command, const gannet_request_t& request,
 // Creates the engine or prints what went wrong and what to do; nullptr on failure. Unless quiet,
 // prints one line saying where it runs (backend, device, memory, limits, load time).
 gannet_engine_t* OpenEngine(const std::string& command, const EngineOptions& options);
+
+// A rank other than 0 of a multi-process tensor-parallel group (--tp-id with --tp-rank > 0):
+// such a process generates nothing itself.
+inline bool ServesRankZero(const EngineOptions& o) { return o.has_tp_id && o.tp_rank > 0; }
+
+// Joins the group and serves rank 0 until its engine is gone (gannet_engine_serve); the exit
+// code: 0 when the group ended normally, 1 (message printed) otherwise.
+int ServeRankZero(const std::string& command, const EngineOptions& options);
 
 struct RunResult {
   std::vector<int32_t> tokens;

@@ -83,6 +83,7 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"runtime/cgo"
@@ -308,6 +309,15 @@ type Config struct {
 	// DeviceIDs names the ranks' CUDA devices, rank 0 first (at most 8); nil = devices 0 ..
 	// TensorParallelSize - 1. With DeviceIDs, TensorParallelSize may be left 0.
 	DeviceIDs []int
+	// TPID joins a multi-process tensor-parallel group, one process per GPU (on one host or
+	// several): every rank's process opens its engine with the same TPID (TPIDSize bytes, made
+	// by CreateTPID in rank 0's process and handed to the others any way the application likes),
+	// TensorParallelSize = the number of ranks, its own TPRank (0 .. TensorParallelSize - 1) and
+	// its device (DeviceID, or one entry of DeviceIDs); Open returns once every rank has joined.
+	// Rank 0 accepts requests; the others call Engine.Serve until rank 0's engine is closed.
+	// nil = one process.
+	TPID   []byte
+	TPRank int
 	// DraftModelDir turns on speculative decoding with the target's Gemma-4 MTP assistant: its
 	// folder, or "dummy:<variant>-assistant" (random weights); "" = off.
 	DraftModelDir     string
@@ -533,9 +543,26 @@ type Engine struct {
 
 	tokenizerLife lifeGuard // the engine's tokenizer: usable until Close
 
+	serveMu   sync.Mutex // one Serve at a time (the ABI's rule)
+	serveLife lifeGuard  // Serve's calls into the engine: Close waits for the current one
+
 	stop    chan struct{} // closed by Close: the polling goroutine exits
 	stopped chan struct{} // closed by the polling goroutine when it exits
 	gone    chan struct{} // closed by Close after destroy: feeders give up on slow readers
+}
+
+// TPIDSize is the length of a tensor-parallel group id (Config.TPID, CreateTPID).
+const TPIDSize = int(unsafe.Sizeof(C.gannet_tp_id_t{}))
+
+// CreateTPID makes the id of a new multi-process tensor-parallel group (see Config.TPID), in
+// rank 0's process: the group's bootstrap then listens in this process until every rank has
+// joined. StatusUnimplemented in a build without NCCL.
+func CreateTPID() ([]byte, error) {
+	var id C.gannet_tp_id_t
+	if err := call(func() C.gannet_status_t { return C.gannet_tp_create_id(&id) }); err != nil {
+		return nil, err
+	}
+	return C.GoBytes(unsafe.Pointer(&id.bytes[0]), C.int(TPIDSize)), nil
 }
 
 // progressState is what the progress callback reaches through its cgo.Handle.
@@ -576,6 +603,20 @@ func Open(cfg Config) (*Engine, error) {
 		c.num_device_ids = C.int32_t(len(ids))
 		c.device_ids = mem.int32s(ids)
 	}
+	if cfg.TPID != nil {
+		if len(cfg.TPID) != TPIDSize {
+			return nil, &Error{Status: StatusInvalidArgument, Message: fmt.Sprintf(
+				"TPID has %d bytes; a tensor-parallel group id has %d", len(cfg.TPID), TPIDSize)}
+		}
+		id := (*C.gannet_tp_id_t)(mem.alloc(unsafe.Sizeof(C.gannet_tp_id_t{})))
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&id.bytes[0])), TPIDSize), cfg.TPID)
+		c.tp_id = id
+	}
+	if cfg.TPRank != int(int32(cfg.TPRank)) {
+		return nil, &Error{Status: StatusInvalidArgument, Message: fmt.Sprintf(
+			"TPRank is %d", cfg.TPRank)}
+	}
+	c.tp_rank = C.int32_t(cfg.TPRank)
 	c.max_running_seqs = C.int32_t(cfg.MaxRunningSeqs)
 	c.max_step_tokens = C.int32_t(cfg.MaxStepTokens)
 	c.max_prefill_tokens_while_decoding = C.int64_t(cfg.MaxPrefillTokensWhileDecoding)
@@ -776,6 +817,48 @@ func (e *Engine) Cancel(id uint64) error {
 	return call(func() C.gannet_status_t { return C.gannet_engine_cancel(e.raw, C.uint64_t(id)) })
 }
 
+// serveSliceMs bounds one gannet_engine_serve call, so that Close never waits long for Serve.
+const serveSliceMs = 100
+
+// Serve is for a rank other than 0 of a multi-process tensor-parallel group (Config.TPID; its
+// Submit fails with StatusFailedPrecondition): it waits until the group ends, at most timeout
+// (negative = no limit). nil once rank 0's engine was closed: then Close this one.
+// StatusDeviceLost when a rank died (or did not answer in time); StatusDeadlineExceeded when the
+// timeout passed while the group still serves; StatusFailedPrecondition on an engine that serves
+// requests itself, or once the engine is closed (Close ends a Serve in progress). Calls from
+// several goroutines take turns.
+func (e *Engine) Serve(timeout time.Duration) error {
+	e.serveMu.Lock()
+	defer e.serveMu.Unlock()
+	var deadline time.Time
+	if timeout >= 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	for {
+		slice := C.int32_t(serveSliceMs)
+		if timeout >= 0 {
+			left := time.Until(deadline)
+			if left < 0 {
+				left = 0
+			}
+			// Rounded up: never shorter than asked.
+			if ms := (left + time.Millisecond - 1) / time.Millisecond; ms < serveSliceMs {
+				slice = C.int32_t(ms)
+			}
+		}
+		if !e.serveLife.enter() {
+			return &Error{Status: StatusFailedPrecondition, Message: "the engine is closed"}
+		}
+		err := call(func() C.gannet_status_t { return C.gannet_engine_serve(e.raw, slice) })
+		e.serveLife.leave()
+		var gerr *Error
+		if err == nil || !errors.As(err, &gerr) || gerr.Status != StatusDeadlineExceeded ||
+			(timeout >= 0 && !time.Now().Before(deadline)) {
+			return err
+		}
+	}
+}
+
 // Stats is a snapshot of the engine's counters and where it runs.
 type Stats struct {
 	NumRunning, NumWaiting int
@@ -888,6 +971,7 @@ func (e *Engine) Close() error {
 	close(e.stop)
 	<-e.stopped             // now nothing else calls into the engine: destroy cannot race
 	e.tokenizerLife.close() // waits for tokenizer calls inside the engine's tokenizer
+	e.serveLife.close()     // waits for a serve call inside the engine (at most serveSliceMs)
 	C.gannet_engine_destroy(e.raw)
 	e.raw = nil
 	e.failAll(&Error{Status: StatusFailedPrecondition, Message: "the engine was closed"})

@@ -502,6 +502,54 @@ func TestTensorParallelOnCPUThreads(t *testing.T) {
 	}
 }
 
+func TestMultiProcessTensorParallelArguments(t *testing.T) {
+	// A normal engine serves requests itself: Serve has nothing to wait for.
+	e := openTiny(t, "31b")
+	var gerr *Error
+	for _, timeout := range []time.Duration{-1, 0, 10 * time.Millisecond} {
+		if err := e.Serve(timeout); !errors.As(err, &gerr) || gerr.Status != StatusFailedPrecondition {
+			t.Fatalf("Serve(%v) on a normal engine: %v", timeout, err)
+		}
+	}
+	// ... and still does.
+	if r := drain(mustSubmit(t, e, greedy(4))); len(r.tokens) != 4 || r.last.Type != EventFinish {
+		t.Fatalf("after Serve: %d tokens, last %+v", len(r.tokens), r.last)
+	}
+
+	if _, err := Open(Config{ModelDir: tiny("31b"), Backend: "cpu", TensorParallelSize: 2,
+		TPID: []byte{1, 2, 3, 4, 5}}); !errors.As(err, &gerr) || gerr.Status != StatusInvalidArgument ||
+		!strings.Contains(gerr.Message, "TPID") {
+		t.Fatalf("a 5-byte TPID: %v", err)
+	}
+	// A real id needs NCCL; a build without it says so.
+	id, err := CreateTPID()
+	if err == nil {
+		nonzero := false
+		for _, b := range id {
+			nonzero = nonzero || b != 0
+		}
+		if len(id) != TPIDSize || !nonzero {
+			t.Fatalf("CreateTPID: %x", id)
+		}
+	} else if !errors.As(err, &gerr) || gerr.Status != StatusUnimplemented {
+		t.Fatalf("CreateTPID: %v", err)
+	} else {
+		id = make([]byte, TPIDSize)
+	}
+	// A rank outside the group is refused before anything loads.
+	if _, err := Open(Config{ModelDir: tiny("31b"), Backend: "cpu", TensorParallelSize: 2,
+		TPID: id, TPRank: 2}); !errors.As(err, &gerr) || gerr.Status != StatusInvalidArgument ||
+		!strings.Contains(gerr.Message, "tp_rank") {
+		t.Fatalf("rank 2 of 2: %v", err)
+	}
+	// Serve after Close fails instead of touching a destroyed engine.
+	e.Close()
+	if err := e.Serve(-1); !errors.As(err, &gerr) || gerr.Status != StatusFailedPrecondition ||
+		!strings.Contains(gerr.Message, "closed") {
+		t.Fatalf("Serve after Close: %v", err)
+	}
+}
+
 func mustSubmit(t *testing.T, e *Engine, r *Request) <-chan Event {
 	t.Helper()
 	_, events, err := e.Submit(context.Background(), r)

@@ -72,6 +72,55 @@ TEST(CapiArgsTest, CreateRejectsBadArguments) {
   EXPECT_NE(LastError().find("assistant"), std::string::npos) << LastError();
 }
 
+// Multi-process tensor parallelism: the group id, its rank check, and serve on an engine that
+// serves requests itself.
+TEST(CapiArgsTest, TensorParallelGroupArguments) {
+  EXPECT_EQ(gannet_tp_create_id(nullptr), GANNET_ERR_INVALID_ARGUMENT);
+  gannet_tp_id_t id = {};
+  const gannet_status_t st = gannet_tp_create_id(&id);
+  if (st == GANNET_OK) {
+    bool any = false;
+    for (uint8_t b : id.bytes) any = any || b != 0;
+    EXPECT_TRUE(any) << "gannet_tp_create_id returned an all-zero id";
+  } else {
+    // A build without NCCL; nothing else.
+    EXPECT_EQ(st, GANNET_ERR_UNIMPLEMENTED) << gannet_status_string(st) << ": " << LastError();
+    EXPECT_NE(LastError().find("NCCL"), std::string::npos) << LastError();
+  }
+
+  // A rank outside [0, tensor_parallel_size) is refused before anything loads.
+  const std::string dir = TinyModelDir("31b");
+  gannet_engine_config_t config = GANNET_ENGINE_CONFIG_INIT;
+  config.model_dir = dir.c_str();
+  config.backend = "cpu";
+  config.tensor_parallel_size = 2;
+  config.tp_rank = 2;
+  config.tp_id = &id;
+  gannet_engine_t* engine = nullptr;
+  EXPECT_EQ(gannet_engine_create(&config, &engine), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("tp_rank"), std::string::npos) << LastError();
+  EXPECT_EQ(engine, nullptr);
+  config.tp_rank = -1;
+  EXPECT_EQ(gannet_engine_create(&config, &engine), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(engine, nullptr);
+
+  EXPECT_EQ(gannet_engine_serve(nullptr, 0), GANNET_ERR_INVALID_ARGUMENT);
+  engine = CreateTinyEngine("31b");
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(gannet_engine_serve(engine, -2), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("timeout_ms"), std::string::npos) << LastError();
+  // A normal engine serves requests itself: nothing to wait for, whatever the timeout.
+  EXPECT_EQ(gannet_engine_serve(engine, 0), GANNET_ERR_FAILED_PRECONDITION);
+  EXPECT_EQ(gannet_engine_serve(engine, -1), GANNET_ERR_FAILED_PRECONDITION);
+  EXPECT_FALSE(LastError().empty());
+  // ... and still does.
+  std::vector<int32_t> prompt = MakePrompt(1, 5);
+  Outcome o = RunAlone(engine, GreedyRequest(prompt, 4));
+  EXPECT_EQ(o.terminal_events, 1);
+  EXPECT_EQ(o.status, GANNET_OK) << o.message;
+  gannet_engine_destroy(engine);
+}
+
 TEST(CapiArgsTest, EntryPointsRejectNullAndInvalid) {
   gannet_engine_destroy(nullptr);  // a no-op
   gannet_engine_t* engine = CreateTinyEngine("e2b");

@@ -24,7 +24,11 @@ static_assert(offsetof(gannet_engine_config_t, max_prefill_tokens_while_decoding
 static_assert(offsetof(gannet_engine_config_t, tensor_parallel_size) == 128);
 static_assert(offsetof(gannet_engine_config_t, num_device_ids) == 132);
 static_assert(offsetof(gannet_engine_config_t, device_ids) == 136);
-static_assert(sizeof(gannet_engine_config_t) == 144);
+static_assert(offsetof(gannet_engine_config_t, tp_rank) == 144);
+static_assert(offsetof(gannet_engine_config_t, tp_id) == 152);
+static_assert(sizeof(gannet_engine_config_t) == 160);
+static_assert(offsetof(gannet_tp_id_t, bytes) == 0);
+static_assert(sizeof(gannet_tp_id_t) == 128);
 static_assert(offsetof(gannet_progress_t, stage) == 8);
 static_assert(offsetof(gannet_progress_t, fraction) == 16);
 static_assert(offsetof(gannet_progress_t, bytes_done) == 24);
@@ -99,6 +103,8 @@ TEST(LayoutTest, InitMacrosSetSizesAndDefaults) {
   EXPECT_EQ(c.tensor_parallel_size, 0);
   EXPECT_EQ(c.num_device_ids, 0);
   EXPECT_EQ(c.device_ids, nullptr);
+  EXPECT_EQ(c.tp_rank, 0);
+  EXPECT_EQ(c.tp_id, nullptr);
   gannet_chat_message_t m = GANNET_CHAT_MESSAGE_INIT;
   EXPECT_EQ(m.struct_size, sizeof(gannet_chat_message_t));
   gannet_engine_stats_t s = GANNET_ENGINE_STATS_INIT;

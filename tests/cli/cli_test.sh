@@ -95,6 +95,38 @@ check "--tp 2 --backend cpu generates" $?
 "$gannet" generate -m "$tiny/31b" -p hi --tp 3 --backend cpu > /dev/null 2> "$tmp/tp3"; [ $? -eq 1 ] && contains "$tmp/tp3" "num_attention_heads"
 check "--tp 3 over 4 heads is refused, naming why" $?
 
+# Tensor parallelism over processes: the group id and the flags that join one.
+contains "$tmp/help" "tp-id"; check "--help lists tp-id" $?
+contains "$tmp/ghelp" "--tp-id HEX" && contains "$tmp/ghelp" "--tp-rank N"
+check "generate --help documents --tp-id and --tp-rank" $?
+"$gannet" chat --help > "$tmp/chelp"; contains "$tmp/chelp" "--tp-id HEX" && contains "$tmp/chelp" "--tp-rank N"
+check "chat --help documents --tp-id and --tp-rank" $?
+"$gannet" tp-id --help > "$tmp/tphelp"; [ $? -eq 0 ] && contains "$tmp/tphelp" "NCCL_COMM_ID"
+check "tp-id --help" $?
+"$gannet" tp-id > "$tmp/tpid" 2> "$tmp/tpid_err"
+rc=$?
+if [ $rc -eq 0 ]; then
+  grep -qxE '[0-9a-f]{256}' "$tmp/tpid" && [ "$(wc -l < "$tmp/tpid")" -eq 1 ] && [ "$(wc -c < "$tmp/tpid")" -eq 257 ]
+  check "tp-id prints 256 lowercase hex characters and a newline" $?
+  tpid=$(cat "$tmp/tpid")
+else
+  [ $rc -eq 1 ] && [ ! -s "$tmp/tpid" ] && contains "$tmp/tpid_err" "NCCL"
+  check "tp-id without NCCL fails, saying so" $?
+  tpid=$(printf '%0256d' 0)
+fi
+usage_error "tp-id takes no argument" "unexpected argument" tp-id extra
+usage_error "--tp-id with a bad hex string names --tp-id" "--tp-id" generate -m "$tiny/31b" -p hi --tp 2 --tp-id xyz
+usage_error "--tp-id of 256 characters, not all hex, names --tp-id" "--tp-id" generate -m "$tiny/31b" -p hi --tp 2 --tp-id "$(printf 'g%0255d' 0)"
+usage_error "--tp-id without --tp is an error" "--tp N" generate -m "$tiny/31b" -p hi --tp-id "$tpid"
+usage_error "--tp-rank without --tp-id is an error" "--tp-id" generate -m "$tiny/31b" -p hi --tp 2 --tp-rank 1
+usage_error "--tp-rank outside --tp is an error" "--tp-rank 2" generate -m "$tiny/31b" -p hi --tp 2 --tp-id "$tpid" --tp-rank 2
+usage_error "chat: --tp-id with a bad hex string names --tp-id" "--tp-id" chat -m "$tiny/31b" --tp 2 --tp-id 00
+# A rank above 0 serves rank 0 instead of generating; on the CPU backend it cannot join (NCCL).
+"$gannet" generate -m "$tiny/31b" --tp 2 --tp-id "$tpid" --tp-rank 1 --backend cpu < /dev/null > "$tmp/serve_out" 2> "$tmp/serve_err"
+[ $? -eq 1 ] && [ ! -s "$tmp/serve_out" ] && contains "$tmp/serve_err" "serving rank 0" &&
+  contains "$tmp/serve_err" "cannot load the model"
+check "--tp-rank 1 serves rank 0, and fails cleanly where it cannot join" $?
+
 # The familiar llama.cpp spellings where they do not clash.
 "$gannet" generate -m "$tiny/e4b" --prompt-ids 2,120,130 -n 4 --temp 0.7 --seed 11 -c 512 --ctx-size 512 --ids -q > /dev/null 2>&1
 [ $? -eq 2 ]; check "-c and --ctx-size are one flag (given twice)" $?

@@ -53,6 +53,11 @@ int main(void) {
   FIELD(gannet_engine_config_t, tensor_parallel_size);
   FIELD(gannet_engine_config_t, num_device_ids);
   FIELD(gannet_engine_config_t, device_ids);
+  FIELD(gannet_engine_config_t, tp_rank);
+  FIELD(gannet_engine_config_t, tp_id);
+
+  SIZE(gannet_tp_id_t);
+  FIELD(gannet_tp_id_t, bytes);
 
   SIZE(gannet_model_info_t);
   FIELD(gannet_model_info_t, struct_size);

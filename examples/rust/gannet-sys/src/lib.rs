@@ -59,6 +59,22 @@ pub struct gannet_engine_t {
     _private: [u8; 0],
 }
 
+/// The id that joins the processes of a multi-process tensor-parallel group (NCCL's unique id):
+/// rank 0's process makes it with [`gannet_tp_create_id`], the application hands the bytes to the
+/// other ranks' processes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct gannet_tp_id_t {
+    pub bytes: [u8; 128],
+}
+
+impl Default for gannet_tp_id_t {
+    /// All zero (not a valid group id; [`gannet_tp_create_id`] makes one).
+    fn default() -> Self {
+        Self { bytes: [0; 128] }
+    }
+}
+
 /// Loading progress of one stage (valid during the callback only).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -113,6 +129,12 @@ pub struct gannet_engine_config_t {
     pub num_device_ids: i32,
     /// The devices, rank 0 first; NULL = devices 0 .. size - 1. With it the size may be left 0.
     pub device_ids: *const i32,
+    /// This process's rank in a multi-process tensor-parallel group (with `tp_id`), 0 ..
+    /// `tensor_parallel_size` - 1. Rank 0 serves requests; the others call
+    /// [`gannet_engine_serve`].
+    pub tp_rank: i32,
+    /// The group's id, the same in every rank's process; NULL = one process.
+    pub tp_id: *const gannet_tp_id_t,
 }
 
 impl Default for gannet_engine_config_t {
@@ -143,6 +165,8 @@ impl Default for gannet_engine_config_t {
             tensor_parallel_size: 0,
             num_device_ids: 0,
             device_ids: std::ptr::null(),
+            tp_rank: 0,
+            tp_id: std::ptr::null(),
         }
     }
 }
@@ -444,6 +468,11 @@ extern "C" {
         engine_out: *mut *mut gannet_engine_t,
     ) -> gannet_status_t;
     pub fn gannet_engine_destroy(engine: *mut gannet_engine_t);
+    /// UNIMPLEMENTED in a build without NCCL.
+    pub fn gannet_tp_create_id(id_out: *mut gannet_tp_id_t) -> gannet_status_t;
+    /// Ranks other than 0 of a multi-process group: waits until the group ends (`timeout_ms`
+    /// -1 = no limit). FAILED_PRECONDITION on an engine that serves requests itself.
+    pub fn gannet_engine_serve(engine: *mut gannet_engine_t, timeout_ms: i32) -> gannet_status_t;
 
     pub fn gannet_model_info(
         model_dir: *const c_char,
@@ -555,7 +584,10 @@ const _: () = {
     assert!(offset_of!(gannet_engine_config_t, tensor_parallel_size) == 128);
     assert!(offset_of!(gannet_engine_config_t, num_device_ids) == 132);
     assert!(offset_of!(gannet_engine_config_t, device_ids) == 136);
-    assert!(size_of::<gannet_engine_config_t>() == 144);
+    assert!(offset_of!(gannet_engine_config_t, tp_rank) == 144);
+    assert!(offset_of!(gannet_engine_config_t, tp_id) == 152);
+    assert!(size_of::<gannet_engine_config_t>() == 160);
+    assert!(size_of::<gannet_tp_id_t>() == 128);
 
     assert!(offset_of!(gannet_progress_t, stage) == 8);
     assert!(offset_of!(gannet_progress_t, fraction) == 16);

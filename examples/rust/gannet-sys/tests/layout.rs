@@ -53,8 +53,9 @@ fn rust_layout() -> BTreeMap<String, (i64, i64)> {
             disable_prefix_cache, num_threads, max_queued_requests, disable_cuda_graphs,
             load_format, progress_callback, progress_user_data, draft_model_dir,
             num_speculative_tokens, max_prefill_tokens_while_decoding, tensor_parallel_size,
-            num_device_ids, device_ids,
+            num_device_ids, device_ids, tp_rank, tp_id,
         }
+        gannet_tp_id_t { bytes }
         gannet_model_info_t {
             struct_size, model_type, variant, dtypes, num_parameters, weight_bytes,
             skipped_tower_bytes, num_shards, has_tokenizer, num_layers, num_sliding_layers,
@@ -149,7 +150,7 @@ fn layout_matches_the_c_compiler() {
     }
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
     // Every struct of the header was compared (abi_sizes.c lists them all).
-    assert_eq!(c.keys().filter(|k| k.starts_with("size ")).count(), 9);
+    assert_eq!(c.keys().filter(|k| k.starts_with("size ")).count(), 10);
 }
 
 #[test]
@@ -170,7 +171,10 @@ fn pinned_offsets_of_layout_test() {
     );
     assert_eq!(offset_of!(gannet_engine_config_t, num_device_ids), 132);
     assert_eq!(offset_of!(gannet_engine_config_t, device_ids), 136);
-    assert_eq!(size_of::<gannet_engine_config_t>(), 144);
+    assert_eq!(offset_of!(gannet_engine_config_t, tp_rank), 144);
+    assert_eq!(offset_of!(gannet_engine_config_t, tp_id), 152);
+    assert_eq!(size_of::<gannet_engine_config_t>(), 160);
+    assert_eq!(size_of::<gannet_tp_id_t>(), 128);
     assert_eq!(size_of::<gannet_progress_t>(), 64);
     assert_eq!(size_of::<gannet_chat_message_t>(), 24);
     assert_eq!(offset_of!(gannet_request_t, seed_mode), 84);
@@ -205,7 +209,7 @@ fn defaults_are_the_init_macros() {
     assert_eq!(gannet_request_t::default().seed_mode, GANNET_SEED_RANDOM);
     assert_eq!(gannet_request_t::default().disable_speculation, 0);
     assert_eq!(gannet_chat_message_t::default().struct_size, 24);
-    assert_eq!(gannet_engine_config_t::default().struct_size, 144);
+    assert_eq!(gannet_engine_config_t::default().struct_size, 160);
     assert_eq!(
         gannet_engine_config_t::default().max_prefill_tokens_while_decoding,
         0
@@ -215,6 +219,9 @@ fn defaults_are_the_init_macros() {
     assert_eq!(gannet_engine_config_t::default().tensor_parallel_size, 0);
     assert_eq!(gannet_engine_config_t::default().num_device_ids, 0);
     assert!(gannet_engine_config_t::default().device_ids.is_null());
+    assert_eq!(gannet_engine_config_t::default().tp_rank, 0);
+    assert!(gannet_engine_config_t::default().tp_id.is_null());
+    assert_eq!(gannet_tp_id_t::default().bytes, [0u8; 128]);
     assert_eq!(gannet_engine_stats_t::default().struct_size, 624);
     assert_eq!(gannet_model_info_t::default().struct_size, 256);
     assert_eq!(gannet_tokenizer_info_t::default().struct_size, 32);

@@ -1,5 +1,5 @@
-//! Engine options ([`EngineBuilder`]) and loading progress ([`Progress`]); split from lib.rs to
-//! keep files small.
+//! Engine options ([`EngineBuilder`]), loading progress ([`Progress`]) and the id of a
+//! multi-process tensor-parallel group ([`TpId`]); split from lib.rs to keep files small.
 use super::*;
 
 /// Loading progress of one stage, handed to the callback of [`EngineBuilder::progress`].
@@ -62,6 +62,58 @@ impl ProgressControl for ControlFlow<()> {
 
 type ProgressFn<'a> = dyn FnMut(&Progress<'_>) -> bool + 'a;
 
+/// The id that joins the processes of a multi-process tensor-parallel group (NCCL's unique id,
+/// 128 bytes). Rank 0's process makes it with [`TpId::create`] (the group's bootstrap then
+/// listens in that process until every rank has joined); the application hands
+/// [`as_bytes`](TpId::as_bytes) to the other ranks' processes (a file, a socket, MPI: any way),
+/// which rebuild it with [`from_bytes`](TpId::from_bytes) and pass it to
+/// [`EngineBuilder::tp_id`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct TpId(sys::gannet_tp_id_t);
+
+impl TpId {
+    /// The number of bytes of an id.
+    pub const LEN: usize = 128;
+
+    /// A new group id. Fails with [`Status::Unimplemented`] in a build without NCCL.
+    pub fn create() -> Result<TpId> {
+        let mut id = sys::gannet_tp_id_t::default();
+        // SAFETY: a valid output struct.
+        check(unsafe { sys::gannet_tp_create_id(&mut id) })?;
+        Ok(TpId(id))
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0.bytes
+    }
+
+    /// An id from the bytes [`as_bytes`](TpId::as_bytes) gave in rank 0's process;
+    /// [`Status::InvalidArgument`] unless there are exactly [`TpId::LEN`] of them.
+    pub fn from_bytes(bytes: &[u8]) -> Result<TpId> {
+        let bytes: [u8; TpId::LEN] = bytes.try_into().map_err(|_| {
+            Error::new(
+                Status::InvalidArgument,
+                format!(
+                    "a tensor-parallel group id is {} bytes, got {}",
+                    TpId::LEN,
+                    bytes.len()
+                ),
+            )
+        })?;
+        Ok(TpId(sys::gannet_tp_id_t { bytes }))
+    }
+}
+
+impl fmt::Debug for TpId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TpId(")?;
+        for b in self.as_bytes() {
+            write!(f, "{b:02x}")?;
+        }
+        write!(f, ")")
+    }
+}
+
 /// Options for [`Engine::builder`]; unset values are the library's defaults.
 pub struct EngineBuilder<'a> {
     model_dir: String,
@@ -69,6 +121,7 @@ pub struct EngineBuilder<'a> {
     load_format: Option<String>,
     draft_model: Option<String>,
     device_ids: Vec<i32>,
+    tp_id: Option<TpId>,
     config: sys::gannet_engine_config_t,
     progress: Option<Box<ProgressFn<'a>>>,
 }
@@ -81,6 +134,7 @@ impl<'a> EngineBuilder<'a> {
             load_format: None,
             draft_model: None,
             device_ids: Vec::new(),
+            tp_id: None,
             config: sys::gannet_engine_config_t::default(),
             progress: None,
         }
@@ -109,6 +163,22 @@ impl<'a> EngineBuilder<'a> {
     /// may be left unset: it is then their number.
     pub fn device_ids(mut self, ids: &[i32]) -> Self {
         self.device_ids = ids.to_vec();
+        self
+    }
+    /// One process per GPU (on one host or several): every rank's process builds its engine with
+    /// the same [`tp_id`](EngineBuilder::tp_id),
+    /// [`tensor_parallel_size`](EngineBuilder::tensor_parallel_size) = the number of ranks, its
+    /// own rank (0 to size - 1, default 0) and its device; [`build`](EngineBuilder::build)
+    /// returns once every rank has joined. Rank 0 accepts requests; the others call
+    /// [`Engine::serve`] until rank 0's engine is dropped. Only with `tp_id`.
+    pub fn tp_rank(mut self, rank: u32) -> Self {
+        self.config.tp_rank = clamp_i32(rank);
+        self
+    }
+    /// The group of a multi-process tensor-parallel engine (see
+    /// [`tp_rank`](EngineBuilder::tp_rank)); default: one process.
+    pub fn tp_id(mut self, id: TpId) -> Self {
+        self.tp_id = Some(id);
         self
     }
     /// CPU backend threads (default: hardware concurrency).
@@ -222,6 +292,8 @@ impl<'a> EngineBuilder<'a> {
         } else {
             self.device_ids.as_ptr()
         };
+        // Like the ids, the group id stays in self.
+        config.tp_id = self.tp_id.as_ref().map_or(std::ptr::null(), |id| &id.0);
 
         struct ProgressState<'p, 'a> {
             f: &'p mut ProgressFn<'a>,
@@ -273,6 +345,7 @@ impl<'a> EngineBuilder<'a> {
             raw,
             inbox: Mutex::new(Inbox::default()),
             wake: Condvar::new(),
+            serving: Mutex::new(()),
         })
     }
 }

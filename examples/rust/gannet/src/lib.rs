@@ -44,7 +44,7 @@ pub use gannet_sys as sys;
 
 mod builder;
 mod tokenizer;
-pub use builder::{EngineBuilder, Progress, ProgressControl};
+pub use builder::{EngineBuilder, Progress, ProgressControl, TpId};
 pub use tokenizer::{Tokenizer, TokenizerInfo};
 
 /// Events fetched per C poll call.
@@ -899,6 +899,8 @@ pub struct Engine {
     raw: NonNull<sys::gannet_engine_t>,
     inbox: Mutex<Inbox>,
     wake: Condvar,
+    /// Held during [`Engine::serve`] (the ABI allows one serve call at a time).
+    serving: Mutex<()>,
 }
 
 // SAFETY: the C ABI allows submit and cancel from any thread at any time and poll from one thread
@@ -960,6 +962,24 @@ impl Engine {
     pub fn cancel(&self, id: RequestId) -> Result<()> {
         // SAFETY: a live engine; any id is allowed.
         check(unsafe { sys::gannet_engine_cancel(self.raw.as_ptr(), id.0) })
+    }
+
+    /// On a rank other than 0 of a multi-process tensor-parallel group (see
+    /// [`EngineBuilder::tp_rank`]; its submit fails with `FailedPrecondition`): waits until the
+    /// group ends, at most `timeout` (`None` = no limit). `Ok` once rank 0's engine was dropped,
+    /// then drop this one; `DeviceLost` when a rank died (or did not answer in time);
+    /// `DeadlineExceeded` when the timeout passed while the group still serves.
+    /// `FailedPrecondition` on an engine that serves requests itself. Calls from several threads
+    /// take turns.
+    pub fn serve(&self, timeout: Option<Duration>) -> Result<()> {
+        let timeout_ms = match timeout {
+            None => -1,
+            // Rounded up: never shorter than asked.
+            Some(t) => i32::try_from(t.as_nanos().div_ceil(1_000_000)).unwrap_or(i32::MAX),
+        };
+        let _turn = self.serving.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: a live engine; one serve call at a time (`serving`).
+        check(unsafe { sys::gannet_engine_serve(self.raw.as_ptr(), timeout_ms) })
     }
 
     pub fn stats(&self) -> Result<Stats> {

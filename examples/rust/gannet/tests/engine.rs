@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use gannet::{
-    Engine, EventKind, FinishReason, LogLevel, Message, Request, Seed, Status, Tokenizer,
+    Engine, EventKind, FinishReason, LogLevel, Message, Request, Seed, Status, Tokenizer, TpId,
 };
 
 fn tiny(variant: &str) -> PathBuf {
@@ -174,6 +174,40 @@ fn tensor_parallel_on_cpu_threads() {
     assert_eq!(done.tokens.len(), 8);
     assert_eq!(done.finish, FinishReason::Length);
     assert_eq!(done.usage.prompt_tokens, PROMPT.len() as i32);
+}
+
+#[test]
+fn multi_process_tensor_parallel_arguments() {
+    // A normal engine serves requests itself: serve has nothing to wait for.
+    let engine = engine("31b");
+    for timeout in [None, Some(Duration::ZERO), Some(Duration::from_millis(10))] {
+        let err = engine.serve(timeout).unwrap_err();
+        assert_eq!(err.status(), Status::FailedPrecondition, "{err}");
+    }
+    // ... and still does.
+    let done = engine.stream(&greedy(4)).unwrap().wait().unwrap();
+    assert_eq!(done.tokens.len(), 4);
+
+    let err = TpId::from_bytes(&[1, 2, 3, 4, 5]).unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument, "{err}");
+    let bytes: Vec<u8> = (0..128).map(|i| i as u8).collect();
+    let id = TpId::from_bytes(&bytes).unwrap();
+    assert_eq!(id.as_bytes(), &bytes[..]);
+    // A real id needs NCCL; a build without it says so.
+    match TpId::create() {
+        Ok(id) => assert!(id.as_bytes().iter().any(|&b| b != 0), "{id:?}"),
+        Err(err) => assert_eq!(err.status(), Status::Unimplemented, "{err}"),
+    }
+    // A rank outside the group is refused before anything loads.
+    let err = Engine::builder(tiny("31b"))
+        .backend("cpu")
+        .tensor_parallel_size(2)
+        .tp_rank(2)
+        .tp_id(id)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument, "{err}");
+    assert!(err.message().contains("tp_rank"), "{err}");
 }
 
 #[test]
