@@ -1,0 +1,57 @@
+#!/bin/bash
+# Tensor parallelism on a machine with 2+ GPUs (issue: multi-GPU run): the multigpu tests, then
+# the all-reduce per size (custom vs NCCL), 31B decode at TP=1 vs TP=N, and the chat serving set.
+# Usage, from the repository root after `source .device/env.sh`:
+#   tools/gpu/run_multigpu.sh build test allreduce decode serving
+# Logs and a summary go to $OUT (default /tmp/gannet-multigpu-out). NCCL_NVLS_ENABLE=0 stays set.
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0
+build=${GANNET_GPU_BUILD:-/tmp/gannet-gpu}
+out=${OUT:-/tmp/gannet-multigpu-out}
+tp=${GANNET_TP:-2}
+mkdir -p "$out"
+summary="$out/multigpu_summary.txt"
+note() { echo "$*" | tee -a "$summary"; }
+note "== gannet multi-GPU runs: commit ${GANNET_COMMIT:-unknown}, $(date -u +%FT%TZ), tp $tp"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$summary"
+nvidia-smi topo -m 2>&1 | head -12 >> "$summary"
+for stage in "$@"; do
+  t0=$(date +%s)
+  case "$stage" in
+    build)
+      cmake -S . -B "$build" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+        > "$out/build.log" 2>&1 &&
+        ninja -C "$build" -j"$(nproc)" gannet gannet-serving-bench gannet-decode-bench \
+          gannet-allreduce-bench cuda_tp_test cuda_custom_allreduce_test tp_multiprocess_test \
+          >> "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+      ;;
+    test)
+      (cd "$build" && ctest -L multigpu --output-on-failure --timeout 600) > "$out/ctest.log" 2>&1
+      grep -E "tests passed|Failed|FAILED|Passed|note" "$out/ctest.log" | tail -30 | tee -a "$summary"
+      "$build/tests/parallel/cuda_tp_test" --gtest_filter='MultiGpu*' 2>&1 | grep -E "note" | tee -a "$summary"
+      ;;
+    allreduce)
+      for mode in nccl auto; do
+        GANNET_ALLREDUCE=$mode "$build/bench/parallel/gannet-allreduce-bench" --tp "$tp" --iters 200 2>&1 |
+          grep -v "^gannet \[I\]" | sed "s/^/[$mode] /" | tee -a "$summary"
+      done
+      ;;
+    decode)
+      for t in 0 "$tp"; do
+        timeout 300 "$build/bench/runner/gannet-decode-bench" --model dummy:31b --batches 1,16,64 \
+          --context 1500 --steps 20 --tp "$t" 2>&1 | grep -v "^gannet \[I\]" | tee -a "$summary"
+      done
+      ;;
+    serving)
+      for c in 1 16 80; do
+        for t in 0 "$tp"; do
+          timeout 600 "$build/bench/serving/gannet-serving-bench" --model dummy:31b --input-len 1000 \
+            --output-len 1000 --concurrency "$c" --tp "$t" --name "31b tp$t c$c" 2>&1 |
+            grep -v "^gannet \[I\]" | tee -a "$summary"
+        done
+      done
+      ;;
+    *) echo "unknown stage $stage"; exit 2 ;;
+  esac
+  note "-- $stage: $(( $(date +%s) - t0 )) s"
+done
