@@ -238,4 +238,72 @@ cudaError_t LaunchSample(float* logits, int64_t ld, int rows, int vocab,
   return cudaGetLastError();
 }
 
+namespace {
+
+__global__ void __launch_bounds__(kThreads) ShardArgmaxKernel(float* logits, int64_t ld, int cols,
+                                                              int64_t id_offset,
+                                                              const int32_t* banned, int ban_slots,
+                                                              float* out, int64_t out_ld) {
+  __shared__ float fred[32];
+  __shared__ int ired[32];
+  float* x = logits + blockIdx.x * ld;
+  if (banned != nullptr) {
+    if (threadIdx.x < ban_slots) {
+      const int64_t id = banned[blockIdx.x * ban_slots + threadIdx.x] - id_offset;
+      if (id >= 0 && id < cols) x[id] = -INFINITY;
+    }
+    __syncthreads();
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  // (value, index) with the lowest index among equal values; index 0 when every value is -inf.
+  float best = -INFINITY;
+  int best_i = cols;
+  for (int i = threadIdx.x; i < cols; i += kThreads) {
+    const float v = x[i];
+    if (v > best || (best_i == cols && v == best)) {
+      best = v;
+      best_i = i;
+    }
+  }
+  auto merge = [](float& b, int& bi, float ov, int oi) {
+    if (ov > b || (ov == b && oi < bi)) {
+      b = ov;
+      bi = oi;
+    }
+  };
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    merge(best, best_i, __shfl_xor_sync(0xffffffffu, best, o), __shfl_xor_sync(0xffffffffu, best_i, o));
+  }
+  if (lane == 0) {
+    fred[warp] = best;
+    ired[warp] = best_i;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    best = lane < kThreads / 32 ? fred[lane] : -INFINITY;
+    best_i = lane < kThreads / 32 ? ired[lane] : cols;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      merge(best, best_i, __shfl_xor_sync(0xffffffffu, best, o), __shfl_xor_sync(0xffffffffu, best_i, o));
+    }
+    if (lane == 0) {
+      const int id = static_cast<int>((best_i < cols ? best_i : 0) + id_offset);
+      out[blockIdx.x * out_ld] = best_i < cols ? best : x[0];
+      out[blockIdx.x * out_ld + 1] = __int_as_float(id);
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchShardArgmax(float* logits, int64_t ld, int rows, int cols, int64_t id_offset,
+                              const int32_t* banned, int ban_slots, float* out, int64_t out_ld,
+                              cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  ShardArgmaxKernel<<<rows, kThreads, 0, stream>>>(logits, ld, cols, id_offset, banned, ban_slots,
+                                                   out, out_ld);
+  return cudaGetLastError();
+}
+
 }  // namespace gannet::kernels

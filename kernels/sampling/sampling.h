@@ -32,4 +32,11 @@ cudaError_t LaunchSample(float* logits /* [rows, vocab], row stride ld */, int64
                          const int32_t* banned, int ban_slots, int32_t* out_ids /* [rows] */,
                          cudaStream_t stream);
 
+// The greedy pick of a vocabulary shard (Backend::ShardArgmax): per row (value, id + id_offset) of
+// the largest logit, ties to the lowest id (the first when all are -inf); banned global ids inside
+// [id_offset, id_offset + cols) set to -inf in place first. out [rows, 2] f32 (id as int32 bits).
+cudaError_t LaunchShardArgmax(float* logits, int64_t ld, int rows, int cols, int64_t id_offset,
+                              const int32_t* banned, int ban_slots, float* out, int64_t out_ld,
+                              cudaStream_t stream);
+
 }  // namespace gannet::kernels

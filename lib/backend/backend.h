@@ -245,10 +245,19 @@ class Backend {
   // banned: empty, or int32 [rows, kSampleBanSlots] token ids (-1: unused slot) whose logits are
   // set to -inf in place first, so they are never drawn (and read -inf if copied out afterwards).
   virtual absl::Status Sample(Tensor logits, Tensor params, Tensor banned, Tensor out_ids) = 0;
+  // The greedy pick of one vocabulary shard (tensor parallelism: each rank arg-maxes its columns
+  // and the ranks compare the winners instead of gathering every logit). Per row: the largest
+  // logit and its id + id_offset, ties to the lowest id (the first column when every logit is
+  // -inf, as Sample's arg-max); banned ids (global, [rows, kSampleBanSlots], -1 unused; or an
+  // invalid tensor) that fall in [id_offset, id_offset + columns) count as -inf (written so, in
+  // place). logits [rows, columns] f32; out [rows, 2] f32 = (value, the id's int32 bits).
+  virtual absl::Status ShardArgmax(Tensor logits, Tensor banned, int64_t id_offset, Tensor out) = 0;
 };
 
 // The argument checks every Backend::Sample applies (sizes of params, banned and out_ids).
 absl::Status CheckSampleArgs(int64_t rows, Tensor params, Tensor banned, Tensor out_ids);
+// The argument checks every Backend::ShardArgmax applies (out [rows, 2] f32, banned's shape).
+absl::Status CheckShardArgmaxArgs(const Tensor& logits, const Tensor& banned, const Tensor& out);
 // The argument checks every Backend::CentroidLogits applies (shapes, dtypes of the index tensors).
 absl::Status CheckCentroidLogitsArgs(const Tensor& h, const Tensor& table,
                                      const Tensor& cluster_logits, const Tensor& ordering,

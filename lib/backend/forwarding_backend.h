@@ -69,6 +69,9 @@ class ForwardingBackend : public Backend {
   absl::Status Sample(Tensor logits, Tensor params, Tensor banned, Tensor out) override {
     return inner_->Sample(logits, params, banned, out);
   }
+  absl::Status ShardArgmax(Tensor logits, Tensor banned, int64_t id_offset, Tensor out) override {
+    return inner_->ShardArgmax(logits, banned, id_offset, out);
+  }
   // Graphs are not forwarded: a decorator sees every op only when steps run eagerly.
 
  protected:

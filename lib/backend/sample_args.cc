@@ -43,4 +43,16 @@ absl::Status CheckCentroidLogitsArgs(const Tensor& h, const Tensor& table, const
   return absl::OkStatus();
 }
 
+absl::Status CheckShardArgmaxArgs(const Tensor& logits, const Tensor& banned, const Tensor& out) {
+  const int64_t rows = logits.rows();
+  if (logits.row_elems() < 1) return InvalidArgumentError("ShardArgmax: empty shard");
+  if (out.dtype != DType::kF32 || out.rows() != rows || out.row_elems() != 2) {
+    return InvalidArgumentError("ShardArgmax: out must be [{}, 2] f32", rows);
+  }
+  if (banned.valid() && (banned.dtype != DType::kI32 || banned.numel() != rows * kSampleBanSlots)) {
+    return InvalidArgumentError("ShardArgmax: banned must be [{}, {}] int32", rows, kSampleBanSlots);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace gannet::backend

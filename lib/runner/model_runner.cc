@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <tuple>
 
@@ -54,6 +55,7 @@ class ModelRunner::Impl {
   Tensor moe_ids, moe_weights, moe_z, moe_y1, moe_y2;
   Tensor last_h, logits;
   Tensor logits_shard;  // tensor parallel: [world, rows, V / world], every rank's vocabulary shard
+  Tensor pick_blocks, picks;  // tensor parallel greedy: [world, rows, 2] and [rows, 2 * world]
   backend::RopeSpec rope[2];
   backend::Collectives* tp = nullptr;  // options.collectives
 
@@ -76,7 +78,10 @@ class ModelRunner::Impl {
 
   absl::Status AllocateActivations();
   absl::Status RunLayer(int l, int num_tokens, const backend::StepMetadata& md);
-  absl::Status Execute(int n, int rows, bool sample, const backend::StepMetadata& md);
+  // greedy_picks: every row is greedy and stays on the device (tensor parallel: the ranks compare
+  // their shards' arg-maxes instead of gathering the logits).
+  absl::Status Execute(int n, int rows, bool sample, bool greedy_picks,
+                       const backend::StepMetadata& md);
   StepBatch Pad(const StepBatch& batch, int bucket, int q);
   absl::Status Forward(const StepBatch& batch, StepResult* result);
 };
@@ -151,7 +156,10 @@ std::vector<ActivationSpec> ActivationSpecs(const model::ModelConfig& config,
   const int64_t rows = options.max_logit_rows > 0 ? options.max_logit_rows : options.max_seqs;
   v.insert(v.end(), {{at(&I::last_h), act, rows, H}, {at(&I::logits), DType::kF32, rows, c.vocab_size}});
   if (options.collectives != nullptr) {
+    const int64_t world = options.collectives->world_size();
     v.push_back({at(&I::logits_shard), DType::kF32, rows, c.vocab_size});  // [world, rows, V/world]
+    v.push_back({at(&I::pick_blocks), DType::kF32, world * rows, 2});
+    v.push_back({at(&I::picks), DType::kF32, rows, 2 * world});
   }
   return v;
 }
@@ -268,7 +276,7 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
   return be->PostNormResidual(o_t, L.ple_post_norm, x_t, L.layer_scalar, next_norm, h_t, eps);
 }
 
-absl::Status ModelRunner::Impl::Execute(int n, int rows, bool sample,
+absl::Status ModelRunner::Impl::Execute(int n, int rows, bool sample, bool greedy_picks,
                                         const backend::StepMetadata& md) {
   const model::TextConfig& c = config.text;
   const int H = static_cast<int>(c.hidden_size);
@@ -305,6 +313,17 @@ absl::Status ModelRunner::Impl::Execute(int n, int rows, bool sample,
   GANNET_RETURN_IF_ERROR(be->Linear(lh, w.lm_head, head_out));
   if (c.final_logit_softcapping) {
     GANNET_RETURN_IF_ERROR(be->Softcap(head_out, static_cast<float>(*c.final_logit_softcapping)));
+  }
+  if (tp != nullptr && greedy_picks) {
+    // Each rank's winner (value, id): [world, rows, 2] gathered to [rows, 2 * world] (8 bytes a
+    // row per rank instead of its vocabulary shard); Forward picks the best on the host.
+    const int64_t world = tp->world_size();
+    Tensor mine = Tensor::Make(static_cast<float*>(pick_blocks.data) + tp->rank() * rows * 2,
+                               DType::kF32, {rows, 2});
+    GANNET_RETURN_IF_ERROR(be->ShardArgmax(head_out, meta.banned_ids(rows),
+                                           tp->rank() * (c.vocab_size / world), mine));
+    return tp->AllGatherColumns(Tensor::Make(pick_blocks.data, DType::kF32, {world, rows, 2}),
+                                picks.Rows(0, rows));
   }
   if (tp != nullptr) GANNET_RETURN_IF_ERROR(tp->AllGatherColumns(blocks, lg));
   if (sample && (tp == nullptr || tp->rank() == 0)) {
@@ -353,6 +372,11 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result)
   const int n = md->num_tokens;
   const int rows = meta.num_logit_rows();
   const bool sample = !batch.device_sampling.empty();
+  bool greedy_picks = tp != nullptr && sample;
+  for (size_t r = 0; greedy_picks && r < batch.device_sampling.size(); ++r) {
+    const backend::SamplingParams& p = batch.device_sampling[r];
+    greedy_picks = (p.temperature <= 0.f || p.top_k == 1) && batch.host_logits[r] == 0;
+  }
   if (sample) {
     if (static_cast<int>(batch.device_sampling.size()) != rows ||
         batch.host_logits.size() != batch.device_sampling.size()) {
@@ -373,10 +397,11 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result)
   GANNET_RETURN_IF_ERROR(be->BeginDeviceSpan());
   if (graphs && pad) {
     GANNET_RETURN_IF_ERROR(graph_cache.Run(
-        be, {static_cast<int>(batch.seqs.size()), len_bucket, sample ? 1 : 0, q, 0},
-        [&] { return Execute(n, rows, sample, *md); }, "runner: step (sequences, length, sample, q)"));
+        be, {static_cast<int>(batch.seqs.size()), len_bucket, sample ? (greedy_picks ? 2 : 1) : 0, q, 0},
+        [&] { return Execute(n, rows, sample, greedy_picks, *md); },
+        "runner: step (sequences, length, sample, q)"));
   } else {
-    GANNET_RETURN_IF_ERROR(Execute(n, rows, sample, *md));
+    GANNET_RETURN_IF_ERROR(Execute(n, rows, sample, greedy_picks, *md));
   }
   GANNET_RETURN_IF_ERROR(be->EndDeviceSpan());
   if (result == nullptr) {
@@ -394,7 +419,23 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result)
   result->row_seq.assign(meta.logit_row_seq().begin(), meta.logit_row_seq().begin() + real_rows);
   result->row_pos.assign(meta.logit_row_pos().begin(), meta.logit_row_pos().begin() + real_rows);
   result->sampled.clear();
-  if (sample) {
+  if (sample && greedy_picks) {
+    // The best of the ranks' winners; equal values go to the lower rank (its ids are lower), so
+    // the token is the full row's arg-max with ties to the lowest id, as Sample picks it.
+    const int world = tp->world_size();
+    std::vector<float> picks_host(static_cast<size_t>(real_rows) * 2 * world);
+    GANNET_RETURN_IF_ERROR(be->CopyToHost(picks_host.data(), picks.data,
+                                          picks_host.size() * sizeof(float)));
+    result->sampled.resize(real_rows);
+    for (int r = 0; r < real_rows; ++r) {
+      const float* p = picks_host.data() + static_cast<size_t>(r) * 2 * world;
+      int best = 0;
+      for (int k = 1; k < world; ++k) {
+        if (p[2 * k] > p[2 * best]) best = k;
+      }
+      std::memcpy(&result->sampled[r], &p[2 * best + 1], sizeof(int32_t));
+    }
+  } else if (sample) {
     result->sampled.resize(real_rows);
     GANNET_RETURN_IF_ERROR(be->CopyToHost(result->sampled.data(), meta.sampled_ids(rows).data,
                                           real_rows * sizeof(int32_t)));

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <random>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -105,6 +107,46 @@ TEST(CudaTpTest, OneGpuThroughTheMultiProcessPathIsThePlainRunner) {
   const testing::TpRun b = testing::RunGreedySteps(**tp, 8, kPage);
   EXPECT_EQ(a.tokens, b.tokens);
   EXPECT_EQ(a.logits, b.logits);
+}
+
+TEST(CudaTpTest, ShardArgmaxMatchesTheCpu) {
+  GANNET_REQUIRE_GPU();
+  auto be = backend::CudaBackend::Create(0);
+  ASSERT_TRUE(be.ok());
+  backend::CpuBackend cpu;
+  const int64_t rows = 6, cols = 5000, offset = 12345;
+  std::vector<float> x(rows * cols);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-4.f, 4.f);
+  for (float& v : x) v = std::round(u(rng) * 4) / 4;  // many equal values: the ties matter
+  for (int64_t i = 0; i < cols; ++i) x[3 * cols + i] = -INFINITY;  // a row with nothing left
+  std::vector<float> banned(rows * backend::kSampleBanSlots, -1.f);
+  banned[0] = static_cast<float>(offset + 7);       // inside the shard
+  banned[1] = 3.f;                                  // another shard's id
+  banned[backend::kSampleBanSlots] = static_cast<float>(offset + cols - 1);
+  x[7] = 100.f;  // row 0: the banned id would win
+  auto gx = testing::Upload(**be, x, DType::kF32, {rows, cols});
+  auto gb = testing::Upload(**be, banned, DType::kI32, {rows, backend::kSampleBanSlots});
+  auto go = testing::Upload(**be, std::vector<float>(rows * 2, 0.f), DType::kF32, {rows, 2});
+  ASSERT_TRUE((*be)->ShardArgmax(gx.t, gb.t, offset, go.t).ok());
+  const std::vector<float> got = testing::Download(**be, go.t);
+  std::vector<int32_t> ban_i(banned.begin(), banned.end());
+  std::vector<float> want(rows * 2);
+  ASSERT_TRUE(cpu.ShardArgmax(backend::Tensor::Make(x.data(), DType::kF32, {rows, cols}),
+                              backend::Tensor::Make(ban_i.data(), DType::kI32,
+                                                    {rows, backend::kSampleBanSlots}),
+                              offset, backend::Tensor::Make(want.data(), DType::kF32, {rows, 2}))
+                  .ok());
+  for (int64_t r = 0; r < rows; ++r) {
+    int32_t gi, wi;
+    std::memcpy(&gi, &got[2 * r + 1], 4);
+    std::memcpy(&wi, &want[2 * r + 1], 4);
+    EXPECT_EQ(gi, wi) << "row " << r;
+    EXPECT_EQ(got[2 * r], want[2 * r]) << "row " << r;
+  }
+  int32_t id0;
+  std::memcpy(&id0, &want[1], 4);
+  EXPECT_NE(id0, offset + 7);  // the ban held
 }
 
 double MaxAbs(std::span<const float> row) {

@@ -85,6 +85,58 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
+// Device-sampled steps: all-greedy batches take the ranks' shard arg-maxes (no logits gather),
+// mixed batches gather the rows and sample on rank 0; both must give one device's tokens, bans
+// included.
+TEST(TpRunnerSamplingTest, DeviceSampledTokensOfOneDevice) {
+  for (const char* variant : {"31b", "e2b"}) {
+    auto m = testing::LoadTinyModel(variant);
+    ASSERT_TRUE(m.ok());
+    backend::CpuBackend be;
+    auto opts = testing::SimpleRunnerOptions((*m)->config, kPage, testing::kTpMaxLen,
+                                             testing::kTpSeqs, 256);
+    auto ref = testing::CreateTinyRunner((*m)->config, (*m)->weights, &be, opts, testing::kTpMaxLen,
+                                         testing::kTpSeqs);
+    ASSERT_TRUE(ref.ok());
+    std::vector<std::vector<int32_t>> prompts, tables;
+    for (int s = 0; s < testing::kTpSeqs; ++s) {
+      prompts.push_back(testing::TpPrompt(s + 3, 6 + 4 * s));
+      tables.push_back(testing::IdentityPageTable(s, testing::kTpMaxLen / kPage));
+    }
+    // The unbanned greedy tokens, to ban them in the second round.
+    std::vector<int32_t> first(testing::kTpSeqs);
+    for (int world : {2, 4}) {
+      CpuGroup g = MakeCpuGroup(**m, world);
+      ASSERT_NE(g.runner, nullptr);
+      for (int round = 0; round < 3; ++round) {
+        std::vector<std::vector<int32_t>> bans(testing::kTpSeqs);
+        runner::StepBatch b;
+        for (int s = 0; s < testing::kTpSeqs; ++s) {
+          runner::SeqStep q;
+          q.tokens = prompts[s];
+          q.page_table[0] = tables[s];
+          q.page_table[1] = tables[s];
+          b.seqs.push_back(q);
+          backend::SamplingParams p{0.0f, 0, 1.0f, 0.0f, 0};
+          if (round == 2 && s == 1) p = {0.8f, 20, 0.9f, 0.0f, 77};  // mixed: the gather path
+          b.device_sampling.push_back(p);
+          b.host_logits.push_back(0);
+          if (round >= 1) bans[s] = {first[s], 3};
+        }
+        for (auto& ban : bans) b.banned_tokens.push_back(ban);
+        runner::StepResult want, got;
+        ASSERT_TRUE((*ref)->Forward(b, &want).ok());
+        ASSERT_TRUE(g.runner->Forward(b, &got).ok());
+        EXPECT_EQ(got.sampled, want.sampled) << variant << " tp" << world << " round " << round;
+        if (round == 0) first = want.sampled;
+        if (round == 1) {
+          for (int s = 0; s < testing::kTpSeqs; ++s) EXPECT_NE(got.sampled[s], first[s]);
+        }
+      }
+    }
+  }
+}
+
 TEST(TpShardTest, GeometryOfTheFullSizeVariants) {
   for (const char* name : {"dummy:31b", "dummy:26b-a4b", "dummy:e4b", "dummy:e2b"}) {
     auto c = model::DummyModelConfig(name);

@@ -51,6 +51,7 @@ class CpuBackend : public Backend {
   absl::Status CentroidLogits(Tensor h, Tensor table, Tensor cluster_logits, Tensor ordering,
                               Tensor selected, Tensor logits) override;
   absl::Status Sample(Tensor logits, Tensor params, Tensor banned, Tensor out_ids) override;
+  absl::Status ShardArgmax(Tensor logits, Tensor banned, int64_t id_offset, Tensor out) override;
 
   ThreadPool& pool() const { return *pool_; }
 

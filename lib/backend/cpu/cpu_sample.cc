@@ -3,6 +3,7 @@
 // the GPU kernel radix-selects, with the same fixed-point weights, so both pick the same token
 // for the same seed unless exp() rounds differently at a boundary.
 #include <cmath>
+#include <cstring>
 
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/backend/cpu/cpu_math.h"
@@ -31,6 +32,25 @@ absl::Status CpuBackend::Sample(Tensor logits, Tensor params, Tensor banned, Ten
           sampling::DrawParams{p.temperature, p.top_k, p.top_p, p.min_p, p.seed});
     }
   });
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::ShardArgmax(Tensor logits, Tensor banned, int64_t id_offset, Tensor out) {
+  GANNET_RETURN_IF_ERROR(cpu::RequireF32(logits, "ShardArgmax logits"));
+  GANNET_RETURN_IF_ERROR(CheckShardArgmaxArgs(logits, banned, out));
+  const int64_t rows = logits.rows(), cols = logits.row_elems();
+  for (int64_t r = 0; r < rows; ++r) {
+    float* x = logits.as<float>() + r * logits.stride0();
+    for (int k = 0; banned.valid() && k < kSampleBanSlots; ++k) {
+      const int64_t id = banned.as<int32_t>()[r * kSampleBanSlots + k] - id_offset;
+      if (id >= 0 && id < cols) x[id] = -INFINITY;
+    }
+    const int64_t best = sampling::ArgMax(x, cols);
+    float* o = out.as<float>() + r * out.stride0();
+    o[0] = x[best];
+    const int32_t id = static_cast<int32_t>(best + id_offset);
+    std::memcpy(&o[1], &id, sizeof id);
+  }
   return absl::OkStatus();
 }
 

@@ -72,6 +72,7 @@ class CudaBackend final : public Backend {
   absl::Status CentroidLogits(Tensor h, Tensor table, Tensor cluster_logits, Tensor ordering,
                               Tensor selected, Tensor logits) override;
   absl::Status Sample(Tensor logits, Tensor params, Tensor banned, Tensor out_ids) override;
+  absl::Status ShardArgmax(Tensor logits, Tensor banned, int64_t id_offset, Tensor out) override;
 
   // CUDA graphs over the backend's stream (thread-local capture mode: other threads' CUDA calls
   // are unaffected). Graphs live until the backend is destroyed.

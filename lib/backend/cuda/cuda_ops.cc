@@ -184,4 +184,17 @@ absl::Status CudaBackend::Sample(Tensor logits, Tensor params, Tensor banned, Te
   return absl::OkStatus();
 }
 
+absl::Status CudaBackend::ShardArgmax(Tensor logits, Tensor banned, int64_t id_offset, Tensor out) {
+  GANNET_RETURN_IF_ERROR(RequireDType(logits, DType::kF32, "ShardArgmax logits"));
+  GANNET_RETURN_IF_ERROR(CheckShardArgmaxArgs(logits, banned, out));
+  const RowView v = Rows(logits);
+  GANNET_RETURN_IF_ERROR(CheckInt32("ShardArgmax", {{"rows", v.rows}, {"columns", v.n},
+                                                    {"last id", id_offset + v.n}}));
+  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchShardArgmax(
+      logits.as<float>(), v.ld, static_cast<int>(v.rows), static_cast<int>(v.n), id_offset,
+      banned.valid() ? banned.as<int32_t>() : nullptr, kSampleBanSlots, out.as<float>(),
+      out.stride0(), stream_));
+  return absl::OkStatus();
+}
+
 }  // namespace gannet::backend
