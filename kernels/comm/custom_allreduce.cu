@@ -2,6 +2,8 @@
 
 #include <cuda_bf16.h>
 
+#include "kernels/common/device_utils.cuh"
+
 namespace gannet::kernels {
 
 namespace {
@@ -34,13 +36,6 @@ __device__ __forceinline__ float LoadPeer(const float* p) { return __ldcg(p); }
 __device__ __forceinline__ float LoadPeer(const __nv_bfloat16* p) {
   return __bfloat162float(__ushort_as_bfloat16(__ldcg(reinterpret_cast<const unsigned short*>(p))));
 }
-
-template <typename T>
-__device__ __forceinline__ T FromF(float v);
-template <>
-__device__ __forceinline__ float FromF<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 FromF<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) OneShotKernel(T* x, int64_t n, int rank, int world,
@@ -83,7 +78,7 @@ __global__ void __launch_bounds__(kThreads) OneShotKernel(T* x, int64_t n, int r
       const T* src = reinterpret_cast<const T*>(peers.ws[p] + kDataOffset + half);
       s += LoadPeer(src + i);
     }
-    x[i] = FromF<T>(s);
+    x[i] = FromFloat<T>(s);
   }
   if (threadIdx.x == 0) epochs[b] = e;
 }

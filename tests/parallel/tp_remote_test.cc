@@ -56,25 +56,11 @@ TEST_P(TpRemoteTest, MatchesOneDeviceAndEndsCleanly) {
   const auto& [variant, world] = GetParam();
   auto m = testing::LoadTinyModel(variant);
   ASSERT_TRUE(m.ok()) << m.status();
-  backend::CpuBackend be;
-  auto opts = testing::SimpleRunnerOptions((*m)->config, kPage, testing::kTpMaxLen,
-                                           testing::kTpSeqs, 256);
-  auto ref_runner = testing::CreateTinyRunner((*m)->config, (*m)->weights, &be, opts,
-                                              testing::kTpMaxLen, testing::kTpSeqs);
-  ASSERT_TRUE(ref_runner.ok());
-  const testing::TpRun ref = testing::RunGreedySteps(**ref_runner, 5, kPage);
-
+  const testing::TpRun ref = testing::RunOneDeviceReference(**m, 5, kPage);
   auto g = MakeRemoteGroup(**m, world);
   ASSERT_NE(g, nullptr);
-  const testing::TpRun got = testing::RunGreedySteps(*g->runner, 5, kPage);
-  EXPECT_EQ(got.tokens, ref.tokens);
-  const int vocab = static_cast<int>((*m)->config.text.vocab_size);
-  ASSERT_EQ(got.logits.size(), ref.logits.size());
-  for (size_t i = 0; i < ref.logits.size(); ++i) {
-    EXPECT_LT(testing::MaxRelativeLogitError(got.logits[i].data(), ref.logits[i].data(),
-                                             testing::kTpSeqs, vocab),
-              1e-4);
-  }
+  testing::ExpectSameRun(testing::RunGreedySteps(*g->runner, 5, kPage), ref,
+                         static_cast<int>((*m)->config.text.vocab_size), 1e-4);
   g->runner.reset();  // rank 0 shuts the group down
   for (auto& w : g->workers) EXPECT_TRUE(w->Wait(10).ok()) << w->Wait(0);
 }
@@ -96,14 +82,9 @@ TEST(TpRemoteFailureTest, AVanishedRankFailsRankZeroWithDeviceLost) {
   EXPECT_EQ(testing::RunGreedySteps(*g->runner, 1, kPage).logits.size(), 1u);
   g->workers[0].reset();  // rank 1 leaves mid-service
   runner::StepResult res;
-  std::vector<int32_t> t = {2, 200, 300};
-  std::vector<int32_t> table = testing::IdentityPageTable(0, testing::kTpMaxLen / kPage);
-  runner::StepBatch b;
-  runner::SeqStep q;
-  q.tokens = t;
-  q.page_table[0] = table;
-  q.page_table[1] = table;
-  b.seqs.push_back(q);
+  const std::vector<int32_t> t = {2, 200, 300};
+  const std::vector<int32_t> table = testing::IdentityPageTable(0, testing::kTpMaxLen / kPage);
+  const runner::StepBatch b = testing::OneSequenceStep(t, table);
   absl::Status st = g->runner->Forward(b, &res);
   EXPECT_TRUE(IsDeviceLost(st)) << st;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "lib/backend/cpu/cpu_backend.h"
 #include "lib/common/status.h"
 #include "lib/parallel/tp_runner.h"
 #include "lib/runner/step_runner.h"
@@ -68,6 +69,40 @@ inline TpRun RunGreedySteps(runner::StepRunner& r, int steps, int page_size) {
     run.logits.push_back(res.logits);
   }
   return run;
+}
+
+// One device's run on the CPU backend: the reference the groups are compared with.
+inline TpRun RunOneDeviceReference(const LoadedModel& m, int steps, int page_size) {
+  backend::CpuBackend be;
+  auto opts = SimpleRunnerOptions(m.config, page_size, kTpMaxLen, kTpSeqs, 256);
+  auto r = CreateTinyRunner(m.config, m.weights, &be, opts, kTpMaxLen, kTpSeqs);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? RunGreedySteps(**r, steps, page_size) : TpRun{};
+}
+
+// Every decode step's logits within `tolerance` of max |logit| of the reference's, same tokens.
+inline void ExpectSameRun(const TpRun& got, const TpRun& want, int vocab, double tolerance) {
+  EXPECT_EQ(got.tokens, want.tokens);
+  ASSERT_EQ(got.logits.size(), want.logits.size());
+  for (size_t i = 0; i < want.logits.size(); ++i) {
+    ASSERT_EQ(got.logits[i].size(), want.logits[i].size());
+    EXPECT_LT(MaxRelativeLogitError(got.logits[i].data(), want.logits[i].data(),
+                                    static_cast<int>(want.logits[i].size() / vocab), vocab),
+              tolerance)
+        << "decode step " << i;
+  }
+}
+
+// A one-sequence prefill step of `tokens` (the caller keeps both vectors alive).
+inline runner::StepBatch OneSequenceStep(const std::vector<int32_t>& tokens,
+                                         const std::vector<int32_t>& table) {
+  runner::StepBatch b;
+  runner::SeqStep q;
+  q.tokens = tokens;
+  q.page_table[0] = table;
+  q.page_table[1] = table;
+  b.seqs.push_back(q);
+  return b;
 }
 
 // A TpRunner over `backends` joined by `collectives`, KV attached for kTpSeqs sequences.
