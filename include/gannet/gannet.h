@@ -210,7 +210,8 @@ typedef struct gannet_engine_config {
   /* One process per GPU (on one host or several): every rank's process calls
    * gannet_engine_create with the same tp_id, tensor_parallel_size = the number of ranks, its
    * own tp_rank and its device (device_id, or one entry of device_ids); create returns once every
-   * rank has joined (it waits for them). Rank 0 accepts requests and decides every limit; the
+   * rank has joined (it waits for them, at most 300 s: GANNET_TP_JOIN_TIMEOUT_S; then it fails
+   * with GANNET_ERR_DEADLINE_EXCEEDED). Rank 0 accepts requests and decides every limit; the
    * others load their shard and serve rank 0 (see gannet_engine_serve) until rank 0's engine is
    * destroyed. A rank that dies makes the others fail with GANNET_ERR_DEVICE_LOST within the
    * group timeout (30 s; GANNET_TP_TIMEOUT_S), never hang. NULL = one process. */

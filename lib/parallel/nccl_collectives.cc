@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -325,8 +327,46 @@ absl::StatusOr<NcclRank> JoinNcclGroup(backend::Backend* backend, int rank, int 
   c->be = cuda;
   c->rank = rank;
   c->world = world;
-  GANNET_NCCL_RETURN_IF_ERROR(ncclCommInitRank(&c->comm, world, uid, rank),
-                              "joining the group (rank " + std::to_string(rank) + ")");
+  // ncclCommInitRank waits for every rank; a rank that never starts must not hang this one, so
+  // the join runs on its own thread and is given up after GANNET_TP_JOIN_TIMEOUT_S (the thread
+  // then aborts the communicator if the others ever arrive).
+  struct Join {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false, abandoned = false;
+    ncclResult_t result = ncclSuccess;
+    ncclComm_t comm = nullptr;
+  };
+  auto join = std::make_shared<Join>();
+  const int device = cuda->device_id();
+  std::thread([join, uid, world, rank, device] {
+    ncclComm_t comm = nullptr;
+    const ncclResult_t r = cudaSetDevice(device) == cudaSuccess
+                               ? ncclCommInitRank(&comm, world, uid, rank)
+                               : ncclUnhandledCudaError;
+    std::lock_guard<std::mutex> lock(join->mu);
+    if (join->abandoned) {
+      if (r == ncclSuccess) ncclCommAbort(comm);
+      return;
+    }
+    join->done = true;
+    join->result = r;
+    join->comm = comm;
+    join->cv.notify_all();
+  }).detach();
+  const double timeout = JoinTimeoutSeconds();
+  {
+    std::unique_lock<std::mutex> lock(join->mu);
+    if (!join->cv.wait_for(lock, std::chrono::duration<double>(timeout), [&] { return join->done; })) {
+      join->abandoned = true;
+      return absl::DeadlineExceededError(fmt::format(
+          "tensor parallel: rank {} waited {} s for the other {} ranks of the group to join; is "
+          "every rank's process started with the same id (GANNET_TP_JOIN_TIMEOUT_S sets the wait)?",
+          rank, timeout, world - 1));
+    }
+  }
+  GANNET_NCCL_RETURN_IF_ERROR(join->result, "joining the group (rank " + std::to_string(rank) + ")");
+  c->comm = join->comm;
   NcclRank out;
   out.collectives = std::make_unique<NcclCollectives>(c);
   out.channel = std::make_unique<NcclChannel>(c);
@@ -349,6 +389,15 @@ absl::StatusOr<NcclRank> JoinNcclGroup(backend::Backend*, int, int, std::string_
 }
 
 #endif
+
+double JoinTimeoutSeconds() {
+  const char* env = std::getenv("GANNET_TP_JOIN_TIMEOUT_S");
+  if (env != nullptr) {
+    const double v = std::atof(env);
+    if (v > 0) return v;
+  }
+  return 300.0;
+}
 
 double GroupTimeoutSeconds() {
   const char* env = std::getenv("GANNET_TP_TIMEOUT_S");

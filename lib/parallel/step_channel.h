@@ -16,6 +16,9 @@ namespace gannet::parallel {
 // GANNET_TP_TIMEOUT_S overrides it (tests of a killed rank shorten it).
 inline constexpr double kHeartbeatSeconds = 1.0;
 double GroupTimeoutSeconds();
+// How long a rank of a multi-process group waits for the others to join (300 s;
+// GANNET_TP_JOIN_TIMEOUT_S overrides it): ranks start their processes at different times.
+double JoinTimeoutSeconds();
 
 class StepChannel {
  public:

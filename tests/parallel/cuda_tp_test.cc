@@ -7,6 +7,7 @@
 //    all-reduce (f32, bf16) and column gather against sums computed on the host, 1 KB to 64 MB.
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -147,6 +148,22 @@ TEST(CudaTpTest, ShardArgmaxMatchesTheCpu) {
   int32_t id0;
   std::memcpy(&id0, &want[1], 4);
   EXPECT_NE(id0, offset + 7);  // the ban held
+}
+
+TEST(CudaTpTest, ARankWhoseGroupNeverFormsGivesUpInBoundedTime) {
+  GANNET_REQUIRE_GPU();
+  auto be = backend::CudaBackend::Create(0);
+  ASSERT_TRUE(be.ok());
+  auto id = parallel::CreateNcclId();
+  ASSERT_TRUE(id.ok()) << id.status();
+  setenv("GANNET_TP_JOIN_TIMEOUT_S", "2", 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto joined = parallel::JoinNcclGroup(be->get(), 0, 2, *id);  // rank 1 never comes
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  unsetenv("GANNET_TP_JOIN_TIMEOUT_S");
+  ASSERT_FALSE(joined.ok());
+  EXPECT_EQ(joined.status().code(), absl::StatusCode::kDeadlineExceeded) << joined.status();
+  EXPECT_LT(s, 10.0);
 }
 
 double MaxAbs(std::span<const float> row) {
