@@ -220,14 +220,7 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   }
   // The CPU reads bf16 checkpoints in place (mmap): only synthetic weights take memory there.
   int64_t weight_bytes = cpu && p->checkpoint != nullptr ? 0 : 2 * model::CountParameters(p->config);
-  if (world > 1 && !cpu) {
-    GANNET_ASSIGN_OR_RETURN(auto shard, model::ShardWeights(p->config, model::SyntheticWeights(
-                                                                p->config, 0), {0, world}));
-    weight_bytes = model::ShardWeightBytes(shard->views);
-  }
-  if (speculate && !(cpu && p->draft_checkpoint != nullptr)) {
-    weight_bytes += 2 * model::CountParameters(p->draft_config);
-  }
+  if (world > 1 && !cpu) weight_bytes = 2 * model::ShardParameterCount(p->config, world);
   const int64_t activation_bytes = runner::ActivationBytes(rank_config, ro, be.activation_dtype(),
                                                            be.residual_dtype());
   std::string device =

@@ -180,29 +180,13 @@ absl::StatusOr<std::unique_ptr<ShardedWeights>> ShardWeights(const ModelConfig& 
   return out;
 }
 
-int64_t ShardWeightBytes(const ModelWeights& views) {
-  int64_t bytes = 0;
-  auto add = [&](const WeightView& v) {
-    if (v.present()) bytes += v.numel() * 2;
-  };
-  for (const WeightView* v : {&views.embed_tokens, &views.lm_head, &views.final_norm,
-                              &views.embed_tokens_per_layer, &views.per_layer_model_projection,
-                              &views.per_layer_projection_norm}) {
-    add(*v);
-  }
-  for (const LayerWeights& l : views.layers) {
-    for (const WeightView* v :
-         {&l.input_layernorm, &l.post_attention_layernorm, &l.pre_feedforward_layernorm,
-          &l.post_feedforward_layernorm, &l.q_proj, &l.q_norm, &l.k_proj, &l.v_proj, &l.k_norm,
-          &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj, &l.layer_scalar,
-          &l.per_layer_input_gate, &l.per_layer_projection, &l.post_per_layer_input_norm,
-          &l.router_proj, &l.router_scale, &l.router_per_expert_scale, &l.experts_gate_up,
-          &l.experts_down, &l.pre_feedforward_layernorm_2, &l.post_feedforward_layernorm_1,
-          &l.post_feedforward_layernorm_2}) {
-      add(*v);
-    }
-  }
-  return bytes;
+int64_t ShardParameterCount(const ModelConfig& config, int world) {
+  // The shard geometry's tensors, less the vocabulary rows of the embedding (and of an untied LM
+  // head) that other ranks hold.
+  const TextConfig& c = config.text;
+  const int64_t others = c.vocab_size - VocabShardSize(config, world);
+  return CountParameters(ShardConfig(config, world)) -
+         others * c.hidden_size * (c.tie_word_embeddings ? 1 : 2);
 }
 
 }  // namespace gannet::model

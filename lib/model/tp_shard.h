@@ -58,7 +58,7 @@ absl::StatusOr<std::unique_ptr<ShardedWeights>> ShardWeights(const ModelConfig& 
                                                              const ModelWeights& weights,
                                                              TpShard shard);
 
-// Bytes of every tensor a rank holds (bf16 matrices; what LoadDeviceWeights moves).
-int64_t ShardWeightBytes(const ModelWeights& views);
+// Parameters one rank of a `world`-way group holds (every rank holds as many).
+int64_t ShardParameterCount(const ModelConfig& config, int world);
 
 }  // namespace gannet::model

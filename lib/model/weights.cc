@@ -227,6 +227,32 @@ int64_t CountParameters(const ModelConfig& config) {
   return n;
 }
 
+int64_t ViewBytes(const ModelWeights& w) {
+  int64_t bytes = 0;
+  auto add = [&](const WeightView& v) {
+    if (v.present()) bytes += static_cast<int64_t>(v.nbytes());
+  };
+  for (const WeightView* v : {&w.embed_tokens, &w.lm_head, &w.final_norm, &w.embed_tokens_per_layer,
+                              &w.per_layer_model_projection, &w.per_layer_projection_norm,
+                              &w.pre_projection, &w.post_projection, &w.centroids,
+                              &w.token_ordering}) {
+    add(*v);
+  }
+  for (const LayerWeights& l : w.layers) {
+    for (const WeightView* v :
+         {&l.input_layernorm, &l.post_attention_layernorm, &l.pre_feedforward_layernorm,
+          &l.post_feedforward_layernorm, &l.q_proj, &l.q_norm, &l.k_proj, &l.v_proj, &l.k_norm,
+          &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj, &l.layer_scalar,
+          &l.per_layer_input_gate, &l.per_layer_projection, &l.post_per_layer_input_norm,
+          &l.router_proj, &l.router_scale, &l.router_per_expert_scale, &l.experts_gate_up,
+          &l.experts_down, &l.pre_feedforward_layernorm_2, &l.post_feedforward_layernorm_1,
+          &l.post_feedforward_layernorm_2}) {
+      add(*v);
+    }
+  }
+  return bytes;
+}
+
 double DecodeStepWeightBytes(const ModelConfig& config, int batch) {
   const TextConfig& c = config.text;
   const double b = std::max(batch, 1);

@@ -126,6 +126,9 @@ ModelWeights SyntheticWeights(const ModelConfig& config, uint64_t seed);
 
 // Sum of elements over ExpectedWeights (the parameter count, tied head counted once).
 int64_t CountParameters(const ModelConfig& config);
+// Bytes of the tensors `weights` holds (present views, their own dtypes): a tensor-parallel
+// rank's shard as much as a whole model.
+int64_t ViewBytes(const ModelWeights& weights);
 
 // Bytes of weights a decode step of `batch` tokens must read (bf16 tensors, int64 index tensors):
 // every tensor in full except the per-layer-input table (the PLE of E2B/E4B: `batch` gathered

@@ -21,8 +21,9 @@ absl::StatusOr<DeviceWeights> LoadDeviceWeights(const model::ModelConfig& config
                                                 backend::Backend* backend,
                                                 const WeightProgressFn& on_progress) {
   DeviceWeights d;
-  // Progress is measured against the bf16 size of every expected tensor.
-  const int64_t total = 2 * model::CountParameters(config);
+  // Progress is measured against the bytes of the tensors given (a tensor-parallel rank's shard
+  // is smaller than its geometry's expected tensors: its embedding holds a vocabulary shard).
+  const int64_t total = model::ViewBytes(w);
   int64_t done = 0;
   auto load = [&](std::initializer_list<const model::WeightView*> parts,
                   backend::Tensor* out) -> absl::Status {

@@ -60,8 +60,9 @@ TEST_P(TpRunnerTest, MatchesOneDevice) {
   // Each rank holds its share: a rank's weights well under the whole model's.
   auto shard = model::ShardWeights((*m)->config, (*m)->weights, {0, world});
   ASSERT_TRUE(shard.ok());
-  EXPECT_LT(model::ShardWeightBytes((*shard)->views) * 3 / 2,
-            model::ShardWeightBytes((*m)->weights));
+  EXPECT_LT(model::ViewBytes((*shard)->views) * 3 / 2, model::ViewBytes((*m)->weights));
+  // The count the engine checks memory with is the shard's.
+  EXPECT_EQ(2 * model::ShardParameterCount((*m)->config, world), model::ViewBytes((*shard)->views));
 }
 
 INSTANTIATE_TEST_SUITE_P(
