@@ -431,7 +431,8 @@ typedef struct gannet_engine_stats {
   int64_t device_memory_bytes;   /* of the device (cpu: the host's RAM) */
   double load_seconds;           /* gannet_engine_create, start to ready */
   char backend[16];              /* "cpu", "cuda" */
-  char device_name[96];          /* "NVIDIA H100 80GB HBM3 (sm_90)", "16 threads" */
+  char device_name[96];          /* "NVIDIA H100 80GB HBM3 (sm_90)", "16 threads"; rank 0's, then
+                                    ", tensor parallel over N ranks" */
   char backend_fallback[256];    /* why an automatic backend choice ran on the CPU; "" otherwise */
   /* Speculative decoding (zeros without a draft model). */
   int32_t num_speculative_tokens; /* drafts per round (K) */

@@ -332,6 +332,10 @@ void Engine::Impl::UpdateGauges() {
   g.backend = std::string(parts->backend->name());
   g.device_id = parts->backend->device_id();
   g.device_name = parts->backend->DeviceName();
+  if (parts->tensor_parallel_size > 1) {
+    // Rank 0's device, and how many share the model (stats, the CLI's banner, bench headers).
+    g.device_name += fmt::format(", tensor parallel over {} ranks", parts->tensor_parallel_size);
+  }
   g.device_memory_bytes = parts->backend->TotalMemoryBytes();
   g.backend_fallback = parts->backend_fallback;
   g.load_seconds = parts->load_seconds;

@@ -52,6 +52,11 @@ std::vector<Output> Serve(const std::string& variant, int tp) {
   auto e = Engine::Create(c);
   EXPECT_TRUE(e.ok()) << e.status();
   if (!e.ok()) return {};
+  if (tp > 1) {
+    EXPECT_NE((*e)->GetStats().device_name.find("tensor parallel over " + std::to_string(tp) + " ranks"),
+              std::string::npos)
+        << (*e)->GetStats().device_name;
+  }
   std::vector<RequestInput> reqs = Requests();
   std::map<uint64_t, int> index;
   for (size_t i = 0; i < reqs.size(); ++i) {
