@@ -112,13 +112,19 @@ absl::StatusOr<int> TensorParallelSize(const EngineConfig& cfg) {
   return std::max({1, cfg.tensor_parallel_size, listed});
 }
 
-// A tensor-parallel group: rank 0's backend becomes the engine's, the others the group's.
-absl::Status CreateTpBackends(const EngineConfig& cfg, int world, LoadedEngineParts* p) {
+// What a tensor-parallel group of `world` ranks cannot serve, before any device is touched.
+absl::Status CheckTensorParallel(const EngineConfig& cfg, const model::ModelConfig& config,
+                                 int world) {
   if (!cfg.draft_model_dir.empty()) {
     return UnimplementedError("engine: speculative decoding (draft_model_dir) with tensor "
                               "parallelism is not supported yet; use one of them");
   }
-  GANNET_RETURN_IF_ERROR(model::CheckTpShardable(p->config, world));
+  return model::CheckTpShardable(config, world);
+}
+
+// A tensor-parallel group: rank 0's backend becomes the engine's, the others the group's.
+absl::Status CreateTpBackends(const EngineConfig& cfg, int world, LoadedEngineParts* p) {
+  GANNET_RETURN_IF_ERROR(CheckTensorParallel(cfg, p->config, world));
   backend::BackendOptions bo;
   bo.kind = cfg.backend;
   bo.num_threads = cfg.num_threads;
@@ -143,11 +149,7 @@ absl::Status JoinTpGroup(const EngineConfig& cfg, LoadedEngineParts* p) {
     return InvalidArgumentError("engine: a rank of a multi-process group runs on one device; {} "
                                 "device ids given", cfg.device_ids.size());
   }
-  if (!cfg.draft_model_dir.empty()) {
-    return UnimplementedError("engine: speculative decoding (draft_model_dir) with tensor "
-                              "parallelism is not supported yet; use one of them");
-  }
-  GANNET_RETURN_IF_ERROR(model::CheckTpShardable(p->config, world));
+  GANNET_RETURN_IF_ERROR(CheckTensorParallel(cfg, p->config, world));
   backend::BackendOptions bo;
   bo.kind = cfg.backend.empty() ? "cuda" : cfg.backend;
   bo.device_id = cfg.device_ids.empty() ? cfg.device_id : cfg.device_ids[0];
@@ -221,6 +223,9 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   // The CPU reads bf16 checkpoints in place (mmap): only synthetic weights take memory there.
   int64_t weight_bytes = cpu && p->checkpoint != nullptr ? 0 : 2 * model::CountParameters(p->config);
   if (world > 1 && !cpu) weight_bytes = 2 * model::ShardParameterCount(p->config, world);
+  if (speculate && !(cpu && p->draft_checkpoint != nullptr)) {
+    weight_bytes += 2 * model::CountParameters(p->draft_config);
+  }
   const int64_t activation_bytes = runner::ActivationBytes(rank_config, ro, be.activation_dtype(),
                                                            be.residual_dtype());
   std::string device =
