@@ -390,22 +390,4 @@ absl::StatusOr<NcclRank> JoinNcclGroup(backend::Backend*, int, int, std::string_
 
 #endif
 
-double JoinTimeoutSeconds() {
-  const char* env = std::getenv("GANNET_TP_JOIN_TIMEOUT_S");
-  if (env != nullptr) {
-    const double v = std::atof(env);
-    if (v > 0) return v;
-  }
-  return 300.0;
-}
-
-double GroupTimeoutSeconds() {
-  const char* env = std::getenv("GANNET_TP_TIMEOUT_S");
-  if (env != nullptr) {
-    const double v = std::atof(env);
-    if (v > 0) return v;
-  }
-  return 30.0;
-}
-
 }  // namespace gannet::parallel

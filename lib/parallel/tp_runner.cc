@@ -49,13 +49,11 @@ absl::StatusOr<std::unique_ptr<TpRunner>> TpRunner::Create(
   }
   auto create = [&](int r) -> absl::Status {
     Rank& rank = tp->ranks_[r];
-    GANNET_ASSIGN_OR_RETURN(rank.weights, model::ShardWeights(config, weights, {r, world}));
     runner::RunnerOptions o = options;
-    o.collectives = rank.parts.collectives.get();
     if (r != 0) o.on_weight_progress = nullptr;
-    GANNET_ASSIGN_OR_RETURN(rank.runner, runner::ModelRunner::Create(tp->shard_config_,
-                                                                     rank.weights->views,
-                                                                     rank.parts.backend, o));
+    GANNET_ASSIGN_OR_RETURN(rank.shard, CreateRankRunner(config, weights,
+                                                         rank.parts.collectives.get(),
+                                                         rank.parts.backend, o));
     return absl::OkStatus();
   };
   for (int r = 1; r < local; ++r) tp->ranks_[r].worker->Post([&create, r] { return create(r); });
@@ -69,13 +67,10 @@ absl::StatusOr<std::unique_ptr<TpRunner>> TpRunner::Create(
   }
   if (tp->remote_ != nullptr) {
     // Every process reports whether its runner exists (and its free memory): all agree to go on.
-    absl::StatusOr<int64_t> all = tp->ranks_[0].parts.collectives->MinOverRanks(
-        first.ok() ? tp->ranks_[0].parts.backend->FreeMemoryBytes() : -1);
-    if (first.ok() && !all.ok()) first = all.status();
-    if (first.ok() && *all < 0) {
-      first = MarkDeviceLost(absl::InternalError(
-          "tensor parallel: another rank's process could not create its runner (see its log)"));
-    }
+    absl::StatusOr<int64_t> all = AgreeOverRanks(
+        *tp->ranks_[0].parts.collectives, first,
+        first.ok() ? tp->ranks_[0].parts.backend->FreeMemoryBytes() : 0, "create its runner");
+    first = all.status();
     if (first.ok()) tp->remote_free_bytes_ = *all;
   }
   if (!first.ok()) {
@@ -84,8 +79,8 @@ absl::StatusOr<std::unique_ptr<TpRunner>> TpRunner::Create(
   }
   GANNET_LOG_INFO("tensor parallel: {} ranks ({} in this process), {} weights per rank, {} copied "
                   "to slice", world, local,
-                  FormatBytes(static_cast<int64_t>(tp->ranks_[0].runner->weight_bytes())),
-                  FormatBytes(tp->ranks_[0].weights->copied_bytes));
+                  FormatBytes(static_cast<int64_t>(tp->ranks_[0].shard.runner->weight_bytes())),
+                  FormatBytes(tp->ranks_[0].shard.weights->copied_bytes));
   if (tp->remote_ != nullptr) {
     tp->last_sent_ = std::chrono::steady_clock::now();
     tp->heartbeat_ = std::thread([raw = tp.get()] { raw->Heartbeats(); });
@@ -110,7 +105,7 @@ TpRunner::~TpRunner() {
   for (Rank& rank : ranks_) {
     if (rank.worker == nullptr) continue;
     rank.worker->Post([&rank] {
-      rank.runner.reset();
+      rank.shard.runner.reset();
       rank.parts.collectives.reset();
       return absl::OkStatus();
     });
@@ -210,17 +205,11 @@ absl::Status TpRunner::AttachKv(const kv::KvLayout& layout) {
   const std::vector<uint8_t> msg = EncodeAttachKv(layout);
   return RunOnAll(
       [&](int r) -> absl::Status {
-        absl::Status st = ranks_[r].runner->AttachKv(layout);
+        absl::Status st = ranks_[r].shard.runner->AttachKv(layout);
         if (remote_ == nullptr) return st;
         // Every process says whether its storage fits: all go on, or none.
-        absl::StatusOr<int64_t> all = ranks_[0].parts.collectives->MinOverRanks(st.ok() ? 1 : -1);
-        GANNET_RETURN_IF_ERROR(st);
-        GANNET_RETURN_IF_ERROR(all.status());
-        if (*all < 0) {
-          return MarkDeviceLost(absl::ResourceExhaustedError(
-              "tensor parallel: another rank's process could not allocate its KV storage"));
-        }
-        return absl::OkStatus();
+        return AgreeOverRanks(*ranks_[0].parts.collectives, st, 0, "allocate its KV storage")
+            .status();
       },
       remote_ != nullptr ? &msg : nullptr);
 }
@@ -230,7 +219,7 @@ absl::Status TpRunner::Forward(const runner::StepBatch& batch, runner::StepResul
   std::vector<uint8_t> msg;
   if (remote_ != nullptr) msg = EncodeStep(batch);
   return RunOnAll(
-      [&](int r) { return ranks_[r].runner->Forward(batch, r == 0 ? result : nullptr); },
+      [&](int r) { return ranks_[r].shard.runner->Forward(batch, r == 0 ? result : nullptr); },
       remote_ != nullptr ? &msg : nullptr);
 }
 
@@ -242,7 +231,7 @@ int64_t TpRunner::MinFreeMemoryBytes() {
 
 uint64_t TpRunner::weight_bytes() const {
   uint64_t bytes = 0;
-  for (const Rank& rank : ranks_) bytes += rank.runner->weight_bytes();
+  for (const Rank& rank : ranks_) bytes += rank.shard.runner->weight_bytes();
   return bytes * (world_ / static_cast<int>(ranks_.size()));  // ranks elsewhere hold as much
 }
 
@@ -250,7 +239,7 @@ absl::StatusOr<double> TpRunner::LastStepDeviceSeconds() {
   std::lock_guard<std::mutex> lock(mu_);  // rank 0's worker takes one task at a time
   absl::StatusOr<double> seconds = 0.0;
   ranks_[0].worker->Post([&] {
-    seconds = ranks_[0].runner->LastStepDeviceSeconds();
+    seconds = ranks_[0].shard.runner->LastStepDeviceSeconds();
     return absl::OkStatus();
   });
   GANNET_RETURN_IF_ERROR(ranks_[0].worker->Wait());

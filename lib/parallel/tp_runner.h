@@ -32,6 +32,7 @@
 #include "lib/model/config.h"
 #include "lib/model/tp_shard.h"
 #include "lib/model/weights.h"
+#include "lib/parallel/rank_runner.h"
 #include "lib/parallel/rank_worker.h"
 #include "lib/parallel/step_channel.h"
 #include "lib/runner/model_runner.h"
@@ -67,13 +68,11 @@ class TpRunner : public runner::StepRunner {
   int64_t MinFreeMemoryBytes();
   // Every rank's geometry (ShardConfig).
   const model::ModelConfig& shard_config() const { return shard_config_; }
-  runner::ModelRunner& rank_runner(int rank) { return *ranks_[rank].runner; }
 
  private:
   struct Rank {
     TpRankParts parts;
-    std::unique_ptr<model::ShardedWeights> weights;
-    std::unique_ptr<runner::ModelRunner> runner;
+    RankRunner shard;
     std::unique_ptr<RankWorker> worker;
   };
   TpRunner() = default;

@@ -54,7 +54,7 @@ TpWorker::~TpWorker() {
   thread_.join();
   stop_watchdog_ = true;
   watchdog_.join();
-  runner_.reset();
+  shard_.runner.reset();
 }
 
 absl::Status TpWorker::Wait(double timeout_s) {
@@ -99,36 +99,25 @@ absl::Status TpWorker::Handle(std::span<const uint8_t> msg, bool* done) {
     case StepOp::kInit: {
       runner::RunnerOptions o;
       GANNET_RETURN_IF_ERROR(DecodeInit(msg, &o));
-      o.collectives = collectives_.get();
-      const int world = collectives_->world_size();
-      absl::Status made = [&]() -> absl::Status {
-        GANNET_ASSIGN_OR_RETURN(shard_, model::ShardWeights(*config_, *weights_, {rank_, world}));
-        GANNET_ASSIGN_OR_RETURN(runner_, runner::ModelRunner::Create(
-                                             model::ShardConfig(*config_, world), shard_->views,
-                                             backend_, o));
-        return absl::OkStatus();
-      }();
+      absl::StatusOr<RankRunner> made =
+          CreateRankRunner(*config_, *weights_, collectives_.get(), backend_, o);
+      if (made.ok()) shard_ = *std::move(made);
       // Rank 0 learns whether every rank has its runner (and the least free memory).
-      GANNET_ASSIGN_OR_RETURN(int64_t all, collectives_->MinOverRanks(
-                                               made.ok() ? backend_->FreeMemoryBytes() : -1));
-      GANNET_RETURN_IF_ERROR(made);
-      if (all < 0) return MarkDeviceLost(absl::InternalError("another rank could not create its runner"));
-      return absl::OkStatus();
+      return AgreeOverRanks(*collectives_, made.status(),
+                            made.ok() ? backend_->FreeMemoryBytes() : 0, "create its runner")
+          .status();
     }
     case StepOp::kAttachKv: {
-      if (runner_ == nullptr) return InternalError("tensor parallel: KV before the runner");
+      if (shard_.runner == nullptr) return InternalError("tensor parallel: KV before the runner");
       absl::StatusOr<kv::KvLayout> layout = DecodeAttachKv(msg);
-      absl::Status st = layout.ok() ? runner_->AttachKv(*layout) : layout.status();
-      GANNET_ASSIGN_OR_RETURN(int64_t all, collectives_->MinOverRanks(st.ok() ? 1 : -1));
-      GANNET_RETURN_IF_ERROR(st);
-      if (all < 0) return MarkDeviceLost(absl::InternalError("another rank could not allocate its KV"));
-      return absl::OkStatus();
+      absl::Status st = layout.ok() ? shard_.runner->AttachKv(*layout) : layout.status();
+      return AgreeOverRanks(*collectives_, st, 0, "allocate its KV storage").status();
     }
     case StepOp::kStep: {
-      if (runner_ == nullptr) return InternalError("tensor parallel: a step before the runner");
+      if (shard_.runner == nullptr) return InternalError("tensor parallel: a step before the runner");
       DecodedStep step;
       GANNET_RETURN_IF_ERROR(DecodeStep(msg, &step));
-      absl::Status st = runner_->Forward(step.batch, nullptr);
+      absl::Status st = shard_.runner->Forward(step.batch, nullptr);
       // A step every rank rejects alike (its batch) leaves the group usable; anything else not.
       if (!st.ok() && IsDeviceLost(st)) return st;
       if (!st.ok()) GANNET_LOG_WARNING("tensor parallel rank {}: step failed: {}", rank_, st.message());

@@ -17,6 +17,7 @@
 #include "lib/model/config.h"
 #include "lib/model/tp_shard.h"
 #include "lib/model/weights.h"
+#include "lib/parallel/rank_runner.h"
 #include "lib/parallel/step_channel.h"
 #include "lib/runner/model_runner.h"
 
@@ -51,8 +52,7 @@ class TpWorker {
   std::unique_ptr<backend::Collectives> collectives_;
   std::unique_ptr<StepChannel> channel_;
   int rank_ = 0;
-  std::unique_ptr<model::ShardedWeights> shard_;
-  std::unique_ptr<runner::ModelRunner> runner_;
+  RankRunner shard_;
 
   std::mutex mu_;
   std::condition_variable cv_;

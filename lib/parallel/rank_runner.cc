@@ -1,0 +1,34 @@
+#include "lib/parallel/rank_runner.h"
+
+#include "lib/common/status.h"
+
+namespace gannet::parallel {
+
+absl::StatusOr<RankRunner> CreateRankRunner(const model::ModelConfig& config,
+                                            const model::ModelWeights& weights,
+                                            backend::Collectives* collectives,
+                                            backend::Backend* backend,
+                                            runner::RunnerOptions options) {
+  const int world = collectives->world_size();
+  RankRunner r;
+  GANNET_ASSIGN_OR_RETURN(r.weights,
+                          model::ShardWeights(config, weights, {collectives->rank(), world}));
+  options.collectives = collectives;
+  GANNET_ASSIGN_OR_RETURN(r.runner, runner::ModelRunner::Create(model::ShardConfig(config, world),
+                                                                r.weights->views, backend, options));
+  return r;
+}
+
+absl::StatusOr<int64_t> AgreeOverRanks(backend::Collectives& collectives, const absl::Status& mine,
+                                       int64_t value, std::string_view what) {
+  absl::StatusOr<int64_t> least = collectives.MinOverRanks(mine.ok() ? value : -1);
+  GANNET_RETURN_IF_ERROR(mine);
+  GANNET_RETURN_IF_ERROR(least.status());
+  if (*least < 0) {
+    return MarkDeviceLost(absl::InternalError(
+        fmt::format("tensor parallel: another rank could not {} (see its log)", what)));
+  }
+  return *least;
+}
+
+}  // namespace gannet::parallel

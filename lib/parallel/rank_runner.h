@@ -1,0 +1,38 @@
+// What every rank of a tensor-parallel group does the same way, whether rank 0's TpRunner drives
+// it in this process or a TpWorker in another: make its shard's runner, and agree with the other
+// ranks that every one of them got as far.
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "lib/backend/backend.h"
+#include "lib/backend/collectives.h"
+#include "lib/model/config.h"
+#include "lib/model/tp_shard.h"
+#include "lib/model/weights.h"
+#include "lib/runner/model_runner.h"
+
+namespace gannet::parallel {
+
+struct RankRunner {
+  std::unique_ptr<model::ShardedWeights> weights;  // outlives the runner (the CPU reads in place)
+  std::unique_ptr<runner::ModelRunner> runner;
+};
+
+// The shard of `config`/`weights` for the rank of `collectives` and its runner on `backend`
+// (options.collectives is set to `collectives`).
+absl::StatusOr<RankRunner> CreateRankRunner(const model::ModelConfig& config,
+                                            const model::ModelWeights& weights,
+                                            backend::Collectives* collectives,
+                                            backend::Backend* backend,
+                                            runner::RunnerOptions options);
+
+// Every rank calls it at the same point with its own outcome and, when it succeeded, a value >= 0:
+// the least value over the ranks once all succeeded; this rank's error if it failed; device lost
+// naming `what` when another rank failed.
+absl::StatusOr<int64_t> AgreeOverRanks(backend::Collectives& collectives, const absl::Status& mine,
+                                       int64_t value, std::string_view what);
+
+}  // namespace gannet::parallel
