@@ -26,6 +26,41 @@ __device__ __forceinline__ uint64_t SplitMix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// Folds every thread's (value, index) candidate into the block's: the largest value, ties to
+// the lowest index. On return every thread reads it from fred[0] / ired[0] (fred, ired: 32
+// entries of shared memory).
+__device__ __forceinline__ void BlockArgmax(float best, int best_i, float* fred, int* ired) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  auto fold = [&] {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
+      if (ov > best || (ov == best && oi < best_i)) {
+        best = ov;
+        best_i = oi;
+      }
+    }
+  };
+  fold();
+  if (lane == 0) {
+    fred[warp] = best;
+    ired[warp] = best_i;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    static_assert(kThreads == 1024, "one warp-sum slot per warp");
+    best = fred[lane];
+    best_i = ired[lane];
+    fold();
+    if (lane == 0) {
+      fred[0] = best;
+      ired[0] = best_i;
+    }
+  }
+  __syncthreads();
+}
+
 struct RowCtx {
   const float* x;
   int vocab;
@@ -116,7 +151,6 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(float* logits, int64_t 
   __shared__ uint64_t s_remaining;
   const SamplingRowParams sp = params[blockIdx.x];
   const float* x = logits + blockIdx.x * ld;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (banned != nullptr) {
     // Masked in place, so the logits a caller copies out afterwards agree with the draw.
     if (threadIdx.x < ban_slots) {
@@ -136,38 +170,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(float* logits, int64_t 
       best_i = i;
     }
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
-    if (ov > best || (ov == best && oi < best_i)) {
-      best = ov;
-      best_i = oi;
-    }
-  }
-  if (lane == 0) {
-    fred[warp] = best;
-    ired[warp] = best_i;
-  }
-  __syncthreads();
-  if (warp == 0) {
-    best = fred[lane];
-    best_i = ired[lane];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
-      if (ov > best || (ov == best && oi < best_i)) {
-        best = ov;
-        best_i = oi;
-      }
-    }
-    if (lane == 0) {
-      fred[0] = best;
-      ired[0] = best_i;
-    }
-  }
-  __syncthreads();
+  BlockArgmax(best, best_i, fred, ired);
   const float max_logit = fred[0];
   if (sp.temperature <= 0.f || sp.top_k == 1) {
     if (threadIdx.x == 0) out_ids[blockIdx.x] = ired[0];
@@ -254,7 +257,6 @@ __global__ void __launch_bounds__(kThreads) ShardArgmaxKernel(float* logits, int
     }
     __syncthreads();
   }
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   // (value, index) with the lowest index among equal values; index 0 when every value is -inf.
   float best = -INFINITY;
   int best_i = cols;
@@ -265,33 +267,11 @@ __global__ void __launch_bounds__(kThreads) ShardArgmaxKernel(float* logits, int
       best_i = i;
     }
   }
-  auto merge = [](float& b, int& bi, float ov, int oi) {
-    if (ov > b || (ov == b && oi < bi)) {
-      b = ov;
-      bi = oi;
-    }
-  };
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    merge(best, best_i, __shfl_xor_sync(0xffffffffu, best, o), __shfl_xor_sync(0xffffffffu, best_i, o));
-  }
-  if (lane == 0) {
-    fred[warp] = best;
-    ired[warp] = best_i;
-  }
-  __syncthreads();
-  if (warp == 0) {
-    best = lane < kThreads / 32 ? fred[lane] : -INFINITY;
-    best_i = lane < kThreads / 32 ? ired[lane] : cols;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      merge(best, best_i, __shfl_xor_sync(0xffffffffu, best, o), __shfl_xor_sync(0xffffffffu, best_i, o));
-    }
-    if (lane == 0) {
-      const int id = static_cast<int>((best_i < cols ? best_i : 0) + id_offset);
-      out[blockIdx.x * out_ld] = best_i < cols ? best : x[0];
-      out[blockIdx.x * out_ld + 1] = __int_as_float(id);
-    }
+  BlockArgmax(best, best_i, fred, ired);
+  if (threadIdx.x == 0) {
+    const bool found = ired[0] < cols;
+    out[blockIdx.x * out_ld] = found ? fred[0] : x[0];
+    out[blockIdx.x * out_ld + 1] = __int_as_float(static_cast<int>((found ? ired[0] : 0) + id_offset));
   }
 }
 
