@@ -150,29 +150,29 @@ absl::StatusOr<std::unique_ptr<ShardedWeights>> ShardWeights(const ModelConfig& 
     }
     if (lw.experts_gate_up.present()) {
       // [E, 2I, H]: the rank's gate rows and up rows of every expert, as [E, 2 * I/world, H].
-      const int64_t I = lw.experts_gate_up.dim(1) / 2, Il = I / world;
-      GANNET_ASSIGN_OR_RETURN(WeightView gate, Take(lw.experts_gate_up, {1, shard.rank * Il, Il},
-                                                    shard, out.get()));
-      GANNET_ASSIGN_OR_RETURN(WeightView up, Take(lw.experts_gate_up,
-                                                  {1, I + shard.rank * Il, Il}, shard, out.get()));
-      WeightView gu = gate;
-      gu.shape[1] = 2 * Il;
-      if (!gu.synthetic) {
-        // Interleave per expert: [gate_e; up_e] for every expert e.
-        const int64_t block = Il * gu.shape[2] * (DTypeBits(gu.dtype) / 8);
-        const int64_t E = gu.shape[0];
+      const WeightView& src = lw.experts_gate_up;
+      const int64_t I = src.dim(1) / 2, Il = I / world;
+      if (src.synthetic) {  // only the name and shape matter (Take names the shard)
+        GANNET_ASSIGN_OR_RETURN(o.experts_gate_up,
+                                Take(src, {1, shard.rank * Il, 2 * Il}, shard, out.get()));
+      } else {
+        // Per expert [gate_e; up_e], copied straight from the checkpoint.
+        const int64_t E = src.dim(0), row = src.dim(2) * (DTypeBits(src.dtype) / 8);
+        const int64_t block = Il * row;
+        const auto* from = static_cast<const uint8_t*>(src.data);
         auto buf = std::make_unique<uint8_t[]>(static_cast<size_t>(2 * E * block));
         for (int64_t e = 0; e < E; ++e) {
-          std::memcpy(buf.get() + (2 * e) * block, static_cast<const uint8_t*>(gate.data) + e * block,
-                      block);
+          std::memcpy(buf.get() + 2 * e * block, from + (e * 2 * I + shard.rank * Il) * row, block);
           std::memcpy(buf.get() + (2 * e + 1) * block,
-                      static_cast<const uint8_t*>(up.data) + e * block, block);
+                      from + (e * 2 * I + I + shard.rank * Il) * row, block);
         }
+        WeightView gu = src;
+        gu.shape[1] = 2 * Il;
         gu.data = buf.get();
         out->copied_bytes += 2 * E * block;
         out->storage.push_back(std::move(buf));
+        o.experts_gate_up = gu;
       }
-      o.experts_gate_up = gu;
       GANNET_ASSIGN_OR_RETURN(o.experts_down, Take(lw.experts_down, {2, shard.rank * Il, Il},
                                                    shard, out.get()));
     }
