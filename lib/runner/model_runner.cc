@@ -301,11 +301,12 @@ absl::Status ModelRunner::Impl::Execute(int n, int rows, bool sample, bool greed
   Tensor lh = last_h.Rows(0, rows);
   GANNET_RETURN_IF_ERROR(be->GatherRows(h.Rows(0, n), meta.logit_rows(rows), lh));
   Tensor lg = logits.Rows(0, rows);
-  // Tensor parallel: each rank projects onto its vocabulary shard, soft-caps it, and the shards
-  // are gathered side by side into full rows (the sampling draw needs every logit of a row).
+  // Tensor parallel: each rank projects onto its vocabulary shard and soft-caps it; then the
+  // ranks either compare their shards' arg-maxes (all-greedy steps) or gather the shards side by
+  // side into full rows (the sampling draw needs every logit of a row).
   Tensor head_out = lg, blocks;
+  const int64_t world = tp != nullptr ? tp->world_size() : 1, cols = c.vocab_size / world;
   if (tp != nullptr) {
-    const int64_t world = tp->world_size(), cols = c.vocab_size / world;
     blocks = Tensor::Make(logits_shard.data, DType::kF32, {world, rows, cols});
     head_out = Tensor::Make(static_cast<float*>(logits_shard.data) + tp->rank() * rows * cols,
                             DType::kF32, {rows, cols});
@@ -317,11 +318,9 @@ absl::Status ModelRunner::Impl::Execute(int n, int rows, bool sample, bool greed
   if (tp != nullptr && greedy_picks) {
     // Each rank's winner (value, id): [world, rows, 2] gathered to [rows, 2 * world] (8 bytes a
     // row per rank instead of its vocabulary shard); Forward picks the best on the host.
-    const int64_t world = tp->world_size();
     Tensor mine = Tensor::Make(static_cast<float*>(pick_blocks.data) + tp->rank() * rows * 2,
                                DType::kF32, {rows, 2});
-    GANNET_RETURN_IF_ERROR(be->ShardArgmax(head_out, meta.banned_ids(rows),
-                                           tp->rank() * (c.vocab_size / world), mine));
+    GANNET_RETURN_IF_ERROR(be->ShardArgmax(head_out, meta.banned_ids(rows), tp->rank() * cols, mine));
     return tp->AllGatherColumns(Tensor::Make(pick_blocks.data, DType::kF32, {world, rows, 2}),
                                 picks.Rows(0, rows));
   }
@@ -548,7 +547,6 @@ backend::Tensor ModelRunner::embed_table() const { return impl_->w.embed; }
 float ModelRunner::embed_scale() const { return impl_->w.embed_scale; }
 backend::Tensor ModelRunner::last_hidden(int rows) const { return impl_->last_h.Rows(0, rows); }
 uint64_t ModelRunner::weight_bytes() const { return impl_->w.bytes; }
-backend::Backend* ModelRunner::backend() const { return impl_->be; }
 absl::StatusOr<double> ModelRunner::LastStepDeviceSeconds() { return impl_->be->DeviceSpanSeconds(); }
 int ModelRunner::num_graphs() const { return impl_->graph_cache.num_graphs(); }
 

@@ -84,7 +84,6 @@ class ModelRunner : public StepRunner {
   float embed_scale() const;
   backend::Tensor last_hidden(int rows) const;
   uint64_t weight_bytes() const override;
-  backend::Backend* backend() const;
   int num_graphs() const;  // graphs recorded so far
 
   class Impl;
