@@ -50,6 +50,7 @@ struct Options {
   int spread = 0;  // contexts uniform in [context - spread, context + spread]
   int steps = 20;
   int page = 16;
+  bool fp8_kv = false;  // --kv fp8: the FP8 E4M3 KV cache (1 byte + a scale per row)
   bool graphs = true;
   int tp = 0;  // 0: one device, plain runner; N >= 1: TpRunner over N devices
 };
@@ -73,6 +74,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->steps = std::atoi(v), ++i;
     } else if (a == "--page" && v) {
       o->page = std::atoi(v), ++i;
+    } else if (a == "--kv" && v && (std::string(v) == "fp8" || std::string(v) == "bf16")) {
+      o->fp8_kv = std::string(v) == "fp8", ++i;
     } else if (a == "--tp" && v) {
       o->tp = std::atoi(v), ++i;
     } else if (a == "--no-graphs") {
@@ -80,7 +83,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     } else {
       std::fprintf(stderr,
                    "usage: gannet-decode-bench [--model dummy:VARIANT] [--batches 1,16,64]\n"
-                   "  [--context N] [--spread N] [--steps N] [--page N] [--no-graphs] [--tp N]\n");
+                   "  [--context N] [--spread N] [--steps N] [--page N] [--kv bf16|fp8] [--no-graphs]\n"
+                   "  [--tp N]\n");
       return false;
     }
   }
@@ -138,23 +142,26 @@ int Run(const Options& o) {
   absl::Status attached = runner.status();
   if (runner.ok()) {
     const kv::PerGroup<bool> present = kv::KvGroupsPresent(runner::KvLayersOf(rc));
-    auto layout = kv::MakeKvLayout(runner::KvLayersOf(rc), o.page, window, 2,
+    auto layout = kv::MakeKvLayout(runner::KvLayersOf(rc), o.page, window, o.fp8_kv ? 1 : 2,
                                    {present[0] ? max_batch * ring : 0,
-                                    present[1] ? max_batch * full_pages : 0});
+                                    present[1] ? max_batch * full_pages : 0},
+                                   o.fp8_kv ? kv::KvQuant::kFp8E4M3 : kv::KvQuant::kNone);
     attached = layout.ok() ? (*runner)->AttachKv(*layout) : layout.status();
   }
   if (!attached.ok()) {
     std::fprintf(stderr, "decode-bench: %s\n", std::string(attached.message()).c_str());
     return 1;
   }
-  const auto per_token = kv::KvBytesPerToken(runner::KvLayersOf(c), 2);
+  const auto per_token = kv::KvBytesPerToken(runner::KvLayersOf(c), o.fp8_kv ? 1 : 2,
+                                             o.fp8_kv ? kv::KvQuant::kFp8E4M3 : kv::KvQuant::kNone);
   const double weight_bytes = static_cast<double>((*runner)->weight_bytes());
   std::printf("decode-bench %s: weights %.2f GB (a batch-1 step reads %.2f GB), KV %.0f + %.0f "
               "bytes/token (sliding, full), "
-              "window %d, page %d, graphs %s, copy %.0f GB/s x %d device(s)\n",
+              "window %d, page %d, KV %s, graphs %s, copy %.0f GB/s x %d device(s)\n",
               o.model.c_str(), weight_bytes / 1e9, model::DecodeStepWeightBytes(*config, 1) / 1e9,
               static_cast<double>(per_token[0]),
-              static_cast<double>(per_token[1]), window, o.page, o.graphs ? "on" : "off", copy_gbs,
+              static_cast<double>(per_token[1]), window, o.page, o.fp8_kv ? "fp8" : "bf16",
+              o.graphs ? "on" : "off", copy_gbs,
               devices);
 
   std::mt19937 rng(7);

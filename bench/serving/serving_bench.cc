@@ -41,6 +41,8 @@ struct Options {
   int64_t max_prefill_while_decoding = 0;
   int max_model_len = 0;
   long long kv_bytes = 0;
+  std::string kv_cache_dtype;  // "" = the engine's default (bf16)
+  bool capacity_only = false;  // print the KV line and stop
   bool no_graphs = false;
   bool prefix_cache = false;
   int warmup = 1;  // requests run (and not timed) first: kernel tuning, graph recording
@@ -83,6 +85,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->max_prefill_while_decoding = std::atoll(v);
     else if (a == "--max-model-len" && (v = next())) o->max_model_len = std::atoi(v);
     else if (a == "--kv-bytes" && (v = next())) o->kv_bytes = std::atoll(v);
+    else if (a == "--kv-cache-dtype" && (v = next())) o->kv_cache_dtype = v;
+    else if (a == "--capacity-only") o->capacity_only = true;
     else if (a == "--no-graphs") o->no_graphs = true;
     else if (a == "--prefix-cache") o->prefix_cache = true;
     else if (a == "--warmup" && (v = next())) o->warmup = std::atoi(v);
@@ -94,7 +98,7 @@ bool ParseArgs(int argc, char** argv, Options* o) {
                    "usage: gannet-serving-bench [--model DIR|dummy:VARIANT] [--backend cpu|cuda]\n"
                    "  [--input-len N] [--output-len N] [--concurrency N] [--requests N]\n"
                    "  [--max-running N] [--max-step-tokens N] [--max-prefill-while-decoding N]\n"
-                   "  [--max-model-len N] [--kv-bytes B]\n"
+                   "  [--max-model-len N] [--kv-bytes B] [--kv-cache-dtype bf16|fp8] [--capacity-only]\n"
                    "  [--no-graphs] [--prefix-cache] [--warmup N] [--name LABEL]\n"
                    "  [--draft DIR|dummy:VARIANT-assistant] [--spec-tokens N] [--tp N]\n");
       return false;
@@ -134,6 +138,7 @@ int main(int argc, char** argv) {
   cfg.max_prefill_tokens_while_decoding = o.max_prefill_while_decoding;
   cfg.max_model_len = o.max_model_len > 0 ? o.max_model_len : o.input_len + o.output_len + 16;
   cfg.kv_memory_bytes = o.kv_bytes;
+  cfg.kv_cache_dtype = o.kv_cache_dtype.empty() ? nullptr : o.kv_cache_dtype.c_str();
   cfg.disable_prefix_cache = o.prefix_cache ? 0 : 1;  // random prompts: nothing to reuse
   cfg.disable_cuda_graphs = o.no_graphs ? 1 : 0;
   cfg.draft_model_dir = o.draft.empty() ? nullptr : o.draft.c_str();
@@ -148,6 +153,30 @@ int main(int argc, char** argv) {
   const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
   gannet_engine_stats_t stats0 = GANNET_ENGINE_STATS_INIT;
   gannet_engine_get_stats(engine, &stats0);
+  {
+    // Capacity: how many sequences of input + output tokens the KV memory holds at once, each
+    // with its full-layer pages and a window's sliding blocks (+1 for a block boundary), whatever
+    // the engine's running limit (max_running_seqs, which sizes the sliding pool and is what this
+    // run may use; --max-running raises it up to this capacity).
+    const int64_t len = o.input_len + o.output_len;
+    const int64_t page = std::max(1, stats0.page_size);
+    const int64_t full_per_seq = (len + page - 1) / page;
+    const int64_t slide_per_seq =
+        std::min(full_per_seq, (std::min<int64_t>(len, stats0.sliding_window) + page - 1) / page + 1);
+    const int64_t seq_bytes = page * (full_per_seq * stats0.kv_bytes_per_token[1] +
+                                      slide_per_seq * stats0.kv_bytes_per_token[0]);
+    const long long cap = seq_bytes > 0 ? static_cast<long long>(stats0.kv_bytes / seq_bytes) : 0;
+    std::printf("  KV %s: %.2f GiB, %lld + %lld bytes/token (sliding, full) | holds %lld sequences of "
+                "%lld tokens | running limit %d\n",
+                stats0.kv_cache_dtype, stats0.kv_bytes / double(1 << 30),
+                static_cast<long long>(stats0.kv_bytes_per_token[0]),
+                static_cast<long long>(stats0.kv_bytes_per_token[1]), cap,
+                static_cast<long long>(len), stats0.max_running_seqs);
+    if (o.capacity_only) {
+      gannet_engine_destroy(engine);
+      return 0;
+    }
+  }
 
   // Prompt ids: uniform over the vocabulary above the special-token block.
   std::mt19937 rng(1234);

@@ -83,6 +83,7 @@ gannet_engine_t* OpenEngine(const std::string& command, const EngineOptions& o) 
   config.max_model_len = o.max_model_len;
   config.max_running_seqs = o.max_running;
   config.kv_memory_bytes = o.kv_memory;
+  config.kv_cache_dtype = o.kv_cache_dtype.empty() ? nullptr : o.kv_cache_dtype.c_str();
   config.draft_model_dir = o.draft_dir.empty() ? nullptr : o.draft_dir.c_str();
   config.num_speculative_tokens = o.spec_tokens;
   if (o.progress && StderrIsTerminal()) config.progress_callback = DrawProgress;
@@ -108,11 +109,12 @@ gannet_engine_t* OpenEngine(const std::string& command, const EngineOptions& o) 
                                     ? std::string(s.backend) + ":" + std::to_string(s.device_id)
                                     : std::string(s.backend);
       std::fprintf(stderr,
-                   "[gannet: %s %s, %s of memory | weights %s, KV %s%s | up to %d sequences of "
+                   "[gannet: %s %s, %s of memory | weights %s, KV %s%s %s | up to %d sequences of "
                    "%d tokens | loaded in %.1f s]\n",
                    where.c_str(), s.device_name, Gib(static_cast<double>(s.device_memory_bytes)).c_str(),
                    Gib(static_cast<double>(s.weight_bytes)).c_str(),
                    s.device_id < 0 ? "up to " : "", Gib(static_cast<double>(s.kv_bytes)).c_str(),
+                   s.kv_cache_dtype,
                    s.max_running_seqs,
                    s.max_model_len, s.load_seconds);
       if (s.num_speculative_tokens > 0) {

@@ -24,6 +24,7 @@ struct EngineOptions {
   int32_t max_model_len = 0;
   int32_t max_running = 0;
   int64_t kv_memory = 0;
+  std::string kv_cache_dtype;  // "" = the library's default (bf16)
   std::string draft_dir;    // speculative decoding with this MTP assistant ("" = off)
   int32_t spec_tokens = 0;  // drafts per round (0 = the library's default)
   bool progress = true;  // draw a progress bar on stderr when it is a terminal

@@ -301,6 +301,10 @@ type Config struct {
 	MaxQueuedRequests             int
 	DisableCUDAGraphs             bool
 	LoadFormat                    string // "" or "auto" = safetensors, "dummy" = random weights
+	// KVCacheDtype is how the KV cache stores keys and values: "" or "bf16" = the model's
+	// precision (the CPU backend keeps f32); "fp8" (or "fp8_e4m3") = FP8 E4M3 with one scale per
+	// token and KV head: about half the bytes, at a small accuracy cost.
+	KVCacheDtype string
 	// TensorParallelSize splits the model over this many CUDA devices in this process (0 or 1 =
 	// one device; at most 8), one worker thread per device. Heads, the MLP and the vocabulary are
 	// split: a dimension it does not divide is an error naming it. Not with DraftModelDir yet.
@@ -589,6 +593,7 @@ func Open(cfg Config) (*Engine, error) {
 	c.model_dir = cstr(cfg.ModelDir)
 	c.backend = cstr(cfg.Backend)
 	c.load_format = cstr(cfg.LoadFormat)
+	c.kv_cache_dtype = cstr(cfg.KVCacheDtype)
 	c.device_id = C.int32_t(cfg.DeviceID)
 	c.tensor_parallel_size = C.int32_t(cfg.TensorParallelSize)
 	if len(cfg.DeviceIDs) > 0 {
@@ -900,6 +905,7 @@ type Stats struct {
 	TimedDecodeSteps         int64
 	TimedDecodeSeconds       float64
 	TimedDecodeDeviceSeconds float64
+	KVCacheDtype             string // what the KV cache stores: "bf16", "f32" (cpu), "fp8_e4m3"
 }
 
 // Stats reads the engine's counters.
@@ -952,6 +958,7 @@ func (e *Engine) Stats() (Stats, error) {
 		TimedDecodeSteps:         int64(s.timed_decode_steps),
 		TimedDecodeSeconds:       float64(s.timed_decode_seconds),
 		TimedDecodeDeviceSeconds: float64(s.timed_decode_device_seconds),
+		KVCacheDtype:             fixedString(s.kv_cache_dtype[:]),
 	}, nil
 }
 

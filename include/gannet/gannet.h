@@ -217,11 +217,16 @@ typedef struct gannet_engine_config {
    * group timeout (30 s; GANNET_TP_TIMEOUT_S), never hang. NULL = one process. */
   int32_t tp_rank;
   const gannet_tp_id_t* tp_id;
+  /* How the KV cache stores keys and values: NULL or "bf16" = the model's precision (bf16 on
+   * CUDA; the CPU backend keeps f32); "fp8" (or "fp8_e4m3") = FP8 E4M3 with one f32 scale per
+   * token and KV head: about half the bytes, so about twice the sequences or context, and faster
+   * long-context decode, at a small accuracy cost (bench/RESULTS.md, "FP8 KV cache"). */
+  const char* kv_cache_dtype;
 } gannet_engine_config_t;
 
 #define GANNET_ENGINE_CONFIG_INIT                                                             \
   { (uint32_t)sizeof(gannet_engine_config_t), NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-    NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL }
+    NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL, NULL }
 
 /* Loads the model and starts the engine thread. Everything that can be checked (files, backend,
  * device, limits, memory) is checked before the weights load. `config` and what it points to may
@@ -449,12 +454,13 @@ typedef struct gannet_engine_stats {
   int64_t timed_decode_steps;
   double timed_decode_seconds;
   double timed_decode_device_seconds;
+  char kv_cache_dtype[16];       /* what the KV cache stores: "bf16", "f32" (cpu), "fp8_e4m3" */
 } gannet_engine_stats_t;
 
 #define GANNET_ENGINE_STATS_INIT                                                                \
   { (uint32_t)sizeof(gannet_engine_stats_t), 0, 0, {0, 0}, {0, 0}, {0, 0}, {0, 0}, 0, 0, 0, 0.0, \
     0, 0, 0, 0, 0.0, 0.0, 0, {0, 0}, 0, 0, 0, 0, 0, 0, 0.0, "", "", "", 0, 0, 0, 0, 0.0, 0,    \
-    0, 0.0, 0.0 }
+    0, 0.0, 0.0, "" }
 
 /* A consistent snapshot. Any thread, also concurrently with poll and submit. */
 GANNET_API gannet_status_t gannet_engine_get_stats(gannet_engine_t* engine,

@@ -101,20 +101,27 @@ cudaError_t GenericLaunch(const void* args, const ProblemKey&, const DeviceInfo&
 constexpr int kSm80 = 80;
 constexpr int kAnyNewer = 1000;
 
-ProblemPredicate FlashPredicate(int head_dim, int group_rows) {
+ProblemPredicate FlashPredicate(int head_dim, int group_rows, ElemType kv = ElemType::kBF16) {
   ProblemPredicate p;
+  p.kv_type = kv;
   p.head_dim = head_dim;
   p.max_group_rows = group_rows;
   p.required_flags = kFlagAligned16;
   return p;
 }
 
-#define GANNET_FLASH_ENTRY(var, entry_name, op, name, hd, rows, prio)                        \
+ProblemPredicate Fp8Predicate() {
+  ProblemPredicate p;
+  p.kv_type = ElemType::kF8E4M3;
+  return p;
+}
+
+#define GANNET_FLASH_ENTRY(var, entry_name, op, name, hd, rows, prio, ...)                   \
   const KernelEntry var = {entry_name,                                                     \
                            op,                                                             \
                            kSm80,                                                          \
                            kAnyNewer,                                                      \
-                           FlashPredicate(hd, rows),                                       \
+                           FlashPredicate(hd, rows __VA_OPT__(, ) __VA_ARGS__),            \
                            prio,                                                           \
                            FlashCanImplement<FlashConfig##name>,                           \
                            FlashWorkspace<FlashConfig##name>,                              \
@@ -130,12 +137,22 @@ GANNET_FLASH_ENTRY(kSm80PrefillHd256, "sm80_hd256_bf16_prefill", Op::kAttentionP
 GANNET_FLASH_ENTRY(kSm80PrefillHd256Small, "sm80_hd256_bf16_prefill_small", Op::kAttentionPrefill, PrefillHd256Small, 256, 0, 1)
 GANNET_FLASH_ENTRY(kSm80PrefillHd512, "sm80_hd512_bf16_prefill", Op::kAttentionPrefill, PrefillHd512, 512, 0, 2)
 GANNET_FLASH_ENTRY(kSm80PrefillHd512Small, "sm80_hd512_bf16_prefill_small", Op::kAttentionPrefill, PrefillHd512Small, 512, 0, 1)
+GANNET_FLASH_ENTRY(kSm80DecodeHd256Fp8, "sm80_hd256_fp8_split", Op::kAttentionDecode, DecodeHd256Fp8, 256, 16, 2, ElemType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80DecodeHd512Fp8, "sm80_hd512_fp8_split", Op::kAttentionDecode, DecodeHd512Fp8, 512, 16, 2, ElemType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80PrefillHd256Fp8, "sm80_hd256_fp8_prefill", Op::kAttentionPrefill, PrefillHd256Fp8, 256, 0, 2, ElemType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80PrefillHd512Fp8, "sm80_hd512_fp8_prefill", Op::kAttentionPrefill, PrefillHd512Fp8, 512, 0, 2, ElemType::kF8E4M3)
 
 const KernelEntry kSm75GenericDecode = {
     "sm75_generic_bf16_decode", Op::kAttentionDecode, 75, kAnyNewer, ProblemPredicate{}, 0,
     GenericCanImplement, NoWorkspace, GenericLaunch};
 const KernelEntry kSm75GenericPrefill = {
     "sm75_generic_bf16_prefill", Op::kAttentionPrefill, 75, kAnyNewer, ProblemPredicate{}, 0,
+    GenericCanImplement, NoWorkspace, GenericLaunch};
+const KernelEntry kSm75GenericFp8Decode = {
+    "sm75_generic_fp8_decode", Op::kAttentionDecode, 75, kAnyNewer, Fp8Predicate(), 0,
+    GenericCanImplement, NoWorkspace, GenericLaunch};
+const KernelEntry kSm75GenericFp8Prefill = {
+    "sm75_generic_fp8_prefill", Op::kAttentionPrefill, 75, kAnyNewer, Fp8Predicate(), 0,
     GenericCanImplement, NoWorkspace, GenericLaunch};
 
 namespace {
@@ -154,6 +171,10 @@ FlashConfig (*FlashConfigOf(const KernelEntry& entry))() {
       {&kSm80PrefillHd256Small, FlashConfigPrefillHd256Small},
       {&kSm80PrefillHd512, FlashConfigPrefillHd512},
       {&kSm80PrefillHd512Small, FlashConfigPrefillHd512Small},
+      {&kSm80DecodeHd256Fp8, FlashConfigDecodeHd256Fp8},
+      {&kSm80DecodeHd512Fp8, FlashConfigDecodeHd512Fp8},
+      {&kSm80PrefillHd256Fp8, FlashConfigPrefillHd256Fp8},
+      {&kSm80PrefillHd512Fp8, FlashConfigPrefillHd512Fp8},
   };
   for (const Known& k : known) {
     if (k.entry == &entry) return k.config;
@@ -188,6 +209,7 @@ ProblemKey AttentionProblem(Op op, const PagedAttentionParams& p) {
   pk.num_seqs = p.num_seqs;
   pk.num_tokens = p.num_tokens;
   pk.max_seq_len = p.max_seq_len;
+  pk.kv_type = p.kv_fp8 ? ElemType::kF8E4M3 : ElemType::kBF16;
   auto aligned = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; };
   if (aligned(p.q) && aligned(p.out) && aligned(p.k_cache) && aligned(p.v_cache) &&
       p.q_stride % 8 == 0 && p.out_stride % 8 == 0 && p.head_dim % 8 == 0) {

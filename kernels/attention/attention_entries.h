@@ -18,6 +18,13 @@ extern const KernelEntry kSm80PrefillHd512;
 extern const KernelEntry kSm80PrefillHd512Small;
 extern const KernelEntry kSm75GenericDecode;
 extern const KernelEntry kSm75GenericPrefill;
+// FP8 KV cache (ProblemKey::kv_type kF8E4M3).
+extern const KernelEntry kSm80DecodeHd256Fp8;
+extern const KernelEntry kSm80DecodeHd512Fp8;
+extern const KernelEntry kSm80PrefillHd256Fp8;
+extern const KernelEntry kSm80PrefillHd512Fp8;
+extern const KernelEntry kSm75GenericFp8Decode;
+extern const KernelEntry kSm75GenericFp8Prefill;
 
 // Split-KV count the flash entry `entry` uses for `problem` (1 = no split); 0 if `entry` is not a
 // flash entry. The count depends only on the problem's host-side sizes, so a graph captured for

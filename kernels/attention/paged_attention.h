@@ -4,7 +4,8 @@
 //
 // Layouts:
 //   q, out     [num_tokens, num_q_heads, head_dim] bf16 (token stride q_stride / out_stride)
-//   k/v cache  [num_pages, num_kv_heads, page_size, head_dim] bf16
+//   k/v cache  [num_pages, num_kv_heads, page_size, head_dim] bf16, or FP8 E4M3 (kv_fp8) with
+//              k/v_scale [num_pages, num_kv_heads, page_size] f32: value = fp8 * scale of its row
 //   page_table [num_seqs, max_pages_per_seq] int32, -1 = hole (never read)
 // Sequence s owns tokens [query_start[s], query_start[s+1]) at positions `positions[t]`, the
 // last tokens of its seq_lens[s]-long context. A query at position p attends to keys
@@ -22,6 +23,9 @@ struct PagedAttentionParams {
   const void* q = nullptr;
   const void* k_cache = nullptr;
   const void* v_cache = nullptr;
+  bool kv_fp8 = false;
+  const float* k_scale = nullptr;  // with kv_fp8
+  const float* v_scale = nullptr;
   void* out = nullptr;
   const int32_t* query_start = nullptr;  // [num_seqs + 1] device
   const int32_t* seq_lens = nullptr;     // [num_seqs] device
@@ -80,7 +84,11 @@ inline size_t FlashWorkspaceBytes(const FlashConfig& c, int grid_tiles, int num_
   X(PrefillHd256)               \
   X(PrefillHd256Small)          \
   X(PrefillHd512)               \
-  X(PrefillHd512Small)
+  X(PrefillHd512Small)          \
+  X(DecodeHd256Fp8)             \
+  X(DecodeHd512Fp8)             \
+  X(PrefillHd256Fp8)            \
+  X(PrefillHd512Fp8)
 
 // Per configuration: its FlashConfig and its launcher. `num_splits` >= 1; workspace as above.
 #define GANNET_DECLARE_FLASH(name)                                                         \
@@ -90,8 +98,9 @@ inline size_t FlashWorkspaceBytes(const FlashConfig& c, int grid_tiles, int num_
 GANNET_FLASH_CONFIGS(GANNET_DECLARE_FLASH)
 #undef GANNET_DECLARE_FLASH
 
-// The CUDA-core fallback for every arch (sm_75+), any head_dim multiple of 64 up to 512: one
-// warp per (token, query head), online softmax. Slow but simple: the reference on the GPU.
+// The CUDA-core fallback for every arch (sm_75+), any head_dim multiple of 64 up to 512, bf16 or
+// FP8 KV: one warp per (token, query head), online softmax. Slow but simple: the reference on the
+// GPU.
 cudaError_t LaunchGenericAttention(const PagedAttentionParams& p, cudaStream_t stream);
 
 }  // namespace gannet::kernels

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -53,6 +54,25 @@ __device__ __forceinline__ void Load8(const float* p, float* out) {
   out[0] = a.x; out[1] = a.y; out[2] = a.z; out[3] = a.w;
   out[4] = b.x; out[5] = b.y; out[6] = b.z; out[7] = b.w;
 }
+// FP8 E4M3 (the FP8 KV cache): 8 values as one 8-byte access; the conversions round to nearest
+// even and saturate (the CPU reference's FloatToFp8E4M3, bit for bit).
+__device__ __forceinline__ float2 Fp8x2ToFloat2(uint16_t v) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v), __NV_E4M3);
+  return __half22float2(*reinterpret_cast<const __half2*>(&h));
+}
+__device__ __forceinline__ void Load8(const uint8_t* p, float* out) {
+  const uint2 w = *reinterpret_cast<const uint2*>(p);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = Fp8x2ToFloat2(static_cast<uint16_t>((i < 2 ? w.x : w.y) >> (16 * (i & 1))));
+    out[2 * i] = f.x;
+    out[2 * i + 1] = f.y;
+  }
+}
+__device__ __forceinline__ uint8_t FloatToFp8(float x) {
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
+}
+
 __device__ __forceinline__ void Store8(bf16* p, const float* in) {
   *reinterpret_cast<Bf16x8*>(p) = Pack8(in);
 }

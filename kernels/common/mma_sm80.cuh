@@ -30,6 +30,14 @@ __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, int src_
 #endif
 }
 
+// 4 bytes (an FP8 row's scale); src_bytes 0 zero-fills.
+__device__ __forceinline__ void CpAsync4(void* smem, const void* gmem, int src_bytes) {
+#if GANNET_SM80_ENABLED
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(SmemAddr(smem)), "l"(gmem),
+               "r"(src_bytes));
+#endif
+}
+
 __device__ __forceinline__ void CpAsyncCommit() {
 #if GANNET_SM80_ENABLED
   asm volatile("cp.async.commit_group;\n" ::);

@@ -18,12 +18,18 @@ std::span<const KernelEntry* const> AllEntries() {
       &kSm80DecodeHd256Split,
       &kSm80DecodeHd256SplitSmall,
       &kSm75GenericDecode,
+      &kSm80DecodeHd512Fp8,
+      &kSm80DecodeHd256Fp8,
+      &kSm75GenericFp8Decode,
       // attention.prefill
       &kSm80PrefillHd512,
       &kSm80PrefillHd512Small,
       &kSm80PrefillHd256,
       &kSm80PrefillHd256Small,
       &kSm75GenericPrefill,
+      &kSm80PrefillHd512Fp8,
+      &kSm80PrefillHd256Fp8,
+      &kSm75GenericFp8Prefill,
       // linear.gemv
       &kSm75GemvBf16,
       &kSm75GemvF32In,

@@ -24,7 +24,7 @@ enum class Op : uint8_t {
 };
 const char* OpName(Op op);  // "attention.decode", ...
 
-enum class ElemType : uint8_t { kBF16, kF32 };
+enum class ElemType : uint8_t { kBF16, kF32, kF8E4M3 };
 const char* ElemTypeName(ElemType t);
 
 // Problem flags.
@@ -41,7 +41,7 @@ struct DeviceInfo {
 struct ProblemKey {
   Op op = Op::kCount;
   ElemType in_type = ElemType::kBF16;   // q / x
-  ElemType kv_type = ElemType::kBF16;   // KV cache / weights
+  ElemType kv_type = ElemType::kBF16;   // KV cache (kF8E4M3: with per-row scales) / weights
   ElemType out_type = ElemType::kBF16;
   uint32_t flags = 0;
   // Attention.

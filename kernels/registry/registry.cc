@@ -84,7 +84,14 @@ const char* OpName(Op op) {
   return "unknown";
 }
 
-const char* ElemTypeName(ElemType t) { return t == ElemType::kBF16 ? "bf16" : "f32"; }
+const char* ElemTypeName(ElemType t) {
+  switch (t) {
+    case ElemType::kBF16: return "bf16";
+    case ElemType::kF32: return "f32";
+    case ElemType::kF8E4M3: return "fp8e4m3";
+  }
+  return "?";
+}
 
 cudaError_t DeviceInfo::Query(int device, DeviceInfo* out) {
   cudaDeviceProp prop;

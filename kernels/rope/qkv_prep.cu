@@ -13,30 +13,36 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kMaxPairsPerLane = kMaxRopePairs / 32;
+constexpr float kFp8Max = 448.0f;  // largest finite E4M3
 
-// Norms one head (optionally weighted), optionally rotates it, and stores it as bf16.
-__device__ __forceinline__ void NormRopeStore(const bf16* in, const float* w, float eps, bool rope,
-                                              const float* inv_freq, int pos, int d, bf16* out) {
+// One head held by a warp: lane owns the rotate-half pairs (j, j + d/2), j = lane + 32 i.
+struct HeadRegs {
+  float a[kMaxPairsPerLane], b[kMaxPairsPerLane];
+};
+
+// Norms one head (optionally weighted) and optionally rotates it, in registers.
+__device__ __forceinline__ HeadRegs NormRope(const bf16* in, const float* w, float eps, bool rope,
+                                             const float* inv_freq, int pos, int d) {
   const int lane = threadIdx.x & 31;
   const int half = d / 2;
-  float a[kMaxPairsPerLane], b[kMaxPairsPerLane];
+  HeadRegs h;
   float ss = 0.f;
 #pragma unroll
   for (int i = 0; i < kMaxPairsPerLane; ++i) {
     const int j = lane + 32 * i;
-    a[i] = b[i] = 0.f;
+    h.a[i] = h.b[i] = 0.f;
     if (j < half) {
-      a[i] = __bfloat162float(in[j]);
-      b[i] = __bfloat162float(in[j + half]);
+      h.a[i] = __bfloat162float(in[j]);
+      h.b[i] = __bfloat162float(in[j + half]);
     }
-    ss += a[i] * a[i] + b[i] * b[i];
+    ss += h.a[i] * h.a[i] + h.b[i] * h.b[i];
   }
   const float inv = 1.0f / sqrtf(WarpSum(ss) / static_cast<float>(d) + eps);
 #pragma unroll
   for (int i = 0; i < kMaxPairsPerLane; ++i) {
     const int j = lane + 32 * i;
     if (j >= half) continue;
-    float x0 = a[i] * inv, x1 = b[i] * inv;
+    float x0 = h.a[i] * inv, x1 = h.b[i] * inv;
     if (w != nullptr) {
       x0 *= w[j];
       x1 *= w[j + half];
@@ -50,9 +56,41 @@ __device__ __forceinline__ void NormRopeStore(const bf16* in, const float* w, fl
       x0 = r0;
       x1 = r1;
     }
-    out[j] = __float2bfloat16_rn(x0);
-    out[j + half] = __float2bfloat16_rn(x1);
+    h.a[i] = x0;
+    h.b[i] = x1;
   }
+  return h;
+}
+
+__device__ __forceinline__ void StoreBf16(const HeadRegs& h, int d, bf16* out) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int i = 0; i < kMaxPairsPerLane; ++i) {
+    const int j = lane + 32 * i;
+    if (j >= d / 2) continue;
+    out[j] = __float2bfloat16_rn(h.a[i]);
+    out[j + d / 2] = __float2bfloat16_rn(h.b[i]);
+  }
+}
+
+// The FP8 row of backend.h: FP8(x * 448 / amax) and the scale amax / 448 (0 for a zero row).
+__device__ __forceinline__ void StoreFp8(const HeadRegs& h, int d, uint8_t* out, float* scale) {
+  const int lane = threadIdx.x & 31;
+  float amax = 0.f;
+#pragma unroll
+  for (int i = 0; i < kMaxPairsPerLane; ++i) {
+    if (lane + 32 * i < d / 2) amax = fmaxf(amax, fmaxf(fabsf(h.a[i]), fabsf(h.b[i])));
+  }
+  amax = WarpMax(amax);
+  const float inv = amax > 0.f ? kFp8Max / amax : 0.f;
+#pragma unroll
+  for (int i = 0; i < kMaxPairsPerLane; ++i) {
+    const int j = lane + 32 * i;
+    if (j >= d / 2) continue;
+    out[j] = FloatToFp8(h.a[i] * inv);
+    out[j + d / 2] = FloatToFp8(h.b[i] * inv);
+  }
+  if (lane == 0) *scale = amax / kFp8Max;
 }
 
 __global__ void __launch_bounds__(kWarps * 32) QkvPrepKernel(const QkvPrepParams p) {
@@ -64,8 +102,8 @@ __global__ void __launch_bounds__(kWarps * 32) QkvPrepKernel(const QkvPrepParams
   const int pos = p.positions[t];
   const bf16* row = static_cast<const bf16*>(p.qkv) + t * p.ld_qkv;
   if (head < p.num_q_heads) {
-    NormRopeStore(row + head * d, p.q_norm, p.eps, true, p.inv_freq, pos, d,
-                  static_cast<bf16*>(p.q_out) + t * p.ld_q + static_cast<int64_t>(head) * d);
+    StoreBf16(NormRope(row + head * d, p.q_norm, p.eps, true, p.inv_freq, pos, d), d,
+              static_cast<bf16*>(p.q_out) + t * p.ld_q + static_cast<int64_t>(head) * d);
     return;
   }
   const int slot = p.slot_mapping[t];
@@ -73,12 +111,17 @@ __global__ void __launch_bounds__(kWarps * 32) QkvPrepKernel(const QkvPrepParams
   const int h = head - p.num_q_heads;
   const bf16* k_raw = row + static_cast<int64_t>(p.num_q_heads) * d;
   const bf16* v_raw = p.k_eq_v ? k_raw : k_raw + static_cast<int64_t>(p.num_kv_heads) * d;
-  const int64_t off = ((static_cast<int64_t>(slot / p.page_size) * p.num_kv_heads + h) * p.page_size +
-                       slot % p.page_size) * d;
-  NormRopeStore(k_raw + h * d, p.k_norm, p.eps, true, p.inv_freq, pos, d,
-                static_cast<bf16*>(p.k_cache) + off);
-  NormRopeStore(v_raw + h * d, nullptr, p.eps, false, p.inv_freq, pos, d,
-                static_cast<bf16*>(p.v_cache) + off);
+  const int64_t row_id = (static_cast<int64_t>(slot / p.page_size) * p.num_kv_heads + h) * p.page_size +
+                         slot % p.page_size;
+  const HeadRegs k = NormRope(k_raw + h * d, p.k_norm, p.eps, true, p.inv_freq, pos, d);
+  const HeadRegs v = NormRope(v_raw + h * d, nullptr, p.eps, false, p.inv_freq, pos, d);
+  if (p.kv_fp8) {
+    StoreFp8(k, d, static_cast<uint8_t*>(p.k_cache) + row_id * d, p.k_scale + row_id);
+    StoreFp8(v, d, static_cast<uint8_t*>(p.v_cache) + row_id * d, p.v_scale + row_id);
+  } else {
+    StoreBf16(k, d, static_cast<bf16*>(p.k_cache) + row_id * d);
+    StoreBf16(v, d, static_cast<bf16*>(p.v_cache) + row_id * d);
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // QKV preparation, fused into one kernel: per-head q RMSNorm (weighted) + RoPE -> q_out;
-// k RMSNorm (weighted) + RoPE and v RMSNorm (no weight) written straight into the paged KV cache.
+// k RMSNorm (weighted) + RoPE and v RMSNorm (no weight) written straight into the paged KV cache
+// (bf16, or FP8 E4M3 with one scale per row: amax / 448).
 // RoPE is rotate-half (NeoX) over the whole head with per-pair inverse frequencies (zero for the
 // pairs proportional RoPE leaves unrotated), passed by value.
 #pragma once
@@ -28,8 +29,11 @@ struct QkvPrepParams {
   const int32_t* slot_mapping = nullptr;  // [T] page * page_size + offset, -1 = skip
   void* q_out = nullptr;         // [T, n_q, d] bf16, token stride ld_q
   int64_t ld_q = 0;
-  void* k_cache = nullptr;       // [num_pages, n_kv, page_size, d] bf16
+  void* k_cache = nullptr;       // [num_pages, n_kv, page_size, d] bf16, or FP8 E4M3 (kv_fp8)
   void* v_cache = nullptr;
+  bool kv_fp8 = false;           // FP8 rows with per-row scales (lib/backend/backend.h)
+  float* k_scale = nullptr;      // [num_pages, n_kv, page_size] with kv_fp8
+  float* v_scale = nullptr;
   int page_size = 0;
   float inv_freq[kMaxRopePairs] = {};  // [d / 2]
 };

@@ -72,6 +72,13 @@ struct OwnedTensor {
   Tensor tensor;
 };
 
+// KV cache storage. K and V are [num_pages, n_kv, page_size, d] arrays of the backend's
+// kv_dtype() (bf16 on CUDA, f32 on the CPU), or of F8E4M3 (kv::KvQuant::kFp8E4M3): then every
+// (token, head) row r has an f32 scale s in k_scale / v_scale, QkvPrep stores
+// FP8(x * 448 / amax(row)) with s = amax(row) / 448 (0 for an all-zero row), and Attention reads
+// x = FP8 * s. Both backends implement the same storage, so the CPU is the FP8 kernels' reference.
+inline constexpr float kFp8E4M3Max = 448.0f;
+
 struct QkvPrepArgs {
   Tensor qkv;        // [T, (n_q + n_kv * (k_eq_v ? 1 : 2)) * d] (n_kv terms absent if !has_kv)
   int num_q_heads = 0;
@@ -84,16 +91,20 @@ struct QkvPrepArgs {
   Tensor k_norm;  // [d]
   RopeSpec rope;
   Tensor q_out;    // [T, n_q, d]
-  Tensor k_cache;  // [num_pages, n_kv, page_size, d]
+  Tensor k_cache;  // [num_pages, n_kv, page_size, d] (see KV cache storage above)
   Tensor v_cache;  // [num_pages, n_kv, page_size, d]
+  Tensor k_scale;  // [num_pages, n_kv, page_size] f32 when the cache is F8E4M3, else invalid
+  Tensor v_scale;
   const StepMetadata* meta = nullptr;
   int group = kSlidingGroup;
 };
 
 struct AttentionArgs {
   Tensor q;        // [T, n_q, d] (normed, roped)
-  Tensor k_cache;  // [num_pages, n_kv, page_size, d]
+  Tensor k_cache;  // [num_pages, n_kv, page_size, d] (see KV cache storage above)
   Tensor v_cache;  // [num_pages, n_kv, page_size, d]
+  Tensor k_scale;  // [num_pages, n_kv, page_size] f32 when the cache is F8E4M3, else invalid
+  Tensor v_scale;
   Tensor out;      // [T, n_q, d]
   int num_q_heads = 0;
   int num_kv_heads = 0;

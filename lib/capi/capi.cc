@@ -177,6 +177,7 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
     ec.max_queued_requests = c.max_queued_requests;
     ec.enable_cuda_graphs = c.disable_cuda_graphs == 0;
     ec.load_format = Str(c.load_format);
+    ec.kv_cache_dtype = Str(c.kv_cache_dtype);
     ec.draft_model_dir = Str(c.draft_model_dir);
     ec.num_speculative_tokens = c.num_speculative_tokens;
     ec.max_prefill_tokens_while_decoding = static_cast<int>(c.max_prefill_tokens_while_decoding);
@@ -316,6 +317,7 @@ gannet_status_t gannet_engine_get_stats(gannet_engine_t* engine, gannet_engine_s
     gannet::capi::CopyString(s.backend, full.backend);
     gannet::capi::CopyString(s.device_name, full.device_name);
     gannet::capi::CopyString(s.backend_fallback, full.backend_fallback);
+    gannet::capi::CopyString(s.kv_cache_dtype, full.kv_cache_dtype);
     full.num_speculative_tokens = s.num_speculative_tokens;
     full.spec_verify_chunks = s.spec_verify_chunks;
     full.spec_draft_tokens = s.spec_draft_tokens;

@@ -1,6 +1,7 @@
 #include "lib/common/dtype.h"
 
 #include <cmath>
+#include <limits>
 
 namespace gannet {
 namespace {
@@ -89,6 +90,36 @@ uint16_t FloatToF16(float f) {
   uint32_t rem = mant & 0x1FFFu;
   if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;
   return static_cast<uint16_t>(half);
+}
+
+float Fp8E4M3ToFloat(uint8_t v) {
+  const float sign = (v & 0x80u) ? -1.0f : 1.0f;
+  const int exp = (v >> 3) & 0xF;
+  const int man = v & 0x7;
+  if (exp == 0xF && man == 0x7) return std::numeric_limits<float>::quiet_NaN();
+  if (exp == 0) return sign * std::ldexp(static_cast<float>(man), -9);
+  return sign * std::ldexp(1.0f + static_cast<float>(man) / 8.0f, exp - 7);
+}
+
+uint8_t FloatToFp8E4M3(float f) {
+  if (std::isnan(f)) return 0x7F;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
+  const float a = std::fabs(f);
+  constexpr uint8_t kMaxFinite = 0x7E;  // 448
+  if (a >= 448.0f) return sign | kMaxFinite;
+  if (a < 0.015625f) {  // below 2^-6: subnormal steps of 2^-9 (8 steps reach the smallest normal)
+    return sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f));
+  }
+  int e = 0;
+  const float m = std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  int exp = e - 1 + 7;                // a = (2m) * 2^(e-1)
+  int man = static_cast<int>(std::nearbyint((2.0f * m - 1.0f) * 8.0f));
+  if (man == 8) {
+    man = 0;
+    ++exp;
+  }
+  if (exp > 15 || (exp == 15 && man == 7)) return sign | kMaxFinite;
+  return sign | static_cast<uint8_t>((exp << 3) | man);
 }
 
 }  // namespace gannet

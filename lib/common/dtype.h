@@ -63,4 +63,10 @@ inline float RoundToBf16(float f) { return Bf16ToFloat(FloatToBf16(f)); }
 float F16ToFloat(uint16_t h);
 uint16_t FloatToF16(float f);
 
+// OCP FP8 E4M3 (bias 7, no infinities, 0x7F/0xFF NaN, largest finite 448). FloatToFp8E4M3 rounds
+// to nearest even and saturates finite values to +-448 (NaN stays NaN): CUDA's
+// __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3), bit for bit.
+float Fp8E4M3ToFloat(uint8_t v);
+uint8_t FloatToFp8E4M3(float f);
+
 }  // namespace gannet

@@ -62,6 +62,9 @@ struct EngineConfig {
   int max_queued_requests = 0;
   bool enable_cuda_graphs = true;
   std::string load_format;  // "" / "auto" (safetensors) or "dummy"
+  // KV cache storage: "" / "bf16" = the backend's own type (bf16 on CUDA, f32 on the CPU), "fp8" /
+  // "fp8_e4m3" = FP8 E4M3 with per-(token, head) scales (backend.h).
+  std::string kv_cache_dtype;
   // Speculative decoding with a Gemma-4 MTP assistant: its folder or "dummy:<variant>-assistant"
   // ("" = off), and the drafts per round K (1 to 8; 0 = 3).
   std::string draft_model_dir;
@@ -148,6 +151,7 @@ struct EngineStats {
   int32_t max_running_seqs = 0;    // after any lowering to what the memory holds
   int64_t kv_bytes = 0;            // KV arrays in backend memory
   std::string backend;             // "cpu", "cuda"
+  std::string kv_cache_dtype;      // what the KV cache stores: "bf16", "f32" (cpu), "fp8_e4m3"
   int32_t device_id = -1;          // CUDA ordinal; -1 on the CPU
   std::string device_name;         // "NVIDIA H100 80GB HBM3 (sm_90)", "16 threads"
   int64_t device_memory_bytes = 0; // 0 on the CPU

@@ -25,6 +25,14 @@ absl::StatusOr<EngineLimits> ResolveLimits(const EngineConfig& cfg, const model:
   l.page_size = cfg.page_size > 0 ? cfg.page_size : 16;
   l.kv_memory_bytes = cfg.kv_memory_bytes;
   l.kv_pages_override = {cfg.kv_sliding_pages, cfg.kv_full_pages};
+  if (cfg.kv_cache_dtype == "fp8" || cfg.kv_cache_dtype == "fp8_e4m3") {
+    l.kv_quant = kv::KvQuant::kFp8E4M3;
+  } else if (!cfg.kv_cache_dtype.empty() && cfg.kv_cache_dtype != "bf16" &&
+             cfg.kv_cache_dtype != "auto") {
+    return InvalidArgumentError(
+        "engine: kv_cache_dtype '{}' is not one of bf16 (the default), fp8, fp8_e4m3",
+        cfg.kv_cache_dtype);
+  }
   if (l.max_model_len > c.max_position_embeddings) {
     return InvalidArgumentError(
         "engine: max_model_len {} exceeds the model's max_position_embeddings {}", l.max_model_len,
@@ -90,11 +98,12 @@ absl::Status CheckWeightsFit(int64_t weight_bytes, int64_t activation_bytes, int
 }
 
 absl::StatusOr<KvSizing> SizeKvCache(const model::TextConfig& c, const EngineLimits& l,
-                                     const KvMemory& memory, int32_t dtype_bytes) {
+                                     const KvMemory& memory, int32_t native_dtype_bytes) {
   std::vector<kv::KvLayerGeometry> layers = runner::KvLayersOf(c);
+  const int32_t dtype_bytes = l.kv_quant == kv::KvQuant::kFp8E4M3 ? 1 : native_dtype_bytes;
   kv::KvPlanRequest req;
   kv::KvPoolPlanOptions& po = req.options;
-  po.bytes_per_token = kv::KvBytesPerToken(layers, dtype_bytes);
+  po.bytes_per_token = kv::KvBytesPerToken(layers, dtype_bytes, l.kv_quant);
   po.sliding_window = c.sliding_window;
   po.page_size = l.page_size;
   po.max_running_seqs = l.max_running_seqs;
@@ -137,7 +146,7 @@ absl::StatusOr<KvSizing> SizeKvCache(const model::TextConfig& c, const EngineLim
   s.warning = std::move(planned.warning);
   GANNET_ASSIGN_OR_RETURN(s.layout, kv::MakeKvLayout(std::move(layers), l.page_size,
                                                      c.sliding_window, dtype_bytes,
-                                                     s.plan.num_pages()));
+                                                     s.plan.num_pages(), l.kv_quant));
   return s;
 }
 

@@ -29,6 +29,7 @@ struct EngineLimits {
   int32_t page_size = 0;
   int64_t kv_memory_bytes = 0;  // 0 = from the free device memory
   kv::PerGroup<int32_t> kv_pages_override = {0, 0};
+  kv::KvQuant kv_quant = kv::KvQuant::kNone;  // EngineConfig::kv_cache_dtype
   bool user_running_seqs = false;
   bool user_max_model_len = false;
 };
@@ -36,7 +37,7 @@ struct EngineLimits {
 // Defaults: CPU 16 running sequences and 256 tokens per step, CUDA 64 and 2048; max_model_len =
 // min(model, 32768); page size 16. InvalidArgument for settings that contradict each other or
 // the model (max_model_len past max_position_embeddings, a step budget below the running limit,
-// a page size outside [1, kv::kMaxPageSize]).
+// a page size outside [1, kv::kMaxPageSize], a kv_cache_dtype other than bf16 / fp8 / fp8_e4m3).
 absl::StatusOr<EngineLimits> ResolveLimits(const EngineConfig& config,
                                            const model::TextConfig& model, bool cpu);
 
@@ -71,7 +72,8 @@ struct KvMemory {
   int64_t host_total = 0;         // physical RAM (0 = unknown: 1 GiB)
 };
 
+// `native_dtype_bytes`: the backend's KV element size, used unless limits.kv_quant says FP8.
 absl::StatusOr<KvSizing> SizeKvCache(const model::TextConfig& model, const EngineLimits& limits,
-                                     const KvMemory& memory, int32_t kv_dtype_bytes);
+                                     const KvMemory& memory, int32_t native_dtype_bytes);
 
 }  // namespace gannet::engine

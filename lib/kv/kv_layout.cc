@@ -10,12 +10,14 @@ bool MulOk(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(
 
 }  // namespace
 
-PerGroup<int64_t> KvBytesPerToken(absl::Span<const KvLayerGeometry> layers, int64_t dtype_bytes) {
+PerGroup<int64_t> KvBytesPerToken(absl::Span<const KvLayerGeometry> layers, int64_t dtype_bytes,
+                                  KvQuant quant) {
   PerGroup<int64_t> bytes = {0, 0};
+  const int64_t scale = quant == KvQuant::kFp8E4M3 ? kKvScaleBytes : 0;
   for (const KvLayerGeometry& layer : layers) {
     if (!layer.owns_kv()) continue;
     bytes[GroupIndex(layer.group)] +=
-        2 * static_cast<int64_t>(layer.num_kv_heads) * layer.head_dim * dtype_bytes;
+        2 * static_cast<int64_t>(layer.num_kv_heads) * (layer.head_dim * dtype_bytes + scale);
   }
   return bytes;
 }
@@ -29,7 +31,13 @@ PerGroup<bool> KvGroupsPresent(absl::Span<const KvLayerGeometry> layers) {
 }
 
 int64_t KvLayout::bytes_per_token(KvGroup g) const {
-  return KvBytesPerToken(layers, dtype_bytes)[GroupIndex(g)];
+  return KvBytesPerToken(layers, dtype_bytes, quant)[GroupIndex(g)];
+}
+
+int64_t KvLayout::ScaleElements(int layer) const {
+  if (quant != KvQuant::kFp8E4M3) return 0;
+  const KvLayerGeometry& l = layers[layer].owns_kv() ? layers[layer] : layers[layers[layer].source];
+  return static_cast<int64_t>(storage_pages(l.group)) * l.num_kv_heads * page_size;
 }
 
 int64_t KvLayout::ArrayElements(int layer) const {
@@ -40,20 +48,29 @@ int64_t KvLayout::ArrayElements(int layer) const {
 int64_t KvLayout::TotalBytes() const {
   int64_t total = 0;
   for (int l = 0; l < static_cast<int>(layers.size()); ++l) {
-    if (layers[l].owns_kv()) total += 2 * ArrayBytes(l);
+    if (layers[l].owns_kv()) total += 2 * (ArrayBytes(l) + ScaleElements(l) * kKvScaleBytes);
   }
   return total;
 }
 
 absl::StatusOr<KvLayout> MakeKvLayout(std::vector<KvLayerGeometry> layers, int32_t page_size,
                                       int32_t sliding_window, int32_t dtype_bytes,
-                                      PerGroup<int32_t> num_pages) {
+                                      PerGroup<int32_t> num_pages, KvQuant quant) {
   if (page_size < 1 || page_size > kMaxPageSize) {
     return InvalidArgumentError("kv layout: page_size {} is outside [1, {}]", page_size,
                                 kMaxPageSize);
   }
   if (dtype_bytes != 1 && dtype_bytes != 2 && dtype_bytes != 4) {
     return InvalidArgumentError("kv layout: {} bytes per element is not 1, 2 or 4", dtype_bytes);
+  }
+  if (quant != KvQuant::kNone && quant != KvQuant::kFp8E4M3) {
+    return InvalidArgumentError("kv layout: unknown KV quantisation {}", static_cast<int>(quant));
+  }
+  if ((quant == KvQuant::kFp8E4M3) != (dtype_bytes == 1)) {
+    return InvalidArgumentError(
+        "kv layout: {}-byte elements with KV quantisation {} (FP8 KV has 1-byte elements and "
+        "scales; wider elements have none)",
+        dtype_bytes, KvQuantName(quant));
   }
   for (int l = 0; l < static_cast<int>(layers.size()); ++l) {
     const KvLayerGeometry& g = layers[l];
@@ -100,6 +117,7 @@ absl::StatusOr<KvLayout> MakeKvLayout(std::vector<KvLayerGeometry> layers, int32
   layout.page_size = page_size;
   layout.sliding_window = sliding_window;
   layout.dtype_bytes = dtype_bytes;
+  layout.quant = quant;
   layout.num_pages = num_pages;
   layout.layers = std::move(layers);
   int64_t total = 0;
@@ -108,7 +126,8 @@ absl::StatusOr<KvLayout> MakeKvLayout(std::vector<KvLayerGeometry> layers, int32
     if (!g.owns_kv()) continue;
     int64_t elems = layout.storage_pages(g.group), bytes = 0;
     if (!MulOk(elems, g.num_kv_heads, &elems) || !MulOk(elems, page_size, &elems) ||
-        !MulOk(elems, g.head_dim, &elems) || !MulOk(elems, 2 * int64_t{dtype_bytes}, &bytes) ||
+        !MulOk(elems, g.head_dim + (quant == KvQuant::kFp8E4M3 ? kKvScaleBytes : 0), &elems) ||
+        !MulOk(elems, 2 * int64_t{dtype_bytes}, &bytes) ||
         __builtin_add_overflow(total, bytes, &total)) {
       return InvalidArgumentError("kv layout: layer {}'s K/V arrays overflow int64 bytes", l);
     }

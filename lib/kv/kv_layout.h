@@ -42,8 +42,9 @@ inline constexpr int64_t kMaxPoolTokens = std::numeric_limits<int32_t>::max();
 inline constexpr int32_t kMaxPageSize = 1024;
 
 // Bytes one token costs in each group: sum over layers owning KV of
-// 2 (K and V) x num_kv_heads x head_dim x dtype_bytes.
-PerGroup<int64_t> KvBytesPerToken(absl::Span<const KvLayerGeometry> layers, int64_t dtype_bytes);
+// 2 (K and V) x num_kv_heads x (head_dim x dtype_bytes + the row's scale under kFp8E4M3).
+PerGroup<int64_t> KvBytesPerToken(absl::Span<const KvLayerGeometry> layers, int64_t dtype_bytes,
+                                  KvQuant quant = KvQuant::kNone);
 
 // The groups that have at least one layer owning KV.
 PerGroup<bool> KvGroupsPresent(absl::Span<const KvLayerGeometry> layers);
@@ -52,6 +53,7 @@ struct KvLayout {
   int32_t page_size = 0;
   int32_t sliding_window = 0;  // W (0 when the model has no sliding layers)
   int32_t dtype_bytes = 0;     // bytes per cached element
+  KvQuant quant = KvQuant::kNone;  // kFp8E4M3: 1-byte elements + per-row f32 scale arrays
   PerGroup<int32_t> num_pages = {0, 0};  // pages the KV manager hands out, per GroupIndex()
   std::vector<KvLayerGeometry> layers;
 
@@ -66,18 +68,22 @@ struct KvLayout {
   // Elements of ONE of layer l's K or V arrays (of its source layer when it shares KV).
   int64_t ArrayElements(int layer) const;
   int64_t ArrayBytes(int layer) const { return ArrayElements(layer) * dtype_bytes; }
-  // Device bytes of all arrays (K and V of every layer owning KV).
+  // Under kFp8E4M3, elements of ONE of layer l's K or V scale arrays ([storage pages, kv heads,
+  // page size] f32); 0 otherwise.
+  int64_t ScaleElements(int layer) const;
+  // Device bytes of all arrays (K and V of every layer owning KV, their scales included).
   int64_t TotalBytes() const;
 };
 
 // Validates and builds the layout. InvalidArgument naming the field for: a page size outside
-// [1, kMaxPageSize], a dtype size outside {1, 2, 4}, a layer with non-positive heads or head dim,
+// [1, kMaxPageSize], a dtype size outside {1, 2, 4} (1 exactly when quant is kFp8E4M3), a layer with non-positive heads or head dim,
 // a source that is not an earlier layer owning KV in the same group with the same geometry, pages
 // for a group without layers or no pages for a group with layers, a sliding group without a
 // window, and a pool whose storage would pass kMaxPoolTokens tokens or whose arrays would pass
 // int64 bytes.
 absl::StatusOr<KvLayout> MakeKvLayout(std::vector<KvLayerGeometry> layers, int32_t page_size,
                                       int32_t sliding_window, int32_t dtype_bytes,
-                                      PerGroup<int32_t> num_pages);
+                                      PerGroup<int32_t> num_pages,
+                                      KvQuant quant = KvQuant::kNone);
 
 }  // namespace gannet::kv

@@ -43,6 +43,16 @@ struct PageCopy {
   friend bool operator==(const PageCopy&, const PageCopy&) = default;
 };
 
+// How the cache stores K and V. kNone: elements of the backend's KV type (bf16 on CUDA, f32 in
+// the CPU reference). kFp8E4M3: one byte per element (OCP E4M3, saturated) plus one f32 scale per
+// (token, kv head) row of K and of V, amax / 448 of that row: a row is scaled as it is written, so
+// no page-wide scale ever has to change when a later token arrives, and an outlier token costs
+// only its own precision.
+enum class KvQuant : uint8_t { kNone = 0, kFp8E4M3 = 1 };
+inline constexpr int32_t kKvScaleBytes = 4;  // per row, kFp8E4M3 only
+
+constexpr std::string_view KvQuantName(KvQuant q) { return q == KvQuant::kNone ? "none" : "fp8_e4m3"; }
+
 // Page accounting of one group's pool: capacity == free + owned + cached.
 struct PoolUsage {
   int32_t capacity = 0;

@@ -110,6 +110,7 @@ std::vector<uint8_t> EncodeAttachKv(const kv::KvLayout& l) {
   w.Put<int32_t>(l.page_size);
   w.Put<int32_t>(l.sliding_window);
   w.Put<int32_t>(l.dtype_bytes);
+  w.Put<int32_t>(static_cast<int32_t>(l.quant));
   w.Put<int32_t>(l.num_pages[0]);
   w.Put<int32_t>(l.num_pages[1]);
   std::vector<int32_t> layers;
@@ -123,7 +124,7 @@ std::vector<uint8_t> EncodeAttachKv(const kv::KvLayout& l) {
 absl::StatusOr<kv::KvLayout> DecodeAttachKv(std::span<const uint8_t> msg) {
   Reader r(msg);
   GANNET_RETURN_IF_ERROR(Expect(msg, StepOp::kAttachKv, &r));
-  int32_t v[5];
+  int32_t v[6];
   for (int32_t& x : v) {
     GANNET_ASSIGN_OR_RETURN(x, r.Get<int32_t>());
   }
@@ -139,7 +140,12 @@ absl::StatusOr<kv::KvLayout> DecodeAttachKv(std::span<const uint8_t> msg) {
     }
     layers.push_back({static_cast<kv::KvGroup>(flat[i]), flat[i + 1], flat[i + 2], flat[i + 3]});
   }
-  return kv::MakeKvLayout(std::move(layers), v[0], v[1], v[2], {v[3], v[4]});
+  if (v[3] != static_cast<int32_t>(kv::KvQuant::kNone) &&
+      v[3] != static_cast<int32_t>(kv::KvQuant::kFp8E4M3)) {
+    return InternalError("tensor parallel: KV quantisation {} in a layout message", v[3]);
+  }
+  return kv::MakeKvLayout(std::move(layers), v[0], v[1], v[2], {v[4], v[5]},
+                          static_cast<kv::KvQuant>(v[3]));
 }
 
 std::vector<uint8_t> EncodeStep(const runner::StepBatch& b) {

@@ -21,7 +21,8 @@ absl::StatusOr<std::unique_ptr<KvStorage>> KvStorage::Create(const model::TextCo
     return InvalidArgumentError("KV storage: the KV layout does not describe this model's {} layers",
                                 c.num_hidden_layers);
   }
-  const DType dt = backend->kv_dtype();
+  const bool fp8 = layout.quant == kv::KvQuant::kFp8E4M3;
+  const DType dt = fp8 ? DType::kF8E4M3 : backend->kv_dtype();
   if (layout.dtype_bytes != DTypeBits(dt) / 8) {
     return InvalidArgumentError("KV storage: the layout has {}-byte elements, the backend stores {}",
                                 layout.dtype_bytes, DTypeName(dt));
@@ -37,18 +38,28 @@ absl::StatusOr<std::unique_ptr<KvStorage>> KvStorage::Create(const model::TextCo
     const size_t bytes = static_cast<size_t>(layout.ArrayBytes(l));
     LayerKv kv;
     kv.group = kv::GroupIndex(g.group);
-    for (backend::Tensor* t : {&kv.k, &kv.v}) {
-      absl::StatusOr<backend::Buffer> buf = backend->AllocateZeroed(bytes);
+    struct Array {
+      backend::Tensor* t;
+      const char* name;
+      bool scale;
+    };
+    const Array arrays[] = {{&kv.k, "K", false}, {&kv.v, "V", false},
+                            {&kv.k_scale, "K scale", true}, {&kv.v_scale, "V scale", true}};
+    for (const Array& a : arrays) {
+      if (a.scale && !fp8) continue;
+      const int64_t elems = a.scale ? layout.ScaleElements(l) : layout.ArrayElements(l);
+      const size_t n = static_cast<size_t>(a.scale ? elems * kv::kKvScaleBytes : bytes);
+      absl::StatusOr<backend::Buffer> buf = backend->AllocateZeroed(n);
       if (!buf.ok()) {
         return absl::Status(buf.status().code(),
                             fmt::format("KV storage: layer {} {} array ({} elements, {}; all KV "
                                         "arrays {}): {}",
-                                        l, t == &kv.k ? "K" : "V", layout.ArrayElements(l),
-                                        FormatBytes(static_cast<int64_t>(bytes)),
+                                        l, a.name, elems, FormatBytes(static_cast<int64_t>(n)),
                                         FormatBytes(layout.TotalBytes()), buf.status().message()));
       }
-      *t = buf->View(dt, {pages, g.num_kv_heads, layout.page_size, g.head_dim});
-      s->bytes_ += bytes;
+      *a.t = a.scale ? buf->View(DType::kF32, {pages, g.num_kv_heads, layout.page_size})
+                     : buf->View(dt, {pages, g.num_kv_heads, layout.page_size, g.head_dim});
+      s->bytes_ += n;
       s->buffers_.push_back(*std::move(buf));
     }
     s->layers_[l] = kv;

@@ -1,6 +1,7 @@
 // Device memory for the paged KV cache, built from the one KV layout value (lib/kv/kv_layout.h):
 // one K and one V array per layer that owns KV, each [storage pages(group), n_kv_heads,
-// page_size, head_dim] in the backend's KV type. KV-shared layers (E2B/E4B) have no arrays:
+// page_size, head_dim] in the backend's KV type, or FP8 with per-row scale arrays when the layout
+// says kFp8E4M3 (backend.h). KV-shared layers (E2B/E4B) have no arrays:
 // Layer(l) returns their source layer's. Page p of a group is page p in every layer of that
 // group; which sequence owns it is the KV manager's business (it manages the same layout).
 #pragma once
@@ -30,6 +31,8 @@ class KvStorage {
   struct LayerKv {
     backend::Tensor k;  // [storage pages, n_kv_heads, page_size, head_dim]
     backend::Tensor v;
+    backend::Tensor k_scale;  // [storage pages, n_kv_heads, page_size] f32 for FP8 KV, else invalid
+    backend::Tensor v_scale;
     int group = 0;
   };
   const LayerKv& Layer(int layer) const { return layers_[layer]; }

@@ -17,6 +17,8 @@ absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, 
   at.q = q;
   at.k_cache = kv.k;
   at.v_cache = kv.v;
+  at.k_scale = kv.k_scale;
+  at.v_scale = kv.v_scale;
   at.out = Tensor::Make(attn.data, attn.dtype, {n, nq, d});
   at.num_q_heads = nq;
   at.num_kv_heads = c.LayerNumKvHeads(layer);

@@ -214,6 +214,8 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
   prep.q_out = Tensor::Make(q.data, q.dtype, {n, nq, d});
   prep.k_cache = kv_layer.k;
   prep.v_cache = kv_layer.v;
+  prep.k_scale = kv_layer.k_scale;
+  prep.v_scale = kv_layer.v_scale;
   prep.meta = &md;
   prep.group = group;
   GANNET_RETURN_IF_ERROR(be->QkvPrep(prep));

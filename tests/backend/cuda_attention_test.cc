@@ -9,6 +9,10 @@
 // sequence owns are NaN too. The output is poisoned with NaN before each run, so an unwritten
 // element fails.
 //
+// Every case runs twice: over a bf16 cache, and over an FP8 cache (the FP8 entries, forced and
+// selected) against the CPU backend reading the same FP8 bytes and scales, so the comparison
+// measures the kernels, not the quantisation.
+//
 // Tolerance: rel-L2 <= 1e-2 per case. The inputs are bf16 for both backends; the GPU rounds the
 // softmax weights P to bf16 before P.V (relative 2^-9 each) and its output to bf16 (2^-9), and sums
 // in another order; over <= 8k keys that is a few 1e-3 (METHOD.md: bf16 operands land between
@@ -23,6 +27,7 @@
 #include "kernels/attention/attention_entries.h"
 #include "lib/backend/cpu/cpu_backend.h"
 #include "tests/backend/cuda_test_util.h"
+#include "tests/testing/fp8_kv.h"
 
 namespace gannet {
 namespace {
@@ -44,11 +49,12 @@ struct Case {
   std::vector<int> splits = {0};  // forced split counts to try (0 = the heuristic)
 };
 
-class AttentionEntriesTest : public ::testing::TestWithParam<Case> {};
+class AttentionEntriesTest : public ::testing::TestWithParam<std::tuple<Case, bool>> {};
 
 TEST_P(AttentionEntriesTest, MatchesCpuReference) {
   GANNET_REQUIRE_GPU();
-  const Case& c = GetParam();
+  const Case& c = std::get<0>(GetParam());
+  const bool fp8 = std::get<1>(GetParam());
   auto made = backend::CudaBackend::Create(0);
   ASSERT_TRUE(made.ok()) << made.status();
   backend::CudaBackend& gpu = **made;
@@ -131,21 +137,39 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
   a.meta = &meta;
   a.group = backend::kSlidingGroup;
 
-  // CPU reference (host memory, f32).
+  // CPU reference (host memory, f32; FP8 bytes and scales for the FP8 cache).
   std::vector<float> ref(q.size());
+  testing::Fp8Rows k8 = testing::QuantizeFp8Rows(k, c.d), v8 = testing::QuantizeFp8Rows(v, c.d);
   {
     AttentionArgs ca = a;
     std::vector<float> kc = k, vc = v, qc = q;
     ca.q = Tensor::Make(qc.data(), DType::kF32, {num_tokens, c.nq, c.d});
-    ca.k_cache = Tensor::Make(kc.data(), DType::kF32, {num_pages, c.nkv, c.page, c.d});
-    ca.v_cache = Tensor::Make(vc.data(), DType::kF32, {num_pages, c.nkv, c.page, c.d});
+    if (fp8) {
+      ca.k_cache = Tensor::Make(k8.bytes.data(), DType::kF8E4M3, {num_pages, c.nkv, c.page, c.d});
+      ca.v_cache = Tensor::Make(v8.bytes.data(), DType::kF8E4M3, {num_pages, c.nkv, c.page, c.d});
+      ca.k_scale = Tensor::Make(k8.scales.data(), DType::kF32, {num_pages, c.nkv, c.page});
+      ca.v_scale = Tensor::Make(v8.scales.data(), DType::kF32, {num_pages, c.nkv, c.page});
+    } else {
+      ca.k_cache = Tensor::Make(kc.data(), DType::kF32, {num_pages, c.nkv, c.page, c.d});
+      ca.v_cache = Tensor::Make(vc.data(), DType::kF32, {num_pages, c.nkv, c.page, c.d});
+    }
     ca.out = Tensor::Make(ref.data(), DType::kF32, {num_tokens, c.nq, c.d});
     ASSERT_TRUE(cpu.Attention(ca).ok());
   }
 
   // GPU copies.
-  DeviceTensor dk = testing::Upload(gpu, k, DType::kBF16, {num_pages, c.nkv, c.page, c.d});
-  DeviceTensor dv = testing::Upload(gpu, v, DType::kBF16, {num_pages, c.nkv, c.page, c.d});
+  const DType kv_type = fp8 ? DType::kF8E4M3 : DType::kBF16;
+  DeviceTensor dk = fp8 ? testing::UploadBytes(gpu, k8.bytes, kv_type, {num_pages, c.nkv, c.page, c.d})
+                        : testing::Upload(gpu, k, kv_type, {num_pages, c.nkv, c.page, c.d});
+  DeviceTensor dv = fp8 ? testing::UploadBytes(gpu, v8.bytes, kv_type, {num_pages, c.nkv, c.page, c.d})
+                        : testing::Upload(gpu, v, kv_type, {num_pages, c.nkv, c.page, c.d});
+  DeviceTensor dks, dvs;
+  if (fp8) {
+    dks = testing::Upload(gpu, k8.scales, DType::kF32, {num_pages, c.nkv, c.page});
+    dvs = testing::Upload(gpu, v8.scales, DType::kF32, {num_pages, c.nkv, c.page});
+    a.k_scale = dks.t;
+    a.v_scale = dvs.t;
+  }
   DeviceTensor dq = testing::Upload(gpu, q, DType::kBF16, {num_tokens, c.nq, c.d});
   DeviceTensor dout = testing::Upload(gpu, std::vector<float>(q.size(), 0.f), DType::kBF16,
                                       {num_tokens, c.nq, c.d});
@@ -178,6 +202,7 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
     probe.out = dout.t.data;
     probe.k_cache = dk.t.data;
     probe.v_cache = dv.t.data;
+    probe.kv_fp8 = fp8;
     probe.q_stride = probe.out_stride = static_cast<int64_t>(c.nq) * c.d;
     probe.head_dim = c.d;
     probe.page_size = c.page;
@@ -239,8 +264,12 @@ std::vector<Case> Cases() {
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(Gemma4Shapes, AttentionEntriesTest, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Gemma4Shapes, AttentionEntriesTest,
+                         ::testing::Combine(::testing::ValuesIn(Cases()), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<Case, bool>>& info) {
+                           return std::get<0>(info.param).name +
+                                  (std::get<1>(info.param) ? "_fp8" : "_bf16");
+                         });
 
 }  // namespace
 }  // namespace gannet

@@ -17,6 +17,7 @@
 #include "lib/common/status.h"
 #include "lib/model/synthetic.h"
 #include "tests/backend/cuda_test_util.h"
+#include "tests/testing/fp8_kv.h"
 
 namespace gannet {
 namespace {
@@ -326,6 +327,102 @@ TEST_F(CudaOpsTest, QkvPrep) {
     EXPECT_LE(RelL2(Download(*gpu_, dq.t), qref), kBf16Tol) << "q d=" << L.d;
     EXPECT_LE(RelL2(Download(*gpu_, dk.t), kref), kBf16Tol) << "k d=" << L.d;
     EXPECT_LE(RelL2(Download(*gpu_, dv.t), vref), kBf16Tol) << "v d=" << L.d;
+  }
+}
+
+// The FP8 cache write (backend.h's storage) against the CPU backend's: the same bytes and scales up
+// to the last-bit differences of rsqrt / sin / cos, which may move a value across an FP8
+// rounding boundary (one step, 2^-3 relative at most, on a few elements).
+TEST_F(CudaOpsTest, QkvPrepWritesFp8Rows) {
+  struct Layer {
+    int nkv, d;
+    bool k_eq_v;
+  };
+  for (const Layer& L : {Layer{16, 256, false}, Layer{4, 512, true}}) {
+    const int nq = 8, t = 6, page = 16, pages = 8;
+    const int cols = (nq + L.nkv * (L.k_eq_v ? 1 : 2)) * L.d;
+    std::vector<float> qkv = RandomNormal(t * cols, 25, 2.0f);
+    // An outlier token-head (x 60) and an all-zero head: each row keeps its own scale.
+    for (int i = 0; i < L.d; ++i) {
+      qkv[1 * cols + nq * L.d + i] *= 60.f;
+      qkv[3 * cols + nq * L.d + L.d + i] = 0.f;
+    }
+    std::vector<float> qn(L.d, 1.0f), kn = RandomNormal(L.d, 27, 0.1f);
+    for (float& v : kn) v += 1.0f;
+    std::vector<int32_t> pos = {0, 1, 2, 9000, 70000, 131071};
+    std::vector<int32_t> slots = {3, 17, -1, 40, 127, 64};
+    backend::StepMetadata meta;
+    meta.num_seqs = 1;
+    meta.num_tokens = t;
+    meta.host_positions = pos.data();
+    meta.groups[0].page_size = page;
+    meta.groups[0].num_pages = pages;
+    meta.groups[0].host_slot_mapping = slots.data();
+    const size_t rows = static_cast<size_t>(pages) * L.nkv * page, cache = rows * L.d;
+    std::vector<float> qref(t * nq * L.d), ks(rows, 0.f), vs(rows, 0.f);
+    std::vector<uint8_t> k8(cache, 0), v8(cache, 0);
+    backend::QkvPrepArgs a;
+    a.num_q_heads = nq;
+    a.num_kv_heads = L.nkv;
+    a.head_dim = L.d;
+    a.k_eq_v = L.k_eq_v;
+    a.rope = {1e6, L.d / 8, 1.0};
+    a.meta = &meta;
+    {
+      backend::QkvPrepArgs c = a;
+      c.qkv = Host(qkv, {t, cols});
+      c.q_norm = Host(qn, {L.d});
+      c.k_norm = Host(kn, {L.d});
+      c.q_out = Host(qref, {t, nq, L.d});
+      c.k_cache = Tensor::Make(k8.data(), DType::kF8E4M3, {pages, L.nkv, page, L.d});
+      c.v_cache = Tensor::Make(v8.data(), DType::kF8E4M3, {pages, L.nkv, page, L.d});
+      c.k_scale = Host(ks, {pages, L.nkv, page});
+      c.v_scale = Host(vs, {pages, L.nkv, page});
+      ASSERT_TRUE(cpu_.QkvPrep(c).ok());
+    }
+    DeviceTensor dqkv = Upload(*gpu_, qkv, DType::kBF16, {t, cols});
+    DeviceTensor dqn = Upload(*gpu_, qn, DType::kF32, {L.d}), dkn = Upload(*gpu_, kn, DType::kF32, {L.d});
+    DeviceTensor dq = Upload(*gpu_, std::vector<float>(t * nq * L.d), DType::kBF16, {t, nq, L.d});
+    DeviceTensor dk = testing::UploadBytes(*gpu_, std::vector<uint8_t>(cache), DType::kF8E4M3, {pages, L.nkv, page, L.d});
+    DeviceTensor dv = testing::UploadBytes(*gpu_, std::vector<uint8_t>(cache), DType::kF8E4M3, {pages, L.nkv, page, L.d});
+    DeviceTensor dks = Upload(*gpu_, std::vector<float>(rows), DType::kF32, {pages, L.nkv, page});
+    DeviceTensor dvs = Upload(*gpu_, std::vector<float>(rows), DType::kF32, {pages, L.nkv, page});
+    DeviceTensor dpos = UploadI32(*gpu_, pos, {t}), dslots = UploadI32(*gpu_, slots, {t});
+    meta.positions = dpos.t.as<int32_t>();
+    meta.groups[0].slot_mapping = dslots.t.as<int32_t>();
+    a.qkv = dqkv.t;
+    a.q_norm = dqn.t;
+    a.k_norm = dkn.t;
+    a.q_out = dq.t;
+    a.k_cache = dk.t;
+    a.v_cache = dv.t;
+    a.k_scale = dks.t;
+    a.v_scale = dvs.t;
+    ASSERT_TRUE(gpu_->QkvPrep(a).ok());
+    struct Array {
+      const char* name;
+      const DeviceTensor& bytes;
+      const DeviceTensor& scales;
+      const std::vector<uint8_t>& ref_bytes;
+      const std::vector<float>& ref_scales;
+    };
+    for (const Array& arr : {Array{"k", dk, dks, k8, ks}, Array{"v", dv, dvs, v8, vs}}) {
+      std::vector<uint8_t> got(cache);
+      ASSERT_TRUE(gpu_->CopyToHost(got.data(), arr.bytes.t.data, cache).ok());
+      const std::vector<float> got_s = Download(*gpu_, arr.scales.t);
+      size_t same = 0, zero_rows = 0;
+      for (size_t i = 0; i < cache; ++i) same += got[i] == arr.ref_bytes[i];
+      for (size_t r = 0; r < rows; ++r) {
+        EXPECT_NEAR(got_s[r], arr.ref_scales[r], 1e-5 * std::fabs(arr.ref_scales[r]) + 1e-30)
+            << arr.name << " row " << r;
+        zero_rows += arr.ref_scales[r] == 0.f;
+      }
+      EXPECT_GE(same, cache - cache / 200) << arr.name << " d=" << L.d;  // >= 99.5% bit-equal
+      const std::vector<float> deq = testing::DequantizeFp8Rows({got, got_s}, L.d);
+      const std::vector<float> ref = testing::DequantizeFp8Rows({arr.ref_bytes, arr.ref_scales}, L.d);
+      EXPECT_LE(RelL2(deq, ref), 1e-2) << arr.name << " d=" << L.d;
+      EXPECT_GT(zero_rows, 0u);  // untouched rows and the zero head keep scale 0
+    }
   }
 }
 

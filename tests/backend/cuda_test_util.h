@@ -58,6 +58,18 @@ inline DeviceTensor Upload(backend::Backend& be, const std::vector<float>& host,
   return d;
 }
 
+// Raw bytes (FP8 caches) into a new device tensor of type `dt`.
+inline DeviceTensor UploadBytes(backend::Backend& be, const std::vector<uint8_t>& host, DType dt,
+                                std::initializer_list<int64_t> dims) {
+  DeviceTensor d;
+  auto buf = be.Allocate(host.size());
+  EXPECT_TRUE(buf.ok()) << buf.status();
+  d.buf = std::move(*buf);
+  d.t = d.buf.View(dt, dims);
+  EXPECT_TRUE(be.CopyToDevice(d.buf.data(), host.data(), host.size()).ok());
+  return d;
+}
+
 inline DeviceTensor UploadI32(backend::Backend& be, const std::vector<int32_t>& host,
                               std::initializer_list<int64_t> dims) {
   DeviceTensor d;

@@ -29,6 +29,51 @@ TEST(DTypeTest, Bf16RoundsToNearestEven) {
   EXPECT_TRUE(std::isnan(Bf16ToFloat(FloatToBf16(NAN))));
 }
 
+// OCP E4M3: every finite code decodes to the value its fields say and encodes back to itself;
+// rounding is to nearest even, finite overflow saturates to +-448, NaN stays NaN.
+TEST(DTypeTest, Fp8E4M3Codes) {
+  int finite = 0;
+  for (int b = 0; b < 256; ++b) {
+    const uint8_t code = static_cast<uint8_t>(b);
+    const float f = Fp8E4M3ToFloat(code);
+    if ((b & 0x7F) == 0x7F) {
+      EXPECT_TRUE(std::isnan(f)) << b;
+      continue;
+    }
+    ++finite;
+    const int e = (b >> 3) & 0xF, m = b & 7;
+    const float want = (b & 0x80 ? -1.f : 1.f) *
+                       (e == 0 ? std::ldexp(static_cast<float>(m), -9)
+                               : std::ldexp(1.f + m / 8.f, e - 7));
+    EXPECT_EQ(f, want) << b;
+    if (f == 0.f) {
+      EXPECT_EQ(FloatToFp8E4M3(f) & 0x7F, 0) << b;
+    } else {
+      EXPECT_EQ(FloatToFp8E4M3(f), code) << b;
+    }
+  }
+  EXPECT_EQ(finite, 254);
+  EXPECT_EQ(Fp8E4M3ToFloat(0x7E), 448.f);
+  EXPECT_EQ(FloatToFp8E4M3(448.f), 0x7E);
+  EXPECT_EQ(FloatToFp8E4M3(1e9f), 0x7E);    // saturates, never NaN
+  EXPECT_EQ(FloatToFp8E4M3(-470.f), 0xFE);
+  EXPECT_EQ(FloatToFp8E4M3(INFINITY), 0x7E);
+  EXPECT_EQ(FloatToFp8E4M3(NAN) & 0x7F, 0x7F);
+  // Ties to even: 1.0625 is halfway between 1 (mantissa 0) and 1.125 (mantissa 1) -> 1;
+  // 1.1875 is halfway between 1.125 and 1.25 (mantissa 2) -> 1.25.
+  EXPECT_EQ(Fp8E4M3ToFloat(FloatToFp8E4M3(1.0625f)), 1.0f);
+  EXPECT_EQ(Fp8E4M3ToFloat(FloatToFp8E4M3(1.1875f)), 1.25f);
+  EXPECT_EQ(Fp8E4M3ToFloat(FloatToFp8E4M3(1.07f)), 1.125f);
+  // Subnormals (steps of 2^-9) and the carry into the smallest normal 2^-6.
+  EXPECT_EQ(Fp8E4M3ToFloat(FloatToFp8E4M3(3.1f / 512)), 3.f / 512);
+  EXPECT_EQ(Fp8E4M3ToFloat(FloatToFp8E4M3(7.9f / 512)), 1.f / 64);
+  EXPECT_EQ(Fp8E4M3ToFloat(FloatToFp8E4M3(0.4f / 512)), 0.f);
+  // Relative error of a row scaled to amax = 448 stays within half a step (2^-4).
+  for (float x = 0.02f; x < 448.f; x *= 1.01f) {
+    EXPECT_LE(std::fabs(Fp8E4M3ToFloat(FloatToFp8E4M3(x)) - x), x / 16 + 1e-7f) << x;
+  }
+}
+
 TEST(DTypeTest, F16RoundTrip) {
   for (float f : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f}) {
     EXPECT_EQ(F16ToFloat(FloatToF16(f)), f) << f;

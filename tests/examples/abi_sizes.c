@@ -55,6 +55,7 @@ int main(void) {
   FIELD(gannet_engine_config_t, device_ids);
   FIELD(gannet_engine_config_t, tp_rank);
   FIELD(gannet_engine_config_t, tp_id);
+  FIELD(gannet_engine_config_t, kv_cache_dtype);
 
   SIZE(gannet_tp_id_t);
   FIELD(gannet_tp_id_t, bytes);
@@ -181,6 +182,7 @@ int main(void) {
   FIELD(gannet_engine_stats_t, timed_decode_steps);
   FIELD(gannet_engine_stats_t, timed_decode_seconds);
   FIELD(gannet_engine_stats_t, timed_decode_device_seconds);
+  FIELD(gannet_engine_stats_t, kv_cache_dtype);
 
   SIZE(gannet_tokenizer_info_t);
   FIELD(gannet_tokenizer_info_t, struct_size);

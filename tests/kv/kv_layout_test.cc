@@ -41,6 +41,29 @@ TEST(KvLayoutTest, ArraysPast2To31ElementsAreSizedIn64Bits) {
   EXPECT_EQ(layout->bytes_per_token(KvGroup::kFull), 3 * 2 * 512 * 2);
 }
 
+// FP8 KV: one byte per element plus one f32 scale per (token, head) row of K and of V.
+TEST(KvLayoutTest, Fp8LayoutsCountElementsAndScales) {
+  auto layout = MakeKvLayout(E2BLayers(), 16, 512, 1, {100, 200}, KvQuant::kFp8E4M3);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->quant, KvQuant::kFp8E4M3);
+  EXPECT_EQ(layout->ArrayBytes(0), int64_t{101} * 16 * 256);
+  EXPECT_EQ(layout->ScaleElements(0), int64_t{101} * 16);
+  EXPECT_EQ(layout->ScaleElements(4), int64_t{201} * 16);
+  EXPECT_EQ(layout->ScaleElements(34), layout->ScaleElements(14));
+  EXPECT_EQ(layout->bytes_per_token(KvGroup::kSliding), 12 * 2 * (256 + 4));
+  EXPECT_EQ(layout->bytes_per_token(KvGroup::kFull), 3 * 2 * (512 + 4));
+  EXPECT_EQ(layout->TotalBytes(), 2 * (12 * (layout->ArrayBytes(0) + 4 * layout->ScaleElements(0)) +
+                                       3 * (layout->ArrayBytes(4) + 4 * layout->ScaleElements(4))));
+  // bf16 layouts have no scales.
+  auto bf16 = MakeKvLayout(E2BLayers(), 16, 512, 2, {100, 200});
+  ASSERT_TRUE(bf16.ok());
+  EXPECT_EQ(bf16->ScaleElements(0), 0);
+  // FP8 means 1-byte elements, and 1-byte elements mean FP8.
+  EXPECT_FALSE(MakeKvLayout(E2BLayers(), 16, 512, 2, {100, 200}, KvQuant::kFp8E4M3).ok());
+  EXPECT_FALSE(MakeKvLayout(E2BLayers(), 16, 512, 1, {100, 200}).ok());
+  EXPECT_FALSE(MakeKvLayout(E2BLayers(), 16, 512, 1, {100, 200}, static_cast<KvQuant>(7)).ok());
+}
+
 TEST(KvLayoutTest, PoolsStayWithinInt32SlotIds) {
   // (pages + 1) x P <= 2^31 - 1: at P = 16 the most managed pages is 134,217,726.
   const int32_t most = static_cast<int32_t>(kMaxPoolTokens / 16 - 1);

@@ -13,6 +13,15 @@ namespace {
 
 constexpr int kMaxChunksPerLane = 2;  // head_dim up to 32 lanes x 2 x 8 = 512
 
+// Eight cache elements at element offset `at`, as f32 (FP8 before its row scale).
+__device__ __forceinline__ void LoadKvChunk(const void* cache, bool fp8, int64_t at, float* out) {
+  if (fp8) {
+    Load8(static_cast<const uint8_t*>(cache) + at, out);
+  } else {
+    Load8(static_cast<const bf16*>(cache) + at, out);
+  }
+}
+
 __global__ void GenericAttentionKernel(const PagedAttentionParams p) {
   const int warps_per_block = blockDim.x / 32;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * warps_per_block + threadIdx.x / 32;
@@ -44,19 +53,20 @@ __global__ void GenericAttentionKernel(const PagedAttentionParams p) {
     const int page = table[key / p.page_size];
     const int64_t off = ((static_cast<int64_t>(page) * p.num_kv_heads + kvh) * p.page_size +
                          key % p.page_size) * p.head_dim;
-    const bf16* krow = static_cast<const bf16*>(p.k_cache) + off;
-    const bf16* vrow = static_cast<const bf16*>(p.v_cache) + off;
     float dot = 0.f;
 #pragma unroll
     for (int c = 0; c < kMaxChunksPerLane; ++c) {
       const int ch = lane + 32 * c;
       if (ch >= chunks) continue;
       float k[8];
-      Load8(krow + ch * 8, k);
+      LoadKvChunk(p.k_cache, p.kv_fp8, off + ch * 8, k);
 #pragma unroll
       for (int i = 0; i < 8; ++i) dot += q[c][i] * k[i];
     }
-    const float sc = WarpSum(dot) * p.scale;
+    // FP8 rows carry one scale each: applied to the dot product and to the softmax weight.
+    const float k_scale = p.kv_fp8 ? p.k_scale[off / p.head_dim] : 1.f;
+    const float v_scale = p.kv_fp8 ? p.v_scale[off / p.head_dim] : 1.f;
+    const float sc = WarpSum(dot) * k_scale * p.scale;
     const float m_new = fmaxf(m, sc);
     const float alpha = expf(m - m_new);
     const float w = expf(sc - m_new);
@@ -67,9 +77,9 @@ __global__ void GenericAttentionKernel(const PagedAttentionParams p) {
       const int ch = lane + 32 * c;
       if (ch >= chunks) continue;
       float v[8];
-      Load8(vrow + ch * 8, v);
+      LoadKvChunk(p.v_cache, p.kv_fp8, off + ch * 8, v);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) acc[c][i] = acc[c][i] * alpha + w * v[i];
+      for (int i = 0; i < 8; ++i) acc[c][i] = acc[c][i] * alpha + w * v_scale * v[i];
     }
   }
   const float inv = l > 0.f ? 1.f / l : 0.f;

@@ -165,6 +165,10 @@ struct KvTileLoader {
         k_base, v_base, sK + stage * kBlockN * kStride, sV + stage * kBlockN * kStride, table,
         page_size, num_kv_heads, kvh, key0 + tile * kBlockN, hi);
   }
+  // The bf16 tiles the MMAs read: the stage itself (nothing to convert).
+  __device__ __forceinline__ void Convert(int) const {}
+  __device__ __forceinline__ const bf16* KTile(int stage) const { return sK + stage * kBlockN * kStride; }
+  __device__ __forceinline__ const bf16* VTile(int stage) const { return sV + stage * kBlockN * kStride; }
   template <int kStages>
   __device__ __forceinline__ void Prime(int n_tiles) const {
 #pragma unroll
@@ -173,6 +177,128 @@ struct KvTileLoader {
       CpAsyncCommit();
     }
   }
+};
+
+// FP8 KV (PagedAttentionParams::kv_fp8). The cp.async pipeline streams FP8 rows and their scales
+// into kStages staging slots (half the bytes of bf16 per key); Convert(stage) then turns one slot
+// into the single bf16 K/V tile the unchanged MMA code reads (value = fp8 * row scale, rounded to
+// bf16 as the bf16 cache would hold it). The kernel calls Convert after the barrier that lands a
+// stage and needs one more barrier before reading the tile (kConverts).
+template <int kHeadDim, int kBlockN, int kStages>
+struct Fp8Staging {
+  static constexpr int kRowBytes = kHeadDim + 16;  // padded: conflict-free 8-byte reads
+  static constexpr int kTileBytes = kBlockN * kRowBytes;
+  // K rows, V rows, then K scales, V scales, of every stage.
+  static constexpr int kBytes = kStages * 2 * (kTileBytes + kBlockN * 4);
+};
+
+template <int kHeadDim, int kBlockN, int kThreads, int kStride, int kStages>
+struct Fp8KvTileLoader {
+  using Staging = Fp8Staging<kHeadDim, kBlockN, kStages>;
+  const uint8_t* k_base;
+  const uint8_t* v_base;
+  const float* ks_base;
+  const float* vs_base;
+  uint8_t* staging;  // Staging::kBytes
+  bf16* sK;          // one [kBlockN][kStride] tile each
+  bf16* sV;
+  const int32_t* table;
+  int page_size, num_kv_heads, kvh;
+  int key0;
+  int hi;
+
+  __device__ __forceinline__ uint8_t* Rows(int stage, int which) const {
+    return staging + (stage * 2 + which) * Staging::kTileBytes;
+  }
+  __device__ __forceinline__ float* Scales(int stage, int which) const {
+    return reinterpret_cast<float*>(staging + kStages * 2 * Staging::kTileBytes) +
+           (stage * 2 + which) * kBlockN;
+  }
+  // Each thread owns one key row and every (threads-per-row)-th 16-byte chunk of it (LoadKvTile's
+  // mapping); the row's first thread also copies its two scales.
+  __device__ __forceinline__ void operator()(int stage, int tile) const {
+    constexpr int kChunks = kHeadDim / 16;
+    static_assert(kThreads % kBlockN == 0, "whole threads per key row");
+    constexpr int kThreadsPerRow = kThreads / kBlockN;
+    static_assert(kChunks % kThreadsPerRow == 0, "whole chunks per thread");
+    const int r = threadIdx.x / kThreadsPerRow;
+    const int sub = threadIdx.x % kThreadsPerRow;
+    const int key = key0 + tile * kBlockN + r;
+    const int page = key < hi ? table[key / page_size] : -1;
+    const bool ok = page >= 0;
+    const int64_t row = ok ? (static_cast<int64_t>(page) * num_kv_heads + kvh) * page_size + key % page_size : 0;
+    uint8_t* dk = Rows(stage, 0) + r * Staging::kRowBytes;
+    uint8_t* dv = Rows(stage, 1) + r * Staging::kRowBytes;
+#pragma unroll
+    for (int i = 0; i < kChunks / kThreadsPerRow; ++i) {
+      const int ch = sub + i * kThreadsPerRow;
+      CpAsync16(dk + ch * 16, k_base + row * kHeadDim + (ok ? ch * 16 : 0), ok ? 16 : 0);
+      CpAsync16(dv + ch * 16, v_base + row * kHeadDim + (ok ? ch * 16 : 0), ok ? 16 : 0);
+    }
+    if (sub == 0) {
+      CpAsync4(Scales(stage, 0) + r, ks_base + row, ok ? 4 : 0);
+      CpAsync4(Scales(stage, 1) + r, vs_base + row, ok ? 4 : 0);
+    }
+  }
+  template <int kPrimeStages>
+  __device__ __forceinline__ void Prime(int n_tiles) const {
+#pragma unroll
+    for (int st = 0; st < kPrimeStages - 1; ++st) {
+      if (st < n_tiles) (*this)(st, st);
+      CpAsyncCommit();
+    }
+  }
+  // Staging slot `stage` -> the bf16 tiles, 8 values per thread step. Needs the slot visible to
+  // every thread (after the stage's barrier); the tiles are ready after the next barrier.
+  __device__ __forceinline__ void Convert(int stage) const {
+    constexpr int kRowChunks = kHeadDim / 8;
+    constexpr int kTileChunks = kBlockN * kRowChunks;
+#pragma unroll 4
+    for (int c = threadIdx.x; c < 2 * kTileChunks; c += kThreads) {
+      const int which = c / kTileChunks;
+      const int r = (c % kTileChunks) / kRowChunks, ch = c % kRowChunks;
+      const uint2 w = *reinterpret_cast<const uint2*>(Rows(stage, which) + r * Staging::kRowBytes + ch * 8);
+      const float s = Scales(stage, which)[r];
+      uint32_t out[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 f = Fp8x2ToFloat2(static_cast<uint16_t>((i < 2 ? w.x : w.y) >> (16 * (i & 1))));
+        out[i] = PackBf16x2(f.x * s, f.y * s);
+      }
+      bf16* dst = (which == 0 ? sK : sV) + r * kStride + ch * 8;
+      *reinterpret_cast<uint4*>(dst) = make_uint4(out[0], out[1], out[2], out[3]);
+    }
+  }
+  __device__ __forceinline__ const bf16* KTile(int) const { return sK; }
+  __device__ __forceinline__ const bf16* VTile(int) const { return sV; }
+};
+
+// The KV tile loader of a kernel's traits (bf16 or FP8 cache) over its shared memory: the bf16
+// tiles at sK/sV (kStages of them, or one for FP8) and, for FP8, the staging area after them.
+template <typename Tr>
+__device__ __forceinline__ auto MakeKvLoader(const PagedAttentionParams& p, const SplitWork& work,
+                                             const TileRange& t, int kvh, bf16* sK, bf16* sV,
+                                             uint8_t* staging) {
+  const int key0 = t.lo + work.t_begin * Tr::kBlockN;
+  if constexpr (Tr::kFp8) {
+    return Fp8KvTileLoader<Tr::kHeadDim, Tr::kBlockN, Tr::kThreads, Tr::kStride, Tr::kStages>{
+        static_cast<const uint8_t*>(p.k_cache), static_cast<const uint8_t*>(p.v_cache), p.k_scale,
+        p.v_scale, staging, sK, sV, work.table, p.page_size, p.num_kv_heads, kvh, key0, t.hi};
+  } else {
+    return KvTileLoader<Tr::kHeadDim, Tr::kBlockN, Tr::kThreads, Tr::kStride>{
+        static_cast<const bf16*>(p.k_cache), static_cast<const bf16*>(p.v_cache), sK, sV,
+        work.table, p.page_size, p.num_kv_heads, kvh, key0, t.hi};
+  }
+}
+
+// Shared memory of a kernel's K/V: bf16 tiles (kStages, or one with FP8) plus FP8 staging.
+template <int kHeadDim, int kBlockN, int kStages, bool kFp8>
+struct KvSmem {
+  static constexpr int kStride = kHeadDim + 8;
+  static constexpr int kBf16Stages = kFp8 ? 1 : kStages;
+  static constexpr int kTileBytes = kBlockN * kStride * 2;
+  static constexpr int kStagingBytes = kFp8 ? Fp8Staging<kHeadDim, kBlockN, kStages>::kBytes : 0;
+  static constexpr int kBytes = 2 * kBf16Stages * kTileBytes + kStagingBytes;
 };
 
 // The epilogue every flash kernel shares. A warp holds rows r_lo and r_lo + 8 of the tile (the

@@ -26,8 +26,9 @@
 
 namespace gannet::kernels::sm80 {
 
-template <int kHeadDim_, int kBlockN_, int kWarps_, int kStages_>
+template <int kHeadDim_, int kBlockN_, int kWarps_, int kStages_, bool kFp8_ = false>
 struct DecodeTraits {
+  static constexpr bool kFp8 = kFp8_;  // FP8 KV cache (Fp8KvTileLoader)
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = 16;
   static constexpr int kBlockN = kBlockN_;
@@ -41,9 +42,9 @@ struct DecodeTraits {
   static constexpr int kStride = kHeadDim + 8;       // padded bf16 rows: conflict-free ldmatrix
   static constexpr int kSStride = kBlockN + 8;       // padded f32 rows: conflict-free float2 I/O
   static constexpr int kQBytes = kBlockM * kStride * 2;
-  static constexpr int kKVTileBytes = kBlockN * kStride * 2;
+  using Kv = KvSmem<kHeadDim, kBlockN, kStages, kFp8>;
   static constexpr int kSBytes = kWarps * kBlockM * kSStride * 4;
-  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKVTileBytes + kSBytes + kBlockM * 4;
+  static constexpr int kSmemBytes = kQBytes + Kv::kBytes + kSBytes + kBlockM * 4;
   static_assert(kKSteps % 2 == 0 && kNT % 2 == 0 && kDT % 2 == 0, "fragment pairing");
   static_assert(kStages >= 2, "pipeline");
 };
@@ -59,8 +60,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);
   bf16* sK = reinterpret_cast<bf16*>(smem + Tr::kQBytes);
-  bf16* sV = sK + kStages * kBlockN * kStride;
-  float* sS = reinterpret_cast<float*>(sV + kStages * kBlockN * kStride);  // [kWarps][16][kSStride]
+  bf16* sV = sK + Tr::Kv::kBf16Stages * kBlockN * kStride;
+  uint8_t* staging = reinterpret_cast<uint8_t*>(sV + Tr::Kv::kBf16Stages * kBlockN * kStride);
+  float* sS = reinterpret_cast<float*>(staging + Tr::Kv::kStagingBytes);  // [kWarps][16][kSStride]
   int* sPos = reinterpret_cast<int*>(sS + Tr::kWarps * kBlockM * kSStride);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -71,10 +73,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   const SplitWork work = BeginFlashTile<kHeadDim, kBlockM, kBlockN, Tr::kThreads, kStride>(
       p, t, group, kvh, split, num_splits, sPos, sQ);
   const int n_tiles = work.n_tiles;
-  const KvTileLoader<kHeadDim, kBlockN, Tr::kThreads, kStride> load_tile{
-      static_cast<const bf16*>(p.k_cache), static_cast<const bf16*>(p.v_cache), sK, sV,
-      work.table, p.page_size, p.num_kv_heads, kvh, t.lo + work.t_begin * kBlockN, t.hi};
-  load_tile.Prime<kStages>(n_tiles);
+  const auto load_tile = MakeKvLoader<Tr>(p, work, t, kvh, sK, sV, staging);
+  load_tile.template Prime<kStages>(n_tiles);
 
   // This warp's slice of Q, in registers for the whole kernel.
   const int d0 = warp * Tr::kDimsPerWarp;
@@ -99,10 +99,12 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   for (int it = 0; it < n_tiles; ++it) {
     CpAsyncWait<kStages - 2>();
     __syncthreads();  // tile `it` landed; stage (it - 1) % kStages and sS are free again
+    load_tile.Convert(it % kStages);  // FP8: the landed stage -> the bf16 tiles
     if (it + kStages - 1 < n_tiles) load_tile((it + kStages - 1) % kStages, it + kStages - 1);
     CpAsyncCommit();
-    const bf16* cK = sK + (it % kStages) * kBlockN * kStride;
-    const bf16* cV = sV + (it % kStages) * kBlockN * kStride;
+    if constexpr (Tr::kFp8) __syncthreads();  // the converted tiles, visible to every warp
+    const bf16* cK = load_tile.KTile(it % kStages);
+    const bf16* cV = load_tile.VTile(it % kStages);
     const int key0 = t.lo + (work.t_begin + it) * kBlockN;
 
     // ---- partial S over this warp's dims, all keys; kNT independent accumulator chains ----
@@ -214,9 +216,9 @@ cudaError_t LaunchFlashDecode(const PagedAttentionParams& p, int num_splits, voi
 }  // namespace gannet::kernels::sm80
 
 // Defines FlashConfig<name>() and LaunchFlash<name>() for one decode configuration.
-#define GANNET_DEFINE_FLASH_DECODE(name, hd, bn, warps, st)                                    \
+#define GANNET_DEFINE_FLASH_DECODE(name, hd, bn, warps, st, ...)                               \
   namespace gannet::kernels {                                                                  \
-  using FlashTraits##name = sm80::DecodeTraits<hd, bn, warps, st>;                             \
+  using FlashTraits##name = sm80::DecodeTraits<hd, bn, warps, st __VA_OPT__(, ) __VA_ARGS__>;  \
   FlashConfig FlashConfig##name() { return sm80::MakeFlashConfig<FlashTraits##name>(); }      \
   cudaError_t LaunchFlash##name(const PagedAttentionParams& p, int num_splits, void* workspace, \
                                 cudaStream_t stream) {                                         \

@@ -27,8 +27,10 @@
 
 namespace gannet::kernels::sm80 {
 
-template <int kHeadDim_, int kBlockM_, int kBlockN_, int kWarpsM_, int kWarpsN_, int kStages_>
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kWarpsM_, int kWarpsN_, int kStages_,
+          bool kFp8_ = false>
 struct PrefillTraits {
+  static constexpr bool kFp8 = kFp8_;  // FP8 KV cache (Fp8KvTileLoader)
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
@@ -44,11 +46,10 @@ struct PrefillTraits {
   static constexpr int kStride = kHeadDim + 8;
   static constexpr int kPStride = kBlockN + 8;
   static constexpr int kQBytes = kBlockM * kStride * 2;
-  static constexpr int kKVTileBytes = kBlockN * kStride * 2;
+  using Kv = KvSmem<kHeadDim, kBlockN, kStages, kFp8>;
   static constexpr int kPBytes = kBlockM * kPStride * 2;
   static constexpr int kRedBytes = 2 * kWarpsN * kBlockM * 4;
-  static constexpr int kSmemBytes =
-      kQBytes + 2 * kStages * kKVTileBytes + kPBytes + kRedBytes + kBlockM * 4;
+  static constexpr int kSmemBytes = kQBytes + Kv::kBytes + kPBytes + kRedBytes + kBlockM * 4;
   static_assert(kBlockM == 16 * kWarpsM, "each warp owns 16 query rows");
   static_assert(kNT >= 1 && kKeysPerWarp % 8 == 0, "each warp needs whole 8-key n-tiles");
   static_assert(kDT % 2 == 0, "P.V loads two 8-dim n-tiles per ldmatrix.x4.trans");
@@ -66,8 +67,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);
   bf16* sK = reinterpret_cast<bf16*>(smem + Tr::kQBytes);
-  bf16* sV = sK + kStages * kBlockN * kStride;
-  bf16* sP = sV + kStages * kBlockN * kStride;
+  bf16* sV = sK + Tr::Kv::kBf16Stages * kBlockN * kStride;
+  uint8_t* staging = reinterpret_cast<uint8_t*>(sV + Tr::Kv::kBf16Stages * kBlockN * kStride);
+  bf16* sP = reinterpret_cast<bf16*>(staging + Tr::Kv::kStagingBytes);
   float* sMax = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sP) + Tr::kPBytes);
   float* sSum = sMax + Tr::kWarpsN * kBlockM;
   int* sPos = reinterpret_cast<int*>(sSum + Tr::kWarpsN * kBlockM);
@@ -86,10 +88,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   const SplitWork work = BeginFlashTile<kHeadDim, kBlockM, kBlockN, Tr::kThreads, kStride>(
       p, t, group, kvh, split, num_splits, sPos, sQ);
   const int n_tiles = work.n_tiles;
-  const KvTileLoader<kHeadDim, kBlockN, Tr::kThreads, kStride> load_tile{
-      static_cast<const bf16*>(p.k_cache), static_cast<const bf16*>(p.v_cache), sK, sV,
-      work.table, p.page_size, p.num_kv_heads, kvh, t.lo + work.t_begin * kBlockN, t.hi};
-  load_tile.Prime<kStages>(n_tiles);
+  const auto load_tile = MakeKvLoader<Tr>(p, work, t, kvh, sK, sV, staging);
+  load_tile.template Prime<kStages>(n_tiles);
 
   float acc_o[Tr::kDT][4];
 #pragma unroll
@@ -102,10 +102,12 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   for (int it = 0; it < n_tiles; ++it) {
     CpAsyncWait<kStages - 2>();
     __syncthreads();  // tile `it` visible to all; stage (it - 1) % kStages free again
+    load_tile.Convert(it % kStages);  // FP8: the landed stage -> the bf16 tiles
     if (it + kStages - 1 < n_tiles) load_tile((it + kStages - 1) % kStages, it + kStages - 1);
     CpAsyncCommit();
-    const bf16* cK = sK + (it % kStages) * kBlockN * kStride;
-    const bf16* cV = sV + (it % kStages) * kBlockN * kStride;
+    if constexpr (Tr::kFp8) __syncthreads();  // the converted tiles, visible to every warp
+    const bf16* cK = load_tile.KTile(it % kStages);
+    const bf16* cV = load_tile.VTile(it % kStages);
     const int key0 = t.lo + (work.t_begin + it) * kBlockN;
 
     // ---- S = Q K^T for this warp's 16 rows x kKeysPerWarp keys ----
@@ -237,9 +239,9 @@ cudaError_t LaunchFlashPrefill(const PagedAttentionParams& p, int num_splits, vo
 }  // namespace gannet::kernels::sm80
 
 // Defines FlashConfig<name>() and LaunchFlash<name>() for one prefill configuration.
-#define GANNET_DEFINE_FLASH_PREFILL(name, hd, bm, bn, wm, wn, st)                              \
+#define GANNET_DEFINE_FLASH_PREFILL(name, hd, bm, bn, wm, wn, st, ...)                         \
   namespace gannet::kernels {                                                                  \
-  using FlashTraits##name = sm80::PrefillTraits<hd, bm, bn, wm, wn, st>;                       \
+  using FlashTraits##name = sm80::PrefillTraits<hd, bm, bn, wm, wn, st __VA_OPT__(, ) __VA_ARGS__>; \
   FlashConfig FlashConfig##name() { return sm80::MakeFlashConfig<FlashTraits##name>(); }     \
   cudaError_t LaunchFlash##name(const PagedAttentionParams& p, int num_splits, void* workspace, \
                                 cudaStream_t stream) {                                         \

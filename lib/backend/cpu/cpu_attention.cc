@@ -6,6 +6,7 @@
 
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/backend/cpu/cpu_math.h"
+#include "lib/backend/kv_cache.h"
 
 namespace gannet::backend {
 namespace {
@@ -33,14 +34,46 @@ void NormRope(const float* in, const float* norm_w, float eps, const float* inv_
   }
 }
 
-float* CacheRow(const Tensor& cache, int64_t slot, int head, int page_size) {
-  // cache [num_pages, n_kv, page_size, d]
+// Element offset of (slot, head) in a [num_pages, n_kv, page_size, d] cache, or of its scale in a
+// [num_pages, n_kv, page_size] scale array (d = 1).
+int64_t RowOffset(const Tensor& cache, int64_t slot, int head, int page_size, int64_t d) {
   const int64_t page = slot / page_size;
   const int64_t off = slot % page_size;
-  const int64_t n_kv = cache.dim(1);
-  const int64_t d = cache.dim(3);
-  return cache.as<float>() + ((page * n_kv + head) * page_size + off) * d;
+  return ((page * cache.dim(1) + head) * page_size + off) * d;
 }
+
+// One layer's K or V cache: writes a row in the cache's storage and reads it back as f32 (the
+// FP8 storage of backend.h: one f32 scale per row, amax / 448).
+struct CacheRows {
+  const Tensor& cache;
+  const Tensor& scale;
+  int page_size;
+
+  void Write(int64_t slot, int head, const float* x) const {
+    const int64_t d = cache.dim(3);
+    const int64_t at = RowOffset(cache, slot, head, page_size, d);
+    if (cache.dtype == DType::kF32) {
+      std::copy(x, x + d, cache.as<float>() + at);
+      return;
+    }
+    float amax = 0.f;
+    for (int64_t i = 0; i < d; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float inv = amax > 0.f ? kFp8E4M3Max / amax : 0.f;
+    uint8_t* q = cache.as<uint8_t>() + at;
+    for (int64_t i = 0; i < d; ++i) q[i] = FloatToFp8E4M3(x[i] * inv);
+    scale.as<float>()[at / d] = amax / kFp8E4M3Max;
+  }
+  // The row as f32: in place for f32 storage, else dequantised into `tmp` (d floats).
+  const float* Read(int64_t slot, int head, float* tmp) const {
+    const int64_t d = cache.dim(3);
+    const int64_t at = RowOffset(cache, slot, head, page_size, d);
+    if (cache.dtype == DType::kF32) return cache.as<float>() + at;
+    const uint8_t* q = cache.as<uint8_t>() + at;
+    const float s = scale.as<float>()[at / d];
+    for (int64_t i = 0; i < d; ++i) tmp[i] = Fp8E4M3ToFloat(q[i]) * s;
+    return tmp;
+  }
+};
 
 }  // namespace
 
@@ -55,9 +88,9 @@ absl::Status CpuBackend::QkvPrep(const QkvPrepArgs& a) {
     return InvalidArgumentError("QkvPrep: qkv row has {} values, heads imply {}",
                                 a.qkv.row_elems(), a.num_q_heads * d + kv_cols);
   }
-  if (a.has_kv && (a.k_cache.dim(1) != a.num_kv_heads || a.k_cache.dim(3) != d ||
-                   a.k_cache.dim(2) != g.page_size)) {
-    return InvalidArgumentError("QkvPrep: KV cache shape does not match the layer");
+  if (a.has_kv) {
+    GANNET_RETURN_IF_ERROR(CheckKvCache("QkvPrep", a.k_cache, a.v_cache, a.k_scale, a.v_scale,
+                                        a.num_kv_heads, g.page_size, d, kv_dtype()));
   }
   std::vector<float> inv_freq(d / 2);
   ComputeInvFreq(a.rope, d, inv_freq.data());
@@ -72,6 +105,7 @@ absl::Status CpuBackend::QkvPrep(const QkvPrepArgs& a) {
     }
   }
   pool().ParallelFor(num_tokens, 1, [&](int64_t b, int64_t e) {
+    std::vector<float> row_buf(d);
     for (int64_t t = b; t < e; ++t) {
       const float* row = a.qkv.as<float>() + t * a.qkv.stride0();
       const int32_t pos = meta.host_positions[t];
@@ -85,11 +119,13 @@ absl::Status CpuBackend::QkvPrep(const QkvPrepArgs& a) {
       const float* k_raw = row + static_cast<int64_t>(a.num_q_heads) * d;
       const float* v_raw =
           a.k_eq_v ? k_raw : k_raw + static_cast<int64_t>(a.num_kv_heads) * d;
+      const CacheRows k_rows{a.k_cache, a.k_scale, g.page_size};
+      const CacheRows v_rows{a.v_cache, a.v_scale, g.page_size};
       for (int h = 0; h < a.num_kv_heads; ++h) {
-        NormRope(k_raw + h * d, kn, a.eps, inv_freq.data(), d, pos, true,
-                 CacheRow(a.k_cache, slot, h, g.page_size));
-        NormRope(v_raw + h * d, nullptr, a.eps, inv_freq.data(), d, pos, false,
-                 CacheRow(a.v_cache, slot, h, g.page_size));
+        NormRope(k_raw + h * d, kn, a.eps, inv_freq.data(), d, pos, true, row_buf.data());
+        k_rows.Write(slot, h, row_buf.data());
+        NormRope(v_raw + h * d, nullptr, a.eps, inv_freq.data(), d, pos, false, row_buf.data());
+        v_rows.Write(slot, h, row_buf.data());
       }
     }
   });
@@ -100,6 +136,9 @@ absl::Status CpuBackend::Attention(const AttentionArgs& a) {
   const StepMetadata& meta = *a.meta;
   const KvGroupView& g = meta.groups[a.group];
   const int d = a.head_dim;
+  GANNET_RETURN_IF_ERROR(cpu::RequireF32(a.q, "Attention q"));
+  GANNET_RETURN_IF_ERROR(CheckKvCache("Attention", a.k_cache, a.v_cache, a.k_scale, a.v_scale,
+                                      a.num_kv_heads, g.page_size, d, kv_dtype()));
   const int group_size = a.num_q_heads / a.num_kv_heads;
   // Token -> sequence, from query_start.
   std::vector<int32_t> seq_of(meta.num_tokens);
@@ -127,10 +166,12 @@ absl::Status CpuBackend::Attention(const AttentionArgs& a) {
       }
     }
   }
+  const CacheRows k_rows{a.k_cache, a.k_scale, g.page_size};
+  const CacheRows v_rows{a.v_cache, a.v_scale, g.page_size};
   const int64_t work = meta.num_tokens * a.num_q_heads;
   pool().ParallelFor(work, 1, [&](int64_t b, int64_t e) {
     std::vector<float> scores;
-    std::vector<float> acc(d);
+    std::vector<float> acc(d), row_buf(d);
     for (int64_t w = b; w < e; ++w) {
       const int64_t t = w / a.num_q_heads;
       const int h = static_cast<int>(w % a.num_q_heads);
@@ -145,7 +186,7 @@ absl::Status CpuBackend::Attention(const AttentionArgs& a) {
       for (int32_t kp = lo; kp <= pos; ++kp) {
         int64_t slot = static_cast<int64_t>(table[kp / g.page_size]) * g.page_size +
                        kp % g.page_size;
-        float sc = cpu::Dot(q, CacheRow(a.k_cache, slot, kvh, g.page_size), d) * a.scale;
+        float sc = cpu::Dot(q, k_rows.Read(slot, kvh, row_buf.data()), d) * a.scale;
         scores[kp - lo] = sc;
         mx = std::max(mx, sc);
       }
@@ -158,7 +199,7 @@ absl::Status CpuBackend::Attention(const AttentionArgs& a) {
       for (int32_t kp = lo; kp <= pos; ++kp) {
         int64_t slot = static_cast<int64_t>(table[kp / g.page_size]) * g.page_size +
                        kp % g.page_size;
-        const float* v = CacheRow(a.v_cache, slot, kvh, g.page_size);
+        const float* v = v_rows.Read(slot, kvh, row_buf.data());
         const float p = scores[kp - lo];
         for (int i = 0; i < d; ++i) acc[i] += p * v[i];
       }

@@ -12,6 +12,7 @@
 #include "lib/backend/cuda/cuda_backend.h"
 #include "lib/backend/cuda/cuda_status.h"
 #include "lib/backend/cuda/cuda_util.h"
+#include "lib/backend/kv_cache.h"
 
 namespace gannet::backend {
 namespace {
@@ -51,18 +52,16 @@ absl::StatusOr<kernels::PagedAttentionParams> AttentionParams(const AttentionArg
   if (a.meta == nullptr) return InvalidArgumentError("Attention: no step metadata");
   const StepMetadata& meta = *a.meta;
   const KvGroupView& g = meta.groups[a.group];
-  for (const Tensor* t : {&a.q, &a.out, &a.k_cache, &a.v_cache}) {
-    GANNET_RETURN_IF_ERROR(RequireDType(*t, DType::kBF16, "Attention q/out/KV"));
+  for (const Tensor* t : {&a.q, &a.out}) {
+    GANNET_RETURN_IF_ERROR(RequireDType(*t, DType::kBF16, "Attention q/out"));
   }
   const int d = a.head_dim;
   if (a.num_kv_heads <= 0 || a.num_q_heads % a.num_kv_heads != 0) {
     return InvalidArgumentError("Attention: {} query heads do not group over {} kv heads",
                                 a.num_q_heads, a.num_kv_heads);
   }
-  if (a.k_cache.rank != 4 || a.k_cache.dim(1) != a.num_kv_heads || a.k_cache.dim(2) != g.page_size ||
-      a.k_cache.dim(3) != d) {
-    return InvalidArgumentError("Attention: KV cache shape does not match the layer");
-  }
+  GANNET_RETURN_IF_ERROR(CheckKvCache("Attention", a.k_cache, a.v_cache, a.k_scale, a.v_scale,
+                                      a.num_kv_heads, g.page_size, d, DType::kBF16));
   if (a.q.row_elems() != static_cast<int64_t>(a.num_q_heads) * d ||
       a.out.row_elems() != static_cast<int64_t>(a.num_q_heads) * d || a.q.rows() < meta.num_tokens ||
       a.out.rows() < meta.num_tokens) {
@@ -73,6 +72,9 @@ absl::StatusOr<kernels::PagedAttentionParams> AttentionParams(const AttentionArg
   p.q = a.q.data;
   p.k_cache = a.k_cache.data;
   p.v_cache = a.v_cache.data;
+  p.kv_fp8 = a.k_cache.dtype == DType::kF8E4M3;
+  p.k_scale = p.kv_fp8 ? a.k_scale.as<float>() : nullptr;
+  p.v_scale = p.kv_fp8 ? a.v_scale.as<float>() : nullptr;
   p.out = a.out.data;
   p.query_start = meta.query_start;
   p.seq_lens = meta.seq_lens;
@@ -114,11 +116,8 @@ absl::Status CudaBackend::QkvPrep(const QkvPrepArgs& a) {
                                 2 * kernels::kMaxRopePairs);
   }
   if (a.has_kv) {
-    GANNET_RETURN_IF_ERROR(RequireDType(a.k_cache, DType::kBF16, "QkvPrep k_cache"));
-    GANNET_RETURN_IF_ERROR(RequireDType(a.v_cache, DType::kBF16, "QkvPrep v_cache"));
-    if (a.k_cache.dim(1) != a.num_kv_heads || a.k_cache.dim(3) != d || a.k_cache.dim(2) != g.page_size) {
-      return InvalidArgumentError("QkvPrep: KV cache shape does not match the layer");
-    }
+    GANNET_RETURN_IF_ERROR(CheckKvCache("QkvPrep", a.k_cache, a.v_cache, a.k_scale, a.v_scale,
+                                        a.num_kv_heads, g.page_size, d, DType::kBF16));
     if (a.k_norm.valid()) GANNET_RETURN_IF_ERROR(RequireDType(a.k_norm, DType::kF32, "QkvPrep k_norm"));
   }
   kernels::QkvPrepParams p;
@@ -139,6 +138,9 @@ absl::Status CudaBackend::QkvPrep(const QkvPrepArgs& a) {
   p.ld_q = a.q_out.stride0();
   p.k_cache = a.has_kv ? a.k_cache.data : nullptr;
   p.v_cache = a.has_kv ? a.v_cache.data : nullptr;
+  p.kv_fp8 = a.has_kv && a.k_cache.dtype == DType::kF8E4M3;
+  p.k_scale = p.kv_fp8 ? a.k_scale.as<float>() : nullptr;
+  p.v_scale = p.kv_fp8 ? a.v_scale.as<float>() : nullptr;
   p.page_size = g.page_size;
   const auto key = std::make_tuple(a.rope.theta, a.rope.rotated_pairs, a.rope.factor, d);
   auto it = inv_freq_.find(key);
@@ -162,7 +164,8 @@ absl::StatusOr<const kernels::KernelEntry*> CudaBackend::SelectAttention(const A
     const kernels::ProblemKey pk = kernels::AttentionProblem(op, p);
     const auto key = std::make_tuple(static_cast<int>(op), pk.head_dim, pk.page_size,
                                      pk.num_q_heads, pk.num_kv_heads, pk.window > 0 ? 1 : 0,
-                                     std::min(pk.max_query_len, 17), static_cast<int>(pk.flags));
+                                     std::min(pk.max_query_len, 17), static_cast<int>(pk.flags),
+                                     static_cast<int>(pk.kv_type));
     auto it = chosen_.find(key);
     if (it != chosen_.end()) return it->second;
     const kernels::Selection sel = kernels::Select(pk, device_);

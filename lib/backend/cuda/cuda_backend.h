@@ -119,7 +119,7 @@ class CudaBackend final : public Backend {
   };
   Space spaces_[static_cast<int>(WorkspaceId::kCount)];
   // Registry choices per problem class, so steps don't re-run selection for every layer.
-  std::map<std::tuple<int, int, int, int, int, int, int, int>, const kernels::KernelEntry*> chosen_;
+  std::map<std::tuple<int, int, int, int, int, int, int, int, int>, const kernels::KernelEntry*> chosen_;
   // inv_freq per (rope spec, head_dim), computed once on the host.
   std::map<std::tuple<double, int, double, int>, std::vector<float>> inv_freq_;
   std::vector<cudaGraphExec_t> graphs_;  // released slots are nullptr

@@ -80,7 +80,7 @@ absl::Status CudaBackend::MoeExperts(const MoeExpertsArgs& a) {
   // Cache per problem class; the M limit of the decode entry makes the token count part of it.
   const auto key = std::make_tuple(static_cast<int>(kernels::Op::kMoeExperts), pk.n, pk.k,
                                    pk.num_experts, pk.top_k, 0, std::min(pk.num_tokens, 17),
-                                   static_cast<int>(pk.flags));
+                                   static_cast<int>(pk.flags), static_cast<int>(pk.kv_type));
   const kernels::KernelEntry* entry = nullptr;
   if (auto it = chosen_.find(key); it != chosen_.end()) {
     entry = it->second;

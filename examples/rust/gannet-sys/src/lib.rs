@@ -135,6 +135,10 @@ pub struct gannet_engine_config_t {
     pub tp_rank: i32,
     /// The group's id, the same in every rank's process; NULL = one process.
     pub tp_id: *const gannet_tp_id_t,
+    /// How the KV cache stores keys and values: NULL or `"bf16"` = the model's precision (the
+    /// CPU backend keeps f32); `"fp8"` (or `"fp8_e4m3"`) = FP8 E4M3 with one f32 scale per token
+    /// and KV head (about half the bytes).
+    pub kv_cache_dtype: *const c_char,
 }
 
 impl Default for gannet_engine_config_t {
@@ -167,6 +171,7 @@ impl Default for gannet_engine_config_t {
             device_ids: std::ptr::null(),
             tp_rank: 0,
             tp_id: std::ptr::null(),
+            kv_cache_dtype: std::ptr::null(),
         }
     }
 }
@@ -403,6 +408,8 @@ pub struct gannet_engine_stats_t {
     pub timed_decode_steps: i64,
     pub timed_decode_seconds: f64,
     pub timed_decode_device_seconds: f64,
+    /// What the KV cache stores: `"bf16"`, `"f32"` (cpu), `"fp8_e4m3"`.
+    pub kv_cache_dtype: [c_char; 16],
 }
 
 impl Default for gannet_engine_stats_t {
@@ -586,7 +593,8 @@ const _: () = {
     assert!(offset_of!(gannet_engine_config_t, device_ids) == 136);
     assert!(offset_of!(gannet_engine_config_t, tp_rank) == 144);
     assert!(offset_of!(gannet_engine_config_t, tp_id) == 152);
-    assert!(size_of::<gannet_engine_config_t>() == 160);
+    assert!(offset_of!(gannet_engine_config_t, kv_cache_dtype) == 160);
+    assert!(size_of::<gannet_engine_config_t>() == 168);
     assert!(size_of::<gannet_tp_id_t>() == 128);
 
     assert!(offset_of!(gannet_progress_t, stage) == 8);
@@ -652,7 +660,8 @@ const _: () = {
     assert!(offset_of!(gannet_engine_stats_t, spec_draft_rounds) == 592);
     assert!(offset_of!(gannet_engine_stats_t, timed_decode_steps) == 600);
     assert!(offset_of!(gannet_engine_stats_t, timed_decode_device_seconds) == 616);
-    assert!(size_of::<gannet_engine_stats_t>() == 624);
+    assert!(offset_of!(gannet_engine_stats_t, kv_cache_dtype) == 624);
+    assert!(size_of::<gannet_engine_stats_t>() == 640);
 
     assert!(offset_of!(gannet_tokenizer_info_t, vocab_size) == 4);
     assert!(offset_of!(gannet_tokenizer_info_t, end_of_turn_id) == 28);

@@ -348,6 +348,10 @@ impl Stats {
     pub fn backend_fallback(&self) -> &str {
         fixed_str(&self.0.backend_fallback)
     }
+    /// What the KV cache stores: `"bf16"`, `"f32"` (CPU backend) or `"fp8_e4m3"`.
+    pub fn kv_cache_dtype(&self) -> &str {
+        fixed_str(&self.0.kv_cache_dtype)
+    }
     /// `gannet_engine_create`, start to ready.
     pub fn load_time(&self) -> Duration {
         Duration::try_from_secs_f64(self.0.load_seconds).unwrap_or_default()

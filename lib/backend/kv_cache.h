@@ -1,0 +1,17 @@
+// The one check of a layer's KV cache arguments (QkvPrep and Attention, both backends), against
+// the storage backend.h describes: K and V [pages, n_kv, page_size, d] of the backend's KV type
+// with no scales, or F8E4M3 with f32 scale arrays [pages, n_kv, page_size] (the same pages).
+#pragma once
+
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "lib/backend/tensor.h"
+
+namespace gannet::backend {
+
+absl::Status CheckKvCache(std::string_view op, const Tensor& k, const Tensor& v, const Tensor& k_scale,
+                          const Tensor& v_scale, int num_kv_heads, int page_size, int head_dim,
+                          DType native);
+
+}  // namespace gannet::backend
