@@ -344,7 +344,8 @@ TEST_F(CudaOpsTest, QkvPrepWritesFp8Rows) {
     std::vector<float> qkv = RandomNormal(t * cols, 25, 2.0f);
     // An outlier token-head (x 60) and an all-zero head: each row keeps its own scale.
     for (int i = 0; i < L.d; ++i) {
-      qkv[1 * cols + nq * L.d + i] *= 60.f;
+      float& outlier = qkv[1 * cols + nq * L.d + i];
+      outlier = RoundToBf16(outlier * 60.f);  // the GPU reads bf16: both sides see the same values
       qkv[3 * cols + nq * L.d + L.d + i] = 0.f;
     }
     std::vector<float> qn(L.d, 1.0f), kn = RandomNormal(L.d, 27, 0.1f);

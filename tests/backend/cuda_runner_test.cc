@@ -138,6 +138,39 @@ TEST_P(CudaRunnerTest, PrefillLogitsMatchCpu) {
   }
 }
 
+// The FP8 KV cache end to end: a GPU runner over an FP8 cache against the CPU runners over the same
+// FP8 storage (f32 and bf16-rounding), with the bound of PrefillLogitsMatchCpu. Both sides quantise
+// the same rows with the same formula (they may differ by one FP8 step where the bf16 / f32 input
+// of a row sits on a rounding boundary), so this measures the FP8 kernels, not FP8 itself.
+TEST_P(CudaRunnerTest, Fp8KvPrefillLogitsMatchCpuFp8) {
+  const auto opts = testing::SimpleRunnerOptions(model_->config, page_, kMaxLen, 2, kMaxLen);
+  auto make = [&](backend::Backend* be) {
+    auto r = testing::CreateTinyRunner(model_->config, model_->weights, be, opts, kMaxLen, 2,
+                                       kv::KvQuant::kFp8E4M3);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? std::move(*r) : nullptr;
+  };
+  auto cpu8 = make(&cpu_be_), bf168 = make(bf16_be_.get()), gpu8 = make(gpu_be_.get());
+  ASSERT_TRUE(cpu8 && bf168 && gpu8);
+  for (const char* prompt : {"short", "long"}) {
+    auto golden = testing::LoadGolden(std::get<0>(GetParam()), prompt);
+    ASSERT_TRUE(golden.ok()) << golden.status();
+    const int n = static_cast<int>(golden->input_ids.size());
+    StepResult c = Step(*cpu8, golden->input_ids, 0, n, SeqStep::Logits::kAll);
+    StepResult b = Step(*bf168, golden->input_ids, 0, n, SeqStep::Logits::kAll);
+    StepResult g = Step(*gpu8, golden->input_ids, 0, n, SeqStep::Logits::kAll);
+    StepResult c16 = Step(*cpu_, golden->input_ids, 0, n, SeqStep::Logits::kAll);
+    ASSERT_EQ(g.rows(), n);
+    const double err = testing::MaxRelativeLogitError(g.logits.data(), c.logits.data(), n, c.vocab_size);
+    const double ref_gap = testing::MaxRelativeLogitError(b.logits.data(), c.logits.data(), n, c.vocab_size);
+    const double fp8_cost = testing::MaxRelativeLogitError(c.logits.data(), c16.logits.data(), n, c.vocab_size);
+    std::printf("[ note ] %s/%s FP8 KV: GPU vs FP8 CPU %.4f (bf16 CPU vs f32 CPU, both FP8 KV: %.4f); "
+                "FP8 vs f32 KV on the CPU %.4f\n",
+                Name().c_str(), prompt, err, ref_gap, fp8_cost);
+    EXPECT_LE(err, Bound(ref_gap)) << Name() << "/" << prompt;
+  }
+}
+
 // Greedy continuation of `ref` and the GPU from the same prompt; returns the first step where they
 // part (kGreedyTokens if never), checking that a parting is a near-tie in ref's own logits.
 int CompareGreedy(CudaRunnerTest* t, runner::ModelRunner& ref, runner::ModelRunner& gpu,

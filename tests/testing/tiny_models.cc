@@ -38,23 +38,24 @@ runner::RunnerOptions SimpleRunnerOptions(const model::ModelConfig& config, int 
 }
 
 kv::KvLayout SimpleKvLayout(const model::ModelConfig& config, const backend::Backend& backend,
-                            int page_size, int max_len, int max_seqs) {
+                            int page_size, int max_len, int max_seqs, kv::KvQuant quant) {
   std::vector<kv::KvLayerGeometry> layers = runner::KvLayersOf(config.text);
   const kv::PerGroup<bool> present = kv::KvGroupsPresent(layers);
   const int32_t pages = (max_len + page_size - 1) / page_size * max_seqs;
   auto layout = kv::MakeKvLayout(std::move(layers), page_size, config.text.sliding_window,
-                                 DTypeBits(backend.kv_dtype()) / 8,
-                                 {present[0] ? pages : 0, present[1] ? pages : 0});
+                                 quant == kv::KvQuant::kFp8E4M3 ? 1 : DTypeBits(backend.kv_dtype()) / 8,
+                                 {present[0] ? pages : 0, present[1] ? pages : 0}, quant);
   EXPECT_TRUE(layout.ok()) << layout.status();
   return layout.ok() ? *std::move(layout) : kv::KvLayout{};
 }
 
 absl::StatusOr<std::unique_ptr<runner::ModelRunner>> CreateTinyRunner(
     const model::ModelConfig& config, const model::ModelWeights& weights,
-    backend::Backend* backend, const runner::RunnerOptions& options, int max_len, int max_seqs) {
+    backend::Backend* backend, const runner::RunnerOptions& options, int max_len, int max_seqs,
+    kv::KvQuant quant) {
   GANNET_ASSIGN_OR_RETURN(auto r, runner::ModelRunner::Create(config, weights, backend, options));
   GANNET_RETURN_IF_ERROR(
-      r->AttachKv(SimpleKvLayout(config, *backend, options.page_size, max_len, max_seqs)));
+      r->AttachKv(SimpleKvLayout(config, *backend, options.page_size, max_len, max_seqs, quant)));
   return r;
 }
 

@@ -36,12 +36,15 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadTinyModel(const std::string& va
 runner::RunnerOptions SimpleRunnerOptions(const model::ModelConfig& config, int page_size,
                                           int max_len, int max_seqs, int max_tokens);
 // A KV layout whose pools hold `max_seqs` sequences of `max_len` tokens (IdentityPageTable).
+// `quant` kFp8E4M3: the FP8 cache (1-byte elements and scales) instead of the backend's type.
 kv::KvLayout SimpleKvLayout(const model::ModelConfig& config, const backend::Backend& backend,
-                            int page_size, int max_len, int max_seqs);
+                            int page_size, int max_len, int max_seqs,
+                            kv::KvQuant quant = kv::KvQuant::kNone);
 // ModelRunner::Create with those options, then AttachKv(SimpleKvLayout(...)).
 absl::StatusOr<std::unique_ptr<runner::ModelRunner>> CreateTinyRunner(
     const model::ModelConfig& config, const model::ModelWeights& weights,
-    backend::Backend* backend, const runner::RunnerOptions& options, int max_len, int max_seqs);
+    backend::Backend* backend, const runner::RunnerOptions& options, int max_len, int max_seqs,
+    kv::KvQuant quant = kv::KvQuant::kNone);
 
 // A trivial KV layout for tests without a KV manager: sequence s gets pages
 // [s * pages_per_seq, (s + 1) * pages_per_seq) in both groups.
