@@ -139,6 +139,8 @@ GANNET_FLASH_ENTRY(kSm80PrefillHd512, "sm80_hd512_bf16_prefill", Op::kAttentionP
 GANNET_FLASH_ENTRY(kSm80PrefillHd512Small, "sm80_hd512_bf16_prefill_small", Op::kAttentionPrefill, PrefillHd512Small, 512, 0, 1)
 GANNET_FLASH_ENTRY(kSm80DecodeHd256Fp8, "sm80_hd256_fp8_split", Op::kAttentionDecode, DecodeHd256Fp8, 256, 16, 2, ElemType::kF8E4M3)
 GANNET_FLASH_ENTRY(kSm80DecodeHd512Fp8, "sm80_hd512_fp8_split", Op::kAttentionDecode, DecodeHd512Fp8, 512, 16, 2, ElemType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80DecodeHd256Fp8Small, "sm80_hd256_fp8_split_small", Op::kAttentionDecode, DecodeHd256Fp8Small, 256, 16, 1, ElemType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80DecodeHd512Fp8Small, "sm80_hd512_fp8_split_small", Op::kAttentionDecode, DecodeHd512Fp8Small, 512, 16, 1, ElemType::kF8E4M3)
 GANNET_FLASH_ENTRY(kSm80PrefillHd256Fp8, "sm80_hd256_fp8_prefill", Op::kAttentionPrefill, PrefillHd256Fp8, 256, 0, 2, ElemType::kF8E4M3)
 GANNET_FLASH_ENTRY(kSm80PrefillHd512Fp8, "sm80_hd512_fp8_prefill", Op::kAttentionPrefill, PrefillHd512Fp8, 512, 0, 2, ElemType::kF8E4M3)
 
@@ -173,6 +175,8 @@ FlashConfig (*FlashConfigOf(const KernelEntry& entry))() {
       {&kSm80PrefillHd512Small, FlashConfigPrefillHd512Small},
       {&kSm80DecodeHd256Fp8, FlashConfigDecodeHd256Fp8},
       {&kSm80DecodeHd512Fp8, FlashConfigDecodeHd512Fp8},
+      {&kSm80DecodeHd256Fp8Small, FlashConfigDecodeHd256Fp8Small},
+      {&kSm80DecodeHd512Fp8Small, FlashConfigDecodeHd512Fp8Small},
       {&kSm80PrefillHd256Fp8, FlashConfigPrefillHd256Fp8},
       {&kSm80PrefillHd512Fp8, FlashConfigPrefillHd512Fp8},
   };

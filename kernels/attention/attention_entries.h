@@ -21,6 +21,8 @@ extern const KernelEntry kSm75GenericPrefill;
 // FP8 KV cache (ProblemKey::kv_type kF8E4M3).
 extern const KernelEntry kSm80DecodeHd256Fp8;
 extern const KernelEntry kSm80DecodeHd512Fp8;
+extern const KernelEntry kSm80DecodeHd256Fp8Small;
+extern const KernelEntry kSm80DecodeHd512Fp8Small;
 extern const KernelEntry kSm80PrefillHd256Fp8;
 extern const KernelEntry kSm80PrefillHd512Fp8;
 extern const KernelEntry kSm75GenericFp8Decode;

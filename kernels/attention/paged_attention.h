@@ -87,6 +87,8 @@ inline size_t FlashWorkspaceBytes(const FlashConfig& c, int grid_tiles, int num_
   X(PrefillHd512Small)          \
   X(DecodeHd256Fp8)             \
   X(DecodeHd512Fp8)             \
+  X(DecodeHd256Fp8Small)        \
+  X(DecodeHd512Fp8Small)        \
   X(PrefillHd256Fp8)            \
   X(PrefillHd512Fp8)
 

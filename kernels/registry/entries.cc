@@ -19,7 +19,9 @@ std::span<const KernelEntry* const> AllEntries() {
       &kSm80DecodeHd256SplitSmall,
       &kSm75GenericDecode,
       &kSm80DecodeHd512Fp8,
+      &kSm80DecodeHd512Fp8Small,
       &kSm80DecodeHd256Fp8,
+      &kSm80DecodeHd256Fp8Small,
       &kSm75GenericFp8Decode,
       // attention.prefill
       &kSm80PrefillHd512,
