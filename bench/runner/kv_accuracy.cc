@@ -45,6 +45,7 @@ struct Options {
   double min_top1 = -1;         // < 0: not checked
   double max_logit_error = -1;  // < 0: not checked
   double max_mean_logit_error = -1;
+  int layers = 0;  // > 0: dummy models keep only their first N layers (depth sweeps)
 };
 
 bool ParseArgs(int argc, char** argv, Options* o) {
@@ -67,13 +68,15 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->min_top1 = std::atof(v), ++i;
     } else if (a == "--max-logit-error" && v) {
       o->max_logit_error = std::atof(v), ++i;
+    } else if (a == "--layers" && v) {
+      o->layers = std::atoi(v), ++i;
     } else if (a == "--max-mean-logit-error" && v) {
       o->max_mean_logit_error = std::atof(v), ++i;
     } else {
       std::fprintf(stderr,
                    "usage: gannet-kv-accuracy [--model DIR|dummy:VARIANT] [--backend cpu|cuda]\n"
                    "  [--prompt-len N] [--tokens N] [--page N] [--seed N] [--min-top1 F]\n"
-                   "  [--max-logit-error F] [--max-mean-logit-error F]\n");
+                   "  [--max-logit-error F] [--max-mean-logit-error F] [--layers N]\n");
       return false;
     }
   }
@@ -86,10 +89,20 @@ struct Model {
   model::ModelWeights weights;
 };
 
-absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& dir) {
+absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& dir, int layers) {
   auto m = std::make_unique<Model>();
   if (model::IsDummyModel(dir)) {
     GANNET_ASSIGN_OR_RETURN(m->config, model::DummyModelConfig(dir));
+    model::TextConfig& c = m->config.text;
+    if (layers > 0 && layers < c.num_hidden_layers) {
+      // The first `layers` layers of the synthetic model (their weights do not change: the
+      // generator keys every tensor by name). Models with KV sharing keep theirs out of reach.
+      if (c.num_kv_shared_layers > 0) {
+        return InvalidArgumentError("--layers: {} shares KV across layers; use a model without", dir);
+      }
+      c.num_hidden_layers = layers;
+      c.layer_types.resize(layers);
+    }
     m->weights = model::SyntheticWeights(m->config, model::kDummyWeightSeed);
   } else {
     GANNET_ASSIGN_OR_RETURN(m->config, model::LoadModelConfig(dir));
@@ -150,7 +163,7 @@ absl::Status Run(const Model& m, backend::Backend* be, const Options& o, kv::KvQ
 }
 
 int Main(const Options& o) {
-  auto m = LoadModel(o.model);
+  auto m = LoadModel(o.model, o.layers);
   if (!m.ok()) {
     std::fprintf(stderr, "kv-accuracy: %s\n", std::string(m.status().message()).c_str());
     return 2;
@@ -199,10 +212,11 @@ int Main(const Options& o) {
     return 1;
   }
   const double top1 = static_cast<double>(agree) / rows;
-  std::printf("kv-accuracy %s on %s: FP8 E4M3 KV (per-row scales) vs %s KV, prompt %d + %d greedy "
+  std::printf("kv-accuracy %s%s on %s: FP8 E4M3 KV (per-row scales) vs %s KV, prompt %d + %d greedy "
               "tokens: logit error max %.4f mean %.4f | top-1 agreement %.4f (%d/%d) | greedy "
               "tokens identical for %d\n",
-              o.model.c_str(), be->backend->DeviceName().c_str(),
+              o.model.c_str(), o.layers > 0 ? (" (" + std::to_string(o.layers) + " layers)").c_str() : "",
+              be->backend->DeviceName().c_str(),
               DTypeName(be->backend->kv_dtype()).data(), o.prompt_len, o.tokens, max_err,
               sum_err / rows, top1, agree, rows, first_diverge < 0 ? o.tokens : first_diverge);
   bool ok = true;

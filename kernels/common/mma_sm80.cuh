@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -87,6 +89,36 @@ __device__ __forceinline__ void MmaBf16(float* d, const uint32_t* a, const uint3
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 #endif
+}
+
+// The same MMA on fp16 operands (the FP8 KV paths: E4M3 converts to fp16 exactly).
+__device__ __forceinline__ void MmaF16(float* d, const uint32_t* a, const uint32_t* b) {
+#if GANNET_SM80_ENABLED
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// Two f32 -> one register of two fp16 (low half = first).
+__device__ __forceinline__ uint32_t PackF16x2(float lo, float hi) {
+  __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// Two E4M3 bytes (low byte = first) -> two fp16, exactly (one cvt on sm_89+).
+__device__ __forceinline__ uint32_t Fp8x2ToF16x2(uint32_t two_bytes) {
+  const __half2_raw h =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_bytes), __NV_E4M3);
+  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+}
+
+// A bf16x2 register -> fp16x2 (Q fragments of the FP8 paths; q stays far inside fp16's range).
+__device__ __forceinline__ uint32_t Bf16x2ToF16x2(uint32_t v) {
+  const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
+  return PackF16x2(f.x, f.y);
 }
 
 // Two f32 -> one register of two bf16 (low half = first).

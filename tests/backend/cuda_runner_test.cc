@@ -138,10 +138,13 @@ TEST_P(CudaRunnerTest, PrefillLogitsMatchCpu) {
   }
 }
 
-// The FP8 KV cache end to end: a GPU runner over an FP8 cache against the CPU runners over the same
-// FP8 storage (f32 and bf16-rounding), with the bound of PrefillLogitsMatchCpu. Both sides quantise
-// the same rows with the same formula (they may differ by one FP8 step where the bf16 / f32 input
-// of a row sits on a rounding boundary), so this measures the FP8 kernels, not FP8 itself.
+// The FP8 KV cache end to end: a GPU runner over an FP8 cache against the bf16-rounding CPU runner
+// over the same FP8 storage. Both quantise the same rows with the same formula, but a row whose
+// inputs differ in the last bit (accumulation order) can land one FP8 step (6-12%) apart on an
+// element, which these tiny models amplify: with FP8 KV the bf16-rounding CPU is 0.06-0.9 from the
+// f32 CPU (H200: 31B 0.06/0.13, 26B-A4B 0.40/0.88, E4B 0.30/0.40, E2B 0.15/0.69 for the short/long
+// prompt). So the GPU must stay within kGapFactor x that gap (no kF32Cap: FP8 itself passes it);
+// the FP8 kernels themselves are held to rel-L2 1e-2 by cuda_attention_test and cuda_ops_test.
 TEST_P(CudaRunnerTest, Fp8KvPrefillLogitsMatchCpuFp8) {
   const auto opts = testing::SimpleRunnerOptions(model_->config, page_, kMaxLen, 2, kMaxLen);
   auto make = [&](backend::Backend* be) {
@@ -161,13 +164,13 @@ TEST_P(CudaRunnerTest, Fp8KvPrefillLogitsMatchCpuFp8) {
     StepResult g = Step(*gpu8, golden->input_ids, 0, n, SeqStep::Logits::kAll);
     StepResult c16 = Step(*cpu_, golden->input_ids, 0, n, SeqStep::Logits::kAll);
     ASSERT_EQ(g.rows(), n);
-    const double err = testing::MaxRelativeLogitError(g.logits.data(), c.logits.data(), n, c.vocab_size);
+    const double err = testing::MaxRelativeLogitError(g.logits.data(), b.logits.data(), n, c.vocab_size);
     const double ref_gap = testing::MaxRelativeLogitError(b.logits.data(), c.logits.data(), n, c.vocab_size);
     const double fp8_cost = testing::MaxRelativeLogitError(c.logits.data(), c16.logits.data(), n, c.vocab_size);
-    std::printf("[ note ] %s/%s FP8 KV: GPU vs FP8 CPU %.4f (bf16 CPU vs f32 CPU, both FP8 KV: %.4f); "
+    std::printf("[ note ] %s/%s FP8 KV: GPU vs bf16 CPU %.4f (bf16 CPU vs f32 CPU, both FP8 KV: %.4f); "
                 "FP8 vs f32 KV on the CPU %.4f\n",
                 Name().c_str(), prompt, err, ref_gap, fp8_cost);
-    EXPECT_LE(err, Bound(ref_gap)) << Name() << "/" << prompt;
+    EXPECT_LE(err, std::max(kAbsFloor, kGapFactor * ref_gap)) << Name() << "/" << prompt;
   }
 }
 

@@ -12,6 +12,13 @@
 //
 // K/V tiles stream through a kStages-deep cp.async pipeline (flash_common_sm80.cuh); splits write
 // partials that FlashCombineKernel merges. Grid (num_seqs, kv heads, splits): graph-stable.
+//
+// FP8 KV (kFp8): the stages hold the FP8 rows and their scales, and the MMAs read them straight
+// from there in fp16 (E4M3 converts to fp16 exactly, one cvt per pair on sm_89+): K fragments are
+// byte pairs of a key row, V fragments byte pairs gathered from two key rows. The row scales are
+// folded in where they are constant: a key's K scale multiplies its S column, and its V scale its
+// P column (P' = P * s_v / max(s_v of the tile) keeps P' <= 1 in fp16; the tile's max multiplies
+// the accumulator back). No bf16 copy of the tile and no extra barrier: the same loop as bf16.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -42,9 +49,11 @@ struct DecodeTraits {
   static constexpr int kStride = kHeadDim + 8;       // padded bf16 rows: conflict-free ldmatrix
   static constexpr int kSStride = kBlockN + 8;       // padded f32 rows: conflict-free float2 I/O
   static constexpr int kQBytes = kBlockM * kStride * 2;
-  using Kv = KvSmem<kHeadDim, kBlockN, kStages, kFp8>;
+  using Fp8 = Fp8Staging<kHeadDim, kBlockN, kStages>;
+  // bf16: kStages K and V tiles; FP8: the staging stages alone (read in place).
+  static constexpr int kKvBytes = kFp8 ? Fp8::kBytes : 2 * kStages * kBlockN * kStride * 2;
   static constexpr int kSBytes = kWarps * kBlockM * kSStride * 4;
-  static constexpr int kSmemBytes = kQBytes + Kv::kBytes + kSBytes + kBlockM * 4;
+  static constexpr int kSmemBytes = kQBytes + kKvBytes + kSBytes + kBlockM * 4;
   static_assert(kKSteps % 2 == 0 && kNT % 2 == 0 && kDT % 2 == 0, "fragment pairing");
   static_assert(kStages >= 2, "pipeline");
 };
@@ -60,9 +69,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);
   bf16* sK = reinterpret_cast<bf16*>(smem + Tr::kQBytes);
-  bf16* sV = sK + Tr::Kv::kBf16Stages * kBlockN * kStride;
-  uint8_t* staging = reinterpret_cast<uint8_t*>(sV + Tr::Kv::kBf16Stages * kBlockN * kStride);
-  float* sS = reinterpret_cast<float*>(staging + Tr::Kv::kStagingBytes);  // [kWarps][16][kSStride]
+  bf16* sV = sK + kStages * kBlockN * kStride;        // bf16 only
+  uint8_t* staging = smem + Tr::kQBytes;               // FP8 only
+  float* sS = reinterpret_cast<float*>(smem + Tr::kQBytes + Tr::kKvBytes);  // [kWarps][16][kSStride]
   int* sPos = reinterpret_cast<int*>(sS + Tr::kWarps * kBlockM * kSStride);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -74,6 +83,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       p, t, group, kvh, split, num_splits, sPos, sQ);
   const int n_tiles = work.n_tiles;
   const auto load_tile = MakeKvLoader<Tr>(p, work, t, kvh, sK, sV, staging);
+  using Fp8 = typename Tr::Fp8;
   load_tile.template Prime<kStages>(n_tiles);
 
   // This warp's slice of Q, in registers for the whole kernel.
@@ -85,6 +95,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   for (int ks = 0; ks < Tr::kKSteps; ++ks) {
     LdMatrixX4(aq[ks][0], aq[ks][1], aq[ks][2], aq[ks][3],
                sQ + (lane & 15) * kStride + d0 + ks * 16 + (lane >> 4) * 8);
+    if constexpr (Tr::kFp8) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) aq[ks][i] = Bf16x2ToF16x2(aq[ks][i]);
+    }
   }
 
   float acc_o[Tr::kDT][4];
@@ -99,12 +113,16 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   for (int it = 0; it < n_tiles; ++it) {
     CpAsyncWait<kStages - 2>();
     __syncthreads();  // tile `it` landed; stage (it - 1) % kStages and sS are free again
-    load_tile.Convert(it % kStages);  // FP8: the landed stage -> the bf16 tiles
     if (it + kStages - 1 < n_tiles) load_tile((it + kStages - 1) % kStages, it + kStages - 1);
     CpAsyncCommit();
-    if constexpr (Tr::kFp8) __syncthreads();  // the converted tiles, visible to every warp
-    const bf16* cK = load_tile.KTile(it % kStages);
-    const bf16* cV = load_tile.VTile(it % kStages);
+    const bf16* cK = sK + (it % kStages) * kBlockN * kStride;
+    const bf16* cV = sV + (it % kStages) * kBlockN * kStride;
+    // FP8: this stage's rows and scales.
+    const uint8_t* k8 = staging + (it % kStages) * 2 * Fp8::kTileBytes;
+    const uint8_t* v8 = k8 + Fp8::kTileBytes;
+    const float* k_sc = reinterpret_cast<const float*>(staging + kStages * 2 * Fp8::kTileBytes) +
+                        (it % kStages) * 2 * kBlockN;
+    const float* v_sc = k_sc + kBlockN;
     const int key0 = t.lo + (work.t_begin + it) * kBlockN;
 
     // ---- partial S over this warp's dims, all keys; kNT independent accumulator chains ----
@@ -116,10 +134,19 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 #pragma unroll
       for (int nt = 0; nt < Tr::kNT; ++nt) {
         uint32_t b[4];
-        LdMatrixX4(b[0], b[1], b[2], b[3],
-                   cK + (nt * 8 + (lane & 7)) * kStride + d0 + ks * 16 + (lane >> 3) * 8);
-        MmaBf16(s[nt], aq[ks], b);
-        MmaBf16(s[nt], aq[ks + 1], b + 2);
+        if constexpr (Tr::kFp8) {
+          // B[k][n] = K[key n][dim k]: lane (g, t) takes dims 2t, 2t + 1 (+8, +16, +24) of key g.
+          const uint8_t* row = k8 + (nt * 8 + (lane >> 2)) * Fp8::kRowBytes + d0 + ks * 16 + (lane & 3) * 2;
+#pragma unroll
+          for (int i = 0; i < 4; ++i) b[i] = Fp8x2ToF16x2(*reinterpret_cast<const uint16_t*>(row + 8 * i));
+          MmaF16(s[nt], aq[ks], b);
+          MmaF16(s[nt], aq[ks + 1], b + 2);
+        } else {
+          LdMatrixX4(b[0], b[1], b[2], b[3],
+                     cK + (nt * 8 + (lane & 7)) * kStride + d0 + ks * 16 + (lane >> 3) * 8);
+          MmaBf16(s[nt], aq[ks], b);
+          MmaBf16(s[nt], aq[ks + 1], b + 2);
+        }
       }
     }
     float* my_s = sS + warp * kBlockM * kSStride;
@@ -144,6 +171,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         lo.x += a.x, lo.y += a.y, hi.x += b.x, hi.y += b.y;
       }
       s[nt][0] = lo.x, s[nt][1] = lo.y, s[nt][2] = hi.x, s[nt][3] = hi.y;
+      if constexpr (Tr::kFp8) {  // each key's K scale
+        const float2 ks2 = *reinterpret_cast<const float2*>(k_sc + col);
+        s[nt][0] *= ks2.x, s[nt][1] *= ks2.y, s[nt][2] *= ks2.x, s[nt][3] *= ks2.y;
+      }
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int key = key0 + col + (j & 1);
@@ -164,14 +195,29 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       m_run[h] = m_new;
     }
     uint32_t pa[Tr::kNT / 2][4];  // P as the A operand of P.V, one 16-key step per entry
+    // FP8: P's columns carry their keys' V scales over the tile's largest (so P' <= 1 in fp16).
+    float v_max = 1.f;
+    if constexpr (Tr::kFp8) {
+      v_max = 0.f;
+#pragma unroll
+      for (int k = 0; k < kBlockN; ++k) v_max = fmaxf(v_max, v_sc[k]);
+      v_max = v_max > 0.f ? v_max : 1.f;
+    }
 #pragma unroll
     for (int nt = 0; nt < Tr::kNT; ++nt) {
       const float p0 = exp2f(s[nt][0] - m_use[0]), p1 = exp2f(s[nt][1] - m_use[0]);
       const float p2 = exp2f(s[nt][2] - m_use[1]), p3 = exp2f(s[nt][3] - m_use[1]);
       sum[0] += p0 + p1;
       sum[1] += p2 + p3;
-      pa[nt / 2][(nt & 1) * 2] = PackBf16x2(p0, p1);
-      pa[nt / 2][(nt & 1) * 2 + 1] = PackBf16x2(p2, p3);
+      if constexpr (Tr::kFp8) {
+        const float2 vs = *reinterpret_cast<const float2*>(v_sc + nt * 8 + (lane & 3) * 2);
+        const float w0 = vs.x / v_max, w1 = vs.y / v_max;
+        pa[nt / 2][(nt & 1) * 2] = PackF16x2(p0 * w0, p1 * w1);
+        pa[nt / 2][(nt & 1) * 2 + 1] = PackF16x2(p2 * w0, p3 * w1);
+      } else {
+        pa[nt / 2][(nt & 1) * 2] = PackBf16x2(p0, p1);
+        pa[nt / 2][(nt & 1) * 2 + 1] = PackBf16x2(p2, p3);
+      }
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -179,12 +225,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
       l_run[h] = l_run[h] * alpha[h] + sum[h];
     }
+    // FP8: the accumulator in units of the tile's v_max while this tile's P'.V adds in.
+    const float a0 = alpha[0] / v_max, a1 = alpha[1] / v_max;
 #pragma unroll
     for (int dt = 0; dt < Tr::kDT; ++dt) {
-      acc_o[dt][0] *= alpha[0];
-      acc_o[dt][1] *= alpha[0];
-      acc_o[dt][2] *= alpha[1];
-      acc_o[dt][3] *= alpha[1];
+      acc_o[dt][0] *= a0;
+      acc_o[dt][1] *= a0;
+      acc_o[dt][2] *= a1;
+      acc_o[dt][3] *= a1;
     }
     // ---- O[:, slice] += P V[:, slice] ----
 #pragma unroll
@@ -192,11 +240,30 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 #pragma unroll
       for (int dt = 0; dt < Tr::kDT; dt += 2) {
         uint32_t b[4];
-        LdMatrixX4Trans(b[0], b[1], b[2], b[3],
-                        cV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride + d0 + dt * 8 +
-                            (lane >> 4) * 8);
-        MmaBf16(acc_o[dt], pa[kk], b);
-        MmaBf16(acc_o[dt + 1], pa[kk], b + 2);
+        if constexpr (Tr::kFp8) {
+          // B[k][n] = V[key k][dim n]: lane (g, t) pairs keys 2t, 2t + 1 (and +8, +9) of dim g.
+          const uint8_t* col = v8 + (kk * 16 + (lane & 3) * 2) * Fp8::kRowBytes + d0 + dt * 8 + (lane >> 2);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const uint8_t* c = col + (i & 1) * 8 * Fp8::kRowBytes + (i >> 1) * 8;
+            b[i] = Fp8x2ToF16x2(static_cast<uint32_t>(c[0]) | (static_cast<uint32_t>(c[Fp8::kRowBytes]) << 8));
+          }
+          MmaF16(acc_o[dt], pa[kk], b);
+          MmaF16(acc_o[dt + 1], pa[kk], b + 2);
+        } else {
+          LdMatrixX4Trans(b[0], b[1], b[2], b[3],
+                          cV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride + d0 + dt * 8 +
+                              (lane >> 4) * 8);
+          MmaBf16(acc_o[dt], pa[kk], b);
+          MmaBf16(acc_o[dt + 1], pa[kk], b + 2);
+        }
+      }
+    }
+    if constexpr (Tr::kFp8) {
+#pragma unroll
+      for (int dt = 0; dt < Tr::kDT; ++dt) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc_o[dt][j] *= v_max;
       }
     }
   }
