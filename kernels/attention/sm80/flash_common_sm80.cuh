@@ -186,10 +186,17 @@ struct KvTileLoader {
 // stage and needs one more barrier before reading the tile (kConverts).
 template <int kHeadDim, int kBlockN, int kStages>
 struct Fp8Staging {
-  static constexpr int kRowBytes = kHeadDim + 16;  // padded: conflict-free 8-byte reads
-  static constexpr int kTileBytes = kBlockN * kRowBytes;
-  // K rows, V rows, then K scales, V scales, of every stage.
-  static constexpr int kBytes = kStages * 2 * (kTileBytes + kBlockN * 4);
+  // Row padding that keeps the decode kernel's fragment loads conflict-free: a half-warp reads
+  // 8 bytes of each of 4 consecutive K rows (row stride = 8 words mod 32) and 8-16 bytes of every
+  // other V row (stride = 4 words mod 16).
+  static constexpr int kKRowBytes = kHeadDim + 32;
+  static constexpr int kVRowBytes = kHeadDim + 16;
+  static constexpr int kKTileBytes = kBlockN * kKRowBytes;
+  static constexpr int kVTileBytes = kBlockN * kVRowBytes;
+  // Per stage: K rows, V rows, K scales, V scales.
+  static constexpr int kStageBytes = kKTileBytes + kVTileBytes + 2 * kBlockN * 4;
+  static constexpr int kBytes = kStages * kStageBytes;
+  static constexpr int RowBytes(int which) { return which == 0 ? kKRowBytes : kVRowBytes; }
 };
 
 template <int kHeadDim, int kBlockN, int kThreads, int kStride, int kStages>
@@ -208,11 +215,12 @@ struct Fp8KvTileLoader {
   int hi;
 
   __device__ __forceinline__ uint8_t* Rows(int stage, int which) const {
-    return staging + (stage * 2 + which) * Staging::kTileBytes;
+    return staging + stage * Staging::kStageBytes + which * Staging::kKTileBytes;
   }
   __device__ __forceinline__ float* Scales(int stage, int which) const {
-    return reinterpret_cast<float*>(staging + kStages * 2 * Staging::kTileBytes) +
-           (stage * 2 + which) * kBlockN;
+    return reinterpret_cast<float*>(staging + stage * Staging::kStageBytes + Staging::kKTileBytes +
+                                    Staging::kVTileBytes) +
+           which * kBlockN;
   }
   // Each thread owns one key row and every (threads-per-row)-th 16-byte chunk of it (LoadKvTile's
   // mapping); the row's first thread also copies its two scales.
@@ -227,8 +235,8 @@ struct Fp8KvTileLoader {
     const int page = key < hi ? table[key / page_size] : -1;
     const bool ok = page >= 0;
     const int64_t row = ok ? (static_cast<int64_t>(page) * num_kv_heads + kvh) * page_size + key % page_size : 0;
-    uint8_t* dk = Rows(stage, 0) + r * Staging::kRowBytes;
-    uint8_t* dv = Rows(stage, 1) + r * Staging::kRowBytes;
+    uint8_t* dk = Rows(stage, 0) + r * Staging::kKRowBytes;
+    uint8_t* dv = Rows(stage, 1) + r * Staging::kVRowBytes;
 #pragma unroll
     for (int i = 0; i < kChunks / kThreadsPerRow; ++i) {
       const int ch = sub + i * kThreadsPerRow;
@@ -257,7 +265,8 @@ struct Fp8KvTileLoader {
     for (int c = threadIdx.x; c < 2 * kTileChunks; c += kThreads) {
       const int which = c / kTileChunks;
       const int r = (c % kTileChunks) / kRowChunks, ch = c % kRowChunks;
-      const uint2 w = *reinterpret_cast<const uint2*>(Rows(stage, which) + r * Staging::kRowBytes + ch * 8);
+      const uint2 w =
+          *reinterpret_cast<const uint2*>(Rows(stage, which) + r * Staging::RowBytes(which) + ch * 8);
       const float s = Scales(stage, which)[r];
       uint32_t out[4];
 #pragma unroll
@@ -305,7 +314,10 @@ struct KvSmem {
 // m16n8 accumulator layout) for its dims [col0, col0 + 8 kDT): without splits it writes the
 // normalised bf16 output rows; with splits, this split's normalised f32 partial and, from the
 // warps with lse_writer set (one per row), its log2-sum-exp for FlashCombineKernel.
-template <int kHeadDim, int kBlockM, int kDT>
+// kDimMajor (the FP8 decode kernel, whose P.V columns are permuted so that each lane's V bytes are
+// contiguous): acc_o[dt][2h + e] is dim col0 + (2 (lane & 3) + e) kDT + dt, not col0 + 8 dt +
+// 2 (lane & 3) + e.
+template <int kHeadDim, int kBlockM, int kDT, bool kDimMajor = false>
 __device__ __forceinline__ void StoreFlashResult(const PagedAttentionParams& p, const TileRange& t,
                                                  int group, int kvh, int split, int num_splits,
                                                  void* workspace, const float (&acc_o)[kDT][4],
@@ -314,6 +326,39 @@ __device__ __forceinline__ void StoreFlashResult(const PagedAttentionParams& p, 
   const int lane = threadIdx.x & 31;
   const float inv_l[2] = {l_run[0] > 0.f ? 1.f / l_run[0] : 0.f,
                           l_run[1] > 0.f ? 1.f / l_run[1] : 0.f};
+  if constexpr (kDimMajor) {
+    const int cta = blockIdx.x * gridDim.y + kvh;
+    const SplitWorkspace w = SplitViews(workspace, gridDim.x * gridDim.y, num_splits, kBlockM, kHeadDim);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = r_lo + 8 * h;
+      if (num_splits == 1 && r >= t.rows_here) continue;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c0 = col0 + (2 * (lane & 3) + e) * kDT;
+        if (num_splits == 1) {
+          bf16* o = OutRow(p, t, group, kvh, kHeadDim, r) + c0;
+#pragma unroll
+          for (int dt = 0; dt < kDT; dt += 2) {
+            *reinterpret_cast<uint32_t*>(o + dt) =
+                PackBf16x2(acc_o[dt][2 * h + e] * inv_l[h], acc_o[dt + 1][2 * h + e] * inv_l[h]);
+          }
+        } else {
+          float* o = w.o + ((static_cast<size_t>(cta) * num_splits + split) * kBlockM + r) * kHeadDim + c0;
+#pragma unroll
+          for (int dt = 0; dt < kDT; dt += 2) {
+            *reinterpret_cast<float2*>(o + dt) =
+                make_float2(acc_o[dt][2 * h + e] * inv_l[h], acc_o[dt + 1][2 * h + e] * inv_l[h]);
+          }
+        }
+      }
+      if (num_splits > 1 && lse_writer && (lane & 3) == 0) {
+        w.lse[(static_cast<size_t>(cta) * num_splits + split) * kBlockM + r] =
+            l_run[h] > 0.f ? m_run[h] + log2f(l_run[h]) : -INFINITY;
+      }
+    }
+    return;
+  }
   if (num_splits == 1) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {

@@ -14,11 +14,15 @@
 // partials that FlashCombineKernel merges. Grid (num_seqs, kv heads, splits): graph-stable.
 //
 // FP8 KV (kFp8): the stages hold the FP8 rows and their scales, and the MMAs read them straight
-// from there in fp16 (E4M3 converts to fp16 exactly, one cvt per pair on sm_89+): K fragments are
-// byte pairs of a key row, V fragments byte pairs gathered from two key rows. The row scales are
-// folded in where they are constant: a key's K scale multiplies its S column, and its V scale its
-// P column (P' = P * s_v / max(s_v of the tile) keeps P' <= 1 in fp16; the tile's max multiplies
-// the accumulator back). No bf16 copy of the tile and no extra barrier: the same loop as bf16.
+// from there in fp16 (E4M3 converts to fp16 exactly, one cvt per pair on sm_89+). Reduction and
+// output dims may be permuted freely as long as both operands agree, which makes every lane's
+// bytes contiguous: in S = Q K^T, lane (g, t) takes dims 8t .. 8t + 7 of each 32-dim block for
+// its k slots (one 8-byte load of key g; Q's fragments are loaded with the same map), and in
+// O = P V it owns output dims g kDT .. g kDT + kDT - 1 of the warp's slice (one 8/16-byte load per
+// key row, bytes paired across rows with byte_perm), which the epilogue maps back (kDimMajor).
+// The row scales are folded in where they are constant: a key's K scale multiplies its S column,
+// its V scale its P column (P' = P * s_v / max(s_v of the tile) keeps P' <= 1 in fp16; the max
+// multiplies the accumulator back). No bf16 copy of the tile, no extra barrier.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -93,11 +97,19 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   __syncthreads();
 #pragma unroll
   for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-    LdMatrixX4(aq[ks][0], aq[ks][1], aq[ks][2], aq[ks][3],
-               sQ + (lane & 15) * kStride + d0 + ks * 16 + (lane >> 4) * 8);
     if constexpr (Tr::kFp8) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) aq[ks][i] = Bf16x2ToF16x2(aq[ks][i]);
+      // Block of 32 dims at d0 + 16 (ks & ~1); lane (g, t) holds dims 8t .. 8t + 7 of it: the
+      // first four for step ks (slots 2t, 2t+1 <- 8t, 8t+1; 2t+8, 2t+9 <- 8t+2, 8t+3), the rest
+      // for ks + 1. Rows g (a0, a2) and g + 8 (a1, a3).
+      const bf16* q0 = sQ + (lane >> 2) * kStride + d0 + (ks & ~1) * 16 + (lane & 3) * 8 + (ks & 1) * 4;
+      const bf16* q1 = q0 + 8 * kStride;
+      aq[ks][0] = Bf16x2ToF16x2(*reinterpret_cast<const uint32_t*>(q0));
+      aq[ks][1] = Bf16x2ToF16x2(*reinterpret_cast<const uint32_t*>(q1));
+      aq[ks][2] = Bf16x2ToF16x2(*reinterpret_cast<const uint32_t*>(q0 + 2));
+      aq[ks][3] = Bf16x2ToF16x2(*reinterpret_cast<const uint32_t*>(q1 + 2));
+    } else {
+      LdMatrixX4(aq[ks][0], aq[ks][1], aq[ks][2], aq[ks][3],
+                 sQ + (lane & 15) * kStride + d0 + ks * 16 + (lane >> 4) * 8);
     }
   }
 
@@ -118,10 +130,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     const bf16* cK = sK + (it % kStages) * kBlockN * kStride;
     const bf16* cV = sV + (it % kStages) * kBlockN * kStride;
     // FP8: this stage's rows and scales.
-    const uint8_t* k8 = staging + (it % kStages) * 2 * Fp8::kTileBytes;
-    const uint8_t* v8 = k8 + Fp8::kTileBytes;
-    const float* k_sc = reinterpret_cast<const float*>(staging + kStages * 2 * Fp8::kTileBytes) +
-                        (it % kStages) * 2 * kBlockN;
+    const uint8_t* k8 = staging + (it % kStages) * Fp8::kStageBytes;
+    const uint8_t* v8 = k8 + Fp8::kKTileBytes;
+    const float* k_sc = reinterpret_cast<const float*>(v8 + Fp8::kVTileBytes);
     const float* v_sc = k_sc + kBlockN;
     const int key0 = t.lo + (work.t_begin + it) * kBlockN;
 
@@ -135,10 +146,13 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       for (int nt = 0; nt < Tr::kNT; ++nt) {
         uint32_t b[4];
         if constexpr (Tr::kFp8) {
-          // B[k][n] = K[key n][dim k]: lane (g, t) takes dims 2t, 2t + 1 (+8, +16, +24) of key g.
-          const uint8_t* row = k8 + (nt * 8 + (lane >> 2)) * Fp8::kRowBytes + d0 + ks * 16 + (lane & 3) * 2;
-#pragma unroll
-          for (int i = 0; i < 4; ++i) b[i] = Fp8x2ToF16x2(*reinterpret_cast<const uint16_t*>(row + 8 * i));
+          // B[k][n] = K[key n][dim]: lane (g, t) takes dims 8t .. 8t + 7 of the block, key g.
+          const uint2 w = *reinterpret_cast<const uint2*>(
+              k8 + (nt * 8 + (lane >> 2)) * Fp8::kKRowBytes + d0 + ks * 16 + (lane & 3) * 8);
+          b[0] = Fp8x2ToF16x2(w.x & 0xFFFFu);
+          b[1] = Fp8x2ToF16x2(w.x >> 16);
+          b[2] = Fp8x2ToF16x2(w.y & 0xFFFFu);
+          b[3] = Fp8x2ToF16x2(w.y >> 16);
           MmaF16(s[nt], aq[ks], b);
           MmaF16(s[nt], aq[ks + 1], b + 2);
         } else {
@@ -197,10 +211,16 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     uint32_t pa[Tr::kNT / 2][4];  // P as the A operand of P.V, one 16-key step per entry
     // FP8: P's columns carry their keys' V scales over the tile's largest (so P' <= 1 in fp16).
     float v_max = 1.f;
+    float2 vsc[Tr::kNT];  // the V scales of this lane's P columns
     if constexpr (Tr::kFp8) {
       v_max = 0.f;
 #pragma unroll
-      for (int k = 0; k < kBlockN; ++k) v_max = fmaxf(v_max, v_sc[k]);
+      for (int nt = 0; nt < Tr::kNT; ++nt) {
+        vsc[nt] = *reinterpret_cast<const float2*>(v_sc + nt * 8 + (lane & 3) * 2);
+        v_max = fmaxf(v_max, fmaxf(vsc[nt].x, vsc[nt].y));
+      }
+      v_max = fmaxf(v_max, __shfl_xor_sync(0xffffffffu, v_max, 1));
+      v_max = fmaxf(v_max, __shfl_xor_sync(0xffffffffu, v_max, 2));
       v_max = v_max > 0.f ? v_max : 1.f;
     }
 #pragma unroll
@@ -210,8 +230,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       sum[0] += p0 + p1;
       sum[1] += p2 + p3;
       if constexpr (Tr::kFp8) {
-        const float2 vs = *reinterpret_cast<const float2*>(v_sc + nt * 8 + (lane & 3) * 2);
-        const float w0 = vs.x / v_max, w1 = vs.y / v_max;
+        const float w0 = vsc[nt].x / v_max, w1 = vsc[nt].y / v_max;
         pa[nt / 2][(nt & 1) * 2] = PackF16x2(p0 * w0, p1 * w1);
         pa[nt / 2][(nt & 1) * 2 + 1] = PackF16x2(p2 * w0, p3 * w1);
       } else {
@@ -237,20 +256,36 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     // ---- O[:, slice] += P V[:, slice] ----
 #pragma unroll
     for (int kk = 0; kk < Tr::kNT / 2; ++kk) {
+      if constexpr (Tr::kFp8) {
+        // B[k][n] = V[key k][dim]: lane (g, t) takes keys 2t, 2t + 1, 2t + 8, 2t + 9 and owns dims
+        // d0 + g kDT + dt, one contiguous load per key row; byte dt of two rows makes a pair.
+        constexpr int kWords = Tr::kDT / 4;
+        uint32_t rows[4][kWords];
 #pragma unroll
-      for (int dt = 0; dt < Tr::kDT; dt += 2) {
-        uint32_t b[4];
-        if constexpr (Tr::kFp8) {
-          // B[k][n] = V[key k][dim n]: lane (g, t) pairs keys 2t, 2t + 1 (and +8, +9) of dim g.
-          const uint8_t* col = v8 + (kk * 16 + (lane & 3) * 2) * Fp8::kRowBytes + d0 + dt * 8 + (lane >> 2);
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const uint8_t* c = col + (i & 1) * 8 * Fp8::kRowBytes + (i >> 1) * 8;
-            b[i] = Fp8x2ToF16x2(static_cast<uint32_t>(c[0]) | (static_cast<uint32_t>(c[Fp8::kRowBytes]) << 8));
+        for (int i = 0; i < 4; ++i) {
+          const uint8_t* src = v8 + (kk * 16 + (lane & 3) * 2 + (i & 1) + (i >> 1) * 8) * Fp8::kVRowBytes +
+                               d0 + (lane >> 2) * Tr::kDT;
+          if constexpr (kWords == 2) {
+            const uint2 v = *reinterpret_cast<const uint2*>(src);
+            rows[i][0] = v.x, rows[i][1] = v.y;
+          } else {
+            static_assert(kWords == 4, "kDT 8 or 16");
+            const uint4 v = *reinterpret_cast<const uint4*>(src);
+            rows[i][0] = v.x, rows[i][1] = v.y, rows[i][2] = v.z, rows[i][3] = v.w;
           }
+        }
+#pragma unroll
+        for (int dt = 0; dt < Tr::kDT; ++dt) {
+          const uint32_t sel = (dt & 3) | ((4 + (dt & 3)) << 4);
+          uint32_t b[2];
+          b[0] = Fp8x2ToF16x2(__byte_perm(rows[0][dt >> 2], rows[1][dt >> 2], sel) & 0xFFFFu);
+          b[1] = Fp8x2ToF16x2(__byte_perm(rows[2][dt >> 2], rows[3][dt >> 2], sel) & 0xFFFFu);
           MmaF16(acc_o[dt], pa[kk], b);
-          MmaF16(acc_o[dt + 1], pa[kk], b + 2);
-        } else {
+        }
+      } else {
+#pragma unroll
+        for (int dt = 0; dt < Tr::kDT; dt += 2) {
+          uint32_t b[4];
           LdMatrixX4Trans(b[0], b[1], b[2], b[3],
                           cV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride + d0 + dt * 8 +
                               (lane >> 4) * 8);
@@ -269,7 +304,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   }
   CpAsyncWait<0>();
 
-  StoreFlashResult<kHeadDim, kBlockM, Tr::kDT>(p, t, group, kvh, split, num_splits, workspace, acc_o,
+  StoreFlashResult<kHeadDim, kBlockM, Tr::kDT, Tr::kFp8>(p, t, group, kvh, split, num_splits, workspace, acc_o,
                                                m_run, l_run, r_lo, d0, warp == 0);
 #endif
 }
