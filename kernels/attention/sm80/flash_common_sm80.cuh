@@ -97,30 +97,46 @@ __device__ __forceinline__ SplitWork BeginFlashTile(const PagedAttentionParams& 
   return w;
 }
 
-// Copies keys [key0, key0 + kBlockN) of one KV head into padded shared-memory tiles. Each thread
-// owns one key row (its page looked up once, no division in the copy loop) and every
-// (threads-per-row)-th 16-byte chunk of it, so a warp instruction moves whole 64-byte row segments.
-// Rows at or past `hi`, and holes (page -1), are zero-filled without touching global memory.
+// The key row a thread copies in a K/V tile load: each thread owns one key row (its page looked
+// up once, no division in the copy loop) and every kThreadsPerRow-th 16-byte chunk of it, so a
+// warp instruction moves whole row segments. Rows at or past `hi`, and holes (page -1), are
+// zero-filled without touching global memory (ok false, row 0).
+template <int kBlockN, int kThreads, int kChunks>
+struct KvRowSlot {
+  static_assert(kThreads % kBlockN == 0, "whole threads per key row");
+  static constexpr int kThreadsPerRow = kThreads / kBlockN;
+  static_assert(kChunks % kThreadsPerRow == 0, "whole chunks per thread");
+  static constexpr int kChunksPerThread = kChunks / kThreadsPerRow;
+  int r;        // the tile row
+  int sub;      // the first chunk; then every kThreadsPerRow-th
+  bool ok;
+  int64_t row;  // (page * heads + kvh) * page_size + offset: the cache row of the key
+  __device__ __forceinline__ KvRowSlot(const int32_t* table, int page_size, int num_kv_heads,
+                                       int kvh, int key0, int hi) {
+    r = threadIdx.x / kThreadsPerRow;
+    sub = threadIdx.x % kThreadsPerRow;
+    const int key = key0 + r;
+    const int page = key < hi ? table[key / page_size] : -1;
+    ok = page >= 0;
+    row = ok ? (static_cast<int64_t>(page) * num_kv_heads + kvh) * page_size + key % page_size : 0;
+  }
+  __device__ __forceinline__ int chunk(int i) const { return sub + i * kThreadsPerRow; }
+};
+
+// Copies keys [key0, key0 + kBlockN) of one KV head into padded shared-memory tiles.
 template <int kHeadDim, int kBlockN, int kThreads, int kStride>
 __device__ __forceinline__ void LoadKvTile(const bf16* k_base, const bf16* v_base, bf16* dk, bf16* dv,
                                            const int32_t* table, int page_size, int num_kv_heads,
                                            int kvh, int key0, int hi) {
-  constexpr int kChunks = kHeadDim / 8;
-  static_assert(kThreads % kBlockN == 0, "whole threads per key row");
-  constexpr int kThreadsPerRow = kThreads / kBlockN;
-  static_assert(kChunks % kThreadsPerRow == 0, "whole chunks per thread");
-  const int r = threadIdx.x / kThreadsPerRow;
-  const int sub = threadIdx.x % kThreadsPerRow;
-  const int key = key0 + r;
-  const int page = key < hi ? table[key / page_size] : -1;
-  const bool ok = page >= 0;
-  const int64_t row_off =
-      ok ? ((static_cast<int64_t>(page) * num_kv_heads + kvh) * page_size + key % page_size) * kHeadDim : 0;
-  const bf16* ks = k_base + row_off;
-  const bf16* vs = v_base + row_off;
+  using Slot = KvRowSlot<kBlockN, kThreads, kHeadDim / 8>;
+  const Slot s(table, page_size, num_kv_heads, kvh, key0, hi);
+  const bool ok = s.ok;
+  const int r = s.r;
+  const bf16* ks = k_base + s.row * kHeadDim;
+  const bf16* vs = v_base + s.row * kHeadDim;
 #pragma unroll
-  for (int i = 0; i < kChunks / kThreadsPerRow; ++i) {
-    const int ch = sub + i * kThreadsPerRow;
+  for (int i = 0; i < Slot::kChunksPerThread; ++i) {
+    const int ch = s.chunk(i);
     CpAsync16(dk + r * kStride + ch * 8, ks + (ok ? ch * 8 : 0), ok ? 16 : 0);
     CpAsync16(dv + r * kStride + ch * 8, vs + (ok ? ch * 8 : 0), ok ? 16 : 0);
   }
@@ -222,24 +238,18 @@ struct Fp8KvTileLoader {
                                     Staging::kVTileBytes) +
            which * kBlockN;
   }
-  // Each thread owns one key row and every (threads-per-row)-th 16-byte chunk of it (LoadKvTile's
-  // mapping); the row's first thread also copies its two scales.
+  // LoadKvTile's mapping (KvRowSlot); the row's first thread also copies its two scales.
   __device__ __forceinline__ void operator()(int stage, int tile) const {
-    constexpr int kChunks = kHeadDim / 16;
-    static_assert(kThreads % kBlockN == 0, "whole threads per key row");
-    constexpr int kThreadsPerRow = kThreads / kBlockN;
-    static_assert(kChunks % kThreadsPerRow == 0, "whole chunks per thread");
-    const int r = threadIdx.x / kThreadsPerRow;
-    const int sub = threadIdx.x % kThreadsPerRow;
-    const int key = key0 + tile * kBlockN + r;
-    const int page = key < hi ? table[key / page_size] : -1;
-    const bool ok = page >= 0;
-    const int64_t row = ok ? (static_cast<int64_t>(page) * num_kv_heads + kvh) * page_size + key % page_size : 0;
+    using Slot = KvRowSlot<kBlockN, kThreads, kHeadDim / 16>;
+    const Slot s(table, page_size, num_kv_heads, kvh, key0 + tile * kBlockN, hi);
+    const bool ok = s.ok;
+    const int r = s.r, sub = s.sub;
+    const int64_t row = s.row;
     uint8_t* dk = Rows(stage, 0) + r * Staging::kKRowBytes;
     uint8_t* dv = Rows(stage, 1) + r * Staging::kVRowBytes;
 #pragma unroll
-    for (int i = 0; i < kChunks / kThreadsPerRow; ++i) {
-      const int ch = sub + i * kThreadsPerRow;
+    for (int i = 0; i < Slot::kChunksPerThread; ++i) {
+      const int ch = s.chunk(i);
       CpAsync16(dk + ch * 16, k_base + row * kHeadDim + (ok ? ch * 16 : 0), ok ? 16 : 0);
       CpAsync16(dv + ch * 16, v_base + row * kHeadDim + (ok ? ch * 16 : 0), ok ? 16 : 0);
     }
