@@ -63,6 +63,12 @@ TEST(CapiArgsTest, CreateRejectsBadArguments) {
   EXPECT_EQ(gannet_engine_create(&config, &engine), GANNET_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(engine, nullptr);  // never written on failure
 
+  config.load_format = nullptr;
+  config.kv_cache_dtype = "int4";
+  EXPECT_EQ(gannet_engine_create(&config, &engine), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("kv_cache_dtype 'int4'"), std::string::npos) << LastError();
+  config.kv_cache_dtype = nullptr;
+
   // A drafter is not servable on its own.
   const std::string drafter = TinyModelDir("e2b-assistant");
   config = GANNET_ENGINE_CONFIG_INIT;

@@ -2,6 +2,7 @@
 // stop conditions, sampling determinism, logprobs, the prefix cache, deadlines and stats.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 #include <string>
 
@@ -55,6 +56,76 @@ TEST_P(PerVariant, ConcurrentGreedyEqualsAlone) {
   EXPECT_EQ(stats.kv_pages_used[0] + stats.kv_pages_used[1], 0);  // nothing leaked
   EXPECT_GT(stats.total_generated_tokens, 0);
   gannet_engine_destroy(engine);
+}
+
+// kv_cache_dtype "fp8": the engine serves from an FP8 cache (stats say so, every KV byte count
+// about halves), concurrent requests still equal running alone (the FP8 write and read do not
+// depend on the batch), and the trained model's greedy text mostly agrees with bf16 KV's
+// (bench/RESULTS.md records the budget).
+TEST_P(PerVariant, Fp8KvCacheServes) {
+  gannet_engine_t* ref = CreateTinyEngine(GetParam());
+  gannet_engine_t* fp8 = CreateTinyEngine(GetParam(), [](gannet_engine_config_t* c) {
+    c->kv_cache_dtype = "fp8";
+  });
+  ASSERT_NE(ref, nullptr);
+  ASSERT_NE(fp8, nullptr);
+  gannet_engine_stats_t a = GANNET_ENGINE_STATS_INIT, b = GANNET_ENGINE_STATS_INIT;
+  ASSERT_EQ(gannet_engine_get_stats(ref, &a), GANNET_OK);
+  ASSERT_EQ(gannet_engine_get_stats(fp8, &b), GANNET_OK);
+  EXPECT_STREQ(a.kv_cache_dtype, "f32");  // the CPU reference keeps the model's f32
+  EXPECT_STREQ(b.kv_cache_dtype, "fp8_e4m3");
+  for (int g = 0; g < 2; ++g) {
+    if (a.kv_bytes_per_token[g] == 0) continue;
+    // f32 elements (4 bytes) against 1 byte + a 4-byte scale per head row.
+    EXPECT_LT(b.kv_bytes_per_token[g] * 3, a.kv_bytes_per_token[g]) << g;
+  }
+  const int n = Scaled(24, 8);
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<Outcome> alone;
+  for (int i = 0; i < n; ++i) {
+    prompts.push_back(MakePrompt(2000 + i, 2 + (i * 29) % 40));
+    alone.push_back(RunAlone(fp8, GreedyRequest(prompts[i], 12)));
+    ASSERT_EQ(alone.back().status, GANNET_OK) << alone.back().message;
+  }
+  std::set<uint64_t> ids;
+  std::vector<uint64_t> order;
+  for (int i = 0; i < n; ++i) {
+    gannet_request_t r = GreedyRequest(prompts[i], 12);
+    uint64_t id;
+    ASSERT_EQ(gannet_engine_submit(fp8, &r, &id), GANNET_OK) << gannet_last_error_message();
+    ids.insert(id);
+    order.push_back(id);
+  }
+  auto outcomes = WaitAll(fp8, ids);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(outcomes[order[i]].tokens, alone[i].tokens) << i;
+  gannet_engine_destroy(fp8);
+  gannet_engine_destroy(ref);
+}
+
+TEST(CapiEngineTest, Fp8KvKeepsTheTrainedModelsGreedyText) {
+  gannet_engine_t* ref = CreateTinyEngine("trained");
+  gannet_engine_t* fp8 = CreateTinyEngine("trained", [](gannet_engine_config_t* c) {
+    c->kv_cache_dtype = "fp8_e4m3";
+  });
+  ASSERT_NE(ref, nullptr);
+  ASSERT_NE(fp8, nullptr);
+  int same = 0, total = 0;
+  for (int i = 0; i < 8; ++i) {
+    const std::vector<int32_t> prompt = MakePrompt(3000 + i, 24);
+    const Outcome x = RunAlone(ref, GreedyRequest(prompt, 32));
+    const Outcome y = RunAlone(fp8, GreedyRequest(prompt, 32));
+    ASSERT_EQ(y.status, GANNET_OK) << y.message;
+    // Tokens up to the first difference (then the contexts differ).
+    size_t k = 0;
+    while (k < x.tokens.size() && k < y.tokens.size() && x.tokens[k] == y.tokens[k]) ++k;
+    same += static_cast<int>(k);
+    total += static_cast<int>(x.tokens.size());
+  }
+  std::printf("[ note ] trained model, FP8 vs f32 KV: %d of %d greedy tokens before the first "
+              "difference\n", same, total);
+  EXPECT_GE(same * 2, total) << same << " of " << total;  // at least half (measured 190 of 256)
+  gannet_engine_destroy(fp8);
+  gannet_engine_destroy(ref);
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, PerVariant, ::testing::ValuesIn(TargetVariants()),

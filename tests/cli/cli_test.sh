@@ -39,6 +39,12 @@ ids=$(tail -n 1 "$tmp/g1")
 "$gannet" generate -m "$tiny/e4b" --prompt-ids 2,120,130,140 -n 8 --ids --ignore-eos -q --no-stream > "$tmp/g2"
 cmp -s "$tmp/g1" "$tmp/g2"; check "greedy is deterministic; --no-stream prints the same" $?
 
+"$gannet" generate -m "$tiny/e4b" --backend cpu --kv-cache-dtype fp8 --prompt-ids 2,120,130,140 -n 8 --ids --ignore-eos > "$tmp/fp8" 2> "$tmp/fp8_err"
+check "--kv-cache-dtype fp8 generates" $?
+contains "$tmp/fp8_err" "fp8_e4m3"; check "the banner names the KV cache type" $?
+"$gannet" generate -m "$tiny/e4b" --backend cpu --kv-cache-dtype int4 -p hi > /dev/null 2> "$tmp/fp8_bad"; [ $? -eq 1 ] && contains "$tmp/fp8_bad" "kv_cache_dtype 'int4'"
+check "an unknown KV cache type is named" $?
+
 echo "The quick brown fox" | "$gannet" generate -m "$tiny/31b" -n 6 --ids > "$tmp/stdin_out" 2> "$tmp/stdin_err"
 check "prompt from stdin" $?
 contains "$tmp/stdin_err" "prompt tokens" && contains "$tmp/stdin_err" "TTFT"; check "stats on stderr" $?
