@@ -1,5 +1,5 @@
-// hd256 prefill over an FP8 KV cache: 32 rows, 32-key tiles, 4 warps, 2 FP8 staging stages and
-// one bf16 tile (~88 KB: one configuration for every sm_80+ part).
+// hd256 prefill over an FP8 KV cache: the bf16 kernel's tiles (64 rows, 64-key tiles, 8 warps)
+// with 2 FP8 staging stages and one bf16 tile (~185 KB: sm_90 and sm_100 class parts).
 #include "kernels/attention/sm80/flash_prefill_sm80.cuh"
 
-GANNET_DEFINE_FLASH_PREFILL(PrefillHd256Fp8, 256, 32, 32, 2, 2, 2, true)
+GANNET_DEFINE_FLASH_PREFILL(PrefillHd256Fp8, 256, 64, 64, 4, 2, 2, true)
