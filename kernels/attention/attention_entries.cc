@@ -143,6 +143,8 @@ GANNET_FLASH_ENTRY(kSm80DecodeHd256Fp8Small, "sm80_hd256_fp8_split_small", Op::k
 GANNET_FLASH_ENTRY(kSm80DecodeHd512Fp8Small, "sm80_hd512_fp8_split_small", Op::kAttentionDecode, DecodeHd512Fp8Small, 512, 16, 1, ElemType::kF8E4M3)
 GANNET_FLASH_ENTRY(kSm80PrefillHd256Fp8, "sm80_hd256_fp8_prefill", Op::kAttentionPrefill, PrefillHd256Fp8, 256, 0, 2, ElemType::kF8E4M3)
 GANNET_FLASH_ENTRY(kSm80PrefillHd512Fp8, "sm80_hd512_fp8_prefill", Op::kAttentionPrefill, PrefillHd512Fp8, 512, 0, 2, ElemType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80PrefillHd256Fp8Small, "sm80_hd256_fp8_prefill_small", Op::kAttentionPrefill, PrefillHd256Fp8Small, 256, 0, 1, ElemType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80PrefillHd512Fp8Small, "sm80_hd512_fp8_prefill_small", Op::kAttentionPrefill, PrefillHd512Fp8Small, 512, 0, 1, ElemType::kF8E4M3)
 
 const KernelEntry kSm75GenericDecode = {
     "sm75_generic_bf16_decode", Op::kAttentionDecode, 75, kAnyNewer, ProblemPredicate{}, 0,
@@ -179,6 +181,8 @@ FlashConfig (*FlashConfigOf(const KernelEntry& entry))() {
       {&kSm80DecodeHd512Fp8Small, FlashConfigDecodeHd512Fp8Small},
       {&kSm80PrefillHd256Fp8, FlashConfigPrefillHd256Fp8},
       {&kSm80PrefillHd512Fp8, FlashConfigPrefillHd512Fp8},
+      {&kSm80PrefillHd256Fp8Small, FlashConfigPrefillHd256Fp8Small},
+      {&kSm80PrefillHd512Fp8Small, FlashConfigPrefillHd512Fp8Small},
   };
   for (const Known& k : known) {
     if (k.entry == &entry) return k.config;

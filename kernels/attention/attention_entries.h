@@ -25,6 +25,8 @@ extern const KernelEntry kSm80DecodeHd256Fp8Small;
 extern const KernelEntry kSm80DecodeHd512Fp8Small;
 extern const KernelEntry kSm80PrefillHd256Fp8;
 extern const KernelEntry kSm80PrefillHd512Fp8;
+extern const KernelEntry kSm80PrefillHd256Fp8Small;
+extern const KernelEntry kSm80PrefillHd512Fp8Small;
 extern const KernelEntry kSm75GenericFp8Decode;
 extern const KernelEntry kSm75GenericFp8Prefill;
 

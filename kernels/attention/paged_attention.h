@@ -90,7 +90,9 @@ inline size_t FlashWorkspaceBytes(const FlashConfig& c, int grid_tiles, int num_
   X(DecodeHd256Fp8Small)        \
   X(DecodeHd512Fp8Small)        \
   X(PrefillHd256Fp8)            \
-  X(PrefillHd512Fp8)
+  X(PrefillHd512Fp8)            \
+  X(PrefillHd256Fp8Small)       \
+  X(PrefillHd512Fp8Small)
 
 // Per configuration: its FlashConfig and its launcher. `num_splits` >= 1; workspace as above.
 #define GANNET_DECLARE_FLASH(name)                                                         \

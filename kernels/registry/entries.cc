@@ -30,7 +30,9 @@ std::span<const KernelEntry* const> AllEntries() {
       &kSm80PrefillHd256Small,
       &kSm75GenericPrefill,
       &kSm80PrefillHd512Fp8,
+      &kSm80PrefillHd512Fp8Small,
       &kSm80PrefillHd256Fp8,
+      &kSm80PrefillHd256Fp8Small,
       &kSm75GenericFp8Prefill,
       // linear.gemv
       &kSm75GemvBf16,
