@@ -94,6 +94,56 @@ TEST_F(RegistryTest, FallsBackToSmallerTilesWhenSharedMemoryIsShort) {
   EXPECT_STREQ(s.entry->name, "sm75_generic_bf16_decode");
 }
 
+// The KV type is part of the problem class: FP8 caches get FP8 entries only (large tiles where the
+// shared memory allows, the small ones on ~100 KB parts, the CUDA-core kernel on sm_75 or when
+// nothing else fits), and a bf16 cache never gets an FP8 entry.
+TEST_F(RegistryTest, Fp8CachesGetFp8EntriesOnly) {
+  auto fp8 = [](ProblemKey pk) {
+    pk.kv_type = ElemType::kF8E4M3;
+    return pk;
+  };
+  for (const KernelEntry* e : AllEntries()) {
+    const bool is_fp8 = std::string(e->name).find("_fp8_") != std::string::npos;
+    if (e->op != Op::kAttentionDecode && e->op != Op::kAttentionPrefill) continue;
+    EXPECT_EQ(e->predicate.kv_type == ElemType::kF8E4M3, is_fp8) << e->name;
+  }
+  if (EffectiveArch(90) >= 80) {
+    const DeviceInfo hopper = Device(90);
+    struct Want {
+      ProblemKey pk;
+      const char* name;
+    };
+    for (const Want& w : {Want{Attention(Op::kAttentionDecode, 256, 32, 16), "sm80_hd256_fp8_split"},
+                          Want{Attention(Op::kAttentionDecode, 512, 32, 4), "sm80_hd512_fp8_split"},
+                          Want{Attention(Op::kAttentionPrefill, 256, 32, 16, 300), "sm80_hd256_fp8_prefill"},
+                          Want{Attention(Op::kAttentionPrefill, 512, 32, 4, 300), "sm80_hd512_fp8_prefill"}}) {
+      Selection s = Select(fp8(w.pk), hopper);
+      ASSERT_NE(s.entry, nullptr) << s.error;
+      EXPECT_STREQ(s.entry->name, w.name);
+      s = Select(w.pk, hopper);  // the same problem over a bf16 cache
+      ASSERT_NE(s.entry, nullptr) << s.error;
+      EXPECT_EQ(std::string(s.entry->name).find("_fp8_"), std::string::npos) << s.entry->name;
+    }
+  }
+  if (EffectiveArch(89) >= 80) {
+    const DeviceInfo ada = Device(89, 101376);
+    Selection s = Select(fp8(Attention(Op::kAttentionPrefill, 512, 32, 4, 100)), ada);
+    ASSERT_NE(s.entry, nullptr) << s.error;
+    EXPECT_STREQ(s.entry->name, "sm80_hd512_fp8_prefill_small");
+    s = Select(fp8(Attention(Op::kAttentionDecode, 256, 32, 16)), ada);
+    ASSERT_NE(s.entry, nullptr) << s.error;
+    EXPECT_EQ(std::string(s.entry->name).rfind("sm80_hd256_fp8_split", 0), 0u) << s.entry->name;
+    s = Select(fp8(Attention(Op::kAttentionDecode, 512, 32, 4)), Device(89, 49152));
+    ASSERT_NE(s.entry, nullptr) << s.error;
+    EXPECT_STREQ(s.entry->name, "sm75_generic_fp8_decode");
+  }
+  if (EffectiveArch(75) == 75) {
+    Selection s = Select(fp8(Attention(Op::kAttentionPrefill, 256, 8, 2, 50)), Device(75, 65536));
+    ASSERT_NE(s.entry, nullptr) << s.error;
+    EXPECT_STREQ(s.entry->name, "sm75_generic_fp8_prefill");
+  }
+}
+
 TEST_F(RegistryTest, OlderArchsGetTheGenericKernel) {
   if (EffectiveArch(75) != 75) GTEST_SKIP() << "binary carries no sm_75 code";
   Selection s = Select(Attention(Op::kAttentionDecode, 512, 32, 4), Device(75, 65536));
