@@ -115,12 +115,6 @@ __device__ __forceinline__ uint32_t Fp8x2ToF16x2(uint32_t two_bytes) {
   return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
 }
 
-// A bf16x2 register -> fp16x2 (Q fragments of the FP8 paths; q stays far inside fp16's range).
-__device__ __forceinline__ uint32_t Bf16x2ToF16x2(uint32_t v) {
-  const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
-  return PackF16x2(f.x, f.y);
-}
-
 // Two f32 -> one register of two bf16 (low half = first).
 __device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);

@@ -181,10 +181,6 @@ struct KvTileLoader {
         k_base, v_base, sK + stage * kBlockN * kStride, sV + stage * kBlockN * kStride, table,
         page_size, num_kv_heads, kvh, key0 + tile * kBlockN, hi);
   }
-  // The bf16 tiles the MMAs read: the stage itself (nothing to convert).
-  __device__ __forceinline__ void Convert(int) const {}
-  __device__ __forceinline__ const bf16* KTile(int stage) const { return sK + stage * kBlockN * kStride; }
-  __device__ __forceinline__ const bf16* VTile(int stage) const { return sV + stage * kBlockN * kStride; }
   template <int kStages>
   __device__ __forceinline__ void Prime(int n_tiles) const {
 #pragma unroll
@@ -196,10 +192,8 @@ struct KvTileLoader {
 };
 
 // FP8 KV (PagedAttentionParams::kv_fp8). The cp.async pipeline streams FP8 rows and their scales
-// into kStages staging slots (half the bytes of bf16 per key); Convert(stage) then turns one slot
-// into the single bf16 K/V tile the unchanged MMA code reads (value = fp8 * row scale, rounded to
-// bf16 as the bf16 cache would hold it). The kernel calls Convert after the barrier that lands a
-// stage and needs one more barrier before reading the tile (kConverts).
+// into kStages staging slots (half the bytes of bf16 per key), and the kernels' MMAs read them in
+// place in fp16 (E4M3 converts to fp16 exactly): see the decode and prefill kernels' notes.
 template <int kHeadDim, int kBlockN, int kStages>
 struct Fp8Staging {
   // Row padding that keeps the decode kernel's fragment loads conflict-free: a half-warp reads
@@ -223,8 +217,6 @@ struct Fp8KvTileLoader {
   const float* ks_base;
   const float* vs_base;
   uint8_t* staging;  // Staging::kBytes
-  bf16* sK;          // one [kBlockN][kStride] tile each
-  bf16* sV;
   const int32_t* table;
   int page_size, num_kv_heads, kvh;
   int key0;
@@ -266,34 +258,10 @@ struct Fp8KvTileLoader {
       CpAsyncCommit();
     }
   }
-  // Staging slot `stage` -> the bf16 tiles, 8 values per thread step. Needs the slot visible to
-  // every thread (after the stage's barrier); the tiles are ready after the next barrier.
-  __device__ __forceinline__ void Convert(int stage) const {
-    constexpr int kRowChunks = kHeadDim / 8;
-    constexpr int kTileChunks = kBlockN * kRowChunks;
-#pragma unroll 4
-    for (int c = threadIdx.x; c < 2 * kTileChunks; c += kThreads) {
-      const int which = c / kTileChunks;
-      const int r = (c % kTileChunks) / kRowChunks, ch = c % kRowChunks;
-      const uint2 w =
-          *reinterpret_cast<const uint2*>(Rows(stage, which) + r * Staging::RowBytes(which) + ch * 8);
-      const float s = Scales(stage, which)[r];
-      uint32_t out[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 f = Fp8x2ToFloat2(static_cast<uint16_t>((i < 2 ? w.x : w.y) >> (16 * (i & 1))));
-        out[i] = PackBf16x2(f.x * s, f.y * s);
-      }
-      bf16* dst = (which == 0 ? sK : sV) + r * kStride + ch * 8;
-      *reinterpret_cast<uint4*>(dst) = make_uint4(out[0], out[1], out[2], out[3]);
-    }
-  }
-  __device__ __forceinline__ const bf16* KTile(int) const { return sK; }
-  __device__ __forceinline__ const bf16* VTile(int) const { return sV; }
 };
 
 // The KV tile loader of a kernel's traits (bf16 or FP8 cache) over its shared memory: the bf16
-// tiles at sK/sV (kStages of them, or one for FP8) and, for FP8, the staging area after them.
+// tiles at sK/sV, or the FP8 staging stages.
 template <typename Tr>
 __device__ __forceinline__ auto MakeKvLoader(const PagedAttentionParams& p, const SplitWork& work,
                                              const TileRange& t, int kvh, bf16* sK, bf16* sV,
@@ -302,7 +270,7 @@ __device__ __forceinline__ auto MakeKvLoader(const PagedAttentionParams& p, cons
   if constexpr (Tr::kFp8) {
     return Fp8KvTileLoader<Tr::kHeadDim, Tr::kBlockN, Tr::kThreads, Tr::kStride, Tr::kStages>{
         static_cast<const uint8_t*>(p.k_cache), static_cast<const uint8_t*>(p.v_cache), p.k_scale,
-        p.v_scale, staging, sK, sV, work.table, p.page_size, p.num_kv_heads, kvh, key0, t.hi};
+        p.v_scale, staging, work.table, p.page_size, p.num_kv_heads, kvh, key0, t.hi};
   } else {
     return KvTileLoader<Tr::kHeadDim, Tr::kBlockN, Tr::kThreads, Tr::kStride>{
         static_cast<const bf16*>(p.k_cache), static_cast<const bf16*>(p.v_cache), sK, sV,
@@ -310,15 +278,55 @@ __device__ __forceinline__ auto MakeKvLoader(const PagedAttentionParams& p, cons
   }
 }
 
-// Shared memory of a kernel's K/V: bf16 tiles (kStages, or one with FP8) plus FP8 staging.
-template <int kHeadDim, int kBlockN, int kStages, bool kFp8>
-struct KvSmem {
-  static constexpr int kStride = kHeadDim + 8;
-  static constexpr int kBf16Stages = kFp8 ? 1 : kStages;
-  static constexpr int kTileBytes = kBlockN * kStride * 2;
-  static constexpr int kStagingBytes = kFp8 ? Fp8Staging<kHeadDim, kBlockN, kStages>::kBytes : 0;
-  static constexpr int kBytes = 2 * kBf16Stages * kTileBytes + kStagingBytes;
-};
+// Q of an FP8 kernel, once it has landed in sQ (bf16): made fp16 and permuted within every 32-dim
+// block so that an ldmatrix A fragment pairs with the K fragment of an 8-byte FP8 load: shared
+// column 16 s + 8 h + 2 t + e holds dim 8 t + 4 s + 2 h + e (step s of the pair, a0/a2 half h,
+// lane t, element e). Each thread permutes whole blocks, so in place is safe.
+template <int kHeadDim, int kBlockM, int kThreads, int kStride>
+__device__ __forceinline__ void PermuteQForFp8(bf16* sQ) {
+  constexpr int kBlocks = kBlockM * kHeadDim / 32;
+  for (int b = threadIdx.x; b < kBlocks; b += kThreads) {
+    bf16* blk = sQ + (b / (kHeadDim / 32)) * kStride + (b % (kHeadDim / 32)) * 32;
+    float v[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) v[i] = __bfloat162float(blk[i]);
+    __half* out = reinterpret_cast<__half*>(blk);
+#pragma unroll
+    for (int c = 0; c < 32; ++c) {
+      const int s = c >> 4, h = (c >> 3) & 1, t = (c >> 1) & 3, e = c & 1;
+      out[c] = __float2half_rn(v[8 * t + 4 * s + 2 * h + e]);
+    }
+  }
+}
+
+// The V operand of an FP8 P.V: lane (g, t) takes keys 2t, 2t + 1, 2t + 8, 2t + 9 of a 16-key step
+// and owns kDT output dims g kDT .. g kDT + kDT - 1 (one contiguous load per key row);
+// `src` points at key 2t's first owned byte.
+template <int kDT>
+__device__ __forceinline__ void LoadFp8VRows(const uint8_t* src, int row_bytes, uint32_t (&rows)[4][kDT / 4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint4* q = reinterpret_cast<const uint4*>(src + ((i & 1) + (i >> 1) * 8) * row_bytes);
+    if constexpr (kDT == 8) {
+      const uint2 v = *reinterpret_cast<const uint2*>(q);
+      rows[i][0] = v.x, rows[i][1] = v.y;
+    } else {
+      static_assert(kDT % 16 == 0, "8, 16 or 32 dims a lane");
+#pragma unroll
+      for (int w = 0; w < kDT / 16; ++w) {
+        const uint4 v = q[w];
+        rows[i][4 * w] = v.x, rows[i][4 * w + 1] = v.y, rows[i][4 * w + 2] = v.z, rows[i][4 * w + 3] = v.w;
+      }
+    }
+  }
+}
+// B fragment of output n-tile dt: byte dt of keys (2t, 2t + 1) and (2t + 8, 2t + 9), as fp16.
+template <int kWords>
+__device__ __forceinline__ void Fp8VFragment(const uint32_t (&rows)[4][kWords], int dt, uint32_t* b) {
+  const uint32_t sel = (dt & 3) | ((4 + (dt & 3)) << 4);
+  b[0] = Fp8x2ToF16x2(__byte_perm(rows[0][dt >> 2], rows[1][dt >> 2], sel) & 0xFFFFu);
+  b[1] = Fp8x2ToF16x2(__byte_perm(rows[2][dt >> 2], rows[3][dt >> 2], sel) & 0xFFFFu);
+}
 
 // The epilogue every flash kernel shares. A warp holds rows r_lo and r_lo + 8 of the tile (the
 // m16n8 accumulator layout) for its dims [col0, col0 + 8 kDT): without splits it writes the

@@ -17,7 +17,7 @@
 // from there in fp16 (E4M3 converts to fp16 exactly, one cvt per pair on sm_89+). Reduction and
 // output dims may be permuted freely as long as both operands agree, which makes every lane's
 // bytes contiguous: in S = Q K^T, lane (g, t) takes dims 8t .. 8t + 7 of each 32-dim block for
-// its k slots (one 8-byte load of key g; Q's fragments are loaded with the same map), and in
+// its k slots (one 8-byte load of key g; Q is permuted to match once, PermuteQForFp8), and in
 // O = P V it owns output dims g kDT .. g kDT + kDT - 1 of the warp's slice (one 8/16-byte load per
 // key row, bytes paired across rows with byte_perm), which the epilogue maps back (kDimMajor).
 // The row scales are folded in where they are constant: a key's K scale multiplies its S column,
@@ -95,22 +95,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   uint32_t aq[Tr::kKSteps][4];
   CpAsyncWait<kStages - 2>();
   __syncthreads();
+  if constexpr (Tr::kFp8) {
+    PermuteQForFp8<kHeadDim, kBlockM, Tr::kThreads, kStride>(sQ);  // fp16, K's dim order
+    __syncthreads();
+  }
 #pragma unroll
   for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-    if constexpr (Tr::kFp8) {
-      // Block of 32 dims at d0 + 16 (ks & ~1); lane (g, t) holds dims 8t .. 8t + 7 of it: the
-      // first four for step ks (slots 2t, 2t+1 <- 8t, 8t+1; 2t+8, 2t+9 <- 8t+2, 8t+3), the rest
-      // for ks + 1. Rows g (a0, a2) and g + 8 (a1, a3).
-      const bf16* q0 = sQ + (lane >> 2) * kStride + d0 + (ks & ~1) * 16 + (lane & 3) * 8 + (ks & 1) * 4;
-      const bf16* q1 = q0 + 8 * kStride;
-      aq[ks][0] = Bf16x2ToF16x2(*reinterpret_cast<const uint32_t*>(q0));
-      aq[ks][1] = Bf16x2ToF16x2(*reinterpret_cast<const uint32_t*>(q1));
-      aq[ks][2] = Bf16x2ToF16x2(*reinterpret_cast<const uint32_t*>(q0 + 2));
-      aq[ks][3] = Bf16x2ToF16x2(*reinterpret_cast<const uint32_t*>(q1 + 2));
-    } else {
-      LdMatrixX4(aq[ks][0], aq[ks][1], aq[ks][2], aq[ks][3],
-                 sQ + (lane & 15) * kStride + d0 + ks * 16 + (lane >> 4) * 8);
-    }
+    LdMatrixX4(aq[ks][0], aq[ks][1], aq[ks][2], aq[ks][3],
+               sQ + (lane & 15) * kStride + d0 + ks * 16 + (lane >> 4) * 8);
   }
 
   float acc_o[Tr::kDT][4];
@@ -259,27 +251,13 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       if constexpr (Tr::kFp8) {
         // B[k][n] = V[key k][dim]: lane (g, t) takes keys 2t, 2t + 1, 2t + 8, 2t + 9 and owns dims
         // d0 + g kDT + dt, one contiguous load per key row; byte dt of two rows makes a pair.
-        constexpr int kWords = Tr::kDT / 4;
-        uint32_t rows[4][kWords];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const uint8_t* src = v8 + (kk * 16 + (lane & 3) * 2 + (i & 1) + (i >> 1) * 8) * Fp8::kVRowBytes +
-                               d0 + (lane >> 2) * Tr::kDT;
-          if constexpr (kWords == 2) {
-            const uint2 v = *reinterpret_cast<const uint2*>(src);
-            rows[i][0] = v.x, rows[i][1] = v.y;
-          } else {
-            static_assert(kWords == 4, "kDT 8 or 16");
-            const uint4 v = *reinterpret_cast<const uint4*>(src);
-            rows[i][0] = v.x, rows[i][1] = v.y, rows[i][2] = v.z, rows[i][3] = v.w;
-          }
-        }
+        uint32_t rows[4][Tr::kDT / 4];
+        LoadFp8VRows<Tr::kDT>(v8 + (kk * 16 + (lane & 3) * 2) * Fp8::kVRowBytes + d0 + (lane >> 2) * Tr::kDT,
+                              Fp8::kVRowBytes, rows);
 #pragma unroll
         for (int dt = 0; dt < Tr::kDT; ++dt) {
-          const uint32_t sel = (dt & 3) | ((4 + (dt & 3)) << 4);
           uint32_t b[2];
-          b[0] = Fp8x2ToF16x2(__byte_perm(rows[0][dt >> 2], rows[1][dt >> 2], sel) & 0xFFFFu);
-          b[1] = Fp8x2ToF16x2(__byte_perm(rows[2][dt >> 2], rows[3][dt >> 2], sel) & 0xFFFFu);
+          Fp8VFragment(rows, dt, b);
           MmaF16(acc_o[dt], pa[kk], b);
         }
       } else {

@@ -13,6 +13,10 @@
 //   accumulator registers per thread, not 256.
 // - With num_splits > 1 each split writes a partial and FlashCombineKernel merges them. The grid
 //   depends only on (num_tokens, num_seqs, kv heads, num_splits); ranges come from device metadata.
+// - FP8 KV (kFp8): as in the decode kernel, the MMAs read the FP8 stages in place in fp16 with
+//   permuted reduction and output dims; Q is permuted (and made fp16) in shared memory once, so
+//   its ldmatrix fragments match K's 8-byte loads; P is stored as fp16 with the keys' V scales
+//   folded in (over the tile's largest, so P' <= 1), and the K scales multiply S's columns.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -46,10 +50,12 @@ struct PrefillTraits {
   static constexpr int kStride = kHeadDim + 8;
   static constexpr int kPStride = kBlockN + 8;
   static constexpr int kQBytes = kBlockM * kStride * 2;
-  using Kv = KvSmem<kHeadDim, kBlockN, kStages, kFp8>;
+  using Fp8 = Fp8Staging<kHeadDim, kBlockN, kStages>;
+  // bf16: kStages K and V tiles; FP8: the staging stages alone (read in place).
+  static constexpr int kKvBytes = kFp8 ? Fp8::kBytes : 2 * kStages * kBlockN * kStride * 2;
   static constexpr int kPBytes = kBlockM * kPStride * 2;
   static constexpr int kRedBytes = 2 * kWarpsN * kBlockM * 4;
-  static constexpr int kSmemBytes = kQBytes + Kv::kBytes + kPBytes + kRedBytes + kBlockM * 4;
+  static constexpr int kSmemBytes = kQBytes + kKvBytes + kPBytes + kRedBytes + kBlockM * 4;
   static_assert(kBlockM == 16 * kWarpsM, "each warp owns 16 query rows");
   static_assert(kNT >= 1 && kKeysPerWarp % 8 == 0, "each warp needs whole 8-key n-tiles");
   static_assert(kDT % 2 == 0, "P.V loads two 8-dim n-tiles per ldmatrix.x4.trans");
@@ -66,10 +72,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);
-  bf16* sK = reinterpret_cast<bf16*>(smem + Tr::kQBytes);
-  bf16* sV = sK + Tr::Kv::kBf16Stages * kBlockN * kStride;
-  uint8_t* staging = reinterpret_cast<uint8_t*>(sV + Tr::Kv::kBf16Stages * kBlockN * kStride);
-  bf16* sP = reinterpret_cast<bf16*>(staging + Tr::Kv::kStagingBytes);
+  bf16* sK = reinterpret_cast<bf16*>(smem + Tr::kQBytes);  // bf16 only
+  bf16* sV = sK + kStages * kBlockN * kStride;
+  uint8_t* staging = smem + Tr::kQBytes;                    // FP8 only
+  bf16* sP = reinterpret_cast<bf16*>(smem + Tr::kQBytes + Tr::kKvBytes);
   float* sMax = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sP) + Tr::kPBytes);
   float* sSum = sMax + Tr::kWarpsN * kBlockM;
   int* sPos = reinterpret_cast<int*>(sSum + Tr::kWarpsN * kBlockM);
@@ -90,6 +96,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   const int n_tiles = work.n_tiles;
   const auto load_tile = MakeKvLoader<Tr>(p, work, t, kvh, sK, sV, staging);
   load_tile.template Prime<kStages>(n_tiles);
+  using Fp8 = typename Tr::Fp8;
 
   float acc_o[Tr::kDT][4];
 #pragma unroll
@@ -102,12 +109,20 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   for (int it = 0; it < n_tiles; ++it) {
     CpAsyncWait<kStages - 2>();
     __syncthreads();  // tile `it` visible to all; stage (it - 1) % kStages free again
-    load_tile.Convert(it % kStages);  // FP8: the landed stage -> the bf16 tiles
+    if constexpr (Tr::kFp8) {
+      if (it == 0) {  // Q has landed: make it fp16 in K's permuted dim order, once
+        PermuteQForFp8<kHeadDim, kBlockM, Tr::kThreads, kStride>(sQ);
+        __syncthreads();
+      }
+    }
     if (it + kStages - 1 < n_tiles) load_tile((it + kStages - 1) % kStages, it + kStages - 1);
     CpAsyncCommit();
-    if constexpr (Tr::kFp8) __syncthreads();  // the converted tiles, visible to every warp
-    const bf16* cK = load_tile.KTile(it % kStages);
-    const bf16* cV = load_tile.VTile(it % kStages);
+    const bf16* cK = sK + (it % kStages) * kBlockN * kStride;
+    const bf16* cV = sV + (it % kStages) * kBlockN * kStride;
+    const uint8_t* k8 = staging + (it % kStages) * Fp8::kStageBytes;  // FP8: rows and scales
+    const uint8_t* v8 = k8 + Fp8::kKTileBytes;
+    const float* k_sc = reinterpret_cast<const float*>(v8 + Fp8::kVTileBytes);
+    const float* v_sc = k_sc + kBlockN;
     const int key0 = t.lo + (work.t_begin + it) * kBlockN;
 
     // ---- S = Q K^T for this warp's 16 rows x kKeysPerWarp keys ----
@@ -123,11 +138,22 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 #pragma unroll
       for (int nt = 0; nt < Tr::kNT; ++nt) {
         uint32_t b[4];
-        const bf16* kb =
-            cK + (wn * Tr::kKeysPerWarp + nt * 8 + (lane & 7)) * kStride + kk * 16 + (lane >> 3) * 8;
-        LdMatrixX4(b[0], b[1], b[2], b[3], kb);
-        MmaBf16(acc_s[nt], a0, b);
-        MmaBf16(acc_s[nt], a1, b + 2);
+        if constexpr (Tr::kFp8) {
+          const uint2 w = *reinterpret_cast<const uint2*>(
+              k8 + (wn * Tr::kKeysPerWarp + nt * 8 + (lane >> 2)) * Fp8::kKRowBytes + kk * 16 + (lane & 3) * 8);
+          b[0] = Fp8x2ToF16x2(w.x & 0xFFFFu);
+          b[1] = Fp8x2ToF16x2(w.x >> 16);
+          b[2] = Fp8x2ToF16x2(w.y & 0xFFFFu);
+          b[3] = Fp8x2ToF16x2(w.y >> 16);
+          MmaF16(acc_s[nt], a0, b);
+          MmaF16(acc_s[nt], a1, b + 2);
+        } else {
+          const bf16* kb =
+              cK + (wn * Tr::kKeysPerWarp + nt * 8 + (lane & 7)) * kStride + kk * 16 + (lane >> 3) * 8;
+          LdMatrixX4(b[0], b[1], b[2], b[3], kb);
+          MmaBf16(acc_s[nt], a0, b);
+          MmaBf16(acc_s[nt], a1, b + 2);
+        }
       }
     }
 
@@ -136,6 +162,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int nt = 0; nt < Tr::kNT; ++nt) {
+      if constexpr (Tr::kFp8) {  // each key's K scale
+        const float2 ks2 = *reinterpret_cast<const float2*>(k_sc + wn * Tr::kKeysPerWarp + nt * 8 + (lane & 3) * 2);
+        acc_s[nt][0] *= ks2.x, acc_s[nt][1] *= ks2.y, acc_s[nt][2] *= ks2.x, acc_s[nt][3] *= ks2.y;
+      }
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int key = key0 + wn * Tr::kKeysPerWarp + nt * 8 + (lane & 3) * 2 + (j & 1);
@@ -167,7 +197,17 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       m_run[h] = m_new;
     }
 
-    // ---- P = exp2(S - m) to shared memory (bf16), partial row sums ----
+    // ---- P = exp2(S - m) to shared memory (bf16; FP8: fp16 with V scales), partial row sums ----
+    float v_max = 1.f;  // FP8: the tile's largest V scale
+    if constexpr (Tr::kFp8) {
+      v_max = 0.f;
+#pragma unroll
+      for (int k = 0; k < kBlockN; k += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(v_sc + k);
+        v_max = fmaxf(v_max, fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
+      }
+      v_max = v_max > 0.f ? v_max : 1.f;
+    }
     float sum[2] = {0.f, 0.f};
 #pragma unroll
     for (int nt = 0; nt < Tr::kNT; ++nt) {
@@ -178,8 +218,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       sum[0] += p0 + p1;
       sum[1] += p2 + p3;
       const int col = wn * Tr::kKeysPerWarp + nt * 8 + (lane & 3) * 2;
-      *reinterpret_cast<uint32_t*>(sP + r_lo * kPStride + col) = PackBf16x2(p0, p1);
-      *reinterpret_cast<uint32_t*>(sP + (r_lo + 8) * kPStride + col) = PackBf16x2(p2, p3);
+      if constexpr (Tr::kFp8) {
+        const float2 vs = *reinterpret_cast<const float2*>(v_sc + col);
+        const float w0 = vs.x / v_max, w1 = vs.y / v_max;
+        *reinterpret_cast<uint32_t*>(sP + r_lo * kPStride + col) = PackF16x2(p0 * w0, p1 * w1);
+        *reinterpret_cast<uint32_t*>(sP + (r_lo + 8) * kPStride + col) = PackF16x2(p2 * w0, p3 * w1);
+      } else {
+        *reinterpret_cast<uint32_t*>(sP + r_lo * kPStride + col) = PackBf16x2(p0, p1);
+        *reinterpret_cast<uint32_t*>(sP + (r_lo + 8) * kPStride + col) = PackBf16x2(p2, p3);
+      }
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -198,12 +245,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       for (int w = 0; w < Tr::kWarpsN; ++w) s += sSum[w * kBlockM + r_lo + 8 * h];
       l_run[h] = l_run[h] * alpha[h] + s;
     }
+    // FP8: the accumulator in units of the tile's v_max while this tile's P'.V adds in.
+    const float a0 = alpha[0] / v_max, a1 = alpha[1] / v_max;
 #pragma unroll
     for (int dt = 0; dt < Tr::kDT; ++dt) {
-      acc_o[dt][0] *= alpha[0];
-      acc_o[dt][1] *= alpha[0];
-      acc_o[dt][2] *= alpha[1];
-      acc_o[dt][3] *= alpha[1];
+      acc_o[dt][0] *= a0;
+      acc_o[dt][1] *= a0;
+      acc_o[dt][2] *= a1;
+      acc_o[dt][3] *= a1;
     }
 
     // ---- O[:, slice] += P V[:, slice] ----
@@ -212,20 +261,40 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       uint32_t a[4];
       LdMatrixX4(a[0], a[1], a[2], a[3],
                  sP + (wm * 16 + (lane & 15)) * kPStride + kk * 16 + (lane >> 4) * 8);
+      if constexpr (Tr::kFp8) {
+        uint32_t rows[4][Tr::kDT / 4];
+        LoadFp8VRows<Tr::kDT>(v8 + (kk * 16 + (lane & 3) * 2) * Fp8::kVRowBytes + wn * Tr::kDimsPerWarp +
+                                  (lane >> 2) * Tr::kDT,
+                              Fp8::kVRowBytes, rows);
 #pragma unroll
-      for (int dt = 0; dt < Tr::kDT; dt += 2) {
-        uint32_t b[4];
-        const bf16* vb = cV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride +
-                         wn * Tr::kDimsPerWarp + dt * 8 + (lane >> 4) * 8;
-        LdMatrixX4Trans(b[0], b[1], b[2], b[3], vb);
-        MmaBf16(acc_o[dt], a, b);
-        MmaBf16(acc_o[dt + 1], a, b + 2);
+        for (int dt = 0; dt < Tr::kDT; ++dt) {
+          uint32_t b[2];
+          Fp8VFragment(rows, dt, b);
+          MmaF16(acc_o[dt], a, b);
+        }
+      } else {
+#pragma unroll
+        for (int dt = 0; dt < Tr::kDT; dt += 2) {
+          uint32_t b[4];
+          const bf16* vb = cV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride +
+                           wn * Tr::kDimsPerWarp + dt * 8 + (lane >> 4) * 8;
+          LdMatrixX4Trans(b[0], b[1], b[2], b[3], vb);
+          MmaBf16(acc_o[dt], a, b);
+          MmaBf16(acc_o[dt + 1], a, b + 2);
+        }
+      }
+    }
+    if constexpr (Tr::kFp8) {
+#pragma unroll
+      for (int dt = 0; dt < Tr::kDT; ++dt) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc_o[dt][j] *= v_max;
       }
     }
   }
   CpAsyncWait<0>();
 
-  StoreFlashResult<kHeadDim, kBlockM, Tr::kDT>(p, t, group, kvh, split, num_splits, workspace, acc_o,
+  StoreFlashResult<kHeadDim, kBlockM, Tr::kDT, Tr::kFp8>(p, t, group, kvh, split, num_splits, workspace, acc_o,
                                                m_run, l_run, r_lo, wn * Tr::kDimsPerWarp, wn == 0);
 #endif
 }

@@ -1,5 +1,5 @@
 // hd512 prefill over an FP8 KV cache for ~100 KB shared-memory parts: 16 rows, 16-key tiles,
-// 2 warps, 2 FP8 staging stages and one bf16 tile (~86 KB).
+// 2 warps, 2 FP8 stages (~52 KB).
 #include "kernels/attention/sm80/flash_prefill_sm80.cuh"
 
 GANNET_DEFINE_FLASH_PREFILL(PrefillHd512Fp8Small, 512, 16, 16, 1, 2, 2, true)
