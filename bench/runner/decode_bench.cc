@@ -32,6 +32,8 @@
 
 #include "bench/common/device_refs.h"
 #include "lib/backend/backend_factory.h"
+#include "lib/common/dtype.h"
+#include "lib/common/status.h"
 #include "lib/model/config.h"
 #include "lib/model/variants.h"
 #include "lib/model/weights.h"
@@ -51,6 +53,7 @@ struct Options {
   int steps = 20;
   int page = 16;
   bool fp8_kv = false;  // --kv fp8: the FP8 E4M3 KV cache (1 byte + a scale per row)
+  bool random_kv = false;  // --random-kv: KV arrays hold random values instead of zeros
   bool graphs = true;
   int tp = 0;  // 0: one device, plain runner; N >= 1: TpRunner over N devices
 };
@@ -78,19 +81,56 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->fp8_kv = std::string(v) == "fp8", ++i;
     } else if (a == "--tp" && v) {
       o->tp = std::atoi(v), ++i;
+    } else if (a == "--random-kv") {
+      o->random_kv = true;
     } else if (a == "--no-graphs") {
       o->graphs = false;
     } else {
       std::fprintf(stderr,
                    "usage: gannet-decode-bench [--model dummy:VARIANT] [--batches 1,16,64]\n"
-                   "  [--context N] [--spread N] [--steps N] [--page N] [--kv bf16|fp8] [--no-graphs]\n"
-                   "  [--tp N]\n");
+                   "  [--context N] [--spread N] [--steps N] [--page N] [--kv bf16|fp8] [--random-kv]\n"
+                   "  [--no-graphs] [--tp N]\n");
       return false;
     }
   }
   return !o->batches.empty() && *std::min_element(o->batches.begin(), o->batches.end()) > 0 &&
          o->context > o->spread && o->spread >= 0 && o->steps > 0 && o->page > 0 && o->tp >= 0 &&
          o->tp <= model::kMaxTensorParallel;
+}
+
+// Random KV in every array (values like a normed head's: N(0, 1) bf16, or FP8 rows with their
+// scales), so the kernels see what a served step sees instead of zero pages.
+absl::Status FillRandomKv(const runner::ModelRunner& r, backend::Backend* be) {
+  const runner::KvStorage& kv = *r.kv();
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  // One random block, repeated: generating every byte on the host would take minutes.
+  constexpr size_t kBlock = size_t{1} << 24;
+  std::vector<uint8_t> block(kBlock);
+  for (size_t i = 0; i < kBlock; i += 2) {
+    const uint16_t b = FloatToBf16(nd(rng));
+    block[i] = static_cast<uint8_t>(b), block[i + 1] = static_cast<uint8_t>(b >> 8);
+  }
+  std::vector<uint8_t> fp8(kBlock);
+  for (uint8_t& b : fp8) b = FloatToFp8E4M3(nd(rng) * 100.f);  // a row of amax ~400
+  for (int l = 0; l < r.config().text.num_hidden_layers; ++l) {
+    if (!kv.layout().layers[l].owns_kv()) continue;
+    const runner::KvStorage::LayerKv& x = kv.Layer(l);
+    for (const backend::Tensor* t : {&x.k, &x.v, &x.k_scale, &x.v_scale}) {
+      if (!t->valid()) continue;
+      const size_t bytes = static_cast<size_t>(t->numel()) * t->elem_bytes();
+      if (t->dtype == DType::kF32) {  // scales: amax / 448 of a unit-variance row, about 1/112
+        GANNET_RETURN_IF_ERROR(be->Fill(*t, 1.0f / 112));
+        continue;
+      }
+      const std::vector<uint8_t>& src = t->dtype == DType::kF8E4M3 ? fp8 : block;
+      for (size_t off = 0; off < bytes; off += kBlock) {
+        GANNET_RETURN_IF_ERROR(be->CopyToDevice(static_cast<uint8_t*>(t->data) + off, src.data(),
+                                                std::min(kBlock, bytes - off)));
+      }
+    }
+  }
+  return be->Synchronize();
 }
 
 int Run(const Options& o) {
@@ -151,6 +191,15 @@ int Run(const Options& o) {
   if (!attached.ok()) {
     std::fprintf(stderr, "decode-bench: %s\n", std::string(attached.message()).c_str());
     return 1;
+  }
+  if (o.random_kv) {
+    absl::Status st = o.tp > 0 ? InvalidArgumentError("--random-kv runs without --tp")
+                               : FillRandomKv(*static_cast<runner::ModelRunner*>(runner->get()),
+                                              group->backends[0].get());
+    if (!st.ok()) {
+      std::fprintf(stderr, "decode-bench: %s\n", std::string(st.message()).c_str());
+      return 1;
+    }
   }
   const auto per_token = kv::KvBytesPerToken(runner::KvLayersOf(c), o.fp8_kv ? 1 : 2,
                                              o.fp8_kv ? kv::KvQuant::kFp8E4M3 : kv::KvQuant::kNone);
