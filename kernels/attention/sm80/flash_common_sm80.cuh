@@ -206,7 +206,6 @@ struct Fp8Staging {
   // Per stage: K rows, V rows, K scales, V scales.
   static constexpr int kStageBytes = kKTileBytes + kVTileBytes + 2 * kBlockN * 4;
   static constexpr int kBytes = kStages * kStageBytes;
-  static constexpr int RowBytes(int which) { return which == 0 ? kKRowBytes : kVRowBytes; }
 };
 
 template <int kHeadDim, int kBlockN, int kThreads, int kStride, int kStages>
