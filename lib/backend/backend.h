@@ -76,8 +76,8 @@ struct OwnedTensor {
 // kv_dtype() (bf16 on CUDA, f32 on the CPU), or of F8E4M3 (kv::KvQuant::kFp8E4M3): then every
 // (token, head) row r has an f32 scale s in k_scale / v_scale, QkvPrep stores
 // FP8(x * 448 / amax(row)) with s = amax(row) / 448 (0 for an all-zero row), and Attention reads
-// x = FP8 * s. Both backends implement the same storage, so the CPU is the FP8 kernels' reference.
-inline constexpr float kFp8E4M3Max = 448.0f;
+// x = FP8 * s (lib/common/dtype.h: QuantizeFp8E4M3Row). Both backends implement the same storage,
+// so the CPU is the FP8 kernels' reference.
 
 struct QkvPrepArgs {
   Tensor qkv;        // [T, (n_q + n_kv * (k_eq_v ? 1 : 2)) * d] (n_kv terms absent if !has_kv)

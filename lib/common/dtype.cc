@@ -1,5 +1,6 @@
 #include "lib/common/dtype.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -120,6 +121,18 @@ uint8_t FloatToFp8E4M3(float f) {
   }
   if (exp > 15 || (exp == 15 && man == 7)) return sign | kMaxFinite;
   return sign | static_cast<uint8_t>((exp << 3) | man);
+}
+
+float QuantizeFp8E4M3Row(const float* x, int64_t n, uint8_t* out) {
+  float amax = 0.f;
+  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float inv = amax > 0.f ? kFp8E4M3Max / amax : 0.f;
+  for (int64_t i = 0; i < n; ++i) out[i] = FloatToFp8E4M3(x[i] * inv);
+  return amax / kFp8E4M3Max;
+}
+
+void DequantizeFp8E4M3Row(const uint8_t* q, int64_t n, float scale, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = Fp8E4M3ToFloat(q[i]) * scale;
 }
 
 }  // namespace gannet

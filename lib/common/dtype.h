@@ -69,4 +69,10 @@ uint16_t FloatToF16(float f);
 float Fp8E4M3ToFloat(uint8_t v);
 uint8_t FloatToFp8E4M3(float f);
 
+// The FP8 KV row (lib/backend/backend.h): `n` values stored as FloatToFp8E4M3(x * 448 / amax) with
+// the scale amax / 448 (0 for an all-zero row), read back as byte * scale. Returns the scale.
+inline constexpr float kFp8E4M3Max = 448.0f;
+float QuantizeFp8E4M3Row(const float* x, int64_t n, uint8_t* out);
+void DequantizeFp8E4M3Row(const uint8_t* q, int64_t n, float scale, float* out);
+
 }  // namespace gannet

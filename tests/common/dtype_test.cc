@@ -74,6 +74,26 @@ TEST(DTypeTest, Fp8E4M3Codes) {
   }
 }
 
+// The FP8 KV row: scale amax / 448, bytes FP8(x / scale), zero rows all zero with scale 0.
+TEST(DTypeTest, Fp8E4M3RowsScaleByTheirAmax) {
+  const float x[5] = {1.0f, -2.0f, 4.0f, 0.0f, 0.3f};
+  uint8_t q[5];
+  const float s = QuantizeFp8E4M3Row(x, 5, q);
+  EXPECT_EQ(s, 4.0f / 448.0f);
+  EXPECT_EQ(q[2], 0x7E);  // the amax element lands on 448
+  EXPECT_EQ(q[0], FloatToFp8E4M3(112.0f));
+  EXPECT_EQ(q[1], FloatToFp8E4M3(-224.0f));
+  EXPECT_EQ(q[3], 0);
+  float back[5];
+  DequantizeFp8E4M3Row(q, 5, s, back);
+  for (int i = 0; i < 5; ++i) EXPECT_NEAR(back[i], x[i], std::fabs(x[i]) / 16 + 1e-7f) << i;
+  EXPECT_EQ(back[2], 4.0f);
+  const float zeros[3] = {0.f, 0.f, 0.f};
+  uint8_t qz[3] = {1, 1, 1};
+  EXPECT_EQ(QuantizeFp8E4M3Row(zeros, 3, qz), 0.0f);
+  EXPECT_EQ(qz[0] | qz[1] | qz[2], 0);
+}
+
 TEST(DTypeTest, F16RoundTrip) {
   for (float f : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f}) {
     EXPECT_EQ(F16ToFloat(FloatToF16(f)), f) << f;

@@ -56,21 +56,14 @@ struct CacheRows {
       std::copy(x, x + d, cache.as<float>() + at);
       return;
     }
-    float amax = 0.f;
-    for (int64_t i = 0; i < d; ++i) amax = std::max(amax, std::fabs(x[i]));
-    const float inv = amax > 0.f ? kFp8E4M3Max / amax : 0.f;
-    uint8_t* q = cache.as<uint8_t>() + at;
-    for (int64_t i = 0; i < d; ++i) q[i] = FloatToFp8E4M3(x[i] * inv);
-    scale.as<float>()[at / d] = amax / kFp8E4M3Max;
+    scale.as<float>()[at / d] = QuantizeFp8E4M3Row(x, d, cache.as<uint8_t>() + at);
   }
   // The row as f32: in place for f32 storage, else dequantised into `tmp` (d floats).
   const float* Read(int64_t slot, int head, float* tmp) const {
     const int64_t d = cache.dim(3);
     const int64_t at = RowOffset(cache, slot, head, page_size, d);
     if (cache.dtype == DType::kF32) return cache.as<float>() + at;
-    const uint8_t* q = cache.as<uint8_t>() + at;
-    const float s = scale.as<float>()[at / d];
-    for (int64_t i = 0; i < d; ++i) tmp[i] = Fp8E4M3ToFloat(q[i]) * s;
+    DequantizeFp8E4M3Row(cache.as<uint8_t>() + at, d, scale.as<float>()[at / d], tmp);
     return tmp;
   }
 };
