@@ -160,6 +160,7 @@ int Run(const Options& o) {
   // never alias a live block.
   const int ring = window > 0 ? window / o.page + 2 : 0;
   const int full_pages = (max_len + o.page - 1) / o.page;
+  const kv::KvQuant quant = o.fp8_kv ? kv::KvQuant::kFp8E4M3 : kv::KvQuant::kNone;
   runner::RunnerOptions ro;
   ro.max_tokens = max_batch;
   ro.max_seqs = max_batch;
@@ -182,10 +183,10 @@ int Run(const Options& o) {
   absl::Status attached = runner.status();
   if (runner.ok()) {
     const kv::PerGroup<bool> present = kv::KvGroupsPresent(runner::KvLayersOf(rc));
-    auto layout = kv::MakeKvLayout(runner::KvLayersOf(rc), o.page, window, o.fp8_kv ? 1 : 2,
+    auto layout = kv::MakeKvLayout(runner::KvLayersOf(rc), o.page, window, kv::KvElementBytes(quant, 2),
                                    {present[0] ? max_batch * ring : 0,
                                     present[1] ? max_batch * full_pages : 0},
-                                   o.fp8_kv ? kv::KvQuant::kFp8E4M3 : kv::KvQuant::kNone);
+                                   quant);
     attached = layout.ok() ? (*runner)->AttachKv(*layout) : layout.status();
   }
   if (!attached.ok()) {
@@ -201,8 +202,7 @@ int Run(const Options& o) {
       return 1;
     }
   }
-  const auto per_token = kv::KvBytesPerToken(runner::KvLayersOf(c), o.fp8_kv ? 1 : 2,
-                                             o.fp8_kv ? kv::KvQuant::kFp8E4M3 : kv::KvQuant::kNone);
+  const auto per_token = kv::KvBytesPerToken(runner::KvLayersOf(c), kv::KvElementBytes(quant, 2), quant);
   const double weight_bytes = static_cast<double>((*runner)->weight_bytes());
   std::printf("decode-bench %s: weights %.2f GB (a batch-1 step reads %.2f GB), KV %.0f + %.0f "
               "bytes/token (sliding, full), "

@@ -134,7 +134,7 @@ absl::Status Run(const Model& m, backend::Backend* be, const Options& o, kv::KvQ
   GANNET_ASSIGN_OR_RETURN(auto runner, runner::ModelRunner::Create(m.config, m.weights, be, ro));
   const std::vector<kv::KvLayerGeometry> layers = runner::KvLayersOf(c);
   const kv::PerGroup<bool> present = kv::KvGroupsPresent(layers);
-  const int32_t bytes = quant == kv::KvQuant::kFp8E4M3 ? 1 : DTypeBits(be->kv_dtype()) / 8;
+  const int32_t bytes = kv::KvElementBytes(quant, DTypeBits(be->kv_dtype()) / 8);
   GANNET_ASSIGN_OR_RETURN(kv::KvLayout layout,
                           kv::MakeKvLayout(layers, o.page, c.sliding_window, bytes,
                                            {present[0] ? pages : 0, present[1] ? pages : 0}, quant));

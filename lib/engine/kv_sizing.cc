@@ -100,7 +100,7 @@ absl::Status CheckWeightsFit(int64_t weight_bytes, int64_t activation_bytes, int
 absl::StatusOr<KvSizing> SizeKvCache(const model::TextConfig& c, const EngineLimits& l,
                                      const KvMemory& memory, int32_t native_dtype_bytes) {
   std::vector<kv::KvLayerGeometry> layers = runner::KvLayersOf(c);
-  const int32_t dtype_bytes = l.kv_quant == kv::KvQuant::kFp8E4M3 ? 1 : native_dtype_bytes;
+  const int32_t dtype_bytes = kv::KvElementBytes(l.kv_quant, native_dtype_bytes);
   kv::KvPlanRequest req;
   kv::KvPoolPlanOptions& po = req.options;
   po.bytes_per_token = kv::KvBytesPerToken(layers, dtype_bytes, l.kv_quant);

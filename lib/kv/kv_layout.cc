@@ -13,11 +13,10 @@ bool MulOk(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(
 PerGroup<int64_t> KvBytesPerToken(absl::Span<const KvLayerGeometry> layers, int64_t dtype_bytes,
                                   KvQuant quant) {
   PerGroup<int64_t> bytes = {0, 0};
-  const int64_t scale = quant == KvQuant::kFp8E4M3 ? kKvScaleBytes : 0;
   for (const KvLayerGeometry& layer : layers) {
     if (!layer.owns_kv()) continue;
     bytes[GroupIndex(layer.group)] +=
-        2 * static_cast<int64_t>(layer.num_kv_heads) * (layer.head_dim * dtype_bytes + scale);
+        2 * static_cast<int64_t>(layer.num_kv_heads) * KvRowBytes(layer.head_dim, dtype_bytes, quant);
   }
   return bytes;
 }
@@ -124,10 +123,9 @@ absl::StatusOr<KvLayout> MakeKvLayout(std::vector<KvLayerGeometry> layers, int32
   for (int l = 0; l < static_cast<int>(layout.layers.size()); ++l) {
     const KvLayerGeometry& g = layout.layers[l];
     if (!g.owns_kv()) continue;
-    int64_t elems = layout.storage_pages(g.group), bytes = 0;
-    if (!MulOk(elems, g.num_kv_heads, &elems) || !MulOk(elems, page_size, &elems) ||
-        !MulOk(elems, g.head_dim + (quant == KvQuant::kFp8E4M3 ? kKvScaleBytes : 0), &elems) ||
-        !MulOk(elems, 2 * int64_t{dtype_bytes}, &bytes) ||
+    int64_t rows = layout.storage_pages(g.group), bytes = 0;
+    if (!MulOk(rows, g.num_kv_heads, &rows) || !MulOk(rows, page_size, &rows) ||
+        !MulOk(rows, 2 * KvRowBytes(g.head_dim, dtype_bytes, quant), &bytes) ||
         __builtin_add_overflow(total, bytes, &total)) {
       return InvalidArgumentError("kv layout: layer {}'s K/V arrays overflow int64 bytes", l);
     }

@@ -41,8 +41,18 @@ inline constexpr int64_t kMaxPoolTokens = std::numeric_limits<int32_t>::max();
 // Largest page size the kernels and planner accept.
 inline constexpr int32_t kMaxPageSize = 1024;
 
+// Bytes of a cached element: 1 under kFp8E4M3, else the backend's own (`native`).
+constexpr int32_t KvElementBytes(KvQuant quant, int32_t native) {
+  return quant == KvQuant::kFp8E4M3 ? 1 : native;
+}
+// Bytes of one (token, head) row of K or of V: head_dim elements plus the row's scale under
+// kFp8E4M3.
+constexpr int64_t KvRowBytes(int64_t head_dim, int64_t dtype_bytes, KvQuant quant) {
+  return head_dim * dtype_bytes + (quant == KvQuant::kFp8E4M3 ? kKvScaleBytes : 0);
+}
+
 // Bytes one token costs in each group: sum over layers owning KV of
-// 2 (K and V) x num_kv_heads x (head_dim x dtype_bytes + the row's scale under kFp8E4M3).
+// 2 (K and V) x num_kv_heads x KvRowBytes.
 PerGroup<int64_t> KvBytesPerToken(absl::Span<const KvLayerGeometry> layers, int64_t dtype_bytes,
                                   KvQuant quant = KvQuant::kNone);
 

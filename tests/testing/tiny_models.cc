@@ -43,7 +43,7 @@ kv::KvLayout SimpleKvLayout(const model::ModelConfig& config, const backend::Bac
   const kv::PerGroup<bool> present = kv::KvGroupsPresent(layers);
   const int32_t pages = (max_len + page_size - 1) / page_size * max_seqs;
   auto layout = kv::MakeKvLayout(std::move(layers), page_size, config.text.sliding_window,
-                                 quant == kv::KvQuant::kFp8E4M3 ? 1 : DTypeBits(backend.kv_dtype()) / 8,
+                                 kv::KvElementBytes(quant, DTypeBits(backend.kv_dtype()) / 8),
                                  {present[0] ? pages : 0, present[1] ? pages : 0}, quant);
   EXPECT_TRUE(layout.ok()) << layout.status();
   return layout.ok() ? *std::move(layout) : kv::KvLayout{};
