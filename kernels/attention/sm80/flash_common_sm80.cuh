@@ -163,9 +163,19 @@ __host__ __device__ __forceinline__ SplitWorkspace SplitViews(void* ws, int ctas
   return w;
 }
 
+// Primes the first kStages - 1 stages of a tile loader (bf16 or FP8), one cp.async group each
+// (the Q copies issued before ride in the first).
+template <int kStages, typename Loader>
+__device__ __forceinline__ void PrimeKvStages(const Loader& load_tile, int n_tiles) {
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < n_tiles) load_tile(st, st);
+    CpAsyncCommit();
+  }
+}
+
 // Loads key block `tile` of a CTA's split into pipeline stage `stage` (LoadKvTile with the CTA's
-// fixed arguments bound), and primes the first kStages - 1 stages, one cp.async group each (the
-// Q copies issued before ride in the first).
+// fixed arguments bound).
 template <int kHeadDim, int kBlockN, int kThreads, int kStride>
 struct KvTileLoader {
   const bf16* k_base;
@@ -180,14 +190,6 @@ struct KvTileLoader {
     LoadKvTile<kHeadDim, kBlockN, kThreads, kStride>(
         k_base, v_base, sK + stage * kBlockN * kStride, sV + stage * kBlockN * kStride, table,
         page_size, num_kv_heads, kvh, key0 + tile * kBlockN, hi);
-  }
-  template <int kStages>
-  __device__ __forceinline__ void Prime(int n_tiles) const {
-#pragma unroll
-    for (int st = 0; st < kStages - 1; ++st) {
-      if (st < n_tiles) (*this)(st, st);
-      CpAsyncCommit();
-    }
   }
 };
 
@@ -206,9 +208,22 @@ struct Fp8Staging {
   // Per stage: K rows, V rows, K scales, V scales.
   static constexpr int kStageBytes = kKTileBytes + kVTileBytes + 2 * kBlockN * 4;
   static constexpr int kBytes = kStages * kStageBytes;
+
+  // One stage's parts, for the loader (writing) and the kernels (reading).
+  struct Stage {
+    uint8_t* k;      // kBlockN rows of kKRowBytes
+    uint8_t* v;      // kBlockN rows of kVRowBytes
+    float* k_scale;  // [kBlockN]
+    float* v_scale;
+  };
+  __device__ __forceinline__ static Stage At(uint8_t* staging, int stage) {
+    uint8_t* k = staging + stage * kStageBytes;
+    float* ks = reinterpret_cast<float*>(k + kKTileBytes + kVTileBytes);
+    return {k, k + kKTileBytes, ks, ks + kBlockN};
+  }
 };
 
-template <int kHeadDim, int kBlockN, int kThreads, int kStride, int kStages>
+template <int kHeadDim, int kBlockN, int kThreads, int kStages>
 struct Fp8KvTileLoader {
   using Staging = Fp8Staging<kHeadDim, kBlockN, kStages>;
   const uint8_t* k_base;
@@ -221,14 +236,6 @@ struct Fp8KvTileLoader {
   int key0;
   int hi;
 
-  __device__ __forceinline__ uint8_t* Rows(int stage, int which) const {
-    return staging + stage * Staging::kStageBytes + which * Staging::kKTileBytes;
-  }
-  __device__ __forceinline__ float* Scales(int stage, int which) const {
-    return reinterpret_cast<float*>(staging + stage * Staging::kStageBytes + Staging::kKTileBytes +
-                                    Staging::kVTileBytes) +
-           which * kBlockN;
-  }
   // LoadKvTile's mapping (KvRowSlot); the row's first thread also copies its two scales.
   __device__ __forceinline__ void operator()(int stage, int tile) const {
     using Slot = KvRowSlot<kBlockN, kThreads, kHeadDim / 16>;
@@ -236,8 +243,9 @@ struct Fp8KvTileLoader {
     const bool ok = s.ok;
     const int r = s.r, sub = s.sub;
     const int64_t row = s.row;
-    uint8_t* dk = Rows(stage, 0) + r * Staging::kKRowBytes;
-    uint8_t* dv = Rows(stage, 1) + r * Staging::kVRowBytes;
+    const auto dst = Staging::At(staging, stage);
+    uint8_t* dk = dst.k + r * Staging::kKRowBytes;
+    uint8_t* dv = dst.v + r * Staging::kVRowBytes;
 #pragma unroll
     for (int i = 0; i < Slot::kChunksPerThread; ++i) {
       const int ch = s.chunk(i);
@@ -245,16 +253,8 @@ struct Fp8KvTileLoader {
       CpAsync16(dv + ch * 16, v_base + row * kHeadDim + (ok ? ch * 16 : 0), ok ? 16 : 0);
     }
     if (sub == 0) {
-      CpAsync4(Scales(stage, 0) + r, ks_base + row, ok ? 4 : 0);
-      CpAsync4(Scales(stage, 1) + r, vs_base + row, ok ? 4 : 0);
-    }
-  }
-  template <int kPrimeStages>
-  __device__ __forceinline__ void Prime(int n_tiles) const {
-#pragma unroll
-    for (int st = 0; st < kPrimeStages - 1; ++st) {
-      if (st < n_tiles) (*this)(st, st);
-      CpAsyncCommit();
+      CpAsync4(dst.k_scale + r, ks_base + row, ok ? 4 : 0);
+      CpAsync4(dst.v_scale + r, vs_base + row, ok ? 4 : 0);
     }
   }
 };
@@ -267,7 +267,7 @@ __device__ __forceinline__ auto MakeKvLoader(const PagedAttentionParams& p, cons
                                              uint8_t* staging) {
   const int key0 = t.lo + work.t_begin * Tr::kBlockN;
   if constexpr (Tr::kFp8) {
-    return Fp8KvTileLoader<Tr::kHeadDim, Tr::kBlockN, Tr::kThreads, Tr::kStride, Tr::kStages>{
+    return Fp8KvTileLoader<Tr::kHeadDim, Tr::kBlockN, Tr::kThreads, Tr::kStages>{
         static_cast<const uint8_t*>(p.k_cache), static_cast<const uint8_t*>(p.v_cache), p.k_scale,
         p.v_scale, staging, work.table, p.page_size, p.num_kv_heads, kvh, key0, t.hi};
   } else {
@@ -296,6 +296,17 @@ __device__ __forceinline__ void PermuteQForFp8(bf16* sQ) {
       out[c] = __float2half_rn(v[8 * t + 4 * s + 2 * h + e]);
     }
   }
+}
+
+// The K operand of an FP8 S = Q K^T for a pair of 16-dim steps: lane (g, t) loads dims
+// 8t .. 8t + 7 of the 32-dim block of key g (`src`); b[0..1] serve the first step, b[2..3] the
+// second (PermuteQForFp8's order).
+__device__ __forceinline__ void Fp8KFragments(const uint8_t* src, uint32_t (&b)[4]) {
+  const uint2 w = *reinterpret_cast<const uint2*>(src);
+  b[0] = Fp8x2ToF16x2(w.x & 0xFFFFu);
+  b[1] = Fp8x2ToF16x2(w.x >> 16);
+  b[2] = Fp8x2ToF16x2(w.y & 0xFFFFu);
+  b[3] = Fp8x2ToF16x2(w.y >> 16);
 }
 
 // The V operand of an FP8 P.V: lane (g, t) takes keys 2t, 2t + 1, 2t + 8, 2t + 9 of a 16-key step

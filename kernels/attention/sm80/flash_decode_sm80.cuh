@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   const int n_tiles = work.n_tiles;
   const auto load_tile = MakeKvLoader<Tr>(p, work, t, kvh, sK, sV, staging);
   using Fp8 = typename Tr::Fp8;
-  load_tile.template Prime<kStages>(n_tiles);
+  PrimeKvStages<kStages>(load_tile, n_tiles);
 
   // This warp's slice of Q, in registers for the whole kernel.
   const int d0 = warp * Tr::kDimsPerWarp;
@@ -121,11 +121,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     CpAsyncCommit();
     const bf16* cK = sK + (it % kStages) * kBlockN * kStride;
     const bf16* cV = sV + (it % kStages) * kBlockN * kStride;
-    // FP8: this stage's rows and scales.
-    const uint8_t* k8 = staging + (it % kStages) * Fp8::kStageBytes;
-    const uint8_t* v8 = k8 + Fp8::kKTileBytes;
-    const float* k_sc = reinterpret_cast<const float*>(v8 + Fp8::kVTileBytes);
-    const float* v_sc = k_sc + kBlockN;
+    const auto f8 = Fp8::At(staging, it % kStages);  // FP8 only: this stage's rows and scales
     const int key0 = t.lo + (work.t_begin + it) * kBlockN;
 
     // ---- partial S over this warp's dims, all keys; kNT independent accumulator chains ----
@@ -138,13 +134,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       for (int nt = 0; nt < Tr::kNT; ++nt) {
         uint32_t b[4];
         if constexpr (Tr::kFp8) {
-          // B[k][n] = K[key n][dim]: lane (g, t) takes dims 8t .. 8t + 7 of the block, key g.
-          const uint2 w = *reinterpret_cast<const uint2*>(
-              k8 + (nt * 8 + (lane >> 2)) * Fp8::kKRowBytes + d0 + ks * 16 + (lane & 3) * 8);
-          b[0] = Fp8x2ToF16x2(w.x & 0xFFFFu);
-          b[1] = Fp8x2ToF16x2(w.x >> 16);
-          b[2] = Fp8x2ToF16x2(w.y & 0xFFFFu);
-          b[3] = Fp8x2ToF16x2(w.y >> 16);
+          Fp8KFragments(f8.k + (nt * 8 + (lane >> 2)) * Fp8::kKRowBytes + d0 + ks * 16 + (lane & 3) * 8, b);
           MmaF16(s[nt], aq[ks], b);
           MmaF16(s[nt], aq[ks + 1], b + 2);
         } else {
@@ -178,7 +168,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       }
       s[nt][0] = lo.x, s[nt][1] = lo.y, s[nt][2] = hi.x, s[nt][3] = hi.y;
       if constexpr (Tr::kFp8) {  // each key's K scale
-        const float2 ks2 = *reinterpret_cast<const float2*>(k_sc + col);
+        const float2 ks2 = *reinterpret_cast<const float2*>(f8.k_scale + col);
         s[nt][0] *= ks2.x, s[nt][1] *= ks2.y, s[nt][2] *= ks2.x, s[nt][3] *= ks2.y;
       }
 #pragma unroll
@@ -208,7 +198,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       v_max = 0.f;
 #pragma unroll
       for (int nt = 0; nt < Tr::kNT; ++nt) {
-        vsc[nt] = *reinterpret_cast<const float2*>(v_sc + nt * 8 + (lane & 3) * 2);
+        vsc[nt] = *reinterpret_cast<const float2*>(f8.v_scale + nt * 8 + (lane & 3) * 2);
         v_max = fmaxf(v_max, fmaxf(vsc[nt].x, vsc[nt].y));
       }
       v_max = fmaxf(v_max, __shfl_xor_sync(0xffffffffu, v_max, 1));
@@ -252,7 +242,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         // B[k][n] = V[key k][dim]: lane (g, t) takes keys 2t, 2t + 1, 2t + 8, 2t + 9 and owns dims
         // d0 + g kDT + dt, one contiguous load per key row; byte dt of two rows makes a pair.
         uint32_t rows[4][Tr::kDT / 4];
-        LoadFp8VRows<Tr::kDT>(v8 + (kk * 16 + (lane & 3) * 2) * Fp8::kVRowBytes + d0 + (lane >> 2) * Tr::kDT,
+        LoadFp8VRows<Tr::kDT>(f8.v + (kk * 16 + (lane & 3) * 2) * Fp8::kVRowBytes + d0 + (lane >> 2) * Tr::kDT,
                               Fp8::kVRowBytes, rows);
 #pragma unroll
         for (int dt = 0; dt < Tr::kDT; ++dt) {

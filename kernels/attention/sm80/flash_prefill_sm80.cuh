@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       p, t, group, kvh, split, num_splits, sPos, sQ);
   const int n_tiles = work.n_tiles;
   const auto load_tile = MakeKvLoader<Tr>(p, work, t, kvh, sK, sV, staging);
-  load_tile.template Prime<kStages>(n_tiles);
+  PrimeKvStages<kStages>(load_tile, n_tiles);
   using Fp8 = typename Tr::Fp8;
 
   float acc_o[Tr::kDT][4];
@@ -119,10 +119,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     CpAsyncCommit();
     const bf16* cK = sK + (it % kStages) * kBlockN * kStride;
     const bf16* cV = sV + (it % kStages) * kBlockN * kStride;
-    const uint8_t* k8 = staging + (it % kStages) * Fp8::kStageBytes;  // FP8: rows and scales
-    const uint8_t* v8 = k8 + Fp8::kKTileBytes;
-    const float* k_sc = reinterpret_cast<const float*>(v8 + Fp8::kVTileBytes);
-    const float* v_sc = k_sc + kBlockN;
+    const auto f8 = Fp8::At(staging, it % kStages);  // FP8 only: this stage's rows and scales
     const int key0 = t.lo + (work.t_begin + it) * kBlockN;
 
     // ---- S = Q K^T for this warp's 16 rows x kKeysPerWarp keys ----
@@ -139,12 +136,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       for (int nt = 0; nt < Tr::kNT; ++nt) {
         uint32_t b[4];
         if constexpr (Tr::kFp8) {
-          const uint2 w = *reinterpret_cast<const uint2*>(
-              k8 + (wn * Tr::kKeysPerWarp + nt * 8 + (lane >> 2)) * Fp8::kKRowBytes + kk * 16 + (lane & 3) * 8);
-          b[0] = Fp8x2ToF16x2(w.x & 0xFFFFu);
-          b[1] = Fp8x2ToF16x2(w.x >> 16);
-          b[2] = Fp8x2ToF16x2(w.y & 0xFFFFu);
-          b[3] = Fp8x2ToF16x2(w.y >> 16);
+          Fp8KFragments(
+              f8.k + (wn * Tr::kKeysPerWarp + nt * 8 + (lane >> 2)) * Fp8::kKRowBytes + kk * 16 + (lane & 3) * 8, b);
           MmaF16(acc_s[nt], a0, b);
           MmaF16(acc_s[nt], a1, b + 2);
         } else {
@@ -163,7 +156,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 #pragma unroll
     for (int nt = 0; nt < Tr::kNT; ++nt) {
       if constexpr (Tr::kFp8) {  // each key's K scale
-        const float2 ks2 = *reinterpret_cast<const float2*>(k_sc + wn * Tr::kKeysPerWarp + nt * 8 + (lane & 3) * 2);
+        const float2 ks2 = *reinterpret_cast<const float2*>(f8.k_scale + wn * Tr::kKeysPerWarp + nt * 8 + (lane & 3) * 2);
         acc_s[nt][0] *= ks2.x, acc_s[nt][1] *= ks2.y, acc_s[nt][2] *= ks2.x, acc_s[nt][3] *= ks2.y;
       }
 #pragma unroll
@@ -203,7 +196,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       v_max = 0.f;
 #pragma unroll
       for (int k = 0; k < kBlockN; k += 4) {
-        const float4 v = *reinterpret_cast<const float4*>(v_sc + k);
+        const float4 v = *reinterpret_cast<const float4*>(f8.v_scale + k);
         v_max = fmaxf(v_max, fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
       }
       v_max = v_max > 0.f ? v_max : 1.f;
@@ -219,7 +212,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       sum[1] += p2 + p3;
       const int col = wn * Tr::kKeysPerWarp + nt * 8 + (lane & 3) * 2;
       if constexpr (Tr::kFp8) {
-        const float2 vs = *reinterpret_cast<const float2*>(v_sc + col);
+        const float2 vs = *reinterpret_cast<const float2*>(f8.v_scale + col);
         const float w0 = vs.x / v_max, w1 = vs.y / v_max;
         *reinterpret_cast<uint32_t*>(sP + r_lo * kPStride + col) = PackF16x2(p0 * w0, p1 * w1);
         *reinterpret_cast<uint32_t*>(sP + (r_lo + 8) * kPStride + col) = PackF16x2(p2 * w0, p3 * w1);
@@ -263,7 +256,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
                  sP + (wm * 16 + (lane & 15)) * kPStride + kk * 16 + (lane >> 4) * 8);
       if constexpr (Tr::kFp8) {
         uint32_t rows[4][Tr::kDT / 4];
-        LoadFp8VRows<Tr::kDT>(v8 + (kk * 16 + (lane & 3) * 2) * Fp8::kVRowBytes + wn * Tr::kDimsPerWarp +
+        LoadFp8VRows<Tr::kDT>(f8.v + (kk * 16 + (lane & 3) * 2) * Fp8::kVRowBytes + wn * Tr::kDimsPerWarp +
                                   (lane >> 2) * Tr::kDT,
                               Fp8::kVRowBytes, rows);
 #pragma unroll
