@@ -264,6 +264,29 @@ TEST_F(CudaOpsTest, PleCombine) {
 
 // q/k norms, both RoPE kinds, v norm and the paged KV write, incl. k_eq_v, skipped slots and a
 // KV-shared layer (q only).
+// The six-token step both QkvPrep tests run: positions far apart (RoPE at large angles), one token
+// whose KV write is skipped (slot -1), host and device metadata.
+struct QkvPrepStep {
+  static constexpr int kTokens = 6;
+  std::vector<int32_t> pos = {0, 1, 2, 9000, 70000, 131071};
+  std::vector<int32_t> slots = {3, 17, -1, 40, 127, 64};
+  DeviceTensor dpos, dslots;
+  backend::StepMetadata meta;
+  QkvPrepStep(backend::Backend& gpu, int page, int pages)
+      : dpos(UploadI32(gpu, pos, {kTokens})), dslots(UploadI32(gpu, slots, {kTokens})) {
+    meta.num_seqs = 1;
+    meta.num_tokens = kTokens;
+    meta.host_positions = pos.data();
+    meta.positions = dpos.t.as<int32_t>();
+    meta.groups[0].page_size = page;
+    meta.groups[0].num_pages = pages;
+    meta.groups[0].host_slot_mapping = slots.data();
+    meta.groups[0].slot_mapping = dslots.t.as<int32_t>();
+  }
+  QkvPrepStep(const QkvPrepStep&) = delete;  // meta points into the members
+  QkvPrepStep& operator=(const QkvPrepStep&) = delete;
+};
+
 TEST_F(CudaOpsTest, QkvPrep) {
   struct Layer {
     int nq, nkv, d;
@@ -274,21 +297,14 @@ TEST_F(CudaOpsTest, QkvPrep) {
                           {32, 4, 512, true, true, {1e6, 64, 1.0}},
                           {8, 2, 512, false, false, {1e6, 64, 1.0}}};
   for (const Layer& L : layers) {
-    const int t = 6, page = 16, pages = 8;
+    const int t = QkvPrepStep::kTokens, page = 16, pages = 8;
     const int cols = (L.nq + (L.has_kv ? L.nkv * (L.k_eq_v ? 1 : 2) : 0)) * L.d;
     std::vector<float> qkv = RandomNormal(t * cols, 15, 2.0f);
     std::vector<float> qn = RandomNormal(L.d, 16, 0.1f), kn = RandomNormal(L.d, 17, 0.1f);
     for (float& v : qn) v += 0.25f;
     for (float& v : kn) v += 0.25f;
-    std::vector<int32_t> pos = {0, 1, 2, 9000, 70000, 131071};
-    std::vector<int32_t> slots = {3, 17, -1, 40, 127, 64};
-    backend::StepMetadata meta;
-    meta.num_seqs = 1;
-    meta.num_tokens = t;
-    meta.host_positions = pos.data();
-    meta.groups[0].page_size = page;
-    meta.groups[0].num_pages = pages;
-    meta.groups[0].host_slot_mapping = slots.data();
+    QkvPrepStep step(*gpu_, page, pages);
+    backend::StepMetadata& meta = step.meta;
     const size_t cache = static_cast<size_t>(pages) * L.nkv * page * L.d;
     std::vector<float> qref(t * L.nq * L.d), kref(cache, 0.f), vref(cache, 0.f);
     backend::QkvPrepArgs a;
@@ -314,9 +330,6 @@ TEST_F(CudaOpsTest, QkvPrep) {
     DeviceTensor dq = Upload(*gpu_, std::vector<float>(t * L.nq * L.d), DType::kBF16, {t, L.nq, L.d});
     DeviceTensor dk = Upload(*gpu_, std::vector<float>(cache), DType::kBF16, {pages, L.nkv, page, L.d});
     DeviceTensor dv = Upload(*gpu_, std::vector<float>(cache), DType::kBF16, {pages, L.nkv, page, L.d});
-    DeviceTensor dpos = UploadI32(*gpu_, pos, {t}), dslots = UploadI32(*gpu_, slots, {t});
-    meta.positions = dpos.t.as<int32_t>();
-    meta.groups[0].slot_mapping = dslots.t.as<int32_t>();
     a.qkv = dqkv.t;
     a.q_norm = dqn.t;
     a.k_norm = dkn.t;
@@ -339,7 +352,7 @@ TEST_F(CudaOpsTest, QkvPrepWritesFp8Rows) {
     bool k_eq_v;
   };
   for (const Layer& L : {Layer{16, 256, false}, Layer{4, 512, true}}) {
-    const int nq = 8, t = 6, page = 16, pages = 8;
+    const int nq = 8, t = QkvPrepStep::kTokens, page = 16, pages = 8;
     const int cols = (nq + L.nkv * (L.k_eq_v ? 1 : 2)) * L.d;
     std::vector<float> qkv = RandomNormal(t * cols, 25, 2.0f);
     // An outlier token-head (x 60) and an all-zero head: each row keeps its own scale.
@@ -350,15 +363,8 @@ TEST_F(CudaOpsTest, QkvPrepWritesFp8Rows) {
     }
     std::vector<float> qn(L.d, 1.0f), kn = RandomNormal(L.d, 27, 0.1f);
     for (float& v : kn) v += 1.0f;
-    std::vector<int32_t> pos = {0, 1, 2, 9000, 70000, 131071};
-    std::vector<int32_t> slots = {3, 17, -1, 40, 127, 64};
-    backend::StepMetadata meta;
-    meta.num_seqs = 1;
-    meta.num_tokens = t;
-    meta.host_positions = pos.data();
-    meta.groups[0].page_size = page;
-    meta.groups[0].num_pages = pages;
-    meta.groups[0].host_slot_mapping = slots.data();
+    QkvPrepStep step(*gpu_, page, pages);
+    backend::StepMetadata& meta = step.meta;
     const size_t rows = static_cast<size_t>(pages) * L.nkv * page, cache = rows * L.d;
     std::vector<float> qref(t * nq * L.d), ks(rows, 0.f), vs(rows, 0.f);
     std::vector<uint8_t> k8(cache, 0), v8(cache, 0);
@@ -388,9 +394,6 @@ TEST_F(CudaOpsTest, QkvPrepWritesFp8Rows) {
     DeviceTensor dv = testing::UploadBytes(*gpu_, std::vector<uint8_t>(cache), DType::kF8E4M3, {pages, L.nkv, page, L.d});
     DeviceTensor dks = Upload(*gpu_, std::vector<float>(rows), DType::kF32, {pages, L.nkv, page});
     DeviceTensor dvs = Upload(*gpu_, std::vector<float>(rows), DType::kF32, {pages, L.nkv, page});
-    DeviceTensor dpos = UploadI32(*gpu_, pos, {t}), dslots = UploadI32(*gpu_, slots, {t});
-    meta.positions = dpos.t.as<int32_t>();
-    meta.groups[0].slot_mapping = dslots.t.as<int32_t>();
     a.qkv = dqkv.t;
     a.q_norm = dqn.t;
     a.k_norm = dkn.t;
