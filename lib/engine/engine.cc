@@ -330,8 +330,8 @@ void Engine::Impl::UpdateGauges() {
   g.max_running_seqs = parts->max_running_seqs;
   g.kv_bytes = layout.TotalBytes();
   g.backend = std::string(parts->backend->name());
-  g.kv_cache_dtype = layout.quant == kv::KvQuant::kFp8E4M3
-                         ? "fp8_e4m3"
+  g.kv_cache_dtype = layout.quant != kv::KvQuant::kNone
+                         ? std::string(kv::KvQuantName(layout.quant))
                          : (parts->backend->kv_dtype() == DType::kF32 ? "f32" : "bf16");
   g.device_id = parts->backend->device_id();
   g.device_name = parts->backend->DeviceName();
