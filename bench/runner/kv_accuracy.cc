@@ -10,7 +10,7 @@
 //                 reference's until there (teacher forcing and free running agree up to it).
 // The runners run one after the other, so a full-size model needs its weights only once on the
 // device. With --min-top1 / --max-logit-error / --max-mean-logit-error the exit status says
-// whether the budget held (CI runs it on the tiny models with the budgets of bench/RESULTS.md).
+// whether the budget held (CI runs it on the tiny models with the budgets of bench/RESULTS_FP8_KV.md).
 //
 //   gannet-kv-accuracy --model dummy:31b --prompt-len 100 --tokens 1000
 //   gannet-kv-accuracy --model tests/data/tiny/trained --backend cpu --tokens 200 --min-top1 0.95

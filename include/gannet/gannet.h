@@ -220,7 +220,8 @@ typedef struct gannet_engine_config {
   /* How the KV cache stores keys and values: NULL or "bf16" = the model's precision (bf16 on
    * CUDA; the CPU backend keeps f32); "fp8" (or "fp8_e4m3") = FP8 E4M3 with one f32 scale per
    * token and KV head: about half the bytes, so about twice the sequences or context, and faster
-   * long-context decode, at a small accuracy cost (bench/RESULTS.md, "FP8 KV cache"). */
+   * decode where KV bytes dominate (many sequences), at an accuracy cost measured in
+   * bench/RESULTS_FP8_KV.md. */
   const char* kv_cache_dtype;
 } gannet_engine_config_t;
 
