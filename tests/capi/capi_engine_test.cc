@@ -228,7 +228,8 @@ TEST(CapiEngineTest, RequestThatCannotFitFailsInsteadOfHanging) {
   EXPECT_EQ(o.status, GANNET_ERR_RESOURCE_EXHAUSTED);
   EXPECT_NE(o.message.find("full-attention KV pages"), std::string::npos) << o.message;
   // Small requests still run.
-  Outcome ok = RunAlone(engine, GreedyRequest(MakePrompt(8, 5), 4));
+  const std::vector<int32_t> small = MakePrompt(8, 5);
+  Outcome ok = RunAlone(engine, GreedyRequest(small, 4));
   EXPECT_EQ(ok.status, GANNET_OK) << ok.message;
   gannet_engine_destroy(engine);
 }

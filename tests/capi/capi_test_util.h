@@ -35,7 +35,10 @@ gannet_engine_t* CreateTinyEngine(const std::string& variant,
 gannet_engine_t* CreateTinyEngineOn(const std::string& variant, const char* backend);
 
 // A greedy request for the given prompt.
+// The request points into `prompt`, which must outlive its submission; a temporary would dangle
+// once the statement ends (a multi-GPU test read freed memory this way), so it does not compile.
 gannet_request_t GreedyRequest(const std::vector<int32_t>& prompt, int32_t max_tokens);
+gannet_request_t GreedyRequest(std::vector<int32_t>&& prompt, int32_t max_tokens) = delete;
 
 // Polls until every id in `ids` has its terminal event (or timeout_s passes); returns outcomes.
 std::map<uint64_t, Outcome> WaitAll(gannet_engine_t* engine, const std::set<uint64_t>& ids,

@@ -95,7 +95,8 @@ pid_t SpawnRank1(const gannet_tp_id_t& id) {
 }
 
 std::vector<int32_t> Generate(gannet_engine_t* e, int tokens) {
-  gannet_request_t r = testing::GreedyRequest(testing::MakePrompt(7, 40), tokens);
+  const std::vector<int32_t> prompt = testing::MakePrompt(7, 40);
+  gannet_request_t r = testing::GreedyRequest(prompt, tokens);
   testing::Outcome o = testing::RunAlone(e, r);
   EXPECT_EQ(o.status, GANNET_OK) << o.message;
   return o.tokens;
@@ -143,7 +144,8 @@ TEST(TpMultiProcessTest, AKilledRankEndsInDeviceLost) {
   gannet_engine_t* e = nullptr;
   ASSERT_EQ(gannet_engine_create(&c, &e), GANNET_OK) << gannet_last_error_message();
   EXPECT_EQ(Generate(e, 4).size(), 4u);  // the group serves
-  gannet_request_t r = testing::GreedyRequest(testing::MakePrompt(9, 20), 400);
+  const std::vector<int32_t> prompt = testing::MakePrompt(9, 20);
+  gannet_request_t r = testing::GreedyRequest(prompt, 400);
   uint64_t rid = 0;
   ASSERT_EQ(gannet_engine_submit(e, &r, &rid), GANNET_OK);
   kill(child, SIGKILL);
@@ -159,7 +161,8 @@ TEST(TpMultiProcessTest, AKilledRankEndsInDeviceLost) {
   }
   EXPECT_LT(s, 30.0);
   uint64_t next = 0;
-  gannet_request_t r2 = testing::GreedyRequest(testing::MakePrompt(3, 8), 4);
+  const std::vector<int32_t> prompt2 = testing::MakePrompt(3, 8);
+  gannet_request_t r2 = testing::GreedyRequest(prompt2, 4);
   const gannet_status_t st = gannet_engine_submit(e, &r2, &next);
   if (st == GANNET_OK) {
     auto later = testing::WaitAll(e, {next}, 60);
