@@ -54,6 +54,7 @@ struct Options {
   int page = 16;
   bool fp8_kv = false;  // --kv fp8: the FP8 E4M3 KV cache (1 byte + a scale per row)
   bool random_kv = false;  // --random-kv: KV arrays hold random values instead of zeros
+  bool separate_k_eq_v = false;  // --kv-separate-k-eq-v: K=V layers store K and V (not V alone)
   bool graphs = true;
   int tp = 0;  // 0: one device, plain runner; N >= 1: TpRunner over N devices
 };
@@ -83,13 +84,15 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->tp = std::atoi(v), ++i;
     } else if (a == "--random-kv") {
       o->random_kv = true;
+    } else if (a == "--kv-separate-k-eq-v") {
+      o->separate_k_eq_v = true;
     } else if (a == "--no-graphs") {
       o->graphs = false;
     } else {
       std::fprintf(stderr,
                    "usage: gannet-decode-bench [--model dummy:VARIANT] [--batches 1,16,64]\n"
                    "  [--context N] [--spread N] [--steps N] [--page N] [--kv bf16|fp8] [--random-kv]\n"
-                   "  [--no-graphs] [--tp N]\n");
+                   "  [--kv-separate-k-eq-v] [--no-graphs] [--tp N]\n");
       return false;
     }
   }
@@ -182,8 +185,8 @@ int Run(const Options& o) {
   }
   absl::Status attached = runner.status();
   if (runner.ok()) {
-    const kv::PerGroup<bool> present = kv::KvGroupsPresent(runner::KvLayersOf(rc));
-    auto layout = kv::MakeKvLayout(runner::KvLayersOf(rc), o.page, window, kv::KvElementBytes(quant, 2),
+    const kv::PerGroup<bool> present = kv::KvGroupsPresent(runner::KvLayersOf(rc, !o.separate_k_eq_v));
+    auto layout = kv::MakeKvLayout(runner::KvLayersOf(rc, !o.separate_k_eq_v), o.page, window, kv::KvElementBytes(quant, 2),
                                    {present[0] ? max_batch * ring : 0,
                                     present[1] ? max_batch * full_pages : 0},
                                    quant);
@@ -202,7 +205,7 @@ int Run(const Options& o) {
       return 1;
     }
   }
-  const auto per_token = kv::KvBytesPerToken(runner::KvLayersOf(c), kv::KvElementBytes(quant, 2), quant);
+  const auto per_token = kv::KvBytesPerToken(runner::KvLayersOf(c, !o.separate_k_eq_v), kv::KvElementBytes(quant, 2), quant);
   const double weight_bytes = static_cast<double>((*runner)->weight_bytes());
   std::printf("decode-bench %s: weights %.2f GB (a batch-1 step reads %.2f GB), KV %.0f + %.0f "
               "bytes/token (sliding, full), "

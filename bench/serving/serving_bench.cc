@@ -43,6 +43,7 @@ struct Options {
   long long kv_bytes = 0;
   std::string kv_cache_dtype;  // "" = the engine's default (bf16)
   bool capacity_only = false;  // print the KV line and stop
+  bool separate_k_eq_v = false;  // --kv-separate-k-eq-v: K=V layers keep K and V apart
   bool no_graphs = false;
   bool prefix_cache = false;
   int warmup = 1;  // requests run (and not timed) first: kernel tuning, graph recording
@@ -87,6 +88,7 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     else if (a == "--kv-bytes" && (v = next())) o->kv_bytes = std::atoll(v);
     else if (a == "--kv-cache-dtype" && (v = next())) o->kv_cache_dtype = v;
     else if (a == "--capacity-only") o->capacity_only = true;
+    else if (a == "--kv-separate-k-eq-v") o->separate_k_eq_v = true;
     else if (a == "--no-graphs") o->no_graphs = true;
     else if (a == "--prefix-cache") o->prefix_cache = true;
     else if (a == "--warmup" && (v = next())) o->warmup = std::atoi(v);
@@ -99,6 +101,7 @@ bool ParseArgs(int argc, char** argv, Options* o) {
                    "  [--input-len N] [--output-len N] [--concurrency N] [--requests N]\n"
                    "  [--max-running N] [--max-step-tokens N] [--max-prefill-while-decoding N]\n"
                    "  [--max-model-len N] [--kv-bytes B] [--kv-cache-dtype bf16|fp8] [--capacity-only]\n"
+                   "  [--kv-separate-k-eq-v]\n"
                    "  [--no-graphs] [--prefix-cache] [--warmup N] [--name LABEL]\n"
                    "  [--draft DIR|dummy:VARIANT-assistant] [--spec-tokens N] [--tp N]\n");
       return false;
@@ -139,6 +142,7 @@ int main(int argc, char** argv) {
   cfg.max_model_len = o.max_model_len > 0 ? o.max_model_len : o.input_len + o.output_len + 16;
   cfg.kv_memory_bytes = o.kv_bytes;
   cfg.kv_cache_dtype = o.kv_cache_dtype.empty() ? nullptr : o.kv_cache_dtype.c_str();
+  cfg.kv_separate_k_eq_v = o.separate_k_eq_v ? 1 : 0;
   cfg.disable_prefix_cache = o.prefix_cache ? 0 : 1;  // random prompts: nothing to reuse
   cfg.disable_cuda_graphs = o.no_graphs ? 1 : 0;
   cfg.draft_model_dir = o.draft.empty() ? nullptr : o.draft.c_str();

@@ -305,6 +305,9 @@ type Config struct {
 	// precision (the CPU backend keeps f32); "fp8" (or "fp8_e4m3") = FP8 E4M3 with one scale per
 	// token and KV head: about half the bytes, at a small accuracy cost.
 	KVCacheDtype string
+	// KVSeparateKEqV keeps K and V apart on the K=V full layers of 31B and 26B-A4B (two arrays)
+	// instead of the default one array K is derived from (half those layers' KV bytes).
+	KVSeparateKEqV bool
 	// TensorParallelSize splits the model over this many CUDA devices in this process (0 or 1 =
 	// one device; at most 8), one worker thread per device. Heads, the MLP and the vocabulary are
 	// split: a dimension it does not divide is an error naming it. Not with DraftModelDir yet.
@@ -594,6 +597,9 @@ func Open(cfg Config) (*Engine, error) {
 	c.backend = cstr(cfg.Backend)
 	c.load_format = cstr(cfg.LoadFormat)
 	c.kv_cache_dtype = cstr(cfg.KVCacheDtype)
+	if cfg.KVSeparateKEqV {
+		c.kv_separate_k_eq_v = 1
+	}
 	c.device_id = C.int32_t(cfg.DeviceID)
 	c.tensor_parallel_size = C.int32_t(cfg.TensorParallelSize)
 	if len(cfg.DeviceIDs) > 0 {

@@ -223,11 +223,16 @@ typedef struct gannet_engine_config {
    * decode where KV bytes dominate (many sequences), at an accuracy cost measured in
    * bench/RESULTS_FP8_KV.md. */
   const char* kv_cache_dtype;
+  /* The full-attention layers of 31B and 26B-A4B use one projection for K and V (K=V). By default
+   * their cache keeps ONE array, the normalised projection, and attention derives K from it (half
+   * those layers' KV bytes, same outputs within bf16 rounding); 1 = keep K and V apart as two
+   * arrays (for comparison). No effect on E2B/E4B. */
+  int32_t kv_separate_k_eq_v;
 } gannet_engine_config_t;
 
 #define GANNET_ENGINE_CONFIG_INIT                                                             \
   { (uint32_t)sizeof(gannet_engine_config_t), NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-    NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL, NULL }
+    NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL, NULL, 0 }
 
 /* Loads the model and starts the engine thread. Everything that can be checked (files, backend,
  * device, limits, memory) is checked before the weights load. `config` and what it points to may

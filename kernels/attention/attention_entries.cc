@@ -62,6 +62,10 @@ KernelStatus FlashCanImplement(const ProblemKey& pk, const DeviceInfo& dev) {
     return KernelStatus::Fail("needs " + std::to_string(c.smem_bytes) + " B shared memory, device allows " +
                               std::to_string(dev.max_smem_optin));
   }
+  if ((pk.flags & kFlagKFromV) &&
+      !FlashSupportsKFromV(pk.rope_pairs, pk.head_dim, pk.kv_type == ElemType::kF8E4M3, c.threads)) {
+    return KernelStatus::Fail("cannot derive K over " + std::to_string(pk.rope_pairs) + " rotated pairs");
+  }
   return KernelStatus::Ok();
 }
 
@@ -86,6 +90,10 @@ KernelStatus GenericCanImplement(const ProblemKey& pk, const DeviceInfo&) {
   if (pk.head_dim % 8 != 0 || pk.head_dim > 512) return KernelStatus::Fail("head_dim must be a multiple of 8 <= 512");
   if (pk.num_kv_heads <= 0 || pk.num_q_heads % pk.num_kv_heads != 0) {
     return KernelStatus::Fail("query heads not a multiple of kv heads");
+  }
+  if ((pk.flags & kFlagKFromV) && (pk.rope_pairs < 0 || pk.rope_pairs > kMaxKFromVRopePairs ||
+                                   pk.rope_pairs > pk.head_dim / 2)) {
+    return KernelStatus::Fail("cannot derive K over " + std::to_string(pk.rope_pairs) + " rotated pairs");
   }
   return KernelStatus::Ok();
 }
@@ -219,6 +227,10 @@ ProblemKey AttentionProblem(Op op, const PagedAttentionParams& p) {
   pk.max_seq_len = p.max_seq_len;
   pk.kv_type = p.kv_fp8 ? ElemType::kF8E4M3 : ElemType::kBF16;
   auto aligned = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; };
+  if (p.k_from_v) {
+    pk.flags |= kFlagKFromV;
+    pk.rope_pairs = p.rope_pairs;
+  }
   if (aligned(p.q) && aligned(p.out) && aligned(p.k_cache) && aligned(p.v_cache) &&
       p.q_stride % 8 == 0 && p.out_stride % 8 == 0 && p.head_dim % 8 == 0) {
     pk.flags |= kFlagAligned16;

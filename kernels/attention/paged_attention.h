@@ -7,6 +7,10 @@
 //   k/v cache  [num_pages, num_kv_heads, page_size, head_dim] bf16, or FP8 E4M3 (kv_fp8) with
 //              k/v_scale [num_pages, num_kv_heads, page_size] f32: value = fp8 * scale of its row
 //   page_table [num_seqs, max_pages_per_seq] int32, -1 = hole (never read)
+//   k_from_v   single-store K=V (lib/backend/backend.h): no K cache; key j at position j is
+//              K_j = RoPE_j(k_norm * V_j) over rotate-half pairs (i, i + head_dim / 2), i <
+//              rope_pairs, with angle inv_freq[i] * j and cos/sin in f32 as QkvPrep; the other
+//              dims are k_norm * V_j
 // Sequence s owns tokens [query_start[s], query_start[s+1]) at positions `positions[t]`, the
 // last tokens of its seq_lens[s]-long context. A query at position p attends to keys
 // max(0, p - window + 1) .. p (window 0 = all keys 0 .. p).
@@ -45,7 +49,22 @@ struct PagedAttentionParams {
   int64_t out_stride = 0;  // elements between tokens of out
   float scale = 1.0f;
   int num_splits = 0;  // 0 = the entry's heuristic; > 0 forces a split count (tests, benchmarks)
+  bool k_from_v = false;
+  const float* k_norm = nullptr;  // [head_dim] f32, with k_from_v
+  int rope_pairs = 0;             // rotated pairs, <= kMaxKFromVRopePairs
+  float inv_freq[64] = {};        // [rope_pairs]
 };
+inline constexpr int kMaxKFromVRopePairs = 64;
+
+// Whether the sm80 flash kernels derive K for this rotation: the rotated dims [0, R) and
+// [h, h + R) (R = rope_pairs, h = head_dim / 2) are whole 32-dim blocks, each thread of a CTA
+// keeps one pair's frequency and weights (threads % R == 0), and under FP8 the derived dims fit
+// the stage's K row as fp16 (4 R <= head_dim + 32). The generic kernel takes any rotation.
+inline bool FlashSupportsKFromV(int rope_pairs, int head_dim, bool kv_fp8, int threads) {
+  const int r = rope_pairs;
+  return r >= 0 && r % 32 == 0 && (head_dim / 2) % 32 == 0 && r <= kMaxKFromVRopePairs &&
+         (r == 0 || threads % r == 0) && (!kv_fp8 || 4 * r <= head_dim + 32);
+}
 
 // One compiled tile configuration of the sm80 flash kernels (sm80/flash_decode_sm80.cuh,
 // sm80/flash_prefill_sm80.cuh).

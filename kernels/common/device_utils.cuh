@@ -60,6 +60,7 @@ __device__ __forceinline__ float2 Fp8x2ToFloat2(uint16_t v) {
   const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v), __NV_E4M3);
   return __half22float2(*reinterpret_cast<const __half2*>(&h));
 }
+__device__ __forceinline__ float Fp8ToFloat(uint8_t v) { return Fp8x2ToFloat2(v).x; }
 __device__ __forceinline__ void Load8(const uint8_t* p, float* out) {
   const uint2 w = *reinterpret_cast<const uint2*>(p);
 #pragma unroll

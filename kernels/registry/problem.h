@@ -29,6 +29,7 @@ const char* ElemTypeName(ElemType t);
 
 // Problem flags.
 inline constexpr uint32_t kFlagAligned16 = 1u << 0;  // every pointer and row stride 16-B aligned
+inline constexpr uint32_t kFlagKFromV = 1u << 1;     // attention derives K from V (single-store K=V)
 
 struct DeviceInfo {
   int device = 0;          // CUDA ordinal
@@ -51,6 +52,7 @@ struct ProblemKey {
   int num_kv_heads = 0;
   int window = 0;         // 0 = full causal
   int max_query_len = 0;  // longest query of the step
+  int rope_pairs = 0;     // with kFlagKFromV: the rotated pairs K's derivation applies
   // GEMM / MoE.
   int n = 0;
   int k = 0;

@@ -116,6 +116,7 @@ std::string ProblemKey::ClassString() const {
     add("gqa" + std::to_string(group()));
     add(window > 0 ? "window" : "full");
     if (op == Op::kAttentionDecode) add("q" + std::to_string(max_query_len));
+    if (flags & kFlagKFromV) add("kfromv" + std::to_string(rope_pairs));
   } else {
     add("n" + std::to_string(n));
     add("k" + std::to_string(k));

@@ -113,14 +113,18 @@ __global__ void __launch_bounds__(kWarps * 32) QkvPrepKernel(const QkvPrepParams
   const bf16* v_raw = p.k_eq_v ? k_raw : k_raw + static_cast<int64_t>(p.num_kv_heads) * d;
   const int64_t row_id = (static_cast<int64_t>(slot / p.page_size) * p.num_kv_heads + h) * p.page_size +
                          slot % p.page_size;
-  const HeadRegs k = NormRope(k_raw + h * d, p.k_norm, p.eps, true, p.inv_freq, pos, d);
   const HeadRegs v = NormRope(v_raw + h * d, nullptr, p.eps, false, p.inv_freq, pos, d);
   if (p.kv_fp8) {
-    StoreFp8(k, d, static_cast<uint8_t*>(p.k_cache) + row_id * d, p.k_scale + row_id);
     StoreFp8(v, d, static_cast<uint8_t*>(p.v_cache) + row_id * d, p.v_scale + row_id);
   } else {
-    StoreBf16(k, d, static_cast<bf16*>(p.k_cache) + row_id * d);
     StoreBf16(v, d, static_cast<bf16*>(p.v_cache) + row_id * d);
+  }
+  if (p.k_cache == nullptr) return;  // single-store K=V: attention derives K from V
+  const HeadRegs k = NormRope(k_raw + h * d, p.k_norm, p.eps, true, p.inv_freq, pos, d);
+  if (p.kv_fp8) {
+    StoreFp8(k, d, static_cast<uint8_t*>(p.k_cache) + row_id * d, p.k_scale + row_id);
+  } else {
+    StoreBf16(k, d, static_cast<bf16*>(p.k_cache) + row_id * d);
   }
 }
 

@@ -29,7 +29,8 @@ struct QkvPrepParams {
   const int32_t* slot_mapping = nullptr;  // [T] page * page_size + offset, -1 = skip
   void* q_out = nullptr;         // [T, n_q, d] bf16, token stride ld_q
   int64_t ld_q = 0;
-  void* k_cache = nullptr;       // [num_pages, n_kv, page_size, d] bf16, or FP8 E4M3 (kv_fp8)
+  void* k_cache = nullptr;       // [num_pages, n_kv, page_size, d] bf16, or FP8 E4M3 (kv_fp8);
+                                 // null: V alone (single-store K=V, K derived by attention)
   void* v_cache = nullptr;
   bool kv_fp8 = false;           // FP8 rows with per-row scales (lib/backend/backend.h)
   float* k_scale = nullptr;      // [num_pages, n_kv, page_size] with kv_fp8

@@ -78,6 +78,10 @@ struct OwnedTensor {
 // FP8(x * 448 / amax(row)) with s = amax(row) / 448 (0 for an all-zero row), and Attention reads
 // x = FP8 * s (lib/common/dtype.h: QuantizeFp8E4M3Row). Both backends implement the same storage,
 // so the CPU is the FP8 kernels' reference.
+// Single-store K=V (k_from_v; lib/kv/kv_layout.h): the layer has no K array (k_cache and k_scale
+// invalid); QkvPrep stores V = v_norm(k_raw) alone, and Attention uses for key j at position p
+// K_j = RoPE_p(k_norm * V_j), with V_j as stored (dequantised under FP8), computed in f32 with the
+// angle and cos/sin of QkvPrep's rotation, then (CUDA) rounded to the kernel's MMA type.
 
 struct QkvPrepArgs {
   Tensor qkv;        // [T, (n_q + n_kv * (k_eq_v ? 1 : 2)) * d] (n_kv terms absent if !has_kv)
@@ -86,6 +90,7 @@ struct QkvPrepArgs {
   int head_dim = 0;
   bool has_kv = true;   // false on KV-shared layers: only q is computed
   bool k_eq_v = false;  // V is the raw K projection (full layers of 31B / 26B-A4B)
+  bool k_from_v = false;  // with k_eq_v: store V alone (single-store K=V; k_cache invalid)
   float eps = 1e-6f;
   Tensor q_norm;  // [d]
   Tensor k_norm;  // [d]
@@ -105,6 +110,10 @@ struct AttentionArgs {
   Tensor v_cache;  // [num_pages, n_kv, page_size, d]
   Tensor k_scale;  // [num_pages, n_kv, page_size] f32 when the cache is F8E4M3, else invalid
   Tensor v_scale;
+  // Single-store K=V: K derived from V with this [d] f32 weight and rotation (k_cache invalid).
+  bool k_from_v = false;
+  Tensor k_norm;
+  RopeSpec rope;
   Tensor out;      // [T, n_q, d]
   int num_q_heads = 0;
   int num_kv_heads = 0;

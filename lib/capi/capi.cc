@@ -149,6 +149,12 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
                               "multi-process group needs 0 <= tp_rank < tensor_parallel_size",
                               c.tp_rank, c.tensor_parallel_size));
     }
+    if (c.kv_separate_k_eq_v != 0 && c.kv_separate_k_eq_v != 1) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                  fmt::format("gannet_engine_create: kv_separate_k_eq_v is {}; 0 (one K=V array, the "
+                              "default) or 1 (K and V apart)",
+                              c.kv_separate_k_eq_v));
+    }
     gannet::engine::EngineConfig ec;
     ec.model_dir = c.model_dir;
     ec.tensor_parallel_size = c.tensor_parallel_size;
@@ -178,6 +184,7 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
     ec.enable_cuda_graphs = c.disable_cuda_graphs == 0;
     ec.load_format = Str(c.load_format);
     ec.kv_cache_dtype = Str(c.kv_cache_dtype);
+    ec.kv_separate_k_eq_v = c.kv_separate_k_eq_v != 0;
     ec.draft_model_dir = Str(c.draft_model_dir);
     ec.num_speculative_tokens = c.num_speculative_tokens;
     ec.max_prefill_tokens_while_decoding = static_cast<int>(c.max_prefill_tokens_while_decoding);

@@ -65,6 +65,9 @@ struct EngineConfig {
   // KV cache storage: "" / "bf16" = the backend's own type (bf16 on CUDA, f32 on the CPU), "fp8" /
   // "fp8_e4m3" = FP8 E4M3 with per-(token, head) scales (backend.h).
   std::string kv_cache_dtype;
+  // K=V layers (the full layers of 31B and 26B-A4B) keep K and V as two arrays instead of one V
+  // array K is derived from (kv_layout.h: single store, the default, half their KV bytes).
+  bool kv_separate_k_eq_v = false;
   // Speculative decoding with a Gemma-4 MTP assistant: its folder or "dummy:<variant>-assistant"
   // ("" = off), and the drafts per round K (1 to 8; 0 = 3).
   std::string draft_model_dir;

@@ -25,6 +25,7 @@ absl::StatusOr<EngineLimits> ResolveLimits(const EngineConfig& cfg, const model:
   l.page_size = cfg.page_size > 0 ? cfg.page_size : 16;
   l.kv_memory_bytes = cfg.kv_memory_bytes;
   l.kv_pages_override = {cfg.kv_sliding_pages, cfg.kv_full_pages};
+  l.k_eq_v_single_store = !cfg.kv_separate_k_eq_v;
   if (cfg.kv_cache_dtype == "fp8" || cfg.kv_cache_dtype == "fp8_e4m3") {
     l.kv_quant = kv::KvQuant::kFp8E4M3;
   } else if (!cfg.kv_cache_dtype.empty() && cfg.kv_cache_dtype != "bf16" &&
@@ -99,7 +100,7 @@ absl::Status CheckWeightsFit(int64_t weight_bytes, int64_t activation_bytes, int
 
 absl::StatusOr<KvSizing> SizeKvCache(const model::TextConfig& c, const EngineLimits& l,
                                      const KvMemory& memory, int32_t native_dtype_bytes) {
-  std::vector<kv::KvLayerGeometry> layers = runner::KvLayersOf(c);
+  std::vector<kv::KvLayerGeometry> layers = runner::KvLayersOf(c, l.k_eq_v_single_store);
   const int32_t dtype_bytes = kv::KvElementBytes(l.kv_quant, native_dtype_bytes);
   kv::KvPlanRequest req;
   kv::KvPoolPlanOptions& po = req.options;

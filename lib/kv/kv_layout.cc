@@ -16,7 +16,7 @@ PerGroup<int64_t> KvBytesPerToken(absl::Span<const KvLayerGeometry> layers, int6
   for (const KvLayerGeometry& layer : layers) {
     if (!layer.owns_kv()) continue;
     bytes[GroupIndex(layer.group)] +=
-        2 * static_cast<int64_t>(layer.num_kv_heads) * KvRowBytes(layer.head_dim, dtype_bytes, quant);
+        layer.arrays() * static_cast<int64_t>(layer.num_kv_heads) * KvRowBytes(layer.head_dim, dtype_bytes, quant);
   }
   return bytes;
 }
@@ -47,7 +47,7 @@ int64_t KvLayout::ArrayElements(int layer) const {
 int64_t KvLayout::TotalBytes() const {
   int64_t total = 0;
   for (int l = 0; l < static_cast<int>(layers.size()); ++l) {
-    if (layers[l].owns_kv()) total += 2 * (ArrayBytes(l) + ScaleElements(l) * kKvScaleBytes);
+    if (layers[l].owns_kv()) total += layers[l].arrays() * (ArrayBytes(l) + ScaleElements(l) * kKvScaleBytes);
   }
   return total;
 }
@@ -80,7 +80,7 @@ absl::StatusOr<KvLayout> MakeKvLayout(std::vector<KvLayerGeometry> layers, int32
     if (g.owns_kv()) continue;
     if (g.source >= l || !layers[g.source].owns_kv() || layers[g.source].group != g.group ||
         layers[g.source].num_kv_heads != g.num_kv_heads ||
-        layers[g.source].head_dim != g.head_dim) {
+        layers[g.source].head_dim != g.head_dim || layers[g.source].k_from_v != g.k_from_v) {
       return InvalidArgumentError(
           "kv layout: layer {} reads the KV of layer {}, which is not an earlier {} layer owning "
           "KV of the same geometry",
@@ -125,7 +125,7 @@ absl::StatusOr<KvLayout> MakeKvLayout(std::vector<KvLayerGeometry> layers, int32
     if (!g.owns_kv()) continue;
     int64_t rows = layout.storage_pages(g.group), bytes = 0;
     if (!MulOk(rows, g.num_kv_heads, &rows) || !MulOk(rows, page_size, &rows) ||
-        !MulOk(rows, 2 * KvRowBytes(g.head_dim, dtype_bytes, quant), &bytes) ||
+        !MulOk(rows, g.arrays() * KvRowBytes(g.head_dim, dtype_bytes, quant), &bytes) ||
         __builtin_add_overflow(total, bytes, &total)) {
       return InvalidArgumentError("kv layout: layer {}'s K/V arrays overflow int64 bytes", l);
     }

@@ -9,7 +9,7 @@
 // step metadata and kernels, so a pool's storage holds at most kMaxPoolTokens tokens.
 //
 // Arrays. A layer that owns KV has a K and a V array of [storage pages, kv heads, page size,
-// head dim] elements; a KV-shared layer reads its source layer's arrays. Sizes are int64: one
+// head dim] elements (only V when k_from_v); a KV-shared layer reads its source layer's arrays. Sizes are int64: one
 // layer's array can exceed 2^31 elements (E2B's full layers on an H200 hold ~5e9).
 //
 // Plain value type: copy freely, thread-compatible.
@@ -31,8 +31,15 @@ struct KvLayerGeometry {
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
   int32_t source = -1;  // the layer whose K/V arrays this one reads; -1 = its own (owns KV)
+  // Single-store K=V (full layers of 31B / 26B-A4B, whose V is the raw K projection): the layer
+  // keeps ONE array, V = v_norm(k_raw), and the attention kernels derive K = RoPE(k_norm_w * V)
+  // from it (k_norm(x) = v_norm(x) * w: the normalisation is shared, so storing its result once
+  // leaves only the weight and the rotation to the kernels). Halves the layer's KV bytes.
+  bool k_from_v = false;
 
   bool owns_kv() const { return source < 0; }
+  // Cached arrays of a layer owning KV: V alone when K is derived from it, else K and V.
+  int arrays() const { return k_from_v ? 1 : 2; }
   friend bool operator==(const KvLayerGeometry&, const KvLayerGeometry&) = default;
 };
 
@@ -52,7 +59,7 @@ constexpr int64_t KvRowBytes(int64_t head_dim, int64_t dtype_bytes, KvQuant quan
 }
 
 // Bytes one token costs in each group: sum over layers owning KV of
-// 2 (K and V) x num_kv_heads x KvRowBytes.
+// arrays() (K and V, or V alone) x num_kv_heads x KvRowBytes.
 PerGroup<int64_t> KvBytesPerToken(absl::Span<const KvLayerGeometry> layers, int64_t dtype_bytes,
                                   KvQuant quant = KvQuant::kNone);
 
@@ -81,7 +88,7 @@ struct KvLayout {
   // Under kFp8E4M3, elements of ONE of layer l's K or V scale arrays ([storage pages, kv heads,
   // page size] f32); 0 otherwise.
   int64_t ScaleElements(int layer) const;
-  // Device bytes of all arrays (K and V of every layer owning KV, their scales included).
+  // Device bytes of all arrays (K and V, or V alone, of every layer owning KV, scales included).
   int64_t TotalBytes() const;
 };
 

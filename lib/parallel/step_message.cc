@@ -115,7 +115,8 @@ std::vector<uint8_t> EncodeAttachKv(const kv::KvLayout& l) {
   w.Put<int32_t>(l.num_pages[1]);
   std::vector<int32_t> layers;
   for (const kv::KvLayerGeometry& g : l.layers) {
-    layers.insert(layers.end(), {static_cast<int32_t>(g.group), g.num_kv_heads, g.head_dim, g.source});
+    layers.insert(layers.end(), {static_cast<int32_t>(g.group), g.num_kv_heads, g.head_dim, g.source,
+                                 g.k_from_v ? 1 : 0});
   }
   w.PutArray<int32_t>(layers);
   return w.Take();
@@ -131,14 +132,18 @@ absl::StatusOr<kv::KvLayout> DecodeAttachKv(std::span<const uint8_t> msg) {
   std::vector<int32_t> flat;
   GANNET_RETURN_IF_ERROR(r.GetArray(&flat));
   GANNET_RETURN_IF_ERROR(r.Done());
-  if (flat.size() % 4 != 0) return InternalError("tensor parallel: a KV layout message is torn");
+  if (flat.size() % 5 != 0) return InternalError("tensor parallel: a KV layout message is torn");
   std::vector<kv::KvLayerGeometry> layers;
-  for (size_t i = 0; i < flat.size(); i += 4) {
+  for (size_t i = 0; i < flat.size(); i += 5) {
     if (flat[i] != static_cast<int32_t>(kv::KvGroup::kSliding) &&
         flat[i] != static_cast<int32_t>(kv::KvGroup::kFull)) {
       return InternalError("tensor parallel: KV group {} in a layout message", flat[i]);
     }
-    layers.push_back({static_cast<kv::KvGroup>(flat[i]), flat[i + 1], flat[i + 2], flat[i + 3]});
+    if (flat[i + 4] != 0 && flat[i + 4] != 1) {
+      return InternalError("tensor parallel: K-from-V flag {} in a layout message", flat[i + 4]);
+    }
+    layers.push_back({static_cast<kv::KvGroup>(flat[i]), flat[i + 1], flat[i + 2], flat[i + 3],
+                      flat[i + 4] != 0});
   }
   if (v[3] != static_cast<int32_t>(kv::KvQuant::kNone) &&
       v[3] != static_cast<int32_t>(kv::KvQuant::kFp8E4M3)) {

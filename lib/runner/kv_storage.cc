@@ -5,11 +5,14 @@
 
 namespace gannet::runner {
 
-std::vector<kv::KvLayerGeometry> KvLayersOf(const model::TextConfig& c) {
+std::vector<kv::KvLayerGeometry> KvLayersOf(const model::TextConfig& c, bool k_eq_v_single_store) {
   std::vector<kv::KvLayerGeometry> layers;
   for (int l = 0; l < c.num_hidden_layers; ++l) {
+    // A KV-shared layer carries its donor's flag (a K=V donor is a full layer; so is the reader).
+    const int owner = c.IsKvShared(l) ? c.KvDonor(l) : l;
     layers.push_back({c.is_sliding(l) ? kv::KvGroup::kSliding : kv::KvGroup::kFull,
-                      c.LayerNumKvHeads(l), c.LayerHeadDim(l), c.IsKvShared(l) ? c.KvDonor(l) : -1});
+                      c.LayerNumKvHeads(l), c.LayerHeadDim(l), c.IsKvShared(l) ? c.KvDonor(l) : -1,
+                      k_eq_v_single_store && c.LayerKEqV(owner)});
   }
   return layers;
 }
@@ -17,7 +20,7 @@ std::vector<kv::KvLayerGeometry> KvLayersOf(const model::TextConfig& c) {
 absl::StatusOr<std::unique_ptr<KvStorage>> KvStorage::Create(const model::TextConfig& c,
                                                              const kv::KvLayout& layout,
                                                              backend::Backend* backend) {
-  if (layout.layers != KvLayersOf(c)) {
+  if (layout.layers != KvLayersOf(c, true) && layout.layers != KvLayersOf(c, false)) {
     return InvalidArgumentError("KV storage: the KV layout does not describe this model's {} layers",
                                 c.num_hidden_layers);
   }
@@ -38,6 +41,7 @@ absl::StatusOr<std::unique_ptr<KvStorage>> KvStorage::Create(const model::TextCo
     const size_t bytes = static_cast<size_t>(layout.ArrayBytes(l));
     LayerKv kv;
     kv.group = kv::GroupIndex(g.group);
+    kv.k_from_v = g.k_from_v;
     struct Array {
       backend::Tensor* t;
       const char* name;
@@ -47,6 +51,7 @@ absl::StatusOr<std::unique_ptr<KvStorage>> KvStorage::Create(const model::TextCo
                             {&kv.k_scale, "K scale", true}, {&kv.v_scale, "V scale", true}};
     for (const Array& a : arrays) {
       if (a.scale && !fp8) continue;
+      if (g.k_from_v && (a.t == &kv.k || a.t == &kv.k_scale)) continue;
       const int64_t elems = a.scale ? layout.ScaleElements(l) : layout.ArrayElements(l);
       const size_t n = static_cast<size_t>(a.scale ? elems * kv::kKvScaleBytes : bytes);
       absl::StatusOr<backend::Buffer> buf = backend->AllocateZeroed(n);
@@ -68,6 +73,24 @@ absl::StatusOr<std::unique_ptr<KvStorage>> KvStorage::Create(const model::TextCo
     if (!layout.layers[l].owns_kv()) s->layers_[l] = s->layers_[layout.layers[l].source];
   }
   return s;
+}
+
+absl::Status KvStorage::BindKDerivation(int layer, backend::Tensor k_norm, const backend::RopeSpec& rope) {
+  if (layer < 0 || layer >= static_cast<int>(layers_.size()) || !layout_.layers[layer].owns_kv() ||
+      !layers_[layer].k_from_v) {
+    return InvalidArgumentError("KV storage: layer {} does not derive K from its V array", layer);
+  }
+  const int d = layout_.layers[layer].head_dim;
+  if (!k_norm.valid() || k_norm.dtype != DType::kF32 || k_norm.numel() != d) {
+    return InvalidArgumentError("KV storage: layer {}'s k_norm must be [{}] f32", layer, d);
+  }
+  for (int l = 0; l < static_cast<int>(layers_.size()); ++l) {
+    if (l == layer || layout_.layers[l].source == layer) {
+      layers_[l].k_norm = k_norm;
+      layers_[l].rope = rope;
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace gannet::runner

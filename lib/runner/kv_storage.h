@@ -18,24 +18,38 @@ namespace gannet::runner {
 
 // Each decoder layer's KV geometry: its group, KV heads and head dim, and for KV-shared layers
 // the donor whose arrays it reads. The layout of a model is built from this list.
-std::vector<kv::KvLayerGeometry> KvLayersOf(const model::TextConfig& config);
+// `k_eq_v_single_store`: K=V layers (config.LayerKEqV) keep one array (KvLayerGeometry::k_from_v),
+// the engine's default; false stores K and V separately (the older layout, kept for comparison).
+std::vector<kv::KvLayerGeometry> KvLayersOf(const model::TextConfig& config,
+                                            bool k_eq_v_single_store = true);
 
 class KvStorage {
  public:
   // Allocates every array of `layout` (zeroed, so a never-written slot reads finite). The
-  // layout's layers must be KvLayersOf(config) and its element size the backend's KV type's.
+  // layout's layers must be KvLayersOf(config) (either store of K=V layers) and its element size
+  // the backend's KV type's.
   // ResourceExhausted names the layer and bytes when the backend cannot allocate.
   static absl::StatusOr<std::unique_ptr<KvStorage>> Create(const model::TextConfig& config,
                                                             const kv::KvLayout& layout,
                                                             backend::Backend* backend);
   struct LayerKv {
-    backend::Tensor k;  // [storage pages, n_kv_heads, page_size, head_dim]
+    backend::Tensor k;  // [storage pages, n_kv_heads, page_size, head_dim]; invalid when k_from_v
     backend::Tensor v;
     backend::Tensor k_scale;  // [storage pages, n_kv_heads, page_size] f32 for FP8 KV, else invalid
     backend::Tensor v_scale;
     int group = 0;
+    // Single-store K=V (kv_layout.h): K = RoPE(k_norm * V), derived by Attention from the layer's
+    // own k_norm weight and rotation, which the runner binds once its weights are loaded
+    // (BindKDerivation). A drafter attending into these arrays uses them too.
+    bool k_from_v = false;
+    backend::Tensor k_norm;  // [head_dim] f32
+    backend::RopeSpec rope;
   };
   const LayerKv& Layer(int layer) const { return layers_[layer]; }
+  // Binds the weight and rotation K is derived with to K=V layer `layer` (and the layers reading
+  // its arrays). InvalidArgument if the layer does not store K in V or the weight is not
+  // [head_dim] f32.
+  absl::Status BindKDerivation(int layer, backend::Tensor k_norm, const backend::RopeSpec& rope);
   const kv::KvLayout& layout() const { return layout_; }
   uint64_t bytes() const { return bytes_; }
 

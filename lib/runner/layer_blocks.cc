@@ -19,6 +19,9 @@ absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, 
   at.v_cache = kv.v;
   at.k_scale = kv.k_scale;
   at.v_scale = kv.v_scale;
+  at.k_from_v = kv.k_from_v;
+  at.k_norm = kv.k_norm;
+  at.rope = kv.rope;
   at.out = Tensor::Make(attn.data, attn.dtype, {n, nq, d});
   at.num_q_heads = nq;
   at.num_kv_heads = c.LayerNumKvHeads(layer);

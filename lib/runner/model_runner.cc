@@ -207,6 +207,7 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
   prep.head_dim = d;
   prep.has_kv = !c.IsKvShared(l);
   prep.k_eq_v = c.LayerKEqV(l);
+  prep.k_from_v = kv_layer.k_from_v;
   prep.eps = eps;
   prep.q_norm = L.q_norm;
   prep.k_norm = L.k_norm;
@@ -524,6 +525,13 @@ absl::Status ModelRunner::AttachKv(const kv::KvLayout& layout) {
                                 layout.page_size, m.options.page_size);
   }
   GANNET_ASSIGN_OR_RETURN(m.kv, KvStorage::Create(m.config.text, layout, m.be));
+  for (int l = 0; l < m.config.text.num_hidden_layers; ++l) {
+    const kv::KvLayerGeometry& g = layout.layers[l];
+    if (g.owns_kv() && g.k_from_v) {
+      GANNET_RETURN_IF_ERROR(m.kv->BindKDerivation(l, m.w.layers[l].k_norm,
+                                                   m.rope[kv::GroupIndex(g.group)]));
+    }
+  }
   for (kv::KvGroup g : kv::kAllKvGroups) {
     m.pad_table[kv::GroupIndex(g)].clear();
     // Enough entries for the positions 0 .. kMaxUniformQueryLen - 1 of a padding sequence.

@@ -9,6 +9,10 @@
 // sequence owns are NaN too. The output is poisoned with NaN before each run, so an unwritten
 // element fails.
 //
+// Cases marked k_from_v run the single-store K=V layout (31B / 26B-A4B full layers): no K array;
+// K is derived from V with a k_norm weight and the full layers' proportional RoPE (64 rotated
+// pairs, theta 1e6), which the CPU reference derives the same way.
+//
 // Every case runs twice: over a bf16 cache, and over an FP8 cache (the FP8 entries, forced and
 // selected) against the CPU backend reading the same FP8 bytes and scales, so the comparison
 // measures the kernels, not the quantisation.
@@ -47,6 +51,7 @@ struct Case {
   float scale = 0.f;          // 0 = 1/sqrt(d)
   bool minus_one_holes = false;
   std::vector<int> splits = {0};  // forced split counts to try (0 = the heuristic)
+  bool k_from_v = false;          // single-store K=V
 };
 
 class AttentionEntriesTest : public ::testing::TestWithParam<std::tuple<Case, bool>> {};
@@ -136,6 +141,13 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
   a.scale = c.scale > 0 ? c.scale : 1.0f / std::sqrt(static_cast<float>(c.d));
   a.meta = &meta;
   a.group = backend::kSlidingGroup;
+  // Single-store K=V: a k_norm weight around 1 and the full layers' rotation.
+  std::vector<float> k_norm = testing::RandomNormal(c.d, 14);
+  for (float& w : k_norm) w = 1.0f + 0.3f * w;
+  if (c.k_from_v) {
+    a.k_from_v = true;
+    a.rope = {1e6, 64, 1.0};
+  }
 
   // CPU reference (host memory, f32; FP8 bytes and scales for the FP8 cache).
   std::vector<float> ref(q.size());
@@ -154,7 +166,12 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
       ca.v_cache = Tensor::Make(vc.data(), DType::kF32, {num_pages, c.nkv, c.page, c.d});
     }
     ca.out = Tensor::Make(ref.data(), DType::kF32, {num_tokens, c.nq, c.d});
-    ASSERT_TRUE(cpu.Attention(ca).ok());
+    if (c.k_from_v) {
+      ca.k_cache = ca.k_scale = Tensor();
+      ca.k_norm = Tensor::Make(k_norm.data(), DType::kF32, {c.d});
+    }
+    const absl::Status st = cpu.Attention(ca);
+    ASSERT_TRUE(st.ok()) << st;
   }
 
   // GPU copies.
@@ -187,6 +204,11 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
   a.k_cache = dk.t;
   a.v_cache = dv.t;
   a.out = dout.t;
+  DeviceTensor dknorm = testing::Upload(gpu, k_norm, DType::kF32, {c.d});
+  if (c.k_from_v) {
+    a.k_cache = a.k_scale = Tensor();
+    a.k_norm = dknorm.t;
+  }
 
   int ran = 0, ran_flash = 0;
   auto check = [&](const std::string& what) {
@@ -213,6 +235,8 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
     probe.num_seqs = num_seqs;
     probe.num_tokens = num_tokens;
     probe.max_seq_len = max_len;
+    probe.k_from_v = c.k_from_v;
+    probe.rope_pairs = c.k_from_v ? a.rope.rotated_pairs : 0;
     const kernels::ProblemKey pk = kernels::AttentionProblem(e->op, probe);
     if (!kernels::CheckEntry(*e, pk, gpu.device_info()).ok) continue;
     const bool flash = std::string(e->name).rfind("sm80_", 0) == 0;
@@ -261,6 +285,13 @@ std::vector<Case> Cases() {
   // Mixed batch: a prefill chunk next to decodes, window crossing inside the chunk.
   v.push_back({"mixed_8q2kv_hd256", 8, 2, 256, 16, 512, {1300, 900, 77}, {333, 1, 1}, 0.f, false, {0}});
   v.push_back({"mixed_8q2kv_hd512", 8, 2, 512, 32, 0, {640, 5000}, {129, 1}, 0.f, false, {0, 6}});
+  // Single-store K=V full layers: 31B (32q/4kv) and 26B-A4B (16q/2kv), decode with forced splits,
+  // a verify chunk, prefill from scratch and over cached pages, a mixed batch.
+  v.push_back({"kfromv_decode_31b_hd512", 32, 4, 512, 16, 0, {8192, 1000, 17}, {1, 1, 1}, 0.f, false, {0, 1, 7, 64}, true});
+  v.push_back({"kfromv_decode_26b_hd512", 16, 2, 512, 32, 0, {3001, 64}, {1, 1}, 0.f, false, {0, 5}, true});
+  v.push_back({"kfromv_verify_31b_q4", 32, 4, 512, 16, 0, {6000, 700}, {4, 4}, 0.f, false, {0, 3}, true});
+  v.push_back({"kfromv_prefill_31b_hd512", 32, 4, 512, 16, 0, {300, 2100}, {300, 100}, 0.f, false, {0, 3}, true});
+  v.push_back({"kfromv_mixed_26b_hd512", 16, 2, 512, 16, 0, {640, 5000}, {129, 1}, 0.f, false, {0, 6}, true});
   return v;
 }
 

@@ -102,6 +102,33 @@ TEST_P(PerVariant, Fp8KvCacheServes) {
   gannet_engine_destroy(ref);
 }
 
+// The K=V full layers of 31B and 26B-A4B keep one array by default: half the full-layer bytes of
+// kv_separate_k_eq_v, and (on the CPU's f32 cache, where K is derived with the same products) the
+// same greedy tokens. Other variants have no K=V layers and are unaffected.
+TEST_P(PerVariant, SingleStoreKEqVHalvesFullLayerKv) {
+  gannet_engine_t* single = CreateTinyEngine(GetParam());
+  gannet_engine_t* separate = CreateTinyEngine(GetParam(), [](gannet_engine_config_t* c) {
+    c->kv_separate_k_eq_v = 1;
+  });
+  ASSERT_NE(single, nullptr);
+  ASSERT_NE(separate, nullptr);
+  gannet_engine_stats_t a = GANNET_ENGINE_STATS_INIT, b = GANNET_ENGINE_STATS_INIT;
+  ASSERT_EQ(gannet_engine_get_stats(single, &a), GANNET_OK);
+  ASSERT_EQ(gannet_engine_get_stats(separate, &b), GANNET_OK);
+  const bool k_eq_v = GetParam() == "31b" || GetParam() == "26b-a4b";
+  EXPECT_EQ(a.kv_bytes_per_token[0], b.kv_bytes_per_token[0]);
+  EXPECT_EQ(a.kv_bytes_per_token[1] * (k_eq_v ? 2 : 1), b.kv_bytes_per_token[1]) << GetParam();
+  for (int i = 0; i < 4; ++i) {
+    const std::vector<int32_t> prompt = MakePrompt(3000 + i, 3 + 11 * i);
+    const Outcome x = RunAlone(single, GreedyRequest(prompt, 10));
+    const Outcome y = RunAlone(separate, GreedyRequest(prompt, 10));
+    ASSERT_EQ(x.status, GANNET_OK) << x.message;
+    EXPECT_EQ(x.tokens, y.tokens) << i;
+  }
+  gannet_engine_destroy(separate);
+  gannet_engine_destroy(single);
+}
+
 TEST(CapiEngineTest, Fp8KvKeepsTheTrainedModelsGreedyText) {
   gannet_engine_t* ref = CreateTinyEngine("trained");
   gannet_engine_t* fp8 = CreateTinyEngine("trained", [](gannet_engine_config_t* c) {

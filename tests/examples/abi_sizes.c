@@ -56,6 +56,7 @@ int main(void) {
   FIELD(gannet_engine_config_t, tp_rank);
   FIELD(gannet_engine_config_t, tp_id);
   FIELD(gannet_engine_config_t, kv_cache_dtype);
+  FIELD(gannet_engine_config_t, kv_separate_k_eq_v);
 
   SIZE(gannet_tp_id_t);
   FIELD(gannet_tp_id_t, bytes);

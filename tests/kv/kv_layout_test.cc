@@ -64,6 +64,32 @@ TEST(KvLayoutTest, Fp8LayoutsCountElementsAndScales) {
   EXPECT_FALSE(MakeKvLayout(E2BLayers(), 16, 512, 1, {100, 200}, static_cast<KvQuant>(7)).ok());
 }
 
+// Single-store K=V (31B's full layers: 4 heads of 512): one array per layer, half the bytes, with
+// and without FP8; a reader must agree with its source on the flag.
+TEST(KvLayoutTest, SingleStoreKEqVLayersKeepOneArray) {
+  std::vector<KvLayerGeometry> layers;
+  for (int i = 0; i < 12; ++i) {
+    const bool full = i % 6 == 5;
+    layers.push_back({full ? KvGroup::kFull : KvGroup::kSliding, full ? 4 : 16, full ? 512 : 256, -1, full});
+  }
+  for (KvQuant quant : {KvQuant::kNone, KvQuant::kFp8E4M3}) {
+    const int32_t bytes = KvElementBytes(quant, 2);
+    auto layout = MakeKvLayout(layers, 16, 1024, bytes, {100, 200}, quant);
+    ASSERT_TRUE(layout.ok()) << layout.status();
+    EXPECT_EQ(layout->bytes_per_token(KvGroup::kFull), 2 * 4 * KvRowBytes(512, bytes, quant));
+    EXPECT_EQ(layout->bytes_per_token(KvGroup::kSliding), 10 * 2 * 16 * KvRowBytes(256, bytes, quant));
+    const int64_t full_array = layout->ArrayBytes(5) + layout->ScaleElements(5) * kKvScaleBytes;
+    const int64_t sliding_array = layout->ArrayBytes(0) + layout->ScaleElements(0) * kKvScaleBytes;
+    EXPECT_EQ(layout->TotalBytes(), 2 * full_array + 10 * 2 * sliding_array);
+  }
+  layers.push_back({KvGroup::kFull, 4, 512, 5, false});  // reads a single-store layer as two arrays
+  auto bad = MakeKvLayout(layers, 16, 1024, 2, {100, 200});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("layer 12 reads the KV of layer 5"), std::string::npos) << bad.status();
+  layers.back().k_from_v = true;
+  EXPECT_TRUE(MakeKvLayout(layers, 16, 1024, 2, {100, 200}).ok());
+}
+
 TEST(KvLayoutTest, PoolsStayWithinInt32SlotIds) {
   // (pages + 1) x P <= 2^31 - 1: at P = 16 the most managed pages is 134,217,726.
   const int32_t most = static_cast<int32_t>(kMaxPoolTokens / 16 - 1);

@@ -38,8 +38,9 @@ runner::RunnerOptions SimpleRunnerOptions(const model::ModelConfig& config, int 
 }
 
 kv::KvLayout SimpleKvLayout(const model::ModelConfig& config, const backend::Backend& backend,
-                            int page_size, int max_len, int max_seqs, kv::KvQuant quant) {
-  std::vector<kv::KvLayerGeometry> layers = runner::KvLayersOf(config.text);
+                            int page_size, int max_len, int max_seqs, kv::KvQuant quant,
+                            bool k_eq_v_single_store) {
+  std::vector<kv::KvLayerGeometry> layers = runner::KvLayersOf(config.text, k_eq_v_single_store);
   const kv::PerGroup<bool> present = kv::KvGroupsPresent(layers);
   const int32_t pages = (max_len + page_size - 1) / page_size * max_seqs;
   auto layout = kv::MakeKvLayout(std::move(layers), page_size, config.text.sliding_window,
@@ -52,10 +53,10 @@ kv::KvLayout SimpleKvLayout(const model::ModelConfig& config, const backend::Bac
 absl::StatusOr<std::unique_ptr<runner::ModelRunner>> CreateTinyRunner(
     const model::ModelConfig& config, const model::ModelWeights& weights,
     backend::Backend* backend, const runner::RunnerOptions& options, int max_len, int max_seqs,
-    kv::KvQuant quant) {
+    kv::KvQuant quant, bool k_eq_v_single_store) {
   GANNET_ASSIGN_OR_RETURN(auto r, runner::ModelRunner::Create(config, weights, backend, options));
-  GANNET_RETURN_IF_ERROR(
-      r->AttachKv(SimpleKvLayout(config, *backend, options.page_size, max_len, max_seqs, quant)));
+  GANNET_RETURN_IF_ERROR(r->AttachKv(SimpleKvLayout(config, *backend, options.page_size, max_len,
+                                                    max_seqs, quant, k_eq_v_single_store)));
   return r;
 }
 

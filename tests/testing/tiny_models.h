@@ -37,14 +37,15 @@ runner::RunnerOptions SimpleRunnerOptions(const model::ModelConfig& config, int 
                                           int max_len, int max_seqs, int max_tokens);
 // A KV layout whose pools hold `max_seqs` sequences of `max_len` tokens (IdentityPageTable).
 // `quant` kFp8E4M3: the FP8 cache (1-byte elements and scales) instead of the backend's type.
+// `k_eq_v_single_store`: runner::KvLayersOf's choice for K=V layers.
 kv::KvLayout SimpleKvLayout(const model::ModelConfig& config, const backend::Backend& backend,
                             int page_size, int max_len, int max_seqs,
-                            kv::KvQuant quant = kv::KvQuant::kNone);
+                            kv::KvQuant quant = kv::KvQuant::kNone, bool k_eq_v_single_store = true);
 // ModelRunner::Create with those options, then AttachKv(SimpleKvLayout(...)).
 absl::StatusOr<std::unique_ptr<runner::ModelRunner>> CreateTinyRunner(
     const model::ModelConfig& config, const model::ModelWeights& weights,
     backend::Backend* backend, const runner::RunnerOptions& options, int max_len, int max_seqs,
-    kv::KvQuant quant = kv::KvQuant::kNone);
+    kv::KvQuant quant = kv::KvQuant::kNone, bool k_eq_v_single_store = true);
 
 // A trivial KV layout for tests without a KV manager: sequence s gets pages
 // [s * pages_per_seq, (s + 1) * pages_per_seq) in both groups.

@@ -2,6 +2,8 @@
 // query head), lanes split the head dim in 16-byte chunks, online softmax one key at a time.
 // It is the fallback where no tensor-core entry applies and a second, independent GPU
 // implementation the tests compare the flash kernels against; speed is not its job.
+// Single-store K=V (k_from_v): each lane derives its dims of K from its V chunk and the chunk of
+// the rotate-half partner dims, the CPU reference's arithmetic (backend.h).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -48,6 +50,20 @@ __global__ void GenericAttentionKernel(const PagedAttentionParams p) {
     for (int i = 0; i < 8; ++i) q[c][i] = acc[c][i] = 0.f;
     if (ch < chunks) Load8(qrow + ch * 8, q[c]);
   }
+  // k_from_v: the k_norm weights of this lane's dims and of their rotate-half partners.
+  const int half = p.head_dim / 2;
+  float w_own[kMaxChunksPerLane][8], w_partner[kMaxChunksPerLane][8];
+#pragma unroll
+  for (int c = 0; c < kMaxChunksPerLane; ++c) {
+    const int ch = lane + 32 * c;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int d = ch * 8 + i;
+      const bool live = p.k_from_v && ch < chunks;
+      w_own[c][i] = live ? p.k_norm[d] : 0.f;
+      w_partner[c][i] = live ? p.k_norm[d < half ? d + half : d - half] : 0.f;
+    }
+  }
   float m = -INFINITY, l = 0.f;
   for (int key = lo; key <= pos; ++key) {
     const int page = table[key / p.page_size];
@@ -59,12 +75,33 @@ __global__ void GenericAttentionKernel(const PagedAttentionParams p) {
       const int ch = lane + 32 * c;
       if (ch >= chunks) continue;
       float k[8];
-      LoadKvChunk(p.k_cache, p.kv_fp8, off + ch * 8, k);
+      if (p.k_from_v) {
+        const int d0 = ch * 8;
+        const int partner0 = d0 < half ? d0 + half : d0 - half;
+        float v[8], vp[8];
+        LoadKvChunk(p.v_cache, p.kv_fp8, off + d0, v);
+        LoadKvChunk(p.v_cache, p.kv_fp8, off + partner0, vp);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const int j = (d0 + i) % half;
+          float cs = 1.f, sn = 0.f;
+          if (j < p.rope_pairs) {
+            const float angle = p.inv_freq[j] * static_cast<float>(key);
+            cs = cosf(angle);
+            sn = sinf(angle);
+          }
+          const float a = v[i] * w_own[c][i], b = vp[i] * w_partner[c][i];
+          k[i] = d0 < half ? a * cs - b * sn : a * cs + b * sn;
+        }
+      } else {
+        LoadKvChunk(p.k_cache, p.kv_fp8, off + ch * 8, k);
+      }
 #pragma unroll
       for (int i = 0; i < 8; ++i) dot += q[c][i] * k[i];
     }
-    // FP8 rows carry one scale each: applied to the dot product and to the softmax weight.
-    const float k_scale = p.kv_fp8 ? p.k_scale[off / p.head_dim] : 1.f;
+    // FP8 rows carry one scale each: applied to the dot product and to the softmax weight (a
+    // derived K's is its V row's).
+    const float k_scale = p.kv_fp8 ? (p.k_from_v ? p.v_scale : p.k_scale)[off / p.head_dim] : 1.f;
     const float v_scale = p.kv_fp8 ? p.v_scale[off / p.head_dim] : 1.f;
     const float sc = WarpSum(dot) * k_scale * p.scale;
     const float m_new = fmaxf(m, sc);

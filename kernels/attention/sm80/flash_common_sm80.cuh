@@ -123,7 +123,8 @@ struct KvRowSlot {
   __device__ __forceinline__ int chunk(int i) const { return sub + i * kThreadsPerRow; }
 };
 
-// Copies keys [key0, key0 + kBlockN) of one KV head into padded shared-memory tiles.
+// Copies keys [key0, key0 + kBlockN) of one KV head into padded shared-memory tiles (V alone when
+// k_base is null: single-store K=V, whose K the kernel derives into the K tile).
 template <int kHeadDim, int kBlockN, int kThreads, int kStride>
 __device__ __forceinline__ void LoadKvTile(const bf16* k_base, const bf16* v_base, bf16* dk, bf16* dv,
                                            const int32_t* table, int page_size, int num_kv_heads,
@@ -132,12 +133,12 @@ __device__ __forceinline__ void LoadKvTile(const bf16* k_base, const bf16* v_bas
   const Slot s(table, page_size, num_kv_heads, kvh, key0, hi);
   const bool ok = s.ok;
   const int r = s.r;
-  const bf16* ks = k_base + s.row * kHeadDim;
+  const bf16* ks = k_base != nullptr ? k_base + s.row * kHeadDim : nullptr;
   const bf16* vs = v_base + s.row * kHeadDim;
 #pragma unroll
   for (int i = 0; i < Slot::kChunksPerThread; ++i) {
     const int ch = s.chunk(i);
-    CpAsync16(dk + r * kStride + ch * 8, ks + (ok ? ch * 8 : 0), ok ? 16 : 0);
+    if (k_base != nullptr) CpAsync16(dk + r * kStride + ch * 8, ks + (ok ? ch * 8 : 0), ok ? 16 : 0);
     CpAsync16(dv + r * kStride + ch * 8, vs + (ok ? ch * 8 : 0), ok ? 16 : 0);
   }
 }
@@ -236,7 +237,8 @@ struct Fp8KvTileLoader {
   int key0;
   int hi;
 
-  // LoadKvTile's mapping (KvRowSlot); the row's first thread also copies its two scales.
+  // LoadKvTile's mapping (KvRowSlot); the row's first thread also copies its two scales. A null
+  // k_base (single-store K=V) loads V and its scale alone.
   __device__ __forceinline__ void operator()(int stage, int tile) const {
     using Slot = KvRowSlot<kBlockN, kThreads, kHeadDim / 16>;
     const Slot s(table, page_size, num_kv_heads, kvh, key0 + tile * kBlockN, hi);
@@ -249,11 +251,11 @@ struct Fp8KvTileLoader {
 #pragma unroll
     for (int i = 0; i < Slot::kChunksPerThread; ++i) {
       const int ch = s.chunk(i);
-      CpAsync16(dk + ch * 16, k_base + row * kHeadDim + (ok ? ch * 16 : 0), ok ? 16 : 0);
+      if (k_base != nullptr) CpAsync16(dk + ch * 16, k_base + row * kHeadDim + (ok ? ch * 16 : 0), ok ? 16 : 0);
       CpAsync16(dv + ch * 16, v_base + row * kHeadDim + (ok ? ch * 16 : 0), ok ? 16 : 0);
     }
     if (sub == 0) {
-      CpAsync4(dst.k_scale + r, ks_base + row, ok ? 4 : 0);
+      if (k_base != nullptr) CpAsync4(dst.k_scale + r, ks_base + row, ok ? 4 : 0);
       CpAsync4(dst.v_scale + r, vs_base + row, ok ? 4 : 0);
     }
   }
@@ -336,6 +338,100 @@ __device__ __forceinline__ void Fp8VFragment(const uint32_t (&rows)[4][kWords], 
   const uint32_t sel = (dt & 3) | ((4 + (dt & 3)) << 4);
   b[0] = Fp8x2ToF16x2(__byte_perm(rows[0][dt >> 2], rows[1][dt >> 2], sel) & 0xFFFFu);
   b[1] = Fp8x2ToF16x2(__byte_perm(rows[2][dt >> 2], rows[3][dt >> 2], sel) & 0xFFFFu);
+}
+
+// ---- Single-store K=V (PagedAttentionParams::k_from_v) ----
+// The stage holds V = v_norm(k_raw) alone, and K = RoPE(k_norm * V). Off the rotated dims K is
+// k_norm * V, so Q carries the weight there (WeightQForKFromV, once per CTA) and S reads those
+// dims of K straight from the V rows. The rotated dims -- pairs (i, i + h), i < R, whole 32-dim
+// blocks [0, R) and [h, h + R) -- are derived once per tile by the whole CTA into the stage's
+// unused K space (bf16 at their own columns of the K tile; FP8: fp16, unscaled -- the row's scale
+// multiplies S's column as for a stored K -- at half index RotIndex(dim) of the K row), with
+// QkvPrep's angle and cos/sin, so K matches the separately stored K to its rounding.
+__device__ __forceinline__ bool KFromVRotated(int dim, int half, int rope_pairs) {
+  return dim % half < rope_pairs;
+}
+__device__ __forceinline__ int KFromVRotIndex(int dim, int half, int rope_pairs) {
+  return dim < half ? dim : rope_pairs + dim - half;
+}
+
+// Q's dims off the rotated pairs times k_norm, in place (sQ bf16, landed).
+template <int kHeadDim, int kBlockM, int kThreads, int kStride>
+__device__ __forceinline__ void WeightQForKFromV(bf16* sQ, const PagedAttentionParams& p) {
+  constexpr int kHalf = kHeadDim / 2;
+  for (int e = threadIdx.x; e < kBlockM * kHalf; e += kThreads) {
+    const int r = e / kHalf, c = (e % kHalf) * 2;
+    if (KFromVRotated(c, kHalf, p.rope_pairs)) continue;
+    __nv_bfloat162* q = reinterpret_cast<__nv_bfloat162*>(sQ + r * kStride + c);
+    const float2 w = __ldg(reinterpret_cast<const float2*>(p.k_norm + c));
+    const float2 v = __bfloat1622float2(*q);
+    *q = __floats2bfloat162_rn(v.x * w.x, v.y * w.y);
+  }
+}
+
+// A thread's share of the derivation: one rotated pair (kThreads % R == 0, FlashSupportsKFromV)
+// for tile rows first, first + step, ...
+template <int kHeadDim, int kThreads>
+struct KFromVPair {
+  int i = 0, first = kThreads, step = 1;
+  float inv_freq = 0.f, wa = 0.f, wb = 0.f;
+  __device__ __forceinline__ explicit KFromVPair(const PagedAttentionParams& p) {
+    if (!p.k_from_v || p.rope_pairs <= 0) return;  // nothing to derive
+    i = threadIdx.x % p.rope_pairs;
+    first = threadIdx.x / p.rope_pairs;
+    step = kThreads / p.rope_pairs;
+    inv_freq = p.inv_freq[i];
+    wa = __ldg(p.k_norm + i);
+    wb = __ldg(p.k_norm + i + kHeadDim / 2);
+  }
+  // (cos, sin) of key position `pos`: QkvPrep's f32 angle and functions.
+  __device__ __forceinline__ float2 CosSin(int pos) const {
+    const float angle = inv_freq * static_cast<float>(pos);
+    return make_float2(cosf(angle), sinf(angle));
+  }
+  // bf16 tiles: K's rotated columns of rows [0, kBlockN) from V's (key0 = row 0's position).
+  template <int kBlockN, int kStride>
+  __device__ __forceinline__ void DeriveBf16(const bf16* v, bf16* k, int key0) const {
+    constexpr int kHalf = kHeadDim / 2;
+    for (int j = first; j < kBlockN; j += step) {
+      const float a = __bfloat162float(v[j * kStride + i]) * wa;
+      const float b = __bfloat162float(v[j * kStride + i + kHalf]) * wb;
+      const float2 cs = CosSin(key0 + j);
+      k[j * kStride + i] = __float2bfloat16_rn(a * cs.x - b * cs.y);
+      k[j * kStride + i + kHalf] = __float2bfloat16_rn(b * cs.x + a * cs.y);
+    }
+  }
+  // FP8 stage: fp16 rotated K (unscaled) at half RotIndex of the K rows, from the FP8 V rows.
+  template <int kBlockN, int kVRowBytes, int kKRowBytes>
+  __device__ __forceinline__ void DeriveFp8(const uint8_t* v, uint8_t* k, int rope_pairs, int key0) const {
+    constexpr int kHalf = kHeadDim / 2;
+    for (int j = first; j < kBlockN; j += step) {
+      const float a = Fp8ToFloat(v[j * kVRowBytes + i]) * wa;
+      const float b = Fp8ToFloat(v[j * kVRowBytes + i + kHalf]) * wb;
+      const float2 cs = CosSin(key0 + j);
+      __half* row = reinterpret_cast<__half*>(k + j * kKRowBytes);
+      row[i] = __float2half_rn(a * cs.x - b * cs.y);
+      row[rope_pairs + i] = __float2half_rn(b * cs.x + a * cs.y);
+    }
+  }
+};
+
+// The K operand of S for one 32-dim block `dim` of key row `row` in an FP8 stage (the pair of
+// 16-dim steps Fp8KFragments serves): the stored K, or under k_from_v the derived fp16 dims or
+// the V row's bytes.
+template <typename Fp8>
+__device__ __forceinline__ void Fp8KBlock(const PagedAttentionParams& p, const typename Fp8::Stage& f8,
+                                          int row, int dim, int half, uint32_t (&b)[4]) {
+  const int lane = threadIdx.x & 31;
+  if (!p.k_from_v) {
+    Fp8KFragments(f8.k + row * Fp8::kKRowBytes + dim + (lane & 3) * 8, b);
+  } else if (KFromVRotated(dim, half, p.rope_pairs)) {
+    const uint4 w = *reinterpret_cast<const uint4*>(
+        f8.k + row * Fp8::kKRowBytes + 2 * (KFromVRotIndex(dim, half, p.rope_pairs) + (lane & 3) * 8));
+    b[0] = w.x, b[1] = w.y, b[2] = w.z, b[3] = w.w;
+  } else {
+    Fp8KFragments(f8.v + row * Fp8::kVRowBytes + dim + (lane & 3) * 8, b);
+  }
 }
 
 // The epilogue every flash kernel shares. A warp holds rows r_lo and r_lo + 8 of the tile (the

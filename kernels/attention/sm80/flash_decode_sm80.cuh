@@ -95,6 +95,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   uint32_t aq[Tr::kKSteps][4];
   CpAsyncWait<kStages - 2>();
   __syncthreads();
+  if (p.k_from_v) {  // Q carries k_norm off the rotated dims (flash_common_sm80.cuh)
+    WeightQForKFromV<kHeadDim, kBlockM, Tr::kThreads, kStride>(sQ, p);
+    __syncthreads();
+  }
   if constexpr (Tr::kFp8) {
     PermuteQForFp8<kHeadDim, kBlockM, Tr::kThreads, kStride>(sQ);  // fp16, K's dim order
     __syncthreads();
@@ -113,16 +117,26 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   const float scale2 = p.scale * kLog2e;
   const int r_lo = lane >> 2;
   const int pos0 = sPos[r_lo], pos1 = sPos[r_lo + 8];
+  const KFromVPair<kHeadDim, Tr::kThreads> kfv(p);
+  constexpr int kHalf = kHeadDim / 2;
 
   for (int it = 0; it < n_tiles; ++it) {
     CpAsyncWait<kStages - 2>();
     __syncthreads();  // tile `it` landed; stage (it - 1) % kStages and sS are free again
     if (it + kStages - 1 < n_tiles) load_tile((it + kStages - 1) % kStages, it + kStages - 1);
     CpAsyncCommit();
-    const bf16* cK = sK + (it % kStages) * kBlockN * kStride;
+    bf16* cK = sK + (it % kStages) * kBlockN * kStride;  // k_from_v: its rotated dims derived here
     const bf16* cV = sV + (it % kStages) * kBlockN * kStride;
     const auto f8 = Fp8::At(staging, it % kStages);  // FP8 only: this stage's rows and scales
     const int key0 = t.lo + (work.t_begin + it) * kBlockN;
+    if (p.k_from_v && p.rope_pairs > 0) {  // this tile's rotated K dims, into its K space
+      if constexpr (Tr::kFp8) {
+        kfv.template DeriveFp8<kBlockN, Fp8::kVRowBytes, Fp8::kKRowBytes>(f8.v, f8.k, p.rope_pairs, key0);
+      } else {
+        kfv.template DeriveBf16<kBlockN, kStride>(cV, cK, key0);
+      }
+      __syncthreads();
+    }
 
     // ---- partial S over this warp's dims, all keys; kNT independent accumulator chains ----
     float s[Tr::kNT][4];
@@ -134,12 +148,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       for (int nt = 0; nt < Tr::kNT; ++nt) {
         uint32_t b[4];
         if constexpr (Tr::kFp8) {
-          Fp8KFragments(f8.k + (nt * 8 + (lane >> 2)) * Fp8::kKRowBytes + d0 + ks * 16 + (lane & 3) * 8, b);
+          Fp8KBlock<Fp8>(p, f8, nt * 8 + (lane >> 2), d0 + ks * 16, kHalf, b);
           MmaF16(s[nt], aq[ks], b);
           MmaF16(s[nt], aq[ks + 1], b + 2);
         } else {
+          // Single-store K=V: off the rotated dims, K's operand is V's (Q carries k_norm).
+          const bf16* kt = p.k_from_v && !KFromVRotated(d0 + ks * 16, kHalf, p.rope_pairs) ? cV : cK;
           LdMatrixX4(b[0], b[1], b[2], b[3],
-                     cK + (nt * 8 + (lane & 7)) * kStride + d0 + ks * 16 + (lane >> 3) * 8);
+                     kt + (nt * 8 + (lane & 7)) * kStride + d0 + ks * 16 + (lane >> 3) * 8);
           MmaBf16(s[nt], aq[ks], b);
           MmaBf16(s[nt], aq[ks + 1], b + 2);
         }
@@ -167,8 +183,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         lo.x += a.x, lo.y += a.y, hi.x += b.x, hi.y += b.y;
       }
       s[nt][0] = lo.x, s[nt][1] = lo.y, s[nt][2] = hi.x, s[nt][3] = hi.y;
-      if constexpr (Tr::kFp8) {  // each key's K scale
-        const float2 ks2 = *reinterpret_cast<const float2*>(f8.k_scale + col);
+      if constexpr (Tr::kFp8) {  // each key's K scale (V's, when K is derived from V)
+        const float2 ks2 = *reinterpret_cast<const float2*>((p.k_from_v ? f8.v_scale : f8.k_scale) + col);
         s[nt][0] *= ks2.x, s[nt][1] *= ks2.y, s[nt][2] *= ks2.x, s[nt][3] *= ks2.y;
       }
 #pragma unroll

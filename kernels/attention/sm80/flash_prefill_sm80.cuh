@@ -105,10 +105,16 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   float l_run[2] = {0.f, 0.f};
   const float scale2 = p.scale * kLog2e;
   const int r_lo = wm * 16 + (lane >> 2);
+  const KFromVPair<kHeadDim, Tr::kThreads> kfv(p);
+  constexpr int kHalf = kHeadDim / 2;
 
   for (int it = 0; it < n_tiles; ++it) {
     CpAsyncWait<kStages - 2>();
     __syncthreads();  // tile `it` visible to all; stage (it - 1) % kStages free again
+    if (it == 0 && p.k_from_v) {  // Q carries k_norm off the rotated dims (flash_common_sm80.cuh)
+      WeightQForKFromV<kHeadDim, kBlockM, Tr::kThreads, kStride>(sQ, p);
+      __syncthreads();
+    }
     if constexpr (Tr::kFp8) {
       if (it == 0) {  // Q has landed: make it fp16 in K's permuted dim order, once
         PermuteQForFp8<kHeadDim, kBlockM, Tr::kThreads, kStride>(sQ);
@@ -117,10 +123,18 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     }
     if (it + kStages - 1 < n_tiles) load_tile((it + kStages - 1) % kStages, it + kStages - 1);
     CpAsyncCommit();
-    const bf16* cK = sK + (it % kStages) * kBlockN * kStride;
+    bf16* cK = sK + (it % kStages) * kBlockN * kStride;  // k_from_v: its rotated dims derived here
     const bf16* cV = sV + (it % kStages) * kBlockN * kStride;
     const auto f8 = Fp8::At(staging, it % kStages);  // FP8 only: this stage's rows and scales
     const int key0 = t.lo + (work.t_begin + it) * kBlockN;
+    if (p.k_from_v && p.rope_pairs > 0) {  // this tile's rotated K dims, into its K space
+      if constexpr (Tr::kFp8) {
+        kfv.template DeriveFp8<kBlockN, Fp8::kVRowBytes, Fp8::kKRowBytes>(f8.v, f8.k, p.rope_pairs, key0);
+      } else {
+        kfv.template DeriveBf16<kBlockN, kStride>(cV, cK, key0);
+      }
+      __syncthreads();
+    }
 
     // ---- S = Q K^T for this warp's 16 rows x kKeysPerWarp keys ----
     float acc_s[Tr::kNT][4];
@@ -136,13 +150,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       for (int nt = 0; nt < Tr::kNT; ++nt) {
         uint32_t b[4];
         if constexpr (Tr::kFp8) {
-          Fp8KFragments(
-              f8.k + (wn * Tr::kKeysPerWarp + nt * 8 + (lane >> 2)) * Fp8::kKRowBytes + kk * 16 + (lane & 3) * 8, b);
+          Fp8KBlock<Fp8>(p, f8, wn * Tr::kKeysPerWarp + nt * 8 + (lane >> 2), kk * 16, kHalf, b);
           MmaF16(acc_s[nt], a0, b);
           MmaF16(acc_s[nt], a1, b + 2);
         } else {
+          // Single-store K=V: off the rotated dims, K's operand is V's (Q carries k_norm).
+          const bf16* kt = p.k_from_v && !KFromVRotated(kk * 16, kHalf, p.rope_pairs) ? cV : cK;
           const bf16* kb =
-              cK + (wn * Tr::kKeysPerWarp + nt * 8 + (lane & 7)) * kStride + kk * 16 + (lane >> 3) * 8;
+              kt + (wn * Tr::kKeysPerWarp + nt * 8 + (lane & 7)) * kStride + kk * 16 + (lane >> 3) * 8;
           LdMatrixX4(b[0], b[1], b[2], b[3], kb);
           MmaBf16(acc_s[nt], a0, b);
           MmaBf16(acc_s[nt], a1, b + 2);
@@ -155,8 +170,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int nt = 0; nt < Tr::kNT; ++nt) {
-      if constexpr (Tr::kFp8) {  // each key's K scale
-        const float2 ks2 = *reinterpret_cast<const float2*>(f8.k_scale + wn * Tr::kKeysPerWarp + nt * 8 + (lane & 3) * 2);
+      if constexpr (Tr::kFp8) {  // each key's K scale (V's, when K is derived from V)
+        const float2 ks2 = *reinterpret_cast<const float2*>((p.k_from_v ? f8.v_scale : f8.k_scale) +
+                                                            wn * Tr::kKeysPerWarp + nt * 8 + (lane & 3) * 2);
         acc_s[nt][0] *= ks2.x, acc_s[nt][1] *= ks2.y, acc_s[nt][2] *= ks2.x, acc_s[nt][3] *= ks2.y;
       }
 #pragma unroll

@@ -68,6 +68,21 @@ struct CacheRows {
   }
 };
 
+// Single-store K=V (backend.h): K = RoPE_pos(k_norm * v), the products and rotation exactly as
+// NormRope forms them from the same normalised row, so the CPU's K is bit-identical either way.
+const float* DeriveK(const float* v, const float* k_norm, const float* inv_freq, int d,
+                     int32_t pos, float* out) {
+  const int half = d / 2;
+  for (int j = 0; j < half; ++j) {
+    const float a = v[j] * k_norm[j], b = v[j + half] * k_norm[j + half];
+    const float angle = inv_freq[j] * static_cast<float>(pos);
+    const float c = std::cos(angle), s = std::sin(angle);
+    out[j] = a * c - b * s;
+    out[j + half] = b * c + a * s;
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::Status CpuBackend::QkvPrep(const QkvPrepArgs& a) {
@@ -81,9 +96,12 @@ absl::Status CpuBackend::QkvPrep(const QkvPrepArgs& a) {
     return InvalidArgumentError("QkvPrep: qkv row has {} values, heads imply {}",
                                 a.qkv.row_elems(), a.num_q_heads * d + kv_cols);
   }
+  if (a.k_from_v && !a.k_eq_v) {
+    return InvalidArgumentError("QkvPrep: a single K/V store needs a K=V layer");
+  }
   if (a.has_kv) {
     GANNET_RETURN_IF_ERROR(CheckKvCache("QkvPrep", a.k_cache, a.v_cache, a.k_scale, a.v_scale,
-                                        a.num_kv_heads, g.page_size, d, kv_dtype()));
+                                        a.num_kv_heads, g.page_size, d, kv_dtype(), a.k_from_v));
   }
   std::vector<float> inv_freq(d / 2);
   ComputeInvFreq(a.rope, d, inv_freq.data());
@@ -115,8 +133,10 @@ absl::Status CpuBackend::QkvPrep(const QkvPrepArgs& a) {
       const CacheRows k_rows{a.k_cache, a.k_scale, g.page_size};
       const CacheRows v_rows{a.v_cache, a.v_scale, g.page_size};
       for (int h = 0; h < a.num_kv_heads; ++h) {
-        NormRope(k_raw + h * d, kn, a.eps, inv_freq.data(), d, pos, true, row_buf.data());
-        k_rows.Write(slot, h, row_buf.data());
+        if (!a.k_from_v) {
+          NormRope(k_raw + h * d, kn, a.eps, inv_freq.data(), d, pos, true, row_buf.data());
+          k_rows.Write(slot, h, row_buf.data());
+        }
         NormRope(v_raw + h * d, nullptr, a.eps, inv_freq.data(), d, pos, false, row_buf.data());
         v_rows.Write(slot, h, row_buf.data());
       }
@@ -131,7 +151,12 @@ absl::Status CpuBackend::Attention(const AttentionArgs& a) {
   const int d = a.head_dim;
   GANNET_RETURN_IF_ERROR(cpu::RequireF32(a.q, "Attention q"));
   GANNET_RETURN_IF_ERROR(CheckKvCache("Attention", a.k_cache, a.v_cache, a.k_scale, a.v_scale,
-                                      a.num_kv_heads, g.page_size, d, kv_dtype()));
+                                      a.num_kv_heads, g.page_size, d, kv_dtype(), a.k_from_v));
+  if (a.k_from_v) {
+    GANNET_RETURN_IF_ERROR(CheckKFromV("Attention", a.k_norm, a.rope.rotated_pairs, d));
+  }
+  std::vector<float> inv_freq(d / 2);
+  if (a.k_from_v) ComputeInvFreq(a.rope, d, inv_freq.data());
   const int group_size = a.num_q_heads / a.num_kv_heads;
   // Token -> sequence, from query_start.
   std::vector<int32_t> seq_of(meta.num_tokens);
@@ -164,7 +189,7 @@ absl::Status CpuBackend::Attention(const AttentionArgs& a) {
   const int64_t work = meta.num_tokens * a.num_q_heads;
   pool().ParallelFor(work, 1, [&](int64_t b, int64_t e) {
     std::vector<float> scores;
-    std::vector<float> acc(d), row_buf(d);
+    std::vector<float> acc(d), row_buf(d), k_buf(d);
     for (int64_t w = b; w < e; ++w) {
       const int64_t t = w / a.num_q_heads;
       const int h = static_cast<int>(w % a.num_q_heads);
@@ -179,7 +204,11 @@ absl::Status CpuBackend::Attention(const AttentionArgs& a) {
       for (int32_t kp = lo; kp <= pos; ++kp) {
         int64_t slot = static_cast<int64_t>(table[kp / g.page_size]) * g.page_size +
                        kp % g.page_size;
-        float sc = cpu::Dot(q, k_rows.Read(slot, kvh, row_buf.data()), d) * a.scale;
+        const float* k = a.k_from_v ? DeriveK(v_rows.Read(slot, kvh, row_buf.data()),
+                                              a.k_norm.as<float>(), inv_freq.data(), d, kp,
+                                              k_buf.data())
+                                    : k_rows.Read(slot, kvh, row_buf.data());
+        float sc = cpu::Dot(q, k, d) * a.scale;
         scores[kp - lo] = sc;
         mx = std::max(mx, sc);
       }

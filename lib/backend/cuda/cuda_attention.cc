@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "kernels/attention/attention_entries.h"
 #include "kernels/rope/qkv_prep.h"
@@ -48,7 +49,20 @@ absl::Status ValidatePages(const AttentionArgs& a) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<kernels::PagedAttentionParams> AttentionParams(const AttentionArgs& a) {
+}  // namespace
+
+const std::vector<float>& CudaBackend::InvFreq(const RopeSpec& rope, int d) {
+  const auto key = std::make_tuple(rope.theta, rope.rotated_pairs, rope.factor, d);
+  auto it = inv_freq_.find(key);
+  if (it == inv_freq_.end()) {
+    std::vector<float> f(d / 2);
+    ComputeInvFreq(rope, d, f.data());
+    it = inv_freq_.emplace(key, std::move(f)).first;
+  }
+  return it->second;
+}
+
+absl::StatusOr<kernels::PagedAttentionParams> CudaBackend::AttentionParams(const AttentionArgs& a) {
   if (a.meta == nullptr) return InvalidArgumentError("Attention: no step metadata");
   const StepMetadata& meta = *a.meta;
   const KvGroupView& g = meta.groups[a.group];
@@ -61,7 +75,14 @@ absl::StatusOr<kernels::PagedAttentionParams> AttentionParams(const AttentionArg
                                 a.num_q_heads, a.num_kv_heads);
   }
   GANNET_RETURN_IF_ERROR(CheckKvCache("Attention", a.k_cache, a.v_cache, a.k_scale, a.v_scale,
-                                      a.num_kv_heads, g.page_size, d, DType::kBF16));
+                                      a.num_kv_heads, g.page_size, d, DType::kBF16, a.k_from_v));
+  if (a.k_from_v) {
+    GANNET_RETURN_IF_ERROR(CheckKFromV("Attention", a.k_norm, a.rope.rotated_pairs, d));
+    if (a.rope.rotated_pairs > kernels::kMaxKFromVRopePairs) {
+      return InvalidArgumentError("Attention: deriving K from V takes at most {} rotated pairs, not {}",
+                                  kernels::kMaxKFromVRopePairs, a.rope.rotated_pairs);
+    }
+  }
   if (a.q.row_elems() != static_cast<int64_t>(a.num_q_heads) * d ||
       a.out.row_elems() != static_cast<int64_t>(a.num_q_heads) * d || a.q.rows() < meta.num_tokens ||
       a.out.rows() < meta.num_tokens) {
@@ -72,9 +93,17 @@ absl::StatusOr<kernels::PagedAttentionParams> AttentionParams(const AttentionArg
   p.q = a.q.data;
   p.k_cache = a.k_cache.data;
   p.v_cache = a.v_cache.data;
-  p.kv_fp8 = a.k_cache.dtype == DType::kF8E4M3;
-  p.k_scale = p.kv_fp8 ? a.k_scale.as<float>() : nullptr;
+  p.kv_fp8 = a.v_cache.dtype == DType::kF8E4M3;
+  p.k_scale = p.kv_fp8 && !a.k_from_v ? a.k_scale.as<float>() : nullptr;
   p.v_scale = p.kv_fp8 ? a.v_scale.as<float>() : nullptr;
+  if (a.k_from_v) {
+    p.k_cache = nullptr;
+    p.k_from_v = true;
+    p.k_norm = a.k_norm.as<float>();
+    p.rope_pairs = a.rope.rotated_pairs;
+    const std::vector<float>& f = InvFreq(a.rope, d);
+    std::copy(f.begin(), f.begin() + p.rope_pairs, p.inv_freq);
+  }
   p.out = a.out.data;
   p.query_start = meta.query_start;
   p.seq_lens = meta.seq_lens;
@@ -96,8 +125,6 @@ absl::StatusOr<kernels::PagedAttentionParams> AttentionParams(const AttentionArg
   return p;
 }
 
-}  // namespace
-
 absl::Status CudaBackend::QkvPrep(const QkvPrepArgs& a) {
   if (a.meta == nullptr) return InvalidArgumentError("QkvPrep: no step metadata");
   const StepMetadata& meta = *a.meta;
@@ -115,9 +142,12 @@ absl::Status CudaBackend::QkvPrep(const QkvPrepArgs& a) {
     return InvalidArgumentError("QkvPrep: head_dim {} unsupported (even, <= {})", d,
                                 2 * kernels::kMaxRopePairs);
   }
+  if (a.k_from_v && !a.k_eq_v) {
+    return InvalidArgumentError("QkvPrep: a single K/V store needs a K=V layer");
+  }
   if (a.has_kv) {
     GANNET_RETURN_IF_ERROR(CheckKvCache("QkvPrep", a.k_cache, a.v_cache, a.k_scale, a.v_scale,
-                                        a.num_kv_heads, g.page_size, d, DType::kBF16));
+                                        a.num_kv_heads, g.page_size, d, DType::kBF16, a.k_from_v));
     if (a.k_norm.valid()) GANNET_RETURN_IF_ERROR(RequireDType(a.k_norm, DType::kF32, "QkvPrep k_norm"));
   }
   kernels::QkvPrepParams p;
@@ -136,20 +166,14 @@ absl::Status CudaBackend::QkvPrep(const QkvPrepArgs& a) {
   p.slot_mapping = g.slot_mapping;
   p.q_out = a.q_out.data;
   p.ld_q = a.q_out.stride0();
-  p.k_cache = a.has_kv ? a.k_cache.data : nullptr;
+  p.k_cache = a.has_kv && !a.k_from_v ? a.k_cache.data : nullptr;  // null: V alone (k_from_v)
   p.v_cache = a.has_kv ? a.v_cache.data : nullptr;
-  p.kv_fp8 = a.has_kv && a.k_cache.dtype == DType::kF8E4M3;
-  p.k_scale = p.kv_fp8 ? a.k_scale.as<float>() : nullptr;
+  p.kv_fp8 = a.has_kv && a.v_cache.dtype == DType::kF8E4M3;
+  p.k_scale = p.kv_fp8 && !a.k_from_v ? a.k_scale.as<float>() : nullptr;
   p.v_scale = p.kv_fp8 ? a.v_scale.as<float>() : nullptr;
   p.page_size = g.page_size;
-  const auto key = std::make_tuple(a.rope.theta, a.rope.rotated_pairs, a.rope.factor, d);
-  auto it = inv_freq_.find(key);
-  if (it == inv_freq_.end()) {
-    std::vector<float> f(d / 2);
-    ComputeInvFreq(a.rope, d, f.data());
-    it = inv_freq_.emplace(key, std::move(f)).first;
-  }
-  std::copy(it->second.begin(), it->second.end(), p.inv_freq);
+  const std::vector<float>& f = InvFreq(a.rope, d);
+  std::copy(f.begin(), f.end(), p.inv_freq);
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchQkvPrep(p, stream_));
   return absl::OkStatus();
 }

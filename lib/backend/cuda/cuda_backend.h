@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/attention/paged_attention.h"
 #include "kernels/registry/registry.h"
 #include "lib/backend/backend.h"
 
@@ -107,6 +108,9 @@ class CudaBackend final : public Backend {
   CudaBackend() = default;
   absl::Status Init(int device);
   bool Capturing() const;
+  // inv_freq of a rotation over head_dim / 2 pairs (cached).
+  const std::vector<float>& InvFreq(const RopeSpec& rope, int head_dim);
+  absl::StatusOr<kernels::PagedAttentionParams> AttentionParams(const AttentionArgs& args);
 
   int device_id_ = 0;
   std::string device_name_;

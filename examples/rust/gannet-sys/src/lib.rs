@@ -139,6 +139,7 @@ pub struct gannet_engine_config_t {
     /// CPU backend keeps f32); `"fp8"` (or `"fp8_e4m3"`) = FP8 E4M3 with one f32 scale per token
     /// and KV head (about half the bytes).
     pub kv_cache_dtype: *const c_char,
+    pub kv_separate_k_eq_v: i32,
 }
 
 impl Default for gannet_engine_config_t {
@@ -172,6 +173,7 @@ impl Default for gannet_engine_config_t {
             tp_rank: 0,
             tp_id: std::ptr::null(),
             kv_cache_dtype: std::ptr::null(),
+            kv_separate_k_eq_v: 0,
         }
     }
 }
@@ -594,7 +596,8 @@ const _: () = {
     assert!(offset_of!(gannet_engine_config_t, tp_rank) == 144);
     assert!(offset_of!(gannet_engine_config_t, tp_id) == 152);
     assert!(offset_of!(gannet_engine_config_t, kv_cache_dtype) == 160);
-    assert!(size_of::<gannet_engine_config_t>() == 168);
+    assert!(offset_of!(gannet_engine_config_t, kv_separate_k_eq_v) == 168);
+    assert!(size_of::<gannet_engine_config_t>() == 176);
     assert!(size_of::<gannet_tp_id_t>() == 128);
 
     assert!(offset_of!(gannet_progress_t, stage) == 8);

@@ -244,6 +244,12 @@ impl<'a> EngineBuilder<'a> {
         self.kv_cache_dtype = Some(dtype.into());
         self
     }
+    /// Keeps K and V apart on the K=V full layers of 31B and 26B-A4B (two arrays) instead of the
+    /// default one array attention derives K from (half those layers' KV bytes).
+    pub fn kv_separate_k_eq_v(mut self, separate: bool) -> Self {
+        self.config.kv_separate_k_eq_v = i32::from(separate);
+        self
+    }
     /// Speculative decoding with the target's Gemma-4 MTP assistant: its checkpoint folder, or
     /// `"dummy:<variant>-assistant"` (random weights, for benchmarks). Default: off. Greedy
     /// output is token for token the same as without it; sampled output has the same
