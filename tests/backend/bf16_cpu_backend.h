@@ -50,7 +50,7 @@ class Bf16ActivationCpuBackend final : public backend::CpuBackend {
     if (!st.ok()) return st;
     Round(a.q_out);
     if (a.has_kv) {
-      Round(a.k_cache);
+      if (a.k_cache.valid()) Round(a.k_cache);  // absent for single-store K=V
       Round(a.v_cache);
     }
     return st;

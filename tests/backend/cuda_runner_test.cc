@@ -132,6 +132,15 @@ TEST_P(CudaRunnerTest, PrefillLogitsMatchCpu) {
     const double ref_gap = testing::MaxRelativeLogitError(b.logits.data(), c.logits.data(), n, c.vocab_size);
     std::printf("[ note ] %s/%s: max rel logit error vs f32 CPU %.4f, vs bf16 CPU %.4f (bf16 CPU vs f32 CPU %.4f)\n",
                 Name().c_str(), prompt, err, err_bf16, ref_gap);
+    if (model_->config.text.attention_k_eq_v) {  // the same on the GPU with K and V stored apart
+      const auto opts = testing::SimpleRunnerOptions(model_->config, page_, kMaxLen, 2, kMaxLen);
+      auto sep = testing::CreateTinyRunner(model_->config, model_->weights, gpu_be_.get(), opts, kMaxLen, 2,
+                                           kv::KvQuant::kNone, /*k_eq_v_single_store=*/false);
+      ASSERT_TRUE(sep.ok()) << sep.status();
+      StepResult s = Step(**sep, golden->input_ids, 0, n, SeqStep::Logits::kAll);
+      std::printf("[ note ] %s/%s: K and V stored apart: max rel logit error vs f32 CPU %.4f\n", Name().c_str(),
+                  prompt, testing::MaxRelativeLogitError(s.logits.data(), c.logits.data(), n, c.vocab_size));
+    }
     EXPECT_LE(err, Bound(ref_gap)) << Name() << "/" << prompt;
     RecordProperty(std::string(prompt) + "_max_rel_err_f32", std::to_string(err));
     RecordProperty(std::string(prompt) + "_bf16_cpu_gap", std::to_string(ref_gap));

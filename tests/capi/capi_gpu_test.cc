@@ -2,6 +2,7 @@
 // concurrent greedy requests give the CPU backend's tokens with decode graphs on and off, and
 // the real-size "dummy" load format serves requests.
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <string>
 
@@ -56,7 +57,7 @@ std::vector<std::vector<int32_t>> Tokens(const std::vector<Outcome>& v) {
 }
 
 // bf16 GPU greedy against the fp32 CPU reference: identical until, at most, one near-tie where
-// the reference's top two choices are within kNearTie logits and the GPU took the second; the
+// the GPU took another of the reference's top choices within kNearTie logits of its best; the
 // sequences part ways there. The tiny random models have such ties (see
 // tests/backend/cuda_runner_test.cc for the size of bf16's effect on them).
 constexpr float kNearTie = 0.25f;
@@ -76,10 +77,14 @@ void ExpectSameUpToNearTies(const std::vector<Outcome>& gpu, const std::vector<O
       continue;
     }
     ASSERT_GE(ref[s].top_ids[i].size(), 2u);
-    const float gap = ref[s].top_logprobs[i][0] - ref[s].top_logprobs[i][1];
-    EXPECT_TRUE(gap < kNearTie && a[i] == ref[s].top_ids[i][1])
-        << what << ": sequence " << s << " diverges at token " << i << " (" << a[i] << " vs "
-        << b[i] << ") where the reference's top-2 gap is " << gap;
+    float gap = INFINITY;  // the reference's logprob gap from its best to the GPU's choice
+    for (size_t k = 1; k < ref[s].top_ids[i].size(); ++k) {
+      if (ref[s].top_ids[i][k] == a[i]) gap = ref[s].top_logprobs[i][0] - ref[s].top_logprobs[i][k];
+    }
+    EXPECT_LT(gap, kNearTie) << what << ": sequence " << s << " diverges at token " << i << " ("
+                             << a[i] << " vs " << b[i] << "), not a near-tie of the reference's top "
+                             << ref[s].top_ids[i].size() << " (top-2 gap "
+                             << ref[s].top_logprobs[i][0] - ref[s].top_logprobs[i][1] << ")";
   }
   EXPECT_GE(identical, static_cast<int>(gpu.size()) / 2) << what;
 }
@@ -100,7 +105,7 @@ TEST_P(CapiGpuTest, GreedyMatchesCpuWithAndWithoutGraphs) {
   gannet_engine_t* cpu = CreateTinyEngine(GetParam(), [](gannet_engine_config_t* c) {
     c->max_running_seqs = 16;
   });
-  auto reference = RunBatch(cpu, 16, 16, /*logprobs=*/2);
+  auto reference = RunBatch(cpu, 16, 16, /*logprobs=*/4);
   gannet_engine_destroy(cpu);
   // Replays are bit-for-bit the recorded computation (tests/backend/cuda_graph_test.cc checks
   // graph vs eager exactly); unpadded eager steps use other GEMM shapes, so those runs are held

@@ -347,7 +347,7 @@ __device__ __forceinline__ void Fp8VFragment(const uint32_t (&rows)[4][kWords], 
 // blocks [0, R) and [h, h + R) -- are derived once per tile by the whole CTA into the stage's
 // unused K space (bf16 at their own columns of the K tile; FP8: fp16, unscaled -- the row's scale
 // multiplies S's column as for a stored K -- at half index RotIndex(dim) of the K row), with
-// QkvPrep's angle and cos/sin, so K matches the separately stored K to its rounding.
+// QkvPrep's rotation (KFromVPair), so K matches the separately stored K to its rounding.
 __device__ __forceinline__ bool KFromVRotated(int dim, int half, int rope_pairs) {
   return dim % half < rope_pairs;
 }
@@ -370,11 +370,18 @@ __device__ __forceinline__ void WeightQForKFromV(bf16* sQ, const PagedAttentionP
 }
 
 // A thread's share of the derivation: one rotated pair (kThreads % R == 0, FlashSupportsKFromV)
-// for tile rows first, first + step, ...
+// for tile rows first, first + step, ... Those rows' positions advance by `step` keys, so after one
+// accurate cos/sin per tile (QkvPrep's f32 angle and cosf/sinf at the thread's first row) the rest
+// follow by rotating with the step's cos/sin: four FMAs a row instead of two range-reduced
+// transcendentals, which made the derivation cost more than the V bytes it saves. The recurrence
+// drifts by a few ulp over a tile's <= 32 rows, and it rotates by the exact step where QkvPrep
+// rounds each row's angle to f32: at most half an ulp of pos * inv_freq apart (6e-5 rad at
+// position 1500, 2e-3 at 32k for the fastest pair; bf16 keeps 3.9e-3).
 template <int kHeadDim, int kThreads>
 struct KFromVPair {
   int i = 0, first = kThreads, step = 1;
   float inv_freq = 0.f, wa = 0.f, wb = 0.f;
+  float step_cos = 1.f, step_sin = 0.f;
   __device__ __forceinline__ explicit KFromVPair(const PagedAttentionParams& p) {
     if (!p.k_from_v || p.rope_pairs <= 0) return;  // nothing to derive
     i = threadIdx.x % p.rope_pairs;
@@ -383,35 +390,45 @@ struct KFromVPair {
     inv_freq = p.inv_freq[i];
     wa = __ldg(p.k_norm + i);
     wb = __ldg(p.k_norm + i + kHeadDim / 2);
+    const float a = inv_freq * static_cast<float>(step);
+    step_cos = cosf(a);
+    step_sin = sinf(a);
   }
   // (cos, sin) of key position `pos`: QkvPrep's f32 angle and functions.
   __device__ __forceinline__ float2 CosSin(int pos) const {
     const float angle = inv_freq * static_cast<float>(pos);
     return make_float2(cosf(angle), sinf(angle));
   }
+  __device__ __forceinline__ void Advance(float2& cs) const {
+    cs = make_float2(cs.x * step_cos - cs.y * step_sin, cs.y * step_cos + cs.x * step_sin);
+  }
   // bf16 tiles: K's rotated columns of rows [0, kBlockN) from V's (key0 = row 0's position).
   template <int kBlockN, int kStride>
   __device__ __forceinline__ void DeriveBf16(const bf16* v, bf16* k, int key0) const {
     constexpr int kHalf = kHeadDim / 2;
+    if (first >= kBlockN) return;
+    float2 cs = CosSin(key0 + first);
     for (int j = first; j < kBlockN; j += step) {
       const float a = __bfloat162float(v[j * kStride + i]) * wa;
       const float b = __bfloat162float(v[j * kStride + i + kHalf]) * wb;
-      const float2 cs = CosSin(key0 + j);
       k[j * kStride + i] = __float2bfloat16_rn(a * cs.x - b * cs.y);
       k[j * kStride + i + kHalf] = __float2bfloat16_rn(b * cs.x + a * cs.y);
+      Advance(cs);
     }
   }
   // FP8 stage: fp16 rotated K (unscaled) at half RotIndex of the K rows, from the FP8 V rows.
   template <int kBlockN, int kVRowBytes, int kKRowBytes>
   __device__ __forceinline__ void DeriveFp8(const uint8_t* v, uint8_t* k, int rope_pairs, int key0) const {
     constexpr int kHalf = kHeadDim / 2;
+    if (first >= kBlockN) return;
+    float2 cs = CosSin(key0 + first);
     for (int j = first; j < kBlockN; j += step) {
       const float a = Fp8ToFloat(v[j * kVRowBytes + i]) * wa;
       const float b = Fp8ToFloat(v[j * kVRowBytes + i + kHalf]) * wb;
-      const float2 cs = CosSin(key0 + j);
       __half* row = reinterpret_cast<__half*>(k + j * kKRowBytes);
       row[i] = __float2half_rn(a * cs.x - b * cs.y);
       row[rope_pairs + i] = __float2half_rn(b * cs.x + a * cs.y);
+      Advance(cs);
     }
   }
 };
