@@ -56,13 +56,14 @@ struct PagedAttentionParams {
 };
 inline constexpr int kMaxKFromVRopePairs = 64;
 
-// Whether the sm80 flash kernels derive K for this rotation: the rotated dims [0, R) and
+// Whether the sm80 flash kernels derive K for this rotation: head_dim 512 (the K=V layers' width,
+// the only one with a K-from-V instantiation), the rotated dims [0, R) and
 // [h, h + R) (R = rope_pairs, h = head_dim / 2) are whole 32-dim blocks, each thread of a CTA
 // keeps one pair's frequency and weights (threads % R == 0), and under FP8 the derived dims fit
 // the stage's K row as fp16 (4 R <= head_dim + 32). The generic kernel takes any rotation.
 inline bool FlashSupportsKFromV(int rope_pairs, int head_dim, bool kv_fp8, int threads) {
   const int r = rope_pairs;
-  return r >= 0 && r % 32 == 0 && (head_dim / 2) % 32 == 0 && r <= kMaxKFromVRopePairs &&
+  return head_dim == 512 && r >= 0 && r % 32 == 0 && r <= kMaxKFromVRopePairs &&
          (r == 0 || threads % r == 0) && (!kv_fp8 || 4 * r <= head_dim + 32);
 }
 

@@ -382,6 +382,7 @@ struct KFromVPair {
   int i = 0, first = kThreads, step = 1;
   float inv_freq = 0.f, wa = 0.f, wb = 0.f;
   float step_cos = 1.f, step_sin = 0.f;
+  KFromVPair() = default;  // nothing to derive (kernels without K from V)
   __device__ __forceinline__ explicit KFromVPair(const PagedAttentionParams& p) {
     if (!p.k_from_v || p.rope_pairs <= 0) return;  // nothing to derive
     i = threadIdx.x % p.rope_pairs;
@@ -434,13 +435,13 @@ struct KFromVPair {
 };
 
 // The K operand of S for one 32-dim block `dim` of key row `row` in an FP8 stage (the pair of
-// 16-dim steps Fp8KFragments serves): the stored K, or under k_from_v the derived fp16 dims or
-// the V row's bytes.
-template <typename Fp8>
+// 16-dim steps Fp8KFragments serves): the stored K, or with kKFromV the derived fp16 dims or the
+// V row's bytes.
+template <typename Fp8, bool kKFromV>
 __device__ __forceinline__ void Fp8KBlock(const PagedAttentionParams& p, const typename Fp8::Stage& f8,
                                           int row, int dim, int half, uint32_t (&b)[4]) {
   const int lane = threadIdx.x & 31;
-  if (!p.k_from_v) {
+  if constexpr (!kKFromV) {
     Fp8KFragments(f8.k + row * Fp8::kKRowBytes + dim + (lane & 3) * 8, b);
   } else if (KFromVRotated(dim, half, p.rope_pairs)) {
     const uint4 w = *reinterpret_cast<const uint4*>(

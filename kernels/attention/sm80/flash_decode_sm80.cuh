@@ -62,7 +62,9 @@ struct DecodeTraits {
   static_assert(kStages >= 2, "pipeline");
 };
 
-template <typename Tr>
+// kKFromV: single-store K=V (PagedAttentionParams::k_from_v), a separate instantiation so the
+// plain kernel carries none of its code or registers.
+template <typename Tr, bool kKFromV>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
     FlashDecodeSm80Kernel(const PagedAttentionParams p, int num_splits, void* workspace) {
 #if GANNET_SM80_ENABLED
@@ -95,7 +97,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   uint32_t aq[Tr::kKSteps][4];
   CpAsyncWait<kStages - 2>();
   __syncthreads();
-  if (p.k_from_v) {  // Q carries k_norm off the rotated dims (flash_common_sm80.cuh)
+  if (kKFromV) {  // Q carries k_norm off the rotated dims (flash_common_sm80.cuh)
     WeightQForKFromV<kHeadDim, kBlockM, Tr::kThreads, kStride>(sQ, p);
     __syncthreads();
   }
@@ -117,7 +119,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   const float scale2 = p.scale * kLog2e;
   const int r_lo = lane >> 2;
   const int pos0 = sPos[r_lo], pos1 = sPos[r_lo + 8];
-  const KFromVPair<kHeadDim, Tr::kThreads> kfv(p);
+  KFromVPair<kHeadDim, Tr::kThreads> kfv;
+  if constexpr (kKFromV) kfv = KFromVPair<kHeadDim, Tr::kThreads>(p);
   constexpr int kHalf = kHeadDim / 2;
 
   for (int it = 0; it < n_tiles; ++it) {
@@ -129,7 +132,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     const bf16* cV = sV + (it % kStages) * kBlockN * kStride;
     const auto f8 = Fp8::At(staging, it % kStages);  // FP8 only: this stage's rows and scales
     const int key0 = t.lo + (work.t_begin + it) * kBlockN;
-    if (p.k_from_v && p.rope_pairs > 0) {  // this tile's rotated K dims, into its K space
+    if (kKFromV && p.rope_pairs > 0) {  // this tile's rotated K dims, into its K space
       if constexpr (Tr::kFp8) {
         kfv.template DeriveFp8<kBlockN, Fp8::kVRowBytes, Fp8::kKRowBytes>(f8.v, f8.k, p.rope_pairs, key0);
       } else {
@@ -148,12 +151,12 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       for (int nt = 0; nt < Tr::kNT; ++nt) {
         uint32_t b[4];
         if constexpr (Tr::kFp8) {
-          Fp8KBlock<Fp8>(p, f8, nt * 8 + (lane >> 2), d0 + ks * 16, kHalf, b);
+          Fp8KBlock<Fp8, kKFromV>(p, f8, nt * 8 + (lane >> 2), d0 + ks * 16, kHalf, b);
           MmaF16(s[nt], aq[ks], b);
           MmaF16(s[nt], aq[ks + 1], b + 2);
         } else {
           // Single-store K=V: off the rotated dims, K's operand is V's (Q carries k_norm).
-          const bf16* kt = p.k_from_v && !KFromVRotated(d0 + ks * 16, kHalf, p.rope_pairs) ? cV : cK;
+          const bf16* kt = kKFromV && !KFromVRotated(d0 + ks * 16, kHalf, p.rope_pairs) ? cV : cK;
           LdMatrixX4(b[0], b[1], b[2], b[3],
                      kt + (nt * 8 + (lane & 7)) * kStride + d0 + ks * 16 + (lane >> 3) * 8);
           MmaBf16(s[nt], aq[ks], b);
@@ -184,7 +187,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       }
       s[nt][0] = lo.x, s[nt][1] = lo.y, s[nt][2] = hi.x, s[nt][3] = hi.y;
       if constexpr (Tr::kFp8) {  // each key's K scale (V's, when K is derived from V)
-        const float2 ks2 = *reinterpret_cast<const float2*>((p.k_from_v ? f8.v_scale : f8.k_scale) + col);
+        const float2 ks2 = *reinterpret_cast<const float2*>((kKFromV ? f8.v_scale : f8.k_scale) + col);
         s[nt][0] *= ks2.x, s[nt][1] *= ks2.y, s[nt][2] *= ks2.x, s[nt][3] *= ks2.y;
       }
 #pragma unroll
@@ -296,7 +299,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 template <typename Tr>
 cudaError_t LaunchFlashDecode(const PagedAttentionParams& p, int num_splits, void* workspace,
                               cudaStream_t stream) {
-  return LaunchFlashKernel<Tr>(FlashDecodeSm80Kernel<Tr>, p, num_splits, workspace, stream);
+  if (p.k_from_v) {
+    // Instantiated for head_dim 512 alone: Gemma-4's K=V layers (FlashSupportsKFromV).
+    if constexpr (Tr::kHeadDim == 512) {
+      return LaunchFlashKernel<Tr>(FlashDecodeSm80Kernel<Tr, true>, p, num_splits, workspace, stream);
+    }
+    return cudaErrorInvalidValue;
+  }
+  return LaunchFlashKernel<Tr>(FlashDecodeSm80Kernel<Tr, false>, p, num_splits, workspace, stream);
 }
 
 }  // namespace gannet::kernels::sm80

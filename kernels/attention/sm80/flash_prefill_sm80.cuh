@@ -62,7 +62,9 @@ struct PrefillTraits {
   static_assert(kHeadDim % 32 == 0 && kBlockN % 16 == 0 && kStages >= 2, "tile shape");
 };
 
-template <typename Tr>
+// kKFromV: single-store K=V (PagedAttentionParams::k_from_v), a separate instantiation so the
+// plain kernel carries none of its code or registers.
+template <typename Tr, bool kKFromV>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
     FlashPrefillSm80Kernel(const PagedAttentionParams p, int num_splits, void* workspace) {
 #if GANNET_SM80_ENABLED
@@ -105,13 +107,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   float l_run[2] = {0.f, 0.f};
   const float scale2 = p.scale * kLog2e;
   const int r_lo = wm * 16 + (lane >> 2);
-  const KFromVPair<kHeadDim, Tr::kThreads> kfv(p);
+  KFromVPair<kHeadDim, Tr::kThreads> kfv;
+  if constexpr (kKFromV) kfv = KFromVPair<kHeadDim, Tr::kThreads>(p);
   constexpr int kHalf = kHeadDim / 2;
 
   for (int it = 0; it < n_tiles; ++it) {
     CpAsyncWait<kStages - 2>();
     __syncthreads();  // tile `it` visible to all; stage (it - 1) % kStages free again
-    if (it == 0 && p.k_from_v) {  // Q carries k_norm off the rotated dims (flash_common_sm80.cuh)
+    if (kKFromV && it == 0) {  // Q carries k_norm off the rotated dims (flash_common_sm80.cuh)
       WeightQForKFromV<kHeadDim, kBlockM, Tr::kThreads, kStride>(sQ, p);
       __syncthreads();
     }
@@ -127,7 +130,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     const bf16* cV = sV + (it % kStages) * kBlockN * kStride;
     const auto f8 = Fp8::At(staging, it % kStages);  // FP8 only: this stage's rows and scales
     const int key0 = t.lo + (work.t_begin + it) * kBlockN;
-    if (p.k_from_v && p.rope_pairs > 0) {  // this tile's rotated K dims, into its K space
+    if (kKFromV && p.rope_pairs > 0) {  // this tile's rotated K dims, into its K space
       if constexpr (Tr::kFp8) {
         kfv.template DeriveFp8<kBlockN, Fp8::kVRowBytes, Fp8::kKRowBytes>(f8.v, f8.k, p.rope_pairs, key0);
       } else {
@@ -150,12 +153,12 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       for (int nt = 0; nt < Tr::kNT; ++nt) {
         uint32_t b[4];
         if constexpr (Tr::kFp8) {
-          Fp8KBlock<Fp8>(p, f8, wn * Tr::kKeysPerWarp + nt * 8 + (lane >> 2), kk * 16, kHalf, b);
+          Fp8KBlock<Fp8, kKFromV>(p, f8, wn * Tr::kKeysPerWarp + nt * 8 + (lane >> 2), kk * 16, kHalf, b);
           MmaF16(acc_s[nt], a0, b);
           MmaF16(acc_s[nt], a1, b + 2);
         } else {
           // Single-store K=V: off the rotated dims, K's operand is V's (Q carries k_norm).
-          const bf16* kt = p.k_from_v && !KFromVRotated(kk * 16, kHalf, p.rope_pairs) ? cV : cK;
+          const bf16* kt = kKFromV && !KFromVRotated(kk * 16, kHalf, p.rope_pairs) ? cV : cK;
           const bf16* kb =
               kt + (wn * Tr::kKeysPerWarp + nt * 8 + (lane & 7)) * kStride + kk * 16 + (lane >> 3) * 8;
           LdMatrixX4(b[0], b[1], b[2], b[3], kb);
@@ -171,7 +174,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 #pragma unroll
     for (int nt = 0; nt < Tr::kNT; ++nt) {
       if constexpr (Tr::kFp8) {  // each key's K scale (V's, when K is derived from V)
-        const float2 ks2 = *reinterpret_cast<const float2*>((p.k_from_v ? f8.v_scale : f8.k_scale) +
+        const float2 ks2 = *reinterpret_cast<const float2*>((kKFromV ? f8.v_scale : f8.k_scale) +
                                                             wn * Tr::kKeysPerWarp + nt * 8 + (lane & 3) * 2);
         acc_s[nt][0] *= ks2.x, acc_s[nt][1] *= ks2.y, acc_s[nt][2] *= ks2.x, acc_s[nt][3] *= ks2.y;
       }
@@ -311,7 +314,14 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 template <typename Tr>
 cudaError_t LaunchFlashPrefill(const PagedAttentionParams& p, int num_splits, void* workspace,
                                cudaStream_t stream) {
-  return LaunchFlashKernel<Tr>(FlashPrefillSm80Kernel<Tr>, p, num_splits, workspace, stream);
+  if (p.k_from_v) {
+    // Instantiated for head_dim 512 alone: Gemma-4's K=V layers (FlashSupportsKFromV).
+    if constexpr (Tr::kHeadDim == 512) {
+      return LaunchFlashKernel<Tr>(FlashPrefillSm80Kernel<Tr, true>, p, num_splits, workspace, stream);
+    }
+    return cudaErrorInvalidValue;
+  }
+  return LaunchFlashKernel<Tr>(FlashPrefillSm80Kernel<Tr, false>, p, num_splits, workspace, stream);
 }
 
 }  // namespace gannet::kernels::sm80
