@@ -403,36 +403,49 @@ struct KFromVPair {
   __device__ __forceinline__ void Advance(float2& cs) const {
     cs = make_float2(cs.x * step_cos - cs.y * step_sin, cs.y * step_cos + cs.x * step_sin);
   }
-  // bf16 tiles: K's rotated columns of rows [0, kBlockN) from V's (key0 = row 0's position).
-  template <int kBlockN, int kStride>
-  __device__ __forceinline__ void DeriveBf16(const bf16* v, bf16* k, int key0) const {
-    constexpr int kHalf = kHeadDim / 2;
+  // Rows [0, kBlockN) of one K tile (key0 = row 0's position): load(j, dim) is V's element of row
+  // j as f32 (FP8: unscaled), store(j, i, x0, x1) writes the rotated pair's two K values.
+  template <int kBlockN, typename Load, typename Store>
+  __device__ __forceinline__ void Derive(int key0, Load load, Store store) const {
     if (first >= kBlockN) return;
     float2 cs = CosSin(key0 + first);
     for (int j = first; j < kBlockN; j += step) {
-      const float a = __bfloat162float(v[j * kStride + i]) * wa;
-      const float b = __bfloat162float(v[j * kStride + i + kHalf]) * wb;
-      k[j * kStride + i] = __float2bfloat16_rn(a * cs.x - b * cs.y);
-      k[j * kStride + i + kHalf] = __float2bfloat16_rn(b * cs.x + a * cs.y);
-      Advance(cs);
-    }
-  }
-  // FP8 stage: fp16 rotated K (unscaled) at half RotIndex of the K rows, from the FP8 V rows.
-  template <int kBlockN, int kVRowBytes, int kKRowBytes>
-  __device__ __forceinline__ void DeriveFp8(const uint8_t* v, uint8_t* k, int rope_pairs, int key0) const {
-    constexpr int kHalf = kHeadDim / 2;
-    if (first >= kBlockN) return;
-    float2 cs = CosSin(key0 + first);
-    for (int j = first; j < kBlockN; j += step) {
-      const float a = Fp8ToFloat(v[j * kVRowBytes + i]) * wa;
-      const float b = Fp8ToFloat(v[j * kVRowBytes + i + kHalf]) * wb;
-      __half* row = reinterpret_cast<__half*>(k + j * kKRowBytes);
-      row[i] = __float2half_rn(a * cs.x - b * cs.y);
-      row[rope_pairs + i] = __float2half_rn(b * cs.x + a * cs.y);
+      const float a = load(j, i) * wa;
+      const float b = load(j, i + kHeadDim / 2) * wb;
+      store(j, i, a * cs.x - b * cs.y, b * cs.x + a * cs.y);
       Advance(cs);
     }
   }
 };
+
+// One K tile's rotated dims into the stage's K space, then the barrier S waits on: bf16 at their
+// own columns of the K tile, FP8 as fp16 at half RotIndex of the K rows (the flash kernels with
+// kKFromV call it once a tile has landed).
+template <typename Tr, typename Pair>
+__device__ __forceinline__ void DeriveTileRotatedK(const Pair& kfv, const PagedAttentionParams& p,
+                                                   const typename Tr::Fp8::Stage& f8, const bf16* cV,
+                                                   bf16* cK, int key0) {
+  if (p.rope_pairs <= 0) return;
+  constexpr int kHalf = Tr::kHeadDim / 2;
+  if constexpr (Tr::kFp8) {
+    using Fp8 = typename Tr::Fp8;
+    kfv.template Derive<Tr::kBlockN>(
+        key0, [&](int j, int d) { return Fp8ToFloat(f8.v[j * Fp8::kVRowBytes + d]); },
+        [&](int j, int i, float x0, float x1) {
+          __half* row = reinterpret_cast<__half*>(f8.k + j * Fp8::kKRowBytes);
+          row[i] = __float2half_rn(x0);
+          row[p.rope_pairs + i] = __float2half_rn(x1);
+        });
+  } else {
+    kfv.template Derive<Tr::kBlockN>(
+        key0, [&](int j, int d) { return __bfloat162float(cV[j * Tr::kStride + d]); },
+        [&](int j, int i, float x0, float x1) {
+          cK[j * Tr::kStride + i] = __float2bfloat16_rn(x0);
+          cK[j * Tr::kStride + i + kHalf] = __float2bfloat16_rn(x1);
+        });
+  }
+  __syncthreads();
+}
 
 // The K operand of S for one 32-dim block `dim` of key row `row` in an FP8 stage (the pair of
 // 16-dim steps Fp8KFragments serves): the stored K, or with kKFromV the derived fp16 dims or the

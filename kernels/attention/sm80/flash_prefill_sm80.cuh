@@ -130,14 +130,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     const bf16* cV = sV + (it % kStages) * kBlockN * kStride;
     const auto f8 = Fp8::At(staging, it % kStages);  // FP8 only: this stage's rows and scales
     const int key0 = t.lo + (work.t_begin + it) * kBlockN;
-    if (kKFromV && p.rope_pairs > 0) {  // this tile's rotated K dims, into its K space
-      if constexpr (Tr::kFp8) {
-        kfv.template DeriveFp8<kBlockN, Fp8::kVRowBytes, Fp8::kKRowBytes>(f8.v, f8.k, p.rope_pairs, key0);
-      } else {
-        kfv.template DeriveBf16<kBlockN, kStride>(cV, cK, key0);
-      }
-      __syncthreads();
-    }
+    if constexpr (kKFromV) DeriveTileRotatedK<Tr>(kfv, p, f8, cV, cK, key0);  // its rotated K dims
 
     // ---- S = Q K^T for this warp's 16 rows x kKeysPerWarp keys ----
     float acc_s[Tr::kNT][4];
