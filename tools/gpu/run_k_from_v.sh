@@ -12,72 +12,40 @@
 #             KV: 31B batch 1/16/64 at 1500, batch 1 at 32k; 26B-A4B batch 64 at 1500
 #   capacity  gannet-serving-bench --capacity-only chat 1000/1000, 31B and 26B-A4B, bf16 and FP8,
 #             one array vs two
-# Environment: GANNET_GPU_BUILD (default /tmp/gannet-gpu), OUT (default /tmp/gannet-gpu-out),
-# GANNET_COMMIT (recorded; the GPU copy has no .git).
-set -uo pipefail
-build=${GANNET_GPU_BUILD:-/tmp/gannet-gpu}
-out=${OUT:-/tmp/gannet-gpu-out}
-mkdir -p "$out"
-stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(build test decode capacity)
-summary="$out/summary.txt"
-status=0
-note() { echo "$*" | tee -a "$summary"; }
-note "== gannet single-store K=V: commit ${GANNET_COMMIT:-unknown}, $(date -u +%FT%TZ)"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$summary"
+# Environment: as tools/gpu/stages.sh says.
+source "$(dirname "$0")/stages.sh"
+gpu_header "single-store K=V"
 tests=(cuda_attention_test cuda_ops_test cuda_runner_test cuda_graph_test capi_gpu_test)
 tools=(gannet-decode-bench gannet-serving-bench)
 decode() { timeout 200 "$build/bench/runner/gannet-decode-bench" --random-kv --steps 20 "$@" 2>/dev/null; }
-for stage in "${stages[@]}"; do
-  t0=$(date +%s)
-  case "$stage" in
-    build)
-      cmake -S . -B "$build" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-        -DGANNET_BUILD_EXAMPLES=OFF > "$out/build.log" 2>&1 &&
-      ninja -C "$build" -j"$(nproc)" "${tests[@]}" "${tools[@]}" >> "$out/build.log" 2>&1
-      rc=$?
-      [ $rc -ne 0 ] && tail -40 "$out/build.log"
-      ;;
-    test)
-      (cd "$build" && ctest -R "^($(IFS='|'; echo "${tests[*]}"))$" -V --timeout 400) > "$out/ctest.log" 2>&1
-      rc=$?
-      grep -E "tests passed|tests failed|Failed|\*\*\*|FAILED|Failure" "$out/ctest.log" | tail -30
-      ;;
-    memcheck)
-      timeout 400 compute-sanitizer --tool memcheck --error-exitcode 1 --leak-check no \
-        "$build/tests/backend/cuda_attention_test" \
-        --gtest_filter='*kfromv_decode_26b*:*kfromv_verify_31b_q4*:*kfromv_mixed_26b*' \
-        > "$out/memcheck.log" 2>&1
-      rc=$?
-      tail -6 "$out/memcheck.log"
-      ;;
-    decode)
-      rc=0
-      for kv in bf16 fp8; do
-        for store in "" --kv-separate-k-eq-v; do
-          echo "== 31b kv=$kv ${store:-single}" >> "$out/decode.txt"
-          decode --model dummy:31b --batches 1,16,64 --context 1500 --kv $kv $store | tee -a "$out/decode.txt" || rc=$?
-          decode --model dummy:31b --batches 1 --context 32768 --kv $kv $store | tee -a "$out/decode.txt" || rc=$?
-          echo "== 26b-a4b kv=$kv ${store:-single}" >> "$out/decode.txt"
-          decode --model dummy:26b-a4b --batches 64 --context 1500 --kv $kv $store | tee -a "$out/decode.txt" || rc=$?
-        done
+
+stage_build() { gpu_build "${tests[@]}" "${tools[@]}"; }
+stage_test() { gpu_ctest 400 "tests passed|tests failed|Failed|\*\*\*|FAILED|Failure" "${tests[@]}"; }
+stage_memcheck() { gpu_memcheck 400 6 '*kfromv_decode_26b*:*kfromv_verify_31b_q4*:*kfromv_mixed_26b*'; }
+stage_decode() {
+  local rc=0 kv store
+  for kv in bf16 fp8; do
+    for store in "" --kv-separate-k-eq-v; do
+      echo "== 31b kv=$kv ${store:-single}" >> "$out/decode.txt"
+      decode --model dummy:31b --batches 1,16,64 --context 1500 --kv $kv $store | tee -a "$out/decode.txt" || rc=$?
+      decode --model dummy:31b --batches 1 --context 32768 --kv $kv $store | tee -a "$out/decode.txt" || rc=$?
+      echo "== 26b-a4b kv=$kv ${store:-single}" >> "$out/decode.txt"
+      decode --model dummy:26b-a4b --batches 64 --context 1500 --kv $kv $store | tee -a "$out/decode.txt" || rc=$?
+    done
+  done
+  return $rc
+}
+stage_capacity() {
+  local rc=0 v kv store
+  for v in 31b 26b-a4b; do
+    for kv in bf16 fp8; do
+      for store in "" --kv-separate-k-eq-v; do
+        echo "$v kv=$kv ${store:-single}" >> "$out/capacity.txt"
+        timeout 200 "$build/bench/serving/gannet-serving-bench" --model dummy:$v --input-len 1000 \
+          --output-len 1000 --kv-cache-dtype $kv --capacity-only $store 2>/dev/null | tee -a "$out/capacity.txt" || rc=$?
       done
-      ;;
-    capacity)
-      rc=0
-      for v in 31b 26b-a4b; do
-        for kv in bf16 fp8; do
-          for store in "" --kv-separate-k-eq-v; do
-            echo "$v kv=$kv ${store:-single}" >> "$out/capacity.txt"
-            timeout 200 "$build/bench/serving/gannet-serving-bench" --model dummy:$v --input-len 1000 \
-              --output-len 1000 --kv-cache-dtype $kv --capacity-only $store 2>/dev/null | tee -a "$out/capacity.txt" || rc=$?
-          done
-        done
-      done
-      ;;
-    *) echo "unknown stage $stage"; rc=2 ;;
-  esac
-  note "stage $stage: rc=$rc, $(( $(date +%s) - t0 )) s"
-  [ $rc -ne 0 ] && status=1
-done
-exit $status
+    done
+  done
+  return $rc
+}
+gpu_run_stages build test decode capacity -- "$@"

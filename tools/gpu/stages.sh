@@ -1,0 +1,76 @@
+#!/bin/bash
+# The skeleton the single-GPU run scripts (run_gpu_checks.sh, run_fp8_kv.sh, run_k_from_v.sh)
+# share. Source it, define a stage_<name> function for each stage, then call
+# `gpu_run_stages DEFAULT... -- "$@"`. Environment: GANNET_GPU_BUILD (build dir, default
+# /tmp/gannet-gpu), OUT (log dir, default /tmp/gannet-gpu-out), GANNET_COMMIT (recorded in the
+# logs; the GPU copy has no .git).
+set -uo pipefail
+build=${GANNET_GPU_BUILD:-/tmp/gannet-gpu}
+out=${OUT:-/tmp/gannet-gpu-out}
+mkdir -p "$out"
+summary="$out/summary.txt"
+
+note() { echo "$*" | tee -a "$summary"; }
+
+# The run's first summary lines: what it is, the commit, the date and the GPU (extra
+# nvidia-smi --query-gpu fields as $2).
+gpu_header() {
+  note "== gannet $1: commit ${GANNET_COMMIT:-unknown}, $(date -u +%FT%TZ)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total${2:+,$2} --format=csv,noheader 2>&1 | tee -a "$summary"
+}
+
+# An sm_90 Release build of the given targets only.
+gpu_build() {
+  cmake -S . -B "$build" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+    -DGANNET_BUILD_EXAMPLES=OFF > "$out/build.log" 2>&1 &&
+    ninja -C "$build" -j"$(nproc)" "$@" >> "$out/build.log" 2>&1
+  local rc=$?
+  [ $rc -ne 0 ] && tail -40 "$out/build.log"
+  return $rc
+}
+
+# gpu_ctest TIMEOUT GREP TEST...: the named ctest tests, verbose into ctest.log; prints the log's
+# lines that match GREP.
+gpu_ctest() {
+  local timeout=$1 pattern=$2
+  shift 2
+  (cd "$build" && ctest -R "^($(IFS='|'; echo "$*"))$" -V --timeout "$timeout") > "$out/ctest.log" 2>&1
+  local rc=$?
+  grep -E "$pattern" "$out/ctest.log" | tail -40
+  return $rc
+}
+
+# gpu_memcheck TIMEOUT LINES FILTER: compute-sanitizer memcheck on cuda_attention_test's cases
+# matching the gtest FILTER; prints the log's last LINES lines.
+gpu_memcheck() {
+  timeout "$1" compute-sanitizer --tool memcheck --error-exitcode 1 --leak-check no \
+    "$build/tests/backend/cuda_attention_test" --gtest_filter="$3" > "$out/memcheck.log" 2>&1
+  local rc=$?
+  tail -"$2" "$out/memcheck.log"
+  return $rc
+}
+
+# gpu_run_stages DEFAULT... -- STAGE...: runs each STAGE (the defaults when none is given) through
+# its stage_<name> function, timing it into the summary; a failed build ends the run. Exits 1 if
+# any stage failed.
+gpu_run_stages() {
+  local defaults=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do defaults+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  local stages=("$@") status=0 stage rc t0
+  [ ${#stages[@]} -eq 0 ] && stages=("${defaults[@]}")
+  for stage in "${stages[@]}"; do
+    t0=$(date +%s)
+    if declare -F "stage_$stage" > /dev/null; then
+      "stage_$stage"
+      rc=$?
+    else
+      echo "unknown stage $stage"
+      rc=2
+    fi
+    note "== stage $stage: rc=$rc ($(( $(date +%s) - t0 )) s)"
+    [ $rc -ne 0 ] && status=1
+    [ "$stage" = build ] && [ $rc -ne 0 ] && break
+  done
+  exit $status
+}
