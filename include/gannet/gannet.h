@@ -279,7 +279,8 @@ typedef struct gannet_model_info {
   int32_t full_head_dim;         /* full-attention layers */
   int32_t num_experts;           /* 0 unless MoE */
   int32_t top_k_experts;
-  int64_t kv_bytes_per_token_sliding; /* bf16 K and V over the layers that own KV */
+  int64_t kv_bytes_per_token_sliding; /* bf16 K and V over the layers that own KV (one array on
+                                       * K=V layers: the default single store) */
   int64_t kv_bytes_per_token_full;
 } gannet_model_info_t;
 
