@@ -105,7 +105,10 @@ cudaError_t GenericLaunch(const void* args, const ProblemKey&, const DeviceInfo&
   return LaunchGenericAttention(*static_cast<const PagedAttentionParams*>(args), stream);
 }
 
-// sm_80 through the newest arch: mma.sync / ldmatrix / cp.async exist on all of them.
+// sm_80 through the newest arch: mma.sync / ldmatrix / cp.async exist on all of them. The sm75
+// entries run from sm_75 up (newer devices prefer the sm80 entries: selection ranks the newer
+// min arch first among equally specific entries, and forcing one runs its PTX under JIT).
+constexpr int kSm75 = 75;
 constexpr int kSm80 = 80;
 constexpr int kAnyNewer = 1000;
 
@@ -124,16 +127,18 @@ ProblemPredicate Fp8Predicate() {
   return p;
 }
 
-#define GANNET_FLASH_ENTRY(var, entry_name, op, name, hd, rows, prio, ...)                   \
+#define GANNET_FLASH_ENTRY_FROM(min_sm, var, entry_name, op, name, hd, rows, prio, ...)      \
   const KernelEntry var = {entry_name,                                                     \
                            op,                                                             \
-                           kSm80,                                                          \
+                           min_sm,                                                         \
                            kAnyNewer,                                                      \
                            FlashPredicate(hd, rows __VA_OPT__(, ) __VA_ARGS__),            \
                            prio,                                                           \
                            FlashCanImplement<FlashConfig##name>,                           \
                            FlashWorkspace<FlashConfig##name>,                              \
                            FlashLaunch<FlashConfig##name, LaunchFlash##name>};
+#define GANNET_FLASH_ENTRY(...) GANNET_FLASH_ENTRY_FROM(kSm80, __VA_ARGS__)
+#define GANNET_FLASH_ENTRY_SM75(...) GANNET_FLASH_ENTRY_FROM(kSm75, __VA_ARGS__)
 
 }  // namespace
 
@@ -153,6 +158,14 @@ GANNET_FLASH_ENTRY(kSm80PrefillHd256Fp8, "sm80_hd256_fp8_prefill", Op::kAttentio
 GANNET_FLASH_ENTRY(kSm80PrefillHd512Fp8, "sm80_hd512_fp8_prefill", Op::kAttentionPrefill, PrefillHd512Fp8, 512, 0, 2, ElemType::kF8E4M3)
 GANNET_FLASH_ENTRY(kSm80PrefillHd256Fp8Small, "sm80_hd256_fp8_prefill_small", Op::kAttentionPrefill, PrefillHd256Fp8Small, 256, 0, 1, ElemType::kF8E4M3)
 GANNET_FLASH_ENTRY(kSm80PrefillHd512Fp8Small, "sm80_hd512_fp8_prefill_small", Op::kAttentionPrefill, PrefillHd512Fp8Small, 512, 0, 1, ElemType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM75(kSm75DecodeHd256Split, "sm75_hd256_bf16_split", Op::kAttentionDecode, DecodeHd256Sm75, 256, 16, 1)
+GANNET_FLASH_ENTRY_SM75(kSm75DecodeHd512Split, "sm75_hd512_bf16_split", Op::kAttentionDecode, DecodeHd512Sm75, 512, 16, 1)
+GANNET_FLASH_ENTRY_SM75(kSm75DecodeHd256Fp8, "sm75_hd256_fp8_split", Op::kAttentionDecode, DecodeHd256Fp8Sm75, 256, 16, 1, ElemType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM75(kSm75DecodeHd512Fp8, "sm75_hd512_fp8_split", Op::kAttentionDecode, DecodeHd512Fp8Sm75, 512, 16, 1, ElemType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd256, "sm75_hd256_bf16_prefill", Op::kAttentionPrefill, PrefillHd256Sm75, 256, 0, 1)
+GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd512, "sm75_hd512_bf16_prefill", Op::kAttentionPrefill, PrefillHd512Sm75, 512, 0, 1)
+GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd256Fp8, "sm75_hd256_fp8_prefill", Op::kAttentionPrefill, PrefillHd256Fp8Sm75, 256, 0, 1, ElemType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd512Fp8, "sm75_hd512_fp8_prefill", Op::kAttentionPrefill, PrefillHd512Fp8Sm75, 512, 0, 1, ElemType::kF8E4M3)
 
 const KernelEntry kSm75GenericDecode = {
     "sm75_generic_bf16_decode", Op::kAttentionDecode, 75, kAnyNewer, ProblemPredicate{}, 0,
@@ -191,6 +204,14 @@ FlashConfig (*FlashConfigOf(const KernelEntry& entry))() {
       {&kSm80PrefillHd512Fp8, FlashConfigPrefillHd512Fp8},
       {&kSm80PrefillHd256Fp8Small, FlashConfigPrefillHd256Fp8Small},
       {&kSm80PrefillHd512Fp8Small, FlashConfigPrefillHd512Fp8Small},
+      {&kSm75DecodeHd256Split, FlashConfigDecodeHd256Sm75},
+      {&kSm75DecodeHd512Split, FlashConfigDecodeHd512Sm75},
+      {&kSm75DecodeHd256Fp8, FlashConfigDecodeHd256Fp8Sm75},
+      {&kSm75DecodeHd512Fp8, FlashConfigDecodeHd512Fp8Sm75},
+      {&kSm75PrefillHd256, FlashConfigPrefillHd256Sm75},
+      {&kSm75PrefillHd512, FlashConfigPrefillHd512Sm75},
+      {&kSm75PrefillHd256Fp8, FlashConfigPrefillHd256Fp8Sm75},
+      {&kSm75PrefillHd512Fp8, FlashConfigPrefillHd512Fp8Sm75},
   };
   for (const Known& k : known) {
     if (k.entry == &entry) return k.config;
@@ -199,6 +220,8 @@ FlashConfig (*FlashConfigOf(const KernelEntry& entry))() {
 }
 
 }  // namespace
+
+bool IsFlashEntry(const KernelEntry& entry) { return FlashConfigOf(entry) != nullptr; }
 
 int FlashAttentionSplits(const KernelEntry& entry, const ProblemKey& pk, const DeviceInfo& dev) {
   auto config = FlashConfigOf(entry);

@@ -29,6 +29,18 @@ extern const KernelEntry kSm80PrefillHd256Fp8Small;
 extern const KernelEntry kSm80PrefillHd512Fp8Small;
 extern const KernelEntry kSm75GenericFp8Decode;
 extern const KernelEntry kSm75GenericFp8Prefill;
+// sm_75 (Turing) tensor-core entries: the flash kernels in 64 KB, fp16 MMAs, synchronous copies.
+extern const KernelEntry kSm75DecodeHd256Split;
+extern const KernelEntry kSm75DecodeHd512Split;
+extern const KernelEntry kSm75DecodeHd256Fp8;
+extern const KernelEntry kSm75DecodeHd512Fp8;
+extern const KernelEntry kSm75PrefillHd256;
+extern const KernelEntry kSm75PrefillHd512;
+extern const KernelEntry kSm75PrefillHd256Fp8;
+extern const KernelEntry kSm75PrefillHd512Fp8;
+
+// Whether `entry` is a flash (tensor-core, split-KV) entry, sm80 or sm75.
+bool IsFlashEntry(const KernelEntry& entry);
 
 // Split-KV count the flash entry `entry` uses for `problem` (1 = no split); 0 if `entry` is not a
 // flash entry. The count depends only on the problem's host-side sizes, so a graph captured for

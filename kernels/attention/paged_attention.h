@@ -56,7 +56,7 @@ struct PagedAttentionParams {
 };
 inline constexpr int kMaxKFromVRopePairs = 64;
 
-// Whether the sm80 flash kernels derive K for this rotation: head_dim 512 (the K=V layers' width,
+// Whether the flash kernels (sm80 and sm75 entries) derive K for this rotation: head_dim 512 (the K=V layers' width,
 // the only one with a K-from-V instantiation), the rotated dims [0, R) and
 // [h, h + R) (R = rope_pairs, h = head_dim / 2) are whole 32-dim blocks, each thread of a CTA
 // keeps one pair's frequency and weights (threads % R == 0), and under FP8 the derived dims fit
@@ -67,7 +67,7 @@ inline bool FlashSupportsKFromV(int rope_pairs, int head_dim, bool kv_fp8, int t
          (r == 0 || threads % r == 0) && (!kv_fp8 || 4 * r <= head_dim + 32);
 }
 
-// One compiled tile configuration of the sm80 flash kernels (sm80/flash_decode_sm80.cuh,
+// One compiled tile configuration of the flash kernels (sm80/flash_decode_sm80.cuh,
 // sm80/flash_prefill_sm80.cuh).
 struct FlashConfig {
   int head_dim;
@@ -95,7 +95,10 @@ inline size_t FlashWorkspaceBytes(const FlashConfig& c, int grid_tiles, int num_
 }
 
 // The compiled configurations; each is defined (with its tile sizes) in one .cu file under
-// attention/{decode,prefill}/sm80/ so the instantiations compile in parallel.
+// attention/{decode,prefill}/sm80/ or .../sm75/ so the instantiations compile in parallel. The
+// *Sm75 ones are the same kernels built for Turing (m16n8k8 fp16 MMAs, synchronous copies, at
+// most 64 KB of shared memory); their .cu files compile for sm_75 alone (with PTX, so newer GPUs
+// run them under JIT when a test forces them).
 #define GANNET_FLASH_CONFIGS(X) \
   X(DecodeHd256)                \
   X(DecodeHd256Small)           \
@@ -112,7 +115,15 @@ inline size_t FlashWorkspaceBytes(const FlashConfig& c, int grid_tiles, int num_
   X(PrefillHd256Fp8)            \
   X(PrefillHd512Fp8)            \
   X(PrefillHd256Fp8Small)       \
-  X(PrefillHd512Fp8Small)
+  X(PrefillHd512Fp8Small)       \
+  X(DecodeHd256Sm75)            \
+  X(DecodeHd512Sm75)            \
+  X(DecodeHd256Fp8Sm75)         \
+  X(DecodeHd512Fp8Sm75)         \
+  X(PrefillHd256Sm75)           \
+  X(PrefillHd512Sm75)           \
+  X(PrefillHd256Fp8Sm75)        \
+  X(PrefillHd512Fp8Sm75)
 
 // Per configuration: its FlashConfig and its launcher. `num_splits` >= 1; workspace as above.
 #define GANNET_DECLARE_FLASH(name)                                                         \

@@ -1,7 +1,14 @@
 // Warp-level tensor-core and async-copy primitives of sm_80 (mma.sync m16n8k16 bf16, ldmatrix,
-// cp.async), which also run on sm_86/89/90/100/120. Kernels using them are compiled for every
-// arch of the build; on older archs the bodies are empty and the registry never selects them
-// (each entry carries its arch range), so these wrappers compile to nothing below sm_80.
+// cp.async), which also run on sm_86/89/90/100/120, and their sm_75 (Turing) forms, so the same
+// kernels serve both:
+//   - sm_75 has ldmatrix and mma.sync m16n8k8 on fp16 only: an m16n8k16 product is two k8 MMAs,
+//     and bf16 operands are converted to fp16 first (bf16 -> fp16 is exact for the normalised
+//     values attention and the MLPs feed in: |x| in [6e-5, 65504], 8 significant bits);
+//   - sm_75 has no cp.async: the copy is a plain 16-byte load and store, complete when it returns,
+//     so commit/wait are no-ops and the kernels' existing barriers publish it.
+// A kernel instantiation states the oldest arch it is built for (its traits' kMinArch: 800 for
+// the sm80 entries, 750 for the sm75 ones); below that its body is empty and the registry never
+// selects it. Below sm_75 these wrappers compile to nothing.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -16,6 +23,12 @@
 #else
 #define GANNET_SM80_ENABLED 0
 #endif
+// ldmatrix and mma.sync (m16n8k8 f16) exist: sm_75 and newer.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+#define GANNET_MMA_ENABLED 1
+#else
+#define GANNET_MMA_ENABLED 0
+#endif
 
 namespace gannet::kernels::sm80 {
 
@@ -29,6 +42,10 @@ __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, int src_
 #if GANNET_SM80_ENABLED
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)),
                "l"(gmem), "r"(src_bytes));
+#elif GANNET_MMA_ENABLED
+  uint4 v = make_uint4(0u, 0u, 0u, 0u);
+  if (src_bytes != 0) v = *static_cast<const uint4*>(gmem);
+  *static_cast<uint4*>(smem) = v;
 #endif
 }
 
@@ -37,6 +54,8 @@ __device__ __forceinline__ void CpAsync4(void* smem, const void* gmem, int src_b
 #if GANNET_SM80_ENABLED
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(SmemAddr(smem)), "l"(gmem),
                "r"(src_bytes));
+#elif GANNET_MMA_ENABLED
+  *static_cast<uint32_t*>(smem) = src_bytes != 0 ? *static_cast<const uint32_t*>(gmem) : 0u;
 #endif
 }
 
@@ -56,7 +75,7 @@ __device__ __forceinline__ void CpAsyncWait() {
 // Four 8x8 b16 matrices; lane l supplies the row address of matrix l / 8, row l % 8.
 __device__ __forceinline__ void LdMatrixX4(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3,
                                            const void* smem) {
-#if GANNET_SM80_ENABLED
+#if GANNET_MMA_ENABLED
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
                : "r"(SmemAddr(smem)));
@@ -65,7 +84,7 @@ __device__ __forceinline__ void LdMatrixX4(uint32_t& r0, uint32_t& r1, uint32_t&
 
 __device__ __forceinline__ void LdMatrixX4Trans(uint32_t& r0, uint32_t& r1, uint32_t& r2,
                                                 uint32_t& r3, const void* smem) {
-#if GANNET_SM80_ENABLED
+#if GANNET_MMA_ENABLED
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
                : "r"(SmemAddr(smem)));
@@ -73,11 +92,30 @@ __device__ __forceinline__ void LdMatrixX4Trans(uint32_t& r0, uint32_t& r1, uint
 }
 
 __device__ __forceinline__ void LdMatrixX2(uint32_t& r0, uint32_t& r1, const void* smem) {
-#if GANNET_SM80_ENABLED
+#if GANNET_MMA_ENABLED
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
                : "=r"(r0), "=r"(r1)
                : "r"(SmemAddr(smem)));
 #endif
+}
+
+// sm_75's tensor-core product: D = A * B + D, A 16x8 (row, a0: row g, a1: row g + 8, columns
+// 2t..2t+1), B 8x8 (col, rows 2t..2t+1 of column g), fp16 inputs, f32 accumulators. The two
+// halves of an m16n8k16 fragment (registers 0-1 and 2-3 of A, 0 and 1 of B) are two such steps.
+__device__ __forceinline__ void MmaF16K8(float* d, uint32_t a0, uint32_t a1, uint32_t b0) {
+#if GANNET_MMA_ENABLED
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(b0));
+#endif
+}
+
+// One register of two bf16 -> two fp16 (sm_75 has no bf16 MMA).
+__device__ __forceinline__ uint32_t Bf16x2ToF16x2(uint32_t two) {
+  const __half2 h = __floats2half2_rn(__uint_as_float(two << 16), __uint_as_float(two & 0xFFFF0000u));
+  return *reinterpret_cast<const uint32_t*>(&h);
 }
 
 // D = A * B + D; A 16x16 (row), B 16x8 (col), bf16 inputs, f32 accumulators.
@@ -88,6 +126,9 @@ __device__ __forceinline__ void MmaBf16(float* d, const uint32_t* a, const uint3
       "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif GANNET_MMA_ENABLED
+  MmaF16K8(d, Bf16x2ToF16x2(a[0]), Bf16x2ToF16x2(a[1]), Bf16x2ToF16x2(b[0]));
+  MmaF16K8(d, Bf16x2ToF16x2(a[2]), Bf16x2ToF16x2(a[3]), Bf16x2ToF16x2(b[1]));
 #endif
 }
 
@@ -99,6 +140,9 @@ __device__ __forceinline__ void MmaF16(float* d, const uint32_t* a, const uint32
       "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif GANNET_MMA_ENABLED
+  MmaF16K8(d, a[0], a[1], b[0]);
+  MmaF16K8(d, a[2], a[3], b[1]);
 #endif
 }
 

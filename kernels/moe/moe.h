@@ -53,9 +53,11 @@ struct MoeExpertsParams {
 size_t MoePairGemvWorkspaceBytes(const MoeExpertsParams& p);
 cudaError_t LaunchMoePairGemv(const MoeExpertsParams& p, void* workspace, cudaStream_t stream);
 
-// Prefill path (sm_80+ tensor cores): pairs sorted by expert, a grouped GEMM for gate/up with
-// GeGLU in the epilogue, a grouped GEMM for down, and a fixed-order weighted sum per token.
+// Prefill path (tensor cores): pairs sorted by expert, a grouped GEMM for gate/up with GeGLU in
+// the epilogue, a grouped GEMM for down, and a fixed-order weighted sum per token. LaunchMoeGrouped
+// runs the sm_80+ build, LaunchMoeGroupedSm75 the sm_75 one (fp16 MMAs); same workspace.
 size_t MoeGroupedWorkspaceBytes(const MoeExpertsParams& p);
 cudaError_t LaunchMoeGrouped(const MoeExpertsParams& p, void* workspace, cudaStream_t stream);
+cudaError_t LaunchMoeGroupedSm75(const MoeExpertsParams& p, void* workspace, cudaStream_t stream);
 
 }  // namespace gannet::kernels

@@ -24,6 +24,10 @@ cudaError_t GroupedLaunch(const void* args, const ProblemKey&, const DeviceInfo&
                           cudaStream_t stream) {
   return LaunchMoeGrouped(*static_cast<const MoeExpertsParams*>(args), ws, stream);
 }
+cudaError_t GroupedSm75Launch(const void* args, const ProblemKey&, const DeviceInfo&, void* ws,
+                              cudaStream_t stream) {
+  return LaunchMoeGroupedSm75(*static_cast<const MoeExpertsParams*>(args), ws, stream);
+}
 cudaError_t PairLaunch(const void* args, const ProblemKey&, const DeviceInfo&, void* ws,
                        cudaStream_t stream) {
   return LaunchMoePairGemv(*static_cast<const MoeExpertsParams*>(args), ws, stream);
@@ -41,6 +45,9 @@ ProblemPredicate MoePredicate(int max_m) {
 const KernelEntry kSm80MoeGroupedGemm = {"sm80_moe_grouped_bf16", Op::kMoeExperts, 80, 1000,
                                          MoePredicate(0), 0, MoeCanImplement, GroupedWorkspace,
                                          GroupedLaunch};
+const KernelEntry kSm75MoeGroupedGemm = {"sm75_moe_grouped_bf16", Op::kMoeExperts, 75, 1000,
+                                         MoePredicate(0), 0, MoeCanImplement, GroupedWorkspace,
+                                         GroupedSm75Launch};
 const KernelEntry kSm75MoePairGemv = {"sm75_moe_pair_gemv_bf16", Op::kMoeExperts, 75, 1000,
                                       MoePredicate(kPairGemvMaxTokens), 0, MoeCanImplement,
                                       PairWorkspace, PairLaunch};

@@ -8,6 +8,7 @@
 namespace gannet::kernels {
 
 extern const KernelEntry kSm80MoeGroupedGemm;  // prefill: sorted pairs, grouped mma GEMMs
+extern const KernelEntry kSm75MoeGroupedGemm;  // the same on sm_75 (fp16 MMAs)
 extern const KernelEntry kSm75MoePairGemv;     // decode: per-(token, expert) GEMVs, M <= 4
 
 ProblemKey MoeExpertsProblem(const MoeExpertsParams& p);

@@ -133,15 +133,21 @@ std::span<const int> CompiledArchs() {
   return archs;
 }
 
-std::string CompiledArchsString() {
+namespace {
+std::string ArchsString(std::span<const int> archs) {
   std::string s;
-  for (int a : CompiledArchs()) s += (s.empty() ? "sm_" : " sm_") + std::to_string(a);
+  for (int a : archs) s += (s.empty() ? "sm_" : " sm_") + std::to_string(a);
   return s;
 }
+}  // namespace
 
-int EffectiveArch(int device_sm) {
+std::string CompiledArchsString() { return ArchsString(CompiledArchs()); }
+
+int EffectiveArch(int device_sm) { return EffectiveArch(device_sm, CompiledArchs()); }
+
+int EffectiveArch(int device_sm, std::span<const int> archs) {
   int best = 0;
-  for (int a : CompiledArchs()) {
+  for (int a : archs) {
     if (a <= device_sm && a > best) best = a;
   }
   return best;
@@ -153,11 +159,16 @@ int Specificity(const ProblemPredicate& p) {
 }
 
 KernelStatus CheckEntry(const KernelEntry& e, const ProblemKey& pk, const DeviceInfo& dev) {
+  return CheckEntry(e, pk, dev, CompiledArchs());
+}
+
+KernelStatus CheckEntry(const KernelEntry& e, const ProblemKey& pk, const DeviceInfo& dev,
+                        std::span<const int> archs) {
   if (e.op != pk.op) return KernelStatus::Fail(std::string("serves ") + OpName(e.op));
-  const int arch = EffectiveArch(dev.sm);
+  const int arch = EffectiveArch(dev.sm, archs);
   if (arch == 0) {
     return KernelStatus::Fail("binary carries no arch <= sm_" + std::to_string(dev.sm) + " (" +
-                              CompiledArchsString() + ")");
+                              ArchsString(archs) + ")");
   }
   if (arch < e.min_sm || arch > e.max_sm) {
     return KernelStatus::Fail("needs sm_" + std::to_string(e.min_sm) + "..sm_" +
@@ -194,6 +205,10 @@ KernelStatus CheckEntry(const KernelEntry& e, const ProblemKey& pk, const Device
 }
 
 Selection Select(const ProblemKey& pk, const DeviceInfo& dev) {
+  return Select(pk, dev, CompiledArchs());
+}
+
+Selection Select(const ProblemKey& pk, const DeviceInfo& dev, std::span<const int> archs) {
   Selection sel;
   const std::vector<std::string> forced = ForcedNames();
   for (const std::string& name : forced) {
@@ -202,20 +217,22 @@ Selection Select(const ProblemKey& pk, const DeviceInfo& dev) {
       sel.error = "GANNET_FORCE_KERNEL names unknown kernel '" + name + "'";
       return sel;
     }
-    if (e->op != pk.op) continue;
-    KernelStatus st = CheckEntry(*e, pk, dev);
+    if (e->op != pk.op || sel.entry != nullptr) continue;
+    KernelStatus st = CheckEntry(*e, pk, dev, archs);
     if (!st.ok) {
-      sel.error = std::string(OpName(pk.op)) + ": forced kernel " + e->name +
-                  " cannot implement " + pk.ClassString() + ": " + st.reason;
-      return sel;
+      sel.error += std::string(sel.error.empty() ? "" : "; ") + OpName(pk.op) + ": forced kernel " +
+                   e->name + " cannot implement " + pk.ClassString() + ": " + st.reason;
+      continue;
     }
-    sel.entry = e;
+    sel.entry = e;  // the first forced entry of the op that can run the problem
   }
+  if (sel.entry == nullptr && !sel.error.empty()) return sel;
+  sel.error.clear();
   if (sel.entry == nullptr) {
     int best_spec = -1, best_prio = 0;
     for (const KernelEntry* e : AllEntries()) {
       if (e->op != pk.op) continue;
-      KernelStatus st = CheckEntry(*e, pk, dev);
+      KernelStatus st = CheckEntry(*e, pk, dev, archs);
       if (!st.ok) {
         sel.error += std::string(sel.error.empty() ? "" : "; ") + e->name + ": " + st.reason;
         continue;
@@ -239,7 +256,7 @@ Selection Select(const ProblemKey& pk, const DeviceInfo& dev) {
   const std::string cls = pk.ClassString();
   LogOnce(std::string(OpName(pk.op)) + "|" + cls + "|" + sel.entry->name,
           std::string(OpName(pk.op)) + ": " + sel.entry->name + " for " + cls + " (device sm_" +
-              std::to_string(dev.sm) + ", binary " + CompiledArchsString() + ")");
+              std::to_string(dev.sm) + ", binary " + ArchsString(archs) + ")");
   return sel;
 }
 

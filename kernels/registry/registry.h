@@ -2,8 +2,10 @@
 // (entries.cc; no static-constructor registration), and one selection function that runs at plan
 // time. Selection clamps the device's compute capability to the highest arch this binary carries,
 // filters entries by arch range, problem predicate and CanImplement, prefers the most specific
-// entry (then the newest arch, then the list's priority), honours GANNET_FORCE_KERNEL=<name>[,<name>...] (an error if a forced entry of the op
-// cannot implement the problem), and logs its choice once per (op, problem class):
+// entry (then the newest arch, then the list's priority), honours GANNET_FORCE_KERNEL=<name>[,<name>...]
+// (the first named entry of the op that can implement the problem; an error naming each one's
+// reason when entries of the op are named and none can), and logs its choice once per
+// (op, problem class):
 //   "attention.decode: sm80_hd512_bf16_split (device sm_90)".
 //
 // Thread safety: all functions may be called from any thread (the log-once set is locked).
@@ -65,19 +67,25 @@ const KernelEntry* FindEntry(std::string_view name);
 // The CUDA archs this binary carries (from cmake/GannetCudaArchs.cmake), e.g. {75, 80, ..., 100}.
 std::span<const int> CompiledArchs();
 std::string CompiledArchsString();  // "sm_75 sm_80 ... sm_100"
-// The highest compiled arch <= device_sm, or 0 when the binary carries none that can run.
+// The highest compiled arch <= device_sm, or 0 when the binary carries none that can run. The
+// `archs` overloads below take the arch list of another build (tests: what a release build would
+// select on a device we do not have); the others use this binary's.
 int EffectiveArch(int device_sm);
+int EffectiveArch(int device_sm, std::span<const int> archs);
 
 int Specificity(const ProblemPredicate& p);
 // Arch range + predicate + can_implement of one entry.
 KernelStatus CheckEntry(const KernelEntry& entry, const ProblemKey& problem,
                         const DeviceInfo& device);
+KernelStatus CheckEntry(const KernelEntry& entry, const ProblemKey& problem,
+                        const DeviceInfo& device, std::span<const int> archs);
 
 struct Selection {
   const KernelEntry* entry = nullptr;  // null on failure
   std::string error;                   // every rejected entry and why, when entry is null
 };
 Selection Select(const ProblemKey& problem, const DeviceInfo& device);
+Selection Select(const ProblemKey& problem, const DeviceInfo& device, std::span<const int> archs);
 
 // Where selection logs go (default: stderr). The CUDA backend routes them into gannet's log.
 void SetRegistryLogSink(void (*sink)(const char* message));

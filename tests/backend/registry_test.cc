@@ -9,7 +9,9 @@
 
 #include "gtest/gtest.h"
 #include "kernels/attention/attention_entries.h"
+#include "kernels/gemm/gemm_entries.h"
 #include "kernels/moe/moe_entries.h"
+#include "lib/model/variants.h"
 
 namespace gannet::kernels {
 namespace {
@@ -35,6 +37,23 @@ ProblemKey Attention(Op op, int hd, int nq, int nkv, int qlen = 1) {
   pk.max_seq_len = 8192;
   pk.flags = kFlagAligned16;
   return pk;
+}
+
+// The arch list of a release build (cmake/GannetCudaArchs.cmake, passed in by CMake), so the
+// selection tests see every arch whatever this binary was built for.
+std::vector<int> ReleaseArchs() {
+  std::vector<int> archs;
+  int value = 0;
+  for (const char* p = GANNET_RELEASE_CUDA_ARCHS;; ++p) {
+    if (*p >= '0' && *p <= '9') {
+      value = value * 10 + (*p - '0');
+    } else {
+      if (value != 0) archs.push_back(value);
+      value = 0;
+      if (*p == '\0') break;
+    }
+  }
+  return archs;
 }
 
 class RegistryTest : public ::testing::Test {
@@ -75,28 +94,28 @@ TEST_F(RegistryTest, PicksTheDedicatedHd512DecodeKernelOnHopper) {
 }
 
 TEST_F(RegistryTest, FallsBackToSmallerTilesWhenSharedMemoryIsShort) {
-  if (EffectiveArch(89) < 80) GTEST_SKIP() << "binary carries no sm_80..89 code";
+  const std::vector<int> archs = ReleaseArchs();
   // sm_89 parts allow ~99 KB per block: the 206 KB hd512 prefill config cannot run there (the
   // 89 KB hd512 decode config can).
   const DeviceInfo ada = Device(89, 101376);
-  Selection s = Select(Attention(Op::kAttentionDecode, 512, 32, 4), ada);
+  Selection s = Select(Attention(Op::kAttentionDecode, 512, 32, 4), ada, archs);
   ASSERT_NE(s.entry, nullptr) << s.error;
   EXPECT_STREQ(s.entry->name, "sm80_hd512_bf16_split");
-  s = Select(Attention(Op::kAttentionPrefill, 512, 32, 4, 100), ada);
+  s = Select(Attention(Op::kAttentionPrefill, 512, 32, 4, 100), ada, archs);
   ASSERT_NE(s.entry, nullptr) << s.error;
   EXPECT_STREQ(s.entry->name, "sm80_hd512_bf16_prefill_small");
   // With only 48 KB no hd512 tensor-core config fits: the generic CUDA-core kernel takes over.
-  s = Select(Attention(Op::kAttentionPrefill, 512, 32, 4, 100), Device(89, 49152));
+  s = Select(Attention(Op::kAttentionPrefill, 512, 32, 4, 100), Device(89, 49152), archs);
   ASSERT_NE(s.entry, nullptr) << s.error;
   EXPECT_STREQ(s.entry->name, "sm75_generic_bf16_prefill");
-  s = Select(Attention(Op::kAttentionDecode, 512, 32, 4), Device(89, 49152));
+  s = Select(Attention(Op::kAttentionDecode, 512, 32, 4), Device(89, 49152), archs);
   ASSERT_NE(s.entry, nullptr) << s.error;
   EXPECT_STREQ(s.entry->name, "sm75_generic_bf16_decode");
 }
 
 // The KV type is part of the problem class: FP8 caches get FP8 entries only (large tiles where the
-// shared memory allows, the small ones on ~100 KB parts, the CUDA-core kernel on sm_75 or when
-// nothing else fits), and a bf16 cache never gets an FP8 entry.
+// shared memory allows, the small ones on ~100 KB parts, the sm75 ones on Turing, the CUDA-core
+// kernel when nothing else fits), and a bf16 cache never gets an FP8 entry.
 TEST_F(RegistryTest, Fp8CachesGetFp8EntriesOnly) {
   auto fp8 = [](ProblemKey pk) {
     pk.kv_type = ElemType::kF8E4M3;
@@ -137,16 +156,19 @@ TEST_F(RegistryTest, Fp8CachesGetFp8EntriesOnly) {
     ASSERT_NE(s.entry, nullptr) << s.error;
     EXPECT_STREQ(s.entry->name, "sm75_generic_fp8_decode");
   }
-  if (EffectiveArch(75) == 75) {
-    Selection s = Select(fp8(Attention(Op::kAttentionPrefill, 256, 8, 2, 50)), Device(75, 65536));
+  {
+    const std::vector<int> archs = {75, 90};
+    Selection s = Select(fp8(Attention(Op::kAttentionPrefill, 256, 8, 2, 50)), Device(75, 65536), archs);
     ASSERT_NE(s.entry, nullptr) << s.error;
-    EXPECT_STREQ(s.entry->name, "sm75_generic_fp8_prefill");
+    EXPECT_STREQ(s.entry->name, "sm75_hd256_fp8_prefill");
   }
 }
 
-TEST_F(RegistryTest, OlderArchsGetTheGenericKernel) {
-  if (EffectiveArch(75) != 75) GTEST_SKIP() << "binary carries no sm_75 code";
-  Selection s = Select(Attention(Op::kAttentionDecode, 512, 32, 4), Device(75, 65536));
+TEST_F(RegistryTest, UnalignedOperandsOnTuringGetTheGenericKernel) {
+  ProblemKey pk = Attention(Op::kAttentionDecode, 512, 32, 4);
+  pk.flags = 0;
+  const std::vector<int> archs = {75, 90};
+  Selection s = Select(pk, Device(75, 65536), archs);
   ASSERT_NE(s.entry, nullptr) << s.error;
   EXPECT_STREQ(s.entry->name, "sm75_generic_bf16_decode");
 }
@@ -181,6 +203,17 @@ TEST_F(RegistryTest, ForcedKernelIsUsedOrRefusedWithAReason) {
   s = Select(Attention(Op::kAttentionDecode, 512, 32, 4), Device(90));
   EXPECT_EQ(s.entry, nullptr);
   EXPECT_NE(s.error.find("cannot implement"), std::string::npos) << s.error;
+
+  // Several names: the first of the op that can run the problem (here the hd512 one), so one
+  // list can force an arch's entries for every head dim.
+  setenv("GANNET_FORCE_KERNEL", "sm80_hd256_bf16_split,sm75_hd512_bf16_split,sm80_hd512_bf16_split", 1);
+  s = Select(Attention(Op::kAttentionDecode, 512, 32, 4), Device(90));
+  ASSERT_NE(s.entry, nullptr) << s.error;
+  EXPECT_STREQ(s.entry->name, "sm75_hd512_bf16_split");
+  EXPECT_TRUE(s.error.empty()) << s.error;
+  s = Select(Attention(Op::kAttentionDecode, 256, 32, 16), Device(90));
+  ASSERT_NE(s.entry, nullptr) << s.error;
+  EXPECT_STREQ(s.entry->name, "sm80_hd256_bf16_split");
 
   setenv("GANNET_FORCE_KERNEL", "typo_kernel", 1);
   s = Select(Attention(Op::kAttentionDecode, 512, 32, 4), Device(90));
@@ -227,6 +260,140 @@ TEST_F(RegistryTest, SplitCountFillsTheGpuOnlyWhenNeeded) {
   ProblemKey short_ctx = Attention(Op::kAttentionDecode, 512, 32, 4);
   short_ctx.max_seq_len = 40;
   EXPECT_EQ(FlashAttentionSplits(kSm80DecodeHd512Split, short_ctx, h100), 1);
+}
+
+// What a release build (cmake/GannetCudaArchs.cmake's list, passed in by CMake) selects on each
+// architecture it targets, for every registry op every Gemma-4 variant runs: attention decode
+// (batch 1 and 64, and verify chunks of 4 tokens) and prefill on its sliding and full layers,
+// bf16 and FP8 KV, single-store K=V where the variant has it; the small-M GEMV; and the 26B-A4B
+// experts at 1 and 512 tokens. Every one must get an entry, and a tensor-core one where the arch
+// has tensor cores (no CUDA-core fallback left for Gemma's shapes). sm_70 (Volta) is not in the
+// list: it has no kernels yet (issue 16).
+
+TEST_F(RegistryTest, EveryVariantHasATensorCoreKernelForEveryOpOnEveryReleaseArch) {
+  struct Dev {
+    int sm, smem, sms;  // per-block opt-in shared memory of the arch's parts
+  };
+  const Dev devices[] = {{75, 65536, 40},    // T4
+                         {80, 166912, 108},  // A100
+                         {86, 101376, 84},   // RTX 30 / A10
+                         {89, 101376, 128},  // L4 / RTX 40
+                         {90, 232448, 132},  // H100 / H200
+                         {100, 232448, 148}};
+  const std::vector<int> archs = ReleaseArchs();
+  ASSERT_FALSE(archs.empty());
+  int checked = 0;
+  for (const Dev& d : devices) {
+    if (EffectiveArch(d.sm, archs) != d.sm) {
+      ADD_FAILURE() << "the release list " << GANNET_RELEASE_CUDA_ARCHS << " lacks sm_" << d.sm;
+      continue;
+    }
+    const DeviceInfo dev = Device(d.sm, d.smem, d.sms);
+    for (const char* variant : {"31b", "26b-a4b", "e4b", "e2b"}) {
+      auto config = model::DummyModelConfig(std::string("dummy:") + variant);
+      ASSERT_TRUE(config.ok()) << config.status();
+      const model::TextConfig& c = config->text;
+      auto expect_entry = [&](const ProblemKey& pk, bool tensor_core, const std::string& what) {
+        const Selection s = Select(pk, dev, archs);
+        ++checked;
+        ASSERT_NE(s.entry, nullptr) << "sm_" << d.sm << " " << variant << " " << what << ": " << s.error;
+        if (tensor_core) {
+          EXPECT_EQ(std::string(s.entry->name).find("generic"), std::string::npos)
+              << "sm_" << d.sm << " " << variant << " " << what << " fell back to " << s.entry->name;
+        }
+      };
+      for (const bool sliding : {true, false}) {
+        const int hd = sliding ? c.head_dim : c.global_head_dim;
+        const int nkv = sliding ? c.num_key_value_heads : c.FullNumKvHeads();
+        const bool k_from_v = !sliding && c.attention_k_eq_v;
+        const int rope_pairs = static_cast<int>(c.rope_full.partial_rotary_factor * hd / 2);
+        for (const ElemType kv : {ElemType::kBF16, ElemType::kF8E4M3}) {
+          struct Shape {
+            Op op;
+            int qlen, seqs;
+            const char* what;
+          };
+          for (const Shape& sh : {Shape{Op::kAttentionDecode, 1, 1, "decode b1"},
+                                  Shape{Op::kAttentionDecode, 1, 64, "decode b64"},
+                                  Shape{Op::kAttentionDecode, 4, 8, "verify q4"},
+                                  Shape{Op::kAttentionPrefill, 2048, 1, "prefill"}}) {
+            ProblemKey pk = Attention(sh.op, hd, c.num_attention_heads, nkv, sh.qlen);
+            pk.num_seqs = sh.seqs;
+            pk.num_tokens = sh.qlen * sh.seqs;
+            pk.kv_type = kv;
+            pk.window = sliding ? c.sliding_window : 0;
+            if (k_from_v) {
+              pk.flags |= kFlagKFromV;
+              pk.rope_pairs = rope_pairs;
+            }
+            // A verify chunk wider than a decode CTA's 16 rows runs on the prefill entries.
+            if (sh.op == Op::kAttentionDecode && sh.qlen * pk.group() > 16) pk.op = Op::kAttentionPrefill;
+            expect_entry(pk, true,
+                         std::string(sh.what) + (sliding ? " sliding" : " full") + " " + ElemTypeName(kv) +
+                             (k_from_v ? " k_from_v" : ""));
+          }
+        }
+      }
+      ProblemKey gemv;
+      gemv.op = Op::kGemv;
+      gemv.n = static_cast<int>(c.hidden_size);
+      gemv.k = static_cast<int>(c.hidden_size);
+      gemv.num_tokens = 1;
+      gemv.flags = kFlagAligned16;
+      expect_entry(gemv, false, "gemv");
+      if (c.enable_moe_block) {
+        for (const int tokens : {1, 512}) {
+          ProblemKey moe;
+          moe.op = Op::kMoeExperts;
+          moe.n = static_cast<int>(c.moe_intermediate_size);
+          moe.k = static_cast<int>(c.hidden_size);
+          moe.num_experts = c.num_experts;
+          moe.top_k = c.top_k_experts;
+          moe.num_tokens = tokens;
+          moe.flags = kFlagAligned16;
+          expect_entry(moe, true, "moe x" + std::to_string(tokens));
+        }
+      }
+    }
+  }
+  EXPECT_GE(checked, 6 * 4 * 17);
+}
+
+TEST_F(RegistryTest, TuringGetsItsTensorCoreEntries) {
+  const std::vector<int> archs = ReleaseArchs();
+  const DeviceInfo t4 = Device(75, 65536, 40);
+  struct Want {
+    ProblemKey pk;
+    const char* name;
+  };
+  auto fp8 = [](ProblemKey pk) {
+    pk.kv_type = ElemType::kF8E4M3;
+    return pk;
+  };
+  for (const Want& w : {Want{Attention(Op::kAttentionDecode, 512, 32, 4), "sm75_hd512_bf16_split"},
+                        Want{Attention(Op::kAttentionDecode, 256, 32, 16), "sm75_hd256_bf16_split"},
+                        Want{fp8(Attention(Op::kAttentionDecode, 512, 32, 4)), "sm75_hd512_fp8_split"},
+                        Want{Attention(Op::kAttentionPrefill, 512, 32, 4, 300), "sm75_hd512_bf16_prefill"},
+                        Want{fp8(Attention(Op::kAttentionPrefill, 256, 32, 16, 300)), "sm75_hd256_fp8_prefill"}}) {
+    const Selection s = Select(w.pk, t4, archs);
+    ASSERT_NE(s.entry, nullptr) << s.error;
+    EXPECT_STREQ(s.entry->name, w.name);
+  }
+  // Every sm75 configuration fits Turing's 64 KB (the traits assert it at compile time too).
+  for (const KernelEntry* e : AllEntries()) {
+    if (std::string(e->name).rfind("sm75_", 0) != 0 || !IsFlashEntry(*e)) continue;
+    ProblemKey pk = Attention(e->op, e->predicate.head_dim, 32, 4);
+    pk.kv_type = e->predicate.kv_type;
+    EXPECT_TRUE(CheckEntry(*e, pk, t4, archs).ok) << e->name << ": " << CheckEntry(*e, pk, t4, archs).reason;
+  }
+  // A newer GPU prefers the sm80 entries, and a binary without sm_75 code cannot serve a T4.
+  const Selection h = Select(Attention(Op::kAttentionDecode, 512, 32, 4), Device(90), archs);
+  ASSERT_NE(h.entry, nullptr) << h.error;
+  EXPECT_STREQ(h.entry->name, "sm80_hd512_bf16_split");
+  const std::vector<int> hopper_only = {90};
+  const Selection none = Select(Attention(Op::kAttentionDecode, 512, 32, 4), t4, hopper_only);
+  EXPECT_EQ(none.entry, nullptr);
+  EXPECT_NE(none.error.find("no arch <= sm_75"), std::string::npos) << none.error;
 }
 
 }  // namespace

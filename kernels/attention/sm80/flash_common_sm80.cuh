@@ -164,14 +164,35 @@ __host__ __device__ __forceinline__ SplitWorkspace SplitViews(void* ws, int ctas
   return w;
 }
 
+// Shared memory one block may use on sm_75 (Turing): the budget of the sm75 configurations.
+inline constexpr int kSm75SmemBytes = 64 * 1024;
+
 // Primes the first kStages - 1 stages of a tile loader (bf16 or FP8), one cp.async group each
-// (the Q copies issued before ride in the first).
+// (the Q copies issued before ride in the first; single-staged, they are a group of their own).
 template <int kStages, typename Loader>
 __device__ __forceinline__ void PrimeKvStages(const Loader& load_tile, int n_tiles) {
 #pragma unroll
   for (int st = 0; st < kStages - 1; ++st) {
     if (st < n_tiles) load_tile(st, st);
     CpAsyncCommit();
+  }
+  if constexpr (kStages == 1) CpAsyncCommit();
+}
+
+// cp.async groups a kernel may leave in flight when it waits for tile `it` at the top of its loop.
+__host__ __device__ constexpr int KvWaitDepth(int stages) { return stages >= 2 ? stages - 2 : 0; }
+
+// Called right after the loop-top barrier of tile `it`: issues the load kStages - 1 tiles ahead
+// into the stage the barrier just freed. Single-staged (the sm_75 configurations that could not
+// otherwise fit 64 KB), that is tile `it` itself, into the one stage: it waits for it and adds
+// a barrier, so the tile's load is not overlapped with compute.
+template <int kStages, typename Loader>
+__device__ __forceinline__ void AdvanceKvPipeline(const Loader& load_tile, int it, int n_tiles) {
+  if (it + kStages - 1 < n_tiles) load_tile((it + kStages - 1) % kStages, it + kStages - 1);
+  CpAsyncCommit();
+  if constexpr (kStages == 1) {
+    CpAsyncWait<0>();
+    __syncthreads();
   }
 }
 
@@ -547,8 +568,9 @@ __device__ __forceinline__ void StoreFlashResult(const PagedAttentionParams& p, 
   }
 }
 
-// One CTA per (tile, kv head, row); head_dim / 4 threads, 4 dims each.
-template <int kHeadDim, int kBlockM>
+// One CTA per (tile, kv head, row); head_dim / 4 threads, 4 dims each. kMinArch only keeps the
+// sm75 entries' instantiation (PTX-only in the developer build) apart from the sm80 entries'.
+template <int kHeadDim, int kBlockM, int kMinArch>
 __global__ void __launch_bounds__(kHeadDim / 4) FlashCombineKernel(const PagedAttentionParams p,
                                                                  int num_splits, void* workspace) {
   const int group = p.num_q_heads / p.num_kv_heads;
@@ -606,11 +628,11 @@ __global__ void __launch_bounds__(kHeadDim / 4) FlashCombineKernel(const PagedAt
   reinterpret_cast<__nv_bfloat162*>(out)[1] = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
 }
 
-template <int kHeadDim, int kBlockM>
+template <int kHeadDim, int kBlockM, int kMinArch>
 cudaError_t LaunchFlashCombine(const PagedAttentionParams& p, dim3 flash_grid, int num_splits,
                                void* workspace, cudaStream_t stream) {
   dim3 grid(flash_grid.x, flash_grid.y, kBlockM);
-  FlashCombineKernel<kHeadDim, kBlockM><<<grid, kHeadDim / 4, 0, stream>>>(p, num_splits, workspace);
+  FlashCombineKernel<kHeadDim, kBlockM, kMinArch><<<grid, kHeadDim / 4, 0, stream>>>(p, num_splits, workspace);
   return cudaGetLastError();
 }
 
@@ -637,7 +659,7 @@ cudaError_t LaunchFlashKernel(void (*kernel)(const PagedAttentionParams, int, vo
   kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p, num_splits, workspace);
   err = cudaGetLastError();
   if (err != cudaSuccess || num_splits == 1) return err;
-  return LaunchFlashCombine<Tr::kHeadDim, Tr::kBlockM>(p, grid, num_splits, workspace, stream);
+  return LaunchFlashCombine<Tr::kHeadDim, Tr::kBlockM, Tr::kMinArch>(p, grid, num_splits, workspace, stream);
 }
 
 }  // namespace gannet::kernels::sm80

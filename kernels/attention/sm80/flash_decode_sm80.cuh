@@ -37,8 +37,11 @@
 
 namespace gannet::kernels::sm80 {
 
-template <int kHeadDim_, int kBlockN_, int kWarps_, int kStages_, bool kFp8_ = false>
+// kMinArch_: the oldest arch the instantiation is built for (mma_sm80.cuh): 800 for the sm80
+// entries, 750 for the sm75 ones (which fit Turing's 64 KB of shared memory).
+template <int kHeadDim_, int kBlockN_, int kWarps_, int kStages_, bool kFp8_ = false, int kMinArch_ = 800>
 struct DecodeTraits {
+  static constexpr int kMinArch = kMinArch_;
   static constexpr bool kFp8 = kFp8_;  // FP8 KV cache (Fp8KvTileLoader)
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = 16;
@@ -59,15 +62,13 @@ struct DecodeTraits {
   static constexpr int kSBytes = kWarps * kBlockM * kSStride * 4;
   static constexpr int kSmemBytes = kQBytes + kKvBytes + kSBytes + kBlockM * 4;
   static_assert(kKSteps % 2 == 0 && kNT % 2 == 0 && kDT % 2 == 0, "fragment pairing");
-  static_assert(kStages >= 2, "pipeline");
+  static_assert(kStages >= 1, "pipeline");
+  static_assert(kMinArch >= 800 || kSmemBytes <= kSm75SmemBytes, "sm_75 allows 64 KB a block");
 };
 
-// kKFromV: single-store K=V (PagedAttentionParams::k_from_v), a separate instantiation so the
-// plain kernel carries none of its code or registers.
+// One CTA's work (the kernel below).
 template <typename Tr, bool kKFromV>
-__global__ void __launch_bounds__(Tr::kThreads, 1)
-    FlashDecodeSm80Kernel(const PagedAttentionParams p, int num_splits, void* workspace) {
-#if GANNET_SM80_ENABLED
+__device__ __forceinline__ void FlashDecodeCta(const PagedAttentionParams& p, int num_splits, void* workspace) {
   constexpr int kHeadDim = Tr::kHeadDim, kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN;
   constexpr int kStride = Tr::kStride, kStages = Tr::kStages, kSStride = Tr::kSStride;
   constexpr float kLog2e = 1.4426950408889634f;
@@ -95,7 +96,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   // This warp's slice of Q, in registers for the whole kernel.
   const int d0 = warp * Tr::kDimsPerWarp;
   uint32_t aq[Tr::kKSteps][4];
-  CpAsyncWait<kStages - 2>();
+  CpAsyncWait<KvWaitDepth(kStages)>();
   __syncthreads();
   if (kKFromV) {  // Q carries k_norm off the rotated dims (flash_common_sm80.cuh)
     WeightQForKFromV<kHeadDim, kBlockM, Tr::kThreads, kStride>(sQ, p);
@@ -124,10 +125,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   constexpr int kHalf = kHeadDim / 2;
 
   for (int it = 0; it < n_tiles; ++it) {
-    CpAsyncWait<kStages - 2>();
+    CpAsyncWait<KvWaitDepth(kStages)>();
     __syncthreads();  // tile `it` landed; stage (it - 1) % kStages and sS are free again
-    if (it + kStages - 1 < n_tiles) load_tile((it + kStages - 1) % kStages, it + kStages - 1);
-    CpAsyncCommit();
+    AdvanceKvPipeline<kStages>(load_tile, it, n_tiles);
     bf16* cK = sK + (it % kStages) * kBlockN * kStride;  // k_from_v: its rotated dims derived here
     const bf16* cV = sV + (it % kStages) * kBlockN * kStride;
     const auto f8 = Fp8::At(staging, it % kStages);  // FP8 only: this stage's rows and scales
@@ -286,6 +286,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 
   StoreFlashResult<kHeadDim, kBlockM, Tr::kDT, Tr::kFp8>(p, t, group, kvh, split, num_splits, workspace, acc_o,
                                                m_run, l_run, r_lo, d0, warp == 0);
+}
+
+// kKFromV: single-store K=V (PagedAttentionParams::k_from_v), a separate instantiation so the
+// plain kernel carries none of its code or registers. Empty below the traits' kMinArch.
+template <typename Tr, bool kKFromV>
+__global__ void __launch_bounds__(Tr::kThreads, 1)
+    FlashDecodeSm80Kernel(const PagedAttentionParams p, int num_splits, void* workspace) {
+#if GANNET_MMA_ENABLED
+  if constexpr (__CUDA_ARCH__ >= Tr::kMinArch) FlashDecodeCta<Tr, kKFromV>(p, num_splits, workspace);
 #endif
 }
 
@@ -305,6 +314,7 @@ cudaError_t LaunchFlashDecode(const PagedAttentionParams& p, int num_splits, voi
 }  // namespace gannet::kernels::sm80
 
 // Defines FlashConfig<name>() and LaunchFlash<name>() for one decode configuration.
+// Extra arguments go to DecodeTraits: kFp8, then kMinArch.
 #define GANNET_DEFINE_FLASH_DECODE(name, hd, bn, warps, st, ...)                               \
   namespace gannet::kernels {                                                                  \
   using FlashTraits##name = sm80::DecodeTraits<hd, bn, warps, st __VA_OPT__(, ) __VA_ARGS__>;  \

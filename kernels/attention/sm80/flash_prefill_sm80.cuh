@@ -31,9 +31,12 @@
 
 namespace gannet::kernels::sm80 {
 
+// kMinArch_: the oldest arch the instantiation is built for (mma_sm80.cuh): 800 for the sm80
+// entries, 750 for the sm75 ones (which fit Turing's 64 KB of shared memory).
 template <int kHeadDim_, int kBlockM_, int kBlockN_, int kWarpsM_, int kWarpsN_, int kStages_,
-          bool kFp8_ = false>
+          bool kFp8_ = false, int kMinArch_ = 800>
 struct PrefillTraits {
+  static constexpr int kMinArch = kMinArch_;
   static constexpr bool kFp8 = kFp8_;  // FP8 KV cache (Fp8KvTileLoader)
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;
@@ -59,15 +62,13 @@ struct PrefillTraits {
   static_assert(kBlockM == 16 * kWarpsM, "each warp owns 16 query rows");
   static_assert(kNT >= 1 && kKeysPerWarp % 8 == 0, "each warp needs whole 8-key n-tiles");
   static_assert(kDT % 2 == 0, "P.V loads two 8-dim n-tiles per ldmatrix.x4.trans");
-  static_assert(kHeadDim % 32 == 0 && kBlockN % 16 == 0 && kStages >= 2, "tile shape");
+  static_assert(kHeadDim % 32 == 0 && kBlockN % 16 == 0 && kStages >= 1, "tile shape");
+  static_assert(kMinArch >= 800 || kSmemBytes <= kSm75SmemBytes, "sm_75 allows 64 KB a block");
 };
 
-// kKFromV: single-store K=V (PagedAttentionParams::k_from_v), a separate instantiation so the
-// plain kernel carries none of its code or registers.
+// One CTA's work (the kernel below).
 template <typename Tr, bool kKFromV>
-__global__ void __launch_bounds__(Tr::kThreads, 1)
-    FlashPrefillSm80Kernel(const PagedAttentionParams p, int num_splits, void* workspace) {
-#if GANNET_SM80_ENABLED
+__device__ __forceinline__ void FlashPrefillCta(const PagedAttentionParams& p, int num_splits, void* workspace) {
   constexpr int kHeadDim = Tr::kHeadDim, kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN;
   constexpr int kStride = Tr::kStride, kPStride = Tr::kPStride, kStages = Tr::kStages;
   constexpr float kLog2e = 1.4426950408889634f;
@@ -112,7 +113,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   constexpr int kHalf = kHeadDim / 2;
 
   for (int it = 0; it < n_tiles; ++it) {
-    CpAsyncWait<kStages - 2>();
+    CpAsyncWait<KvWaitDepth(kStages)>();
     __syncthreads();  // tile `it` visible to all; stage (it - 1) % kStages free again
     if (kKFromV && it == 0) {  // Q carries k_norm off the rotated dims (flash_common_sm80.cuh)
       WeightQForKFromV<kHeadDim, kBlockM, Tr::kThreads, kStride>(sQ, p);
@@ -124,8 +125,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         __syncthreads();
       }
     }
-    if (it + kStages - 1 < n_tiles) load_tile((it + kStages - 1) % kStages, it + kStages - 1);
-    CpAsyncCommit();
+    AdvanceKvPipeline<kStages>(load_tile, it, n_tiles);
     bf16* cK = sK + (it % kStages) * kBlockN * kStride;  // k_from_v: its rotated dims derived here
     const bf16* cV = sV + (it % kStages) * kBlockN * kStride;
     const auto f8 = Fp8::At(staging, it % kStages);  // FP8 only: this stage's rows and scales
@@ -301,6 +301,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 
   StoreFlashResult<kHeadDim, kBlockM, Tr::kDT, Tr::kFp8>(p, t, group, kvh, split, num_splits, workspace, acc_o,
                                                m_run, l_run, r_lo, wn * Tr::kDimsPerWarp, wn == 0);
+}
+
+// kKFromV: single-store K=V (PagedAttentionParams::k_from_v), a separate instantiation so the
+// plain kernel carries none of its code or registers. Empty below the traits' kMinArch.
+template <typename Tr, bool kKFromV>
+__global__ void __launch_bounds__(Tr::kThreads, 1)
+    FlashPrefillSm80Kernel(const PagedAttentionParams p, int num_splits, void* workspace) {
+#if GANNET_MMA_ENABLED
+  if constexpr (__CUDA_ARCH__ >= Tr::kMinArch) FlashPrefillCta<Tr, kKFromV>(p, num_splits, workspace);
 #endif
 }
 
@@ -319,7 +328,8 @@ cudaError_t LaunchFlashPrefill(const PagedAttentionParams& p, int num_splits, vo
 
 }  // namespace gannet::kernels::sm80
 
-// Defines FlashConfig<name>() and LaunchFlash<name>() for one prefill configuration.
+// Defines FlashConfig<name>() and LaunchFlash<name>() for one prefill configuration. Extra
+// arguments go to PrefillTraits: kFp8, then kMinArch.
 #define GANNET_DEFINE_FLASH_PREFILL(name, hd, bm, bn, wm, wn, st, ...)                         \
   namespace gannet::kernels {                                                                  \
   using FlashTraits##name = sm80::PrefillTraits<hd, bm, bn, wm, wn, st __VA_OPT__(, ) __VA_ARGS__>; \
