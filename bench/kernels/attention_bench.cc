@@ -174,6 +174,65 @@ void BM_AttentionPrefill(benchmark::State& state) {
   }
 }
 
+// Prefill (batch 1, causal from position 0) on each prefill entry that can run it, CUDA-core
+// kernel aside: the fraction of the GEMM rate per entry and context (issue 16's yardstick for a
+// Hopper-native prefill). range(4) picks the n-th such entry in registry order; past the last,
+// the benchmark is skipped. The sm75 entries run as compute_75 PTX JIT-compiled for this GPU:
+// their times say nothing about a Turing part.
+void BM_AttentionPrefillEntry(benchmark::State& state) {
+  const Shape sh{static_cast<int>(state.range(0)), 32, static_cast<int>(state.range(1)),
+                 static_cast<int>(state.range(2))};
+  const int ctx = static_cast<int>(state.range(3)), nth = static_cast<int>(state.range(4));
+  PagedSetup s;
+  Build(s, sh, 1, ctx, ctx, 1);
+  kernels::PagedAttentionParams probe;
+  probe.q = s.q.data;
+  probe.out = s.out.data;
+  probe.k_cache = s.k.data;
+  probe.v_cache = s.v.data;
+  probe.q_stride = probe.out_stride = static_cast<int64_t>(sh.nq) * sh.d;
+  probe.head_dim = sh.d;
+  probe.page_size = kPage;
+  probe.num_q_heads = sh.nq;
+  probe.num_kv_heads = sh.nkv;
+  probe.window = sh.window;
+  probe.num_seqs = 1;
+  probe.num_tokens = probe.max_query_len = probe.max_seq_len = ctx;
+  const kernels::ProblemKey pk = kernels::AttentionProblem(kernels::Op::kAttentionPrefill, probe);
+  const kernels::KernelEntry* entry = nullptr;
+  int seen = 0;
+  for (const kernels::KernelEntry* e : kernels::AllEntries()) {
+    if (e->op != kernels::Op::kAttentionPrefill || !kernels::IsFlashEntry(*e)) continue;
+    if (!kernels::CheckEntry(*e, pk, Gpu().device_info()).ok) continue;
+    if (seen++ == nth) entry = e;
+  }
+  if (entry == nullptr) {
+    state.SkipWithError("no such entry: fewer prefill entries run this problem");
+    return;
+  }
+  state.SetLabel(entry->name);
+  double pairs = 0;
+  for (int p = 0; p < ctx; ++p) pairs += sh.window > 0 ? std::min(p + 1, sh.window) : p + 1;
+  const double flops = 4.0 * sh.nq * sh.d * pairs;
+  const int reps = flops > 5e13 ? 2 : (flops > 5e12 ? 5 : 20);
+  for (auto _ : state) {
+    const double ms =
+        TimeMs([&](int) { CheckOk(Gpu().RunAttentionEntry(*entry, s.args, 0), "attention"); }, reps);
+    state.SetIterationTime(ms / 1e3);
+    const double bytes = 2.0 * ctx * sh.nq * sh.d * 2 + 4.0 * ctx * sh.nkv * sh.d;
+    Report(state, ms, bytes, flops);
+  }
+}
+
+void PrefillEntryArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"hd", "nkv", "window", "ctx", "entry"});
+  for (auto shape : {std::vector<int64_t>{512, 4, 0}, {256, 16, 1024}}) {
+    for (int64_t ctx : {8192, 32768, 131072}) {
+      for (int64_t nth = 0; nth < 4; ++nth) b->Args({shape[0], shape[1], shape[2], ctx, nth});
+    }
+  }
+}
+
 // The same decode with a forced split count, and optionally the alternative tile configuration
 // of the selected entry (hd512: "_deep", 32-key tiles x 3 stages; hd256: "_small", 16-key tiles),
 // to check the split heuristic and the tile choice against their neighbours.
@@ -239,6 +298,7 @@ void PrefillArgs(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_AttentionDecode)->Apply(DecodeArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AttentionDecodeSplits)->Apply(SplitArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AttentionPrefill)->Apply(PrefillArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionPrefillEntry)->Apply(PrefillEntryArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace gannet::bench
