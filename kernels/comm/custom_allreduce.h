@@ -4,13 +4,15 @@
 //
 // Every rank owns one peer-visible workspace (CustomAllReduceWorkspaceBytes) and knows every
 // rank's (its own included) as a device pointer. A call, per block b of the grid:
+// The message moves in 16-byte chunks, a contiguous range of them per block. A call, per block b:
 //   1. copies its slice of the input into its own workspace's data half (parity = the call's
 //      epoch & 1, so a rank never overwrites data a slower peer may still read: the barrier of
 //      the next call orders it after every peer finished this one);
 //   2. writes the epoch into flag[b][rank] of every peer (release, system scope) and waits until
 //      every peer has written it into its own flag[b][*] (acquire);
 //   3. sums the slice over ranks in rank order (f32 accumulation, one rounding) into the output,
-//      so every rank gets bit-identical values.
+//      so every rank gets bit-identical values; each thread has its chunk's loads from every
+//      peer in flight at once.
 // Epochs live in device memory, one counter per block, advanced by the kernel itself, so a call
 // recorded into a CUDA graph stays correct on every replay. Every rank must issue the same calls
 // (size, type, grid) in the same order, as with NCCL.

@@ -115,8 +115,10 @@ TEST(CustomAllReduceTest, SumsOfEveryRankInRankOrder) {
     SimGroup g(world);
     for (DType dt : {DType::kF32, DType::kBF16}) {
       const int64_t elem = DTypeBits(dt) / 8;
+      // Whole chunks, and sizes that end mid-chunk (a tail the kernel copies element-wise).
       for (int64_t bytes : {int64_t{256}, int64_t{1} << 12, int64_t{48} << 10, int64_t{688128},
-                            static_cast<int64_t>(kernels::kCustomAllReduceMaxBytes)}) {
+                            static_cast<int64_t>(kernels::kCustomAllReduceMaxBytes), int64_t{12},
+                            int64_t{2004}, int64_t{295000}}) {
         const int64_t n = bytes / elem;
         for (int call = 0; call < 3; ++call) {  // repeated calls: epochs and buffer parity
           const Case c = MakeCase(world, n, dt, call);
@@ -131,6 +133,42 @@ TEST(CustomAllReduceTest, SumsOfEveryRankInRankOrder) {
         }
       }
     }
+  }
+}
+
+// Each rank's x may sit at its own alignment (a view into a larger buffer): the chunks the blocks
+// own are fixed by n alone, and an unaligned or partial chunk is read and written element-wise,
+// never past n.
+TEST(CustomAllReduceTest, UnalignedInputsAndTailsLeaveTheRestAlone) {
+  GANNET_REQUIRE_GPU();
+  const int world = 3;
+  SimGroup g(world);
+  const int64_t n = 1003;
+  const Case c = MakeCase(world, n, DType::kBF16, 0);
+  const uint16_t kSentinel = 0x7fc1;  // a NaN no sum produces
+  std::vector<uint16_t*> xs(world);
+  for (int r = 0; r < world; ++r) {
+    const int64_t offset = r;  // 0, 2 and 4 bytes past a 16-byte boundary
+    std::vector<uint16_t> h(n + 16, kSentinel);
+    for (int64_t i = 0; i < n; ++i) h[offset + i] = FloatToBf16(c.in[r][i]);
+    CUDA_OK(cudaMemcpy(g.x[r], h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+    xs[r] = static_cast<uint16_t*>(g.x[r]) + offset;
+  }
+  CUDA_OK(cudaDeviceSynchronize());
+  for (int r = 0; r < world; ++r) {
+    ASSERT_EQ(kernels::LaunchCustomAllReduce(xs[r], n, kernels::AllReduceType::kBF16, r, world,
+                                             g.ws.data(), g.abort, g.streams[r]),
+              cudaSuccess);
+  }
+  CUDA_OK(cudaDeviceSynchronize());
+  for (int r = 0; r < world; ++r) {
+    std::vector<uint16_t> h(n + 16);
+    CUDA_OK(cudaMemcpy(h.data(), g.x[r], h.size() * 2, cudaMemcpyDeviceToHost));
+    for (int64_t i = 0; i < r; ++i) EXPECT_EQ(h[i], kSentinel) << "rank " << r << " before x";
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(Bf16ToFloat(h[r + i]), c.want[i]) << "rank " << r << " elem " << i;
+    }
+    for (int64_t i = r + n; i < n + 16; ++i) EXPECT_EQ(h[i], kSentinel) << "rank " << r << " past n";
   }
 }
 
