@@ -159,9 +159,12 @@ int main(int argc, char** argv) {
   gannet_engine_get_stats(engine, &stats0);
   {
     // Capacity: how many sequences of input + output tokens the KV memory holds at once, each
-    // with its full-layer pages and a window's sliding blocks (+1 for a block boundary), whatever
-    // the engine's running limit (max_running_seqs, which sizes the sliding pool and is what this
-    // run may use; --max-running raises it up to this capacity).
+    // with its full-layer pages and a window's sliding blocks (+1 for a block boundary).
+    // "Budget": the KV bytes over one sequence's bytes, as if the two pools shared them. The
+    // engine does not: the sliding pool is sized for the running limit's worst case (every
+    // running sequence at its window, plus one step's tokens) and the full pool gets the rest,
+    // so what the pools hold at a limit is the smaller of their two quotients. A limit set
+    // above what they hold (--max-running) starves the full pool and ends in preemptions.
     const int64_t len = o.input_len + o.output_len;
     const int64_t page = std::max(1, stats0.page_size);
     const int64_t full_per_seq = (len + page - 1) / page;
@@ -170,13 +173,36 @@ int main(int argc, char** argv) {
     const int64_t seq_bytes = page * (full_per_seq * stats0.kv_bytes_per_token[1] +
                                       slide_per_seq * stats0.kv_bytes_per_token[0]);
     const long long cap = seq_bytes > 0 ? static_cast<long long>(stats0.kv_bytes / seq_bytes) : 0;
-    std::printf("  KV %s: %.2f GiB, %lld + %lld bytes/token (sliding, full) | holds %lld sequences of "
-                "%lld tokens | running limit %d\n",
+    auto pools_hold = [&](const gannet_engine_stats_t& st) {
+      long long held = cap;
+      if (st.kv_bytes_per_token[0] > 0) held = std::min<long long>(held, st.kv_pages_total[0] / slide_per_seq);
+      if (st.kv_bytes_per_token[1] > 0) held = std::min<long long>(held, st.kv_pages_total[1] / full_per_seq);
+      return held;
+    };
+    std::printf("  KV %s: %.2f GiB, %lld + %lld bytes/token (sliding, full) | budget holds %lld "
+                "sequences of %lld tokens | running limit %d: the pools hold %lld\n",
                 stats0.kv_cache_dtype, stats0.kv_bytes / double(1 << 30),
                 static_cast<long long>(stats0.kv_bytes_per_token[0]),
                 static_cast<long long>(stats0.kv_bytes_per_token[1]), cap,
-                static_cast<long long>(len), stats0.max_running_seqs);
+                static_cast<long long>(len), stats0.max_running_seqs, pools_hold(stats0));
     if (o.capacity_only) {
+      // The largest running limit whose pools hold that many sequences: from the budget's
+      // quotient down, one engine per try (its planner sizes the pools, nothing is estimated).
+      long long fits = 0;
+      for (long long limit = cap; limit > 0 && fits == 0; --limit) {
+        gannet_engine_destroy(engine);
+        engine = nullptr;
+        cfg.max_running_seqs = static_cast<int32_t>(limit);
+        if (gannet_engine_create(&cfg, &engine) != GANNET_OK) {
+          std::fprintf(stderr, "serving-bench: running limit %lld: %s\n", limit, gannet_last_error_message());
+          return 1;
+        }
+        gannet_engine_stats_t st = GANNET_ENGINE_STATS_INIT;
+        gannet_engine_get_stats(engine, &st);
+        if (st.max_running_seqs == limit && pools_hold(st) >= limit) fits = limit;
+      }
+      std::printf("  capacity: %lld concurrent sequences of %lld tokens (--max-running %lld)\n", fits,
+                  static_cast<long long>(len), fits);
       gannet_engine_destroy(engine);
       return 0;
     }
