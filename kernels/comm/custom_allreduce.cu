@@ -11,7 +11,10 @@ namespace gannet::kernels {
 
 namespace {
 
-constexpr int kThreads = 512;
+// 256 threads: with every peer's chunk in registers a thread needs ~70 registers, and the
+// single-GPU test runs all ranks' grids on one device, where they must be co-resident (8 ranks x
+// 36 blocks).
+constexpr int kThreads = 256;
 
 // Workspace layout (bytes): flags [kMaxBlocks][kMaxRanks] u32 | epochs [kMaxBlocks] u32 |
 // padding to 256 | data [2][kCustomAllReduceMaxBytes].
@@ -139,11 +142,12 @@ __global__ void __launch_bounds__(kThreads) OneShotKernel(T* x, int64_t n, int r
     float s[kE] = {};
 #pragma unroll
     for (int p = 0; p < kCustomAllReduceMaxRanks; ++p) {  // in rank order: bit-identical on every rank
-      if (p >= world) break;
-      float f[kE];
-      ToFloats(v[p], f, static_cast<const T*>(nullptr));
+      if (p < world) {
+        float f[kE];
+        ToFloats(v[p], f, static_cast<const T*>(nullptr));
 #pragma unroll
-      for (int i = 0; i < kE; ++i) s[i] += f[i];
+        for (int i = 0; i < kE; ++i) s[i] += f[i];
+      }
     }
     WriteChunk(x, n, c, aligned, s);
   }

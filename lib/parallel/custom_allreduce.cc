@@ -18,14 +18,14 @@ namespace gannet::parallel {
 
 namespace {
 
-// Messages the custom kernel takes by default: up to 256 KB, where every thread of its grid
-// (36 blocks x 512 threads x 16 bytes = 288 KB) moves one chunk, so a call costs one remote
-// round trip plus the flag barrier, the structure the first kernel had at 1 KB, where it beat
-// NCCL on two H200s (7.4 vs 9.6 us; RESULTS.md, session 5). That covers decode steps of 31B up
-// to batch 24 (bf16 [batch, 5376]); beyond, NCCL's bandwidth-optimal algorithms are expected to
-// win on NVLink. The limit is an estimate until the two-GPU run measures the rewritten kernel
+// Messages the custom kernel takes by default: up to 128 KB, where every thread of its grid
+// (36 blocks x 256 threads x 16 bytes = 144 KB) moves at most one chunk, so a call costs one
+// remote round trip plus the flag barrier, the structure the first kernel had at 1 KB, where it
+// beat NCCL on two H200s (7.4 vs 9.6 us; RESULTS.md, session 5). That covers decode steps of 31B
+// up to batch 12 (bf16 [batch, 5376]); beyond, NCCL's bandwidth-optimal algorithms are expected
+// to win on NVLink. The limit is an estimate until the two-GPU run measures the rewritten kernel
 // (gannet-allreduce-bench prints both); GANNET_ALLREDUCE=nccl or =custom pins either path.
-constexpr size_t kDefaultMaxBytes = size_t{256} << 10;
+constexpr size_t kDefaultMaxBytes = size_t{128} << 10;
 
 absl::Status Cuda(cudaError_t e, std::string_view what) {
   if (e == cudaSuccess) return absl::OkStatus();
