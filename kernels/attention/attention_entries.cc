@@ -167,6 +167,19 @@ GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd512, "sm75_hd512_bf16_prefill", Op::kAtten
 GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd256Fp8, "sm75_hd256_fp8_prefill", Op::kAttentionPrefill, PrefillHd256Fp8Sm75, 256, 0, 1, ElemType::kF8E4M3)
 GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd512Fp8, "sm75_hd512_fp8_prefill", Op::kAttentionPrefill, PrefillHd512Fp8Sm75, 512, 0, 1, ElemType::kF8E4M3)
 
+#if GANNET_HAVE_SM90A
+// wgmma is sm_90a's alone (sm_100 has none): the effective arch must be sm_90 exactly.
+const KernelEntry kSm90PrefillHd256 = {"sm90_hd256_bf16_prefill",
+                                       Op::kAttentionPrefill,
+                                       90,
+                                       90,
+                                       FlashPredicate(256, 0),
+                                       2,
+                                       FlashCanImplement<FlashConfigPrefillHd256Sm90>,
+                                       FlashWorkspace<FlashConfigPrefillHd256Sm90>,
+                                       FlashLaunch<FlashConfigPrefillHd256Sm90, LaunchFlashPrefillHd256Sm90>};
+#endif
+
 const KernelEntry kSm75GenericDecode = {
     "sm75_generic_bf16_decode", Op::kAttentionDecode, 75, kAnyNewer, ProblemPredicate{}, 0,
     GenericCanImplement, NoWorkspace, GenericLaunch};
@@ -212,6 +225,9 @@ FlashConfig (*FlashConfigOf(const KernelEntry& entry))() {
       {&kSm75PrefillHd512, FlashConfigPrefillHd512Sm75},
       {&kSm75PrefillHd256Fp8, FlashConfigPrefillHd256Fp8Sm75},
       {&kSm75PrefillHd512Fp8, FlashConfigPrefillHd512Fp8Sm75},
+#if GANNET_HAVE_SM90A
+      {&kSm90PrefillHd256, FlashConfigPrefillHd256Sm90},
+#endif
   };
   for (const Known& k : known) {
     if (k.entry == &entry) return k.config;

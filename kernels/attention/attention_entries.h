@@ -39,6 +39,11 @@ extern const KernelEntry kSm75PrefillHd512;
 extern const KernelEntry kSm75PrefillHd256Fp8;
 extern const KernelEntry kSm75PrefillHd512Fp8;
 
+#if GANNET_HAVE_SM90A
+// Hopper (sm_90a) wgmma entries.
+extern const KernelEntry kSm90PrefillHd256;
+#endif
+
 // Whether `entry` is a flash (tensor-core, split-KV) entry, sm80 or sm75.
 bool IsFlashEntry(const KernelEntry& entry);
 

@@ -28,6 +28,9 @@ std::span<const KernelEntry* const> AllEntries() {
       &kSm75DecodeHd256Fp8,
       &kSm75GenericFp8Decode,
       // attention.prefill
+#if GANNET_HAVE_SM90A
+      &kSm90PrefillHd256,
+#endif
       &kSm80PrefillHd512,
       &kSm80PrefillHd512Small,
       &kSm80PrefillHd256,

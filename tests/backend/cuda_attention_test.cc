@@ -254,9 +254,13 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
       ran_flash += flash;
     }
   }
-  EXPECT_GE(ran, 1);
-  if (kernels::EffectiveArch(gpu.device_info().sm) >= 80) {
-    EXPECT_GE(ran_flash, 1) << c.name;
+  if (std::getenv("GANNET_TEST_ENTRY_PREFIX") != nullptr) {
+    if (ran == 0) GTEST_SKIP() << "no entry with the prefix runs " << c.name;
+  } else {
+    EXPECT_GE(ran, 1);
+    if (kernels::EffectiveArch(gpu.device_info().sm) >= 80) {
+      EXPECT_GE(ran_flash, 1) << c.name;
+    }
   }
 
   // And through the backend's own selection.

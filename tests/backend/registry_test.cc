@@ -173,6 +173,26 @@ TEST_F(RegistryTest, UnalignedOperandsOnTuringGetTheGenericKernel) {
   EXPECT_STREQ(s.entry->name, "sm75_generic_bf16_decode");
 }
 
+// The wgmma entries are sm_90a code: chosen on sm_90 (over the sm80 ones), never on sm_100, which
+// has no wgmma, nor for what they do not implement (FP8 KV, K from V).
+TEST_F(RegistryTest, HopperPrefillUsesItsWgmmaEntryOnSm90Only) {
+  const KernelEntry* wgmma = FindEntry("sm90_hd256_bf16_prefill");
+  if (wgmma == nullptr) GTEST_SKIP() << "built without sm_90";
+  const std::vector<int> archs = ReleaseArchs();
+  const ProblemKey sliding = Attention(Op::kAttentionPrefill, 256, 32, 16, 2048);
+  Selection s = Select(sliding, Device(90), archs);
+  ASSERT_NE(s.entry, nullptr) << s.error;
+  EXPECT_STREQ(s.entry->name, "sm90_hd256_bf16_prefill");
+  s = Select(sliding, Device(100), archs);
+  ASSERT_NE(s.entry, nullptr) << s.error;
+  EXPECT_STREQ(s.entry->name, "sm80_hd256_bf16_prefill");
+  ProblemKey fp8 = sliding;
+  fp8.kv_type = ElemType::kF8E4M3;
+  s = Select(fp8, Device(90), archs);
+  ASSERT_NE(s.entry, nullptr) << s.error;
+  EXPECT_STREQ(s.entry->name, "sm80_hd256_fp8_prefill");
+}
+
 TEST_F(RegistryTest, DecodeEntriesRejectTooManyRows) {
   // 4 query tokens x GQA 8 = 32 rows: more than a decode CTA's 16.
   const ProblemKey pk = Attention(Op::kAttentionDecode, 512, 32, 4, 4);
