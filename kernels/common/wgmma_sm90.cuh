@@ -2,7 +2,8 @@
 // shared-memory matrix descriptor, and the fences around them. Compiled only into the sm_90a
 // translation units (kernels/CMakeLists.txt); wgmma exists on sm_90a alone (not on sm_100).
 //
-// Operand layouts (no swizzle), as probed on an H200 (tools/gpu/probe/wgmma_probe.cu): a tile is
+// Operand layouts (no swizzle), as probed on an H200 with single wgmmas against a host product
+// (and exercised by every sm90 attention test since): a tile is
 // made of 8 x 16-byte core matrices, each 128 contiguous bytes.
 //   K-major (A, and B = K^T): a core matrix holds 8 rows (M or N) x 8 k elements; the descriptor's
 //     LBO is the byte stride between core matrices adjacent along K, SBO along M/N.
