@@ -42,6 +42,7 @@ extern const KernelEntry kSm75PrefillHd512Fp8;
 #if GANNET_HAVE_SM90A
 // Hopper (sm_90a) wgmma entries.
 extern const KernelEntry kSm90PrefillHd256;
+extern const KernelEntry kSm90PrefillHd512;
 #endif
 
 // Whether `entry` is a flash (tensor-core, split-KV) entry, sm80 or sm75.

@@ -98,7 +98,7 @@ inline size_t FlashWorkspaceBytes(const FlashConfig& c, int grid_tiles, int num_
 // attention/{decode,prefill}/sm80/ or .../sm75/ so the instantiations compile in parallel. The
 // *Sm75 ones are the same kernels built for Turing (m16n8k8 fp16 MMAs, synchronous copies, at
 // most 64 KB of shared memory); their .cu files compile for sm_75 alone (with PTX, so newer GPUs
-// run them under JIT when a test forces them). PrefillHd256Sm90 is the Hopper wgmma kernel
+// run them under JIT when a test forces them). The *Sm90 ones are the Hopper wgmma kernels
 // (attention/prefill/sm90/, built for sm_90a only when the arch list has sm_90).
 #define GANNET_FLASH_CONFIGS(X) \
   X(DecodeHd256)                \
@@ -125,7 +125,8 @@ inline size_t FlashWorkspaceBytes(const FlashConfig& c, int grid_tiles, int num_
   X(PrefillHd512Sm75)           \
   X(PrefillHd256Fp8Sm75)        \
   X(PrefillHd512Fp8Sm75)        \
-  X(PrefillHd256Sm90)
+  X(PrefillHd256Sm90)           \
+  X(PrefillHd512Sm90)
 
 // Per configuration: its FlashConfig and its launcher. `num_splits` >= 1; workspace as above.
 #define GANNET_DECLARE_FLASH(name)                                                         \

@@ -43,6 +43,15 @@ __device__ __forceinline__ void WgmmaSS_m64n64k16(float (&d)[32], uint64_t da, u
       : "l"(da), "l"(db), "r"(scale_d));
 }
 
+// d (64 x 32, f32) = A (64 x 16, K-major smem) * B^T (B 32 x 16, K-major smem) + scale_d * d.
+__device__ __forceinline__ void WgmmaSS_m64n32k16(float (&d)[16], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+
 // d (64 x 256, f32) = A (64 x 16, registers) * B (16 x 256, MN-major smem) + scale_d * d.
 __device__ __forceinline__ void WgmmaRSTransB_m64n256k16(float (&d)[128], const uint32_t (&a)[4], uint64_t db, int scale_d) {
   asm volatile(

@@ -29,6 +29,7 @@ std::span<const KernelEntry* const> AllEntries() {
       &kSm75GenericFp8Decode,
       // attention.prefill
 #if GANNET_HAVE_SM90A
+      &kSm90PrefillHd512,
       &kSm90PrefillHd256,
 #endif
       &kSm80PrefillHd512,

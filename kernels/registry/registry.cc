@@ -229,7 +229,7 @@ Selection Select(const ProblemKey& pk, const DeviceInfo& dev, std::span<const in
   if (sel.entry == nullptr && !sel.error.empty()) return sel;
   sel.error.clear();
   if (sel.entry == nullptr) {
-    int best_spec = -1, best_prio = 0;
+    long best = -1;
     for (const KernelEntry* e : AllEntries()) {
       if (e->op != pk.op) continue;
       KernelStatus st = CheckEntry(*e, pk, dev, archs);
@@ -237,12 +237,12 @@ Selection Select(const ProblemKey& pk, const DeviceInfo& dev, std::span<const in
         sel.error += std::string(sel.error.empty() ? "" : "; ") + e->name + ": " + st.reason;
         continue;
       }
-      // The most specific entry first, then the newest arch, then the list's priority.
-      const int spec = Specificity(e->predicate) * 10000 + e->min_sm;
-      if (sel.entry == nullptr || spec > best_spec || (spec == best_spec && e->priority > best_prio)) {
+      // The most specific entry first, then the highest priority (the measured preference among
+      // entries that do the same), then the newest arch, then the list's order.
+      const long score = (static_cast<long>(Specificity(e->predicate)) * 100 + e->priority) * 10000 + e->min_sm;
+      if (score > best) {
         sel.entry = e;
-        best_spec = spec;
-        best_prio = e->priority;
+        best = score;
       }
     }
     if (sel.entry == nullptr) {

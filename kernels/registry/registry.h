@@ -2,7 +2,7 @@
 // (entries.cc; no static-constructor registration), and one selection function that runs at plan
 // time. Selection clamps the device's compute capability to the highest arch this binary carries,
 // filters entries by arch range, problem predicate and CanImplement, prefers the most specific
-// entry (then the newest arch, then the list's priority), honours GANNET_FORCE_KERNEL=<name>[,<name>...]
+// entry (then the highest priority, then the newest arch, then the list's order), honours GANNET_FORCE_KERNEL=<name>[,<name>...]
 // (the first named entry of the op that can implement the problem; an error naming each one's
 // reason when entries of the op are named and none can), and logs its choice once per
 // (op, problem class):
@@ -49,7 +49,7 @@ struct KernelEntry {
   int min_sm;  // arch range [min_sm, max_sm] of the *effective* (clamped) arch
   int max_sm;
   ProblemPredicate predicate;
-  int priority;  // tie-break among equally specific entries; larger first
+  int priority;  // measured preference among equally specific entries (larger first), before the arch
   // Resource checks beyond the predicate (shared memory against the device's opt-in limit...).
   KernelStatus (*can_implement)(const ProblemKey& problem, const DeviceInfo& device);
   size_t (*workspace_bytes)(const ProblemKey& problem, const DeviceInfo& device);

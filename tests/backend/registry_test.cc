@@ -90,6 +90,7 @@ TEST_F(RegistryTest, PicksTheDedicatedHd512DecodeKernelOnHopper) {
   EXPECT_STREQ(s.entry->name, "sm80_hd256_bf16_split");
   s = Select(Attention(Op::kAttentionPrefill, 512, 32, 4, 300), Device(90));
   ASSERT_NE(s.entry, nullptr) << s.error;
+  // Not the Hopper wgmma hd512 prefill: it is slower than the sm80 one so far (its priority).
   EXPECT_STREQ(s.entry->name, "sm80_hd512_bf16_prefill");
 }
 
@@ -173,11 +174,10 @@ TEST_F(RegistryTest, UnalignedOperandsOnTuringGetTheGenericKernel) {
   EXPECT_STREQ(s.entry->name, "sm75_generic_bf16_decode");
 }
 
-// The wgmma entries are sm_90a code: chosen on sm_90 (over the sm80 ones), never on sm_100, which
-// has no wgmma, nor for what they do not implement (FP8 KV, K from V).
+// The wgmma entries are sm_90a code: chosen on sm_90 where they are faster, never on sm_100, which
+// has no wgmma, nor for what they do not implement (FP8 KV).
 TEST_F(RegistryTest, HopperPrefillUsesItsWgmmaEntryOnSm90Only) {
-  const KernelEntry* wgmma = FindEntry("sm90_hd256_bf16_prefill");
-  if (wgmma == nullptr) GTEST_SKIP() << "built without sm_90";
+  if (FindEntry("sm90_hd256_bf16_prefill") == nullptr) GTEST_SKIP() << "built without sm_90";
   const std::vector<int> archs = ReleaseArchs();
   const ProblemKey sliding = Attention(Op::kAttentionPrefill, 256, 32, 16, 2048);
   Selection s = Select(sliding, Device(90), archs);
@@ -191,6 +191,18 @@ TEST_F(RegistryTest, HopperPrefillUsesItsWgmmaEntryOnSm90Only) {
   s = Select(fp8, Device(90), archs);
   ASSERT_NE(s.entry, nullptr) << s.error;
   EXPECT_STREQ(s.entry->name, "sm80_hd256_fp8_prefill");
+  // hd512 (K derived from V included) can run on the wgmma entry when forced; unforced the
+  // faster sm80 entry keeps it.
+  ProblemKey full = Attention(Op::kAttentionPrefill, 512, 32, 4, 2048);
+  full.flags |= kFlagKFromV;
+  full.rope_pairs = 64;
+  s = Select(full, Device(90), archs);
+  ASSERT_NE(s.entry, nullptr) << s.error;
+  EXPECT_STREQ(s.entry->name, "sm80_hd512_bf16_prefill");
+  const KernelEntry* hd512 = FindEntry("sm90_hd512_bf16_prefill");
+  ASSERT_NE(hd512, nullptr);
+  EXPECT_TRUE(CheckEntry(*hd512, full, Device(90), archs).ok);
+  EXPECT_FALSE(CheckEntry(*hd512, full, Device(100), archs).ok);
 }
 
 TEST_F(RegistryTest, DecodeEntriesRejectTooManyRows) {
