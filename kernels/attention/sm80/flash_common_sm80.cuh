@@ -66,6 +66,17 @@ struct SplitWork {
   const int32_t* table;
 };
 
+// Where chunk ch (dims 8 ch .. 8 ch + 7) of a tile's query row r comes from: the (token, head)
+// pair of KV head kvh's group; past the sequence's rows *ok is false (zero-fill, nothing read).
+__device__ __forceinline__ const bf16* QChunkSource(const PagedAttentionParams& p, const TileRange& t, int group,
+                                                    int kvh, int head_dim, int r, int ch, bool* ok) {
+  *ok = r < t.rows_here;
+  const int gr = t.row0 + r;
+  return static_cast<const bf16*>(p.q) +
+         (*ok ? (t.q0 + gr / group) * p.q_stride + static_cast<int64_t>(kvh * group + gr % group) * head_dim + ch * 8
+              : 0);
+}
+
 // The prologue every flash kernel shares: per-row positions into sPos (-1 marks padding rows,
 // masked everywhere and never stored), this split's key blocks, and the cp.async loads of the
 // tile's Q rows -- (token, head) pairs of KV head kvh's query group, zero-filled past the
@@ -86,12 +97,8 @@ __device__ __forceinline__ SplitWork BeginFlashTile(const PagedAttentionParams& 
   w.table = p.page_table + static_cast<int64_t>(t.seq) * p.max_pages_per_seq;
   for (int c = threadIdx.x; c < kBlockM * kChunksPerRow; c += kThreads) {
     const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
-    const bool ok = r < t.rows_here;
-    const int gr = t.row0 + r;
-    const bf16* src = static_cast<const bf16*>(p.q) +
-                      (ok ? (t.q0 + gr / group) * p.q_stride +
-                                static_cast<int64_t>(kvh * group + gr % group) * kHeadDim + ch * 8
-                          : 0);
+    bool ok;
+    const bf16* src = QChunkSource(p, t, group, kvh, kHeadDim, r, ch, &ok);
     CpAsync16(sQ + r * kStride + ch * 8, src, ok ? 16 : 0);
   }
   return w;

@@ -39,19 +39,14 @@ __global__ void __launch_bounds__(Hd256Traits::kThreads, 1)
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int wg = warp / 4, wq = warp % 4;  // warpgroup, warp within it
-  const int kvh = blockIdx.y, split = blockIdx.z;
-  const int group = p.num_q_heads / p.num_kv_heads;
-  sm80::TileRange t;
-  if (!sm80::FindTileRange(p, group, kBlockM, blockIdx.x, &t)) return;
-  LoadQCore<kHeadDim, kBlockM, Tr::kThreads>(p, t, group, kvh, sQ, sPos);
-  const KeyBlocks kb = SplitKeyBlocks<kBlockN>(p, t, split, num_splits);
+  Sm90Work w;
+  if (!BeginSm90Tile<kHeadDim, kBlockM, kBlockN, Tr::kThreads, Tr::kTileBytes>(p, num_splits, sQ, sPos, sKV, &w)) {
+    return;
+  }
+  const KeyBlocks& kb = w.kb;
   auto load_tile = [&](int stage, int tile) {
-    unsigned char* dk = sKV + 2 * stage * Tr::kTileBytes;
-    LoadKvCore<kHeadDim, kBlockN, Tr::kThreads>(p, kb, kvh, kb.key_base + tile * kBlockN, t.hi, dk,
-                                                dk + Tr::kTileBytes);
+    LoadKvStage<kHeadDim, kBlockN, Tr::kThreads, Tr::kTileBytes>(p, w, sKV, stage, tile);
   };
-  if (kb.n_tiles > 0) load_tile(0, 0);
-  sm80::CpAsyncCommit();
 
   float acc_o[32][4] = {};
   float(&acc_flat)[128] = *reinterpret_cast<float(*)[128]>(&acc_o[0][0]);
@@ -93,7 +88,7 @@ __global__ void __launch_bounds__(Hd256Traits::kThreads, 1)
     WgmmaWaitAll();
   }
   sm80::CpAsyncWait<0>();
-  sm80::StoreFlashResult<kHeadDim, kBlockM, 32>(p, t, group, kvh, split, num_splits, workspace, acc_o, m_run,
+  sm80::StoreFlashResult<kHeadDim, kBlockM, 32>(p, w.t, w.group, w.kvh, w.split, num_splits, workspace, acc_o, m_run,
                                                 l_run, r_lo, 0, true);
 #endif
 }

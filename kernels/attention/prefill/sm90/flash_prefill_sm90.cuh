@@ -38,12 +38,8 @@ __device__ __forceinline__ void LoadQCore(const PagedAttentionParams& p, const s
   constexpr int kChunks = kHeadDim / 8;
   for (int c = threadIdx.x; c < kBlockM * kChunks; c += kThreads) {
     const int r = c / kChunks, ch = c % kChunks;
-    const bool ok = r < t.rows_here;
-    const int gr = t.row0 + r;
-    const bf16* src = static_cast<const bf16*>(p.q) +
-                      (ok ? (t.q0 + gr / group) * p.q_stride +
-                                static_cast<int64_t>(kvh * group + gr % group) * kHeadDim + ch * 8
-                          : 0);
+    bool ok;
+    const bf16* src = sm80::QChunkSource(p, t, group, kvh, kHeadDim, r, ch, &ok);
     sm80::CpAsync16(sQ + (r / 64) * (64 * kHeadDim * 2) + CoreOffset(r % 64, ch, 64), src, ok ? 16 : 0);
   }
 }
@@ -85,6 +81,39 @@ __device__ __forceinline__ void LoadKvCore(const PagedAttentionParams& p, const 
     if (ks != nullptr) sm80::CpAsync16(dk + CoreOffset(r, ch, kBlockN), ks + (ok ? ch * 8 : 0), ok ? 16 : 0);
     sm80::CpAsync16(dv + CoreOffset(r, ch, kBlockN), vs + (ok ? ch * 8 : 0), ok ? 16 : 0);
   }
+}
+
+// What a CTA works on: its query tile, its key blocks, and the launch coordinates.
+struct Sm90Work {
+  sm80::TileRange t;
+  KeyBlocks kb;
+  int group, kvh, split;
+};
+
+// Key block `tile` of the CTA's split into stage `stage` of sKV (stage s: K tile at 2s, V at
+// 2s + 1, kTileBytes each).
+template <int kHeadDim, int kBlockN, int kThreads, int kTileBytes>
+__device__ __forceinline__ void LoadKvStage(const PagedAttentionParams& p, const Sm90Work& w, unsigned char* sKV,
+                                            int stage, int tile) {
+  unsigned char* dk = sKV + 2 * stage * kTileBytes;
+  LoadKvCore<kHeadDim, kBlockN, kThreads>(p, w.kb, w.kvh, w.kb.key_base + tile * kBlockN, w.t.hi, dk,
+                                          dk + kTileBytes);
+}
+
+// The prologue of both kernels: the CTA's tile (false past the last one), Q and the first key
+// block on their way (one cp.async group).
+template <int kHeadDim, int kBlockM, int kBlockN, int kThreads, int kTileBytes>
+__device__ __forceinline__ bool BeginSm90Tile(const PagedAttentionParams& p, int num_splits, unsigned char* sQ,
+                                              int* sPos, unsigned char* sKV, Sm90Work* w) {
+  w->kvh = blockIdx.y;
+  w->split = blockIdx.z;
+  w->group = p.num_q_heads / p.num_kv_heads;
+  if (!sm80::FindTileRange(p, w->group, kBlockM, blockIdx.x, &w->t)) return false;
+  LoadQCore<kHeadDim, kBlockM, kThreads>(p, w->t, w->group, w->kvh, sQ, sPos);
+  w->kb = SplitKeyBlocks<kBlockN>(p, w->t, w->split, num_splits);
+  if (w->kb.n_tiles > 0) LoadKvStage<kHeadDim, kBlockN, kThreads, kTileBytes>(p, *w, sKV, 0, 0);
+  sm80::CpAsyncCommit();
+  return true;
 }
 
 // One tile's online softmax over a warp's rows g and g + 8 (accumulator layout, kNT n-tiles of 8
