@@ -13,7 +13,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-# Walks the link graph from `target`: our own static libraries are collected for bundling into
+# Walks the link graph from `target`: our own static and object libraries are collected for bundling into
 # libgannet.a (GLOBAL property GANNET_BUNDLED), our INTERFACE libraries are looked through, and
 # everything else (imported targets, library names and paths) is an external dependency of the
 # bundle (GANNET_EXTERNAL_DEPS), in first-seen order.
@@ -24,7 +24,7 @@ function(_gannet_walk_link_graph target)
   endif()
   set_property(GLOBAL APPEND PROPERTY GANNET_WALKED ${target})
   get_target_property(type ${target} TYPE)
-  if(type STREQUAL "STATIC_LIBRARY")
+  if(type STREQUAL "STATIC_LIBRARY" OR type STREQUAL "OBJECT_LIBRARY")
     set_property(GLOBAL APPEND PROPERTY GANNET_BUNDLED ${target})
   endif()
   set(deps)
