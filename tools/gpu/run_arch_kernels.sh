@@ -1,5 +1,6 @@
 #!/bin/bash
-# The per-architecture kernel entries (issue 16) on an H100/H200. The sm_75 (Turing) tensor-core
+# The per-architecture kernel entries (issue 16) on an H100/H200: the sm_90 wgmma prefill entries
+# natively, and the sm_75 ones under JIT. The sm_75 (Turing) tensor-core
 # entries' .cu files carry compute_75 PTX, which the driver JIT-compiles when a test forces them,
 # so the Turing code paths (m16n8k8 fp16 MMAs, synchronous copies, single-stage tiles) run against
 # the CPU reference here. No T4 was available: this checks their correctness, not Turing speed.
@@ -9,9 +10,10 @@
 #   test      kernel_registry_test, cuda_attention_test (every entry forced, sm75 ones included),
 #             cuda_ops_test (every MoE entry), cuda_runner_test
 #   e2e       cuda_runner_test and capi_gpu_test with every op forced onto the sm75 entries
-#   memcheck  compute-sanitizer on the sm75 attention entries (GANNET_TEST_ENTRY_PREFIX=sm75_)
-#   accuracy  cuda_attention_test on the sm75 entries alone, each case's rel-L2 against the CPU
-#             reference per entry (sm75_errors.txt)
+#   memcheck  compute-sanitizer on the sm75 and the sm90 (wgmma) attention entries
+#             (GANNET_TEST_ENTRY_PREFIX=sm75_ / sm90_)
+#   accuracy  cuda_attention_test on the sm75 entries alone, then the sm90 ones, each case's
+#             rel-L2 against the CPU reference per entry (sm75_errors.txt, sm90_errors.txt)
 #   prefill   attention_bench: every prefill entry's fraction of the GEMM rate at 8k/32k/128k
 #             (batch 1, 31B's full and sliding layers), and 31B prefill tok/s at 32k context
 # Environment: as tools/gpu/stages.sh says.
@@ -38,17 +40,24 @@ stage_e2e() {
   return $rc
 }
 stage_memcheck() {
-  GANNET_TEST_ENTRY_PREFIX=sm75_ gpu_memcheck 500 6 \
-    '*decode_31b_full_hd512*:*prefill_31b_sliding_hd256*:*mixed_8q2kv_hd512*:*kfromv_verify_31b_q4*'
+  local rc=0 arch
+  for arch in sm75 sm90; do
+    GANNET_TEST_ENTRY_PREFIX=${arch}_ gpu_memcheck 500 6 \
+      '*decode_31b_full_hd512_bf16*:*prefill_31b_sliding_hd256*:*mixed_8q2kv_hd512*:*kfromv_verify_31b_q4*' || rc=$?
+    cp "$out/memcheck.log" "$out/memcheck_$arch.log"
+  done
+  return $rc
 }
 stage_accuracy() {
-  GANNET_TEST_ENTRY_PREFIX=sm75_ timeout 500 "$build/tests/backend/cuda_attention_test" \
-    --gtest_output=xml:"$out/sm75_attention.xml" > "$out/accuracy.log" 2>&1
-  local rc=$?
-  grep -oE '[a-z0-9_]+/sm75_[a-z0-9_/]+" value="[^"]+' "$out/sm75_attention.xml" |
-    sed 's/" value="/ /' > "$out/sm75_errors.txt"
-  note "sm75 entry checks: $(wc -l < "$out/sm75_errors.txt"), worst rel-L2: $(sort -k2 -g "$out/sm75_errors.txt" | tail -1)"
-  grep -E "PASSED|FAILED" "$out/accuracy.log" | tail -3
+  local rc=0 arch
+  for arch in sm75 sm90; do
+    GANNET_TEST_ENTRY_PREFIX=${arch}_ timeout 500 "$build/tests/backend/cuda_attention_test" \
+      --gtest_output=xml:"$out/${arch}_attention.xml" > "$out/accuracy_$arch.log" 2>&1 || rc=$?
+    grep -oE "[a-z0-9_]+/${arch}_[a-z0-9_/]+\" value=\"[^\"]+" "$out/${arch}_attention.xml" |
+      sed 's/" value="/ /' > "$out/${arch}_errors.txt"
+    note "$arch entry checks: $(wc -l < "$out/${arch}_errors.txt"), worst rel-L2: $(sort -k2 -g "$out/${arch}_errors.txt" | tail -1)"
+    grep -E "PASSED|FAILED" "$out/accuracy_$arch.log" | tail -3
+  done
   return $rc
 }
 stage_prefill() {
