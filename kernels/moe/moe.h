@@ -32,6 +32,9 @@ cudaError_t LaunchMoeRoute(const MoeRouteParams& p, void* workspace, cudaStream_
 
 // Experts: out[t] = sum_j topk_weights[t, j] * down_e (gelu_tanh(gate_e x[t]) * up_e x[t]),
 // e = topk_ids[t, j]; gate rows [0, I) and up rows [I, 2I) of gate_up[e].
+// Expert parallelism: gate_up and down hold the model's experts [expert_begin, expert_begin +
+// num_experts); a pair whose id falls outside that range is another rank's and adds nothing (a
+// token none of whose experts are here gets a zero row; the ranks' all-reduce sums the parts).
 struct MoeExpertsParams {
   const void* x = nullptr;               // [num_tokens, hidden] bf16, row stride ldx
   int64_t ldx = 0;
@@ -44,7 +47,8 @@ struct MoeExpertsParams {
   int num_tokens = 0;
   int hidden = 0;
   int inter = 0;
-  int num_experts = 0;
+  int num_experts = 0;   // experts held here
+  int expert_begin = 0;  // the model's id of the first one
   int top_k = 0;
 };
 

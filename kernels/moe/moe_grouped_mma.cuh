@@ -60,13 +60,17 @@ inline Workspace Carve(const MoeExpertsParams& p, void* base) {
 
 template <int kMinArch>
 __global__ void __launch_bounds__(kSortThreads) MoeSortPairsKernel(const int32_t* ids, int pairs,
-                                                                  int num_experts, int* offsets,
-                                                                  int* sorted) {
+                                                                  int num_experts, int expert_begin,
+                                                                  int* offsets, int* sorted) {
   __shared__ int counts[kMaxExperts];
   __shared__ int starts[kMaxExperts + 1];
   for (int e = threadIdx.x; e < num_experts; e += kSortThreads) counts[e] = 0;
   __syncthreads();
-  for (int i = threadIdx.x; i < pairs; i += kSortThreads) atomicAdd(&counts[ids[i]], 1);
+  // Pairs of experts outside [expert_begin, + num_experts) are another rank's: left unsorted.
+  for (int i = threadIdx.x; i < pairs; i += kSortThreads) {
+    const int e = ids[i] - expert_begin;
+    if (e >= 0 && e < num_experts) atomicAdd(&counts[e], 1);
+  }
   __syncthreads();
   if (threadIdx.x == 0) {
     int run = 0;
@@ -80,8 +84,8 @@ __global__ void __launch_bounds__(kSortThreads) MoeSortPairsKernel(const int32_t
   __syncthreads();
   for (int e = threadIdx.x; e <= num_experts; e += kSortThreads) offsets[e] = starts[e];
   for (int i = threadIdx.x; i < pairs; i += kSortThreads) {
-    const int e = ids[i];
-    sorted[starts[e] + atomicAdd(&counts[e], 1)] = i;
+    const int e = ids[i] - expert_begin;
+    if (e >= 0 && e < num_experts) sorted[starts[e] + atomicAdd(&counts[e], 1)] = i;
   }
 }
 
@@ -231,6 +235,8 @@ __global__ void MoeCombineKernel(const MoeExpertsParams p, const bf16* y) {
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
     for (int j = 0; j < p.top_k; ++j) {
       const int pair = t * p.top_k + j;
+      const int e = p.topk_ids[pair] - p.expert_begin;
+      if (e < 0 || e >= p.num_experts) continue;  // another rank's: its y row was never written
       const float w = p.topk_weights[pair];
       float v[8];
       Load8(y + static_cast<int64_t>(pair) * p.hidden + c, v);
@@ -253,8 +259,8 @@ cudaError_t LaunchMoeGroupedFor(const MoeExpertsParams& p, void* workspace, cuda
   if (p.num_tokens == 0) return cudaSuccess;
   const Workspace w = Carve(p, workspace);
   const int pairs = p.num_tokens * p.top_k;
-  MoeSortPairsKernel<kMinArch><<<1, kSortThreads, 0, stream>>>(p.topk_ids, pairs, p.num_experts, w.offsets,
-                                                     w.sorted);
+  MoeSortPairsKernel<kMinArch><<<1, kSortThreads, 0, stream>>>(p.topk_ids, pairs, p.num_experts,
+                                                               p.expert_begin, w.offsets, w.sorted);
   const int row_tiles = (pairs + kBM - 1) / kBM + p.num_experts;
 
   GroupedGemmArgs gu{};

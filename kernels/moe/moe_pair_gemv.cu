@@ -19,7 +19,8 @@ constexpr int kRowsPerCta = kWarps * kRowsPerWarp;
 __global__ void __launch_bounds__(kWarps * 32) MoePairGateUpKernel(const MoeExpertsParams p, float* h) {
   const int pair = blockIdx.x;
   const int t = pair / p.top_k;
-  const int e = p.topk_ids[pair];
+  const int e = p.topk_ids[pair] - p.expert_begin;
+  if (e < 0 || e >= p.num_experts) return;  // another rank's expert (expert parallelism)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int i0 = blockIdx.y * kRowsPerCta + warp * kRowsPerWarp;
   const bf16* x = static_cast<const bf16*>(p.x) + t * p.ldx;
@@ -57,7 +58,8 @@ __global__ void __launch_bounds__(kWarps * 32) MoePairDownKernel(const MoeExpert
   float acc[kRowsPerWarp] = {};
   for (int j = 0; j < p.top_k; ++j) {
     const int pair = t * p.top_k + j;
-    const int e = p.topk_ids[pair];
+    const int e = p.topk_ids[pair] - p.expert_begin;
+    if (e < 0 || e >= p.num_experts) continue;
     const float wt = p.topk_weights[pair];
     const float* hv = h + static_cast<int64_t>(pair) * p.inter;
     const bf16* w = static_cast<const bf16*>(p.down) + static_cast<int64_t>(e) * p.hidden * p.inter;

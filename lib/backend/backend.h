@@ -150,7 +150,18 @@ struct MoeExpertsArgs {
   Tensor gate_up;       // [E, 2 * I, H]
   Tensor down;          // [E, H, I]
   Tensor out;           // [T, H] sum over the k experts of weight * expert(x)
+  // Expert parallelism: gate_up and down hold the model's experts [expert_begin, expert_begin +
+  // E) of total_experts (0: E, all of them); topk_ids are the model's ids, and a pair whose
+  // expert is held by another rank adds nothing to out.
+  int expert_begin = 0;
+  int total_experts = 0;
 };
+
+// The checks every MoeExperts applies to the expert range and the ids' bound (the ids themselves
+// live in backend memory): expert_begin >= 0 and expert_begin + E <= total.
+absl::Status CheckMoeExpertRange(const MoeExpertsArgs& a);
+// The number of experts ids may name: total_experts, or E when it is 0.
+int64_t MoeTotalExperts(const MoeExpertsArgs& a);
 
 class Backend {
  public:

@@ -67,6 +67,9 @@ struct TextConfig {
   int num_experts = 0;  // 0 = None
   int top_k_experts = 0;
   int64_t moe_intermediate_size = 0;
+  // Tensor-parallel expert sharding (lib/model/tp_shard.h): the experts one rank holds, a
+  // contiguous block of rank * local_experts.. (0: every expert; never read from a checkpoint).
+  int local_experts = 0;
 
   // ---- Derived geometry (valid after a successful parse) ----
   LayerType layer_type(int layer) const { return layer_types[layer]; }
@@ -78,6 +81,8 @@ struct TextConfig {
   // Full layers of k_eq_v models have no v_proj: V comes from the raw k_proj output.
   bool LayerKEqV(int layer) const { return attention_k_eq_v && !is_sliding(layer); }
   int FirstKvSharedLayer() const { return num_hidden_layers - num_kv_shared_layers; }
+  // Experts whose weights a rank holds (all of them unless the experts are sharded).
+  int HeldExperts() const { return local_experts > 0 ? local_experts : num_experts; }
   bool IsKvShared(int layer) const { return layer >= FirstKvSharedLayer(); }
   // The layer whose KV a layer reads: itself, or for a shared layer the last non-shared layer of
   // the same type. -1 if there is none (only possible for assistants, which read the target's).

@@ -26,7 +26,28 @@ struct Slice {
 
 }  // namespace
 
-absl::Status CheckTpShardable(const ModelConfig& config, int world) {
+MoeSplit DefaultMoeSplit(const ModelConfig& config, int world) {
+  (void)config;
+  (void)world;
+  return MoeSplit::kIntermediate;
+}
+
+std::string_view MoeSplitName(MoeSplit split) {
+  switch (split) {
+    case MoeSplit::kAuto: return "auto";
+    case MoeSplit::kIntermediate: return "intermediate";
+    case MoeSplit::kExperts: return "experts";
+  }
+  return "?";
+}
+
+namespace {
+MoeSplit Resolve(const ModelConfig& config, int world, MoeSplit moe) {
+  return moe == MoeSplit::kAuto ? DefaultMoeSplit(config, world) : moe;
+}
+}  // namespace
+
+absl::Status CheckTpShardable(const ModelConfig& config, int world, MoeSplit moe) {
   if (world < 1 || world > kMaxTensorParallel) {
     return InvalidArgumentError("tensor parallel size must be 1 to {}, got {}", kMaxTensorParallel,
                                 world);
@@ -40,7 +61,11 @@ absl::Status CheckTpShardable(const ModelConfig& config, int world) {
   GANNET_RETURN_IF_ERROR(CheckDivides(c.vocab_size, world, "vocab_size"));
   GANNET_RETURN_IF_ERROR(CheckDivides(c.intermediate_size, world, "intermediate_size"));
   if (c.enable_moe_block) {
-    GANNET_RETURN_IF_ERROR(CheckDivides(c.moe_intermediate_size, world, "moe_intermediate_size"));
+    if (Resolve(config, world, moe) == MoeSplit::kExperts) {
+      GANNET_RETURN_IF_ERROR(CheckDivides(c.num_experts, world, "num_experts"));
+    } else {
+      GANNET_RETURN_IF_ERROR(CheckDivides(c.moe_intermediate_size, world, "moe_intermediate_size"));
+    }
   }
   for (int kv : {c.num_key_value_heads, c.FullNumKvHeads()}) {
     if (kv % world != 0 && world % kv != 0) {
@@ -52,7 +77,7 @@ absl::Status CheckTpShardable(const ModelConfig& config, int world) {
   return absl::OkStatus();
 }
 
-ModelConfig ShardConfig(const ModelConfig& config, int world) {
+ModelConfig ShardConfig(const ModelConfig& config, int world, MoeSplit moe) {
   ModelConfig s = config;
   TextConfig& c = s.text;
   c.num_attention_heads /= world;
@@ -61,7 +86,11 @@ ModelConfig ShardConfig(const ModelConfig& config, int world) {
     c.num_global_key_value_heads = LocalKvHeads(config.text.num_global_key_value_heads, world);
   }
   c.intermediate_size /= world;
-  c.moe_intermediate_size /= world;
+  if (c.enable_moe_block && Resolve(config, world, moe) == MoeSplit::kExperts) {
+    c.local_experts = config.text.num_experts / world;
+  } else {
+    c.moe_intermediate_size /= world;
+  }
   return s;
 }
 
@@ -113,7 +142,7 @@ absl::StatusOr<WeightView> Take(const WeightView& v, const Slice& s, TpShard sha
 absl::StatusOr<std::unique_ptr<ShardedWeights>> ShardWeights(const ModelConfig& config,
                                                              const ModelWeights& w,
                                                              TpShard shard) {
-  GANNET_RETURN_IF_ERROR(CheckTpShardable(config, shard.world));
+  GANNET_RETURN_IF_ERROR(CheckTpShardable(config, shard.world, shard.moe));
   if (shard.rank < 0 || shard.rank >= shard.world) {
     return InvalidArgumentError("tensor parallel rank {} outside [0, {})", shard.rank, shard.world);
   }
@@ -148,7 +177,13 @@ absl::StatusOr<std::unique_ptr<ShardedWeights>> ShardWeights(const ModelConfig& 
       GANNET_ASSIGN_OR_RETURN(o.down_proj, Take(lw.down_proj, {1, rows.begin, rows.len}, shard,
                                                 out.get()));
     }
-    if (lw.experts_gate_up.present()) {
+    if (lw.experts_gate_up.present() && Resolve(config, world, shard.moe) == MoeSplit::kExperts) {
+      // Expert parallelism: a contiguous block of whole experts, rows of dim 0 (views).
+      const int64_t El = c.num_experts / world;
+      const Slice block{0, shard.rank * El, El};
+      GANNET_ASSIGN_OR_RETURN(o.experts_gate_up, Take(lw.experts_gate_up, block, shard, out.get()));
+      GANNET_ASSIGN_OR_RETURN(o.experts_down, Take(lw.experts_down, block, shard, out.get()));
+    } else if (lw.experts_gate_up.present()) {
       // [E, 2I, H]: the rank's gate rows and up rows of every expert, as [E, 2 * I/world, H].
       const WeightView& src = lw.experts_gate_up;
       const int64_t I = src.dim(1) / 2, Il = I / world;
@@ -180,12 +215,12 @@ absl::StatusOr<std::unique_ptr<ShardedWeights>> ShardWeights(const ModelConfig& 
   return out;
 }
 
-int64_t ShardParameterCount(const ModelConfig& config, int world) {
+int64_t ShardParameterCount(const ModelConfig& config, int world, MoeSplit moe) {
   // The shard geometry's tensors, less the vocabulary rows of the embedding (and of an untied LM
   // head) that other ranks hold.
   const TextConfig& c = config.text;
   const int64_t others = c.vocab_size - VocabShardSize(config, world);
-  return CountParameters(ShardConfig(config, world)) -
+  return CountParameters(ShardConfig(config, world, moe)) -
          others * c.hidden_size * (c.tie_word_embeddings ? 1 : 2);
 }
 

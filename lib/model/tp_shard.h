@@ -4,8 +4,11 @@
 // - Attention: q heads split evenly (column-parallel q/k/v, row-parallel o_proj); KV heads split
 //   evenly, or, where a layer has fewer KV heads than ranks (31B full layers have 4), each rank
 //   keeps the one KV head its q heads read (replicated across the ranks that share it).
-// - MLP: gate/up column-parallel, down row-parallel (intermediate split); MoE experts the same
-//   way, every expert's intermediate split (the router is replicated, so every rank routes alike).
+// - MLP: gate/up column-parallel, down row-parallel (intermediate split).
+// - MoE experts (MoeSplit): every expert's intermediate split the same way, or the experts
+//   themselves split (expert parallelism: rank r holds a contiguous block of E / world experts and
+//   computes only the pairs routed to them). The router is replicated, so every rank routes alike,
+//   and either way the experts' output is one all-reduce of [T, H] partial sums.
 // - Embedding and LM head: vocabulary-parallel (rows [begin, end) of the table per rank).
 // - Norms, scalars, the router and the per-layer-embedding (PLE) block: replicated.
 //
@@ -17,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -27,19 +31,29 @@ namespace gannet::model {
 
 inline constexpr int kMaxTensorParallel = 8;
 
+// How a group splits the MoE experts. kAuto is DefaultMoeSplit's measured choice.
+enum class MoeSplit : uint8_t { kAuto, kIntermediate, kExperts };
+
+// The split a `world`-way group uses for `config`'s experts when none is asked for: the one that
+// measured faster (bench/RESULTS.md, "MoE split"); kIntermediate for models without experts.
+MoeSplit DefaultMoeSplit(const ModelConfig& config, int world);
+std::string_view MoeSplitName(MoeSplit split);
+
 struct TpShard {
   int rank = 0;
   int world = 1;
+  MoeSplit moe = MoeSplit::kAuto;
 };
 
 // Whether `config` splits `world` ways (1 <= world <= kMaxTensorParallel); the error names the
 // dimension that does not divide.
-absl::Status CheckTpShardable(const ModelConfig& config, int world);
+absl::Status CheckTpShardable(const ModelConfig& config, int world,
+                              MoeSplit moe = MoeSplit::kAuto);
 
 // The geometry every rank of a `world`-way group computes with: heads, KV heads, intermediate
-// sizes divided. vocab_size stays the model's (token ids are global); a rank's LM head and
-// embedding hold VocabShardSize rows.
-ModelConfig ShardConfig(const ModelConfig& config, int world);
+// sizes divided (and local_experts set when the experts are split). vocab_size stays the model's
+// (token ids are global); a rank's LM head and embedding hold VocabShardSize rows.
+ModelConfig ShardConfig(const ModelConfig& config, int world, MoeSplit moe = MoeSplit::kAuto);
 
 int64_t VocabShardSize(const ModelConfig& config, int world);
 // The first KV head (in the model's numbering) a rank holds for a layer with `num_kv_heads`.
@@ -59,6 +73,6 @@ absl::StatusOr<std::unique_ptr<ShardedWeights>> ShardWeights(const ModelConfig& 
                                                              TpShard shard);
 
 // Parameters one rank of a `world`-way group holds (every rank holds as many).
-int64_t ShardParameterCount(const ModelConfig& config, int world);
+int64_t ShardParameterCount(const ModelConfig& config, int world, MoeSplit moe = MoeSplit::kAuto);
 
 }  // namespace gannet::model

@@ -122,15 +122,15 @@ std::vector<WeightSpec> ExpectedWeights(const ModelConfig& m) {
               &LW::post_per_layer_input_norm);
     }
     if (c.enable_moe_block) {
-      const int64_t E = c.num_experts;
+      const int64_t E = c.num_experts, El = c.HeldExperts();
       const int64_t Im = c.moe_intermediate_size;
       b.Layer(l, lp + "router.proj.weight", {E, H}, WeightInit::kMatrix, &LW::router_proj);
       b.Layer(l, lp + "router.scale", {H}, WeightInit::kPositiveScale, &LW::router_scale);
       b.Layer(l, lp + "router.per_expert_scale", {E}, WeightInit::kPositiveScale,
               &LW::router_per_expert_scale);
-      b.Layer(l, lp + "experts.gate_up_proj", {E, 2 * Im, H}, WeightInit::kMatrix,
+      b.Layer(l, lp + "experts.gate_up_proj", {El, 2 * Im, H}, WeightInit::kMatrix,
               &LW::experts_gate_up);
-      b.Layer(l, lp + "experts.down_proj", {E, H, Im}, WeightInit::kMatrix, &LW::experts_down);
+      b.Layer(l, lp + "experts.down_proj", {El, H, Im}, WeightInit::kMatrix, &LW::experts_down);
       b.Layer(l, lp + "pre_feedforward_layernorm_2.weight", {H}, WeightInit::kNorm,
               &LW::pre_feedforward_layernorm_2);
       b.Layer(l, lp + "post_feedforward_layernorm_1.weight", {H}, WeightInit::kNorm,

@@ -1,6 +1,8 @@
 #include "lib/parallel/custom_allreduce.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "lib/common/logging.h"
@@ -32,17 +34,46 @@ absl::Status Cuda(cudaError_t e, std::string_view what) {
   return InternalError("custom all-reduce: {}: {}", what, cudaGetErrorString(e));
 }
 
-}  // namespace
-
-absl::StatusOr<std::shared_ptr<CustomAllReduce>> CustomAllReduce::Create(
-    const std::vector<int>& devices) {
+// The largest message GANNET_ALLREDUCE asks the custom kernel to take (0: none, NCCL only).
+absl::StatusOr<size_t> RequestedMaxBytes(int world) {
   const char* env = std::getenv("GANNET_ALLREDUCE");
   const std::string mode = env != nullptr ? env : "auto";
   if (mode != "auto" && mode != "nccl" && mode != "custom") {
     return InvalidArgumentError("GANNET_ALLREDUCE is '{}'; it must be auto, nccl or custom", mode);
   }
+  if (mode == "nccl" || world < 2 || world > kernels::kCustomAllReduceMaxRanks) return 0;
+  return mode == "custom" ? kernels::kCustomAllReduceMaxBytes : kDefaultMaxBytes;
+}
+
+// A zeroed workspace on the current device (finished zeroing when this returns).
+absl::StatusOr<void*> NewWorkspace() {
+  void* ws = nullptr;
+  const size_t bytes = kernels::CustomAllReduceWorkspaceBytes();
+  GANNET_RETURN_IF_ERROR(Cuda(cudaMalloc(&ws, bytes), "allocating the workspace"));
+  absl::Status st = Cuda(cudaMemset(ws, 0, bytes), "zeroing the workspace");
+  if (st.ok()) st = Cuda(cudaDeviceSynchronize(), "zeroing the workspace");
+  if (!st.ok()) {
+    cudaFree(ws);
+    return st;
+  }
+  return ws;
+}
+
+}  // namespace
+
+absl::Status CustomAllReduce::AllocateAbortFlag() {
+  GANNET_RETURN_IF_ERROR(Cuda(cudaHostAlloc(reinterpret_cast<void**>(&abort_), sizeof(int),
+                                            cudaHostAllocMapped | cudaHostAllocPortable),
+                              "allocating the abort flag"));
+  *abort_ = 0;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<CustomAllReduce>> CustomAllReduce::Create(
+    const std::vector<int>& devices) {
   const int world = static_cast<int>(devices.size());
-  if (mode == "nccl" || world < 2 || world > kernels::kCustomAllReduceMaxRanks) return nullptr;
+  GANNET_ASSIGN_OR_RETURN(const size_t max_bytes, RequestedMaxBytes(world));
+  if (max_bytes == 0) return nullptr;
   for (int a : devices) {
     for (int b : devices) {
       int ok = 0;
@@ -55,12 +86,8 @@ absl::StatusOr<std::shared_ptr<CustomAllReduce>> CustomAllReduce::Create(
   }
   std::shared_ptr<CustomAllReduce> c(new CustomAllReduce());
   c->devices_ = devices;
-  c->max_bytes_ = mode == "custom" ? kernels::kCustomAllReduceMaxBytes : kDefaultMaxBytes;
-  const size_t bytes = kernels::CustomAllReduceWorkspaceBytes();
-  GANNET_RETURN_IF_ERROR(Cuda(cudaHostAlloc(reinterpret_cast<void**>(&c->abort_), sizeof(int),
-                                            cudaHostAllocMapped | cudaHostAllocPortable),
-                              "allocating the abort flag"));
-  *c->abort_ = 0;
+  c->max_bytes_ = max_bytes;
+  GANNET_RETURN_IF_ERROR(c->AllocateAbortFlag());
   for (int d : devices) {
     GANNET_RETURN_IF_ERROR(Cuda(cudaSetDevice(d), "selecting the device"));
     for (int peer : devices) {
@@ -72,18 +99,80 @@ absl::StatusOr<std::shared_ptr<CustomAllReduce>> CustomAllReduce::Create(
         GANNET_RETURN_IF_ERROR(Cuda(e, "enabling peer access"));
       }
     }
-    void* ws = nullptr;
-    GANNET_RETURN_IF_ERROR(Cuda(cudaMalloc(&ws, bytes), "allocating the workspace"));
+    GANNET_ASSIGN_OR_RETURN(void* ws, NewWorkspace());
     c->workspaces_.push_back(ws);
-    GANNET_RETURN_IF_ERROR(Cuda(cudaMemset(ws, 0, bytes), "zeroing the workspace"));
+    c->imported_.push_back(false);
   }
-  GANNET_RETURN_IF_ERROR(Cuda(cudaDeviceSynchronize(), "zeroing the workspace"));
+  return c;
+}
+
+absl::StatusOr<std::shared_ptr<CustomAllReduce>> CustomAllReduce::CreateAcrossProcesses(
+    int rank, int world, int device, const RankExchange& exchange) {
+  // Every step below is taken by every rank, whatever happened before it, so the exchanges stay
+  // matched; a rank that cannot take part says so with a zero limit in the final agreement.
+  absl::StatusOr<size_t> requested = RequestedMaxBytes(world);
+  size_t want = requested.ok() ? *requested : 0;
+  std::shared_ptr<CustomAllReduce> c(new CustomAllReduce());
+  c->devices_ = {device};
+  c->workspaces_.assign(world, nullptr);
+  c->imported_.assign(world, false);
+  cudaIpcMemHandle_t handle{};
+  if (want > 0) {
+    absl::Status st = c->AllocateAbortFlag();
+    absl::StatusOr<void*> ws = st.ok() ? NewWorkspace() : absl::StatusOr<void*>(st);
+    if (ws.ok()) {
+      c->workspaces_[rank] = *ws;
+      st = Cuda(cudaIpcGetMemHandle(&handle, *ws), "exporting the workspace");
+    } else {
+      st = ws.status();
+    }
+    if (!st.ok()) {
+      GANNET_LOG_INFO("tensor parallel rank {}: {}; all-reduce by NCCL", rank, st.message());
+      want = 0;
+    }
+  }
+  GANNET_ASSIGN_OR_RETURN(
+      std::vector<std::string> handles,
+      exchange.all_gather(std::string(reinterpret_cast<const char*>(&handle), sizeof handle)));
+  if (handles.size() != static_cast<size_t>(world)) {
+    return InternalError("custom all-reduce: {} handles from a group of {}", handles.size(), world);
+  }
+  for (int p = 0; p < world && want > 0; ++p) {
+    if (p == rank) continue;
+    cudaIpcMemHandle_t h;
+    if (handles[p].size() != sizeof h) {
+      want = 0;
+      break;
+    }
+    std::memcpy(&h, handles[p].data(), sizeof h);
+    void* peer = nullptr;
+    const cudaError_t e = cudaIpcOpenMemHandle(&peer, h, cudaIpcMemLazyEnablePeerAccess);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      GANNET_LOG_INFO("tensor parallel rank {}: cannot map rank {}'s workspace ({}); all-reduce "
+                      "by NCCL", rank, p, cudaGetErrorString(e));
+      want = 0;
+      break;
+    }
+    c->workspaces_[p] = peer;
+    c->imported_[p] = true;
+  }
+  GANNET_ASSIGN_OR_RETURN(const int64_t agreed, exchange.min_over_ranks(static_cast<int64_t>(want)));
+  GANNET_RETURN_IF_ERROR(requested.status());
+  if (agreed <= 0) return nullptr;  // the destructor closes and frees what was set up
+  c->max_bytes_ = static_cast<size_t>(agreed);
   return c;
 }
 
 CustomAllReduce::~CustomAllReduce() {
   for (size_t r = 0; r < workspaces_.size(); ++r) {
-    if (cudaSetDevice(devices_[r]) == cudaSuccess) cudaFree(workspaces_[r]);
+    if (workspaces_[r] == nullptr) continue;
+    if (cudaSetDevice(devices_[std::min(r, devices_.size() - 1)]) != cudaSuccess) continue;
+    if (imported_[r]) {
+      cudaIpcCloseMemHandle(workspaces_[r]);
+    } else {
+      cudaFree(workspaces_[r]);
+    }
   }
   if (abort_ != nullptr) cudaFreeHost(abort_);
 }
@@ -110,6 +199,10 @@ absl::Status CustomAllReduce::Run(int rank, backend::Tensor x, void* stream) con
 #else
 
 absl::StatusOr<std::shared_ptr<CustomAllReduce>> CustomAllReduce::Create(const std::vector<int>&) {
+  return nullptr;
+}
+absl::StatusOr<std::shared_ptr<CustomAllReduce>> CustomAllReduce::CreateAcrossProcesses(
+    int, int, int, const RankExchange&) {
   return nullptr;
 }
 CustomAllReduce::~CustomAllReduce() = default;

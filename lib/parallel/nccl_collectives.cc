@@ -125,6 +125,26 @@ struct Comm {
   }
 };
 
+// Every rank's `mine` (the same size on every rank), in rank order; waits with the group deadline.
+absl::StatusOr<std::vector<std::string>> AllGatherBytes(Comm& c, const std::string& mine) {
+  GANNET_RETURN_IF_ERROR(c.Usable());
+  const size_t n = mine.size();
+  GANNET_RETURN_IF_ERROR(c.Reserve(n * c.world));
+  cudaStream_t s = c.be->stream();
+  auto* dev = static_cast<uint8_t*>(c.dev);
+  std::memcpy(c.host, mine.data(), n);
+  GANNET_RETURN_IF_ERROR(CudaError(cudaMemcpyAsync(dev + c.rank * n, c.host, n,
+                                                   cudaMemcpyHostToDevice, s), "copy"));
+  GANNET_NCCL_RETURN_IF_ERROR(ncclAllGather(dev + c.rank * n, dev, n, ncclUint8, c.comm, s),
+                              "all-gather");
+  GANNET_RETURN_IF_ERROR(CudaError(cudaMemcpyAsync(c.host, dev, n * c.world,
+                                                   cudaMemcpyDeviceToHost, s), "copy"));
+  GANNET_RETURN_IF_ERROR(c.Wait(GroupTimeoutSeconds(), "exchanging the all-reduce workspaces"));
+  std::vector<std::string> all(c.world);
+  for (int r = 0; r < c.world; ++r) all[r].assign(static_cast<const char*>(c.host) + r * n, n);
+  return all;
+}
+
 class NcclCollectives : public backend::Collectives {
  public:
   explicit NcclCollectives(std::shared_ptr<Comm> c) : c_(std::move(c)) {}
@@ -368,7 +388,14 @@ absl::StatusOr<NcclRank> JoinNcclGroup(backend::Backend* backend, int rank, int 
   GANNET_NCCL_RETURN_IF_ERROR(join->result, "joining the group (rank " + std::to_string(rank) + ")");
   c->comm = join->comm;
   NcclRank out;
-  out.collectives = std::make_unique<NcclCollectives>(c);
+  auto collectives = std::make_unique<NcclCollectives>(c);
+  // The small all-reduces over CUDA IPC peer memory when every rank can map every other's.
+  CustomAllReduce::RankExchange exchange;
+  exchange.all_gather = [&c](const std::string& mine) { return AllGatherBytes(*c, mine); };
+  exchange.min_over_ranks = [&collectives](int64_t v) { return collectives->MinOverRanks(v); };
+  GANNET_ASSIGN_OR_RETURN(c->custom,
+                          CustomAllReduce::CreateAcrossProcesses(rank, world, device, exchange));
+  out.collectives = std::move(collectives);
   out.channel = std::make_unique<NcclChannel>(c);
   return out;
 }

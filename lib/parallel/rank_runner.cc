@@ -11,10 +11,12 @@ absl::StatusOr<RankRunner> CreateRankRunner(const model::ModelConfig& config,
                                             runner::RunnerOptions options) {
   const int world = collectives->world_size();
   RankRunner r;
-  GANNET_ASSIGN_OR_RETURN(r.weights,
-                          model::ShardWeights(config, weights, {collectives->rank(), world}));
+  GANNET_ASSIGN_OR_RETURN(r.weights, model::ShardWeights(config, weights,
+                                                          {collectives->rank(), world,
+                                                           options.moe_split}));
   options.collectives = collectives;
-  GANNET_ASSIGN_OR_RETURN(r.runner, runner::ModelRunner::Create(model::ShardConfig(config, world),
+  GANNET_ASSIGN_OR_RETURN(r.runner, runner::ModelRunner::Create(
+                                        model::ShardConfig(config, world, options.moe_split),
                                                                 r.weights->views, backend, options));
   return r;
 }

@@ -30,12 +30,12 @@ absl::StatusOr<std::unique_ptr<TpRunner>> TpRunner::Create(
     return InvalidArgumentError("tensor parallel: {} local ranks of a group of {}{}", local, world,
                                 remote != nullptr ? " with remote ranks (rank 0 alone is local)" : "");
   }
-  GANNET_RETURN_IF_ERROR(model::CheckTpShardable(config, world));
+  GANNET_RETURN_IF_ERROR(model::CheckTpShardable(config, world, options.moe_split));
   std::unique_ptr<TpRunner> tp(new TpRunner());
   tp->world_ = world;
   tp->shared_ = std::move(shared);
   tp->remote_ = std::move(remote);
-  tp->shard_config_ = model::ShardConfig(config, world);
+  tp->shard_config_ = model::ShardConfig(config, world, options.moe_split);
   tp->ranks_.resize(local);
   for (int r = 0; r < local; ++r) {
     Rank& rank = tp->ranks_[r];
@@ -78,9 +78,15 @@ absl::StatusOr<std::unique_ptr<TpRunner>> TpRunner::Create(
     return first;
   }
   GANNET_LOG_INFO("tensor parallel: {} ranks ({} in this process), {} weights per rank, {} copied "
-                  "to slice", world, local,
+                  "to slice{}", world, local,
                   FormatBytes(static_cast<int64_t>(tp->ranks_[0].shard.runner->weight_bytes())),
-                  FormatBytes(tp->ranks_[0].shard.weights->copied_bytes));
+                  FormatBytes(tp->ranks_[0].shard.weights->copied_bytes),
+                  config.text.enable_moe_block
+                      ? fmt::format(", MoE experts split by {}",
+                                    model::MoeSplitName(tp->shard_config_.text.local_experts > 0
+                                                            ? model::MoeSplit::kExperts
+                                                            : model::MoeSplit::kIntermediate))
+                      : std::string());
   if (tp->remote_ != nullptr) {
     tp->last_sent_ = std::chrono::steady_clock::now();
     tp->heartbeat_ = std::thread([raw = tp.get()] { raw->Heartbeats(); });

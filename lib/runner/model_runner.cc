@@ -255,8 +255,13 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
     ex.gate_up = L.experts_gate_up;
     ex.down = L.experts_down;
     ex.out = moe_y2.Rows(0, n);
+    if (c.local_experts > 0) {  // expert parallelism: this rank holds a block of whole experts
+      ex.expert_begin = (tp != nullptr ? tp->rank() : 0) * c.local_experts;
+      ex.total_experts = c.num_experts;
+    }
     GANNET_RETURN_IF_ERROR(be->MoeExperts(ex));
-    GANNET_RETURN_IF_ERROR(AllReduce(ex.out));  // every rank ran its slice of every expert
+    // Every rank ran its slice of every expert, or its experts' pairs: the sum is the whole.
+    GANNET_RETURN_IF_ERROR(AllReduce(ex.out));
     GANNET_RETURN_IF_ERROR(be->RmsNorm(ex.out, L.post_ff_norm_2, eps, ex.out));
     GANNET_RETURN_IF_ERROR(be->Add(y1, ex.out, y));
   }

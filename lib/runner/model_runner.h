@@ -17,6 +17,7 @@
 #include "lib/backend/backend.h"
 #include "lib/backend/collectives.h"
 #include "lib/model/config.h"
+#include "lib/model/tp_shard.h"
 #include "lib/model/weights.h"
 #include "lib/runner/device_weights.h"
 #include "lib/runner/kv_storage.h"
@@ -44,6 +45,10 @@ struct RunnerOptions {
   // after the vocabulary-parallel embedding, and gathers the LM head's vocabulary shards into full
   // logits rows, which rank 0 samples and returns (other ranks' Forward returns no result).
   backend::Collectives* collectives = nullptr;
+  // How a tensor-parallel group splits MoE experts (lib/model/tp_shard.h). Every rank of a group
+  // must use the same; kAuto (DefaultMoeSplit) is what the engine uses, the others are for
+  // measuring the two against each other and for tests.
+  model::MoeSplit moe_split = model::MoeSplit::kAuto;
 };
 
 // The rotary embedding of a layer type as the config defines it (sliding: default RoPE; full:

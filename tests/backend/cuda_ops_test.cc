@@ -537,6 +537,44 @@ TEST_F(CudaOpsTest, MoeRouteAndEveryExpertsEntry) {
       ge.out = dout.t;
       ASSERT_TRUE(gpu_->MoeExperts(ge).ok());
       EXPECT_LE(RelL2(Download(*gpu_, dout.t), ref), kBf16Tol) << "selected, tokens " << t;
+
+      // Expert parallelism: rank 1 of 2 holds the second half of the experts; pairs routed to the
+      // first half add nothing (tokens with none here get zero rows). Every entry, against the CPU.
+      const int held = s.experts / 2;
+      backend::MoeExpertsArgs half = e;
+      half.gate_up = Tensor::Make(gu_b.data() + held * 2 * s.inter * s.h, DType::kBF16,
+                                  {held, 2 * s.inter, s.h});
+      half.down = Tensor::Make(dn_b.data() + held * s.h * s.inter, DType::kBF16, {held, s.h, s.inter});
+      half.expert_begin = held;
+      half.total_experts = s.experts;
+      std::vector<float> ref_half(t * s.h);
+      half.out = Host(ref_half, {t, s.h});
+      ASSERT_TRUE(cpu_.MoeExperts(half).ok());
+      kernels::MoeExpertsParams ph = p;
+      ph.gate_up = static_cast<const uint16_t*>(d_gu.t.data) + held * 2 * s.inter * s.h;
+      ph.down = static_cast<const uint16_t*>(d_dn.t.data) + held * s.h * s.inter;
+      ph.num_experts = held;
+      ph.expert_begin = held;
+      const kernels::ProblemKey pkh = kernels::MoeExpertsProblem(ph);
+      for (const kernels::KernelEntry* entry : kernels::AllEntries()) {
+        if (entry->op != kernels::Op::kMoeExperts) continue;
+        kernels::ProblemKey any = pkh;
+        any.num_tokens = std::min(pkh.num_tokens, 1);
+        if (!kernels::CheckEntry(*entry, any, gpu_->device_info()).ok) continue;
+        auto ws = gpu_->Workspace(backend::CudaBackend::WorkspaceId::kMoeExperts,
+                                  std::max<size_t>(1, entry->workspace_bytes(pkh, gpu_->device_info())));
+        ASSERT_TRUE(ws.ok());
+        ASSERT_TRUE(gpu_->Fill(dout.t, NAN).ok());
+        ASSERT_EQ(entry->launch(&ph, pkh, gpu_->device_info(), *ws, gpu_->stream()), cudaSuccess);
+        EXPECT_LE(RelL2(Download(*gpu_, dout.t), ref_half), kBf16Tol)
+            << entry->name << " expert-parallel, tokens " << t;
+      }
+      // A range past the model's experts is refused by name.
+      backend::MoeExpertsArgs bad = ge;
+      bad.expert_begin = 1;
+      bad.total_experts = s.experts;
+      const absl::Status st = gpu_->MoeExperts(bad);
+      EXPECT_NE(st.message().find("total_experts"), std::string::npos) << st;
     }
   }
 }

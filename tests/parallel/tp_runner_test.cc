@@ -27,7 +27,7 @@ struct CpuGroup {
 CpuGroup MakeCpuGroup(const testing::LoadedModel& m, int world,
                       std::function<std::unique_ptr<backend::Backend>(
                           std::unique_ptr<backend::Backend>)> wrap = nullptr,
-                      int wrapped = -1) {
+                      int wrapped = -1, model::MoeSplit moe = model::MoeSplit::kAuto) {
   CpuGroup g;
   auto group = std::make_shared<parallel::HostGroup>(world);
   std::vector<backend::Backend*> raw;
@@ -39,7 +39,7 @@ CpuGroup MakeCpuGroup(const testing::LoadedModel& m, int world,
     g.backends.push_back(std::move(be));
     comms.push_back(group->Rank(r));
   }
-  auto tp = testing::CreateTinyTpRunner(m, raw, std::move(comms), group, kPage);
+  auto tp = testing::CreateTinyTpRunner(m, raw, std::move(comms), group, kPage, moe);
   EXPECT_TRUE(tp.ok()) << tp.status();
   if (tp.ok()) g.runner = std::move(*tp);
   return g;
@@ -73,6 +73,40 @@ INSTANTIATE_TEST_SUITE_P(
       for (char& c : n) c = c == '-' ? '_' : c;
       return n;
     });
+
+// 26B-A4B with the experts themselves split (expert parallelism: 4 of the tiny model's 8 experts
+// per rank at TP 2, 2 at TP 4, as many as a token picks): one device's logits and tokens; each
+// rank holds only its experts.
+TEST(TpRunnerTest, ExpertParallelMoeMatchesOneDevice) {
+  auto m = testing::LoadTinyModel("26b-a4b");
+  ASSERT_TRUE(m.ok()) << m.status();
+  const model::TextConfig& c = (*m)->config.text;
+  const testing::TpRun ref = testing::RunOneDeviceReference(**m, kSteps, kPage);
+  for (int world : {2, 4}) {
+    CpuGroup g = MakeCpuGroup(**m, world, nullptr, -1, model::MoeSplit::kExperts);
+    ASSERT_NE(g.runner, nullptr) << "tp " << world;
+    EXPECT_EQ(g.runner->shard_config().text.local_experts, c.num_experts / world);
+    EXPECT_EQ(g.runner->shard_config().text.moe_intermediate_size, c.moe_intermediate_size);
+    testing::ExpectSameRun(testing::RunGreedySteps(*g.runner, kSteps, kPage), ref,
+                           static_cast<int>(c.vocab_size), 1e-4);
+  }
+  // Rank r's experts are the original's [r * E / 2, (r + 1) * E / 2): views, nothing copied.
+  const model::WeightView& gu = (*m)->weights.layers[0].experts_gate_up;
+  for (int r = 0; r < 2; ++r) {
+    auto s = model::ShardWeights((*m)->config, (*m)->weights, {r, 2, model::MoeSplit::kExperts});
+    ASSERT_TRUE(s.ok()) << s.status();
+    const model::WeightView& v = (*s)->views.layers[0].experts_gate_up;
+    EXPECT_EQ(v.dim(0), c.num_experts / 2);
+    EXPECT_EQ(v.data, static_cast<const uint8_t*>(gu.data) + r * v.nbytes());
+    EXPECT_EQ(2 * model::ShardParameterCount((*m)->config, 2, model::MoeSplit::kExperts),
+              model::ViewBytes((*s)->views));
+  }
+  // A split that does not divide the experts is named.
+  model::ModelConfig odd = (*m)->config;
+  odd.text.num_experts = 6;
+  const absl::Status st = model::CheckTpShardable(odd, 4, model::MoeSplit::kExperts);
+  EXPECT_NE(st.message().find("num_experts"), std::string::npos) << st;
+}
 
 // Device-sampled steps: all-greedy batches take the ranks' shard arg-maxes (no logits gather),
 // mixed batches gather the rows and sample on rank 0; both must give one device's tokens, bans

@@ -109,7 +109,7 @@ inline runner::StepBatch OneSequenceStep(const std::vector<int32_t>& tokens,
 inline absl::StatusOr<std::unique_ptr<parallel::TpRunner>> CreateTinyTpRunner(
     const LoadedModel& m, std::vector<backend::Backend*> backends,
     std::vector<std::unique_ptr<backend::Collectives>> collectives, std::shared_ptr<void> shared,
-    int page_size) {
+    int page_size, model::MoeSplit moe_split = model::MoeSplit::kAuto) {
   const int world = static_cast<int>(backends.size());
   std::vector<parallel::TpRankParts> ranks(world);
   for (int r = 0; r < world; ++r) {
@@ -117,6 +117,7 @@ inline absl::StatusOr<std::unique_ptr<parallel::TpRunner>> CreateTinyTpRunner(
     ranks[r].collectives = std::move(collectives[r]);
   }
   runner::RunnerOptions o = SimpleRunnerOptions(m.config, page_size, kTpMaxLen, kTpSeqs, 256);
+  o.moe_split = moe_split;
   GANNET_ASSIGN_OR_RETURN(auto tp, parallel::TpRunner::Create(m.config, m.weights, std::move(ranks),
                                                               std::move(shared), o));
   GANNET_RETURN_IF_ERROR(tp->AttachKv(

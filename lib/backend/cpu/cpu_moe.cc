@@ -65,9 +65,11 @@ absl::Status CpuBackend::MoeExperts(const MoeExpertsArgs& a) {
   if (a.gate_up.dim(2) != hidden || a.down.dim(1) != hidden || a.down.dim(2) != inter) {
     return InvalidArgumentError("MoeExperts: expert weight shapes do not match hidden {}", hidden);
   }
+  GANNET_RETURN_IF_ERROR(CheckMoeExpertRange(a));
+  const int64_t total = MoeTotalExperts(a);
   for (int64_t i = 0; i < tokens * top_k; ++i) {
     int32_t ex = a.topk_ids.as<int32_t>()[i];
-    if (ex < 0 || ex >= experts) return InvalidArgumentError("MoeExperts: expert id {}", ex);
+    if (ex < 0 || ex >= total) return InvalidArgumentError("MoeExperts: expert id {}", ex);
   }
   const size_t eb = a.gate_up.elem_bytes();
   pool().ParallelFor(tokens, 1, [&](int64_t b, int64_t e) {
@@ -77,7 +79,8 @@ absl::Status CpuBackend::MoeExperts(const MoeExpertsArgs& a) {
       float* o = a.out.as<float>() + t * a.out.stride0();
       std::fill(o, o + hidden, 0.0f);
       for (int64_t k = 0; k < top_k; ++k) {
-        const int64_t ex = a.topk_ids.as<int32_t>()[t * top_k + k];
+        const int64_t ex = a.topk_ids.as<int32_t>()[t * top_k + k] - a.expert_begin;
+        if (ex < 0 || ex >= experts) continue;  // another rank's expert
         const float weight = a.topk_weights.as<float>()[t * top_k + k];
         const char* gu_base = static_cast<const char*>(a.gate_up.data) + ex * 2 * inter * hidden * eb;
         for (int64_t r = 0; r < 2 * inter; ++r) {

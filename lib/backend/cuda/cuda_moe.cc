@@ -58,6 +58,7 @@ absl::Status CudaBackend::MoeExperts(const MoeExpertsArgs& a) {
       a.out.rows() != tokens || a.out.row_elems() != hidden) {
     return InvalidArgumentError("MoeExperts: expert weight shapes do not match hidden {}", hidden);
   }
+  GANNET_RETURN_IF_ERROR(CheckMoeExpertRange(a));
   GANNET_RETURN_IF_ERROR(CheckInt32("MoeExperts", {{"token-expert pairs", tokens * a.topk_ids.row_elems()},
                                                     {"hidden", hidden},
                                                     {"intermediate", inter},
@@ -75,6 +76,7 @@ absl::Status CudaBackend::MoeExperts(const MoeExpertsArgs& a) {
   p.hidden = static_cast<int>(hidden);
   p.inter = static_cast<int>(inter);
   p.num_experts = static_cast<int>(experts);
+  p.expert_begin = a.expert_begin;
   p.top_k = static_cast<int>(a.topk_ids.row_elems());
   const kernels::ProblemKey pk = kernels::MoeExpertsProblem(p);
   // Cache per problem class; the M limit of the decode entry makes the token count part of it.
