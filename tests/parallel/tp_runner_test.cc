@@ -74,21 +74,26 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
-// 26B-A4B with the experts themselves split (expert parallelism: 4 of the tiny model's 8 experts
-// per rank at TP 2, 2 at TP 4, as many as a token picks): one device's logits and tokens; each
-// rank holds only its experts.
-TEST(TpRunnerTest, ExpertParallelMoeMatchesOneDevice) {
+// 26B-A4B under both MoE splits, whatever DefaultMoeSplit picks: the experts themselves split
+// (expert parallelism: 4 of the tiny model's 8 experts per rank at TP 2, 2 at TP 4, as many as a
+// token picks) and every expert's intermediate split. One device's logits and tokens; each rank
+// holds only its part.
+TEST(TpRunnerTest, BothMoeSplitsMatchOneDevice) {
   auto m = testing::LoadTinyModel("26b-a4b");
   ASSERT_TRUE(m.ok()) << m.status();
   const model::TextConfig& c = (*m)->config.text;
   const testing::TpRun ref = testing::RunOneDeviceReference(**m, kSteps, kPage);
-  for (int world : {2, 4}) {
-    CpuGroup g = MakeCpuGroup(**m, world, nullptr, -1, model::MoeSplit::kExperts);
-    ASSERT_NE(g.runner, nullptr) << "tp " << world;
-    EXPECT_EQ(g.runner->shard_config().text.local_experts, c.num_experts / world);
-    EXPECT_EQ(g.runner->shard_config().text.moe_intermediate_size, c.moe_intermediate_size);
-    testing::ExpectSameRun(testing::RunGreedySteps(*g.runner, kSteps, kPage), ref,
-                           static_cast<int>(c.vocab_size), 1e-4);
+  for (model::MoeSplit split : {model::MoeSplit::kExperts, model::MoeSplit::kIntermediate}) {
+    const bool ep = split == model::MoeSplit::kExperts;
+    for (int world : {2, 4}) {
+      CpuGroup g = MakeCpuGroup(**m, world, nullptr, -1, split);
+      ASSERT_NE(g.runner, nullptr) << "tp " << world;
+      const model::TextConfig& s = g.runner->shard_config().text;
+      EXPECT_EQ(s.local_experts, ep ? c.num_experts / world : 0);
+      EXPECT_EQ(s.moe_intermediate_size, ep ? c.moe_intermediate_size : c.moe_intermediate_size / world);
+      testing::ExpectSameRun(testing::RunGreedySteps(*g.runner, kSteps, kPage), ref,
+                             static_cast<int>(c.vocab_size), 1e-4);
+    }
   }
   // Rank r's experts are the original's [r * E / 2, (r + 1) * E / 2): views, nothing copied.
   const model::WeightView& gu = (*m)->weights.layers[0].experts_gate_up;
@@ -206,7 +211,8 @@ TEST(TpShardTest, ShardsReassembleTheWeights) {
   const int world = 2;
   std::vector<std::unique_ptr<model::ShardedWeights>> shards;
   for (int r = 0; r < world; ++r) {
-    auto s = model::ShardWeights((*m)->config, (*m)->weights, {r, world});
+    auto s = model::ShardWeights((*m)->config, (*m)->weights,
+                                 {r, world, model::MoeSplit::kIntermediate});
     ASSERT_TRUE(s.ok()) << s.status();
     shards.push_back(std::move(*s));
   }
