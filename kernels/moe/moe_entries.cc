@@ -5,7 +5,6 @@
 namespace gannet::kernels {
 namespace {
 
-constexpr int kPairGemvMaxTokens = 4;
 
 KernelStatus MoeCanImplement(const ProblemKey& pk, const DeviceInfo&) {
   if (pk.k % 8 != 0 || pk.n % 8 != 0) return KernelStatus::Fail("hidden and inter must be multiples of 8");
@@ -50,7 +49,7 @@ const KernelEntry kSm75MoeGroupedGemm = {"sm75_moe_grouped_bf16", Op::kMoeExpert
                                          MoePredicate(0), 0, MoeCanImplement, GroupedWorkspace,
                                          GroupedSm75Launch};
 const KernelEntry kSm75MoePairGemv = {"sm75_moe_pair_gemv_bf16", Op::kMoeExperts, 75, 1000,
-                                      MoePredicate(kPairGemvMaxTokens), 0, MoeCanImplement,
+                                      MoePredicate(kMoePairGemvMaxTokens), 0, MoeCanImplement,
                                       PairWorkspace, PairLaunch};
 
 ProblemKey MoeExpertsProblem(const MoeExpertsParams& p) {

@@ -79,9 +79,11 @@ absl::Status CudaBackend::MoeExperts(const MoeExpertsArgs& a) {
   p.expert_begin = a.expert_begin;
   p.top_k = static_cast<int>(a.topk_ids.row_elems());
   const kernels::ProblemKey pk = kernels::MoeExpertsProblem(p);
-  // Cache per problem class; the M limit of the decode entry makes the token count part of it.
+  // Cache per problem class; the M limit of the decode entry makes the token count part of it
+  // (every count up to the limit, and one class above it).
   const auto key = std::make_tuple(static_cast<int>(kernels::Op::kMoeExperts), pk.n, pk.k,
-                                   pk.num_experts, pk.top_k, 0, std::min(pk.num_tokens, 17),
+                                   pk.num_experts, pk.top_k, 0,
+                                   std::min(pk.num_tokens, kernels::kMoePairGemvMaxTokens + 1),
                                    static_cast<int>(pk.flags), static_cast<int>(pk.kv_type));
   const kernels::KernelEntry* entry = nullptr;
   if (auto it = chosen_.find(key); it != chosen_.end()) {
