@@ -27,12 +27,12 @@ struct Slice {
 }  // namespace
 
 MoeSplit DefaultMoeSplit(const ModelConfig& config, int world) {
-  // gannet-moe-split-bench on an H200 (26B-A4B, one layer, uniform routing; bench/RESULTS_TP.md "MoE
-  // split"): from 8 tokens a step up (every batched decode and every prefill chunk, the grouped
-  // kernels) whole experts per rank are 1.1-1.3x faster at 2 ranks, 1.3-1.6x at 4 and 1.5-2x at 8,
-  // where the intermediate split leaves each expert 176 or 88 rows for 64-row tiles. At 1-4 tokens
-  // (the per-pair GEMVs) the two tie at 2 ranks and the intermediate split is 1.2-1.6x faster at 4
-  // and 8: a few microseconds a layer, less than what batched steps gain.
+  // gannet-moe-split-bench on an H200 (26B-A4B, one layer, uniform routing; bench/RESULTS_TP.md
+  // "MoE split"): at 2 ranks whole experts per rank tie or win at every token count (0.80-1.03x
+  // the intermediate split's time). At 4 and 8 ranks, steps of 64 tokens and more are 1.2-2x
+  // faster with whole experts (the intermediate split leaves each expert 176 or 88 rows for
+  // 64-row tiles) and steps of 1-16 tokens 5-60% slower (2-13 us a layer: the busiest rank holds
+  // more than 1/N of a token's experts); the batched steps gain far more than the small ones lose.
   if (!config.text.enable_moe_block || world < 2) return MoeSplit::kIntermediate;
   if (config.text.num_experts % world != 0) return MoeSplit::kIntermediate;
   return MoeSplit::kExperts;
