@@ -5,6 +5,8 @@
 #   make fuzz        build the libFuzzer targets (clang, ASan+UBSan) and run each FUZZ_SECONDS
 #                    (default 60) on a copy of its committed corpus; fails on any finding
 #   make dev         configure + build the sm_90-only developer preset
+#   make sm70        the Volta build: fetches Debian's CUDA 12.4 into .cuda12/ (CUDA 13 cannot
+#                    target sm_70; tools/sm70/install_cuda12.sh) and builds everything for sm_70
 # PRESET picks the CMake preset for demo/test (default: release, the full CUDA arch list when
 # nvcc is present; `make test PRESET=cpu` skips CUDA).
 
@@ -16,7 +18,7 @@ GANNET := $(BUILD)/examples/cli/gannet
 FUZZ_SECONDS ?= 60
 FUZZ_SEED ?=
 
-.PHONY: all deps configure build demo test sanitize fuzz dev clean
+.PHONY: all deps configure build demo test sanitize fuzz dev sm70 clean
 
 all: build
 
@@ -55,6 +57,12 @@ fuzz: deps
 
 dev:
 	@cmake --preset dev && cmake --build build/dev -j $(JOBS)
+
+sm70: deps
+	@tools/sm70/install_cuda12.sh
+	@cmake --preset sm70 > build/sm70.configure.log 2>&1 || (cat build/sm70.configure.log; exit 1)
+	@cmake --build build/sm70 -j $(JOBS)
+	@tools/sm70/check_arch.sh build/sm70
 
 clean:
 	@rm -rf build

@@ -19,6 +19,12 @@ endif()
 if(GANNET_HAVE_CUDA)
   find_package(CUDAToolkit REQUIRED)
   # NCCL has no CMake package; it ships with the CUDA toolkit image or a distro package.
+  # GANNET_WITH_NCCL=OFF leaves it out (the sm_70 build: the system's NCCL is CUDA 13's).
+  option(GANNET_WITH_NCCL "Use NCCL for tensor parallelism when it is found" ON)
+  if(NOT GANNET_WITH_NCCL)
+    set(GANNET_NCCL_INCLUDE_DIR "" CACHE PATH "" FORCE)
+    set(GANNET_NCCL_LIBRARY "" CACHE FILEPATH "" FORCE)
+  endif()
   find_path(GANNET_NCCL_INCLUDE_DIR nccl.h
             HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/include /usr/local/include)
   find_library(GANNET_NCCL_LIBRARY nccl

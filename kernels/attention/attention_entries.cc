@@ -192,17 +192,17 @@ const KernelEntry kSm90PrefillHd512 = {"sm90_hd512_bf16_prefill",
                                        FlashLaunch<FlashConfigPrefillHd512Sm90, LaunchFlashPrefillHd512Sm90>};
 #endif
 
-const KernelEntry kSm75GenericDecode = {
-    "sm75_generic_bf16_decode", Op::kAttentionDecode, 75, kAnyNewer, ProblemPredicate{}, 0,
+const KernelEntry kSm70GenericDecode = {
+    "sm70_generic_bf16_decode", Op::kAttentionDecode, 70, kAnyNewer, ProblemPredicate{}, 0,
     GenericCanImplement, NoWorkspace, GenericLaunch};
-const KernelEntry kSm75GenericPrefill = {
-    "sm75_generic_bf16_prefill", Op::kAttentionPrefill, 75, kAnyNewer, ProblemPredicate{}, 0,
+const KernelEntry kSm70GenericPrefill = {
+    "sm70_generic_bf16_prefill", Op::kAttentionPrefill, 70, kAnyNewer, ProblemPredicate{}, 0,
     GenericCanImplement, NoWorkspace, GenericLaunch};
-const KernelEntry kSm75GenericFp8Decode = {
-    "sm75_generic_fp8_decode", Op::kAttentionDecode, 75, kAnyNewer, Fp8Predicate(), 0,
+const KernelEntry kSm70GenericFp8Decode = {
+    "sm70_generic_fp8_decode", Op::kAttentionDecode, 70, kAnyNewer, Fp8Predicate(), 0,
     GenericCanImplement, NoWorkspace, GenericLaunch};
-const KernelEntry kSm75GenericFp8Prefill = {
-    "sm75_generic_fp8_prefill", Op::kAttentionPrefill, 75, kAnyNewer, Fp8Predicate(), 0,
+const KernelEntry kSm70GenericFp8Prefill = {
+    "sm70_generic_fp8_prefill", Op::kAttentionPrefill, 70, kAnyNewer, Fp8Predicate(), 0,
     GenericCanImplement, NoWorkspace, GenericLaunch};
 
 namespace {

@@ -16,8 +16,8 @@ extern const KernelEntry kSm80PrefillHd256;
 extern const KernelEntry kSm80PrefillHd256Small;
 extern const KernelEntry kSm80PrefillHd512;
 extern const KernelEntry kSm80PrefillHd512Small;
-extern const KernelEntry kSm75GenericDecode;
-extern const KernelEntry kSm75GenericPrefill;
+extern const KernelEntry kSm70GenericDecode;
+extern const KernelEntry kSm70GenericPrefill;
 // FP8 KV cache (ProblemKey::kv_type kF8E4M3).
 extern const KernelEntry kSm80DecodeHd256Fp8;
 extern const KernelEntry kSm80DecodeHd512Fp8;
@@ -27,8 +27,8 @@ extern const KernelEntry kSm80PrefillHd256Fp8;
 extern const KernelEntry kSm80PrefillHd512Fp8;
 extern const KernelEntry kSm80PrefillHd256Fp8Small;
 extern const KernelEntry kSm80PrefillHd512Fp8Small;
-extern const KernelEntry kSm75GenericFp8Decode;
-extern const KernelEntry kSm75GenericFp8Prefill;
+extern const KernelEntry kSm70GenericFp8Decode;
+extern const KernelEntry kSm70GenericFp8Prefill;
 // sm_75 (Turing) tensor-core entries: the flash kernels in 64 KB, fp16 MMAs, synchronous copies.
 extern const KernelEntry kSm75DecodeHd256Split;
 extern const KernelEntry kSm75DecodeHd512Split;

@@ -28,10 +28,10 @@ ProblemPredicate GemvPredicate(ElemType in) {
 
 }  // namespace
 
-const KernelEntry kSm75GemvBf16 = {"sm75_gemv_bf16_m8", Op::kGemv, 75, 1000,
+const KernelEntry kSm70GemvBf16 = {"sm70_gemv_bf16_m8", Op::kGemv, 70, 1000,
                                    GemvPredicate(ElemType::kBF16), 0, GemvCanImplement,
                                    GemvWorkspace, GemvLaunch};
-const KernelEntry kSm75GemvF32In = {"sm75_gemv_f32in_m8", Op::kGemv, 75, 1000,
+const KernelEntry kSm70GemvF32In = {"sm70_gemv_f32in_m8", Op::kGemv, 70, 1000,
                                     GemvPredicate(ElemType::kF32), 0, GemvCanImplement,
                                     GemvWorkspace, GemvLaunch};
 

@@ -6,8 +6,8 @@
 
 namespace gannet::kernels {
 
-extern const KernelEntry kSm75GemvBf16;  // x bf16
-extern const KernelEntry kSm75GemvF32In;  // x f32 (the residual stream feeding PLE projections)
+extern const KernelEntry kSm70GemvBf16;  // x bf16
+extern const KernelEntry kSm70GemvF32In;  // x f32 (the residual stream feeding PLE projections)
 
 ProblemKey GemvProblem(const GemvParams& p);
 

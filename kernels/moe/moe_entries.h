@@ -9,7 +9,8 @@ namespace gannet::kernels {
 
 extern const KernelEntry kSm80MoeGroupedGemm;  // prefill: sorted pairs, grouped mma GEMMs
 extern const KernelEntry kSm75MoeGroupedGemm;  // the same on sm_75 (fp16 MMAs)
-extern const KernelEntry kSm75MoePairGemv;     // decode: per-(token, expert) GEMVs, M <= 32
+extern const KernelEntry kSm70MoePairGemv;     // decode: per-(token, expert) GEMVs, M <= 32
+extern const KernelEntry kSm70MoePairGemvAnyM;  // the same at any M (sm_70's prefill)
 
 // The most tokens the per-pair GEMVs take. moe_bench (H200, 26B-A4B geometry, uniform routing):
 // they beat the grouped GEMMs at every count up to 32 (166 vs 371 us at 8 tokens, 299 vs 464 at

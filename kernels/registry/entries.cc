@@ -19,14 +19,14 @@ std::span<const KernelEntry* const> AllEntries() {
       &kSm80DecodeHd256SplitSmall,
       &kSm75DecodeHd512Split,
       &kSm75DecodeHd256Split,
-      &kSm75GenericDecode,
+      &kSm70GenericDecode,
       &kSm80DecodeHd512Fp8,
       &kSm80DecodeHd512Fp8Small,
       &kSm80DecodeHd256Fp8,
       &kSm80DecodeHd256Fp8Small,
       &kSm75DecodeHd512Fp8,
       &kSm75DecodeHd256Fp8,
-      &kSm75GenericFp8Decode,
+      &kSm70GenericFp8Decode,
       // attention.prefill
 #if GANNET_HAVE_SM90A
       &kSm90PrefillHd512,
@@ -38,21 +38,22 @@ std::span<const KernelEntry* const> AllEntries() {
       &kSm80PrefillHd256Small,
       &kSm75PrefillHd512,
       &kSm75PrefillHd256,
-      &kSm75GenericPrefill,
+      &kSm70GenericPrefill,
       &kSm80PrefillHd512Fp8,
       &kSm80PrefillHd512Fp8Small,
       &kSm80PrefillHd256Fp8,
       &kSm80PrefillHd256Fp8Small,
       &kSm75PrefillHd512Fp8,
       &kSm75PrefillHd256Fp8,
-      &kSm75GenericFp8Prefill,
+      &kSm70GenericFp8Prefill,
       // linear.gemv
-      &kSm75GemvBf16,
-      &kSm75GemvF32In,
+      &kSm70GemvBf16,
+      &kSm70GemvF32In,
       // moe.experts
       &kSm80MoeGroupedGemm,
       &kSm75MoeGroupedGemm,
-      &kSm75MoePairGemv,
+      &kSm70MoePairGemv,
+      &kSm70MoePairGemvAnyM,
   };
   return kEntries;
 }

@@ -108,10 +108,10 @@ TEST_F(RegistryTest, FallsBackToSmallerTilesWhenSharedMemoryIsShort) {
   // With only 48 KB no hd512 tensor-core config fits: the generic CUDA-core kernel takes over.
   s = Select(Attention(Op::kAttentionPrefill, 512, 32, 4, 100), Device(89, 49152), archs);
   ASSERT_NE(s.entry, nullptr) << s.error;
-  EXPECT_STREQ(s.entry->name, "sm75_generic_bf16_prefill");
+  EXPECT_STREQ(s.entry->name, "sm70_generic_bf16_prefill");
   s = Select(Attention(Op::kAttentionDecode, 512, 32, 4), Device(89, 49152), archs);
   ASSERT_NE(s.entry, nullptr) << s.error;
-  EXPECT_STREQ(s.entry->name, "sm75_generic_bf16_decode");
+  EXPECT_STREQ(s.entry->name, "sm70_generic_bf16_decode");
 }
 
 // The KV type is part of the problem class: FP8 caches get FP8 entries only (large tiles where the
@@ -155,7 +155,7 @@ TEST_F(RegistryTest, Fp8CachesGetFp8EntriesOnly) {
     EXPECT_EQ(std::string(s.entry->name).rfind("sm80_hd256_fp8_split", 0), 0u) << s.entry->name;
     s = Select(fp8(Attention(Op::kAttentionDecode, 512, 32, 4)), Device(89, 49152));
     ASSERT_NE(s.entry, nullptr) << s.error;
-    EXPECT_STREQ(s.entry->name, "sm75_generic_fp8_decode");
+    EXPECT_STREQ(s.entry->name, "sm70_generic_fp8_decode");
   }
   {
     const std::vector<int> archs = {75, 90};
@@ -171,7 +171,7 @@ TEST_F(RegistryTest, UnalignedOperandsOnTuringGetTheGenericKernel) {
   const std::vector<int> archs = {75, 90};
   Selection s = Select(pk, Device(75, 65536), archs);
   ASSERT_NE(s.entry, nullptr) << s.error;
-  EXPECT_STREQ(s.entry->name, "sm75_generic_bf16_decode");
+  EXPECT_STREQ(s.entry->name, "sm70_generic_bf16_decode");
 }
 
 // The wgmma entries are sm_90a code: chosen on sm_90 where they are faster, never on sm_100, which
@@ -208,7 +208,7 @@ TEST_F(RegistryTest, HopperPrefillUsesItsWgmmaEntryOnSm90Only) {
 TEST_F(RegistryTest, DecodeEntriesRejectTooManyRows) {
   // 4 query tokens x GQA 8 = 32 rows: more than a decode CTA's 16.
   const ProblemKey pk = Attention(Op::kAttentionDecode, 512, 32, 4, 4);
-  const KernelStatus st = CheckEntry(kSm80DecodeHd512Split, pk, Device(90));
+  const KernelStatus st = CheckEntry(kSm80DecodeHd512Split, pk, Device(90), ReleaseArchs());
   EXPECT_FALSE(st.ok);
   EXPECT_NE(st.reason.find("group"), std::string::npos) << st.reason;
 }
@@ -218,37 +218,39 @@ TEST_F(RegistryTest, UnalignedOperandsLoseTheTensorCoreEntries) {
   pk.flags = 0;
   Selection s = Select(pk, Device(90));
   ASSERT_NE(s.entry, nullptr) << s.error;
-  EXPECT_STREQ(s.entry->name, "sm75_generic_bf16_decode");
+  EXPECT_STREQ(s.entry->name, "sm70_generic_bf16_decode");
 }
 
 TEST_F(RegistryTest, ForcedKernelIsUsedOrRefusedWithAReason) {
-  setenv("GANNET_FORCE_KERNEL", "sm75_generic_bf16_decode", 1);
-  Selection s = Select(Attention(Op::kAttentionDecode, 512, 32, 4), Device(90));
+  // The release list, so a Volta build (archs 70) checks the same selections.
+  const std::vector<int> archs = ReleaseArchs();
+  setenv("GANNET_FORCE_KERNEL", "sm70_generic_bf16_decode", 1);
+  Selection s = Select(Attention(Op::kAttentionDecode, 512, 32, 4), Device(90), archs);
   ASSERT_NE(s.entry, nullptr) << s.error;
-  EXPECT_STREQ(s.entry->name, "sm75_generic_bf16_decode");
+  EXPECT_STREQ(s.entry->name, "sm70_generic_bf16_decode");
   // The force names a decode kernel: other ops select as usual.
-  s = Select(Attention(Op::kAttentionPrefill, 512, 32, 4, 50), Device(90));
+  s = Select(Attention(Op::kAttentionPrefill, 512, 32, 4, 50), Device(90), archs);
   ASSERT_NE(s.entry, nullptr) << s.error;
-  EXPECT_STRNE(s.entry->name, "sm75_generic_bf16_decode");
+  EXPECT_STRNE(s.entry->name, "sm70_generic_bf16_decode");
 
   setenv("GANNET_FORCE_KERNEL", "sm80_hd256_bf16_split", 1);
-  s = Select(Attention(Op::kAttentionDecode, 512, 32, 4), Device(90));
+  s = Select(Attention(Op::kAttentionDecode, 512, 32, 4), Device(90), archs);
   EXPECT_EQ(s.entry, nullptr);
   EXPECT_NE(s.error.find("cannot implement"), std::string::npos) << s.error;
 
   // Several names: the first of the op that can run the problem (here the hd512 one), so one
   // list can force an arch's entries for every head dim.
   setenv("GANNET_FORCE_KERNEL", "sm80_hd256_bf16_split,sm75_hd512_bf16_split,sm80_hd512_bf16_split", 1);
-  s = Select(Attention(Op::kAttentionDecode, 512, 32, 4), Device(90));
+  s = Select(Attention(Op::kAttentionDecode, 512, 32, 4), Device(90), archs);
   ASSERT_NE(s.entry, nullptr) << s.error;
   EXPECT_STREQ(s.entry->name, "sm75_hd512_bf16_split");
   EXPECT_TRUE(s.error.empty()) << s.error;
-  s = Select(Attention(Op::kAttentionDecode, 256, 32, 16), Device(90));
+  s = Select(Attention(Op::kAttentionDecode, 256, 32, 16), Device(90), archs);
   ASSERT_NE(s.entry, nullptr) << s.error;
   EXPECT_STREQ(s.entry->name, "sm80_hd256_bf16_split");
 
   setenv("GANNET_FORCE_KERNEL", "typo_kernel", 1);
-  s = Select(Attention(Op::kAttentionDecode, 512, 32, 4), Device(90));
+  s = Select(Attention(Op::kAttentionDecode, 512, 32, 4), Device(90), archs);
   EXPECT_EQ(s.entry, nullptr);
   EXPECT_NE(s.error.find("unknown kernel"), std::string::npos) << s.error;
 }
@@ -265,7 +267,7 @@ TEST_F(RegistryTest, MoeUsesPairGemvForFewTokensAndGroupedGemmForMany) {
   pk.num_tokens = 1;
   Selection s = Select(pk, Device(90));
   ASSERT_NE(s.entry, nullptr) << s.error;
-  EXPECT_STREQ(s.entry->name, "sm75_moe_pair_gemv_bf16");
+  EXPECT_STREQ(s.entry->name, "sm70_moe_pair_gemv_bf16");
   pk.num_tokens = 512;
   s = Select(pk, Device(90));
   ASSERT_NE(s.entry, nullptr) << s.error;
@@ -294,14 +296,75 @@ TEST_F(RegistryTest, SplitCountFillsTheGpuOnlyWhenNeeded) {
   EXPECT_EQ(FlashAttentionSplits(kSm80DecodeHd512Split, short_ctx, h100), 1);
 }
 
-// What a release build (cmake/GannetCudaArchs.cmake's list, passed in by CMake) selects on each
-// architecture it targets, for every registry op every Gemma-4 variant runs: attention decode
-// (batch 1 and 64, and verify chunks of 4 tokens) and prefill on its sliding and full layers,
-// bf16 and FP8 KV, single-store K=V where the variant has it; the small-M GEMV; and the 26B-A4B
-// experts at 1 and 512 tokens. Every one must get an entry, and a tensor-core one where the arch
-// has tensor cores (no CUDA-core fallback left for Gemma's shapes). sm_70 (Volta) is not in the
-// list: it has no kernels yet (issue 16).
+// Every registry problem a Gemma-4 variant runs: attention decode (batch 1 and 64, and verify
+// chunks of 4 tokens) and prefill on its sliding and full layers, bf16 and FP8 KV, single-store
+// K=V where the variant has it; the small-M GEMV; and the 26B-A4B experts at 1 and 512 tokens.
+struct VariantProblem {
+  ProblemKey pk;
+  bool tensor_core;  // an arch with tensor cores must run it on them
+  std::string what;
+};
 
+std::vector<VariantProblem> VariantProblems(const model::TextConfig& c) {
+  std::vector<VariantProblem> out;
+  for (const bool sliding : {true, false}) {
+    const int hd = sliding ? c.head_dim : c.global_head_dim;
+    const int nkv = sliding ? c.num_key_value_heads : c.FullNumKvHeads();
+    const bool k_from_v = !sliding && c.attention_k_eq_v;
+    const int rope_pairs = static_cast<int>(c.rope_full.partial_rotary_factor * hd / 2);
+    for (const ElemType kv : {ElemType::kBF16, ElemType::kF8E4M3}) {
+      struct Shape {
+        Op op;
+        int qlen, seqs;
+        const char* what;
+      };
+      for (const Shape& sh : {Shape{Op::kAttentionDecode, 1, 1, "decode b1"},
+                              Shape{Op::kAttentionDecode, 1, 64, "decode b64"},
+                              Shape{Op::kAttentionDecode, 4, 8, "verify q4"},
+                              Shape{Op::kAttentionPrefill, 2048, 1, "prefill"}}) {
+        ProblemKey pk = Attention(sh.op, hd, c.num_attention_heads, nkv, sh.qlen);
+        pk.num_seqs = sh.seqs;
+        pk.num_tokens = sh.qlen * sh.seqs;
+        pk.kv_type = kv;
+        pk.window = sliding ? c.sliding_window : 0;
+        if (k_from_v) {
+          pk.flags |= kFlagKFromV;
+          pk.rope_pairs = rope_pairs;
+        }
+        // A verify chunk wider than a decode CTA's 16 rows runs on the prefill entries.
+        if (sh.op == Op::kAttentionDecode && sh.qlen * pk.group() > 16) pk.op = Op::kAttentionPrefill;
+        out.push_back({pk, true,
+                       std::string(sh.what) + (sliding ? " sliding" : " full") + " " + ElemTypeName(kv) +
+                           (k_from_v ? " k_from_v" : "")});
+      }
+    }
+  }
+  ProblemKey gemv;
+  gemv.op = Op::kGemv;
+  gemv.n = static_cast<int>(c.hidden_size);
+  gemv.k = static_cast<int>(c.hidden_size);
+  gemv.num_tokens = 1;
+  gemv.flags = kFlagAligned16;
+  out.push_back({gemv, false, "gemv"});
+  if (c.enable_moe_block) {
+    for (const int tokens : {1, 512}) {
+      ProblemKey moe;
+      moe.op = Op::kMoeExperts;
+      moe.n = static_cast<int>(c.moe_intermediate_size);
+      moe.k = static_cast<int>(c.hidden_size);
+      moe.num_experts = c.num_experts;
+      moe.top_k = c.top_k_experts;
+      moe.num_tokens = tokens;
+      moe.flags = kFlagAligned16;
+      out.push_back({moe, true, "moe x" + std::to_string(tokens)});
+    }
+  }
+  return out;
+}
+
+// What a release build (cmake/GannetCudaArchs.cmake's list, passed in by CMake) selects on each
+// architecture it targets, for every problem above: every one must get an entry, and a
+// tensor-core one where the arch has tensor cores (no CUDA-core fallback left for Gemma's shapes).
 TEST_F(RegistryTest, EveryVariantHasATensorCoreKernelForEveryOpOnEveryReleaseArch) {
   struct Dev {
     int sm, smem, sms;  // per-block opt-in shared memory of the arch's parts
@@ -324,71 +387,54 @@ TEST_F(RegistryTest, EveryVariantHasATensorCoreKernelForEveryOpOnEveryReleaseArc
     for (const char* variant : {"31b", "26b-a4b", "e4b", "e2b"}) {
       auto config = model::DummyModelConfig(std::string("dummy:") + variant);
       ASSERT_TRUE(config.ok()) << config.status();
-      const model::TextConfig& c = config->text;
-      auto expect_entry = [&](const ProblemKey& pk, bool tensor_core, const std::string& what) {
-        const Selection s = Select(pk, dev, archs);
+      for (const VariantProblem& p : VariantProblems(config->text)) {
+        const Selection s = Select(p.pk, dev, archs);
         ++checked;
-        ASSERT_NE(s.entry, nullptr) << "sm_" << d.sm << " " << variant << " " << what << ": " << s.error;
-        if (tensor_core) {
+        ASSERT_NE(s.entry, nullptr) << "sm_" << d.sm << " " << variant << " " << p.what << ": " << s.error;
+        if (p.tensor_core) {
           EXPECT_EQ(std::string(s.entry->name).find("generic"), std::string::npos)
-              << "sm_" << d.sm << " " << variant << " " << what << " fell back to " << s.entry->name;
-        }
-      };
-      for (const bool sliding : {true, false}) {
-        const int hd = sliding ? c.head_dim : c.global_head_dim;
-        const int nkv = sliding ? c.num_key_value_heads : c.FullNumKvHeads();
-        const bool k_from_v = !sliding && c.attention_k_eq_v;
-        const int rope_pairs = static_cast<int>(c.rope_full.partial_rotary_factor * hd / 2);
-        for (const ElemType kv : {ElemType::kBF16, ElemType::kF8E4M3}) {
-          struct Shape {
-            Op op;
-            int qlen, seqs;
-            const char* what;
-          };
-          for (const Shape& sh : {Shape{Op::kAttentionDecode, 1, 1, "decode b1"},
-                                  Shape{Op::kAttentionDecode, 1, 64, "decode b64"},
-                                  Shape{Op::kAttentionDecode, 4, 8, "verify q4"},
-                                  Shape{Op::kAttentionPrefill, 2048, 1, "prefill"}}) {
-            ProblemKey pk = Attention(sh.op, hd, c.num_attention_heads, nkv, sh.qlen);
-            pk.num_seqs = sh.seqs;
-            pk.num_tokens = sh.qlen * sh.seqs;
-            pk.kv_type = kv;
-            pk.window = sliding ? c.sliding_window : 0;
-            if (k_from_v) {
-              pk.flags |= kFlagKFromV;
-              pk.rope_pairs = rope_pairs;
-            }
-            // A verify chunk wider than a decode CTA's 16 rows runs on the prefill entries.
-            if (sh.op == Op::kAttentionDecode && sh.qlen * pk.group() > 16) pk.op = Op::kAttentionPrefill;
-            expect_entry(pk, true,
-                         std::string(sh.what) + (sliding ? " sliding" : " full") + " " + ElemTypeName(kv) +
-                             (k_from_v ? " k_from_v" : ""));
-          }
-        }
-      }
-      ProblemKey gemv;
-      gemv.op = Op::kGemv;
-      gemv.n = static_cast<int>(c.hidden_size);
-      gemv.k = static_cast<int>(c.hidden_size);
-      gemv.num_tokens = 1;
-      gemv.flags = kFlagAligned16;
-      expect_entry(gemv, false, "gemv");
-      if (c.enable_moe_block) {
-        for (const int tokens : {1, 512}) {
-          ProblemKey moe;
-          moe.op = Op::kMoeExperts;
-          moe.n = static_cast<int>(c.moe_intermediate_size);
-          moe.k = static_cast<int>(c.hidden_size);
-          moe.num_experts = c.num_experts;
-          moe.top_k = c.top_k_experts;
-          moe.num_tokens = tokens;
-          moe.flags = kFlagAligned16;
-          expect_entry(moe, true, "moe x" + std::to_string(tokens));
+              << "sm_" << d.sm << " " << variant << " " << p.what << " fell back to " << s.entry->name;
+          EXPECT_EQ(std::string(s.entry->name).rfind("sm70_moe_pair_gemv_any", 0), std::string::npos)
+              << "sm_" << d.sm << " " << variant << " " << p.what << " fell back to " << s.entry->name;
         }
       }
     }
   }
   EXPECT_GE(checked, 6 * 4 * 17);
+}
+
+// The Volta build (tools/sm70: CUDA 12.4, archs 70) on a V100 (96 KB of shared memory, 80 SMs):
+// every problem gets an entry, for now the CUDA-core ones (sm70_*: generic attention, the GEMVs,
+// the per-pair MoE GEMVs at any token count; issue 16 wants m8n8k4 tensor-core attention and an
+// fp16 compute path, not built). The release build (no sm_70 code) refuses a V100 instead.
+TEST_F(RegistryTest, VoltaBuildRunsEveryOpOnCudaCoreEntries) {
+  const std::vector<int> volta_build = {70};
+  const DeviceInfo v100 = Device(70, 98304, 80);
+  int checked = 0;
+  for (const char* variant : {"31b", "26b-a4b", "e4b", "e2b"}) {
+    auto config = model::DummyModelConfig(std::string("dummy:") + variant);
+    ASSERT_TRUE(config.ok()) << config.status();
+    for (const VariantProblem& p : VariantProblems(config->text)) {
+      const Selection s = Select(p.pk, v100, volta_build);
+      ++checked;
+      ASSERT_NE(s.entry, nullptr) << variant << " " << p.what << ": " << s.error;
+      EXPECT_EQ(std::string(s.entry->name).rfind("sm70_", 0), 0u) << variant << " " << p.what << ": "
+                                                                  << s.entry->name;
+    }
+  }
+  EXPECT_GE(checked, 4 * 17);
+  ProblemKey moe;
+  moe.op = Op::kMoeExperts;
+  moe.n = 704;
+  moe.k = 2816;
+  moe.num_experts = 128;
+  moe.top_k = 8;
+  moe.flags = kFlagAligned16;
+  moe.num_tokens = 512;
+  EXPECT_STREQ(Select(moe, v100, volta_build).entry->name, "sm70_moe_pair_gemv_any_bf16");
+  moe.num_tokens = 8;
+  EXPECT_STREQ(Select(moe, v100, volta_build).entry->name, "sm70_moe_pair_gemv_bf16");
+  EXPECT_EQ(Select(moe, v100, ReleaseArchs()).entry, nullptr);
 }
 
 TEST_F(RegistryTest, TuringGetsItsTensorCoreEntries) {
