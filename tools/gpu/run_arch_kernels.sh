@@ -10,6 +10,8 @@
 #   test      kernel_registry_test, cuda_attention_test (every entry forced, sm75 ones included),
 #             cuda_ops_test (every MoE entry), cuda_runner_test
 #   e2e       cuda_runner_test and capi_gpu_test with every op forced onto the sm75 entries
+#   volta     the same forced onto the entries a V100 selects (sm70_*: CUDA-core attention, GEMVs,
+#             per-pair MoE GEMVs at any token count), compiled for the H100/H200 here
 #   memcheck  compute-sanitizer on the sm75 and the sm90 (wgmma) attention entries
 #             (GANNET_TEST_ENTRY_PREFIX=sm75_ / sm90_)
 #   accuracy  cuda_attention_test on the sm75 entries alone, then the sm90 ones, each case's
@@ -24,21 +26,26 @@ tools=(attention_bench gannet-serving-bench)
 sm75_entries=sm75_hd256_bf16_split,sm75_hd512_bf16_split,sm75_hd256_fp8_split,sm75_hd512_fp8_split
 sm75_entries+=,sm75_hd256_bf16_prefill,sm75_hd512_bf16_prefill,sm75_hd256_fp8_prefill,sm75_hd512_fp8_prefill
 sm75_entries+=,sm75_moe_grouped_bf16
+sm70_entries=sm70_generic_bf16_decode,sm70_generic_bf16_prefill,sm70_generic_fp8_decode
+sm70_entries+=,sm70_generic_fp8_prefill,sm70_gemv_bf16_m8,sm70_gemv_f32in_m8,sm70_moe_pair_gemv_any_bf16
 
 stage_build() { gpu_build "${tests[@]}" "${tools[@]}"; }
 stage_test() {
   gpu_ctest 600 "tests passed|tests failed|Failed|\*\*\*|FAILED|Failure" kernel_registry_test \
     cuda_attention_test cuda_ops_test cuda_runner_test
 }
-stage_e2e() {
+# forced_e2e ENTRIES PREFIX: cuda_runner_test and capi_gpu_test with every op forced onto ENTRIES.
+forced_e2e() {
   local rc=0 t
   for t in backend/cuda_runner_test capi/capi_gpu_test; do
-    GANNET_FORCE_KERNEL=$sm75_entries timeout 500 "$build/tests/$t" > "$out/e2e_$(basename $t).log" 2>&1 || rc=$?
-    grep -E "PASSED|FAILED|Failure" "$out/e2e_$(basename $t).log" | tail -8
-    grep -E "attention\.(decode|prefill): sm75|moe\.experts: sm75" "$out/e2e_$(basename $t).log" | sort -u | head -8
+    GANNET_FORCE_KERNEL=$1 timeout 500 "$build/tests/$t" > "$out/e2e_$2_$(basename $t).log" 2>&1 || rc=$?
+    grep -E "PASSED|FAILED|Failure" "$out/e2e_$2_$(basename $t).log" | tail -8
+    grep -E "(attention\.(decode|prefill)|moe\.experts|linear\.gemv): $2" "$out/e2e_$2_$(basename $t).log" | sort -u | head -8
   done
   return $rc
 }
+stage_e2e() { forced_e2e "$sm75_entries" sm75; }
+stage_volta() { forced_e2e "$sm70_entries" sm70; }
 stage_memcheck() {
   local rc=0 arch
   for arch in sm75 sm90; do
