@@ -100,8 +100,14 @@ class CudaRunnerTest : public ::testing::TestWithParam<std::tuple<std::string, i
     b.seqs.push_back(Seq(t, begin, end, want));
     return Run(r, b);
   }
-  // The allowed GPU error given the bf16 CPU reference's own distance from the f32 CPU.
+  // The allowed GPU error given the bf16 CPU reference's own distance from the f32 CPU. Where
+  // that reference is itself past the cap, the tiny 26B-A4B's router has near-ties on the prompt:
+  // bf16 rounding alone moves tokens to other experts (the bf16 CPU lands 0.43 from the f32 CPU
+  // on "long"), and which side a near-tie falls on depends on each kernel's rounding (the
+  // per-pair MoE GEMVs land 0.44 away, the grouped GEMMs 0.02; both match the CPU op by op in
+  // cuda_ops_test). The bound is then the reference's own error times the usual factor, uncapped.
   static double Bound(double bf16_gap) {
+    if (bf16_gap > kF32Cap) return kGapFactor * bf16_gap;
     return std::min(kF32Cap, std::max(kAbsFloor, kGapFactor * bf16_gap));
   }
   static int Argmax(std::span<const float> row) {
@@ -196,8 +202,12 @@ int CompareGreedy(CudaRunnerTest* t, runner::ModelRunner& ref, runner::ModelRunn
 TEST_P(CudaRunnerTest, Greedy64TokensMatchCpu) {
   auto golden = testing::LoadGolden(std::get<0>(GetParam()), "long");
   ASSERT_TRUE(golden.ok()) << golden.status();
-  const int vs_f32 = CompareGreedy(this, *cpu_, *gpu_, golden->input_ids, true, "f32 CPU");
   const int vs_bf16 = CompareGreedy(this, *bf16_, *gpu_, golden->input_ids, false, "bf16 CPU");
+  // A divergence from the f32 CPU must be a near-tie, unless the GPU gives every token of the
+  // bf16 CPU (which rounds as the GPU does): then the divergence is bf16 rounding's own (the
+  // 26B-A4B router near-ties of Bound).
+  const int vs_f32 =
+      CompareGreedy(this, *cpu_, *gpu_, golden->input_ids, vs_bf16 < kGreedyTokens, "f32 CPU");
   std::printf("[ note ] %s: greedy tokens identical to the f32 CPU for %d of %d, to the bf16 CPU for %d\n",
               Name().c_str(), vs_f32, kGreedyTokens, vs_bf16);
   RecordProperty("identical_tokens_bf16_cpu", vs_bf16);
@@ -252,14 +262,9 @@ TEST_P(CudaRunnerTest, ChunkedPrefillAndMixedBatchMatchCpu) {
   const double chunk_gap = testing::MaxRelativeLogitError(logits[1].data(), logits[0].data(), n, vocab);
   std::printf("[ note ] %s: chunked prefill max rel logit error %.4f (bf16 CPU %.4f)\n", Name().c_str(),
               chunk_err, chunk_gap);
-  // The tiny 26B-A4B's router has near-ties on this prompt: bf16 rounding alone moves tokens to
-  // other experts (the bf16 CPU lands 0.43 from the f32 CPU, at rows 14 and 39). Which side a
-  // near-tie falls on then depends on each kernel's rounding: steps of 1-32 tokens run the
-  // per-pair GEMVs and land 0.44 from the f32 CPU (rows 13-16, and what attends to them), the
-  // grouped GEMMs 0.02, whatever the chunk size; both match the CPU op by op (cuda_ops_test).
-  // Where the bf16 reference is itself past the cap, the bound is its own error times the usual
-  // factor, uncapped.
-  EXPECT_LE(chunk_err, chunk_gap > kF32Cap ? kGapFactor * chunk_gap : Bound(chunk_gap));
+  // 26B-A4B: 1-32-token steps run the per-pair MoE GEMVs, which land on the other side of the
+  // long prompt's router near-ties (rows 13-16) from the f32 CPU, whatever the chunk size (Bound).
+  EXPECT_LE(chunk_err, Bound(chunk_gap));
 
   // Sequence 1 prefills its prompt while sequence 0 decodes its next token (decode and prefill
   // rows in one step).
