@@ -255,8 +255,8 @@ TEST_F(RegistryTest, ForcedKernelIsUsedOrRefusedWithAReason) {
   EXPECT_NE(s.error.find("unknown kernel"), std::string::npos) << s.error;
 }
 
-TEST_F(RegistryTest, MoeUsesPairGemvForFewTokensAndGroupedGemmForMany) {
-  if (EffectiveArch(90) < 80) GTEST_SKIP() << "binary carries no sm_80+ code";
+// 26B-A4B's experts (E 128, top-8, I 704, H 2816) for `tokens` tokens.
+ProblemKey Moe26bA4b(int tokens) {
   ProblemKey pk;
   pk.op = Op::kMoeExperts;
   pk.n = 704;
@@ -264,7 +264,13 @@ TEST_F(RegistryTest, MoeUsesPairGemvForFewTokensAndGroupedGemmForMany) {
   pk.num_experts = 128;
   pk.top_k = 8;
   pk.flags = kFlagAligned16;
-  pk.num_tokens = 1;
+  pk.num_tokens = tokens;
+  return pk;
+}
+
+TEST_F(RegistryTest, MoeUsesPairGemvForFewTokensAndGroupedGemmForMany) {
+  if (EffectiveArch(90) < 80) GTEST_SKIP() << "binary carries no sm_80+ code";
+  ProblemKey pk = Moe26bA4b(1);
   Selection s = Select(pk, Device(90));
   ASSERT_NE(s.entry, nullptr) << s.error;
   EXPECT_STREQ(s.entry->name, "sm70_moe_pair_gemv_bf16");
@@ -423,14 +429,7 @@ TEST_F(RegistryTest, VoltaBuildRunsEveryOpOnCudaCoreEntries) {
     }
   }
   EXPECT_GE(checked, 4 * 17);
-  ProblemKey moe;
-  moe.op = Op::kMoeExperts;
-  moe.n = 704;
-  moe.k = 2816;
-  moe.num_experts = 128;
-  moe.top_k = 8;
-  moe.flags = kFlagAligned16;
-  moe.num_tokens = 512;
+  ProblemKey moe = Moe26bA4b(512);
   EXPECT_STREQ(Select(moe, v100, volta_build).entry->name, "sm70_moe_pair_gemv_any_bf16");
   moe.num_tokens = 8;
   EXPECT_STREQ(Select(moe, v100, volta_build).entry->name, "sm70_moe_pair_gemv_bf16");
