@@ -108,7 +108,7 @@ void BM_MoeExpertsEntry(benchmark::State& state) {
 
 void MoeArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"tokens", "entry"});
-  for (int64_t t : {1, 2, 4, 6, 8, 12, 16, 24, 32, 64}) {
+  for (int64_t t : {1, 2, 4, 6, 8, 12, 16, 24, 32, 64, 128, 256, 512, 2048}) {
     for (int64_t nth = 0; nth < 3; ++nth) b->Args({t, nth});
   }
 }

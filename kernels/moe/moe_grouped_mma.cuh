@@ -11,8 +11,8 @@
 // is reproducible although the scatter order is not.
 //
 // Every kernel is a template on kMinArch, the oldest arch its TU builds it for, so the two TUs'
-// instantiations stay apart (the sm75 one is PTX-only in the developer build). 46 KB of shared
-// memory: within sm_75's 64 KB.
+// instantiations stay apart (the sm75 one is PTX-only in the developer build). Shared memory:
+// 55 KB (sm_80+), 46 KB (sm_75, within its 64 KB).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -30,8 +30,24 @@ using sm80::CpAsyncWait;
 using sm80::LdMatrixX4;
 using sm80::MmaBf16;
 
-constexpr int kBM = 64, kBN = 64, kBK = 32, kStages = 3, kThreads = 128;
-constexpr int kSStride = kBK + 8;  // 80-byte rows: ldmatrix row addresses hit distinct banks
+constexpr int kBM = 64, kBN = 64, kThreads = 128;
+
+// The K depth of a stage and the pipeline depth, per arch build. sm_80+: 64-deep stages, two
+// of them (55 KB for gate/up, four CTAs an SM), measured on an H200 against 32x3 (the old
+// tiles), 64x3, 64x4, 32x5, 32x2 and 128x2: 1.1-1.35x faster than 32x3 from 64 to 2048 tokens
+// (moe_bench, bench/RESULTS_TP.md). sm_75: 32 x 3, within its 64 KB.
+template <int kMinArch>
+struct TileK {
+  static constexpr int kBK = 64;
+  static constexpr int kStages = 2;
+  // Rows of kBK + 8 elements (an odd number of 16-byte units): ldmatrix row addresses hit
+  // distinct banks.
+  static constexpr int kSStride = kBK + 8;
+};
+template <>
+struct TileK<750> {
+  static constexpr int kBK = 32, kStages = 3, kSStride = kBK + 8;
+};
 constexpr int kSortThreads = 1024;
 constexpr int kMaxExperts = 1024;
 
@@ -107,8 +123,10 @@ struct GroupedGemmArgs {
   int top_k;
 };
 
-template <bool kDual>
+template <int kMinArch, bool kDual>
 __device__ __forceinline__ void MoeGroupedGemmCta(const GroupedGemmArgs& g) {
+  constexpr int kBK = TileK<kMinArch>::kBK, kStages = TileK<kMinArch>::kStages;
+  constexpr int kSStride = TileK<kMinArch>::kSStride;
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ int row_src[kBM];
   __shared__ int row_dst[kBM];
@@ -174,24 +192,28 @@ __device__ __forceinline__ void MoeGroupedGemmCta(const GroupedGemmArgs& g) {
     if (kt + kStages - 1 < k_tiles) load_stage((kt + kStages - 1) % kStages, kt + kStages - 1);
     CpAsyncCommit();
     const int st = kt % kStages;
-    uint32_t bf[4][4], uf[4][4];
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      const int off = (st * kBN + wn * 32 + nt * 8 + (lane & 7)) * kSStride + (lane >> 3) * 8;
-      LdMatrixX4(bf[nt][0], bf[nt][1], bf[nt][2], bf[nt][3], sB + off);
-      if (kDual) LdMatrixX4(uf[nt][0], uf[nt][1], uf[nt][2], uf[nt][3], sU + off);
-    }
+    for (int kh = 0; kh < kBK / 32; ++kh) {  // 32 K columns per B fragment load
+      uint32_t bf[4][4], uf[4][4];
 #pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {
+      for (int nt = 0; nt < 4; ++nt) {
+        const int off = (st * kBN + wn * 32 + nt * 8 + (lane & 7)) * kSStride + kh * 32 + (lane >> 3) * 8;
+        LdMatrixX4(bf[nt][0], bf[nt][1], bf[nt][2], bf[nt][3], sB + off);
+        if (kDual) LdMatrixX4(uf[nt][0], uf[nt][1], uf[nt][2], uf[nt][3], sU + off);
+      }
 #pragma unroll
-      for (int m = 0; m < 2; ++m) {
-        uint32_t a[4];
-        LdMatrixX4(a[0], a[1], a[2], a[3],
-                   sA + (st * kBM + wm * 32 + m * 16 + (lane & 15)) * kSStride + kk * 16 + (lane >> 4) * 8);
+      for (int kk = 0; kk < 2; ++kk) {
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-          MmaBf16(acc[m][nt], a, &bf[nt][2 * kk]);
-          if constexpr (kDual) MmaBf16(acc_u[m][nt], a, &uf[nt][2 * kk]);
+        for (int m = 0; m < 2; ++m) {
+          uint32_t a[4];
+          LdMatrixX4(a[0], a[1], a[2], a[3],
+                     sA + (st * kBM + wm * 32 + m * 16 + (lane & 15)) * kSStride + kh * 32 + kk * 16 +
+                         (lane >> 4) * 8);
+#pragma unroll
+          for (int nt = 0; nt < 4; ++nt) {
+            MmaBf16(acc[m][nt], a, &bf[nt][2 * kk]);
+            if constexpr (kDual) MmaBf16(acc_u[m][nt], a, &uf[nt][2 * kk]);
+          }
         }
       }
     }
@@ -222,7 +244,7 @@ __device__ __forceinline__ void MoeGroupedGemmCta(const GroupedGemmArgs& g) {
 template <int kMinArch, bool kDual>
 __global__ void __launch_bounds__(kThreads) MoeGroupedGemmKernel(const GroupedGemmArgs g) {
 #if GANNET_MMA_ENABLED
-  if constexpr (__CUDA_ARCH__ >= kMinArch) MoeGroupedGemmCta<kDual>(g);
+  if constexpr (__CUDA_ARCH__ >= kMinArch) MoeGroupedGemmCta<kMinArch, kDual>(g);
 #endif
 }
 
@@ -247,7 +269,11 @@ __global__ void MoeCombineKernel(const MoeExpertsParams p, const bf16* y) {
   }
 }
 
-inline int SmemBytes(bool dual) { return (kStages * (kBM + kBN * (dual ? 2 : 1)) * kSStride) * 2; }
+template <int kMinArch>
+int SmemBytes(bool dual) {
+  using T = TileK<kMinArch>;
+  return (T::kStages * (kBM + kBN * (dual ? 2 : 1)) * T::kSStride) * 2;
+}
 
 // LaunchMoeGrouped (moe.h) with the kernels built for kMinArch.
 template <int kMinArch>
@@ -280,10 +306,10 @@ cudaError_t LaunchMoeGroupedFor(const MoeExpertsParams& p, void* workspace, cuda
   gu.num_experts = p.num_experts;
   gu.top_k = p.top_k;
   cudaError_t err = cudaFuncSetAttribute(MoeGroupedGemmKernel<kMinArch, true>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes(true));
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes<kMinArch>(true));
   if (err != cudaSuccess) return err;
   MoeGroupedGemmKernel<kMinArch, true><<<dim3(row_tiles, (p.inter + kBN - 1) / kBN), kThreads,
-                               SmemBytes(true), stream>>>(gu);
+                               SmemBytes<kMinArch>(true), stream>>>(gu);
 
   GroupedGemmArgs dn = gu;
   dn.a = w.h;
@@ -297,8 +323,11 @@ cudaError_t LaunchMoeGroupedFor(const MoeExpertsParams& p, void* workspace, cuda
   dn.c = w.y;
   dn.ldc = p.hidden;
   dn.c_by_pair = true;
+  err = cudaFuncSetAttribute(MoeGroupedGemmKernel<kMinArch, false>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes<kMinArch>(false));
+  if (err != cudaSuccess) return err;
   MoeGroupedGemmKernel<kMinArch, false><<<dim3(row_tiles, (p.hidden + kBN - 1) / kBN), kThreads,
-                                SmemBytes(false), stream>>>(dn);
+                                SmemBytes<kMinArch>(false), stream>>>(dn);
   MoeCombineKernel<kMinArch><<<p.num_tokens, 128, 0, stream>>>(p, w.y);
   return cudaGetLastError();
 }
