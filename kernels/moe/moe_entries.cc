@@ -51,7 +51,7 @@ const KernelEntry kSm75MoeGroupedGemm = {"sm75_moe_grouped_bf16", Op::kMoeExpert
 const KernelEntry kSm70MoePairGemv = {"sm70_moe_pair_gemv_bf16", Op::kMoeExperts, 70, 1000,
                                       MoePredicate(kMoePairGemvMaxTokens), 0, MoeCanImplement,
                                       PairWorkspace, PairLaunch};
-// The same GEMVs for any number of tokens: Volta's only MoE kernel above 32 tokens (no grouped
+// The same GEMVs for any number of tokens: Volta's only MoE kernel above 24 tokens (no grouped
 // tensor-core kernel runs on sm_70). Every newer arch ranks its grouped kernel above it.
 const KernelEntry kSm70MoePairGemvAnyM = {"sm70_moe_pair_gemv_any_bf16", Op::kMoeExperts, 70, 1000,
                                           MoePredicate(0), 0, MoeCanImplement, PairWorkspace,

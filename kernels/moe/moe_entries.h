@@ -9,14 +9,15 @@ namespace gannet::kernels {
 
 extern const KernelEntry kSm80MoeGroupedGemm;  // prefill: sorted pairs, grouped mma GEMMs
 extern const KernelEntry kSm75MoeGroupedGemm;  // the same on sm_75 (fp16 MMAs)
-extern const KernelEntry kSm70MoePairGemv;     // decode: per-(token, expert) GEMVs, M <= 32
+extern const KernelEntry kSm70MoePairGemv;     // decode: per-(token, expert) GEMVs, M <= 24
 extern const KernelEntry kSm70MoePairGemvAnyM;  // the same at any M (sm_70's prefill)
 
-// The most tokens the per-pair GEMVs take. moe_bench (H200, 26B-A4B geometry, uniform routing):
-// they beat the grouped GEMMs at every count up to 32 (166 vs 371 us at 8 tokens, 299 vs 464 at
-// 16, 540 vs 615 at 32) and lose at 64 (1035 vs 670): below 64 tokens most experts get one or two
-// rows, which the grouped kernels' 64-row tiles spend whole tiles on. bench/RESULTS_TP.md.
-inline constexpr int kMoePairGemvMaxTokens = 32;
+// The most tokens the per-pair GEMVs take. moe_bench (H200, 26B-A4B geometry, uniform routing,
+// against the grouped GEMMs' 64x2 stages): the GEMVs are faster up to 24 tokens (186 vs 308 us at
+// 8, 313 vs 396 at 16, 432 vs 455 at 24) and slower from 32 (546 vs 474; 1042 vs 499 at 64): below
+// ~30 tokens most experts get one row, which the grouped kernels spend a whole 64-row tile on.
+// bench/RESULTS_TP.md.
+inline constexpr int kMoePairGemvMaxTokens = 24;
 
 ProblemKey MoeExpertsProblem(const MoeExpertsParams& p);
 MoeExpertsParams MoeParamsOfProblem(const ProblemKey& pk);  // sizes only, for workspace queries
