@@ -60,7 +60,7 @@ dev:
 
 sm70: deps
 	@tools/sm70/install_cuda12.sh
-	@cmake --preset sm70 > build/sm70.configure.log 2>&1 || (cat build/sm70.configure.log; exit 1)
+	@mkdir -p build && cmake --preset sm70 > build/sm70.configure.log 2>&1 || (cat build/sm70.configure.log; exit 1)
 	@cmake --build build/sm70 -j $(JOBS)
 	@tools/sm70/check_arch.sh build/sm70
 
