@@ -104,7 +104,9 @@ foreach(dep IN LISTS _gannet_external)
   elseif(dep STREQUAL "Threads::Threads")
     list(APPEND _pc_libs -pthread)
   elseif(dep MATCHES "^CUDA::(.+)$")
-    list(APPEND _pc_libs "-L${CUDAToolkit_LIBRARY_DIR}" "-l${CMAKE_MATCH_1}")
+    # With an rpath: the Volta build's CUDA 12 toolkit is not in the loader's folders.
+    list(APPEND _pc_libs "-L${CUDAToolkit_LIBRARY_DIR}" "-Wl,-rpath,${CUDAToolkit_LIBRARY_DIR}"
+         "-l${CMAKE_MATCH_1}")
   elseif(IS_ABSOLUTE "${dep}")
     get_filename_component(_dir "${dep}" DIRECTORY)
     get_filename_component(_name "${dep}" NAME_WE)
@@ -175,6 +177,12 @@ foreach(dep IN LISTS _gannet_external)
   endif()
 endforeach()
 list(REMOVE_DUPLICATES GANNET_STATIC_DEPENDENCIES)
+# The toolkit libgannet.a was built against, which a consumer's find_package(CUDAToolkit) should
+# find unless told otherwise (the Volta build's CUDA 12 is not the system's CUDA 13).
+set(GANNET_CUDA_TOOLKIT_ROOT "")
+if(GANNET_HAVE_CUDA AND CUDAToolkit_BIN_DIR)
+  get_filename_component(GANNET_CUDA_TOOLKIT_ROOT "${CUDAToolkit_BIN_DIR}" DIRECTORY)
+endif()
 set(_gannet_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/gannet)
 file(WRITE ${PROJECT_BINARY_DIR}/gannetConfig.cmake.in [=[
 # find_package(gannet [COMPONENTS static]): gannet::gannet links libgannet.so;
@@ -186,6 +194,10 @@ include("${CMAKE_CURRENT_LIST_DIR}/gannetTargets.cmake")
 set(gannet_shared_FOUND TRUE)
 
 set(gannet_static_FOUND TRUE)
+if(NOT DEFINED CUDAToolkit_ROOT AND NOT DEFINED ENV{CUDAToolkit_ROOT} AND
+   EXISTS "@GANNET_CUDA_TOOLKIT_ROOT@/bin")
+  set(CUDAToolkit_ROOT "@GANNET_CUDA_TOOLKIT_ROOT@")
+endif()
 foreach(_gannet_dep IN ITEMS @GANNET_STATIC_DEPENDENCIES@)
   find_package(${_gannet_dep} QUIET)
   if(NOT ${_gannet_dep}_FOUND)
@@ -207,6 +219,11 @@ install(FILES ${PROJECT_SOURCE_DIR}/include/gannet/gannet.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gannet)
 # The installed library keeps finding dependencies outside the system folders (the CUDA toolkit's).
 set_target_properties(gannet PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
+# CMake leaves out link folders inside the project, which is where the Volta build's CUDA 12
+# toolkit lives (.cuda12/, tools/sm70): name the toolkit's library folder explicitly.
+if(GANNET_HAVE_CUDA AND CUDAToolkit_LIBRARY_DIR)
+  set_property(TARGET gannet APPEND PROPERTY INSTALL_RPATH "${CUDAToolkit_LIBRARY_DIR}")
+endif()
 install(TARGETS gannet EXPORT gannetTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
