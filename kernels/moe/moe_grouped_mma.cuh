@@ -275,6 +275,19 @@ int SmemBytes(bool dual) {
   return (T::kStages * (kBM + kBN * (dual ? 2 : 1)) * T::kSStride) * 2;
 }
 
+// One grouped GEMM over the sorted rows: `row_tiles` x ceil(n / kBN) CTAs, its shared memory
+// opted in first (past 48 KB on sm_80+).
+template <int kMinArch, bool kDual>
+cudaError_t LaunchGroupedGemm(const GroupedGemmArgs& g, int row_tiles, cudaStream_t stream) {
+  const int smem = SmemBytes<kMinArch>(kDual);
+  const cudaError_t err = cudaFuncSetAttribute(MoeGroupedGemmKernel<kMinArch, kDual>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return err;
+  MoeGroupedGemmKernel<kMinArch, kDual><<<dim3(row_tiles, (g.n + kBN - 1) / kBN), kThreads, smem,
+                                          stream>>>(g);
+  return cudaSuccess;
+}
+
 // LaunchMoeGrouped (moe.h) with the kernels built for kMinArch.
 template <int kMinArch>
 cudaError_t LaunchMoeGroupedFor(const MoeExpertsParams& p, void* workspace, cudaStream_t stream) {
@@ -305,11 +318,8 @@ cudaError_t LaunchMoeGroupedFor(const MoeExpertsParams& p, void* workspace, cuda
   gu.sorted = w.sorted;
   gu.num_experts = p.num_experts;
   gu.top_k = p.top_k;
-  cudaError_t err = cudaFuncSetAttribute(MoeGroupedGemmKernel<kMinArch, true>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes<kMinArch>(true));
+  cudaError_t err = LaunchGroupedGemm<kMinArch, true>(gu, row_tiles, stream);
   if (err != cudaSuccess) return err;
-  MoeGroupedGemmKernel<kMinArch, true><<<dim3(row_tiles, (p.inter + kBN - 1) / kBN), kThreads,
-                               SmemBytes<kMinArch>(true), stream>>>(gu);
 
   GroupedGemmArgs dn = gu;
   dn.a = w.h;
@@ -323,11 +333,8 @@ cudaError_t LaunchMoeGroupedFor(const MoeExpertsParams& p, void* workspace, cuda
   dn.c = w.y;
   dn.ldc = p.hidden;
   dn.c_by_pair = true;
-  err = cudaFuncSetAttribute(MoeGroupedGemmKernel<kMinArch, false>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes<kMinArch>(false));
+  err = LaunchGroupedGemm<kMinArch, false>(dn, row_tiles, stream);
   if (err != cudaSuccess) return err;
-  MoeGroupedGemmKernel<kMinArch, false><<<dim3(row_tiles, (p.hidden + kBN - 1) / kBN), kThreads,
-                                SmemBytes<kMinArch>(false), stream>>>(dn);
   MoeCombineKernel<kMinArch><<<p.num_tokens, 128, 0, stream>>>(p, w.y);
   return cudaGetLastError();
 }
