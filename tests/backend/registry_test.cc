@@ -308,11 +308,11 @@ TEST_F(RegistryTest, SplitCountFillsTheGpuOnlyWhenNeeded) {
 struct VariantProblem {
   ProblemKey pk;
   bool tensor_core;  // an arch with tensor cores must run it on them
-  std::string what;
+  std::string what;  // "<variant> <problem>"
 };
 
-std::vector<VariantProblem> VariantProblems(const model::TextConfig& c) {
-  std::vector<VariantProblem> out;
+void AddVariantProblems(const std::string& variant, const model::TextConfig& c,
+                        std::vector<VariantProblem>& out) {
   for (const bool sliding : {true, false}) {
     const int hd = sliding ? c.head_dim : c.global_head_dim;
     const int nkv = sliding ? c.num_key_value_heads : c.FullNumKvHeads();
@@ -340,8 +340,8 @@ std::vector<VariantProblem> VariantProblems(const model::TextConfig& c) {
         // A verify chunk wider than a decode CTA's 16 rows runs on the prefill entries.
         if (sh.op == Op::kAttentionDecode && sh.qlen * pk.group() > 16) pk.op = Op::kAttentionPrefill;
         out.push_back({pk, true,
-                       std::string(sh.what) + (sliding ? " sliding" : " full") + " " + ElemTypeName(kv) +
-                           (k_from_v ? " k_from_v" : "")});
+                       variant + " " + sh.what + (sliding ? " sliding" : " full") + " " +
+                           ElemTypeName(kv) + (k_from_v ? " k_from_v" : "")});
       }
     }
   }
@@ -351,7 +351,7 @@ std::vector<VariantProblem> VariantProblems(const model::TextConfig& c) {
   gemv.k = static_cast<int>(c.hidden_size);
   gemv.num_tokens = 1;
   gemv.flags = kFlagAligned16;
-  out.push_back({gemv, false, "gemv"});
+  out.push_back({gemv, false, variant + " gemv"});
   if (c.enable_moe_block) {
     for (const int tokens : {1, 512}) {
       ProblemKey moe;
@@ -362,8 +362,18 @@ std::vector<VariantProblem> VariantProblems(const model::TextConfig& c) {
       moe.top_k = c.top_k_experts;
       moe.num_tokens = tokens;
       moe.flags = kFlagAligned16;
-      out.push_back({moe, true, "moe x" + std::to_string(tokens)});
+      out.push_back({moe, true, variant + " moe x" + std::to_string(tokens)});
     }
+  }
+}
+
+// The problems of all four variants (their dummy configs: the released geometries).
+std::vector<VariantProblem> AllVariantProblems() {
+  std::vector<VariantProblem> out;
+  for (const char* variant : {"31b", "26b-a4b", "e4b", "e2b"}) {
+    auto config = model::DummyModelConfig(std::string("dummy:") + variant);
+    EXPECT_TRUE(config.ok()) << config.status();
+    if (config.ok()) AddVariantProblems(variant, config->text, out);
   }
   return out;
 }
@@ -383,6 +393,7 @@ TEST_F(RegistryTest, EveryVariantHasATensorCoreKernelForEveryOpOnEveryReleaseArc
                          {100, 232448, 148}};
   const std::vector<int> archs = ReleaseArchs();
   ASSERT_FALSE(archs.empty());
+  const std::vector<VariantProblem> problems = AllVariantProblems();
   int checked = 0;
   for (const Dev& d : devices) {
     if (EffectiveArch(d.sm, archs) != d.sm) {
@@ -390,19 +401,15 @@ TEST_F(RegistryTest, EveryVariantHasATensorCoreKernelForEveryOpOnEveryReleaseArc
       continue;
     }
     const DeviceInfo dev = Device(d.sm, d.smem, d.sms);
-    for (const char* variant : {"31b", "26b-a4b", "e4b", "e2b"}) {
-      auto config = model::DummyModelConfig(std::string("dummy:") + variant);
-      ASSERT_TRUE(config.ok()) << config.status();
-      for (const VariantProblem& p : VariantProblems(config->text)) {
-        const Selection s = Select(p.pk, dev, archs);
-        ++checked;
-        ASSERT_NE(s.entry, nullptr) << "sm_" << d.sm << " " << variant << " " << p.what << ": " << s.error;
-        if (p.tensor_core) {
-          EXPECT_EQ(std::string(s.entry->name).find("generic"), std::string::npos)
-              << "sm_" << d.sm << " " << variant << " " << p.what << " fell back to " << s.entry->name;
-          EXPECT_EQ(std::string(s.entry->name).rfind("sm70_moe_pair_gemv_any", 0), std::string::npos)
-              << "sm_" << d.sm << " " << variant << " " << p.what << " fell back to " << s.entry->name;
-        }
+    for (const VariantProblem& p : problems) {
+      const Selection s = Select(p.pk, dev, archs);
+      ++checked;
+      ASSERT_NE(s.entry, nullptr) << "sm_" << d.sm << " " << p.what << ": " << s.error;
+      if (p.tensor_core) {
+        EXPECT_EQ(std::string(s.entry->name).find("generic"), std::string::npos)
+            << "sm_" << d.sm << " " << p.what << " fell back to " << s.entry->name;
+        EXPECT_EQ(std::string(s.entry->name).rfind("sm70_moe_pair_gemv_any", 0), std::string::npos)
+            << "sm_" << d.sm << " " << p.what << " fell back to " << s.entry->name;
       }
     }
   }
@@ -417,16 +424,11 @@ TEST_F(RegistryTest, VoltaBuildRunsEveryOpOnCudaCoreEntries) {
   const std::vector<int> volta_build = {70};
   const DeviceInfo v100 = Device(70, 98304, 80);
   int checked = 0;
-  for (const char* variant : {"31b", "26b-a4b", "e4b", "e2b"}) {
-    auto config = model::DummyModelConfig(std::string("dummy:") + variant);
-    ASSERT_TRUE(config.ok()) << config.status();
-    for (const VariantProblem& p : VariantProblems(config->text)) {
-      const Selection s = Select(p.pk, v100, volta_build);
-      ++checked;
-      ASSERT_NE(s.entry, nullptr) << variant << " " << p.what << ": " << s.error;
-      EXPECT_EQ(std::string(s.entry->name).rfind("sm70_", 0), 0u) << variant << " " << p.what << ": "
-                                                                  << s.entry->name;
-    }
+  for (const VariantProblem& p : AllVariantProblems()) {
+    const Selection s = Select(p.pk, v100, volta_build);
+    ++checked;
+    ASSERT_NE(s.entry, nullptr) << p.what << ": " << s.error;
+    EXPECT_EQ(std::string(s.entry->name).rfind("sm70_", 0), 0u) << p.what << ": " << s.entry->name;
   }
   EXPECT_GE(checked, 4 * 17);
   ProblemKey moe = Moe26bA4b(512);

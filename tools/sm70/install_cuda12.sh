@@ -38,8 +38,9 @@ tk="$dest/toolkit"
 deb_bin="$dest/root/usr/lib/nvidia-cuda-toolkit/bin"
 rm -rf "$tk"
 mkdir -p "$tk/bin" "$tk/nvvm/bin"
-for t in "$dest"/root/usr/bin/*; do ln -s "$t" "$tk/bin/$(basename "$t")"; done
-rm -f "$tk/bin/nvcc"
+for t in "$dest"/root/usr/bin/*; do
+  [ "$(basename "$t")" = nvcc ] || ln -s "$t" "$tk/bin/$(basename "$t")"
+done
 cp "$deb_bin/nvcc" "$tk/bin/nvcc"
 ln -s "$deb_bin/crt" "$tk/bin/crt"
 ln -s "$deb_bin/cicc" "$tk/nvvm/bin/cicc"
