@@ -106,8 +106,9 @@ cudaError_t GenericLaunch(const void* args, const ProblemKey&, const DeviceInfo&
 }
 
 // sm_80 through the newest arch: mma.sync / ldmatrix / cp.async exist on all of them. The sm75
-// entries run from sm_75 up (newer devices prefer the sm80 entries: selection ranks the newer
+// entries run from sm_75 up, the sm70 (m8n8k4) ones from sm_70 up (newer devices prefer the sm80 entries: selection ranks the newer
 // min arch first among equally specific entries, and forcing one runs its PTX under JIT).
+constexpr int kSm70 = 70;
 constexpr int kSm75 = 75;
 constexpr int kSm80 = 80;
 constexpr int kAnyNewer = 1000;
@@ -139,6 +140,7 @@ ProblemPredicate Fp8Predicate() {
                            FlashLaunch<FlashConfig##name, LaunchFlash##name>};
 #define GANNET_FLASH_ENTRY(...) GANNET_FLASH_ENTRY_FROM(kSm80, __VA_ARGS__)
 #define GANNET_FLASH_ENTRY_SM75(...) GANNET_FLASH_ENTRY_FROM(kSm75, __VA_ARGS__)
+#define GANNET_FLASH_ENTRY_SM70(...) GANNET_FLASH_ENTRY_FROM(kSm70, __VA_ARGS__)
 
 }  // namespace
 
@@ -166,6 +168,16 @@ GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd256, "sm75_hd256_bf16_prefill", Op::kAtten
 GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd512, "sm75_hd512_bf16_prefill", Op::kAttentionPrefill, PrefillHd512Sm75, 512, 0, 1)
 GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd256Fp8, "sm75_hd256_fp8_prefill", Op::kAttentionPrefill, PrefillHd256Fp8Sm75, 256, 0, 1, ElemType::kF8E4M3)
 GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd512Fp8, "sm75_hd512_fp8_prefill", Op::kAttentionPrefill, PrefillHd512Fp8Sm75, 512, 0, 1, ElemType::kF8E4M3)
+// Volta: priority 1, like the sm75 entries (a Turing part prefers those, the newer min arch), and
+// above the CUDA-core kernel, which keeps unaligned operands and head dims without a tile.
+GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd256Split, "sm70_hd256_bf16_split", Op::kAttentionDecode, DecodeHd256Sm70, 256, 16, 1)
+GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd512Split, "sm70_hd512_bf16_split", Op::kAttentionDecode, FlashHd512Sm70, 512, 16, 1)
+GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd256Fp8, "sm70_hd256_fp8_split", Op::kAttentionDecode, DecodeHd256Fp8Sm70, 256, 16, 1, ElemType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd512Fp8, "sm70_hd512_fp8_split", Op::kAttentionDecode, FlashHd512Fp8Sm70, 512, 16, 1, ElemType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd256, "sm70_hd256_bf16_prefill", Op::kAttentionPrefill, PrefillHd256Sm70, 256, 0, 1)
+GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd512, "sm70_hd512_bf16_prefill", Op::kAttentionPrefill, FlashHd512Sm70, 512, 0, 1)
+GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd256Fp8, "sm70_hd256_fp8_prefill", Op::kAttentionPrefill, PrefillHd256Fp8Sm70, 256, 0, 1, ElemType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd512Fp8, "sm70_hd512_fp8_prefill", Op::kAttentionPrefill, FlashHd512Fp8Sm70, 512, 0, 1, ElemType::kF8E4M3)
 
 #if GANNET_HAVE_SM90A
 // wgmma is sm_90a's alone (sm_100 has none): the effective arch must be sm_90 exactly. The hd256
@@ -237,6 +249,14 @@ FlashConfig (*FlashConfigOf(const KernelEntry& entry))() {
       {&kSm75PrefillHd512, FlashConfigPrefillHd512Sm75},
       {&kSm75PrefillHd256Fp8, FlashConfigPrefillHd256Fp8Sm75},
       {&kSm75PrefillHd512Fp8, FlashConfigPrefillHd512Fp8Sm75},
+      {&kSm70DecodeHd256Split, FlashConfigDecodeHd256Sm70},
+      {&kSm70DecodeHd512Split, FlashConfigFlashHd512Sm70},
+      {&kSm70DecodeHd256Fp8, FlashConfigDecodeHd256Fp8Sm70},
+      {&kSm70DecodeHd512Fp8, FlashConfigFlashHd512Fp8Sm70},
+      {&kSm70PrefillHd256, FlashConfigPrefillHd256Sm70},
+      {&kSm70PrefillHd512, FlashConfigFlashHd512Sm70},
+      {&kSm70PrefillHd256Fp8, FlashConfigPrefillHd256Fp8Sm70},
+      {&kSm70PrefillHd512Fp8, FlashConfigFlashHd512Fp8Sm70},
 #if GANNET_HAVE_SM90A
       {&kSm90PrefillHd256, FlashConfigPrefillHd256Sm90},
       {&kSm90PrefillHd512, FlashConfigPrefillHd512Sm90},

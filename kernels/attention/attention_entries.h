@@ -39,13 +39,23 @@ extern const KernelEntry kSm75PrefillHd512;
 extern const KernelEntry kSm75PrefillHd256Fp8;
 extern const KernelEntry kSm75PrefillHd512Fp8;
 
+// sm_70 (Volta) tensor-core entries: m8n8k4 fp16 MMAs in 96 KB (attention/sm70/).
+extern const KernelEntry kSm70DecodeHd256Split;
+extern const KernelEntry kSm70DecodeHd512Split;
+extern const KernelEntry kSm70DecodeHd256Fp8;
+extern const KernelEntry kSm70DecodeHd512Fp8;
+extern const KernelEntry kSm70PrefillHd256;
+extern const KernelEntry kSm70PrefillHd512;
+extern const KernelEntry kSm70PrefillHd256Fp8;
+extern const KernelEntry kSm70PrefillHd512Fp8;
+
 #if GANNET_HAVE_SM90A
 // Hopper (sm_90a) wgmma entries.
 extern const KernelEntry kSm90PrefillHd256;
 extern const KernelEntry kSm90PrefillHd512;
 #endif
 
-// Whether `entry` is a flash (tensor-core, split-KV) entry, sm80 or sm75.
+// Whether `entry` is a flash (tensor-core, split-KV) entry: sm80, sm75, sm70 or sm90.
 bool IsFlashEntry(const KernelEntry& entry);
 
 // Split-KV count the flash entry `entry` uses for `problem` (1 = no split); 0 if `entry` is not a

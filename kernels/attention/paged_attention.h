@@ -56,7 +56,7 @@ struct PagedAttentionParams {
 };
 inline constexpr int kMaxKFromVRopePairs = 64;
 
-// Whether the flash kernels (sm80 and sm75 entries) derive K for this rotation: head_dim 512 (the K=V layers' width,
+// Whether the flash kernels (sm80, sm75 and sm70 entries) derive K for this rotation: head_dim 512 (the K=V layers' width,
 // the only one with a K-from-V instantiation), the rotated dims [0, R) and
 // [h, h + R) (R = rope_pairs, h = head_dim / 2) are whole 32-dim blocks, each thread of a CTA
 // keeps one pair's frequency and weights (threads % R == 0), and under FP8 the derived dims fit
@@ -99,7 +99,10 @@ inline size_t FlashWorkspaceBytes(const FlashConfig& c, int grid_tiles, int num_
 // *Sm75 ones are the same kernels built for Turing (m16n8k8 fp16 MMAs, synchronous copies, at
 // most 64 KB of shared memory); their .cu files compile for sm_75 alone (with PTX, so newer GPUs
 // run them under JIT when a test forces them). The *Sm90 ones are the Hopper wgmma kernels
-// (attention/prefill/sm90/, built for sm_90a only when the arch list has sm_90).
+// (attention/prefill/sm90/, built for sm_90a only when the arch list has sm_90). The *Sm70 ones
+// are Volta's m8n8k4 kernels (attention/sm70/: sm_70 code in the Volta build, compute_75 PTX in
+// the release build so that newer GPUs run them under JIT when forced); FlashHd512* serves both
+// decode and prefill.
 #define GANNET_FLASH_CONFIGS(X) \
   X(DecodeHd256)                \
   X(DecodeHd256Small)           \
@@ -126,7 +129,13 @@ inline size_t FlashWorkspaceBytes(const FlashConfig& c, int grid_tiles, int num_
   X(PrefillHd256Fp8Sm75)        \
   X(PrefillHd512Fp8Sm75)        \
   X(PrefillHd256Sm90)           \
-  X(PrefillHd512Sm90)
+  X(PrefillHd512Sm90)           \
+  X(DecodeHd256Sm70)            \
+  X(PrefillHd256Sm70)           \
+  X(FlashHd512Sm70)             \
+  X(DecodeHd256Fp8Sm70)         \
+  X(PrefillHd256Fp8Sm70)        \
+  X(FlashHd512Fp8Sm70)
 
 // Per configuration: its FlashConfig and its launcher. `num_splits` >= 1; workspace as above.
 #define GANNET_DECLARE_FLASH(name)                                                         \

@@ -5,7 +5,8 @@
 //     and bf16 operands are converted to fp16 first (bf16 -> fp16 is exact for the normalised
 //     values attention and the MLPs feed in: |x| in [6e-5, 65504], 8 significant bits);
 //   - sm_75 has no cp.async: the copy is a plain 16-byte load and store, complete when it returns,
-//     so commit/wait are no-ops and the kernels' existing barriers publish it.
+//     so commit/wait are no-ops and the kernels' existing barriers publish it (sm_70 likewise:
+//     the Volta flash kernels share the loaders).
 // A kernel instantiation states the oldest arch it is built for (its traits' kMinArch: 800 for
 // the sm80 entries, 750 for the sm75 ones); below that its body is empty and the registry never
 // selects it. Below sm_75 these wrappers compile to nothing.
@@ -29,6 +30,12 @@
 #else
 #define GANNET_MMA_ENABLED 0
 #endif
+// The synchronous copy fallback below serves sm_70 too (the Volta flash kernels, mma_sm70.cuh).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+#define GANNET_SYNC_COPY_ENABLED 1
+#else
+#define GANNET_SYNC_COPY_ENABLED 0
+#endif
 
 namespace gannet::kernels::sm80 {
 
@@ -42,7 +49,7 @@ __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, int src_
 #if GANNET_SM80_ENABLED
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)),
                "l"(gmem), "r"(src_bytes));
-#elif GANNET_MMA_ENABLED
+#elif GANNET_SYNC_COPY_ENABLED
   uint4 v = make_uint4(0u, 0u, 0u, 0u);
   if (src_bytes != 0) v = *static_cast<const uint4*>(gmem);
   *static_cast<uint4*>(smem) = v;
@@ -54,7 +61,7 @@ __device__ __forceinline__ void CpAsync4(void* smem, const void* gmem, int src_b
 #if GANNET_SM80_ENABLED
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(SmemAddr(smem)), "l"(gmem),
                "r"(src_bytes));
-#elif GANNET_MMA_ENABLED
+#elif GANNET_SYNC_COPY_ENABLED
   *static_cast<uint32_t*>(smem) = src_bytes != 0 ? *static_cast<const uint32_t*>(gmem) : 0u;
 #endif
 }

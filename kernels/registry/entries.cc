@@ -19,6 +19,8 @@ std::span<const KernelEntry* const> AllEntries() {
       &kSm80DecodeHd256SplitSmall,
       &kSm75DecodeHd512Split,
       &kSm75DecodeHd256Split,
+      &kSm70DecodeHd512Split,
+      &kSm70DecodeHd256Split,
       &kSm70GenericDecode,
       &kSm80DecodeHd512Fp8,
       &kSm80DecodeHd512Fp8Small,
@@ -26,6 +28,8 @@ std::span<const KernelEntry* const> AllEntries() {
       &kSm80DecodeHd256Fp8Small,
       &kSm75DecodeHd512Fp8,
       &kSm75DecodeHd256Fp8,
+      &kSm70DecodeHd512Fp8,
+      &kSm70DecodeHd256Fp8,
       &kSm70GenericFp8Decode,
       // attention.prefill
 #if GANNET_HAVE_SM90A
@@ -38,6 +42,8 @@ std::span<const KernelEntry* const> AllEntries() {
       &kSm80PrefillHd256Small,
       &kSm75PrefillHd512,
       &kSm75PrefillHd256,
+      &kSm70PrefillHd512,
+      &kSm70PrefillHd256,
       &kSm70GenericPrefill,
       &kSm80PrefillHd512Fp8,
       &kSm80PrefillHd512Fp8Small,
@@ -45,6 +51,8 @@ std::span<const KernelEntry* const> AllEntries() {
       &kSm80PrefillHd256Fp8Small,
       &kSm75PrefillHd512Fp8,
       &kSm75PrefillHd256Fp8,
+      &kSm70PrefillHd512Fp8,
+      &kSm70PrefillHd256Fp8,
       &kSm70GenericFp8Prefill,
       // linear.gemv
       &kSm70GemvBf16,

@@ -417,25 +417,53 @@ TEST_F(RegistryTest, EveryVariantHasATensorCoreKernelForEveryOpOnEveryReleaseArc
 }
 
 // The Volta build (tools/sm70: CUDA 12.4, archs 70) on a V100 (96 KB of shared memory, 80 SMs):
-// every problem gets an entry, for now the CUDA-core ones (sm70_*: generic attention, the GEMVs,
-// the per-pair MoE GEMVs at any token count; issue 16 wants m8n8k4 tensor-core attention and an
-// fp16 compute path, not built). The release build (no sm_70 code) refuses a V100 instead.
-TEST_F(RegistryTest, VoltaBuildRunsEveryOpOnCudaCoreEntries) {
+// every problem gets an sm70_* entry, attention a tensor-core (m8n8k4) one -- never the CUDA-core
+// kernel -- and the MoE experts the per-pair GEMVs at any token count (the grouped MoE GEMM needs
+// sm_75's m16n8k8). The release build (no sm_70 code) refuses a V100 instead.
+TEST_F(RegistryTest, VoltaBuildRunsEveryOpOnItsOwnEntries) {
   const std::vector<int> volta_build = {70};
   const DeviceInfo v100 = Device(70, 98304, 80);
-  int checked = 0;
+  int checked = 0, attention = 0;
   for (const VariantProblem& p : AllVariantProblems()) {
     const Selection s = Select(p.pk, v100, volta_build);
     ++checked;
     ASSERT_NE(s.entry, nullptr) << p.what << ": " << s.error;
-    EXPECT_EQ(std::string(s.entry->name).rfind("sm70_", 0), 0u) << p.what << ": " << s.entry->name;
+    const std::string name = s.entry->name;
+    EXPECT_EQ(name.rfind("sm70_", 0), 0u) << p.what << ": " << name;
+    if (p.pk.op == Op::kAttentionDecode || p.pk.op == Op::kAttentionPrefill) {
+      ++attention;
+      EXPECT_TRUE(IsFlashEntry(*s.entry)) << p.what << " fell back to " << name;
+      const bool fp8 = p.pk.kv_type == ElemType::kF8E4M3;
+      EXPECT_EQ(name.find("_fp8_") != std::string::npos, fp8) << p.what << ": " << name;
+    }
   }
   EXPECT_GE(checked, 4 * 17);
+  EXPECT_GT(attention, 0);
+  // Every Volta configuration fits the V100's 96 KB.
+  for (const KernelEntry* e : AllEntries()) {
+    if (std::string(e->name).rfind("sm70_hd", 0) != 0) continue;
+    ProblemKey pk = Attention(e->op, e->predicate.head_dim, 32, 4);
+    pk.kv_type = e->predicate.kv_type;
+    EXPECT_TRUE(CheckEntry(*e, pk, v100, volta_build).ok) << e->name << ": " << CheckEntry(*e, pk, v100, volta_build).reason;
+  }
   ProblemKey moe = Moe26bA4b(512);
   EXPECT_STREQ(Select(moe, v100, volta_build).entry->name, "sm70_moe_pair_gemv_any_bf16");
   moe.num_tokens = 8;
   EXPECT_STREQ(Select(moe, v100, volta_build).entry->name, "sm70_moe_pair_gemv_bf16");
   EXPECT_EQ(Select(moe, v100, ReleaseArchs()).entry, nullptr);
+}
+
+// A newer GPU never prefers the Volta entries: a T4 takes its sm75 ones, an H100 the sm80 ones.
+TEST_F(RegistryTest, VoltaEntriesRankBelowNewerOnes) {
+  const std::vector<int> archs = {70, 75, 90};
+  for (const ProblemKey& pk : {Attention(Op::kAttentionDecode, 256, 32, 16), Attention(Op::kAttentionPrefill, 512, 32, 4, 300)}) {
+    const Selection t4 = Select(pk, Device(75, 65536, 40), archs);
+    ASSERT_NE(t4.entry, nullptr) << t4.error;
+    EXPECT_EQ(std::string(t4.entry->name).rfind("sm75_", 0), 0u) << t4.entry->name;
+    const Selection v100 = Select(pk, Device(70, 98304, 80), archs);
+    ASSERT_NE(v100.entry, nullptr) << v100.error;
+    EXPECT_EQ(std::string(v100.entry->name).rfind("sm70_hd", 0), 0u) << v100.entry->name;
+  }
 }
 
 TEST_F(RegistryTest, TuringGetsItsTensorCoreEntries) {

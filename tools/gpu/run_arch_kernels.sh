@@ -10,12 +10,13 @@
 #   test      kernel_registry_test, cuda_attention_test (every entry forced, sm75 ones included),
 #             cuda_ops_test (every MoE entry), cuda_runner_test
 #   e2e       cuda_runner_test and capi_gpu_test with every op forced onto the sm75 entries
-#   volta     the same forced onto the entries a V100 selects (sm70_*: CUDA-core attention, GEMVs,
-#             per-pair MoE GEMVs at any token count), compiled for the H100/H200 here
-#   memcheck  compute-sanitizer on the sm75 and the sm90 (wgmma) attention entries
-#             (GANNET_TEST_ENTRY_PREFIX=sm75_ / sm90_)
-#   accuracy  cuda_attention_test on the sm75 entries alone, then the sm90 ones, each case's
-#             rel-L2 against the CPU reference per entry (sm75_errors.txt, sm90_errors.txt)
+#   volta     the same forced onto the entries a V100 selects (sm70_*: m8n8k4 tensor-core attention
+#             under JIT, the CUDA-core kernel where operands are unaligned, GEMVs, per-pair MoE
+#             GEMVs at any token count)
+#   memcheck  compute-sanitizer on the sm75, sm70 (m8n8k4) and sm90 (wgmma) attention entries
+#             (GANNET_TEST_ENTRY_PREFIX=sm75_ / sm70_hd / sm90_)
+#   accuracy  cuda_attention_test on the sm75 entries alone, then the sm70 and the sm90 ones, each
+#             case's rel-L2 against the CPU reference per entry (<arch>_errors.txt)
 #   prefill   attention_bench: every prefill entry's fraction of the GEMM rate at 8k/32k/128k
 #             (batch 1, 31B's full and sliding layers), and 31B prefill tok/s at 32k context
 # Environment: as tools/gpu/stages.sh says.
@@ -26,7 +27,9 @@ tools=(attention_bench gannet-serving-bench)
 sm75_entries=sm75_hd256_bf16_split,sm75_hd512_bf16_split,sm75_hd256_fp8_split,sm75_hd512_fp8_split
 sm75_entries+=,sm75_hd256_bf16_prefill,sm75_hd512_bf16_prefill,sm75_hd256_fp8_prefill,sm75_hd512_fp8_prefill
 sm75_entries+=,sm75_moe_grouped_bf16
-sm70_entries=sm70_generic_bf16_decode,sm70_generic_bf16_prefill,sm70_generic_fp8_decode
+sm70_entries=sm70_hd256_bf16_split,sm70_hd512_bf16_split,sm70_hd256_fp8_split,sm70_hd512_fp8_split
+sm70_entries+=,sm70_hd256_bf16_prefill,sm70_hd512_bf16_prefill,sm70_hd256_fp8_prefill,sm70_hd512_fp8_prefill
+sm70_entries+=,sm70_generic_bf16_decode,sm70_generic_bf16_prefill,sm70_generic_fp8_decode
 sm70_entries+=,sm70_generic_fp8_prefill,sm70_gemv_bf16_m8,sm70_gemv_f32in_m8,sm70_moe_pair_gemv_any_bf16
 
 stage_build() { gpu_build "${tests[@]}" "${tools[@]}"; }
@@ -47,17 +50,17 @@ forced_e2e() {
 stage_e2e() { forced_e2e "$sm75_entries" sm75; }
 stage_volta() { forced_e2e "$sm70_entries" sm70; }
 stage_memcheck() {
-  local rc=0 arch
-  for arch in sm75 sm90; do
-    GANNET_TEST_ENTRY_PREFIX=${arch}_ gpu_memcheck 500 6 \
+  local rc=0 prefix
+  for prefix in sm75_ sm70_hd sm90_; do
+    GANNET_TEST_ENTRY_PREFIX=$prefix gpu_memcheck 500 6 \
       '*decode_31b_full_hd512_bf16*:*prefill_31b_sliding_hd256*:*mixed_8q2kv_hd512*:*kfromv_verify_31b_q4*' || rc=$?
-    cp "$out/memcheck.log" "$out/memcheck_$arch.log"
+    cp "$out/memcheck.log" "$out/memcheck_${prefix%_}.log"
   done
   return $rc
 }
 stage_accuracy() {
   local rc=0 arch
-  for arch in sm75 sm90; do
+  for arch in sm75 sm70 sm90; do
     GANNET_TEST_ENTRY_PREFIX=${arch}_ timeout 500 "$build/tests/backend/cuda_attention_test" \
       --gtest_output=xml:"$out/${arch}_attention.xml" > "$out/accuracy_$arch.log" 2>&1 || rc=$?
     grep -oE "[a-z0-9_]+/${arch}_[a-z0-9_/]+\" value=\"[^\"]+" "$out/${arch}_attention.xml" |
