@@ -1,19 +1,24 @@
-// gannet-kv-accuracy: what the FP8 KV cache costs in accuracy, against the model's own precision
-// (bf16 on CUDA, f32 on the CPU), on one sequence of a real or dummy model.
+// gannet-kv-accuracy: what a cheaper precision costs in accuracy, against the model's own
+// precision (bf16 on CUDA, f32 on the CPU), on one sequence of a real or dummy model. --compare
+// picks the candidate: fp8-kv (the default) is the FP8 KV cache; f16-compute is CUDA's fp16 compute
+// path (compute_dtype f16: fp16 weights and activations, f32 residual, norm inputs and logits,
+// as a V100 runs) against its bf16 path.
 //
 // The reference runner prefills a seeded random prompt and decodes --tokens tokens greedily,
-// keeping every step's logits; then the FP8 runner is fed exactly the same tokens (teacher
+// keeping every step's logits; then the candidate runner is fed exactly the same tokens (teacher
 // forcing) and each of its logits rows is compared with the reference's:
 //   logit error   max_v |a - b| / max_v |a| per position (the parity tests' measure): max, mean;
 //   top-1         the fraction of positions where both runners' arg-max agree;
 //   divergence    the first position where they differ: a greedy FP8 run is token for token the
 //                 reference's until there (teacher forcing and free running agree up to it).
+//                 "identical for N" with N = --tokens means they never differed.
 // The runners run one after the other, so a full-size model needs its weights only once on the
 // device. With --min-top1 / --max-logit-error / --max-mean-logit-error the exit status says
 // whether the budget held (CI runs it on the tiny models with the budgets of bench/RESULTS_FP8_KV.md).
 //
 //   gannet-kv-accuracy --model dummy:31b --prompt-len 100 --tokens 1000
 //   gannet-kv-accuracy --model tests/data/tiny/trained --backend cpu --tokens 200 --min-top1 0.95
+//   gannet-kv-accuracy --model tests/data/tiny/e4b --compare f16-compute --tokens 500
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -46,6 +51,7 @@ struct Options {
   double max_logit_error = -1;  // < 0: not checked
   double max_mean_logit_error = -1;
   int layers = 0;  // > 0: dummy models keep only their first N layers (depth sweeps)
+  bool f16_compute = false;  // --compare f16-compute (else fp8-kv)
 };
 
 bool ParseArgs(int argc, char** argv, Options* o) {
@@ -56,6 +62,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->model = v, ++i;
     } else if (a == "--backend" && v) {
       o->backend = v, ++i;
+    } else if (a == "--compare" && v && (std::string(v) == "fp8-kv" || std::string(v) == "f16-compute")) {
+      o->f16_compute = std::string(v) == "f16-compute", ++i;
     } else if (a == "--prompt-len" && v) {
       o->prompt_len = std::atoi(v), ++i;
     } else if (a == "--tokens" && v) {
@@ -76,7 +84,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       std::fprintf(stderr,
                    "usage: gannet-kv-accuracy [--model DIR|dummy:VARIANT] [--backend cpu|cuda]\n"
                    "  [--prompt-len N] [--tokens N] [--page N] [--seed N] [--min-top1 F]\n"
-                   "  [--max-logit-error F] [--max-mean-logit-error F] [--layers N]\n");
+                   "  [--max-logit-error F] [--max-mean-logit-error F] [--layers N]\n"
+                   "  [--compare fp8-kv|f16-compute]\n");
       return false;
     }
   }
@@ -168,11 +177,24 @@ int Main(const Options& o) {
     std::fprintf(stderr, "kv-accuracy: %s\n", std::string(m.status().message()).c_str());
     return 2;
   }
-  auto be = backend::CreateBackend({o.backend, 0, 0});
+  // The reference computes in the backend's own type (bf16 on CUDA); the candidate differs by its
+  // KV storage or (f16-compute) its compute type.
+  backend::BackendOptions ref_options{o.backend, 0, 0, o.f16_compute ? "bf16" : ""};
+  auto be = backend::CreateBackend(ref_options);
   if (!be.ok()) {
     std::fprintf(stderr, "kv-accuracy: %s\n", std::string(be.status().message()).c_str());
     return 2;
   }
+  absl::StatusOr<backend::BackendChoice> f16_be = absl::UnknownError("unused");
+  if (o.f16_compute) {
+    f16_be = backend::CreateBackend({o.backend, 0, 0, "f16"});
+    if (!f16_be.ok()) {
+      std::fprintf(stderr, "kv-accuracy: %s\n", std::string(f16_be.status().message()).c_str());
+      return 2;
+    }
+  }
+  backend::Backend* candidate = o.f16_compute ? f16_be->backend.get() : be->backend.get();
+  const kv::KvQuant candidate_kv = o.f16_compute ? kv::KvQuant::kNone : kv::KvQuant::kFp8E4M3;
   const int vocab = (*m)->config.text.vocab_size;
   std::vector<int32_t> tokens;
   std::mt19937 rng(o.seed);
@@ -189,7 +211,7 @@ int Main(const Options& o) {
   double max_err = 0, sum_err = 0;
   int agree = 0, rows = 0, first_diverge = -1;
   if (st.ok()) {
-    st = Run(**m, be->backend.get(), o, kv::KvQuant::kFp8E4M3, false, &tokens,
+    st = Run(**m, candidate, o, candidate_kv, false, &tokens,
              [&](int pos, std::span<const float> row) {
                const float* a = ref.data() + static_cast<size_t>(rows) * vocab;
                double diff = 0, scale = 0;
@@ -212,12 +234,15 @@ int Main(const Options& o) {
     return 1;
   }
   const double top1 = static_cast<double>(agree) / rows;
-  std::printf("kv-accuracy %s%s on %s: FP8 E4M3 KV (per-row scales) vs %s KV, prompt %d + %d greedy "
+  const std::string what =
+      o.f16_compute ? "f16 compute (f32 residual, norm inputs, logits) vs bf16 compute"
+                    : std::string("FP8 E4M3 KV (per-row scales) vs ") +
+                          DTypeName(be->backend->kv_dtype()).data() + " KV";
+  std::printf("kv-accuracy %s%s on %s: %s, prompt %d + %d greedy "
               "tokens: logit error max %.4f mean %.4f | top-1 agreement %.4f (%d/%d) | greedy "
               "tokens identical for %d\n",
               o.model.c_str(), o.layers > 0 ? (" (" + std::to_string(o.layers) + " layers)").c_str() : "",
-              be->backend->DeviceName().c_str(),
-              DTypeName(be->backend->kv_dtype()).data(), o.prompt_len, o.tokens, max_err,
+              be->backend->DeviceName().c_str(), what.c_str(), o.prompt_len, o.tokens, max_err,
               sum_err / rows, top1, agree, rows, first_diverge < 0 ? o.tokens : first_diverge);
   bool ok = true;
   if (o.min_top1 >= 0 && top1 < o.min_top1) {

@@ -42,6 +42,7 @@ struct Options {
   int max_model_len = 0;
   long long kv_bytes = 0;
   std::string kv_cache_dtype;  // "" = the engine's default (bf16)
+  std::string compute_dtype;   // "" = the engine's default (auto)
   bool capacity_only = false;  // print the KV line and stop
   bool separate_k_eq_v = false;  // --kv-separate-k-eq-v: K=V layers keep K and V apart
   bool no_graphs = false;
@@ -87,6 +88,7 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     else if (a == "--max-model-len" && (v = next())) o->max_model_len = std::atoi(v);
     else if (a == "--kv-bytes" && (v = next())) o->kv_bytes = std::atoll(v);
     else if (a == "--kv-cache-dtype" && (v = next())) o->kv_cache_dtype = v;
+    else if (a == "--compute-dtype" && (v = next())) o->compute_dtype = v;
     else if (a == "--capacity-only") o->capacity_only = true;
     else if (a == "--kv-separate-k-eq-v") o->separate_k_eq_v = true;
     else if (a == "--no-graphs") o->no_graphs = true;
@@ -100,7 +102,7 @@ bool ParseArgs(int argc, char** argv, Options* o) {
                    "usage: gannet-serving-bench [--model DIR|dummy:VARIANT] [--backend cpu|cuda]\n"
                    "  [--input-len N] [--output-len N] [--concurrency N] [--requests N]\n"
                    "  [--max-running N] [--max-step-tokens N] [--max-prefill-while-decoding N]\n"
-                   "  [--max-model-len N] [--kv-bytes B] [--kv-cache-dtype bf16|fp8] [--capacity-only]\n"
+                   "  [--max-model-len N] [--kv-bytes B] [--kv-cache-dtype bf16|fp8] [--compute-dtype auto|bf16|f16] [--capacity-only]\n"
                    "  [--kv-separate-k-eq-v]\n"
                    "  [--no-graphs] [--prefix-cache] [--warmup N] [--name LABEL]\n"
                    "  [--draft DIR|dummy:VARIANT-assistant] [--spec-tokens N] [--tp N]\n");
@@ -142,6 +144,7 @@ int main(int argc, char** argv) {
   cfg.max_model_len = o.max_model_len > 0 ? o.max_model_len : o.input_len + o.output_len + 16;
   cfg.kv_memory_bytes = o.kv_bytes;
   cfg.kv_cache_dtype = o.kv_cache_dtype.empty() ? nullptr : o.kv_cache_dtype.c_str();
+  cfg.compute_dtype = o.compute_dtype.empty() ? nullptr : o.compute_dtype.c_str();
   cfg.kv_separate_k_eq_v = o.separate_k_eq_v ? 1 : 0;
   cfg.disable_prefix_cache = o.prefix_cache ? 0 : 1;  // random prompts: nothing to reuse
   cfg.disable_cuda_graphs = o.no_graphs ? 1 : 0;

@@ -25,6 +25,7 @@ struct EngineOptions {
   int32_t max_running = 0;
   int64_t kv_memory = 0;
   std::string kv_cache_dtype;  // "" = the library's default (bf16)
+  std::string compute_dtype;   // "" = the library's default (auto)
   bool kv_separate_k_eq_v = false;  // K=V layers keep K and V apart
   std::string draft_dir;    // speculative decoding with this MTP assistant ("" = off)
   int32_t spec_tokens = 0;  // drafts per round (0 = the library's default)

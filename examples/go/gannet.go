@@ -308,6 +308,11 @@ type Config struct {
 	// KVSeparateKEqV keeps K and V apart on the K=V full layers of 31B and 26B-A4B (two arrays)
 	// instead of the default one array K is derived from (half those layers' KV bytes).
 	KVSeparateKEqV bool
+	// ComputeDtype is what the CUDA backend computes in: "" or "auto" = bf16, except on GPUs
+	// older than sm_75 (V100), where f16; "bf16"; or "f16" (weights converted to fp16 at load,
+	// activations fp16; the residual stream, norm inputs and logits stay f32). The CPU backend
+	// computes in f32 and takes only "auto".
+	ComputeDtype string
 	// TensorParallelSize splits the model over this many CUDA devices in this process (0 or 1 =
 	// one device; at most 8), one worker thread per device. Heads, the MLP and the vocabulary are
 	// split: a dimension it does not divide is an error naming it. Not with DraftModelDir yet.
@@ -600,6 +605,7 @@ func Open(cfg Config) (*Engine, error) {
 	if cfg.KVSeparateKEqV {
 		c.kv_separate_k_eq_v = 1
 	}
+	c.compute_dtype = cstr(cfg.ComputeDtype)
 	c.device_id = C.int32_t(cfg.DeviceID)
 	c.tensor_parallel_size = C.int32_t(cfg.TensorParallelSize)
 	if len(cfg.DeviceIDs) > 0 {
@@ -912,6 +918,7 @@ type Stats struct {
 	TimedDecodeSeconds       float64
 	TimedDecodeDeviceSeconds float64
 	KVCacheDtype             string // what the KV cache stores: "bf16", "f32" (cpu), "fp8_e4m3"
+	ComputeDtype             string // what activations and weights are: "bf16", "f16", "f32" (cpu)
 }
 
 // Stats reads the engine's counters.
@@ -965,6 +972,7 @@ func (e *Engine) Stats() (Stats, error) {
 		TimedDecodeSeconds:       float64(s.timed_decode_seconds),
 		TimedDecodeDeviceSeconds: float64(s.timed_decode_device_seconds),
 		KVCacheDtype:             fixedString(s.kv_cache_dtype[:]),
+		ComputeDtype:             fixedString(s.compute_dtype[:]),
 	}, nil
 }
 

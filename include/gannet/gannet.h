@@ -228,11 +228,18 @@ typedef struct gannet_engine_config {
    * those layers' KV bytes, same outputs within bf16 rounding); 1 = keep K and V apart as two
    * arrays (for comparison). No effect on E2B/E4B. */
   int32_t kv_separate_k_eq_v;
+  /* What the CUDA backend computes in: NULL or "auto" = bf16, except on GPUs older than sm_75
+   * (V100), which have no bf16 tensor cores: there f16; "bf16"; or "f16" (any GPU: weights are
+   * converted to fp16 at load, activations are fp16, and every value that can leave fp16's range
+   * -- the residual stream, the projections feeding a norm, the router input, the logits -- stays
+   * f32; agreement with bf16 in bench/RESULTS_ARCH.md). The CPU backend computes in f32 and takes
+   * only "auto". */
+  const char* compute_dtype;
 } gannet_engine_config_t;
 
 #define GANNET_ENGINE_CONFIG_INIT                                                             \
   { (uint32_t)sizeof(gannet_engine_config_t), NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-    NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL, NULL, 0 }
+    NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL, NULL, 0, NULL }
 
 /* Loads the model and starts the engine thread. Everything that can be checked (files, backend,
  * device, limits, memory) is checked before the weights load. `config` and what it points to may
@@ -462,12 +469,13 @@ typedef struct gannet_engine_stats {
   double timed_decode_seconds;
   double timed_decode_device_seconds;
   char kv_cache_dtype[16];       /* what the KV cache stores: "bf16", "f32" (cpu), "fp8_e4m3" */
+  char compute_dtype[8];         /* what activations and weights are: "bf16", "f16", "f32" (cpu) */
 } gannet_engine_stats_t;
 
 #define GANNET_ENGINE_STATS_INIT                                                                \
   { (uint32_t)sizeof(gannet_engine_stats_t), 0, 0, {0, 0}, {0, 0}, {0, 0}, {0, 0}, 0, 0, 0, 0.0, \
     0, 0, 0, 0, 0.0, 0.0, 0, {0, 0}, 0, 0, 0, 0, 0, 0, 0.0, "", "", "", 0, 0, 0, 0, 0.0, 0,    \
-    0, 0.0, 0.0, "" }
+    0, 0.0, 0.0, "", "" }
 
 /* A consistent snapshot. Any thread, also concurrently with poll and submit. */
 GANNET_API gannet_status_t gannet_engine_get_stats(gannet_engine_t* engine,

@@ -54,6 +54,8 @@ __global__ void FillKernel(void* data, int64_t ld, int rows, int n, DataType typ
       static_cast<int32_t*>(data)[r * ld + i] = static_cast<int32_t>(value);
     } else if (type == DataType::kF32) {
       static_cast<float*>(data)[r * ld + i] = value;
+    } else if (type == DataType::kF16) {
+      static_cast<f16*>(data)[r * ld + i] = SaturateToF16(value);
     } else {
       static_cast<bf16*>(data)[r * ld + i] = __float2bfloat16_rn(value);
     }
@@ -64,11 +66,11 @@ __global__ void ConvertKernel(Mat x, Mat out, int rows, int n) {
   ForEach(rows, n, [&](int64_t r, int64_t i) { StoreAt(out, r, i, LoadAt(x, r, i)); });
 }
 
-__global__ void EmbedKernel(const int32_t* ids, const bf16* table, int vocab, int width, float scale,
+__global__ void EmbedKernel(const int32_t* ids, Mat table, int vocab, int width, float scale,
                             Mat out, int rows) {
   ForEach(rows, width, [&](int64_t t, int64_t i) {
     const int id = ids[t];
-    const float v = id >= 0 && id < vocab ? __bfloat162float(table[static_cast<int64_t>(id) * width + i]) : 0.f;
+    const float v = id >= 0 && id < vocab ? LoadAt(table, id, i) : 0.f;
     StoreAt(out, t, i, v * scale);
   });
 }
@@ -116,11 +118,12 @@ cudaError_t LaunchConvert(Mat x, Mat out, int rows, int n, cudaStream_t stream) 
   return cudaGetLastError();
 }
 
-cudaError_t LaunchEmbed(const int32_t* ids, int num_tokens, const void* table, int vocab, int width,
-                        float scale, Mat out, cudaStream_t stream) {
+cudaError_t LaunchEmbed(const int32_t* ids, int num_tokens, const void* table, DataType table_type,
+                        int vocab, int width, float scale, Mat out, cudaStream_t stream) {
   if (num_tokens == 0) return cudaSuccess;
-  EmbedKernel<<<GridFor(num_tokens, width), kThreads, 0, stream>>>(
-      ids, static_cast<const bf16*>(table), vocab, width, scale, out, num_tokens);
+  const Mat t{const_cast<void*>(table), table_type, width};
+  EmbedKernel<<<GridFor(num_tokens, width), kThreads, 0, stream>>>(ids, t, vocab, width, scale, out,
+                                                                   num_tokens);
   return cudaGetLastError();
 }
 

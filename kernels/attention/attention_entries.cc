@@ -113,8 +113,10 @@ constexpr int kSm75 = 75;
 constexpr int kSm80 = 80;
 constexpr int kAnyNewer = 1000;
 
-ProblemPredicate FlashPredicate(int head_dim, int group_rows, ElemType kv = ElemType::kBF16) {
+ProblemPredicate FlashPredicate(int head_dim, int group_rows, ElemType kv = ElemType::kBF16,
+                                ElemType in = ElemType::kBF16) {
   ProblemPredicate p;
+  p.in_type = in;
   p.kv_type = kv;
   p.head_dim = head_dim;
   p.max_group_rows = group_rows;
@@ -122,9 +124,10 @@ ProblemPredicate FlashPredicate(int head_dim, int group_rows, ElemType kv = Elem
   return p;
 }
 
-ProblemPredicate Fp8Predicate() {
+ProblemPredicate AnyPredicate(ElemType kv, ElemType in) {
   ProblemPredicate p;
-  p.kv_type = ElemType::kF8E4M3;
+  p.in_type = in;
+  p.kv_type = kv;
   return p;
 }
 
@@ -178,6 +181,17 @@ GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd256, "sm70_hd256_bf16_prefill", Op::kAtten
 GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd512, "sm70_hd512_bf16_prefill", Op::kAttentionPrefill, FlashHd512Sm70, 512, 0, 1)
 GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd256Fp8, "sm70_hd256_fp8_prefill", Op::kAttentionPrefill, PrefillHd256Fp8Sm70, 256, 0, 1, ElemType::kF8E4M3)
 GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd512Fp8, "sm70_hd512_fp8_prefill", Op::kAttentionPrefill, FlashHd512Fp8Sm70, 512, 0, 1, ElemType::kF8E4M3)
+// The fp16 compute path (q and out f16, PagedAttentionParams::io_f16): the same Volta kernels,
+// which compute in fp16 anyway; the only tensor-core entries that take f16 q.
+constexpr ElemType kBf = ElemType::kBF16, kF8 = ElemType::kF8E4M3, kF16 = ElemType::kF16;
+GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd256SplitF16, "sm70_hd256_bf16_split_f16io", Op::kAttentionDecode, DecodeHd256Sm70, 256, 16, 1, kBf, kF16)
+GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd512SplitF16, "sm70_hd512_bf16_split_f16io", Op::kAttentionDecode, FlashHd512Sm70, 512, 16, 1, kBf, kF16)
+GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd256Fp8F16, "sm70_hd256_fp8_split_f16io", Op::kAttentionDecode, DecodeHd256Fp8Sm70, 256, 16, 1, kF8, kF16)
+GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd512Fp8F16, "sm70_hd512_fp8_split_f16io", Op::kAttentionDecode, FlashHd512Fp8Sm70, 512, 16, 1, kF8, kF16)
+GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd256F16, "sm70_hd256_bf16_prefill_f16io", Op::kAttentionPrefill, PrefillHd256Sm70, 256, 0, 1, kBf, kF16)
+GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd512F16, "sm70_hd512_bf16_prefill_f16io", Op::kAttentionPrefill, FlashHd512Sm70, 512, 0, 1, kBf, kF16)
+GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd256Fp8F16, "sm70_hd256_fp8_prefill_f16io", Op::kAttentionPrefill, PrefillHd256Fp8Sm70, 256, 0, 1, kF8, kF16)
+GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd512Fp8F16, "sm70_hd512_fp8_prefill_f16io", Op::kAttentionPrefill, FlashHd512Fp8Sm70, 512, 0, 1, kF8, kF16)
 
 #if GANNET_HAVE_SM90A
 // wgmma is sm_90a's alone (sm_100 has none): the effective arch must be sm_90 exactly. The hd256
@@ -211,10 +225,22 @@ const KernelEntry kSm70GenericPrefill = {
     "sm70_generic_bf16_prefill", Op::kAttentionPrefill, 70, kAnyNewer, ProblemPredicate{}, 0,
     GenericCanImplement, NoWorkspace, GenericLaunch};
 const KernelEntry kSm70GenericFp8Decode = {
-    "sm70_generic_fp8_decode", Op::kAttentionDecode, 70, kAnyNewer, Fp8Predicate(), 0,
+    "sm70_generic_fp8_decode", Op::kAttentionDecode, 70, kAnyNewer, AnyPredicate(ElemType::kF8E4M3, ElemType::kBF16), 0,
     GenericCanImplement, NoWorkspace, GenericLaunch};
 const KernelEntry kSm70GenericFp8Prefill = {
-    "sm70_generic_fp8_prefill", Op::kAttentionPrefill, 70, kAnyNewer, Fp8Predicate(), 0,
+    "sm70_generic_fp8_prefill", Op::kAttentionPrefill, 70, kAnyNewer, AnyPredicate(ElemType::kF8E4M3, ElemType::kBF16), 0,
+    GenericCanImplement, NoWorkspace, GenericLaunch};
+const KernelEntry kSm70GenericDecodeF16 = {
+    "sm70_generic_bf16_decode_f16io", Op::kAttentionDecode, 70, kAnyNewer, AnyPredicate(kBf, kF16), 0,
+    GenericCanImplement, NoWorkspace, GenericLaunch};
+const KernelEntry kSm70GenericPrefillF16 = {
+    "sm70_generic_bf16_prefill_f16io", Op::kAttentionPrefill, 70, kAnyNewer, AnyPredicate(kBf, kF16), 0,
+    GenericCanImplement, NoWorkspace, GenericLaunch};
+const KernelEntry kSm70GenericFp8DecodeF16 = {
+    "sm70_generic_fp8_decode_f16io", Op::kAttentionDecode, 70, kAnyNewer, AnyPredicate(kF8, kF16), 0,
+    GenericCanImplement, NoWorkspace, GenericLaunch};
+const KernelEntry kSm70GenericFp8PrefillF16 = {
+    "sm70_generic_fp8_prefill_f16io", Op::kAttentionPrefill, 70, kAnyNewer, AnyPredicate(kF8, kF16), 0,
     GenericCanImplement, NoWorkspace, GenericLaunch};
 
 namespace {
@@ -257,6 +283,14 @@ FlashConfig (*FlashConfigOf(const KernelEntry& entry))() {
       {&kSm70PrefillHd512, FlashConfigFlashHd512Sm70},
       {&kSm70PrefillHd256Fp8, FlashConfigPrefillHd256Fp8Sm70},
       {&kSm70PrefillHd512Fp8, FlashConfigFlashHd512Fp8Sm70},
+      {&kSm70DecodeHd256SplitF16, FlashConfigDecodeHd256Sm70},
+      {&kSm70DecodeHd512SplitF16, FlashConfigFlashHd512Sm70},
+      {&kSm70DecodeHd256Fp8F16, FlashConfigDecodeHd256Fp8Sm70},
+      {&kSm70DecodeHd512Fp8F16, FlashConfigFlashHd512Fp8Sm70},
+      {&kSm70PrefillHd256F16, FlashConfigPrefillHd256Sm70},
+      {&kSm70PrefillHd512F16, FlashConfigFlashHd512Sm70},
+      {&kSm70PrefillHd256Fp8F16, FlashConfigPrefillHd256Fp8Sm70},
+      {&kSm70PrefillHd512Fp8F16, FlashConfigFlashHd512Fp8Sm70},
 #if GANNET_HAVE_SM90A
       {&kSm90PrefillHd256, FlashConfigPrefillHd256Sm90},
       {&kSm90PrefillHd512, FlashConfigPrefillHd512Sm90},
@@ -298,6 +332,7 @@ ProblemKey AttentionProblem(Op op, const PagedAttentionParams& p) {
   pk.num_tokens = p.num_tokens;
   pk.max_seq_len = p.max_seq_len;
   pk.kv_type = p.kv_fp8 ? ElemType::kF8E4M3 : ElemType::kBF16;
+  pk.in_type = pk.out_type = p.io_f16 ? ElemType::kF16 : ElemType::kBF16;
   auto aligned = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; };
   if (p.k_from_v) {
     pk.flags |= kFlagKFromV;

@@ -48,6 +48,19 @@ extern const KernelEntry kSm70PrefillHd256;
 extern const KernelEntry kSm70PrefillHd512;
 extern const KernelEntry kSm70PrefillHd256Fp8;
 extern const KernelEntry kSm70PrefillHd512Fp8;
+// The fp16 compute path's entries (q and out f16): the Volta kernels and the CUDA-core one.
+extern const KernelEntry kSm70DecodeHd256SplitF16;
+extern const KernelEntry kSm70DecodeHd512SplitF16;
+extern const KernelEntry kSm70DecodeHd256Fp8F16;
+extern const KernelEntry kSm70DecodeHd512Fp8F16;
+extern const KernelEntry kSm70PrefillHd256F16;
+extern const KernelEntry kSm70PrefillHd512F16;
+extern const KernelEntry kSm70PrefillHd256Fp8F16;
+extern const KernelEntry kSm70PrefillHd512Fp8F16;
+extern const KernelEntry kSm70GenericDecodeF16;
+extern const KernelEntry kSm70GenericPrefillF16;
+extern const KernelEntry kSm70GenericFp8DecodeF16;
+extern const KernelEntry kSm70GenericFp8PrefillF16;
 
 #if GANNET_HAVE_SM90A
 // Hopper (sm_90a) wgmma entries.

@@ -24,7 +24,8 @@
 namespace gannet::kernels {
 
 struct PagedAttentionParams {
-  const void* q = nullptr;
+  const void* q = nullptr;        // [num_tokens, n_q, d] bf16, or f16 with io_f16
+  bool io_f16 = false;            // q and out are fp16 (the fp16 compute path; sm70 and generic entries)
   const void* k_cache = nullptr;
   const void* v_cache = nullptr;
   bool kv_fp8 = false;

@@ -1,8 +1,9 @@
-// Small device helpers shared by every kernel: bf16 <-> f32, 16-byte vector access, warp and
-// block reductions. Header-only; includes nothing but CUDA headers (kernels/ never sees lib/).
+// Small device helpers shared by every kernel: bf16 / fp16 <-> f32, 16-byte vector access, warp
+// and block reductions. Header-only; includes nothing but CUDA headers (kernels/ never sees lib/).
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
@@ -11,6 +12,7 @@
 namespace gannet::kernels {
 
 using bf16 = __nv_bfloat16;
+using f16 = __half;  // the fp16 compute path's activations and weights (GPUs without bf16 MMA)
 
 // Eight bf16 values moved as one 16-byte access (the unit of every vectorised load here).
 struct alignas(16) Bf16x8 {
@@ -19,6 +21,15 @@ struct alignas(16) Bf16x8 {
 
 __device__ __forceinline__ float ToFloat(float x) { return x; }
 __device__ __forceinline__ float ToFloat(bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float ToFloat(f16 x) { return __half2float(x); }
+
+// f32 -> fp16 saturating to +-65504 (NaN stays NaN): an activation past fp16's range (a GeGLU
+// product, a large projection) becomes the largest finite value instead of an infinity that the
+// next norm would turn into NaN. The values that really leave the range (the residual stream,
+// norm inputs, logits) are kept in f32 on the fp16 path and never come through here.
+__device__ __forceinline__ f16 SaturateToF16(float x) {
+  return __float2half_rn(x != x ? x : fminf(fmaxf(x, -65504.f), 65504.f));
+}
 
 template <typename T>
 __device__ __forceinline__ T FromFloat(float x);
@@ -26,6 +37,8 @@ template <>
 __device__ __forceinline__ float FromFloat<float>(float x) { return x; }
 template <>
 __device__ __forceinline__ bf16 FromFloat<bf16>(float x) { return __float2bfloat16_rn(x); }
+template <>
+__device__ __forceinline__ f16 FromFloat<f16>(float x) { return SaturateToF16(x); }
 
 // Unpacks 8 bf16 into f32.
 __device__ __forceinline__ void Unpack8(const Bf16x8& p, float* out) {
@@ -44,9 +57,19 @@ __device__ __forceinline__ Bf16x8 Pack8(const float* in) {
   return p;
 }
 
-// Loads 8 consecutive elements of type T as f32 (16 B for bf16, 32 B for f32; aligned).
+// Loads 8 consecutive elements of type T as f32 (16 B for bf16 / fp16, 32 B for f32; aligned).
 __device__ __forceinline__ void Load8(const bf16* p, float* out) {
   Unpack8(*reinterpret_cast<const Bf16x8*>(p), out);
+}
+__device__ __forceinline__ void Load8(const f16* p, float* out) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  const __half2* h = reinterpret_cast<const __half2*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __half22float2(h[i]);
+    out[2 * i] = f.x;
+    out[2 * i + 1] = f.y;
+  }
 }
 __device__ __forceinline__ void Load8(const float* p, float* out) {
   float4 a = reinterpret_cast<const float4*>(p)[0];
@@ -76,6 +99,12 @@ __device__ __forceinline__ uint8_t FloatToFp8(float x) {
 
 __device__ __forceinline__ void Store8(bf16* p, const float* in) {
   *reinterpret_cast<Bf16x8*>(p) = Pack8(in);
+}
+__device__ __forceinline__ void Store8(f16* p, const float* in) {
+  alignas(16) f16 h[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) h[i] = SaturateToF16(in[i]);
+  *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(h);
 }
 __device__ __forceinline__ void Store8(float* p, const float* in) {
   reinterpret_cast<float4*>(p)[0] = make_float4(in[0], in[1], in[2], in[3]);

@@ -4,6 +4,7 @@
 // match bit for bit. The double-precision log/cos may differ from glibc's by an ulp, which moves
 // the float result only when it lies within ~2^-29 of a rounding boundary (then rarely the bf16).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -35,7 +36,7 @@ __device__ __forceinline__ float Uniform(uint64_t key, int64_t index) {
       9007199254740992.0);
 }
 
-__global__ void FillSyntheticKernel(void* out, bool out_f32, int64_t offset, int64_t count,
+__global__ void FillSyntheticKernel(void* out, DataType out_type, int64_t offset, int64_t count,
                                     uint64_t key, SyntheticInit init, float mat_scale,
                                     float qk_scale) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
@@ -56,8 +57,10 @@ __global__ void FillSyntheticKernel(void* out, bool out_f32, int64_t offset, int
       case SyntheticInit::kPermutation: v = 0.f; break;
     }
     const __nv_bfloat16 h = __float2bfloat16_rn(v);
-    if (out_f32) {
+    if (out_type == DataType::kF32) {
       static_cast<float*>(out)[i] = __bfloat162float(h);
+    } else if (out_type == DataType::kF16) {
+      static_cast<__half*>(out)[i] = __float2half_rn(__bfloat162float(h));
     } else {
       static_cast<__nv_bfloat16*>(out)[i] = h;
     }
@@ -66,7 +69,7 @@ __global__ void FillSyntheticKernel(void* out, bool out_f32, int64_t offset, int
 
 }  // namespace
 
-cudaError_t LaunchFillSynthetic(void* out, bool out_f32, int64_t offset, int64_t count,
+cudaError_t LaunchFillSynthetic(void* out, DataType out_type, int64_t offset, int64_t count,
                                 uint64_t key, SyntheticInit init, int64_t fan_in,
                                 cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
@@ -77,7 +80,7 @@ cudaError_t LaunchFillSynthetic(void* out, bool out_f32, int64_t offset, int64_t
   const float qk_scale = std::sqrt(std::sqrt(f));
   const int64_t blocks64 = (count + 255) / 256;
   const int blocks = static_cast<int>(blocks64 < 65536 ? blocks64 : 65536);
-  FillSyntheticKernel<<<blocks, 256, 0, stream>>>(out, out_f32, offset, count, key, init,
+  FillSyntheticKernel<<<blocks, 256, 0, stream>>>(out, out_type, offset, count, key, init,
                                                   mat_scale, qk_scale);
   return cudaGetLastError();
 }

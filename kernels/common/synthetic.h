@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "kernels/common/mat.h"
+
 namespace gannet::kernels {
 
 // Same order as model::WeightInit (the CUDA backend static_asserts the mapping).
@@ -21,8 +23,8 @@ enum class SyntheticInit : int32_t {
 };
 
 // Writes elements [offset, offset + count) of the tensor keyed `key` to out: bf16 values, or
-// (out_f32) the f32 value of those bf16 values.
-cudaError_t LaunchFillSynthetic(void* out, bool out_f32, int64_t offset, int64_t count,
+// those bf16 values as f32, or as f16 (the fp16 compute path; rounded where fp16 cannot hold them).
+cudaError_t LaunchFillSynthetic(void* out, DataType out_type, int64_t offset, int64_t count,
                                 uint64_t key, SyntheticInit init, int64_t fan_in,
                                 cudaStream_t stream);
 

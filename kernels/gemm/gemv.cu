@@ -14,9 +14,17 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kRows = 4;
 
-template <typename XT, typename OutT>
+// 16-byte chunks of a weight row as f32: bf16 or f16.
+__device__ __forceinline__ void Unpack8(const int4& raw, const bf16*, float* out) {
+  Unpack8(*reinterpret_cast<const Bf16x8*>(&raw), out);
+}
+__device__ __forceinline__ void Unpack8(const int4& raw, const f16*, float* out) {
+  Load8(reinterpret_cast<const f16*>(&raw), out);
+}
+
+template <typename XT, typename WT, typename OutT>
 __global__ void __launch_bounds__(kThreads) GemvKernel(const XT* __restrict__ x,
-                                                       const bf16* __restrict__ w,
+                                                       const WT* __restrict__ w,
                                                        OutT* __restrict__ out, int m, int n, int k,
                                                        int64_t ldx, int64_t ldo) {
   const int n0 = blockIdx.x * kRows;
@@ -27,22 +35,21 @@ __global__ void __launch_bounds__(kThreads) GemvKernel(const XT* __restrict__ x,
 #pragma unroll
     for (int r = 0; r < kRows; ++r) acc[i][r] = 0.f;
   }
-  const bf16* wrow[kRows];
+  const WT* wrow[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) wrow[r] = w + static_cast<int64_t>(min(n0 + r, n - 1)) * k;
 
 #pragma unroll 2
   for (int c = threadIdx.x; c < chunks; c += kThreads) {
-    Bf16x8 wv[kRows];
+    int4 wv[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       // Streamed once: keep it out of L1 so x stays there.
-      const int4 raw = __ldcs(reinterpret_cast<const int4*>(wrow[r] + c * 8));
-      wv[r] = *reinterpret_cast<const Bf16x8*>(&raw);
+      wv[r] = __ldcs(reinterpret_cast<const int4*>(wrow[r] + c * 8));
     }
     float wf[kRows][8];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) Unpack8(wv[r], wf[r]);
+    for (int r = 0; r < kRows; ++r) Unpack8(wv[r], wrow[r], wf[r]);
 #pragma unroll
     for (int i = 0; i < kGemvMaxM; ++i) {
       if (i < m) {
@@ -82,13 +89,24 @@ __global__ void __launch_bounds__(kThreads) GemvKernel(const XT* __restrict__ x,
   }
 }
 
-template <typename XT, typename OutT>
+template <typename XT, typename WT, typename OutT>
 cudaError_t Launch(const GemvParams& p, cudaStream_t stream) {
   const int blocks = static_cast<int>((static_cast<int64_t>(p.n) + kRows - 1) / kRows);
-  GemvKernel<XT, OutT><<<blocks, kThreads, 0, stream>>>(
-      static_cast<const XT*>(p.x), static_cast<const bf16*>(p.w), static_cast<OutT*>(p.out), p.m,
+  GemvKernel<XT, WT, OutT><<<blocks, kThreads, 0, stream>>>(
+      static_cast<const XT*>(p.x), static_cast<const WT*>(p.w), static_cast<OutT*>(p.out), p.m,
       p.n, p.k, p.ldx, p.ldo);
   return cudaGetLastError();
+}
+
+// x and out are each the weight's type or f32.
+template <typename WT>
+cudaError_t LaunchFor(const GemvParams& p, cudaStream_t stream) {
+  const bool x_f32 = p.x_type == DataType::kF32, out_f32 = p.out_type == DataType::kF32;
+  if ((!x_f32 && p.x_type != p.w_type) || (!out_f32 && p.out_type != p.w_type)) {
+    return cudaErrorInvalidValue;
+  }
+  if (x_f32) return out_f32 ? Launch<float, WT, float>(p, stream) : Launch<float, WT, WT>(p, stream);
+  return out_f32 ? Launch<WT, WT, float>(p, stream) : Launch<WT, WT, WT>(p, stream);
 }
 
 }  // namespace
@@ -97,10 +115,11 @@ cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream) {
   if (p.m < 1 || p.m > kGemvMaxM || p.n < 1 || p.k % 8 != 0 || p.ldx % 8 != 0) {
     return cudaErrorInvalidValue;
   }
-  if (p.x_is_f32) {
-    return p.out_is_f32 ? Launch<float, float>(p, stream) : Launch<float, bf16>(p, stream);
+  switch (p.w_type) {
+    case DataType::kBF16: return LaunchFor<bf16>(p, stream);
+    case DataType::kF16: return LaunchFor<f16>(p, stream);
+    default: return cudaErrorInvalidValue;
   }
-  return p.out_is_f32 ? Launch<bf16, float>(p, stream) : Launch<bf16, bf16>(p, stream);
 }
 
 }  // namespace gannet::kernels

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/common/mat.h"
+
 namespace gannet::kernels {
 
 // Router: u = RmsNorm_noweight(x) * router_scale * hidden^-1/2; logits = router_proj u;
@@ -16,7 +18,8 @@ struct MoeRouteParams {
   const float* x = nullptr;                 // [num_tokens, hidden] f32 (the residual stream)
   int64_t ldx = 0;
   const float* router_scale = nullptr;      // [hidden]
-  const void* router_proj = nullptr;        // [num_experts, hidden] bf16
+  const void* router_proj = nullptr;        // [num_experts, hidden] of router_type
+  DataType router_type = DataType::kBF16;   // bf16, or f16 on the fp16 compute path
   const float* per_expert_scale = nullptr;  // [num_experts]
   int32_t* topk_ids = nullptr;              // [num_tokens, top_k]
   float* topk_weights = nullptr;            // [num_tokens, top_k]
@@ -36,13 +39,17 @@ cudaError_t LaunchMoeRoute(const MoeRouteParams& p, void* workspace, cudaStream_
 // num_experts); a pair whose id falls outside that range is another rank's and adds nothing (a
 // token none of whose experts are here gets a zero row; the ranks' all-reduce sums the parts).
 struct MoeExpertsParams {
-  const void* x = nullptr;               // [num_tokens, hidden] bf16, row stride ldx
+  // x and the weights are of w_type (bf16, or f16 on the fp16 compute path); out is w_type or
+  // (fp16 path: the sum feeds a norm) f32. The grouped kernels take bf16 alone.
+  DataType w_type = DataType::kBF16;
+  DataType out_type = DataType::kBF16;
+  const void* x = nullptr;               // [num_tokens, hidden], row stride ldx
   int64_t ldx = 0;
   const int32_t* topk_ids = nullptr;     // [num_tokens, top_k]
   const float* topk_weights = nullptr;   // [num_tokens, top_k]
-  const void* gate_up = nullptr;         // [num_experts, 2 * inter, hidden] bf16
-  const void* down = nullptr;            // [num_experts, hidden, inter] bf16
-  void* out = nullptr;                   // [num_tokens, hidden] bf16, row stride ldo
+  const void* gate_up = nullptr;         // [num_experts, 2 * inter, hidden]
+  const void* down = nullptr;            // [num_experts, hidden, inter]
+  void* out = nullptr;                   // [num_tokens, hidden], row stride ldo
   int64_t ldo = 0;
   int num_tokens = 0;
   int hidden = 0;

@@ -11,6 +11,8 @@ extern const KernelEntry kSm80MoeGroupedGemm;  // prefill: sorted pairs, grouped
 extern const KernelEntry kSm75MoeGroupedGemm;  // the same on sm_75 (fp16 MMAs)
 extern const KernelEntry kSm70MoePairGemv;     // decode: per-(token, expert) GEMVs, M <= 24
 extern const KernelEntry kSm70MoePairGemvAnyM;  // the same at any M (sm_70's prefill)
+extern const KernelEntry kSm70MoePairGemvF16;     // the fp16 compute path's, M <= 24
+extern const KernelEntry kSm70MoePairGemvAnyMF16;  // and at any M
 
 // The most tokens the per-pair GEMVs take. moe_bench (H200, 26B-A4B geometry, uniform routing,
 // against the grouped GEMMs' 64x2 stages): the GEMVs are faster up to 24 tokens (186 vs 308 us at

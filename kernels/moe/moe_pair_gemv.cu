@@ -15,7 +15,9 @@ constexpr int kWarps = 8;
 constexpr int kRowsPerWarp = 2;
 constexpr int kRowsPerCta = kWarps * kRowsPerWarp;
 
+// T: x's and the weights' type (bf16, or f16 on the fp16 compute path).
 // h[pair, i] = gelu_tanh(gate_e[i] . x[t]) * (up_e[i] . x[t]), f32.
+template <typename T>
 __global__ void __launch_bounds__(kWarps * 32) MoePairGateUpKernel(const MoeExpertsParams p, float* h) {
   const int pair = blockIdx.x;
   const int t = pair / p.top_k;
@@ -23,8 +25,8 @@ __global__ void __launch_bounds__(kWarps * 32) MoePairGateUpKernel(const MoeExpe
   if (e < 0 || e >= p.num_experts) return;  // another rank's expert (expert parallelism)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int i0 = blockIdx.y * kRowsPerCta + warp * kRowsPerWarp;
-  const bf16* x = static_cast<const bf16*>(p.x) + t * p.ldx;
-  const bf16* w = static_cast<const bf16*>(p.gate_up) + static_cast<int64_t>(e) * 2 * p.inter * p.hidden;
+  const T* x = static_cast<const T*>(p.x) + t * p.ldx;
+  const T* w = static_cast<const T*>(p.gate_up) + static_cast<int64_t>(e) * 2 * p.inter * p.hidden;
   float g[kRowsPerWarp] = {}, u[kRowsPerWarp] = {};
   for (int c = lane * 8; c < p.hidden; c += 32 * 8) {
     float xv[8];
@@ -50,7 +52,9 @@ __global__ void __launch_bounds__(kWarps * 32) MoePairGateUpKernel(const MoeExpe
   }
 }
 
-// out[t, n] = sum_j w[t, j] * (down_e[n] . h[t * k + j]), experts in order j = 0..k-1.
+// out[t, n] = sum_j w[t, j] * (down_e[n] . h[t * k + j]), experts in order j = 0..k-1; out of
+// type Out (T, or f32 on the fp16 path, where the sum feeds a norm).
+template <typename T, typename Out>
 __global__ void __launch_bounds__(kWarps * 32) MoePairDownKernel(const MoeExpertsParams p, const float* h) {
   const int t = blockIdx.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -62,7 +66,7 @@ __global__ void __launch_bounds__(kWarps * 32) MoePairDownKernel(const MoeExpert
     if (e < 0 || e >= p.num_experts) continue;
     const float wt = p.topk_weights[pair];
     const float* hv = h + static_cast<int64_t>(pair) * p.inter;
-    const bf16* w = static_cast<const bf16*>(p.down) + static_cast<int64_t>(e) * p.hidden * p.inter;
+    const T* w = static_cast<const T*>(p.down) + static_cast<int64_t>(e) * p.hidden * p.inter;
     float part[kRowsPerWarp] = {};
     for (int c = lane * 8; c < p.inter; c += 32 * 8) {
       float hf[8];
@@ -82,7 +86,7 @@ __global__ void __launch_bounds__(kWarps * 32) MoePairDownKernel(const MoeExpert
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const float s = WarpSum(acc[r]);
     if (lane == 0 && n0 + r < p.hidden) {
-      static_cast<bf16*>(p.out)[t * p.ldo + n0 + r] = __float2bfloat16_rn(s);
+      static_cast<Out*>(p.out)[t * p.ldo + n0 + r] = FromFloat<Out>(s);
     }
   }
 }
@@ -100,9 +104,16 @@ cudaError_t LaunchMoePairGemv(const MoeExpertsParams& p, void* workspace, cudaSt
   if (p.num_tokens == 0) return cudaSuccess;
   float* h = static_cast<float*>(workspace);
   dim3 g1(p.num_tokens * p.top_k, (p.inter + kRowsPerCta - 1) / kRowsPerCta);
-  MoePairGateUpKernel<<<g1, kWarps * 32, 0, stream>>>(p, h);
   dim3 g2(p.num_tokens, (p.hidden + kRowsPerCta - 1) / kRowsPerCta);
-  MoePairDownKernel<<<g2, kWarps * 32, 0, stream>>>(p, h);
+  if (p.w_type == DataType::kBF16 && p.out_type == DataType::kBF16) {
+    MoePairGateUpKernel<bf16><<<g1, kWarps * 32, 0, stream>>>(p, h);
+    MoePairDownKernel<bf16, bf16><<<g2, kWarps * 32, 0, stream>>>(p, h);
+  } else if (p.w_type == DataType::kF16 && p.out_type == DataType::kF32) {
+    MoePairGateUpKernel<f16><<<g1, kWarps * 32, 0, stream>>>(p, h);
+    MoePairDownKernel<f16, float><<<g2, kWarps * 32, 0, stream>>>(p, h);
+  } else {
+    return cudaErrorInvalidValue;  // the two paths' pairs only
+  }
   return cudaGetLastError();
 }
 

@@ -49,11 +49,16 @@ __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams 
 
   const int e = blockIdx.y * kWarps + warp;
   if (e < p.num_experts) {
-    const bf16* w = static_cast<const bf16*>(p.router_proj) + static_cast<int64_t>(e) * p.hidden;
+    const int64_t w0 = static_cast<int64_t>(e) * p.hidden;
+    const bool w_f16 = p.router_type == DataType::kF16;  // uniform: the fp16 compute path
     float acc[kTokens] = {0.f, 0.f, 0.f, 0.f};
     for (int h = lane * 8; h < p.hidden; h += 32 * 8) {  // hidden % 8 == 0 (checked on launch)
       float wf[8];
-      Load8(w + h, wf);
+      if (w_f16) {
+        Load8(static_cast<const f16*>(p.router_proj) + w0 + h, wf);
+      } else {
+        Load8(static_cast<const bf16*>(p.router_proj) + w0 + h, wf);
+      }
 #pragma unroll
       for (int tt = 0; tt < kTokens; ++tt) {
         if (tt < ntok) {
@@ -144,7 +149,8 @@ size_t MoeRouteWorkspaceBytes(int num_tokens, int num_experts) {
 cudaError_t LaunchMoeRoute(const MoeRouteParams& p, void* workspace, cudaStream_t stream) {
   if (p.num_experts < 1 || p.num_experts > 32 * kMaxExpertsPerLane || p.top_k < 1 ||
       p.top_k > 32 || p.top_k > p.num_experts || p.hidden % 8 != 0 || workspace == nullptr ||
-      p.num_tokens < 0 || p.num_tokens > kMaxTokenGroups * kTokens) {
+      p.num_tokens < 0 || p.num_tokens > kMaxTokenGroups * kTokens ||
+      (p.router_type != DataType::kBF16 && p.router_type != DataType::kF16)) {
     return cudaErrorInvalidValue;
   }
   if (p.num_tokens == 0) return cudaSuccess;

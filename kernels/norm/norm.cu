@@ -63,16 +63,17 @@ __global__ void __launch_bounds__(kThreads) PostNormResidualKernel(Mat x, const 
   }
 }
 
-// Row-in-registers PostNormResidual for bf16 x, f32 residual, bf16 (or no) next output: every
+// Row-in-registers PostNormResidual for an f32 residual with bf16 x and bf16 (or no) next output,
+// or (the fp16 path) f32 x and fp16 (or no) next output: every
 // load of the row is issued before the first reduction, each thread owning kPer elements
 // i = threadIdx.x + k * kRegThreads.
 constexpr int kRegThreads = 1024;
 
-template <int kPer>
+template <int kPer, typename XT, typename OT>
 __global__ void __launch_bounds__(kRegThreads) PostNormResidualRegKernel(
-    const bf16* __restrict__ x, int64_t ldx, const float* __restrict__ post_w,
+    const XT* __restrict__ x, int64_t ldx, const float* __restrict__ post_w,
     float* __restrict__ res, int64_t ldr, const float* __restrict__ scalar,
-    const float* __restrict__ next_w, bf16* __restrict__ next_out, int64_t ldo, float eps, int n) {
+    const float* __restrict__ next_w, OT* __restrict__ next_out, int64_t ldo, float eps, int n) {
   __shared__ float red[32];
   const int64_t row = blockIdx.x;
   float xv[kPer], rv[kPer], pw[kPer];
@@ -80,7 +81,7 @@ __global__ void __launch_bounds__(kRegThreads) PostNormResidualRegKernel(
   for (int k = 0; k < kPer; ++k) {
     const int i = threadIdx.x + k * kRegThreads;
     const bool in = i < n;
-    xv[k] = in ? __bfloat162float(x[row * ldx + i]) : 0.f;
+    xv[k] = in ? ToFloat(x[row * ldx + i]) : 0.f;
     rv[k] = in ? res[row * ldr + i] : 0.f;
     pw[k] = in ? post_w[i] : 0.f;
   }
@@ -106,19 +107,32 @@ __global__ void __launch_bounds__(kRegThreads) PostNormResidualRegKernel(
     const int i = threadIdx.x + k * kRegThreads;
     if (i < n) {
       const float v = rv[k] * inv2;
-      next_out[row * ldo + i] = __float2bfloat16_rn(next_w ? v * next_w[i] : v);
+      next_out[row * ldo + i] = FromFloat<OT>(next_w ? v * next_w[i] : v);
     }
   }
 }
 
-template <int kPer>
+template <int kPer, typename XT, typename OT>
 cudaError_t LaunchPostNormResidualReg(Mat x, const float* post_w, Mat res, const float* scalar,
                                       const float* next_w, Mat next_out, float eps, int rows, int n,
                                       cudaStream_t stream) {
-  PostNormResidualRegKernel<kPer><<<rows, kRegThreads, 0, stream>>>(
-      static_cast<const bf16*>(x.data), x.ld, post_w, static_cast<float*>(res.data), res.ld,
-      scalar, next_w, static_cast<bf16*>(next_out.data), next_out.ld, eps, n);
+  PostNormResidualRegKernel<kPer, XT, OT><<<rows, kRegThreads, 0, stream>>>(
+      static_cast<const XT*>(x.data), x.ld, post_w, static_cast<float*>(res.data), res.ld,
+      scalar, next_w, static_cast<OT*>(next_out.data), next_out.ld, eps, n);
   return cudaGetLastError();
+}
+
+template <typename XT, typename OT>
+cudaError_t LaunchPostNormResidualReg(Mat x, const float* post_w, Mat res, const float* scalar,
+                                      const float* next_w, Mat next_out, float eps, int rows, int n,
+                                      cudaStream_t stream) {
+  if (n <= 2 * kRegThreads) {
+    return LaunchPostNormResidualReg<2, XT, OT>(x, post_w, res, scalar, next_w, next_out, eps, rows, n, stream);
+  }
+  if (n <= 4 * kRegThreads) {
+    return LaunchPostNormResidualReg<4, XT, OT>(x, post_w, res, scalar, next_w, next_out, eps, rows, n, stream);
+  }
+  return LaunchPostNormResidualReg<8, XT, OT>(x, post_w, res, scalar, next_w, next_out, eps, rows, n, stream);
 }
 
 __global__ void __launch_bounds__(kThreads) PleCombineKernel(Mat proj, Mat tok, const float* w,
@@ -156,19 +170,16 @@ cudaError_t LaunchPostNormResidual(Mat x, const float* post_w, Mat residual, con
                                    const float* next_w, Mat next_out, float eps, int rows, int n,
                                    cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  const bool reg_types = x.type == DataType::kBF16 && residual.type == DataType::kF32 &&
-                         (next_out.data == nullptr || next_out.type == DataType::kBF16);
-  if (reg_types && n <= 2 * kRegThreads) {
-    return LaunchPostNormResidualReg<2>(x, post_w, residual, scalar, next_w, next_out, eps, rows, n,
-                                        stream);
-  }
-  if (reg_types && n <= 4 * kRegThreads) {
-    return LaunchPostNormResidualReg<4>(x, post_w, residual, scalar, next_w, next_out, eps, rows, n,
-                                        stream);
-  }
-  if (reg_types && n <= 8 * kRegThreads) {
-    return LaunchPostNormResidualReg<8>(x, post_w, residual, scalar, next_w, next_out, eps, rows, n,
-                                        stream);
+  const bool no_next = next_out.data == nullptr;
+  if (residual.type == DataType::kF32 && n <= 8 * kRegThreads) {
+    if (x.type == DataType::kBF16 && (no_next || next_out.type == DataType::kBF16)) {
+      return LaunchPostNormResidualReg<bf16, bf16>(x, post_w, residual, scalar, next_w, next_out,
+                                                   eps, rows, n, stream);
+    }
+    if (x.type == DataType::kF32 && (no_next || next_out.type == DataType::kF16)) {
+      return LaunchPostNormResidualReg<float, f16>(x, post_w, residual, scalar, next_w, next_out,
+                                                   eps, rows, n, stream);
+    }
   }
   PostNormResidualKernel<<<rows, kThreads, 0, stream>>>(x, post_w, residual, scalar, next_w,
                                                         next_out, eps, n);

@@ -1,22 +1,15 @@
 // RMSNorm family (Gemma-4: y = x / sqrt(mean(x^2) + eps) * w, plain w) and the PLE combine.
-// Host-callable declarations; element types are bf16 (activations) or f32 (residual stream,
-// logits); norm weights are always f32.
+// Host-callable declarations; element types are bf16 or f16 (activations) or f32 (residual stream,
+// norm inputs of the fp16 path, logits); norm weights are always f32.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
+#include "kernels/common/mat.h"
+
 namespace gannet::kernels {
-
-enum class DataType : uint8_t { kBF16, kF32 };
-
-// A strided row-major 2-D view handed to the elementwise kernels.
-struct Mat {
-  void* data = nullptr;
-  DataType type = DataType::kBF16;
-  int64_t ld = 0;  // elements between rows
-};
 
 // out[r] = RmsNorm(x[r]) (* weight if not null); rows of n elements. x and out may alias.
 cudaError_t LaunchRmsNorm(Mat x, const float* weight, float eps, Mat out, int rows, int n,

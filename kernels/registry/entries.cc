@@ -31,6 +31,12 @@ std::span<const KernelEntry* const> AllEntries() {
       &kSm70DecodeHd512Fp8,
       &kSm70DecodeHd256Fp8,
       &kSm70GenericFp8Decode,
+      &kSm70DecodeHd512SplitF16,
+      &kSm70DecodeHd256SplitF16,
+      &kSm70GenericDecodeF16,
+      &kSm70DecodeHd512Fp8F16,
+      &kSm70DecodeHd256Fp8F16,
+      &kSm70GenericFp8DecodeF16,
       // attention.prefill
 #if GANNET_HAVE_SM90A
       &kSm90PrefillHd512,
@@ -54,14 +60,24 @@ std::span<const KernelEntry* const> AllEntries() {
       &kSm70PrefillHd512Fp8,
       &kSm70PrefillHd256Fp8,
       &kSm70GenericFp8Prefill,
+      &kSm70PrefillHd512F16,
+      &kSm70PrefillHd256F16,
+      &kSm70GenericPrefillF16,
+      &kSm70PrefillHd512Fp8F16,
+      &kSm70PrefillHd256Fp8F16,
+      &kSm70GenericFp8PrefillF16,
       // linear.gemv
       &kSm70GemvBf16,
       &kSm70GemvF32In,
+      &kSm70GemvF16,
+      &kSm70GemvF32InF16,
       // moe.experts
       &kSm80MoeGroupedGemm,
       &kSm75MoeGroupedGemm,
       &kSm70MoePairGemv,
       &kSm70MoePairGemvAnyM,
+      &kSm70MoePairGemvF16,
+      &kSm70MoePairGemvAnyMF16,
   };
   return kEntries;
 }

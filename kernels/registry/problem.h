@@ -24,7 +24,8 @@ enum class Op : uint8_t {
 };
 const char* OpName(Op op);  // "attention.decode", ...
 
-enum class ElemType : uint8_t { kBF16, kF32, kF8E4M3 };
+// kF16: the fp16 compute path's activations (q, x) and weights.
+enum class ElemType : uint8_t { kBF16, kF32, kF8E4M3, kF16 };
 const char* ElemTypeName(ElemType t);
 
 // Problem flags.

@@ -89,6 +89,7 @@ const char* ElemTypeName(ElemType t) {
     case ElemType::kBF16: return "bf16";
     case ElemType::kF32: return "f32";
     case ElemType::kF8E4M3: return "fp8e4m3";
+    case ElemType::kF16: return "f16";
   }
   return "?";
 }

@@ -21,7 +21,8 @@ struct HeadRegs {
 };
 
 // Norms one head (optionally weighted) and optionally rotates it, in registers.
-__device__ __forceinline__ HeadRegs NormRope(const bf16* in, const float* w, float eps, bool rope,
+template <typename In>
+__device__ __forceinline__ HeadRegs NormRope(const In* in, const float* w, float eps, bool rope,
                                              const float* inv_freq, int pos, int d) {
   const int lane = threadIdx.x & 31;
   const int half = d / 2;
@@ -32,8 +33,8 @@ __device__ __forceinline__ HeadRegs NormRope(const bf16* in, const float* w, flo
     const int j = lane + 32 * i;
     h.a[i] = h.b[i] = 0.f;
     if (j < half) {
-      h.a[i] = __bfloat162float(in[j]);
-      h.b[i] = __bfloat162float(in[j + half]);
+      h.a[i] = ToFloat(in[j]);
+      h.b[i] = ToFloat(in[j + half]);
     }
     ss += h.a[i] * h.a[i] + h.b[i] * h.b[i];
   }
@@ -62,14 +63,15 @@ __device__ __forceinline__ HeadRegs NormRope(const bf16* in, const float* w, flo
   return h;
 }
 
-__device__ __forceinline__ void StoreBf16(const HeadRegs& h, int d, bf16* out) {
+template <typename Out>
+__device__ __forceinline__ void StoreHead(const HeadRegs& h, int d, Out* out) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int i = 0; i < kMaxPairsPerLane; ++i) {
     const int j = lane + 32 * i;
     if (j >= d / 2) continue;
-    out[j] = __float2bfloat16_rn(h.a[i]);
-    out[j + d / 2] = __float2bfloat16_rn(h.b[i]);
+    out[j] = FromFloat<Out>(h.a[i]);
+    out[j + d / 2] = FromFloat<Out>(h.b[i]);
   }
 }
 
@@ -93,6 +95,9 @@ __device__ __forceinline__ void StoreFp8(const HeadRegs& h, int d, uint8_t* out,
   if (lane == 0) *scale = amax / kFp8Max;
 }
 
+// In: qkv's type (bf16, or f32 on the fp16 path, where the projection feeding these norms stays
+// in f32); Q: q_out's (bf16 or f16). The cache is bf16 or FP8 either way.
+template <typename In, typename Q>
 __global__ void __launch_bounds__(kWarps * 32) QkvPrepKernel(const QkvPrepParams p) {
   const int t = blockIdx.x;
   const int head = blockIdx.y * kWarps + (threadIdx.x >> 5);
@@ -100,31 +105,31 @@ __global__ void __launch_bounds__(kWarps * 32) QkvPrepKernel(const QkvPrepParams
   if (head >= heads) return;
   const int d = p.head_dim;
   const int pos = p.positions[t];
-  const bf16* row = static_cast<const bf16*>(p.qkv) + t * p.ld_qkv;
+  const In* row = static_cast<const In*>(p.qkv) + t * p.ld_qkv;
   if (head < p.num_q_heads) {
-    StoreBf16(NormRope(row + head * d, p.q_norm, p.eps, true, p.inv_freq, pos, d), d,
-              static_cast<bf16*>(p.q_out) + t * p.ld_q + static_cast<int64_t>(head) * d);
+    StoreHead(NormRope(row + head * d, p.q_norm, p.eps, true, p.inv_freq, pos, d), d,
+              static_cast<Q*>(p.q_out) + t * p.ld_q + static_cast<int64_t>(head) * d);
     return;
   }
   const int slot = p.slot_mapping[t];
   if (slot < 0) return;
   const int h = head - p.num_q_heads;
-  const bf16* k_raw = row + static_cast<int64_t>(p.num_q_heads) * d;
-  const bf16* v_raw = p.k_eq_v ? k_raw : k_raw + static_cast<int64_t>(p.num_kv_heads) * d;
+  const In* k_raw = row + static_cast<int64_t>(p.num_q_heads) * d;
+  const In* v_raw = p.k_eq_v ? k_raw : k_raw + static_cast<int64_t>(p.num_kv_heads) * d;
   const int64_t row_id = (static_cast<int64_t>(slot / p.page_size) * p.num_kv_heads + h) * p.page_size +
                          slot % p.page_size;
   const HeadRegs v = NormRope(v_raw + h * d, nullptr, p.eps, false, p.inv_freq, pos, d);
   if (p.kv_fp8) {
     StoreFp8(v, d, static_cast<uint8_t*>(p.v_cache) + row_id * d, p.v_scale + row_id);
   } else {
-    StoreBf16(v, d, static_cast<bf16*>(p.v_cache) + row_id * d);
+    StoreHead(v, d, static_cast<bf16*>(p.v_cache) + row_id * d);
   }
   if (p.k_cache == nullptr) return;  // single-store K=V: attention derives K from V
   const HeadRegs k = NormRope(k_raw + h * d, p.k_norm, p.eps, true, p.inv_freq, pos, d);
   if (p.kv_fp8) {
     StoreFp8(k, d, static_cast<uint8_t*>(p.k_cache) + row_id * d, p.k_scale + row_id);
   } else {
-    StoreBf16(k, d, static_cast<bf16*>(p.k_cache) + row_id * d);
+    StoreHead(k, d, static_cast<bf16*>(p.k_cache) + row_id * d);
   }
 }
 
@@ -138,7 +143,13 @@ cudaError_t LaunchQkvPrep(const QkvPrepParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0) return cudaSuccess;
   const int heads = p.num_q_heads + (p.has_kv ? p.num_kv_heads : 0);
   dim3 grid(p.num_tokens, (heads + kWarps - 1) / kWarps);
-  QkvPrepKernel<<<grid, kWarps * 32, 0, stream>>>(p);
+  if (p.qkv_type == DataType::kBF16 && p.q_type == DataType::kBF16) {
+    QkvPrepKernel<bf16, bf16><<<grid, kWarps * 32, 0, stream>>>(p);
+  } else if (p.qkv_type == DataType::kF32 && p.q_type == DataType::kF16) {
+    QkvPrepKernel<float, f16><<<grid, kWarps * 32, 0, stream>>>(p);
+  } else {
+    return cudaErrorInvalidValue;  // the two paths' pairs only
+  }
   return cudaGetLastError();
 }
 

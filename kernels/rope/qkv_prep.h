@@ -9,13 +9,18 @@
 
 #include <cstdint>
 
+#include "kernels/common/mat.h"
+
 namespace gannet::kernels {
 
 inline constexpr int kMaxRopePairs = 256;  // head_dim 512
 
 struct QkvPrepParams {
-  const void* qkv = nullptr;     // [T, (n_q + n_kv * (k_eq_v ? 1 : 2)) * d] bf16, row stride ld_qkv
+  const void* qkv = nullptr;     // [T, (n_q + n_kv * (k_eq_v ? 1 : 2)) * d], row stride ld_qkv
   int64_t ld_qkv = 0;
+  // The element types: bf16 qkv and bf16 q_out, or (the fp16 compute path) f32 qkv and f16 q_out.
+  DataType qkv_type = DataType::kBF16;
+  DataType q_type = DataType::kBF16;
   int num_tokens = 0;
   int num_q_heads = 0;
   int num_kv_heads = 0;
@@ -27,7 +32,7 @@ struct QkvPrepParams {
   const float* k_norm = nullptr;  // [d] or null (no weight)
   const int32_t* positions = nullptr;     // [T]
   const int32_t* slot_mapping = nullptr;  // [T] page * page_size + offset, -1 = skip
-  void* q_out = nullptr;         // [T, n_q, d] bf16, token stride ld_q
+  void* q_out = nullptr;         // [T, n_q, d] of q_type, token stride ld_q
   int64_t ld_q = 0;
   void* k_cache = nullptr;       // [num_pages, n_kv, page_size, d] bf16, or FP8 E4M3 (kv_fp8);
                                  // null: V alone (single-store K=V, K derived by attention)

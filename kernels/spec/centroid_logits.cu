@@ -122,7 +122,16 @@ __global__ void __launch_bounds__(kThreads) SelectClustersKernel(const float* cl
   }
 }
 
-__global__ void __launch_bounds__(kThreads) ClusterDotsKernel(Mat h, const bf16* table, int width,
+// The table's type: bf16, or f16 on the fp16 compute path.
+__device__ __forceinline__ float2 Pair(const bf16* w) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(w));
+}
+__device__ __forceinline__ float2 Pair(const f16* w) {
+  return __half22float2(*reinterpret_cast<const __half2*>(w));
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) ClusterDotsKernel(Mat h, const T* table, int width,
                                                               const int32_t* ordering, int per,
                                                               const int32_t* selected, int top_k,
                                                               float* logits, int64_t ld) {
@@ -135,12 +144,12 @@ __global__ void __launch_bounds__(kThreads) ClusterDotsKernel(Mat h, const bf16*
   const int32_t* ids = ordering + static_cast<int64_t>(cluster) * per;
   for (int t = warp; t < per; t += kWarps) {
     const int32_t id = ids[t];
-    const bf16* w = table + static_cast<int64_t>(id) * width;
+    const T* w = table + static_cast<int64_t>(id) * width;
     float acc = 0.0f;
-    // Pairs of bf16 per lane: the table rows are 4-byte aligned (width is even, checked).
+    // Pairs per lane: the table rows are 4-byte aligned (width is even, checked).
     for (int i = 2 * lane; i < width; i += 64) {
-      const __nv_bfloat162 p = *reinterpret_cast<const __nv_bfloat162*>(w + i);
-      acc += hs[i] * __low2float(p) + hs[i + 1] * __high2float(p);
+      const float2 p = Pair(w + i);
+      acc += hs[i] * p.x + hs[i + 1] * p.y;
     }
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
     if (lane == 0) logits[row * ld + id] = acc;
@@ -149,13 +158,14 @@ __global__ void __launch_bounds__(kThreads) ClusterDotsKernel(Mat h, const bf16*
 
 }  // namespace
 
-cudaError_t LaunchCentroidLogits(Mat h, int rows, const void* table, int width,
+cudaError_t LaunchCentroidLogits(Mat h, int rows, const void* table, DataType table_type, int width,
                                  const float* cluster_logits, int64_t ldc, int num_clusters,
                                  const int32_t* ordering, int per_cluster, int top_k,
                                  int32_t* selected, float* logits, int64_t ld, int vocab,
                                  cudaStream_t stream) {
   if (num_clusters < 1 || num_clusters > kThreads * kMaxPerThread || top_k < 1 || top_k > num_clusters ||
-      width < 2 || width % 2 != 0 || width > 12 * 1024 || per_cluster < 1 || vocab < 1) {
+      width < 2 || width % 2 != 0 || width > 12 * 1024 || per_cluster < 1 || vocab < 1 ||
+      (table_type != DataType::kBF16 && table_type != DataType::kF16)) {
     return cudaErrorInvalidValue;
   }
   if (rows == 0) return cudaSuccess;
@@ -164,9 +174,14 @@ cudaError_t LaunchCentroidLogits(Mat h, int rows, const void* table, int width,
   FillKernel<<<fill_blocks, kThreads, 0, stream>>>(logits, ld, rows, vocab);
   SelectClustersKernel<<<rows, kThreads, 0, stream>>>(cluster_logits, ldc, num_clusters, top_k,
                                                       selected);
-  ClusterDotsKernel<<<rows * top_k, kThreads, width * sizeof(float), stream>>>(
-      h, static_cast<const bf16*>(table), width, ordering, per_cluster, selected, top_k, logits,
-      ld);
+  const size_t smem = width * sizeof(float);
+  if (table_type == DataType::kF16) {
+    ClusterDotsKernel<<<rows * top_k, kThreads, smem, stream>>>(
+        h, static_cast<const f16*>(table), width, ordering, per_cluster, selected, top_k, logits, ld);
+  } else {
+    ClusterDotsKernel<<<rows * top_k, kThreads, smem, stream>>>(
+        h, static_cast<const bf16*>(table), width, ordering, per_cluster, selected, top_k, logits, ld);
+  }
   return cudaGetLastError();
 }
 

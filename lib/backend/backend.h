@@ -179,6 +179,10 @@ class Backend {
   virtual int64_t TotalMemoryBytes() const { return 0; }
   // Element types the runner should allocate activations, the residual stream and KV in.
   virtual DType activation_dtype() const = 0;
+  // The type of the projections whose output feeds a norm (qkv, o_proj, the MLP and MoE outputs,
+  // the PLE projections): the activation type, or f32 where that type's range could overflow
+  // there (fp16).
+  virtual DType norm_input_dtype() const { return activation_dtype(); }
   virtual DType residual_dtype() const = 0;
   virtual DType kv_dtype() const = 0;
 

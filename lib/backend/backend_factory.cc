@@ -52,18 +52,34 @@ absl::StatusOr<BackendChoice> CreateBackend(const BackendOptions& o) {
   return c;
 }
 
+absl::StatusOr<std::optional<DType>> ParseComputeDType(std::string_view name) {
+  if (name.empty() || name == "auto") return std::optional<DType>();
+  if (name == "bf16") return std::optional<DType>(DType::kBF16);
+  if (name == "f16" || name == "fp16" || name == "float16") return std::optional<DType>(DType::kF16);
+  return InvalidArgumentError("compute_dtype '{}' is not one of auto (the default), bf16, f16", name);
+}
+
 absl::StatusOr<BackendChoice> CreateBackendUnprofiled(const BackendOptions& o) {
   if (o.kind != "cuda" && o.kind != "cpu" && !o.kind.empty()) {
     return InvalidArgumentError("backend '{}' is not one of cpu, cuda", o.kind);
   }
   if (o.device_id < 0) return InvalidArgumentError("device {} does not exist", o.device_id);
+  GANNET_ASSIGN_OR_RETURN(const std::optional<DType> compute, ParseComputeDType(o.compute_dtype));
+  // An explicit compute type is asking for CUDA: the CPU computes in f32 and would ignore it.
+  auto cpu_takes_it = [&]() -> absl::Status {
+    if (!compute.has_value()) return absl::OkStatus();
+    return InvalidArgumentError(
+        "compute_dtype '{}' needs the CUDA backend (the CPU backend computes in f32)",
+        o.compute_dtype);
+  };
   BackendChoice c;
   if (o.kind == "cpu") {
+    GANNET_RETURN_IF_ERROR(cpu_takes_it());
     c.backend = MakeCpu(o.num_threads);
     return c;
   }
 #ifdef GANNET_WITH_CUDA_BACKEND
-  absl::StatusOr<std::unique_ptr<Backend>> cuda = CreateCudaBackend(o.device_id);
+  absl::StatusOr<std::unique_ptr<Backend>> cuda = CreateCudaBackend(o.device_id, compute);
   if (cuda.ok()) {
     c.backend = *std::move(cuda);
     return c;
@@ -76,6 +92,7 @@ absl::StatusOr<BackendChoice> CreateBackendUnprofiled(const BackendOptions& o) {
     return InvalidArgumentError("device {} does not exist: {}", o.device_id,
                                 cuda.status().message());
   }
+  GANNET_RETURN_IF_ERROR(cpu_takes_it());
   c.fallback_reason = std::string(cuda.status().message());
   c.backend = MakeCpu(o.num_threads);
   return c;
@@ -87,6 +104,7 @@ absl::StatusOr<BackendChoice> CreateBackendUnprofiled(const BackendOptions& o) {
     return InvalidArgumentError("device {} does not exist (this build runs on the CPU only)",
                                 o.device_id);
   }
+  GANNET_RETURN_IF_ERROR(cpu_takes_it());
   c.backend = MakeCpu(o.num_threads);
   return c;
 #endif

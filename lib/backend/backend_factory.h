@@ -3,7 +3,9 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "lib/backend/backend.h"
@@ -15,7 +17,15 @@ struct BackendOptions {
   std::string kind;    // "cpu", "cuda" or "" (auto)
   int device_id = 0;   // CUDA device ordinal
   int num_threads = 0; // CPU threads; 0 = hardware concurrency
+  // What CUDA computes in (ParseComputeDType): "" or "auto" (f16 on GPUs older than sm_75, which
+  // have no bf16 tensor cores; else bf16), "bf16" or "f16". The CPU backend computes in f32 and
+  // takes only the automatic choice.
+  std::string compute_dtype;
 };
+
+// nullopt for "" and "auto"; bf16 for "bf16"; f16 for "f16", "fp16" or "float16"; InvalidArgument
+// naming the value otherwise.
+absl::StatusOr<std::optional<DType>> ParseComputeDType(std::string_view name);
 
 struct BackendChoice {
   std::unique_ptr<Backend> backend;

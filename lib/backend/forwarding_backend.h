@@ -20,6 +20,7 @@ class ForwardingBackend : public Backend {
   absl::Status BindThread() override { return inner_->BindThread(); }
   int64_t TotalMemoryBytes() const override { return inner_->TotalMemoryBytes(); }
   DType activation_dtype() const override { return inner_->activation_dtype(); }
+  DType norm_input_dtype() const override { return inner_->norm_input_dtype(); }
   DType residual_dtype() const override { return inner_->residual_dtype(); }
   DType kv_dtype() const override { return inner_->kv_dtype(); }
   absl::StatusOr<Buffer> Allocate(size_t bytes) override { return inner_->Allocate(bytes); }

@@ -184,6 +184,7 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
     ec.enable_cuda_graphs = c.disable_cuda_graphs == 0;
     ec.load_format = Str(c.load_format);
     ec.kv_cache_dtype = Str(c.kv_cache_dtype);
+    ec.compute_dtype = Str(c.compute_dtype);
     ec.kv_separate_k_eq_v = c.kv_separate_k_eq_v != 0;
     ec.draft_model_dir = Str(c.draft_model_dir);
     ec.num_speculative_tokens = c.num_speculative_tokens;
@@ -325,6 +326,7 @@ gannet_status_t gannet_engine_get_stats(gannet_engine_t* engine, gannet_engine_s
     gannet::capi::CopyString(s.device_name, full.device_name);
     gannet::capi::CopyString(s.backend_fallback, full.backend_fallback);
     gannet::capi::CopyString(s.kv_cache_dtype, full.kv_cache_dtype);
+    gannet::capi::CopyString(s.compute_dtype, full.compute_dtype);
     full.num_speculative_tokens = s.num_speculative_tokens;
     full.spec_verify_chunks = s.spec_verify_chunks;
     full.spec_draft_tokens = s.spec_draft_tokens;

@@ -333,6 +333,11 @@ void Engine::Impl::UpdateGauges() {
   g.kv_cache_dtype = layout.quant != kv::KvQuant::kNone
                          ? std::string(kv::KvQuantName(layout.quant))
                          : (parts->backend->kv_dtype() == DType::kF32 ? "f32" : "bf16");
+  switch (parts->backend->activation_dtype()) {
+    case DType::kF16: g.compute_dtype = "f16"; break;
+    case DType::kF32: g.compute_dtype = "f32"; break;
+    default: g.compute_dtype = "bf16";
+  }
   g.device_id = parts->backend->device_id();
   g.device_name = parts->backend->DeviceName();
   if (parts->tensor_parallel_size > 1) {

@@ -68,6 +68,10 @@ struct EngineConfig {
   // K=V layers (the full layers of 31B and 26B-A4B) keep K and V as two arrays instead of one V
   // array K is derived from (kv_layout.h: single store, the default, half their KV bytes).
   bool kv_separate_k_eq_v = false;
+  // What CUDA computes in: "" / "auto" (f16 on GPUs older than sm_75, which have no bf16 tensor
+  // cores; bf16 elsewhere), "bf16", or "f16" (weights converted at load; the residual stream,
+  // norm inputs and logits stay f32). The CPU backend computes in f32 and takes only "auto".
+  std::string compute_dtype;
   // Speculative decoding with a Gemma-4 MTP assistant: its folder or "dummy:<variant>-assistant"
   // ("" = off), and the drafts per round K (1 to 8; 0 = 3).
   std::string draft_model_dir;
@@ -155,6 +159,7 @@ struct EngineStats {
   int64_t kv_bytes = 0;            // KV arrays in backend memory
   std::string backend;             // "cpu", "cuda"
   std::string kv_cache_dtype;      // what the KV cache stores: "bf16", "f32" (cpu), "fp8_e4m3"
+  std::string compute_dtype;       // what the activations and matrices are: "bf16", "f16", "f32" (cpu)
   int32_t device_id = -1;          // CUDA ordinal; -1 on the CPU
   std::string device_name;         // "NVIDIA H100 80GB HBM3 (sm_90)", "16 threads"
   int64_t device_memory_bytes = 0; // 0 on the CPU

@@ -128,6 +128,7 @@ absl::Status CreateTpBackends(const EngineConfig& cfg, int world, LoadedEnginePa
   backend::BackendOptions bo;
   bo.kind = cfg.backend;
   bo.num_threads = cfg.num_threads;
+  bo.compute_dtype = cfg.compute_dtype;
   GANNET_ASSIGN_OR_RETURN(parallel::TpGroup g, parallel::CreateTpGroup(bo, world, cfg.device_ids));
   p->backend = std::move(g.backends[0]);
   for (int r = 1; r < world; ++r) p->rank_backends.push_back(std::move(g.backends[r]));
@@ -153,6 +154,7 @@ absl::Status JoinTpGroup(const EngineConfig& cfg, LoadedEngineParts* p) {
   backend::BackendOptions bo;
   bo.kind = cfg.backend.empty() ? "cuda" : cfg.backend;
   bo.device_id = cfg.device_ids.empty() ? cfg.device_id : cfg.device_ids[0];
+  bo.compute_dtype = cfg.compute_dtype;
   GANNET_ASSIGN_OR_RETURN(backend::BackendChoice choice, backend::CreateBackend(bo));
   p->backend = std::move(choice.backend);
   GANNET_ASSIGN_OR_RETURN(parallel::NcclRank joined, parallel::JoinNcclGroup(
@@ -173,6 +175,7 @@ absl::Status CreateBackend(const EngineConfig& cfg, LoadedEngineParts* p) {
   bo.kind = cfg.backend;
   bo.device_id = cfg.device_ids.empty() ? cfg.device_id : cfg.device_ids[0];
   bo.num_threads = cfg.num_threads;
+  bo.compute_dtype = cfg.compute_dtype;
   GANNET_ASSIGN_OR_RETURN(backend::BackendChoice choice, backend::CreateBackend(bo));
   p->backend = std::move(choice.backend);
   if (cfg.wrap_backend) p->backend = cfg.wrap_backend(std::move(p->backend));
@@ -226,8 +229,8 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   if (speculate && !(cpu && p->draft_checkpoint != nullptr)) {
     weight_bytes += 2 * model::CountParameters(p->draft_config);
   }
-  const int64_t activation_bytes = runner::ActivationBytes(rank_config, ro, be.activation_dtype(),
-                                                           be.residual_dtype());
+  const int64_t activation_bytes =
+      runner::ActivationBytes(rank_config, ro, runner::ActivationTypes::Of(be));
   std::string device =
       cpu ? fmt::format("the CPU ({})", be.DeviceName())
           : fmt::format("{} device {} ({})", be.name(), be.device_id(), be.DeviceName());

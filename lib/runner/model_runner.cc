@@ -98,14 +98,14 @@ struct ActivationSpec {
 // Every activation buffer a runner with these options allocates (targets into `impl`, which may
 // be null when only the sizes are wanted).
 std::vector<ActivationSpec> ActivationSpecs(const model::ModelConfig& config,
-                                            const RunnerOptions& options, DType act, DType residual,
-                                            ModelRunner::Impl* impl);
+                                            const RunnerOptions& options,
+                                            const ActivationTypes& types, ModelRunner::Impl* impl);
 
 }  // namespace
 
 absl::Status ModelRunner::Impl::AllocateActivations() {
   for (const ActivationSpec& a :
-       ActivationSpecs(config, options, be->activation_dtype(), be->residual_dtype(), this)) {
+       ActivationSpecs(config, options, ActivationTypes::Of(*be), this)) {
     GANNET_RETURN_IF_ERROR(Alloc(a.target, a.dtype, {a.rows, a.cols}));
   }
   return absl::OkStatus();
@@ -114,8 +114,10 @@ absl::Status ModelRunner::Impl::AllocateActivations() {
 namespace {
 
 std::vector<ActivationSpec> ActivationSpecs(const model::ModelConfig& config,
-                                            const RunnerOptions& options, DType act, DType residual,
-                                            ModelRunner::Impl* impl) {
+                                            const RunnerOptions& options,
+                                            const ActivationTypes& types, ModelRunner::Impl* impl) {
+  // `wide`: the projections that feed a norm (f32 on the fp16 path, where they could overflow).
+  const DType act = types.act, wide = types.norm_input, residual = types.residual;
   static Tensor sink;  // the target of every spec when only sizes are wanted
   auto at = [&](Tensor ModelRunner::Impl::*member) { return impl ? &(impl->*member) : &sink; };
   const model::TextConfig& c = config.text;
@@ -132,16 +134,16 @@ std::vector<ActivationSpec> ActivationSpecs(const model::ModelConfig& config,
   using I = ModelRunner::Impl;
   std::vector<ActivationSpec> v = {
       {at(&I::x), residual, T, H},         {at(&I::h), act, T, H},
-      {at(&I::qkv), act, T, max_qkv},      {at(&I::q), act, T, max_q},
-      {at(&I::attn), act, T, max_q},       {at(&I::o), act, T, H},
+      {at(&I::qkv), wide, T, max_qkv},     {at(&I::q), act, T, max_q},
+      {at(&I::attn), act, T, max_q},       {at(&I::o), wide, T, H},
       {at(&I::gate_up), act, T, 2 * max_inter}, {at(&I::mlp), act, T, max_inter},
-      {at(&I::mlp_out), act, T, H},
+      {at(&I::mlp_out), wide, T, H},
   };
   if (c.has_ple()) {
     const int64_t NP = static_cast<int64_t>(c.num_hidden_layers) * c.hidden_size_per_layer_input;
     const int64_t P = c.hidden_size_per_layer_input;
     v.insert(v.end(), {{at(&I::ple_tok), act, T, NP},
-                       {at(&I::ple_proj), act, T, NP},
+                       {at(&I::ple_proj), wide, T, NP},
                        {at(&I::ple_in), act, T, NP},
                        {at(&I::ple_gate), act, T, P},
                        {at(&I::ple_gated), act, T, P}});
@@ -151,7 +153,7 @@ std::vector<ActivationSpec> ActivationSpecs(const model::ModelConfig& config,
                        {at(&I::moe_weights), DType::kF32, T, c.top_k_experts},
                        {at(&I::moe_z), act, T, H},
                        {at(&I::moe_y1), act, T, H},
-                       {at(&I::moe_y2), act, T, H}});
+                       {at(&I::moe_y2), wide, T, H}});
   }
   const int64_t rows = options.max_logit_rows > 0 ? options.max_logit_rows : options.max_seqs;
   v.insert(v.end(), {{at(&I::last_h), act, rows, H}, {at(&I::logits), DType::kF32, rows, c.vocab_size}});
@@ -167,9 +169,9 @@ std::vector<ActivationSpec> ActivationSpecs(const model::ModelConfig& config,
 }  // namespace
 
 int64_t ActivationBytes(const model::ModelConfig& config, const RunnerOptions& options,
-                        DType activation, DType residual) {
+                        const ActivationTypes& types) {
   int64_t bytes = 0;
-  for (const ActivationSpec& a : ActivationSpecs(config, options, activation, residual, nullptr)) {
+  for (const ActivationSpec& a : ActivationSpecs(config, options, types, nullptr)) {
     bytes += a.rows * a.cols * (DTypeBits(a.dtype) / 8);
   }
   // Step metadata: ids, PLE ids, positions, token -> sequence, two slot maps per token; query

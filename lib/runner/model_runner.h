@@ -55,11 +55,22 @@ struct RunnerOptions {
 // proportional, gemma4-architecture.md §2.5).
 backend::RopeSpec RopeSpecOf(const model::TextConfig& config, bool sliding);
 
+// The element types a backend allocates the step's buffers in (Backend::activation_dtype,
+// norm_input_dtype, residual_dtype).
+struct ActivationTypes {
+  DType act = DType::kBF16;
+  DType norm_input = DType::kBF16;
+  DType residual = DType::kF32;
+  static ActivationTypes Of(const backend::Backend& be) {
+    return {be.activation_dtype(), be.norm_input_dtype(), be.residual_dtype()};
+  }
+};
+
 // Bytes of the activation and step-metadata buffers Create allocates for these options, with the
-// given activation and residual element types (what a backend reports). The engine checks the
-// device can hold weights and these before loading anything.
+// given element types. The engine checks the device can hold weights and these before loading
+// anything.
 int64_t ActivationBytes(const model::ModelConfig& config, const RunnerOptions& options,
-                        DType activation, DType residual);
+                        const ActivationTypes& types);
 
 class ModelRunner : public StepRunner {
  public:

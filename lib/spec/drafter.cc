@@ -159,7 +159,8 @@ class Drafter::Impl {
 absl::Status Drafter::Impl::Init() {
   const model::TextConfig& c = config.text;
   const int64_t S = options.max_seqs, Hb = config.backbone_hidden_size, Hd = c.hidden_size;
-  const DType act = be->activation_dtype();
+  // `wide`: the projections that feed a norm (f32 on the fp16 compute path).
+  const DType act = be->activation_dtype(), wide = be->norm_input_dtype();
   int64_t max_q = 0, max_inter = 0;
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     max_q = std::max<int64_t>(max_q, static_cast<int64_t>(c.num_attention_heads) * c.LayerHeadDim(l));
@@ -171,13 +172,13 @@ absl::Status Drafter::Impl::Init() {
   GANNET_RETURN_IF_ERROR(Alloc(&concat, act, S, 2 * Hb));
   GANNET_RETURN_IF_ERROR(Alloc(&x, be->residual_dtype(), S, Hd));
   GANNET_RETURN_IF_ERROR(Alloc(&h, act, S, Hd));
-  GANNET_RETURN_IF_ERROR(Alloc(&q, act, S, max_q));
+  GANNET_RETURN_IF_ERROR(Alloc(&q, wide, S, max_q));
   GANNET_RETURN_IF_ERROR(Alloc(&qn, act, S, max_q));
   GANNET_RETURN_IF_ERROR(Alloc(&attn, act, S, max_q));
-  GANNET_RETURN_IF_ERROR(Alloc(&o, act, S, Hd));
+  GANNET_RETURN_IF_ERROR(Alloc(&o, wide, S, Hd));
   GANNET_RETURN_IF_ERROR(Alloc(&gate_up, act, S, 2 * max_inter));
   GANNET_RETURN_IF_ERROR(Alloc(&mlp, act, S, max_inter));
-  GANNET_RETURN_IF_ERROR(Alloc(&y, act, S, Hd));
+  GANNET_RETURN_IF_ERROR(Alloc(&y, wide, S, Hd));
   for (Tensor& t : hid) GANNET_RETURN_IF_ERROR(Alloc(&t, act, S, Hb));
   GANNET_RETURN_IF_ERROR(Alloc(&logits, DType::kF32, S, c.vocab_size));
   if (config.use_ordered_embeddings) {

@@ -15,7 +15,8 @@
 //
 // Every case runs twice: over a bf16 cache, and over an FP8 cache (the FP8 entries, forced and
 // selected) against the CPU backend reading the same FP8 bytes and scales, so the comparison
-// measures the kernels, not the quantisation.
+// measures the kernels, not the quantisation. The fp16 compute path's entries (f16io: q and out
+// fp16, the Volta and CUDA-core kernels) run with the same q as fp16 (exact: q is bf16-exact).
 //
 // Tolerance: rel-L2 <= 1e-2 per case. The inputs are bf16 for both backends; the GPU rounds the
 // softmax weights P to bf16 before P.V (relative 2^-9 each) and its output to bf16 (2^-9), and sums
@@ -191,6 +192,10 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
   DeviceTensor dq = testing::Upload(gpu, q, DType::kBF16, {num_tokens, c.nq, c.d});
   DeviceTensor dout = testing::Upload(gpu, std::vector<float>(q.size(), 0.f), DType::kBF16,
                                       {num_tokens, c.nq, c.d});
+  // The fp16 compute path's q and out (the f16io entries); q is bf16-exact, so also fp16-exact.
+  DeviceTensor dq16 = testing::Upload(gpu, q, DType::kF16, {num_tokens, c.nq, c.d});
+  DeviceTensor dout16 = testing::Upload(gpu, std::vector<float>(q.size(), 0.f), DType::kF16,
+                                        {num_tokens, c.nq, c.d});
   DeviceTensor dqs = testing::UploadI32(gpu, query_start, {num_seqs + 1});
   DeviceTensor dlens = testing::UploadI32(gpu, seq_lens, {num_seqs});
   DeviceTensor dpos = testing::UploadI32(gpu, positions, {num_tokens});
@@ -211,9 +216,13 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
     a.k_norm = dknorm.t;
   }
 
-  int ran = 0, ran_flash = 0;
-  auto check = [&](const std::string& what) {
-    std::vector<float> got = testing::Download(gpu, dout.t);
+  AttentionArgs a16 = a;
+  a16.q = dq16.t;
+  a16.out = dout16.t;
+
+  int ran = 0, ran_flash = 0, ran_f16 = 0;
+  auto check = [&](const std::string& what, const DeviceTensor& out) {
+    std::vector<float> got = testing::Download(gpu, out.t);
     const double err = testing::RelL2(got, ref);
     EXPECT_LE(err, kTolerance) << c.name << " / " << what;
     RecordProperty(c.name + "/" + what, std::to_string(err));
@@ -223,9 +232,13 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
     // GANNET_TEST_ENTRY_PREFIX=sm75_ runs those entries alone (memcheck runs of one arch's entries).
     const char* only = std::getenv("GANNET_TEST_ENTRY_PREFIX");
     if (only != nullptr && std::string(e->name).rfind(only, 0) != 0) continue;
+    const bool f16 = e->predicate.in_type == kernels::ElemType::kF16;
+    const AttentionArgs& args = f16 ? a16 : a;
+    const DeviceTensor& out = f16 ? dout16 : dout;
     kernels::PagedAttentionParams probe;
-    probe.q = dq.t.data;
-    probe.out = dout.t.data;
+    probe.q = args.q.data;
+    probe.io_f16 = f16;
+    probe.out = args.out.data;
     probe.k_cache = dk.t.data;
     probe.v_cache = dv.t.data;
     probe.kv_fp8 = fp8;
@@ -245,28 +258,33 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
     if (!kernels::CheckEntry(*e, pk, gpu.device_info()).ok) continue;
     const bool flash = kernels::IsFlashEntry(*e);
     for (int splits : flash ? c.splits : std::vector<int>{0}) {
-      ASSERT_TRUE(gpu.Fill(dout.t.Reshape({num_tokens, c.nq * c.d}), NAN).ok());
-      absl::Status st = gpu.RunAttentionEntry(*e, a, splits);
+      ASSERT_TRUE(gpu.Fill(out.t.Reshape({num_tokens, c.nq * c.d}), NAN).ok());
+      absl::Status st = gpu.RunAttentionEntry(*e, args, splits);
       ASSERT_TRUE(st.ok()) << e->name << ": " << st;
       ASSERT_TRUE(gpu.Synchronize().ok()) << e->name;
-      check(std::string(e->name) + (splits ? "/splits" + std::to_string(splits) : ""));
+      check(std::string(e->name) + (splits ? "/splits" + std::to_string(splits) : ""), out);
       ++ran;
       ran_flash += flash;
+      ran_f16 += f16;
     }
   }
   if (std::getenv("GANNET_TEST_ENTRY_PREFIX") != nullptr) {
     if (ran == 0) GTEST_SKIP() << "no entry with the prefix runs " << c.name;
   } else {
     EXPECT_GE(ran, 1);
+    EXPECT_GE(ran_f16, 1) << c.name;  // every case has an fp16-path entry (at least the CUDA-core one)
     if (kernels::EffectiveArch(gpu.device_info().sm) >= 80) {
       EXPECT_GE(ran_flash, 1) << c.name;
     }
   }
 
-  // And through the backend's own selection.
+  // And through the backend's own selection, with bf16 and with f16 q.
   ASSERT_TRUE(gpu.Fill(dout.t.Reshape({num_tokens, c.nq * c.d}), NAN).ok());
   ASSERT_TRUE(gpu.Attention(a).ok());
-  check("selected");
+  check("selected", dout);
+  ASSERT_TRUE(gpu.Fill(dout16.t.Reshape({num_tokens, c.nq * c.d}), NAN).ok());
+  ASSERT_TRUE(gpu.Attention(a16).ok());
+  check("selected_f16io", dout16);
 }
 
 std::vector<Case> Cases() {

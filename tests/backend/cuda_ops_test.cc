@@ -163,7 +163,8 @@ TEST_P(CudaNormTest, RmsNormAndPostNormResidual) {
   EXPECT_LE(RelL2(Download(*gpu_, dx.t), res2), kF32Tol);
 }
 
-// Linear over the shapes that matter, through both paths (GEMV and cuBLASLt) and the timed choice.
+// Linear over the shapes that matter, through both paths (GEMV and cuBLASLt) and the timed choice,
+// with bf16 weights and (the fp16 compute path) f16 weights, x and out of the weight's type or f32.
 TEST_F(CudaOpsTest, LinearMatchesCpuOnEveryPath) {
   struct Shape {
     int m, n, k;
@@ -173,6 +174,7 @@ TEST_F(CudaOpsTest, LinearMatchesCpuOnEveryPath) {
                           {8, 1000, 2816, false, true, true},    {16, 768, 5376, false, false, false},
                           {128, 512, 2560, true, false, false},  {3, 256, 40, true, true, false},
                           {5, 48, 24, false, false, true}};
+  for (const DType wt : {DType::kBF16, DType::kF16})
   for (const Shape& s : shapes) {
     std::vector<float> x = RandomNormal(s.m * s.k, 6);
     std::vector<float> w = RandomNormal(static_cast<size_t>(s.n) * s.k, 7, 1.0f / std::sqrt(s.k));
@@ -181,14 +183,14 @@ TEST_F(CudaOpsTest, LinearMatchesCpuOnEveryPath) {
     for (size_t i = 0; i < w.size(); ++i) wb[i] = FloatToBf16(w[i]);
     ASSERT_TRUE(cpu_.Linear(Host(x, {s.m, s.k}), Tensor::Make(wb.data(), DType::kBF16, {s.n, s.k}),
                             Host(ref, {s.m, s.n})).ok());
-    DeviceTensor dw = Upload(*gpu_, w, DType::kBF16, {s.n, s.k});
+    DeviceTensor dw = Upload(*gpu_, w, wt, {s.n, s.k});
     // A column view: x and out live inside wider matrices (the fused QKV layout).
     const int pad = s.col_view ? 24 : 0;
     std::vector<float> xw(static_cast<size_t>(s.m) * (s.k + pad), 0.f);
     for (int i = 0; i < s.m; ++i) std::copy(x.begin() + i * s.k, x.begin() + (i + 1) * s.k, xw.begin() + i * (s.k + pad));
-    DeviceTensor dx = Upload(*gpu_, xw, s.x_f32 ? DType::kF32 : DType::kBF16, {s.m, s.k + pad});
+    DeviceTensor dx = Upload(*gpu_, xw, s.x_f32 ? DType::kF32 : wt, {s.m, s.k + pad});
     DeviceTensor dout = Upload(*gpu_, std::vector<float>(static_cast<size_t>(s.m) * (s.n + pad)),
-                               s.out_f32 ? DType::kF32 : DType::kBF16, {s.m, s.n + pad});
+                               s.out_f32 ? DType::kF32 : wt, {s.m, s.n + pad});
     Tensor xv = s.col_view ? dx.t.Cols(0, s.k) : dx.t;
     Tensor ov = s.col_view ? dout.t.Cols(0, s.n) : dout.t;
     for (auto path : {std::optional<backend::CudaLinear::Path>(backend::CudaLinear::Path::kGemv),
@@ -201,7 +203,7 @@ TEST_F(CudaOpsTest, LinearMatchesCpuOnEveryPath) {
       for (int i = 0; i < s.m; ++i) std::copy(got.begin() + i * (s.n + pad), got.begin() + i * (s.n + pad) + s.n, gv.begin() + i * s.n);
       // f32 x is rounded to bf16 on the cuBLASLt path (the CPU multiplies it in f32).
       const double tol = s.out_f32 && !s.x_f32 ? kF32Tol * 10 : kBf16Tol;
-      EXPECT_LE(RelL2(gv, ref), tol) << "M=" << s.m << " N=" << s.n << " K=" << s.k << " path "
+      EXPECT_LE(RelL2(gv, ref), tol) << DTypeName(wt) << " M=" << s.m << " N=" << s.n << " K=" << s.k << " path "
                                      << (used->path == backend::CudaLinear::Path::kGemv ? "gemv" : "cublasLt");
     }
   }
@@ -544,6 +546,22 @@ TEST_F(CudaOpsTest, MoeRouteAndEveryExpertsEntry) {
       ge.out = dout.t;
       ASSERT_TRUE(gpu_->MoeExperts(ge).ok());
       EXPECT_LE(RelL2(Download(*gpu_, dout.t), ref), kBf16Tol) << "selected, tokens " << t;
+      // The fp16 compute path: f16 x and weights (the bf16 values, exact in f16), f32 out.
+      {
+        DeviceTensor z16 = Upload(*gpu_, z, DType::kF16, {t, s.h});
+        DeviceTensor gu16 = Upload(*gpu_, gu, DType::kF16, {s.experts, 2 * s.inter, s.h});
+        DeviceTensor dn16 = Upload(*gpu_, dn, DType::kF16, {s.experts, s.h, s.inter});
+        DeviceTensor out32 = Upload(*gpu_, std::vector<float>(t * s.h, NAN), DType::kF32, {t, s.h});
+        backend::MoeExpertsArgs ge16 = ge;
+        ge16.x = z16.t;
+        ge16.gate_up = gu16.t;
+        ge16.down = dn16.t;
+        ge16.out = out32.t;
+        ASSERT_TRUE(gpu_->MoeExperts(ge16).ok());
+        EXPECT_LE(RelL2(Download(*gpu_, out32.t), ref), kBf16Tol) << "f16, tokens " << t;
+        ge16.out = dout.t;  // bf16 out with f16 x: the two paths' pairs only
+        EXPECT_FALSE(gpu_->MoeExperts(ge16).ok());
+      }
 
       // Expert parallelism: rank 1 of 2 holds the second half of the experts; pairs routed to the
       // first half add nothing (tokens with none here get zero rows). Every entry, against the CPU.

@@ -33,7 +33,8 @@ struct DeviceTensor {
   backend::Tensor t;
 };
 
-// Uploads host floats as `dt` (bf16 rounds to nearest even; i32 casts) into a new device tensor.
+// Uploads host floats as `dt` (bf16 and f16 round to nearest even; i32 casts) into a new device
+// tensor.
 inline DeviceTensor Upload(backend::Backend& be, const std::vector<float>& host, DType dt,
                            std::initializer_list<int64_t> dims) {
   DeviceTensor d;
@@ -44,8 +45,8 @@ inline DeviceTensor Upload(backend::Backend& be, const std::vector<float>& host,
   d.t = d.buf.View(dt, dims);
   std::vector<char> bytes(host.size() * eb);
   for (size_t i = 0; i < host.size(); ++i) {
-    if (dt == DType::kBF16) {
-      const uint16_t b = FloatToBf16(host[i]);
+    if (dt == DType::kBF16 || dt == DType::kF16) {
+      const uint16_t b = dt == DType::kBF16 ? FloatToBf16(host[i]) : FloatToF16(host[i]);
       std::memcpy(&bytes[i * 2], &b, 2);
     } else if (dt == DType::kI32) {
       const int32_t v = static_cast<int32_t>(host[i]);
@@ -81,17 +82,17 @@ inline DeviceTensor UploadI32(backend::Backend& be, const std::vector<int32_t>& 
   return d;
 }
 
-// A contiguous device tensor back as f32 (bf16 widened, i32 cast).
+// A contiguous device tensor back as f32 (bf16 and f16 widened, i32 cast).
 inline std::vector<float> Download(backend::Backend& be, const backend::Tensor& t) {
   const int64_t n = t.numel();
   std::vector<char> bytes(static_cast<size_t>(n) * t.elem_bytes());
   EXPECT_TRUE(be.CopyToHost(bytes.data(), t.data, bytes.size()).ok());
   std::vector<float> out(n);
   for (int64_t i = 0; i < n; ++i) {
-    if (t.dtype == DType::kBF16) {
+    if (t.dtype == DType::kBF16 || t.dtype == DType::kF16) {
       uint16_t b;
       std::memcpy(&b, &bytes[i * 2], 2);
-      out[i] = Bf16ToFloat(b);
+      out[i] = t.dtype == DType::kBF16 ? Bf16ToFloat(b) : F16ToFloat(b);
     } else if (t.dtype == DType::kI32) {
       int32_t v;
       std::memcpy(&v, &bytes[i * 4], 4);

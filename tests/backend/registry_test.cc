@@ -444,6 +444,7 @@ TEST_F(RegistryTest, VoltaBuildRunsEveryOpOnItsOwnEntries) {
     if (std::string(e->name).rfind("sm70_hd", 0) != 0) continue;
     ProblemKey pk = Attention(e->op, e->predicate.head_dim, 32, 4);
     pk.kv_type = e->predicate.kv_type;
+    pk.in_type = pk.out_type = e->predicate.in_type;  // the f16io twins take fp16 q
     EXPECT_TRUE(CheckEntry(*e, pk, v100, volta_build).ok) << e->name << ": " << CheckEntry(*e, pk, v100, volta_build).reason;
   }
   ProblemKey moe = Moe26bA4b(512);
@@ -451,6 +452,65 @@ TEST_F(RegistryTest, VoltaBuildRunsEveryOpOnItsOwnEntries) {
   moe.num_tokens = 8;
   EXPECT_STREQ(Select(moe, v100, volta_build).entry->name, "sm70_moe_pair_gemv_bf16");
   EXPECT_EQ(Select(moe, v100, ReleaseArchs()).entry, nullptr);
+}
+
+// The fp16 compute path (compute_dtype f16: a V100's default, any GPU's choice): the same problems
+// with f16 activations and weights (attention q/out f16; GEMV x f16 or f32 over f16 weights; MoE
+// f16 in, f32 out) get an entry that takes them on the Volta build's V100 and on every release
+// arch -- attention a tensor-core (m8n8k4) one (but hd512 on a T4), MoE the f16 pair GEMVs -- and
+// never a bf16 one.
+TEST_F(RegistryTest, Fp16ComputePathHasAnEntryForEveryOpOnEveryArch) {
+  struct Dev {
+    int sm, smem, sms;
+    std::vector<int> archs;
+  };
+  const Dev devices[] = {{70, 98304, 80, {70}},  // V100, the Volta build
+                         {75, 65536, 40, ReleaseArchs()},
+                         {80, 166912, 108, ReleaseArchs()},
+                         {90, 232448, 132, ReleaseArchs()},
+                         {100, 232448, 148, ReleaseArchs()}};
+  int checked = 0;
+  for (const Dev& d : devices) {
+    const DeviceInfo dev = Device(d.sm, d.smem, d.sms);
+    for (VariantProblem p : AllVariantProblems()) {
+      std::vector<ProblemKey> keys;
+      if (p.pk.op == Op::kGemv) {
+        p.pk.kv_type = ElemType::kF16;
+        for (const ElemType x : {ElemType::kF16, ElemType::kF32}) {
+          p.pk.in_type = x;
+          keys.push_back(p.pk);
+        }
+      } else if (p.pk.op == Op::kMoeExperts) {
+        p.pk.in_type = p.pk.kv_type = ElemType::kF16;
+        p.pk.out_type = ElemType::kF32;
+        keys.push_back(p.pk);
+      } else {
+        p.pk.in_type = p.pk.out_type = ElemType::kF16;
+        keys.push_back(p.pk);
+      }
+      for (const ProblemKey& pk : keys) {
+        const Selection s = Select(pk, dev, d.archs);
+        ++checked;
+        ASSERT_NE(s.entry, nullptr) << "sm_" << d.sm << " f16 " << p.what << ": " << s.error;
+        const std::string name = s.entry->name;
+        EXPECT_EQ(s.entry->predicate.in_type, pk.in_type) << name;
+        EXPECT_NE(name.find("_f16"), std::string::npos) << "sm_" << d.sm << " " << p.what << ": " << name;
+        // A T4's 64 KB cannot hold the Volta hd512 tiles (87 KB): there hd512 runs the CUDA-core
+        // kernel under f16 (a T4 computes in bf16 with its sm75 entries by default).
+        const bool t4_hd512 = d.sm == 75 && pk.head_dim == 512;
+        if ((pk.op == Op::kAttentionDecode || pk.op == Op::kAttentionPrefill) && !t4_hd512) {
+          EXPECT_TRUE(IsFlashEntry(*s.entry)) << "sm_" << d.sm << " " << p.what << " fell back to " << name;
+          EXPECT_EQ(name.find("_fp8_") != std::string::npos, pk.kv_type == ElemType::kF8E4M3) << name;
+        }
+      }
+    }
+  }
+  EXPECT_GE(checked, 5 * 4 * 18);
+  // And a bf16 problem never gets an f16 entry.
+  const std::vector<int> volta_build = {70};
+  const Selection bf16 = Select(Attention(Op::kAttentionDecode, 256, 32, 16), Device(70, 98304, 80), volta_build);
+  ASSERT_NE(bf16.entry, nullptr);
+  EXPECT_EQ(std::string(bf16.entry->name).find("_f16"), std::string::npos) << bf16.entry->name;
 }
 
 // A newer GPU never prefers the Volta entries: a T4 takes its sm75 ones, an H100 the sm80 ones.

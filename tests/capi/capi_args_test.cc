@@ -68,6 +68,10 @@ TEST(CapiArgsTest, CreateRejectsBadArguments) {
   EXPECT_EQ(gannet_engine_create(&config, &engine), GANNET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(LastError().find("kv_cache_dtype 'int4'"), std::string::npos) << LastError();
   config.kv_cache_dtype = nullptr;
+  config.compute_dtype = "int8";
+  EXPECT_EQ(gannet_engine_create(&config, &engine), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("compute_dtype 'int8' is not one of auto"), std::string::npos) << LastError();
+  config.compute_dtype = nullptr;
   config.kv_separate_k_eq_v = 2;
   EXPECT_EQ(gannet_engine_create(&config, &engine), GANNET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(LastError().find("kv_separate_k_eq_v is 2"), std::string::npos) << LastError();

@@ -58,7 +58,7 @@ Replay ReplayCuda(const model::ModelConfig& config, int64_t total, const EngineC
   r.limits = *limits;
   const runner::RunnerOptions ro = RunnerOptionsFor(r.limits);
   const int64_t weights = 2 * model::CountParameters(config);
-  const int64_t activations = runner::ActivationBytes(config, ro, DType::kBF16, DType::kF32);
+  const int64_t activations = runner::ActivationBytes(config, ro, runner::ActivationTypes{});
   const int64_t free_before = total - kContextBytes;
   r.weights_fit = CheckWeightsFit(weights, activations, free_before, total, "test device");
   r.sizing = absl::UnknownError("not sized");

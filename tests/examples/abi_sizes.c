@@ -57,6 +57,7 @@ int main(void) {
   FIELD(gannet_engine_config_t, tp_id);
   FIELD(gannet_engine_config_t, kv_cache_dtype);
   FIELD(gannet_engine_config_t, kv_separate_k_eq_v);
+  FIELD(gannet_engine_config_t, compute_dtype);
 
   SIZE(gannet_tp_id_t);
   FIELD(gannet_tp_id_t, bytes);
@@ -184,6 +185,7 @@ int main(void) {
   FIELD(gannet_engine_stats_t, timed_decode_seconds);
   FIELD(gannet_engine_stats_t, timed_decode_device_seconds);
   FIELD(gannet_engine_stats_t, kv_cache_dtype);
+  FIELD(gannet_engine_stats_t, compute_dtype);
 
   SIZE(gannet_tokenizer_info_t);
   FIELD(gannet_tokenizer_info_t, struct_size);

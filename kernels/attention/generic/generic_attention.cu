@@ -42,13 +42,18 @@ __global__ void GenericAttentionKernel(const PagedAttentionParams p) {
 
   float q[kMaxChunksPerLane][8];
   float acc[kMaxChunksPerLane][8];
-  const bf16* qrow = static_cast<const bf16*>(p.q) + t * p.q_stride + static_cast<int64_t>(h) * p.head_dim;
+  const int64_t q_at = t * p.q_stride + static_cast<int64_t>(h) * p.head_dim;
 #pragma unroll
   for (int c = 0; c < kMaxChunksPerLane; ++c) {
     const int ch = lane + 32 * c;
 #pragma unroll
     for (int i = 0; i < 8; ++i) q[c][i] = acc[c][i] = 0.f;
-    if (ch < chunks) Load8(qrow + ch * 8, q[c]);
+    if (ch >= chunks) continue;
+    if (p.io_f16) {
+      Load8(static_cast<const f16*>(p.q) + q_at + ch * 8, q[c]);
+    } else {
+      Load8(static_cast<const bf16*>(p.q) + q_at + ch * 8, q[c]);
+    }
   }
   // k_from_v: the k_norm weights of this lane's dims and of their rotate-half partners.
   const int half = p.head_dim / 2;
@@ -120,14 +125,18 @@ __global__ void GenericAttentionKernel(const PagedAttentionParams p) {
     }
   }
   const float inv = l > 0.f ? 1.f / l : 0.f;
-  bf16* orow = static_cast<bf16*>(p.out) + t * p.out_stride + static_cast<int64_t>(h) * p.head_dim;
+  const int64_t o_at = t * p.out_stride + static_cast<int64_t>(h) * p.head_dim;
 #pragma unroll
   for (int c = 0; c < kMaxChunksPerLane; ++c) {
     const int ch = lane + 32 * c;
     if (ch >= chunks) continue;
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[c][i] *= inv;
-    Store8(orow + ch * 8, acc[c]);
+    if (p.io_f16) {
+      Store8(static_cast<f16*>(p.out) + o_at + ch * 8, acc[c]);
+    } else {
+      Store8(static_cast<bf16*>(p.out) + o_at + ch * 8, acc[c]);
+    }
   }
 }
 

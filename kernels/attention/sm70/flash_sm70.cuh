@@ -83,6 +83,11 @@ __device__ __forceinline__ void QToF16(bf16* sQ) {
   }
 }
 
+__device__ __forceinline__ uint32_t PackF16x2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
 // Four bf16 (8 bytes) -> two f16x2 registers.
 __device__ __forceinline__ void Bf16x4ToF16(const bf16* src, uint32_t& b0, uint32_t& b1) {
   const uint2 w = *reinterpret_cast<const uint2*>(src);
@@ -130,7 +135,7 @@ __device__ __forceinline__ void FlashSm70Cta(const PagedAttentionParams& p, int 
   using Fp8 = typename Tr::Fp8;
 
   extern __shared__ __align__(128) unsigned char smem[];
-  bf16* sQ = reinterpret_cast<bf16*>(smem);  // bf16 as loaded, fp16 from the first tile on
+  bf16* sQ = reinterpret_cast<bf16*>(smem);  // as loaded (bf16, or f16 with io_f16), fp16 from the first tile on
   const __half* sQh = reinterpret_cast<const __half*>(smem);
   bf16* sK = reinterpret_cast<bf16*>(smem + Tr::kQBytes);  // bf16 only
   bf16* sV = sK + kBlockN * kStride;
@@ -184,7 +189,7 @@ __device__ __forceinline__ void FlashSm70Cta(const PagedAttentionParams& p, int 
         sm80::WeightQForKFromV<kHeadDim, kBlockM, Tr::kThreads, kStride>(sQ, p);
         __syncthreads();
       }
-      QToF16<kHeadDim, kBlockM, Tr::kThreads, kStride>(sQ);
+      if (!p.io_f16) QToF16<kHeadDim, kBlockM, Tr::kThreads, kStride>(sQ);
     }
     sm80::AdvanceKvPipeline<1>(load_tile, it, n_tiles);  // loads tile `it`, then a barrier
     bf16* cK = sK;
@@ -342,7 +347,8 @@ __device__ __forceinline__ void FlashSm70Cta(const PagedAttentionParams& p, int 
         const int c = wn * Tr::kDimsPerWarp + 16 * dt + half8 + QpAccCol(lane, i);
         const float x0 = acc_o[dt][i] * inv_l[h], x1 = acc_o[dt][i + 1] * inv_l[h];
         if (num_splits == 1) {
-          *reinterpret_cast<uint32_t*>(sm80::OutRow(p, t, group, kvh, kHeadDim, r) + c) = sm80::PackBf16x2(x0, x1);
+          *reinterpret_cast<uint32_t*>(sm80::OutRow(p, t, group, kvh, kHeadDim, r) + c) =
+              p.io_f16 ? PackF16x2(x0, x1) : sm80::PackBf16x2(x0, x1);
         } else {
           float* o = ws.o + ((static_cast<size_t>(cta) * num_splits + split) * kBlockM + r) * kHeadDim + c;
           *reinterpret_cast<float2*>(o) = make_float2(x0, x1);

@@ -383,17 +383,23 @@ __device__ __forceinline__ int KFromVRotIndex(int dim, int half, int rope_pairs)
   return dim < half ? dim : rope_pairs + dim - half;
 }
 
-// Q's dims off the rotated pairs times k_norm, in place (sQ bf16, landed).
+// Q's dims off the rotated pairs times k_norm, in place (sQ landed: bf16, or f16 with io_f16).
 template <int kHeadDim, int kBlockM, int kThreads, int kStride>
 __device__ __forceinline__ void WeightQForKFromV(bf16* sQ, const PagedAttentionParams& p) {
   constexpr int kHalf = kHeadDim / 2;
   for (int e = threadIdx.x; e < kBlockM * kHalf; e += kThreads) {
     const int r = e / kHalf, c = (e % kHalf) * 2;
     if (KFromVRotated(c, kHalf, p.rope_pairs)) continue;
-    __nv_bfloat162* q = reinterpret_cast<__nv_bfloat162*>(sQ + r * kStride + c);
     const float2 w = __ldg(reinterpret_cast<const float2*>(p.k_norm + c));
-    const float2 v = __bfloat1622float2(*q);
-    *q = __floats2bfloat162_rn(v.x * w.x, v.y * w.y);
+    if (p.io_f16) {
+      __half2* q = reinterpret_cast<__half2*>(sQ + r * kStride + c);
+      const float2 v = __half22float2(*q);
+      *q = __floats2half2_rn(v.x * w.x, v.y * w.y);
+    } else {
+      __nv_bfloat162* q = reinterpret_cast<__nv_bfloat162*>(sQ + r * kStride + c);
+      const float2 v = __bfloat1622float2(*q);
+      *q = __floats2bfloat162_rn(v.x * w.x, v.y * w.y);
+    }
   }
 }
 
@@ -630,9 +636,14 @@ __global__ void __launch_bounds__(kHeadDim / 4) FlashCombineKernel(const PagedAt
     lmax = bmax;
   }
   const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
-  bf16* out = OutRow(p, t, group, kvh, kHeadDim, r) + threadIdx.x * 4;
-  reinterpret_cast<__nv_bfloat162*>(out)[0] = __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
-  reinterpret_cast<__nv_bfloat162*>(out)[1] = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
+  bf16* out = OutRow(p, t, group, kvh, kHeadDim, r) + threadIdx.x * 4;  // 2-byte elements either way
+  if (p.io_f16) {
+    reinterpret_cast<__half2*>(out)[0] = __floats2half2_rn(acc.x * inv, acc.y * inv);
+    reinterpret_cast<__half2*>(out)[1] = __floats2half2_rn(acc.z * inv, acc.w * inv);
+  } else {
+    reinterpret_cast<__nv_bfloat162*>(out)[0] = __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
+    reinterpret_cast<__nv_bfloat162*>(out)[1] = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
+  }
 }
 
 template <int kHeadDim, int kBlockM, int kMinArch>
@@ -655,6 +666,8 @@ cudaError_t LaunchFlashKernel(void (*kernel)(const PagedAttentionParams, int, vo
                               cudaStream_t stream) {
   if (p.head_dim != Tr::kHeadDim || p.num_kv_heads <= 0 || num_splits < 1) return cudaErrorInvalidValue;
   if (num_splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
+  // fp16 q/out: only the Volta kernels read and write them (their operands are fp16 anyway).
+  if (p.io_f16 && Tr::kMinArch != 700) return cudaErrorInvalidValue;
   // Opting into large shared memory is per device; set it on every launch (cheap, and legal while
   // a stream is being captured) instead of keeping per-process state.
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -66,8 +66,11 @@ absl::StatusOr<kernels::PagedAttentionParams> CudaBackend::AttentionParams(const
   if (a.meta == nullptr) return InvalidArgumentError("Attention: no step metadata");
   const StepMetadata& meta = *a.meta;
   const KvGroupView& g = meta.groups[a.group];
-  for (const Tensor* t : {&a.q, &a.out}) {
-    GANNET_RETURN_IF_ERROR(RequireDType(*t, DType::kBF16, "Attention q/out"));
+  // q and out: the activation type, bf16, or f16 on the fp16 compute path (any backend takes
+  // either, so tests run the f16 entries everywhere).
+  if ((a.q.dtype != DType::kBF16 && a.q.dtype != DType::kF16) || a.out.dtype != a.q.dtype) {
+    return InvalidArgumentError("cuda backend: Attention q and out must both be bf16 or both f16, got {} and {}",
+                                DTypeName(a.q.dtype), DTypeName(a.out.dtype));
   }
   const int d = a.head_dim;
   if (a.num_kv_heads <= 0 || a.num_q_heads % a.num_kv_heads != 0) {
@@ -91,6 +94,7 @@ absl::StatusOr<kernels::PagedAttentionParams> CudaBackend::AttentionParams(const
   }
   kernels::PagedAttentionParams p;
   p.q = a.q.data;
+  p.io_f16 = a.q.dtype == DType::kF16;
   p.k_cache = a.k_cache.data;
   p.v_cache = a.v_cache.data;
   p.kv_fp8 = a.v_cache.dtype == DType::kF8E4M3;
@@ -130,8 +134,10 @@ absl::Status CudaBackend::QkvPrep(const QkvPrepArgs& a) {
   const StepMetadata& meta = *a.meta;
   const KvGroupView& g = meta.groups[a.group];
   const int d = a.head_dim;
-  GANNET_RETURN_IF_ERROR(RequireDType(a.qkv, DType::kBF16, "QkvPrep qkv"));
-  GANNET_RETURN_IF_ERROR(RequireDType(a.q_out, DType::kBF16, "QkvPrep q_out"));
+  // The two paths: bf16 qkv -> bf16 q, or (fp16 compute) f32 qkv -> f16 q.
+  const bool f16_path = a.q_out.dtype == DType::kF16;
+  GANNET_RETURN_IF_ERROR(RequireDType(a.qkv, f16_path ? DType::kF32 : DType::kBF16, "QkvPrep qkv"));
+  if (!f16_path) GANNET_RETURN_IF_ERROR(RequireDType(a.q_out, DType::kBF16, "QkvPrep q_out"));
   GANNET_RETURN_IF_ERROR(RequireDType(a.q_norm, DType::kF32, "QkvPrep q_norm"));
   const int64_t kv_cols = a.has_kv ? static_cast<int64_t>(a.num_kv_heads) * d * (a.k_eq_v ? 1 : 2) : 0;
   if (a.qkv.row_elems() != static_cast<int64_t>(a.num_q_heads) * d + kv_cols) {
@@ -153,6 +159,8 @@ absl::Status CudaBackend::QkvPrep(const QkvPrepArgs& a) {
   kernels::QkvPrepParams p;
   p.qkv = a.qkv.data;
   p.ld_qkv = a.qkv.stride0();
+  p.qkv_type = f16_path ? kernels::DataType::kF32 : kernels::DataType::kBF16;
+  p.q_type = f16_path ? kernels::DataType::kF16 : kernels::DataType::kBF16;
   p.num_tokens = meta.num_tokens;
   p.num_q_heads = a.num_q_heads;
   p.num_kv_heads = a.num_kv_heads;
@@ -189,7 +197,7 @@ absl::StatusOr<const kernels::KernelEntry*> CudaBackend::SelectAttention(const A
     const auto key = std::make_tuple(static_cast<int>(op), pk.head_dim, pk.page_size,
                                      pk.num_q_heads, pk.num_kv_heads, pk.window > 0 ? 1 : 0,
                                      std::min(pk.max_query_len, 17), static_cast<int>(pk.flags),
-                                     static_cast<int>(pk.kv_type));
+                                     static_cast<int>(pk.kv_type), static_cast<int>(pk.in_type));
     auto it = chosen_.find(key);
     if (it != chosen_.end()) return it->second;
     const kernels::Selection sel = kernels::Select(pk, device_);

@@ -31,7 +31,7 @@ static_assert(static_cast<int>(model::WeightInit::kMatrix) == static_cast<int>(k
 
 void RegistryLog(const char* message) { GANNET_LOG_INFO("{}", message); }
 
-// Host staging for non-bf16 checkpoint matrices and for vectors (converted to the device type).
+// Host staging for checkpoint tensors not stored in the device type (converted on the host).
 absl::Status UploadConverted(const model::WeightView& p, DType out_type, void* dst) {
   const int64_t n = p.numel();
   std::vector<char> host(static_cast<size_t>(n) * DTypeBits(out_type) / 8);
@@ -48,7 +48,7 @@ absl::Status UploadConverted(const model::WeightView& p, DType out_type, void* d
     if (out_type == DType::kF32) {
       std::memcpy(host.data() + i * 4, &v, 4);
     } else {
-      const uint16_t b = FloatToBf16(v);
+      const uint16_t b = out_type == DType::kF16 ? FloatToF16(v) : FloatToBf16(v);
       std::memcpy(host.data() + i * 2, &b, 2);
     }
   }
@@ -58,18 +58,23 @@ absl::Status UploadConverted(const model::WeightView& p, DType out_type, void* d
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device) {
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device,
+                                                                 std::optional<DType> compute) {
   std::unique_ptr<CudaBackend> b(new CudaBackend());
-  GANNET_RETURN_IF_ERROR(b->Init(device));
+  GANNET_RETURN_IF_ERROR(b->Init(device, compute));
   return b;
 }
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int device) {
-  GANNET_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> b, CudaBackend::Create(device));
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int device, std::optional<DType> compute) {
+  GANNET_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> b, CudaBackend::Create(device, compute));
   return std::unique_ptr<Backend>(std::move(b));
 }
 
-absl::Status CudaBackend::Init(int device) {
+absl::Status CudaBackend::Init(int device, std::optional<DType> compute) {
+  if (compute.has_value() && *compute != DType::kBF16 && *compute != DType::kF16) {
+    return InvalidArgumentError("cuda backend: compute type {} is not one of bf16, f16",
+                                DTypeName(*compute));
+  }
   int count = 0;
   const cudaError_t counted = cudaGetDeviceCount(&count);
   if (counted != cudaSuccess || count == 0) {
@@ -93,13 +98,15 @@ absl::Status CudaBackend::Init(int device) {
     return UnimplementedError("cuda backend: device sm_{} is older than every arch in this binary ({})",
                               device_.sm, kernels::CompiledArchsString());
   }
+  act_ = compute.value_or(device_.sm < 75 ? DType::kF16 : DType::kBF16);
   GANNET_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   kernels::SetRegistryLogSink(RegistryLog);
   GANNET_ASSIGN_OR_RETURN(linear_, CudaLinear::Create(this));
   GANNET_LOG_INFO("cuda backend: device {} {} ({} SMs, {} KB shared memory per block, {}); "
-                  "kernels for {}",
+                  "kernels for {}; computes in {}",
                   device, device_name_, device_.num_sms, device_.max_smem_optin / 1024,
-                  FormatBytes(TotalMemoryBytes()), kernels::CompiledArchsString());
+                  FormatBytes(TotalMemoryBytes()), kernels::CompiledArchsString(),
+                  act_ == DType::kF16 ? "f16 (f32 residual, norm inputs and logits)" : "bf16");
   return absl::OkStatus();
 }
 
@@ -274,9 +281,10 @@ absl::Status CudaBackend::Fill(Tensor t, float value) {
   switch (t.dtype) {
     case DType::kF32: break;
     case DType::kBF16: type = kernels::DataType::kBF16; break;
+    case DType::kF16: type = kernels::DataType::kF16; break;
     case DType::kI32: is_int = true; break;
     default:
-      return InvalidArgumentError("cuda backend: Fill supports f32, bf16 and i32, got {}",
+      return InvalidArgumentError("cuda backend: Fill supports f32, bf16, f16 and i32, got {}",
                                   DTypeName(t.dtype));
   }
   const int64_t n = t.rank <= 1 ? t.numel() : t.row_elems();
@@ -305,17 +313,19 @@ absl::StatusOr<OwnedTensor> CudaBackend::LoadWeight(std::span<const model::Weigh
     rows += p->shape[0];
     total += p->numel();
   }
-  // Matrices bf16 (what the GEMMs and attention read), vectors f32 (what the norms read).
+  // Matrices in the compute type (what the GEMMs read: bf16, or f16 on the fp16 path), vectors
+  // f32 (what the norms read).
   const bool is_vector = first.shape.size() <= 1;
-  const DType out_type = is_vector ? DType::kF32 : DType::kBF16;
+  const DType out_type = is_vector ? DType::kF32 : act_;
   GANNET_ASSIGN_OR_RETURN(Buffer buf, Allocate(static_cast<size_t>(total) * DTypeBits(out_type) / 8));
   char* dst = static_cast<char*>(buf.data());
   for (const model::WeightView* p : parts) {
     const size_t bytes = static_cast<size_t>(p->numel()) * DTypeBits(out_type) / 8;
     if (p->synthetic) {
       const uint64_t key = model::SyntheticKey(p->seed, p->name);
+      GANNET_ASSIGN_OR_RETURN(const kernels::DataType synthetic_type, KernelTypeOf(out_type, "weight"));
       GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchFillSynthetic(
-          dst, out_type == DType::kF32, 0, p->numel(), key,
+          dst, synthetic_type, 0, p->numel(), key,
           static_cast<kernels::SyntheticInit>(static_cast<int>(p->init)), p->shape.back(), stream_));
     } else if (p->dtype == out_type) {
       GANNET_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, p->data, bytes, cudaMemcpyHostToDevice, stream_));

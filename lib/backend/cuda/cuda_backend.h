@@ -4,6 +4,11 @@
 // Numerics: activations bf16 (what the GEMMs consume), the residual stream f32 (it accumulates
 // 60 layers of small updates, where bf16's 8-bit mantissa would lose them, and it costs only
 // hidden x 4 bytes per token), KV cache bf16, matrices bf16, vectors (norm weights, scales) f32.
+// The fp16 compute path (GPUs without bf16 tensor cores: the default on sm_70, chosen with
+// compute_dtype f16 anywhere): matrices are converted to fp16 at load and activations are fp16,
+// but every value that can leave fp16's range stays f32 -- the residual stream, the projections
+// that feed a norm (qkv, o_proj, the MLP and MoE outputs, the PLE projections: norm_input_dtype),
+// the router's input, the logits and the softcap. The KV cache stays bf16 (or FP8).
 //
 // Memory: device buffers from cudaMalloc (the runner allocates once). Ops never allocate while a
 // stream is being captured, never synchronize and never copy from pageable host memory, so a
@@ -19,6 +24,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -33,7 +39,10 @@ class CudaLinear;
 
 class CudaBackend final : public Backend {
  public:
-  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(int device);
+  // compute: the activation and matrix type, bf16 or f16; nullopt = f16 on GPUs older than sm_75
+  // (no bf16 tensor cores, and the m8n8k4 attention computes in fp16 anyway), else bf16.
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(
+      int device, std::optional<DType> compute = std::nullopt);
   ~CudaBackend() override;
 
   std::string_view name() const override { return "cuda"; }
@@ -41,7 +50,8 @@ class CudaBackend final : public Backend {
   int device_id() const override { return device_id_; }
   absl::Status BindThread() override;
   int64_t TotalMemoryBytes() const override;
-  DType activation_dtype() const override { return DType::kBF16; }
+  DType activation_dtype() const override { return act_; }
+  DType norm_input_dtype() const override { return act_ == DType::kF16 ? DType::kF32 : act_; }
   DType residual_dtype() const override { return DType::kF32; }
   DType kv_dtype() const override { return DType::kBF16; }
 
@@ -106,13 +116,14 @@ class CudaBackend final : public Backend {
  private:
   cudaEvent_t span_begin_ = nullptr, span_end_ = nullptr;
   CudaBackend() = default;
-  absl::Status Init(int device);
+  absl::Status Init(int device, std::optional<DType> compute);
   bool Capturing() const;
   // inv_freq of a rotation over head_dim / 2 pairs (cached).
   const std::vector<float>& InvFreq(const RopeSpec& rope, int head_dim);
   absl::StatusOr<kernels::PagedAttentionParams> AttentionParams(const AttentionArgs& args);
 
   int device_id_ = 0;
+  DType act_ = DType::kBF16;
   std::string device_name_;
   kernels::DeviceInfo device_;
   cudaStream_t stream_ = nullptr;
@@ -123,7 +134,7 @@ class CudaBackend final : public Backend {
   };
   Space spaces_[static_cast<int>(WorkspaceId::kCount)];
   // Registry choices per problem class, so steps don't re-run selection for every layer.
-  std::map<std::tuple<int, int, int, int, int, int, int, int, int>, const kernels::KernelEntry*> chosen_;
+  std::map<std::tuple<int, int, int, int, int, int, int, int, int, int>, const kernels::KernelEntry*> chosen_;
   // inv_freq per (rope spec, head_dim), computed once on the host.
   std::map<std::tuple<double, int, double, int>, std::vector<float>> inv_freq_;
   std::vector<cudaGraphExec_t> graphs_;  // released slots are nullptr
@@ -131,6 +142,6 @@ class CudaBackend final : public Backend {
 };
 
 // The factory's entry point (lib/backend/backend_factory.cc).
-absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int device);
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int device, std::optional<DType> compute);
 
 }  // namespace gannet::backend

@@ -88,7 +88,8 @@ void CudaLinear::Force(std::optional<Path> path) {
 }
 
 absl::StatusOr<CudaLinear::Plan*> CudaLinear::GetPlan(const KeyTuple& key, int m, int n, int k,
-                                                      bool out_f32, int64_t ldx, int64_t ldo) {
+                                                      bool w_f16, bool out_f32, int64_t ldx,
+                                                      int64_t ldo) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second.get();
   auto plan = std::make_unique<Plan>();
@@ -102,10 +103,12 @@ absl::StatusOr<CudaLinear::Plan*> CudaLinear::GetPlan(const KeyTuple& key, int m
       plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
   // Column-major view of the row-major problem: out^T [N, M] = w [N, K] (stored as K x N,
   // transposed) times x^T [K, M].
-  GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_16BF, k, n, k));
-  GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_16BF, k, m, ldx));
+  // The 16-bit operands: bf16, or f16 on the fp16 compute path; f32 accumulation either way.
+  const cudaDataType_t ab = w_f16 ? CUDA_R_16F : CUDA_R_16BF;
+  GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->a, ab, k, n, k));
+  GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->b, ab, k, m, ldx));
   GANNET_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatrixLayoutCreate(&plan->c, out_f32 ? CUDA_R_32F : CUDA_R_16BF, n, m, ldo));
+      cublasLtMatrixLayoutCreate(&plan->c, out_f32 ? CUDA_R_32F : ab, n, m, ldo));
   GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&plan->pref));
   GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
       plan->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof(workspace_bytes_)));
@@ -138,11 +141,13 @@ absl::Status CudaLinear::RunGemv(const Tensor& x, const Tensor& w, const Tensor&
   p.k = static_cast<int>(w.row_elems());
   p.ldx = x.stride0();
   p.ldo = out.stride0();
-  p.x_is_f32 = x.dtype == DType::kF32;
-  p.out_is_f32 = out.dtype == DType::kF32;
+  GANNET_ASSIGN_OR_RETURN(p.x_type, KernelTypeOf(x.dtype, "Linear x"));
+  GANNET_ASSIGN_OR_RETURN(p.w_type, KernelTypeOf(w.dtype, "Linear weight"));
+  GANNET_ASSIGN_OR_RETURN(p.out_type, KernelTypeOf(out.dtype, "Linear out"));
   const kernels::ProblemKey pk = kernels::GemvProblem(p);
-  // The GEMV entries differ only by x's type: select once per type, not per call.
-  const kernels::KernelEntry*& entry = gemv_entry_[p.x_is_f32 ? 1 : 0];
+  // The GEMV entries differ only by x's and the weight's types: select once per pair, not per call.
+  const kernels::KernelEntry*& entry =
+      gemv_entry_[(x.dtype == DType::kF32 ? 1 : 0) + (w.dtype == DType::kF16 ? 2 : 0)];
   if (entry == nullptr) {
     const kernels::Selection sel = kernels::Select(pk, be_->device_info());
     if (sel.entry == nullptr) return InternalError("Linear: {}", sel.error);
@@ -236,9 +241,16 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
 absl::StatusOr<CudaLinear::Choice> CudaLinear::Run(const Tensor& x, const Tensor& w,
                                                    const Tensor& out) {
   const int64_t m = x.rows(), k = x.row_elems(), n = w.dim(0);
-  if (w.dtype != DType::kBF16) return InvalidArgumentError("Linear: weight must be bf16");
-  if (x.dtype != DType::kBF16 && x.dtype != DType::kF32) return InvalidArgumentError("Linear: x must be bf16 or f32");
-  if (out.dtype != DType::kBF16 && out.dtype != DType::kF32) return InvalidArgumentError("Linear: out must be bf16 or f32");
+  // The weight is bf16, or f16 on the fp16 compute path; x and out are the weight's type or f32.
+  if (w.dtype != DType::kBF16 && w.dtype != DType::kF16) {
+    return InvalidArgumentError("Linear: weight must be bf16 or f16, got {}", DTypeName(w.dtype));
+  }
+  for (const auto& [t, what] : {std::pair{&x, "x"}, std::pair{&out, "out"}}) {
+    if (t->dtype != w.dtype && t->dtype != DType::kF32) {
+      return InvalidArgumentError("Linear: {} must be {} (the weight's type) or f32, got {}", what,
+                                  DTypeName(w.dtype), DTypeName(t->dtype));
+    }
+  }
   if (w.row_elems() != k || out.rows() != m || out.row_elems() != n || w.rank != 2) {
     return InvalidArgumentError("Linear: x [{}, {}] @ w^T [{}, {}] -> out [{}, {}] mismatch", m, k,
                                 w.dim(0), w.row_elems(), out.rows(), out.row_elems());
@@ -247,7 +259,9 @@ absl::StatusOr<CudaLinear::Choice> CudaLinear::Run(const Tensor& x, const Tensor
   GANNET_RETURN_IF_ERROR(CheckInt32("Linear", {{"x rows M", m}, {"weight rows N", n}, {"K", k}}));
   if (m == 0) return Choice();
   const bool x_f32 = x.dtype == DType::kF32, out_f32 = out.dtype == DType::kF32;
-  // cuBLASLt reads bf16 x: convert an f32 x (the residual stream feeding PLE) into scratch.
+  const bool w_f16 = w.dtype == DType::kF16;
+  // cuBLASLt reads x in the weight's type: convert an f32 x (the residual stream feeding PLE) into
+  // scratch.
   const void* xb = x.data;
   int64_t ldxb = x.stride0();
   if (x_f32) {
@@ -255,7 +269,7 @@ absl::StatusOr<CudaLinear::Choice> CudaLinear::Run(const Tensor& x, const Tensor
     GANNET_ASSIGN_OR_RETURN(void* ws, be_->Workspace(CudaBackend::WorkspaceId::kLinearInput,
                                                      static_cast<size_t>(m * ldxb) * 2));
     GANNET_ASSIGN_OR_RETURN(kernels::Mat src, MatOf(x, "Linear input"));
-    kernels::Mat dst{ws, kernels::DataType::kBF16, ldxb};
+    kernels::Mat dst{ws, w_f16 ? kernels::DataType::kF16 : kernels::DataType::kBF16, ldxb};
     GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchConvert(src, dst, static_cast<int>(m),
                                                        static_cast<int>(k), be_->stream()));
     xb = ws;
@@ -264,9 +278,10 @@ absl::StatusOr<CudaLinear::Choice> CudaLinear::Run(const Tensor& x, const Tensor
                        Aligned16(x.data) && Aligned16(w.data);
   const int align = Aligned16(xb) | (Aligned16(w.data) << 1) | (Aligned16(out.data) << 2);
   const KeyTuple key{MBucket(static_cast<int>(m)), static_cast<int>(n), static_cast<int>(k),
-                     x_f32, out_f32, ldxb, out.stride0(), align};
+                     x_f32 | (w_f16 << 1), out_f32, ldxb, out.stride0(), align};
   GANNET_ASSIGN_OR_RETURN(Plan * plan, GetPlan(key, static_cast<int>(m), static_cast<int>(n),
-                                               static_cast<int>(k), out_f32, ldxb, out.stride0()));
+                                               static_cast<int>(k), w_f16, out_f32, ldxb,
+                                               out.stride0()));
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   GANNET_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(be_->stream(), &cap));
   const bool capturing = cap != cudaStreamCaptureStatusNone;

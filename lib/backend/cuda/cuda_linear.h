@@ -1,5 +1,6 @@
-// Linear layers of the CUDA backend: out[M, N] = x[M, K] w[N, K]^T with bf16 weights, bf16 or
-// f32 x (f32 x is converted to bf16 for cuBLASLt), bf16 or f32 out, fp32 accumulation.
+// Linear layers of the CUDA backend: out[M, N] = x[M, K] w[N, K]^T with bf16 weights (f16 on the
+// fp16 compute path), x and out of the weight's type or f32 (f32 x is converted to the weight's
+// type for cuBLASLt), fp32 accumulation.
 //
 // Candidates per shape: the registry's small-M GEMV (M <= 8) and cuBLASLt's heuristic top algos.
 // The first uncaptured call of a shape times every candidate once (on the call's own buffers) and
@@ -50,8 +51,8 @@ class CudaLinear {
   struct Key;
   struct Plan;
   using KeyTuple = std::tuple<int, int, int, int, int, int64_t, int64_t, int>;
-  absl::StatusOr<Plan*> GetPlan(const KeyTuple& key, int m, int n, int k, bool out_f32,
-                                int64_t ldx, int64_t ldo);
+  absl::StatusOr<Plan*> GetPlan(const KeyTuple& key, int m, int n, int k, bool w_f16,
+                                bool out_f32, int64_t ldx, int64_t ldo);
   absl::Status RunCublas(Plan& plan, const cublasLtMatmulAlgo_t* algo, const void* x, int64_t ldx,
                          const void* w, void* out, int m);
   absl::Status RunGemv(const Tensor& x, const Tensor& w, const Tensor& out);
@@ -66,7 +67,8 @@ class CudaLinear {
   size_t flush_bytes_ = 0;
   std::map<KeyTuple, std::unique_ptr<Plan>> plans_;
   std::optional<Path> forced_;
-  const kernels::KernelEntry* gemv_entry_[2] = {nullptr, nullptr};  // by x type (bf16, f32)
+  // By x f32 (+1) and weight f16 (+2).
+  const kernels::KernelEntry* gemv_entry_[4] = {nullptr, nullptr, nullptr, nullptr};
 };
 
 }  // namespace gannet::backend

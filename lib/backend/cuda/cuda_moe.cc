@@ -13,7 +13,7 @@ namespace gannet::backend {
 
 absl::Status CudaBackend::MoeRoute(const MoeRouteArgs& a) {
   GANNET_RETURN_IF_ERROR(RequireDType(a.x, DType::kF32, "MoeRoute x (the f32 residual)"));
-  GANNET_RETURN_IF_ERROR(RequireDType(a.router_proj, DType::kBF16, "MoeRoute router_proj"));
+  GANNET_RETURN_IF_ERROR(RequireMatrixDType(a.router_proj, "MoeRoute router_proj"));
   GANNET_RETURN_IF_ERROR(RequireDType(a.router_scale, DType::kF32, "MoeRoute router_scale"));
   GANNET_RETURN_IF_ERROR(RequireDType(a.per_expert_scale, DType::kF32, "MoeRoute per_expert_scale"));
   GANNET_RETURN_IF_ERROR(RequireDType(a.topk_ids, DType::kI32, "MoeRoute topk_ids"));
@@ -32,6 +32,7 @@ absl::Status CudaBackend::MoeRoute(const MoeRouteArgs& a) {
   p.ldx = a.x.stride0();
   p.router_scale = a.router_scale.as<float>();
   p.router_proj = a.router_proj.data;
+  p.router_type = a.router_proj.dtype == DType::kF16 ? kernels::DataType::kF16 : kernels::DataType::kBF16;
   p.per_expert_scale = a.per_expert_scale.as<float>();
   p.topk_ids = a.topk_ids.as<int32_t>();
   p.topk_weights = a.topk_weights.as<float>();
@@ -47,9 +48,15 @@ absl::Status CudaBackend::MoeRoute(const MoeRouteArgs& a) {
 }
 
 absl::Status CudaBackend::MoeExperts(const MoeExpertsArgs& a) {
-  for (const Tensor* t : {&a.x, &a.out, &a.gate_up, &a.down}) {
-    GANNET_RETURN_IF_ERROR(RequireDType(*t, DType::kBF16, "MoeExperts x/out/weights"));
+  // x and the weights share one type: bf16, or f16 on the fp16 compute path, where out is f32
+  // (it feeds post_feedforward_layernorm_2).
+  GANNET_RETURN_IF_ERROR(RequireMatrixDType(a.x, "MoeExperts x"));
+  for (const Tensor* t : {&a.gate_up, &a.down}) {
+    GANNET_RETURN_IF_ERROR(RequireDType(*t, a.x.dtype, "MoeExperts weights (x's type)"));
   }
+  const bool f16_path = a.x.dtype == DType::kF16;
+  GANNET_RETURN_IF_ERROR(RequireDType(a.out, f16_path ? DType::kF32 : DType::kBF16,
+                                      f16_path ? "MoeExperts out (f16 x)" : "MoeExperts out (bf16 x)"));
   GANNET_RETURN_IF_ERROR(RequireDType(a.topk_ids, DType::kI32, "MoeExperts topk_ids"));
   GANNET_RETURN_IF_ERROR(RequireDType(a.topk_weights, DType::kF32, "MoeExperts topk_weights"));
   const int64_t tokens = a.x.rows(), hidden = a.x.row_elems();
@@ -64,6 +71,8 @@ absl::Status CudaBackend::MoeExperts(const MoeExpertsArgs& a) {
                                                     {"intermediate", inter},
                                                     {"experts", experts}}));
   kernels::MoeExpertsParams p;
+  p.w_type = f16_path ? kernels::DataType::kF16 : kernels::DataType::kBF16;
+  p.out_type = f16_path ? kernels::DataType::kF32 : kernels::DataType::kBF16;
   p.x = a.x.data;
   p.ldx = a.x.stride0();
   p.topk_ids = a.topk_ids.as<int32_t>();
@@ -84,7 +93,8 @@ absl::Status CudaBackend::MoeExperts(const MoeExpertsArgs& a) {
   const auto key = std::make_tuple(static_cast<int>(kernels::Op::kMoeExperts), pk.n, pk.k,
                                    pk.num_experts, pk.top_k, 0,
                                    std::min(pk.num_tokens, kernels::kMoePairGemvMaxTokens + 1),
-                                   static_cast<int>(pk.flags), static_cast<int>(pk.kv_type));
+                                   static_cast<int>(pk.flags), static_cast<int>(pk.kv_type),
+                                   static_cast<int>(pk.in_type));
   const kernels::KernelEntry* entry = nullptr;
   if (auto it = chosen_.find(key); it != chosen_.end()) {
     entry = it->second;

@@ -18,7 +18,9 @@ static_assert(sizeof(SamplingParams) == sizeof(kernels::SamplingRowParams) &&
 
 absl::Status CudaBackend::Embed(Tensor ids, Tensor table, float scale, Tensor out) {
   GANNET_RETURN_IF_ERROR(RequireDType(ids, DType::kI32, "Embed ids"));
-  GANNET_RETURN_IF_ERROR(RequireDType(table, DType::kBF16, "Embed table"));
+  GANNET_RETURN_IF_ERROR(RequireMatrixDType(table, "Embed table"));
+  GANNET_ASSIGN_OR_RETURN(const kernels::DataType table_type, KernelTypeOf(table.dtype, "Embed table"));
+  if (!table.contiguous()) return InvalidArgumentError("Embed: the table must be contiguous");
   GANNET_ASSIGN_OR_RETURN(kernels::Mat o, MatOf(out, "Embed output"));
   const int64_t n = ids.numel();
   const int64_t width = table.row_elems();
@@ -28,7 +30,7 @@ absl::Status CudaBackend::Embed(Tensor ids, Tensor table, float scale, Tensor ou
   GANNET_RETURN_IF_ERROR(
       CheckInt32("Embed", {{"table rows", table.dim(0)}, {"tokens", n}, {"width", width}}));
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchEmbed(ids.as<int32_t>(), static_cast<int>(n), table.data,
-                                                   static_cast<int>(table.dim(0)),
+                                                   table_type, static_cast<int>(table.dim(0)),
                                                    static_cast<int>(width), scale, o, stream_));
   return absl::OkStatus();
 }
@@ -154,7 +156,8 @@ absl::Status CudaBackend::Softcap(Tensor x, float cap) {
 absl::Status CudaBackend::CentroidLogits(Tensor h, Tensor table, Tensor clusters, Tensor ordering,
                                          Tensor selected, Tensor logits) {
   GANNET_RETURN_IF_ERROR(CheckCentroidLogitsArgs(h, table, clusters, ordering, selected, logits));
-  GANNET_RETURN_IF_ERROR(RequireDType(table, DType::kBF16, "CentroidLogits table"));
+  GANNET_RETURN_IF_ERROR(RequireMatrixDType(table, "CentroidLogits table"));
+  GANNET_ASSIGN_OR_RETURN(const kernels::DataType table_type, KernelTypeOf(table.dtype, "CentroidLogits table"));
   GANNET_ASSIGN_OR_RETURN(kernels::Mat hm, MatOf(h, "CentroidLogits h"));
   const RowView v = Rows(logits), c = Rows(clusters);
   GANNET_RETURN_IF_ERROR(CheckInt32("CentroidLogits", {{"rows x clusters", v.rows * c.n},
@@ -164,7 +167,7 @@ absl::Status CudaBackend::CentroidLogits(Tensor h, Tensor table, Tensor clusters
     return InvalidArgumentError("CentroidLogits: selected must be contiguous");
   }
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchCentroidLogits(
-      hm, static_cast<int>(v.rows), table.data, static_cast<int>(h.row_elems()),
+      hm, static_cast<int>(v.rows), table.data, table_type, static_cast<int>(h.row_elems()),
       clusters.as<float>(), c.ld, static_cast<int>(c.n), ordering.as<int32_t>(),
       static_cast<int>(ordering.dim(1)), static_cast<int>(selected.row_elems()),
       selected.as<int32_t>(), logits.as<float>(), v.ld, static_cast<int>(v.n), stream_));

@@ -41,20 +41,34 @@ inline absl::Status CheckInt32(const char* op, std::initializer_list<NamedSize> 
   return absl::OkStatus();
 }
 
-// bf16 or f32 tensors as a kernel Mat; anything else is an InvalidArgument naming `what`.
+// The kernels' name of a bf16, f16 or f32 tensor type; InvalidArgument naming `what` otherwise.
+inline absl::StatusOr<kernels::DataType> KernelTypeOf(DType t, const char* what) {
+  switch (t) {
+    case DType::kBF16: return kernels::DataType::kBF16;
+    case DType::kF16: return kernels::DataType::kF16;
+    case DType::kF32: return kernels::DataType::kF32;
+    default:
+      return InvalidArgumentError("cuda backend: {} must be bf16, f16 or f32, got {}", what,
+                                  DTypeName(t));
+  }
+}
+
+// bf16, f16 or f32 tensors as a kernel Mat; anything else is an InvalidArgument naming `what`.
 inline absl::StatusOr<kernels::Mat> MatOf(const Tensor& t, const char* what) {
   kernels::Mat m;
   m.data = t.data;
   m.ld = Rows(t).ld;
-  if (t.dtype == DType::kBF16) {
-    m.type = kernels::DataType::kBF16;
-  } else if (t.dtype == DType::kF32) {
-    m.type = kernels::DataType::kF32;
-  } else {
-    return InvalidArgumentError("cuda backend: {} must be bf16 or f32, got {}", what,
+  GANNET_ASSIGN_OR_RETURN(m.type, KernelTypeOf(t.dtype, what));
+  return m;
+}
+
+// A weight matrix or embedding table: bf16, or f16 on the fp16 compute path.
+inline absl::Status RequireMatrixDType(const Tensor& t, const char* what) {
+  if (t.dtype != DType::kBF16 && t.dtype != DType::kF16) {
+    return InvalidArgumentError("cuda backend: {} must be bf16 or f16, got {}", what,
                                 DTypeName(t.dtype));
   }
-  return m;
+  return absl::OkStatus();
 }
 
 inline absl::Status RequireDType(const Tensor& t, DType dt, const char* what) {

@@ -140,6 +140,11 @@ pub struct gannet_engine_config_t {
     /// and KV head (about half the bytes).
     pub kv_cache_dtype: *const c_char,
     pub kv_separate_k_eq_v: i32,
+    /// What the CUDA backend computes in: NULL or `"auto"` = bf16, except on GPUs older than
+    /// sm_75 (V100): there f16; `"bf16"`; or `"f16"` (weights converted to fp16 at load,
+    /// activations fp16; the residual stream, norm inputs and logits stay f32). The CPU backend
+    /// computes in f32 and takes only `"auto"`.
+    pub compute_dtype: *const c_char,
 }
 
 impl Default for gannet_engine_config_t {
@@ -174,6 +179,7 @@ impl Default for gannet_engine_config_t {
             tp_id: std::ptr::null(),
             kv_cache_dtype: std::ptr::null(),
             kv_separate_k_eq_v: 0,
+            compute_dtype: std::ptr::null(),
         }
     }
 }
@@ -412,6 +418,8 @@ pub struct gannet_engine_stats_t {
     pub timed_decode_device_seconds: f64,
     /// What the KV cache stores: `"bf16"`, `"f32"` (cpu), `"fp8_e4m3"`.
     pub kv_cache_dtype: [c_char; 16],
+    /// What activations and weights are: `"bf16"`, `"f16"`, `"f32"` (cpu).
+    pub compute_dtype: [c_char; 8],
 }
 
 impl Default for gannet_engine_stats_t {
@@ -597,7 +605,8 @@ const _: () = {
     assert!(offset_of!(gannet_engine_config_t, tp_id) == 152);
     assert!(offset_of!(gannet_engine_config_t, kv_cache_dtype) == 160);
     assert!(offset_of!(gannet_engine_config_t, kv_separate_k_eq_v) == 168);
-    assert!(size_of::<gannet_engine_config_t>() == 176);
+    assert!(offset_of!(gannet_engine_config_t, compute_dtype) == 176);
+    assert!(size_of::<gannet_engine_config_t>() == 184);
     assert!(size_of::<gannet_tp_id_t>() == 128);
 
     assert!(offset_of!(gannet_progress_t, stage) == 8);
@@ -664,7 +673,8 @@ const _: () = {
     assert!(offset_of!(gannet_engine_stats_t, timed_decode_steps) == 600);
     assert!(offset_of!(gannet_engine_stats_t, timed_decode_device_seconds) == 616);
     assert!(offset_of!(gannet_engine_stats_t, kv_cache_dtype) == 624);
-    assert!(size_of::<gannet_engine_stats_t>() == 640);
+    assert!(offset_of!(gannet_engine_stats_t, compute_dtype) == 640);
+    assert!(size_of::<gannet_engine_stats_t>() == 648);
 
     assert!(offset_of!(gannet_tokenizer_info_t, vocab_size) == 4);
     assert!(offset_of!(gannet_tokenizer_info_t, end_of_turn_id) == 28);

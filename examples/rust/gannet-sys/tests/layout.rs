@@ -54,6 +54,7 @@ fn rust_layout() -> BTreeMap<String, (i64, i64)> {
             load_format, progress_callback, progress_user_data, draft_model_dir,
             num_speculative_tokens, max_prefill_tokens_while_decoding, tensor_parallel_size,
             num_device_ids, device_ids, tp_rank, tp_id, kv_cache_dtype, kv_separate_k_eq_v,
+            compute_dtype,
         }
         gannet_tp_id_t { bytes }
         gannet_model_info_t {
@@ -89,7 +90,7 @@ fn rust_layout() -> BTreeMap<String, (i64, i64)> {
             load_seconds, backend, device_name, backend_fallback, num_speculative_tokens,
             spec_verify_chunks, spec_draft_tokens, spec_accepted_tokens,
             spec_mean_accepted_length, spec_draft_rounds, timed_decode_steps, timed_decode_seconds,
-            timed_decode_device_seconds, kv_cache_dtype,
+            timed_decode_device_seconds, kv_cache_dtype, compute_dtype,
         }
         gannet_tokenizer_info_t {
             struct_size, vocab_size, bos_id, eos_id, pad_id, unk_id, start_of_turn_id,
@@ -175,7 +176,8 @@ fn pinned_offsets_of_layout_test() {
     assert_eq!(offset_of!(gannet_engine_config_t, tp_id), 152);
     assert_eq!(offset_of!(gannet_engine_config_t, kv_cache_dtype), 160);
     assert_eq!(offset_of!(gannet_engine_config_t, kv_separate_k_eq_v), 168);
-    assert_eq!(size_of::<gannet_engine_config_t>(), 176);
+    assert_eq!(offset_of!(gannet_engine_config_t, compute_dtype), 176);
+    assert_eq!(size_of::<gannet_engine_config_t>(), 184);
     assert_eq!(size_of::<gannet_tp_id_t>(), 128);
     assert_eq!(size_of::<gannet_progress_t>(), 64);
     assert_eq!(size_of::<gannet_chat_message_t>(), 24);
@@ -202,7 +204,8 @@ fn pinned_offsets_of_layout_test() {
     assert_eq!(offset_of!(gannet_engine_stats_t, spec_draft_rounds), 592);
     assert_eq!(offset_of!(gannet_engine_stats_t, timed_decode_steps), 600);
     assert_eq!(offset_of!(gannet_engine_stats_t, kv_cache_dtype), 624);
-    assert_eq!(size_of::<gannet_engine_stats_t>(), 640);
+    assert_eq!(offset_of!(gannet_engine_stats_t, compute_dtype), 640);
+    assert_eq!(size_of::<gannet_engine_stats_t>(), 648);
     assert_eq!(size_of::<gannet_tokenizer_info_t>(), 32);
 }
 
@@ -212,7 +215,7 @@ fn defaults_are_the_init_macros() {
     assert_eq!(gannet_request_t::default().seed_mode, GANNET_SEED_RANDOM);
     assert_eq!(gannet_request_t::default().disable_speculation, 0);
     assert_eq!(gannet_chat_message_t::default().struct_size, 24);
-    assert_eq!(gannet_engine_config_t::default().struct_size, 176);
+    assert_eq!(gannet_engine_config_t::default().struct_size, 184);
     assert_eq!(
         gannet_engine_config_t::default().max_prefill_tokens_while_decoding,
         0
@@ -226,9 +229,11 @@ fn defaults_are_the_init_macros() {
     assert!(gannet_engine_config_t::default().tp_id.is_null());
     assert!(gannet_engine_config_t::default().kv_cache_dtype.is_null());
     assert_eq!(gannet_engine_config_t::default().kv_separate_k_eq_v, 0);
+    assert!(gannet_engine_config_t::default().compute_dtype.is_null());
     assert_eq!(gannet_tp_id_t::default().bytes, [0u8; 128]);
-    assert_eq!(gannet_engine_stats_t::default().struct_size, 640);
+    assert_eq!(gannet_engine_stats_t::default().struct_size, 648);
     assert_eq!(gannet_engine_stats_t::default().kv_cache_dtype, [0; 16]);
+    assert_eq!(gannet_engine_stats_t::default().compute_dtype, [0; 8]);
     assert_eq!(gannet_model_info_t::default().struct_size, 256);
     assert_eq!(gannet_tokenizer_info_t::default().struct_size, 32);
 }

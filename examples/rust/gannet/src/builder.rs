@@ -120,6 +120,7 @@ pub struct EngineBuilder<'a> {
     backend: Option<String>,
     load_format: Option<String>,
     kv_cache_dtype: Option<String>,
+    compute_dtype: Option<String>,
     draft_model: Option<String>,
     device_ids: Vec<i32>,
     tp_id: Option<TpId>,
@@ -134,6 +135,7 @@ impl<'a> EngineBuilder<'a> {
             backend: None,
             load_format: None,
             kv_cache_dtype: None,
+            compute_dtype: None,
             draft_model: None,
             device_ids: Vec::new(),
             tp_id: None,
@@ -250,6 +252,14 @@ impl<'a> EngineBuilder<'a> {
         self.config.kv_separate_k_eq_v = i32::from(separate);
         self
     }
+    /// What the CUDA backend computes in: `"auto"` (default: bf16, except on GPUs older than
+    /// sm_75, such as V100, where f16), `"bf16"` or `"f16"` (weights converted to fp16 at load,
+    /// activations fp16; the residual stream, norm inputs and logits stay f32). The CPU backend
+    /// computes in f32 and takes only `"auto"`.
+    pub fn compute_dtype(mut self, dtype: impl Into<String>) -> Self {
+        self.compute_dtype = Some(dtype.into());
+        self
+    }
     /// Speculative decoding with the target's Gemma-4 MTP assistant: its checkpoint folder, or
     /// `"dummy:<variant>-assistant"` (random weights, for benchmarks). Default: off. Greedy
     /// output is token for token the same as without it; sampled output has the same
@@ -295,6 +305,11 @@ impl<'a> EngineBuilder<'a> {
             .as_deref()
             .map(|d| c_string("kv_cache_dtype", d))
             .transpose()?;
+        let compute_dtype = self
+            .compute_dtype
+            .as_deref()
+            .map(|d| c_string("compute_dtype", d))
+            .transpose()?;
         let draft = self
             .draft_model
             .as_deref()
@@ -305,6 +320,9 @@ impl<'a> EngineBuilder<'a> {
         config.backend = backend.as_ref().map_or(std::ptr::null(), |b| b.as_ptr());
         config.load_format = format.as_ref().map_or(std::ptr::null(), |f| f.as_ptr());
         config.kv_cache_dtype = kv_dtype.as_ref().map_or(std::ptr::null(), |d| d.as_ptr());
+        config.compute_dtype = compute_dtype
+            .as_ref()
+            .map_or(std::ptr::null(), |d| d.as_ptr());
         config.draft_model_dir = draft.as_ref().map_or(std::ptr::null(), |d| d.as_ptr());
         // The ids stay in self, which lives until the end of this call.
         config.num_device_ids = i32::try_from(self.device_ids.len()).unwrap_or(i32::MAX);

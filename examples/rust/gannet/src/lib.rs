@@ -352,6 +352,10 @@ impl Stats {
     pub fn kv_cache_dtype(&self) -> &str {
         fixed_str(&self.0.kv_cache_dtype)
     }
+    /// What activations and weights are: `"bf16"`, `"f16"` or `"f32"` (CPU backend).
+    pub fn compute_dtype(&self) -> &str {
+        fixed_str(&self.0.compute_dtype)
+    }
     /// `gannet_engine_create`, start to ready.
     pub fn load_time(&self) -> Duration {
         Duration::try_from_secs_f64(self.0.load_seconds).unwrap_or_default()
