@@ -16,7 +16,6 @@ set -euo pipefail
 root_dir=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 dest="$root_dir/.cuda12"
 [ -f "$dest/root/.complete" ] && { echo "CUDA 12.4 for sm_70: $dest/toolkit (already installed)"; exit 0; }
-grep -qx '/.cuda12/' "$root_dir/.git/info/exclude" 2>/dev/null || echo '/.cuda12/' >> "$root_dir/.git/info/exclude"
 mkdir -p "$dest/apt/lists/partial" "$dest/debs" "$dest/root"
 cat > "$dest/apt/sources.list" <<'LIST'
 deb http://deb.debian.org/debian trixie non-free
