@@ -5,6 +5,7 @@
 
 #include "kernels/activation/elementwise.h"
 #include "kernels/common/device_utils.cuh"
+#include "kernels/common/launch.h"
 #include "kernels/common/mat_access.cuh"
 
 namespace gannet::kernels {
@@ -32,16 +33,19 @@ dim3 GridFor(int rows, int n) {
 }
 
 __global__ void GeluTanhMulKernel(Mat gate, Mat up, Mat out, int rows, int n) {
+  PdlEnter();
   ForEach(rows, n, [&](int64_t r, int64_t i) {
     StoreAt(out, r, i, GeluTanh(LoadAt(gate, r, i)) * LoadAt(up, r, i));
   });
 }
 
 __global__ void AddKernel(Mat a, Mat b, Mat out, int rows, int n) {
+  PdlEnter();
   ForEach(rows, n, [&](int64_t r, int64_t i) { StoreAt(out, r, i, LoadAt(a, r, i) + LoadAt(b, r, i)); });
 }
 
 __global__ void SoftcapKernel(float* x, int64_t ld, float cap, int rows, int n) {
+  PdlEnter();
   ForEach(rows, n, [&](int64_t r, int64_t i) {
     float& v = x[r * ld + i];
     v = tanhf(v / cap) * cap;
@@ -49,6 +53,7 @@ __global__ void SoftcapKernel(float* x, int64_t ld, float cap, int rows, int n) 
 }
 
 __global__ void FillKernel(void* data, int64_t ld, int rows, int n, DataType type, bool is_int, float value) {
+  PdlEnter();
   ForEach(rows, n, [&](int64_t r, int64_t i) {
     if (is_int) {
       static_cast<int32_t*>(data)[r * ld + i] = static_cast<int32_t>(value);
@@ -63,11 +68,13 @@ __global__ void FillKernel(void* data, int64_t ld, int rows, int n, DataType typ
 }
 
 __global__ void ConvertKernel(Mat x, Mat out, int rows, int n) {
+  PdlEnter();
   ForEach(rows, n, [&](int64_t r, int64_t i) { StoreAt(out, r, i, LoadAt(x, r, i)); });
 }
 
 __global__ void EmbedKernel(const int32_t* ids, Mat table, int vocab, int width, float scale,
                             Mat out, int rows) {
+  PdlEnter();
   ForEach(rows, width, [&](int64_t t, int64_t i) {
     const int id = ids[t];
     const float v = id >= 0 && id < vocab ? LoadAt(table, id, i) : 0.f;
@@ -77,6 +84,7 @@ __global__ void EmbedKernel(const int32_t* ids, Mat table, int vocab, int width,
 
 __global__ void GatherRowsKernel(const char* x, int64_t x_row_bytes, int num_rows, const int32_t* rows,
                                  char* out, int64_t out_row_bytes, int64_t row_bytes) {
+  PdlEnter();
   const int i = blockIdx.x;
   const int r = rows[i];
   if (r < 0 || r >= num_rows) return;
@@ -89,32 +97,32 @@ __global__ void GatherRowsKernel(const char* x, int64_t x_row_bytes, int num_row
 
 cudaError_t LaunchGeluTanhMul(Mat gate, Mat up, Mat out, int rows, int n, cudaStream_t stream) {
   if (rows == 0 || n == 0) return cudaSuccess;
-  GeluTanhMulKernel<<<GridFor(rows, n), kThreads, 0, stream>>>(gate, up, out, rows, n);
+  Launch(GeluTanhMulKernel, GridFor(rows, n), kThreads, 0, stream, gate, up, out, rows, n);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchAdd(Mat a, Mat b, Mat out, int rows, int n, cudaStream_t stream) {
   if (rows == 0 || n == 0) return cudaSuccess;
-  AddKernel<<<GridFor(rows, n), kThreads, 0, stream>>>(a, b, out, rows, n);
+  Launch(AddKernel, GridFor(rows, n), kThreads, 0, stream, a, b, out, rows, n);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchSoftcap(float* x, int64_t ld, float cap, int rows, int n, cudaStream_t stream) {
   if (rows == 0 || n == 0) return cudaSuccess;
-  SoftcapKernel<<<GridFor(rows, n), kThreads, 0, stream>>>(x, ld, cap, rows, n);
+  Launch(SoftcapKernel, GridFor(rows, n), kThreads, 0, stream, x, ld, cap, rows, n);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchFill(void* data, int64_t ld, int rows, int n, DataType type, bool is_int,
                        float value, cudaStream_t stream) {
   if (rows == 0 || n == 0) return cudaSuccess;
-  FillKernel<<<GridFor(rows, n), kThreads, 0, stream>>>(data, ld, rows, n, type, is_int, value);
+  Launch(FillKernel, GridFor(rows, n), kThreads, 0, stream, data, ld, rows, n, type, is_int, value);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchConvert(Mat x, Mat out, int rows, int n, cudaStream_t stream) {
   if (rows == 0 || n == 0) return cudaSuccess;
-  ConvertKernel<<<GridFor(rows, n), kThreads, 0, stream>>>(x, out, rows, n);
+  Launch(ConvertKernel, GridFor(rows, n), kThreads, 0, stream, x, out, rows, n);
   return cudaGetLastError();
 }
 
@@ -122,8 +130,8 @@ cudaError_t LaunchEmbed(const int32_t* ids, int num_tokens, const void* table, D
                         int vocab, int width, float scale, Mat out, cudaStream_t stream) {
   if (num_tokens == 0) return cudaSuccess;
   const Mat t{const_cast<void*>(table), table_type, width};
-  EmbedKernel<<<GridFor(num_tokens, width), kThreads, 0, stream>>>(ids, t, vocab, width, scale, out,
-                                                                   num_tokens);
+  Launch(EmbedKernel, GridFor(num_tokens, width), kThreads, 0, stream, ids, t, vocab, width, scale,
+         out, num_tokens);
   return cudaGetLastError();
 }
 
@@ -131,8 +139,8 @@ cudaError_t LaunchGatherRows(const void* x, int64_t x_row_bytes, int num_rows, c
                              int count, void* out, int64_t out_row_bytes, int64_t row_bytes,
                              cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
-  GatherRowsKernel<<<count, kThreads, 0, stream>>>(static_cast<const char*>(x), x_row_bytes, num_rows,
-                                                   rows, static_cast<char*>(out), out_row_bytes, row_bytes);
+  Launch(GatherRowsKernel, count, kThreads, 0, stream, static_cast<const char*>(x), x_row_bytes,
+         num_rows, rows, static_cast<char*>(out), out_row_bytes, row_bytes);
   return cudaGetLastError();
 }
 

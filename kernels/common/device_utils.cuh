@@ -40,6 +40,30 @@ __device__ __forceinline__ bf16 FromFloat<bf16>(float x) { return __float2bfloat
 template <>
 __device__ __forceinline__ f16 FromFloat<f16>(float x) { return SaturateToF16(x); }
 
+// Programmatic dependent launch (PDL, sm_90+; the host side is kernels::Launch in launch.h).
+// Every kernel launched through Launch calls this before its first global access: it waits until
+// the grids before it in the stream have finished and their writes are visible
+// (griddepcontrol.wait), then allows the next kernel in the stream to start launching its CTAs
+// (griddepcontrol.launch_dependents), which wait here in turn. A small decode kernel thus starts
+// while its predecessor drains instead of after it, which is most of a batch-1 step's gaps.
+// Code for an older virtual arch compiles it away, and Launch sets the attribute only for code
+// built for compute_90 or newer, so such a kernel is never launched early.
+__device__ __forceinline__ void PdlEnter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Starts pulling `bytes` (a multiple of 16, 16-byte aligned) at `p` into L2 without waiting
+// (one bulk prefetch, sm_90+; nothing before). For a kernel's constant inputs (weights) before
+// PdlEnter: they stream in while the previous kernel finishes.
+__device__ __forceinline__ void PrefetchL2(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
 // Unpacks 8 bf16 into f32.
 __device__ __forceinline__ void Unpack8(const Bf16x8& p, float* out) {
 #pragma unroll

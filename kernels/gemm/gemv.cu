@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/common/device_utils.cuh"
+#include "kernels/common/launch.h"
 #include "kernels/gemm/gemv.h"
 
 namespace gannet::kernels {
@@ -28,6 +29,13 @@ __global__ void __launch_bounds__(kThreads) GemvKernel(const XT* __restrict__ x,
                                                        OutT* __restrict__ out, int m, int n, int k,
                                                        int64_t ldx, int64_t ldo) {
   const int n0 = blockIdx.x * kRows;
+  // The weights do not depend on earlier kernels: this CTA's rows (contiguous) start moving into
+  // L2 before it waits for its predecessor, so a batch-1 step streams weights during the gaps.
+  if (threadIdx.x == 0) {
+    PrefetchL2(w + static_cast<int64_t>(n0) * k,
+               static_cast<uint32_t>(min(kRows, n - n0)) * static_cast<uint32_t>(k) * sizeof(WT));
+  }
+  PdlEnter();
   const int chunks = k / 8;
   float acc[kGemvMaxM][kRows];
 #pragma unroll
@@ -90,11 +98,10 @@ __global__ void __launch_bounds__(kThreads) GemvKernel(const XT* __restrict__ x,
 }
 
 template <typename XT, typename WT, typename OutT>
-cudaError_t Launch(const GemvParams& p, cudaStream_t stream) {
+cudaError_t LaunchGemvAs(const GemvParams& p, cudaStream_t stream) {
   const int blocks = static_cast<int>((static_cast<int64_t>(p.n) + kRows - 1) / kRows);
-  GemvKernel<XT, WT, OutT><<<blocks, kThreads, 0, stream>>>(
-      static_cast<const XT*>(p.x), static_cast<const WT*>(p.w), static_cast<OutT*>(p.out), p.m,
-      p.n, p.k, p.ldx, p.ldo);
+  Launch(GemvKernel<XT, WT, OutT>, blocks, kThreads, 0, stream, static_cast<const XT*>(p.x),
+         static_cast<const WT*>(p.w), static_cast<OutT*>(p.out), p.m, p.n, p.k, p.ldx, p.ldo);
   return cudaGetLastError();
 }
 
@@ -105,8 +112,10 @@ cudaError_t LaunchFor(const GemvParams& p, cudaStream_t stream) {
   if ((!x_f32 && p.x_type != p.w_type) || (!out_f32 && p.out_type != p.w_type)) {
     return cudaErrorInvalidValue;
   }
-  if (x_f32) return out_f32 ? Launch<float, WT, float>(p, stream) : Launch<float, WT, WT>(p, stream);
-  return out_f32 ? Launch<WT, WT, float>(p, stream) : Launch<WT, WT, WT>(p, stream);
+  if (x_f32)
+    return out_f32 ? LaunchGemvAs<float, WT, float>(p, stream)
+                   : LaunchGemvAs<float, WT, WT>(p, stream);
+  return out_f32 ? LaunchGemvAs<WT, WT, float>(p, stream) : LaunchGemvAs<WT, WT, WT>(p, stream);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/common/device_utils.cuh"
+#include "kernels/common/launch.h"
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/moe/moe.h"
 
@@ -78,6 +79,7 @@ template <int kMinArch>
 __global__ void __launch_bounds__(kSortThreads) MoeSortPairsKernel(const int32_t* ids, int pairs,
                                                                   int num_experts, int expert_begin,
                                                                   int* offsets, int* sorted) {
+  PdlEnter();
   __shared__ int counts[kMaxExperts];
   __shared__ int starts[kMaxExperts + 1];
   for (int e = threadIdx.x; e < num_experts; e += kSortThreads) counts[e] = 0;
@@ -243,6 +245,7 @@ __device__ __forceinline__ void MoeGroupedGemmCta(const GroupedGemmArgs& g) {
 
 template <int kMinArch, bool kDual>
 __global__ void __launch_bounds__(kThreads) MoeGroupedGemmKernel(const GroupedGemmArgs g) {
+  PdlEnter();
 #if GANNET_MMA_ENABLED
   if constexpr (__CUDA_ARCH__ >= kMinArch) MoeGroupedGemmCta<kMinArch, kDual>(g);
 #endif
@@ -251,6 +254,7 @@ __global__ void __launch_bounds__(kThreads) MoeGroupedGemmKernel(const GroupedGe
 // out[t] = sum_j w[t, j] y[t * k + j], 8 columns per thread.
 template <int kMinArch>
 __global__ void MoeCombineKernel(const MoeExpertsParams p, const bf16* y) {
+  PdlEnter();
   const int t = blockIdx.x;
   bf16* out = static_cast<bf16*>(p.out) + t * p.ldo;
   for (int c = threadIdx.x * 8; c < p.hidden; c += blockDim.x * 8) {
@@ -283,9 +287,8 @@ cudaError_t LaunchGroupedGemm(const GroupedGemmArgs& g, int row_tiles, cudaStrea
   const cudaError_t err = cudaFuncSetAttribute(MoeGroupedGemmKernel<kMinArch, kDual>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
-  MoeGroupedGemmKernel<kMinArch, kDual><<<dim3(row_tiles, (g.n + kBN - 1) / kBN), kThreads, smem,
-                                          stream>>>(g);
-  return cudaSuccess;
+  return Launch(MoeGroupedGemmKernel<kMinArch, kDual>, dim3(row_tiles, (g.n + kBN - 1) / kBN),
+                kThreads, smem, stream, g);
 }
 
 // LaunchMoeGrouped (moe.h) with the kernels built for kMinArch.
@@ -299,8 +302,8 @@ cudaError_t LaunchMoeGroupedFor(const MoeExpertsParams& p, void* workspace, cuda
   if (p.num_tokens == 0) return cudaSuccess;
   const Workspace w = Carve(p, workspace);
   const int pairs = p.num_tokens * p.top_k;
-  MoeSortPairsKernel<kMinArch><<<1, kSortThreads, 0, stream>>>(p.topk_ids, pairs, p.num_experts,
-                                                               p.expert_begin, w.offsets, w.sorted);
+  Launch(MoeSortPairsKernel<kMinArch>, 1, kSortThreads, 0, stream, p.topk_ids, pairs, p.num_experts,
+         p.expert_begin, w.offsets, w.sorted);
   const int row_tiles = (pairs + kBM - 1) / kBM + p.num_experts;
 
   GroupedGemmArgs gu{};
@@ -336,7 +339,7 @@ cudaError_t LaunchMoeGroupedFor(const MoeExpertsParams& p, void* workspace, cuda
   dn.c_by_pair = true;
   err = LaunchGroupedGemm<kMinArch, false>(dn, row_tiles, stream);
   if (err != cudaSuccess) return err;
-  MoeCombineKernel<kMinArch><<<p.num_tokens, 128, 0, stream>>>(p, w.y);
+  Launch(MoeCombineKernel<kMinArch>, p.num_tokens, 128, 0, stream, p, w.y);
   return cudaGetLastError();
 }
 

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/common/device_utils.cuh"
+#include "kernels/common/launch.h"
 #include "kernels/moe/moe.h"
 
 namespace gannet::kernels {
@@ -19,6 +20,7 @@ constexpr int kRowsPerCta = kWarps * kRowsPerWarp;
 // h[pair, i] = gelu_tanh(gate_e[i] . x[t]) * (up_e[i] . x[t]), f32.
 template <typename T>
 __global__ void __launch_bounds__(kWarps * 32) MoePairGateUpKernel(const MoeExpertsParams p, float* h) {
+  PdlEnter();
   const int pair = blockIdx.x;
   const int t = pair / p.top_k;
   const int e = p.topk_ids[pair] - p.expert_begin;
@@ -56,6 +58,7 @@ __global__ void __launch_bounds__(kWarps * 32) MoePairGateUpKernel(const MoeExpe
 // type Out (T, or f32 on the fp16 path, where the sum feeds a norm).
 template <typename T, typename Out>
 __global__ void __launch_bounds__(kWarps * 32) MoePairDownKernel(const MoeExpertsParams p, const float* h) {
+  PdlEnter();
   const int t = blockIdx.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int n0 = blockIdx.y * kRowsPerCta + warp * kRowsPerWarp;
@@ -106,11 +109,11 @@ cudaError_t LaunchMoePairGemv(const MoeExpertsParams& p, void* workspace, cudaSt
   dim3 g1(p.num_tokens * p.top_k, (p.inter + kRowsPerCta - 1) / kRowsPerCta);
   dim3 g2(p.num_tokens, (p.hidden + kRowsPerCta - 1) / kRowsPerCta);
   if (p.w_type == DataType::kBF16 && p.out_type == DataType::kBF16) {
-    MoePairGateUpKernel<bf16><<<g1, kWarps * 32, 0, stream>>>(p, h);
-    MoePairDownKernel<bf16, bf16><<<g2, kWarps * 32, 0, stream>>>(p, h);
+    Launch(MoePairGateUpKernel<bf16>, g1, kWarps * 32, 0, stream, p, h);
+    Launch(MoePairDownKernel<bf16, bf16>, g2, kWarps * 32, 0, stream, p, h);
   } else if (p.w_type == DataType::kF16 && p.out_type == DataType::kF32) {
-    MoePairGateUpKernel<f16><<<g1, kWarps * 32, 0, stream>>>(p, h);
-    MoePairDownKernel<f16, float><<<g2, kWarps * 32, 0, stream>>>(p, h);
+    Launch(MoePairGateUpKernel<f16>, g1, kWarps * 32, 0, stream, p, h);
+    Launch(MoePairDownKernel<f16, float>, g2, kWarps * 32, 0, stream, p, h);
   } else {
     return cudaErrorInvalidValue;  // the two paths' pairs only
   }

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/common/device_utils.cuh"
+#include "kernels/common/launch.h"
 #include "kernels/moe/moe.h"
 
 namespace gannet::kernels {
@@ -27,6 +28,7 @@ constexpr size_t kCounterBytes = kMaxTokenGroups * sizeof(int);
 
 __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams p, int* counters,
                                                            float* logits) {
+  PdlEnter();
   extern __shared__ float su[];  // [kTokens, hidden]
   __shared__ float red[32];
   __shared__ int is_last;
@@ -161,7 +163,7 @@ cudaError_t LaunchMoeRoute(const MoeRouteParams& p, void* workspace, cudaStream_
   int* counters = static_cast<int*>(workspace);
   float* logits = reinterpret_cast<float*>(static_cast<char*>(workspace) + kCounterBytes);
   dim3 grid((p.num_tokens + kTokens - 1) / kTokens, (p.num_experts + kWarps - 1) / kWarps);
-  MoeRouteKernel<<<grid, kThreads, smem, stream>>>(p, counters, logits);
+  Launch(MoeRouteKernel, grid, kThreads, smem, stream, p, counters, logits);
   return cudaGetLastError();
 }
 

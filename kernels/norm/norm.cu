@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/common/device_utils.cuh"
+#include "kernels/common/launch.h"
 #include "kernels/common/mat_access.cuh"
 #include "kernels/norm/norm.h"
 
@@ -20,6 +21,7 @@ __device__ __forceinline__ float InvRms(float sum_sq, int n, float eps) {
 }
 
 __global__ void __launch_bounds__(kThreads) RmsNormKernel(Mat x, const float* w, float eps, Mat out, int n) {
+  PdlEnter();
   __shared__ float red[32];
   const int64_t row = blockIdx.x;
   float ss = 0.f;
@@ -37,6 +39,7 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(Mat x, const float* w,
 __global__ void __launch_bounds__(kThreads) PostNormResidualKernel(Mat x, const float* post_w, Mat res,
                                                                    const float* scalar, const float* next_w,
                                                                    Mat next_out, float eps, int n) {
+  PdlEnter();
   __shared__ float red[32];
   const int64_t row = blockIdx.x;
   float ss = 0.f;
@@ -74,6 +77,7 @@ __global__ void __launch_bounds__(kRegThreads) PostNormResidualRegKernel(
     const XT* __restrict__ x, int64_t ldx, const float* __restrict__ post_w,
     float* __restrict__ res, int64_t ldr, const float* __restrict__ scalar,
     const float* __restrict__ next_w, OT* __restrict__ next_out, int64_t ldo, float eps, int n) {
+  PdlEnter();
   __shared__ float red[32];
   const int64_t row = blockIdx.x;
   float xv[kPer], rv[kPer], pw[kPer];
@@ -116,9 +120,9 @@ template <int kPer, typename XT, typename OT>
 cudaError_t LaunchPostNormResidualReg(Mat x, const float* post_w, Mat res, const float* scalar,
                                       const float* next_w, Mat next_out, float eps, int rows, int n,
                                       cudaStream_t stream) {
-  PostNormResidualRegKernel<kPer, XT, OT><<<rows, kRegThreads, 0, stream>>>(
-      static_cast<const XT*>(x.data), x.ld, post_w, static_cast<float*>(res.data), res.ld,
-      scalar, next_w, static_cast<OT*>(next_out.data), next_out.ld, eps, n);
+  Launch(PostNormResidualRegKernel<kPer, XT, OT>, rows, kRegThreads, 0, stream,
+         static_cast<const XT*>(x.data), x.ld, post_w, static_cast<float*>(res.data), res.ld,
+         scalar, next_w, static_cast<OT*>(next_out.data), next_out.ld, eps, n);
   return cudaGetLastError();
 }
 
@@ -139,6 +143,7 @@ __global__ void __launch_bounds__(kThreads) PleCombineKernel(Mat proj, Mat tok, 
                                                              float proj_scale, float combine_scale,
                                                              float eps, Mat out, int group,
                                                              int num_groups) {
+  PdlEnter();
   // One warp per (row, group): blockIdx.x = row, blockIdx.y * 8 + warp = group.
   const int64_t row = blockIdx.x;
   const int lane = threadIdx.x & 31;
@@ -162,7 +167,7 @@ __global__ void __launch_bounds__(kThreads) PleCombineKernel(Mat proj, Mat tok, 
 cudaError_t LaunchRmsNorm(Mat x, const float* weight, float eps, Mat out, int rows, int n,
                           cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  RmsNormKernel<<<rows, kThreads, 0, stream>>>(x, weight, eps, out, n);
+  Launch(RmsNormKernel, rows, kThreads, 0, stream, x, weight, eps, out, n);
   return cudaGetLastError();
 }
 
@@ -181,8 +186,8 @@ cudaError_t LaunchPostNormResidual(Mat x, const float* post_w, Mat residual, con
                                                    eps, rows, n, stream);
     }
   }
-  PostNormResidualKernel<<<rows, kThreads, 0, stream>>>(x, post_w, residual, scalar, next_w,
-                                                        next_out, eps, n);
+  Launch(PostNormResidualKernel, rows, kThreads, 0, stream, x, post_w, residual, scalar, next_w,
+         next_out, eps, n);
   return cudaGetLastError();
 }
 
@@ -193,8 +198,8 @@ cudaError_t LaunchPleCombine(Mat proj, Mat token_part, const float* norm_w, floa
   if (rows == 0) return cudaSuccess;
   const int groups = width / group;
   dim3 grid(rows, (groups + kThreads / 32 - 1) / (kThreads / 32));
-  PleCombineKernel<<<grid, kThreads, 0, stream>>>(proj, token_part, norm_w, proj_scale,
-                                                  combine_scale, eps, out, group, groups);
+  Launch(PleCombineKernel, grid, kThreads, 0, stream, proj, token_part, norm_w, proj_scale,
+         combine_scale, eps, out, group, groups);
   return cudaGetLastError();
 }
 

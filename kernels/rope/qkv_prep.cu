@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/common/device_utils.cuh"
+#include "kernels/common/launch.h"
 #include "kernels/rope/qkv_prep.h"
 
 namespace gannet::kernels {
@@ -99,6 +100,7 @@ __device__ __forceinline__ void StoreFp8(const HeadRegs& h, int d, uint8_t* out,
 // in f32); Q: q_out's (bf16 or f16). The cache is bf16 or FP8 either way.
 template <typename In, typename Q>
 __global__ void __launch_bounds__(kWarps * 32) QkvPrepKernel(const QkvPrepParams p) {
+  PdlEnter();
   const int t = blockIdx.x;
   const int head = blockIdx.y * kWarps + (threadIdx.x >> 5);
   const int heads = p.num_q_heads + (p.has_kv ? p.num_kv_heads : 0);
@@ -144,9 +146,9 @@ cudaError_t LaunchQkvPrep(const QkvPrepParams& p, cudaStream_t stream) {
   const int heads = p.num_q_heads + (p.has_kv ? p.num_kv_heads : 0);
   dim3 grid(p.num_tokens, (heads + kWarps - 1) / kWarps);
   if (p.qkv_type == DataType::kBF16 && p.q_type == DataType::kBF16) {
-    QkvPrepKernel<bf16, bf16><<<grid, kWarps * 32, 0, stream>>>(p);
+    Launch(QkvPrepKernel<bf16, bf16>, grid, kWarps * 32, 0, stream, p);
   } else if (p.qkv_type == DataType::kF32 && p.q_type == DataType::kF16) {
-    QkvPrepKernel<float, f16><<<grid, kWarps * 32, 0, stream>>>(p);
+    Launch(QkvPrepKernel<float, f16>, grid, kWarps * 32, 0, stream, p);
   } else {
     return cudaErrorInvalidValue;  // the two paths' pairs only
   }

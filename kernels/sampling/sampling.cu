@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/common/device_utils.cuh"
+#include "kernels/common/launch.h"
 #include "kernels/sampling/sampling.h"
 
 namespace gannet::kernels {
@@ -143,6 +144,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(float* logits, int64_t 
                                                          const SamplingRowParams* params,
                                                          const int32_t* banned, int ban_slots,
                                                          int32_t* out_ids) {
+  PdlEnter();
   __shared__ uint64_t hist[256];
   __shared__ uint64_t warp_sums[32];
   __shared__ float fred[32];
@@ -236,8 +238,8 @@ cudaError_t LaunchSample(float* logits, int64_t ld, int rows, int vocab,
                          int32_t* out_ids, cudaStream_t stream) {
   if (vocab < 1 || ban_slots < 0 || ban_slots > kThreads) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
-  SampleKernel<<<rows, kThreads, 0, stream>>>(logits, ld, vocab, params, banned, ban_slots,
-                                              out_ids);
+  Launch(SampleKernel, rows, kThreads, 0, stream, logits, ld, vocab, params, banned, ban_slots,
+         out_ids);
   return cudaGetLastError();
 }
 
@@ -247,6 +249,7 @@ __global__ void __launch_bounds__(kThreads) ShardArgmaxKernel(float* logits, int
                                                               int64_t id_offset,
                                                               const int32_t* banned, int ban_slots,
                                                               float* out, int64_t out_ld) {
+  PdlEnter();
   __shared__ float fred[32];
   __shared__ int ired[32];
   float* x = logits + blockIdx.x * ld;
@@ -281,8 +284,8 @@ cudaError_t LaunchShardArgmax(float* logits, int64_t ld, int rows, int cols, int
                               const int32_t* banned, int ban_slots, float* out, int64_t out_ld,
                               cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
-  ShardArgmaxKernel<<<rows, kThreads, 0, stream>>>(logits, ld, cols, id_offset, banned, ban_slots,
-                                                   out, out_ld);
+  Launch(ShardArgmaxKernel, rows, kThreads, 0, stream, logits, ld, cols, id_offset, banned,
+         ban_slots, out, out_ld);
   return cudaGetLastError();
 }
 

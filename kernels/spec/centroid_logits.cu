@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "kernels/common/device_utils.cuh"
+#include "kernels/common/launch.h"
 #include "kernels/common/mat_access.cuh"
 #include "kernels/spec/spec.h"
 
@@ -51,6 +52,7 @@ __device__ __forceinline__ void BlockScan2(int a, int b, int* ea, int* eb, int* 
 }
 
 __global__ void FillKernel(float* logits, int64_t ld, int rows, int vocab) {
+  PdlEnter();
   const int64_t total = static_cast<int64_t>(rows) * vocab;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -64,6 +66,7 @@ __global__ void FillKernel(float* logits, int64_t ld, int rows, int vocab) {
 __global__ void __launch_bounds__(kThreads) SelectClustersKernel(const float* clusters, int64_t ldc,
                                                                  int num_clusters, int top_k,
                                                                  int32_t* selected) {
+  PdlEnter();
   __shared__ int hist[256];
   __shared__ int scan_a[kThreads], scan_b[kThreads];
   __shared__ uint32_t s_prefix;
@@ -135,6 +138,7 @@ __global__ void __launch_bounds__(kThreads) ClusterDotsKernel(Mat h, const T* ta
                                                               const int32_t* ordering, int per,
                                                               const int32_t* selected, int top_k,
                                                               float* logits, int64_t ld) {
+  PdlEnter();
   extern __shared__ float hs[];  // [width]
   const int row = blockIdx.x / top_k;
   const int cluster = selected[blockIdx.x];
@@ -171,16 +175,18 @@ cudaError_t LaunchCentroidLogits(Mat h, int rows, const void* table, DataType ta
   if (rows == 0) return cudaSuccess;
   const int64_t cells = static_cast<int64_t>(rows) * vocab;
   const int fill_blocks = static_cast<int>(std::min<int64_t>((cells + kThreads * 8 - 1) / (kThreads * 8), 4096));
-  FillKernel<<<fill_blocks, kThreads, 0, stream>>>(logits, ld, rows, vocab);
-  SelectClustersKernel<<<rows, kThreads, 0, stream>>>(cluster_logits, ldc, num_clusters, top_k,
-                                                      selected);
+  Launch(FillKernel, fill_blocks, kThreads, 0, stream, logits, ld, rows, vocab);
+  Launch(SelectClustersKernel, rows, kThreads, 0, stream, cluster_logits, ldc, num_clusters, top_k,
+         selected);
   const size_t smem = width * sizeof(float);
   if (table_type == DataType::kF16) {
-    ClusterDotsKernel<<<rows * top_k, kThreads, smem, stream>>>(
-        h, static_cast<const f16*>(table), width, ordering, per_cluster, selected, top_k, logits, ld);
+    Launch(ClusterDotsKernel<f16>, rows * top_k, kThreads, smem, stream, h,
+           static_cast<const f16*>(table), width, ordering, per_cluster, selected, top_k, logits,
+           ld);
   } else {
-    ClusterDotsKernel<<<rows * top_k, kThreads, smem, stream>>>(
-        h, static_cast<const bf16*>(table), width, ordering, per_cluster, selected, top_k, logits, ld);
+    Launch(ClusterDotsKernel<bf16>, rows * top_k, kThreads, smem, stream, h,
+           static_cast<const bf16*>(table), width, ordering, per_cluster, selected, top_k, logits,
+           ld);
   }
   return cudaGetLastError();
 }

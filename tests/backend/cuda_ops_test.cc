@@ -633,6 +633,27 @@ TEST_F(CudaOpsTest, SyntheticWeightsMatchHostGenerator) {
 // Every op a decode step uses, captured into a CUDA graph after one eager warm-up (which sizes the
 // workspaces and tunes the GEMMs) and replayed twice: capture must succeed (no allocation, sync or
 // pageable copy inside an op) and the replays must reproduce the eager results bit for bit.
+// Kernels start before their predecessor has finished (programmatic dependent launch on sm_90+,
+// kernels::Launch): each must still see every earlier kernel's writes. A chain of in-place adds
+// over a buffer of many waves, with a norm between them, comes out exact only if every kernel
+// waited for the one before.
+TEST_F(CudaOpsTest, DependentKernelChainSeesEveryEarlierWrite) {
+  const int rows = 512, n = 8192, adds = 48;
+  DeviceTensor x = Upload(*gpu_, std::vector<float>(rows * n, 0.0f), DType::kF32, {rows, n});
+  DeviceTensor one = Upload(*gpu_, std::vector<float>(rows * n, 1.0f), DType::kF32, {rows, n});
+  DeviceTensor normed = Upload(*gpu_, std::vector<float>(rows * n, 0.0f), DType::kF32, {rows, n});
+  for (int i = 0; i < adds; ++i) {
+    ASSERT_TRUE(gpu_->Add(x.t, one.t, x.t).ok());
+    // RMS-normalising a constant positive row gives 1 (to an ulp): a reader of x mid-chain.
+    ASSERT_TRUE(gpu_->RmsNorm(x.t, Tensor{}, 0.0f, normed.t).ok());
+    ASSERT_TRUE(gpu_->Add(normed.t, x.t, x.t).ok());  // + 1 more, read from the norm's output
+  }
+  // A kernel that ran early would have missed at least one whole +1.
+  const std::vector<float> got = Download(*gpu_, x.t);
+  for (size_t i = 0; i < got.size(); i += 4099) ASSERT_NEAR(got[i], 2.0f * adds, 1e-3) << "element " << i;
+  ASSERT_NEAR(got.back(), 2.0f * adds, 1e-3);
+}
+
 TEST_F(CudaOpsTest, DecodeStepOpsReplayFromACudaGraph) {
   const int h = 256, nq = 8, nkv = 2, d = 256, page = 16, vocab = 1000, experts = 8, top_k = 2, inter = 64;
   const std::vector<int32_t> lens = {300, 45};

@@ -9,6 +9,7 @@
 
 #include "kernels/attention/paged_attention.h"
 #include "kernels/common/device_utils.cuh"
+#include "kernels/common/launch.h"
 
 namespace gannet::kernels {
 namespace {
@@ -25,6 +26,7 @@ __device__ __forceinline__ void LoadKvChunk(const void* cache, bool fp8, int64_t
 }
 
 __global__ void GenericAttentionKernel(const PagedAttentionParams p) {
+  PdlEnter();
   const int warps_per_block = blockDim.x / 32;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * warps_per_block + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
@@ -150,7 +152,7 @@ cudaError_t LaunchGenericAttention(const PagedAttentionParams& p, cudaStream_t s
   if (items == 0) return cudaSuccess;
   constexpr int kWarps = 4;
   const int blocks = static_cast<int>((items + kWarps - 1) / kWarps);
-  GenericAttentionKernel<<<blocks, kWarps * 32, 0, stream>>>(p);
+  Launch(GenericAttentionKernel, blocks, kWarps * 32, 0, stream, p);
   return cudaGetLastError();
 }
 

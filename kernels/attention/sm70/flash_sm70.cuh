@@ -367,6 +367,7 @@ __device__ __forceinline__ void FlashSm70Cta(const PagedAttentionParams& p, int 
 template <typename Tr, bool kKFromV>
 __global__ void __launch_bounds__(Tr::kThreads) FlashSm70Kernel(const PagedAttentionParams p, int num_splits,
                                                                void* workspace) {
+  PdlEnter();
 #if GANNET_SM70_MMA_ENABLED
   FlashSm70Cta<Tr, kKFromV>(p, num_splits, workspace);
 #endif

@@ -15,6 +15,7 @@
 
 #include "kernels/attention/paged_attention.h"
 #include "kernels/common/device_utils.cuh"
+#include "kernels/common/launch.h"
 #include "kernels/common/mma_sm80.cuh"
 
 namespace gannet::kernels::sm80 {
@@ -586,6 +587,7 @@ __device__ __forceinline__ void StoreFlashResult(const PagedAttentionParams& p, 
 template <int kHeadDim, int kBlockM, int kMinArch>
 __global__ void __launch_bounds__(kHeadDim / 4) FlashCombineKernel(const PagedAttentionParams p,
                                                                  int num_splits, void* workspace) {
+  PdlEnter();
   const int group = p.num_q_heads / p.num_kv_heads;
   const int kvh = blockIdx.y, r = blockIdx.z;
   TileRange t;
@@ -650,7 +652,8 @@ template <int kHeadDim, int kBlockM, int kMinArch>
 cudaError_t LaunchFlashCombine(const PagedAttentionParams& p, dim3 flash_grid, int num_splits,
                                void* workspace, cudaStream_t stream) {
   dim3 grid(flash_grid.x, flash_grid.y, kBlockM);
-  FlashCombineKernel<kHeadDim, kBlockM, kMinArch><<<grid, kHeadDim / 4, 0, stream>>>(p, num_splits, workspace);
+  Launch(FlashCombineKernel<kHeadDim, kBlockM, kMinArch>, grid, kHeadDim / 4, 0, stream, p,
+         num_splits, workspace);
   return cudaGetLastError();
 }
 
@@ -676,7 +679,7 @@ cudaError_t LaunchFlashKernel(void (*kernel)(const PagedAttentionParams, int, vo
   const int group = p.num_q_heads / p.num_kv_heads;
   dim3 grid(FlashGridTiles(MakeFlashConfig<Tr>(), p.num_tokens, p.num_seqs, group), p.num_kv_heads,
             num_splits);
-  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p, num_splits, workspace);
+  Launch(kernel, grid, Tr::kThreads, Tr::kSmemBytes, stream, p, num_splits, workspace);
   err = cudaGetLastError();
   if (err != cudaSuccess || num_splits == 1) return err;
   return LaunchFlashCombine<Tr::kHeadDim, Tr::kBlockM, Tr::kMinArch>(p, grid, num_splits, workspace, stream);

@@ -293,6 +293,7 @@ __device__ __forceinline__ void FlashDecodeCta(const PagedAttentionParams& p, in
 template <typename Tr, bool kKFromV>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
     FlashDecodeSm80Kernel(const PagedAttentionParams p, int num_splits, void* workspace) {
+  PdlEnter();
 #if GANNET_MMA_ENABLED
   if constexpr (__CUDA_ARCH__ >= Tr::kMinArch) FlashDecodeCta<Tr, kKFromV>(p, num_splits, workspace);
 #endif

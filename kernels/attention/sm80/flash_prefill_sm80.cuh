@@ -308,6 +308,7 @@ __device__ __forceinline__ void FlashPrefillCta(const PagedAttentionParams& p, i
 template <typename Tr, bool kKFromV>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
     FlashPrefillSm80Kernel(const PagedAttentionParams p, int num_splits, void* workspace) {
+  PdlEnter();
 #if GANNET_MMA_ENABLED
   if constexpr (__CUDA_ARCH__ >= Tr::kMinArch) FlashPrefillCta<Tr, kKFromV>(p, num_splits, workspace);
 #endif

@@ -28,6 +28,7 @@ struct Hd256Traits {
 
 __global__ void __launch_bounds__(Hd256Traits::kThreads, 1)
     FlashPrefillHd256Sm90Kernel(const PagedAttentionParams p, int num_splits, void* workspace) {
+  PdlEnter();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Tr = Hd256Traits;
   constexpr int kHeadDim = Tr::kHeadDim, kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN;

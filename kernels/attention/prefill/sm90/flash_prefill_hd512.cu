@@ -46,6 +46,7 @@ __device__ __forceinline__ void WeightQCoreForKFromV(unsigned char* sQ, const Pa
 
 __global__ void __launch_bounds__(Hd512Traits::kThreads, 1)
     FlashPrefillHd512Sm90Kernel(const PagedAttentionParams p, int num_splits, void* workspace) {
+  PdlEnter();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Tr = Hd512Traits;
   constexpr int kHeadDim = Tr::kHeadDim, kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN;
