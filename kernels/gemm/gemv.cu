@@ -23,11 +23,11 @@ __device__ __forceinline__ void Unpack8(const int4& raw, const f16*, float* out)
   Load8(reinterpret_cast<const f16*>(&raw), out);
 }
 
-template <typename XT, typename WT, typename OutT>
-__global__ void __launch_bounds__(kThreads) GemvKernel(const XT* __restrict__ x,
-                                                       const WT* __restrict__ w,
-                                                       OutT* __restrict__ out, int m, int n, int k,
-                                                       int64_t ldx, int64_t ldo) {
+// kGated: x is a gate and the input is gelu_tanh(x) * up, rounded to XT (GemvParams::up).
+template <typename XT, typename WT, typename OutT, bool kGated>
+__global__ void __launch_bounds__(kThreads)
+    GemvKernel(const XT* __restrict__ x, const XT* __restrict__ up, const WT* __restrict__ w,
+               OutT* __restrict__ out, int m, int n, int k, int64_t ldx, int64_t ldu, int64_t ldo) {
   const int n0 = blockIdx.x * kRows;
   // The weights do not depend on earlier kernels: this CTA's rows (contiguous) start moving into
   // L2 before it waits for its predecessor, so a batch-1 step streams weights during the gaps.
@@ -63,6 +63,12 @@ __global__ void __launch_bounds__(kThreads) GemvKernel(const XT* __restrict__ x,
       if (i < m) {
         float xv[8];
         Load8(x + i * ldx + c * 8, xv);
+        if constexpr (kGated) {
+          float uv[8];
+          Load8(up + i * ldu + c * 8, uv);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) xv[j] = ToFloat(FromFloat<XT>(GeluTanh(xv[j]) * uv[j]));
+        }
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
 #pragma unroll
@@ -97,12 +103,13 @@ __global__ void __launch_bounds__(kThreads) GemvKernel(const XT* __restrict__ x,
   }
 }
 
-template <typename XT, typename WT, typename OutT>
+template <typename XT, typename WT, typename OutT, bool kGated = false>
 cudaError_t LaunchGemvAs(const GemvParams& p, cudaStream_t stream) {
   const int blocks = static_cast<int>((static_cast<int64_t>(p.n) + kRows - 1) / kRows);
-  Launch(GemvKernel<XT, WT, OutT>, blocks, kThreads, 0, stream, static_cast<const XT*>(p.x),
-         static_cast<const WT*>(p.w), static_cast<OutT*>(p.out), p.m, p.n, p.k, p.ldx, p.ldo);
-  return cudaGetLastError();
+  return Launch(GemvKernel<XT, WT, OutT, kGated>, blocks, kThreads, 0, stream,
+                static_cast<const XT*>(p.x), static_cast<const XT*>(p.up),
+                static_cast<const WT*>(p.w), static_cast<OutT*>(p.out), p.m, p.n, p.k, p.ldx, p.ldu,
+                p.ldo);
 }
 
 // x and out are each the weight's type or f32.
@@ -111,6 +118,11 @@ cudaError_t LaunchFor(const GemvParams& p, cudaStream_t stream) {
   const bool x_f32 = p.x_type == DataType::kF32, out_f32 = p.out_type == DataType::kF32;
   if ((!x_f32 && p.x_type != p.w_type) || (!out_f32 && p.out_type != p.w_type)) {
     return cudaErrorInvalidValue;
+  }
+  if (p.up != nullptr) {
+    if (x_f32 || p.ldu % 8 != 0) return cudaErrorInvalidValue;
+    return out_f32 ? LaunchGemvAs<WT, WT, float, true>(p, stream)
+                   : LaunchGemvAs<WT, WT, WT, true>(p, stream);
   }
   if (x_f32)
     return out_f32 ? LaunchGemvAs<float, WT, float>(p, stream)

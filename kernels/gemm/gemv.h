@@ -25,7 +25,16 @@ struct GemvParams {
   DataType x_type = DataType::kBF16;
   DataType w_type = DataType::kBF16;
   DataType out_type = DataType::kBF16;
+  // When set, x is a gate and the GEMV's input is gelu_tanh(x) * up, rounded to x_type as
+  // GeluTanhMul stores it (so the result equals GeluTanhMul then the GEMV, bit for bit): up [m, k]
+  // of x_type, row stride ldu, 16-byte aligned; x_type must be w_type.
+  const void* up = nullptr;
+  int64_t ldu = 0;
 };
+
+// The largest M the gated GEMV is worth it for: every CTA recomputes the product for its rows,
+// M tanh per 8 weight bytes, which stays well under the SFU rate only for small M.
+inline constexpr int kGemvGatedMaxM = 2;
 
 // Requires m in [1, 8], k % 8 == 0, ldx % 8 == 0, 16-byte aligned x and w, and x and out each of
 // w_type or f32.

@@ -228,6 +228,14 @@ class Backend {
   virtual absl::Status Linear(Tensor x, Tensor w, Tensor out) = 0;
   // out = gelu_tanh(gate) * up.  gate, up [T, I] (may be column views), out [T, I]
   virtual absl::Status GeluTanhMul(Tensor gate, Tensor up, Tensor out) = 0;
+  // out = (gelu_tanh(gate) * up) @ w^T: a gated MLP's (and PLE's) down projection, with `act`
+  // [T, I] (of gate's type) for the product. The result is GeluTanhMul(gate, up, act) then
+  // Linear(act, w, out), which is what this default does; a backend may fuse the two (CUDA: into
+  // its small-M GEMV, bit for bit) and then leaves `act` unwritten.
+  virtual absl::Status GeluMulLinear(Tensor gate, Tensor up, Tensor w, Tensor act, Tensor out) {
+    absl::Status st = GeluTanhMul(gate, up, act);
+    return st.ok() ? Linear(act, w, out) : st;
+  }
   // out = a + b, elementwise over [T, H].
   virtual absl::Status Add(Tensor a, Tensor b, Tensor out) = 0;
   // q/k norms + RoPE for q and k, v norm, and the KV write into pages.

@@ -67,6 +67,12 @@ absl::Status ProfilingBackend::Linear(Tensor x, Tensor w, Tensor out) {
 absl::Status ProfilingBackend::GeluTanhMul(Tensor g, Tensor u, Tensor out) {
   return Timed("gelu_tanh_mul", [&] { return inner().GeluTanhMul(g, u, out); });
 }
+absl::Status ProfilingBackend::GeluMulLinear(Tensor g, Tensor u, Tensor w, Tensor act, Tensor out) {
+  const std::string op =
+      fmt::format("gelu_mul_linear m{} {}x{}", g.rows() <= 1 ? 1 : (g.rows() <= 64 ? 64 : 4096),
+                  w.dim(0), w.row_elems());
+  return Timed(op, [&] { return inner().GeluMulLinear(g, u, w, act, out); });
+}
 absl::Status ProfilingBackend::Add(Tensor a, Tensor b, Tensor out) {
   return Timed("add", [&] { return inner().Add(a, b, out); });
 }

@@ -27,6 +27,7 @@ class ProfilingBackend final : public ForwardingBackend {
                                 float eps) override;
   absl::Status Linear(Tensor x, Tensor w, Tensor out) override;
   absl::Status GeluTanhMul(Tensor g, Tensor u, Tensor out) override;
+  absl::Status GeluMulLinear(Tensor g, Tensor u, Tensor w, Tensor act, Tensor out) override;
   absl::Status Add(Tensor a, Tensor b, Tensor out) override;
   absl::Status QkvPrep(const QkvPrepArgs& a) override;
   absl::Status Attention(const AttentionArgs& a) override;

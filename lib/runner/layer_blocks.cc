@@ -40,8 +40,7 @@ absl::Status GatedMlp(backend::Backend* be, const DeviceLayer& layer, Tensor h, 
   Tensor gu = gate_up.Rows(0, n).Reshape({n, gate_up.dim(1)}).Cols(0, 2 * I);
   GANNET_RETURN_IF_ERROR(be->Linear(h, layer.gate_up, gu));
   Tensor m = mlp.Rows(0, n).Reshape({n, mlp.dim(1)}).Cols(0, I);
-  GANNET_RETURN_IF_ERROR(be->GeluTanhMul(gu.Cols(0, I), gu.Cols(I, I), m));
-  return be->Linear(m, layer.down, out);
+  return be->GeluMulLinear(gu.Cols(0, I), gu.Cols(I, I), layer.down, m, out);
 }
 
 }  // namespace gannet::runner

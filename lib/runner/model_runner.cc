@@ -281,8 +281,8 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
   Tensor g = ple_gate.Rows(0, n);
   GANNET_RETURN_IF_ERROR(be->Linear(x_t, L.ple_gate, g));
   Tensor gated = ple_gated.Rows(0, n);
-  GANNET_RETURN_IF_ERROR(be->GeluTanhMul(g, ple_in.Rows(0, n).Cols(l * P, P), gated));
-  GANNET_RETURN_IF_ERROR(be->Linear(gated, L.ple_proj, o_t));
+  GANNET_RETURN_IF_ERROR(
+      be->GeluMulLinear(g, ple_in.Rows(0, n).Cols(l * P, P), L.ple_proj, gated, o_t));
   return be->PostNormResidual(o_t, L.ple_post_norm, x_t, L.layer_scalar, next_norm, h_t, eps);
 }
 

@@ -10,7 +10,9 @@
 #include <numeric>
 #include <vector>
 
+#include "fmt/format.h"
 #include "gtest/gtest.h"
+#include "kernels/gemm/gemv.h"
 #include "kernels/moe/moe_entries.h"
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/backend/cuda/cuda_linear.h"
@@ -205,6 +207,55 @@ TEST_F(CudaOpsTest, LinearMatchesCpuOnEveryPath) {
       const double tol = s.out_f32 && !s.x_f32 ? kF32Tol * 10 : kBf16Tol;
       EXPECT_LE(RelL2(gv, ref), tol) << DTypeName(wt) << " M=" << s.m << " N=" << s.n << " K=" << s.k << " path "
                                      << (used->path == backend::CudaLinear::Path::kGemv ? "gemv" : "cublasLt");
+    }
+  }
+  gpu_->linear().Force(std::nullopt);
+}
+
+// GeluMulLinear: fused into the GEMV for M <= kGemvGatedMaxM where the GEMV is the layer's path,
+// bit for bit what GeluTanhMul then Linear give (the product is rounded to the activation type
+// before it is used, as GeluTanhMul stores it); unfused (act written) elsewhere. gate and up are
+// the two halves of one [M, 2I] gate_up output, as in the MLP.
+TEST_F(CudaOpsTest, GeluMulLinearFusesIntoTheGemvBitForBit) {
+  const int inter = 704, n = 520;
+  for (const DType t : {DType::kBF16, DType::kF16}) {
+    for (const int m : {1, 2, 3}) {
+      for (const bool out_f32 : {false, true}) {
+        const std::string what =
+            fmt::format("{} M={} out {}", DTypeName(t), m, out_f32 ? "f32" : "act");
+        std::vector<float> gu = RandomNormal(static_cast<size_t>(m) * 2 * inter, 21, 1.5f);
+        std::vector<float> w =
+            RandomNormal(static_cast<size_t>(n) * inter, 22, 1.0f / std::sqrt(inter));
+        DeviceTensor dgu = Upload(*gpu_, gu, t, {m, 2 * inter});
+        DeviceTensor dw = Upload(*gpu_, w, t, {n, inter});
+        const DType ot = out_f32 ? DType::kF32 : t;
+        DeviceTensor act = Upload(*gpu_, std::vector<float>(m * inter, NAN), t, {m, inter});
+        DeviceTensor fused = Upload(*gpu_, std::vector<float>(m * n, NAN), ot, {m, n});
+        DeviceTensor apart = Upload(*gpu_, std::vector<float>(m * n, NAN), ot, {m, n});
+        const Tensor gate = dgu.t.Cols(0, inter), up = dgu.t.Cols(inter, inter);
+        gpu_->linear().Force(backend::CudaLinear::Path::kGemv);
+        // Unfused first: it tunes act's shape, which the fused call then follows.
+        ASSERT_TRUE(gpu_->GeluTanhMul(gate, up, act.t).ok()) << what;
+        ASSERT_TRUE(gpu_->Linear(act.t, dw.t, apart.t).ok()) << what;
+        const std::vector<float> act_apart = Download(*gpu_, act.t);
+        ASSERT_TRUE(gpu_->Fill(act.t, NAN).ok());
+        ASSERT_TRUE(gpu_->GeluMulLinear(gate, up, dw.t, act.t, fused.t).ok()) << what;
+        const std::vector<float> got = Download(*gpu_, fused.t), want = Download(*gpu_, apart.t);
+        const std::vector<float> act_after = Download(*gpu_, act.t);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(got[i], want[i]) << what << " element " << i;
+        // Fused exactly where it should be: then the product never reaches memory.
+        const bool fused_ran = std::isnan(act_after[0]);
+        EXPECT_EQ(fused_ran, m <= kernels::kGemvGatedMaxM) << what;
+        if (!fused_ran) EXPECT_EQ(act_after, act_apart) << what;
+        // And against the CPU: gelu(gate) * up rounded to the activation type, then the layer.
+        std::vector<float> ref(m * n), actq = act_apart;
+        std::vector<float> wq = Download(*gpu_, dw.t);  // the weights as the GPU holds them
+        ASSERT_TRUE(
+            cpu_.Linear(Host(actq, {m, inter}), Host(wq, {n, inter}), Host(ref, {m, n})).ok());
+        EXPECT_LE(RelL2(got, ref), out_f32 ? kF32Tol * 10 : kBf16Tol) << what;
+      }
     }
   }
   gpu_->linear().Force(std::nullopt);

@@ -230,6 +230,10 @@ int CompareGreedy(CudaRunnerTest* t, runner::ModelRunner& ref, runner::ModelRunn
   StepResult r = t->Step(ref, rt, 0, n, SeqStep::Logits::kLast);
   StepResult g = t->Step(gpu, gt, 0, n, SeqStep::Logits::kLast);
   for (int i = 0; i < kGreedyTokens; ++i) {
+    if (r.rows() == 0 || g.rows() == 0) {  // a failed step (reported by Step): no logits to read
+      ADD_FAILURE() << t->Name() << " vs " << what << ": no logits at token " << i;
+      return i;
+    }
     const auto row = r.Row(0);
     const int rn = CudaRunnerTest::Argmax(row), gn = CudaRunnerTest::Argmax(g.Row(0));
     if (rn != gn) {

@@ -50,12 +50,6 @@ std::vector<Outcome> RunBatch(gannet_engine_t* engine, int n, int tokens, int lo
   return results;
 }
 
-std::vector<std::vector<int32_t>> Tokens(const std::vector<Outcome>& v) {
-  std::vector<std::vector<int32_t>> t;
-  for (const Outcome& o : v) t.push_back(o.tokens);
-  return t;
-}
-
 // bf16 GPU greedy against the fp32 CPU reference: identical until, at most, one near-tie where
 // the GPU took another of the reference's top choices within kNearTie logits of its best; the
 // sequences part ways there. The tiny random models have such ties (see
@@ -107,11 +101,14 @@ TEST_P(CapiGpuTest, GreedyMatchesCpuWithAndWithoutGraphs) {
   });
   auto reference = RunBatch(cpu, 16, 16, /*logprobs=*/4);
   gannet_engine_destroy(cpu);
-  // Replays are bit-for-bit the recorded computation (tests/backend/cuda_graph_test.cc checks
-  // graph vs eager exactly); unpadded eager steps use other GEMM shapes, so those runs are held
-  // to the fp32 reference like any bf16 run.
-  EXPECT_EQ(Tokens(with_graphs), Tokens(again));
+  // Every run is held to the fp32 reference like any bf16 run. The two graph passes are not
+  // compared token for token: requests are submitted while the engine steps, so a pass's first
+  // steps may batch a different set of prompts, and bf16 kernels are not batch-invariant
+  // (a near-tie then resolves the other way, about one pass in fifteen). That a replay is
+  // bit-for-bit the recorded computation is checked on fixed inputs by
+  // tests/backend/cuda_graph_test.cc.
   ExpectSameUpToNearTies(with_graphs, reference, "graphs");
+  ExpectSameUpToNearTies(again, reference, "graphs, second pass (replays)");
   ExpectSameUpToNearTies(without, reference, "no graphs");
 }
 

@@ -31,6 +31,12 @@ sm70_entries=sm70_hd256_bf16_split,sm70_hd512_bf16_split,sm70_hd256_fp8_split,sm
 sm70_entries+=,sm70_hd256_bf16_prefill,sm70_hd512_bf16_prefill,sm70_hd256_fp8_prefill,sm70_hd512_fp8_prefill
 sm70_entries+=,sm70_generic_bf16_decode,sm70_generic_bf16_prefill,sm70_generic_fp8_decode
 sm70_entries+=,sm70_generic_fp8_prefill,sm70_gemv_bf16_m8,sm70_gemv_f32in_m8,sm70_moe_pair_gemv_any_bf16
+# The fp16 compute path (a V100's default; the runner tests' F16Compute cases run it).
+sm70_entries+=,sm70_hd256_bf16_split_f16io,sm70_hd512_bf16_split_f16io,sm70_hd256_fp8_split_f16io
+sm70_entries+=,sm70_hd512_fp8_split_f16io,sm70_hd256_bf16_prefill_f16io,sm70_hd512_bf16_prefill_f16io
+sm70_entries+=,sm70_hd256_fp8_prefill_f16io,sm70_hd512_fp8_prefill_f16io,sm70_generic_bf16_decode_f16io
+sm70_entries+=,sm70_generic_bf16_prefill_f16io,sm70_generic_fp8_decode_f16io,sm70_generic_fp8_prefill_f16io
+sm70_entries+=,sm70_gemv_f16_m8,sm70_gemv_f32in_f16_m8,sm70_moe_pair_gemv_f16,sm70_moe_pair_gemv_any_f16
 
 stage_build() { gpu_build "${tests[@]}" "${tools[@]}"; }
 stage_test() {

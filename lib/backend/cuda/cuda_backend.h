@@ -71,6 +71,7 @@ class CudaBackend final : public Backend {
                                 Tensor next_weight, Tensor next_out, float eps) override;
   absl::Status Linear(Tensor x, Tensor w, Tensor out) override;
   absl::Status GeluTanhMul(Tensor gate, Tensor up, Tensor out) override;
+  absl::Status GeluMulLinear(Tensor gate, Tensor up, Tensor w, Tensor act, Tensor out) override;
   absl::Status Add(Tensor a, Tensor b, Tensor out) override;
   absl::Status QkvPrep(const QkvPrepArgs& args) override;
   absl::Status Attention(const AttentionArgs& args) override;

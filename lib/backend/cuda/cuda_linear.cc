@@ -131,8 +131,13 @@ absl::Status CudaLinear::RunCublas(Plan& plan, const cublasLtMatmulAlgo_t* algo,
   return absl::OkStatus();
 }
 
-absl::Status CudaLinear::RunGemv(const Tensor& x, const Tensor& w, const Tensor& out) {
+absl::Status CudaLinear::RunGemv(const Tensor& x, const Tensor& w, const Tensor& out,
+                                 const Tensor* up) {
   kernels::GemvParams p;
+  if (up != nullptr) {
+    p.up = up->data;
+    p.ldu = up->stride0();
+  }
   p.x = x.data;
   p.w = w.data;
   p.out = out.data;
@@ -238,6 +243,43 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
   return absl::OkStatus();
 }
 
+CudaLinear::KeyTuple CudaLinear::KeyOf(const void* xb, int64_t ldxb, bool x_f32, const Tensor& w,
+                                       const Tensor& out) {
+  const int align = Aligned16(xb) | (Aligned16(w.data) << 1) | (Aligned16(out.data) << 2);
+  return KeyTuple{MBucket(static_cast<int>(out.rows())),
+                  static_cast<int>(w.dim(0)),
+                  static_cast<int>(w.row_elems()),
+                  static_cast<int>(x_f32) | (static_cast<int>(w.dtype == DType::kF16) << 1),
+                  static_cast<int>(out.dtype == DType::kF32),
+                  ldxb,
+                  out.stride0(),
+                  align};
+}
+
+absl::StatusOr<bool> CudaLinear::RunGeluMul(const Tensor& gate, const Tensor& up, const Tensor& w,
+                                            const Tensor& act, const Tensor& out) {
+  const int64_t m = gate.rows(), k = gate.row_elems();
+  if (m < 1 || m > kernels::kGemvGatedMaxM || forced_ == Path::kCublasLt) return false;
+  if (gate.dtype != w.dtype || up.dtype != w.dtype || act.dtype != w.dtype ||
+      (out.dtype != w.dtype && out.dtype != DType::kF32)) {
+    return false;
+  }
+  if (up.rows() != m || up.row_elems() != k || act.rows() != m || act.row_elems() != k ||
+      w.rank != 2 || w.row_elems() != k || out.rows() != m || out.row_elems() != w.dim(0)) {
+    return false;  // the unfused ops name the mismatch
+  }
+  if (k % 8 != 0 || gate.stride0() % 8 != 0 || up.stride0() % 8 != 0 || !Aligned16(gate.data) ||
+      !Aligned16(up.data) || !Aligned16(w.data)) {
+    return false;
+  }
+  // Only where Run would take the GEMV for act's shape (a plan tuned on an earlier call).
+  const auto it = plans_.find(KeyOf(act.data, act.stride0(), false, w, out));
+  if (it == plans_.end() || !it->second->tuned || it->second->choice.path != Path::kGemv)
+    return false;
+  GANNET_RETURN_IF_ERROR(RunGemv(gate, w, out, &up));
+  return true;
+}
+
 absl::StatusOr<CudaLinear::Choice> CudaLinear::Run(const Tensor& x, const Tensor& w,
                                                    const Tensor& out) {
   const int64_t m = x.rows(), k = x.row_elems(), n = w.dim(0);
@@ -276,9 +318,7 @@ absl::StatusOr<CudaLinear::Choice> CudaLinear::Run(const Tensor& x, const Tensor
   }
   const bool gemv_ok = m <= kernels::kGemvMaxM && k % 8 == 0 && x.stride0() % 8 == 0 &&
                        Aligned16(x.data) && Aligned16(w.data);
-  const int align = Aligned16(xb) | (Aligned16(w.data) << 1) | (Aligned16(out.data) << 2);
-  const KeyTuple key{MBucket(static_cast<int>(m)), static_cast<int>(n), static_cast<int>(k),
-                     x_f32 | (w_f16 << 1), out_f32, ldxb, out.stride0(), align};
+  const KeyTuple key = KeyOf(xb, ldxb, x_f32, w, out);
   GANNET_ASSIGN_OR_RETURN(Plan * plan, GetPlan(key, static_cast<int>(m), static_cast<int>(n),
                                                static_cast<int>(k), w_f16, out_f32, ldxb,
                                                out.stride0()));
@@ -315,6 +355,13 @@ absl::StatusOr<CudaLinear::Choice> CudaLinear::Run(const Tensor& x, const Tensor
 
 absl::Status CudaBackend::Linear(Tensor x, Tensor w, Tensor out) {
   return linear_->Run(x, w, out).status();
+}
+
+absl::Status CudaBackend::GeluMulLinear(Tensor gate, Tensor up, Tensor w, Tensor act, Tensor out) {
+  GANNET_ASSIGN_OR_RETURN(const bool fused, linear_->RunGeluMul(gate, up, w, act, out));
+  if (fused) return absl::OkStatus();
+  GANNET_RETURN_IF_ERROR(GeluTanhMul(gate, up, act));
+  return Linear(act, w, out);
 }
 
 }  // namespace gannet::backend

@@ -41,6 +41,12 @@ class CudaLinear {
   };
   // Runs the layer (tuning the shape first if needed) and reports the path it took.
   absl::StatusOr<Choice> Run(const Tensor& x, const Tensor& w, const Tensor& out);
+  // The fused GeluTanhMul(gate, up, act) then Run(act, w, out) (Backend::GeluMulLinear): the GEMV
+  // computing the product as it loads its input, the same bits. Taken only where Run would take
+  // the GEMV for act's shape (its plan tuned on an earlier call), M <= kGemvGatedMaxM, and the
+  // operands are of the weight's type and aligned; returns false, having run nothing, otherwise.
+  absl::StatusOr<bool> RunGeluMul(const Tensor& gate, const Tensor& up, const Tensor& w,
+                                  const Tensor& act, const Tensor& out);
   // Tests and benchmarks pin a path (nullopt = the timed choice among all candidates; kCublasLt =
   // the timed choice among cuBLASLt's algorithms only; kGemv = the GEMV where it applies).
   // Forgets every tuned shape.
@@ -55,7 +61,11 @@ class CudaLinear {
                                 bool out_f32, int64_t ldx, int64_t ldo);
   absl::Status RunCublas(Plan& plan, const cublasLtMatmulAlgo_t* algo, const void* x, int64_t ldx,
                          const void* w, void* out, int m);
-  absl::Status RunGemv(const Tensor& x, const Tensor& w, const Tensor& out);
+  static KeyTuple KeyOf(const void* xb, int64_t ldxb, bool x_f32, const Tensor& w,
+                        const Tensor& out);
+  // up: the gated GEMV's second input (x is then the gate).
+  absl::Status RunGemv(const Tensor& x, const Tensor& w, const Tensor& out,
+                       const Tensor* up = nullptr);
   absl::Status Tune(Plan& plan, const Tensor& x, const Tensor& w, const Tensor& out,
                     const void* xb, int64_t ldxb, bool gemv_ok, bool allow_timing);
 
