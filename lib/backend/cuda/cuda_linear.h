@@ -61,6 +61,8 @@ class CudaLinear {
                                 bool out_f32, int64_t ldx, int64_t ldo);
   absl::Status RunCublas(Plan& plan, const cublasLtMatmulAlgo_t* algo, const void* x, int64_t ldx,
                          const void* w, void* out, int m);
+  // x (f32) converted to `type` (the weight's) at dst, row stride ld: cuBLASLt's input.
+  absl::Status ConvertInput(const Tensor& x, void* dst, int64_t ld, DType type);
   static KeyTuple KeyOf(const void* xb, int64_t ldxb, bool x_f32, const Tensor& w,
                         const Tensor& out);
   // up: the gated GEMV's second input (x is then the gate).
