@@ -28,7 +28,6 @@ constexpr size_t kCounterBytes = kMaxTokenGroups * sizeof(int);
 
 __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams p, int* counters,
                                                            float* logits) {
-  PdlEnter();
   extern __shared__ float su[];  // [kTokens, hidden]
   __shared__ float red[32];
   __shared__ int is_last;
@@ -36,16 +35,31 @@ __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams 
   const int ntok = min(kTokens, p.num_tokens - t0);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const float root = rsqrtf(static_cast<float>(p.hidden));
+  const size_t w_bytes = p.router_type == DataType::kF16 ? sizeof(f16) : sizeof(bf16);
+  // The router rows of this CTA's experts (contiguous, constant) start moving into L2 before the
+  // wait for the previous kernel; at batch 1 their loads are this kernel's critical path.
+  if (threadIdx.x == 0) {
+    const int e0 = blockIdx.y * kWarps, rows = min(kWarps, p.num_experts - e0);
+    PrefetchL2(static_cast<const char*>(p.router_proj) + static_cast<size_t>(e0) * p.hidden * w_bytes,
+               static_cast<uint32_t>(rows * p.hidden * w_bytes));
+  }
+  PdlEnter();
 
   for (int tt = 0; tt < ntok; ++tt) {
+    // x is read once (into shared memory), its loads unrolled so they are in flight together.
     const float* x = p.x + (t0 + tt) * p.ldx;
+    float* s = su + tt * p.hidden;
     float ss = 0.f;
-    for (int h = threadIdx.x; h < p.hidden; h += kThreads) ss += x[h] * x[h];
-    ss = BlockSum(ss, red);
-    const float inv = 1.0f / sqrtf(ss / static_cast<float>(p.hidden) + p.eps);
+#pragma unroll 4
     for (int h = threadIdx.x; h < p.hidden; h += kThreads) {
-      su[tt * p.hidden + h] = ((x[h] * inv) * p.router_scale[h]) * root;
+      const float v = x[h];
+      s[h] = v;
+      ss += v * v;
     }
+    ss = BlockSum(ss, red);  // its barriers also publish s
+    const float inv = 1.0f / sqrtf(ss / static_cast<float>(p.hidden) + p.eps);
+#pragma unroll 4
+    for (int h = threadIdx.x; h < p.hidden; h += kThreads) s[h] = ((s[h] * inv) * p.router_scale[h]) * root;
   }
   __syncthreads();
 
@@ -54,6 +68,7 @@ __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams 
     const int64_t w0 = static_cast<int64_t>(e) * p.hidden;
     const bool w_f16 = p.router_type == DataType::kF16;  // uniform: the fp16 compute path
     float acc[kTokens] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
     for (int h = lane * 8; h < p.hidden; h += 32 * 8) {  // hidden % 8 == 0 (checked on launch)
       float wf[8];
       if (w_f16) {
