@@ -47,11 +47,5 @@ stage_engine() {
     --draft dummy:e2b-assistant 2>&1 | tail -12 | tee -a "$out/engine.txt" || rc=$?
   return $rc
 }
-stage_memcheck() {
-  timeout 400 compute-sanitizer --tool memcheck --error-exitcode 1 --leak-check no \
-    "$build/tests/backend/cuda_runner_test" --gtest_filter='*F16Compute*' > "$out/memcheck.log" 2>&1
-  local rc=$?
-  tail -8 "$out/memcheck.log"
-  return $rc
-}
+stage_memcheck() { gpu_memcheck_runner 400 '*F16Compute*'; }
 gpu_run_stages build test accuracy engine -- "$@"

@@ -12,14 +12,7 @@
 source "$(dirname "$0")/stages.sh"
 gpu_header "PDL"
 
-stage_build() {
-  cmake -S . -B "$build" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-    -DGANNET_BUILD_EXAMPLES=OFF > "$out/build.log" 2>&1 &&
-    ninja -C "$build" -j"$(nproc)" >> "$out/build.log" 2>&1
-  local rc=$?
-  [ $rc -ne 0 ] && tail -40 "$out/build.log"
-  return $rc
-}
+stage_build() { gpu_build; }  # every target: the test stage runs all of label gpu
 stage_test() {
   (cd "$build" && ctest -L gpu --timeout 600 -j1) > "$out/ctest.log" 2>&1
   local rc=$?
@@ -40,11 +33,5 @@ stage_decode() {
   decode_pair --model dummy:26b-a4b --batches 1,16 --context 1000 --steps 30
   decode_pair --model dummy:31b --batches 1,64 --context 1500 --steps 15
 }
-stage_memcheck() {
-  timeout 500 compute-sanitizer --tool memcheck --error-exitcode 1 --leak-check no \
-    "$build/tests/backend/cuda_runner_test" --gtest_filter='*Greedy*:*Graph*' > "$out/memcheck.log" 2>&1
-  local rc=$?
-  tail -8 "$out/memcheck.log"
-  return $rc
-}
+stage_memcheck() { gpu_memcheck_runner 500 '*Greedy*:*Graph*'; }
 gpu_run_stages build test decode -- "$@"

@@ -50,6 +50,16 @@ gpu_memcheck() {
   return $rc
 }
 
+# gpu_memcheck_runner TIMEOUT FILTER: compute-sanitizer memcheck on cuda_runner_test's tests
+# matching the gtest FILTER; prints the log's last lines.
+gpu_memcheck_runner() {
+  timeout "$1" compute-sanitizer --tool memcheck --error-exitcode 1 --leak-check no \
+    "$build/tests/backend/cuda_runner_test" --gtest_filter="$2" > "$out/memcheck.log" 2>&1
+  local rc=$?
+  tail -8 "$out/memcheck.log"
+  return $rc
+}
+
 # gpu_run_stages DEFAULT... -- STAGE...: runs each STAGE (the defaults when none is given) through
 # its stage_<name> function, timing it into the summary; a failed build ends the run. Exits 1 if
 # any stage failed.
