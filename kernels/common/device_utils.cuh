@@ -41,7 +41,8 @@ template <>
 __device__ __forceinline__ f16 FromFloat<f16>(float x) { return SaturateToF16(x); }
 
 // Programmatic dependent launch (PDL, sm_90+; the host side is kernels::Launch in launch.h).
-// Every kernel launched through Launch calls this before its first global access: it waits until
+// Every kernel launched through Launch calls this before it touches memory that another kernel
+// writes (reading constants such as weights before it is fine, see PrefetchL2): it waits until
 // the grids before it in the stream have finished and their writes are visible
 // (griddepcontrol.wait), then allows the next kernel in the stream to start launching its CTAs
 // (griddepcontrol.launch_dependents), which wait here in turn. A small decode kernel thus starts

@@ -15,7 +15,8 @@ namespace gannet::kernels {
 bool PdlAllowed(const void* kernel);
 
 // Launches `kernel` like kernel<<<grid, block, smem, stream>>>(args...), with PDL when allowed.
-// Every kernel launched here must call PdlEnter() before its first global memory access.
+// Every kernel launched here must call PdlEnter() before it touches memory another kernel writes
+// (only constant inputs, such as weights, may be read before it).
 template <typename... Params, typename... Args>
 cudaError_t Launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
                    cudaStream_t stream, Args&&... args) {

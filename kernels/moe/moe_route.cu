@@ -35,7 +35,8 @@ __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams 
   const int ntok = min(kTokens, p.num_tokens - t0);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const float root = rsqrtf(static_cast<float>(p.hidden));
-  const size_t w_bytes = p.router_type == DataType::kF16 ? sizeof(f16) : sizeof(bf16);
+  const bool w_f16 = p.router_type == DataType::kF16;  // uniform: the fp16 compute path
+  const size_t w_bytes = w_f16 ? sizeof(f16) : sizeof(bf16);
   // The router rows of this CTA's experts (contiguous, constant) start moving into L2 before the
   // wait for the previous kernel; at batch 1 their loads are this kernel's critical path.
   if (threadIdx.x == 0) {
@@ -66,7 +67,6 @@ __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams 
   const int e = blockIdx.y * kWarps + warp;
   if (e < p.num_experts) {
     const int64_t w0 = static_cast<int64_t>(e) * p.hidden;
-    const bool w_f16 = p.router_type == DataType::kF16;  // uniform: the fp16 compute path
     float acc[kTokens] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll 4
     for (int h = lane * 8; h < p.hidden; h += 32 * 8) {  // hidden % 8 == 0 (checked on launch)

@@ -28,6 +28,9 @@ int MBucket(int m) {
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
+// What the GEMV needs of an input operand (x, or the gated GEMV's gate and up): 16-byte rows.
+bool GemvInputOk(const Tensor& x) { return x.stride0() % 8 == 0 && Aligned16(x.data); }
+
 bool TuningEnabled() {
   const char* env = std::getenv("GANNET_LINEAR_TUNE");
   return env == nullptr || std::strcmp(env, "0") != 0;
@@ -282,10 +285,7 @@ absl::StatusOr<bool> CudaLinear::RunGeluMul(const Tensor& gate, const Tensor& up
       w.rank != 2 || w.row_elems() != k || out.rows() != m || out.row_elems() != w.dim(0)) {
     return false;  // the unfused ops name the mismatch
   }
-  if (k % 8 != 0 || gate.stride0() % 8 != 0 || up.stride0() % 8 != 0 || !Aligned16(gate.data) ||
-      !Aligned16(up.data) || !Aligned16(w.data)) {
-    return false;
-  }
+  if (k % 8 != 0 || !GemvInputOk(gate) || !GemvInputOk(up) || !Aligned16(w.data)) return false;
   // Only where Run would take the GEMV for act's shape (a plan tuned on an earlier call).
   const auto it = plans_.find(KeyOf(act.data, act.stride0(), false, w, out));
   if (it == plans_.end() || !it->second->tuned || it->second->choice.path != Path::kGemv)
@@ -327,8 +327,7 @@ absl::StatusOr<CudaLinear::Choice> CudaLinear::Run(const Tensor& x, const Tensor
     xb = ws;
     GANNET_RETURN_IF_ERROR(ConvertInput(x, ws, ldxb, w.dtype));
   }
-  const bool gemv_ok = m <= kernels::kGemvMaxM && k % 8 == 0 && x.stride0() % 8 == 0 &&
-                       Aligned16(x.data) && Aligned16(w.data);
+  const bool gemv_ok = m <= kernels::kGemvMaxM && k % 8 == 0 && GemvInputOk(x) && Aligned16(w.data);
   const KeyTuple key = KeyOf(xb, ldxb, x_f32, w, out);
   GANNET_ASSIGN_OR_RETURN(Plan * plan, GetPlan(key, static_cast<int>(m), static_cast<int>(n),
                                                static_cast<int>(k), w_f16, out_f32, ldxb,
