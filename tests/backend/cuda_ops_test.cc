@@ -143,6 +143,12 @@ TEST_P(CudaNormTest, RmsNormAndPostNormResidual) {
   DeviceTensor dout = Upload(*gpu_, std::vector<float>(t * h), DType::kBF16, {t, h});
   ASSERT_TRUE(gpu_->RmsNorm(dx.t, dw.t, 1e-6f, dout.t).ok());
   EXPECT_LE(RelL2(Download(*gpu_, dout.t), ref), kBf16Tol);
+  // Without a weight, in place on f32 (the MoE block's norms of the fp16 path).
+  std::vector<float> ref_nw(t * h);
+  ASSERT_TRUE(cpu_.RmsNorm(Host(x, {t, h}), Tensor(), 1e-6f, Host(ref_nw, {t, h})).ok());
+  DeviceTensor dxi = Upload(*gpu_, x, DType::kF32, {t, h});
+  ASSERT_TRUE(gpu_->RmsNorm(dxi.t, Tensor(), 1e-6f, dxi.t).ok());
+  EXPECT_LE(RelL2(Download(*gpu_, dxi.t), ref_nw), kF32Tol);
 
   // PostNormResidual: bf16 branch output, f32 residual, layer scalar, next norm to bf16.
   std::vector<float> branch = RandomNormal(t * h, 4, 2.0f);
