@@ -2,7 +2,7 @@
 # Tensor parallelism on a machine with 2+ GPUs (issue: multi-GPU run): the multigpu tests, then
 # the all-reduce per size (custom vs NCCL), 31B decode at TP=1 vs TP=N, and the chat serving set.
 # Usage, from the repository root after `source .device/env.sh`:
-#   tools/gpu/run_multigpu.sh build test allreduce decode serving
+#   tools/gpu/run_multigpu.sh build test allreduce decode capacity serving
 # Logs and a summary go to $OUT (default /tmp/gannet-multigpu-out). NCCL_NVLS_ENABLE=0 stays set.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
@@ -42,11 +42,24 @@ for stage in "$@"; do
           --context 1500 --steps 20 --tp "$t" 2>&1 | grep -v "^gannet \[I\]" | tee -a "$summary"
       done
       ;;
+    capacity)
+      # The most 1000/1000 sequences the KV pools hold at once, per TP degree.
+      for t in 0 "$tp"; do
+        timeout 300 "$build/bench/serving/gannet-serving-bench" --model dummy:31b --input-len 1000 \
+          --output-len 1000 --tp "$t" --capacity-only 2>&1 | grep -v "^gannet \[I\]" |
+          sed "s/^/[tp$t] /" | tee -a "$summary"
+      done
+      ;;
     serving)
-      for c in 1 16 80; do
+      # GANNET_SERVING_CONC: the concurrencies (default 1 16 80). GANNET_MAXRUN_TP0 / _TPN: a
+      # running limit per TP degree (what the capacity stage found), taken as min(limit, conc).
+      for c in ${GANNET_SERVING_CONC:-1 16 80}; do
         for t in 0 "$tp"; do
+          lim=$([ "$t" = 0 ] && echo "${GANNET_MAXRUN_TP0:-}" || echo "${GANNET_MAXRUN_TPN:-}")
+          extra=()
+          [ -n "$lim" ] && extra=(--max-running $(( lim < c ? lim : c )))
           timeout 600 "$build/bench/serving/gannet-serving-bench" --model dummy:31b --input-len 1000 \
-            --output-len 1000 --concurrency "$c" --tp "$t" --name "31b tp$t c$c" 2>&1 |
+            --output-len 1000 --concurrency "$c" --tp "$t" "${extra[@]}" --name "31b tp$t c$c" 2>&1 |
             grep -v "^gannet \[I\]" | tee -a "$summary"
         done
       done
