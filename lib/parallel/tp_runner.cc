@@ -142,7 +142,7 @@ absl::Status TpRunner::RunOnAll(const std::function<absl::Status(int)>& task,
   const int local = static_cast<int>(ranks_.size());
   // Each rank reports here when it finishes; a rank may wait in a collective for one that failed,
   // so once one has failed the others get a grace period, then the group is aborted, which ends
-  // their waits. With ranks in other processes the whole call has a deadline too.
+  // their waits. The whole call has a deadline too.
   struct Progress {
     std::mutex mu;
     std::condition_variable cv;
@@ -174,12 +174,13 @@ absl::Status TpRunner::RunOnAll(const std::function<absl::Status(int)>& task,
   {
     std::unique_lock<std::mutex> lock(progress.mu);
     auto done_or_failed = [&] { return progress.remaining == 0 || progress.failed >= 0; };
-    if (remote_ != nullptr) {
-      if (!progress.cv.wait_for(lock, std::chrono::duration<double>(GroupTimeoutSeconds()),
-                                done_or_failed)) {
-        timed_out = true;
-        abort_all();
-      }
+    // The deadline holds with every rank in this process too: a rank stuck in a collective or
+    // in the driver (a lazy kernel load waiting on a collective of another rank) aborts the
+    // group after it, which ends the collectives' waits, instead of hanging the engine.
+    if (!progress.cv.wait_for(lock, std::chrono::duration<double>(GroupTimeoutSeconds()),
+                              done_or_failed)) {
+      timed_out = true;
+      abort_all();
     }
     progress.cv.wait(lock, done_or_failed);
     if (progress.remaining > 0 &&
@@ -192,8 +193,9 @@ absl::Status TpRunner::RunOnAll(const std::function<absl::Status(int)>& task,
   for (int r = 0; r < local; ++r) (void)ranks_[r].worker->Wait();
   if (timed_out) {
     return MarkDeviceLost(absl::DeadlineExceededError(fmt::format(
-        "tensor parallel: a step did not complete within {} s (a rank of the group is gone)",
-        GroupTimeoutSeconds())));
+        "tensor parallel: a step did not complete within {} s (a rank of the group is {}; "
+        "GANNET_TP_TIMEOUT_S sets the limit)",
+        GroupTimeoutSeconds(), remote_ != nullptr ? "gone" : "stuck")));
   }
   if (failed < 0) return absl::OkStatus();
   bool alike = !broken_ && remote_ == nullptr;

@@ -1,7 +1,10 @@
 // Tensor parallelism on the CPU backend, ranks as threads joined by the host collectives: for
 // every tiny variant, TP = 2 and 4 compute the logits of TP = 1 within fp32 rounding and the
 // same greedy tokens; the sharding rules (model/tp_shard.h) and the failure policy of a group.
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <thread>
 
 #include "gtest/gtest.h"
 #include "lib/backend/cpu/cpu_backend.h"
@@ -284,6 +287,48 @@ TEST(TpGroupTest, ARankFailingMidStepBreaksTheGroupWithoutHanging) {
   // The group stays failed.
   st = g.runner->Forward(b, &res);
   EXPECT_TRUE(IsDeviceLost(st)) << st;
+}
+
+// A rank whose first Attention stalls (a rank stuck in the driver or in a kernel) for `seconds`.
+class StallingBackend final : public backend::ForwardingBackend {
+ public:
+  StallingBackend(std::unique_ptr<backend::Backend> inner, double seconds)
+      : ForwardingBackend(std::move(inner)), seconds_(seconds) {}
+  absl::Status Attention(const backend::AttentionArgs& a) override {
+    if (!stalled_) {
+      stalled_ = true;
+      std::this_thread::sleep_for(std::chrono::duration<double>(seconds_));
+    }
+    return ForwardingBackend::Attention(a);
+  }
+
+ private:
+  bool stalled_ = false;
+  const double seconds_;
+};
+
+TEST(TpGroupTest, AStuckRankInThisProcessEndsTheStepAtTheGroupDeadline) {
+  auto m = testing::LoadTinyModel("31b");
+  ASSERT_TRUE(m.ok());
+  setenv("GANNET_TP_TIMEOUT_S", "1", 1);
+  CpuGroup g = MakeCpuGroup(**m, 2, [](std::unique_ptr<backend::Backend> b) {
+    return std::unique_ptr<backend::Backend>(std::make_unique<StallingBackend>(std::move(b), 4.0));
+  }, /*wrapped=*/1);
+  ASSERT_NE(g.runner, nullptr);
+  const std::vector<int32_t> prompt = testing::TpPrompt(0, 9);
+  const std::vector<int32_t> table = testing::IdentityPageTable(0, testing::kTpMaxLen / kPage);
+  runner::StepResult res;
+  // Rank 0 waits in layer 0's all-reduce; past the deadline the group is aborted, and the step
+  // ends once the stuck rank comes back (it finds the group aborted).
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::Status st = g.runner->Forward(testing::OneSequenceStep(prompt, table), &res);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  unsetenv("GANNET_TP_TIMEOUT_S");
+  EXPECT_TRUE(IsDeviceLost(st)) << st;
+  EXPECT_NE(st.message().find("did not complete within 1 s"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("stuck"), std::string::npos) << st;
+  EXPECT_GE(s, 1.0);
+  EXPECT_LT(s, 15.0);
 }
 
 TEST(TpGroupTest, AStepEveryRankRejectsFailsOnlyThatStep) {

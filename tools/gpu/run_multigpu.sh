@@ -2,7 +2,7 @@
 # Tensor parallelism on a machine with 2+ GPUs (issue: multi-GPU run): the multigpu tests, then
 # the all-reduce per size (custom vs NCCL), 31B decode at TP=1 vs TP=N, and the chat serving set.
 # Usage, from the repository root after `source .device/env.sh`:
-#   tools/gpu/run_multigpu.sh build test allreduce decode capacity serving
+#   tools/gpu/run_multigpu.sh build test [test_eager] allreduce decode capacity serving
 # Logs and a summary go to $OUT (default /tmp/gannet-multigpu-out). NCCL_NVLS_ENABLE=0 stays set.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
@@ -26,9 +26,17 @@ for stage in "$@"; do
           >> "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
       ;;
     test)
-      (cd "$build" && ctest -L multigpu --output-on-failure --timeout 600) > "$out/ctest.log" 2>&1
+      (cd "$build" && ctest -L multigpu --output-on-failure --timeout 300) > "$out/ctest.log" 2>&1
       grep -E "tests passed|Failed|FAILED|Passed|note" "$out/ctest.log" | tail -30 | tee -a "$summary"
       "$build/tests/parallel/cuda_tp_test" --gtest_filter='MultiGpu*' 2>&1 | grep -E "note" | tee -a "$summary"
+      ;;
+    test_eager)
+      # The same tests with every kernel loaded when its context is made: a hang under lazy
+      # loading that passes here is a kernel-loading deadlock between the ranks' threads.
+      (cd "$build" && CUDA_MODULE_LOADING=EAGER ctest -L multigpu --output-on-failure --timeout 300) \
+        > "$out/ctest_eager.log" 2>&1
+      grep -E "tests passed|Failed|FAILED|Passed" "$out/ctest_eager.log" | tail -10 | sed "s/^/[eager] /" |
+        tee -a "$summary"
       ;;
     allreduce)
       for mode in nccl auto; do
