@@ -81,6 +81,7 @@ int Run(int world, int iters) {
 }  // namespace gannet
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a log even when a timeout kills the run
   int world = 2, iters = 200;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

@@ -150,6 +150,7 @@ int Run(const std::string& model, int iters) {
 }  // namespace gannet
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a log even when a timeout kills the run
   std::string model = "dummy:26b-a4b";
   int iters = 20;
   for (int i = 1; i < argc; ++i) {

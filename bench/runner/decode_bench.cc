@@ -292,6 +292,7 @@ int Run(const Options& o) {
 }  // namespace gannet
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a log even when a timeout kills the run
   gannet::Options o;
   if (!gannet::ParseArgs(argc, argv, &o)) return 2;
   return gannet::Run(o);

@@ -265,6 +265,7 @@ int Main(const Options& o) {
 }  // namespace gannet
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a log even when a timeout kills the run
   gannet::Options o;
   if (!gannet::ParseArgs(argc, argv, &o)) return 2;
   return gannet::Main(o);

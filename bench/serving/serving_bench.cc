@@ -118,6 +118,7 @@ bool ParseArgs(int argc, char** argv, Options* o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a log even when a timeout kills the run
   Options o;
   if (!ParseArgs(argc, argv, &o)) return 2;
   gannet_set_log_callback(nullptr, nullptr, GANNET_LOG_LEVEL_WARNING);

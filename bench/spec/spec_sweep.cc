@@ -231,6 +231,7 @@ double Median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a log even when a timeout kills the run
   Options o;
   if (!ParseArgs(argc, argv, &o)) {
     std::fprintf(stderr,
