@@ -46,8 +46,10 @@ for stage in "$@"; do
       ;;
     decode)
       for t in 0 "$tp"; do
+        t1=$(date +%s)
         timeout 300 "$build/bench/runner/gannet-decode-bench" --model dummy:31b --batches 1,16,64 \
           --context 1500 --steps 20 --tp "$t" 2>&1 | grep -v "^gannet \[I\]" | tee -a "$summary"
+        note "   (decode-bench --tp $t: $(( $(date +%s) - t1 )) s)"
       done
       ;;
     capacity)
@@ -66,9 +68,11 @@ for stage in "$@"; do
           lim=$([ "$t" = 0 ] && echo "${GANNET_MAXRUN_TP0:-}" || echo "${GANNET_MAXRUN_TPN:-}")
           extra=()
           [ -n "$lim" ] && extra=(--max-running $(( lim < c ? lim : c )))
+          t1=$(date +%s)
           timeout 600 "$build/bench/serving/gannet-serving-bench" --model dummy:31b --input-len 1000 \
             --output-len 1000 --concurrency "$c" --tp "$t" "${extra[@]}" --name "31b tp$t c$c" 2>&1 |
             grep -v "^gannet \[I\]" | tee -a "$summary"
+          note "   (serving tp$t c$c: $(( $(date +%s) - t1 )) s)"
         done
       done
       ;;
