@@ -190,21 +190,34 @@ int main(int argc, char** argv) {
                 static_cast<long long>(stats0.kv_bytes_per_token[1]), cap,
                 static_cast<long long>(len), stats0.max_running_seqs, pools_hold(stats0));
     if (o.capacity_only) {
-      // The largest running limit whose pools hold that many sequences: from the budget's
-      // quotient down, one engine per try (its planner sizes the pools, nothing is estimated).
-      long long fits = 0;
-      for (long long limit = cap; limit > 0 && fits == 0; --limit) {
+      // The largest running limit whose pools hold that many sequences, one engine per try (its
+      // planner sizes the pools, nothing is estimated). Holding is monotone in the limit (a lower
+      // limit gives the sliding pool less and the full pool more, and asks for fewer), so a
+      // binary search between the default limit's answer and the budget's quotient finds it.
+      auto holds = [&](long long limit) {
         gannet_engine_destroy(engine);
         engine = nullptr;
         cfg.max_running_seqs = static_cast<int32_t>(limit);
         if (gannet_engine_create(&cfg, &engine) != GANNET_OK) {
-          std::fprintf(stderr, "serving-bench: running limit %lld: %s\n", limit, gannet_last_error_message());
-          return 1;
+          std::printf("  running limit %lld: %s\n", limit, gannet_last_error_message());
+          return false;
         }
         gannet_engine_stats_t st = GANNET_ENGINE_STATS_INIT;
         gannet_engine_get_stats(engine, &st);
-        if (st.max_running_seqs == limit && pools_hold(st) >= limit) fits = limit;
+        const bool ok = st.max_running_seqs == limit && pools_hold(st) >= limit;
+        std::printf("  running limit %lld: the pools hold %lld\n", limit, pools_hold(st));
+        return ok;
+      };
+      long long lo = 0, hi = cap;  // lo holds (0 trivially), hi + 1 does not
+      const long long dflt = stats0.max_running_seqs;
+      if (dflt <= cap && pools_hold(stats0) >= dflt) lo = dflt;
+      else hi = std::min(hi, dflt - 1);
+      while (lo < hi) {
+        const long long mid = lo + (hi - lo + 1) / 2;
+        if (holds(mid)) lo = mid;
+        else hi = mid - 1;
       }
+      const long long fits = lo;
       std::printf("  capacity: %lld concurrent sequences of %lld tokens (--max-running %lld)\n", fits,
                   static_cast<long long>(len), fits);
       gannet_engine_destroy(engine);
