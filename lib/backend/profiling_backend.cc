@@ -1,12 +1,25 @@
 #include "lib/backend/profiling_backend.h"
 
 #include <algorithm>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
 
 namespace gannet::backend {
+
+namespace {
+
+// An op named by its shape: the layers' projections are told apart by the weight's N x K, the
+// token count by bucket (1, <= 64, more).
+std::string ByShape(std::string_view op, const Tensor& x, const Tensor& w) {
+  return fmt::format("{} m{} {}x{}", op, x.rows() <= 1 ? 1 : (x.rows() <= 64 ? 64 : 4096), w.dim(0),
+                     w.row_elems());
+}
+
+}  // namespace
 
 template <typename Fn>
 absl::Status ProfilingBackend::Timed(const std::string& op, Fn&& fn) {
@@ -59,19 +72,14 @@ absl::Status ProfilingBackend::PostNormResidual(Tensor x, Tensor pw, Tensor r, T
                [&] { return inner().PostNormResidual(x, pw, r, s, nw, no, eps); });
 }
 absl::Status ProfilingBackend::Linear(Tensor x, Tensor w, Tensor out) {
-  // Named by shape: the layers' projections are told apart by their N x K.
-  const std::string op = fmt::format("linear m{} {}x{}", x.rows() <= 1 ? 1 : (x.rows() <= 64 ? 64 : 4096),
-                                     w.dim(0), w.row_elems());
-  return Timed(op, [&] { return inner().Linear(x, w, out); });
+  return Timed(ByShape("linear", x, w), [&] { return inner().Linear(x, w, out); });
 }
 absl::Status ProfilingBackend::GeluTanhMul(Tensor g, Tensor u, Tensor out) {
   return Timed("gelu_tanh_mul", [&] { return inner().GeluTanhMul(g, u, out); });
 }
 absl::Status ProfilingBackend::GeluMulLinear(Tensor g, Tensor u, Tensor w, Tensor act, Tensor out) {
-  const std::string op =
-      fmt::format("gelu_mul_linear m{} {}x{}", g.rows() <= 1 ? 1 : (g.rows() <= 64 ? 64 : 4096),
-                  w.dim(0), w.row_elems());
-  return Timed(op, [&] { return inner().GeluMulLinear(g, u, w, act, out); });
+  return Timed(ByShape("gelu_mul_linear", g, w),
+               [&] { return inner().GeluMulLinear(g, u, w, act, out); });
 }
 absl::Status ProfilingBackend::Add(Tensor a, Tensor b, Tensor out) {
   return Timed("add", [&] { return inner().Add(a, b, out); });

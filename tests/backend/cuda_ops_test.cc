@@ -687,9 +687,6 @@ TEST_F(CudaOpsTest, SyntheticWeightsMatchHostGenerator) {
   }
 }
 
-// Every op a decode step uses, captured into a CUDA graph after one eager warm-up (which sizes the
-// workspaces and tunes the GEMMs) and replayed twice: capture must succeed (no allocation, sync or
-// pageable copy inside an op) and the replays must reproduce the eager results bit for bit.
 // Kernels start before their predecessor has finished (programmatic dependent launch on sm_90+,
 // kernels::Launch): each must still see every earlier kernel's writes. A chain of in-place adds
 // over a buffer of many waves, with a norm between them, comes out exact only if every kernel
@@ -711,6 +708,9 @@ TEST_F(CudaOpsTest, DependentKernelChainSeesEveryEarlierWrite) {
   ASSERT_NEAR(got.back(), 2.0f * adds, 1e-3);
 }
 
+// Every op a decode step uses, captured into a CUDA graph after one eager warm-up (which sizes the
+// workspaces and tunes the GEMMs) and replayed twice: capture must succeed (no allocation, sync or
+// pageable copy inside an op) and the replays must reproduce the eager results bit for bit.
 TEST_F(CudaOpsTest, DecodeStepOpsReplayFromACudaGraph) {
   const int h = 256, nq = 8, nkv = 2, d = 256, page = 16, vocab = 1000, experts = 8, top_k = 2, inter = 64;
   const std::vector<int32_t> lens = {300, 45};

@@ -370,8 +370,7 @@ absl::Status CudaBackend::Linear(Tensor x, Tensor w, Tensor out) {
 absl::Status CudaBackend::GeluMulLinear(Tensor gate, Tensor up, Tensor w, Tensor act, Tensor out) {
   GANNET_ASSIGN_OR_RETURN(const bool fused, linear_->RunGeluMul(gate, up, w, act, out));
   if (fused) return absl::OkStatus();
-  GANNET_RETURN_IF_ERROR(GeluTanhMul(gate, up, act));
-  return Linear(act, w, out);
+  return Backend::GeluMulLinear(gate, up, w, act, out);  // the unfused pair
 }
 
 }  // namespace gannet::backend
