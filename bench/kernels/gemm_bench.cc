@@ -1,4 +1,5 @@
-// The Gemma-4-31B linear layers at M = 1, 16, 128, 8192 through CudaLinear: the timed choice
+// The Gemma-4-31B linear layers at M = 1, 16, 128, 8192 (and, at M = 1, 2, 4, the smaller models'
+// decode projections) through CudaLinear: the timed choice
 // ("auto", what the runner gets), cuBLASLt alone and, for M <= 8, the custom GEMV alone. Weights
 // are replicated and rotated past the 50 MB L2 so small-M numbers are HBM numbers. Reported as
 // GB/s (weights + activations; the decode-time metric) and TFLOP/s, with fractions of the copy
@@ -22,7 +23,15 @@ struct Gemm {
 // o_proj, gate_up, down and the tied LM head.
 const Gemm kGemms[] = {{"q_proj", 8192, 5376},    {"kv_proj", 4096, 5376},   {"qkv_sliding", 16384, 5376},
                        {"o_proj", 5376, 8192},    {"gate_up", 43008, 5376},  {"down", 5376, 21504},
-                       {"lm_head", 262144, 5376}};
+                       {"lm_head", 262144, 5376},
+                       // 26B-A4B, E4B and E2B: the batch-1 projections that take 3-25 us each.
+                       {"26b_qkv_sliding", 8192, 2816}, {"26b_o_proj", 2816, 4096},
+                       {"26b_gate_up", 4224, 2816},     {"26b_down", 2816, 2112},
+                       {"e4b_qkv", 3072, 2560},         {"e4b_o_proj", 2560, 2048},
+                       {"e4b_gate_up", 20480, 2560},    {"e4b_down", 2560, 10240},
+                       {"e2b_qkv", 2560, 1536},         {"e2b_o_proj", 1536, 2048},
+                       {"e2b_gate_up", 12288, 1536},    {"e2b_down", 1536, 6144}};
+constexpr int64_t kFirstSmallModelGemm = 7;
 
 enum PathArg { kAuto = 0, kCublas = 1, kGemv = 2 };
 
@@ -66,7 +75,7 @@ void BM_Linear(benchmark::State& state) {
 
 void Args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"gemm", "m", "path"});
-  for (int64_t gi = 0; gi < static_cast<int64_t>(std::size(kGemms)); ++gi) {
+  for (int64_t gi = 0; gi < kFirstSmallModelGemm; ++gi) {
     for (int64_t m : {1, 16, 128, 8192}) {
       b->Args({gi, m, kAuto});
       if (m <= 16) b->Args({gi, m, kCublas});
@@ -88,6 +97,18 @@ void SmallMArgs(benchmark::internal::Benchmark* b) {
   }
 }
 BENCHMARK(BM_Linear)->Name("BM_LinearSmallM")->Apply(SmallMArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
+
+// The smaller models' projections at the batches where the GEMV competes.
+void SmallModelArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"gemm", "m", "path"});
+  for (int64_t gi = kFirstSmallModelGemm; gi < static_cast<int64_t>(std::size(kGemms)); ++gi) {
+    for (int64_t m : {1, 2, 4}) {
+      b->Args({gi, m, kCublas});
+      b->Args({gi, m, kGemv});
+    }
+  }
+}
+BENCHMARK(BM_Linear)->Name("BM_LinearSmallModels")->Apply(SmallModelArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace gannet::bench

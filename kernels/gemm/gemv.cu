@@ -24,7 +24,11 @@ __device__ __forceinline__ void Unpack8(const int4& raw, const f16*, float* out)
 }
 
 // kGated: x is a gate and the input is gelu_tanh(x) * up, rounded to XT (GemvParams::up).
-template <typename XT, typename WT, typename OutT, bool kGated>
+// kMaxM: the bucket of m (1, 2, 4 or 8) the accumulators are sized for. At kMaxM = 8 a thread
+// holds 120-128 registers, which leaves two CTAs per SM; a batch-1 step's small projections
+// (1-4 waves of CTAs) then run mostly on ramp-up and tail. m = 1 needs 4 accumulators, so its
+// CTAs fill the SMs in one wave. The arithmetic for a given m is the same in every bucket.
+template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM>
 __global__ void __launch_bounds__(kThreads)
     GemvKernel(const XT* __restrict__ x, const XT* __restrict__ up, const WT* __restrict__ w,
                OutT* __restrict__ out, int m, int n, int k, int64_t ldx, int64_t ldu, int64_t ldo) {
@@ -37,9 +41,9 @@ __global__ void __launch_bounds__(kThreads)
   }
   PdlEnter();
   const int chunks = k / 8;
-  float acc[kGemvMaxM][kRows];
+  float acc[kMaxM][kRows];
 #pragma unroll
-  for (int i = 0; i < kGemvMaxM; ++i) {
+  for (int i = 0; i < kMaxM; ++i) {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) acc[i][r] = 0.f;
   }
@@ -59,7 +63,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int r = 0; r < kRows; ++r) Unpack8(wv[r], wrow[r], wf[r]);
 #pragma unroll
-    for (int i = 0; i < kGemvMaxM; ++i) {
+    for (int i = 0; i < kMaxM; ++i) {
       if (i < m) {
         float xv[8];
         Load8(x + i * ldx + c * 8, xv);
@@ -78,10 +82,10 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
-  __shared__ float red[kThreads / 32][kGemvMaxM * kRows];
+  __shared__ float red[kThreads / 32][kMaxM * kRows];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
-  for (int i = 0; i < kGemvMaxM; ++i) {
+  for (int i = 0; i < kMaxM; ++i) {
     if (i < m) {
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
@@ -103,13 +107,26 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename XT, typename WT, typename OutT, bool kGated = false>
-cudaError_t LaunchGemvAs(const GemvParams& p, cudaStream_t stream) {
+template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM>
+cudaError_t LaunchGemvBucket(const GemvParams& p, cudaStream_t stream) {
   const int blocks = static_cast<int>((static_cast<int64_t>(p.n) + kRows - 1) / kRows);
-  return Launch(GemvKernel<XT, WT, OutT, kGated>, blocks, kThreads, 0, stream,
+  return Launch(GemvKernel<XT, WT, OutT, kGated, kMaxM>, blocks, kThreads, 0, stream,
                 static_cast<const XT*>(p.x), static_cast<const XT*>(p.up),
                 static_cast<const WT*>(p.w), static_cast<OutT*>(p.out), p.m, p.n, p.k, p.ldx, p.ldu,
                 p.ldo);
+}
+
+template <typename XT, typename WT, typename OutT, bool kGated = false>
+cudaError_t LaunchGemvAs(const GemvParams& p, cudaStream_t stream) {
+  static_assert(kGemvMaxM == 8, "the buckets below end at kGemvMaxM");
+  if (p.m == 1) return LaunchGemvBucket<XT, WT, OutT, kGated, 1>(p, stream);
+  if (p.m == 2) return LaunchGemvBucket<XT, WT, OutT, kGated, 2>(p, stream);
+  static_assert(kGemvGatedMaxM <= 2, "the gated form compiles the first two buckets only");
+  if constexpr (!kGated) {
+    if (p.m <= 4) return LaunchGemvBucket<XT, WT, OutT, false, 4>(p, stream);
+    return LaunchGemvBucket<XT, WT, OutT, false, 8>(p, stream);
+  }
+  return cudaErrorInvalidValue;  // gated above kGemvGatedMaxM: refused by LaunchGemv
 }
 
 // x and out are each the weight's type or f32.
@@ -133,7 +150,8 @@ cudaError_t LaunchFor(const GemvParams& p, cudaStream_t stream) {
 }  // namespace
 
 cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream) {
-  if (p.m < 1 || p.m > kGemvMaxM || p.n < 1 || p.k % 8 != 0 || p.ldx % 8 != 0) {
+  if (p.m < 1 || p.m > kGemvMaxM || p.n < 1 || p.k % 8 != 0 || p.ldx % 8 != 0 ||
+      (p.up != nullptr && p.m > kGemvGatedMaxM)) {
     return cudaErrorInvalidValue;
   }
   switch (p.w_type) {

@@ -173,6 +173,7 @@ TEST_P(CudaNormTest, RmsNormAndPostNormResidual) {
 
 // Linear over the shapes that matter, through both paths (GEMV and cuBLASLt) and the timed choice,
 // with bf16 weights and (the fp16 compute path) f16 weights, x and out of the weight's type or f32.
+// M covers each of the GEMV's accumulator buckets (1, 2, 3-4, 5-8).
 TEST_F(CudaOpsTest, LinearMatchesCpuOnEveryPath) {
   struct Shape {
     int m, n, k;
@@ -181,7 +182,8 @@ TEST_F(CudaOpsTest, LinearMatchesCpuOnEveryPath) {
   const Shape shapes[] = {{1, 4096, 5376, false, false, false},  {4, 5376, 8192, false, false, false},
                           {8, 1000, 2816, false, true, true},    {16, 768, 5376, false, false, false},
                           {128, 512, 2560, true, false, false},  {3, 256, 40, true, true, false},
-                          {5, 48, 24, false, false, true}};
+                          {5, 48, 24, false, false, true},       {2, 2560, 1536, true, false, true},
+                          {6, 520, 704, false, true, false}};
   for (const DType wt : {DType::kBF16, DType::kF16})
   for (const Shape& s : shapes) {
     std::vector<float> x = RandomNormal(s.m * s.k, 6);
