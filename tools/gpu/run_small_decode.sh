@@ -9,6 +9,10 @@
 #   test      cuda_ops_test and cuda_runner_test (this tree)
 #   kernels   gemm_bench's small-model projections and moe_bench's decode sizes, both builds
 #   decode    gannet-decode-bench for every dummy variant, both builds, interleaved
+#   gemv      this build's GEMV at a fixed 256-thread width (GANNET_GEMV_THREADS=256) vs the
+#             width per K: gemm_bench's GEMV rows and the small models' decode steps
+#   profile   Nsight Compute: one eager batch-1 step of 26B-A4B and E2B (kernel times, CSV in
+#             $OUT), and the MoE pair kernels of moe_bench at 1 and 4 tokens (DRAM, occupancy)
 # Environment: as tools/gpu/stages.sh says; GANNET_BASE_BUILD (default /tmp/gannet-base).
 source "$(dirname "$0")/stages.sh"
 gpu_header "small-batch decode A/B"
@@ -53,5 +57,36 @@ stage_decode() {
   decode_ab --model dummy:e2b --batches 1,4,16 --context 1000 --steps 30
   decode_ab --model dummy:e4b --batches 1,4,16 --context 1000 --steps 30
   decode_ab --model dummy:31b --batches 1,64 --context 1500 --steps 15
+}
+stage_gemv() {
+  local w
+  for w in 256 auto; do
+    note "-- GANNET_GEMV_THREADS=$w"
+    GANNET_GEMV_THREADS=$w "$build/bench/kernels/gemm_bench" \
+      --benchmark_filter='BM_LinearSmallModels/gemm:[0-9]+/m:[124]/path:2' 2>&1 | grep -E "^BM_" |
+      sed -E 's/iterations:1.manual_time//' | awk '{print $1, $(NF-1), $NF}' | tee -a "$summary"
+  done
+  for m in 26b-a4b e2b e4b; do
+    for w in 256 auto; do
+      note "-- GANNET_GEMV_THREADS=$w $m"
+      GANNET_GEMV_THREADS=$w timeout 240 "$build/bench/runner/gannet-decode-bench" --model dummy:$m \
+        --batches 1,4,16 --context 1000 --steps 30 2>&1 | grep -E "^ +batch" | tee -a "$summary"
+    done
+  done
+}
+stage_profile() {
+  local m
+  for m in 26b-a4b e2b; do
+    GANNET_NCU_MODEL=dummy:$m tools/gpu/ncu_decode_step.sh "$build" 1
+    mv "$out/ncu_decode_b1.csv" "$out/ncu_decode_${m}_b1.csv"
+  done
+  local t
+  for t in 1 4; do
+    timeout 120 ncu --clock-control none --cache-control none --kernel-name regex:MoePair \
+      --launch-count 2 --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size \
+      "$build/bench/kernels/moe_bench" --benchmark_filter="tokens:$t/entry:2/" > "$out/ncu_moe_t$t.txt" 2>&1
+    note "-- MoE pair kernels, $t token(s)"
+    grep -E "MoePair|duration|dram__|warps_active|registers|grid_size" "$out/ncu_moe_t$t.txt" | tee -a "$summary"
+  done
 }
 gpu_run_stages build base test kernels decode -- "$@"
