@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -278,6 +279,20 @@ class Backend {
   // Changes whenever memory a recorded graph may point into is replaced (a workspace grows):
   // graphs recorded under another epoch must be released and recorded again.
   virtual uint64_t GraphEpoch() const { return 0; }
+  // Two independent parts of a step, each a sequence of this backend's ops, that the device may
+  // run at the same time: `side` and `main` must not write anything the other reads or writes,
+  // and neither may call collectives or synchronise. Both have been issued when it returns; ops
+  // issued afterwards see both results. The default (and the CPU) runs side, then main. The CUDA
+  // backend overlaps them while a graph is captured (decode steps of small models are chains of
+  // short, latency-bound kernels, and a MoE layer's router + experts and its dense MLP read only
+  // the residual) and runs them in that order otherwise: eager steps tune GEMMs by timing them
+  // and may grow workspaces, which another stream's kernels would disturb.
+  virtual absl::Status RunConcurrently(const std::function<absl::Status()>& side,
+                                       const std::function<absl::Status()>& main) {
+    absl::Status s = side();
+    if (!s.ok()) return s;
+    return main();
+  }
   // One token id per logits row. logits [rows, V] f32; params [rows, 24] u8 viewing SamplingParams;
   // out_ids [rows] int32. Definition (every backend gives the same ids up to float rounding of exp):
   // greedy = arg-max, ties to the lowest id. Otherwise w = exp((x - max x) / temperature), in

@@ -233,38 +233,54 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
 
   // Feed-forward block: dense gated MLP (plus the MoE branch on 26B-A4B).
   Tensor y = mlp_out.Rows(0, n);
-  GANNET_RETURN_IF_ERROR(GatedMlp(be, L, h_t, gate_up, mlp, y));
-  GANNET_RETURN_IF_ERROR(AllReduce(y));
-  if (c.enable_moe_block) {
+  if (!c.enable_moe_block) {
+    GANNET_RETURN_IF_ERROR(GatedMlp(be, L, h_t, gate_up, mlp, y));
+    GANNET_RETURN_IF_ERROR(AllReduce(y));
+  } else {
     Tensor y1 = moe_y1.Rows(0, n);
-    GANNET_RETURN_IF_ERROR(be->RmsNorm(y, L.post_ff_norm_1, eps, y1));
-    backend::MoeRouteArgs route;
-    route.x = x_t;  // the router reads the post-attention residual itself
-    route.router_scale = L.router_scale;
-    route.router_proj = L.router_proj;
-    route.per_expert_scale = L.per_expert_scale;
-    route.top_k = c.top_k_experts;
-    route.eps = eps;
-    route.topk_ids = moe_ids.Rows(0, n);
-    route.topk_weights = moe_weights.Rows(0, n);
-    GANNET_RETURN_IF_ERROR(be->MoeRoute(route));
-    Tensor z = moe_z.Rows(0, n);
-    GANNET_RETURN_IF_ERROR(be->RmsNorm(x_t, L.pre_ff_norm_2, eps, z));
+    auto dense = [&]() -> absl::Status {
+      GANNET_RETURN_IF_ERROR(GatedMlp(be, L, h_t, gate_up, mlp, y));
+      GANNET_RETURN_IF_ERROR(AllReduce(y));
+      return be->RmsNorm(y, L.post_ff_norm_1, eps, y1);
+    };
     backend::MoeExpertsArgs ex;
-    ex.x = z;
-    ex.topk_ids = route.topk_ids;
-    ex.topk_weights = route.topk_weights;
-    ex.gate_up = L.experts_gate_up;
-    ex.down = L.experts_down;
     ex.out = moe_y2.Rows(0, n);
-    if (c.local_experts > 0) {  // expert parallelism: this rank holds a block of whole experts
-      ex.expert_begin = (tp != nullptr ? tp->rank() : 0) * c.local_experts;
-      ex.total_experts = c.num_experts;
+    auto experts = [&]() -> absl::Status {
+      backend::MoeRouteArgs route;
+      route.x = x_t;  // the router reads the post-attention residual itself
+      route.router_scale = L.router_scale;
+      route.router_proj = L.router_proj;
+      route.per_expert_scale = L.per_expert_scale;
+      route.top_k = c.top_k_experts;
+      route.eps = eps;
+      route.topk_ids = moe_ids.Rows(0, n);
+      route.topk_weights = moe_weights.Rows(0, n);
+      GANNET_RETURN_IF_ERROR(be->MoeRoute(route));
+      Tensor z = moe_z.Rows(0, n);
+      GANNET_RETURN_IF_ERROR(be->RmsNorm(x_t, L.pre_ff_norm_2, eps, z));
+      ex.x = z;
+      ex.topk_ids = route.topk_ids;
+      ex.topk_weights = route.topk_weights;
+      ex.gate_up = L.experts_gate_up;
+      ex.down = L.experts_down;
+      if (c.local_experts > 0) {  // expert parallelism: this rank holds a block of whole experts
+        ex.expert_begin = (tp != nullptr ? tp->rank() : 0) * c.local_experts;
+        ex.total_experts = c.num_experts;
+      }
+      GANNET_RETURN_IF_ERROR(be->MoeExperts(ex));
+      // Every rank ran its slice of every expert, or its experts' pairs: the sum is the whole.
+      GANNET_RETURN_IF_ERROR(AllReduce(ex.out));
+      return be->RmsNorm(ex.out, L.post_ff_norm_2, eps, ex.out);
+    };
+    // The two branches read only the residual (x_t, and h_t = pre_ff_norm(x_t)) and write their
+    // own buffers, so the device may overlap them (Backend::RunConcurrently); not with a
+    // tensor-parallel group, whose all-reduces must keep one order on every rank.
+    if (tp == nullptr) {
+      GANNET_RETURN_IF_ERROR(be->RunConcurrently(experts, dense));
+    } else {
+      GANNET_RETURN_IF_ERROR(dense());
+      GANNET_RETURN_IF_ERROR(experts());
     }
-    GANNET_RETURN_IF_ERROR(be->MoeExperts(ex));
-    // Every rank ran its slice of every expert, or its experts' pairs: the sum is the whole.
-    GANNET_RETURN_IF_ERROR(AllReduce(ex.out));
-    GANNET_RETURN_IF_ERROR(be->RmsNorm(ex.out, L.post_ff_norm_2, eps, ex.out));
     GANNET_RETURN_IF_ERROR(be->Add(y1, ex.out, y));
   }
 

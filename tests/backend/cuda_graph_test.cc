@@ -3,10 +3,12 @@
 // bit-identical logits, across batch sizes that share a bucket, contexts that cross a length
 // bucket (256 -> 512) and both KV pools' page tables changing between replays.
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "lib/backend/cuda/cuda_backend.h"
+#include "lib/common/status.h"
 #include "tests/backend/cuda_test_util.h"
 #include "tests/testing/tiny_models.h"
 
@@ -125,6 +127,63 @@ TEST_P(CudaGraphTest, GraphReplayEqualsEagerPaddedVerifySteps) {
     }
   }
   EXPECT_GE((*graphed)->num_graphs(), 3);
+}
+
+// Backend::RunConcurrently inside a capture: the side branch runs on a second stream forked from
+// the capture and joined back, so ops after it see both branches' results; the replay equals
+// the same ops run eagerly (in order). Each branch is a long chain of in-place adds over 8 MB,
+// long enough that a missing fork or join edge would let the final add read a stale buffer.
+TEST(CudaConcurrentBranchesTest, CapturedBranchesForkAndJoin) {
+  if (!testing::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  auto be = backend::CudaBackend::Create(0);
+  ASSERT_TRUE(be.ok()) << be.status();
+  backend::CudaBackend& gpu = **be;
+  const int64_t rows = 1024, cols = 4096;
+  const std::vector<float> xh = testing::RandomNormal(rows * cols, 5);
+  testing::DeviceTensor x = testing::Upload(gpu, xh, DType::kF32, {rows, cols});
+  testing::DeviceTensor a = testing::Upload(gpu, std::vector<float>(rows * cols), DType::kF32, {rows, cols});
+  testing::DeviceTensor b = testing::Upload(gpu, std::vector<float>(rows * cols), DType::kF32, {rows, cols});
+  testing::DeviceTensor c = testing::Upload(gpu, std::vector<float>(rows * cols), DType::kF32, {rows, cols});
+  constexpr int kChain = 40;
+  auto step = [&]() -> absl::Status {
+    auto side = [&]() -> absl::Status {  // a = 2x, then kChain - 1 more x: (kChain + 1) x
+      GANNET_RETURN_IF_ERROR(gpu.Add(x.t, x.t, a.t));
+      for (int i = 1; i < kChain; ++i) GANNET_RETURN_IF_ERROR(gpu.Add(a.t, x.t, a.t));
+      return absl::OkStatus();
+    };
+    auto main = [&]() -> absl::Status {  // b = 3x
+      GANNET_RETURN_IF_ERROR(gpu.Add(x.t, x.t, b.t));
+      return gpu.Add(b.t, x.t, b.t);
+    };
+    GANNET_RETURN_IF_ERROR(gpu.RunConcurrently(side, main));
+    return gpu.Add(a.t, b.t, c.t);  // (kChain + 1 + 3) x
+  };
+  ASSERT_TRUE(step().ok());
+  const std::vector<float> eager = testing::Download(gpu, c.t);
+  for (size_t i = 0; i < eager.size(); i += 4099) ASSERT_NEAR(eager[i], (kChain + 4) * xh[i], 1e-3f * (kChain + 4));
+  ASSERT_TRUE(gpu.Fill(c.t, NAN).ok());
+  ASSERT_TRUE(gpu.Fill(a.t, NAN).ok());
+  ASSERT_TRUE(gpu.BeginGraphCapture().ok());
+  ASSERT_TRUE(step().ok());
+  auto graph = gpu.EndGraphCapture();
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  for (int rep = 0; rep < 3; ++rep) {
+    ASSERT_TRUE(gpu.Fill(c.t, NAN).ok());
+    ASSERT_TRUE(gpu.LaunchGraph(*graph).ok());
+    EXPECT_EQ(testing::Download(gpu, c.t), eager) << "replay " << rep;
+  }
+
+  // A failing side branch: the call reports it, the capture still ends (the fork was joined),
+  // and the backend issues on its own stream again.
+  ASSERT_TRUE(gpu.BeginGraphCapture().ok());
+  const absl::Status failed = gpu.RunConcurrently(
+      [] { return absl::InvalidArgumentError("side branch failed"); },
+      [&] { return gpu.Add(x.t, x.t, b.t); });
+  EXPECT_EQ(failed.code(), absl::StatusCode::kInvalidArgument);
+  auto abandoned = gpu.EndGraphCapture();
+  if (abandoned.ok()) gpu.ReleaseGraph(*abandoned);
+  ASSERT_TRUE(step().ok());
+  EXPECT_EQ(testing::Download(gpu, c.t), eager);
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, CudaGraphTest, ::testing::Values("31b", "26b-a4b", "e4b", "e2b"),

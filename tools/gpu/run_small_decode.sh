@@ -13,7 +13,8 @@
 #             width per K: gemm_bench's GEMV rows and the small models' decode steps
 #   profile   Nsight Compute: one eager batch-1 step of 26B-A4B and E2B (kernel times, CSV in
 #             $OUT), and the MoE pair kernels of moe_bench at 1 and 4 tokens (DRAM, occupancy)
-# Environment: as tools/gpu/stages.sh says; GANNET_BASE_BUILD (default /tmp/gannet-base).
+# Environment: as tools/gpu/stages.sh says; GANNET_BASE_BUILD (default /tmp/gannet-base);
+# GANNET_AB_MOE_ONLY=1 limits the decode stage to 26B-A4B.
 source "$(dirname "$0")/stages.sh"
 gpu_header "small-batch decode A/B"
 base_build=${GANNET_BASE_BUILD:-/tmp/gannet-base}
@@ -54,6 +55,7 @@ decode_ab() {  # decode_ab ARGS...: the same run on the baseline, then on this t
 }
 stage_decode() {
   decode_ab --model dummy:26b-a4b --batches 1,4,16 --context 1000 --steps 30
+  [ -n "${GANNET_AB_MOE_ONLY:-}" ] && return 0
   decode_ab --model dummy:e2b --batches 1,4,16 --context 1000 --steps 30
   decode_ab --model dummy:e4b --batches 1,4,16 --context 1000 --steps 30
   decode_ab --model dummy:31b --batches 1,64 --context 1500 --steps 15
@@ -64,7 +66,8 @@ stage_gemv() {
     note "-- GANNET_GEMV_THREADS=$w"
     GANNET_GEMV_THREADS=$w "$build/bench/kernels/gemm_bench" \
       --benchmark_filter='BM_LinearSmallModels/gemm:[0-9]+/m:[124]/path:2' 2>&1 | grep -E "^BM_" |
-      sed -E 's/iterations:1.manual_time//' | awk '{print $1, $(NF-1), $NF}' | tee -a "$summary"
+      sed -E 's/iterations:1.manual_time//' | grep -oE "^BM_[^ ]+|frac_copy_bw=[0-9.]+|us=[0-9.]+ [a-z0-9_]+" |
+      paste - - - | tee -a "$summary"
   done
   for m in 26b-a4b e2b e4b; do
     for w in 256 auto; do

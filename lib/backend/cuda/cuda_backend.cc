@@ -99,7 +99,8 @@ absl::Status CudaBackend::Init(int device, std::optional<DType> compute) {
                               device_.sm, kernels::CompiledArchsString());
   }
   act_ = compute.value_or(device_.sm < 75 ? DType::kF16 : DType::kBF16);
-  GANNET_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  GANNET_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&main_stream_, cudaStreamNonBlocking));
+  stream_ = main_stream_;
   kernels::SetRegistryLogSink(RegistryLog);
   GANNET_ASSIGN_OR_RETURN(linear_, CudaLinear::Create(this));
   GANNET_LOG_INFO("cuda backend: device {} {} ({} SMs, {} KB shared memory per block, {}); "
@@ -121,7 +122,10 @@ CudaBackend::~CudaBackend() {
   }
   if (span_begin_ != nullptr) cudaEventDestroy(span_begin_);
   if (span_end_ != nullptr) cudaEventDestroy(span_end_);
-  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  if (fork_ != nullptr) cudaEventDestroy(fork_);
+  if (join_ != nullptr) cudaEventDestroy(join_);
+  if (side_stream_ != nullptr) cudaStreamDestroy(side_stream_);
+  if (main_stream_ != nullptr) cudaStreamDestroy(main_stream_);
 }
 
 bool CudaBackend::Capturing() const {
@@ -164,6 +168,32 @@ absl::Status CudaBackend::LaunchGraph(int handle) {
     return InvalidArgumentError("cuda backend: no graph {}", handle);
   }
   GANNET_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs_[handle], stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::RunConcurrently(const std::function<absl::Status()>& side,
+                                          const std::function<absl::Status()>& main) {
+  if (stream_ != main_stream_) return FailedPreconditionError("RunConcurrently: already in a branch");
+  if (!Capturing()) return Backend::RunConcurrently(side, main);  // eager: in order (backend.h)
+  if (side_stream_ == nullptr) {
+    // Created outside any capture would be cleaner, but creating a stream or an event is not a
+    // stream operation and is allowed while one is captured.
+    GANNET_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
+    GANNET_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+    GANNET_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+  }
+  // Fork: the side stream joins the capture after everything issued so far on the main stream.
+  GANNET_CUDA_RETURN_IF_ERROR(cudaEventRecord(fork_, main_stream_));
+  GANNET_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(side_stream_, fork_, 0));
+  stream_ = side_stream_;
+  const absl::Status side_status = side();
+  stream_ = main_stream_;
+  // Join even after a failure: a capture that leaves a forked stream unjoined cannot end cleanly.
+  const cudaError_t rec = cudaEventRecord(join_, side_stream_);
+  absl::Status status = side_status.ok() ? main() : side_status;
+  const cudaError_t wait = rec == cudaSuccess ? cudaStreamWaitEvent(main_stream_, join_, 0) : rec;
+  GANNET_RETURN_IF_ERROR(status);
+  GANNET_CUDA_RETURN_IF_ERROR(wait);
   return absl::OkStatus();
 }
 

@@ -94,6 +94,8 @@ class CudaBackend final : public Backend {
   absl::Status LaunchGraph(int handle) override;
   void ReleaseGraph(int handle) override;
   uint64_t GraphEpoch() const override { return graph_epoch_; }
+  absl::Status RunConcurrently(const std::function<absl::Status()>& side,
+                               const std::function<absl::Status()>& main) override;
   absl::Status BeginDeviceSpan() override;
   absl::Status EndDeviceSpan() override;
   absl::StatusOr<double> DeviceSpanSeconds() override;
@@ -127,7 +129,12 @@ class CudaBackend final : public Backend {
   DType act_ = DType::kBF16;
   std::string device_name_;
   kernels::DeviceInfo device_;
+  // The stream ops are issued on: main_stream_, or side_stream_ while RunConcurrently issues
+  // its side branch (so every op follows it without taking a stream argument).
   cudaStream_t stream_ = nullptr;
+  cudaStream_t main_stream_ = nullptr;
+  cudaStream_t side_stream_ = nullptr;  // created at the first concurrent capture
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
   std::unique_ptr<CudaLinear> linear_;
   struct Space {
     void* ptr = nullptr;
