@@ -1,12 +1,9 @@
-// Split-K GEMV for M <= 8 (see gemv.h): a CTA of up to 256 threads owns kRows output columns; its
+// Split-K GEMV for M <= 8 (see gemv.h): a CTA of 256 threads owns kRows output columns; its
 // threads stride over K in 16-byte chunks, so each weight row is read once, coalesced, with
 // kRows independent loads in flight per thread, and x (tiny, L1-resident) is reused across the
 // kRows rows. Partial sums reduce through warp shuffles and shared memory in a fixed order.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-
-#include <algorithm>
-#include <cstdlib>
 
 #include "kernels/common/device_utils.cuh"
 #include "kernels/common/launch.h"
@@ -15,25 +12,8 @@
 namespace gannet::kernels {
 namespace {
 
-constexpr int kThreads = 256;  // the most; GemvThreads picks the width per K
+constexpr int kThreads = 256;
 constexpr int kRows = 4;
-
-// The CTA width for a row of k elements: the fewest passes over the row's 16-byte chunks that
-// 256 threads allow, then the fewest warps that cover the chunks in that many passes. A fixed
-// 256 left a quarter to a half of the threads idle in their last pass at the smaller models' K
-// (1536: 192 chunks; 2112: 264; 2816: 352), and those passes are a batch-1 GEMV's whole length.
-// GANNET_GEMV_THREADS=256 restores the fixed width (for A/B measurements).
-int GemvThreads(int k) {
-  static const bool fixed = [] {
-    const char* v = std::getenv("GANNET_GEMV_THREADS");
-    return v != nullptr && std::atoi(v) == kThreads;
-  }();
-  if (fixed) return kThreads;
-  const int chunks = k / 8;
-  const int passes = (chunks + kThreads - 1) / kThreads;
-  const int per_pass = (chunks + passes - 1) / passes;
-  return std::max(32, (per_pass + 31) / 32 * 32);
-}
 
 // 16-byte chunks of a weight row as f32: bf16 or f16.
 __device__ __forceinline__ void Unpack8(const int4& raw, const bf16*, float* out) {
@@ -61,7 +41,6 @@ __global__ void __launch_bounds__(kThreads)
   }
   PdlEnter();
   const int chunks = k / 8;
-  const int threads = blockDim.x, warps = threads / 32;
   float acc[kMaxM][kRows];
 #pragma unroll
   for (int i = 0; i < kMaxM; ++i) {
@@ -73,7 +52,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int r = 0; r < kRows; ++r) wrow[r] = w + static_cast<int64_t>(min(n0 + r, n - 1)) * k;
 
 #pragma unroll 2
-  for (int c = threadIdx.x; c < chunks; c += threads) {
+  for (int c = threadIdx.x; c < chunks; c += kThreads) {
     int4 wv[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
@@ -121,7 +100,8 @@ __global__ void __launch_bounds__(kThreads)
     const int i = t / kRows, r = t % kRows;
     if (n0 + r < n) {
       float s = 0.f;
-      for (int wi = 0; wi < warps; ++wi) s += red[wi][t];
+#pragma unroll
+      for (int wi = 0; wi < kThreads / 32; ++wi) s += red[wi][t];
       out[i * ldo + n0 + r] = FromFloat<OutT>(s);
     }
   }
@@ -130,7 +110,7 @@ __global__ void __launch_bounds__(kThreads)
 template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM>
 cudaError_t LaunchGemvBucket(const GemvParams& p, cudaStream_t stream) {
   const int blocks = static_cast<int>((static_cast<int64_t>(p.n) + kRows - 1) / kRows);
-  return Launch(GemvKernel<XT, WT, OutT, kGated, kMaxM>, blocks, GemvThreads(p.k), 0, stream,
+  return Launch(GemvKernel<XT, WT, OutT, kGated, kMaxM>, blocks, kThreads, 0, stream,
                 static_cast<const XT*>(p.x), static_cast<const XT*>(p.up),
                 static_cast<const WT*>(p.w), static_cast<OutT*>(p.out), p.m, p.n, p.k, p.ldx, p.ldu,
                 p.ldo);

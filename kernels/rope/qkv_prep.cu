@@ -21,46 +21,66 @@ struct HeadRegs {
   float a[kMaxPairsPerLane], b[kMaxPairsPerLane];
 };
 
-// Norms one head (optionally weighted) and optionally rotates it, in registers.
+// What a lane needs of the constants for its pairs (j, j + d/2): the norm weight (1 when there
+// is none) and the rotation frequency. Read before the kernel waits for its predecessor (PDL):
+// they are weights, not results of earlier kernels.
+struct HeadConsts {
+  float w0[kMaxPairsPerLane], w1[kMaxPairsPerLane], freq[kMaxPairsPerLane];
+};
+
+__device__ __forceinline__ HeadConsts LoadConsts(const float* w, const float* inv_freq, int d) {
+  const int lane = threadIdx.x & 31;
+  HeadConsts c;
+#pragma unroll
+  for (int i = 0; i < kMaxPairsPerLane; ++i) {
+    const int j = lane + 32 * i;
+    const bool in = j < d / 2;
+    c.w0[i] = in && w != nullptr ? w[j] : 1.f;
+    c.w1[i] = in && w != nullptr ? w[j + d / 2] : 1.f;
+    c.freq[i] = in && inv_freq != nullptr ? inv_freq[j] : 0.f;
+  }
+  return c;
+}
+
+// One head's raw values, loaded (a KV warp issues its K and V loads together, then reduces).
 template <typename In>
-__device__ __forceinline__ HeadRegs NormRope(const In* in, const float* w, float eps, bool rope,
-                                             const float* inv_freq, int pos, int d) {
+__device__ __forceinline__ HeadRegs LoadHead(const In* in, int d) {
   const int lane = threadIdx.x & 31;
   const int half = d / 2;
   HeadRegs h;
-  float ss = 0.f;
 #pragma unroll
   for (int i = 0; i < kMaxPairsPerLane; ++i) {
     const int j = lane + 32 * i;
-    h.a[i] = h.b[i] = 0.f;
-    if (j < half) {
-      h.a[i] = ToFloat(in[j]);
-      h.b[i] = ToFloat(in[j + half]);
-    }
-    ss += h.a[i] * h.a[i] + h.b[i] * h.b[i];
+    h.a[i] = j < half ? ToFloat(in[j]) : 0.f;
+    h.b[i] = j < half ? ToFloat(in[j + half]) : 0.f;
   }
+  return h;
+}
+
+// Norms a loaded head (weighted when the consts carry a weight) and optionally rotates it.
+__device__ __forceinline__ HeadRegs NormRope(HeadRegs h, const HeadConsts& c, float eps, bool rope,
+                                             int pos, int d) {
+  float ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < kMaxPairsPerLane; ++i) ss += h.a[i] * h.a[i] + h.b[i] * h.b[i];
   const float inv = 1.0f / sqrtf(WarpSum(ss) / static_cast<float>(d) + eps);
 #pragma unroll
   for (int i = 0; i < kMaxPairsPerLane; ++i) {
-    const int j = lane + 32 * i;
-    if (j >= half) continue;
-    float x0 = h.a[i] * inv, x1 = h.b[i] * inv;
-    if (w != nullptr) {
-      x0 *= w[j];
-      x1 *= w[j + half];
-    }
+    // Unweighted: a weight of exactly 1 leaves the product as the CPU reference computes it.
+    float x0 = h.a[i] * inv * c.w0[i], x1 = h.b[i] * inv * c.w1[i];
     if (rope) {
       // As HF (and the CPU reference): angle in f32, cos/sin in f32.
-      const float angle = inv_freq[j] * static_cast<float>(pos);
-      const float c = cosf(angle), s = sinf(angle);
-      const float r0 = x0 * c - x1 * s;
-      const float r1 = x1 * c + x0 * s;
+      const float angle = c.freq[i] * static_cast<float>(pos);
+      const float cs = cosf(angle), sn = sinf(angle);
+      const float r0 = x0 * cs - x1 * sn;
+      const float r1 = x1 * cs + x0 * sn;
       x0 = r0;
       x1 = r1;
     }
     h.a[i] = x0;
     h.b[i] = x1;
   }
+  (void)d;
   return h;
 }
 
@@ -100,16 +120,20 @@ __device__ __forceinline__ void StoreFp8(const HeadRegs& h, int d, uint8_t* out,
 // in f32); Q: q_out's (bf16 or f16). The cache is bf16 or FP8 either way.
 template <typename In, typename Q>
 __global__ void __launch_bounds__(kWarps * 32) QkvPrepKernel(const QkvPrepParams p) {
-  PdlEnter();
   const int t = blockIdx.x;
   const int head = blockIdx.y * kWarps + (threadIdx.x >> 5);
   const int heads = p.num_q_heads + (p.has_kv ? p.num_kv_heads : 0);
-  if (head >= heads) return;
   const int d = p.head_dim;
+  const bool is_q = head < p.num_q_heads;
+  // Constants first, then the wait: a batch-1 step's prep is a chain of dependent loads.
+  const HeadConsts first = LoadConsts(is_q ? p.q_norm : nullptr, p.inv_freq, d);
+  const HeadConsts k_consts = LoadConsts(is_q ? nullptr : p.k_norm, p.inv_freq, d);
+  PdlEnter();
+  if (head >= heads) return;
   const int pos = p.positions[t];
   const In* row = static_cast<const In*>(p.qkv) + t * p.ld_qkv;
-  if (head < p.num_q_heads) {
-    StoreHead(NormRope(row + head * d, p.q_norm, p.eps, true, p.inv_freq, pos, d), d,
+  if (is_q) {
+    StoreHead(NormRope(LoadHead(row + head * d, d), first, p.eps, true, pos, d), d,
               static_cast<Q*>(p.q_out) + t * p.ld_q + static_cast<int64_t>(head) * d);
     return;
   }
@@ -120,14 +144,17 @@ __global__ void __launch_bounds__(kWarps * 32) QkvPrepKernel(const QkvPrepParams
   const In* v_raw = p.k_eq_v ? k_raw : k_raw + static_cast<int64_t>(p.num_kv_heads) * d;
   const int64_t row_id = (static_cast<int64_t>(slot / p.page_size) * p.num_kv_heads + h) * p.page_size +
                          slot % p.page_size;
-  const HeadRegs v = NormRope(v_raw + h * d, nullptr, p.eps, false, p.inv_freq, pos, d);
+  const bool store_k = p.k_cache != nullptr;  // null: single-store K=V, attention derives K from V
+  const HeadRegs v_in = LoadHead(v_raw + h * d, d);
+  const HeadRegs k_in = store_k ? LoadHead(k_raw + h * d, d) : HeadRegs{};
+  const HeadRegs v = NormRope(v_in, first, p.eps, false, pos, d);  // `first`: no weight here
   if (p.kv_fp8) {
     StoreFp8(v, d, static_cast<uint8_t*>(p.v_cache) + row_id * d, p.v_scale + row_id);
   } else {
     StoreHead(v, d, static_cast<bf16*>(p.v_cache) + row_id * d);
   }
-  if (p.k_cache == nullptr) return;  // single-store K=V: attention derives K from V
-  const HeadRegs k = NormRope(k_raw + h * d, p.k_norm, p.eps, true, p.inv_freq, pos, d);
+  if (!store_k) return;
+  const HeadRegs k = NormRope(k_in, k_consts, p.eps, true, pos, d);
   if (p.kv_fp8) {
     StoreFp8(k, d, static_cast<uint8_t*>(p.k_cache) + row_id * d, p.k_scale + row_id);
   } else {
