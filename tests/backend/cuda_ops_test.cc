@@ -256,7 +256,9 @@ TEST_F(CudaOpsTest, GeluMulLinearFusesIntoTheGemvBitForBit) {
         // Fused exactly where it should be: then the product never reaches memory.
         const bool fused_ran = std::isnan(act_after[0]);
         EXPECT_EQ(fused_ran, m <= kernels::kGemvGatedMaxM) << what;
-        if (!fused_ran) EXPECT_EQ(act_after, act_apart) << what;
+        if (!fused_ran) {
+          EXPECT_EQ(act_after, act_apart) << what;
+        }
         // And against the CPU: gelu(gate) * up rounded to the activation type, then the layer.
         std::vector<float> ref(m * n), actq = act_apart;
         std::vector<float> wq = Download(*gpu_, dw.t);  // the weights as the GPU holds them

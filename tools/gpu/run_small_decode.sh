@@ -19,7 +19,7 @@ source "$(dirname "$0")/stages.sh"
 gpu_header "small-batch decode A/B"
 base_build=${GANNET_BASE_BUILD:-/tmp/gannet-base}
 base_src=/tmp/gannet-base-src
-targets=(cuda_ops_test cuda_runner_test gannet-decode-bench gemm_bench moe_bench)
+targets=(cuda_ops_test cuda_graph_test cuda_runner_test gannet-decode-bench gemm_bench moe_bench)
 
 stage_build() { gpu_build "${targets[@]}"; }
 stage_base() {
@@ -29,7 +29,7 @@ stage_base() {
     (cd "$base_src" && GANNET_GPU_BUILD="$base_build" OUT="$out/base" bash -c \
       'source tools/gpu/stages.sh && gpu_build "$@"' _ "${targets[@]}")
 }
-stage_test() { gpu_ctest 900 "tests passed|tests failed|Failed|FAILED|\*\*\*" cuda_ops_test cuda_runner_test; }
+stage_test() { gpu_ctest 900 "tests passed|tests failed|Failed|FAILED|\*\*\*" cuda_ops_test cuda_graph_test cuda_runner_test; }
 
 kernel_benches() {  # kernel_benches BUILD LABEL
   note "-- $2: gemm_bench (small models) and moe_bench"
