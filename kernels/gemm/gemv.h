@@ -36,8 +36,8 @@ struct GemvParams {
 // M tanh per 8 weight bytes, which stays well under the SFU rate only for small M.
 inline constexpr int kGemvGatedMaxM = 2;
 
-// Requires m in [1, 8] (in [1, kGemvGatedMaxM] with up set), k % 8 == 0, ldx % 8 == 0, 16-byte aligned x and w, and x and out each of
-// w_type or f32.
+// Requires m in [1, 8] (in [1, kGemvGatedMaxM] with up set), k % 8 == 0, ldx % 8 == 0, 16-byte
+// aligned x and w, and x and out each of w_type or f32.
 cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream);
 
 }  // namespace gannet::kernels

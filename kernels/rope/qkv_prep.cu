@@ -21,25 +21,38 @@ struct HeadRegs {
   float a[kMaxPairsPerLane], b[kMaxPairsPerLane];
 };
 
-// What a lane needs of the constants for its pairs (j, j + d/2): the norm weight (1 when there
-// is none) and the rotation frequency. Read before the kernel waits for its predecessor (PDL):
-// they are weights, not results of earlier kernels.
-struct HeadConsts {
-  float w0[kMaxPairsPerLane], w1[kMaxPairsPerLane], freq[kMaxPairsPerLane];
+// The constants a lane needs for its pairs (j, j + d/2), read before the kernel waits for its
+// predecessor (PDL): they are weights, not results of earlier kernels. A norm without a weight
+// multiplies by exactly 1, which leaves the product as the CPU reference computes it.
+struct NormWeights {
+  float w0[kMaxPairsPerLane], w1[kMaxPairsPerLane];
+};
+struct RopeFreqs {
+  float f[kMaxPairsPerLane];
 };
 
-__device__ __forceinline__ HeadConsts LoadConsts(const float* w, const float* inv_freq, int d) {
+__device__ __forceinline__ NormWeights LoadNormWeights(const float* w, int d) {
   const int lane = threadIdx.x & 31;
-  HeadConsts c;
+  NormWeights c;
 #pragma unroll
   for (int i = 0; i < kMaxPairsPerLane; ++i) {
     const int j = lane + 32 * i;
-    const bool in = j < d / 2;
-    c.w0[i] = in && w != nullptr ? w[j] : 1.f;
-    c.w1[i] = in && w != nullptr ? w[j + d / 2] : 1.f;
-    c.freq[i] = in && inv_freq != nullptr ? inv_freq[j] : 0.f;
+    const bool in = w != nullptr && j < d / 2;
+    c.w0[i] = in ? w[j] : 1.f;
+    c.w1[i] = in ? w[j + d / 2] : 1.f;
   }
   return c;
+}
+
+__device__ __forceinline__ RopeFreqs LoadFreqs(const float* inv_freq, int d) {
+  const int lane = threadIdx.x & 31;
+  RopeFreqs r;
+#pragma unroll
+  for (int i = 0; i < kMaxPairsPerLane; ++i) {
+    const int j = lane + 32 * i;
+    r.f[i] = j < d / 2 ? inv_freq[j] : 0.f;
+  }
+  return r;
 }
 
 // One head's raw values, loaded (a KV warp issues its K and V loads together, then reduces).
@@ -57,20 +70,19 @@ __device__ __forceinline__ HeadRegs LoadHead(const In* in, int d) {
   return h;
 }
 
-// Norms a loaded head (weighted when the consts carry a weight) and optionally rotates it.
-__device__ __forceinline__ HeadRegs NormRope(HeadRegs h, const HeadConsts& c, float eps, bool rope,
-                                             int pos, int d) {
+// Norms a loaded head and, given frequencies, rotates it.
+__device__ __forceinline__ HeadRegs NormRope(HeadRegs h, const NormWeights& c, float eps,
+                                             const RopeFreqs* rope, int pos, int d) {
   float ss = 0.f;
 #pragma unroll
   for (int i = 0; i < kMaxPairsPerLane; ++i) ss += h.a[i] * h.a[i] + h.b[i] * h.b[i];
   const float inv = 1.0f / sqrtf(WarpSum(ss) / static_cast<float>(d) + eps);
 #pragma unroll
   for (int i = 0; i < kMaxPairsPerLane; ++i) {
-    // Unweighted: a weight of exactly 1 leaves the product as the CPU reference computes it.
     float x0 = h.a[i] * inv * c.w0[i], x1 = h.b[i] * inv * c.w1[i];
-    if (rope) {
+    if (rope != nullptr) {
       // As HF (and the CPU reference): angle in f32, cos/sin in f32.
-      const float angle = c.freq[i] * static_cast<float>(pos);
+      const float angle = rope->f[i] * static_cast<float>(pos);
       const float cs = cosf(angle), sn = sinf(angle);
       const float r0 = x0 * cs - x1 * sn;
       const float r1 = x1 * cs + x0 * sn;
@@ -80,7 +92,6 @@ __device__ __forceinline__ HeadRegs NormRope(HeadRegs h, const HeadConsts& c, fl
     h.a[i] = x0;
     h.b[i] = x1;
   }
-  (void)d;
   return h;
 }
 
@@ -125,15 +136,16 @@ __global__ void __launch_bounds__(kWarps * 32) QkvPrepKernel(const QkvPrepParams
   const int heads = p.num_q_heads + (p.has_kv ? p.num_kv_heads : 0);
   const int d = p.head_dim;
   const bool is_q = head < p.num_q_heads;
-  // Constants first, then the wait: a batch-1 step's prep is a chain of dependent loads.
-  const HeadConsts first = LoadConsts(is_q ? p.q_norm : nullptr, p.inv_freq, d);
-  const HeadConsts k_consts = LoadConsts(is_q ? nullptr : p.k_norm, p.inv_freq, d);
+  // Constants first, then the wait: a batch-1 step's prep is a chain of dependent loads. The
+  // weight is the head's own norm's (q_norm, or k_norm for a KV warp's K; V has none).
+  const NormWeights weights = LoadNormWeights(is_q ? p.q_norm : p.k_norm, d);
+  const RopeFreqs freqs = LoadFreqs(p.inv_freq, d);
   PdlEnter();
   if (head >= heads) return;
   const int pos = p.positions[t];
   const In* row = static_cast<const In*>(p.qkv) + t * p.ld_qkv;
   if (is_q) {
-    StoreHead(NormRope(LoadHead(row + head * d, d), first, p.eps, true, pos, d), d,
+    StoreHead(NormRope(LoadHead(row + head * d, d), weights, p.eps, &freqs, pos, d), d,
               static_cast<Q*>(p.q_out) + t * p.ld_q + static_cast<int64_t>(head) * d);
     return;
   }
@@ -147,14 +159,14 @@ __global__ void __launch_bounds__(kWarps * 32) QkvPrepKernel(const QkvPrepParams
   const bool store_k = p.k_cache != nullptr;  // null: single-store K=V, attention derives K from V
   const HeadRegs v_in = LoadHead(v_raw + h * d, d);
   const HeadRegs k_in = store_k ? LoadHead(k_raw + h * d, d) : HeadRegs{};
-  const HeadRegs v = NormRope(v_in, first, p.eps, false, pos, d);  // `first`: no weight here
+  const HeadRegs v = NormRope(v_in, LoadNormWeights(nullptr, d), p.eps, nullptr, pos, d);
   if (p.kv_fp8) {
     StoreFp8(v, d, static_cast<uint8_t*>(p.v_cache) + row_id * d, p.v_scale + row_id);
   } else {
     StoreHead(v, d, static_cast<bf16*>(p.v_cache) + row_id * d);
   }
   if (!store_k) return;
-  const HeadRegs k = NormRope(k_in, k_consts, p.eps, true, pos, d);
+  const HeadRegs k = NormRope(k_in, weights, p.eps, &freqs, pos, d);
   if (p.kv_fp8) {
     StoreFp8(k, d, static_cast<uint8_t*>(p.k_cache) + row_id * d, p.k_scale + row_id);
   } else {
