@@ -1,6 +1,7 @@
 // Paged attention on Gemma-4-31B shapes through CudaBackend::Attention (registry selection):
 //   decode  hd512 32q/4kv (full layers), hd256 32q/16kv without window (bandwidth shape) and with
-//           the 1024 window (the real sliding layer); batch 1 and 16; contexts 1k / 8k / 32k.
+//           the 1024 window (the real sliding layer); batch 1 and 16; contexts 1k / 8k / 32k;
+//           batch 64 at 1.5k (31B's serving step).
 //           Reported as GB/s of KV + q + out bytes and its fraction of the copy bandwidth; the KV
 //           pool is replicated and rotated so repeated calls never hit a warm L2.
 //   prefill the same heads, causal from position 0 (batch 1: 1k / 8k / 32k; batch 16: 1k / 8k),
@@ -126,9 +127,13 @@ void Label(benchmark::State& state, backend::AttentionArgs& a) {
   p.num_tokens = a.meta->num_tokens;
   p.max_query_len = a.meta->max_query_len;
   p.max_seq_len = a.meta->max_seq_len;
-  const int splits = kernels::FlashAttentionSplits(**entry, kernels::AttentionProblem((*entry)->op, p),
-                                                   Gpu().device_info());
+  const kernels::ProblemKey pk = kernels::AttentionProblem((*entry)->op, p);
+  const int splits = kernels::FlashAttentionSplits(**entry, pk, Gpu().device_info());
   if (splits > 0) label += " splits=" + std::to_string(splits);
+  if (*entry == &kernels::kSm80DecodeHd256Split &&
+      kernels::Hd256DecodeUsesNarrowTile(pk, Gpu().device_info())) {
+    label += " 16-key tiles";
+  }
   state.SetLabel(label);
 }
 
@@ -174,17 +179,9 @@ void BM_AttentionPrefill(benchmark::State& state) {
   }
 }
 
-// Prefill (batch 1, causal from position 0) on each prefill entry that can run it, CUDA-core
-// kernel aside: the fraction of the GEMM rate per entry and context (issue 16's yardstick for a
-// Hopper-native prefill). range(4) picks the n-th such entry in registry order; past the last,
-// the benchmark is skipped. The sm75 entries run as compute_75 PTX JIT-compiled for this GPU:
-// their times say nothing about a Turing part.
-void BM_AttentionPrefillEntry(benchmark::State& state) {
-  const Shape sh{static_cast<int>(state.range(0)), 32, static_cast<int>(state.range(1)),
-                 static_cast<int>(state.range(2))};
-  const int ctx = static_cast<int>(state.range(3)), nth = static_cast<int>(state.range(4));
-  PagedSetup s;
-  Build(s, sh, 1, ctx, ctx, 1);
+// The n-th flash entry of `op` (registry order) that can run the problem of `s`, or null.
+const kernels::KernelEntry* NthFlashEntry(kernels::Op op, const PagedSetup& s, const Shape& sh,
+                                          int batch, int q_len, int ctx, int nth) {
   kernels::PagedAttentionParams probe;
   probe.q = s.q.data;
   probe.out = s.out.data;
@@ -196,16 +193,74 @@ void BM_AttentionPrefillEntry(benchmark::State& state) {
   probe.num_q_heads = sh.nq;
   probe.num_kv_heads = sh.nkv;
   probe.window = sh.window;
-  probe.num_seqs = 1;
-  probe.num_tokens = probe.max_query_len = probe.max_seq_len = ctx;
-  const kernels::ProblemKey pk = kernels::AttentionProblem(kernels::Op::kAttentionPrefill, probe);
-  const kernels::KernelEntry* entry = nullptr;
+  probe.num_seqs = batch;
+  probe.num_tokens = batch * q_len;
+  probe.max_query_len = q_len;
+  probe.max_seq_len = ctx;
+  const kernels::ProblemKey pk = kernels::AttentionProblem(op, probe);
   int seen = 0;
   for (const kernels::KernelEntry* e : kernels::AllEntries()) {
-    if (e->op != kernels::Op::kAttentionPrefill || !kernels::IsFlashEntry(*e)) continue;
+    if (e->op != op || !kernels::IsFlashEntry(*e)) continue;
     if (!kernels::CheckEntry(*e, pk, Gpu().device_info()).ok) continue;
-    if (seen++ == nth) entry = e;
+    if (seen++ == nth) return e;
   }
+  return nullptr;
+}
+
+// Decode on each flash decode entry that can run it, with its own split count: the tile
+// configurations side by side at the step's real shapes (31B at batch 16 and 64, context 1500:
+// the sliding layers' 1024-key window and the full layers' whole context). range(5) picks the
+// n-th such entry in registry order; past the last, the benchmark is skipped. sm75/sm70 entries
+// run as PTX JIT-compiled for this GPU: their times say nothing about those parts.
+void BM_AttentionDecodeEntry(benchmark::State& state) {
+  const Shape sh{static_cast<int>(state.range(0)), 32, static_cast<int>(state.range(1)),
+                 static_cast<int>(state.range(2))};
+  const int batch = static_cast<int>(state.range(3)), ctx = static_cast<int>(state.range(4));
+  const int kv_len = sh.window > 0 ? std::min(ctx, sh.window) : ctx;
+  const double io_bytes = 2.0 * batch * kv_len * sh.nkv * sh.d * 2 + 2.0 * batch * sh.nq * sh.d * 2;
+  const double pool_bytes = 4.0 * batch * ctx * sh.nkv * sh.d;
+  const int copies = static_cast<int>(std::clamp(kRotateBytes / pool_bytes + 1, 1.0, 64.0));
+  PagedSetup s;
+  Build(s, sh, batch, ctx, 1, copies);
+  const kernels::KernelEntry* entry = NthFlashEntry(kernels::Op::kAttentionDecode, s, sh, batch, 1,
+                                                    ctx, static_cast<int>(state.range(5)));
+  if (entry == nullptr) {
+    state.SkipWithError("no such entry: fewer decode entries run this problem");
+    return;
+  }
+  state.SetLabel(entry->name);
+  for (auto _ : state) {
+    const double ms = TimeMs([&](int i) {
+      s.args.meta = &s.metas[i % copies];
+      CheckOk(Gpu().RunAttentionEntry(*entry, s.args, 0), "attention");
+    }, 50);
+    state.SetIterationTime(ms / 1e3);
+    Report(state, ms, io_bytes, 4.0 * batch * sh.nq * sh.d * kv_len);
+  }
+}
+
+void DecodeEntryArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"hd", "nkv", "window", "batch", "ctx", "entry"});
+  for (auto shape : {std::vector<int64_t>{256, 16, 1024}, {512, 4, 0}}) {
+    for (int64_t batch : {16, 64}) {
+      for (int64_t nth = 0; nth < 6; ++nth) b->Args({shape[0], shape[1], shape[2], batch, 1500, nth});
+    }
+  }
+}
+
+// Prefill (batch 1, causal from position 0) on each prefill entry that can run it, CUDA-core
+// kernel aside: the fraction of the GEMM rate per entry and context (issue 16's yardstick for a
+// Hopper-native prefill). range(4) picks the n-th such entry in registry order; past the last,
+// the benchmark is skipped. The sm75 entries run as compute_75 PTX JIT-compiled for this GPU:
+// their times say nothing about a Turing part.
+void BM_AttentionPrefillEntry(benchmark::State& state) {
+  const Shape sh{static_cast<int>(state.range(0)), 32, static_cast<int>(state.range(1)),
+                 static_cast<int>(state.range(2))};
+  const int ctx = static_cast<int>(state.range(3)), nth = static_cast<int>(state.range(4));
+  PagedSetup s;
+  Build(s, sh, 1, ctx, ctx, 1);
+  const kernels::KernelEntry* entry =
+      NthFlashEntry(kernels::Op::kAttentionPrefill, s, sh, 1, ctx, ctx, nth);
   if (entry == nullptr) {
     state.SkipWithError("no such entry: fewer prefill entries run this problem");
     return;
@@ -284,6 +339,7 @@ void DecodeArgs(benchmark::internal::Benchmark* b) {
     for (int64_t batch : {1, 16}) {
       for (int64_t ctx : {1024, 8192, 32768}) b->Args({shape[0], shape[1], shape[2], batch, ctx});
     }
+    b->Args({shape[0], shape[1], shape[2], 64, 1500});  // 31B's serving step
   }
 }
 
@@ -297,6 +353,7 @@ void PrefillArgs(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_AttentionDecode)->Apply(DecodeArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AttentionDecodeSplits)->Apply(SplitArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionDecodeEntry)->Apply(DecodeEntryArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AttentionPrefill)->Apply(PrefillArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AttentionPrefillEntry)->Apply(PrefillEntryArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
 

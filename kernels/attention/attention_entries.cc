@@ -20,6 +20,19 @@ constexpr int kMinKeysShort = 64;
 // Shared memory an SM can give its resident blocks (sm_90: 228 KB, 1 KB reserved per block).
 constexpr int kSmemPerSm = 233472;
 
+// CTAs of one split of the problem's grid, and how many the GPU holds at once with `c`'s
+// shared memory and threads.
+struct GridFill {
+  int ctas;
+  int target;
+};
+GridFill Fill(const FlashConfig& c, const ProblemKey& pk, const DeviceInfo& dev) {
+  const int group = std::max(1, pk.group());
+  const int row_tiles = std::max(pk.num_seqs, (pk.num_tokens * group + c.block_m - 1) / c.block_m);
+  const int per_sm = std::max(1, std::min(kSmemPerSm / (c.smem_bytes + 1024), 2048 / c.threads));
+  return {row_tiles * pk.num_kv_heads, std::max(1, dev.num_sms) * per_sm};
+}
+
 // Like FlashAttention's num_splits_heuristic: the fewest splits whose wave efficiency is within
 // 85% of the best, so short or already-wide problems don't pay for merging partials. A problem
 // that stays within two waves even at the most splits (batch-1 decode) takes the most: there the
@@ -27,13 +40,9 @@ constexpr int kSmemPerSm = 233472;
 // hd256 over 1024 keys 13.3 us with 16 splits vs 14.9 with 14; hd512 over 2048 keys 15.6 us
 // with 32 vs 17.6 with 16).
 int SplitHeuristic(const FlashConfig& c, const ProblemKey& pk, const DeviceInfo& dev) {
-  const int group = std::max(1, pk.group());
-  const int row_tiles = std::max(pk.num_seqs, (pk.num_tokens * group + c.block_m - 1) / c.block_m);
-  const int ctas = row_tiles * pk.num_kv_heads;
+  const auto [ctas, target] = Fill(c, pk, dev);
   int kv_len = pk.max_seq_len;
   if (pk.window > 0) kv_len = std::min(kv_len, pk.window + std::max(1, pk.max_query_len) - 1);
-  const int per_sm = std::max(1, std::min(kSmemPerSm / (c.smem_bytes + 1024), 2048 / c.threads));
-  const int target = std::max(1, dev.num_sms) * per_sm;
   if (ctas * 5 >= target * 4) return 1;
   const int max_splits =
       std::min(kMaxSplits, std::max({1, kv_len / kMinKeysPerSplit,
@@ -145,9 +154,34 @@ ProblemPredicate AnyPredicate(ElemType kv, ElemType in) {
 #define GANNET_FLASH_ENTRY_SM75(...) GANNET_FLASH_ENTRY_FROM(kSm75, __VA_ARGS__)
 #define GANNET_FLASH_ENTRY_SM70(...) GANNET_FLASH_ENTRY_FROM(kSm70, __VA_ARGS__)
 
+// The wide tile streams a few CTAs fastest (batch 1: the split count is tuned for it), and ties
+// the narrow one while the grid is one wave of it. Past that the narrow tile's 16 resident warps
+// per SM hide the per-tile barriers and softmax the wide tile's 8 cannot (H200, 31B sliding layer,
+// 64 sequences at 1500: 274 us vs 326 us, 92% vs 77% of copy; the 31B step 36.0 -> 33.8 ms).
+// Problems that would split (few sequences x kv heads: E4B at 64 sequences has 128 CTAs) keep the
+// wide tile, which measured faster there (6.68 vs 6.94 ms a step).
+cudaError_t DecodeHd256Launch(const void* args, const ProblemKey& pk, const DeviceInfo& dev,
+                              void* workspace, cudaStream_t stream) {
+  const auto& p = *static_cast<const PagedAttentionParams*>(args);
+  if (p.num_splits <= 0 && Hd256DecodeUsesNarrowTile(pk, dev)) {
+    return LaunchFlashDecodeHd256Small(p, 1, workspace, stream);
+  }
+  return FlashLaunch<FlashConfigDecodeHd256, LaunchFlashDecodeHd256>(args, pk, dev, workspace, stream);
+}
+
 }  // namespace
 
-GANNET_FLASH_ENTRY(kSm80DecodeHd256Split, "sm80_hd256_bf16_split", Op::kAttentionDecode, DecodeHd256, 256, 16, 2)
+// hd256 decode runs its 32-key tiles (two CTAs per SM) or, when the grid fills the GPU unsplit at
+// four 16-key CTAs per SM, the 16-key ones (Hd256DecodeUsesNarrowTile).
+const KernelEntry kSm80DecodeHd256Split = {"sm80_hd256_bf16_split",
+                                           Op::kAttentionDecode,
+                                           kSm80,
+                                           kAnyNewer,
+                                           FlashPredicate(256, 16),
+                                           2,
+                                           FlashCanImplement<FlashConfigDecodeHd256>,
+                                           FlashWorkspace<FlashConfigDecodeHd256>,
+                                           DecodeHd256Launch};
 GANNET_FLASH_ENTRY(kSm80DecodeHd256SplitSmall, "sm80_hd256_bf16_split_small", Op::kAttentionDecode, DecodeHd256Small, 256, 16, 1)
 GANNET_FLASH_ENTRY(kSm80DecodeHd512Split, "sm80_hd512_bf16_split", Op::kAttentionDecode, DecodeHd512, 512, 16, 2)
 GANNET_FLASH_ENTRY(kSm80DecodeHd512SplitDeep, "sm80_hd512_bf16_split_deep", Op::kAttentionDecode, DecodeHd512Deep, 512, 16, 1)
@@ -303,6 +337,14 @@ FlashConfig (*FlashConfigOf(const KernelEntry& entry))() {
 }
 
 }  // namespace
+
+bool Hd256DecodeUsesNarrowTile(const ProblemKey& problem, const DeviceInfo& device) {
+  const GridFill narrow = Fill(FlashConfigDecodeHd256Small(), problem, device);
+  // The wide tile's own heuristic gives 1 split whenever this holds (its target is smaller), so
+  // the workspace sized for the entry's configuration fits both.
+  return narrow.ctas * 5 >= narrow.target * 4 &&
+         SplitHeuristic(FlashConfigDecodeHd256(), problem, device) == 1;
+}
 
 bool IsFlashEntry(const KernelEntry& entry) { return FlashConfigOf(entry) != nullptr; }
 

@@ -71,6 +71,10 @@ extern const KernelEntry kSm90PrefillHd512;
 // Whether `entry` is a flash (tensor-core, split-KV) entry: sm80, sm75, sm70 or sm90.
 bool IsFlashEntry(const KernelEntry& entry);
 
+// Whether kSm80DecodeHd256Split runs `problem` (with the heuristic's split count) on its 16-key
+// tiles rather than its 32-key ones: when the unsplit grid fills the GPU at four CTAs per SM.
+bool Hd256DecodeUsesNarrowTile(const ProblemKey& problem, const DeviceInfo& device);
+
 // Split-KV count the flash entry `entry` uses for `problem` (1 = no split); 0 if `entry` is not a
 // flash entry. The count depends only on the problem's host-side sizes, so a graph captured for
 // one step shape keeps it.

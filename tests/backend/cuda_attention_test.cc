@@ -257,6 +257,10 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
     const kernels::ProblemKey pk = kernels::AttentionProblem(e->op, probe);
     if (!kernels::CheckEntry(*e, pk, gpu.device_info()).ok) continue;
     const bool flash = kernels::IsFlashEntry(*e);
+    if (c.name.rfind("decode_narrow", 0) == 0 && e == &kernels::kSm80DecodeHd256Split) {
+      // The case exists to run the entry's 16-key tiles through its own heuristic.
+      EXPECT_TRUE(kernels::Hd256DecodeUsesNarrowTile(pk, gpu.device_info())) << c.name;
+    }
     for (int splits : flash ? c.splits : std::vector<int>{0}) {
       ASSERT_TRUE(gpu.Fill(out.t.Reshape({num_tokens, c.nq * c.d}), NAN).ok());
       absl::Status st = gpu.RunAttentionEntry(*e, args, splits);
@@ -293,6 +297,16 @@ std::vector<Case> Cases() {
   v.push_back({"decode_31b_full_hd512", 32, 4, 512, 16, 0, {8192, 1000, 17}, {1, 1, 1}, 0.f, false, {0, 1, 7, 64}});
   // Decode, 31B sliding layer: hd256, GQA 2, window 1024 crossed, released pages.
   v.push_back({"decode_31b_sliding_hd256", 32, 16, 256, 32, 1024, {8192, 1500, 5}, {1, 1, 1}, 0.f, false, {0, 1, 13}});
+  // 64 sequences of a 31B sliding layer: 1024 CTAs, which kSm80DecodeHd256Split runs on its
+  // 16-key tiles (Hd256DecodeUsesNarrowTile); contexts 1 to 1500, the window crossed.
+  {
+    Case many{"decode_narrow_31b_sliding_b64", 32, 16, 256, 16, 1024, {}, {}, 0.f, false, {0}};
+    for (int i = 0; i < 64; ++i) {
+      many.seq_lens.push_back(1 + (i * 389) % 1500);
+      many.q_lens.push_back(1);
+    }
+    v.push_back(many);
+  }
   v.push_back({"decode_sliding_minus_one_holes", 32, 16, 256, 16, 1024, {3000, 1025}, {1, 1}, 0.f, true, {0, 3}});
   // E2B/E4B style heads, both head dims, page 16, Gemma's scale 1.0 on small q.
   v.push_back({"decode_8q2kv_hd256_window512", 8, 2, 256, 16, 512, {700, 512, 513, 1}, {1, 1, 1, 1}, 0.f, false, {0, 5}});

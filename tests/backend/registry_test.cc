@@ -302,6 +302,27 @@ TEST_F(RegistryTest, SplitCountFillsTheGpuOnlyWhenNeeded) {
   EXPECT_EQ(FlashAttentionSplits(kSm80DecodeHd512Split, short_ctx, h100), 1);
 }
 
+TEST_F(RegistryTest, Hd256DecodeTakesNarrowTilesOnlyForGridsThatFillTheGpu) {
+  const DeviceInfo h100 = Device(90);
+  auto sliding = [](int num_kv_heads, int seqs) {
+    ProblemKey pk = Attention(Op::kAttentionDecode, 256, num_kv_heads * 2, num_kv_heads);
+    pk.window = 1024;
+    pk.max_seq_len = 1500;
+    pk.num_seqs = pk.num_tokens = seqs;
+    return pk;
+  };
+  // 31B at 64 sequences: 1024 unsplit CTAs, four waves of 16-key CTAs at four per SM.
+  EXPECT_TRUE(Hd256DecodeUsesNarrowTile(sliding(16, 64), h100));
+  EXPECT_EQ(FlashAttentionSplits(kSm80DecodeHd256Split, sliding(16, 64), h100), 1);
+  // 31B at 16 sequences (one wave of either tile) and batch 1 (split 16 ways) keep 32-key tiles.
+  EXPECT_FALSE(Hd256DecodeUsesNarrowTile(sliding(16, 16), h100));
+  EXPECT_FALSE(Hd256DecodeUsesNarrowTile(sliding(16, 1), h100));
+  // E4B's 2 kv heads at 64 sequences: 128 CTAs, which split; the wide tile measured faster.
+  ProblemKey e4b = sliding(2, 64);
+  e4b.num_q_heads = 8;
+  EXPECT_FALSE(Hd256DecodeUsesNarrowTile(e4b, h100));
+}
+
 // Every registry problem a Gemma-4 variant runs: attention decode (batch 1 and 64, and verify
 // chunks of 4 tokens) and prefill on its sliding and full layers, bf16 and FP8 KV, single-store
 // K=V where the variant has it; the small-M GEMV; and the 26B-A4B experts at 1 and 512 tokens.

@@ -1,0 +1,48 @@
+#!/bin/bash
+# 31B decode at batch 64 (issue 14, item 4: >= 85% of copy bandwidth for weights + KV), on one GPU.
+# From the repository root on the GPU machine (after `source .device/env.sh`):
+#   tools/gpu/run_batch64.sh [stage ...]   (default: build test attn decode profile)
+#   build    sm_90 Release build of the decode bench, attention_bench and cuda_attention_test
+#   test     cuda_attention_test on the sm80 hd256 entries (GANNET_TEST_ENTRY_PREFIX)
+#   attn     attention_bench's decode entries side by side at batch 16 and 64, context 1500
+#   decode   gannet-decode-bench 31B batch 64 with the selected entries, then each hd256 decode
+#            entry forced (GANNET_DECODE64_FORCE, default the _deep and _wide alternatives)
+#   profile  Nsight Compute: one eager 31B batch-64 step, kernel time and DRAM bytes per kernel
+#            (CSV in $OUT; tools/gpu/ncu_summary.py groups it by kernel)
+# Environment: as tools/gpu/stages.sh says.
+source "$(dirname "$0")/stages.sh"
+gpu_header "31B batch-64 decode"
+
+stage_build() { gpu_build gannet-decode-bench attention_bench cuda_attention_test; }
+stage_test() {
+  GANNET_TEST_ENTRY_PREFIX=sm80_hd256 gpu_ctest 600 "tests passed|tests failed|Failed|FAILED" \
+    cuda_attention_test
+}
+stage_attn() {
+  "$build/bench/kernels/attention_bench" --benchmark_filter='BM_AttentionDecodeEntry' 2>&1 |
+    grep -E "^BM_" | sed -E 's/iterations:1.manual_time//' | tee -a "$summary"
+}
+decode64() {  # decode64 LABEL: one 31B batch-64 run with the environment given
+  note "-- $1"
+  timeout 300 "$build/bench/runner/gannet-decode-bench" --model dummy:31b --batches 64 \
+    --context 1500 --steps 15 2>&1 | grep -vE "^\s*$" | tail -3 | tee -a "$summary"
+}
+stage_decode() {
+  decode64 "selected entries"
+  local e
+  for e in ${GANNET_DECODE64_FORCE:-sm80_hd256_bf16_split_deep sm80_hd256_bf16_split_wide}; do
+    GANNET_FORCE_KERNEL=$e decode64 "GANNET_FORCE_KERNEL=$e"
+  done
+  decode64 "selected entries, again"
+}
+stage_profile() {
+  ncu --clock-control none --cache-control none --nvtx --nvtx-include "decode_step/" \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum --csv --page raw \
+    "$build/bench/runner/gannet-decode-bench" --model dummy:31b --batches 64 --context 1500 \
+    --steps 1 --no-graphs > "$out/ncu_decode_31b_b64.csv" 2> "$out/ncu_decode_31b_b64.err"
+  local rc=$?
+  note "ncu 31B batch 64: rc=$rc, $(grep -c '^"' "$out/ncu_decode_31b_b64.csv") rows"
+  python3 "$(dirname "$0")/ncu_summary.py" "$out/ncu_decode_31b_b64.csv" | tee -a "$summary"
+  return $rc
+}
+gpu_run_stages build test attn decode profile -- "$@"
