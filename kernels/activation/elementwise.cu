@@ -39,6 +39,27 @@ __global__ void GeluTanhMulKernel(Mat gate, Mat up, Mat out, int rows, int n) {
   });
 }
 
+// bf16 rows of n % 8 == 0 with 16-byte aligned rows: 8 elements a thread through 16-byte loads
+// and stores (the scalar kernel's 2-byte accesses ran a 64 x 21504 31B product at ~10 us from
+// L2). The same per-element arithmetic and rounding as the kernel above.
+__global__ void GeluTanhMulBf16x8Kernel(const bf16* __restrict__ gate, int64_t ldg,
+                                        const bf16* __restrict__ up, int64_t ldu,
+                                        bf16* __restrict__ out, int64_t ldo, int rows, int n8) {
+  PdlEnter();
+  ForEach(rows, n8, [&](int64_t r, int64_t c) {
+    float g[8], u[8];
+    Load8(gate + r * ldg + c * 8, g);
+    Load8(up + r * ldu + c * 8, u);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) g[j] = GeluTanh(g[j]) * u[j];
+    Store8(out + r * ldo + c * 8, g);
+  });
+}
+
+bool Vectorizable8(const Mat& m) {
+  return m.type == DataType::kBF16 && m.ld % 8 == 0 && reinterpret_cast<uintptr_t>(m.data) % 16 == 0;
+}
+
 __global__ void AddKernel(Mat a, Mat b, Mat out, int rows, int n) {
   PdlEnter();
   ForEach(rows, n, [&](int64_t r, int64_t i) { StoreAt(out, r, i, LoadAt(a, r, i) + LoadAt(b, r, i)); });
@@ -97,6 +118,12 @@ __global__ void GatherRowsKernel(const char* x, int64_t x_row_bytes, int num_row
 
 cudaError_t LaunchGeluTanhMul(Mat gate, Mat up, Mat out, int rows, int n, cudaStream_t stream) {
   if (rows == 0 || n == 0) return cudaSuccess;
+  if (n % 8 == 0 && Vectorizable8(gate) && Vectorizable8(up) && Vectorizable8(out)) {
+    Launch(GeluTanhMulBf16x8Kernel, GridFor(rows, n / 8), kThreads, 0, stream,
+           static_cast<const bf16*>(gate.data), gate.ld, static_cast<const bf16*>(up.data), up.ld,
+           static_cast<bf16*>(out.data), out.ld, rows, n / 8);
+    return cudaGetLastError();
+  }
   Launch(GeluTanhMulKernel, GridFor(rows, n), kThreads, 0, stream, gate, up, out, rows, n);
   return cudaGetLastError();
 }

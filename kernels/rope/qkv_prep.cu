@@ -13,29 +13,36 @@ namespace gannet::kernels {
 namespace {
 
 constexpr int kWarps = 4;
+// Pairs a lane owns: head_dim 512 needs 8; head_dim <= 256 is built with 4, which halves the
+// registers (88 -> 54) so a 64-token step's CTAs fit the GPU in one wave.
 constexpr int kMaxPairsPerLane = kMaxRopePairs / 32;
+constexpr int kSmallPairs = 4;
 constexpr float kFp8Max = 448.0f;  // largest finite E4M3
 
 // One head held by a warp: lane owns the rotate-half pairs (j, j + d/2), j = lane + 32 i.
+template <int kPairs>
 struct HeadRegs {
-  float a[kMaxPairsPerLane], b[kMaxPairsPerLane];
+  float a[kPairs], b[kPairs];
 };
 
 // The constants a lane needs for its pairs (j, j + d/2), read before the kernel waits for its
 // predecessor (PDL): they are weights, not results of earlier kernels. A norm without a weight
 // multiplies by exactly 1, which leaves the product as the CPU reference computes it.
+template <int kPairs>
 struct NormWeights {
-  float w0[kMaxPairsPerLane], w1[kMaxPairsPerLane];
+  float w0[kPairs], w1[kPairs];
 };
+template <int kPairs>
 struct RopeFreqs {
-  float f[kMaxPairsPerLane];
+  float f[kPairs];
 };
 
-__device__ __forceinline__ NormWeights LoadNormWeights(const float* w, int d) {
+template <int kPairs>
+__device__ __forceinline__ NormWeights<kPairs> LoadNormWeights(const float* w, int d) {
   const int lane = threadIdx.x & 31;
-  NormWeights c;
+  NormWeights<kPairs> c;
 #pragma unroll
-  for (int i = 0; i < kMaxPairsPerLane; ++i) {
+  for (int i = 0; i < kPairs; ++i) {
     const int j = lane + 32 * i;
     const bool in = w != nullptr && j < d / 2;
     c.w0[i] = in ? w[j] : 1.f;
@@ -44,11 +51,12 @@ __device__ __forceinline__ NormWeights LoadNormWeights(const float* w, int d) {
   return c;
 }
 
-__device__ __forceinline__ RopeFreqs LoadFreqs(const float* inv_freq, int d) {
+template <int kPairs>
+__device__ __forceinline__ RopeFreqs<kPairs> LoadFreqs(const float* inv_freq, int d) {
   const int lane = threadIdx.x & 31;
-  RopeFreqs r;
+  RopeFreqs<kPairs> r;
 #pragma unroll
-  for (int i = 0; i < kMaxPairsPerLane; ++i) {
+  for (int i = 0; i < kPairs; ++i) {
     const int j = lane + 32 * i;
     r.f[i] = j < d / 2 ? inv_freq[j] : 0.f;
   }
@@ -56,13 +64,13 @@ __device__ __forceinline__ RopeFreqs LoadFreqs(const float* inv_freq, int d) {
 }
 
 // One head's raw values, loaded (a KV warp issues its K and V loads together, then reduces).
-template <typename In>
-__device__ __forceinline__ HeadRegs LoadHead(const In* in, int d) {
+template <int kPairs, typename In>
+__device__ __forceinline__ HeadRegs<kPairs> LoadHead(const In* in, int d) {
   const int lane = threadIdx.x & 31;
   const int half = d / 2;
-  HeadRegs h;
+  HeadRegs<kPairs> h;
 #pragma unroll
-  for (int i = 0; i < kMaxPairsPerLane; ++i) {
+  for (int i = 0; i < kPairs; ++i) {
     const int j = lane + 32 * i;
     h.a[i] = j < half ? ToFloat(in[j]) : 0.f;
     h.b[i] = j < half ? ToFloat(in[j + half]) : 0.f;
@@ -71,14 +79,16 @@ __device__ __forceinline__ HeadRegs LoadHead(const In* in, int d) {
 }
 
 // Norms a loaded head and, given frequencies, rotates it.
-__device__ __forceinline__ HeadRegs NormRope(HeadRegs h, const NormWeights& c, float eps,
-                                             const RopeFreqs* rope, int pos, int d) {
+template <int kPairs>
+__device__ __forceinline__ HeadRegs<kPairs> NormRope(HeadRegs<kPairs> h, const NormWeights<kPairs>& c,
+                                                     float eps, const RopeFreqs<kPairs>* rope, int pos,
+                                                     int d) {
   float ss = 0.f;
 #pragma unroll
-  for (int i = 0; i < kMaxPairsPerLane; ++i) ss += h.a[i] * h.a[i] + h.b[i] * h.b[i];
+  for (int i = 0; i < kPairs; ++i) ss += h.a[i] * h.a[i] + h.b[i] * h.b[i];
   const float inv = 1.0f / sqrtf(WarpSum(ss) / static_cast<float>(d) + eps);
 #pragma unroll
-  for (int i = 0; i < kMaxPairsPerLane; ++i) {
+  for (int i = 0; i < kPairs; ++i) {
     float x0 = h.a[i] * inv * c.w0[i], x1 = h.b[i] * inv * c.w1[i];
     if (rope != nullptr) {
       // As HF (and the CPU reference): angle in f32, cos/sin in f32.
@@ -95,11 +105,11 @@ __device__ __forceinline__ HeadRegs NormRope(HeadRegs h, const NormWeights& c, f
   return h;
 }
 
-template <typename Out>
-__device__ __forceinline__ void StoreHead(const HeadRegs& h, int d, Out* out) {
+template <int kPairs, typename Out>
+__device__ __forceinline__ void StoreHead(const HeadRegs<kPairs>& h, int d, Out* out) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
-  for (int i = 0; i < kMaxPairsPerLane; ++i) {
+  for (int i = 0; i < kPairs; ++i) {
     const int j = lane + 32 * i;
     if (j >= d / 2) continue;
     out[j] = FromFloat<Out>(h.a[i]);
@@ -108,17 +118,18 @@ __device__ __forceinline__ void StoreHead(const HeadRegs& h, int d, Out* out) {
 }
 
 // The FP8 row of backend.h: FP8(x * 448 / amax) and the scale amax / 448 (0 for a zero row).
-__device__ __forceinline__ void StoreFp8(const HeadRegs& h, int d, uint8_t* out, float* scale) {
+template <int kPairs>
+__device__ __forceinline__ void StoreFp8(const HeadRegs<kPairs>& h, int d, uint8_t* out, float* scale) {
   const int lane = threadIdx.x & 31;
   float amax = 0.f;
 #pragma unroll
-  for (int i = 0; i < kMaxPairsPerLane; ++i) {
+  for (int i = 0; i < kPairs; ++i) {
     if (lane + 32 * i < d / 2) amax = fmaxf(amax, fmaxf(fabsf(h.a[i]), fabsf(h.b[i])));
   }
   amax = WarpMax(amax);
   const float inv = amax > 0.f ? kFp8Max / amax : 0.f;
 #pragma unroll
-  for (int i = 0; i < kMaxPairsPerLane; ++i) {
+  for (int i = 0; i < kPairs; ++i) {
     const int j = lane + 32 * i;
     if (j >= d / 2) continue;
     out[j] = FloatToFp8(h.a[i] * inv);
@@ -129,7 +140,7 @@ __device__ __forceinline__ void StoreFp8(const HeadRegs& h, int d, uint8_t* out,
 
 // In: qkv's type (bf16, or f32 on the fp16 path, where the projection feeding these norms stays
 // in f32); Q: q_out's (bf16 or f16). The cache is bf16 or FP8 either way.
-template <typename In, typename Q>
+template <typename In, typename Q, int kPairs>
 __global__ void __launch_bounds__(kWarps * 32) QkvPrepKernel(const QkvPrepParams p) {
   const int t = blockIdx.x;
   const int head = blockIdx.y * kWarps + (threadIdx.x >> 5);
@@ -138,14 +149,14 @@ __global__ void __launch_bounds__(kWarps * 32) QkvPrepKernel(const QkvPrepParams
   const bool is_q = head < p.num_q_heads;
   // Constants first, then the wait: a batch-1 step's prep is a chain of dependent loads. The
   // weight is the head's own norm's (q_norm, or k_norm for a KV warp's K; V has none).
-  const NormWeights weights = LoadNormWeights(is_q ? p.q_norm : p.k_norm, d);
-  const RopeFreqs freqs = LoadFreqs(p.inv_freq, d);
+  const NormWeights<kPairs> weights = LoadNormWeights<kPairs>(is_q ? p.q_norm : p.k_norm, d);
+  const RopeFreqs<kPairs> freqs = LoadFreqs<kPairs>(p.inv_freq, d);
   PdlEnter();
   if (head >= heads) return;
   const int pos = p.positions[t];
   const In* row = static_cast<const In*>(p.qkv) + t * p.ld_qkv;
   if (is_q) {
-    StoreHead(NormRope(LoadHead(row + head * d, d), weights, p.eps, &freqs, pos, d), d,
+    StoreHead(NormRope(LoadHead<kPairs>(row + head * d, d), weights, p.eps, &freqs, pos, d), d,
               static_cast<Q*>(p.q_out) + t * p.ld_q + static_cast<int64_t>(head) * d);
     return;
   }
@@ -157,16 +168,17 @@ __global__ void __launch_bounds__(kWarps * 32) QkvPrepKernel(const QkvPrepParams
   const int64_t row_id = (static_cast<int64_t>(slot / p.page_size) * p.num_kv_heads + h) * p.page_size +
                          slot % p.page_size;
   const bool store_k = p.k_cache != nullptr;  // null: single-store K=V, attention derives K from V
-  const HeadRegs v_in = LoadHead(v_raw + h * d, d);
-  const HeadRegs k_in = store_k ? LoadHead(k_raw + h * d, d) : HeadRegs{};
-  const HeadRegs v = NormRope(v_in, LoadNormWeights(nullptr, d), p.eps, nullptr, pos, d);
+  const HeadRegs<kPairs> v_in = LoadHead<kPairs>(v_raw + h * d, d);
+  const HeadRegs<kPairs> k_in = store_k ? LoadHead<kPairs>(k_raw + h * d, d) : HeadRegs<kPairs>{};
+  const HeadRegs<kPairs> v =
+      NormRope<kPairs>(v_in, LoadNormWeights<kPairs>(nullptr, d), p.eps, nullptr, pos, d);
   if (p.kv_fp8) {
     StoreFp8(v, d, static_cast<uint8_t*>(p.v_cache) + row_id * d, p.v_scale + row_id);
   } else {
     StoreHead(v, d, static_cast<bf16*>(p.v_cache) + row_id * d);
   }
   if (!store_k) return;
-  const HeadRegs k = NormRope(k_in, weights, p.eps, &freqs, pos, d);
+  const HeadRegs<kPairs> k = NormRope(k_in, weights, p.eps, &freqs, pos, d);
   if (p.kv_fp8) {
     StoreFp8(k, d, static_cast<uint8_t*>(p.k_cache) + row_id * d, p.k_scale + row_id);
   } else {
@@ -184,10 +196,19 @@ cudaError_t LaunchQkvPrep(const QkvPrepParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0) return cudaSuccess;
   const int heads = p.num_q_heads + (p.has_kv ? p.num_kv_heads : 0);
   dim3 grid(p.num_tokens, (heads + kWarps - 1) / kWarps);
+  const bool small = p.head_dim <= 2 * 32 * kSmallPairs;
   if (p.qkv_type == DataType::kBF16 && p.q_type == DataType::kBF16) {
-    Launch(QkvPrepKernel<bf16, bf16>, grid, kWarps * 32, 0, stream, p);
+    if (small) {
+      Launch(QkvPrepKernel<bf16, bf16, kSmallPairs>, grid, kWarps * 32, 0, stream, p);
+    } else {
+      Launch(QkvPrepKernel<bf16, bf16, kMaxPairsPerLane>, grid, kWarps * 32, 0, stream, p);
+    }
   } else if (p.qkv_type == DataType::kF32 && p.q_type == DataType::kF16) {
-    Launch(QkvPrepKernel<float, f16>, grid, kWarps * 32, 0, stream, p);
+    if (small) {
+      Launch(QkvPrepKernel<float, f16, kSmallPairs>, grid, kWarps * 32, 0, stream, p);
+    } else {
+      Launch(QkvPrepKernel<float, f16, kMaxPairsPerLane>, grid, kWarps * 32, 0, stream, p);
+    }
   } else {
     return cudaErrorInvalidValue;  // the two paths' pairs only
   }

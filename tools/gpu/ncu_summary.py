@@ -14,6 +14,22 @@ def to_float(text):
         return None
 
 
+def short_name(full):
+    """The kernel's name without its return type, template arguments and parameter list."""
+    out, depth = [], 0
+    for ch in full.replace("(anonymous namespace)", "").replace("<unnamed>", ""):
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    name = "".join(out).strip()
+    if name.startswith("void "):
+        name = name[5:]
+    return name.replace("::::", "::")
+
+
 def main():
     path = sys.argv[1]
     top = int(sys.argv[sys.argv.index("--top") + 1]) if "--top" in sys.argv else 40
@@ -22,14 +38,12 @@ def main():
     header_at = next(i for i, r in enumerate(rows) if "Kernel Name" in r)
     header, units, data = rows[header_at], rows[header_at + 1], rows[header_at + 2:]
     col = {name: header.index(name) for name in header}
-    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}
+    scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}
     byte_scale = {"byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}
     t_unit = scale.get(units[col["gpu__time_duration.sum"]], 1.0)
     groups = defaultdict(lambda: [0, 0.0, 0.0])
     for r in data:
-        name = r[col["Kernel Name"]].split("(")[0].split("<")[0].strip()
-        if name.startswith("void "):
-            name = name[5:]
+        name = short_name(r[col["Kernel Name"]])
         t = to_float(r[col["gpu__time_duration.sum"]])
         if t is None:
             continue

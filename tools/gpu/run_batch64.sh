@@ -5,18 +5,18 @@
 #   build    sm_90 Release build of the decode bench, attention_bench and cuda_attention_test
 #   test     cuda_attention_test on the sm80 hd256 entries (GANNET_TEST_ENTRY_PREFIX)
 #   attn     attention_bench's decode entries side by side at batch 16 and 64, context 1500
-#   decode   gannet-decode-bench 31B batch 64 with the selected entries, then each hd256 decode
-#            entry forced (GANNET_DECODE64_FORCE, default the _deep and _wide alternatives)
+#   decode   gannet-decode-bench 31B batch 64 with the selected entries, then with each
+#            GANNET_FORCE_KERNEL list of GANNET_DECODE64_FORCE (space-separated; none by default)
 #   profile  Nsight Compute: one eager 31B batch-64 step, kernel time and DRAM bytes per kernel
 #            (CSV in $OUT; tools/gpu/ncu_summary.py groups it by kernel)
 # Environment: as tools/gpu/stages.sh says.
 source "$(dirname "$0")/stages.sh"
 gpu_header "31B batch-64 decode"
 
-stage_build() { gpu_build gannet-decode-bench attention_bench cuda_attention_test; }
+stage_build() { gpu_build gannet-decode-bench attention_bench cuda_attention_test kernel_registry_test; }
 stage_test() {
   GANNET_TEST_ENTRY_PREFIX=sm80_hd256 gpu_ctest 600 "tests passed|tests failed|Failed|FAILED" \
-    cuda_attention_test
+    cuda_attention_test kernel_registry_test
 }
 stage_attn() {
   "$build/bench/kernels/attention_bench" --benchmark_filter='BM_AttentionDecodeEntry' 2>&1 |
@@ -30,10 +30,11 @@ decode64() {  # decode64 LABEL: one 31B batch-64 run with the environment given
 stage_decode() {
   decode64 "selected entries"
   local e
-  for e in ${GANNET_DECODE64_FORCE:-sm80_hd256_bf16_split_deep sm80_hd256_bf16_split_wide}; do
+  for e in ${GANNET_DECODE64_FORCE:-}; do
     GANNET_FORCE_KERNEL=$e decode64 "GANNET_FORCE_KERNEL=$e"
   done
-  decode64 "selected entries, again"
+  [ -n "${GANNET_DECODE64_FORCE:-}" ] && decode64 "selected entries, again"
+  return 0
 }
 stage_profile() {
   ncu --clock-control none --cache-control none --nvtx --nvtx-include "decode_step/" \
