@@ -316,8 +316,8 @@ absl::StatusOr<CudaLinear::Choice> CudaLinear::Run(const Tensor& x, const Tensor
   if (m == 0) return Choice();
   const bool x_f32 = x.dtype == DType::kF32, out_f32 = out.dtype == DType::kF32;
   const bool w_f16 = w.dtype == DType::kF16;
-  // cuBLASLt reads x in the weight's type: convert an f32 x (the residual stream feeding PLE) into
-  // scratch.
+  // cuBLASLt reads x in the weight's type: an f32 x (the residual stream feeding PLE) goes through
+  // scratch, converted only when cuBLASLt runs (the GEMV reads f32 itself).
   const void* xb = x.data;
   int64_t ldxb = x.stride0();
   if (x_f32) {
@@ -325,7 +325,6 @@ absl::StatusOr<CudaLinear::Choice> CudaLinear::Run(const Tensor& x, const Tensor
     GANNET_ASSIGN_OR_RETURN(void* ws, be_->Workspace(CudaBackend::WorkspaceId::kLinearInput,
                                                      static_cast<size_t>(m * ldxb) * 2));
     xb = ws;
-    GANNET_RETURN_IF_ERROR(ConvertInput(x, ws, ldxb, w.dtype));
   }
   const bool gemv_ok = m <= kernels::kGemvMaxM && k % 8 == 0 && GemvInputOk(x) && Aligned16(w.data);
   const KeyTuple key = KeyOf(xb, ldxb, x_f32, w, out);
@@ -344,6 +343,7 @@ absl::StatusOr<CudaLinear::Choice> CudaLinear::Run(const Tensor& x, const Tensor
     GANNET_RETURN_IF_ERROR(RunGemv(x, w, out));
     return plan->choice;
   }
+  if (x_f32) GANNET_RETURN_IF_ERROR(ConvertInput(x, const_cast<void*>(xb), ldxb, w.dtype));
   // The cached algorithm came from the bucket's first M; check it fits this M.
   const cublasLtMatmulAlgo_t* algo = plan->choice.has_algo ? &plan->choice.algo : nullptr;
   if (algo != nullptr && MBucket(static_cast<int>(m)) != static_cast<int>(m)) {
