@@ -14,7 +14,7 @@ namespace {
 
 constexpr int kWarps = 4;
 // Pairs a lane owns: head_dim 512 needs 8; head_dim <= 256 is built with 4, which halves the
-// registers (88 -> 54) so a 64-token step's CTAs fit the GPU in one wave.
+// registers (86 -> 48) so a 64-token step's CTAs fit the GPU in one wave.
 constexpr int kMaxPairsPerLane = kMaxRopePairs / 32;
 constexpr int kSmallPairs = 4;
 constexpr float kFp8Max = 448.0f;  // largest finite E4M3
@@ -37,44 +37,39 @@ struct RopeFreqs {
   float f[kPairs];
 };
 
-template <int kPairs>
-__device__ __forceinline__ NormWeights<kPairs> LoadNormWeights(const float* w, int d) {
+// This lane's values of a half row: out[i] = src[lane + 32 i] where that is below `half`,
+// `fallback` elsewhere or when src is null. Every per-pair load below is one or two of these.
+template <int kPairs, typename T>
+__device__ __forceinline__ void LoadLanePairs(const T* src, int half, float fallback, float* out) {
   const int lane = threadIdx.x & 31;
-  NormWeights<kPairs> c;
 #pragma unroll
   for (int i = 0; i < kPairs; ++i) {
     const int j = lane + 32 * i;
-    const bool in = w != nullptr && j < d / 2;
-    c.w0[i] = in ? w[j] : 1.f;
-    c.w1[i] = in ? w[j + d / 2] : 1.f;
+    out[i] = src != nullptr && j < half ? ToFloat(src[j]) : fallback;
   }
+}
+
+template <int kPairs>
+__device__ __forceinline__ NormWeights<kPairs> LoadNormWeights(const float* w, int d) {
+  NormWeights<kPairs> c;
+  LoadLanePairs<kPairs>(w, d / 2, 1.f, c.w0);
+  LoadLanePairs<kPairs>(w == nullptr ? nullptr : w + d / 2, d / 2, 1.f, c.w1);
   return c;
 }
 
 template <int kPairs>
 __device__ __forceinline__ RopeFreqs<kPairs> LoadFreqs(const float* inv_freq, int d) {
-  const int lane = threadIdx.x & 31;
   RopeFreqs<kPairs> r;
-#pragma unroll
-  for (int i = 0; i < kPairs; ++i) {
-    const int j = lane + 32 * i;
-    r.f[i] = j < d / 2 ? inv_freq[j] : 0.f;
-  }
+  LoadLanePairs<kPairs>(inv_freq, d / 2, 0.f, r.f);
   return r;
 }
 
 // One head's raw values, loaded (a KV warp issues its K and V loads together, then reduces).
 template <int kPairs, typename In>
 __device__ __forceinline__ HeadRegs<kPairs> LoadHead(const In* in, int d) {
-  const int lane = threadIdx.x & 31;
-  const int half = d / 2;
   HeadRegs<kPairs> h;
-#pragma unroll
-  for (int i = 0; i < kPairs; ++i) {
-    const int j = lane + 32 * i;
-    h.a[i] = j < half ? ToFloat(in[j]) : 0.f;
-    h.b[i] = j < half ? ToFloat(in[j + half]) : 0.f;
-  }
+  LoadLanePairs<kPairs>(in, d / 2, 0.f, h.a);
+  LoadLanePairs<kPairs>(in + d / 2, d / 2, 0.f, h.b);
   return h;
 }
 
