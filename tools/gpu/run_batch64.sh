@@ -37,12 +37,10 @@ stage_decode() {
   return 0
 }
 stage_profile() {
-  ncu --clock-control none --cache-control none --nvtx --nvtx-include "decode_step/" \
-    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum --csv --page raw \
-    "$build/bench/runner/gannet-decode-bench" --model dummy:31b --batches 64 --context 1500 \
-    --steps 1 --no-graphs > "$out/ncu_decode_31b_b64.csv" 2> "$out/ncu_decode_31b_b64.err"
-  local rc=$?
-  note "ncu 31B batch 64: rc=$rc, $(grep -c '^"' "$out/ncu_decode_31b_b64.csv") rows"
+  GANNET_NCU_METRICS=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+    OUT="$out" "$(dirname "$0")/ncu_decode_step.sh" "$build" 64 | tee -a "$summary"
+  local rc=${PIPESTATUS[0]}
+  mv "$out/ncu_decode_b64.csv" "$out/ncu_decode_31b_b64.csv"
   python3 "$(dirname "$0")/ncu_summary.py" "$out/ncu_decode_31b_b64.csv" | tee -a "$summary"
   return $rc
 }

@@ -80,7 +80,7 @@ stage_gemv() {
 stage_profile() {
   local m
   for m in 26b-a4b e2b; do
-    GANNET_NCU_MODEL=dummy:$m tools/gpu/ncu_decode_step.sh "$build" 1
+    GANNET_NCU_MODEL=dummy:$m OUT="$out" tools/gpu/ncu_decode_step.sh "$build" 1
     mv "$out/ncu_decode_b1.csv" "$out/ncu_decode_${m}_b1.csv"
   done
   local t
