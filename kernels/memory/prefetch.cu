@@ -1,24 +1,25 @@
 // The L2 prefetch kernel (prefetch.h). A decode step of a small model is a chain of short kernels,
 // many of which (norms, QKV prep, attention over a short context) leave DRAM idle while the next
-// projection's weights wait to be read. This kernel, run beside that chain, asks the memory system
+// projection's weights wait to be read. This kernel, placed in that chain, asks the memory system
 // to stream those weights into the L2 while the short kernels run.
 //
-// Not launched programmatically and never waited for by the step's chain: placed in the chain
-// itself (issuing, allowing its dependent to launch, then waiting for its predecessor), each call
-// added ~20 us to an E2B decode step whatever its size (16-32 MB from two to four 128-thread CTAs;
-// H200, 105 calls a step: 2.43 -> 4.6 ms), consistent with a CTA living until its bulk requests
-// are served. So the caller runs it on a stream branch of its own, and it spreads the requests
-// over one-warp CTAs, one 16 KB request a thread.
+// Ordering, with programmatic dependent launch (kernels/common/launch.h): the kernel is launched
+// while its predecessor runs, so its prefetches start at once. It then allows its own dependent to
+// launch *before* waiting, and only then waits for its predecessor: the next kernel's CTAs are
+// resident early as in the rest of the chain, and the next kernel's wait (which covers only this
+// grid) still implies the predecessor finished, because this grid cannot finish before it.
+// The prefetches carry no completion; they continue after the kernel exits.
 #include <cuda_runtime.h>
 
 #include "kernels/common/device_utils.cuh"
+#include "kernels/common/launch.h"
 #include "kernels/memory/prefetch.h"
 
 namespace gannet::kernels {
 namespace {
 
-constexpr int kThreads = 32;
-constexpr uint64_t kChunk = 16 << 10;  // bytes per prefetch instruction
+constexpr int kThreads = 128;
+constexpr uint64_t kChunk = 64 << 10;  // bytes per prefetch instruction
 
 __global__ void __launch_bounds__(kThreads) PrefetchL2Kernel(PrefetchRanges r) {
   uint64_t i = static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x;
@@ -28,10 +29,14 @@ __global__ void __launch_bounds__(kThreads) PrefetchL2Kernel(PrefetchRanges r) {
       const uint64_t off = i * kChunk;
       PrefetchL2(static_cast<const char*>(r.ptr[k]) + off,
                  static_cast<uint32_t>(r.bytes[k] - off < kChunk ? r.bytes[k] - off : kChunk));
-      return;
+      break;
     }
     i -= chunks;
   }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 }
 
 }  // namespace
@@ -46,11 +51,10 @@ cudaError_t LaunchPrefetchL2(const PrefetchRanges& r, cudaStream_t stream) {
     }
     chunks += (r.bytes[k] + kChunk - 1) / kChunk;
   }
-  if (chunks == 0) return cudaSuccess;
+  if (chunks == 0) chunks = 1;  // empty ranges: the kernel still keeps the chain's order
   const uint64_t blocks = (chunks + kThreads - 1) / kThreads;
-  if (blocks > (1u << 31) - 1) return cudaErrorInvalidValue;
-  PrefetchL2Kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(r);
-  return cudaGetLastError();
+  if (blocks > 65535) return cudaErrorInvalidValue;  // > 536 GB: not a cache-sized request
+  return Launch(PrefetchL2Kernel, static_cast<unsigned>(blocks), kThreads, 0, stream, r);
 }
 
 }  // namespace gannet::kernels

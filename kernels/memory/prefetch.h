@@ -21,9 +21,9 @@ struct PrefetchRanges {
 // would only cost time, so callers skip it.
 inline bool PrefetchL2Supported(int sm) { return sm >= 90; }
 
-// One small kernel issuing L2 prefetches for `r` on `stream`, launched without programmatic
-// serialization. It lasts until the bytes have arrived, so it belongs on a stream branch of its
-// own (prefetch.cu). Requires the alignment above and count in [1, kPrefetchMaxRanges].
+// One small kernel issuing L2 prefetches for `r`, then waiting for the kernel before it in the
+// stream: it sits in a chain of programmatically launched kernels without breaking it (see
+// prefetch.cu). Requires the alignment above and count in [1, kPrefetchMaxRanges].
 cudaError_t LaunchPrefetchL2(const PrefetchRanges& r, cudaStream_t stream);
 
 }  // namespace gannet::kernels

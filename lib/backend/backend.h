@@ -276,8 +276,6 @@ class Backend {
   // order like any op, for ops issued later to read: a decode step of a small model leaves DRAM
   // idle during its short kernels, and this keeps it streaming the next projections' weights.
   // No result of any op changes. Each range: 16-byte aligned start, length a multiple of 16.
-  // CUDA issues it on a branch of a captured graph that only the capture's end joins, so no op
-  // waits for it; outside a capture it does nothing (eager steps tune GEMMs by timing them).
   virtual absl::Status PrefetchWeights(std::span<const DeviceRange> ranges) {
     (void)ranges;
     return absl::OkStatus();  // nothing to warm (WeightCacheBytes() == 0)

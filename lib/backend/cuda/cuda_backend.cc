@@ -125,9 +125,6 @@ CudaBackend::~CudaBackend() {
   if (fork_ != nullptr) cudaEventDestroy(fork_);
   if (join_ != nullptr) cudaEventDestroy(join_);
   if (side_stream_ != nullptr) cudaStreamDestroy(side_stream_);
-  if (prefetch_fork_ != nullptr) cudaEventDestroy(prefetch_fork_);
-  if (prefetch_join_ != nullptr) cudaEventDestroy(prefetch_join_);
-  if (prefetch_stream_ != nullptr) cudaStreamDestroy(prefetch_stream_);
   if (main_stream_ != nullptr) cudaStreamDestroy(main_stream_);
 }
 
@@ -142,14 +139,6 @@ absl::Status CudaBackend::BeginGraphCapture() {
 }
 
 absl::StatusOr<int> CudaBackend::EndGraphCapture() {
-  if (prefetch_pending_) {
-    // The prefetch branch joins at the end: the replay's last op is then after its last prefetch,
-    // and nothing before it waits for one.
-    prefetch_pending_ = false;
-    if (cudaEventRecord(prefetch_join_, prefetch_stream_) == cudaSuccess) {
-      cudaStreamWaitEvent(stream_, prefetch_join_, 0);  // a failure invalidates the capture below
-    }
-  }
   cudaGraph_t graph = nullptr;
   const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
   if (end != cudaSuccess) {

@@ -137,11 +137,6 @@ class CudaBackend final : public Backend {
   cudaStream_t main_stream_ = nullptr;
   cudaStream_t side_stream_ = nullptr;  // created at the first concurrent capture
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
-  // PrefetchWeights' branch of a captured graph: its kernels run on this stream beside the step's
-  // chain; EndGraphCapture joins it (prefetch_pending_) so that no op of the step waits for it.
-  cudaStream_t prefetch_stream_ = nullptr;
-  cudaEvent_t prefetch_fork_ = nullptr, prefetch_join_ = nullptr;
-  bool prefetch_pending_ = false;
   std::unique_ptr<CudaLinear> linear_;
   struct Space {
     void* ptr = nullptr;

@@ -111,33 +111,18 @@ absl::Status CudaBackend::PrefetchWeights(std::span<const DeviceRange> ranges) {
           "(got {} bytes at {})", r.bytes, r.data);
     }
   }
-  // Eager ops do nothing: an eager step's first calls tune GEMMs by timing them, which a kernel
-  // running beside them would disturb, and the fast path is the captured graph. No bulk L2
-  // prefetch before sm_90.
-  if (WeightCacheBytes() == 0 || !Capturing()) return absl::OkStatus();
-  if (prefetch_stream_ == nullptr) {
-    // Creating a stream or an event is not a stream operation: allowed during a capture.
-    GANNET_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&prefetch_stream_, cudaStreamNonBlocking));
-    GANNET_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&prefetch_fork_, cudaEventDisableTiming));
-    GANNET_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&prefetch_join_, cudaEventDisableTiming));
-  }
-  // A branch of the graph that starts after the ops issued so far and that only the capture's
-  // end joins (EndGraphCapture): a prefetch kernel lives until its requests have been served,
-  // so in the step's chain each would hold up the next op for as long as the bytes take.
-  GANNET_CUDA_RETURN_IF_ERROR(cudaEventRecord(prefetch_fork_, stream_));
-  GANNET_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(prefetch_stream_, prefetch_fork_, 0));
-  prefetch_pending_ = true;
+  if (WeightCacheBytes() == 0) return absl::OkStatus();  // no bulk L2 prefetch before sm_90
   kernels::PrefetchRanges batch;
-  for (const DeviceRange& r : ranges) {
-    if (r.bytes == 0) continue;
-    batch.ptr[batch.count] = r.data;
-    batch.bytes[batch.count] = static_cast<uint64_t>(r.bytes);
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (ranges[i].bytes == 0) continue;
+    batch.ptr[batch.count] = ranges[i].data;
+    batch.bytes[batch.count] = static_cast<uint64_t>(ranges[i].bytes);
     if (++batch.count == kernels::kPrefetchMaxRanges) {
-      GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchPrefetchL2(batch, prefetch_stream_));
+      GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchPrefetchL2(batch, stream_));
       batch.count = 0;
     }
   }
-  if (batch.count > 0) GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchPrefetchL2(batch, prefetch_stream_));
+  if (batch.count > 0) GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchPrefetchL2(batch, stream_));
   return absl::OkStatus();
 }
 
