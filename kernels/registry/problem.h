@@ -37,7 +37,6 @@ struct DeviceInfo {
   int sm = 0;              // compute capability as major * 10 + minor (90 on H100)
   int num_sms = 0;
   int max_smem_optin = 0;  // bytes of dynamic shared memory one block may opt into
-  int l2_bytes = 0;        // the L2 cache's size
   static cudaError_t Query(int device, DeviceInfo* out);
 };
 

@@ -102,7 +102,6 @@ cudaError_t DeviceInfo::Query(int device, DeviceInfo* out) {
   out->sm = prop.major * 10 + prop.minor;
   out->num_sms = prop.multiProcessorCount;
   out->max_smem_optin = static_cast<int>(prop.sharedMemPerBlockOptin);
-  out->l2_bytes = prop.l2CacheSize;
   return cudaSuccess;
 }
 

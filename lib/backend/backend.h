@@ -66,12 +66,6 @@ struct StepMetadata {
   KvGroupView groups[2];
 };
 
-// A byte range of backend memory (Backend::PrefetchWeights).
-struct DeviceRange {
-  const void* data = nullptr;
-  int64_t bytes = 0;
-};
-
 // A weight in backend memory; `buffer` is empty when the tensor aliases host memory that outlives
 // it (the CPU backend reads mmapped bf16 checkpoints in place).
 struct OwnedTensor {
@@ -266,20 +260,6 @@ class Backend {
   // ordering [C, V / C] int32; selected [rows, top_k] int32; logits [rows, V] f32.
   virtual absl::Status CentroidLogits(Tensor h, Tensor table, Tensor cluster_logits,
                                       Tensor ordering, Tensor selected, Tensor logits) = 0;
-
-  // ---- cache warming (optional) ----
-  // Bytes of the device cache that weights can be streamed into ahead of the ops that read them
-  // (CUDA on sm_90 and newer: the L2's size); 0 when the backend has no such cache, and then the
-  // runner issues no PrefetchWeights.
-  virtual int64_t WeightCacheBytes() const { return 0; }
-  // Starts moving these ranges of constant memory (weights) into the device cache, in stream
-  // order like any op, for ops issued later to read: a decode step of a small model leaves DRAM
-  // idle during its short kernels, and this keeps it streaming the next projections' weights.
-  // No result of any op changes. Each range: 16-byte aligned start, length a multiple of 16.
-  virtual absl::Status PrefetchWeights(std::span<const DeviceRange> ranges) {
-    (void)ranges;
-    return absl::OkStatus();  // nothing to warm (WeightCacheBytes() == 0)
-  }
 
   // ---- graphs (optional): record a sequence of ops once, replay it with one launch ----
   // Between BeginGraphCapture and EndGraphCapture ops are recorded, not run; they must not

@@ -54,10 +54,6 @@ class ForwardingBackend : public Backend {
     return inner_->GeluTanhMul(g, u, out);
   }
   absl::Status Add(Tensor a, Tensor b, Tensor out) override { return inner_->Add(a, b, out); }
-  int64_t WeightCacheBytes() const override { return inner_->WeightCacheBytes(); }
-  absl::Status PrefetchWeights(std::span<const DeviceRange> r) override {
-    return inner_->PrefetchWeights(r);
-  }
   absl::Status QkvPrep(const QkvPrepArgs& a) override { return inner_->QkvPrep(a); }
   absl::Status Attention(const AttentionArgs& a) override { return inner_->Attention(a); }
   absl::Status PleCombine(Tensor p, Tensor t, Tensor w, float ps, float cs, float eps,

@@ -84,9 +84,6 @@ absl::Status ProfilingBackend::GeluMulLinear(Tensor g, Tensor u, Tensor w, Tenso
 absl::Status ProfilingBackend::Add(Tensor a, Tensor b, Tensor out) {
   return Timed("add", [&] { return inner().Add(a, b, out); });
 }
-absl::Status ProfilingBackend::PrefetchWeights(std::span<const DeviceRange> r) {
-  return Timed("prefetch_weights", [&] { return inner().PrefetchWeights(r); });
-}
 absl::Status ProfilingBackend::QkvPrep(const QkvPrepArgs& a) {
   return Timed(fmt::format("qkv_prep hd{}", a.head_dim), [&] { return inner().QkvPrep(a); });
 }

@@ -13,7 +13,6 @@
 #include "lib/runner/graph_cache.h"
 #include "lib/runner/layer_blocks.h"
 #include "lib/runner/step_metadata.h"
-#include "lib/runner/weight_prefetch.h"
 
 namespace gannet::runner {
 
@@ -46,7 +45,6 @@ class ModelRunner::Impl {
   RunnerOptions options;
   backend::Backend* be = nullptr;
   DeviceWeights w;
-  WeightPrefetch prefetch;  // decode steps: the next projections' weights into the cache
   std::unique_ptr<KvStorage> kv;
   StepMetadataBuilder meta;
   std::vector<backend::Buffer> buffers;
@@ -224,7 +222,6 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
   prep.meta = &md;
   prep.group = group;
   GANNET_RETURN_IF_ERROR(be->QkvPrep(prep));
-  GANNET_RETURN_IF_ERROR(prefetch.Ahead(be, WeightPrefetch::Point::kAfterQkvPrep, l));
 
   Tensor o_t = o.Rows(0, n);
   GANNET_RETURN_IF_ERROR(AttendAndProject(be, c, l, prep.q_out, kv_layer, md, attn, L.o_proj, o_t));
@@ -291,13 +288,10 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
   const bool last = l + 1 == c.num_hidden_layers;
   Tensor next_norm = last ? w.final_norm : w.layers[l + 1].input_norm;
   if (!c.has_ple()) {
-    GANNET_RETURN_IF_ERROR(
-        be->PostNormResidual(y, L.post_ff_norm, x_t, L.layer_scalar, next_norm, h_t, eps));
-    return prefetch.Ahead(be, WeightPrefetch::Point::kAfterFfn, l);
+    return be->PostNormResidual(y, L.post_ff_norm, x_t, L.layer_scalar, next_norm, h_t, eps);
   }
   GANNET_RETURN_IF_ERROR(
       be->PostNormResidual(y, L.post_ff_norm, x_t, Tensor(), Tensor(), Tensor(), eps));
-  GANNET_RETURN_IF_ERROR(prefetch.Ahead(be, WeightPrefetch::Point::kAfterFfn, l));
   // Per-layer embedding block (E2B/E4B): x += norm(W_proj (gelu(W_gate x) * ple_input[l])).
   const int64_t P = c.hidden_size_per_layer_input;
   Tensor g = ple_gate.Rows(0, n);
@@ -313,9 +307,7 @@ absl::Status ModelRunner::Impl::Execute(int n, int rows, bool sample, bool greed
   const model::TextConfig& c = config.text;
   const int H = static_cast<int>(c.hidden_size);
   Tensor x_t = x.Rows(0, n);
-  prefetch.BeginStep(n);
   GANNET_RETURN_IF_ERROR(be->Embed(meta.token_ids(n), w.embed, w.embed_scale, x_t));
-  GANNET_RETURN_IF_ERROR(prefetch.Ahead(be, WeightPrefetch::Point::kStepStart, 0));
   GANNET_RETURN_IF_ERROR(AllReduce(x_t));  // vocabulary-parallel: one rank holds each row
   if (c.has_ple()) {
     Tensor tok = ple_tok.Rows(0, n);
@@ -538,8 +530,6 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
           impl->tp->rank(), world, impl->w.lm_head.dim(0), c.vocab_size, world);
     }
   }
-  impl->prefetch = WeightPrefetch(
-      impl->w, c, o.weight_prefetch_ahead >= 0 ? o.weight_prefetch_ahead : DefaultPrefetchAhead(*backend));
   impl->rope[0] = RopeSpecOf(c, /*sliding=*/true);
   impl->rope[1] = RopeSpecOf(c, /*sliding=*/false);
   GANNET_RETURN_IF_ERROR(impl->meta.Init(backend, config, o));

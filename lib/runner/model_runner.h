@@ -49,9 +49,6 @@ struct RunnerOptions {
   // must use the same; kAuto (DefaultMoeSplit) is what the engine uses, the others are for
   // measuring the two against each other and for tests.
   model::MoeSplit moe_split = model::MoeSplit::kAuto;
-  // Decode steps stream the next projections' weights into the backend's cache this many bytes
-  // ahead of the one being read (weight_prefetch.h): -1 = DefaultPrefetchAhead(backend), 0 = off.
-  int64_t weight_prefetch_ahead = -1;
 };
 
 // The rotary embedding of a layer type as the config defines it (sliding: default RoPE; full:

@@ -716,40 +716,6 @@ TEST_F(CudaOpsTest, DependentKernelChainSeesEveryEarlierWrite) {
   ASSERT_NEAR(got.back(), 2.0f * adds, 1e-3);
 }
 
-// The weight prefetch kernel lets the kernel after it launch before it waits for the one before
-// it (kernels/memory/prefetch.cu): placed between every pair of the chain above, the chain must
-// still come out exact. Also its argument checks.
-TEST_F(CudaOpsTest, PrefetchWeightsKeepsTheChainOrdered) {
-  const int rows = 512, n = 8192, adds = 48;
-  DeviceTensor x = Upload(*gpu_, std::vector<float>(rows * n, 0.0f), DType::kF32, {rows, n});
-  DeviceTensor one = Upload(*gpu_, std::vector<float>(rows * n, 1.0f), DType::kF32, {rows, n});
-  DeviceTensor normed = Upload(*gpu_, std::vector<float>(rows * n, 0.0f), DType::kF32, {rows, n});
-  // Ranges over 9 pieces of `one` (two launches of at most 8): constant during the chain.
-  std::vector<backend::DeviceRange> ranges;
-  for (int i = 0; i < 9; ++i) {
-    ranges.push_back({static_cast<const char*>(one.t.data) + i * (1 << 20), 1 << 20});
-  }
-  for (int i = 0; i < adds; ++i) {
-    ASSERT_TRUE(gpu_->Add(x.t, one.t, x.t).ok());
-    ASSERT_TRUE(gpu_->PrefetchWeights(ranges).ok());
-    ASSERT_TRUE(gpu_->RmsNorm(x.t, Tensor{}, 0.0f, normed.t).ok());
-    ASSERT_TRUE(gpu_->PrefetchWeights(std::span(ranges).first(1)).ok());
-    ASSERT_TRUE(gpu_->Add(normed.t, x.t, x.t).ok());
-  }
-  const std::vector<float> got = Download(*gpu_, x.t);
-  for (size_t i = 0; i < got.size(); i += 4099) ASSERT_NEAR(got[i], 2.0f * adds, 1e-3) << "element " << i;
-  ASSERT_NEAR(got.back(), 2.0f * adds, 1e-3);
-
-  const backend::DeviceRange misaligned{static_cast<const char*>(one.t.data) + 8, 1024};
-  const backend::DeviceRange odd_length{one.t.data, 1000};
-  for (const backend::DeviceRange& bad : {misaligned, odd_length}) {
-    const absl::Status st = gpu_->PrefetchWeights(std::span(&bad, 1));
-    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
-  }
-  EXPECT_TRUE(gpu_->PrefetchWeights({}).ok());
-  EXPECT_EQ(gpu_->WeightCacheBytes() > 0, gpu_->device_info().sm >= 90);
-}
-
 // Every op a decode step uses, captured into a CUDA graph after one eager warm-up (which sizes the
 // workspaces and tunes the GEMMs) and replayed twice: capture must succeed (no allocation, sync or
 // pageable copy inside an op) and the replays must reproduce the eager results bit for bit.

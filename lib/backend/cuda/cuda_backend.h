@@ -73,8 +73,6 @@ class CudaBackend final : public Backend {
   absl::Status GeluTanhMul(Tensor gate, Tensor up, Tensor out) override;
   absl::Status GeluMulLinear(Tensor gate, Tensor up, Tensor w, Tensor act, Tensor out) override;
   absl::Status Add(Tensor a, Tensor b, Tensor out) override;
-  int64_t WeightCacheBytes() const override;
-  absl::Status PrefetchWeights(std::span<const DeviceRange> ranges) override;
   absl::Status QkvPrep(const QkvPrepArgs& args) override;
   absl::Status Attention(const AttentionArgs& args) override;
   absl::Status PleCombine(Tensor proj, Tensor token_part, Tensor norm_w, float proj_scale,

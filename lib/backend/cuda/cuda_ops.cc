@@ -2,7 +2,6 @@
 #include <cstring>
 
 #include "kernels/activation/elementwise.h"
-#include "kernels/memory/prefetch.h"
 #include "kernels/norm/norm.h"
 #include "kernels/sampling/sampling.h"
 #include "kernels/spec/spec.h"
@@ -95,34 +94,6 @@ absl::Status CudaBackend::GeluTanhMul(Tensor gate, Tensor up, Tensor out) {
   GANNET_RETURN_IF_ERROR(CheckInt32("GeluTanhMul", {{"rows", v.rows}, {"width", v.n}}));
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchGeluTanhMul(g, u, o, static_cast<int>(v.rows),
                                                          static_cast<int>(v.n), stream_));
-  return absl::OkStatus();
-}
-
-int64_t CudaBackend::WeightCacheBytes() const {
-  return kernels::PrefetchL2Supported(device_.sm) ? device_.l2_bytes : 0;
-}
-
-absl::Status CudaBackend::PrefetchWeights(std::span<const DeviceRange> ranges) {
-  for (const DeviceRange& r : ranges) {
-    if (r.data == nullptr || r.bytes < 0 || r.bytes % 16 != 0 ||
-        reinterpret_cast<uintptr_t>(r.data) % 16 != 0) {
-      return InvalidArgumentError(
-          "PrefetchWeights: a range must start 16-byte aligned and span a multiple of 16 bytes "
-          "(got {} bytes at {})", r.bytes, r.data);
-    }
-  }
-  if (WeightCacheBytes() == 0) return absl::OkStatus();  // no bulk L2 prefetch before sm_90
-  kernels::PrefetchRanges batch;
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    if (ranges[i].bytes == 0) continue;
-    batch.ptr[batch.count] = ranges[i].data;
-    batch.bytes[batch.count] = static_cast<uint64_t>(ranges[i].bytes);
-    if (++batch.count == kernels::kPrefetchMaxRanges) {
-      GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchPrefetchL2(batch, stream_));
-      batch.count = 0;
-    }
-  }
-  if (batch.count > 0) GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchPrefetchL2(batch, stream_));
   return absl::OkStatus();
 }
 
