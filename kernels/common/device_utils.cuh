@@ -102,17 +102,6 @@ __device__ __forceinline__ void Load8(const float* p, float* out) {
   out[0] = a.x; out[1] = a.y; out[2] = a.z; out[3] = a.w;
   out[4] = b.x; out[5] = b.y; out[6] = b.z; out[7] = b.w;
 }
-// Load8 past the L1 (ld.global.cg): for data another CTA of the running grid wrote.
-__device__ __forceinline__ void Load8Cg(const bf16* p, float* out) {
-  const int4 raw = __ldcg(reinterpret_cast<const int4*>(p));
-  Unpack8(*reinterpret_cast<const Bf16x8*>(&raw), out);
-}
-__device__ __forceinline__ void Load8Cg(const float* p, float* out) {
-  const float4 a = __ldcg(reinterpret_cast<const float4*>(p));
-  const float4 b = __ldcg(reinterpret_cast<const float4*>(p) + 1);
-  out[0] = a.x; out[1] = a.y; out[2] = a.z; out[3] = a.w;
-  out[4] = b.x; out[5] = b.y; out[6] = b.z; out[7] = b.w;
-}
 // FP8 E4M3 (the FP8 KV cache): 8 values as one 8-byte access; the conversions round to nearest
 // even and saturate (the CPU reference's FloatToFp8E4M3, bit for bit).
 __device__ __forceinline__ float2 Fp8x2ToFloat2(uint16_t v) {

@@ -30,8 +30,7 @@ __device__ __forceinline__ void Unpack8(const int4& raw, const f16*, float* out)
 // projections (1-4 waves of CTAs) then run mostly on ramp-up and tail. m = 1 needs 4
 // accumulators, so its CTAs fill the SMs in one wave. The arithmetic for a given m is the same in
 // every bucket.
-// kFromL2: x was written by another CTA of this grid, so it is read past the (incoherent) L1.
-template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM, bool kFromL2 = false>
+template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM>
 __device__ __forceinline__ void GemvBody(const XT* x, const XT* __restrict__ up,
                                          const WT* __restrict__ w, OutT* __restrict__ out, int m,
                                          int n, int k, int64_t ldx, int64_t ldu, int64_t ldo,
@@ -62,11 +61,7 @@ __device__ __forceinline__ void GemvBody(const XT* x, const XT* __restrict__ up,
     for (int i = 0; i < kMaxM; ++i) {
       if (i < m) {
         float xv[8];
-        if constexpr (kFromL2) {
-          Load8Cg(x + i * ldx + c * 8, xv);
-        } else {
-          Load8(x + i * ldx + c * 8, xv);
-        }
+        Load8(x + i * ldx + c * 8, xv);
         if constexpr (kGated) {
           float uv[8];
           Load8(up + i * ldu + c * 8, uv);
@@ -127,11 +122,11 @@ __global__ void __launch_bounds__(kThreads)
   GemvBody<XT, WT, OutT, kGated, kMaxM>(x, up, w, out, m, n, k, ldx, ldu, ldo, n0);
 }
 
-// The norm-fused GEMV (GemvNormIn). The update is PostNormResidualRegKernel's arithmetic
-// (norm/norm.cu) for a block of kPostNormRegThreads threads owning kPer elements each, run by one
-// CTA's kThreads threads as kVirt "virtual" threads apiece (virtual thread t = threadIdx.x +
-// kThreads * q owns elements t + kPostNormRegThreads * j), its sums reduced in that block's order
-// (VirtualBlockSum): the same bits as the standalone op.
+// The norm-fused GEMV (GemvNormIn). Its prologue is PostNormResidualRegKernel's arithmetic
+// (norm/norm.cu) for a block of kPostNormRegThreads threads owning kPer elements each, run by
+// this CTA's kThreads threads as kVirt "virtual" threads apiece (virtual thread t = threadIdx.x +
+// kThreads * q owns elements t + kPostNormRegThreads * j), and its sums reduce in that block's
+// order (VirtualBlockSum): the same bits as the standalone op, in every CTA.
 constexpr int kVirt = kPostNormRegThreads / kThreads;
 
 // BlockSum of a kPostNormRegThreads-thread block whose thread t = threadIdx.x + kThreads * q holds
@@ -150,15 +145,24 @@ __device__ __forceinline__ float VirtualBlockSum(const float (&p)[kVirt], float*
   return WarpSum(scratch[lane]);
 }
 
-// The update of m rows, by one CTA.
-template <int kPer>
-__device__ void PostNormUpdate(const GemvNormIn& nin, int m, int k) {
+template <typename XT, typename OutT, int kMaxM, int kPer>
+__global__ void __launch_bounds__(kThreads)
+    GemvNormKernel(GemvNormIn nin, const bf16* __restrict__ w, OutT* __restrict__ out, int m,
+                   int n, int k, int64_t ldo) {
+  static_assert(kVirt * kThreads == kPostNormRegThreads);
+  extern __shared__ __align__(16) float smem[];  // residual rows [m][k] f32, then x [m][k] XT
+  const int n0 = blockIdx.x * kRows;
+  PrefetchRows(w, n0, n, k);
+  PdlEnter();
   __shared__ float scratch[32];
+  __shared__ bool last;
+  const bool next = nin.next_w != nullptr;
+  float* rs = smem;
+  XT* xs = next ? reinterpret_cast<XT*>(smem + static_cast<int64_t>(m) * k) : reinterpret_cast<XT*>(smem);
   const bf16* y = static_cast<const bf16*>(nin.y);
-  bf16* next_out = static_cast<bf16*>(nin.next_out);
   const float s = nin.scalar ? *nin.scalar : 1.0f;
   for (int i = 0; i < m; ++i) {
-    float p[kVirt], rv[kVirt][kPer];
+    float p[kVirt];
 #pragma unroll
     for (int q = 0; q < kVirt; ++q) {
       float ss = 0.f;
@@ -179,77 +183,51 @@ __device__ void PostNormUpdate(const GemvNormIn& nin, int m, int k) {
         const int e = threadIdx.x + kThreads * q + kPostNormRegThreads * j;
         const bool in = e < k;
         const float xv = in ? ToFloat(y[i * nin.ldy + e]) : 0.f;
-        const float r0 = in ? nin.residual[i * nin.ldr + e] : 0.f;
+        const float rv = in ? nin.residual[i * nin.ldr + e] : 0.f;
         const float pw = in ? nin.post_w[e] : 0.f;
-        float r = r0 + (xv * inv) * pw;
+        float r = rv + (xv * inv) * pw;
         if (nin.scalar) r *= s;
         ss2 += r * r;
-        rv[q][j] = r;
-        if (in) nin.residual[i * nin.ldr + e] = r;
+        if (in) rs[i * k + e] = r;
       }
       p[q] = ss2;
     }
-    if (nin.next_w != nullptr) {
+    if (next) {
       const float inv2 = InvRms(VirtualBlockSum(p, scratch), k, nin.eps);
 #pragma unroll
       for (int q = 0; q < kVirt; ++q) {
 #pragma unroll
         for (int j = 0; j < kPer; ++j) {
           const int e = threadIdx.x + kThreads * q + kPostNormRegThreads * j;
-          if (e < k) next_out[i * nin.ldn + e] = FromFloat<bf16>(rv[q][j] * inv2 * nin.next_w[e]);
+          if (e < k) xs[i * k + e] = FromFloat<XT>(rs[i * k + e] * inv2 * nin.next_w[e]);
         }
       }
     }
   }
-}
-
-__device__ __forceinline__ unsigned LoadAcquireGpu(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-template <typename XT, typename OutT, int kMaxM, int kPer>
-__global__ void __launch_bounds__(kThreads)
-    GemvNormKernel(GemvNormIn nin, const XT* x, int64_t ldx, const bf16* __restrict__ w,
-                   OutT* __restrict__ out, int m, int n, int k, int64_t ldo) {
-  const int n0 = blockIdx.x * kRows;
-  PrefetchRows(w, n0, n, k);
-  PdlEnter();
-  unsigned* ticket = nin.state;
-  unsigned* ready = nin.state + 1;
-  unsigned* done = nin.state + 2;
-  __shared__ unsigned mine;
-  if (threadIdx.x == 0) mine = atomicAdd(ticket, 1u);
   __syncthreads();
-  if (mine == 0) {
-    // The first CTA here: the update, published to the others.
-    PostNormUpdate<kPer>(nin, m, k);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      __threadfence();
-      atomicExch(ready, 1u);
-    }
-  } else if (threadIdx.x == 0) {
-    while (LoadAcquireGpu(ready) == 0) __nanosleep(64);
+  // Every CTA has read the old residual once its prologue is done: the last one to get here
+  // writes the new one (after its own GEMV work).
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicAdd(nin.counter, 1u) == gridDim.x - 1;
   }
+  GemvBody<XT, bf16, OutT, false, kMaxM>(xs, nullptr, w, out, m, n, k, k, 0, ldo, n0);
   __syncthreads();
-  __threadfence();
-  GemvBody<XT, bf16, OutT, false, kMaxM, true>(x, nullptr, w, out, m, n, k, ldx, 0, ldo, n0);
-  if (threadIdx.x == 0 && atomicAdd(done, 1u) == gridDim.x - 1) {
-    // Every CTA has taken its ticket and read the input: reset for the next call on this state.
-    *ticket = 0u;
-    *ready = 0u;
-    *done = 0u;
+  if (last) {
+    __threadfence();
+    for (int i = 0; i < m; ++i) {
+      for (int e = threadIdx.x; e < k; e += kThreads) nin.residual[i * nin.ldr + e] = rs[i * k + e];
+    }
+    if (threadIdx.x == 0) *nin.counter = 0u;  // for the next call on this counter
   }
 }
 
 template <typename XT, typename OutT, int kMaxM, int kPer>
 cudaError_t LaunchGemvNormAs(const GemvParams& p, cudaStream_t stream) {
   const int blocks = static_cast<int>((static_cast<int64_t>(p.n) + kRows - 1) / kRows);
-  return Launch(GemvNormKernel<XT, OutT, kMaxM, kPer>, blocks, kThreads, 0, stream, *p.norm,
-                static_cast<const XT*>(p.x), p.ldx, static_cast<const bf16*>(p.w),
-                static_cast<OutT*>(p.out), p.m, p.n, p.k, p.ldo);
+  const size_t smem = static_cast<size_t>(GemvNormSmemBytes(p.m, p.k, p.norm->next_w != nullptr));
+  return Launch(GemvNormKernel<XT, OutT, kMaxM, kPer>, blocks, kThreads, smem, stream, *p.norm,
+                static_cast<const bf16*>(p.w), static_cast<OutT*>(p.out), p.m, p.n, p.k, p.ldo);
 }
 
 // kPer as LaunchPostNormResidual picks it for a row of k.
@@ -267,9 +245,10 @@ cudaError_t LaunchGemvNorm(const GemvParams& p, cudaStream_t stream) {
   const GemvNormIn& nin = *p.norm;
   const bool next = nin.next_w != nullptr, out_f32 = p.out_type == DataType::kF32;
   if (p.w_type != DataType::kBF16 || p.up != nullptr || p.m > kGemvGatedMaxM || p.k > kGemvNormMaxK ||
-      nin.y == nullptr || nin.residual == nullptr || nin.post_w == nullptr || nin.state == nullptr ||
-      (next && nin.next_out == nullptr) || p.x_type != (next ? DataType::kBF16 : DataType::kF32) ||
-      (!out_f32 && p.out_type != DataType::kBF16) || p.ldx % 8 != 0) {
+      nin.y == nullptr || nin.residual == nullptr || nin.post_w == nullptr || nin.counter == nullptr ||
+      p.x_type != (next ? DataType::kBF16 : DataType::kF32) ||
+      (!out_f32 && p.out_type != DataType::kBF16) ||
+      GemvNormSmemBytes(p.m, p.k, next) > 48 * 1024) {
     return cudaErrorInvalidValue;
   }
   if (next) {

@@ -14,14 +14,13 @@ namespace gannet::kernels {
 inline constexpr int kGemvMaxM = 8;
 
 // The post-norm residual update that produces a GEMV's input (Backend::PostNormResidualLinear),
-// done inside the GEMV instead of by a kernel of its own:
+// computed by every CTA for itself in its prologue instead of by a kernel of its own:
 //   residual = (residual + RmsNorm(y, post_w)) * scalar   (scalar optional)
-//   next_out = RmsNorm(residual, next_w) in the weight's type (with next_w)
-// and the GEMV's input is next_out, or the f32 residual without next_w. The first CTA to start
-// computes the update (with the arithmetic, reduction order and roundings of
-// kernels::LaunchPostNormResidual's row-in-registers kernel: that op's bits) while the others
-// wait on `state`, their weight rows already on their way into the L2; it is left as found.
-// k (the hidden size) at most kGemvNormMaxK.
+//   x = next_w ? RmsNorm(residual, next_w) rounded to the weight's type : residual (f32)
+// with the arithmetic, reduction order and roundings of kernels::LaunchPostNormResidual's
+// row-in-registers kernel, so the result is that op's, bit for bit. The CTA that finishes its
+// prologue last (`counter`, zero before and after) writes the residual back; the others only
+// read it. k (the hidden size) at most kGemvNormMaxK.
 struct GemvNormIn {
   const void* y = nullptr;  // [m, k] of the weight's type, row stride ldy
   int64_t ldy = 0;
@@ -30,13 +29,15 @@ struct GemvNormIn {
   int64_t ldr = 0;
   const float* scalar = nullptr;  // [1] or null
   const float* next_w = nullptr;  // [k] or null
-  void* next_out = nullptr;       // [m, k] of the weight's type, row stride ldn (with next_w)
-  int64_t ldn = 0;
   float eps = 1e-6f;
-  unsigned* state = nullptr;  // kGemvNormStateWords zeroed words, zeroed again on exit
+  unsigned* counter = nullptr;
 };
 inline constexpr int kGemvNormMaxK = 4096;
-inline constexpr int kGemvNormStateWords = 4;
+// The norm-fused GEMV's shared memory: the rows' residual (f32) and, with next_w, their input in
+// the weight's type.
+inline constexpr int64_t GemvNormSmemBytes(int m, int k, bool next) {
+  return static_cast<int64_t>(m) * k * (4 + (next ? 2 : 0));
+}
 
 struct GemvParams {
   const void* x = nullptr;  // [m, k] of x_type: w_type or f32, row stride ldx elements
@@ -55,8 +56,8 @@ struct GemvParams {
   // of x_type, row stride ldu, 16-byte aligned; x_type must be w_type.
   const void* up = nullptr;
   int64_t ldu = 0;
-  // When set, the update runs first and x must be its next_out (x_type the weight's type), or
-  // its residual without next_w (x_type f32); m <= kGemvGatedMaxM, up unset.
+  // When set, x (and x_type, ldx) are ignored: the input comes from this prologue (m <=
+  // kGemvGatedMaxM, up unset; x_type must then be f32 without next_w and w_type with it).
   const GemvNormIn* norm = nullptr;
 };
 

@@ -27,8 +27,8 @@ struct PostNormIn {
   float eps = 1e-6f;
 };
 
-// Linear(in, w, out), with `norm` (when given) applied first: its next output written to `in`,
-// which is then next_out, or the residual without a next weight.
+// Linear(in, w, out), with `norm` (when given) applied first: its next output written to (or, when
+// fused, standing for) `in`, which is then next_out, or the residual without a next weight.
 absl::Status NormedLinear(backend::Backend* be, const PostNormIn* norm, backend::Tensor in,
                           backend::Tensor w, backend::Tensor out);
 

@@ -274,8 +274,8 @@ TEST_F(CudaOpsTest, GeluMulLinearFusesIntoTheGemvBitForBit) {
 // PostNormResidualLinear fused into the GEMV's prologue (kernels::GemvNormIn): the residual and
 // the projection equal PostNormResidual then Linear bit for bit, at hidden sizes on both of the
 // norm kernel's layouts (2 and 4 elements a thread), with and without the next norm and the layer
-// scalar, into bf16 and f32, next_out included; the fused form runs where it should, and its
-// state is left as found (the same call again gives the same bits).
+// scalar, into bf16 and f32; the fused form runs where it should (next_out stays unwritten) and
+// its counter is left at zero (the same call again gives the same bits).
 TEST_F(CudaOpsTest, PostNormResidualLinearFusesIntoTheGemvBitForBit) {
   const int n = 392;  // 98 CTAs of 4 rows
   for (const int k : {1536, 2560}) {
@@ -301,7 +301,6 @@ TEST_F(CudaOpsTest, PostNormResidualLinearFusesIntoTheGemvBitForBit) {
           // Unfused first: it tunes the projection's shape, which the fused call then follows.
           ASSERT_TRUE(gpu_->PostNormResidual(y.t, pw.t, res_apart.t, s, next_w, next ? h.t : Tensor(), 1e-6f).ok()) << what;
           ASSERT_TRUE(gpu_->Linear(next ? h.t : res_apart.t, w.t, apart.t).ok()) << what;
-          const std::vector<float> h_want = Download(*gpu_, h.t);
           ASSERT_TRUE(gpu_->Fill(h.t, NAN).ok());
           for (int rep = 0; rep < 2; ++rep) {
             if (rep == 1) ASSERT_TRUE(gpu_->CopyToDevice(res_fused.t.data, res0.data(), res0.size() * 4).ok());
@@ -317,11 +316,7 @@ TEST_F(CudaOpsTest, PostNormResidualLinearFusesIntoTheGemvBitForBit) {
             const std::vector<float> r_got = Download(*gpu_, res_fused.t), r_want = Download(*gpu_, res_apart.t);
             for (size_t i = 0; i < r_got.size(); ++i) ASSERT_EQ(r_got[i], r_want[i]) << what << " residual " << i;
             for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << what << " out " << i;
-            if (next) {
-              const std::vector<float> h_got = Download(*gpu_, h.t);
-              for (size_t i = 0; i < h_got.size(); ++i) ASSERT_EQ(h_got[i], h_want[i]) << what << " next_out " << i;
-              ASSERT_TRUE(gpu_->Fill(h.t, NAN).ok());
-            }
+            if (*ran && next) EXPECT_TRUE(std::isnan(Download(*gpu_, h.t)[0])) << what;
           }
         }
       }

@@ -116,7 +116,7 @@ class CudaBackend final : public Backend {
 
   // A grow-only device workspace (kernel scratch). `id` keeps users whose kernels rely on zeroed
   // counters apart from users that overwrite their space.
-  enum class WorkspaceId { kAttention, kMoeRoute, kMoeExperts, kLinearInput, kGemvNormStates, kCount };
+  enum class WorkspaceId { kAttention, kMoeRoute, kMoeExperts, kLinearInput, kGemvCounters, kCount };
   absl::StatusOr<void*> Workspace(WorkspaceId id, size_t bytes);
 
  private:

@@ -323,11 +323,14 @@ absl::StatusOr<bool> CudaLinear::RunPostNormResidual(const Tensor& x, const Tens
       w.rank != 2 || w.row_elems() != k || out.rows() != m || out.row_elems() != w.dim(0)) {
     return false;  // the unfused ops name the mismatch
   }
-  if (k % 8 != 0 || k > kernels::kGemvNormMaxK || !Aligned16(w.data)) return false;
+  if (k % 8 != 0 || k > kernels::kGemvNormMaxK || !Aligned16(w.data) ||
+      kernels::GemvNormSmemBytes(static_cast<int>(m), static_cast<int>(k), next) > 48 * 1024) {
+    return false;
+  }
   const Tensor& in = next ? next_out : residual;
   if (!TunedForGemv(in, w, out)) return false;
-  GANNET_ASSIGN_OR_RETURN(void* states,
-                          be_->Workspace(CudaBackend::WorkspaceId::kGemvNormStates, kGemvNormStateBytes));
+  GANNET_ASSIGN_OR_RETURN(void* counters,
+                          be_->Workspace(CudaBackend::WorkspaceId::kGemvCounters, kGemvCounterBytes));
   kernels::GemvNormIn nin;
   nin.y = x.data;
   nin.ldy = x.stride0();
@@ -336,13 +339,9 @@ absl::StatusOr<bool> CudaLinear::RunPostNormResidual(const Tensor& x, const Tens
   nin.ldr = residual.stride0();
   nin.scalar = scalar.valid() ? scalar.as<float>() : nullptr;
   nin.next_w = next ? next_weight.as<float>() : nullptr;
-  if (next) {
-    nin.next_out = next_out.data;
-    nin.ldn = next_out.stride0();
-  }
   nin.eps = eps;
-  nin.state = static_cast<unsigned*>(states) + next_state_ * kernels::kGemvNormStateWords;
-  next_state_ = (next_state_ + 1) % kGemvNormStates;
+  nin.counter = static_cast<unsigned*>(counters) + next_counter_;
+  next_counter_ = (next_counter_ + 1) % kGemvCounters;
   GANNET_RETURN_IF_ERROR(RunGemv(in, w, out, nullptr, &nin));
   return true;
 }

@@ -51,17 +51,14 @@ class CudaLinear {
   // Backend::PostNormResidualLinear fused into the GEMV's prologue (kernels::GemvNormIn): taken
   // where Run would take the GEMV for the projection's input (next_out, or the residual without
   // next_weight), M <= kGemvGatedMaxM, bf16 x and weights, f32 residual and norm weights, and a
-  // hidden size up to kGemvNormMaxK; returns false, having run nothing, otherwise. Writes what
-  // the two ops would (next_out included).
+  // hidden size up to kGemvNormMaxK; returns false, having run nothing, otherwise.
   absl::StatusOr<bool> RunPostNormResidual(const Tensor& x, const Tensor& post_weight,
                                            const Tensor& residual, const Tensor& scalar,
                                            const Tensor& next_weight, const Tensor& next_out,
                                            float eps, const Tensor& w, const Tensor& out);
-  // The fused GEMV's states (kernels::GemvNormIn::state; consecutive calls take the next, so the
-  // calls of a step that may overlap never share one).
-  static constexpr size_t kGemvNormStates = 256;
-  static constexpr size_t kGemvNormStateBytes =
-      kGemvNormStates * kernels::kGemvNormStateWords * sizeof(unsigned);
+  // The fused GEMV's counters (one per call in flight; consecutive calls take the next).
+  static constexpr size_t kGemvCounters = 256;
+  static constexpr size_t kGemvCounterBytes = kGemvCounters * sizeof(unsigned);
   // Tests and benchmarks pin a path (nullopt = the timed choice among all candidates; kCublasLt =
   // the timed choice among cuBLASLt's algorithms only; kGemv = the GEMV where it applies).
   // Forgets every tuned shape.
@@ -96,7 +93,7 @@ class CudaLinear {
   size_t flush_bytes_ = 0;
   std::map<KeyTuple, std::unique_ptr<Plan>> plans_;
   std::optional<Path> forced_;
-  size_t next_state_ = 0;  // the fused GEMV's next state slot
+  size_t next_counter_ = 0;  // the fused GEMV's next counter slot
   // By x f32 (+1) and weight f16 (+2).
   const kernels::KernelEntry* gemv_entry_[4] = {nullptr, nullptr, nullptr, nullptr};
 };
