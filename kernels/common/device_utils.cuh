@@ -148,15 +148,6 @@ __device__ __forceinline__ float WarpMax(float v) {
   return v;
 }
 
-// 1 / RMS from a row's sum of squares (RMSNorm's scale), as every norm kernel computes it.
-__device__ __forceinline__ float InvRms(float sum_sq, int n, float eps) {
-  return 1.0f / sqrtf(sum_sq / static_cast<float>(n) + eps);
-}
-
-// The block width of the decode-row PostNormResidual kernel (norm/norm.cu), whose reduction
-// order the norm-fused GEMV (gemm/gemv.cu) reproduces.
-inline constexpr int kPostNormRegThreads = 1024;
-
 // Sum over the block (blockDim.x a multiple of 32, at most 1024). `scratch` holds 32 floats.
 // Every thread gets the result. Fixed reduction order, so results are run-to-run deterministic.
 __device__ __forceinline__ float BlockSum(float v, float* scratch) {

@@ -13,32 +13,6 @@ namespace gannet::kernels {
 
 inline constexpr int kGemvMaxM = 8;
 
-// The post-norm residual update that produces a GEMV's input (Backend::PostNormResidualLinear),
-// computed by every CTA for itself in its prologue instead of by a kernel of its own:
-//   residual = (residual + RmsNorm(y, post_w)) * scalar   (scalar optional)
-//   x = next_w ? RmsNorm(residual, next_w) rounded to the weight's type : residual (f32)
-// with the arithmetic, reduction order and roundings of kernels::LaunchPostNormResidual's
-// row-in-registers kernel, so the result is that op's, bit for bit. The CTA that finishes its
-// prologue last (`counter`, zero before and after) writes the residual back; the others only
-// read it. k (the hidden size) at most kGemvNormMaxK.
-struct GemvNormIn {
-  const void* y = nullptr;  // [m, k] of the weight's type, row stride ldy
-  int64_t ldy = 0;
-  const float* post_w = nullptr;  // [k]
-  float* residual = nullptr;      // [m, k] f32, row stride ldr
-  int64_t ldr = 0;
-  const float* scalar = nullptr;  // [1] or null
-  const float* next_w = nullptr;  // [k] or null
-  float eps = 1e-6f;
-  unsigned* counter = nullptr;
-};
-inline constexpr int kGemvNormMaxK = 4096;
-// The norm-fused GEMV's shared memory: the rows' residual (f32) and, with next_w, their input in
-// the weight's type.
-inline constexpr int64_t GemvNormSmemBytes(int m, int k, bool next) {
-  return static_cast<int64_t>(m) * k * (4 + (next ? 2 : 0));
-}
-
 struct GemvParams {
   const void* x = nullptr;  // [m, k] of x_type: w_type or f32, row stride ldx elements
   const void* w = nullptr;  // [n, k] of w_type: bf16 or f16, contiguous
@@ -56,17 +30,14 @@ struct GemvParams {
   // of x_type, row stride ldu, 16-byte aligned; x_type must be w_type.
   const void* up = nullptr;
   int64_t ldu = 0;
-  // When set, x (and x_type, ldx) are ignored: the input comes from this prologue (m <=
-  // kGemvGatedMaxM, up unset; x_type must then be f32 without next_w and w_type with it).
-  const GemvNormIn* norm = nullptr;
 };
 
 // The largest M the gated GEMV is worth it for: every CTA recomputes the product for its rows,
 // M tanh per 8 weight bytes, which stays well under the SFU rate only for small M.
 inline constexpr int kGemvGatedMaxM = 2;
 
-// Requires m in [1, 8] (in [1, kGemvGatedMaxM] with up or norm set), k % 8 == 0, ldx % 8 == 0,
-// 16-byte aligned x and w, and x and out each of w_type or f32.
+// Requires m in [1, 8] (in [1, kGemvGatedMaxM] with up set), k % 8 == 0, ldx % 8 == 0, 16-byte
+// aligned x and w, and x and out each of w_type or f32.
 cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream);
 
 }  // namespace gannet::kernels

@@ -16,6 +16,10 @@ namespace {
 
 constexpr int kThreads = 256;
 
+__device__ __forceinline__ float InvRms(float sum_sq, int n, float eps) {
+  return 1.0f / sqrtf(sum_sq / static_cast<float>(n) + eps);
+}
+
 __global__ void __launch_bounds__(kThreads) RmsNormKernel(Mat x, const float* w, float eps, Mat out, int n) {
   PdlEnter();
   __shared__ float red[32];
@@ -65,9 +69,8 @@ __global__ void __launch_bounds__(kThreads) PostNormResidualKernel(Mat x, const 
 // Row-in-registers PostNormResidual for an f32 residual with bf16 x and bf16 (or no) next output,
 // or (the fp16 path) f32 x and fp16 (or no) next output: every
 // load of the row is issued before the first reduction, each thread owning kPer elements
-// i = threadIdx.x + k * kRegThreads. The norm-fused GEMV (gemm/gemv.cu) repeats this arithmetic
-// in its prologue, bit for bit: change both or neither.
-constexpr int kRegThreads = kPostNormRegThreads;
+// i = threadIdx.x + k * kRegThreads.
+constexpr int kRegThreads = 1024;
 
 template <int kPer, typename XT, typename OT>
 __global__ void __launch_bounds__(kRegThreads) PostNormResidualRegKernel(

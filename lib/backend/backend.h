@@ -237,16 +237,6 @@ class Backend {
     absl::Status st = GeluTanhMul(gate, up, act);
     return st.ok() ? Linear(act, w, out) : st;
   }
-  // PostNormResidual(x, post_weight, residual, scalar, next_weight, next_out, eps), then
-  // Linear(next_weight.valid() ? next_out : residual, w, out): a block's post-norm residual update
-  // and the projection that reads its result. This default runs the two; a backend may fuse them
-  // (CUDA: into its small-M GEMV, bit for bit) and then leaves next_out unwritten.
-  virtual absl::Status PostNormResidualLinear(Tensor x, Tensor post_weight, Tensor residual,
-                                              Tensor scalar, Tensor next_weight, Tensor next_out,
-                                              float eps, Tensor w, Tensor out) {
-    absl::Status st = PostNormResidual(x, post_weight, residual, scalar, next_weight, next_out, eps);
-    return st.ok() ? Linear(next_weight.valid() ? next_out : residual, w, out) : st;
-  }
   // out = a + b, elementwise over [T, H].
   virtual absl::Status Add(Tensor a, Tensor b, Tensor out) = 0;
   // q/k norms + RoPE for q and k, v norm, and the KV write into pages.

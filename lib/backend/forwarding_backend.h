@@ -54,10 +54,6 @@ class ForwardingBackend : public Backend {
     return inner_->GeluTanhMul(g, u, out);
   }
   absl::Status Add(Tensor a, Tensor b, Tensor out) override { return inner_->Add(a, b, out); }
-  absl::Status PostNormResidualLinear(Tensor x, Tensor pw, Tensor r, Tensor s, Tensor nw, Tensor no,
-                                      float eps, Tensor w, Tensor out) override {
-    return inner_->PostNormResidualLinear(x, pw, r, s, nw, no, eps, w, out);
-  }
   absl::Status QkvPrep(const QkvPrepArgs& a) override { return inner_->QkvPrep(a); }
   absl::Status Attention(const AttentionArgs& a) override { return inner_->Attention(a); }
   absl::Status PleCombine(Tensor p, Tensor t, Tensor w, float ps, float cs, float eps,

@@ -84,12 +84,6 @@ absl::Status ProfilingBackend::GeluMulLinear(Tensor g, Tensor u, Tensor w, Tenso
 absl::Status ProfilingBackend::Add(Tensor a, Tensor b, Tensor out) {
   return Timed("add", [&] { return inner().Add(a, b, out); });
 }
-absl::Status ProfilingBackend::PostNormResidualLinear(Tensor x, Tensor pw, Tensor r, Tensor s,
-                                                      Tensor nw, Tensor no, float eps, Tensor w,
-                                                      Tensor out) {
-  return Timed(ByShape("post_norm_residual_linear", x, w),
-               [&] { return inner().PostNormResidualLinear(x, pw, r, s, nw, no, eps, w, out); });
-}
 absl::Status ProfilingBackend::QkvPrep(const QkvPrepArgs& a) {
   return Timed(fmt::format("qkv_prep hd{}", a.head_dim), [&] { return inner().QkvPrep(a); });
 }

@@ -34,19 +34,11 @@ absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, 
   return be->Linear(at.out.Reshape({n, static_cast<int64_t>(nq) * d}), o_proj, out);
 }
 
-absl::Status NormedLinear(backend::Backend* be, const PostNormIn* norm, Tensor in, Tensor w,
-                          Tensor out) {
-  if (norm == nullptr) return be->Linear(in, w, out);
-  const bool next = norm->next_weight.valid();
-  return be->PostNormResidualLinear(norm->x, norm->post_weight, norm->residual, norm->scalar,
-                                    norm->next_weight, next ? in : Tensor(), norm->eps, w, out);
-}
-
 absl::Status GatedMlp(backend::Backend* be, const DeviceLayer& layer, Tensor h, Tensor gate_up,
-                      Tensor mlp, Tensor out, const PostNormIn* norm) {
+                      Tensor mlp, Tensor out) {
   const int64_t n = h.dim(0), I = layer.intermediate;
   Tensor gu = gate_up.Rows(0, n).Reshape({n, gate_up.dim(1)}).Cols(0, 2 * I);
-  GANNET_RETURN_IF_ERROR(NormedLinear(be, norm, h, layer.gate_up, gu));
+  GANNET_RETURN_IF_ERROR(be->Linear(h, layer.gate_up, gu));
   Tensor m = mlp.Rows(0, n).Reshape({n, mlp.dim(1)}).Cols(0, I);
   return be->GeluMulLinear(gu.Cols(0, I), gu.Cols(I, I), layer.down, m, out);
 }

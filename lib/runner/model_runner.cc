@@ -77,9 +77,7 @@ class ModelRunner::Impl {
   std::vector<int32_t> pad_table[2];  // the scratch page of each pool, for padding rows
 
   absl::Status AllocateActivations();
-  // `carry`: the previous layer's closing post-norm residual update, fused into this layer's QKV
-  // projection where the backend can (invalid x: none); on return, this layer's.
-  absl::Status RunLayer(int l, int num_tokens, const backend::StepMetadata& md, PostNormIn* carry);
+  absl::Status RunLayer(int l, int num_tokens, const backend::StepMetadata& md);
   // greedy_picks: every row is greedy and stays on the device (tensor parallel: the ranks compare
   // their shards' arg-maxes instead of gathering the logits).
   absl::Status Execute(int n, int rows, bool sample, bool greedy_picks,
@@ -190,8 +188,7 @@ int64_t ActivationBytes(const model::ModelConfig& config, const RunnerOptions& o
   return bytes;
 }
 
-absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetadata& md,
-                                         PostNormIn* carry) {
+absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetadata& md) {
   const model::TextConfig& c = config.text;
   const DeviceLayer& L = w.layers[l];
   const bool sliding = c.is_sliding(l);
@@ -202,10 +199,9 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
   const KvStorage::LayerKv& kv_layer = kv->Layer(l);
   const int group = sliding ? backend::kSlidingGroup : backend::kFullGroup;
 
-  // Attention block: h holds input_layernorm(x), or will once the carried update has run.
+  // Attention block: h already holds input_layernorm(x).
   Tensor qkv_t = qkv.Rows(0, n).Reshape({n, qkv.dim(1)}).Cols(0, L.qkv_cols);
-  GANNET_RETURN_IF_ERROR(
-      NormedLinear(be, carry->x.valid() ? carry : nullptr, h.Rows(0, n), L.qkv, qkv_t));
+  GANNET_RETURN_IF_ERROR(be->Linear(h.Rows(0, n), L.qkv, qkv_t));
   backend::QkvPrepArgs prep;
   prep.qkv = qkv_t;
   prep.num_q_heads = nq;
@@ -232,17 +228,15 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
   GANNET_RETURN_IF_ERROR(AllReduce(o_t));
   Tensor x_t = x.Rows(0, n);
   Tensor h_t = h.Rows(0, n);
-  const PostNormIn attn_residual{o_t, L.post_attn_norm, x_t, Tensor(), L.pre_ff_norm, eps};
+  GANNET_RETURN_IF_ERROR(
+      be->PostNormResidual(o_t, L.post_attn_norm, x_t, Tensor(), L.pre_ff_norm, h_t, eps));
 
   // Feed-forward block: dense gated MLP (plus the MoE branch on 26B-A4B).
   Tensor y = mlp_out.Rows(0, n);
   if (!c.enable_moe_block) {
-    GANNET_RETURN_IF_ERROR(GatedMlp(be, L, h_t, gate_up, mlp, y, &attn_residual));
+    GANNET_RETURN_IF_ERROR(GatedMlp(be, L, h_t, gate_up, mlp, y));
     GANNET_RETURN_IF_ERROR(AllReduce(y));
   } else {
-    // The experts' branch reads the updated residual too: the update runs first, on its own.
-    GANNET_RETURN_IF_ERROR(
-        be->PostNormResidual(o_t, L.post_attn_norm, x_t, Tensor(), L.pre_ff_norm, h_t, eps));
     Tensor y1 = moe_y1.Rows(0, n);
     auto dense = [&]() -> absl::Status {
       GANNET_RETURN_IF_ERROR(GatedMlp(be, L, h_t, gate_up, mlp, y));
@@ -292,24 +286,20 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
 
   // The next norm: the following layer's input norm, or the final norm after the last layer.
   const bool last = l + 1 == c.num_hidden_layers;
-  // The layer's closing update (into h: the next norm's output) is carried to whatever reads h
-  // next: the following layer's QKV projection, or Execute after the last layer.
   Tensor next_norm = last ? w.final_norm : w.layers[l + 1].input_norm;
   if (!c.has_ple()) {
-    *carry = PostNormIn{y, L.post_ff_norm, x_t, L.layer_scalar, next_norm, eps};
-    return absl::OkStatus();
+    return be->PostNormResidual(y, L.post_ff_norm, x_t, L.layer_scalar, next_norm, h_t, eps);
   }
-  // Per-layer embedding block (E2B/E4B): x += norm(W_proj (gelu(W_gate x) * ple_input[l])), the
-  // gate reading the residual after the MLP's update.
-  const PostNormIn mlp_residual{y, L.post_ff_norm, x_t, Tensor(), Tensor(), eps};
+  GANNET_RETURN_IF_ERROR(
+      be->PostNormResidual(y, L.post_ff_norm, x_t, Tensor(), Tensor(), Tensor(), eps));
+  // Per-layer embedding block (E2B/E4B): x += norm(W_proj (gelu(W_gate x) * ple_input[l])).
   const int64_t P = c.hidden_size_per_layer_input;
   Tensor g = ple_gate.Rows(0, n);
-  GANNET_RETURN_IF_ERROR(NormedLinear(be, &mlp_residual, x_t, L.ple_gate, g));
+  GANNET_RETURN_IF_ERROR(be->Linear(x_t, L.ple_gate, g));
   Tensor gated = ple_gated.Rows(0, n);
   GANNET_RETURN_IF_ERROR(
       be->GeluMulLinear(g, ple_in.Rows(0, n).Cols(l * P, P), L.ple_proj, gated, o_t));
-  *carry = PostNormIn{o_t, L.ple_post_norm, x_t, L.layer_scalar, next_norm, eps};
-  return absl::OkStatus();
+  return be->PostNormResidual(o_t, L.ple_post_norm, x_t, L.layer_scalar, next_norm, h_t, eps);
 }
 
 absl::Status ModelRunner::Impl::Execute(int n, int rows, bool sample, bool greedy_picks,
@@ -331,13 +321,7 @@ absl::Status ModelRunner::Impl::Execute(int n, int rows, bool sample, bool greed
   }
   GANNET_RETURN_IF_ERROR(be->RmsNorm(x_t, w.layers[0].input_norm,
                                      static_cast<float>(c.rms_norm_eps), h.Rows(0, n)));
-  PostNormIn carry;
-  for (int l = 0; l < c.num_hidden_layers; ++l) GANNET_RETURN_IF_ERROR(RunLayer(l, n, md, &carry));
-  if (carry.x.valid()) {  // the last layer's update, with the final norm into h
-    GANNET_RETURN_IF_ERROR(be->PostNormResidual(carry.x, carry.post_weight, carry.residual,
-                                                carry.scalar, carry.next_weight, h.Rows(0, n),
-                                                carry.eps));
-  }
+  for (int l = 0; l < c.num_hidden_layers; ++l) GANNET_RETURN_IF_ERROR(RunLayer(l, n, md));
   if (rows == 0) return absl::OkStatus();
   // h now holds final_norm(x); project only the rows whose logits were asked for.
   Tensor lh = last_h.Rows(0, rows);

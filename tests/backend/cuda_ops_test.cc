@@ -271,60 +271,6 @@ TEST_F(CudaOpsTest, GeluMulLinearFusesIntoTheGemvBitForBit) {
   gpu_->linear().Force(std::nullopt);
 }
 
-// PostNormResidualLinear fused into the GEMV's prologue (kernels::GemvNormIn): the residual and
-// the projection equal PostNormResidual then Linear bit for bit, at hidden sizes on both of the
-// norm kernel's layouts (2 and 4 elements a thread), with and without the next norm and the layer
-// scalar, into bf16 and f32; the fused form runs where it should (next_out stays unwritten) and
-// its counter is left at zero (the same call again gives the same bits).
-TEST_F(CudaOpsTest, PostNormResidualLinearFusesIntoTheGemvBitForBit) {
-  const int n = 392;  // 98 CTAs of 4 rows
-  for (const int k : {1536, 2560}) {
-    for (const int m : {1, 2, 3}) {
-      for (const bool next : {true, false}) {
-        for (const bool scalar : {false, true}) {
-          const bool out_f32 = !next;  // the PLE gate (no next norm) writes bf16 as well: both
-          const std::string what = fmt::format("k={} M={} next={} scalar={}", k, m, next, scalar);
-          DeviceTensor y = Upload(*gpu_, RandomNormal(m * k, 31 + m, 2.0f), DType::kBF16, {m, k});
-          const std::vector<float> res0 = RandomNormal(m * k, 32 + k, 3.0f);
-          DeviceTensor res_fused = Upload(*gpu_, res0, DType::kF32, {m, k});
-          DeviceTensor res_apart = Upload(*gpu_, res0, DType::kF32, {m, k});
-          DeviceTensor pw = Upload(*gpu_, RandomNormal(k, 33, 1.0f), DType::kF32, {k});
-          DeviceTensor nw = Upload(*gpu_, RandomNormal(k, 34, 1.0f), DType::kF32, {k});
-          DeviceTensor sc = Upload(*gpu_, {0.75f}, DType::kF32, {1});
-          DeviceTensor w = Upload(*gpu_, RandomNormal(n * k, 35, 1.0f / std::sqrt(k)), DType::kBF16, {n, k});
-          DeviceTensor h = Upload(*gpu_, std::vector<float>(m * k, NAN), DType::kBF16, {m, k});
-          const DType ot = out_f32 ? DType::kF32 : DType::kBF16;
-          DeviceTensor fused = Upload(*gpu_, std::vector<float>(m * n, NAN), ot, {m, n});
-          DeviceTensor apart = Upload(*gpu_, std::vector<float>(m * n, NAN), ot, {m, n});
-          const Tensor next_w = next ? nw.t : Tensor(), s = scalar ? sc.t : Tensor();
-          gpu_->linear().Force(backend::CudaLinear::Path::kGemv);
-          // Unfused first: it tunes the projection's shape, which the fused call then follows.
-          ASSERT_TRUE(gpu_->PostNormResidual(y.t, pw.t, res_apart.t, s, next_w, next ? h.t : Tensor(), 1e-6f).ok()) << what;
-          ASSERT_TRUE(gpu_->Linear(next ? h.t : res_apart.t, w.t, apart.t).ok()) << what;
-          ASSERT_TRUE(gpu_->Fill(h.t, NAN).ok());
-          for (int rep = 0; rep < 2; ++rep) {
-            if (rep == 1) ASSERT_TRUE(gpu_->CopyToDevice(res_fused.t.data, res0.data(), res0.size() * 4).ok());
-            auto ran = gpu_->linear().RunPostNormResidual(y.t, pw.t, res_fused.t, s, next_w,
-                                                          next ? h.t : Tensor(), 1e-6f, w.t, fused.t);
-            ASSERT_TRUE(ran.ok()) << ran.status() << " " << what;
-            EXPECT_EQ(*ran, m <= kernels::kGemvGatedMaxM) << what;
-            if (!*ran) {
-              ASSERT_TRUE(gpu_->PostNormResidualLinear(y.t, pw.t, res_fused.t, s, next_w,
-                                                       next ? h.t : Tensor(), 1e-6f, w.t, fused.t).ok());
-            }
-            const std::vector<float> got = Download(*gpu_, fused.t), want = Download(*gpu_, apart.t);
-            const std::vector<float> r_got = Download(*gpu_, res_fused.t), r_want = Download(*gpu_, res_apart.t);
-            for (size_t i = 0; i < r_got.size(); ++i) ASSERT_EQ(r_got[i], r_want[i]) << what << " residual " << i;
-            for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << what << " out " << i;
-            if (*ran && next) EXPECT_TRUE(std::isnan(Download(*gpu_, h.t)[0])) << what;
-          }
-        }
-      }
-    }
-  }
-  gpu_->linear().Force(std::nullopt);
-}
-
 TEST_F(CudaOpsTest, GeluMulAddSoftcapGatherFill) {
   // 704 columns take the 16-byte bf16 kernel, 700 the element-wise one.
   for (const int width : {704, 700}) {

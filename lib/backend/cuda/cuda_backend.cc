@@ -103,8 +103,6 @@ absl::Status CudaBackend::Init(int device, std::optional<DType> compute) {
   stream_ = main_stream_;
   kernels::SetRegistryLogSink(RegistryLog);
   GANNET_ASSIGN_OR_RETURN(linear_, CudaLinear::Create(this));
-  // The norm-fused GEMV's counters, allocated before any capture can need them (CudaLinear).
-  GANNET_RETURN_IF_ERROR(Workspace(WorkspaceId::kGemvCounters, CudaLinear::kGemvCounterBytes).status());
   GANNET_LOG_INFO("cuda backend: device {} {} ({} SMs, {} KB shared memory per block, {}); "
                   "kernels for {}; computes in {}",
                   device, device_name_, device_.num_sms, device_.max_smem_optin / 1024,

@@ -73,9 +73,6 @@ class CudaBackend final : public Backend {
   absl::Status GeluTanhMul(Tensor gate, Tensor up, Tensor out) override;
   absl::Status GeluMulLinear(Tensor gate, Tensor up, Tensor w, Tensor act, Tensor out) override;
   absl::Status Add(Tensor a, Tensor b, Tensor out) override;
-  absl::Status PostNormResidualLinear(Tensor x, Tensor post_weight, Tensor residual, Tensor scalar,
-                                      Tensor next_weight, Tensor next_out, float eps, Tensor w,
-                                      Tensor out) override;
   absl::Status QkvPrep(const QkvPrepArgs& args) override;
   absl::Status Attention(const AttentionArgs& args) override;
   absl::Status PleCombine(Tensor proj, Tensor token_part, Tensor norm_w, float proj_scale,
@@ -116,7 +113,7 @@ class CudaBackend final : public Backend {
 
   // A grow-only device workspace (kernel scratch). `id` keeps users whose kernels rely on zeroed
   // counters apart from users that overwrite their space.
-  enum class WorkspaceId { kAttention, kMoeRoute, kMoeExperts, kLinearInput, kGemvCounters, kCount };
+  enum class WorkspaceId { kAttention, kMoeRoute, kMoeExperts, kLinearInput, kCount };
   absl::StatusOr<void*> Workspace(WorkspaceId id, size_t bytes);
 
  private:

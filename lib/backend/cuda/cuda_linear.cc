@@ -135,9 +135,8 @@ absl::Status CudaLinear::RunCublas(Plan& plan, const cublasLtMatmulAlgo_t* algo,
 }
 
 absl::Status CudaLinear::RunGemv(const Tensor& x, const Tensor& w, const Tensor& out,
-                                 const Tensor* up, const kernels::GemvNormIn* norm) {
+                                 const Tensor* up) {
   kernels::GemvParams p;
-  p.norm = norm;
   if (up != nullptr) {
     p.up = up->data;
     p.ldu = up->stride0();
@@ -288,61 +287,10 @@ absl::StatusOr<bool> CudaLinear::RunGeluMul(const Tensor& gate, const Tensor& up
   }
   if (k % 8 != 0 || !GemvInputOk(gate) || !GemvInputOk(up) || !Aligned16(w.data)) return false;
   // Only where Run would take the GEMV for act's shape (a plan tuned on an earlier call).
-  if (!TunedForGemv(act, w, out)) return false;
+  const auto it = plans_.find(KeyOf(act.data, act.stride0(), false, w, out));
+  if (it == plans_.end() || !it->second->tuned || it->second->choice.path != Path::kGemv)
+    return false;
   GANNET_RETURN_IF_ERROR(RunGemv(gate, w, out, &up));
-  return true;
-}
-
-bool CudaLinear::TunedForGemv(const Tensor& x, const Tensor& w, const Tensor& out) const {
-  if (!GemvInputOk(x)) return false;
-  // Run's key: an f32 x is keyed by the converted copy cuBLASLt would read (aligned scratch).
-  const bool x_f32 = x.dtype == DType::kF32;
-  const int64_t k = x.row_elems();
-  const auto it = plans_.find(x_f32 ? KeyOf(w.data, (k + 7) / 8 * 8, true, w, out)
-                                    : KeyOf(x.data, x.stride0(), false, w, out));
-  return it != plans_.end() && it->second->tuned && it->second->choice.path == Path::kGemv;
-}
-
-absl::StatusOr<bool> CudaLinear::RunPostNormResidual(const Tensor& x, const Tensor& post_weight,
-                                                     const Tensor& residual, const Tensor& scalar,
-                                                     const Tensor& next_weight,
-                                                     const Tensor& next_out, float eps,
-                                                     const Tensor& w, const Tensor& out) {
-  const int64_t m = x.rows(), k = x.row_elems();
-  const bool next = next_weight.valid();
-  if (m < 1 || m > kernels::kGemvGatedMaxM || forced_ == Path::kCublasLt) return false;
-  if (x.dtype != DType::kBF16 || w.dtype != DType::kBF16 || residual.dtype != DType::kF32 ||
-      post_weight.dtype != DType::kF32 || (scalar.valid() && scalar.dtype != DType::kF32) ||
-      (next && (next_weight.dtype != DType::kF32 || !next_out.valid() ||
-                next_out.dtype != DType::kBF16)) ||
-      (out.dtype != DType::kBF16 && out.dtype != DType::kF32)) {
-    return false;
-  }
-  if (residual.rows() != m || residual.row_elems() != k || post_weight.numel() != k ||
-      (next && (next_weight.numel() != k || next_out.rows() != m || next_out.row_elems() != k)) ||
-      w.rank != 2 || w.row_elems() != k || out.rows() != m || out.row_elems() != w.dim(0)) {
-    return false;  // the unfused ops name the mismatch
-  }
-  if (k % 8 != 0 || k > kernels::kGemvNormMaxK || !Aligned16(w.data) ||
-      kernels::GemvNormSmemBytes(static_cast<int>(m), static_cast<int>(k), next) > 48 * 1024) {
-    return false;
-  }
-  const Tensor& in = next ? next_out : residual;
-  if (!TunedForGemv(in, w, out)) return false;
-  GANNET_ASSIGN_OR_RETURN(void* counters,
-                          be_->Workspace(CudaBackend::WorkspaceId::kGemvCounters, kGemvCounterBytes));
-  kernels::GemvNormIn nin;
-  nin.y = x.data;
-  nin.ldy = x.stride0();
-  nin.post_w = post_weight.as<float>();
-  nin.residual = residual.as<float>();
-  nin.ldr = residual.stride0();
-  nin.scalar = scalar.valid() ? scalar.as<float>() : nullptr;
-  nin.next_w = next ? next_weight.as<float>() : nullptr;
-  nin.eps = eps;
-  nin.counter = static_cast<unsigned*>(counters) + next_counter_;
-  next_counter_ = (next_counter_ + 1) % kGemvCounters;
-  GANNET_RETURN_IF_ERROR(RunGemv(in, w, out, nullptr, &nin));
   return true;
 }
 
@@ -417,17 +365,6 @@ absl::StatusOr<CudaLinear::Choice> CudaLinear::Run(const Tensor& x, const Tensor
 
 absl::Status CudaBackend::Linear(Tensor x, Tensor w, Tensor out) {
   return linear_->Run(x, w, out).status();
-}
-
-absl::Status CudaBackend::PostNormResidualLinear(Tensor x, Tensor post_weight, Tensor residual,
-                                                 Tensor scalar, Tensor next_weight, Tensor next_out,
-                                                 float eps, Tensor w, Tensor out) {
-  GANNET_ASSIGN_OR_RETURN(const bool fused,
-                          linear_->RunPostNormResidual(x, post_weight, residual, scalar, next_weight,
-                                                       next_out, eps, w, out));
-  if (fused) return absl::OkStatus();
-  return Backend::PostNormResidualLinear(x, post_weight, residual, scalar, next_weight, next_out,
-                                         eps, w, out);  // the unfused pair
 }
 
 absl::Status CudaBackend::GeluMulLinear(Tensor gate, Tensor up, Tensor w, Tensor act, Tensor out) {

@@ -19,7 +19,6 @@
 #include <tuple>
 
 #include "absl/status/statusor.h"
-#include "kernels/gemm/gemv.h"
 #include "kernels/registry/registry.h"
 #include "lib/backend/tensor.h"
 
@@ -48,17 +47,6 @@ class CudaLinear {
   // operands are of the weight's type and aligned; returns false, having run nothing, otherwise.
   absl::StatusOr<bool> RunGeluMul(const Tensor& gate, const Tensor& up, const Tensor& w,
                                   const Tensor& act, const Tensor& out);
-  // Backend::PostNormResidualLinear fused into the GEMV's prologue (kernels::GemvNormIn): taken
-  // where Run would take the GEMV for the projection's input (next_out, or the residual without
-  // next_weight), M <= kGemvGatedMaxM, bf16 x and weights, f32 residual and norm weights, and a
-  // hidden size up to kGemvNormMaxK; returns false, having run nothing, otherwise.
-  absl::StatusOr<bool> RunPostNormResidual(const Tensor& x, const Tensor& post_weight,
-                                           const Tensor& residual, const Tensor& scalar,
-                                           const Tensor& next_weight, const Tensor& next_out,
-                                           float eps, const Tensor& w, const Tensor& out);
-  // The fused GEMV's counters (one per call in flight; consecutive calls take the next).
-  static constexpr size_t kGemvCounters = 256;
-  static constexpr size_t kGemvCounterBytes = kGemvCounters * sizeof(unsigned);
   // Tests and benchmarks pin a path (nullopt = the timed choice among all candidates; kCublasLt =
   // the timed choice among cuBLASLt's algorithms only; kGemv = the GEMV where it applies).
   // Forgets every tuned shape.
@@ -79,9 +67,7 @@ class CudaLinear {
                         const Tensor& out);
   // up: the gated GEMV's second input (x is then the gate).
   absl::Status RunGemv(const Tensor& x, const Tensor& w, const Tensor& out,
-                       const Tensor* up = nullptr, const kernels::GemvNormIn* norm = nullptr);
-  // Whether Run takes the GEMV for this x, w and out (a plan tuned on an earlier call chose it).
-  bool TunedForGemv(const Tensor& x, const Tensor& w, const Tensor& out) const;
+                       const Tensor* up = nullptr);
   absl::Status Tune(Plan& plan, const Tensor& x, const Tensor& w, const Tensor& out,
                     const void* xb, int64_t ldxb, bool gemv_ok, bool allow_timing);
 
@@ -93,7 +79,6 @@ class CudaLinear {
   size_t flush_bytes_ = 0;
   std::map<KeyTuple, std::unique_ptr<Plan>> plans_;
   std::optional<Path> forced_;
-  size_t next_counter_ = 0;  // the fused GEMV's next counter slot
   // By x f32 (+1) and weight f16 (+2).
   const kernels::KernelEntry* gemv_entry_[4] = {nullptr, nullptr, nullptr, nullptr};
 };
