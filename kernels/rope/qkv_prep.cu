@@ -181,6 +181,16 @@ __global__ void __launch_bounds__(kWarps * 32) QkvPrepKernel(const QkvPrepParams
   }
 }
 
+// The kernel built for the head: kSmallPairs pairs a lane up to head_dim 256, all of them above.
+template <typename In, typename Q>
+void LaunchQkvPrepAs(const QkvPrepParams& p, dim3 grid, cudaStream_t stream) {
+  if (p.head_dim <= 2 * 32 * kSmallPairs) {
+    Launch(QkvPrepKernel<In, Q, kSmallPairs>, grid, kWarps * 32, 0, stream, p);
+  } else {
+    Launch(QkvPrepKernel<In, Q, kMaxPairsPerLane>, grid, kWarps * 32, 0, stream, p);
+  }
+}
+
 }  // namespace
 
 cudaError_t LaunchQkvPrep(const QkvPrepParams& p, cudaStream_t stream) {
@@ -191,19 +201,10 @@ cudaError_t LaunchQkvPrep(const QkvPrepParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0) return cudaSuccess;
   const int heads = p.num_q_heads + (p.has_kv ? p.num_kv_heads : 0);
   dim3 grid(p.num_tokens, (heads + kWarps - 1) / kWarps);
-  const bool small = p.head_dim <= 2 * 32 * kSmallPairs;
   if (p.qkv_type == DataType::kBF16 && p.q_type == DataType::kBF16) {
-    if (small) {
-      Launch(QkvPrepKernel<bf16, bf16, kSmallPairs>, grid, kWarps * 32, 0, stream, p);
-    } else {
-      Launch(QkvPrepKernel<bf16, bf16, kMaxPairsPerLane>, grid, kWarps * 32, 0, stream, p);
-    }
+    LaunchQkvPrepAs<bf16, bf16>(p, grid, stream);
   } else if (p.qkv_type == DataType::kF32 && p.q_type == DataType::kF16) {
-    if (small) {
-      Launch(QkvPrepKernel<float, f16, kSmallPairs>, grid, kWarps * 32, 0, stream, p);
-    } else {
-      Launch(QkvPrepKernel<float, f16, kMaxPairsPerLane>, grid, kWarps * 32, 0, stream, p);
-    }
+    LaunchQkvPrepAs<float, f16>(p, grid, stream);
   } else {
     return cudaErrorInvalidValue;  // the two paths' pairs only
   }
