@@ -276,6 +276,10 @@ class Backend {
     return absl::UnimplementedError("this backend has no graphs");
   }
   virtual void ReleaseGraph(int handle) {}
+  // Releases every recording (a later Run of a GraphCache records again: GraphEpoch moves). Called
+  // before the collectives a recording captured are destroyed: ncclCommDestroy waits until no
+  // graph holding its operations exists, so a live recording hangs the teardown.
+  virtual void ReleaseGraphs() {}
   // Changes whenever memory a recorded graph may point into is replaced (a workspace grows):
   // graphs recorded under another epoch must be released and recorded again.
   virtual uint64_t GraphEpoch() const { return 0; }

@@ -107,11 +107,13 @@ TpRunner::~TpRunner() {
     const std::vector<uint8_t> bye = EncodeOp(StepOp::kShutdown);
     (void)RunOnAll([](int) { return absl::OkStatus(); }, &bye);
   }
-  // Each rank's runner and collectives are released on its own thread (its device current).
+  // Each rank's runner and collectives are released on its own thread (its device current); the
+  // backend's recorded steps go before the collectives they captured (backend.h, ReleaseGraphs).
   for (Rank& rank : ranks_) {
     if (rank.worker == nullptr) continue;
     rank.worker->Post([&rank] {
       rank.shard.runner.reset();
+      if (rank.parts.backend != nullptr) rank.parts.backend->ReleaseGraphs();
       rank.parts.collectives.reset();
       return absl::OkStatus();
     });

@@ -55,6 +55,9 @@ TpWorker::~TpWorker() {
   stop_watchdog_ = true;
   watchdog_.join();
   shard_.runner.reset();
+  // Recorded steps go before the collectives they captured (backend.h, ReleaseGraphs).
+  if (backend_ != nullptr) backend_->ReleaseGraphs();
+  collectives_.reset();
 }
 
 absl::Status TpWorker::Wait(double timeout_s) {

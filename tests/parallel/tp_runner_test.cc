@@ -1,11 +1,15 @@
 // Tensor parallelism on the CPU backend, ranks as threads joined by the host collectives: for
 // every tiny variant, TP = 2 and 4 compute the logits of TP = 1 within fp32 rounding and the
 // same greedy tokens; the sharding rules (model/tp_shard.h) and the failure policy of a group.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <mutex>
+#include <string>
 #include <thread>
 
+#include "fmt/format.h"
 #include "gtest/gtest.h"
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/backend/forwarding_backend.h"
@@ -329,6 +333,80 @@ TEST(TpGroupTest, AStuckRankInThisProcessEndsTheStepAtTheGroupDeadline) {
   EXPECT_NE(st.message().find("stuck"), std::string::npos) << st;
   EXPECT_GE(s, 1.0);
   EXPECT_LT(s, 15.0);
+}
+
+// Teardown order (a CUDA graph that captured NCCL operations keeps ncclCommDestroy and
+// ncclCommAbort waiting until it is released; the in-process TP=2 engine hung in its destroy on
+// two H200s until the runner released every rank's graphs before its collectives).
+struct TeardownLog {
+  std::mutex mu;
+  std::vector<std::string> events;
+  void Add(std::string e) {
+    std::lock_guard<std::mutex> lock(mu);
+    events.push_back(std::move(e));
+  }
+};
+
+class GraphLoggingBackend final : public backend::ForwardingBackend {
+ public:
+  GraphLoggingBackend(std::unique_ptr<backend::Backend> inner, int rank, TeardownLog* log)
+      : ForwardingBackend(std::move(inner)), rank_(rank), log_(log) {}
+  void ReleaseGraphs() override { log_->Add(fmt::format("graphs {}", rank_)); }
+
+ private:
+  const int rank_;
+  TeardownLog* log_;
+};
+
+class LoggingCollectives final : public backend::Collectives {
+ public:
+  LoggingCollectives(std::unique_ptr<backend::Collectives> inner, TeardownLog* log)
+      : inner_(std::move(inner)), log_(log) {}
+  ~LoggingCollectives() override { log_->Add(fmt::format("collectives {}", inner_->rank())); }
+  int rank() const override { return inner_->rank(); }
+  int world_size() const override { return inner_->world_size(); }
+  absl::Status AllReduceSum(backend::Tensor x) override { return inner_->AllReduceSum(x); }
+  absl::Status AllGatherColumns(backend::Tensor b, backend::Tensor f) override {
+    return inner_->AllGatherColumns(b, f);
+  }
+  absl::StatusOr<int64_t> MinOverRanks(int64_t v) override { return inner_->MinOverRanks(v); }
+  void Abort() override { inner_->Abort(); }
+
+ private:
+  std::unique_ptr<backend::Collectives> inner_;
+  TeardownLog* log_;
+};
+
+TEST(TpGroupTest, TeardownReleasesEveryRanksGraphsBeforeItsCollectives) {
+  auto m = testing::LoadTinyModel("31b");
+  ASSERT_TRUE(m.ok());
+  constexpr int kWorld = 2;
+  TeardownLog log;
+  auto group = std::make_shared<parallel::HostGroup>(kWorld);
+  std::vector<std::unique_ptr<backend::Backend>> backends;
+  std::vector<backend::Backend*> raw;
+  std::vector<std::unique_ptr<backend::Collectives>> comms;
+  for (int r = 0; r < kWorld; ++r) {
+    backends.push_back(std::make_unique<GraphLoggingBackend>(
+        std::make_unique<backend::CpuBackend>(), r, &log));
+    raw.push_back(backends.back().get());
+    comms.push_back(std::make_unique<LoggingCollectives>(group->Rank(r), &log));
+  }
+  auto tp = testing::CreateTinyTpRunner(**m, raw, std::move(comms), group, kPage);
+  ASSERT_TRUE(tp.ok()) << tp.status();
+  const std::vector<int32_t> prompt = testing::TpPrompt(0, 9);
+  const std::vector<int32_t> table = testing::IdentityPageTable(0, testing::kTpMaxLen / kPage);
+  runner::StepResult res;
+  ASSERT_TRUE((*tp)->Forward(testing::OneSequenceStep(prompt, table), &res).ok());
+  tp->reset();
+  for (int r = 0; r < kWorld; ++r) {
+    const auto& e = log.events;
+    const auto graphs = std::find(e.begin(), e.end(), fmt::format("graphs {}", r));
+    const auto colls = std::find(e.begin(), e.end(), fmt::format("collectives {}", r));
+    ASSERT_NE(graphs, e.end()) << "rank " << r << "'s graphs were never released";
+    ASSERT_NE(colls, e.end()) << "rank " << r << "'s collectives were never destroyed";
+    EXPECT_LT(graphs - e.begin(), colls - e.begin()) << "rank " << r;
+  }
 }
 
 TEST(TpGroupTest, AStepEveryRankRejectsFailsOnlyThatStep) {

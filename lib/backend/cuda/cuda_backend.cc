@@ -163,6 +163,15 @@ void CudaBackend::ReleaseGraph(int handle) {
   graphs_[handle] = nullptr;
 }
 
+void CudaBackend::ReleaseGraphs() {
+  cudaStreamSynchronize(stream_);  // a launched replay may still be running
+  for (cudaGraphExec_t& g : graphs_) {
+    if (g != nullptr) cudaGraphExecDestroy(g);
+    g = nullptr;
+  }
+  ++graph_epoch_;  // handles given out before are stale: their slots record again
+}
+
 absl::Status CudaBackend::LaunchGraph(int handle) {
   if (handle < 0 || handle >= static_cast<int>(graphs_.size()) || graphs_[handle] == nullptr) {
     return InvalidArgumentError("cuda backend: no graph {}", handle);

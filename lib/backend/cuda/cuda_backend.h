@@ -93,6 +93,7 @@ class CudaBackend final : public Backend {
   absl::StatusOr<int> EndGraphCapture() override;
   absl::Status LaunchGraph(int handle) override;
   void ReleaseGraph(int handle) override;
+  void ReleaseGraphs() override;
   uint64_t GraphEpoch() const override { return graph_epoch_; }
   absl::Status RunConcurrently(const std::function<absl::Status()>& side,
                                const std::function<absl::Status()>& main) override;
