@@ -8,6 +8,7 @@
 #include <cstring>
 #include <thread>
 
+#include "lib/common/logging.h"
 #include "lib/common/status.h"
 
 #if GANNET_HAVE_NCCL
@@ -68,8 +69,30 @@ struct Comm {
   void* host = nullptr;        // pinned staging
   size_t host_bytes = 0;
 
+  // ncclCommAbort first sets the flags that end the device's waits (its kernels quit), then, in
+  // commDestroySync, waits until no CUDA graph holding this communicator's operations exists. The
+  // ranks' recorded steps hold them until teardown releases them (Backend::ReleaseGraphs), so an
+  // abort called mid-run, by a deadline, would block its caller forever (the killed-rank test of
+  // session 16 did). It runs on its own thread; the destructor, which comes after the graphs are
+  // released, waits for it a bounded time.
+  std::thread aborter;
+  std::shared_ptr<std::atomic<bool>> abort_finished;
+
   ~Comm() {
     if (!aborted) ncclCommDestroy(comm);
+    if (aborter.joinable()) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (!*abort_finished && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      if (*abort_finished) {
+        aborter.join();
+      } else {
+        GANNET_LOG_WARNING("tensor parallel: rank {}'s NCCL abort has not finished after 30 s (a "
+                           "recorded graph still holds the communicator); leaving it", rank);
+        aborter.detach();
+      }
+    }
     if (done != nullptr) cudaEventDestroy(done);
     if (dev != nullptr) cudaFree(dev);
     if (host != nullptr) cudaFreeHost(host);
@@ -77,7 +100,11 @@ struct Comm {
   void Abort() {
     if (!aborted.exchange(true)) {
       if (custom != nullptr) custom->Abort();
-      ncclCommAbort(comm);
+      abort_finished = std::make_shared<std::atomic<bool>>(false);
+      aborter = std::thread([c = comm, finished = abort_finished] {
+        ncclCommAbort(c);
+        *finished = true;
+      });
     }
   }
   absl::Status Usable() const {
