@@ -373,12 +373,15 @@ int main(int argc, char** argv) {
                              (info.num_sliding_layers * info.head_dim * sliding_pairs +
                               info.num_full_layers * info.full_head_dim * full_pairs);
     const double ttft_s = Percentile(ttft, 0.5) * 1e-3;
-    const double tflops = (linear * L + attention) / ttft_s / 1e12;
-    std::printf("  prefill: %d tokens in %.1f ms (TTFT p50) = %.0f tok/s, %.0f TFLOP/s = %.1f%% of "
-                "the %.0f TFLOP/s cuBLASLt bf16 8192^3 GEMM (%.1f linear + %.2f attention "
-                "GFLOP/token)\n",
+    // With tensor parallelism the work is split over the devices: the rate is per device, against
+    // one device's GEMM rate (a TP=2 prefill once printed 129% of one GPU).
+    const int devices = std::max(1, o.tp);
+    const double tflops = (linear * L + attention) / ttft_s / 1e12 / devices;
+    std::printf("  prefill: %d tokens in %.1f ms (TTFT p50) = %.0f tok/s, %.0f TFLOP/s per device "
+                "= %.1f%% of the %.0f TFLOP/s cuBLASLt bf16 8192^3 GEMM (%.1f linear + %.2f "
+                "attention GFLOP/token, over %d device(s))\n",
                 o.input_len, ttft_s * 1e3, L / ttft_s, tflops, 100.0 * tflops / gemm_tflops,
-                gemm_tflops, linear / 1e9, attention / L / 1e9);
+                gemm_tflops, linear / 1e9, attention / L / 1e9, devices);
   }
   return errors ? 1 : 0;
 }
