@@ -15,6 +15,25 @@ note() { echo "$*" | tee -a "$summary"; }
 note "== gannet multi-GPU runs: commit ${GANNET_COMMIT:-unknown}, $(date -u +%FT%TZ), tp $tp"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$summary"
 nvidia-smi topo -m 2>&1 | head -12 >> "$summary"
+# Runs a command with a time limit; past it, every thread's stack (cuda-gdb attached, where the
+# machine has it) goes to $out/<name>.stacks.txt before the command is killed, so a hang leaves
+# where it hung, not only that it did.
+run_watched() {
+  local name=$1 limit=$2
+  shift 2
+  stdbuf -oL -eL "$@" > "$out/$name.log" 2>&1 &
+  local pid=$! waited=0
+  while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt "$limit" ]; do sleep 1; waited=$((waited + 1)); done
+  if kill -0 "$pid" 2>/dev/null; then
+    note "$name: still running after $limit s; stacks in $name.stacks.txt"
+    for p in $pid $(pgrep -P "$pid"); do
+      timeout 60 cuda-gdb -p "$p" -batch -ex "info threads" -ex "thread apply all bt" \
+        >> "$out/$name.stacks.txt" 2>&1 || true
+    done
+    pkill -9 -P "$pid" 2>/dev/null; kill -9 "$pid" 2>/dev/null
+  fi
+  wait "$pid"
+}
 for stage in "$@"; do
   t0=$(date +%s)
   case "$stage" in
@@ -26,29 +45,35 @@ for stage in "$@"; do
           >> "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
       ;;
     test)
-      (cd "$build" && ctest -L multigpu --output-on-failure --timeout 300) > "$out/ctest.log" 2>&1
-      grep -E "tests passed|Failed|FAILED|Passed|note" "$out/ctest.log" | tail -30 | tee -a "$summary"
-      "$build/tests/parallel/cuda_tp_test" --gtest_filter='MultiGpu*' 2>&1 | grep -E "note" | tee -a "$summary"
+      export GANNET_TEST_DATA=${GANNET_TEST_DATA:-$PWD/tests/data}
+      # The two multigpu binaries directly (ctest would hold their output until they end).
+      lim=${GANNET_TEST_LIMIT_S:-240}
+      run_watched multigpu_tp_test "$lim" "$build/tests/parallel/cuda_tp_test" --gtest_filter='MultiGpu*'
+      note "multigpu_tp_test: exit $?"
+      run_watched tp_multiprocess_test "$lim" "$build/tests/parallel/tp_multiprocess_test"
+      note "tp_multiprocess_test: exit $?"
+      grep -hE "^\[  (PASSED|FAILED) |note|Failure|DEVICE_LOST" "$out/multigpu_tp_test.log" \
+        "$out/tp_multiprocess_test.log" | tail -30 | tee -a "$summary"
       ;;
     test_eager)
       # The same tests with every kernel loaded when its context is made: a hang under lazy
       # loading that passes here is a kernel-loading deadlock between the ranks' threads.
-      (cd "$build" && CUDA_MODULE_LOADING=EAGER ctest -L multigpu --output-on-failure --timeout 300) \
+      (cd "$build" && CUDA_MODULE_LOADING=EAGER ctest -L multigpu --output-on-failure --timeout "${GANNET_CTEST_TIMEOUT:-300}") \
         > "$out/ctest_eager.log" 2>&1
-      grep -E "tests passed|Failed|FAILED|Passed" "$out/ctest_eager.log" | tail -10 | sed "s/^/[eager] /" |
+      grep -E "tests passed|Failed|FAILED|Passed" "$out/ctest_eager.log" | tail -10 | sed -u "s/^/[eager] /" |
         tee -a "$summary"
       ;;
     allreduce)
       for mode in nccl auto; do
         GANNET_ALLREDUCE=$mode "$build/bench/parallel/gannet-allreduce-bench" --tp "$tp" --iters 200 2>&1 |
-          grep -v "^gannet \[I\]" | sed "s/^/[$mode] /" | tee -a "$summary"
+          grep --line-buffered -v "^gannet \[I\]" | sed -u "s/^/[$mode] /" | tee -a "$summary"
       done
       ;;
     decode)
       for t in 0 "$tp"; do
         t1=$(date +%s)
         timeout 300 "$build/bench/runner/gannet-decode-bench" --model dummy:31b --batches 1,16,64 \
-          --context 1500 --steps 20 --tp "$t" 2>&1 | grep -v "^gannet \[I\]" | tee -a "$summary"
+          --context 1500 --steps 20 --tp "$t" 2>&1 | grep --line-buffered -v "^gannet \[I\]" | tee -a "$summary"
         note "   (decode-bench --tp $t: $(( $(date +%s) - t1 )) s)"
       done
       ;;
@@ -56,22 +81,22 @@ for stage in "$@"; do
       # The most 1000/1000 sequences the KV pools hold at once, per TP degree.
       for t in 0 "$tp"; do
         timeout 300 "$build/bench/serving/gannet-serving-bench" --model dummy:31b --input-len 1000 \
-          --output-len 1000 --tp "$t" --capacity-only 2>&1 | grep -v "^gannet \[I\]" |
-          sed "s/^/[tp$t] /" | tee -a "$summary"
+          --output-len 1000 --tp "$t" --capacity-only 2>&1 | grep --line-buffered -v "^gannet \[I\]" |
+          sed -u "s/^/[tp$t] /" | tee -a "$summary"
       done
       ;;
     serving)
       # GANNET_SERVING_CONC: the concurrencies (default 1 16 80). GANNET_MAXRUN_TP0 / _TPN: a
       # running limit per TP degree (what the capacity stage found), taken as min(limit, conc).
       for c in ${GANNET_SERVING_CONC:-1 16 80}; do
-        for t in 0 "$tp"; do
+        for t in ${GANNET_SERVING_TPS:-0 $tp}; do
           lim=$([ "$t" = 0 ] && echo "${GANNET_MAXRUN_TP0:-}" || echo "${GANNET_MAXRUN_TPN:-}")
           extra=()
           [ -n "$lim" ] && extra=(--max-running $(( lim < c ? lim : c )))
           t1=$(date +%s)
           timeout 600 "$build/bench/serving/gannet-serving-bench" --model dummy:31b --input-len 1000 \
             --output-len 1000 --concurrency "$c" --tp "$t" "${extra[@]}" --name "31b tp$t c$c" 2>&1 |
-            grep -v "^gannet \[I\]" | tee -a "$summary"
+            grep --line-buffered -v "^gannet \[I\]" | tee -a "$summary"
           note "   (serving tp$t c$c: $(( $(date +%s) - t1 )) s)"
         done
       done
