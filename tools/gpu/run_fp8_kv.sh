@@ -56,7 +56,7 @@ stage_entries() {
 }
 stage_keys() {
   local rc=0 e
-  for e in "" sm80_hd256_fp8_split sm80_hd256_fp8_split_small sm80_hd256_fp8_keys sm80_hd256_fp8_kmajor sm80_hd256_fp8_kmajor_deep; do
+  for e in "" sm80_hd256_fp8_split sm80_hd256_fp8_split_small sm80_hd256_fp8_keys sm80_hd256_fp8_keys_small; do
     echo "forced: ${e:-none}" | tee -a "$out/keys.txt"
     GANNET_FORCE_KERNEL=${e:+$e,sm80_hd512_fp8_split} timeout 200 "$build/bench/runner/gannet-decode-bench" --model dummy:31b \
       --batches 1,16,64 --context 1500 --steps 20 --kv fp8 --random-kv 2>/dev/null |

@@ -78,11 +78,15 @@ __device__ __forceinline__ const bf16* QChunkSource(const PagedAttentionParams& 
               : 0);
 }
 
-// Per-row positions into sPos (-1 marks padding rows, masked everywhere and never stored) and
-// this split's key blocks: the part of the prologue that does not touch Q.
-template <int kBlockM, int kBlockN, int kThreads>
-__device__ __forceinline__ SplitWork PlanFlashTile(const PagedAttentionParams& p, const TileRange& t,
-                                                   int group, int split, int num_splits, int* sPos) {
+// The prologue every flash kernel shares: per-row positions into sPos (-1 marks padding rows,
+// masked everywhere and never stored), this split's key blocks, and the cp.async loads of the
+// tile's Q rows -- (token, head) pairs of KV head kvh's query group, zero-filled past the
+// sequence's rows -- into sQ (the caller commits them with its first K/V group).
+template <int kHeadDim, int kBlockM, int kBlockN, int kThreads, int kStride>
+__device__ __forceinline__ SplitWork BeginFlashTile(const PagedAttentionParams& p, const TileRange& t,
+                                                    int group, int kvh, int split, int num_splits,
+                                                    int* sPos, bf16* sQ) {
+  constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks
   for (int r = threadIdx.x; r < kBlockM; r += kThreads) {
     sPos[r] = r < t.rows_here ? p.positions[t.q0 + (t.row0 + r) / group] : -1;
   }
@@ -92,18 +96,6 @@ __device__ __forceinline__ SplitWork PlanFlashTile(const PagedAttentionParams& p
   w.t_begin = min(total_tiles, split * per_split);
   w.n_tiles = min(total_tiles, w.t_begin + per_split) - w.t_begin;
   w.table = p.page_table + static_cast<int64_t>(t.seq) * p.max_pages_per_seq;
-  return w;
-}
-
-// The prologue every flash kernel shares: PlanFlashTile, and the cp.async loads of the tile's Q
-// rows -- (token, head) pairs of KV head kvh's query group, zero-filled past the sequence's rows
-// -- into sQ (the caller commits them with its first K/V group).
-template <int kHeadDim, int kBlockM, int kBlockN, int kThreads, int kStride>
-__device__ __forceinline__ SplitWork BeginFlashTile(const PagedAttentionParams& p, const TileRange& t,
-                                                    int group, int kvh, int split, int num_splits,
-                                                    int* sPos, bf16* sQ) {
-  constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks
-  const SplitWork w = PlanFlashTile<kBlockM, kBlockN, kThreads>(p, t, group, split, num_splits, sPos);
   for (int c = threadIdx.x; c < kBlockM * kChunksPerRow; c += kThreads) {
     const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
     bool ok;
