@@ -9,13 +9,11 @@
 //           measured cuBLASLt bf16 GEMM rate.
 #include <algorithm>
 #include <cstdio>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "bench/kernels/bench_common.h"
 #include "kernels/attention/attention_entries.h"
-#include "lib/common/dtype.h"
 
 namespace gannet::bench {
 namespace {
@@ -48,49 +46,18 @@ int32_t* Upload(PagedSetup& s, const std::vector<int32_t>& host) {
   return static_cast<int32_t*>(s.bufs.back().data());
 }
 
-// An FP8 KV array of `elems` random rows like a served step's (N(0, 1) values quantised with a
-// row amax of ~400) and its scales (about amax / 448 of a unit-variance row).
-backend::Tensor RandomFp8Kv(PagedSetup& s, int64_t pages, int nkv, int d, uint32_t seed,
-                            backend::Tensor* scale) {
-  const size_t elems = static_cast<size_t>(pages) * nkv * kPage * d;
-  constexpr size_t kBlock = size_t{1} << 22;  // one random block, repeated
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<uint8_t> block(kBlock);
-  for (uint8_t& b : block) b = FloatToFp8E4M3(nd(rng) * 100.f);
-  s.bufs.push_back(Alloc(elems));
-  backend::Tensor t = s.bufs.back().View(DType::kF8E4M3, {pages, nkv, kPage, d});
-  for (size_t off = 0; off < elems; off += kBlock) {
-    CheckOk(Gpu().CopyToDevice(static_cast<uint8_t*>(t.data) + off, block.data(),
-                               std::min(kBlock, elems - off)),
-            "fp8 upload");
-  }
-  s.bufs.push_back(Alloc(elems / d * 4));
-  *scale = s.bufs.back().View(DType::kF32, {pages, nkv, kPage});
-  CheckOk(Gpu().Fill(*scale, 1.0f / 112), "scales");
-  return t;
-}
-
-// batch sequences of `ctx` tokens, each bringing its last `q_len` tokens; `copies` KV pools,
-// bf16 or FP8 (`fp8`, with their scales).
-void Build(PagedSetup& s, const Shape& sh, int batch, int ctx, int q_len, int copies,
-           bool fp8 = false) {
+// batch sequences of `ctx` tokens, each bringing its last `q_len` tokens; `copies` KV pools.
+void Build(PagedSetup& s, const Shape& sh, int batch, int ctx, int q_len, int copies) {
   const int pages_per_seq = (ctx + kPage - 1) / kPage;
   const int64_t pages_per_copy = static_cast<int64_t>(batch) * pages_per_seq;
   const int64_t pages = pages_per_copy * copies;
   const size_t kv_elems = static_cast<size_t>(pages) * sh.nkv * kPage * sh.d;
-  backend::Tensor k_scale, v_scale;
-  if (fp8) {
-    s.k = RandomFp8Kv(s, pages, sh.nkv, sh.d, 1, &k_scale);
-    s.v = RandomFp8Kv(s, pages, sh.nkv, sh.d, 2, &v_scale);
-  } else {
-    s.bufs.push_back(Alloc(kv_elems * 2));
-    s.k = s.bufs.back().View(DType::kBF16, {pages, sh.nkv, kPage, sh.d});
-    FillRandomBf16(s.k.data, kv_elems, 1, 1.0f);
-    s.bufs.push_back(Alloc(kv_elems * 2));
-    s.v = s.bufs.back().View(DType::kBF16, {pages, sh.nkv, kPage, sh.d});
-    FillRandomBf16(s.v.data, kv_elems, 2, 1.0f);
-  }
+  s.bufs.push_back(Alloc(kv_elems * 2));
+  s.k = s.bufs.back().View(DType::kBF16, {pages, sh.nkv, kPage, sh.d});
+  FillRandomBf16(s.k.data, kv_elems, 1, 1.0f);
+  s.bufs.push_back(Alloc(kv_elems * 2));
+  s.v = s.bufs.back().View(DType::kBF16, {pages, sh.nkv, kPage, sh.d});
+  FillRandomBf16(s.v.data, kv_elems, 2, 1.0f);
   const int64_t tokens = static_cast<int64_t>(batch) * q_len;
   s.bufs.push_back(Alloc(tokens * sh.nq * sh.d * 2));
   s.q = s.bufs.back().View(DType::kBF16, {tokens, sh.nq, sh.d});
@@ -136,8 +103,6 @@ void Build(PagedSetup& s, const Shape& sh, int batch, int ctx, int q_len, int co
   a.q = s.q;
   a.k_cache = s.k;
   a.v_cache = s.v;
-  a.k_scale = k_scale;
-  a.v_scale = v_scale;
   a.out = s.out;
   a.num_q_heads = sh.nq;
   a.num_kv_heads = sh.nkv;
@@ -222,7 +187,6 @@ const kernels::KernelEntry* NthFlashEntry(kernels::Op op, const PagedSetup& s, c
   probe.out = s.out.data;
   probe.k_cache = s.k.data;
   probe.v_cache = s.v.data;
-  probe.kv_fp8 = s.k.dtype == DType::kF8E4M3;
   probe.q_stride = probe.out_stride = static_cast<int64_t>(sh.nq) * sh.d;
   probe.head_dim = sh.d;
   probe.page_size = kPage;
@@ -246,21 +210,18 @@ const kernels::KernelEntry* NthFlashEntry(kernels::Op op, const PagedSetup& s, c
 // Decode on each flash decode entry that can run it, with its own split count: the tile
 // configurations side by side at the step's real shapes (31B at batch 16 and 64, context 1500:
 // the sliding layers' 1024-key window and the full layers' whole context). range(5) picks the
-// n-th such entry in registry order; past the last, the benchmark is skipped. range(6) = 1 runs
-// the FP8 cache (random rows; the bytes counted are the FP8 rows and their two f32 scales).
-// sm75/sm70 entries run as PTX JIT-compiled for this GPU: their times say nothing about those parts.
+// n-th such entry in registry order; past the last, the benchmark is skipped. sm75/sm70 entries
+// run as PTX JIT-compiled for this GPU: their times say nothing about those parts.
 void BM_AttentionDecodeEntry(benchmark::State& state) {
   const Shape sh{static_cast<int>(state.range(0)), 32, static_cast<int>(state.range(1)),
                  static_cast<int>(state.range(2))};
   const int batch = static_cast<int>(state.range(3)), ctx = static_cast<int>(state.range(4));
-  const bool fp8 = state.range(6) != 0;
   const int kv_len = sh.window > 0 ? std::min(ctx, sh.window) : ctx;
-  const double row_bytes = fp8 ? sh.d + 4.0 : 2.0 * sh.d;  // one K or V row
-  const double io_bytes = 2.0 * batch * kv_len * sh.nkv * row_bytes + 2.0 * batch * sh.nq * sh.d * 2;
-  const double pool_bytes = 2.0 * batch * ctx * sh.nkv * row_bytes;
+  const double io_bytes = 2.0 * batch * kv_len * sh.nkv * sh.d * 2 + 2.0 * batch * sh.nq * sh.d * 2;
+  const double pool_bytes = 4.0 * batch * ctx * sh.nkv * sh.d;
   const int copies = static_cast<int>(std::clamp(kRotateBytes / pool_bytes + 1, 1.0, 64.0));
   PagedSetup s;
-  Build(s, sh, batch, ctx, 1, copies, fp8);
+  Build(s, sh, batch, ctx, 1, copies);
   const kernels::KernelEntry* entry = NthFlashEntry(kernels::Op::kAttentionDecode, s, sh, batch, 1,
                                                     ctx, static_cast<int>(state.range(5)));
   if (entry == nullptr) {
@@ -279,14 +240,10 @@ void BM_AttentionDecodeEntry(benchmark::State& state) {
 }
 
 void DecodeEntryArgs(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"hd", "nkv", "window", "batch", "ctx", "entry", "fp8"});
-  for (int64_t fp8 : {0, 1}) {
-    for (auto shape : {std::vector<int64_t>{256, 16, 1024}, {512, 4, 0}}) {
-      for (int64_t batch : {16, 64}) {
-        for (int64_t nth = 0; nth < 6; ++nth) {
-          b->Args({shape[0], shape[1], shape[2], batch, 1500, nth, fp8});
-        }
-      }
+  b->ArgNames({"hd", "nkv", "window", "batch", "ctx", "entry"});
+  for (auto shape : {std::vector<int64_t>{256, 16, 1024}, {512, 4, 0}}) {
+    for (int64_t batch : {16, 64}) {
+      for (int64_t nth = 0; nth < 6; ++nth) b->Args({shape[0], shape[1], shape[2], batch, 1500, nth});
     }
   }
 }

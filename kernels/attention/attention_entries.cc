@@ -193,8 +193,6 @@ GANNET_FLASH_ENTRY(kSm80DecodeHd256Fp8, "sm80_hd256_fp8_split", Op::kAttentionDe
 GANNET_FLASH_ENTRY(kSm80DecodeHd512Fp8, "sm80_hd512_fp8_split", Op::kAttentionDecode, DecodeHd512Fp8, 512, 16, 2, ElemType::kF8E4M3)
 GANNET_FLASH_ENTRY(kSm80DecodeHd256Fp8Small, "sm80_hd256_fp8_split_small", Op::kAttentionDecode, DecodeHd256Fp8Small, 256, 16, 1, ElemType::kF8E4M3)
 GANNET_FLASH_ENTRY(kSm80DecodeHd512Fp8Small, "sm80_hd512_fp8_split_small", Op::kAttentionDecode, DecodeHd512Fp8Small, 512, 16, 1, ElemType::kF8E4M3)
-GANNET_FLASH_ENTRY(kSm80DecodeHd256Fp8Keys, "sm80_hd256_fp8_keys", Op::kAttentionDecode, DecodeHd256Fp8Keys, 256, 16, 1, ElemType::kF8E4M3)
-GANNET_FLASH_ENTRY(kSm80DecodeHd256Fp8KeysSmall, "sm80_hd256_fp8_keys_small", Op::kAttentionDecode, DecodeHd256Fp8KeysSmall, 256, 16, 1, ElemType::kF8E4M3)
 GANNET_FLASH_ENTRY(kSm80PrefillHd256Fp8, "sm80_hd256_fp8_prefill", Op::kAttentionPrefill, PrefillHd256Fp8, 256, 0, 2, ElemType::kF8E4M3)
 GANNET_FLASH_ENTRY(kSm80PrefillHd512Fp8, "sm80_hd512_fp8_prefill", Op::kAttentionPrefill, PrefillHd512Fp8, 512, 0, 2, ElemType::kF8E4M3)
 GANNET_FLASH_ENTRY(kSm80PrefillHd256Fp8Small, "sm80_hd256_fp8_prefill_small", Op::kAttentionPrefill, PrefillHd256Fp8Small, 256, 0, 1, ElemType::kF8E4M3)
@@ -299,8 +297,6 @@ FlashConfig (*FlashConfigOf(const KernelEntry& entry))() {
       {&kSm80DecodeHd512Fp8, FlashConfigDecodeHd512Fp8},
       {&kSm80DecodeHd256Fp8Small, FlashConfigDecodeHd256Fp8Small},
       {&kSm80DecodeHd512Fp8Small, FlashConfigDecodeHd512Fp8Small},
-      {&kSm80DecodeHd256Fp8Keys, FlashConfigDecodeHd256Fp8Keys},
-      {&kSm80DecodeHd256Fp8KeysSmall, FlashConfigDecodeHd256Fp8KeysSmall},
       {&kSm80PrefillHd256Fp8, FlashConfigPrefillHd256Fp8},
       {&kSm80PrefillHd512Fp8, FlashConfigPrefillHd512Fp8},
       {&kSm80PrefillHd256Fp8Small, FlashConfigPrefillHd256Fp8Small},

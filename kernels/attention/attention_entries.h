@@ -23,8 +23,6 @@ extern const KernelEntry kSm80DecodeHd256Fp8;
 extern const KernelEntry kSm80DecodeHd512Fp8;
 extern const KernelEntry kSm80DecodeHd256Fp8Small;
 extern const KernelEntry kSm80DecodeHd512Fp8Small;
-extern const KernelEntry kSm80DecodeHd256Fp8Keys;
-extern const KernelEntry kSm80DecodeHd256Fp8KeysSmall;
 extern const KernelEntry kSm80PrefillHd256Fp8;
 extern const KernelEntry kSm80PrefillHd512Fp8;
 extern const KernelEntry kSm80PrefillHd256Fp8Small;

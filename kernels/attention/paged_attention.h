@@ -117,8 +117,6 @@ inline size_t FlashWorkspaceBytes(const FlashConfig& c, int grid_tiles, int num_
   X(DecodeHd512Fp8)             \
   X(DecodeHd256Fp8Small)        \
   X(DecodeHd512Fp8Small)        \
-  X(DecodeHd256Fp8Keys)         \
-  X(DecodeHd256Fp8KeysSmall)    \
   X(PrefillHd256Fp8)            \
   X(PrefillHd512Fp8)            \
   X(PrefillHd256Fp8Small)       \

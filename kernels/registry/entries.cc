@@ -26,8 +26,6 @@ std::span<const KernelEntry* const> AllEntries() {
       &kSm80DecodeHd512Fp8Small,
       &kSm80DecodeHd256Fp8,
       &kSm80DecodeHd256Fp8Small,
-      &kSm80DecodeHd256Fp8Keys,
-      &kSm80DecodeHd256Fp8KeysSmall,
       &kSm75DecodeHd512Fp8,
       &kSm75DecodeHd256Fp8,
       &kSm70DecodeHd512Fp8,

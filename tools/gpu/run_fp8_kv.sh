@@ -9,13 +9,7 @@
 #   memcheck  compute-sanitizer on the FP8 attention cases
 #   accuracy  gannet-kv-accuracy on the dummy full-size variants (--tokens, default 1000) and the
 #             tiny checkpoints
-#   decode    gannet-decode-bench bf16 vs FP8 (random KV): 31B batch 1/16/64 at 1500, batch 1 at
-#             32k and 100k
-#   entries   attention_bench: every decode entry side by side on 31B's layers at 16 and 64
-#             sequences (context 1500), bf16 and FP8 caches
-#   keys      gannet-decode-bench FP8 (random KV), 31B batch 1/16/64 at 1500, with the registry's
-#             choice and with each hd256 FP8 decode entry forced (GANNET_FORCE_KERNEL; the full
-#             layers keep sm80_hd512_fp8_split)
+#   decode    gannet-decode-bench bf16 vs FP8: 31B batch 1/16/64 at 1500, batch 1 at 32k and 100k
 #   capacity  gannet-serving-bench chat 1000/1000 for every dummy variant, bf16 and FP8: the KV
 #             line (how many such sequences the memory holds), --capacity-only
 # Environment: as tools/gpu/stages.sh says, and TOKENS (accuracy continuation length).
@@ -23,7 +17,7 @@ source "$(dirname "$0")/stages.sh"
 gpu_header "FP8 KV"
 tests=(cuda_attention_test cuda_ops_test cuda_runner_test cuda_graph_test kernel_registry_test
        cpu_fp8_kv_test)
-tools=(gannet-kv-accuracy gannet-decode-bench gannet-serving-bench attention_bench)
+tools=(gannet-kv-accuracy gannet-decode-bench gannet-serving-bench)
 
 stage_build() { gpu_build "${tests[@]}" "${tools[@]}"; }
 stage_test() { gpu_ctest 400 "tests passed|tests failed|Failed|\*\*\*|FAILED|Failure" "${tests[@]}"; }
@@ -42,25 +36,11 @@ stage_decode() {
   local rc=0 kv ctx
   for kv in bf16 fp8; do
     timeout 200 "$build/bench/runner/gannet-decode-bench" --model dummy:31b --batches 1,16,64 \
-      --context 1500 --steps 20 --kv $kv --random-kv 2>/dev/null | tee -a "$out/decode.txt" || rc=$?
+      --context 1500 --steps 20 --kv $kv 2>/dev/null | tee -a "$out/decode.txt" || rc=$?
     for ctx in 32768 100000; do
       timeout 200 "$build/bench/runner/gannet-decode-bench" --model dummy:31b --batches 1 \
-        --context $ctx --steps 20 --kv $kv --random-kv 2>/dev/null | tee -a "$out/decode.txt" || rc=$?
+        --context $ctx --steps 20 --kv $kv 2>/dev/null | tee -a "$out/decode.txt" || rc=$?
     done
-  done
-  return $rc
-}
-stage_entries() {
-  timeout 400 "$build/bench/kernels/attention_bench" --benchmark_filter='BM_AttentionDecodeEntry' \
-    2>&1 | grep -E "^BM_|references" | grep -v "no such entry" | tee -a "$out/entries.txt"
-}
-stage_keys() {
-  local rc=0 e
-  for e in "" sm80_hd256_fp8_split sm80_hd256_fp8_split_small sm80_hd256_fp8_keys sm80_hd256_fp8_keys_small; do
-    echo "forced: ${e:-none}" | tee -a "$out/keys.txt"
-    GANNET_FORCE_KERNEL=${e:+$e,sm80_hd512_fp8_split} timeout 200 "$build/bench/runner/gannet-decode-bench" --model dummy:31b \
-      --batches 1,16,64 --context 1500 --steps 20 --kv fp8 --random-kv 2>/dev/null |
-      grep -vE "^\s*$" | tail -4 | tee -a "$out/keys.txt" || rc=$?
   done
   return $rc
 }
