@@ -9,7 +9,7 @@
 #   memcheck  compute-sanitizer on the FP8 attention cases
 #   accuracy  gannet-kv-accuracy on the dummy full-size variants (--tokens, default 1000) and the
 #             tiny checkpoints
-#   decode    gannet-decode-bench bf16 vs FP8: 31B batch 1/16/64 at 1500, batch 1 at 32k and 100k
+#   decode    gannet-decode-bench bf16 vs FP8 (random KV): 31B batch 1/16/64 at 1500, batch 1 at 32k and 100k
 #   capacity  gannet-serving-bench chat 1000/1000 for every dummy variant, bf16 and FP8: the KV
 #             line (how many such sequences the memory holds), --capacity-only
 # Environment: as tools/gpu/stages.sh says, and TOKENS (accuracy continuation length).
@@ -36,10 +36,10 @@ stage_decode() {
   local rc=0 kv ctx
   for kv in bf16 fp8; do
     timeout 200 "$build/bench/runner/gannet-decode-bench" --model dummy:31b --batches 1,16,64 \
-      --context 1500 --steps 20 --kv $kv 2>/dev/null | tee -a "$out/decode.txt" || rc=$?
+      --context 1500 --steps 20 --kv $kv --random-kv 2>/dev/null | tee -a "$out/decode.txt" || rc=$?
     for ctx in 32768 100000; do
       timeout 200 "$build/bench/runner/gannet-decode-bench" --model dummy:31b --batches 1 \
-        --context $ctx --steps 20 --kv $kv 2>/dev/null | tee -a "$out/decode.txt" || rc=$?
+        --context $ctx --steps 20 --kv $kv --random-kv 2>/dev/null | tee -a "$out/decode.txt" || rc=$?
     done
   done
   return $rc
