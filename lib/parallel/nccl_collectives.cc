@@ -6,6 +6,7 @@
 #include <mutex>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <thread>
 
 #include "lib/common/logging.h"
@@ -76,16 +77,12 @@ struct Comm {
   // session 16 did). It runs on its own thread; the destructor, which comes after the graphs are
   // released, waits for it a bounded time.
   std::thread aborter;
-  std::shared_ptr<std::atomic<bool>> abort_finished;
+  std::future<void> abort_finished;
 
   ~Comm() {
     if (!aborted) ncclCommDestroy(comm);
     if (aborter.joinable()) {
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-      while (!*abort_finished && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-      if (*abort_finished) {
+      if (abort_finished.wait_for(std::chrono::seconds(30)) == std::future_status::ready) {
         aborter.join();
       } else {
         GANNET_LOG_WARNING("tensor parallel: rank {}'s NCCL abort has not finished after 30 s (a "
@@ -100,11 +97,9 @@ struct Comm {
   void Abort() {
     if (!aborted.exchange(true)) {
       if (custom != nullptr) custom->Abort();
-      abort_finished = std::make_shared<std::atomic<bool>>(false);
-      aborter = std::thread([c = comm, finished = abort_finished] {
-        ncclCommAbort(c);
-        *finished = true;
-      });
+      std::packaged_task<void()> task([c = comm] { ncclCommAbort(c); });
+      abort_finished = task.get_future();
+      aborter = std::thread(std::move(task));
     }
   }
   absl::Status Usable() const {

@@ -34,6 +34,18 @@ run_watched() {
   fi
   wait "$pid"
 }
+# The two multigpu binaries, each watched (ctest would hold their output until they end); logs
+# and stacks are named with the prefix $1.
+multigpu_tests() {
+  local p=$1 lim=${GANNET_TEST_LIMIT_S:-240}
+  export GANNET_TEST_DATA=${GANNET_TEST_DATA:-$PWD/tests/data}
+  run_watched "${p}multigpu_tp_test" "$lim" "$build/tests/parallel/cuda_tp_test" --gtest_filter='MultiGpu*'
+  note "${p}multigpu_tp_test: exit $?"
+  run_watched "${p}tp_multiprocess_test" "$lim" "$build/tests/parallel/tp_multiprocess_test"
+  note "${p}tp_multiprocess_test: exit $?"
+  grep -hE "^\[  (PASSED|FAILED) |note|Failure|DEVICE_LOST" "$out/${p}multigpu_tp_test.log" \
+    "$out/${p}tp_multiprocess_test.log" | tail -30 | sed -u "s/^/[${p:-lazy}] /" | tee -a "$summary"
+}
 for stage in "$@"; do
   t0=$(date +%s)
   case "$stage" in
@@ -45,23 +57,12 @@ for stage in "$@"; do
           >> "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
       ;;
     test)
-      export GANNET_TEST_DATA=${GANNET_TEST_DATA:-$PWD/tests/data}
-      # The two multigpu binaries directly (ctest would hold their output until they end).
-      lim=${GANNET_TEST_LIMIT_S:-240}
-      run_watched multigpu_tp_test "$lim" "$build/tests/parallel/cuda_tp_test" --gtest_filter='MultiGpu*'
-      note "multigpu_tp_test: exit $?"
-      run_watched tp_multiprocess_test "$lim" "$build/tests/parallel/tp_multiprocess_test"
-      note "tp_multiprocess_test: exit $?"
-      grep -hE "^\[  (PASSED|FAILED) |note|Failure|DEVICE_LOST" "$out/multigpu_tp_test.log" \
-        "$out/tp_multiprocess_test.log" | tail -30 | tee -a "$summary"
+      multigpu_tests ""
       ;;
     test_eager)
       # The same tests with every kernel loaded when its context is made: a hang under lazy
       # loading that passes here is a kernel-loading deadlock between the ranks' threads.
-      (cd "$build" && CUDA_MODULE_LOADING=EAGER ctest -L multigpu --output-on-failure --timeout "${GANNET_CTEST_TIMEOUT:-300}") \
-        > "$out/ctest_eager.log" 2>&1
-      grep -E "tests passed|Failed|FAILED|Passed" "$out/ctest_eager.log" | tail -10 | sed -u "s/^/[eager] /" |
-        tee -a "$summary"
+      CUDA_MODULE_LOADING=EAGER multigpu_tests eager_
       ;;
     allreduce)
       for mode in nccl auto; do
