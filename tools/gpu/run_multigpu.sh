@@ -3,16 +3,21 @@
 # the all-reduce per size (custom vs NCCL), 31B decode at TP=1 vs TP=N, and the chat serving set.
 # Usage, from the repository root after `source .device/env.sh`:
 #   tools/gpu/run_multigpu.sh build test [test_eager] allreduce decode capacity serving
+# GANNET_MODEL (default dummy:31b) and GANNET_TPS (the TP degrees, 0 = the plain runner; default
+# "0 $GANNET_TP") choose what the decode, capacity and serving stages run.
 # Logs and a summary go to $OUT (default /tmp/gannet-multigpu-out). NCCL_NVLS_ENABLE=0 stays set.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 build=${GANNET_GPU_BUILD:-/tmp/gannet-gpu}
 out=${OUT:-/tmp/gannet-multigpu-out}
 tp=${GANNET_TP:-2}
+model=${GANNET_MODEL:-dummy:31b}
+tps=${GANNET_TPS:-0 $tp}
+mname=${model#dummy:}
 mkdir -p "$out"
 summary="$out/multigpu_summary.txt"
 note() { echo "$*" | tee -a "$summary"; }
-note "== gannet multi-GPU runs: commit ${GANNET_COMMIT:-unknown}, $(date -u +%FT%TZ), tp $tp"
+note "== gannet multi-GPU runs: commit ${GANNET_COMMIT:-unknown}, $(date -u +%FT%TZ), $model, tp $tps"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$summary"
 nvidia-smi topo -m 2>&1 | head -12 >> "$summary"
 # Runs a command with a time limit; past it, every thread's stack (cuda-gdb attached, where the
@@ -65,40 +70,45 @@ for stage in "$@"; do
       CUDA_MODULE_LOADING=EAGER multigpu_tests eager_
       ;;
     allreduce)
-      for mode in nccl auto; do
-        GANNET_ALLREDUCE=$mode "$build/bench/parallel/gannet-allreduce-bench" --tp "$tp" --iters 200 2>&1 |
-          grep --line-buffered -v "^gannet \[I\]" | sed -u "s/^/[$mode] /" | tee -a "$summary"
+      for t in $tps; do
+        [ "$t" -gt 1 ] || continue
+        for mode in nccl auto; do
+          GANNET_ALLREDUCE=$mode "$build/bench/parallel/gannet-allreduce-bench" --tp "$t" --iters 200 2>&1 |
+            grep --line-buffered -v "^gannet \[I\]" | sed -u "s/^/[tp$t $mode] /" | tee -a "$summary"
+        done
       done
       ;;
     decode)
-      for t in 0 "$tp"; do
+      for t in $tps; do
         t1=$(date +%s)
-        timeout 300 "$build/bench/runner/gannet-decode-bench" --model dummy:31b --batches 1,16,64 \
+        timeout 300 "$build/bench/runner/gannet-decode-bench" --model "$model" --batches "${GANNET_DECODE_BATCHES:-1,16,64}" \
           --context 1500 --steps 20 --tp "$t" 2>&1 | grep --line-buffered -v "^gannet \[I\]" | tee -a "$summary"
         note "   (decode-bench --tp $t: $(( $(date +%s) - t1 )) s)"
       done
       ;;
     capacity)
       # The most 1000/1000 sequences the KV pools hold at once, per TP degree.
-      for t in 0 "$tp"; do
-        timeout 300 "$build/bench/serving/gannet-serving-bench" --model dummy:31b --input-len 1000 \
+      for t in $tps; do
+        t1=$(date +%s)
+        timeout 300 "$build/bench/serving/gannet-serving-bench" --model "$model" --input-len 1000 \
           --output-len 1000 --tp "$t" --capacity-only 2>&1 | grep --line-buffered -v "^gannet \[I\]" |
-          sed -u "s/^/[tp$t] /" | tee -a "$summary"
+          sed -u "s/^/[$mname tp$t] /" | tee -a "$summary"
+        note "   (capacity $mname tp$t: $(( $(date +%s) - t1 )) s)"
       done
       ;;
     serving)
       # GANNET_SERVING_CONC: the concurrencies (default 1 16 80). GANNET_MAXRUN_TP0 / _TPN: a
       # running limit per TP degree (what the capacity stage found), taken as min(limit, conc).
       for c in ${GANNET_SERVING_CONC:-1 16 80}; do
-        for t in ${GANNET_SERVING_TPS:-0 $tp}; do
+        for t in $tps; do
           lim=$([ "$t" = 0 ] && echo "${GANNET_MAXRUN_TP0:-}" || echo "${GANNET_MAXRUN_TPN:-}")
           extra=()
           [ -n "$lim" ] && extra=(--max-running $(( lim < c ? lim : c )))
           t1=$(date +%s)
-          timeout 600 "$build/bench/serving/gannet-serving-bench" --model dummy:31b --input-len 1000 \
-            --output-len 1000 --concurrency "$c" --tp "$t" "${extra[@]}" --name "31b tp$t c$c" 2>&1 |
+          timeout 600 "$build/bench/serving/gannet-serving-bench" --model "$model" --input-len 1000 \
+            --output-len 1000 --concurrency "$c" --tp "$t" "${extra[@]}" --name "$mname tp$t c$c" 2>&1 |
             grep --line-buffered -v "^gannet \[I\]" | tee -a "$summary"
-          note "   (serving tp$t c$c: $(( $(date +%s) - t1 )) s)"
+          note "   (serving $mname tp$t c$c: $(( $(date +%s) - t1 )) s)"
         done
       done
       ;;
