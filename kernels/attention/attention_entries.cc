@@ -38,12 +38,16 @@ GridFill Fill(const FlashConfig& c, const ProblemKey& pk, const DeviceInfo& dev)
 // that stays within two waves even at the most splits (batch-1 decode) takes the most: there the
 // time is pipeline latency, and shorter splits cut it more than the merge adds (H200, batch 1:
 // hd256 over 1024 keys 13.3 us with 16 splits vs 14.9 with 14; hd512 over 2048 keys 15.6 us
-// with 32 vs 17.6 with 16).
+// with 32 vs 17.6 with 16). One wave at least 80% full stays whole. A grid past one wave is
+// weighed like any other: its last, partly filled wave streams at a fraction of the GPU (H200,
+// 31B at 80 sequences: 1.21 waves of full-layer CTAs ran 366 us against 195 us for 64
+// sequences' 0.97 wave; 2.42 waves of sliding ones 380 us against 274 us for 1.94 waves).
+// Prefill grids that fill the GPU stay whole (measured only for decode).
 int SplitHeuristic(const FlashConfig& c, const ProblemKey& pk, const DeviceInfo& dev) {
   const auto [ctas, target] = Fill(c, pk, dev);
   int kv_len = pk.max_seq_len;
   if (pk.window > 0) kv_len = std::min(kv_len, pk.window + std::max(1, pk.max_query_len) - 1);
-  if (ctas * 5 >= target * 4) return 1;
+  if (ctas * 5 >= target * 4 && (ctas <= target || pk.op != Op::kAttentionDecode)) return 1;
   const int max_splits =
       std::min(kMaxSplits, std::max({1, kv_len / kMinKeysPerSplit,
                                      std::min(kShortContextSplits, kv_len / kMinKeysShort)}));
@@ -160,13 +164,32 @@ ProblemPredicate AnyPredicate(ElemType kv, ElemType in) {
 // 64 sequences at 1500: 274 us vs 326 us, 92% vs 77% of copy; the 31B step 36.0 -> 33.8 ms).
 // Problems that would split (few sequences x kv heads: E4B at 64 sequences has 128 CTAs) keep the
 // wide tile, which measured faster there (6.68 vs 6.94 ms a step).
+// The narrow tile splits by its own heuristic (its four CTAs per SM make other waves than the
+// wide tile's two).
+struct Hd256DecodePlan {
+  bool narrow;
+  int splits;
+};
+Hd256DecodePlan PlanHd256Decode(const ProblemKey& pk, const DeviceInfo& dev) {
+  const FlashConfig narrow = FlashConfigDecodeHd256Small();
+  const GridFill f = Fill(narrow, pk, dev);
+  if (f.ctas * 5 >= f.target * 4) return {true, SplitHeuristic(narrow, pk, dev)};
+  return {false, SplitHeuristic(FlashConfigDecodeHd256(), pk, dev)};
+}
+
+size_t DecodeHd256Workspace(const ProblemKey& pk, const DeviceInfo& dev) {
+  const FlashConfig c = FlashConfigDecodeHd256();  // the narrow tile's workspace is the same shape
+  return FlashWorkspaceBytes(c, FlashGridTiles(c, pk.num_tokens, pk.num_seqs, std::max(1, pk.group())),
+                             pk.num_kv_heads, PlanHd256Decode(pk, dev).splits);
+}
+
 cudaError_t DecodeHd256Launch(const void* args, const ProblemKey& pk, const DeviceInfo& dev,
                               void* workspace, cudaStream_t stream) {
   const auto& p = *static_cast<const PagedAttentionParams*>(args);
-  if (p.num_splits <= 0 && Hd256DecodeUsesNarrowTile(pk, dev)) {
-    return LaunchFlashDecodeHd256Small(p, 1, workspace, stream);
-  }
-  return FlashLaunch<FlashConfigDecodeHd256, LaunchFlashDecodeHd256>(args, pk, dev, workspace, stream);
+  if (p.num_splits > 0) return LaunchFlashDecodeHd256(p, p.num_splits, workspace, stream);
+  const Hd256DecodePlan plan = PlanHd256Decode(pk, dev);
+  return plan.narrow ? LaunchFlashDecodeHd256Small(p, plan.splits, workspace, stream)
+                     : LaunchFlashDecodeHd256(p, plan.splits, workspace, stream);
 }
 
 }  // namespace
@@ -180,7 +203,7 @@ const KernelEntry kSm80DecodeHd256Split = {"sm80_hd256_bf16_split",
                                            FlashPredicate(256, 16),
                                            2,
                                            FlashCanImplement<FlashConfigDecodeHd256>,
-                                           FlashWorkspace<FlashConfigDecodeHd256>,
+                                           DecodeHd256Workspace,
                                            DecodeHd256Launch};
 GANNET_FLASH_ENTRY(kSm80DecodeHd256SplitSmall, "sm80_hd256_bf16_split_small", Op::kAttentionDecode, DecodeHd256Small, 256, 16, 1)
 GANNET_FLASH_ENTRY(kSm80DecodeHd512Split, "sm80_hd512_bf16_split", Op::kAttentionDecode, DecodeHd512, 512, 16, 2)
@@ -339,16 +362,13 @@ FlashConfig (*FlashConfigOf(const KernelEntry& entry))() {
 }  // namespace
 
 bool Hd256DecodeUsesNarrowTile(const ProblemKey& problem, const DeviceInfo& device) {
-  const GridFill narrow = Fill(FlashConfigDecodeHd256Small(), problem, device);
-  // The wide tile's own heuristic gives 1 split whenever this holds (its target is smaller), so
-  // the workspace sized for the entry's configuration fits both.
-  return narrow.ctas * 5 >= narrow.target * 4 &&
-         SplitHeuristic(FlashConfigDecodeHd256(), problem, device) == 1;
+  return PlanHd256Decode(problem, device).narrow;
 }
 
 bool IsFlashEntry(const KernelEntry& entry) { return FlashConfigOf(entry) != nullptr; }
 
 int FlashAttentionSplits(const KernelEntry& entry, const ProblemKey& pk, const DeviceInfo& dev) {
+  if (&entry == &kSm80DecodeHd256Split) return PlanHd256Decode(pk, dev).splits;
   auto config = FlashConfigOf(entry);
   return config ? SplitHeuristic(config(), pk, dev) : 0;
 }

@@ -260,6 +260,9 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
     if (c.name.rfind("decode_narrow", 0) == 0 && e == &kernels::kSm80DecodeHd256Split) {
       // The case exists to run the entry's 16-key tiles through its own heuristic.
       EXPECT_TRUE(kernels::Hd256DecodeUsesNarrowTile(pk, gpu.device_info())) << c.name;
+      if (c.name.rfind("decode_narrow_split", 0) == 0 && gpu.device_info().num_sms == 132) {
+        EXPECT_GT(kernels::FlashAttentionSplits(*e, pk, gpu.device_info()), 1) << c.name;
+      }
     }
     for (int splits : flash ? c.splits : std::vector<int>{0}) {
       ASSERT_TRUE(gpu.Fill(out.t.Reshape({num_tokens, c.nq * c.d}), NAN).ok());
@@ -306,6 +309,13 @@ std::vector<Case> Cases() {
       many.q_lens.push_back(1);
     }
     v.push_back(many);
+    // 80 of them: 2.42 waves of 16-key CTAs on a 132-SM GPU, which the heuristic splits.
+    Case split{"decode_narrow_split_31b_sliding_b80", 32, 16, 256, 16, 1024, {}, {}, 0.f, false, {0}};
+    for (int i = 0; i < 80; ++i) {
+      split.seq_lens.push_back(1 + (i * 389) % 1500);
+      split.q_lens.push_back(1);
+    }
+    v.push_back(split);
   }
   v.push_back({"decode_sliding_minus_one_holes", 32, 16, 256, 16, 1024, {3000, 1025}, {1, 1}, 0.f, true, {0, 3}});
   // E2B/E4B style heads, both head dims, page 16, Gemma's scale 1.0 on small q.

@@ -323,6 +323,35 @@ TEST_F(RegistryTest, Hd256DecodeTakesNarrowTilesOnlyForGridsThatFillTheGpu) {
   EXPECT_FALSE(Hd256DecodeUsesNarrowTile(e4b, h100));
 }
 
+TEST_F(RegistryTest, AGridPastOneWaveSplitsWhenItsLastWaveWouldRunMostlyEmpty) {
+  const DeviceInfo h100 = Device(90);
+  auto sliding = [](int num_kv_heads, int seqs) {
+    ProblemKey pk = Attention(Op::kAttentionDecode, 256, num_kv_heads * 2, num_kv_heads);
+    pk.window = 1024;
+    pk.max_seq_len = 2048;
+    pk.num_seqs = pk.num_tokens = seqs;
+    return pk;
+  };
+  // 31B at 80 sequences: 1280 narrow CTAs are 2.42 waves of 528 (81% efficient); two splits make
+  // 4.85 waves (97%).
+  EXPECT_TRUE(Hd256DecodeUsesNarrowTile(sliding(16, 80), h100));
+  EXPECT_EQ(FlashAttentionSplits(kSm80DecodeHd256Split, sliding(16, 80), h100), 2);
+  // Half the kv heads (tensor parallel 2) at 80 sequences: 640 CTAs, 1.21 waves; three splits.
+  EXPECT_TRUE(Hd256DecodeUsesNarrowTile(sliding(8, 80), h100));
+  EXPECT_EQ(FlashAttentionSplits(kSm80DecodeHd256Split, sliding(8, 80), h100), 3);
+  // The full layer at 80 sequences: 320 CTAs of two per SM, 1.21 waves of 264; three splits.
+  ProblemKey full = Attention(Op::kAttentionDecode, 512, 32, 4);
+  full.max_seq_len = 2048;
+  full.num_seqs = full.num_tokens = 80;
+  EXPECT_EQ(FlashAttentionSplits(kSm80DecodeHd512Split, full, h100), 3);
+  // 64 sequences fill 0.97 of a wave: whole.
+  full.num_seqs = full.num_tokens = 64;
+  EXPECT_EQ(FlashAttentionSplits(kSm80DecodeHd512Split, full, h100), 1);
+  // Work sized for the split count the launch uses (the narrow tile's).
+  EXPECT_EQ(kSm80DecodeHd256Split.workspace_bytes(sliding(16, 80), h100),
+            FlashAttentionWorkspace(kSm80DecodeHd256Split, sliding(16, 80), 2));
+}
+
 // Every registry problem a Gemma-4 variant runs: attention decode (batch 1 and 64, and verify
 // chunks of 4 tokens) and prefill on its sliding and full layers, bf16 and FP8 KV, single-store
 // K=V where the variant has it; the small-M GEMV; and the 26B-A4B experts at 1 and 512 tokens.

@@ -1,0 +1,65 @@
+#!/bin/bash
+# Decode attention's split count for grids past one wave (a partly filled last wave) against a
+# baseline commit, built and run side by side on one machine of 1, 2 or 4 GPUs. From the
+# repository root on the GPU machine (after `source .device/env.sh`):
+#   tools/gpu/make_base.sh <commit>      (on the workstation: .base/src.tar.gz; carry ".base")
+#   tools/gpu/run_wave_splits.sh [stage ...]   (default: build base test decode)
+#   build     sm_90 Release build: attention and registry tests, decode and serving benches
+#   base      the benches from .base/src.tar.gz, in $GANNET_BASE_BUILD
+#   test      cuda_attention_test (the 80-sequence narrow-tile split case among them) and
+#             kernel_registry_test
+#   decode    gannet-decode-bench at batch 64 and 80 (context 1500), 31B and 26B-A4B, each TP
+#             degree of GANNET_TPS (default "0", plus 2 and 4 where the GPUs are there), both builds
+#   serving   this build: 31B and 26B-A4B chat 1000/1000 at concurrency 80, each TP degree (TP=1
+#             with --max-running 80, which its pools hold)
+# Environment: as tools/gpu/stages.sh says; GANNET_BASE_BUILD (default /tmp/gannet-base).
+source "$(dirname "$0")/stages.sh"
+export NCCL_NVLS_ENABLE=0
+gpu_header "decode splits past one wave A/B"
+base_build=${GANNET_BASE_BUILD:-/tmp/gannet-base}
+base_src=/tmp/gannet-base-src
+gpus=$(nvidia-smi -L | wc -l)
+default_tps="0"
+[ "$gpus" -ge 2 ] && default_tps+=" 2"
+[ "$gpus" -ge 4 ] && default_tps+=" 4"
+tps=${GANNET_TPS:-$default_tps}
+bench_targets=(gannet-decode-bench gannet-serving-bench)
+
+stage_build() { gpu_build cuda_attention_test kernel_registry_test "${bench_targets[@]}"; }
+stage_base() {
+  [ -f .base/src.tar.gz ] || { echo "no .base/src.tar.gz (tools/gpu/make_base.sh)"; return 2; }
+  note "baseline: $(cat .base/commit 2>/dev/null)"
+  rm -rf "$base_src" && mkdir -p "$base_src" && tar -xzf .base/src.tar.gz -C "$base_src" &&
+    (cd "$base_src" && GANNET_GPU_BUILD="$base_build" OUT="$out/base" bash -c \
+      'source tools/gpu/stages.sh && gpu_build "$@"' _ "${bench_targets[@]}")
+}
+stage_test() {
+  gpu_ctest 900 "tests passed|tests failed|Failed|FAILED|\*\*\*" cuda_attention_test kernel_registry_test
+}
+stage_decode() {
+  local m t label b
+  for m in 31b 26b-a4b; do
+    for t in $tps; do
+      for label in base new; do
+        b=$build
+        [ $label = base ] && b=$base_build
+        note "-- $label: $m tp $t"
+        timeout 240 "$b/bench/runner/gannet-decode-bench" --model "dummy:$m" --batches 64,80 \
+          --context 1500 --steps 15 --tp "$t" 2>&1 | grep -E "^ +batch" | tee -a "$summary"
+      done
+    done
+  done
+}
+stage_serving() {
+  local m t lim
+  for m in 31b 26b-a4b; do
+    for t in $tps; do
+      lim=()
+      [ "$t" = 0 ] && lim=(--max-running 80)
+      timeout 300 "$build/bench/serving/gannet-serving-bench" --model "dummy:$m" --input-len 1000 \
+        --output-len 1000 --concurrency 80 --tp "$t" "${lim[@]}" --name "$m tp$t c80" 2>&1 |
+        grep --line-buffered -v "^gannet \[I\]" | tee -a "$summary"
+    done
+  done
+}
+gpu_run_stages build base test decode -- "$@"
