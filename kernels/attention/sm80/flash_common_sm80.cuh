@@ -582,16 +582,11 @@ __device__ __forceinline__ void StoreFlashResult(const PagedAttentionParams& p, 
   }
 }
 
-// One CTA per (tile, kv head, row); head_dim / 4 threads, 4 dims each. kMinArch only keeps the
-// sm75 entries' instantiation (PTX-only in the developer build) apart from the sm80 entries'.
-template <int kHeadDim, int kBlockM, int kMinArch>
-__global__ void __launch_bounds__(kHeadDim / 4) FlashCombineKernel(const PagedAttentionParams p,
-                                                                 int num_splits, void* workspace) {
-  PdlEnter();
-  const int group = p.num_q_heads / p.num_kv_heads;
-  const int kvh = blockIdx.y, r = blockIdx.z;
-  TileRange t;
-  if (!FindTileRange(p, group, kBlockM, blockIdx.x, &t) || r >= t.rows_here) return;
+// The merge of one row of a (tile, kv head): its splits' partials weighted by their
+// log2-sum-exps (FlashCombineKernel).
+template <int kHeadDim, int kBlockM>
+__device__ __forceinline__ void CombineRow(const PagedAttentionParams& p, const TileRange& t, int group,
+                                           int kvh, int r, int num_splits, void* workspace) {
   const int cta = blockIdx.x * gridDim.y + kvh;
   const SplitWorkspace w = SplitViews(workspace, gridDim.x * gridDim.y, num_splits, kBlockM, kHeadDim);
   const float* lse = w.lse + static_cast<size_t>(cta) * num_splits * kBlockM + r;
@@ -648,12 +643,31 @@ __global__ void __launch_bounds__(kHeadDim / 4) FlashCombineKernel(const PagedAt
   }
 }
 
+// One CTA per (tile, kv head): kCombineRows rows at a time, head_dim / 4 threads a row, 4 dims
+// each. (A CTA per row made a decode step's merge mostly empty CTAs: a 31B sliding layer at 80
+// sequences launched 23040 of 64 threads, 2 of every 16 with a row, and took 68 us on an H200.)
+// kMinArch only keeps the sm75 entries' instantiation (PTX-only in the developer build) apart
+// from the sm80 entries'.
+constexpr int kCombineRows = 4;
+template <int kHeadDim, int kBlockM, int kMinArch>
+__global__ void __launch_bounds__(kHeadDim / 4 * kCombineRows)
+    FlashCombineKernel(const PagedAttentionParams p, int num_splits, void* workspace) {
+  PdlEnter();
+  const int group = p.num_q_heads / p.num_kv_heads;
+  const int kvh = blockIdx.y;
+  TileRange t;
+  if (!FindTileRange(p, group, kBlockM, blockIdx.x, &t)) return;
+  for (int r = threadIdx.y; r < t.rows_here; r += kCombineRows) {
+    CombineRow<kHeadDim, kBlockM>(p, t, group, kvh, r, num_splits, workspace);
+  }
+}
+
 template <int kHeadDim, int kBlockM, int kMinArch>
 cudaError_t LaunchFlashCombine(const PagedAttentionParams& p, dim3 flash_grid, int num_splits,
                                void* workspace, cudaStream_t stream) {
-  dim3 grid(flash_grid.x, flash_grid.y, kBlockM);
-  Launch(FlashCombineKernel<kHeadDim, kBlockM, kMinArch>, grid, kHeadDim / 4, 0, stream, p,
-         num_splits, workspace);
+  dim3 grid(flash_grid.x, flash_grid.y, 1);
+  Launch(FlashCombineKernel<kHeadDim, kBlockM, kMinArch>, grid, dim3(kHeadDim / 4, kCombineRows), 0,
+         stream, p, num_splits, workspace);
   return cudaGetLastError();
 }
 
