@@ -44,12 +44,15 @@ run_watched() {
 multigpu_tests() {
   local p=$1 lim=${GANNET_TEST_LIMIT_S:-240}
   export GANNET_TEST_DATA=${GANNET_TEST_DATA:-$PWD/tests/data}
-  run_watched "${p}multigpu_tp_test" "$lim" "$build/tests/parallel/cuda_tp_test" --gtest_filter='MultiGpu*'
+  run_watched "${p}multigpu_tp_test" "$lim" "$build/tests/parallel/cuda_tp_test" --gtest_filter='*MultiGpu*'
   note "${p}multigpu_tp_test: exit $?"
   run_watched "${p}tp_multiprocess_test" "$lim" "$build/tests/parallel/tp_multiprocess_test"
   note "${p}tp_multiprocess_test: exit $?"
-  grep -hE "^\[  (PASSED|FAILED) |note|Failure|DEVICE_LOST" "$out/${p}multigpu_tp_test.log" \
-    "$out/${p}tp_multiprocess_test.log" | tail -30 | sed -u "s/^/[${p:-lazy}] /" | tee -a "$summary"
+  # Every test's own result line, so the summary shows which ran (a filter that matched fewer
+  # than meant passed quietly before: 'MultiGpu*' missed the parameterized Variants/MultiGpuTpTest).
+  grep -hE "^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z]|^\[  (PASSED|FAILED) |note|Failure|DEVICE_LOST" \
+    "$out/${p}multigpu_tp_test.log" "$out/${p}tp_multiprocess_test.log" | tail -40 |
+    sed -u "s/^/[${p:-lazy}] /" | tee -a "$summary"
 }
 for stage in "$@"; do
   t0=$(date +%s)
