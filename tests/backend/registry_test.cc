@@ -302,15 +302,18 @@ TEST_F(RegistryTest, SplitCountFillsTheGpuOnlyWhenNeeded) {
   EXPECT_EQ(FlashAttentionSplits(kSm80DecodeHd512Split, short_ctx, h100), 1);
 }
 
+// A 31B-style sliding layer's decode step (hd256, GQA 2, window 1024) of `seqs` sequences.
+ProblemKey SlidingDecode(int num_kv_heads, int seqs, int max_seq_len) {
+  ProblemKey pk = Attention(Op::kAttentionDecode, 256, num_kv_heads * 2, num_kv_heads);
+  pk.window = 1024;
+  pk.max_seq_len = max_seq_len;
+  pk.num_seqs = pk.num_tokens = seqs;
+  return pk;
+}
+
 TEST_F(RegistryTest, Hd256DecodeTakesNarrowTilesOnlyForGridsThatFillTheGpu) {
   const DeviceInfo h100 = Device(90);
-  auto sliding = [](int num_kv_heads, int seqs) {
-    ProblemKey pk = Attention(Op::kAttentionDecode, 256, num_kv_heads * 2, num_kv_heads);
-    pk.window = 1024;
-    pk.max_seq_len = 1500;
-    pk.num_seqs = pk.num_tokens = seqs;
-    return pk;
-  };
+  auto sliding = [](int num_kv_heads, int seqs) { return SlidingDecode(num_kv_heads, seqs, 1500); };
   // 31B at 64 sequences: 1024 unsplit CTAs, four waves of 16-key CTAs at four per SM.
   EXPECT_TRUE(Hd256DecodeUsesNarrowTile(sliding(16, 64), h100));
   EXPECT_EQ(FlashAttentionSplits(kSm80DecodeHd256Split, sliding(16, 64), h100), 1);
@@ -325,13 +328,7 @@ TEST_F(RegistryTest, Hd256DecodeTakesNarrowTilesOnlyForGridsThatFillTheGpu) {
 
 TEST_F(RegistryTest, AGridPastOneWaveSplitsWhenItsLastWaveWouldRunMostlyEmpty) {
   const DeviceInfo h100 = Device(90);
-  auto sliding = [](int num_kv_heads, int seqs) {
-    ProblemKey pk = Attention(Op::kAttentionDecode, 256, num_kv_heads * 2, num_kv_heads);
-    pk.window = 1024;
-    pk.max_seq_len = 2048;
-    pk.num_seqs = pk.num_tokens = seqs;
-    return pk;
-  };
+  auto sliding = [](int num_kv_heads, int seqs) { return SlidingDecode(num_kv_heads, seqs, 2048); };
   // 31B at 80 sequences: 1280 narrow CTAs are 2.42 waves of 528 (81% efficient); two splits make
   // 4.85 waves (97%).
   EXPECT_TRUE(Hd256DecodeUsesNarrowTile(sliding(16, 80), h100));

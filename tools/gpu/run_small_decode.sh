@@ -17,18 +17,10 @@
 # GANNET_AB_MOE_ONLY=1 limits the decode stage to 26B-A4B.
 source "$(dirname "$0")/stages.sh"
 gpu_header "small-batch decode A/B"
-base_build=${GANNET_BASE_BUILD:-/tmp/gannet-base}
-base_src=/tmp/gannet-base-src
 targets=(cuda_ops_test cuda_graph_test cuda_runner_test gannet-decode-bench gemm_bench moe_bench)
 
 stage_build() { gpu_build "${targets[@]}"; }
-stage_base() {
-  [ -f .base/src.tar.gz ] || { echo "no .base/src.tar.gz (tools/gpu/make_base.sh)"; return 2; }
-  note "baseline: $(cat .base/commit 2>/dev/null)"
-  rm -rf "$base_src" && mkdir -p "$base_src" && tar -xzf .base/src.tar.gz -C "$base_src" &&
-    (cd "$base_src" && GANNET_GPU_BUILD="$base_build" OUT="$out/base" bash -c \
-      'source tools/gpu/stages.sh && gpu_build "$@"' _ "${targets[@]}")
-}
+stage_base() { gpu_build_base "${targets[@]}"; }
 stage_test() { gpu_ctest 900 "tests passed|tests failed|Failed|FAILED|\*\*\*" cuda_ops_test cuda_graph_test cuda_runner_test; }
 
 kernel_benches() {  # kernel_benches BUILD LABEL

@@ -16,8 +16,6 @@
 source "$(dirname "$0")/stages.sh"
 export NCCL_NVLS_ENABLE=0
 gpu_header "decode splits past one wave A/B"
-base_build=${GANNET_BASE_BUILD:-/tmp/gannet-base}
-base_src=/tmp/gannet-base-src
 gpus=$(nvidia-smi -L | wc -l)
 default_tps="0"
 [ "$gpus" -ge 2 ] && default_tps+=" 2"
@@ -26,13 +24,7 @@ tps=${GANNET_TPS:-$default_tps}
 bench_targets=(gannet-decode-bench gannet-serving-bench)
 
 stage_build() { gpu_build cuda_attention_test kernel_registry_test "${bench_targets[@]}"; }
-stage_base() {
-  [ -f .base/src.tar.gz ] || { echo "no .base/src.tar.gz (tools/gpu/make_base.sh)"; return 2; }
-  note "baseline: $(cat .base/commit 2>/dev/null)"
-  rm -rf "$base_src" && mkdir -p "$base_src" && tar -xzf .base/src.tar.gz -C "$base_src" &&
-    (cd "$base_src" && GANNET_GPU_BUILD="$base_build" OUT="$out/base" bash -c \
-      'source tools/gpu/stages.sh && gpu_build "$@"' _ "${bench_targets[@]}")
-}
+stage_base() { gpu_build_base "${bench_targets[@]}"; }
 stage_test() {
   gpu_ctest 900 "tests passed|tests failed|Failed|FAILED|\*\*\*" cuda_attention_test kernel_registry_test
 }

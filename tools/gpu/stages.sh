@@ -29,6 +29,19 @@ gpu_build() {
   return $rc
 }
 
+# gpu_build_base TARGET...: the same build of the baseline in .base/src.tar.gz (tools/gpu/make_base.sh
+# on the workstation; carry ".base"), unpacked in /tmp/gannet-base-src and built in
+# $GANNET_BASE_BUILD (default /tmp/gannet-base), for A/B runs side by side on one machine.
+base_build=${GANNET_BASE_BUILD:-/tmp/gannet-base}
+gpu_build_base() {
+  local src=/tmp/gannet-base-src
+  [ -f .base/src.tar.gz ] || { echo "no .base/src.tar.gz (tools/gpu/make_base.sh)"; return 2; }
+  note "baseline: $(cat .base/commit 2>/dev/null)"
+  rm -rf "$src" && mkdir -p "$src" && tar -xzf .base/src.tar.gz -C "$src" &&
+    (cd "$src" && GANNET_GPU_BUILD="$base_build" OUT="$out/base" bash -c \
+      'source tools/gpu/stages.sh && gpu_build "$@"' _ "$@")
+}
+
 # gpu_ctest TIMEOUT GREP TEST...: the named ctest tests, verbose into ctest.log; prints the log's
 # lines that match GREP.
 gpu_ctest() {
