@@ -11,6 +11,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/attention/paged_attention.h"
@@ -643,11 +644,13 @@ __device__ __forceinline__ void CombineRow(const PagedAttentionParams& p, const 
   }
 }
 
-// One CTA per (tile, kv head): kCombineRows rows at a time, head_dim / 4 threads a row, 4 dims
-// each. (A CTA per row made a decode step's merge mostly empty CTAs: a 31B sliding layer at 80
-// sequences launched 23040 of 64 threads, 2 of every 16 with a row, and took 68 us on an H200.)
-// kMinArch only keeps the sm75 entries' instantiation (PTX-only in the developer build) apart
-// from the sm80 entries'.
+// CTAs per (tile, kv head) along z, kCombineRows rows each, enough for the rows a tile can hold
+// (group x the longest query, at most kBlockM); head_dim / 4 threads a row, 4 dims each. A
+// decode tile of GQA 2 takes one CTA and one of GQA 8 two, every row at once. (A CTA per
+// possible row made a decode step's merge mostly empty CTAs: a 31B sliding layer at 80 sequences
+// launched 23040 of 64 threads, 2 of every 16 with a row, and took 68 us on an H200.) The loop
+// keeps every row covered whatever the grid. kMinArch only keeps the sm75 entries'
+// instantiation (PTX-only in the developer build) apart from the sm80 entries'.
 constexpr int kCombineRows = 4;
 template <int kHeadDim, int kBlockM, int kMinArch>
 __global__ void __launch_bounds__(kHeadDim / 4 * kCombineRows)
@@ -657,7 +660,8 @@ __global__ void __launch_bounds__(kHeadDim / 4 * kCombineRows)
   const int kvh = blockIdx.y;
   TileRange t;
   if (!FindTileRange(p, group, kBlockM, blockIdx.x, &t)) return;
-  for (int r = threadIdx.y; r < t.rows_here; r += kCombineRows) {
+  const int stride = gridDim.z * kCombineRows;
+  for (int r = blockIdx.z * kCombineRows + threadIdx.y; r < t.rows_here; r += stride) {
     CombineRow<kHeadDim, kBlockM>(p, t, group, kvh, r, num_splits, workspace);
   }
 }
@@ -665,7 +669,9 @@ __global__ void __launch_bounds__(kHeadDim / 4 * kCombineRows)
 template <int kHeadDim, int kBlockM, int kMinArch>
 cudaError_t LaunchFlashCombine(const PagedAttentionParams& p, dim3 flash_grid, int num_splits,
                                void* workspace, cudaStream_t stream) {
-  dim3 grid(flash_grid.x, flash_grid.y, 1);
+  const int group = p.num_q_heads / p.num_kv_heads;
+  const int rows = std::max(1, std::min(kBlockM, group * std::max(1, p.max_query_len)));
+  dim3 grid(flash_grid.x, flash_grid.y, (rows + kCombineRows - 1) / kCombineRows);
   Launch(FlashCombineKernel<kHeadDim, kBlockM, kMinArch>, grid, dim3(kHeadDim / 4, kCombineRows), 0,
          stream, p, num_splits, workspace);
   return cudaGetLastError();
