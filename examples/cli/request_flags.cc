@@ -24,7 +24,7 @@ std::vector<FlagSpec> CommonFlags() {
       {"tp-rank", 0, true, false, "N", "this process's rank in the --tp-id group, 0 to --tp - 1 (default 0; rank 0 takes the prompt)"},
       {"threads", 0, true, false, "N", "CPU backend threads (default: all cores; at most 1024)"},
       {"ctx-size", 'c', true, false, "N", "longest sequence in tokens (default: min(model, 32768))", {"max-model-len"}},
-      {"max-running", 0, true, false, "N", "concurrent sequences (default: what the memory holds, at most 64)"},
+      {"max-running", 0, true, false, "N", "concurrent sequences (default: what the memory holds, at most 64 per GPU)"},
       {"kv-memory", 0, true, false, "SIZE", "KV cache memory, e.g. 8G (default: what the device has left)"},
       {"kv-cache-dtype", 0, true, false, "TYPE", "bf16 (default) or fp8: FP8 E4M3 keys and values, about half the KV memory"},
       {"compute-dtype", 0, true, false, "TYPE", "auto (default: f16 on V100, else bf16), bf16 or f16: what the GPU computes in"},

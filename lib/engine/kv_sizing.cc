@@ -14,11 +14,12 @@ constexpr int64_t kGiB = int64_t{1} << 30;
 }  // namespace
 
 absl::StatusOr<EngineLimits> ResolveLimits(const EngineConfig& cfg, const model::TextConfig& c,
-                                           bool cpu) {
+                                           bool cpu, int world) {
   EngineLimits l;
   l.user_running_seqs = cfg.max_running_seqs > 0;
   l.user_max_model_len = cfg.max_model_len > 0;
-  l.max_running_seqs = cfg.max_running_seqs > 0 ? cfg.max_running_seqs : (cpu ? 16 : 64);
+  l.max_running_seqs = cfg.max_running_seqs > 0 ? cfg.max_running_seqs
+                                                : (cpu ? 16 : 64 * std::max(1, world));
   l.max_step_tokens = cfg.max_step_tokens > 0 ? cfg.max_step_tokens : (cpu ? 256 : 2048);
   l.max_model_len = cfg.max_model_len > 0 ? cfg.max_model_len
                                           : std::min<int64_t>(c.max_position_embeddings, 32768);

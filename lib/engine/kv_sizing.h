@@ -35,12 +35,16 @@ struct EngineLimits {
   bool user_max_model_len = false;
 };
 
-// Defaults: CPU 16 running sequences and 256 tokens per step, CUDA 64 and 2048; max_model_len =
-// min(model, 32768); page size 16. InvalidArgument for settings that contradict each other or
-// the model (max_model_len past max_position_embeddings, a step budget below the running limit,
-// a page size outside [1, kv::kMaxPageSize], a kv_cache_dtype other than bf16 / fp8 / fp8_e4m3).
+// Defaults: CPU 16 running sequences and 256 tokens per step, CUDA 64 per device of the
+// tensor-parallel group (`world` devices) and 2048; max_model_len = min(model, 32768); page size
+// 16. A device of a group holds 1/world of every sequence's KV (its share of the heads) and of
+// its logits, so the per-device reservation that sizes the default (every running sequence's
+// sliding window) covers world times the sequences; on the CPU the ranks share one memory.
+// InvalidArgument for settings that contradict each other or the model (max_model_len past
+// max_position_embeddings, a step budget below the running limit, a page size outside
+// [1, kv::kMaxPageSize], a kv_cache_dtype other than bf16 / fp8 / fp8_e4m3).
 absl::StatusOr<EngineLimits> ResolveLimits(const EngineConfig& config,
-                                           const model::TextConfig& model, bool cpu);
+                                           const model::TextConfig& model, bool cpu, int world);
 
 // Runner options for these limits (the runner is created before the KV cache is sized).
 runner::RunnerOptions RunnerOptionsFor(const EngineLimits& limits);

@@ -209,11 +209,11 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   }
   backend::Backend& be = *p->backend;
   const bool cpu = be.name() == "cpu";
-  GANNET_ASSIGN_OR_RETURN(EngineLimits limits, ResolveLimits(cfg, p->config.text, cpu));
+  const int world = p->tensor_parallel_size;
+  GANNET_ASSIGN_OR_RETURN(EngineLimits limits, ResolveLimits(cfg, p->config.text, cpu, world));
 
   // The weights go to the device in bf16 (matrices) whatever the checkpoint stores.
   runner::RunnerOptions ro = RunnerOptionsFor(limits);
-  const int world = p->tensor_parallel_size;
   // What each device holds: the whole model, or a rank's shard (every rank's is the same size).
   const model::ModelConfig rank_config = world > 1 ? model::ShardConfig(p->config, world) : p->config;
   if (world > 1) ro.collectives = p->tp_collectives[0].get();  // sizes the logits shards

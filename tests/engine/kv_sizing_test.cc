@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "lib/backend/collectives.h"
+#include "lib/model/tp_shard.h"
 #include "lib/model/variants.h"
 #include "lib/model/weights.h"
 
@@ -53,7 +55,7 @@ struct Replay {
 // LoadEngineParts' sizing steps for a device with `total` bytes and the CUDA backend's dtypes.
 Replay ReplayCuda(const model::ModelConfig& config, int64_t total, const EngineConfig& cfg = {}) {
   Replay r;
-  auto limits = ResolveLimits(cfg, config.text, /*cpu=*/false);
+  auto limits = ResolveLimits(cfg, config.text, /*cpu=*/false, /*world=*/1);
   EXPECT_TRUE(limits.ok()) << limits.status();
   r.limits = *limits;
   const runner::RunnerOptions ro = RunnerOptionsFor(r.limits);
@@ -66,6 +68,47 @@ Replay ReplayCuda(const model::ModelConfig& config, int64_t total, const EngineC
     KvMemory m;
     m.free_after_runner = free_before - weights - activations;
     r.sizing = SizeKvCache(config.text, r.limits, m, 2);
+  }
+  return r;
+}
+
+// Only its size matters here: the runner sizes its logits shards by world_size().
+class SizeOnlyCollectives : public backend::Collectives {
+ public:
+  explicit SizeOnlyCollectives(int world) : world_(world) {}
+  int rank() const override { return 0; }
+  int world_size() const override { return world_; }
+  absl::Status AllReduceSum(backend::Tensor) override { return absl::UnimplementedError("size"); }
+  absl::Status AllGatherColumns(backend::Tensor, backend::Tensor) override {
+    return absl::UnimplementedError("size");
+  }
+  absl::StatusOr<int64_t> MinOverRanks(int64_t) override { return absl::UnimplementedError("size"); }
+  void Abort() override {}
+
+ private:
+  int world_;
+};
+
+// LoadEngineParts' sizing steps on rank 0 of a tensor-parallel group of `world` devices of
+// `total` bytes each (every rank's shard, and so its sizing, is the same).
+Replay ReplayCudaTp(const model::ModelConfig& config, int64_t total, int world) {
+  Replay r;
+  auto limits = ResolveLimits(EngineConfig(), config.text, /*cpu=*/false, world);
+  EXPECT_TRUE(limits.ok()) << limits.status();
+  r.limits = *limits;
+  SizeOnlyCollectives group(world);
+  runner::RunnerOptions ro = RunnerOptionsFor(r.limits);
+  ro.collectives = &group;
+  const model::ModelConfig shard = model::ShardConfig(config, world);
+  const int64_t weights = 2 * model::ShardParameterCount(config, world);
+  const int64_t activations = runner::ActivationBytes(shard, ro, runner::ActivationTypes{});
+  const int64_t free_before = total - kContextBytes;
+  r.weights_fit = CheckWeightsFit(weights, activations, free_before, total, "test device");
+  r.sizing = absl::UnknownError("not sized");
+  if (r.weights_fit.ok()) {
+    KvMemory m;
+    m.free_after_runner = free_before - weights - activations;
+    r.sizing = SizeKvCache(shard.text, r.limits, m, 2);
   }
   return r;
 }
@@ -167,6 +210,46 @@ TEST(KvSizingTest, TheCasesOfIssue9) {
   }
 }
 
+TEST(KvSizingTest, ATensorParallelGroupRunsItsDevicesTimesTheDefaultLimit) {
+  // Each device of a group holds its share of every sequence's KV heads, so the default running
+  // limit grows with the group. Where one device runs its default 64 unlowered, a group of two or
+  // four of the same devices runs 128 or 256, also unlowered, and its pools hold at least as many
+  // default-length sequences per device as one device's.
+  int checked = 0;
+  for (const std::string variant : {"e2b", "e4b", "26b-a4b", "31b"}) {
+    const model::ModelConfig config = Dummy(variant);
+    for (const Device& d : Devices()) {
+      const Replay one = ReplayCuda(config, d.total);
+      if (!one.weights_fit.ok() || !one.sizing.ok() || one.sizing->max_running_seqs != 64) continue;
+      for (int world : {2, 4}) {
+        if (!model::CheckTpShardable(config, world, model::MoeSplit::kAuto).ok()) continue;
+        SCOPED_TRACE(variant + " on " + d.name + " x" + std::to_string(world));
+        const Replay r = ReplayCudaTp(config, d.total, world);
+        EXPECT_EQ(r.limits.max_running_seqs, 64 * world);
+        ASSERT_TRUE(r.weights_fit.ok()) << r.weights_fit;
+        ASSERT_TRUE(r.sizing.ok()) << r.sizing.status();
+        EXPECT_EQ(r.sizing->max_running_seqs, 64 * world);
+        EXPECT_TRUE(r.sizing->warning.empty()) << r.sizing->warning;
+        EXPECT_GE(r.sizing->plan.group(kv::KvGroup::kFull).pages,
+                  one.sizing->plan.group(kv::KvGroup::kFull).pages);
+        ++checked;
+      }
+    }
+  }
+  std::printf("%d (variant, device, group size) cases ran their group's default\n", checked);
+  EXPECT_GE(checked, 20);  // every variant on the devices where one runs its 64, at 2 and 4
+  // Where one device lowers its default (31B on an H100 80GB), two lower theirs too, with the
+  // group's default named.
+  const Replay r = ReplayCudaTp(Dummy("31b"), 81559 * kMiB, 2);
+  ASSERT_TRUE(r.sizing.ok()) << r.sizing.status();
+  EXPECT_LT(r.sizing->max_running_seqs, 128);
+  EXPECT_NE(r.sizing->warning.find("not the default 128"), std::string::npos) << r.sizing->warning;
+  // The CPU's ranks share one memory: its default does not grow.
+  auto cpu = ResolveLimits(EngineConfig(), Dummy("e2b").text, true, 4);
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_EQ(cpu->max_running_seqs, 16);
+}
+
 TEST(KvSizingTest, UserSettingsThatCannotFitAreErrorsNamingTheSetting) {
   EngineConfig cfg;
   cfg.max_running_seqs = 64;
@@ -188,41 +271,44 @@ TEST(KvSizingTest, ResolveLimitsChecksSettingsAgainstTheModel) {
   const model::ModelConfig c = Dummy("e2b");
   EngineConfig cfg;
   cfg.max_model_len = c.text.max_position_embeddings + 1;
-  EXPECT_EQ(ResolveLimits(cfg, c.text, false).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ResolveLimits(cfg, c.text, false, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
   cfg = EngineConfig();
   cfg.max_model_len = 1;
-  EXPECT_NE(ResolveLimits(cfg, c.text, false).status().message().find("too small"),
+  EXPECT_NE(ResolveLimits(cfg, c.text, false, 1).status().message().find("too small"),
             std::string::npos);
   cfg = EngineConfig();
   cfg.page_size = kv::kMaxPageSize + 1;
-  EXPECT_EQ(ResolveLimits(cfg, c.text, false).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ResolveLimits(cfg, c.text, false, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
   cfg = EngineConfig();
   cfg.max_running_seqs = 100;
   cfg.max_step_tokens = 50;
-  EXPECT_EQ(ResolveLimits(cfg, c.text, false).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ResolveLimits(cfg, c.text, false, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
   cfg.max_running_seqs = 0;  // a default running limit follows a small step budget
-  auto l = ResolveLimits(cfg, c.text, false);
+  auto l = ResolveLimits(cfg, c.text, false, 1);
   ASSERT_TRUE(l.ok());
   EXPECT_EQ(l->max_running_seqs, 50);
   // Defaults per backend.
-  l = ResolveLimits(EngineConfig(), c.text, true);
+  l = ResolveLimits(EngineConfig(), c.text, true, 1);
   ASSERT_TRUE(l.ok());
   EXPECT_EQ(l->max_running_seqs, 16);
   EXPECT_EQ(l->max_step_tokens, 256);
-  l = ResolveLimits(EngineConfig(), c.text, false);
+  l = ResolveLimits(EngineConfig(), c.text, false, 1);
   ASSERT_TRUE(l.ok());
   EXPECT_EQ(l->max_running_seqs, 64);
   EXPECT_EQ(l->max_step_tokens, 2048);
   EXPECT_EQ(l->max_model_len, 32768);
   // Prompt tokens while decoding: no separate limit unless asked, never above the step budget.
   EXPECT_EQ(l->max_prefill_tokens_while_decoding, 0);
-  EXPECT_EQ(ResolveLimits(EngineConfig(), c.text, true)->max_prefill_tokens_while_decoding, 0);
+  EXPECT_EQ(ResolveLimits(EngineConfig(), c.text, true, 1)->max_prefill_tokens_while_decoding, 0);
   cfg = EngineConfig();
   cfg.max_step_tokens = 300;
   cfg.max_prefill_tokens_while_decoding = 64;
-  EXPECT_EQ(ResolveLimits(cfg, c.text, true)->max_prefill_tokens_while_decoding, 64);
+  EXPECT_EQ(ResolveLimits(cfg, c.text, true, 1)->max_prefill_tokens_while_decoding, 64);
   cfg.max_prefill_tokens_while_decoding = 301;
-  l = ResolveLimits(cfg, c.text, false);
+  l = ResolveLimits(cfg, c.text, false, 1);
   ASSERT_FALSE(l.ok());
   EXPECT_NE(l.status().message().find("max_prefill_tokens_while_decoding (301) exceeds "
                                       "max_step_tokens (300)"),
@@ -240,16 +326,16 @@ TEST(KvSizingTest, Fp8KvCacheHoldsAboutTwiceTheTokens) {
     EngineConfig cfg;
     for (const char* name : {"", "auto", "bf16"}) {
       cfg.kv_cache_dtype = name;
-      auto l = ResolveLimits(cfg, config.text, false);
+      auto l = ResolveLimits(cfg, config.text, false, 1);
       ASSERT_TRUE(l.ok()) << name;
       EXPECT_EQ(l->kv_quant, kv::KvQuant::kNone);
     }
     cfg.kv_cache_dtype = "int4";
-    auto bad = ResolveLimits(cfg, config.text, false);
+    auto bad = ResolveLimits(cfg, config.text, false, 1);
     ASSERT_FALSE(bad.ok());
     EXPECT_NE(bad.status().message().find("kv_cache_dtype 'int4'"), std::string::npos) << bad.status();
     cfg.kv_cache_dtype = "fp8_e4m3";
-    EXPECT_EQ(ResolveLimits(cfg, config.text, false)->kv_quant, kv::KvQuant::kFp8E4M3);
+    EXPECT_EQ(ResolveLimits(cfg, config.text, false, 1)->kv_quant, kv::KvQuant::kFp8E4M3);
     cfg.kv_cache_dtype = "fp8";
     const Replay fp8 = ReplayCuda(config, 143771 * kMiB, cfg);
     const Replay bf16 = ReplayCuda(config, 143771 * kMiB);
@@ -289,7 +375,7 @@ TEST(KvSizingTest, HostBudgetCoversTheRunningSequencesTwiceUpToAQuarterOfRam) {
   // E2B in fp32 on the CPU: 16 sequences x 32768 tokens x 2 x 36 KiB would be 36 GiB: capped at
   // a quarter of 24 GiB; 16 sequences fit.
   const model::ModelConfig e2b = Dummy("e2b");
-  auto l = ResolveLimits(EngineConfig(), e2b.text, true);
+  auto l = ResolveLimits(EngineConfig(), e2b.text, true, 1);
   ASSERT_TRUE(l.ok());
   auto s = SizeKvCache(e2b.text, *l, host, 4);
   ASSERT_TRUE(s.ok()) << s.status();
@@ -297,7 +383,7 @@ TEST(KvSizingTest, HostBudgetCoversTheRunningSequencesTwiceUpToAQuarterOfRam) {
   EXPECT_EQ(s->max_running_seqs, 16);
   // 31B in fp32 (1.6 MiB per sliding token): fewer sequences, with a warning naming the budget.
   const model::ModelConfig b31 = Dummy("31b");
-  l = ResolveLimits(EngineConfig(), b31.text, true);
+  l = ResolveLimits(EngineConfig(), b31.text, true, 1);
   ASSERT_TRUE(l.ok());
   s = SizeKvCache(b31.text, *l, host, 4);
   ASSERT_TRUE(s.ok()) << s.status();
