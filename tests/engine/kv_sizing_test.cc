@@ -52,26 +52,6 @@ struct Replay {
   EngineLimits limits;
 };
 
-// LoadEngineParts' sizing steps for a device with `total` bytes and the CUDA backend's dtypes.
-Replay ReplayCuda(const model::ModelConfig& config, int64_t total, const EngineConfig& cfg = {}) {
-  Replay r;
-  auto limits = ResolveLimits(cfg, config.text, /*cpu=*/false, /*world=*/1);
-  EXPECT_TRUE(limits.ok()) << limits.status();
-  r.limits = *limits;
-  const runner::RunnerOptions ro = RunnerOptionsFor(r.limits);
-  const int64_t weights = 2 * model::CountParameters(config);
-  const int64_t activations = runner::ActivationBytes(config, ro, runner::ActivationTypes{});
-  const int64_t free_before = total - kContextBytes;
-  r.weights_fit = CheckWeightsFit(weights, activations, free_before, total, "test device");
-  r.sizing = absl::UnknownError("not sized");
-  if (r.weights_fit.ok()) {
-    KvMemory m;
-    m.free_after_runner = free_before - weights - activations;
-    r.sizing = SizeKvCache(config.text, r.limits, m, 2);
-  }
-  return r;
-}
-
 // Only its size matters here: the runner sizes its logits shards by world_size().
 class SizeOnlyCollectives : public backend::Collectives {
  public:
@@ -89,18 +69,21 @@ class SizeOnlyCollectives : public backend::Collectives {
   int world_;
 };
 
-// LoadEngineParts' sizing steps on rank 0 of a tensor-parallel group of `world` devices of
-// `total` bytes each (every rank's shard, and so its sizing, is the same).
-Replay ReplayCudaTp(const model::ModelConfig& config, int64_t total, int world) {
+// LoadEngineParts' sizing steps for a device with `total` bytes and the CUDA backend's dtypes;
+// with `world` > 1, on rank 0 of a tensor-parallel group of such devices (every rank's shard,
+// and so its sizing, is the same).
+Replay ReplayCuda(const model::ModelConfig& config, int64_t total, const EngineConfig& cfg = {},
+                  int world = 1) {
   Replay r;
-  auto limits = ResolveLimits(EngineConfig(), config.text, /*cpu=*/false, world);
+  auto limits = ResolveLimits(cfg, config.text, /*cpu=*/false, world);
   EXPECT_TRUE(limits.ok()) << limits.status();
   r.limits = *limits;
   SizeOnlyCollectives group(world);
   runner::RunnerOptions ro = RunnerOptionsFor(r.limits);
-  ro.collectives = &group;
-  const model::ModelConfig shard = model::ShardConfig(config, world);
-  const int64_t weights = 2 * model::ShardParameterCount(config, world);
+  if (world > 1) ro.collectives = &group;
+  const model::ModelConfig shard = world > 1 ? model::ShardConfig(config, world) : config;
+  const int64_t weights = 2 * (world > 1 ? model::ShardParameterCount(config, world)
+                                         : model::CountParameters(config));
   const int64_t activations = runner::ActivationBytes(shard, ro, runner::ActivationTypes{});
   const int64_t free_before = total - kContextBytes;
   r.weights_fit = CheckWeightsFit(weights, activations, free_before, total, "test device");
@@ -224,7 +207,7 @@ TEST(KvSizingTest, ATensorParallelGroupRunsItsDevicesTimesTheDefaultLimit) {
       for (int world : {2, 4}) {
         if (!model::CheckTpShardable(config, world, model::MoeSplit::kAuto).ok()) continue;
         SCOPED_TRACE(variant + " on " + d.name + " x" + std::to_string(world));
-        const Replay r = ReplayCudaTp(config, d.total, world);
+        const Replay r = ReplayCuda(config, d.total, {}, world);
         EXPECT_EQ(r.limits.max_running_seqs, 64 * world);
         ASSERT_TRUE(r.weights_fit.ok()) << r.weights_fit;
         ASSERT_TRUE(r.sizing.ok()) << r.sizing.status();
@@ -240,7 +223,7 @@ TEST(KvSizingTest, ATensorParallelGroupRunsItsDevicesTimesTheDefaultLimit) {
   EXPECT_GE(checked, 20);  // every variant on the devices where one runs its 64, at 2 and 4
   // Where one device lowers its default (31B on an H100 80GB), two lower theirs too, with the
   // group's default named.
-  const Replay r = ReplayCudaTp(Dummy("31b"), 81559 * kMiB, 2);
+  const Replay r = ReplayCuda(Dummy("31b"), 81559 * kMiB, {}, 2);
   ASSERT_TRUE(r.sizing.ok()) << r.sizing.status();
   EXPECT_LT(r.sizing->max_running_seqs, 128);
   EXPECT_NE(r.sizing->warning.find("not the default 128"), std::string::npos) << r.sizing->warning;
