@@ -35,22 +35,12 @@ stage_kernels() {
   kernel_benches "$base_build" base
 }
 
-decode_ab() {  # decode_ab ARGS...: the same run on the baseline, then on this tree
-  local b label
-  for label in base new; do
-    b=$build
-    [ $label = base ] && b=$base_build
-    note "-- $label: $*"
-    timeout 240 "$b/bench/runner/gannet-decode-bench" "$@" 2>&1 | grep -vE "^\s*$" | tail -5 |
-      tee -a "$summary"
-  done
-}
 stage_decode() {
-  decode_ab --model dummy:26b-a4b --batches 1,4,16 --context 1000 --steps 30
+  gpu_decode_ab --model dummy:26b-a4b --batches 1,4,16 --context 1000 --steps 30
   [ -n "${GANNET_AB_MOE_ONLY:-}" ] && return 0
-  decode_ab --model dummy:e2b --batches 1,4,16 --context 1000 --steps 30
-  decode_ab --model dummy:e4b --batches 1,4,16 --context 1000 --steps 30
-  decode_ab --model dummy:31b --batches 1,64 --context 1500 --steps 15
+  gpu_decode_ab --model dummy:e2b --batches 1,4,16 --context 1000 --steps 30
+  gpu_decode_ab --model dummy:e4b --batches 1,4,16 --context 1000 --steps 30
+  gpu_decode_ab --model dummy:31b --batches 1,64 --context 1500 --steps 15
 }
 stage_gemv() {
   local w

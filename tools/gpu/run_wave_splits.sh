@@ -29,16 +29,10 @@ stage_test() {
   gpu_ctest 900 "tests passed|tests failed|Failed|FAILED|\*\*\*" cuda_attention_test kernel_registry_test
 }
 stage_decode() {
-  local m t label b
+  local m t
   for m in 31b 26b-a4b; do
     for t in $tps; do
-      for label in base new; do
-        b=$build
-        [ $label = base ] && b=$base_build
-        note "-- $label: $m tp $t"
-        timeout 240 "$b/bench/runner/gannet-decode-bench" --model "dummy:$m" --batches 64,80 \
-          --context 1500 --steps 15 --tp "$t" 2>&1 | grep -E "^ +batch" | tee -a "$summary"
-      done
+      gpu_decode_ab --model "dummy:$m" --batches 64,80 --context 1500 --steps 15 --tp "$t"
     done
   done
 }

@@ -42,6 +42,19 @@ gpu_build_base() {
       'source tools/gpu/stages.sh && gpu_build "$@"' _ "$@")
 }
 
+# gpu_decode_ab ARGS...: gannet-decode-bench ARGS on the baseline build, then on this tree's (the
+# run's last lines, info logs left out), for A/B runs side by side on one machine.
+gpu_decode_ab() {
+  local b label
+  for label in base new; do
+    b=$build
+    [ $label = base ] && b=$base_build
+    note "-- $label: $*"
+    timeout 240 "$b/bench/runner/gannet-decode-bench" "$@" 2>&1 |
+      grep -vE "^\s*$|^gannet \[I\]" | tail -5 | tee -a "$summary"
+  done
+}
+
 # gpu_ctest TIMEOUT GREP TEST...: the named ctest tests, verbose into ctest.log; prints the log's
 # lines that match GREP.
 gpu_ctest() {
