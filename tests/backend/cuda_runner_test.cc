@@ -46,9 +46,8 @@ using runner::SeqStep;
 using runner::StepBatch;
 using runner::StepResult;
 
-constexpr double kAbsFloor = 0.03;
-constexpr double kGapFactor = 2.5;
-constexpr double kF32Cap = 0.15;
+using testing::kAbsFloor;
+using testing::kGapFactor;
 constexpr double kNearTie = 2e-2;
 constexpr int kMaxLen = 160;
 constexpr int kGreedyTokens = 64;
@@ -106,16 +105,8 @@ class CudaRunnerTest : public ::testing::TestWithParam<std::tuple<std::string, i
     b.seqs.push_back(Seq(t, begin, end, want));
     return Run(r, b);
   }
-  // The allowed GPU error given the bf16 CPU reference's own distance from the f32 CPU. Where
-  // that reference is itself past the cap, the tiny 26B-A4B's router has near-ties on the prompt:
-  // bf16 rounding alone moves tokens to other experts (the bf16 CPU lands 0.43 from the f32 CPU
-  // on "long"), and which side a near-tie falls on depends on each kernel's rounding (the
-  // per-pair MoE GEMVs land 0.44 away, the grouped GEMMs 0.02; both match the CPU op by op in
-  // cuda_ops_test). The bound is then the reference's own error times the usual factor, uncapped.
-  static double Bound(double bf16_gap) {
-    if (bf16_gap > kF32Cap) return kGapFactor * bf16_gap;
-    return std::min(kF32Cap, std::max(kAbsFloor, kGapFactor * bf16_gap));
-  }
+  // The allowed GPU error given the bf16 CPU reference's own distance from the f32 CPU.
+  static double Bound(double bf16_gap) { return testing::Bf16GapBound(bf16_gap); }
   static int Argmax(std::span<const float> row) {
     return static_cast<int>(std::max_element(row.begin(), row.end()) - row.begin());
   }

@@ -2,9 +2,13 @@
 //  - label gpu (one device): TP = 1 through the NCCL path (a one-rank communicator, the
 //    vocabulary "gather", the worker thread) gives bit-identical logits to the plain runner.
 //  - label multigpu (skips below 2 devices): TP = 2 (and 4 with 4 devices) on every tiny variant
-//    against the f32 CPU reference: greedy tokens identical until a near-tie of the reference's
-//    own logits, logits within the bound cuda_runner_test applies to one GPU; and NCCL's
-//    all-reduce (f32, bf16) and column gather against sums computed on the host, 1 KB to 64 MB.
+//    against the f32 CPU reference, which replays every step on the group's own tokens: a token
+//    that differs must be a near-tie of the reference's own logits, and the decode steps' logits
+//    stay within the bound cuda_runner_test applies to one GPU (testing::Bf16GapBound; the worst
+//    step against the worst of what bf16 does to the same group: bf16-rounding CPU ranks split
+//    the same way, on the same steps). A step where the reference's MoE router nearly chose other experts is reported instead
+//    (kRouterTie). And NCCL's all-reduce (f32, bf16) and column gather against sums computed on
+//    the host, 1 KB to 64 MB.
 #include <cuda_runtime_api.h>
 
 #include <chrono>
@@ -12,13 +16,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "gtest/gtest.h"
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/backend/cuda/cuda_backend.h"
+#include "lib/model/tp_shard.h"
+#include "lib/parallel/host_collectives.h"
 #include "lib/parallel/nccl_collectives.h"
+#include "tests/backend/bf16_cpu_backend.h"
 #include "tests/backend/cuda_test_util.h"
 #include "tests/parallel/tp_test_util.h"
 
@@ -27,8 +36,12 @@ namespace {
 
 constexpr int kPage = 16;
 constexpr int kSteps = 24;
-constexpr double kF32Cap = 0.15;   // cuda_runner_test's bound of one GPU against the f32 CPU
 constexpr double kNearTie = 2e-2;  // of max |logit|
+// A step whose f32 reference routed some token with less than this between the router logits of
+// its last chosen expert and the best one left out is not held to the logit bound (reported): the
+// tiny 26B-A4B's router is near uniform (its margins run 0.0003-0.02), and the bf16-rounding CPU
+// itself picks other experts at margins up to 0.0021, which moves the logits by 0.14-0.22.
+constexpr double kRouterTie = 0.003;
 
 int DeviceCount() {
   int n = 0;
@@ -172,6 +185,84 @@ double MaxAbs(std::span<const float> row) {
   return m;
 }
 
+// The f32 CPU reference, keeping how close its MoE router came to choosing other experts: the
+// smallest gap, over a step's tokens and layers, between the router logits of the last expert it
+// chose and of the best one it left out (the log of their probabilities' ratio).
+class RouterMarginCpuBackend final : public backend::CpuBackend {
+ public:
+  absl::Status MoeRoute(const backend::MoeRouteArgs& a) override {
+    GANNET_RETURN_IF_ERROR(CpuBackend::MoeRoute(a));
+    const int64_t t = a.x.rows();
+    const int k = a.top_k + 1;
+    if (k > a.router_proj.dim(0)) return absl::OkStatus();
+    std::vector<int32_t> ids(t * k);
+    std::vector<float> w(t * k);
+    backend::MoeRouteArgs wider = a;
+    wider.top_k = k;
+    wider.topk_ids = backend::Tensor::Make(ids.data(), DType::kI32, {t, k});
+    wider.topk_weights = backend::Tensor::Make(w.data(), DType::kF32, {t, k});
+    GANNET_RETURN_IF_ERROR(CpuBackend::MoeRoute(wider));
+    // A weight is p / sum(chosen p) * per_expert_scale: divided by its scale, the ratio of two is
+    // the ratio of their probabilities.
+    const float* scale = a.per_expert_scale.as<float>();
+    for (int64_t r = 0; r < t; ++r) {
+      const int32_t in = ids[r * k + k - 2], out = ids[r * k + k - 1];
+      const double p_in = w[r * k + k - 2] / scale[in], p_out = w[r * k + k - 1] / scale[out];
+      margin_ = std::min(margin_, std::log(p_in / p_out));
+    }
+    return absl::OkStatus();
+  }
+  // The smallest margin since the last call (infinity: no routing).
+  double TakeMargin() { return std::exchange(margin_, kNoRouting); }
+
+ private:
+  static constexpr double kNoRouting = std::numeric_limits<double>::infinity();
+  double margin_ = kNoRouting;
+};
+
+// The yardstick of what bf16 does to a group: `world` bf16-rounding CPU ranks (host
+// collectives), split as the GPUs are, so it also rounds each rank's partial sums before the
+// all-reduce. A rank's logits are its vocabulary slice, kept f32 as the GPU keeps them.
+struct Bf16CpuGroup {
+  std::shared_ptr<parallel::HostGroup> host;
+  std::vector<std::unique_ptr<testing::Bf16ActivationCpuBackend>> backends;
+  std::unique_ptr<parallel::TpRunner> runner;
+};
+
+Bf16CpuGroup MakeBf16CpuGroup(const testing::LoadedModel& m, int world) {
+  Bf16CpuGroup g;
+  g.host = std::make_shared<parallel::HostGroup>(world);
+  std::vector<backend::Backend*> raw;
+  std::vector<std::unique_ptr<backend::Collectives>> comms;
+  for (int r = 0; r < world; ++r) {
+    g.backends.push_back(std::make_unique<testing::Bf16ActivationCpuBackend>(
+        m.config.text.hidden_size, model::VocabShardSize(m.config, world)));
+    raw.push_back(g.backends.back().get());
+    comms.push_back(g.host->Rank(r));
+  }
+  auto tp = testing::CreateTinyTpRunner(m, raw, std::move(comms), g.host, kPage);
+  EXPECT_TRUE(tp.ok()) << tp.status();
+  if (tp.ok()) g.runner = std::move(*tp);
+  return g;
+}
+
+// A step of every sequence of `run` replayed: the prefill (i = 0) or decode step i.
+runner::StepBatch ReplayStep(const testing::TpRun& run, int i,
+                             const std::vector<std::vector<int32_t>>& tables) {
+  runner::StepBatch b;
+  for (int s = 0; s < testing::kTpSeqs; ++s) {
+    const int prompt = 7 + 5 * s;
+    runner::SeqStep q;
+    q.tokens = i == 0 ? std::span<const int32_t>(run.tokens[s].data(), prompt)
+                      : std::span<const int32_t>(&run.tokens[s][prompt + i - 1], 1);
+    q.start_pos = i == 0 ? 0 : prompt + i - 1;
+    q.page_table[0] = tables[s];
+    q.page_table[1] = tables[s];
+    b.seqs.push_back(q);
+  }
+  return b;
+}
+
 class MultiGpuTpTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 TEST_P(MultiGpuTpTest, GreedyMatchesTheCpuReference) {
@@ -179,39 +270,41 @@ TEST_P(MultiGpuTpTest, GreedyMatchesTheCpuReference) {
   if (DeviceCount() < world) GTEST_SKIP() << "needs " << world << " GPUs, have " << DeviceCount();
   auto m = testing::LoadTinyModel(variant);
   ASSERT_TRUE(m.ok()) << m.status();
-  backend::CpuBackend cpu;
+  RouterMarginCpuBackend cpu;
   auto opts = testing::SimpleRunnerOptions((*m)->config, kPage, testing::kTpMaxLen,
                                            testing::kTpSeqs, 256);
   auto ref = testing::CreateTinyRunner((*m)->config, (*m)->weights, &cpu, opts, testing::kTpMaxLen,
                                        testing::kTpSeqs);
   ASSERT_TRUE(ref.ok()) << ref.status();
+  Bf16CpuGroup bf16 = MakeBf16CpuGroup(**m, world);
+  ASSERT_NE(bf16.runner, nullptr);
   GpuGroup g = MakeGpuGroup(**m, world);
   ASSERT_NE(g.runner, nullptr);
-  // The GPU group decodes its own greedy tokens; the reference recomputes each step from the
-  // GPU's tokens, so every step compares the same inputs.
+  // The GPU group decodes its own greedy tokens; every reference recomputes each step from the
+  // GPU's tokens, so every step compares the same inputs, also past a near-tie.
   const testing::TpRun gpu = testing::RunGreedySteps(*g.runner, kSteps, kPage);
+  ASSERT_EQ(static_cast<int>(gpu.logits.size()), kSteps);
+  // One GPU alone on the same inputs, for the notes: what the group adds to the kernels' error.
+  auto one = testing::CreateTinyRunner((*m)->config, (*m)->weights, g.backends[0].get(), opts,
+                                       testing::kTpMaxLen, testing::kTpSeqs);
+  ASSERT_TRUE(one.ok()) << one.status();
   const int vocab = static_cast<int>((*m)->config.text.vocab_size);
-  // Replay: prefill + each decode step of the GPU's token streams on the CPU.
   std::vector<std::vector<int32_t>> tables;
   for (int s = 0; s < testing::kTpSeqs; ++s) {
     tables.push_back(testing::IdentityPageTable(s, testing::kTpMaxLen / kPage));
   }
-  int parted = kSteps;
-  double worst = 0;
-  for (int i = 0; i <= kSteps && parted == kSteps; ++i) {
-    runner::StepBatch b;
-    for (int s = 0; s < testing::kTpSeqs; ++s) {
-      const int prompt = 7 + 5 * s;
-      runner::SeqStep q;
-      q.tokens = i == 0 ? std::span<const int32_t>(gpu.tokens[s].data(), prompt)
-                        : std::span<const int32_t>(&gpu.tokens[s][prompt + i - 1], 1);
-      q.start_pos = i == 0 ? 0 : prompt + i - 1;
-      q.page_table[0] = tables[s];
-      q.page_table[1] = tables[s];
-      b.seqs.push_back(q);
-    }
-    runner::StepResult r;
+  auto rel = [&](const std::vector<float>& a, const std::vector<float>& b) {
+    return testing::MaxRelativeLogitError(a.data(), b.data(), testing::kTpSeqs, vocab);
+  };
+  int parted = kSteps, excused = 0, worst_step = 0;
+  double worst = 0, worst_gap = 0, worst_one = 0;
+  for (int i = 0; i <= kSteps; ++i) {
+    const runner::StepBatch b = ReplayStep(gpu, i, tables);
+    runner::StepResult r, r16, r1;
     ASSERT_TRUE((*ref)->Forward(b, &r).ok());
+    const double margin = cpu.TakeMargin();
+    ASSERT_TRUE(bf16.runner->Forward(b, &r16).ok());
+    ASSERT_TRUE((*one)->Forward(b, &r1).ok());
     for (int s = 0; s < testing::kTpSeqs && i < kSteps; ++s) {
       const auto row = r.Row(s);
       const int want = static_cast<int>(std::max_element(row.begin(), row.end()) - row.begin());
@@ -221,18 +314,32 @@ TEST_P(MultiGpuTpTest, GreedyMatchesTheCpuReference) {
         std::printf("[ note ] %s tp%d: near-tie at step %d seq %d (cpu %d, gpu %d, gap %.3g of %.3g)\n",
                     variant.c_str(), world, i, s, want, got, gap, MaxAbs(row));
         EXPECT_LE(gap, kNearTie * MaxAbs(row)) << "step " << i << " seq " << s;
-        parted = i;
+        parted = std::min(parted, i);
       }
     }
-    if (i > 0 && i <= static_cast<int>(gpu.logits.size())) {
-      const std::vector<float>& gl = gpu.logits[i - 1];
-      worst = std::max(worst, testing::MaxRelativeLogitError(gl.data(), r.logits.data(),
-                                                             testing::kTpSeqs, vocab));
+    if (i == 0) continue;  // the group's prefill logits are not kept, only its tokens
+    const double err = rel(gpu.logits[i - 1], r.logits), gap = rel(r16.logits, r.logits);
+    worst_one = std::max(worst_one, rel(r1.logits, r.logits));
+    if (margin < kRouterTie) {
+      // An expert choice a rounding can flip: there the logits may differ by O(0.1).
+      ++excused;
+      if (err > testing::Bf16GapBound(gap)) {
+        std::printf("[ note ] %s tp%d: decode step %d, router near-tie (margin %.3g): error %.3g, "
+                    "bf16 CPU group %.3g\n", variant.c_str(), world, i, margin, err, gap);
+      }
+      continue;
     }
+    if (err > worst) worst = err, worst_step = i;
+    worst_gap = std::max(worst_gap, gap);
   }
-  std::printf("[ note ] %s tp%d: greedy identical to the f32 CPU for %d of %d steps, max rel "
-              "logit error %.3g\n", variant.c_str(), world, parted, kSteps, worst);
-  EXPECT_LE(worst, kF32Cap);
+  // As cuda_runner_test bounds a prompt's rows: the worst step against what bf16 does at its worst.
+  EXPECT_LE(worst, testing::Bf16GapBound(worst_gap)) << "decode step " << worst_step;
+  // The steps held to the bound must be a good share of them, or a broken MoE would pass.
+  EXPECT_LE(excused, kSteps * 3 / 4) << "too few steps without a router near-tie to check";
+  std::printf("[ note ] %s tp%d: greedy identical to the f32 CPU for %d of %d steps; max rel logit "
+              "error %.3g (bf16 CPU group's worst %.3g; one GPU's worst %.3g); %d steps with a "
+              "router near-tie\n",
+              variant.c_str(), world, parted, kSteps, worst, worst_gap, worst_one, excused);
 }
 
 INSTANTIATE_TEST_SUITE_P(
