@@ -167,9 +167,9 @@ typedef struct gannet_engine_config {
                                 warning level, and in the stats' backend_fallback) */
   int32_t device_id;         /* CUDA device ordinal; one that does not exist is an error */
   int32_t max_running_seqs;  /* concurrent sequences; 0 = 64 per GPU of the tensor-parallel group
-                                (cpu: 16), lowered (with a warning) to what the memory holds; an
-                                explicit value that cannot fit is an error naming the value that
-                                would */
+                                (cpu: 16), lowered (with a warning) to what the memory holds with
+                                every running sequence at 2048 tokens; an explicit value that
+                                cannot fit is an error naming the value that would */
   int32_t max_step_tokens;   /* per-step token budget (chunked prefill); 0 = 2048 (cpu: 256) */
   int32_t max_model_len;     /* longest sequence; 0 = min(max_position_embeddings, 32768) */
   int32_t page_size;         /* KV page size in tokens; 0 = 16; at most 1024 */

@@ -220,21 +220,33 @@ absl::StatusOr<KvPlanResult> PlanKvPoolsWithDefaults(const KvPlanRequest& r) {
   KvPlanResult result;
   result.max_running_seqs = o.max_running_seqs;
   result.max_seq_len = o.max_seq_len;
+  // Whether a plan's full pool holds `seqs` sequences of the planned length (kPlannedSeqTokens):
+  // asked of a default running limit only, and of a full pool the planner sizes.
+  auto planned_pages = [&](int64_t len) {
+    return CeilDiv(std::min(len, kPlannedSeqTokens), o.page_size);
+  };
+  auto follows = [&](const KvPoolPlan& p, int64_t seqs, int64_t len) {
+    const KvPoolCapacity& full = p.groups[kFull];
+    return r.user_running_seqs || o.bytes_per_token[kFull] == 0 || full.overridden ||
+           full.pages >= seqs * planned_pages(len);
+  };
   absl::StatusOr<KvPoolPlan> plan = PlanKvPools(o);
-  if (plan.ok()) {
+  if (plan.ok() && follows(*plan, o.max_running_seqs, o.max_seq_len)) {
     result.plan = *std::move(plan);
     return result;
   }
-  if (!absl::IsResourceExhausted(plan.status())) return plan.status();
-  if (o.num_pages_override[0] > 0 || o.num_pages_override[1] > 0) {
+  if (!plan.ok() && !absl::IsResourceExhausted(plan.status())) return plan.status();
+  if (!plan.ok() && (o.num_pages_override[0] > 0 || o.num_pages_override[1] > 0)) {
     return ResourceExhaustedError("{}. The pools are set by kv_sliding_pages / kv_full_pages",
                                   plan.status().message());
   }
+  // A plan for `seqs` running sequences of up to `len` tokens whose full pool follows them.
   auto fits = [&](int64_t seqs, int64_t len) {
     KvPoolPlanOptions t = o;
     t.max_running_seqs = static_cast<int32_t>(seqs);
     t.max_seq_len = len;
-    return PlanKvPools(t).ok();
+    absl::StatusOr<KvPoolPlan> p = PlanKvPools(t);
+    return p.ok() && follows(*p, seqs, len);
   };
   auto need = [&](int64_t seqs, int64_t len) {
     KvPoolPlanOptions t = o;
@@ -247,7 +259,19 @@ absl::StatusOr<KvPlanResult> PlanKvPoolsWithDefaults(const KvPlanRequest& r) {
   const std::string budget = FormatBytes(o.budget_bytes);
   const int64_t seqs = LargestFitting(1, o.max_running_seqs - 1,
                                       [&](int64_t s) { return fits(s, o.max_seq_len); });
-  if (seqs >= 1) {
+  if (plan.ok()) {
+    // The windows of the default limit fit, but leave the full pool short of its sequences. One
+    // sequence always follows (the full pool's minimum is one max_seq_len sequence).
+    const int64_t full_holds = plan->groups[kFull].pages / planned_pages(o.max_seq_len);
+    result.max_running_seqs = static_cast<int32_t>(std::max<int64_t>(seqs, 1));
+    result.warning = fmt::format(
+        "kv: the {} KV budget holds the sliding windows of the default {} running sequences, but "
+        "then its full-attention pool holds only {} sequences of {} tokens; running at most {} "
+        "sequences, not the default {}, so that it holds every one. Set max_running_seqs, "
+        "max_model_len or kv_memory_bytes to choose otherwise",
+        FormatBytes(o.budget_bytes), o.max_running_seqs, full_holds,
+        std::min(o.max_seq_len, kPlannedSeqTokens), result.max_running_seqs, o.max_running_seqs);
+  } else if (seqs >= 1) {
     if (r.user_running_seqs) {
       return ResourceExhaustedError(
           "kv: max_running_seqs {} does not fit: the sliding windows of {} sequences and one "
@@ -260,10 +284,11 @@ absl::StatusOr<KvPlanResult> PlanKvPoolsWithDefaults(const KvPlanRequest& r) {
     result.max_running_seqs = static_cast<int32_t>(seqs);
     result.warning = fmt::format(
         "kv: the {} KV budget holds the sliding windows of {} running sequences next to one "
-        "{}-token sequence, not the default {} (which need {}); running at most {} sequences. "
+        "{}-token sequence and a full-attention pool for each of them at {} tokens, not the "
+        "default {} (whose windows and one such sequence need {}); running at most {} sequences. "
         "Set max_running_seqs, max_model_len or kv_memory_bytes to choose otherwise",
-        budget, seqs, o.max_seq_len, o.max_running_seqs, need(o.max_running_seqs, o.max_seq_len),
-        seqs);
+        budget, seqs, o.max_seq_len, std::min(o.max_seq_len, kPlannedSeqTokens),
+        o.max_running_seqs, need(o.max_running_seqs, o.max_seq_len), seqs);
   } else {
     // Not even one sequence of this length fits: the context length must give.
     const int64_t s = r.user_running_seqs ? o.max_running_seqs : 1;

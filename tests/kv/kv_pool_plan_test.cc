@@ -326,7 +326,7 @@ TEST(KvPoolPlanTest, DefaultRunningLimitIsLoweredToWhatFits) {
   EXPECT_EQ(result->max_seq_len, 32768);
   EXPECT_EQ(result->plan.group(KvGroup::kSliding).pages, 1378);
   EXPECT_NE(result->warning.find("20.00 GiB KV budget holds the sliding windows of 19 running "
-                                 "sequences next to one 32768-token sequence, not the default 64"),
+                                 "sequences next to one 32768-token sequence"),
             std::string::npos)
       << result->warning;
   // The same budget with the user's 64: an error naming the setting and what fits.
@@ -340,6 +340,50 @@ TEST(KvPoolPlanTest, DefaultRunningLimitIsLoweredToWhatFits) {
   result = PlanKvPoolsWithDefaults(r);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->max_running_seqs, 19);
+  EXPECT_TRUE(result->warning.empty());
+}
+
+TEST(KvPoolPlanTest, ADefaultLimitWhoseWindowsStarveTheFullPoolIsLoweredToWhatItHolds) {
+  // One rank of 31B on two H100s (half of every token's KV): the group's default 128 does not
+  // fit, and 107 sequences' windows do, next to one 32768-token sequence, but leave the full pool
+  // little more than that sequence. The default is lowered until the full pool also holds every
+  // running sequence at kPlannedSeqTokens (128 pages).
+  KvPlanRequest r;
+  r.options = Options31B();
+  r.options.bytes_per_token = {409600, 20480};
+  r.options.budget_bytes = int64_t{47} << 30;
+  r.options.max_running_seqs = 128;
+  auto result = PlanKvPoolsWithDefaults(r);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const int s = result->max_running_seqs;
+  EXPECT_GE(s, 90);
+  EXPECT_LT(s, 107);
+  EXPECT_GE(result->plan.group(KvGroup::kFull).pages, int64_t{128} * s);
+  EXPECT_NE(result->warning.find("a full-attention pool for each of them at 2048 tokens, not the "
+                                 "default 128"),
+            std::string::npos)
+      << result->warning;
+  // One more would leave the full pool short of its sequences.
+  KvPoolPlanOptions more = r.options;
+  more.max_running_seqs = s + 1;
+  auto p = PlanKvPools(more);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_LT(p->group(KvGroup::kFull).pages, int64_t{128} * (s + 1));
+  // Where the default's windows fit but starve the full pool, the same: 107 as the default.
+  r.options.max_running_seqs = 107;
+  ASSERT_TRUE(PlanKvPools(r.options).ok());
+  result = PlanKvPoolsWithDefaults(r);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->max_running_seqs, s);
+  EXPECT_NE(result->warning.find("holds the sliding windows of the default 107 running sequences, "
+                                 "but then its full-attention pool holds only"),
+            std::string::npos)
+      << result->warning;
+  // The user's 107 is the user's choice: it fits, so it runs, unlowered.
+  r.user_running_seqs = true;
+  result = PlanKvPoolsWithDefaults(r);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->max_running_seqs, 107);
   EXPECT_TRUE(result->warning.empty());
 }
 
