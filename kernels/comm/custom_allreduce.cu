@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/common/device_utils.cuh"
+#include "kernels/common/launch.h"
 
 namespace gannet::kernels {
 
@@ -99,6 +100,10 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads) OneShotKernel(T* x, int64_t n, int rank, int world,
                                                           Peers peers, const volatile int* abort) {
   constexpr int kE = Chunk<T>::kElems;
+  // Launched like every kernel of a step (kernels::Launch): resident while the kernel before it
+  // drains, and the next one (its weights' L2 prefetch) resident while this one waits for peers.
+  // Everything below reads what earlier kernels wrote (x, the epochs), so the wait comes first.
+  PdlEnter();
   const int b = blockIdx.x;
   char* own = peers.ws[rank];
   uint32_t* epochs = reinterpret_cast<uint32_t*>(own + kEpochOffset);
@@ -175,13 +180,11 @@ cudaError_t LaunchCustomAllReduce(void* x, int64_t n, AllReduceType type, int ra
   const int blocks = static_cast<int>(
       std::min<int64_t>(kCustomAllReduceMaxBlocks, (chunks + kThreads - 1) / kThreads));
   if (type == AllReduceType::kF32) {
-    OneShotKernel<float><<<blocks, kThreads, 0, stream>>>(static_cast<float*>(x), n, rank, world,
-                                                          peers, abort);
-  } else {
-    OneShotKernel<__nv_bfloat16><<<blocks, kThreads, 0, stream>>>(
-        static_cast<__nv_bfloat16*>(x), n, rank, world, peers, abort);
+    return Launch(OneShotKernel<float>, dim3(blocks), dim3(kThreads), 0, stream,
+                  static_cast<float*>(x), n, rank, world, peers, abort);
   }
-  return cudaGetLastError();
+  return Launch(OneShotKernel<__nv_bfloat16>, dim3(blocks), dim3(kThreads), 0, stream,
+                static_cast<__nv_bfloat16*>(x), n, rank, world, peers, abort);
 }
 
 }  // namespace gannet::kernels

@@ -1,0 +1,39 @@
+#!/bin/bash
+# Tensor-parallel decode against a baseline commit, built and run side by side on one machine of
+# 2+ GPUs (session 18: the custom all-reduce launched with PDL). From the repository root on the
+# GPU machine, after `source .device/env.sh`; the baseline from tools/gpu/make_base.sh <commit>
+# (carry ".base"):
+#   tools/gpu/run_tp_ab.sh [stage ...]   (default: build base test decode)
+#   build   this tree's decode bench and the all-reduce / TP tests (sm_90 Release)
+#   base    the decode bench from .base/src.tar.gz
+#   test    cuda_custom_allreduce_test (all ranks on one GPU) and cuda_tp_test's multi-GPU and
+#           one-GPU cases
+#   decode  31B (batch 1, 16) and 26B-A4B (batch 1) at TP=GANNET_TP (default 2), both builds,
+#           twice for 31B; then this build at TP=1 for the ratio
+# Environment: as tools/gpu/stages.sh says. NCCL_NVLS_ENABLE=0 stays set.
+source "$(dirname "$0")/stages.sh"
+export NCCL_NVLS_ENABLE=0
+gpu_header "tensor-parallel decode A/B"
+tp=${GANNET_TP:-2}
+
+stage_build() { gpu_build gannet-decode-bench cuda_custom_allreduce_test cuda_tp_test; }
+stage_base() { gpu_build_base gannet-decode-bench; }
+stage_test() {
+  export GANNET_TEST_DATA=${GANNET_TEST_DATA:-$PWD/tests/data}
+  local rc=0
+  timeout 120 "$build/tests/parallel/cuda_custom_allreduce_test" > "$out/allreduce_test.log" 2>&1 || rc=1
+  timeout 300 "$build/tests/parallel/cuda_tp_test" --gtest_filter='*MultiGpu*:*OneGpu*' \
+    > "$out/tp_test.log" 2>&1 || rc=1
+  grep -hE "^\[  (PASSED|FAILED)|FAILED  \]|Failure" "$out/allreduce_test.log" "$out/tp_test.log" |
+    tee -a "$summary"
+  return $rc
+}
+stage_decode() {
+  gpu_decode_ab --model dummy:31b --batches 1,16 --context 1500 --steps 20 --tp "$tp"
+  gpu_decode_ab --model dummy:26b-a4b --batches 1 --context 1000 --steps 30 --tp "$tp"
+  gpu_decode_ab --model dummy:31b --batches 1,16 --context 1500 --steps 20 --tp "$tp"
+  note "-- new, TP=1: --model dummy:31b --batches 1,16 --context 1500 --steps 20"
+  timeout 120 "$build/bench/runner/gannet-decode-bench" --model dummy:31b --batches 1,16 \
+    --context 1500 --steps 20 --tp 0 2>&1 | grep -E "^ +batch" | tee -a "$summary"
+}
+gpu_run_stages build base test decode -- "$@"
