@@ -15,7 +15,13 @@
 //      peer in flight at once.
 // Epochs live in device memory, one counter per block, advanced by the kernel itself, so a call
 // recorded into a CUDA graph stays correct on every replay. Every rank must issue the same calls
-// (size, type, grid) in the same order, as with NCCL.
+// (size, type, grid) in the same order, as with NCCL. A block's data half alternates with its own
+// calls, so a call whose grid outgrows the previous call's gives its extra blocks no barrier
+// against a peer still reading that call: sizes may change only across something that orders
+// the ranks (the runner's all-reduces within a step are all [tokens, hidden]; steps are
+// separated by NCCL's logits gather and the host's wait). Fusing other work into the call with
+// another grid must keep that.
+
 #pragma once
 
 #include <cuda_runtime.h>
