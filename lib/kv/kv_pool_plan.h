@@ -73,9 +73,9 @@ int64_t KvMinimumBytes(const KvPoolPlanOptions& options);
 // The sequence length a default running limit is planned for (a chat turn: prompt and answer).
 // The sliding pool is reserved for every running sequence's window, and the full pool gets the
 // rest; a default limit whose windows leave the full pool fewer than that many sequences of this
-// length admits sequences it cannot keep. Measured: 31B on two H100s at the group's default 128,
-// lowered only to what the windows allowed (107), left the full pool about one 32k-token
-// sequence, and serving 80 users of 1000 + 1000 tokens preempted 95 times for 247 tok/s.
+// length admits sequences it cannot keep. Measured: 31B on two H100s serving 80 users of 1000 +
+// 1000 tokens (context 2016): the group's default 128, lowered only to what the windows allowed
+// (107), left the full pool 3 such sequences; it preempted 95 times for 247 tok/s.
 inline constexpr int64_t kPlannedSeqTokens = 2048;
 
 // Which of the limits in `options` the user set; the others are the engine's defaults, which

@@ -236,9 +236,10 @@ TEST(KvSizingTest, ATensorParallelGroupRunsItsDevicesTimesTheDefaultLimit) {
   std::printf("%d (variant, device, group size) cases ran their group's default\n", checked);
   EXPECT_GE(checked, 20);  // every variant on the devices where one runs its 64, at 2 and 4
   // Where one device lowers its default (31B on an H100 80GB), two lower theirs too, with the
-  // group's default named, to what their full pools also hold: the windows alone would have
-  // allowed 107 and left the full pools about one 32k-token sequence (measured on two H100s at
-  // concurrency 80 x 2000 tokens: 95 preemptions, 247 tok/s).
+  // group's default named, to what their full pools also hold: lowered only as far as the
+  // windows need, the full pools are left their minimum, one 32k-token sequence (measured on two
+  // H100s with a 2016-token context: 107 running, the full pools holding 3 sequences, 95
+  // preemptions at concurrency 80, 247 tok/s).
   const Replay r = ReplayCuda(Dummy("31b"), 81559 * kMiB, {}, 2);
   ASSERT_TRUE(r.sizing.ok()) << r.sizing.status();
   std::printf("31B on two H100 80GB: %d running, full pool %d pages\n", r.sizing->max_running_seqs,
