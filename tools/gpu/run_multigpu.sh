@@ -1,6 +1,7 @@
 #!/bin/bash
-# Tensor parallelism on a machine with 2+ GPUs (issue: multi-GPU run): the multigpu tests, then
-# the all-reduce per size (custom vs NCCL), 31B decode at TP=1 vs TP=N, and the chat serving set.
+# Tensor parallelism on a machine with 2+ GPUs (issue: multi-GPU run): the multigpu tests and the
+# custom all-reduce's own (in one process and over CUDA IPC), then the all-reduce per size (custom
+# vs NCCL), 31B decode at TP=1 vs TP=N, and the chat serving set.
 # Usage, from the repository root after `source .device/env.sh`:
 #   tools/gpu/run_multigpu.sh build test [test_eager] allreduce decode capacity serving
 # GANNET_MODEL (default dummy:31b) and GANNET_TPS (the TP degrees, 0 = the plain runner; default
@@ -48,10 +49,16 @@ multigpu_tests() {
   note "${p}multigpu_tp_test: exit $?"
   run_watched "${p}tp_multiprocess_test" "$lim" "$build/tests/parallel/tp_multiprocess_test"
   note "${p}tp_multiprocess_test: exit $?"
+  # The one-shot all-reduce itself: every rank on one GPU, and two processes over CUDA IPC.
+  run_watched "${p}custom_allreduce_test" "$lim" "$build/tests/parallel/cuda_custom_allreduce_test"
+  note "${p}custom_allreduce_test: exit $?"
+  run_watched "${p}custom_allreduce_ipc_test" "$lim" "$build/tests/parallel/cuda_custom_allreduce_ipc_test"
+  note "${p}custom_allreduce_ipc_test: exit $?"
   # Every test's own result line, so the summary shows which ran (a filter that matched fewer
   # than meant passed quietly before: 'MultiGpu*' missed the parameterized Variants/MultiGpuTpTest).
   grep -hE "^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z]|^\[  (PASSED|FAILED) |note|Failure|DEVICE_LOST" \
-    "$out/${p}multigpu_tp_test.log" "$out/${p}tp_multiprocess_test.log" | tail -40 |
+    "$out/${p}multigpu_tp_test.log" "$out/${p}tp_multiprocess_test.log" \
+    "$out/${p}custom_allreduce_test.log" "$out/${p}custom_allreduce_ipc_test.log" | tail -60 |
     sed -u "s/^/[${p:-lazy}] /" | tee -a "$summary"
 }
 for stage in "$@"; do
@@ -62,6 +69,7 @@ for stage in "$@"; do
         > "$out/build.log" 2>&1 &&
         ninja -C "$build" -j"$(nproc)" gannet gannet-serving-bench gannet-decode-bench \
           gannet-allreduce-bench cuda_tp_test cuda_custom_allreduce_test tp_multiprocess_test \
+          cuda_custom_allreduce_ipc_test \
           >> "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
       ;;
     test)
