@@ -82,12 +82,16 @@ KernelStatus FlashCanImplement(const ProblemKey& pk, const DeviceInfo& dev) {
   return KernelStatus::Ok();
 }
 
+// The split workspace of configuration `c` on problem `pk` at `splits` splits.
+size_t SplitWorkspaceBytes(const FlashConfig& c, const ProblemKey& pk, int splits) {
+  return FlashWorkspaceBytes(c, FlashGridTiles(c, pk.num_tokens, pk.num_seqs, std::max(1, pk.group())),
+                             pk.num_kv_heads, splits);
+}
+
 template <FlashConfig (*kConfig)()>
 size_t FlashWorkspace(const ProblemKey& pk, const DeviceInfo& dev) {
   const FlashConfig c = kConfig();
-  const int splits = SplitHeuristic(c, pk, dev);
-  return FlashWorkspaceBytes(c, FlashGridTiles(c, pk.num_tokens, pk.num_seqs, std::max(1, pk.group())),
-                             pk.num_kv_heads, splits);
+  return SplitWorkspaceBytes(c, pk, SplitHeuristic(c, pk, dev));
 }
 
 template <FlashConfig (*kConfig)(),
@@ -178,9 +182,8 @@ Hd256DecodePlan PlanHd256Decode(const ProblemKey& pk, const DeviceInfo& dev) {
 }
 
 size_t DecodeHd256Workspace(const ProblemKey& pk, const DeviceInfo& dev) {
-  const FlashConfig c = FlashConfigDecodeHd256();  // the narrow tile's workspace is the same shape
-  return FlashWorkspaceBytes(c, FlashGridTiles(c, pk.num_tokens, pk.num_seqs, std::max(1, pk.group())),
-                             pk.num_kv_heads, PlanHd256Decode(pk, dev).splits);
+  // The narrow tile's workspace has the wide tile's shape.
+  return SplitWorkspaceBytes(FlashConfigDecodeHd256(), pk, PlanHd256Decode(pk, dev).splits);
 }
 
 cudaError_t DecodeHd256Launch(const void* args, const ProblemKey& pk, const DeviceInfo& dev,
@@ -376,9 +379,7 @@ int FlashAttentionSplits(const KernelEntry& entry, const ProblemKey& pk, const D
 size_t FlashAttentionWorkspace(const KernelEntry& entry, const ProblemKey& pk, int num_splits) {
   auto config = FlashConfigOf(entry);
   if (config == nullptr) return 0;
-  const FlashConfig c = config();
-  return FlashWorkspaceBytes(c, FlashGridTiles(c, pk.num_tokens, pk.num_seqs, std::max(1, pk.group())),
-                             pk.num_kv_heads, num_splits);
+  return SplitWorkspaceBytes(config(), pk, num_splits);
 }
 
 ProblemKey AttentionProblem(Op op, const PagedAttentionParams& p) {
