@@ -222,9 +222,8 @@ absl::StatusOr<KvPlanResult> PlanKvPoolsWithDefaults(const KvPlanRequest& r) {
   result.max_seq_len = o.max_seq_len;
   // Whether a plan's full pool holds `seqs` sequences of the planned length (kPlannedSeqTokens):
   // asked of a default running limit only, and of a full pool the planner sizes.
-  auto planned_pages = [&](int64_t len) {
-    return CeilDiv(std::min(len, kPlannedSeqTokens), o.page_size);
-  };
+  auto planned_tokens = [](int64_t len) { return std::min(len, kPlannedSeqTokens); };
+  auto planned_pages = [&](int64_t len) { return CeilDiv(planned_tokens(len), o.page_size); };
   auto follows = [&](const KvPoolPlan& p, int64_t seqs, int64_t len) {
     const KvPoolCapacity& full = p.groups[kFull];
     return r.user_running_seqs || o.bytes_per_token[kFull] == 0 || full.overridden ||
@@ -269,8 +268,8 @@ absl::StatusOr<KvPlanResult> PlanKvPoolsWithDefaults(const KvPlanRequest& r) {
         "then its full-attention pool holds only {} sequences of {} tokens; running at most {} "
         "sequences, not the default {}, so that it holds every one. Set max_running_seqs, "
         "max_model_len or kv_memory_bytes to choose otherwise",
-        FormatBytes(o.budget_bytes), o.max_running_seqs, full_holds,
-        std::min(o.max_seq_len, kPlannedSeqTokens), result.max_running_seqs, o.max_running_seqs);
+        budget, o.max_running_seqs, full_holds, planned_tokens(o.max_seq_len),
+        result.max_running_seqs, o.max_running_seqs);
   } else if (seqs >= 1) {
     if (r.user_running_seqs) {
       return ResourceExhaustedError(
@@ -287,8 +286,8 @@ absl::StatusOr<KvPlanResult> PlanKvPoolsWithDefaults(const KvPlanRequest& r) {
         "{}-token sequence and a full-attention pool for each of them at {} tokens, not the "
         "default {} (whose windows and one such sequence need {}); running at most {} sequences. "
         "Set max_running_seqs, max_model_len or kv_memory_bytes to choose otherwise",
-        budget, seqs, o.max_seq_len, std::min(o.max_seq_len, kPlannedSeqTokens),
-        o.max_running_seqs, need(o.max_running_seqs, o.max_seq_len), seqs);
+        budget, seqs, o.max_seq_len, planned_tokens(o.max_seq_len), o.max_running_seqs,
+        need(o.max_running_seqs, o.max_seq_len), seqs);
   } else {
     // Not even one sequence of this length fits: the context length must give.
     const int64_t s = r.user_running_seqs ? o.max_running_seqs : 1;
