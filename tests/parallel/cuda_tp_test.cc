@@ -25,7 +25,6 @@
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/backend/cuda/cuda_backend.h"
 #include "lib/model/tp_shard.h"
-#include "lib/parallel/host_collectives.h"
 #include "lib/parallel/nccl_collectives.h"
 #include "tests/backend/bf16_cpu_backend.h"
 #include "tests/backend/cuda_test_util.h"
@@ -223,27 +222,11 @@ class RouterMarginCpuBackend final : public backend::CpuBackend {
 // The yardstick of what bf16 does to a group: `world` bf16-rounding CPU ranks (host
 // collectives), split as the GPUs are, so it also rounds each rank's partial sums before the
 // all-reduce. A rank's logits are its vocabulary slice, kept f32 as the GPU keeps them.
-struct Bf16CpuGroup {
-  std::shared_ptr<parallel::HostGroup> host;
-  std::vector<std::unique_ptr<testing::Bf16ActivationCpuBackend>> backends;
-  std::unique_ptr<parallel::TpRunner> runner;
-};
-
-Bf16CpuGroup MakeBf16CpuGroup(const testing::LoadedModel& m, int world) {
-  Bf16CpuGroup g;
-  g.host = std::make_shared<parallel::HostGroup>(world);
-  std::vector<backend::Backend*> raw;
-  std::vector<std::unique_ptr<backend::Collectives>> comms;
-  for (int r = 0; r < world; ++r) {
-    g.backends.push_back(std::make_unique<testing::Bf16ActivationCpuBackend>(
-        m.config.text.hidden_size, model::VocabShardSize(m.config, world)));
-    raw.push_back(g.backends.back().get());
-    comms.push_back(g.host->Rank(r));
-  }
-  auto tp = testing::CreateTinyTpRunner(m, raw, std::move(comms), g.host, kPage);
-  EXPECT_TRUE(tp.ok()) << tp.status();
-  if (tp.ok()) g.runner = std::move(*tp);
-  return g;
+testing::HostTpGroup MakeBf16CpuGroup(const testing::LoadedModel& m, int world) {
+  return testing::MakeHostTpGroup(m, world, kPage, [&](int) -> std::unique_ptr<backend::Backend> {
+    return std::make_unique<testing::Bf16ActivationCpuBackend>(
+        m.config.text.hidden_size, model::VocabShardSize(m.config, world));
+  });
 }
 
 // A step of every sequence of `run` replayed: the prefill (i = 0) or decode step i.
@@ -276,7 +259,7 @@ TEST_P(MultiGpuTpTest, GreedyMatchesTheCpuReference) {
   auto ref = testing::CreateTinyRunner((*m)->config, (*m)->weights, &cpu, opts, testing::kTpMaxLen,
                                        testing::kTpSeqs);
   ASSERT_TRUE(ref.ok()) << ref.status();
-  Bf16CpuGroup bf16 = MakeBf16CpuGroup(**m, world);
+  testing::HostTpGroup bf16 = MakeBf16CpuGroup(**m, world);
   ASSERT_NE(bf16.runner, nullptr);
   GpuGroup g = MakeGpuGroup(**m, world);
   ASSERT_NE(g.runner, nullptr);

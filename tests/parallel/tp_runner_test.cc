@@ -25,31 +25,20 @@ namespace {
 constexpr int kPage = 16;
 constexpr int kSteps = 6;
 
-struct CpuGroup {
-  std::vector<std::unique_ptr<backend::Backend>> backends;
-  std::unique_ptr<parallel::TpRunner> runner;
-};
+using CpuGroup = testing::HostTpGroup;
 
 // `wrap` (optional) wraps rank `wrapped`'s backend.
 CpuGroup MakeCpuGroup(const testing::LoadedModel& m, int world,
                       std::function<std::unique_ptr<backend::Backend>(
                           std::unique_ptr<backend::Backend>)> wrap = nullptr,
                       int wrapped = -1, model::MoeSplit moe = model::MoeSplit::kAuto) {
-  CpuGroup g;
-  auto group = std::make_shared<parallel::HostGroup>(world);
-  std::vector<backend::Backend*> raw;
-  std::vector<std::unique_ptr<backend::Collectives>> comms;
-  for (int r = 0; r < world; ++r) {
-    std::unique_ptr<backend::Backend> be = std::make_unique<backend::CpuBackend>();
-    if (r == wrapped) be = wrap(std::move(be));
-    raw.push_back(be.get());
-    g.backends.push_back(std::move(be));
-    comms.push_back(group->Rank(r));
-  }
-  auto tp = testing::CreateTinyTpRunner(m, raw, std::move(comms), group, kPage, moe);
-  EXPECT_TRUE(tp.ok()) << tp.status();
-  if (tp.ok()) g.runner = std::move(*tp);
-  return g;
+  return testing::MakeHostTpGroup(
+      m, world, kPage,
+      [&](int r) {
+        std::unique_ptr<backend::Backend> be = std::make_unique<backend::CpuBackend>();
+        return r == wrapped ? wrap(std::move(be)) : std::move(be);
+      },
+      moe);
 }
 
 class TpRunnerTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {};

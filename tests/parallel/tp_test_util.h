@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/common/status.h"
+#include "lib/parallel/host_collectives.h"
 #include "lib/parallel/tp_runner.h"
 #include "lib/runner/step_runner.h"
 #include "tests/testing/tiny_models.h"
@@ -123,6 +125,31 @@ inline absl::StatusOr<std::unique_ptr<parallel::TpRunner>> CreateTinyTpRunner(
   GANNET_RETURN_IF_ERROR(tp->AttachKv(
       SimpleKvLayout(tp->shard_config(), *backends[0], page_size, kTpMaxLen, kTpSeqs)));
   return tp;
+}
+
+// A group of `world` ranks as threads on the host: rank r computes on make(r), the ranks joined
+// by the host collectives (parallel::HostGroup, rank-order sums), KV attached.
+struct HostTpGroup {
+  std::vector<std::unique_ptr<backend::Backend>> backends;
+  std::unique_ptr<parallel::TpRunner> runner;
+};
+
+inline HostTpGroup MakeHostTpGroup(const LoadedModel& m, int world, int page_size,
+                                   const std::function<std::unique_ptr<backend::Backend>(int)>& make,
+                                   model::MoeSplit moe_split = model::MoeSplit::kAuto) {
+  HostTpGroup g;
+  auto group = std::make_shared<parallel::HostGroup>(world);
+  std::vector<backend::Backend*> raw;
+  std::vector<std::unique_ptr<backend::Collectives>> comms;
+  for (int r = 0; r < world; ++r) {
+    g.backends.push_back(make(r));
+    raw.push_back(g.backends.back().get());
+    comms.push_back(group->Rank(r));
+  }
+  auto tp = CreateTinyTpRunner(m, raw, std::move(comms), group, page_size, moe_split);
+  EXPECT_TRUE(tp.ok()) << tp.status();
+  if (tp.ok()) g.runner = std::move(*tp);
+  return g;
 }
 
 }  // namespace gannet::testing
