@@ -1,26 +1,31 @@
-// One-shot all-reduce between the ranks of a tensor-parallel group over peer-mapped device memory
+// All-reduce between the ranks of a tensor-parallel group over peer-mapped device memory
 // (NVLink/PCIe peer access in one process, CUDA IPC between processes), for the small messages
 // of decode steps where NCCL's ring or tree pays more in latency than the bytes cost.
 //
 // Every rank owns one peer-visible workspace (CustomAllReduceWorkspaceBytes) and knows every
-// rank's (its own included) as a device pointer. A call, per block b of the grid:
-// The message moves in 16-byte chunks, a contiguous range of them per block. A call, per block b:
+// rank's (its own included) as a device pointer. Messages move in 16-byte chunks, a contiguous
+// range of them per block, the same on every rank; every rank sums in rank order (f32
+// accumulation, one rounding), so all get bit-identical values. Two kernels:
+//  - push (messages up to kCustomAllReducePushMaxBytes): each rank stores its chunks into a slot
+//    of every peer's workspace; a slot is zero until data lands, and no rank sends a zero element
+//    (+0 goes as -0), so each rank polls its own slots, sums and zeroes them. No flag, fence or
+//    barrier: one one-way write per call. Fixed grid; details at PushKernel.
+//  - pull (larger messages), per block b of the grid:
 //   1. copies its slice of the input into its own workspace's data half (parity = the call's
 //      epoch & 1, so a rank never overwrites data a slower peer may still read: the barrier of
 //      the next call orders it after every peer finished this one);
 //   2. writes the epoch into flag[b][rank] of every peer (release, system scope) and waits until
 //      every peer has written it into its own flag[b][*] (acquire);
-//   3. sums the slice over ranks in rank order (f32 accumulation, one rounding) into the output,
-//      so every rank gets bit-identical values; each thread has its chunk's loads from every
+//   3. sums the slice over ranks into the output; each thread has its chunk's loads from every
 //      peer in flight at once.
-// Epochs live in device memory, one counter per block, advanced by the kernel itself, so a call
-// recorded into a CUDA graph stays correct on every replay. Every rank must issue the same calls
-// (size, type, grid) in the same order, as with NCCL. A block's data half alternates with its own
-// calls, so a call whose grid outgrows the previous call's gives its extra blocks no barrier
-// against a peer still reading that call: sizes may change only across something that orders
-// the ranks (the runner's all-reduces within a step are all [tokens, hidden]; steps are
-// separated by NCCL's logits gather and the host's wait). Fusing other work into the call with
-// another grid must keep that.
+// Call counters and epochs live in device memory, one per block, advanced by the kernels
+// themselves, so a call recorded into a CUDA graph stays correct on every replay. Every rank must
+// issue the same calls (size, type) in the same order, as with NCCL. In the pull kernel a block's
+// data half alternates with its own calls, so a call whose grid outgrows the previous pull call's
+// gives its extra blocks no barrier against a peer still reading that call: sizes above the push
+// limit may change only across something that orders the ranks (the runner's all-reduces within
+// a step are all [tokens, hidden]; steps are separated by NCCL's logits gather and the host's
+// wait). Fusing other work into a call with another grid must keep that.
 
 #pragma once
 
@@ -35,11 +40,14 @@ inline constexpr int kCustomAllReduceMaxRanks = 8;
 inline constexpr int kCustomAllReduceMaxBlocks = 36;
 // The largest message (bytes) a call takes; bigger ones go to NCCL.
 inline constexpr size_t kCustomAllReduceMaxBytes = size_t{2} << 20;
+// The largest message the push kernel takes (its slots: 2 x kCustomAllReduceMaxRanks of this size
+// a workspace); larger ones go through the pull kernel.
+inline constexpr size_t kCustomAllReducePushMaxBytes = size_t{1} << 20;
 
 enum class AllReduceType : uint8_t { kF32, kBF16 };
 
-// Bytes of one rank's workspace: flags, per-block epochs, and two data halves. Must be zeroed
-// before first use.
+// Bytes of one rank's workspace: flags, per-block epochs and call counters, the pull kernel's two
+// data halves and the push kernel's slots. Must be zeroed before first use.
 size_t CustomAllReduceWorkspaceBytes();
 
 // x [n] in place. `workspaces[p]` is rank p's workspace as this device sees it (its own at

@@ -20,14 +20,11 @@ namespace gannet::parallel {
 
 namespace {
 
-// Messages the custom kernel takes by default: up to 128 KB, where every thread of its grid
-// (36 blocks x 256 threads x 16 bytes = 144 KB) moves at most one chunk, so a call costs one
-// remote round trip plus the flag barrier, the structure the first kernel had at 1 KB, where it
-// beat NCCL on two H200s (7.4 vs 9.6 us; RESULTS.md, session 5). That covers decode steps of 31B
-// up to batch 12 (bf16 [batch, 5376]); beyond, NCCL's bandwidth-optimal algorithms are expected
-// to win on NVLink. The limit is an estimate until the two-GPU run measures the rewritten kernel
-// (gannet-allreduce-bench prints both); GANNET_ALLREDUCE=nccl or =custom pins either path.
-constexpr size_t kDefaultMaxBytes = size_t{128} << 10;
+// Messages the custom kernels take by default: the push kernel's (up to 1 MB), one one-way NVLink
+// write a call; that covers every decode all-reduce of 31B up to batch 97 (bf16 [batch, 5376]).
+// Measured against NCCL per size with gannet-allreduce-bench (bench/RESULTS_MULTIGPU.md);
+// GANNET_ALLREDUCE=nccl or =custom pins either path.
+constexpr size_t kDefaultMaxBytes = kernels::kCustomAllReducePushMaxBytes;
 
 absl::Status Cuda(cudaError_t e, std::string_view what) {
   if (e == cudaSuccess) return absl::OkStatus();

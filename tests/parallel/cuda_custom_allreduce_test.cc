@@ -1,5 +1,5 @@
-// The one-shot all-reduce kernel (kernels/comm/custom_allreduce.h) with its ranks simulated on one
-// GPU: each rank's workspace is a separate allocation and each rank launches on its own stream,
+// The custom all-reduce kernels (kernels/comm/custom_allreduce.h: push and pull) with its ranks
+// simulated on one GPU: each rank's workspace is a separate allocation and each rank launches on its own stream,
 // so the kernels meet through the same flags and peer reads as on several devices. Checks the
 // sums against the host (rank order, f32 accumulation, one rounding), repeated calls (the epoch
 // and buffer parity), CUDA graph replays, and that a missing peer ends in the abort flag instead
@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -198,6 +199,97 @@ TEST(CustomAllReduceTest, GraphReplaysAdvanceTheEpoch) {
     Check(g, c, DType::kBF16, "replay " + std::to_string(replay));
   }
   for (auto e : exec) cudaGraphExecDestroy(e);
+}
+
+// Calls issued back to back with no host wait between them, so a fast rank runs ahead into the
+// next call while a slow one still reads this one: sizes on both sides of the push kernel's limit
+// (push and pull kernels interleaved), both element types through the same push slots, and
+// inputs of zeros of either sign (the push kernel sends +0 as -0 and reads zero as "not arrived";
+// the sums must still be +0, bit for bit, as the host's).
+TEST(CustomAllReduceTest, BackToBackCallsOfMixedSizesTypesAndZeros) {
+  GANNET_REQUIRE_GPU();
+  struct Call {
+    int64_t bytes;
+    DType dt;
+    float zero_share;  // of elements set to ±0
+  };
+  const int64_t push = static_cast<int64_t>(kernels::kCustomAllReducePushMaxBytes);
+  const std::vector<Call> calls = {
+      {10752, DType::kBF16, 0.0f},      {10752, DType::kBF16, 0.5f}, {4096, DType::kF32, 0.5f},
+      {push, DType::kBF16, 0.1f},       {push + 4096, DType::kBF16, 0.0f},
+      {172032, DType::kF32, 0.0f},      {10752, DType::kBF16, 1.0f}, {2 * push, DType::kF32, 0.2f},
+      {100, DType::kBF16, 0.3f},        {push, DType::kF32, 0.0f},   {10752, DType::kBF16, 0.0f},
+      {10752, DType::kBF16, 0.0f}};
+  for (int world : {2, 4}) {
+    SimGroup g(world);
+    // Every call has its own region of one buffer per rank, so all can be checked at the end.
+    std::vector<int64_t> offset(calls.size() + 1, 0);
+    for (size_t i = 0; i < calls.size(); ++i) offset[i + 1] = offset[i] + (calls[i].bytes + 255) / 256 * 256;
+    std::vector<void*> buf(world);
+    for (int r = 0; r < world; ++r) CUDA_OK(cudaMalloc(&buf[r], offset.back()));
+    std::vector<std::vector<uint32_t>> want_bits(calls.size());
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const Call& call = calls[i];
+      const int64_t elem = DTypeBits(call.dt) / 8, n = call.bytes / elem;
+      Case c = MakeCase(world, n, call.dt, static_cast<int>(i));
+      for (int64_t e = 0; e < n; ++e) {  // a deterministic share of ±0 elements
+        if (static_cast<float>((e * 2654435761u) % 1000) < call.zero_share * 1000) {
+          float s = 0.0f;
+          for (int r = 0; r < world; ++r) {
+            c.in[r][e] = ((e + r) & 1) != 0 ? -0.0f : 0.0f;
+            s += c.in[r][e];
+          }
+          c.want[e] = s;
+        }
+      }
+      want_bits[i].resize(n);
+      for (int64_t e = 0; e < n; ++e) {
+        want_bits[i][e] = call.dt == DType::kF32 ? std::bit_cast<uint32_t>(c.want[e])
+                                                 : FloatToBf16(c.want[e]);
+      }
+      for (int r = 0; r < world; ++r) {
+        char* dst = static_cast<char*>(buf[r]) + offset[i];
+        if (call.dt == DType::kF32) {
+          CUDA_OK(cudaMemcpy(dst, c.in[r].data(), n * 4, cudaMemcpyHostToDevice));
+        } else {
+          std::vector<uint16_t> h(n);
+          for (int64_t e = 0; e < n; ++e) h[e] = FloatToBf16(c.in[r][e]);
+          CUDA_OK(cudaMemcpy(dst, h.data(), n * 2, cudaMemcpyHostToDevice));
+        }
+      }
+    }
+    CUDA_OK(cudaDeviceSynchronize());
+    for (int r = 0; r < world; ++r) {  // rank 0 issues all its calls first, then rank 1, ...
+      for (size_t i = 0; i < calls.size(); ++i) {
+        const int64_t elem = DTypeBits(calls[i].dt) / 8;
+        CUDA_OK(kernels::LaunchCustomAllReduce(
+            static_cast<char*>(buf[r]) + offset[i], calls[i].bytes / elem,
+            calls[i].dt == DType::kF32 ? kernels::AllReduceType::kF32 : kernels::AllReduceType::kBF16,
+            r, world, g.ws.data(), g.abort, g.streams[r]));
+      }
+    }
+    CUDA_OK(cudaDeviceSynchronize());
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const int64_t elem = DTypeBits(calls[i].dt) / 8, n = calls[i].bytes / elem;
+      for (int r = 0; r < world; ++r) {
+        std::vector<uint32_t> got(n);
+        if (calls[i].dt == DType::kF32) {
+          CUDA_OK(cudaMemcpy(got.data(), static_cast<char*>(buf[r]) + offset[i], n * 4,
+                             cudaMemcpyDeviceToHost));
+        } else {
+          std::vector<uint16_t> h(n);
+          CUDA_OK(cudaMemcpy(h.data(), static_cast<char*>(buf[r]) + offset[i], n * 2,
+                             cudaMemcpyDeviceToHost));
+          for (int64_t e = 0; e < n; ++e) got[e] = h[e];
+        }
+        for (int64_t e = 0; e < n; ++e) {
+          ASSERT_EQ(got[e], want_bits[i][e]) << "world " << world << " call " << i << " ("
+                                             << calls[i].bytes << " bytes) rank " << r << " elem " << e;
+        }
+      }
+    }
+    for (void* b : buf) cudaFree(b);
+  }
 }
 
 TEST(CustomAllReduceTest, AMissingPeerEndsInTheAbortFlag) {

@@ -4,20 +4,37 @@
 # GPU machine, after `source .device/env.sh`; the baseline from tools/gpu/make_base.sh <commit>
 # (carry ".base"):
 #   tools/gpu/run_tp_ab.sh [stage ...]   (default: build base test decode)
-#   build   this tree's decode bench and the all-reduce / TP tests (sm_90 Release)
-#   base    the decode bench from .base/src.tar.gz
-#   test    cuda_custom_allreduce_test (all ranks on one GPU) and cuda_tp_test's multi-GPU and
-#           one-GPU cases
-#   decode  31B (batch 1, 16) and 26B-A4B (batch 1) at TP=GANNET_TP (default 2), both builds,
-#           twice for 31B; then this build at TP=1 for the ratio
+#   build     this tree's decode and all-reduce benches and the all-reduce / TP tests (sm_90 Release)
+#   base      the same benches from .base/src.tar.gz
+#   test      cuda_custom_allreduce_test (all ranks on one GPU) and cuda_tp_test's multi-GPU and
+#             one-GPU cases
+#   allreduce gannet-allreduce-bench at TP=GANNET_TP, both builds, NCCL and the default (auto)
+#   decode    31B (batch GANNET_AB_BATCHES, default 1,16) and 26B-A4B (batch 1) at TP=GANNET_TP
+#             (default 2), both builds, twice for 31B; then this build at TP=1 for the ratio
 # Environment: as tools/gpu/stages.sh says. NCCL_NVLS_ENABLE=0 stays set.
 source "$(dirname "$0")/stages.sh"
 export NCCL_NVLS_ENABLE=0
 gpu_header "tensor-parallel decode A/B"
 tp=${GANNET_TP:-2}
 
-stage_build() { gpu_build gannet-decode-bench cuda_custom_allreduce_test cuda_tp_test; }
-stage_base() { gpu_build_base gannet-decode-bench; }
+batches=${GANNET_AB_BATCHES:-1,16}
+
+stage_build() {
+  gpu_build gannet-decode-bench gannet-allreduce-bench cuda_custom_allreduce_test cuda_tp_test \
+    tp_multiprocess_test cuda_custom_allreduce_ipc_test
+}
+stage_base() { gpu_build_base gannet-decode-bench gannet-allreduce-bench; }
+stage_allreduce() {
+  local b label mode
+  for label in base new; do
+    b=$build
+    [ $label = base ] && b=$base_build
+    for mode in nccl auto; do
+      GANNET_ALLREDUCE=$mode timeout 120 "$b/bench/parallel/gannet-allreduce-bench" --tp "$tp" \
+        --iters 200 2>&1 | grep -v "^gannet \[I\]" | sed "s/^/[$label $mode] /" | tee -a "$summary"
+    done
+  done
+}
 stage_test() {
   export GANNET_TEST_DATA=${GANNET_TEST_DATA:-$PWD/tests/data}
   local rc=0
@@ -29,11 +46,11 @@ stage_test() {
   return $rc
 }
 stage_decode() {
-  gpu_decode_ab --model dummy:31b --batches 1,16 --context 1500 --steps 20 --tp "$tp"
+  gpu_decode_ab --model dummy:31b --batches "$batches" --context 1500 --steps 20 --tp "$tp"
   gpu_decode_ab --model dummy:26b-a4b --batches 1 --context 1000 --steps 30 --tp "$tp"
-  gpu_decode_ab --model dummy:31b --batches 1,16 --context 1500 --steps 20 --tp "$tp"
-  note "-- new, TP=1: --model dummy:31b --batches 1,16 --context 1500 --steps 20"
-  timeout 120 "$build/bench/runner/gannet-decode-bench" --model dummy:31b --batches 1,16 \
+  gpu_decode_ab --model dummy:31b --batches "$batches" --context 1500 --steps 20 --tp "$tp"
+  note "-- new, TP=1: --model dummy:31b --batches $batches --context 1500 --steps 20"
+  timeout 120 "$build/bench/runner/gannet-decode-bench" --model dummy:31b --batches "$batches" \
     --context 1500 --steps 20 --tp 0 2>&1 | grep -E "^ +batch" | tee -a "$summary"
 }
 gpu_run_stages build base test decode -- "$@"
