@@ -7,6 +7,7 @@
 
 #include "kernels/common/device_utils.cuh"
 #include "kernels/common/launch.h"
+#include "kernels/norm/post_norm_residual_row.cuh"
 
 namespace gannet::kernels {
 
@@ -17,17 +18,16 @@ namespace {
 // 36 blocks).
 constexpr int kThreads = 256;
 
-// The push kernel's fixed grid (see PushKernel: every call has every block, so the blocks' call
-// counters agree).
+// The push kernel's grid (its calls may have any grid: the call counter is one for all blocks).
 constexpr int kPushBlocks = 32;
 
 // Workspace layout (bytes): flags [kMaxBlocks][kMaxRanks] u32 | epochs [kMaxBlocks] u32 |
-// push calls [kPushBlocks] u32 | padding to 256 | data [2][kCustomAllReduceMaxBytes] |
+// push call counter and its blocks-done count (2 u32) | padding to 256 | data [2][kCustomAllReduceMaxBytes] |
 // push slots [2][kMaxRanks][kCustomAllReducePushMaxBytes].
 constexpr size_t kFlagsBytes = sizeof(uint32_t) * kCustomAllReduceMaxBlocks * kCustomAllReduceMaxRanks;
 constexpr size_t kEpochOffset = kFlagsBytes;
 constexpr size_t kPushCallOffset = kEpochOffset + sizeof(uint32_t) * kCustomAllReduceMaxBlocks;
-constexpr size_t kDataOffset = (kPushCallOffset + sizeof(uint32_t) * kPushBlocks + 255) / 256 * 256;
+constexpr size_t kDataOffset = (kPushCallOffset + sizeof(uint32_t) * 2 + 255) / 256 * 256;
 constexpr size_t kPushOffset = kDataOffset + 2 * kCustomAllReduceMaxBytes;
 constexpr size_t kPushSlotBytes = kCustomAllReducePushMaxBytes;
 constexpr size_t kWorkspaceBytes = kPushOffset + 2 * kCustomAllReduceMaxRanks * kPushSlotBytes;
@@ -172,21 +172,23 @@ __global__ void __launch_bounds__(kThreads) PullKernel(T* x, int64_t n, int rank
 // holds zeros until a peer's data lands, and a rank never sends a zero element (it sends +0 as -0,
 // which changes no sum: the sum starts at +0 and +0 + -0 = +0). So there is no flag, no fence
 // and no barrier: a call costs one one-way NVLink write plus local polling, where the pull kernel
-// pays a fence, a flag round trip and a remote read (8-9 us a call on H100/H200 pairs).
+// pays a fence, a flag round trip and a remote read (6-8 us a call on two H200s, against 3.5-4.5
+// for this one up to 64 KB).
 //   - Arrival is checked per element (2 or 4 bytes), so a 16-byte store that lands in pieces is
 //     waited for, not read half-written.
 //   - The thread that sums a chunk zeroes the slots it read, right away, so after a call every
 //     slot is zero again except data peers already sent for the next call.
-//   - Two slot sets, alternating with the calls (the call counter in the workspace, advanced by
-//     the kernel, so graph replays stay in step). A peer can be at most one call ahead (it cannot
-//     finish call k+1 without this rank's data of k+1, sent after this rank finished call k), so
-//     its call k+1 writes the other set than the one being read, and its call k+2, which reuses
-//     this set, comes after this rank's zeroing of call k (kernel order) was sent on its way.
-//   - The grid is fixed (kPushBlocks): every block takes part in every call, so each block's
-//     counter advances with every call and all agree. (A grid that varied would leave a block's
-//     counter behind, and two calls' chunk ranges could then share a set.)
+//   - Two slot sets, alternating with the calls (one call counter in the workspace, advanced by
+//     the call's last block to finish, so graph replays stay in step and a call may have any
+//     grid). A peer can be at most one call ahead (it cannot finish call k+1 without this rank's
+//     data of k+1, sent after this rank finished call k), so its call k+1 writes the other set
+//     than the one being read, and its call k+2, which reuses this set, comes after this rank's
+//     zeroing of call k (kernel order) was sent on its way. Pull calls in between change nothing:
+//     they touch neither the slots nor the counter.
 //   - Both sizes of element share the slots: what a call wrote and did not leave zeroed is never
 //     read with another type, because the slots are zero between calls.
+//   - Chunk c of a message is slot chunk c whatever kernel moves it, so the fused kernel below
+//     (one block per row) and this one (a range of chunks per block) agree on the slots.
 __device__ __forceinline__ void StoreVolatile(uint4* p, const uint4& v) {
   asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
                "r"(v.z), "r"(v.w)
@@ -220,76 +222,177 @@ __device__ __forceinline__ uint32_t NoZeroWord(uint32_t w, const __nv_bfloat16*)
   if ((w >> 16) == 0) w |= 0x80000000u;
   return w;
 }
+
+// A push call's place in the workspace: its slot set, and the counter the last block advances.
+struct PushCall {
+  size_t set;         // byte offset of the call's slot set within the push slots
+  uint32_t* counter;  // [0] the call counter, [1] blocks done with this call
+  uint32_t call;
+};
+
+// Every thread of every block reads the counter before any block advances it (PushCallEnd).
+__device__ __forceinline__ PushCall PushCallBegin(char* own) {
+  PushCall pc;
+  pc.counter = reinterpret_cast<uint32_t*>(own + kPushCallOffset);
+  pc.call = pc.counter[0];
+  pc.set = (pc.call & 1) * kCustomAllReduceMaxRanks * kPushSlotBytes;
+  return pc;
+}
+
+// The call's last block to get here advances the counter for the next call (which reads it after
+// this kernel has finished: kernel order).
+__device__ __forceinline__ void PushCallEnd(const PushCall& pc) {
+  __syncthreads();
+  if (threadIdx.x == 0 && atomicAdd(pc.counter + 1, 1u) == gridDim.x - 1) {
+    pc.counter[1] = 0;
+    pc.counter[0] = pc.call + 1;
+  }
+}
+
+// Chunk c (as read from x) into slot `rank` of every peer's current set.
 template <typename T>
-__device__ __forceinline__ uint4 NoZero(uint4 v) {
-  const T* t = nullptr;
-  return make_uint4(NoZeroWord(v.x, t), NoZeroWord(v.y, t), NoZeroWord(v.z, t), NoZeroWord(v.w, t));
+__device__ __forceinline__ void PushChunk(uint4 v, int64_t c, int rank, int world,
+                                          const Peers& peers, const PushCall& pc) {
+  const T* type = nullptr;
+  v = make_uint4(NoZeroWord(v.x, type), NoZeroWord(v.y, type), NoZeroWord(v.z, type),
+                 NoZeroWord(v.w, type));
+#pragma unroll
+  for (int p = 0; p < kCustomAllReduceMaxRanks; ++p) {
+    if (p < world && p != rank) {
+      StoreVolatile(reinterpret_cast<uint4*>(peers.ws[p] + kPushOffset + pc.set +
+                                             rank * kPushSlotBytes) + c, v);
+    }
+  }
+}
+
+// s = the sum over ranks, in rank order, of chunk c (this rank's: `mine`), once every peer's has
+// landed in this rank's slots; zeroes those slots. False if `abort` ended the wait (s undefined).
+template <typename T>
+__device__ __forceinline__ bool GatherChunk(const uint4& mine, int64_t c, int rank, int world,
+                                            char* own, const PushCall& pc,
+                                            const volatile int* abort,
+                                            float (&s)[Chunk<T>::kElems]) {
+  constexpr int kE = Chunk<T>::kElems;
+  const T* type = nullptr;
+  uint4 v[kCustomAllReduceMaxRanks];
+#pragma unroll
+  for (int p = 0; p < kCustomAllReduceMaxRanks; ++p) {  // every peer's load in flight at once
+    if (p < world && p != rank) {
+      v[p] = LoadVolatile(reinterpret_cast<const uint4*>(own + kPushOffset + pc.set +
+                                                         p * kPushSlotBytes) + c);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kE; ++i) s[i] = 0.f;
+#pragma unroll
+  for (int p = 0; p < kCustomAllReduceMaxRanks; ++p) {  // in rank order: bit-identical on every rank
+    if (p < world) {
+      if (p != rank) {
+        uint4* slot = reinterpret_cast<uint4*>(own + kPushOffset + pc.set + p * kPushSlotBytes) + c;
+        // A peer that never sends (its process died): the host raises `abort` and the wait ends.
+        for (uint32_t spins = 1; !Arrived(v[p], type); ++spins) {
+          if ((spins & 1023) == 0 && *abort != 0) return false;
+          v[p] = LoadVolatile(slot);
+        }
+        StoreVolatile(slot, make_uint4(0, 0, 0, 0));
+      }
+      float f[kE];
+      ToFloats(p == rank ? mine : v[p], f, type);
+#pragma unroll
+      for (int i = 0; i < kE; ++i) s[i] += f[i];
+    }
+  }
+  return true;
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) PushKernel(T* x, int64_t n, int rank, int world,
                                                        Peers peers, const volatile int* abort) {
   constexpr int kE = Chunk<T>::kElems;
-  const T* type = nullptr;
   PdlEnter();  // x is the previous kernel's output
-  const int b = blockIdx.x;
   char* own = peers.ws[rank];
-  uint32_t* calls = reinterpret_cast<uint32_t*>(own + kPushCallOffset);
-  const uint32_t call = calls[b];  // every thread reads it before thread 0 advances it below
-  const size_t set = (call & 1) * kCustomAllReduceMaxRanks * kPushSlotBytes;
+  const PushCall pc = PushCallBegin(own);
   const bool aligned = (reinterpret_cast<uintptr_t>(x) & (kChunkBytes - 1)) == 0;
   const int64_t chunks = (n + kE - 1) / kE;
   const int64_t per = (chunks + gridDim.x - 1) / gridDim.x;
-  const int64_t begin = min(chunks, per * b), end = min(chunks, begin + per);
-  // Into slot `rank` of every peer's current set.
+  const int64_t begin = min(chunks, per * blockIdx.x), end = min(chunks, begin + per);
   for (int64_t c = begin + threadIdx.x; c < end; c += kThreads) {
-    const uint4 v = NoZero<T>(ReadChunk(x, n, c, aligned));
-#pragma unroll
-    for (int p = 0; p < kCustomAllReduceMaxRanks; ++p) {
-      if (p < world && p != rank) {
-        StoreVolatile(reinterpret_cast<uint4*>(peers.ws[p] + kPushOffset + set +
-                                               rank * kPushSlotBytes) + c, v);
-      }
-    }
+    PushChunk<T>(ReadChunk(x, n, c, aligned), c, rank, world, peers, pc);
   }
-  bool aborted = false;
-  for (int64_t c = begin + threadIdx.x; c < end && !aborted; c += kThreads) {
-    uint4 v[kCustomAllReduceMaxRanks];
-    uint4* slot[kCustomAllReduceMaxRanks];
+  for (int64_t c = begin + threadIdx.x; c < end; c += kThreads) {
+    float s[kE];
+    if (!GatherChunk<T>(ReadChunk(x, n, c, aligned), c, rank, world, own, pc, abort, s)) break;
+    WriteChunk(x, n, c, aligned, s);
+  }
+  PushCallEnd(pc);
+}
+
+// The push all-reduce of bf16 rows [rows, n] fused with PostNormResidual (norm.h) of the sum: one
+// block of kPostNormRowThreads per row; thread t moves chunk t of its row (n <= 8 * that), rounds
+// the sum to bf16 as the all-reduce stores it, and the row then goes through the same arithmetic
+// as the row-in-registers PostNormResidual kernel (post_norm_residual_row.cuh), so the result is
+// the two ops' bit for bit. x is left as this rank's addend.
+constexpr int kFusedMaxHidden = 8 * kPostNormRowThreads;
+
+template <int kPer, typename OT>
+__global__ void __launch_bounds__(kPostNormRowThreads) PushPostNormResidualKernel(
+    const __nv_bfloat16* __restrict__ x, int n, int rank, int world, Peers peers,
+    const volatile int* abort, const float* __restrict__ post_w, float* res, int64_t ldr,
+    const float* scalar, const float* next_w, OT* next_out, int64_t ldo, float eps) {
+  __shared__ __nv_bfloat16 row_sum[kFusedMaxHidden];
+  __shared__ float red[32];
+  float xv[kPer], rv[kPer], pw[kPer];
 #pragma unroll
-    for (int p = 0; p < kCustomAllReduceMaxRanks; ++p) {  // every peer's load in flight at once
-      if (p < world && p != rank) {
-        slot[p] = reinterpret_cast<uint4*>(own + kPushOffset + set + p * kPushSlotBytes) + c;
-        v[p] = LoadVolatile(slot[p]);
-      }
+  for (int k = 0; k < kPer; ++k) {  // a constant: read while the previous kernel drains
+    const int i = threadIdx.x + k * kPostNormRowThreads;
+    pw[k] = i < n ? post_w[i] : 0.f;
+  }
+  PdlEnter();
+  char* own = peers.ws[rank];
+  const PushCall pc = PushCallBegin(own);
+  const int64_t row = blockIdx.x;
+  const int row_chunks = n / Chunk<__nv_bfloat16>::kElems;
+  const int64_t c = row * row_chunks + threadIdx.x;  // this thread's chunk of the message
+  const bool mover = threadIdx.x < row_chunks;
+  uint4 mine{};
+  if (mover) {
+    mine = reinterpret_cast<const uint4*>(x)[c];
+    PushChunk<__nv_bfloat16>(mine, c, rank, world, peers, pc);
+  }
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int i = threadIdx.x + k * kPostNormRowThreads;
+    rv[k] = i < n ? res[row * ldr + i] : 0.f;
+  }
+  if (mover) {
+    float s[Chunk<__nv_bfloat16>::kElems];
+    // On abort the row is garbage, as the output of an aborted call is; every thread still
+    // reaches the block's reductions.
+    (void)GatherChunk<__nv_bfloat16>(mine, c, rank, world, own, pc, abort, s);
+#pragma unroll
+    for (int e = 0; e < Chunk<__nv_bfloat16>::kElems; ++e) {
+      row_sum[threadIdx.x * Chunk<__nv_bfloat16>::kElems + e] = FromFloat<__nv_bfloat16>(s[e]);
     }
-    const uint4 mine = ReadChunk(x, n, c, aligned);
-    float s[kE] = {};
-#pragma unroll
-    for (int p = 0; p < kCustomAllReduceMaxRanks; ++p) {  // in rank order: bit-identical on every rank
-      if (p < world) {
-        if (p != rank) {
-          // A peer that never sends (its process died): the host raises `abort` and the wait ends.
-          for (uint32_t spins = 1; !Arrived(v[p], type); ++spins) {
-            if ((spins & 1023) == 0 && *abort != 0) {
-              aborted = true;
-              break;
-            }
-            v[p] = LoadVolatile(slot[p]);
-          }
-          if (aborted) break;
-          StoreVolatile(slot[p], make_uint4(0, 0, 0, 0));
-        }
-        float f[kE];
-        ToFloats(p == rank ? mine : v[p], f, type);
-#pragma unroll
-        for (int i = 0; i < kE; ++i) s[i] += f[i];
-      }
-    }
-    if (!aborted) WriteChunk(x, n, c, aligned, s);
   }
   __syncthreads();
-  if (threadIdx.x == 0) calls[b] = call + 1;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int i = threadIdx.x + k * kPostNormRowThreads;
+    xv[k] = i < n ? ToFloat(row_sum[i]) : 0.f;
+  }
+  PostNormResidualRow<kPer>(xv, rv, pw, res + row * ldr, scalar, next_w,
+                            next_out == nullptr ? nullptr : next_out + row * ldo, eps, n, red);
+  PushCallEnd(pc);
+}
+
+template <int kPer>
+cudaError_t LaunchFused(const PostNormResidualArgs& a, int rank, int world, const Peers& peers,
+                        const volatile int* abort, cudaStream_t stream) {
+  return Launch(PushPostNormResidualKernel<kPer, __nv_bfloat16>, dim3(a.rows),
+                dim3(kPostNormRowThreads), 0, stream,
+                static_cast<const __nv_bfloat16*>(a.x), a.n, rank, world, peers, abort,
+                a.post_weight, a.residual, a.residual_ld, a.scalar, a.next_weight,
+                static_cast<__nv_bfloat16*>(a.next_out), a.next_out_ld, a.eps);
 }
 
 }  // namespace
@@ -326,6 +429,27 @@ cudaError_t LaunchCustomAllReduce(void* x, int64_t n, AllReduceType type, int ra
   }
   return Launch(PullKernel<__nv_bfloat16>, dim3(blocks), dim3(kThreads), 0, stream,
                 static_cast<__nv_bfloat16*>(x), n, rank, world, peers, abort);
+}
+
+bool CustomAllReduceFuses(int64_t rows, int64_t n) {
+  return rows >= 1 && n >= 1 && n <= kFusedMaxHidden && n % Chunk<__nv_bfloat16>::kElems == 0 &&
+         static_cast<size_t>(rows * n) * 2 <= kCustomAllReducePushMaxBytes;
+}
+
+cudaError_t LaunchCustomAllReducePostNormResidual(const PostNormResidualArgs& a, int rank,
+                                                  int world, void* const* workspaces,
+                                                  const volatile int* abort, cudaStream_t stream) {
+  if (world < 1 || world > kCustomAllReduceMaxRanks || rank < 0 || rank >= world ||
+      !CustomAllReduceFuses(a.rows, a.n) ||
+      (reinterpret_cast<uintptr_t>(a.x) & (kChunkBytes - 1)) != 0 || a.residual_ld < a.n ||
+      (a.next_out != nullptr && a.next_out_ld < a.n)) {
+    return cudaErrorInvalidValue;
+  }
+  Peers peers{};
+  for (int p = 0; p < world; ++p) peers.ws[p] = static_cast<char*>(workspaces[p]);
+  if (a.n <= 2 * kPostNormRowThreads) return LaunchFused<2>(a, rank, world, peers, abort, stream);
+  if (a.n <= 4 * kPostNormRowThreads) return LaunchFused<4>(a, rank, world, peers, abort, stream);
+  return LaunchFused<8>(a, rank, world, peers, abort, stream);
 }
 
 }  // namespace gannet::kernels

@@ -58,4 +58,28 @@ cudaError_t LaunchCustomAllReduce(void* x, int64_t n, AllReduceType type, int ra
                                   void* const* workspaces, const volatile int* abort,
                                   cudaStream_t stream);
 
+// The push all-reduce of bf16 rows fused with PostNormResidual (kernels/norm/norm.h) of the sum:
+//   residual = (residual + RmsNorm(sum over ranks of x) * post_weight) * (*scalar if not null);
+//   then, if next_out: next_out = RmsNorm(residual) (* next_weight if not null).
+// The same bits as LaunchCustomAllReduce then LaunchPostNormResidual, without writing the sum
+// (x is left as this rank's addend) and in one kernel instead of two. residual f32 [rows,
+// residual_ld], next_out bf16 [rows, next_out_ld] or null; x bf16 [rows, n] contiguous, 16-byte
+// aligned. Only where CustomAllReduceFuses(rows, n).
+struct PostNormResidualArgs {
+  const void* x = nullptr;
+  int64_t rows = 0, n = 0;
+  const float* post_weight = nullptr;
+  float* residual = nullptr;
+  int64_t residual_ld = 0;
+  const float* scalar = nullptr;
+  const float* next_weight = nullptr;
+  void* next_out = nullptr;
+  int64_t next_out_ld = 0;
+  float eps = 0.f;
+};
+bool CustomAllReduceFuses(int64_t rows, int64_t n);
+cudaError_t LaunchCustomAllReducePostNormResidual(const PostNormResidualArgs& args, int rank,
+                                                  int world, void* const* workspaces,
+                                                  const volatile int* abort, cudaStream_t stream);
+
 }  // namespace gannet::kernels

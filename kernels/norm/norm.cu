@@ -10,15 +10,12 @@
 #include "kernels/common/launch.h"
 #include "kernels/common/mat_access.cuh"
 #include "kernels/norm/norm.h"
+#include "kernels/norm/post_norm_residual_row.cuh"
 
 namespace gannet::kernels {
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ __forceinline__ float InvRms(float sum_sq, int n, float eps) {
-  return 1.0f / sqrtf(sum_sq / static_cast<float>(n) + eps);
-}
 
 __global__ void __launch_bounds__(kThreads) RmsNormKernel(Mat x, const float* w, float eps, Mat out, int n) {
   PdlEnter();
@@ -70,7 +67,7 @@ __global__ void __launch_bounds__(kThreads) PostNormResidualKernel(Mat x, const 
 // or (the fp16 path) f32 x and fp16 (or no) next output: every
 // load of the row is issued before the first reduction, each thread owning kPer elements
 // i = threadIdx.x + k * kRegThreads.
-constexpr int kRegThreads = 1024;
+constexpr int kRegThreads = kPostNormRowThreads;
 
 template <int kPer, typename XT, typename OT>
 __global__ void __launch_bounds__(kRegThreads) PostNormResidualRegKernel(
@@ -89,31 +86,8 @@ __global__ void __launch_bounds__(kRegThreads) PostNormResidualRegKernel(
     rv[k] = in ? res[row * ldr + i] : 0.f;
     pw[k] = in ? post_w[i] : 0.f;
   }
-  float ss = 0.f;
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) ss += xv[k] * xv[k];
-  const float inv = InvRms(BlockSum(ss, red), n, eps);
-  const float s = scalar ? *scalar : 1.0f;
-  float ss2 = 0.f;
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    float r = rv[k] + (xv[k] * inv) * pw[k];
-    if (scalar) r *= s;
-    rv[k] = r;
-    ss2 += r * r;
-    const int i = threadIdx.x + k * kRegThreads;
-    if (i < n) res[row * ldr + i] = r;
-  }
-  if (next_out == nullptr) return;
-  const float inv2 = InvRms(BlockSum(ss2, red), n, eps);
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    const int i = threadIdx.x + k * kRegThreads;
-    if (i < n) {
-      const float v = rv[k] * inv2;
-      next_out[row * ldo + i] = FromFloat<OT>(next_w ? v * next_w[i] : v);
-    }
-  }
+  PostNormResidualRow<kPer>(xv, rv, pw, res + row * ldr, scalar, next_w,
+                            next_out == nullptr ? nullptr : next_out + row * ldo, eps, n, red);
 }
 
 // Row-in-registers RmsNorm for decode rows (rows <= kRegMaxRows, 1024 <= n <= 8 * kRegThreads):

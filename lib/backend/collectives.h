@@ -16,6 +16,8 @@
 
 namespace gannet::backend {
 
+class Backend;
+
 class Collectives {
  public:
   virtual ~Collectives() = default;
@@ -24,6 +26,13 @@ class Collectives {
   // x = the sum over ranks of every rank's x, in place (f32, bf16). Every rank ends with the same
   // values.
   virtual absl::Status AllReduceSum(Tensor x) = 0;
+  // be.PostNormResidual(sum over ranks of x, post_weight, residual, scalar, next_weight, next_out,
+  // eps) on this rank's backend `be`, after which x holds unspecified values. This default is the
+  // two calls; an implementation may fuse them (NCCL group: the push all-reduce kernel computes
+  // the update itself, bit for bit the two ops, one kernel instead of two).
+  virtual absl::Status AllReducePostNormResidual(Backend& be, Tensor x, Tensor post_weight,
+                                                 Tensor residual, Tensor scalar,
+                                                 Tensor next_weight, Tensor next_out, float eps);
   // blocks [world, rows, cols] f32 holds this rank's block at blocks[rank] on entry and every
   // rank's on return; full [rows, world * cols] gets the blocks side by side in rank order (rows
   // of vocabulary shards become full logits rows).

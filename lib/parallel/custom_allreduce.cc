@@ -193,6 +193,52 @@ absl::Status CustomAllReduce::Run(int rank, backend::Tensor x, void* stream) con
               "launch");
 }
 
+bool CustomAllReduce::TakesPostNormResidual(const backend::Tensor& x,
+                                             const backend::Tensor& residual,
+                                             const backend::Tensor& next_out) const {
+  return Takes(x) && x.dtype == DType::kBF16 && kernels::CustomAllReduceFuses(x.rows(), x.row_elems()) &&
+         (reinterpret_cast<uintptr_t>(x.data) & 15) == 0 && residual.dtype == DType::kF32 &&
+         (!next_out.valid() || next_out.dtype == DType::kBF16);
+}
+
+absl::Status CustomAllReduce::RunPostNormResidual(int rank, backend::Tensor x,
+                                                  backend::Tensor post_weight,
+                                                  backend::Tensor residual, backend::Tensor scalar,
+                                                  backend::Tensor next_weight,
+                                                  backend::Tensor next_out, float eps,
+                                                  void* stream) const {
+  const int64_t rows = x.rows(), n = x.row_elems();
+  auto f32 = [](const backend::Tensor& t, int64_t numel) {
+    return !t.valid() || (t.dtype == DType::kF32 && t.contiguous() && t.numel() == numel);
+  };
+  if (!TakesPostNormResidual(x, residual, next_out) || !post_weight.valid() ||
+      !f32(post_weight, n) || !f32(scalar, 1) || !f32(next_weight, n) || residual.rows() != rows ||
+      residual.row_elems() != n ||
+      (next_out.valid() && (next_out.rows() != rows || next_out.row_elems() != n))) {
+    return InvalidArgumentError(
+        "custom all-reduce with PostNormResidual: x {} [{}, {}], residual {} [{}, {}] and the "
+        "weights do not fit the fused kernel",
+        DTypeName(x.dtype), rows, n, DTypeName(residual.dtype), residual.rows(),
+        residual.row_elems());
+  }
+  kernels::PostNormResidualArgs a;
+  a.x = x.data;
+  a.rows = rows;
+  a.n = n;
+  a.post_weight = post_weight.as<float>();
+  a.residual = residual.as<float>();
+  a.residual_ld = residual.stride0();
+  a.scalar = scalar.valid() ? scalar.as<float>() : nullptr;
+  a.next_weight = next_weight.valid() ? next_weight.as<float>() : nullptr;
+  a.next_out = next_out.valid() ? next_out.data : nullptr;
+  a.next_out_ld = next_out.valid() ? next_out.stride0() : 0;
+  a.eps = eps;
+  return Cuda(kernels::LaunchCustomAllReducePostNormResidual(
+                  a, rank, static_cast<int>(workspaces_.size()), workspaces_.data(), abort_,
+                  static_cast<cudaStream_t>(stream)),
+              "launch (with PostNormResidual)");
+}
+
 #else
 
 absl::StatusOr<std::shared_ptr<CustomAllReduce>> CustomAllReduce::Create(const std::vector<int>&) {
@@ -206,6 +252,15 @@ CustomAllReduce::~CustomAllReduce() = default;
 bool CustomAllReduce::Takes(const backend::Tensor&) const { return false; }
 void CustomAllReduce::Abort() {}
 absl::Status CustomAllReduce::Run(int, backend::Tensor, void*) const {
+  return absl::UnimplementedError("custom all-reduce: this build has no CUDA");
+}
+bool CustomAllReduce::TakesPostNormResidual(const backend::Tensor&, const backend::Tensor&,
+                                             const backend::Tensor&) const {
+  return false;
+}
+absl::Status CustomAllReduce::RunPostNormResidual(int, backend::Tensor, backend::Tensor,
+                                                  backend::Tensor, backend::Tensor, backend::Tensor,
+                                                  backend::Tensor, float, void*) const {
   return absl::UnimplementedError("custom all-reduce: this build has no CUDA");
 }
 

@@ -43,6 +43,16 @@ class CustomAllReduce {
   bool Takes(const backend::Tensor& x) const;
   // Rank `rank`'s call, on its stream (its device current).
   absl::Status Run(int rank, backend::Tensor x, void* stream) const;
+  // Whether RunPostNormResidual takes these operands (bf16 rows of x within the push kernel's
+  // size, f32 residual and weights, bf16 next output or none).
+  bool TakesPostNormResidual(const backend::Tensor& x, const backend::Tensor& residual,
+                             const backend::Tensor& next_out) const;
+  // Backend::PostNormResidual of the sum over ranks of x in one kernel (x keeps this rank's
+  // addend); see kernels::LaunchCustomAllReducePostNormResidual.
+  absl::Status RunPostNormResidual(int rank, backend::Tensor x, backend::Tensor post_weight,
+                                   backend::Tensor residual, backend::Tensor scalar,
+                                   backend::Tensor next_weight, backend::Tensor next_out, float eps,
+                                   void* stream) const;
   size_t max_bytes() const { return max_bytes_; }
   // Ends every wait for a peer, now and later (the group is broken). Thread-safe.
   void Abort();

@@ -61,6 +61,16 @@ class ModelRunner::Impl {
 
   // The sum over the group's ranks of a row-parallel output (no-op on one device).
   absl::Status AllReduce(Tensor t) { return tp != nullptr ? tp->AllReduceSum(t) : absl::OkStatus(); }
+  // PostNormResidual of that sum: on a group, one collective the group may fuse with the update.
+  absl::Status AllReducePostNormResidual(Tensor y, Tensor post_weight, Tensor residual,
+                                         Tensor scalar, Tensor next_weight, Tensor next_out,
+                                         float eps) {
+    if (tp == nullptr) {
+      return be->PostNormResidual(y, post_weight, residual, scalar, next_weight, next_out, eps);
+    }
+    return tp->AllReducePostNormResidual(*be, y, post_weight, residual, scalar, next_weight,
+                                         next_out, eps);
+  }
 
   absl::Status Alloc(Tensor* t, DType dt, std::initializer_list<int64_t> dims) {
     int64_t n = 1;
@@ -225,17 +235,18 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
 
   Tensor o_t = o.Rows(0, n);
   GANNET_RETURN_IF_ERROR(AttendAndProject(be, c, l, prep.q_out, kv_layer, md, attn, L.o_proj, o_t));
-  GANNET_RETURN_IF_ERROR(AllReduce(o_t));
   Tensor x_t = x.Rows(0, n);
   Tensor h_t = h.Rows(0, n);
   GANNET_RETURN_IF_ERROR(
-      be->PostNormResidual(o_t, L.post_attn_norm, x_t, Tensor(), L.pre_ff_norm, h_t, eps));
+      AllReducePostNormResidual(o_t, L.post_attn_norm, x_t, Tensor(), L.pre_ff_norm, h_t, eps));
 
   // Feed-forward block: dense gated MLP (plus the MoE branch on 26B-A4B).
   Tensor y = mlp_out.Rows(0, n);
+  // Whether y still needs the group's sum (the dense MLP's is taken with the update below).
+  bool y_partial = false;
   if (!c.enable_moe_block) {
     GANNET_RETURN_IF_ERROR(GatedMlp(be, L, h_t, gate_up, mlp, y));
-    GANNET_RETURN_IF_ERROR(AllReduce(y));
+    y_partial = true;
   } else {
     Tensor y1 = moe_y1.Rows(0, n);
     auto dense = [&]() -> absl::Status {
@@ -287,11 +298,13 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
   // The next norm: the following layer's input norm, or the final norm after the last layer.
   const bool last = l + 1 == c.num_hidden_layers;
   Tensor next_norm = last ? w.final_norm : w.layers[l + 1].input_norm;
-  if (!c.has_ple()) {
-    return be->PostNormResidual(y, L.post_ff_norm, x_t, L.layer_scalar, next_norm, h_t, eps);
-  }
-  GANNET_RETURN_IF_ERROR(
-      be->PostNormResidual(y, L.post_ff_norm, x_t, Tensor(), Tensor(), Tensor(), eps));
+  auto post_ff = [&](Tensor scalar, Tensor next_weight, Tensor next_out) {
+    return y_partial
+               ? AllReducePostNormResidual(y, L.post_ff_norm, x_t, scalar, next_weight, next_out, eps)
+               : be->PostNormResidual(y, L.post_ff_norm, x_t, scalar, next_weight, next_out, eps);
+  };
+  if (!c.has_ple()) return post_ff(L.layer_scalar, next_norm, h_t);
+  GANNET_RETURN_IF_ERROR(post_ff(Tensor(), Tensor(), Tensor()));
   // Per-layer embedding block (E2B/E4B): x += norm(W_proj (gelu(W_gate x) * ple_input[l])).
   const int64_t P = c.hidden_size_per_layer_input;
   Tensor g = ple_gate.Rows(0, n);

@@ -15,11 +15,18 @@
 
 #include "gtest/gtest.h"
 #include "kernels/comm/custom_allreduce.h"
+#include "kernels/norm/norm.h"
 #include "lib/common/dtype.h"
 #include "tests/backend/cuda_test_util.h"
 
 namespace gannet {
 namespace {
+
+// The simulated ranks share one GPU, where each rank's waiting blocks must leave SMs for the
+// blocks of the ranks they wait for. With PDL the next kernel of a rank's stream launches its
+// blocks early and they hold SMs while they wait (at 1 fused block an SM, enough to starve a
+// peer rank); ranks on separate GPUs never compete so. The multi-GPU tests run with PDL.
+const bool kNoPdl = [] { return setenv("GANNET_PDL", "0", /*overwrite=*/1) == 0; }();
 
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 
@@ -289,6 +296,135 @@ TEST(CustomAllReduceTest, BackToBackCallsOfMixedSizesTypesAndZeros) {
       }
     }
     for (void* b : buf) cudaFree(b);
+  }
+}
+
+// The push all-reduce fused with PostNormResidual against the two kernels it replaces (the push
+// all-reduce, then the row-in-registers PostNormResidual): the same bits on every rank, for the
+// hidden sizes of every variant, with and without the layer scalar and the next norm. The calls
+// of each rank run back to back, unfused and fused interleaved (they share the push slots and the
+// call counter), with no host wait until the end.
+TEST(CustomAllReduceTest, FusedPostNormResidualIsTheTwoOpsBitForBit) {
+  GANNET_REQUIRE_GPU();
+  struct Shape {
+    int rows, n;
+    bool scalar, next;
+  };
+  const std::vector<Shape> shapes = {{1, 5376, false, true}, {3, 5376, true, true},
+                                     {64, 5376, true, true}, {1, 2816, false, false},
+                                     {16, 2560, true, true}, {5, 1536, false, true},
+                                     {97, 5376, false, true}};
+  int sms = 0;
+  CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  for (int world : {2, 4}) {
+    SimGroup g(world);
+    for (const Shape& sh : shapes) {
+      // A fused block (1024 threads, 64 registers each) fills an SM, and on one GPU a row's
+      // blocks of every rank must be resident together: all of them, or (two ranks) one rank's
+      // whole grid, whose data the other rank's blocks then find whenever they get an SM.
+      if (world > 2 && world * sh.rows > sms) continue;
+      SCOPED_TRACE("world " + std::to_string(world) + " rows " + std::to_string(sh.rows) + " n " +
+                   std::to_string(sh.n));
+      ASSERT_TRUE(kernels::CustomAllReduceFuses(sh.rows, sh.n));
+      const int64_t cells = int64_t{sh.rows} * sh.n;
+      // Host inputs: every rank's addend, and the replicated residual and weights.
+      std::vector<std::vector<uint16_t>> xs(world, std::vector<uint16_t>(cells));
+      std::vector<float> res(cells), post_w(sh.n), next_w(sh.n), scalar = {0.75f};
+      for (int r = 0; r < world; ++r) {
+        for (int64_t i = 0; i < cells; ++i) {
+          xs[r][i] = FloatToBf16(std::sin(0.37f * static_cast<float>(i % 4099) + 1.3f * r) * 2.f);
+        }
+      }
+      for (int64_t i = 0; i < cells; ++i) res[i] = std::cos(0.011f * static_cast<float>(i)) * 3.f;
+      for (int i = 0; i < sh.n; ++i) {
+        post_w[i] = 1.f + 0.001f * static_cast<float>(i % 97);
+        next_w[i] = 0.5f + 0.002f * static_cast<float>(i % 89);
+      }
+      // Device buffers per rank: [0] the unfused path's, [1] the fused path's.
+      struct Bufs {
+        void *x[2], *res[2], *next[2], *post_w, *next_w, *scalar;
+      };
+      std::vector<Bufs> b(world);
+      for (int r = 0; r < world; ++r) {
+        for (int k = 0; k < 2; ++k) {
+          CUDA_OK(cudaMalloc(&b[r].x[k], cells * 2));
+          CUDA_OK(cudaMemcpy(b[r].x[k], xs[r].data(), cells * 2, cudaMemcpyHostToDevice));
+          CUDA_OK(cudaMalloc(&b[r].res[k], cells * 4));
+          CUDA_OK(cudaMemcpy(b[r].res[k], res.data(), cells * 4, cudaMemcpyHostToDevice));
+          CUDA_OK(cudaMalloc(&b[r].next[k], cells * 2));
+          CUDA_OK(cudaMemset(b[r].next[k], 0, cells * 2));
+        }
+        CUDA_OK(cudaMalloc(&b[r].post_w, sh.n * 4));
+        CUDA_OK(cudaMemcpy(b[r].post_w, post_w.data(), sh.n * 4, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMalloc(&b[r].next_w, sh.n * 4));
+        CUDA_OK(cudaMemcpy(b[r].next_w, next_w.data(), sh.n * 4, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMalloc(&b[r].scalar, 4));
+        CUDA_OK(cudaMemcpy(b[r].scalar, scalar.data(), 4, cudaMemcpyHostToDevice));
+      }
+      CUDA_OK(cudaDeviceSynchronize());
+      for (int r = 0; r < world; ++r) {
+        const float* sc = sh.scalar ? static_cast<const float*>(b[r].scalar) : nullptr;
+        // Unfused: the all-reduce, then PostNormResidual of its sum.
+        CUDA_OK(kernels::LaunchCustomAllReduce(b[r].x[0], cells, kernels::AllReduceType::kBF16, r,
+                                               world, g.ws.data(), g.abort, g.streams[r]));
+        kernels::Mat next0{sh.next ? b[r].next[0] : nullptr, kernels::DataType::kBF16, sh.n};
+        CUDA_OK(kernels::LaunchPostNormResidual(
+            {b[r].x[0], kernels::DataType::kBF16, sh.n}, static_cast<const float*>(b[r].post_w),
+            {b[r].res[0], kernels::DataType::kF32, sh.n}, sc,
+            static_cast<const float*>(b[r].next_w), next0, 1e-6f, sh.rows, sh.n, g.streams[r]));
+        // Fused.
+        kernels::PostNormResidualArgs a;
+        a.x = b[r].x[1];
+        a.rows = sh.rows;
+        a.n = sh.n;
+        a.post_weight = static_cast<const float*>(b[r].post_w);
+        a.residual = static_cast<float*>(b[r].res[1]);
+        a.residual_ld = sh.n;
+        a.scalar = sc;
+        a.next_weight = static_cast<const float*>(b[r].next_w);
+        a.next_out = sh.next ? b[r].next[1] : nullptr;
+        a.next_out_ld = sh.n;
+        a.eps = 1e-6f;
+        CUDA_OK(kernels::LaunchCustomAllReducePostNormResidual(a, r, world, g.ws.data(), g.abort,
+                                                               g.streams[r]));
+      }
+      CUDA_OK(cudaDeviceSynchronize());
+      std::vector<uint32_t> want_res(cells);
+      std::vector<uint16_t> want_next(cells);
+      for (int r = 0; r < world; ++r) {
+        std::vector<uint32_t> got_res[2];
+        std::vector<uint16_t> got_next[2], got_x(cells);
+        for (int k = 0; k < 2; ++k) {
+          got_res[k].resize(cells);
+          got_next[k].resize(cells);
+          CUDA_OK(cudaMemcpy(got_res[k].data(), b[r].res[k], cells * 4, cudaMemcpyDeviceToHost));
+          CUDA_OK(cudaMemcpy(got_next[k].data(), b[r].next[k], cells * 2, cudaMemcpyDeviceToHost));
+        }
+        if (r == 0) {
+          want_res = got_res[0];
+          want_next = got_next[0];
+        }
+        for (int64_t i = 0; i < cells; ++i) {
+          ASSERT_EQ(got_res[1][i], got_res[0][i]) << "residual, rank " << r << " cell " << i;
+          ASSERT_EQ(got_next[1][i], got_next[0][i]) << "next norm, rank " << r << " cell " << i;
+          ASSERT_EQ(got_res[0][i], want_res[i]) << "ranks disagree: rank " << r << " cell " << i;
+        }
+        // The residual moved (the op ran), and x keeps the rank's addend.
+        ASSERT_NE(got_res[1][0], std::bit_cast<uint32_t>(res[0]));
+        CUDA_OK(cudaMemcpy(got_x.data(), b[r].x[1], cells * 2, cudaMemcpyDeviceToHost));
+        ASSERT_EQ(got_x, xs[r]) << "rank " << r;
+      }
+      for (int r = 0; r < world; ++r) {
+        for (int k = 0; k < 2; ++k) {
+          cudaFree(b[r].x[k]);
+          cudaFree(b[r].res[k]);
+          cudaFree(b[r].next[k]);
+        }
+        cudaFree(b[r].post_w);
+        cudaFree(b[r].next_w);
+        cudaFree(b[r].scalar);
+      }
+    }
   }
 }
 

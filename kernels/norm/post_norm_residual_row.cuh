@@ -1,0 +1,53 @@
+// The arithmetic of one row of PostNormResidual (norm.h) with the row in registers: the decode
+// path's kernel in norm.cu and the all-reduce fused with it (kernels/comm/custom_allreduce.cu)
+// both call it, so the fused op gives the bits of the two ops run one after the other.
+#pragma once
+
+#include "kernels/common/device_utils.cuh"
+
+namespace gannet::kernels {
+
+// Threads of a row-in-registers CTA: thread t owns elements t + k * kPostNormRowThreads.
+inline constexpr int kPostNormRowThreads = 1024;
+
+__device__ __forceinline__ float InvRms(float sum_sq, int n, float eps) {
+  return 1.0f / sqrtf(sum_sq / static_cast<float>(n) + eps);
+}
+
+// residual = (rv + RmsNorm(xv) * pw) * (*scalar if not null), stored to res_row; then, if next_row
+// is not null, next_row = RmsNorm(residual) (* next_w if not null). xv, rv, pw: this thread's
+// elements of the row's x, residual and post weight (0 past n). A block-wide call (every thread
+// of the kPostNormRowThreads, reductions in a fixed order); `red` is 32 floats of shared memory.
+template <int kPer, typename OT>
+__device__ __forceinline__ void PostNormResidualRow(const float (&xv)[kPer], float (&rv)[kPer],
+                                                    const float (&pw)[kPer], float* res_row,
+                                                    const float* scalar, const float* next_w,
+                                                    OT* next_row, float eps, int n, float* red) {
+  float ss = 0.f;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) ss += xv[k] * xv[k];
+  const float inv = InvRms(BlockSum(ss, red), n, eps);
+  const float s = scalar ? *scalar : 1.0f;
+  float ss2 = 0.f;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    float r = rv[k] + (xv[k] * inv) * pw[k];
+    if (scalar) r *= s;
+    rv[k] = r;
+    ss2 += r * r;
+    const int i = threadIdx.x + k * kPostNormRowThreads;
+    if (i < n) res_row[i] = r;
+  }
+  if (next_row == nullptr) return;
+  const float inv2 = InvRms(BlockSum(ss2, red), n, eps);
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int i = threadIdx.x + k * kPostNormRowThreads;
+    if (i < n) {
+      const float v = rv[k] * inv2;
+      next_row[i] = FromFloat<OT>(next_w ? v * next_w[i] : v);
+    }
+  }
+}
+
+}  // namespace gannet::kernels
