@@ -10,6 +10,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -22,11 +23,18 @@
 namespace gannet {
 namespace {
 
-// The simulated ranks share one GPU, where each rank's waiting blocks must leave SMs for the
-// blocks of the ranks they wait for. With PDL the next kernel of a rank's stream launches its
-// blocks early and they hold SMs while they wait (at 1 fused block an SM, enough to starve a
-// peer rank); ranks on separate GPUs never compete so. The multi-GPU tests run with PDL.
-const bool kNoPdl = [] { return setenv("GANNET_PDL", "0", /*overwrite=*/1) == 0; }();
+// One host thread drives every simulated rank, on one GPU. Two things that cannot happen with a
+// thread (or process) per GPU would deadlock it, so they are switched off before CUDA starts:
+//  - lazy module loading: the first launch of a kernel loads it, and a load waits until the
+//    device's queued work drains, which includes a rank's all-reduce waiting for a peer whose
+//    launch comes after the load (the fused test's first shape hung so, on two H200s);
+//  - PDL: the next kernel of a rank's stream launches its blocks early and they hold SMs while
+//    they wait (a fused block fills an SM), which can starve a peer rank's blocks of SMs.
+// The multi-GPU tests run the kernels with both, a rank per thread or process.
+const bool kOneThreadSetup = [] {
+  return setenv("CUDA_MODULE_LOADING", "EAGER", /*overwrite=*/1) == 0 &&
+         setenv("GANNET_PDL", "0", /*overwrite=*/1) == 0;
+}();
 
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 
