@@ -1,4 +1,4 @@
-// The one-shot all-reduce of kernels/comm/custom_allreduce.h for a tensor-parallel group: a zeroed
+// The all-reduce kernels of kernels/comm/custom_allreduce.h for a tensor-parallel group: a zeroed
 // workspace per rank that every rank's device reaches, either
 //  - all ranks' devices in this process (peer access enabled between every pair), or
 //  - one rank per process (CUDA IPC: each process exports its workspace's handle, the ranks
