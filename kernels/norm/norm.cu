@@ -148,6 +148,65 @@ cudaError_t LaunchPostNormResidualReg(Mat x, const float* post_w, Mat res, const
   return LaunchPostNormResidualReg<8, XT, OT>(x, post_w, res, scalar, next_w, next_out, eps, rows, n, stream);
 }
 
+// RmsNorm(a) * a_w + RmsNorm(b) * b_w, rounded as RmsNormRegKernel and AddKernel round (each
+// thread the elements i = threadIdx.x + k * kRegThreads, the same reductions), then the
+// PostNormResidual row arithmetic.
+template <int kPer>
+__global__ void __launch_bounds__(kRegThreads) NormAddPostNormResidualKernel(
+    const bf16* __restrict__ a, int64_t lda, const float* __restrict__ a_w,
+    const bf16* __restrict__ b, int64_t ldb, const float* __restrict__ b_w,
+    const float* __restrict__ post_w, float* res, int64_t ldr, const float* scalar,
+    const float* next_w, bf16* next_out, int64_t ldo, float eps, int n) {
+  float wa[kPer], wb[kPer], pw[kPer];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {  // constants: read while the previous kernel drains
+    const int i = threadIdx.x + k * kRegThreads;
+    wa[k] = a_w == nullptr ? 1.f : (i < n ? a_w[i] : 0.f);
+    wb[k] = b_w == nullptr ? 1.f : (i < n ? b_w[i] : 0.f);
+    pw[k] = i < n ? post_w[i] : 0.f;
+  }
+  PdlEnter();
+  __shared__ float red[32];
+  const int64_t row = blockIdx.x;
+  float va[kPer], vb[kPer], rv[kPer];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int i = threadIdx.x + k * kRegThreads;
+    const bool in = i < n;
+    va[k] = in ? ToFloat(a[row * lda + i]) : 0.f;
+    vb[k] = in ? ToFloat(b[row * ldb + i]) : 0.f;
+    rv[k] = in ? res[row * ldr + i] : 0.f;
+  }
+  float ssa = 0.f, ssb = 0.f;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    ssa += va[k] * va[k];
+    ssb += vb[k] * vb[k];
+  }
+  const float inva = InvRms(BlockSum(ssa, red), n, eps);
+  const float invb = InvRms(BlockSum(ssb, red), n, eps);
+  float xv[kPer];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const float na = ToFloat(FromFloat<bf16>((va[k] * inva) * wa[k]));
+    const float nb = ToFloat(FromFloat<bf16>((vb[k] * invb) * wb[k]));
+    xv[k] = threadIdx.x + k * kRegThreads < n ? ToFloat(FromFloat<bf16>(na + nb)) : 0.f;
+  }
+  PostNormResidualRow<kPer>(xv, rv, pw, res + row * ldr, scalar, next_w,
+                            next_out == nullptr ? nullptr : next_out + row * ldo, eps, n, red);
+}
+
+template <int kPer>
+cudaError_t LaunchNormAddPostNormResidualReg(Mat a, const float* a_w, Mat b, const float* b_w,
+                                             const float* post_w, Mat res, const float* scalar,
+                                             const float* next_w, Mat next_out, float eps,
+                                             int rows, int n, cudaStream_t stream) {
+  return Launch(NormAddPostNormResidualKernel<kPer>, rows, kRegThreads, 0, stream,
+                static_cast<const bf16*>(a.data), a.ld, a_w, static_cast<const bf16*>(b.data), b.ld,
+                b_w, post_w, static_cast<float*>(res.data), res.ld, scalar, next_w,
+                static_cast<bf16*>(next_out.data), next_out.ld, eps, n);
+}
+
 __global__ void __launch_bounds__(kThreads) PleCombineKernel(Mat proj, Mat tok, const float* w,
                                                              float proj_scale, float combine_scale,
                                                              float eps, Mat out, int group,
@@ -205,6 +264,32 @@ cudaError_t LaunchPostNormResidual(Mat x, const float* post_w, Mat residual, con
   Launch(PostNormResidualKernel, rows, kThreads, 0, stream, x, post_w, residual, scalar, next_w,
          next_out, eps, n);
   return cudaGetLastError();
+}
+
+bool NormAddPostNormResidualFuses(int rows, int n) {
+  // Where LaunchRmsNorm and LaunchPostNormResidual take their row-in-registers kernels.
+  return rows >= 1 && rows <= kRegMaxRows && n >= 1024 && n <= 8 * kRegThreads;
+}
+
+cudaError_t LaunchNormAddPostNormResidual(Mat a, const float* a_w, Mat b, const float* b_w,
+                                          const float* post_w, Mat residual, const float* scalar,
+                                          const float* next_w, Mat next_out, float eps, int rows,
+                                          int n, cudaStream_t stream) {
+  if (!NormAddPostNormResidualFuses(rows, n) || a.type != DataType::kBF16 ||
+      b.type != DataType::kBF16 || residual.type != DataType::kF32 ||
+      (next_out.data != nullptr && next_out.type != DataType::kBF16)) {
+    return cudaErrorInvalidValue;
+  }
+  if (n <= 2 * kRegThreads) {
+    return LaunchNormAddPostNormResidualReg<2>(a, a_w, b, b_w, post_w, residual, scalar, next_w,
+                                               next_out, eps, rows, n, stream);
+  }
+  if (n <= 4 * kRegThreads) {
+    return LaunchNormAddPostNormResidualReg<4>(a, a_w, b, b_w, post_w, residual, scalar, next_w,
+                                               next_out, eps, rows, n, stream);
+  }
+  return LaunchNormAddPostNormResidualReg<8>(a, a_w, b, b_w, post_w, residual, scalar, next_w,
+                                             next_out, eps, rows, n, stream);
 }
 
 cudaError_t LaunchPleCombine(Mat proj, Mat token_part, const float* norm_w, float proj_scale,

@@ -21,6 +21,16 @@ cudaError_t LaunchPostNormResidual(Mat x, const float* post_w, Mat residual, con
                                    const float* next_w, Mat next_out, float eps, int rows, int n,
                                    cudaStream_t stream);
 
+// PostNormResidual (above) of RmsNorm(a[r]) * a_w + RmsNorm(b[r]) * b_w, each rounded to bf16 as
+// the separate RmsNorm and Add kernels round it: the four kernels' bits in one. bf16 a and b,
+// f32 residual, bf16 next_out (or none); only where NormAddPostNormResidualFuses(rows, n), which
+// is where those kernels take their row-in-registers forms.
+bool NormAddPostNormResidualFuses(int rows, int n);
+cudaError_t LaunchNormAddPostNormResidual(Mat a, const float* a_w, Mat b, const float* b_w,
+                                          const float* post_w, Mat residual, const float* scalar,
+                                          const float* next_w, Mat next_out, float eps, int rows,
+                                          int n, cudaStream_t stream);
+
 // out = (RmsNorm(proj * proj_scale) * norm_w + token_part) * combine_scale over each group of
 // `group` columns (the per-layer inputs of E2B/E4B); rows of `width` = N * group elements.
 cudaError_t LaunchPleCombine(Mat proj, Mat token_part, const float* norm_w, float proj_scale,

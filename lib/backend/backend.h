@@ -239,6 +239,21 @@ class Backend {
   }
   // out = a + b, elementwise over [T, H].
   virtual absl::Status Add(Tensor a, Tensor b, Tensor out) = 0;
+  // A MoE layer's two branches joined and put through the post-feed-forward update:
+  // PostNormResidual(RmsNorm(a, a_weight) + RmsNorm(b, b_weight), post_weight, residual, scalar,
+  // next_weight, next_out), each step rounded to a's type as the separate ops round it. a and b
+  // [T, H] hold unspecified values afterwards. This default is those four ops (the norms in
+  // place); a backend may fuse them (CUDA: one kernel for decode rows, bit for bit the four).
+  virtual absl::Status NormAddPostNormResidual(Tensor a, Tensor a_weight, Tensor b,
+                                               Tensor b_weight, Tensor post_weight,
+                                               Tensor residual, Tensor scalar, Tensor next_weight,
+                                               Tensor next_out, float eps) {
+    absl::Status st = RmsNorm(a, a_weight, eps, a);
+    if (st.ok()) st = RmsNorm(b, b_weight, eps, b);
+    if (st.ok()) st = Add(a, b, a);
+    if (!st.ok()) return st;
+    return PostNormResidual(a, post_weight, residual, scalar, next_weight, next_out, eps);
+  }
   // q/k norms + RoPE for q and k, v norm, and the KV write into pages.
   virtual absl::Status QkvPrep(const QkvPrepArgs& args) = 0;
   virtual absl::Status Attention(const AttentionArgs& args) = 0;

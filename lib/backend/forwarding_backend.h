@@ -50,6 +50,11 @@ class ForwardingBackend : public Backend {
   absl::Status GeluMulLinear(Tensor g, Tensor u, Tensor w, Tensor act, Tensor out) override {
     return inner_->GeluMulLinear(g, u, w, act, out);
   }
+  absl::Status NormAddPostNormResidual(Tensor a, Tensor aw, Tensor b, Tensor bw, Tensor pw,
+                                       Tensor r, Tensor s, Tensor nw, Tensor no,
+                                       float eps) override {
+    return inner_->NormAddPostNormResidual(a, aw, b, bw, pw, r, s, nw, no, eps);
+  }
   absl::Status GeluTanhMul(Tensor g, Tensor u, Tensor out) override {
     return inner_->GeluTanhMul(g, u, out);
   }

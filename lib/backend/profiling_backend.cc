@@ -84,6 +84,13 @@ absl::Status ProfilingBackend::GeluMulLinear(Tensor g, Tensor u, Tensor w, Tenso
 absl::Status ProfilingBackend::Add(Tensor a, Tensor b, Tensor out) {
   return Timed("add", [&] { return inner().Add(a, b, out); });
 }
+absl::Status ProfilingBackend::NormAddPostNormResidual(Tensor a, Tensor aw, Tensor b, Tensor bw,
+                                                       Tensor pw, Tensor r, Tensor s, Tensor nw,
+                                                       Tensor no, float eps) {
+  return Timed("norm_add_post_norm_residual", [&] {
+    return inner().NormAddPostNormResidual(a, aw, b, bw, pw, r, s, nw, no, eps);
+  });
+}
 absl::Status ProfilingBackend::QkvPrep(const QkvPrepArgs& a) {
   return Timed(fmt::format("qkv_prep hd{}", a.head_dim), [&] { return inner().QkvPrep(a); });
 }

@@ -29,6 +29,9 @@ class ProfilingBackend final : public ForwardingBackend {
   absl::Status GeluTanhMul(Tensor g, Tensor u, Tensor out) override;
   absl::Status GeluMulLinear(Tensor g, Tensor u, Tensor w, Tensor act, Tensor out) override;
   absl::Status Add(Tensor a, Tensor b, Tensor out) override;
+  absl::Status NormAddPostNormResidual(Tensor a, Tensor aw, Tensor b, Tensor bw, Tensor pw,
+                                       Tensor r, Tensor s, Tensor nw, Tensor no,
+                                       float eps) override;
   absl::Status QkvPrep(const QkvPrepArgs& a) override;
   absl::Status Attention(const AttentionArgs& a) override;
   absl::Status PleCombine(Tensor p, Tensor t, Tensor w, float ps, float cs, float eps,

@@ -52,7 +52,7 @@ class ModelRunner::Impl {
   // Activations, sized for options.max_tokens rows.
   Tensor x, h, qkv, q, attn, o, gate_up, mlp, mlp_out;
   Tensor ple_tok, ple_proj, ple_in, ple_gate, ple_gated;
-  Tensor moe_ids, moe_weights, moe_z, moe_y1, moe_y2;
+  Tensor moe_ids, moe_weights, moe_z, moe_y2;
   Tensor last_h, logits;
   Tensor logits_shard;  // tensor parallel: [world, rows, V / world], every rank's vocabulary shard
   Tensor pick_blocks, picks;  // tensor parallel greedy: [world, rows, 2] and [rows, 2 * world]
@@ -162,7 +162,6 @@ std::vector<ActivationSpec> ActivationSpecs(const model::ModelConfig& config,
     v.insert(v.end(), {{at(&I::moe_ids), DType::kI32, T, c.top_k_experts},
                        {at(&I::moe_weights), DType::kF32, T, c.top_k_experts},
                        {at(&I::moe_z), act, T, H},
-                       {at(&I::moe_y1), act, T, H},
                        {at(&I::moe_y2), wide, T, H}});
   }
   const int64_t rows = options.max_logit_rows > 0 ? options.max_logit_rows : options.max_seqs;
@@ -242,19 +241,14 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
 
   // Feed-forward block: dense gated MLP (plus the MoE branch on 26B-A4B).
   Tensor y = mlp_out.Rows(0, n);
-  // Whether y still needs the group's sum (the dense MLP's is taken with the update below).
-  bool y_partial = false;
+  backend::MoeExpertsArgs ex;  // the MoE branch's (26B-A4B)
   if (!c.enable_moe_block) {
     GANNET_RETURN_IF_ERROR(GatedMlp(be, L, h_t, gate_up, mlp, y));
-    y_partial = true;
   } else {
-    Tensor y1 = moe_y1.Rows(0, n);
     auto dense = [&]() -> absl::Status {
       GANNET_RETURN_IF_ERROR(GatedMlp(be, L, h_t, gate_up, mlp, y));
-      GANNET_RETURN_IF_ERROR(AllReduce(y));
-      return be->RmsNorm(y, L.post_ff_norm_1, eps, y1);
+      return AllReduce(y);
     };
-    backend::MoeExpertsArgs ex;
     ex.out = moe_y2.Rows(0, n);
     auto experts = [&]() -> absl::Status {
       backend::MoeRouteArgs route;
@@ -280,8 +274,7 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
       }
       GANNET_RETURN_IF_ERROR(be->MoeExperts(ex));
       // Every rank ran its slice of every expert, or its experts' pairs: the sum is the whole.
-      GANNET_RETURN_IF_ERROR(AllReduce(ex.out));
-      return be->RmsNorm(ex.out, L.post_ff_norm_2, eps, ex.out);
+      return AllReduce(ex.out);
     };
     // The two branches read only the residual (x_t, and h_t = pre_ff_norm(x_t)) and write their
     // own buffers, so the device may overlap them (Backend::RunConcurrently); not with a
@@ -292,16 +285,21 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
       GANNET_RETURN_IF_ERROR(dense());
       GANNET_RETURN_IF_ERROR(experts());
     }
-    GANNET_RETURN_IF_ERROR(be->Add(y1, ex.out, y));
   }
 
   // The next norm: the following layer's input norm, or the final norm after the last layer.
   const bool last = l + 1 == c.num_hidden_layers;
   Tensor next_norm = last ? w.final_norm : w.layers[l + 1].input_norm;
+  // The update after the feed-forward block: of the dense MLP's output, summed over a group with
+  // the update; or of a MoE layer's two branches, each post-normed (one op: the norms, their sum
+  // and the update).
   auto post_ff = [&](Tensor scalar, Tensor next_weight, Tensor next_out) {
-    return y_partial
-               ? AllReducePostNormResidual(y, L.post_ff_norm, x_t, scalar, next_weight, next_out, eps)
-               : be->PostNormResidual(y, L.post_ff_norm, x_t, scalar, next_weight, next_out, eps);
+    return c.enable_moe_block
+               ? be->NormAddPostNormResidual(y, L.post_ff_norm_1, ex.out, L.post_ff_norm_2,
+                                             L.post_ff_norm, x_t, scalar, next_weight, next_out,
+                                             eps)
+               : AllReducePostNormResidual(y, L.post_ff_norm, x_t, scalar, next_weight, next_out,
+                                           eps);
   };
   if (!c.has_ple()) return post_ff(L.layer_scalar, next_norm, h_t);
   GANNET_RETURN_IF_ERROR(post_ff(Tensor(), Tensor(), Tensor()));

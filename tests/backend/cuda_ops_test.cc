@@ -6,6 +6,7 @@
 // products: rel-L2 1e-5; results stored as bf16: rel-L2 1e-2 (one bf16 rounding, 2^-9, plus
 // reordering); exact where the computation is a copy.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numeric>
 #include <vector>
@@ -169,6 +170,60 @@ TEST_P(CudaNormTest, RmsNormAndPostNormResidual) {
                                     Tensor(), Tensor(), 1e-6f).ok());
   ASSERT_TRUE(gpu_->PostNormResidual(db.t, dw.t, dx.t, Tensor(), Tensor(), Tensor(), 1e-6f).ok());
   EXPECT_LE(RelL2(Download(*gpu_, dx.t), res2), kF32Tol);
+}
+
+// A MoE layer's join (NormAddPostNormResidual): the CUDA backend's one kernel against the four
+// ops it replaces (the Backend default, run on the same GPU), bit for bit, for decode row counts
+// up to the fused limit and past it (rows 65: the default path), with and without the layer
+// scalar and the next norm; and against the CPU backend.
+TEST_P(CudaNormTest, NormAddPostNormResidualIsTheFourOpsBitForBit) {
+  const int h = GetParam();
+  for (int t : {1, 7, 64, 65}) {
+    for (bool with_next : {true, false}) {
+      SCOPED_TRACE("rows " + std::to_string(t) + (with_next ? " with" : " without") + " next norm");
+      std::vector<float> a = RandomNormal(t * h, 11, 2.0f), b = RandomNormal(t * h, 12, 0.5f);
+      std::vector<float> res = RandomNormal(t * h, 13, 3.0f, false);
+      std::vector<float> aw = RandomNormal(h, 14, 0.3f), bw = RandomNormal(h, 15, 0.3f);
+      std::vector<float> pw = RandomNormal(h, 16, 0.3f), nw = RandomNormal(h, 17, 0.3f);
+      for (float& v : pw) v += 1.0f;
+      std::vector<float> scalar = {0.625f};
+      // [0] the fused op, [1] the four ops (the base class's default on the same GPU).
+      std::vector<DeviceTensor> da, db, dres, dnext;
+      for (int k = 0; k < 2; ++k) {
+        da.push_back(Upload(*gpu_, a, DType::kBF16, {t, h}));
+        db.push_back(Upload(*gpu_, b, DType::kBF16, {t, h}));
+        dres.push_back(Upload(*gpu_, res, DType::kF32, {t, h}));
+        dnext.push_back(Upload(*gpu_, std::vector<float>(t * h), DType::kBF16, {t, h}));
+      }
+      DeviceTensor daw = Upload(*gpu_, aw, DType::kF32, {h}), dbw = Upload(*gpu_, bw, DType::kF32, {h});
+      DeviceTensor dpw = Upload(*gpu_, pw, DType::kF32, {h}), dnw = Upload(*gpu_, nw, DType::kF32, {h});
+      DeviceTensor ds = Upload(*gpu_, scalar, DType::kF32, {1});
+      const Tensor s_t = with_next ? ds.t : Tensor(), nw_t = with_next ? dnw.t : Tensor();
+      ASSERT_TRUE(gpu_->NormAddPostNormResidual(da[0].t, daw.t, db[0].t, dbw.t, dpw.t, dres[0].t,
+                                                s_t, nw_t, with_next ? dnext[0].t : Tensor(), 1e-6f)
+                      .ok());
+      ASSERT_TRUE(gpu_->Backend::NormAddPostNormResidual(da[1].t, daw.t, db[1].t, dbw.t, dpw.t,
+                                                         dres[1].t, s_t, nw_t,
+                                                         with_next ? dnext[1].t : Tensor(), 1e-6f)
+                      .ok());
+      const std::vector<float> r0 = Download(*gpu_, dres[0].t), r1 = Download(*gpu_, dres[1].t);
+      const std::vector<float> n0 = Download(*gpu_, dnext[0].t), n1 = Download(*gpu_, dnext[1].t);
+      for (int64_t i = 0; i < int64_t{t} * h; ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(r0[i]), std::bit_cast<uint32_t>(r1[i])) << "residual " << i;
+        ASSERT_EQ(std::bit_cast<uint32_t>(n0[i]), std::bit_cast<uint32_t>(n1[i])) << "next " << i;
+      }
+      // And the CPU backend's four ops.
+      std::vector<float> ha = a, hb = b, hres = res, hnext(t * h);
+      ASSERT_TRUE(cpu_.NormAddPostNormResidual(Host(ha, {t, h}), Host(aw, {h}), Host(hb, {t, h}),
+                                               Host(bw, {h}), Host(pw, {h}), Host(hres, {t, h}),
+                                               with_next ? Host(scalar, {1}) : Tensor(),
+                                               with_next ? Host(nw, {h}) : Tensor(),
+                                               with_next ? Host(hnext, {t, h}) : Tensor(), 1e-6f)
+                      .ok());
+      EXPECT_LE(RelL2(r0, hres), kF32Tol);
+      if (with_next) EXPECT_LE(RelL2(n0, hnext), kBf16Tol);
+    }
+  }
 }
 
 // Linear over the shapes that matter, through both paths (GEMV and cuBLASLt) and the timed choice,

@@ -6,6 +6,8 @@
 #include "kernels/sampling/sampling.h"
 #include "kernels/spec/spec.h"
 #include "lib/backend/cuda/cuda_backend.h"
+
+#include <algorithm>
 #include "lib/backend/cuda/cuda_status.h"
 #include "lib/backend/cuda/cuda_util.h"
 
@@ -80,6 +82,44 @@ absl::Status CudaBackend::PostNormResidual(Tensor x, Tensor post_weight, Tensor 
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchPostNormResidual(
       xm, post_weight.as<float>(), rm, F32OrNull(scalar), F32OrNull(next_weight), nm, eps,
       static_cast<int>(v.rows), static_cast<int>(v.n), stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::NormAddPostNormResidual(Tensor a, Tensor a_weight, Tensor b,
+                                                  Tensor b_weight, Tensor post_weight,
+                                                  Tensor residual, Tensor scalar,
+                                                  Tensor next_weight, Tensor next_out, float eps) {
+  const RowView v = Rows(a);
+  const bool fuses =
+      kernels::NormAddPostNormResidualFuses(static_cast<int>(std::min<int64_t>(v.rows, 1 << 30)),
+                                            static_cast<int>(std::min<int64_t>(v.n, 1 << 30))) &&
+      a.dtype == DType::kBF16 && b.dtype == DType::kBF16 && residual.dtype == DType::kF32 &&
+      (!next_out.valid() || next_out.dtype == DType::kBF16);
+  if (!fuses) {
+    return Backend::NormAddPostNormResidual(a, a_weight, b, b_weight, post_weight, residual,
+                                            scalar, next_weight, next_out, eps);
+  }
+  if (b.rows() != v.rows || b.row_elems() != v.n || residual.rows() != v.rows ||
+      residual.row_elems() != v.n || post_weight.numel() != v.n ||
+      (a_weight.valid() && a_weight.numel() != v.n) ||
+      (b_weight.valid() && b_weight.numel() != v.n) ||
+      (next_out.valid() && (next_out.rows() != v.rows || next_out.row_elems() != v.n))) {
+    return InvalidArgumentError("NormAddPostNormResidual: a, b, residual and weights disagree");
+  }
+  for (const Tensor* t : {&a_weight, &b_weight, &post_weight}) {
+    if (t->valid()) GANNET_RETURN_IF_ERROR(RequireDType(*t, DType::kF32, "NormAddPostNormResidual weight"));
+  }
+  GANNET_ASSIGN_OR_RETURN(kernels::Mat am, MatOf(a, "NormAddPostNormResidual a"));
+  GANNET_ASSIGN_OR_RETURN(kernels::Mat bm, MatOf(b, "NormAddPostNormResidual b"));
+  GANNET_ASSIGN_OR_RETURN(kernels::Mat rm, MatOf(residual, "NormAddPostNormResidual residual"));
+  kernels::Mat nm;
+  if (next_out.valid()) {
+    GANNET_ASSIGN_OR_RETURN(nm, MatOf(next_out, "NormAddPostNormResidual next output"));
+  }
+  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchNormAddPostNormResidual(
+      am, F32OrNull(a_weight), bm, F32OrNull(b_weight), post_weight.as<float>(), rm,
+      F32OrNull(scalar), F32OrNull(next_weight), nm, eps, static_cast<int>(v.rows),
+      static_cast<int>(v.n), stream_));
   return absl::OkStatus();
 }
 
