@@ -342,11 +342,7 @@ __global__ void __launch_bounds__(kPostNormRowThreads) PushPostNormResidualKerne
   __shared__ __nv_bfloat16 row_sum[kFusedMaxHidden];
   __shared__ float red[32];
   float xv[kPer], rv[kPer], pw[kPer];
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) {  // a constant: read while the previous kernel drains
-    const int i = threadIdx.x + k * kPostNormRowThreads;
-    pw[k] = i < n ? post_w[i] : 0.f;
-  }
+  LoadRowElems(post_w, 0, 0, n, pw);  // a constant: read while the previous kernel drains
   PdlEnter();
   char* own = peers.ws[rank];
   const PushCall pc = PushCallBegin(own);
@@ -359,11 +355,7 @@ __global__ void __launch_bounds__(kPostNormRowThreads) PushPostNormResidualKerne
     mine = reinterpret_cast<const uint4*>(x)[c];
     PushChunk<__nv_bfloat16>(mine, c, rank, world, peers, pc);
   }
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    const int i = threadIdx.x + k * kPostNormRowThreads;
-    rv[k] = i < n ? res[row * ldr + i] : 0.f;
-  }
+  LoadRowElems(res, ldr, row, n, rv);
   if (mover) {
     float s[Chunk<__nv_bfloat16>::kElems];
     // On abort the row is garbage, as the output of an aborted call is; every thread still
@@ -375,11 +367,7 @@ __global__ void __launch_bounds__(kPostNormRowThreads) PushPostNormResidualKerne
     }
   }
   __syncthreads();
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    const int i = threadIdx.x + k * kPostNormRowThreads;
-    xv[k] = i < n ? ToFloat(row_sum[i]) : 0.f;
-  }
+  LoadRowElems(row_sum, 0, 0, n, xv);
   PostNormResidualRow<kPer>(xv, rv, pw, res + row * ldr, scalar, next_w,
                             next_out == nullptr ? nullptr : next_out + row * ldo, eps, n, red);
   PushCallEnd(pc);

@@ -78,14 +78,9 @@ __global__ void __launch_bounds__(kRegThreads) PostNormResidualRegKernel(
   __shared__ float red[32];
   const int64_t row = blockIdx.x;
   float xv[kPer], rv[kPer], pw[kPer];
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    const int i = threadIdx.x + k * kRegThreads;
-    const bool in = i < n;
-    xv[k] = in ? ToFloat(x[row * ldx + i]) : 0.f;
-    rv[k] = in ? res[row * ldr + i] : 0.f;
-    pw[k] = in ? post_w[i] : 0.f;
-  }
+  LoadRowElems(x, ldx, row, n, xv);
+  LoadRowElems(res, ldr, row, n, rv);
+  LoadRowElems(post_w, 0, 0, n, pw);
   PostNormResidualRow<kPer>(xv, rv, pw, res + row * ldr, scalar, next_w,
                             next_out == nullptr ? nullptr : next_out + row * ldo, eps, n, red);
 }
@@ -157,26 +152,21 @@ __global__ void __launch_bounds__(kRegThreads) NormAddPostNormResidualKernel(
     const bf16* __restrict__ b, int64_t ldb, const float* __restrict__ b_w,
     const float* __restrict__ post_w, float* res, int64_t ldr, const float* scalar,
     const float* next_w, bf16* next_out, int64_t ldo, float eps, int n) {
+  // Constants first, read while the previous kernel drains. A missing norm weight is 1 (RmsNorm
+  // without a weight multiplies by 1: the same bits).
   float wa[kPer], wb[kPer], pw[kPer];
+  LoadRowElems(post_w, 0, 0, n, pw);
 #pragma unroll
-  for (int k = 0; k < kPer; ++k) {  // constants: read while the previous kernel drains
-    const int i = threadIdx.x + k * kRegThreads;
-    wa[k] = a_w == nullptr ? 1.f : (i < n ? a_w[i] : 0.f);
-    wb[k] = b_w == nullptr ? 1.f : (i < n ? b_w[i] : 0.f);
-    pw[k] = i < n ? post_w[i] : 0.f;
-  }
+  for (int k = 0; k < kPer; ++k) wa[k] = wb[k] = 1.f;
+  if (a_w != nullptr) LoadRowElems(a_w, 0, 0, n, wa);
+  if (b_w != nullptr) LoadRowElems(b_w, 0, 0, n, wb);
   PdlEnter();
   __shared__ float red[32];
   const int64_t row = blockIdx.x;
   float va[kPer], vb[kPer], rv[kPer];
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    const int i = threadIdx.x + k * kRegThreads;
-    const bool in = i < n;
-    va[k] = in ? ToFloat(a[row * lda + i]) : 0.f;
-    vb[k] = in ? ToFloat(b[row * ldb + i]) : 0.f;
-    rv[k] = in ? res[row * ldr + i] : 0.f;
-  }
+  LoadRowElems(a, lda, row, n, va);
+  LoadRowElems(b, ldb, row, n, vb);
+  LoadRowElems(res, ldr, row, n, rv);
   float ssa = 0.f, ssb = 0.f;
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {

@@ -14,6 +14,17 @@ __device__ __forceinline__ float InvRms(float sum_sq, int n, float eps) {
   return 1.0f / sqrtf(sum_sq / static_cast<float>(n) + eps);
 }
 
+// This thread's elements of row `row` of p ([rows, ld]; a weight vector: row 0), as f32, 0 past n.
+template <int kPer, typename T>
+__device__ __forceinline__ void LoadRowElems(const T* p, int64_t ld, int64_t row, int n,
+                                             float (&v)[kPer]) {
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int i = threadIdx.x + k * kPostNormRowThreads;
+    v[k] = i < n ? ToFloat(p[row * ld + i]) : 0.f;
+  }
+}
+
 // residual = (rv + RmsNorm(xv) * pw) * (*scalar if not null), stored to res_row; then, if next_row
 // is not null, next_row = RmsNorm(residual) (* next_w if not null). xv, rv, pw: this thread's
 // elements of the row's x, residual and post weight (0 past n). A block-wide call (every thread
