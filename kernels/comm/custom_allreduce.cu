@@ -373,16 +373,6 @@ __global__ void __launch_bounds__(kPostNormRowThreads) PushPostNormResidualKerne
   PushCallEnd(pc);
 }
 
-template <int kPer>
-cudaError_t LaunchFused(const PostNormResidualArgs& a, int rank, int world, const Peers& peers,
-                        const volatile int* abort, cudaStream_t stream) {
-  return Launch(PushPostNormResidualKernel<kPer, __nv_bfloat16>, dim3(a.rows),
-                dim3(kPostNormRowThreads), 0, stream,
-                static_cast<const __nv_bfloat16*>(a.x), a.n, rank, world, peers, abort,
-                a.post_weight, a.residual, a.residual_ld, a.scalar, a.next_weight,
-                static_cast<__nv_bfloat16*>(a.next_out), a.next_out_ld, a.eps);
-}
-
 }  // namespace
 
 size_t CustomAllReduceWorkspaceBytes() { return kWorkspaceBytes; }
@@ -435,9 +425,13 @@ cudaError_t LaunchCustomAllReducePostNormResidual(const PostNormResidualArgs& a,
   }
   Peers peers{};
   for (int p = 0; p < world; ++p) peers.ws[p] = static_cast<char*>(workspaces[p]);
-  if (a.n <= 2 * kPostNormRowThreads) return LaunchFused<2>(a, rank, world, peers, abort, stream);
-  if (a.n <= 4 * kPostNormRowThreads) return LaunchFused<4>(a, rank, world, peers, abort, stream);
-  return LaunchFused<8>(a, rank, world, peers, abort, stream);
+  return WithRowPer(a.n, [&](auto per) {
+    return Launch(PushPostNormResidualKernel<decltype(per)::value, __nv_bfloat16>, dim3(a.rows),
+                  dim3(kPostNormRowThreads), 0, stream, static_cast<const __nv_bfloat16*>(a.x),
+                  a.n, rank, world, peers, abort, a.post_weight, a.residual, a.residual_ld,
+                  a.scalar, a.next_weight, static_cast<__nv_bfloat16*>(a.next_out), a.next_out_ld,
+                  a.eps);
+  });
 }
 
 }  // namespace gannet::kernels

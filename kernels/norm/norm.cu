@@ -120,27 +120,16 @@ __global__ void __launch_bounds__(kRegThreads)
   }
 }
 
-template <int kPer, typename XT, typename OT>
-cudaError_t LaunchPostNormResidualReg(Mat x, const float* post_w, Mat res, const float* scalar,
-                                      const float* next_w, Mat next_out, float eps, int rows, int n,
-                                      cudaStream_t stream) {
-  Launch(PostNormResidualRegKernel<kPer, XT, OT>, rows, kRegThreads, 0, stream,
-         static_cast<const XT*>(x.data), x.ld, post_w, static_cast<float*>(res.data), res.ld,
-         scalar, next_w, static_cast<OT*>(next_out.data), next_out.ld, eps, n);
-  return cudaGetLastError();
-}
-
 template <typename XT, typename OT>
 cudaError_t LaunchPostNormResidualReg(Mat x, const float* post_w, Mat res, const float* scalar,
                                       const float* next_w, Mat next_out, float eps, int rows, int n,
                                       cudaStream_t stream) {
-  if (n <= 2 * kRegThreads) {
-    return LaunchPostNormResidualReg<2, XT, OT>(x, post_w, res, scalar, next_w, next_out, eps, rows, n, stream);
-  }
-  if (n <= 4 * kRegThreads) {
-    return LaunchPostNormResidualReg<4, XT, OT>(x, post_w, res, scalar, next_w, next_out, eps, rows, n, stream);
-  }
-  return LaunchPostNormResidualReg<8, XT, OT>(x, post_w, res, scalar, next_w, next_out, eps, rows, n, stream);
+  return WithRowPer(n, [&](auto per) {
+    Launch(PostNormResidualRegKernel<decltype(per)::value, XT, OT>, rows, kRegThreads, 0, stream,
+           static_cast<const XT*>(x.data), x.ld, post_w, static_cast<float*>(res.data), res.ld,
+           scalar, next_w, static_cast<OT*>(next_out.data), next_out.ld, eps, n);
+    return cudaGetLastError();
+  });
 }
 
 // RmsNorm(a) * a_w + RmsNorm(b) * b_w, rounded as RmsNormRegKernel and AddKernel round (each
@@ -186,17 +175,6 @@ __global__ void __launch_bounds__(kRegThreads) NormAddPostNormResidualKernel(
                             next_out == nullptr ? nullptr : next_out + row * ldo, eps, n, red);
 }
 
-template <int kPer>
-cudaError_t LaunchNormAddPostNormResidualReg(Mat a, const float* a_w, Mat b, const float* b_w,
-                                             const float* post_w, Mat res, const float* scalar,
-                                             const float* next_w, Mat next_out, float eps,
-                                             int rows, int n, cudaStream_t stream) {
-  return Launch(NormAddPostNormResidualKernel<kPer>, rows, kRegThreads, 0, stream,
-                static_cast<const bf16*>(a.data), a.ld, a_w, static_cast<const bf16*>(b.data), b.ld,
-                b_w, post_w, static_cast<float*>(res.data), res.ld, scalar, next_w,
-                static_cast<bf16*>(next_out.data), next_out.ld, eps, n);
-}
-
 __global__ void __launch_bounds__(kThreads) PleCombineKernel(Mat proj, Mat tok, const float* w,
                                                              float proj_scale, float combine_scale,
                                                              float eps, Mat out, int group,
@@ -226,11 +204,10 @@ cudaError_t LaunchRmsNorm(Mat x, const float* weight, float eps, Mat out, int ro
                           cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   if (rows <= kRegMaxRows && n >= 1024 && n <= 8 * kRegThreads) {
-    if (n <= 2 * kRegThreads)
-      return Launch(RmsNormRegKernel<2>, rows, kRegThreads, 0, stream, x, weight, eps, out, n);
-    if (n <= 4 * kRegThreads)
-      return Launch(RmsNormRegKernel<4>, rows, kRegThreads, 0, stream, x, weight, eps, out, n);
-    return Launch(RmsNormRegKernel<8>, rows, kRegThreads, 0, stream, x, weight, eps, out, n);
+    return WithRowPer(n, [&](auto per) {
+      return Launch(RmsNormRegKernel<decltype(per)::value>, rows, kRegThreads, 0, stream, x, weight,
+                    eps, out, n);
+    });
   }
   Launch(RmsNormKernel, rows, kThreads, 0, stream, x, weight, eps, out, n);
   return cudaGetLastError();
@@ -256,7 +233,7 @@ cudaError_t LaunchPostNormResidual(Mat x, const float* post_w, Mat residual, con
   return cudaGetLastError();
 }
 
-bool NormAddPostNormResidualFuses(int rows, int n) {
+bool NormAddPostNormResidualFuses(int64_t rows, int64_t n) {
   // Where LaunchRmsNorm and LaunchPostNormResidual take their row-in-registers kernels.
   return rows >= 1 && rows <= kRegMaxRows && n >= 1024 && n <= 8 * kRegThreads;
 }
@@ -270,16 +247,12 @@ cudaError_t LaunchNormAddPostNormResidual(Mat a, const float* a_w, Mat b, const 
       (next_out.data != nullptr && next_out.type != DataType::kBF16)) {
     return cudaErrorInvalidValue;
   }
-  if (n <= 2 * kRegThreads) {
-    return LaunchNormAddPostNormResidualReg<2>(a, a_w, b, b_w, post_w, residual, scalar, next_w,
-                                               next_out, eps, rows, n, stream);
-  }
-  if (n <= 4 * kRegThreads) {
-    return LaunchNormAddPostNormResidualReg<4>(a, a_w, b, b_w, post_w, residual, scalar, next_w,
-                                               next_out, eps, rows, n, stream);
-  }
-  return LaunchNormAddPostNormResidualReg<8>(a, a_w, b, b_w, post_w, residual, scalar, next_w,
-                                             next_out, eps, rows, n, stream);
+  return WithRowPer(n, [&](auto per) {
+    return Launch(NormAddPostNormResidualKernel<decltype(per)::value>, rows, kRegThreads, 0, stream,
+                  static_cast<const bf16*>(a.data), a.ld, a_w, static_cast<const bf16*>(b.data),
+                  b.ld, b_w, post_w, static_cast<float*>(residual.data), residual.ld, scalar,
+                  next_w, static_cast<bf16*>(next_out.data), next_out.ld, eps, n);
+  });
 }
 
 cudaError_t LaunchPleCombine(Mat proj, Mat token_part, const float* norm_w, float proj_scale,

@@ -25,7 +25,7 @@ cudaError_t LaunchPostNormResidual(Mat x, const float* post_w, Mat residual, con
 // the separate RmsNorm and Add kernels round it: the four kernels' bits in one. bf16 a and b,
 // f32 residual, bf16 next_out (or none); only where NormAddPostNormResidualFuses(rows, n), which
 // is where those kernels take their row-in-registers forms.
-bool NormAddPostNormResidualFuses(int rows, int n);
+bool NormAddPostNormResidualFuses(int64_t rows, int64_t n);
 cudaError_t LaunchNormAddPostNormResidual(Mat a, const float* a_w, Mat b, const float* b_w,
                                           const float* post_w, Mat residual, const float* scalar,
                                           const float* next_w, Mat next_out, float eps, int rows,

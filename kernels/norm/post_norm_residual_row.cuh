@@ -3,12 +3,25 @@
 // both call it, so the fused op gives the bits of the two ops run one after the other.
 #pragma once
 
+#include <cstdint>
+#include <type_traits>
+
 #include "kernels/common/device_utils.cuh"
 
 namespace gannet::kernels {
 
 // Threads of a row-in-registers CTA: thread t owns elements t + k * kPostNormRowThreads.
 inline constexpr int kPostNormRowThreads = 1024;
+
+// Host: returns f(std::integral_constant<int, kPer>{}) for the smallest kPer of 2, 4 and 8 whose
+// kPer * kPostNormRowThreads elements hold a row of n (<= 8 * kPostNormRowThreads): the launch of
+// a row-in-registers kernel instantiated for that kPer.
+template <typename F>
+auto WithRowPer(int64_t n, F&& f) {
+  if (n <= 2 * kPostNormRowThreads) return f(std::integral_constant<int, 2>{});
+  if (n <= 4 * kPostNormRowThreads) return f(std::integral_constant<int, 4>{});
+  return f(std::integral_constant<int, 8>{});
+}
 
 __device__ __forceinline__ float InvRms(float sum_sq, int n, float eps) {
   return 1.0f / sqrtf(sum_sq / static_cast<float>(n) + eps);

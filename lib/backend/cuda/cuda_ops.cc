@@ -6,8 +6,6 @@
 #include "kernels/sampling/sampling.h"
 #include "kernels/spec/spec.h"
 #include "lib/backend/cuda/cuda_backend.h"
-
-#include <algorithm>
 #include "lib/backend/cuda/cuda_status.h"
 #include "lib/backend/cuda/cuda_util.h"
 
@@ -91,9 +89,7 @@ absl::Status CudaBackend::NormAddPostNormResidual(Tensor a, Tensor a_weight, Ten
                                                   Tensor next_weight, Tensor next_out, float eps) {
   const RowView v = Rows(a);
   const bool fuses =
-      kernels::NormAddPostNormResidualFuses(static_cast<int>(std::min<int64_t>(v.rows, 1 << 30)),
-                                            static_cast<int>(std::min<int64_t>(v.n, 1 << 30))) &&
-      a.dtype == DType::kBF16 && b.dtype == DType::kBF16 && residual.dtype == DType::kF32 &&
+      kernels::NormAddPostNormResidualFuses(v.rows, v.n) && a.dtype == DType::kBF16 && b.dtype == DType::kBF16 && residual.dtype == DType::kF32 &&
       (!next_out.valid() || next_out.dtype == DType::kBF16);
   if (!fuses) {
     return Backend::NormAddPostNormResidual(a, a_weight, b, b_weight, post_weight, residual,
