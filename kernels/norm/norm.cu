@@ -95,11 +95,7 @@ template <int kPer>
 __global__ void __launch_bounds__(kRegThreads)
     RmsNormRegKernel(Mat x, const float* __restrict__ w, float eps, Mat out, int n) {
   float wv[kPer];
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    const int i = threadIdx.x + k * kRegThreads;
-    wv[k] = w == nullptr ? 1.f : (i < n ? w[i] : 0.f);  // no weight: x * inv * 1, the same bits
-  }
+  LoadNormWeight(w, n, wv);
   PdlEnter();
   __shared__ float red[32];
   const int64_t row = blockIdx.x;
@@ -109,10 +105,7 @@ __global__ void __launch_bounds__(kRegThreads)
     const int i = threadIdx.x + k * kRegThreads;
     v[k] = i < n ? LoadAt(x, row, i) : 0.f;
   }
-  float ss = 0.f;
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) ss += v[k] * v[k];
-  const float inv = InvRms(BlockSum(ss, red), n, eps);
+  const float inv = RowInvRms(v, n, eps, red);
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
     const int i = threadIdx.x + k * kRegThreads;
@@ -132,23 +125,18 @@ cudaError_t LaunchPostNormResidualReg(Mat x, const float* post_w, Mat res, const
   });
 }
 
-// RmsNorm(a) * a_w + RmsNorm(b) * b_w, rounded as RmsNormRegKernel and AddKernel round (each
-// thread the elements i = threadIdx.x + k * kRegThreads, the same reductions), then the
-// PostNormResidual row arithmetic.
+// RmsNorm(a) * a_w + RmsNorm(b) * b_w, rounded as RmsNormRegKernel and AddKernel round (the same
+// weight loads and row statistics as RmsNormRegKernel), then the PostNormResidual row arithmetic.
 template <int kPer>
 __global__ void __launch_bounds__(kRegThreads) NormAddPostNormResidualKernel(
     const bf16* __restrict__ a, int64_t lda, const float* __restrict__ a_w,
     const bf16* __restrict__ b, int64_t ldb, const float* __restrict__ b_w,
     const float* __restrict__ post_w, float* res, int64_t ldr, const float* scalar,
     const float* next_w, bf16* next_out, int64_t ldo, float eps, int n) {
-  // Constants first, read while the previous kernel drains. A missing norm weight is 1 (RmsNorm
-  // without a weight multiplies by 1: the same bits).
-  float wa[kPer], wb[kPer], pw[kPer];
+  float wa[kPer], wb[kPer], pw[kPer];  // constants: read while the previous kernel drains
+  LoadNormWeight(a_w, n, wa);
+  LoadNormWeight(b_w, n, wb);
   LoadRowElems(post_w, 0, 0, n, pw);
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) wa[k] = wb[k] = 1.f;
-  if (a_w != nullptr) LoadRowElems(a_w, 0, 0, n, wa);
-  if (b_w != nullptr) LoadRowElems(b_w, 0, 0, n, wb);
   PdlEnter();
   __shared__ float red[32];
   const int64_t row = blockIdx.x;
@@ -156,14 +144,8 @@ __global__ void __launch_bounds__(kRegThreads) NormAddPostNormResidualKernel(
   LoadRowElems(a, lda, row, n, va);
   LoadRowElems(b, ldb, row, n, vb);
   LoadRowElems(res, ldr, row, n, rv);
-  float ssa = 0.f, ssb = 0.f;
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    ssa += va[k] * va[k];
-    ssb += vb[k] * vb[k];
-  }
-  const float inva = InvRms(BlockSum(ssa, red), n, eps);
-  const float invb = InvRms(BlockSum(ssb, red), n, eps);
+  const float inva = RowInvRms(va, n, eps, red);
+  const float invb = RowInvRms(vb, n, eps, red);
   float xv[kPer];
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {

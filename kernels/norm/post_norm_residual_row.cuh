@@ -38,6 +38,26 @@ __device__ __forceinline__ void LoadRowElems(const T* p, int64_t ld, int64_t row
   }
 }
 
+// A norm weight's elements of this thread; 1 where there is no weight (RmsNorm without a weight
+// multiplies by 1: the same bits as not multiplying).
+template <int kPer>
+__device__ __forceinline__ void LoadNormWeight(const float* w, int n, float (&v)[kPer]) {
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int i = threadIdx.x + k * kPostNormRowThreads;
+    v[k] = w == nullptr ? 1.f : (i < n ? w[i] : 0.f);
+  }
+}
+
+// 1 / RMS of a row whose elements this thread holds in v (0 past n). Block-wide, a fixed order.
+template <int kPer>
+__device__ __forceinline__ float RowInvRms(const float (&v)[kPer], int n, float eps, float* red) {
+  float ss = 0.f;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) ss += v[k] * v[k];
+  return InvRms(BlockSum(ss, red), n, eps);
+}
+
 // residual = (rv + RmsNorm(xv) * pw) * (*scalar if not null), stored to res_row; then, if next_row
 // is not null, next_row = RmsNorm(residual) (* next_w if not null). xv, rv, pw: this thread's
 // elements of the row's x, residual and post weight (0 past n). A block-wide call (every thread
@@ -47,10 +67,7 @@ __device__ __forceinline__ void PostNormResidualRow(const float (&xv)[kPer], flo
                                                     const float (&pw)[kPer], float* res_row,
                                                     const float* scalar, const float* next_w,
                                                     OT* next_row, float eps, int n, float* red) {
-  float ss = 0.f;
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) ss += xv[k] * xv[k];
-  const float inv = InvRms(BlockSum(ss, red), n, eps);
+  const float inv = RowInvRms(xv, n, eps, red);
   const float s = scalar ? *scalar : 1.0f;
   float ss2 = 0.f;
 #pragma unroll
