@@ -249,6 +249,11 @@ __device__ __forceinline__ void PushCallEnd(const PushCall& pc) {
   }
 }
 
+// Chunk c of sender `sender`'s slot, in the call's set of workspace ws.
+__device__ __forceinline__ uint4* PushSlot(char* ws, const PushCall& pc, int sender, int64_t c) {
+  return reinterpret_cast<uint4*>(ws + kPushOffset + pc.set + sender * kPushSlotBytes) + c;
+}
+
 // Chunk c (as read from x) into slot `rank` of every peer's current set.
 template <typename T>
 __device__ __forceinline__ void PushChunk(uint4 v, int64_t c, int rank, int world,
@@ -259,8 +264,7 @@ __device__ __forceinline__ void PushChunk(uint4 v, int64_t c, int rank, int worl
 #pragma unroll
   for (int p = 0; p < kCustomAllReduceMaxRanks; ++p) {
     if (p < world && p != rank) {
-      StoreVolatile(reinterpret_cast<uint4*>(peers.ws[p] + kPushOffset + pc.set +
-                                             rank * kPushSlotBytes) + c, v);
+      StoreVolatile(PushSlot(peers.ws[p], pc, rank, c), v);
     }
   }
 }
@@ -278,8 +282,7 @@ __device__ __forceinline__ bool GatherChunk(const uint4& mine, int64_t c, int ra
 #pragma unroll
   for (int p = 0; p < kCustomAllReduceMaxRanks; ++p) {  // every peer's load in flight at once
     if (p < world && p != rank) {
-      v[p] = LoadVolatile(reinterpret_cast<const uint4*>(own + kPushOffset + pc.set +
-                                                         p * kPushSlotBytes) + c);
+      v[p] = LoadVolatile(PushSlot(own, pc, p, c));
     }
   }
 #pragma unroll
@@ -288,7 +291,7 @@ __device__ __forceinline__ bool GatherChunk(const uint4& mine, int64_t c, int ra
   for (int p = 0; p < kCustomAllReduceMaxRanks; ++p) {  // in rank order: bit-identical on every rank
     if (p < world) {
       if (p != rank) {
-        uint4* slot = reinterpret_cast<uint4*>(own + kPushOffset + pc.set + p * kPushSlotBytes) + c;
+        uint4* slot = PushSlot(own, pc, p, c);
         // A peer that never sends (its process died): the host raises `abort` and the wait ends.
         for (uint32_t spins = 1; !Arrived(v[p], type); ++spins) {
           if ((spins & 1023) == 0 && *abort != 0) return false;
@@ -373,6 +376,17 @@ __global__ void __launch_bounds__(kPostNormRowThreads) PushPostNormResidualKerne
   PushCallEnd(pc);
 }
 
+// Whether the kernels take rank `rank` of a group of `world`.
+bool RankInGroup(int rank, int world) {
+  return world >= 1 && world <= kCustomAllReduceMaxRanks && rank >= 0 && rank < world;
+}
+
+Peers PeersOf(void* const* workspaces, int world) {
+  Peers peers{};
+  for (int p = 0; p < world; ++p) peers.ws[p] = static_cast<char*>(workspaces[p]);
+  return peers;
+}
+
 }  // namespace
 
 size_t CustomAllReduceWorkspaceBytes() { return kWorkspaceBytes; }
@@ -381,13 +395,11 @@ cudaError_t LaunchCustomAllReduce(void* x, int64_t n, AllReduceType type, int ra
                                   void* const* workspaces, const volatile int* abort,
                                   cudaStream_t stream) {
   const size_t elem = type == AllReduceType::kF32 ? 4 : 2;
-  if (n < 0 || world < 1 || world > kCustomAllReduceMaxRanks || rank < 0 || rank >= world ||
-      static_cast<size_t>(n) * elem > kCustomAllReduceMaxBytes) {
+  if (n < 0 || !RankInGroup(rank, world) || static_cast<size_t>(n) * elem > kCustomAllReduceMaxBytes) {
     return cudaErrorInvalidValue;
   }
   if (n == 0) return cudaSuccess;
-  Peers peers{};
-  for (int p = 0; p < world; ++p) peers.ws[p] = static_cast<char*>(workspaces[p]);
+  const Peers peers = PeersOf(workspaces, world);
   if (static_cast<size_t>(n) * elem <= kCustomAllReducePushMaxBytes) {
     if (type == AllReduceType::kF32) {
       return Launch(PushKernel<float>, dim3(kPushBlocks), dim3(kThreads), 0, stream,
@@ -417,14 +429,12 @@ bool CustomAllReduceFuses(int64_t rows, int64_t n) {
 cudaError_t LaunchCustomAllReducePostNormResidual(const PostNormResidualArgs& a, int rank,
                                                   int world, void* const* workspaces,
                                                   const volatile int* abort, cudaStream_t stream) {
-  if (world < 1 || world > kCustomAllReduceMaxRanks || rank < 0 || rank >= world ||
-      !CustomAllReduceFuses(a.rows, a.n) ||
+  if (!RankInGroup(rank, world) || !CustomAllReduceFuses(a.rows, a.n) ||
       (reinterpret_cast<uintptr_t>(a.x) & (kChunkBytes - 1)) != 0 || a.residual_ld < a.n ||
       (a.next_out != nullptr && a.next_out_ld < a.n)) {
     return cudaErrorInvalidValue;
   }
-  Peers peers{};
-  for (int p = 0; p < world; ++p) peers.ws[p] = static_cast<char*>(workspaces[p]);
+  const Peers peers = PeersOf(workspaces, world);
   return WithRowPer(a.n, [&](auto per) {
     return Launch(PushPostNormResidualKernel<decltype(per)::value, __nv_bfloat16>, dim3(a.rows),
                   dim3(kPostNormRowThreads), 0, stream, static_cast<const __nv_bfloat16*>(a.x),
