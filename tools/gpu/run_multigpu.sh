@@ -49,7 +49,7 @@ multigpu_tests() {
   note "${p}multigpu_tp_test: exit $?"
   run_watched "${p}tp_multiprocess_test" "$lim" "$build/tests/parallel/tp_multiprocess_test"
   note "${p}tp_multiprocess_test: exit $?"
-  # The one-shot all-reduce itself: every rank on one GPU, and two processes over CUDA IPC.
+  # The custom all-reduce itself: every rank on one GPU, and two processes over CUDA IPC.
   run_watched "${p}custom_allreduce_test" "$lim" "$build/tests/parallel/cuda_custom_allreduce_test"
   note "${p}custom_allreduce_test: exit $?"
   run_watched "${p}custom_allreduce_ipc_test" "$lim" "$build/tests/parallel/cuda_custom_allreduce_ipc_test"

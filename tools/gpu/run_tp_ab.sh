@@ -25,12 +25,10 @@ stage_build() {
 }
 stage_base() { gpu_build_base gannet-decode-bench gannet-allreduce-bench; }
 stage_allreduce() {
-  local b label mode
+  local label mode
   for label in base new; do
-    b=$build
-    [ $label = base ] && b=$base_build
     for mode in nccl auto; do
-      GANNET_ALLREDUCE=$mode timeout 120 "$b/bench/parallel/gannet-allreduce-bench" --tp "$tp" \
+      GANNET_ALLREDUCE=$mode timeout 120 "$(ab_build $label)/bench/parallel/gannet-allreduce-bench" --tp "$tp" \
         --iters 200 2>&1 | grep -v "^gannet \[I\]" | sed "s/^/[$label $mode] /" | tee -a "$summary"
     done
   done

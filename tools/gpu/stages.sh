@@ -42,15 +42,16 @@ gpu_build_base() {
       'source tools/gpu/stages.sh && gpu_build "$@"' _ "$@")
 }
 
+# ab_build base|new: the build directory of the baseline or of this tree.
+ab_build() { if [ "$1" = base ]; then echo "$base_build"; else echo "$build"; fi; }
+
 # gpu_decode_ab ARGS...: gannet-decode-bench ARGS on the baseline build, then on this tree's (the
 # run's last lines, info logs left out), for A/B runs side by side on one machine.
 gpu_decode_ab() {
-  local b label
+  local label
   for label in base new; do
-    b=$build
-    [ $label = base ] && b=$base_build
     note "-- $label: $*"
-    timeout 240 "$b/bench/runner/gannet-decode-bench" "$@" 2>&1 |
+    timeout 240 "$(ab_build $label)/bench/runner/gannet-decode-bench" "$@" 2>&1 |
       grep -vE "^\s*$|^gannet \[I\]" | tail -5 | tee -a "$summary"
   done
 }
