@@ -421,16 +421,16 @@ cudaError_t LaunchCustomAllReduce(void* x, int64_t n, AllReduceType type, int ra
                 static_cast<__nv_bfloat16*>(x), n, rank, world, peers, abort);
 }
 
-bool CustomAllReduceFuses(int64_t rows, int64_t n) {
+bool CustomAllReduceFuses(const void* x, int64_t rows, int64_t n) {
   return rows >= 1 && n >= 1 && n <= kFusedMaxHidden && n % Chunk<__nv_bfloat16>::kElems == 0 &&
-         static_cast<size_t>(rows * n) * 2 <= kCustomAllReducePushMaxBytes;
+         static_cast<size_t>(rows * n) * 2 <= kCustomAllReducePushMaxBytes &&
+         (reinterpret_cast<uintptr_t>(x) & (kChunkBytes - 1)) == 0;
 }
 
 cudaError_t LaunchCustomAllReducePostNormResidual(const PostNormResidualArgs& a, int rank,
                                                   int world, void* const* workspaces,
                                                   const volatile int* abort, cudaStream_t stream) {
-  if (!RankInGroup(rank, world) || !CustomAllReduceFuses(a.rows, a.n) ||
-      (reinterpret_cast<uintptr_t>(a.x) & (kChunkBytes - 1)) != 0 || a.residual_ld < a.n ||
+  if (!RankInGroup(rank, world) || !CustomAllReduceFuses(a.x, a.rows, a.n) || a.residual_ld < a.n ||
       (a.next_out != nullptr && a.next_out_ld < a.n)) {
     return cudaErrorInvalidValue;
   }

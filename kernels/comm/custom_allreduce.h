@@ -63,8 +63,9 @@ cudaError_t LaunchCustomAllReduce(void* x, int64_t n, AllReduceType type, int ra
 //   then, if next_out: next_out = RmsNorm(residual) (* next_weight if not null).
 // The same bits as LaunchCustomAllReduce then LaunchPostNormResidual, without writing the sum
 // (x is left as this rank's addend) and in one kernel instead of two. residual f32 [rows,
-// residual_ld], next_out bf16 [rows, next_out_ld] or null; x bf16 [rows, n] contiguous, 16-byte
-// aligned. Only where CustomAllReduceFuses(rows, n).
+// residual_ld], next_out bf16 [rows, next_out_ld] or null; x bf16 [rows, n] contiguous. Only where
+// CustomAllReduceFuses(x, rows, n): hidden sizes up to 8192 in whole 16-byte chunks, rows within
+// the push kernel's message size, x 16-byte aligned.
 struct PostNormResidualArgs {
   const void* x = nullptr;
   int64_t rows = 0, n = 0;
@@ -77,7 +78,7 @@ struct PostNormResidualArgs {
   int64_t next_out_ld = 0;
   float eps = 0.f;
 };
-bool CustomAllReduceFuses(int64_t rows, int64_t n);
+bool CustomAllReduceFuses(const void* x, int64_t rows, int64_t n);
 cudaError_t LaunchCustomAllReducePostNormResidual(const PostNormResidualArgs& args, int rank,
                                                   int world, void* const* workspaces,
                                                   const volatile int* abort, cudaStream_t stream);

@@ -197,8 +197,9 @@ absl::Status CustomAllReduce::Run(int rank, backend::Tensor x, void* stream) con
 bool CustomAllReduce::TakesPostNormResidual(const backend::Tensor& x,
                                              const backend::Tensor& residual,
                                              const backend::Tensor& next_out) const {
-  return Takes(x) && x.dtype == DType::kBF16 && kernels::CustomAllReduceFuses(x.rows(), x.row_elems()) &&
-         (reinterpret_cast<uintptr_t>(x.data) & 15) == 0 && residual.dtype == DType::kF32 &&
+  return Takes(x) && x.dtype == DType::kBF16 &&
+         kernels::CustomAllReduceFuses(x.data, x.rows(), x.row_elems()) &&
+         residual.dtype == DType::kF32 &&
          (!next_out.valid() || next_out.dtype == DType::kBF16);
 }
 
