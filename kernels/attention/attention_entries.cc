@@ -84,7 +84,8 @@ KernelStatus FlashCanImplement(const ProblemKey& pk, const DeviceInfo& dev) {
 
 // The split workspace of configuration `c` on problem `pk` at `splits` splits.
 size_t SplitWorkspaceBytes(const FlashConfig& c, const ProblemKey& pk, int splits) {
-  return FlashWorkspaceBytes(c, FlashGridTiles(c, pk.num_tokens, pk.num_seqs, std::max(1, pk.group())),
+  return FlashWorkspaceBytes(c,
+                             FlashGridTiles(c, pk.num_tokens, pk.num_seqs, std::max(1, pk.group())),
                              pk.num_kv_heads, splits);
 }
 

@@ -244,10 +244,9 @@ class Backend {
   // next_weight, next_out), each step rounded to a's type as the separate ops round it. a and b
   // [T, H] hold unspecified values afterwards. This default is those four ops (the norms in
   // place); a backend may fuse them (CUDA: one kernel for decode rows, bit for bit the four).
-  virtual absl::Status NormAddPostNormResidual(Tensor a, Tensor a_weight, Tensor b,
-                                               Tensor b_weight, Tensor post_weight,
-                                               Tensor residual, Tensor scalar, Tensor next_weight,
-                                               Tensor next_out, float eps) {
+  virtual absl::Status NormAddPostNormResidual(Tensor a, Tensor a_weight, Tensor b, Tensor b_weight,
+                                               Tensor post_weight, Tensor residual, Tensor scalar,
+                                               Tensor next_weight, Tensor next_out, float eps) {
     absl::Status st = RmsNorm(a, a_weight, eps, a);
     if (st.ok()) st = RmsNorm(b, b_weight, eps, b);
     if (st.ok()) st = Add(a, b, a);

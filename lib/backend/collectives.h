@@ -31,8 +31,8 @@ class Collectives {
   // two calls; an implementation may fuse them (NCCL group: the push all-reduce kernel computes
   // the update itself, bit for bit the two ops, one kernel instead of two).
   virtual absl::Status AllReducePostNormResidual(Backend& be, Tensor x, Tensor post_weight,
-                                                 Tensor residual, Tensor scalar,
-                                                 Tensor next_weight, Tensor next_out, float eps);
+                                                 Tensor residual, Tensor scalar, Tensor next_weight,
+                                                 Tensor next_out, float eps);
   // blocks [world, rows, cols] f32 holds this rank's block at blocks[rank] on entry and every
   // rank's on return; full [rows, world * cols] gets the blocks side by side in rank order (rows
   // of vocabulary shards become full logits rows).

@@ -195,12 +195,11 @@ absl::Status CustomAllReduce::Run(int rank, backend::Tensor x, void* stream) con
 }
 
 bool CustomAllReduce::TakesPostNormResidual(const backend::Tensor& x,
-                                             const backend::Tensor& residual,
-                                             const backend::Tensor& next_out) const {
+                                            const backend::Tensor& residual,
+                                            const backend::Tensor& next_out) const {
   return Takes(x) && x.dtype == DType::kBF16 &&
          kernels::CustomAllReduceFuses(x.data, x.rows(), x.row_elems()) &&
-         residual.dtype == DType::kF32 &&
-         (!next_out.valid() || next_out.dtype == DType::kBF16);
+         residual.dtype == DType::kF32 && (!next_out.valid() || next_out.dtype == DType::kBF16);
 }
 
 absl::Status CustomAllReduce::RunPostNormResidual(int rank, backend::Tensor x,
@@ -257,7 +256,7 @@ absl::Status CustomAllReduce::Run(int, backend::Tensor, void*) const {
   return absl::UnimplementedError("custom all-reduce: this build has no CUDA");
 }
 bool CustomAllReduce::TakesPostNormResidual(const backend::Tensor&, const backend::Tensor&,
-                                             const backend::Tensor&) const {
+                                            const backend::Tensor&) const {
   return false;
 }
 absl::Status CustomAllReduce::RunPostNormResidual(int, backend::Tensor, backend::Tensor,

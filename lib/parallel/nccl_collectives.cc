@@ -198,8 +198,8 @@ class NcclCollectives : public backend::Collectives {
       return c_->custom->RunPostNormResidual(c_->rank, x, post_weight, residual, scalar,
                                              next_weight, next_out, eps, c_->be->stream());
     }
-    return Collectives::AllReducePostNormResidual(be, x, post_weight, residual, scalar,
-                                                  next_weight, next_out, eps);
+    return Collectives::AllReducePostNormResidual(be, x, post_weight, residual, scalar, next_weight,
+                                                  next_out, eps);
   }
 
   absl::Status AllGatherColumns(backend::Tensor blocks, backend::Tensor full) override {

@@ -294,12 +294,11 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
   // the update; or of a MoE layer's two branches, each post-normed (one op: the norms, their sum
   // and the update).
   auto post_ff = [&](Tensor scalar, Tensor next_weight, Tensor next_out) {
-    return c.enable_moe_block
-               ? be->NormAddPostNormResidual(y, L.post_ff_norm_1, ex.out, L.post_ff_norm_2,
-                                             L.post_ff_norm, x_t, scalar, next_weight, next_out,
-                                             eps)
-               : AllReducePostNormResidual(y, L.post_ff_norm, x_t, scalar, next_weight, next_out,
-                                           eps);
+    return c.enable_moe_block ? be->NormAddPostNormResidual(y, L.post_ff_norm_1, ex.out,
+                                                            L.post_ff_norm_2, L.post_ff_norm, x_t,
+                                                            scalar, next_weight, next_out, eps)
+                              : AllReducePostNormResidual(y, L.post_ff_norm, x_t, scalar,
+                                                          next_weight, next_out, eps);
   };
   if (!c.has_ple()) return post_ff(L.layer_scalar, next_norm, h_t);
   GANNET_RETURN_IF_ERROR(post_ff(Tensor(), Tensor(), Tensor()));

@@ -195,8 +195,10 @@ TEST_P(CudaNormTest, NormAddPostNormResidualIsTheFourOpsBitForBit) {
         dres.push_back(Upload(*gpu_, res, DType::kF32, {t, h}));
         dnext.push_back(Upload(*gpu_, std::vector<float>(t * h), DType::kBF16, {t, h}));
       }
-      DeviceTensor daw = Upload(*gpu_, aw, DType::kF32, {h}), dbw = Upload(*gpu_, bw, DType::kF32, {h});
-      DeviceTensor dpw = Upload(*gpu_, pw, DType::kF32, {h}), dnw = Upload(*gpu_, nw, DType::kF32, {h});
+      DeviceTensor daw = Upload(*gpu_, aw, DType::kF32, {h}),
+                   dbw = Upload(*gpu_, bw, DType::kF32, {h});
+      DeviceTensor dpw = Upload(*gpu_, pw, DType::kF32, {h}),
+                   dnw = Upload(*gpu_, nw, DType::kF32, {h});
       DeviceTensor ds = Upload(*gpu_, scalar, DType::kF32, {1});
       const Tensor s_t = with_next ? ds.t : Tensor(), nw_t = with_next ? dnw.t : Tensor();
       ASSERT_TRUE(gpu_->NormAddPostNormResidual(da[0].t, daw.t, db[0].t, dbw.t, dpw.t, dres[0].t,
@@ -209,7 +211,8 @@ TEST_P(CudaNormTest, NormAddPostNormResidualIsTheFourOpsBitForBit) {
       const std::vector<float> r0 = Download(*gpu_, dres[0].t), r1 = Download(*gpu_, dres[1].t);
       const std::vector<float> n0 = Download(*gpu_, dnext[0].t), n1 = Download(*gpu_, dnext[1].t);
       for (int64_t i = 0; i < int64_t{t} * h; ++i) {
-        ASSERT_EQ(std::bit_cast<uint32_t>(r0[i]), std::bit_cast<uint32_t>(r1[i])) << "residual " << i;
+        ASSERT_EQ(std::bit_cast<uint32_t>(r0[i]), std::bit_cast<uint32_t>(r1[i]))
+            << "residual " << i;
         ASSERT_EQ(std::bit_cast<uint32_t>(n0[i]), std::bit_cast<uint32_t>(n1[i])) << "next " << i;
       }
       // And the CPU backend's four ops, on f32 host tensors: its normed branches and their sum
@@ -222,7 +225,9 @@ TEST_P(CudaNormTest, NormAddPostNormResidualIsTheFourOpsBitForBit) {
                                                with_next ? Host(hnext, {t, h}) : Tensor(), 1e-6f)
                       .ok());
       EXPECT_LE(RelL2(r0, hres), kBf16Tol);
-      if (with_next) EXPECT_LE(RelL2(n0, hnext), kBf16Tol);
+      if (with_next) {
+        EXPECT_LE(RelL2(n0, hnext), kBf16Tol);
+      }
     }
   }
 }

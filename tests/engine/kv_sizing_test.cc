@@ -102,9 +102,9 @@ Replay ReplayCuda(const model::ModelConfig& config, int64_t total, const EngineC
   const int64_t pages = s.plan.group(kv::KvGroup::kFull).pages;
   const int64_t need = int64_t{s.max_running_seqs} * (kv::kPlannedSeqTokens / 16);
   if (pages >= need) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "full pool " << pages << " pages, " << s.max_running_seqs
-                                       << " sequences of " << kv::kPlannedSeqTokens
-                                       << " tokens need " << need;
+  return ::testing::AssertionFailure()
+         << "full pool " << pages << " pages, " << s.max_running_seqs << " sequences of "
+         << kv::kPlannedSeqTokens << " tokens need " << need;
 }
 
 model::ModelConfig Dummy(const std::string& variant) {

@@ -1,11 +1,11 @@
 // The custom all-reduce kernels (kernels/comm/custom_allreduce.h: push and pull) with its ranks
-// simulated on one GPU: each rank's workspace is a separate allocation and each rank launches on its own stream,
-// so the kernels meet through the same flags and peer reads as on several devices. Checks the
-// sums against the host (rank order, f32 accumulation, one rounding), repeated calls (the epoch
-// and buffer parity), CUDA graph replays, and that a missing peer ends in the abort flag instead
-// of a hang. The multi-GPU comparison against NCCL is in cuda_tp_test (MultiGpuCollectivesTest).
+// simulated on one GPU: each rank's workspace is a separate allocation and each rank launches on
+// its own stream, so the kernels meet through the same flags and peer reads as on several devices.
+// Checks the sums against the host (rank order, f32 accumulation, one rounding), repeated calls
+// (the epoch and buffer parity), CUDA graph replays, and that a missing peer ends in the abort flag
+// instead of a hang. The multi-GPU comparison against NCCL is in cuda_tp_test
+// (MultiGpuCollectivesTest).
 #include <cuda_runtime.h>
-
 #include <unistd.h>
 
 #include <bit>
@@ -230,16 +230,16 @@ TEST(CustomAllReduceTest, BackToBackCallsOfMixedSizesTypesAndZeros) {
   };
   const int64_t push = static_cast<int64_t>(kernels::kCustomAllReducePushMaxBytes);
   const std::vector<Call> calls = {
-      {10752, DType::kBF16, 0.0f},      {10752, DType::kBF16, 0.5f}, {4096, DType::kF32, 0.5f},
-      {push, DType::kBF16, 0.1f},       {push + 4096, DType::kBF16, 0.0f},
-      {172032, DType::kF32, 0.0f},      {10752, DType::kBF16, 1.0f}, {2 * push, DType::kF32, 0.2f},
-      {100, DType::kBF16, 0.3f},        {push, DType::kF32, 0.0f},   {10752, DType::kBF16, 0.0f},
-      {10752, DType::kBF16, 0.0f}};
+      {10752, DType::kBF16, 0.0f}, {10752, DType::kBF16, 0.5f},       {4096, DType::kF32, 0.5f},
+      {push, DType::kBF16, 0.1f},  {push + 4096, DType::kBF16, 0.0f}, {172032, DType::kF32, 0.0f},
+      {10752, DType::kBF16, 1.0f}, {2 * push, DType::kF32, 0.2f},     {100, DType::kBF16, 0.3f},
+      {push, DType::kF32, 0.0f},   {10752, DType::kBF16, 0.0f},       {10752, DType::kBF16, 0.0f}};
   for (int world : {2, 4}) {
     SimGroup g(world);
     // Every call has its own region of one buffer per rank, so all can be checked at the end.
     std::vector<int64_t> offset(calls.size() + 1, 0);
-    for (size_t i = 0; i < calls.size(); ++i) offset[i + 1] = offset[i] + (calls[i].bytes + 255) / 256 * 256;
+    for (size_t i = 0; i < calls.size(); ++i)
+      offset[i + 1] = offset[i] + (calls[i].bytes + 255) / 256 * 256;
     std::vector<void*> buf(world);
     for (int r = 0; r < world; ++r) CUDA_OK(cudaMalloc(&buf[r], offset.back()));
     std::vector<std::vector<uint32_t>> want_bits(calls.size());
@@ -259,8 +259,8 @@ TEST(CustomAllReduceTest, BackToBackCallsOfMixedSizesTypesAndZeros) {
       }
       want_bits[i].resize(n);
       for (int64_t e = 0; e < n; ++e) {
-        want_bits[i][e] = call.dt == DType::kF32 ? std::bit_cast<uint32_t>(c.want[e])
-                                                 : FloatToBf16(c.want[e]);
+        want_bits[i][e] =
+            call.dt == DType::kF32 ? std::bit_cast<uint32_t>(c.want[e]) : FloatToBf16(c.want[e]);
       }
       for (int r = 0; r < world; ++r) {
         char* dst = static_cast<char*>(buf[r]) + offset[i];
@@ -279,7 +279,8 @@ TEST(CustomAllReduceTest, BackToBackCallsOfMixedSizesTypesAndZeros) {
         const int64_t elem = DTypeBits(calls[i].dt) / 8;
         CUDA_OK(kernels::LaunchCustomAllReduce(
             static_cast<char*>(buf[r]) + offset[i], calls[i].bytes / elem,
-            calls[i].dt == DType::kF32 ? kernels::AllReduceType::kF32 : kernels::AllReduceType::kBF16,
+            calls[i].dt == DType::kF32 ? kernels::AllReduceType::kF32
+                                       : kernels::AllReduceType::kBF16,
             r, world, g.ws.data(), g.abort, g.streams[r]));
       }
     }
@@ -298,8 +299,9 @@ TEST(CustomAllReduceTest, BackToBackCallsOfMixedSizesTypesAndZeros) {
           for (int64_t e = 0; e < n; ++e) got[e] = h[e];
         }
         for (int64_t e = 0; e < n; ++e) {
-          ASSERT_EQ(got[e], want_bits[i][e]) << "world " << world << " call " << i << " ("
-                                             << calls[i].bytes << " bytes) rank " << r << " elem " << e;
+          ASSERT_EQ(got[e], want_bits[i][e])
+              << "world " << world << " call " << i << " (" << calls[i].bytes << " bytes) rank "
+              << r << " elem " << e;
         }
       }
     }

@@ -6,9 +6,9 @@
 //    that differs must be a near-tie of the reference's own logits, and the decode steps' logits
 //    stay within the bound cuda_runner_test applies to one GPU (testing::Bf16GapBound; the worst
 //    step against the worst of what bf16 does to the same group: bf16-rounding CPU ranks split
-//    the same way, on the same steps). A step where the reference's MoE router nearly chose other experts is reported instead
-//    (kRouterTie). And NCCL's all-reduce (f32, bf16) and column gather against sums computed on
-//    the host, 1 KB to 64 MB.
+//    the same way, on the same steps). A step where the reference's MoE router nearly chose other
+//    experts is reported instead (kRouterTie). And NCCL's all-reduce (f32, bf16) and column gather
+//    against sums computed on the host, 1 KB to 64 MB.
 #include <cuda_runtime_api.h>
 
 #include <chrono>
@@ -307,8 +307,10 @@ TEST_P(MultiGpuTpTest, GreedyMatchesTheCpuReference) {
       // An expert choice a rounding can flip: there the logits may differ by O(0.1).
       ++excused;
       if (err > testing::Bf16GapBound(gap)) {
-        std::printf("[ note ] %s tp%d: decode step %d, router near-tie (margin %.3g): error %.3g, "
-                    "bf16 CPU group %.3g\n", variant.c_str(), world, i, margin, err, gap);
+        std::printf(
+            "[ note ] %s tp%d: decode step %d, router near-tie (margin %.3g): error %.3g, "
+            "bf16 CPU group %.3g\n",
+            variant.c_str(), world, i, margin, err, gap);
       }
       continue;
     }
@@ -319,10 +321,11 @@ TEST_P(MultiGpuTpTest, GreedyMatchesTheCpuReference) {
   EXPECT_LE(worst, testing::Bf16GapBound(worst_gap)) << "decode step " << worst_step;
   // The steps held to the bound must be a good share of them, or a broken MoE would pass.
   EXPECT_LE(excused, kSteps * 3 / 4) << "too few steps without a router near-tie to check";
-  std::printf("[ note ] %s tp%d: greedy identical to the f32 CPU for %d of %d steps; max rel logit "
-              "error %.3g (bf16 CPU group's worst %.3g; one GPU's worst %.3g); %d steps with a "
-              "router near-tie\n",
-              variant.c_str(), world, parted, kSteps, worst, worst_gap, worst_one, excused);
+  std::printf(
+      "[ note ] %s tp%d: greedy identical to the f32 CPU for %d of %d steps; max rel logit "
+      "error %.3g (bf16 CPU group's worst %.3g; one GPU's worst %.3g); %d steps with a "
+      "router near-tie\n",
+      variant.c_str(), world, parted, kSteps, worst, worst_gap, worst_one, excused);
 }
 
 INSTANTIATE_TEST_SUITE_P(

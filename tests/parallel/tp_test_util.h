@@ -134,9 +134,10 @@ struct HostTpGroup {
   std::unique_ptr<parallel::TpRunner> runner;
 };
 
-inline HostTpGroup MakeHostTpGroup(const LoadedModel& m, int world, int page_size,
-                                   const std::function<std::unique_ptr<backend::Backend>(int)>& make,
-                                   model::MoeSplit moe_split = model::MoeSplit::kAuto) {
+inline HostTpGroup MakeHostTpGroup(
+    const LoadedModel& m, int world, int page_size,
+    const std::function<std::unique_ptr<backend::Backend>(int)>& make,
+    model::MoeSplit moe_split = model::MoeSplit::kAuto) {
   HostTpGroup g;
   auto group = std::make_shared<parallel::HostGroup>(world);
   std::vector<backend::Backend*> raw;

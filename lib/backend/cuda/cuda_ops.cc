@@ -88,12 +88,13 @@ absl::Status CudaBackend::NormAddPostNormResidual(Tensor a, Tensor a_weight, Ten
                                                   Tensor residual, Tensor scalar,
                                                   Tensor next_weight, Tensor next_out, float eps) {
   const RowView v = Rows(a);
-  const bool fuses =
-      kernels::NormAddPostNormResidualFuses(v.rows, v.n) && a.dtype == DType::kBF16 && b.dtype == DType::kBF16 && residual.dtype == DType::kF32 &&
-      (!next_out.valid() || next_out.dtype == DType::kBF16);
+  const bool fuses = kernels::NormAddPostNormResidualFuses(v.rows, v.n) &&
+                     a.dtype == DType::kBF16 && b.dtype == DType::kBF16 &&
+                     residual.dtype == DType::kF32 &&
+                     (!next_out.valid() || next_out.dtype == DType::kBF16);
   if (!fuses) {
-    return Backend::NormAddPostNormResidual(a, a_weight, b, b_weight, post_weight, residual,
-                                            scalar, next_weight, next_out, eps);
+    return Backend::NormAddPostNormResidual(a, a_weight, b, b_weight, post_weight, residual, scalar,
+                                            next_weight, next_out, eps);
   }
   if (b.rows() != v.rows || b.row_elems() != v.n || residual.rows() != v.rows ||
       residual.row_elems() != v.n || post_weight.numel() != v.n ||
@@ -103,7 +104,9 @@ absl::Status CudaBackend::NormAddPostNormResidual(Tensor a, Tensor a_weight, Ten
     return InvalidArgumentError("NormAddPostNormResidual: a, b, residual and weights disagree");
   }
   for (const Tensor* t : {&a_weight, &b_weight, &post_weight}) {
-    if (t->valid()) GANNET_RETURN_IF_ERROR(RequireDType(*t, DType::kF32, "NormAddPostNormResidual weight"));
+    if (t->valid()) {
+      GANNET_RETURN_IF_ERROR(RequireDType(*t, DType::kF32, "NormAddPostNormResidual weight"));
+    }
   }
   GANNET_ASSIGN_OR_RETURN(kernels::Mat am, MatOf(a, "NormAddPostNormResidual a"));
   GANNET_ASSIGN_OR_RETURN(kernels::Mat bm, MatOf(b, "NormAddPostNormResidual b"));
