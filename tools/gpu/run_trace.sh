@@ -1,0 +1,77 @@
+#!/bin/bash
+# Where a decode step's time goes with CUDA graphs and PDL on: gannet-decode-bench under the CUPTI
+# kernel tracer (tools/trace/kernel_trace.cc), each graph replay's kernels attributed by
+# tools/trace/critical_path.py. Also the GPU tests a change owes. From the repository root on the
+# GPU machine (after `source .device/env.sh`):
+#   tools/gpu/run_trace.sh [stage ...]     (default: build test trace wait_tests trace_tp)
+#   build   sm_90 Release build of the decode bench, the tracer and the GPU tests below
+#   test    the single-GPU kernel and runner tests (on the last GPU when there are two or more,
+#           in the background, so that the trace stage can use GPU 0 meanwhile; waited for at
+#           the end), and on a machine of two or more GPUs the multigpu tests (run_multigpu.sh)
+#   trace   each model's batch-1 (and 4) step, traced and untraced (the tracer's own cost),
+#           GANNET_TRACE_MODELS (default "e2b e4b 26b-a4b 31b")
+#   wait_tests  waits for the background single-GPU tests
+#   trace_tp    with two or more GPUs, 31B at TP=2 traced the same way
+# Environment: as tools/gpu/stages.sh says.
+source "$(dirname "$0")/stages.sh"
+export NCCL_NVLS_ENABLE=0
+gpu_header "decode traces"
+gpus=$(nvidia-smi -L | wc -l)
+targets=(gannet-decode-bench gannet_kernel_trace cuda_ops_test cuda_attention_test
+  kernel_registry_test cuda_runner_test cuda_graph_test)
+[ "$gpus" -ge 2 ] && targets+=(cuda_tp_test cuda_custom_allreduce_test tp_multiprocess_test
+  cuda_custom_allreduce_ipc_test)
+
+stage_build() { gpu_build "${targets[@]}"; }
+
+single_tests() {
+  (cd "$build" && ctest -R "^(cuda_ops_test|cuda_attention_test|kernel_registry_test|cuda_runner_test|cuda_graph_test)$" \
+    --timeout 900 -V) > "$out/ctest.log" 2>&1
+}
+stage_test() {
+  local rc=0
+  if [ "$gpus" -ge 2 ]; then
+    CUDA_VISIBLE_DEVICES=$((gpus - 1)) single_tests &
+    echo $! > "$out/single_tests.pid"
+    GANNET_GPU_BUILD="$build" OUT="$out" tools/gpu/run_multigpu.sh test > /dev/null 2>&1 || rc=1
+    grep -E "exit [0-9]|PASSED|FAILED" "$out/multigpu_summary.txt" | tail -12 | tee -a "$summary"
+  else
+    single_tests || rc=1
+    grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/ctest.log" | tail -20 | tee -a "$summary"
+  fi
+  return $rc
+}
+
+traced() {  # traced NAME ARGS...: the decode bench traced into $out/trace_NAME.csv, then plain
+  local name=$1
+  shift
+  note "-- $name: $*"
+  CUDA_VISIBLE_DEVICES=${TRACE_DEVICES:-0} CUDA_INJECTION64_PATH="$build/tools/trace/libgannet_kernel_trace.so" \
+    GANNET_KERNEL_TRACE="$out/trace_$name.csv" timeout 300 "$build/bench/runner/gannet-decode-bench" "$@" 2>&1 |
+    grep -E "^ +batch|kernel_trace" | sed 's/^/traced: /' | tee -a "$summary"
+  CUDA_VISIBLE_DEVICES=${TRACE_DEVICES:-0} timeout 300 "$build/bench/runner/gannet-decode-bench" "$@" 2>&1 |
+    grep -E "^ +batch" | sed 's/^/plain:  /' | tee -a "$summary"
+  python3 tools/trace/critical_path.py "$out/trace_$name.csv" --top 18 | tee -a "$summary"
+}
+stage_trace() {
+  local m
+  for m in ${GANNET_TRACE_MODELS:-e2b e4b 26b-a4b 31b}; do
+    if [ "$m" = 31b ]; then
+      traced 31b --model dummy:31b --batches 1 --context 1500 --steps 10
+    else
+      traced "$m" --model "dummy:$m" --batches 1,4 --context 1000 --steps 20
+    fi
+  done
+}
+stage_trace_tp() {  # after wait_tests: the tests ran on the last GPU
+  [ "$gpus" -ge 2 ] || return 0
+  TRACE_DEVICES=0,1 traced 31b_tp2 --model dummy:31b --batches 1 --context 1500 --steps 10 --tp 2
+}
+
+stage_wait_tests() {
+  [ -f "$out/single_tests.pid" ] || return 0
+  while kill -0 "$(cat "$out/single_tests.pid")" 2>/dev/null; do sleep 2; done
+  grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/ctest.log" | tail -20 | tee -a "$summary"
+  grep -q "100% tests passed" "$out/ctest.log"
+}
+gpu_run_stages build test trace wait_tests trace_tp -- "$@"
