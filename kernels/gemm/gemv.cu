@@ -8,7 +8,6 @@
 #include "kernels/common/device_utils.cuh"
 #include "kernels/common/launch.h"
 #include "kernels/gemm/gemv.h"
-#include "kernels/norm/post_norm_residual_row.cuh"
 
 namespace gannet::kernels {
 namespace {
@@ -24,65 +23,15 @@ __device__ __forceinline__ void Unpack8(const int4& raw, const f16*, float* out)
   Load8(reinterpret_cast<const f16*>(&raw), out);
 }
 
-// The residual update of GemvResidualUpdate, by the CTA that finishes last (the others return):
-// its 256 threads play the 1024 of the PostNormResidual kernel's CTA (kRep = 4), row by row.
-template <int kPer, typename OutT>
-__device__ __forceinline__ void ResidualUpdateIfLast(const OutT* out, int64_t ldo, int m, int n,
-                                                     const GemvResidualUpdate& u) {
-  constexpr int kRep = kPostNormRowThreads / kThreads;
-  __shared__ int last;
-  __shared__ float red[32];
-  __threadfence();  // this CTA's outputs are visible to the last CTA before it counts this one
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(u.counter, 1) == static_cast<int>(gridDim.x) - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  if (threadIdx.x == 0) *u.counter = 0;  // every CTA has counted: ready for the next call
-  // The row lives in shared memory, each thread's elements in their own slots, and the residual
-  // and weights are loaded where used: the product's CTAs share the kernel's register count, and
-  // a row held in registers here would cost the GEMV its occupancy.
-  __shared__ float sx[kPer * kPostNormRowThreads];
-  struct {
-    float* sx;
-    const float* res_in;
-    const float* post_w;
-    int n;
-    __device__ float load(const float* p, int j) const {
-      const int e = RowElem<kRep>(j, kPer);
-      return e < n ? p[e] : 0.f;
-    }
-    __device__ float x(int j) const { return sx[RowElem<kRep>(j, kPer)]; }
-    __device__ float res(int j) const { return load(res_in, j); }
-    __device__ float pw(int j) const { return load(post_w, j); }
-    __device__ void keep(int j, float r) { sx[RowElem<kRep>(j, kPer)] = r; }
-    __device__ float kept(int j) const { return sx[RowElem<kRep>(j, kPer)]; }
-  } row{sx, nullptr, u.post_w, n};
-  for (int i = 0; i < m; ++i) {
-#pragma unroll
-    for (int j = 0; j < kPer * kRep; ++j) {
-      const int e = RowElem<kRep>(j, kPer);
-      sx[e] = e < n ? ToFloat(__ldcg(out + i * ldo + e)) : 0.f;  // other CTAs' stores: from L2
-    }
-    row.res_in = u.residual + i * u.ldr;
-    OutT* next = u.next_out == nullptr ? nullptr : static_cast<OutT*>(u.next_out) + i * u.ldn;
-    PostNormResidualRowOf<kPer, kRep>(row, u.residual + i * u.ldr, u.scalar, u.next_w, next, u.eps,
-                                      n, red);
-  }
-}
-
 // kGated: x is a gate and the input is gelu_tanh(x) * up, rounded to XT (GemvParams::up).
 // kMaxM: the bucket of m (1, 2, 4 or 8) the accumulators are sized for. At kMaxM = 8 a thread
 // holds 120-128 registers, which leaves two CTAs per SM; a batch-1 step's small projections
 // (1-4 waves of CTAs) then run mostly on ramp-up and tail. m = 1 needs 4 accumulators, so its
 // CTAs fill the SMs in one wave. The arithmetic for a given m is the same in every bucket.
-// kUpdate: 0, or the kPer (2, 4, 8) of a row of n for the residual update (GemvResidualUpdate)
-// that the last CTA to finish does after the product.
-template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM, int kUpdate>
+template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM>
 __global__ void __launch_bounds__(kThreads)
     GemvKernel(const XT* __restrict__ x, const XT* __restrict__ up, const WT* __restrict__ w,
-               OutT* __restrict__ out, int m, int n, int k, int64_t ldx, int64_t ldu, int64_t ldo,
-               GemvResidualUpdate u) {
+               OutT* __restrict__ out, int m, int n, int k, int64_t ldx, int64_t ldu, int64_t ldo) {
   const int n0 = blockIdx.x * kRows;
   // The weights do not depend on earlier kernels: this CTA's rows (contiguous) start moving into
   // L2 before it waits for its predecessor, so a batch-1 step streams weights during the gaps.
@@ -156,29 +105,15 @@ __global__ void __launch_bounds__(kThreads)
       out[i * ldo + n0 + r] = FromFloat<OutT>(s);
     }
   }
-  if constexpr (kUpdate > 0) ResidualUpdateIfLast<kUpdate>(out, ldo, m, n, u);
 }
 
-template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM, int kUpdate = 0>
+template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM>
 cudaError_t LaunchGemvBucket(const GemvParams& p, cudaStream_t stream) {
   const int blocks = static_cast<int>((static_cast<int64_t>(p.n) + kRows - 1) / kRows);
-  return Launch(GemvKernel<XT, WT, OutT, kGated, kMaxM, kUpdate>, blocks, kThreads, 0, stream,
+  return Launch(GemvKernel<XT, WT, OutT, kGated, kMaxM>, blocks, kThreads, 0, stream,
                 static_cast<const XT*>(p.x), static_cast<const XT*>(p.up),
                 static_cast<const WT*>(p.w), static_cast<OutT*>(p.out), p.m, p.n, p.k, p.ldx, p.ldu,
-                p.ldo, p.update != nullptr ? *p.update : GemvResidualUpdate{});
-}
-
-// The GEMV with the residual update: bf16 weights, input and output, m <= 2, n <= 4096
-// (GemvUpdateFuses): a row of up to 2048 or 4096 (kPer 2 or 4).
-template <bool kGated>
-cudaError_t LaunchGemvUpdate(const GemvParams& p, cudaStream_t stream) {
-  static_assert(kGemvUpdateMaxM == 2 && kGemvGatedMaxM >= 2, "the buckets below end at 2");
-  if (p.n <= 2 * kPostNormRowThreads) {
-    return p.m == 1 ? LaunchGemvBucket<bf16, bf16, bf16, kGated, 1, 2>(p, stream)
-                    : LaunchGemvBucket<bf16, bf16, bf16, kGated, 2, 2>(p, stream);
-  }
-  return p.m == 1 ? LaunchGemvBucket<bf16, bf16, bf16, kGated, 1, 4>(p, stream)
-                  : LaunchGemvBucket<bf16, bf16, bf16, kGated, 2, 4>(p, stream);
+                p.ldo);
 }
 
 template <typename XT, typename WT, typename OutT, bool kGated = false>
@@ -214,22 +149,10 @@ cudaError_t LaunchFor(const GemvParams& p, cudaStream_t stream) {
 
 }  // namespace
 
-bool GemvUpdateFuses(int m, int n, DataType w_type, DataType out_type) {
-  return m >= 1 && m <= kGemvUpdateMaxM && n >= 1 && n <= kGemvUpdateMaxN &&
-         w_type == DataType::kBF16 && out_type == DataType::kBF16;
-}
-
 cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream) {
   if (p.m < 1 || p.m > kGemvMaxM || p.n < 1 || p.k % 8 != 0 || p.ldx % 8 != 0 ||
       (p.up != nullptr && p.m > kGemvGatedMaxM)) {
     return cudaErrorInvalidValue;
-  }
-  if (p.update != nullptr) {
-    if (!GemvUpdateFuses(p.m, p.n, p.w_type, p.out_type) || p.x_type != DataType::kBF16 ||
-        p.update->counter == nullptr || p.update->residual == nullptr || p.update->post_w == nullptr) {
-      return cudaErrorInvalidValue;
-    }
-    return p.up != nullptr ? LaunchGemvUpdate<true>(p, stream) : LaunchGemvUpdate<false>(p, stream);
   }
   switch (p.w_type) {
     case DataType::kBF16: return LaunchFor<bf16>(p, stream);

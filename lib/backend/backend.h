@@ -158,27 +158,6 @@ struct MoeExpertsArgs {
   int total_experts = 0;
 };
 
-// The residual update after a block's last projection: Backend::PostNormResidual's operands
-// other than its input (the projection's output).
-struct PostNormUpdate {
-  Tensor post_weight;  // [H] f32
-  Tensor residual;     // [T, H] f32
-  Tensor scalar;       // [1] or invalid
-  Tensor next_weight;  // [H] or invalid
-  Tensor next_out;     // [T, H] or invalid
-  float eps = 0;
-};
-
-// A block's last projection and the update after it (Backend::LinearPostNormResidual).
-struct LinearUpdateArgs {
-  Tensor x;    // [T, K]; the gate when `up` is valid
-  Tensor up;   // invalid, or [T, K]: the gated form (gelu_tanh(x) * up) @ w^T
-  Tensor act;  // with up: [T, K] for the product, as GeluMulLinear's
-  Tensor w;    // [H, K]
-  Tensor out;  // [T, H]
-  PostNormUpdate update;
-};
-
 // The checks every MoeExperts applies to the expert range and the ids' bound (the ids themselves
 // live in backend memory): expert_begin >= 0 and expert_begin + E <= total.
 absl::Status CheckMoeExpertRange(const MoeExpertsArgs& a);
@@ -257,18 +236,6 @@ class Backend {
   virtual absl::Status GeluMulLinear(Tensor gate, Tensor up, Tensor w, Tensor act, Tensor out) {
     absl::Status st = GeluTanhMul(gate, up, act);
     return st.ok() ? Linear(act, w, out) : st;
-  }
-  // Linear(x, w, out), or GeluMulLinear(x, up, w, act, out) when up is valid, then
-  // PostNormResidual(out, update...): a block's last projection and the residual update after it.
-  // This default is those ops; a backend may fuse them (CUDA: its small-M GEMV's last CTA does the
-  // update, bit for bit the two).
-  virtual absl::Status LinearPostNormResidual(const LinearUpdateArgs& a) {
-    absl::Status st = a.up.valid() ? GeluMulLinear(a.x, a.up, a.w, a.act, a.out)
-                                   : Linear(a.x, a.w, a.out);
-    if (!st.ok()) return st;
-    const PostNormUpdate& u = a.update;
-    return PostNormResidual(a.out, u.post_weight, u.residual, u.scalar, u.next_weight, u.next_out,
-                            u.eps);
   }
   // out = a + b, elementwise over [T, H].
   virtual absl::Status Add(Tensor a, Tensor b, Tensor out) = 0;

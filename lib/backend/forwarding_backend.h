@@ -50,9 +50,6 @@ class ForwardingBackend : public Backend {
   absl::Status GeluMulLinear(Tensor g, Tensor u, Tensor w, Tensor act, Tensor out) override {
     return inner_->GeluMulLinear(g, u, w, act, out);
   }
-  absl::Status LinearPostNormResidual(const LinearUpdateArgs& a) override {
-    return inner_->LinearPostNormResidual(a);
-  }
   absl::Status NormAddPostNormResidual(Tensor a, Tensor aw, Tensor b, Tensor bw, Tensor pw,
                                        Tensor r, Tensor s, Tensor nw, Tensor no,
                                        float eps) override {

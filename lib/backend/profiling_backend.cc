@@ -81,10 +81,6 @@ absl::Status ProfilingBackend::GeluMulLinear(Tensor g, Tensor u, Tensor w, Tenso
   return Timed(ByShape("gelu_mul_linear", g, w),
                [&] { return inner().GeluMulLinear(g, u, w, act, out); });
 }
-absl::Status ProfilingBackend::LinearPostNormResidual(const LinearUpdateArgs& a) {
-  return Timed(ByShape("linear_post_norm_residual", a.x, a.w),
-               [&] { return inner().LinearPostNormResidual(a); });
-}
 absl::Status ProfilingBackend::Add(Tensor a, Tensor b, Tensor out) {
   return Timed("add", [&] { return inner().Add(a, b, out); });
 }

@@ -9,7 +9,7 @@ using backend::Tensor;
 absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, int layer,
                               Tensor q, const KvStorage::LayerKv& kv,
                               const backend::StepMetadata& md, Tensor attn, Tensor o_proj,
-                              Tensor out, const backend::PostNormUpdate* update) {
+                              Tensor out) {
   const int64_t n = q.dim(0);
   const bool sliding = c.is_sliding(layer);
   const int d = c.LayerHeadDim(layer), nq = c.num_attention_heads;
@@ -31,31 +31,16 @@ absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, 
   at.meta = &md;
   at.group = sliding ? backend::kSlidingGroup : backend::kFullGroup;
   GANNET_RETURN_IF_ERROR(be->Attention(at));
-  const Tensor o_in = at.out.Reshape({n, static_cast<int64_t>(nq) * d});
-  if (update == nullptr) return be->Linear(o_in, o_proj, out);
-  backend::LinearUpdateArgs a;
-  a.x = o_in;
-  a.w = o_proj;
-  a.out = out;
-  a.update = *update;
-  return be->LinearPostNormResidual(a);
+  return be->Linear(at.out.Reshape({n, static_cast<int64_t>(nq) * d}), o_proj, out);
 }
 
 absl::Status GatedMlp(backend::Backend* be, const DeviceLayer& layer, Tensor h, Tensor gate_up,
-                      Tensor mlp, Tensor out, const backend::PostNormUpdate* update) {
+                      Tensor mlp, Tensor out) {
   const int64_t n = h.dim(0), I = layer.intermediate;
   Tensor gu = gate_up.Rows(0, n).Reshape({n, gate_up.dim(1)}).Cols(0, 2 * I);
   GANNET_RETURN_IF_ERROR(be->Linear(h, layer.gate_up, gu));
   Tensor m = mlp.Rows(0, n).Reshape({n, mlp.dim(1)}).Cols(0, I);
-  if (update == nullptr) return be->GeluMulLinear(gu.Cols(0, I), gu.Cols(I, I), layer.down, m, out);
-  backend::LinearUpdateArgs a;
-  a.x = gu.Cols(0, I);
-  a.up = gu.Cols(I, I);
-  a.act = m;
-  a.w = layer.down;
-  a.out = out;
-  a.update = *update;
-  return be->LinearPostNormResidual(a);
+  return be->GeluMulLinear(gu.Cols(0, I), gu.Cols(I, I), layer.down, m, out);
 }
 
 }  // namespace gannet::runner

@@ -233,37 +233,17 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
   GANNET_RETURN_IF_ERROR(be->QkvPrep(prep));
 
   Tensor o_t = o.Rows(0, n);
+  GANNET_RETURN_IF_ERROR(AttendAndProject(be, c, l, prep.q_out, kv_layer, md, attn, L.o_proj, o_t));
   Tensor x_t = x.Rows(0, n);
   Tensor h_t = h.Rows(0, n);
-  // On one device the update after o_proj is one op with it (a GEMV's last CTA may do it); on a
-  // group it needs the sum first, which the all-reduce may fuse with it instead.
-  if (tp == nullptr) {
-    const backend::PostNormUpdate update{L.post_attn_norm, x_t, Tensor(), L.pre_ff_norm, h_t, eps};
-    GANNET_RETURN_IF_ERROR(
-        AttendAndProject(be, c, l, prep.q_out, kv_layer, md, attn, L.o_proj, o_t, &update));
-  } else {
-    GANNET_RETURN_IF_ERROR(AttendAndProject(be, c, l, prep.q_out, kv_layer, md, attn, L.o_proj, o_t));
-    GANNET_RETURN_IF_ERROR(
-        AllReducePostNormResidual(o_t, L.post_attn_norm, x_t, Tensor(), L.pre_ff_norm, h_t, eps));
-  }
+  GANNET_RETURN_IF_ERROR(
+      AllReducePostNormResidual(o_t, L.post_attn_norm, x_t, Tensor(), L.pre_ff_norm, h_t, eps));
 
-  // The next norm: the following layer's input norm, or the final norm after the last layer.
-  const bool last = l + 1 == c.num_hidden_layers;
-  Tensor next_norm = last ? w.final_norm : w.layers[l + 1].input_norm;
-
-  // Feed-forward block: dense gated MLP (plus the MoE branch on 26B-A4B), then the update after
-  // it (on PLE layers without the scalar and next norm, which the PLE block's update applies).
-  const backend::PostNormUpdate ff =
-      c.has_ple() ? backend::PostNormUpdate{L.post_ff_norm, x_t, Tensor(), Tensor(), Tensor(), eps}
-                  : backend::PostNormUpdate{L.post_ff_norm, x_t, L.layer_scalar, next_norm, h_t, eps};
+  // Feed-forward block: dense gated MLP (plus the MoE branch on 26B-A4B).
   Tensor y = mlp_out.Rows(0, n);
   backend::MoeExpertsArgs ex;  // the MoE branch's (26B-A4B)
-  if (!c.enable_moe_block && tp == nullptr) {
-    GANNET_RETURN_IF_ERROR(GatedMlp(be, L, h_t, gate_up, mlp, y, &ff));  // one op with the update
-  } else if (!c.enable_moe_block) {
+  if (!c.enable_moe_block) {
     GANNET_RETURN_IF_ERROR(GatedMlp(be, L, h_t, gate_up, mlp, y));
-    GANNET_RETURN_IF_ERROR(AllReducePostNormResidual(y, ff.post_weight, x_t, ff.scalar,
-                                                     ff.next_weight, ff.next_out, eps));
   } else {
     auto dense = [&]() -> absl::Status {
       GANNET_RETURN_IF_ERROR(GatedMlp(be, L, h_t, gate_up, mlp, y));
@@ -305,24 +285,31 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
       GANNET_RETURN_IF_ERROR(dense());
       GANNET_RETURN_IF_ERROR(experts());
     }
-    // The two branches' norms, their sum and the update: one op.
-    GANNET_RETURN_IF_ERROR(be->NormAddPostNormResidual(y, L.post_ff_norm_1, ex.out,
-                                                       L.post_ff_norm_2, ff.post_weight, x_t,
-                                                       ff.scalar, ff.next_weight, ff.next_out, eps));
   }
-  if (!c.has_ple()) return absl::OkStatus();
+
+  // The next norm: the following layer's input norm, or the final norm after the last layer.
+  const bool last = l + 1 == c.num_hidden_layers;
+  Tensor next_norm = last ? w.final_norm : w.layers[l + 1].input_norm;
+  // The update after the feed-forward block: of the dense MLP's output, summed over a group with
+  // the update; or of a MoE layer's two branches, each post-normed (one op: the norms, their sum
+  // and the update).
+  auto post_ff = [&](Tensor scalar, Tensor next_weight, Tensor next_out) {
+    return c.enable_moe_block ? be->NormAddPostNormResidual(y, L.post_ff_norm_1, ex.out,
+                                                            L.post_ff_norm_2, L.post_ff_norm, x_t,
+                                                            scalar, next_weight, next_out, eps)
+                              : AllReducePostNormResidual(y, L.post_ff_norm, x_t, scalar,
+                                                          next_weight, next_out, eps);
+  };
+  if (!c.has_ple()) return post_ff(L.layer_scalar, next_norm, h_t);
+  GANNET_RETURN_IF_ERROR(post_ff(Tensor(), Tensor(), Tensor()));
   // Per-layer embedding block (E2B/E4B): x += norm(W_proj (gelu(W_gate x) * ple_input[l])).
   const int64_t P = c.hidden_size_per_layer_input;
   Tensor g = ple_gate.Rows(0, n);
   GANNET_RETURN_IF_ERROR(be->Linear(x_t, L.ple_gate, g));
-  backend::LinearUpdateArgs ple;
-  ple.x = g;
-  ple.up = ple_in.Rows(0, n).Cols(l * P, P);
-  ple.act = ple_gated.Rows(0, n);
-  ple.w = L.ple_proj;
-  ple.out = o_t;
-  ple.update = backend::PostNormUpdate{L.ple_post_norm, x_t, L.layer_scalar, next_norm, h_t, eps};
-  return be->LinearPostNormResidual(ple);
+  Tensor gated = ple_gated.Rows(0, n);
+  GANNET_RETURN_IF_ERROR(
+      be->GeluMulLinear(g, ple_in.Rows(0, n).Cols(l * P, P), L.ple_proj, gated, o_t));
+  return be->PostNormResidual(o_t, L.ple_post_norm, x_t, L.layer_scalar, next_norm, h_t, eps);
 }
 
 absl::Status ModelRunner::Impl::Execute(int n, int rows, bool sample, bool greedy_picks,

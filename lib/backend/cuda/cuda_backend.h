@@ -72,7 +72,6 @@ class CudaBackend final : public Backend {
   absl::Status Linear(Tensor x, Tensor w, Tensor out) override;
   absl::Status GeluTanhMul(Tensor gate, Tensor up, Tensor out) override;
   absl::Status GeluMulLinear(Tensor gate, Tensor up, Tensor w, Tensor act, Tensor out) override;
-  absl::Status LinearPostNormResidual(const LinearUpdateArgs& a) override;
   absl::Status NormAddPostNormResidual(Tensor a, Tensor a_weight, Tensor b, Tensor b_weight,
                                        Tensor post_weight, Tensor residual, Tensor scalar,
                                        Tensor next_weight, Tensor next_out, float eps) override;
@@ -106,9 +105,6 @@ class CudaBackend final : public Backend {
   absl::StatusOr<double> DeviceSpanSeconds() override;
 
   cudaStream_t stream() const { return stream_; }
-  // 0 on the main stream, 1 while RunConcurrently issues its side branch: an index for state that
-  // ops on the two streams must not share (CudaLinear's update counters).
-  int stream_index() const { return stream_ == main_stream_ ? 0 : 1; }
   CudaLinear& linear() { return *linear_; }
   const kernels::DeviceInfo& device_info() const { return device_; }
 

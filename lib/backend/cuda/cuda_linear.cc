@@ -63,9 +63,6 @@ absl::StatusOr<std::unique_ptr<CudaLinear>> CudaLinear::Create(CudaBackend* back
   GANNET_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, backend->device_info().device));
   l->flush_bytes_ = static_cast<size_t>(l2) * 2;
   if (l->flush_bytes_ > 0) GANNET_CUDA_RETURN_IF_ERROR(cudaMalloc(&l->flush_, l->flush_bytes_));
-  GANNET_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&l->update_counters_), 2 * sizeof(int)));
-  GANNET_CUDA_RETURN_IF_ERROR(cudaMemset(l->update_counters_, 0, 2 * sizeof(int)));
-  if (const char* env = std::getenv("GANNET_GEMV_UPDATE")) l->update_enabled_ = std::strcmp(env, "0") != 0;
   if (const char* path = std::getenv("GANNET_LINEAR_PATH")) {
     if (std::strcmp(path, "cublaslt") == 0) {
       l->forced_ = Path::kCublasLt;
@@ -83,7 +80,6 @@ CudaLinear::~CudaLinear() {
   plans_.clear();
   if (workspace_ != nullptr) cudaFree(workspace_);
   if (flush_ != nullptr) cudaFree(flush_);
-  if (update_counters_ != nullptr) cudaFree(update_counters_);
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
@@ -139,9 +135,8 @@ absl::Status CudaLinear::RunCublas(Plan& plan, const cublasLtMatmulAlgo_t* algo,
 }
 
 absl::Status CudaLinear::RunGemv(const Tensor& x, const Tensor& w, const Tensor& out,
-                                 const Tensor* up, const kernels::GemvResidualUpdate* update) {
+                                 const Tensor* up) {
   kernels::GemvParams p;
-  p.update = update;
   if (up != nullptr) {
     p.up = up->data;
     p.ldu = up->stride0();
@@ -291,63 +286,11 @@ absl::StatusOr<bool> CudaLinear::RunGeluMul(const Tensor& gate, const Tensor& up
     return false;  // the unfused ops name the mismatch
   }
   if (k % 8 != 0 || !GemvInputOk(gate) || !GemvInputOk(up) || !Aligned16(w.data)) return false;
-  // Only where Run would take the GEMV for act's shape.
-  if (!TunedToGemv(act.data, act.stride0(), false, w, out)) return false;
+  // Only where Run would take the GEMV for act's shape (a plan tuned on an earlier call).
+  const auto it = plans_.find(KeyOf(act.data, act.stride0(), false, w, out));
+  if (it == plans_.end() || !it->second->tuned || it->second->choice.path != Path::kGemv)
+    return false;
   GANNET_RETURN_IF_ERROR(RunGemv(gate, w, out, &up));
-  return true;
-}
-
-bool CudaLinear::TunedToGemv(const void* xb, int64_t ldxb, bool x_f32, const Tensor& w,
-                             const Tensor& out) const {
-  const auto it = plans_.find(KeyOf(xb, ldxb, x_f32, w, out));
-  return it != plans_.end() && it->second->tuned && it->second->choice.path == Path::kGemv;
-}
-
-absl::StatusOr<bool> CudaLinear::RunUpdate(const LinearUpdateArgs& a) {
-  const PostNormUpdate& u = a.update;
-  const Tensor& x = a.x;
-  const int64_t m = x.rows(), k = x.row_elems(), n = a.w.dim(0);
-  if (!update_enabled_ || forced_ == Path::kCublasLt || a.w.rank != 2 ||
-      m > kernels::kGemvUpdateMaxM || n > kernels::kGemvUpdateMaxN ||
-      !kernels::GemvUpdateFuses(static_cast<int>(m), static_cast<int>(n),
-                                kernels::DataType::kBF16, kernels::DataType::kBF16)) {
-    return false;
-  }
-  // bf16 x (and up), weight and output; an f32 residual and post weight; bf16 next output.
-  const bool types = x.dtype == DType::kBF16 && a.w.dtype == DType::kBF16 &&
-                     a.out.dtype == DType::kBF16 && u.residual.dtype == DType::kF32 &&
-                     u.post_weight.dtype == DType::kF32 &&
-                     (!u.next_out.valid() || u.next_out.dtype == DType::kBF16) &&
-                     (!u.next_weight.valid() || u.next_weight.dtype == DType::kF32) &&
-                     (!u.scalar.valid() || u.scalar.dtype == DType::kF32);
-  const bool shapes = a.w.row_elems() == k && a.out.rows() == m && a.out.row_elems() == n &&
-                      u.residual.rows() == m && u.residual.row_elems() == n &&
-                      u.post_weight.numel() == n &&
-                      (!u.next_weight.valid() || u.next_weight.numel() == n) &&
-                      (!u.next_out.valid() || (u.next_out.rows() == m && u.next_out.row_elems() == n));
-  if (!types || !shapes || k % 8 != 0 || !GemvInputOk(x) || !Aligned16(a.w.data)) {
-    return false;  // the unfused ops take it (and name what is wrong, if anything is)
-  }
-  if (a.up.valid()) {
-    if (m > kernels::kGemvGatedMaxM || a.up.dtype != DType::kBF16 || a.up.rows() != m ||
-        a.up.row_elems() != k || !GemvInputOk(a.up) || !a.act.valid() ||
-        !TunedToGemv(a.act.data, a.act.stride0(), false, a.w, a.out)) {
-      return false;
-    }
-  } else if (!TunedToGemv(x.data, x.stride0(), false, a.w, a.out)) {
-    return false;
-  }
-  kernels::GemvResidualUpdate gu;
-  gu.post_w = u.post_weight.as<float>();
-  gu.residual = u.residual.as<float>();
-  gu.ldr = u.residual.stride0();
-  gu.scalar = u.scalar.valid() ? u.scalar.as<float>() : nullptr;
-  gu.next_w = u.next_weight.valid() ? u.next_weight.as<float>() : nullptr;
-  gu.next_out = u.next_out.valid() ? u.next_out.data : nullptr;
-  gu.ldn = u.next_out.valid() ? u.next_out.stride0() : 0;
-  gu.eps = u.eps;
-  gu.counter = update_counters_ + be_->stream_index();
-  GANNET_RETURN_IF_ERROR(RunGemv(x, a.w, a.out, a.up.valid() ? &a.up : nullptr, &gu));
   return true;
 }
 
@@ -428,12 +371,6 @@ absl::Status CudaBackend::GeluMulLinear(Tensor gate, Tensor up, Tensor w, Tensor
   GANNET_ASSIGN_OR_RETURN(const bool fused, linear_->RunGeluMul(gate, up, w, act, out));
   if (fused) return absl::OkStatus();
   return Backend::GeluMulLinear(gate, up, w, act, out);  // the unfused pair
-}
-
-absl::Status CudaBackend::LinearPostNormResidual(const LinearUpdateArgs& a) {
-  GANNET_ASSIGN_OR_RETURN(const bool fused, linear_->RunUpdate(a));
-  if (fused) return absl::OkStatus();
-  return Backend::LinearPostNormResidual(a);  // the unfused ops
 }
 
 }  // namespace gannet::backend

@@ -20,8 +20,6 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/registry/registry.h"
-#include "kernels/gemm/gemv.h"
-#include "lib/backend/backend.h"
 #include "lib/backend/tensor.h"
 
 namespace gannet::backend {
@@ -49,12 +47,6 @@ class CudaLinear {
   // operands are of the weight's type and aligned; returns false, having run nothing, otherwise.
   absl::StatusOr<bool> RunGeluMul(const Tensor& gate, const Tensor& up, const Tensor& w,
                                   const Tensor& act, const Tensor& out);
-  // Backend::LinearPostNormResidual as one GEMV whose last CTA does the update
-  // (kernels::GemvResidualUpdate; the same bits as the separate ops). Taken only where Run (or
-  // RunGeluMul, for the gated form) would take the GEMV for the shape, and the operands fit
-  // kernels::GemvUpdateFuses: bf16, M <= 2, hidden <= 4096, an f32 residual; returns false,
-  // having run nothing, otherwise. GANNET_GEMV_UPDATE=0 turns it off (A/B runs).
-  absl::StatusOr<bool> RunUpdate(const LinearUpdateArgs& a);
   // Tests and benchmarks pin a path (nullopt = the timed choice among all candidates; kCublasLt =
   // the timed choice among cuBLASLt's algorithms only; kGemv = the GEMV where it applies).
   // Forgets every tuned shape.
@@ -75,11 +67,7 @@ class CudaLinear {
                         const Tensor& out);
   // up: the gated GEMV's second input (x is then the gate).
   absl::Status RunGemv(const Tensor& x, const Tensor& w, const Tensor& out,
-                       const Tensor* up = nullptr,
-                       const kernels::GemvResidualUpdate* update = nullptr);
-  // Whether Run takes the GEMV for this shape (a plan tuned on an earlier call).
-  bool TunedToGemv(const void* xb, int64_t ldxb, bool x_f32, const Tensor& w,
-                   const Tensor& out) const;
+                       const Tensor* up = nullptr);
   absl::Status Tune(Plan& plan, const Tensor& x, const Tensor& w, const Tensor& out,
                     const void* xb, int64_t ldxb, bool gemv_ok, bool allow_timing);
 
@@ -91,10 +79,6 @@ class CudaLinear {
   size_t flush_bytes_ = 0;
   std::map<KeyTuple, std::unique_ptr<Plan>> plans_;
   std::optional<Path> forced_;
-  // RunUpdate's counters (zero between calls), one per stream the backend issues on
-  // (CudaBackend::stream_index), so updates on concurrent branches never share one.
-  int* update_counters_ = nullptr;
-  bool update_enabled_ = true;
   // By x f32 (+1) and weight f16 (+2).
   const kernels::KernelEntry* gemv_entry_[4] = {nullptr, nullptr, nullptr, nullptr};
 };
