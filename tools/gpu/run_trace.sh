@@ -11,7 +11,9 @@
 #   trace   each model's batch-1 (and 4) step, traced and untraced (the tracer's own cost),
 #           GANNET_TRACE_MODELS (default "e2b e4b 26b-a4b 31b")
 #   wait_tests  waits for the background single-GPU tests
-#   trace_tp    with two or more GPUs, 31B at TP=2 traced the same way
+#   trace_tp    with two or more GPUs, 31B at TP=2 traced the same way (batches
+#               GANNET_TRACE_TP_BATCHES, default 1); the traces come back as traces.tar
+#   linear_ab   31B decode with the timed linear paths against cuBLASLt alone, TP=1 and TP=2
 # Environment: as tools/gpu/stages.sh says.
 source "$(dirname "$0")/stages.sh"
 export NCCL_NVLS_ENABLE=0
@@ -65,7 +67,26 @@ stage_trace() {
 }
 stage_trace_tp() {  # after wait_tests: the tests ran on the last GPU
   [ "$gpus" -ge 2 ] || return 0
-  TRACE_DEVICES=0,1 traced 31b_tp2 --model dummy:31b --batches 1 --context 1500 --steps 10 --tp 2
+  TRACE_DEVICES=0,1 traced 31b_tp2 --model dummy:31b --batches "${GANNET_TRACE_TP_BATCHES:-1}" \
+    --context 1500 --steps 10 --tp 2
+  xz -T0 -3 "$out"/trace_*.csv 2>/dev/null
+  tar -cf "$out/traces.tar" -C "$out" $(cd "$out" && ls trace_*.csv.xz) && rm -f "$out"/trace_*.csv.xz
+}
+# The timed linear-path choice against cuBLASLt alone (GANNET_LINEAR_PATH=cublaslt), same binary,
+# interleaved: 31B at TP=1 and, with two GPUs, TP=2.
+stage_linear_ab() {
+  local r p
+  for r in 1 2; do
+    for p in auto cublaslt; do
+      note "-- GANNET_LINEAR_PATH=$p, TP=1"
+      CUDA_VISIBLE_DEVICES=0 GANNET_LINEAR_PATH=$p timeout 300 "$build/bench/runner/gannet-decode-bench" \
+        --model dummy:31b --batches 1,16 --context 1500 --steps 15 2>&1 | grep -E "^ +batch" | tee -a "$summary"
+      [ "$gpus" -ge 2 ] || continue
+      note "-- GANNET_LINEAR_PATH=$p, TP=2"
+      CUDA_VISIBLE_DEVICES=0,1 GANNET_LINEAR_PATH=$p timeout 300 "$build/bench/runner/gannet-decode-bench" \
+        --model dummy:31b --batches 1,16,64 --context 1500 --steps 15 --tp 2 2>&1 | grep -E "^ +batch" | tee -a "$summary"
+    done
+  done
 }
 
 stage_wait_tests() {

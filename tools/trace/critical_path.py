@@ -11,7 +11,7 @@ branch that end under another kernel add nothing.
   critical_path.py trace.csv [--last N] [--min-kernels K] [--top T]
 
 For each graph (one per batch size / step shape) it takes the last N replays (default 5) and
-prints their mean span and, per kernel name, calls a replay, mean duration, and mean added time
+prints their mean span and, per kernel name and grid size (CTAs: which tells shapes apart), calls a replay, mean duration, and mean added time
 per replay with its share of the span.
 """
 import argparse
@@ -47,7 +47,8 @@ def main():
             if r["graph"] == "0":
                 continue
             replays[(int(r["device"]), int(r["graph"]), int(r["correlation"]))].append(
-                (int(r["start_ns"]), int(r["end_ns"]), short_name(r["name"]), int(r["grid"])))
+                (int(r["start_ns"]), int(r["end_ns"]), f'{short_name(r["name"])} g{r["grid"]}',
+                 int(r["grid"])))
     by_graph = collections.defaultdict(list)
     for (dev, g, corr), ks in replays.items():
         if len(ks) >= a.min_kernels:
@@ -71,13 +72,13 @@ def main():
         span = statistics.mean(spans)
         print(f"device {g[0]} graph {g[1]}: {len(runs[0])} kernels, {n} replays, span {span / 1e3:.1f} us "
               f"(min {min(spans) / 1e3:.1f}, max {max(spans) / 1e3:.1f})")
-        print(f"  {'kernel':44s} {'calls':>6s} {'mean dur us':>12s} {'added us':>10s} {'share':>7s} {'idle before us':>15s}")
+        print(f"  {'kernel (grid)':50s} {'calls':>6s} {'mean dur us':>12s} {'added us':>10s} {'share':>7s} {'idle before us':>15s}")
         for name, t in added.most_common(a.top):
-            print(f"  {name[:44]:44s} {calls[name] / n:6.0f} {dur[name] / calls[name] / 1e3:12.2f} "
+            print(f"  {name[:50]:50s} {calls[name] / n:6.0f} {dur[name] / calls[name] / 1e3:12.2f} "
                   f"{t / n / 1e3:10.1f} {100 * t / n / span:6.1f}% {idle[name] / n / 1e3:15.1f}")
         rest = sum(t for name, t in added.most_common()[a.top:])
         if rest:
-            print(f"  {'(the rest)':44s} {'':6s} {'':12s} {rest / n / 1e3:10.1f} {100 * rest / n / span:6.1f}%")
+            print(f"  {'(the rest)':50s} {'':6s} {'':12s} {rest / n / 1e3:10.1f} {100 * rest / n / span:6.1f}%")
         print()
 
 
