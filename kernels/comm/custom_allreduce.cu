@@ -240,9 +240,15 @@ __device__ __forceinline__ PushCall PushCallBegin(char* own) {
 }
 
 // The call's last block to get here advances the counter for the next call (which reads it after
-// this kernel has finished: kernel order).
+// this kernel has finished: kernel order). A grid of one block (the fused kernel at batch 1) is its
+// own last block: it stores the next call without the atomic's round trip, which the kernel's
+// exit would wait for.
 __device__ __forceinline__ void PushCallEnd(const PushCall& pc) {
   __syncthreads();
+  if (gridDim.x == 1) {
+    if (threadIdx.x == 0) pc.counter[0] = pc.call + 1;
+    return;
+  }
   if (threadIdx.x == 0 && atomicAdd(pc.counter + 1, 1u) == gridDim.x - 1) {
     pc.counter[1] = 0;
     pc.counter[0] = pc.call + 1;
@@ -344,8 +350,9 @@ __global__ void __launch_bounds__(kPostNormRowThreads) PushPostNormResidualKerne
     const float* scalar, const float* next_w, OT* next_out, int64_t ldo, float eps) {
   __shared__ __nv_bfloat16 row_sum[kFusedMaxHidden];
   __shared__ float red[32];
-  float xv[kPer], rv[kPer], pw[kPer];
-  LoadRowElems(post_w, 0, 0, n, pw);  // a constant: read while the previous kernel drains
+  float xv[kPer], rv[kPer];
+  // Constants: read while the previous kernel drains.
+  const PostNormConsts<kPer> consts = LoadPostNormConsts<kPer>(post_w, scalar, next_w, n);
   PdlEnter();
   char* own = peers.ws[rank];
   const PushCall pc = PushCallBegin(own);
@@ -371,7 +378,7 @@ __global__ void __launch_bounds__(kPostNormRowThreads) PushPostNormResidualKerne
   }
   __syncthreads();
   LoadRowElems(row_sum, 0, 0, n, xv);
-  PostNormResidualRow<kPer>(xv, rv, pw, res + row * ldr, scalar, next_w,
+  PostNormResidualRow<kPer>(xv, rv, consts, res + row * ldr,
                             next_out == nullptr ? nullptr : next_out + row * ldo, eps, n, red);
   PushCallEnd(pc);
 }

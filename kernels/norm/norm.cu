@@ -74,14 +74,14 @@ __global__ void __launch_bounds__(kRegThreads) PostNormResidualRegKernel(
     const XT* __restrict__ x, int64_t ldx, const float* __restrict__ post_w,
     float* __restrict__ res, int64_t ldr, const float* __restrict__ scalar,
     const float* __restrict__ next_w, OT* __restrict__ next_out, int64_t ldo, float eps, int n) {
+  const PostNormConsts<kPer> c = LoadPostNormConsts<kPer>(post_w, scalar, next_w, n);
   PdlEnter();
   __shared__ float red[32];
   const int64_t row = blockIdx.x;
-  float xv[kPer], rv[kPer], pw[kPer];
+  float xv[kPer], rv[kPer];
   LoadRowElems(x, ldx, row, n, xv);
   LoadRowElems(res, ldr, row, n, rv);
-  LoadRowElems(post_w, 0, 0, n, pw);
-  PostNormResidualRow<kPer>(xv, rv, pw, res + row * ldr, scalar, next_w,
+  PostNormResidualRow<kPer>(xv, rv, c, res + row * ldr,
                             next_out == nullptr ? nullptr : next_out + row * ldo, eps, n, red);
 }
 
@@ -133,10 +133,10 @@ __global__ void __launch_bounds__(kRegThreads) NormAddPostNormResidualKernel(
     const bf16* __restrict__ b, int64_t ldb, const float* __restrict__ b_w,
     const float* __restrict__ post_w, float* res, int64_t ldr, const float* scalar,
     const float* next_w, bf16* next_out, int64_t ldo, float eps, int n) {
-  float wa[kPer], wb[kPer], pw[kPer];  // constants: read while the previous kernel drains
+  float wa[kPer], wb[kPer];  // constants: read while the previous kernel drains
   LoadNormWeight(a_w, n, wa);
   LoadNormWeight(b_w, n, wb);
-  LoadRowElems(post_w, 0, 0, n, pw);
+  const PostNormConsts<kPer> c = LoadPostNormConsts<kPer>(post_w, scalar, next_w, n);
   PdlEnter();
   __shared__ float red[32];
   const int64_t row = blockIdx.x;
@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(kRegThreads) NormAddPostNormResidualKernel(
     const float nb = ToFloat(FromFloat<bf16>((vb[k] * invb) * wb[k]));
     xv[k] = threadIdx.x + k * kRegThreads < n ? ToFloat(FromFloat<bf16>(na + nb)) : 0.f;
   }
-  PostNormResidualRow<kPer>(xv, rv, pw, res + row * ldr, scalar, next_w,
+  PostNormResidualRow<kPer>(xv, rv, c, res + row * ldr,
                             next_out == nullptr ? nullptr : next_out + row * ldo, eps, n, red);
 }
 

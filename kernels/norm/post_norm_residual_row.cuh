@@ -58,22 +58,44 @@ __device__ __forceinline__ float RowInvRms(const float (&v)[kPer], int n, float 
   return InvRms(BlockSum(ss, red), n, eps);
 }
 
-// residual = (rv + RmsNorm(xv) * pw) * (*scalar if not null), stored to res_row; then, if next_row
-// is not null, next_row = RmsNorm(residual) (* next_w if not null). xv, rv, pw: this thread's
-// elements of the row's x, residual and post weight (0 past n). A block-wide call (every thread
-// of the kPostNormRowThreads, reductions in a fixed order); `red` is 32 floats of shared memory.
+// The constants of a PostNormResidual row (weights and the layer scalar): read before PdlEnter,
+// while the previous kernel drains, so that none of the row's dependent steps waits on a load of
+// them (the scalar and the next norm's weights were two more L2 round trips inside the update).
+template <int kPer>
+struct PostNormConsts {
+  float pw[kPer];  // post weight (0 past n)
+  float nw[kPer];  // next norm's weight (0 past n; unused without one)
+  float s;         // the scalar (1 without one)
+  bool scaled, next_weighted;
+};
+template <int kPer>
+__device__ __forceinline__ PostNormConsts<kPer> LoadPostNormConsts(const float* post_w,
+                                                                   const float* scalar,
+                                                                   const float* next_w, int n) {
+  PostNormConsts<kPer> c;
+  LoadRowElems(post_w, 0, 0, n, c.pw);
+  c.next_weighted = next_w != nullptr;
+  if (c.next_weighted) LoadRowElems(next_w, 0, 0, n, c.nw);
+  c.scaled = scalar != nullptr;
+  c.s = c.scaled ? *scalar : 1.0f;
+  return c;
+}
+
+// residual = (rv + RmsNorm(xv) * pw) * (scalar if any), stored to res_row; then, if next_row is
+// not null, next_row = RmsNorm(residual) (* next norm weight if any). xv, rv: this thread's
+// elements of the row's x and residual (0 past n); c: the constants. A block-wide call (every
+// thread of the kPostNormRowThreads, reductions in a fixed order); `red` is 32 floats of shared
+// memory.
 template <int kPer, typename OT>
 __device__ __forceinline__ void PostNormResidualRow(const float (&xv)[kPer], float (&rv)[kPer],
-                                                    const float (&pw)[kPer], float* res_row,
-                                                    const float* scalar, const float* next_w,
+                                                    const PostNormConsts<kPer>& c, float* res_row,
                                                     OT* next_row, float eps, int n, float* red) {
   const float inv = RowInvRms(xv, n, eps, red);
-  const float s = scalar ? *scalar : 1.0f;
   float ss2 = 0.f;
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
-    float r = rv[k] + (xv[k] * inv) * pw[k];
-    if (scalar) r *= s;
+    float r = rv[k] + (xv[k] * inv) * c.pw[k];
+    if (c.scaled) r *= c.s;
     rv[k] = r;
     ss2 += r * r;
     const int i = threadIdx.x + k * kPostNormRowThreads;
@@ -86,7 +108,7 @@ __device__ __forceinline__ void PostNormResidualRow(const float (&xv)[kPer], flo
     const int i = threadIdx.x + k * kPostNormRowThreads;
     if (i < n) {
       const float v = rv[k] * inv2;
-      next_row[i] = FromFloat<OT>(next_w ? v * next_w[i] : v);
+      next_row[i] = FromFloat<OT>(c.next_weighted ? v * c.nw[k] : v);
     }
   }
 }
