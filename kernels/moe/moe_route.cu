@@ -28,9 +28,10 @@ constexpr size_t kCounterBytes = kMaxTokenGroups * sizeof(int);
 
 __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams p, int* counters,
                                                            float* logits) {
-  extern __shared__ float su[];  // [kTokens, hidden]
+  extern __shared__ float su[];  // [kTokens, hidden], then router_scale [hidden]
   __shared__ float red[32];
   __shared__ int is_last;
+  __shared__ float expert_scale[32 * kMaxExpertsPerLane];
   const int t0 = blockIdx.x * kTokens;
   const int ntok = min(kTokens, p.num_tokens - t0);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -44,6 +45,13 @@ __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams 
     PrefetchL2(static_cast<const char*>(p.router_proj) + static_cast<size_t>(e0) * p.hidden * w_bytes,
                static_cast<uint32_t>(rows * p.hidden * w_bytes));
   }
+  // The other constants too: the norm's scale (each thread reads back only the elements it
+  // stored, so no barrier) and the experts' scales (read after the barriers below). Loaded after
+  // the wait they were two more dependent round trips, one in the norm and one after top-k.
+  float* scale = su + kTokens * p.hidden;
+#pragma unroll 4
+  for (int h = threadIdx.x; h < p.hidden; h += kThreads) scale[h] = p.router_scale[h];
+  for (int e = threadIdx.x; e < p.num_experts; e += kThreads) expert_scale[e] = p.per_expert_scale[e];
   PdlEnter();
 
   for (int tt = 0; tt < ntok; ++tt) {
@@ -60,7 +68,7 @@ __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams 
     ss = BlockSum(ss, red);  // its barriers also publish s
     const float inv = 1.0f / sqrtf(ss / static_cast<float>(p.hidden) + p.eps);
 #pragma unroll 4
-    for (int h = threadIdx.x; h < p.hidden; h += kThreads) s[h] = ((s[h] * inv) * p.router_scale[h]) * root;
+    for (int h = threadIdx.x; h < p.hidden; h += kThreads) s[h] = ((s[h] * inv) * scale[h]) * root;
   }
   __syncthreads();
 
@@ -151,7 +159,7 @@ __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams 
     }
     if (lane < p.top_k) {
       p.topk_ids[t * p.top_k + lane] = picked_e;
-      p.topk_weights[t * p.top_k + lane] = (picked_p / picked_sum) * p.per_expert_scale[picked_e];
+      p.topk_weights[t * p.top_k + lane] = (picked_p / picked_sum) * expert_scale[picked_e];
     }
   }
   if (threadIdx.x == 0) counters[blockIdx.x] = 0;
@@ -171,7 +179,7 @@ cudaError_t LaunchMoeRoute(const MoeRouteParams& p, void* workspace, cudaStream_
     return cudaErrorInvalidValue;
   }
   if (p.num_tokens == 0) return cudaSuccess;
-  const size_t smem = static_cast<size_t>(kTokens) * p.hidden * sizeof(float);
+  const size_t smem = static_cast<size_t>(kTokens + 1) * p.hidden * sizeof(float);
   cudaError_t err = cudaFuncSetAttribute(MoeRouteKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem));
   if (err != cudaSuccess) return err;
