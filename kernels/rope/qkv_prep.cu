@@ -32,9 +32,10 @@ template <int kPairs>
 struct NormWeights {
   float w0[kPairs], w1[kPairs];
 };
+// A lane's rotation: cos and sin of its pairs' angles at the token's position.
 template <int kPairs>
-struct RopeFreqs {
-  float f[kPairs];
+struct RopeAngles {
+  float cs[kPairs], sn[kPairs];
 };
 
 // This lane's values of a half row: out[i] = src[lane + 32 i] where that is below `half`,
@@ -57,10 +58,18 @@ __device__ __forceinline__ NormWeights<kPairs> LoadNormWeights(const float* w, i
   return c;
 }
 
+// As HF (and the CPU reference): angle in f32, cos/sin in f32.
 template <int kPairs>
-__device__ __forceinline__ RopeFreqs<kPairs> LoadFreqs(const float* inv_freq, int d) {
-  RopeFreqs<kPairs> r;
-  LoadLanePairs<kPairs>(inv_freq, d / 2, 0.f, r.f);
+__device__ __forceinline__ RopeAngles<kPairs> RopeAt(const float* inv_freq, int d, int pos) {
+  float f[kPairs];
+  LoadLanePairs<kPairs>(inv_freq, d / 2, 0.f, f);
+  RopeAngles<kPairs> r;
+#pragma unroll
+  for (int i = 0; i < kPairs; ++i) {
+    const float angle = f[i] * static_cast<float>(pos);
+    r.cs[i] = cosf(angle);
+    r.sn[i] = sinf(angle);
+  }
   return r;
 }
 
@@ -73,11 +82,10 @@ __device__ __forceinline__ HeadRegs<kPairs> LoadHead(const In* in, int d) {
   return h;
 }
 
-// Norms a loaded head and, given frequencies, rotates it.
+// Norms a loaded head and, given its rotation, rotates it.
 template <int kPairs>
 __device__ __forceinline__ HeadRegs<kPairs> NormRope(HeadRegs<kPairs> h, const NormWeights<kPairs>& c,
-                                                     float eps, const RopeFreqs<kPairs>* rope, int pos,
-                                                     int d) {
+                                                     float eps, const RopeAngles<kPairs>* rope, int d) {
   float ss = 0.f;
 #pragma unroll
   for (int i = 0; i < kPairs; ++i) ss += h.a[i] * h.a[i] + h.b[i] * h.b[i];
@@ -86,9 +94,7 @@ __device__ __forceinline__ HeadRegs<kPairs> NormRope(HeadRegs<kPairs> h, const N
   for (int i = 0; i < kPairs; ++i) {
     float x0 = h.a[i] * inv * c.w0[i], x1 = h.b[i] * inv * c.w1[i];
     if (rope != nullptr) {
-      // As HF (and the CPU reference): angle in f32, cos/sin in f32.
-      const float angle = rope->f[i] * static_cast<float>(pos);
-      const float cs = cosf(angle), sn = sinf(angle);
+      const float cs = rope->cs[i], sn = rope->sn[i];
       const float r0 = x0 * cs - x1 * sn;
       const float r1 = x1 * cs + x0 * sn;
       x0 = r0;
@@ -143,19 +149,21 @@ __global__ void __launch_bounds__(kWarps * 32) QkvPrepKernel(const QkvPrepParams
   const int d = p.head_dim;
   const bool is_q = head < p.num_q_heads;
   // Constants first, then the wait: a batch-1 step's prep is a chain of dependent loads. The
-  // weight is the head's own norm's (q_norm, or k_norm for a KV warp's K; V has none).
+  // weight is the head's own norm's (q_norm, or k_norm for a KV warp's K; V has none). The step's
+  // metadata (positions, slots) is as constant within a step: the host copies it in before the
+  // step's first kernel, and no kernel writes it. So the rotation's cos/sin and the slot are ready
+  // before the wait too, off the chain that waits for the QKV projection.
   const NormWeights<kPairs> weights = LoadNormWeights<kPairs>(is_q ? p.q_norm : p.k_norm, d);
-  const RopeFreqs<kPairs> freqs = LoadFreqs<kPairs>(p.inv_freq, d);
+  const RopeAngles<kPairs> rope = RopeAt<kPairs>(p.inv_freq, d, p.positions[t]);
+  const int slot = is_q ? -1 : p.slot_mapping[t];
   PdlEnter();
   if (head >= heads) return;
-  const int pos = p.positions[t];
   const In* row = static_cast<const In*>(p.qkv) + t * p.ld_qkv;
   if (is_q) {
-    StoreHead(NormRope(LoadHead<kPairs>(row + head * d, d), weights, p.eps, &freqs, pos, d), d,
+    StoreHead(NormRope(LoadHead<kPairs>(row + head * d, d), weights, p.eps, &rope, d), d,
               static_cast<Q*>(p.q_out) + t * p.ld_q + static_cast<int64_t>(head) * d);
     return;
   }
-  const int slot = p.slot_mapping[t];
   if (slot < 0) return;
   const int h = head - p.num_q_heads;
   const In* k_raw = row + static_cast<int64_t>(p.num_q_heads) * d;
@@ -166,14 +174,14 @@ __global__ void __launch_bounds__(kWarps * 32) QkvPrepKernel(const QkvPrepParams
   const HeadRegs<kPairs> v_in = LoadHead<kPairs>(v_raw + h * d, d);
   const HeadRegs<kPairs> k_in = store_k ? LoadHead<kPairs>(k_raw + h * d, d) : HeadRegs<kPairs>{};
   const HeadRegs<kPairs> v =
-      NormRope<kPairs>(v_in, LoadNormWeights<kPairs>(nullptr, d), p.eps, nullptr, pos, d);
+      NormRope<kPairs>(v_in, LoadNormWeights<kPairs>(nullptr, d), p.eps, nullptr, d);
   if (p.kv_fp8) {
     StoreFp8(v, d, static_cast<uint8_t*>(p.v_cache) + row_id * d, p.v_scale + row_id);
   } else {
     StoreHead(v, d, static_cast<bf16*>(p.v_cache) + row_id * d);
   }
   if (!store_k) return;
-  const HeadRegs<kPairs> k = NormRope(k_in, weights, p.eps, &freqs, pos, d);
+  const HeadRegs<kPairs> k = NormRope(k_in, weights, p.eps, &rope, d);
   if (p.kv_fp8) {
     StoreFp8(k, d, static_cast<uint8_t*>(p.k_cache) + row_id * d, p.k_scale + row_id);
   } else {
