@@ -42,7 +42,9 @@ __device__ __forceinline__ f16 FromFloat<f16>(float x) { return SaturateToF16(x)
 
 // Programmatic dependent launch (PDL, sm_90+; the host side is kernels::Launch in launch.h).
 // Every kernel launched through Launch calls this before it touches memory that another kernel
-// writes (reading constants such as weights before it is fine, see PrefetchL2): it waits until
+// writes (reading what no kernel writes before it is fine and, at batch 1, worth it: weights and
+// other constants, see PrefetchL2, and the step's metadata, which the host copies in before the
+// step's first kernel): it waits until
 // the grids before it in the stream have finished and their writes are visible
 // (griddepcontrol.wait), then allows the next kernel in the stream to start launching its CTAs
 // (griddepcontrol.launch_dependents), which wait here in turn. A small decode kernel thus starts
