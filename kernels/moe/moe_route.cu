@@ -51,7 +51,8 @@ __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams 
   float* scale = su + kTokens * p.hidden;
 #pragma unroll 4
   for (int h = threadIdx.x; h < p.hidden; h += kThreads) scale[h] = p.router_scale[h];
-  for (int e = threadIdx.x; e < p.num_experts; e += kThreads) expert_scale[e] = p.per_expert_scale[e];
+  for (int e = threadIdx.x; e < p.num_experts; e += kThreads)
+    expert_scale[e] = p.per_expert_scale[e];
   PdlEnter();
 
   for (int tt = 0; tt < ntok; ++tt) {

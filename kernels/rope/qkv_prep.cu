@@ -84,8 +84,9 @@ __device__ __forceinline__ HeadRegs<kPairs> LoadHead(const In* in, int d) {
 
 // Norms a loaded head and, given its rotation, rotates it.
 template <int kPairs>
-__device__ __forceinline__ HeadRegs<kPairs> NormRope(HeadRegs<kPairs> h, const NormWeights<kPairs>& c,
-                                                     float eps, const RopeAngles<kPairs>* rope, int d) {
+__device__ __forceinline__ HeadRegs<kPairs> NormRope(HeadRegs<kPairs> h,
+                                                     const NormWeights<kPairs>& c, float eps,
+                                                     const RopeAngles<kPairs>* rope, int d) {
   float ss = 0.f;
 #pragma unroll
   for (int i = 0; i < kPairs; ++i) ss += h.a[i] * h.a[i] + h.b[i] * h.b[i];

@@ -57,8 +57,8 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
   while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
     if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
     const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-    batch.push_back(Record{k->deviceId, k->correlationId, k->graphId, k->graphNodeId, k->streamId, k->start,
-                           k->end, int64_t{k->gridX} * k->gridY * k->gridZ,
+    batch.push_back(Record{k->deviceId, k->correlationId, k->graphId, k->graphNodeId, k->streamId,
+                           k->start, k->end, int64_t{k->gridX} * k->gridY * k->gridZ,
                            k->blockX * k->blockY * k->blockZ, Demangle(k->name)});
   }
   std::free(buffer);
@@ -77,7 +77,8 @@ void WriteAtExit() {
   const char* path = std::getenv("GANNET_KERNEL_TRACE");
   std::FILE* f = std::fopen(path != nullptr ? path : "kernel_trace.csv", "w");
   if (f == nullptr) {
-    std::fprintf(stderr, "kernel_trace: cannot write %s\n", path != nullptr ? path : "kernel_trace.csv");
+    std::fprintf(stderr, "kernel_trace: cannot write %s\n",
+                 path != nullptr ? path : "kernel_trace.csv");
     return;
   }
   std::fprintf(f, "device,correlation,graph,node,stream,start_ns,end_ns,grid,block,name\n");
