@@ -156,7 +156,9 @@ __global__ void __launch_bounds__(kWarps * 32) QkvPrepKernel(const QkvPrepParams
   // before the wait too, off the chain that waits for the QKV projection.
   const NormWeights<kPairs> weights = LoadNormWeights<kPairs>(is_q ? p.q_norm : p.k_norm, d);
   const RopeAngles<kPairs> rope = RopeAt<kPairs>(p.inv_freq, d, p.positions[t]);
-  const int slot = is_q ? -1 : p.slot_mapping[t];
+  // Only a KV warp reads the slot: a Q-only prep (the drafter's) may have no slot mapping, and its
+  // spare warps (head >= heads) are not KV warps.
+  const int slot = is_q || head >= heads ? -1 : p.slot_mapping[t];
   PdlEnter();
   if (head >= heads) return;
   const In* row = static_cast<const In*>(p.qkv) + t * p.ld_qkv;
