@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(kWarps * 32) QkvPrepKernel(const QkvPrepParams
   const bool is_q = head < p.num_q_heads;
   // Constants first, then the wait: a batch-1 step's prep is a chain of dependent loads. The
   // weight is the head's own norm's (q_norm, or k_norm for a KV warp's K; V has none). The step's
-  // metadata (positions, slots) is as constant within a step: the host copies it in before the
+  // metadata (positions, slots) does not change within a step: the host copies it in before the
   // step's first kernel, and no kernel writes it. So the rotation's cos/sin and the slot are ready
   // before the wait too, off the chain that waits for the QKV projection.
   const NormWeights<kPairs> weights = LoadNormWeights<kPairs>(is_q ? p.q_norm : p.k_norm, d);
