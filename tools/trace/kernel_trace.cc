@@ -18,6 +18,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace {
@@ -33,7 +34,11 @@ struct Record {
 };
 
 std::mutex g_mu;
-std::vector<Record>* g_records = nullptr;  // leaked on purpose: written from an atexit handler
+// Leaked on purpose: written from an atexit handler.
+std::vector<Record>* g_records = nullptr;
+// Demangled names by CUPTI's name pointer, which every record of one kernel shares: each name is
+// demangled once, not once a launch. Used under g_mu.
+std::unordered_map<const char*, std::string>* g_names = nullptr;
 constexpr size_t kBufferBytes = 8 << 20;
 
 std::string Demangle(const char* name) {
@@ -45,6 +50,12 @@ std::string Demangle(const char* name) {
   return out;
 }
 
+const std::string& Demangled(const char* name) {
+  auto [it, added] = g_names->try_emplace(name);
+  if (added) it->second = Demangle(name);
+  return it->second;
+}
+
 void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
   *size = kBufferBytes;
@@ -53,17 +64,16 @@ void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_record
 
 void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
   CUpti_Activity* rec = nullptr;
-  std::vector<Record> batch;
+  std::lock_guard<std::mutex> lock(g_mu);
   while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
     if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
     const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-    batch.push_back(Record{k->deviceId, k->correlationId, k->graphId, k->graphNodeId, k->streamId,
-                           k->start, k->end, int64_t{k->gridX} * k->gridY * k->gridZ,
-                           k->blockX * k->blockY * k->blockZ, Demangle(k->name)});
+    g_records->push_back(Record{k->deviceId, k->correlationId, k->graphId, k->graphNodeId,
+                                k->streamId, k->start, k->end,
+                                int64_t{k->gridX} * k->gridY * k->gridZ,
+                                k->blockX * k->blockY * k->blockZ, Demangled(k->name)});
   }
   std::free(buffer);
-  std::lock_guard<std::mutex> lock(g_mu);
-  for (auto& r : batch) g_records->push_back(std::move(r));
 }
 
 std::string CsvField(const std::string& s) {
@@ -74,11 +84,11 @@ std::string CsvField(const std::string& s) {
 
 void WriteAtExit() {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  const char* path = std::getenv("GANNET_KERNEL_TRACE");
-  std::FILE* f = std::fopen(path != nullptr ? path : "kernel_trace.csv", "w");
+  const char* env = std::getenv("GANNET_KERNEL_TRACE");
+  const char* path = env != nullptr ? env : "kernel_trace.csv";
+  std::FILE* f = std::fopen(path, "w");
   if (f == nullptr) {
-    std::fprintf(stderr, "kernel_trace: cannot write %s\n",
-                 path != nullptr ? path : "kernel_trace.csv");
+    std::fprintf(stderr, "kernel_trace: cannot write %s\n", path);
     return;
   }
   std::fprintf(f, "device,correlation,graph,node,stream,start_ns,end_ns,grid,block,name\n");
@@ -90,8 +100,7 @@ void WriteAtExit() {
                  static_cast<long long>(r.grid), r.block, CsvField(r.name).c_str());
   }
   std::fclose(f);
-  std::fprintf(stderr, "kernel_trace: %zu kernels -> %s\n", g_records->size(),
-               path != nullptr ? path : "kernel_trace.csv");
+  std::fprintf(stderr, "kernel_trace: %zu kernels -> %s\n", g_records->size(), path);
 }
 
 }  // namespace
@@ -99,7 +108,7 @@ void WriteAtExit() {
 // Called by the CUDA driver when the library is named by CUDA_INJECTION64_PATH.
 extern "C" int InitializeInjection() {
   g_records = new std::vector<Record>();
-  g_records->reserve(1 << 20);
+  g_names = new std::unordered_map<const char*, std::string>();
   if (cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted) != CUPTI_SUCCESS ||
       cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {
     std::fprintf(stderr, "kernel_trace: CUPTI activity tracing could not start\n");
