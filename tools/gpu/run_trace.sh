@@ -26,20 +26,20 @@ targets=(gannet-decode-bench gannet_kernel_trace cuda_ops_test cuda_attention_te
 
 stage_build() { gpu_build "${targets[@]}"; }
 
-single_tests() {
-  (cd "$build" && ctest -R "^(cuda_ops_test|cuda_attention_test|kernel_registry_test|cuda_runner_test|cuda_graph_test)$" \
-    --timeout 900 -V) > "$out/ctest.log" 2>&1
+single_tests() {  # gpu_ctest: the log in $out/ctest.log, its summary lines on stdout
+  gpu_ctest 900 "tests passed|tests failed|Failed|\*\*\*" cuda_ops_test cuda_attention_test \
+    kernel_registry_test cuda_runner_test cuda_graph_test
 }
 stage_test() {
   local rc=0
   if [ "$gpus" -ge 2 ]; then
-    CUDA_VISIBLE_DEVICES=$((gpus - 1)) single_tests &
+    CUDA_VISIBLE_DEVICES=$((gpus - 1)) single_tests > /dev/null &
     echo $! > "$out/single_tests.pid"
     GANNET_GPU_BUILD="$build" OUT="$out" tools/gpu/run_multigpu.sh test > /dev/null 2>&1 || rc=1
     grep -E "exit [0-9]|PASSED|FAILED" "$out/multigpu_summary.txt" | tail -12 | tee -a "$summary"
   else
-    single_tests || rc=1
-    grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/ctest.log" | tail -20 | tee -a "$summary"
+    single_tests | tee -a "$summary"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
   fi
   return $rc
 }
