@@ -79,15 +79,14 @@ __device__ __forceinline__ const bf16* QChunkSource(const PagedAttentionParams& 
               : 0);
 }
 
-// The prologue every flash kernel shares: per-row positions into sPos (-1 marks padding rows,
-// masked everywhere and never stored), this split's key blocks, and the cp.async loads of the
-// tile's Q rows -- (token, head) pairs of KV head kvh's query group, zero-filled past the
-// sequence's rows -- into sQ (the caller commits them with its first K/V group).
-template <int kHeadDim, int kBlockM, int kBlockN, int kThreads, int kStride>
-__device__ __forceinline__ SplitWork BeginFlashTile(const PagedAttentionParams& p, const TileRange& t,
-                                                    int group, int kvh, int split, int num_splits,
-                                                    int* sPos, bf16* sQ) {
-  constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks
+// The metadata half of the prologue every flash kernel shares: per-row positions into sPos (-1
+// marks padding rows, masked everywhere and never stored) and this split's key blocks. It reads
+// only the step's metadata, which the host copies in before the step's first kernel and no kernel
+// writes, so the decode kernels run it before their PDL wait.
+template <int kBlockM, int kBlockN, int kThreads>
+__device__ __forceinline__ SplitWork BeginFlashSplit(const PagedAttentionParams& p,
+                                                     const TileRange& t, int group, int split,
+                                                     int num_splits, int* sPos) {
   for (int r = threadIdx.x; r < kBlockM; r += kThreads) {
     sPos[r] = r < t.rows_here ? p.positions[t.q0 + (t.row0 + r) / group] : -1;
   }
@@ -97,12 +96,34 @@ __device__ __forceinline__ SplitWork BeginFlashTile(const PagedAttentionParams& 
   w.t_begin = min(total_tiles, split * per_split);
   w.n_tiles = min(total_tiles, w.t_begin + per_split) - w.t_begin;
   w.table = p.page_table + static_cast<int64_t>(t.seq) * p.max_pages_per_seq;
+  return w;
+}
+
+// The cp.async loads of the tile's Q rows -- (token, head) pairs of KV head kvh's query group,
+// zero-filled past the sequence's rows -- into sQ (the caller commits them with its first K/V
+// group). Q is the previous kernel's output: after the PDL wait.
+template <int kHeadDim, int kBlockM, int kThreads, int kStride>
+__device__ __forceinline__ void LoadFlashQ(const PagedAttentionParams& p, const TileRange& t,
+                                           int group, int kvh, bf16* sQ) {
+  constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks
   for (int c = threadIdx.x; c < kBlockM * kChunksPerRow; c += kThreads) {
     const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
     bool ok;
     const bf16* src = QChunkSource(p, t, group, kvh, kHeadDim, r, ch, &ok);
     CpAsync16(sQ + r * kStride + ch * 8, src, ok ? 16 : 0);
   }
+}
+
+// The whole prologue (the kernels that read their metadata after the wait): BeginFlashSplit, then
+// LoadFlashQ.
+template <int kHeadDim, int kBlockM, int kBlockN, int kThreads, int kStride>
+__device__ __forceinline__ SplitWork BeginFlashTile(const PagedAttentionParams& p,
+                                                    const TileRange& t, int group, int kvh,
+                                                    int split, int num_splits, int* sPos,
+                                                    bf16* sQ) {
+  const SplitWork w =
+      BeginFlashSplit<kBlockM, kBlockN, kThreads>(p, t, group, split, num_splits, sPos);
+  LoadFlashQ<kHeadDim, kBlockM, kThreads, kStride>(p, t, group, kvh, sQ);
   return w;
 }
 
@@ -120,26 +141,36 @@ struct KvRowSlot {
   int sub;      // the first chunk; then every kThreadsPerRow-th
   bool ok;
   int64_t row;  // (page * heads + kvh) * page_size + offset: the cache row of the key
-  __device__ __forceinline__ KvRowSlot(const int32_t* table, int page_size, int num_kv_heads,
-                                       int kvh, int key0, int hi) {
+  // The page of this thread's key row in the block at key0 (-1 at or past hi): the page table is
+  // step metadata, so a decode kernel reads its first blocks' pages before the PDL wait.
+  __device__ __forceinline__ static int PageOf(const int32_t* table, int page_size, int key0,
+                                               int hi) {
+    const int key = key0 + static_cast<int>(threadIdx.x) / kThreadsPerRow;
+    return key < hi ? table[key / page_size] : -1;
+  }
+  __device__ __forceinline__ KvRowSlot(int page, int page_size, int num_kv_heads, int kvh,
+                                       int key0) {
     r = threadIdx.x / kThreadsPerRow;
     sub = threadIdx.x % kThreadsPerRow;
     const int key = key0 + r;
-    const int page = key < hi ? table[key / page_size] : -1;
     ok = page >= 0;
     row = ok ? (static_cast<int64_t>(page) * num_kv_heads + kvh) * page_size + key % page_size : 0;
   }
+  __device__ __forceinline__ KvRowSlot(const int32_t* table, int page_size, int num_kv_heads,
+                                       int kvh, int key0, int hi)
+      : KvRowSlot(PageOf(table, page_size, key0, hi), page_size, num_kv_heads, kvh, key0) {}
   __device__ __forceinline__ int chunk(int i) const { return sub + i * kThreadsPerRow; }
 };
 
 // Copies keys [key0, key0 + kBlockN) of one KV head into padded shared-memory tiles (V alone when
 // k_base is null: single-store K=V, whose K the kernel derives into the K tile).
+// `page`: the page of this thread's key row (KvRowSlot::PageOf).
 template <int kHeadDim, int kBlockN, int kThreads, int kStride>
-__device__ __forceinline__ void LoadKvTile(const bf16* k_base, const bf16* v_base, bf16* dk, bf16* dv,
-                                           const int32_t* table, int page_size, int num_kv_heads,
-                                           int kvh, int key0, int hi) {
+__device__ __forceinline__ void LoadKvTile(const bf16* k_base, const bf16* v_base, bf16* dk,
+                                           bf16* dv, int page, int page_size, int num_kv_heads,
+                                           int kvh, int key0) {
   using Slot = KvRowSlot<kBlockN, kThreads, kHeadDim / 8>;
-  const Slot s(table, page_size, num_kv_heads, kvh, key0, hi);
+  const Slot s(page, page_size, num_kv_heads, kvh, key0);
   const bool ok = s.ok;
   const int r = s.r;
   const bf16* ks = k_base != nullptr ? k_base + s.row * kHeadDim : nullptr;
@@ -188,6 +219,29 @@ __device__ __forceinline__ void PrimeKvStages(const Loader& load_tile, int n_til
   if constexpr (kStages == 1) CpAsyncCommit();
 }
 
+// The pages PrimeKvStages's loads start from, read ahead (a decode kernel reads them before its
+// PDL wait: the page table is step metadata). Single-staged, the one tile is loaded in the loop.
+template <int kStages>
+struct PrimedPages {
+  static constexpr int kCount = kStages > 1 ? kStages - 1 : 1;
+  int page[kCount];
+  template <typename Loader>
+  __device__ __forceinline__ PrimedPages(const Loader& load_tile, int n_tiles) {
+#pragma unroll
+    for (int st = 0; st < kCount; ++st) page[st] = st < n_tiles ? load_tile.Page(st) : -1;
+  }
+};
+template <int kStages, typename Loader>
+__device__ __forceinline__ void PrimeKvStages(const Loader& load_tile, int n_tiles,
+                                              const PrimedPages<kStages>& pages) {
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < n_tiles) load_tile(st, st, pages.page[st]);
+    CpAsyncCommit();
+  }
+  if constexpr (kStages == 1) CpAsyncCommit();
+}
+
 // cp.async groups a kernel may leave in flight when it waits for tile `it` at the top of its loop.
 __host__ __device__ constexpr int KvWaitDepth(int stages) { return stages >= 2 ? stages - 2 : 0; }
 
@@ -217,10 +271,18 @@ struct KvTileLoader {
   int page_size, num_kv_heads, kvh;
   int key0;  // first key of the split's first block
   int hi;    // keys at or past hi are zero-filled
-  __device__ __forceinline__ void operator()(int stage, int tile) const {
+  using Slot = KvRowSlot<kBlockN, kThreads, kHeadDim / 8>;
+  // The page of this thread's key row in block `tile` (read ahead of the load: see PrimeKvStages).
+  __device__ __forceinline__ int Page(int tile) const {
+    return Slot::PageOf(table, page_size, key0 + tile * kBlockN, hi);
+  }
+  __device__ __forceinline__ void operator()(int stage, int tile, int page) const {
     LoadKvTile<kHeadDim, kBlockN, kThreads, kStride>(
-        k_base, v_base, sK + stage * kBlockN * kStride, sV + stage * kBlockN * kStride, table,
-        page_size, num_kv_heads, kvh, key0 + tile * kBlockN, hi);
+        k_base, v_base, sK + stage * kBlockN * kStride, sV + stage * kBlockN * kStride, page,
+        page_size, num_kv_heads, kvh, key0 + tile * kBlockN);
+  }
+  __device__ __forceinline__ void operator()(int stage, int tile) const {
+    (*this)(stage, tile, Page(tile));
   }
 };
 
@@ -269,9 +331,15 @@ struct Fp8KvTileLoader {
 
   // LoadKvTile's mapping (KvRowSlot); the row's first thread also copies its two scales. A null
   // k_base (single-store K=V) loads V and its scale alone.
+  using Slot = KvRowSlot<kBlockN, kThreads, kHeadDim / 16>;
+  __device__ __forceinline__ int Page(int tile) const {
+    return Slot::PageOf(table, page_size, key0 + tile * kBlockN, hi);
+  }
   __device__ __forceinline__ void operator()(int stage, int tile) const {
-    using Slot = KvRowSlot<kBlockN, kThreads, kHeadDim / 16>;
-    const Slot s(table, page_size, num_kv_heads, kvh, key0 + tile * kBlockN, hi);
+    (*this)(stage, tile, Page(tile));
+  }
+  __device__ __forceinline__ void operator()(int stage, int tile, int page) const {
+    const Slot s(page, page_size, num_kv_heads, kvh, key0 + tile * kBlockN);
     const bool ok = s.ok;
     const int r = s.r, sub = s.sub;
     const int64_t row = s.row;
@@ -655,11 +723,14 @@ constexpr int kCombineRows = 4;
 template <int kHeadDim, int kBlockM, int kMinArch>
 __global__ void __launch_bounds__(kHeadDim / 4 * kCombineRows)
     FlashCombineKernel(const PagedAttentionParams p, int num_splits, void* workspace) {
-  PdlEnter();
   const int group = p.num_q_heads / p.num_kv_heads;
   const int kvh = blockIdx.y;
   TileRange t;
-  if (!FindTileRange(p, group, kBlockM, blockIdx.x, &t)) return;
+  // The tile's rows are step metadata (read before the wait); the partials are the split
+  // kernel's output.
+  const bool has_tile = FindTileRange(p, group, kBlockM, blockIdx.x, &t);
+  PdlEnter();
+  if (!has_tile) return;
   const int stride = gridDim.z * kCombineRows;
   for (int r = blockIdx.z * kCombineRows + threadIdx.y; r < t.rows_here; r += stride) {
     CombineRow<kHeadDim, kBlockM>(p, t, group, kvh, r, num_splits, workspace);

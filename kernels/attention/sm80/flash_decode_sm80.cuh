@@ -84,14 +84,23 @@ __device__ __forceinline__ void FlashDecodeCta(const PagedAttentionParams& p, in
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int kvh = blockIdx.y, split = blockIdx.z;
   const int group = p.num_q_heads / p.num_kv_heads;
-  TileRange t;
-  if (!FindTileRange(p, group, kBlockM, blockIdx.x, &t)) return;
-  const SplitWork work = BeginFlashTile<kHeadDim, kBlockM, kBlockN, Tr::kThreads, kStride>(
-      p, t, group, kvh, split, num_splits, sPos, sQ);
+  // The step's metadata (the tile's sequence and positions, the split's key blocks, the pages of
+  // its first blocks) before the PDL wait: the host copies it in before the step's first kernel
+  // and no kernel writes it, so at batch 1 its three dependent round trips (query_start, then
+  // positions and seq_lens, then the page table) leave the chain that waits for QKV prep.
+  TileRange t{};
+  const bool has_tile = FindTileRange(p, group, kBlockM, blockIdx.x, &t);
+  SplitWork work{};
+  if (has_tile)
+    work = BeginFlashSplit<kBlockM, kBlockN, Tr::kThreads>(p, t, group, split, num_splits, sPos);
   const int n_tiles = work.n_tiles;
   const auto load_tile = MakeKvLoader<Tr>(p, work, t, kvh, sK, sV, staging);
+  const PrimedPages<kStages> pages(load_tile, has_tile ? n_tiles : 0);
+  PdlEnter();  // Q and the newest keys are QKV prep's output
+  if (!has_tile) return;
+  LoadFlashQ<kHeadDim, kBlockM, Tr::kThreads, kStride>(p, t, group, kvh, sQ);
   using Fp8 = typename Tr::Fp8;
-  PrimeKvStages<kStages>(load_tile, n_tiles);
+  PrimeKvStages<kStages>(load_tile, n_tiles, pages);
 
   // This warp's slice of Q, in registers for the whole kernel.
   const int d0 = warp * Tr::kDimsPerWarp;
@@ -293,10 +302,13 @@ __device__ __forceinline__ void FlashDecodeCta(const PagedAttentionParams& p, in
 template <typename Tr, bool kKFromV>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
     FlashDecodeSm80Kernel(const PagedAttentionParams p, int num_splits, void* workspace) {
-  PdlEnter();
 #if GANNET_MMA_ENABLED
-  if constexpr (__CUDA_ARCH__ >= Tr::kMinArch) FlashDecodeCta<Tr, kKFromV>(p, num_splits, workspace);
+  if constexpr (__CUDA_ARCH__ >= Tr::kMinArch) {
+    FlashDecodeCta<Tr, kKFromV>(p, num_splits, workspace);  // waits (PdlEnter) after its metadata
+    return;
+  }
 #endif
+  PdlEnter();
 }
 
 template <typename Tr>
