@@ -16,6 +16,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/comm/custom_allreduce.h"
+#include "kernels/gemm/gemv.h"
 #include "kernels/norm/norm.h"
 #include "lib/common/dtype.h"
 #include "tests/backend/cuda_test_util.h"
@@ -438,6 +439,159 @@ TEST(CustomAllReduceTest, FusedPostNormResidualIsTheTwoOpsBitForBit) {
       }
     }
   }
+}
+
+// A row-parallel projection's GEMV that stores its output into the peers' slots itself
+// (GemvParams::push), then the fused all-reduce told so (addend_pushed): the same bits as the GEMV
+// then the fused all-reduce doing its own push, with every mix of pushing and non-pushing ranks,
+// over consecutive calls (both slot sets, and each mode after the other), plain and gated.
+TEST(CustomAllReduceTest, AnAddendPushedByItsGemvIsTheSameBits) {
+  GANNET_REQUIRE_GPU();
+  struct Shape {
+    int m, n, k;
+    bool gated;
+  };
+  const std::vector<Shape> shapes = {{1, 5376, 2048, false},
+                                     {3, 5376, 1024, false},
+                                     {8, 1536, 512, false},
+                                     {1, 2816, 1056, true},
+                                     {2, 5376, 2048, true}};
+  const int world = 2;
+  SimGroup g(world);
+  // Every mode per call, in an order that puts each after each: bit r set = rank r pushes.
+  const std::vector<int> modes = {0, 3, 3, 1, 0, 2, 1, 3, 0};
+  for (const Shape& sh : shapes) {
+    SCOPED_TRACE("m " + std::to_string(sh.m) + " n " + std::to_string(sh.n) + " k " +
+                 std::to_string(sh.k) + (sh.gated ? " gated" : ""));
+    const int64_t cells = int64_t{sh.m} * sh.n;
+    struct Bufs {
+      void *a, *up, *w, *x, *res, *next, *post_w, *next_w;
+    };
+    std::vector<Bufs> b(world);
+    std::vector<float> res(cells), post_w(sh.n), next_w(sh.n);
+    for (int64_t i = 0; i < cells; ++i) res[i] = std::cos(0.013f * static_cast<float>(i)) * 2.f;
+    for (int i = 0; i < sh.n; ++i) {
+      post_w[i] = 1.f + 0.001f * static_cast<float>(i % 97);
+      next_w[i] = 0.5f + 0.002f * static_cast<float>(i % 89);
+    }
+    for (int r = 0; r < world; ++r) {
+      std::vector<uint16_t> a(int64_t{sh.m} * sh.k), up(a.size()), w(int64_t{sh.n} * sh.k);
+      for (size_t i = 0; i < a.size(); ++i) {
+        a[i] = FloatToBf16(std::sin(0.71f * static_cast<float>(i) + 0.9f * r));
+        up[i] = FloatToBf16(std::cos(0.29f * static_cast<float>(i) - 0.4f * r));
+      }
+      for (size_t i = 0; i < w.size(); ++i) {
+        // Some exact zeros among the outputs: a weight row of zeros sends -0.
+        const bool zero_row = (i / sh.k) % 61 == 7;
+        w[i] =
+            zero_row ? 0 : FloatToBf16(std::sin(0.013f * static_cast<float>(i % 7919) + r) * 0.05f);
+      }
+      CUDA_OK(cudaMalloc(&b[r].a, a.size() * 2));
+      CUDA_OK(cudaMemcpy(b[r].a, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMalloc(&b[r].up, up.size() * 2));
+      CUDA_OK(cudaMemcpy(b[r].up, up.data(), up.size() * 2, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMalloc(&b[r].w, w.size() * 2));
+      CUDA_OK(cudaMemcpy(b[r].w, w.data(), w.size() * 2, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMalloc(&b[r].x, cells * 2));
+      CUDA_OK(cudaMalloc(&b[r].res, cells * 4));
+      CUDA_OK(cudaMalloc(&b[r].next, cells * 2));
+      CUDA_OK(cudaMalloc(&b[r].post_w, sh.n * 4));
+      CUDA_OK(cudaMemcpy(b[r].post_w, post_w.data(), sh.n * 4, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMalloc(&b[r].next_w, sh.n * 4));
+      CUDA_OK(cudaMemcpy(b[r].next_w, next_w.data(), sh.n * 4, cudaMemcpyHostToDevice));
+    }
+    CUDA_OK(cudaDeviceSynchronize());
+    auto gemv = [&](int r, bool push) {
+      kernels::GemvParams p;
+      p.x = b[r].a;
+      p.up = sh.gated ? b[r].up : nullptr;
+      p.ldu = sh.k;
+      p.w = b[r].w;
+      p.out = b[r].x;
+      p.m = sh.m;
+      p.n = sh.n;
+      p.k = sh.k;
+      p.ldx = sh.k;
+      p.ldo = sh.n;
+      if (push) {
+        for (int q = 0; q < world; ++q) p.push.ws[q] = g.ws[q];
+        p.push.rank = r;
+        p.push.world = world;
+      }
+      return kernels::LaunchGemv(p, g.streams[r]);
+    };
+    std::vector<uint32_t> want_res;
+    std::vector<uint16_t> want_next;
+    for (size_t call = 0; call < modes.size(); ++call) {
+      SCOPED_TRACE("call " + std::to_string(call) + " mode " + std::to_string(modes[call]));
+      for (int r = 0; r < world; ++r) {
+        CUDA_OK(cudaMemcpy(b[r].res, res.data(), cells * 4, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemset(b[r].next, 0, cells * 2));
+      }
+      CUDA_OK(cudaDeviceSynchronize());
+      for (int r = 0; r < world; ++r) {
+        const bool push = (modes[call] >> r) & 1;
+        CUDA_OK(gemv(r, push));
+        kernels::PostNormResidualArgs a;
+        a.x = b[r].x;
+        a.rows = sh.m;
+        a.n = sh.n;
+        a.post_weight = static_cast<const float*>(b[r].post_w);
+        a.residual = static_cast<float*>(b[r].res);
+        a.residual_ld = sh.n;
+        a.next_weight = static_cast<const float*>(b[r].next_w);
+        a.next_out = b[r].next;
+        a.next_out_ld = sh.n;
+        a.eps = 1e-6f;
+        CUDA_OK(kernels::LaunchCustomAllReducePostNormResidual(a, r, world, g.ws.data(), g.abort,
+                                                               g.streams[r], push));
+      }
+      CUDA_OK(cudaDeviceSynchronize());
+      for (int r = 0; r < world; ++r) {
+        std::vector<uint32_t> got_res(cells);
+        std::vector<uint16_t> got_next(cells);
+        CUDA_OK(cudaMemcpy(got_res.data(), b[r].res, cells * 4, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(got_next.data(), b[r].next, cells * 2, cudaMemcpyDeviceToHost));
+        if (want_res.empty()) {  // call 0, rank 0: no rank pushes
+          want_res = got_res;
+          want_next = got_next;
+          ASSERT_NE(got_res[0], std::bit_cast<uint32_t>(res[0]));  // the op ran
+        }
+        ASSERT_EQ(got_res, want_res) << "residual, rank " << r;
+        ASSERT_EQ(got_next, want_next) << "next norm, rank " << r;
+      }
+    }
+    for (int r = 0; r < world; ++r) {
+      for (void* p :
+           {b[r].a, b[r].up, b[r].w, b[r].x, b[r].res, b[r].next, b[r].post_w, b[r].next_w}) {
+        cudaFree(p);
+      }
+    }
+  }
+  // Pushing needs bf16 rows of n % 4 == 0, contiguous: anything else is refused, not run.
+  kernels::GemvParams p;
+  p.x = g.x[0];
+  p.w = g.x[1];
+  p.out = g.x[0];
+  p.m = 1;
+  p.n = 64;
+  p.k = 64;
+  p.ldx = 64;
+  p.ldo = 64;
+  for (int q = 0; q < world; ++q) p.push.ws[q] = g.ws[q];
+  p.push.world = world;
+  p.push.rank = 2;
+  EXPECT_EQ(kernels::LaunchGemv(p, g.streams[0]), cudaErrorInvalidValue) << "rank outside";
+  p.push.rank = 0;
+  p.ldo = 128;
+  EXPECT_EQ(kernels::LaunchGemv(p, g.streams[0]), cudaErrorInvalidValue) << "strided out";
+  p.ldo = 64;
+  p.out_type = kernels::DataType::kF32;
+  EXPECT_EQ(kernels::LaunchGemv(p, g.streams[0]), cudaErrorInvalidValue) << "f32 out";
+  p.out_type = kernels::DataType::kBF16;
+  p.n = 62;
+  p.ldo = 62;
+  EXPECT_EQ(kernels::LaunchGemv(p, g.streams[0]), cudaErrorInvalidValue) << "n % 4";
 }
 
 TEST(CustomAllReduceTest, AMissingPeerEndsInTheAbortFlag) {
