@@ -7,7 +7,9 @@
 #   build     this tree's decode and all-reduce benches and the all-reduce / TP tests (sm_90 Release)
 #   base      the same benches from .base/src.tar.gz
 #   test      cuda_custom_allreduce_test (all ranks on one GPU) and cuda_tp_test's multi-GPU and
-#             one-GPU cases
+#             one-GPU cases, tp_multiprocess_test and cuda_custom_allreduce_ipc_test
+#   single    the single-GPU kernel and runner tests (GEMV, attention, graphs), on the last GPU
+#   small     E2B, E4B and 26B-A4B decode at batch 1 and 4 on GPU 0, both builds
 #   allreduce gannet-allreduce-bench at TP=GANNET_TP, both builds, NCCL and the default (auto)
 #   decode    31B (batch GANNET_AB_BATCHES, default 1,16) and 26B-A4B (batch 1) at TP=GANNET_TP
 #             (default 2), both builds, twice for 31B; then this build at TP=1 for the ratio
@@ -19,9 +21,10 @@ tp=${GANNET_TP:-2}
 
 batches=${GANNET_AB_BATCHES:-1,16}
 
+single_tests=(cuda_ops_test cuda_attention_test kernel_registry_test cuda_runner_test cuda_graph_test)
 stage_build() {
   gpu_build gannet-decode-bench gannet-allreduce-bench cuda_custom_allreduce_test cuda_tp_test \
-    tp_multiprocess_test cuda_custom_allreduce_ipc_test
+    tp_multiprocess_test cuda_custom_allreduce_ipc_test "${single_tests[@]}"
 }
 stage_base() { gpu_build_base gannet-decode-bench gannet-allreduce-bench; }
 stage_allreduce() {
@@ -39,9 +42,22 @@ stage_test() {
   timeout 120 "$build/tests/parallel/cuda_custom_allreduce_test" > "$out/allreduce_test.log" 2>&1 || rc=1
   timeout 300 "$build/tests/parallel/cuda_tp_test" --gtest_filter='*MultiGpu*:*OneGpu*' \
     > "$out/tp_test.log" 2>&1 || rc=1
-  grep -hE "^\[  (PASSED|FAILED)|FAILED  \]|Failure" "$out/allreduce_test.log" "$out/tp_test.log" |
-    tee -a "$summary"
+  (cd "$build" && ctest -R "^(tp_multiprocess_test|cuda_custom_allreduce_ipc_test)$" -V \
+    --timeout 300) > "$out/tp_ctest.log" 2>&1 || rc=1
+  grep -hE "^\[  (PASSED|FAILED)|FAILED  \]|Failure|tests passed|tests failed" \
+    "$out/allreduce_test.log" "$out/tp_test.log" "$out/tp_ctest.log" | tee -a "$summary"
   return $rc
+}
+stage_single() {
+  CUDA_VISIBLE_DEVICES=$(($(nvidia-smi -L | wc -l) - 1)) gpu_ctest 900 \
+    "tests passed|tests failed|Failed|FAILED|\*\*\*" "${single_tests[@]}" | tee -a "$summary"
+  return "${PIPESTATUS[0]}"
+}
+stage_small() {
+  local m
+  for m in e2b e4b 26b-a4b; do
+    CUDA_VISIBLE_DEVICES=0 gpu_decode_ab --model dummy:$m --batches 1,4 --context 1000 --steps 30
+  done
 }
 stage_decode() {
   gpu_decode_ab --model dummy:31b --batches "$batches" --context 1500 --steps 20 --tp "$tp"
