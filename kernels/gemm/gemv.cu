@@ -11,7 +11,6 @@
 #include "kernels/comm/push_slots.cuh"
 #include "kernels/common/device_utils.cuh"
 #include "kernels/common/launch.h"
-#include "kernels/common/mma_sm80.cuh"
 #include "kernels/gemm/gemv.h"
 
 namespace gannet::kernels {
@@ -33,10 +32,7 @@ __device__ __forceinline__ void Unpack8(const int4& raw, const f16*, float* out)
 // holds 120-128 registers, which leaves two CTAs per SM; a batch-1 step's small projections
 // (1-4 waves of CTAs) then run mostly on ramp-up and tail. m = 1 needs 4 accumulators, so its
 // CTAs fill the SMs in one wave. The arithmetic for a given m is the same in every bucket.
-// kPush (bf16 in and out only): the epilogue also stores out into the peers' all-reduce slots
-// (GemvParams::push). A separate instantiation, so the plain kernels keep their registers: at
-// M = 1 they hold 32, which keeps 8 CTAs a SM.
-template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM, bool kPush>
+template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM>
 __global__ void __launch_bounds__(kThreads)
     GemvKernel(const XT* __restrict__ x, const XT* __restrict__ up, const WT* __restrict__ w,
                OutT* __restrict__ out, int m, int n, int k, int64_t ldx, int64_t ldu, int64_t ldo,
@@ -49,15 +45,12 @@ __global__ void __launch_bounds__(kThreads)
                static_cast<uint32_t>(min(kRows, n - n0)) * static_cast<uint32_t>(k) * sizeof(WT));
   }
   PdlEnter();
-  // Pushing: the call's slot set, from the counter the previous call advanced (finished: kernel
-  // order). Copied into shared memory asynchronously now (16 bytes at the 16-byte aligned
-  // counter), waited for in the epilogue: no register held across the loop, no stall here.
-  __shared__ __align__(16) uint32_t s_call[4];
-  if constexpr (kPush) {
-    if (threadIdx.x == 0) {
-      sm80::CpAsync16(s_call, push_slots::CallCounter(static_cast<char*>(push.ws[push.rank])), 16);
-      sm80::CpAsyncCommit();
-    }
+  // Pushing (GemvParams::push): the call's slot set, from the counter the previous call advanced
+  // (finished: kernel order). Loaded now, used in the epilogue.
+  const bool pushing = std::is_same_v<OutT, bf16> && push.world > 1;
+  uint32_t call = 0;
+  if (pushing && threadIdx.x < 32) {
+    call = __ldcg(push_slots::CallCounter(static_cast<char*>(push.ws[push.rank])));
   }
   const int chunks = k / 8;
   float acc[kMaxM][kRows];
@@ -113,9 +106,6 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  if constexpr (kPush) {
-    if (threadIdx.x == 0) sm80::CpAsyncWait<0>();
-  }
   __syncthreads();
   const int t = threadIdx.x;
   const int i = t / kRows, r = t % kRows;
@@ -127,11 +117,10 @@ __global__ void __launch_bounds__(kThreads)
     v = FromFloat<OutT>(s);
     out[i * ldo + n0 + r] = v;
   }
-  if constexpr (kPush) {
-    static_assert(std::is_same_v<OutT, bf16>, "the push all-reduce's slots hold bf16 rows");
+  if constexpr (std::is_same_v<OutT, bf16>) {
     // Row i's kRows = 4 outputs (n % 4 == 0: all in range) as one 8-byte store from lane 4 i into
     // this rank's slot of every peer, +0 as -0. Warp 0 holds every row's (m kRows <= 32).
-    if (warp == 0) {
+    if (pushing && warp == 0) {
       static_assert(kRows == 4 && kMaxM * kRows <= 32,
                     "a row's outputs in one lane quad of warp 0");
       const uint32_t bits = __bfloat16_as_ushort(v);
@@ -141,7 +130,7 @@ __global__ void __launch_bounds__(kThreads)
       if (r == 0 && i < m) {
         const uint2 word = make_uint2(push_slots::NoZeroBf16Pair(bits | (b1 << 16)),
                                       push_slots::NoZeroBf16Pair(b2 | (b3 << 16)));
-        const size_t set = push_slots::SetOf(s_call[0]);
+        const size_t set = push_slots::SetOf(call);
         const int64_t e = static_cast<int64_t>(i) * n + n0;
 #pragma unroll
         for (int p = 0; p < kCustomAllReduceMaxRanks; ++p) {
@@ -155,24 +144,24 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM, bool kPush>
+template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM>
 cudaError_t LaunchGemvBucket(const GemvParams& p, cudaStream_t stream) {
   const int blocks = static_cast<int>((static_cast<int64_t>(p.n) + kRows - 1) / kRows);
-  return Launch(GemvKernel<XT, WT, OutT, kGated, kMaxM, kPush>, blocks, kThreads, 0, stream,
+  return Launch(GemvKernel<XT, WT, OutT, kGated, kMaxM>, blocks, kThreads, 0, stream,
                 static_cast<const XT*>(p.x), static_cast<const XT*>(p.up),
                 static_cast<const WT*>(p.w), static_cast<OutT*>(p.out), p.m, p.n, p.k, p.ldx, p.ldu,
                 p.ldo, p.push);
 }
 
-template <typename XT, typename WT, typename OutT, bool kGated = false, bool kPush = false>
+template <typename XT, typename WT, typename OutT, bool kGated = false>
 cudaError_t LaunchGemvAs(const GemvParams& p, cudaStream_t stream) {
   static_assert(kGemvMaxM == 8, "the buckets below end at kGemvMaxM");
-  if (p.m == 1) return LaunchGemvBucket<XT, WT, OutT, kGated, 1, kPush>(p, stream);
-  if (p.m == 2) return LaunchGemvBucket<XT, WT, OutT, kGated, 2, kPush>(p, stream);
+  if (p.m == 1) return LaunchGemvBucket<XT, WT, OutT, kGated, 1>(p, stream);
+  if (p.m == 2) return LaunchGemvBucket<XT, WT, OutT, kGated, 2>(p, stream);
   static_assert(kGemvGatedMaxM <= 2, "the gated form compiles the first two buckets only");
   if constexpr (!kGated) {
-    if (p.m <= 4) return LaunchGemvBucket<XT, WT, OutT, false, 4, kPush>(p, stream);
-    return LaunchGemvBucket<XT, WT, OutT, false, 8, kPush>(p, stream);
+    if (p.m <= 4) return LaunchGemvBucket<XT, WT, OutT, false, 4>(p, stream);
+    return LaunchGemvBucket<XT, WT, OutT, false, 8>(p, stream);
   }
   return cudaErrorInvalidValue;  // gated above kGemvGatedMaxM: refused by LaunchGemv
 }
@@ -184,15 +173,8 @@ cudaError_t LaunchFor(const GemvParams& p, cudaStream_t stream) {
   if ((!x_f32 && p.x_type != p.w_type) || (!out_f32 && p.out_type != p.w_type)) {
     return cudaErrorInvalidValue;
   }
-  if (p.up != nullptr && (x_f32 || p.ldu % 8 != 0)) return cudaErrorInvalidValue;
-  if (p.push.world > 1) {  // bf16 in and out (LaunchGemv checked)
-    if constexpr (std::is_same_v<WT, bf16>) {
-      return p.up != nullptr ? LaunchGemvAs<bf16, bf16, bf16, true, true>(p, stream)
-                             : LaunchGemvAs<bf16, bf16, bf16, false, true>(p, stream);
-    }
-    return cudaErrorInvalidValue;
-  }
   if (p.up != nullptr) {
+    if (x_f32 || p.ldu % 8 != 0) return cudaErrorInvalidValue;
     return out_f32 ? LaunchGemvAs<WT, WT, float, true>(p, stream)
                    : LaunchGemvAs<WT, WT, WT, true>(p, stream);
   }
@@ -211,9 +193,8 @@ cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream) {
   }
   if (p.push.world > 1 &&
       (p.push.world > kCustomAllReduceMaxRanks || p.push.rank < 0 || p.push.rank >= p.push.world ||
-       p.x_type != DataType::kBF16 || p.out_type != DataType::kBF16 ||
-       p.w_type != DataType::kBF16 || p.ldo != p.n || p.n % 4 != 0 ||
-       static_cast<size_t>(p.m) * p.n * 2 > kCustomAllReducePushMaxBytes)) {
+       p.out_type != DataType::kBF16 || p.w_type != DataType::kBF16 || p.ldo != p.n ||
+       p.n % 4 != 0 || static_cast<size_t>(p.m) * p.n * 2 > kCustomAllReducePushMaxBytes)) {
     return cudaErrorInvalidValue;
   }
   switch (p.w_type) {
