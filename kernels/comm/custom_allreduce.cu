@@ -1,10 +1,10 @@
+#include "kernels/comm/custom_allreduce.h"
+
 #include <cuda_bf16.h>
 
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/comm/custom_allreduce.h"
-#include "kernels/comm/push_slots.cuh"
 #include "kernels/common/device_utils.cuh"
 #include "kernels/common/launch.h"
 #include "kernels/norm/post_norm_residual_row.cuh"
@@ -21,10 +21,16 @@ constexpr int kThreads = 256;
 // The push kernel's grid (its calls may have any grid: the call counter is one for all blocks).
 constexpr int kPushBlocks = 32;
 
-// The workspace's layout: push_slots.cuh.
-using push_slots::kDataOffset;
-using push_slots::kEpochOffset;
-using push_slots::kWorkspaceBytes;
+// Workspace layout (bytes): flags [kMaxBlocks][kMaxRanks] u32 | epochs [kMaxBlocks] u32 |
+// push call counter and its blocks-done count (2 u32) | padding to 256 | data [2][kCustomAllReduceMaxBytes] |
+// push slots [2][kMaxRanks][kCustomAllReducePushMaxBytes].
+constexpr size_t kFlagsBytes = sizeof(uint32_t) * kCustomAllReduceMaxBlocks * kCustomAllReduceMaxRanks;
+constexpr size_t kEpochOffset = kFlagsBytes;
+constexpr size_t kPushCallOffset = kEpochOffset + sizeof(uint32_t) * kCustomAllReduceMaxBlocks;
+constexpr size_t kDataOffset = (kPushCallOffset + sizeof(uint32_t) * 2 + 255) / 256 * 256;
+constexpr size_t kPushOffset = kDataOffset + 2 * kCustomAllReduceMaxBytes;
+constexpr size_t kPushSlotBytes = kCustomAllReducePushMaxBytes;
+constexpr size_t kWorkspaceBytes = kPushOffset + 2 * kCustomAllReduceMaxRanks * kPushSlotBytes;
 
 struct Peers {
   char* ws[kCustomAllReduceMaxRanks];
@@ -183,7 +189,11 @@ __global__ void __launch_bounds__(kThreads) PullKernel(T* x, int64_t n, int rank
 //     read with another type, because the slots are zero between calls.
 //   - Chunk c of a message is slot chunk c whatever kernel moves it, so the fused kernel below
 //     (one block per row) and this one (a range of chunks per block) agree on the slots.
-using push_slots::StoreVolatile;
+__device__ __forceinline__ void StoreVolatile(uint4* p, const uint4& v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+}
 __device__ __forceinline__ uint4 LoadVolatile(const uint4* p) {
   uint4 v;
   asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
@@ -203,12 +213,14 @@ __device__ __forceinline__ bool HalvesNonZero(uint32_t w) {
 __device__ __forceinline__ bool Arrived(const uint4& v, const __nv_bfloat16*) {
   return HalvesNonZero(v.x) && HalvesNonZero(v.y) && HalvesNonZero(v.z) && HalvesNonZero(v.w);
 }
-// +0 elements as -0 (push_slots.cuh).
+// +0 elements as -0 (only the sign bit set), so no element that is sent reads as "not arrived".
 __device__ __forceinline__ uint32_t NoZeroWord(uint32_t w, const float*) {
-  return push_slots::NoZeroF32(w);
+  return w == 0 ? 0x80000000u : w;
 }
 __device__ __forceinline__ uint32_t NoZeroWord(uint32_t w, const __nv_bfloat16*) {
-  return push_slots::NoZeroBf16Pair(w);
+  if ((w & 0xFFFFu) == 0) w |= 0x8000u;
+  if ((w >> 16) == 0) w |= 0x80000000u;
+  return w;
 }
 
 // A push call's place in the workspace: its slot set, and the counter the last block advances.
@@ -221,9 +233,9 @@ struct PushCall {
 // Every thread of every block reads the counter before any block advances it (PushCallEnd).
 __device__ __forceinline__ PushCall PushCallBegin(char* own) {
   PushCall pc;
-  pc.counter = push_slots::CallCounter(own);
+  pc.counter = reinterpret_cast<uint32_t*>(own + kPushCallOffset);
   pc.call = pc.counter[0];
-  pc.set = push_slots::SetOf(pc.call);
+  pc.set = (pc.call & 1) * kCustomAllReduceMaxRanks * kPushSlotBytes;
   return pc;
 }
 
@@ -245,7 +257,7 @@ __device__ __forceinline__ void PushCallEnd(const PushCall& pc) {
 
 // Chunk c of sender `sender`'s slot, in the call's set of workspace ws.
 __device__ __forceinline__ uint4* PushSlot(char* ws, const PushCall& pc, int sender, int64_t c) {
-  return reinterpret_cast<uint4*>(push_slots::Slot(ws, pc.set, sender)) + c;
+  return reinterpret_cast<uint4*>(ws + kPushOffset + pc.set + sender * kPushSlotBytes) + c;
 }
 
 // Chunk c (as read from x) into slot `rank` of every peer's current set.
@@ -332,12 +344,10 @@ __global__ void __launch_bounds__(kThreads) PushKernel(T* x, int64_t n, int rank
 constexpr int kFusedMaxHidden = 8 * kPostNormRowThreads;
 
 template <int kPer, typename OT>
-__global__ void __launch_bounds__(kPostNormRowThreads)
-    PushPostNormResidualKernel(const __nv_bfloat16* __restrict__ x, int n, int rank, int world,
-                               Peers peers, const volatile int* abort,
-                               const float* __restrict__ post_w, float* res, int64_t ldr,
-                               const float* scalar, const float* next_w, OT* next_out, int64_t ldo,
-                               float eps, bool addend_pushed) {
+__global__ void __launch_bounds__(kPostNormRowThreads) PushPostNormResidualKernel(
+    const __nv_bfloat16* __restrict__ x, int n, int rank, int world, Peers peers,
+    const volatile int* abort, const float* __restrict__ post_w, float* res, int64_t ldr,
+    const float* scalar, const float* next_w, OT* next_out, int64_t ldo, float eps) {
   __shared__ __nv_bfloat16 row_sum[kFusedMaxHidden];
   __shared__ float red[32];
   float xv[kPer], rv[kPer];
@@ -353,7 +363,7 @@ __global__ void __launch_bounds__(kPostNormRowThreads)
   uint4 mine{};
   if (mover) {
     mine = reinterpret_cast<const uint4*>(x)[c];
-    if (!addend_pushed) PushChunk<__nv_bfloat16>(mine, c, rank, world, peers, pc);
+    PushChunk<__nv_bfloat16>(mine, c, rank, world, peers, pc);
   }
   LoadRowElems(res, ldr, row, n, rv);
   if (mover) {
@@ -426,8 +436,7 @@ bool CustomAllReduceFuses(const void* x, int64_t rows, int64_t n) {
 
 cudaError_t LaunchCustomAllReducePostNormResidual(const PostNormResidualArgs& a, int rank,
                                                   int world, void* const* workspaces,
-                                                  const volatile int* abort, cudaStream_t stream,
-                                                  bool addend_pushed) {
+                                                  const volatile int* abort, cudaStream_t stream) {
   if (!RankInGroup(rank, world) || !CustomAllReduceFuses(a.x, a.rows, a.n) || a.residual_ld < a.n ||
       (a.next_out != nullptr && a.next_out_ld < a.n)) {
     return cudaErrorInvalidValue;
@@ -435,10 +444,10 @@ cudaError_t LaunchCustomAllReducePostNormResidual(const PostNormResidualArgs& a,
   const Peers peers = PeersOf(workspaces, world);
   return WithRowPer(a.n, [&](auto per) {
     return Launch(PushPostNormResidualKernel<decltype(per)::value, __nv_bfloat16>, dim3(a.rows),
-                  dim3(kPostNormRowThreads), 0, stream, static_cast<const __nv_bfloat16*>(a.x), a.n,
-                  rank, world, peers, abort, a.post_weight, a.residual, a.residual_ld, a.scalar,
-                  a.next_weight, static_cast<__nv_bfloat16*>(a.next_out), a.next_out_ld, a.eps,
-                  addend_pushed);
+                  dim3(kPostNormRowThreads), 0, stream, static_cast<const __nv_bfloat16*>(a.x),
+                  a.n, rank, world, peers, abort, a.post_weight, a.residual, a.residual_ld,
+                  a.scalar, a.next_weight, static_cast<__nv_bfloat16*>(a.next_out), a.next_out_ld,
+                  a.eps);
   });
 }
 

@@ -34,10 +34,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/comm/allreduce_push.h"
-
 namespace gannet::kernels {
 
+inline constexpr int kCustomAllReduceMaxRanks = 8;
 inline constexpr int kCustomAllReduceMaxBlocks = 36;
 // The largest message (bytes) a call takes; bigger ones go to NCCL.
 inline constexpr size_t kCustomAllReduceMaxBytes = size_t{2} << 20;
@@ -80,11 +79,8 @@ struct PostNormResidualArgs {
   float eps = 0.f;
 };
 bool CustomAllReduceFuses(const void* x, int64_t rows, int64_t n);
-// addend_pushed: the kernel that produced x already stored it into every peer's slots for this
-// call (AllReducePush, kernels/comm/allreduce_push.h), so this one only gathers.
 cudaError_t LaunchCustomAllReducePostNormResidual(const PostNormResidualArgs& args, int rank,
                                                   int world, void* const* workspaces,
-                                                  const volatile int* abort, cudaStream_t stream,
-                                                  bool addend_pushed = false);
+                                                  const volatile int* abort, cudaStream_t stream);
 
 }  // namespace gannet::kernels

@@ -5,10 +5,6 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <type_traits>
-
-#include "kernels/comm/custom_allreduce.h"
-#include "kernels/comm/push_slots.cuh"
 #include "kernels/common/device_utils.cuh"
 #include "kernels/common/launch.h"
 #include "kernels/gemm/gemv.h"
@@ -35,8 +31,7 @@ __device__ __forceinline__ void Unpack8(const int4& raw, const f16*, float* out)
 template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM>
 __global__ void __launch_bounds__(kThreads)
     GemvKernel(const XT* __restrict__ x, const XT* __restrict__ up, const WT* __restrict__ w,
-               OutT* __restrict__ out, int m, int n, int k, int64_t ldx, int64_t ldu, int64_t ldo,
-               const AllReducePush push) {
+               OutT* __restrict__ out, int m, int n, int k, int64_t ldx, int64_t ldu, int64_t ldo) {
   const int n0 = blockIdx.x * kRows;
   // The weights do not depend on earlier kernels: this CTA's rows (contiguous) start moving into
   // L2 before it waits for its predecessor, so a batch-1 step streams weights during the gaps.
@@ -45,13 +40,6 @@ __global__ void __launch_bounds__(kThreads)
                static_cast<uint32_t>(min(kRows, n - n0)) * static_cast<uint32_t>(k) * sizeof(WT));
   }
   PdlEnter();
-  // Pushing (GemvParams::push): the call's slot set, from the counter the previous call advanced
-  // (finished: kernel order). Loaded now, used in the epilogue.
-  const bool pushing = std::is_same_v<OutT, bf16> && push.world > 1;
-  uint32_t call = 0;
-  if (pushing && threadIdx.x < 32) {
-    call = __ldcg(push_slots::CallCounter(static_cast<char*>(push.ws[push.rank])));
-  }
   const int chunks = k / 8;
   float acc[kMaxM][kRows];
 #pragma unroll
@@ -108,38 +96,13 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
   const int t = threadIdx.x;
-  const int i = t / kRows, r = t % kRows;
-  OutT v{};
-  if (t < m * kRows && n0 + r < n) {
-    float s = 0.f;
+  if (t < m * kRows) {
+    const int i = t / kRows, r = t % kRows;
+    if (n0 + r < n) {
+      float s = 0.f;
 #pragma unroll
-    for (int wi = 0; wi < kThreads / 32; ++wi) s += red[wi][t];
-    v = FromFloat<OutT>(s);
-    out[i * ldo + n0 + r] = v;
-  }
-  if constexpr (std::is_same_v<OutT, bf16>) {
-    // Row i's kRows = 4 outputs (n % 4 == 0: all in range) as one 8-byte store from lane 4 i into
-    // this rank's slot of every peer, +0 as -0. Warp 0 holds every row's (m kRows <= 32).
-    if (pushing && warp == 0) {
-      static_assert(kRows == 4 && kMaxM * kRows <= 32,
-                    "a row's outputs in one lane quad of warp 0");
-      const uint32_t bits = __bfloat16_as_ushort(v);
-      const uint32_t b1 = __shfl_down_sync(0xffffffffu, bits, 1);
-      const uint32_t b2 = __shfl_down_sync(0xffffffffu, bits, 2);
-      const uint32_t b3 = __shfl_down_sync(0xffffffffu, bits, 3);
-      if (r == 0 && i < m) {
-        const uint2 word = make_uint2(push_slots::NoZeroBf16Pair(bits | (b1 << 16)),
-                                      push_slots::NoZeroBf16Pair(b2 | (b3 << 16)));
-        const size_t set = push_slots::SetOf(call);
-        const int64_t e = static_cast<int64_t>(i) * n + n0;
-#pragma unroll
-        for (int p = 0; p < kCustomAllReduceMaxRanks; ++p) {
-          if (p < push.world && p != push.rank) {
-            char* slot = push_slots::Slot(static_cast<char*>(push.ws[p]), set, push.rank);
-            push_slots::StoreVolatile(reinterpret_cast<uint2*>(slot) + e / 4, word);
-          }
-        }
-      }
+      for (int wi = 0; wi < kThreads / 32; ++wi) s += red[wi][t];
+      out[i * ldo + n0 + r] = FromFloat<OutT>(s);
     }
   }
 }
@@ -150,7 +113,7 @@ cudaError_t LaunchGemvBucket(const GemvParams& p, cudaStream_t stream) {
   return Launch(GemvKernel<XT, WT, OutT, kGated, kMaxM>, blocks, kThreads, 0, stream,
                 static_cast<const XT*>(p.x), static_cast<const XT*>(p.up),
                 static_cast<const WT*>(p.w), static_cast<OutT*>(p.out), p.m, p.n, p.k, p.ldx, p.ldu,
-                p.ldo, p.push);
+                p.ldo);
 }
 
 template <typename XT, typename WT, typename OutT, bool kGated = false>
@@ -189,12 +152,6 @@ cudaError_t LaunchFor(const GemvParams& p, cudaStream_t stream) {
 cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream) {
   if (p.m < 1 || p.m > kGemvMaxM || p.n < 1 || p.k % 8 != 0 || p.ldx % 8 != 0 ||
       (p.up != nullptr && p.m > kGemvGatedMaxM)) {
-    return cudaErrorInvalidValue;
-  }
-  if (p.push.world > 1 &&
-      (p.push.world > kCustomAllReduceMaxRanks || p.push.rank < 0 || p.push.rank >= p.push.world ||
-       p.out_type != DataType::kBF16 || p.w_type != DataType::kBF16 || p.ldo != p.n ||
-       p.n % 4 != 0 || static_cast<size_t>(p.m) * p.n * 2 > kCustomAllReducePushMaxBytes)) {
     return cudaErrorInvalidValue;
   }
   switch (p.w_type) {

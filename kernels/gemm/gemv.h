@@ -7,7 +7,6 @@
 
 #include <cstdint>
 
-#include "kernels/comm/allreduce_push.h"
 #include "kernels/common/mat.h"
 
 namespace gannet::kernels {
@@ -31,10 +30,6 @@ struct GemvParams {
   // of x_type, row stride ldu, 16-byte aligned; x_type must be w_type.
   const void* up = nullptr;
   int64_t ldu = 0;
-  // When push.world > 1: out is this rank's addend of its next fused push all-reduce, and the
-  // epilogue also stores it into the peers' slots (AllReducePush). Requires out of w_type bf16,
-  // contiguous (ldo == n) and n % 4 == 0.
-  AllReducePush push;
 };
 
 // The largest M the gated GEMV is worth it for: every CTA recomputes the product for its rows,

@@ -22,10 +22,6 @@
 #include "lib/sampling/draw.h"
 #include "lib/model/weights.h"
 
-namespace gannet::kernels {
-struct AllReducePush;  // kernels/comm/custom_allreduce.h
-}  // namespace gannet::kernels
-
 namespace gannet::backend {
 
 // Rotary embedding of one layer type, in HF's "rotate half" (NeoX) form over the whole head:
@@ -240,25 +236,6 @@ class Backend {
   virtual absl::Status GeluMulLinear(Tensor gate, Tensor up, Tensor w, Tensor act, Tensor out) {
     absl::Status st = GeluTanhMul(gate, up, act);
     return st.ok() ? Linear(act, w, out) : st;
-  }
-  // Linear / GeluMulLinear whose `out` is this rank's addend of its next fused all-reduce
-  // (Collectives::AddendPushFor gave `push`): a backend may have the projection also store `out`
-  // into the peers' all-reduce slots and return true, after which that all-reduce must be called
-  // with addend_pushed. These defaults run the plain op and return false.
-  virtual absl::StatusOr<bool> LinearPushing(Tensor x, Tensor w, Tensor out,
-                                             const kernels::AllReducePush& push) {
-    (void)push;
-    absl::Status st = Linear(x, w, out);
-    if (!st.ok()) return st;
-    return false;
-  }
-  virtual absl::StatusOr<bool> GeluMulLinearPushing(Tensor gate, Tensor up, Tensor w, Tensor act,
-                                                    Tensor out,
-                                                    const kernels::AllReducePush& push) {
-    (void)push;
-    absl::Status st = GeluMulLinear(gate, up, w, act, out);
-    if (!st.ok()) return st;
-    return false;
   }
   // out = a + b, elementwise over [T, H].
   virtual absl::Status Add(Tensor a, Tensor b, Tensor out) = 0;

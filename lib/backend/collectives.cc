@@ -7,11 +7,8 @@ namespace gannet::backend {
 
 absl::Status Collectives::AllReducePostNormResidual(Backend& be, Tensor x, Tensor post_weight,
                                                     Tensor residual, Tensor scalar,
-                                                    Tensor next_weight, Tensor next_out, float eps,
-                                                    bool addend_pushed) {
-  if (addend_pushed) {
-    return InternalError("all-reduce: an addend pushed to the peers needs the push all-reduce");
-  }
+                                                    Tensor next_weight, Tensor next_out,
+                                                    float eps) {
   GANNET_RETURN_IF_ERROR(AllReduceSum(x));
   return be.PostNormResidual(x, post_weight, residual, scalar, next_weight, next_out, eps);
 }

@@ -14,10 +14,6 @@
 #include "absl/status/statusor.h"
 #include "lib/backend/tensor.h"
 
-namespace gannet::kernels {
-struct AllReducePush;  // kernels/comm/custom_allreduce.h
-}  // namespace gannet::kernels
-
 namespace gannet::backend {
 
 class Backend;
@@ -34,20 +30,9 @@ class Collectives {
   // eps) on this rank's backend `be`, after which x holds unspecified values. This default is the
   // two calls; an implementation may fuse them (NCCL group: the push all-reduce kernel computes
   // the update itself, bit for bit the two ops, one kernel instead of two).
-  // addend_pushed: the projection that wrote x already sent it to the peers
-  // (Backend::LinearPushing returned true for AddendPushFor's target).
   virtual absl::Status AllReducePostNormResidual(Backend& be, Tensor x, Tensor post_weight,
                                                  Tensor residual, Tensor scalar, Tensor next_weight,
-                                                 Tensor next_out, float eps, bool addend_pushed);
-  // Where the projection about to write x may send it to the peers itself, for the
-  // AllReducePostNormResidual(x, ..., residual, ..., next_out) that follows it with nothing in
-  // between (Backend::LinearPushing); null where that call will not take the push kernel, and in
-  // this default.
-  virtual const kernels::AllReducePush* AddendPushFor(const Tensor& x, const Tensor& residual,
-                                                      const Tensor& next_out) {
-    (void)x, (void)residual, (void)next_out;
-    return nullptr;
-  }
+                                                 Tensor next_out, float eps);
   // blocks [world, rows, cols] f32 holds this rank's block at blocks[rank] on entry and every
   // rank's on return; full [rows, world * cols] gets the blocks side by side in rank order (rows
   // of vocabulary shards become full logits rows).

@@ -50,14 +50,6 @@ class ForwardingBackend : public Backend {
   absl::Status GeluMulLinear(Tensor g, Tensor u, Tensor w, Tensor act, Tensor out) override {
     return inner_->GeluMulLinear(g, u, w, act, out);
   }
-  absl::StatusOr<bool> LinearPushing(Tensor x, Tensor w, Tensor out,
-                                     const kernels::AllReducePush& push) override {
-    return inner_->LinearPushing(x, w, out, push);
-  }
-  absl::StatusOr<bool> GeluMulLinearPushing(Tensor g, Tensor u, Tensor w, Tensor act, Tensor out,
-                                            const kernels::AllReducePush& push) override {
-    return inner_->GeluMulLinearPushing(g, u, w, act, out, push);
-  }
   absl::Status NormAddPostNormResidual(Tensor a, Tensor aw, Tensor b, Tensor bw, Tensor pw,
                                        Tensor r, Tensor s, Tensor nw, Tensor no,
                                        float eps) override {

@@ -101,7 +101,6 @@ absl::StatusOr<std::shared_ptr<CustomAllReduce>> CustomAllReduce::Create(
     c->workspaces_.push_back(ws);
     c->imported_.push_back(false);
   }
-  c->SetPushTargets();
   return c;
 }
 
@@ -160,19 +159,7 @@ absl::StatusOr<std::shared_ptr<CustomAllReduce>> CustomAllReduce::CreateAcrossPr
   GANNET_RETURN_IF_ERROR(requested.status());
   if (agreed <= 0) return nullptr;  // the destructor closes and frees what was set up
   c->max_bytes_ = static_cast<size_t>(agreed);
-  c->SetPushTargets();
   return c;
-}
-
-void CustomAllReduce::SetPushTargets() {
-  const int world = static_cast<int>(workspaces_.size());
-  push_.assign(world, kernels::AllReducePush());
-  if (world > kernels::kCustomAllReduceMaxRanks) return;
-  for (int r = 0; r < world; ++r) {
-    for (int p = 0; p < world; ++p) push_[r].ws[p] = workspaces_[p];
-    push_[r].rank = r;
-    push_[r].world = world;
-  }
 }
 
 CustomAllReduce::~CustomAllReduce() {
@@ -220,7 +207,7 @@ absl::Status CustomAllReduce::RunPostNormResidual(int rank, backend::Tensor x,
                                                   backend::Tensor residual, backend::Tensor scalar,
                                                   backend::Tensor next_weight,
                                                   backend::Tensor next_out, float eps,
-                                                  bool addend_pushed, void* stream) const {
+                                                  void* stream) const {
   const int64_t rows = x.rows(), n = x.row_elems();
   auto f32 = [](const backend::Tensor& t, int64_t numel) {
     return !t.valid() || (t.dtype == DType::kF32 && t.contiguous() && t.numel() == numel);
@@ -249,20 +236,8 @@ absl::Status CustomAllReduce::RunPostNormResidual(int rank, backend::Tensor x,
   a.eps = eps;
   return Cuda(kernels::LaunchCustomAllReducePostNormResidual(
                   a, rank, static_cast<int>(workspaces_.size()), workspaces_.data(), abort_,
-                  static_cast<cudaStream_t>(stream), addend_pushed),
+                  static_cast<cudaStream_t>(stream)),
               "launch (with PostNormResidual)");
-}
-
-const kernels::AllReducePush* CustomAllReduce::AddendPush(int rank, const backend::Tensor& x,
-                                                          const backend::Tensor& residual,
-                                                          const backend::Tensor& next_out) const {
-  const int world = static_cast<int>(workspaces_.size());
-  if (world < 2 || world > kernels::kCustomAllReduceMaxRanks || rank < 0 || rank >= world ||
-      push_.size() != static_cast<size_t>(world) || !x.contiguous() ||
-      !TakesPostNormResidual(x, residual, next_out)) {
-    return nullptr;
-  }
-  return &push_[rank];
 }
 
 #else
@@ -286,13 +261,8 @@ bool CustomAllReduce::TakesPostNormResidual(const backend::Tensor&, const backen
 }
 absl::Status CustomAllReduce::RunPostNormResidual(int, backend::Tensor, backend::Tensor,
                                                   backend::Tensor, backend::Tensor, backend::Tensor,
-                                                  backend::Tensor, float, bool, void*) const {
+                                                  backend::Tensor, float, void*) const {
   return absl::UnimplementedError("custom all-reduce: this build has no CUDA");
-}
-const kernels::AllReducePush* CustomAllReduce::AddendPush(int, const backend::Tensor&,
-                                                          const backend::Tensor&,
-                                                          const backend::Tensor&) const {
-  return nullptr;
 }
 
 #endif

@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "kernels/comm/allreduce_push.h"
 #include "lib/backend/tensor.h"
 
 namespace gannet::parallel {
@@ -50,17 +49,10 @@ class CustomAllReduce {
                              const backend::Tensor& next_out) const;
   // Backend::PostNormResidual of the sum over ranks of x in one kernel (x keeps this rank's
   // addend); see kernels::LaunchCustomAllReducePostNormResidual.
-  // addend_pushed: x's producer already stored it into the peers' slots (AddendPush).
   absl::Status RunPostNormResidual(int rank, backend::Tensor x, backend::Tensor post_weight,
                                    backend::Tensor residual, backend::Tensor scalar,
                                    backend::Tensor next_weight, backend::Tensor next_out, float eps,
-                                   bool addend_pushed, void* stream) const;
-  // Where rank `rank`'s producer of x may store it into the peers' slots itself, for the
-  // RunPostNormResidual(x, ..., residual, ..., next_out) that follows; null where that call would
-  // not take these operands. Valid while this object lives.
-  const kernels::AllReducePush* AddendPush(int rank, const backend::Tensor& x,
-                                           const backend::Tensor& residual,
-                                           const backend::Tensor& next_out) const;
+                                   void* stream) const;
   size_t max_bytes() const { return max_bytes_; }
   // Ends every wait for a peer, now and later (the group is broken). Thread-safe.
   void Abort();
@@ -68,13 +60,11 @@ class CustomAllReduce {
  private:
   CustomAllReduce() = default;
   absl::Status AllocateAbortFlag();
-  void SetPushTargets();            // push_ from workspaces_
   std::vector<int> devices_;        // this process's devices, rank order (one across processes)
   std::vector<void*> workspaces_;  // rank order; each device reaches every one (peer access)
   std::vector<bool> imported_;     // opened from a peer process's IPC handle (closed, not freed)
   size_t max_bytes_ = 0;
   int* abort_ = nullptr;  // mapped pinned host memory the kernels poll while waiting
-  std::vector<kernels::AllReducePush> push_;  // per rank of this process's view (AddendPush)
 };
 
 }  // namespace gannet::parallel

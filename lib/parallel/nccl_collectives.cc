@@ -191,24 +191,15 @@ class NcclCollectives : public backend::Collectives {
   absl::Status AllReducePostNormResidual(backend::Backend& be, backend::Tensor x,
                                          backend::Tensor post_weight, backend::Tensor residual,
                                          backend::Tensor scalar, backend::Tensor next_weight,
-                                         backend::Tensor next_out, float eps,
-                                         bool addend_pushed) override {
+                                         backend::Tensor next_out, float eps) override {
     // Decode rows: the push all-reduce computes the update itself (one kernel, not two).
     if (c_->custom != nullptr && c_->custom->TakesPostNormResidual(x, residual, next_out)) {
       GANNET_RETURN_IF_ERROR(c_->Usable());
       return c_->custom->RunPostNormResidual(c_->rank, x, post_weight, residual, scalar,
-                                             next_weight, next_out, eps, addend_pushed,
-                                             c_->be->stream());
+                                             next_weight, next_out, eps, c_->be->stream());
     }
     return Collectives::AllReducePostNormResidual(be, x, post_weight, residual, scalar, next_weight,
-                                                  next_out, eps, addend_pushed);
-  }
-
-  const kernels::AllReducePush* AddendPushFor(const backend::Tensor& x,
-                                              const backend::Tensor& residual,
-                                              const backend::Tensor& next_out) override {
-    return c_->custom != nullptr ? c_->custom->AddendPush(c_->rank, x, residual, next_out)
-                                 : nullptr;
+                                                  next_out, eps);
   }
 
   absl::Status AllGatherColumns(backend::Tensor blocks, backend::Tensor full) override {

@@ -6,9 +6,10 @@ namespace gannet::runner {
 
 using backend::Tensor;
 
-absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, int layer, Tensor q,
-                              const KvStorage::LayerKv& kv, const backend::StepMetadata& md,
-                              Tensor attn, Tensor o_proj, Tensor out, AddendPush* push) {
+absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, int layer,
+                              Tensor q, const KvStorage::LayerKv& kv,
+                              const backend::StepMetadata& md, Tensor attn, Tensor o_proj,
+                              Tensor out) {
   const int64_t n = q.dim(0);
   const bool sliding = c.is_sliding(layer);
   const int d = c.LayerHeadDim(layer), nq = c.num_attention_heads;
@@ -30,25 +31,16 @@ absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, 
   at.meta = &md;
   at.group = sliding ? backend::kSlidingGroup : backend::kFullGroup;
   GANNET_RETURN_IF_ERROR(be->Attention(at));
-  const Tensor a = at.out.Reshape({n, static_cast<int64_t>(nq) * d});
-  if (push == nullptr || push->target == nullptr) return be->Linear(a, o_proj, out);
-  GANNET_ASSIGN_OR_RETURN(push->pushed, be->LinearPushing(a, o_proj, out, *push->target));
-  return absl::OkStatus();
+  return be->Linear(at.out.Reshape({n, static_cast<int64_t>(nq) * d}), o_proj, out);
 }
 
 absl::Status GatedMlp(backend::Backend* be, const DeviceLayer& layer, Tensor h, Tensor gate_up,
-                      Tensor mlp, Tensor out, AddendPush* push) {
+                      Tensor mlp, Tensor out) {
   const int64_t n = h.dim(0), I = layer.intermediate;
   Tensor gu = gate_up.Rows(0, n).Reshape({n, gate_up.dim(1)}).Cols(0, 2 * I);
   GANNET_RETURN_IF_ERROR(be->Linear(h, layer.gate_up, gu));
   Tensor m = mlp.Rows(0, n).Reshape({n, mlp.dim(1)}).Cols(0, I);
-  if (push == nullptr || push->target == nullptr) {
-    return be->GeluMulLinear(gu.Cols(0, I), gu.Cols(I, I), layer.down, m, out);
-  }
-  GANNET_ASSIGN_OR_RETURN(
-      push->pushed,
-      be->GeluMulLinearPushing(gu.Cols(0, I), gu.Cols(I, I), layer.down, m, out, *push->target));
-  return absl::OkStatus();
+  return be->GeluMulLinear(gu.Cols(0, I), gu.Cols(I, I), layer.down, m, out);
 }
 
 }  // namespace gannet::runner

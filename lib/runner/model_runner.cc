@@ -61,23 +61,15 @@ class ModelRunner::Impl {
 
   // The sum over the group's ranks of a row-parallel output (no-op on one device).
   absl::Status AllReduce(Tensor t) { return tp != nullptr ? tp->AllReduceSum(t) : absl::OkStatus(); }
-  // PostNormResidual of that sum: on a group, one collective the group may fuse with the update,
-  // and whose addend y the projection writing it may have sent to the peers (`push`, from
-  // AddendPushFor).
+  // PostNormResidual of that sum: on a group, one collective the group may fuse with the update.
   absl::Status AllReducePostNormResidual(Tensor y, Tensor post_weight, Tensor residual,
                                          Tensor scalar, Tensor next_weight, Tensor next_out,
-                                         float eps, const AddendPush& push = AddendPush()) {
+                                         float eps) {
     if (tp == nullptr) {
       return be->PostNormResidual(y, post_weight, residual, scalar, next_weight, next_out, eps);
     }
     return tp->AllReducePostNormResidual(*be, y, post_weight, residual, scalar, next_weight,
-                                         next_out, eps, push.pushed);
-  }
-  // Where the projection writing y may send it to the peers for that all-reduce.
-  AddendPush AddendPushFor(const Tensor& y, const Tensor& residual, const Tensor& next_out) {
-    AddendPush p;
-    if (tp != nullptr) p.target = tp->AddendPushFor(y, residual, next_out);
-    return p;
+                                         next_out, eps);
   }
 
   absl::Status Alloc(Tensor* t, DType dt, std::initializer_list<int64_t> dims) {
@@ -241,21 +233,17 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
   GANNET_RETURN_IF_ERROR(be->QkvPrep(prep));
 
   Tensor o_t = o.Rows(0, n);
+  GANNET_RETURN_IF_ERROR(AttendAndProject(be, c, l, prep.q_out, kv_layer, md, attn, L.o_proj, o_t));
   Tensor x_t = x.Rows(0, n);
   Tensor h_t = h.Rows(0, n);
-  AddendPush o_push = AddendPushFor(o_t, x_t, h_t);
   GANNET_RETURN_IF_ERROR(
-      AttendAndProject(be, c, l, prep.q_out, kv_layer, md, attn, L.o_proj, o_t, &o_push));
-  GANNET_RETURN_IF_ERROR(AllReducePostNormResidual(o_t, L.post_attn_norm, x_t, Tensor(),
-                                                   L.pre_ff_norm, h_t, eps, o_push));
+      AllReducePostNormResidual(o_t, L.post_attn_norm, x_t, Tensor(), L.pre_ff_norm, h_t, eps));
 
   // Feed-forward block: dense gated MLP (plus the MoE branch on 26B-A4B).
   Tensor y = mlp_out.Rows(0, n);
   backend::MoeExpertsArgs ex;  // the MoE branch's (26B-A4B)
-  AddendPush y_push;           // the dense MLP's, summed with the update below
   if (!c.enable_moe_block) {
-    y_push = AddendPushFor(y, x_t, c.has_ple() ? Tensor() : h_t);
-    GANNET_RETURN_IF_ERROR(GatedMlp(be, L, h_t, gate_up, mlp, y, &y_push));
+    GANNET_RETURN_IF_ERROR(GatedMlp(be, L, h_t, gate_up, mlp, y));
   } else {
     auto dense = [&]() -> absl::Status {
       GANNET_RETURN_IF_ERROR(GatedMlp(be, L, h_t, gate_up, mlp, y));
@@ -310,7 +298,7 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
                                                             L.post_ff_norm_2, L.post_ff_norm, x_t,
                                                             scalar, next_weight, next_out, eps)
                               : AllReducePostNormResidual(y, L.post_ff_norm, x_t, scalar,
-                                                          next_weight, next_out, eps, y_push);
+                                                          next_weight, next_out, eps);
   };
   if (!c.has_ple()) return post_ff(L.layer_scalar, next_norm, h_t);
   GANNET_RETURN_IF_ERROR(post_ff(Tensor(), Tensor(), Tensor()));

@@ -72,13 +72,6 @@ class CudaBackend final : public Backend {
   absl::Status Linear(Tensor x, Tensor w, Tensor out) override;
   absl::Status GeluTanhMul(Tensor gate, Tensor up, Tensor out) override;
   absl::Status GeluMulLinear(Tensor gate, Tensor up, Tensor w, Tensor act, Tensor out) override;
-  // The small-M GEMV stores out into the peers' slots too, where it is the shape's path
-  // (CudaLinear::RunPushing).
-  absl::StatusOr<bool> LinearPushing(Tensor x, Tensor w, Tensor out,
-                                     const kernels::AllReducePush& push) override;
-  absl::StatusOr<bool> GeluMulLinearPushing(Tensor gate, Tensor up, Tensor w, Tensor act,
-                                            Tensor out,
-                                            const kernels::AllReducePush& push) override;
   absl::Status NormAddPostNormResidual(Tensor a, Tensor a_weight, Tensor b, Tensor b_weight,
                                        Tensor post_weight, Tensor residual, Tensor scalar,
                                        Tensor next_weight, Tensor next_out, float eps) override;

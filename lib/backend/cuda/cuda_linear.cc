@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "kernels/activation/elementwise.h"
-#include "kernels/comm/custom_allreduce.h"
 #include "kernels/gemm/gemm_entries.h"
 #include "lib/backend/cuda/cuda_backend.h"
 #include "lib/backend/cuda/cuda_status.h"
@@ -136,9 +135,8 @@ absl::Status CudaLinear::RunCublas(Plan& plan, const cublasLtMatmulAlgo_t* algo,
 }
 
 absl::Status CudaLinear::RunGemv(const Tensor& x, const Tensor& w, const Tensor& out,
-                                 const Tensor* up, const kernels::AllReducePush* push) {
+                                 const Tensor* up) {
   kernels::GemvParams p;
-  if (push != nullptr) p.push = *push;
   if (up != nullptr) {
     p.up = up->data;
     p.ldu = up->stride0();
@@ -275,33 +273,8 @@ CudaLinear::KeyTuple CudaLinear::KeyOf(const void* xb, int64_t ldxb, bool x_f32,
                   align};
 }
 
-bool CudaLinear::PushableOut(const Tensor& w, const Tensor& out) {
-  return w.dtype == DType::kBF16 && out.dtype == DType::kBF16 && out.contiguous() &&
-         out.row_elems() % 4 == 0 &&
-         static_cast<size_t>(out.numel()) * 2 <= kernels::kCustomAllReducePushMaxBytes;
-}
-
-bool CudaLinear::TunedGemv(const Tensor& x, const Tensor& w, const Tensor& out) const {
-  const auto it = plans_.find(KeyOf(x.data, x.stride0(), x.dtype == DType::kF32, w, out));
-  return it != plans_.end() && it->second->tuned && it->second->choice.path == Path::kGemv;
-}
-
-absl::StatusOr<bool> CudaLinear::RunPushing(const Tensor& x, const Tensor& w, const Tensor& out,
-                                            const kernels::AllReducePush& push) {
-  const int64_t m = x.rows(), k = x.row_elems();
-  if (push.world < 2 || forced_ == Path::kCublasLt || m < 1 || m > kernels::kGemvMaxM ||
-      x.dtype != w.dtype || !PushableOut(w, out) || w.rank != 2 || w.row_elems() != k ||
-      out.rows() != m || out.row_elems() != w.dim(0) || k % 8 != 0 || !GemvInputOk(x) ||
-      !Aligned16(w.data) || !TunedGemv(x, w, out)) {
-    return false;
-  }
-  GANNET_RETURN_IF_ERROR(RunGemv(x, w, out, nullptr, &push));
-  return true;
-}
-
 absl::StatusOr<bool> CudaLinear::RunGeluMul(const Tensor& gate, const Tensor& up, const Tensor& w,
-                                            const Tensor& act, const Tensor& out,
-                                            const kernels::AllReducePush* push) {
+                                            const Tensor& act, const Tensor& out) {
   const int64_t m = gate.rows(), k = gate.row_elems();
   if (m < 1 || m > kernels::kGemvGatedMaxM || forced_ == Path::kCublasLt) return false;
   if (gate.dtype != w.dtype || up.dtype != w.dtype || act.dtype != w.dtype ||
@@ -313,10 +286,11 @@ absl::StatusOr<bool> CudaLinear::RunGeluMul(const Tensor& gate, const Tensor& up
     return false;  // the unfused ops name the mismatch
   }
   if (k % 8 != 0 || !GemvInputOk(gate) || !GemvInputOk(up) || !Aligned16(w.data)) return false;
-  if (push != nullptr && (push->world < 2 || !PushableOut(w, out))) return false;
   // Only where Run would take the GEMV for act's shape (a plan tuned on an earlier call).
-  if (!TunedGemv(act, w, out)) return false;
-  GANNET_RETURN_IF_ERROR(RunGemv(gate, w, out, &up, push));
+  const auto it = plans_.find(KeyOf(act.data, act.stride0(), false, w, out));
+  if (it == plans_.end() || !it->second->tuned || it->second->choice.path != Path::kGemv)
+    return false;
+  GANNET_RETURN_IF_ERROR(RunGemv(gate, w, out, &up));
   return true;
 }
 
@@ -397,23 +371,6 @@ absl::Status CudaBackend::GeluMulLinear(Tensor gate, Tensor up, Tensor w, Tensor
   GANNET_ASSIGN_OR_RETURN(const bool fused, linear_->RunGeluMul(gate, up, w, act, out));
   if (fused) return absl::OkStatus();
   return Backend::GeluMulLinear(gate, up, w, act, out);  // the unfused pair
-}
-
-absl::StatusOr<bool> CudaBackend::LinearPushing(Tensor x, Tensor w, Tensor out,
-                                                const kernels::AllReducePush& push) {
-  GANNET_ASSIGN_OR_RETURN(const bool pushed, linear_->RunPushing(x, w, out, push));
-  if (pushed) return true;
-  GANNET_RETURN_IF_ERROR(Linear(x, w, out));
-  return false;
-}
-
-absl::StatusOr<bool> CudaBackend::GeluMulLinearPushing(Tensor gate, Tensor up, Tensor w, Tensor act,
-                                                       Tensor out,
-                                                       const kernels::AllReducePush& push) {
-  GANNET_ASSIGN_OR_RETURN(const bool pushed, linear_->RunGeluMul(gate, up, w, act, out, &push));
-  if (pushed) return true;
-  GANNET_RETURN_IF_ERROR(GeluMulLinear(gate, up, w, act, out));
-  return false;
 }
 
 }  // namespace gannet::backend

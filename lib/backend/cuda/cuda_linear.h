@@ -19,7 +19,6 @@
 #include <tuple>
 
 #include "absl/status/statusor.h"
-#include "kernels/comm/allreduce_push.h"
 #include "kernels/registry/registry.h"
 #include "lib/backend/tensor.h"
 
@@ -46,17 +45,8 @@ class CudaLinear {
   // computing the product as it loads its input, the same bits. Taken only where Run would take
   // the GEMV for act's shape (its plan tuned on an earlier call), M <= kGemvGatedMaxM, and the
   // operands are of the weight's type and aligned; returns false, having run nothing, otherwise.
-  // push (optional): out is this rank's addend of its next fused push all-reduce, and the GEMV
-  // also stores it into the peers' slots (kernels::AllReducePush).
   absl::StatusOr<bool> RunGeluMul(const Tensor& gate, const Tensor& up, const Tensor& w,
-                                  const Tensor& act, const Tensor& out,
-                                  const kernels::AllReducePush* push = nullptr);
-  // Run(x, w, out) as the GEMV with `push` (above), where a plan tuned on an earlier call took the
-  // GEMV for this shape and out is bf16 rows [m, n] contiguous with n % 4 == 0; returns false,
-  // having run nothing, otherwise. Never while tuning: a timed candidate runs several times, and a
-  // slot may take a call's data only once.
-  absl::StatusOr<bool> RunPushing(const Tensor& x, const Tensor& w, const Tensor& out,
-                                  const kernels::AllReducePush& push);
+                                  const Tensor& act, const Tensor& out);
   // Tests and benchmarks pin a path (nullopt = the timed choice among all candidates; kCublasLt =
   // the timed choice among cuBLASLt's algorithms only; kGemv = the GEMV where it applies).
   // Forgets every tuned shape.
@@ -77,11 +67,7 @@ class CudaLinear {
                         const Tensor& out);
   // up: the gated GEMV's second input (x is then the gate).
   absl::Status RunGemv(const Tensor& x, const Tensor& w, const Tensor& out,
-                       const Tensor* up = nullptr, const kernels::AllReducePush* push = nullptr);
-  // Whether the GEMV may push out (RunPushing's conditions on out).
-  static bool PushableOut(const Tensor& w, const Tensor& out);
-  // The plan for act's shape, tuned on an earlier call, took the GEMV.
-  bool TunedGemv(const Tensor& x, const Tensor& w, const Tensor& out) const;
+                       const Tensor* up = nullptr);
   absl::Status Tune(Plan& plan, const Tensor& x, const Tensor& w, const Tensor& out,
                     const void* xb, int64_t ldxb, bool gemv_ok, bool allow_timing);
 
