@@ -21,10 +21,9 @@ tp=${GANNET_TP:-2}
 
 batches=${GANNET_AB_BATCHES:-1,16}
 
-single_tests=(cuda_ops_test cuda_attention_test kernel_registry_test cuda_runner_test cuda_graph_test)
 stage_build() {
   gpu_build gannet-decode-bench gannet-allreduce-bench cuda_custom_allreduce_test cuda_tp_test \
-    tp_multiprocess_test cuda_custom_allreduce_ipc_test "${single_tests[@]}"
+    tp_multiprocess_test cuda_custom_allreduce_ipc_test "${gpu_single_test_targets[@]}"
 }
 stage_base() { gpu_build_base gannet-decode-bench gannet-allreduce-bench; }
 stage_allreduce() {
@@ -49,8 +48,7 @@ stage_test() {
   return $rc
 }
 stage_single() {
-  CUDA_VISIBLE_DEVICES=$(($(nvidia-smi -L | wc -l) - 1)) gpu_ctest 900 \
-    "tests passed|tests failed|Failed|FAILED|\*\*\*" "${single_tests[@]}" | tee -a "$summary"
+  CUDA_VISIBLE_DEVICES=$(($(nvidia-smi -L | wc -l) - 1)) gpu_single_tests | tee -a "$summary"
   return "${PIPESTATUS[0]}"
 }
 stage_small() {

@@ -19,26 +19,21 @@ source "$(dirname "$0")/stages.sh"
 export NCCL_NVLS_ENABLE=0
 gpu_header "decode traces"
 gpus=$(nvidia-smi -L | wc -l)
-targets=(gannet-decode-bench gannet_kernel_trace cuda_ops_test cuda_attention_test
-  kernel_registry_test cuda_runner_test cuda_graph_test)
+targets=(gannet-decode-bench gannet_kernel_trace "${gpu_single_test_targets[@]}")
 [ "$gpus" -ge 2 ] && targets+=(cuda_tp_test cuda_custom_allreduce_test tp_multiprocess_test
   cuda_custom_allreduce_ipc_test)
 
 stage_build() { gpu_build "${targets[@]}"; }
 
-single_tests() {  # gpu_ctest: the log in $out/ctest.log, its summary lines on stdout
-  gpu_ctest 900 "tests passed|tests failed|Failed|\*\*\*" cuda_ops_test cuda_attention_test \
-    kernel_registry_test cuda_runner_test cuda_graph_test
-}
 stage_test() {
   local rc=0
   if [ "$gpus" -ge 2 ]; then
-    CUDA_VISIBLE_DEVICES=$((gpus - 1)) single_tests > /dev/null &
+    CUDA_VISIBLE_DEVICES=$((gpus - 1)) gpu_single_tests > /dev/null &
     echo $! > "$out/single_tests.pid"
     GANNET_GPU_BUILD="$build" OUT="$out" tools/gpu/run_multigpu.sh test > /dev/null 2>&1 || rc=1
     grep -E "exit [0-9]|PASSED|FAILED" "$out/multigpu_summary.txt" | tail -12 | tee -a "$summary"
   else
-    single_tests | tee -a "$summary"
+    gpu_single_tests | tee -a "$summary"
     [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
   fi
   return $rc
