@@ -156,9 +156,6 @@ struct KvRowSlot {
     ok = page >= 0;
     row = ok ? (static_cast<int64_t>(page) * num_kv_heads + kvh) * page_size + key % page_size : 0;
   }
-  __device__ __forceinline__ KvRowSlot(const int32_t* table, int page_size, int num_kv_heads,
-                                       int kvh, int key0, int hi)
-      : KvRowSlot(PageOf(table, page_size, key0, hi), page_size, num_kv_heads, kvh, key0) {}
   __device__ __forceinline__ int chunk(int i) const { return sub + i * kThreadsPerRow; }
 };
 
@@ -207,30 +204,23 @@ __host__ __device__ __forceinline__ SplitWorkspace SplitViews(void* ws, int ctas
 // Shared memory one block may use on sm_75 (Turing): the budget of the sm75 configurations.
 inline constexpr int kSm75SmemBytes = 64 * 1024;
 
-// Primes the first kStages - 1 stages of a tile loader (bf16 or FP8), one cp.async group each
-// (the Q copies issued before ride in the first; single-staged, they are a group of their own).
-template <int kStages, typename Loader>
-__device__ __forceinline__ void PrimeKvStages(const Loader& load_tile, int n_tiles) {
-#pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
-    if (st < n_tiles) load_tile(st, st);
-    CpAsyncCommit();
-  }
-  if constexpr (kStages == 1) CpAsyncCommit();
-}
-
-// The pages PrimeKvStages's loads start from, read ahead (a decode kernel reads them before its
-// PDL wait: the page table is step metadata). Single-staged, the one tile is loaded in the loop.
+// The pages the first kStages - 1 tile loads start from (PrimeKvStages), read ahead: a decode
+// kernel reads them before its PDL wait (the page table is step metadata). Single-staged, there
+// are none: its one tile is loaded in the loop.
 template <int kStages>
 struct PrimedPages {
-  static constexpr int kCount = kStages > 1 ? kStages - 1 : 1;
-  int page[kCount];
+  static constexpr int kCount = kStages - 1;
+  int page[kCount > 0 ? kCount : 1];
   template <typename Loader>
   __device__ __forceinline__ PrimedPages(const Loader& load_tile, int n_tiles) {
 #pragma unroll
     for (int st = 0; st < kCount; ++st) page[st] = st < n_tiles ? load_tile.Page(st) : -1;
   }
 };
+
+// Primes the first kStages - 1 stages of a tile loader (bf16 or FP8), one cp.async group each
+// (the Q copies issued before ride in the first; single-staged, they are a group of their own),
+// from pages read ahead.
 template <int kStages, typename Loader>
 __device__ __forceinline__ void PrimeKvStages(const Loader& load_tile, int n_tiles,
                                               const PrimedPages<kStages>& pages) {
@@ -240,6 +230,11 @@ __device__ __forceinline__ void PrimeKvStages(const Loader& load_tile, int n_til
     CpAsyncCommit();
   }
   if constexpr (kStages == 1) CpAsyncCommit();
+}
+// The same, reading the pages now (the kernels that read metadata after their wait).
+template <int kStages, typename Loader>
+__device__ __forceinline__ void PrimeKvStages(const Loader& load_tile, int n_tiles) {
+  PrimeKvStages<kStages>(load_tile, n_tiles, PrimedPages<kStages>(load_tile, n_tiles));
 }
 
 // cp.async groups a kernel may leave in flight when it waits for tile `it` at the top of its loop.
