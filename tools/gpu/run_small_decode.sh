@@ -9,6 +9,9 @@
 #   test      cuda_ops_test and cuda_runner_test (this tree)
 #   kernels   gemm_bench's small-model projections and moe_bench's decode sizes, both builds
 #   decode    gannet-decode-bench for every dummy variant, both builds, interleaved
+#   envab     the same on this build alone, with the switch $GANNET_AB_ENV off and on
+#             (gpu_decode_env_ab; e.g. GANNET_AB_ENV=GANNET_CLUSTER_MERGE)
+#   single    the single-GPU kernel and runner tests (gpu_single_tests)
 #   gemv      this build's GEMV at a fixed 256-thread width (GANNET_GEMV_THREADS=256) vs the
 #             width per K: gemm_bench's GEMV rows and the small models' decode steps
 #   profile   Nsight Compute: one eager batch-1 step of 26B-A4B and E2B (kernel times, CSV in
@@ -17,7 +20,8 @@
 # GANNET_AB_MOE_ONLY=1 limits the decode stage to 26B-A4B.
 source "$(dirname "$0")/stages.sh"
 gpu_header "small-batch decode A/B"
-targets=(cuda_ops_test cuda_graph_test cuda_runner_test gannet-decode-bench gemm_bench moe_bench)
+targets=(cuda_ops_test cuda_graph_test cuda_runner_test gannet-decode-bench gemm_bench moe_bench
+  "${gpu_single_test_targets[@]}")
 
 stage_build() { gpu_build "${targets[@]}"; }
 stage_base() { gpu_build_base "${targets[@]}"; }
@@ -42,6 +46,15 @@ stage_decode() {
   gpu_decode_ab --model dummy:e4b --batches 1,4,16 --context 1000 --steps 30
   gpu_decode_ab --model dummy:31b --batches 1,64 --context 1500 --steps 15
 }
+stage_envab() {
+  local var=${GANNET_AB_ENV:?GANNET_AB_ENV names the switch}
+  gpu_decode_env_ab "$var" --model dummy:e2b --batches 1,4 --context 1000 --steps 30
+  gpu_decode_env_ab "$var" --model dummy:e4b --batches 1,4 --context 1000 --steps 30
+  gpu_decode_env_ab "$var" --model dummy:26b-a4b --batches 1,4 --context 1000 --steps 30
+  [ -n "${GANNET_AB_SMALL_ONLY:-}" ] && return 0
+  gpu_decode_env_ab "$var" --model dummy:31b --batches 1,64 --context 1500 --steps 15
+}
+stage_single() { gpu_single_tests; }
 stage_gemv() {
   local w
   for w in 256 auto; do

@@ -56,6 +56,24 @@ gpu_decode_ab() {
   done
 }
 
+# gpu_decode_env_ab VAR ARGS...: gannet-decode-bench ARGS on this tree's build with VAR=0 (the
+# switch off), then with VAR unset (the default), twice, interleaved: A/B of a change that has a
+# switch (GANNET_PDL, GANNET_CLUSTER_MERGE) with no baseline build.
+gpu_decode_env_ab() {
+  local var=$1 round label
+  shift
+  for round in 1 2; do
+    for label in off on; do
+      note "-- $var $label (round $round): $*"
+      if [ "$label" = off ]; then
+        env "$var=0" timeout 240 "$build/bench/runner/gannet-decode-bench" "$@" 2>&1
+      else
+        env -u "$var" timeout 240 "$build/bench/runner/gannet-decode-bench" "$@" 2>&1
+      fi | grep -E "^ +batch" | tee -a "$summary"
+    done
+  done
+}
+
 # gpu_ctest TIMEOUT GREP TEST...: the named ctest tests, verbose into ctest.log; prints the log's
 # lines that match GREP.
 gpu_ctest() {
