@@ -50,9 +50,6 @@ struct PagedAttentionParams {
   int64_t out_stride = 0;  // elements between tokens of out
   float scale = 1.0f;
   int num_splits = 0;  // 0 = the entry's heuristic; > 0 forces a split count (tests, benchmarks)
-  // false: a split decode merges in its own combine kernel even where its splits could merge in
-  // their cluster (LaunchFlashKernel; tests compare the two).
-  bool cluster_merge = true;
   bool k_from_v = false;
   const float* k_norm = nullptr;  // [head_dim] f32, with k_from_v
   int rope_pairs = 0;             // rotated pairs, <= kMaxKFromVRopePairs

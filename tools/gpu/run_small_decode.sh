@@ -10,7 +10,7 @@
 #   kernels   gemm_bench's small-model projections and moe_bench's decode sizes, both builds
 #   decode    gannet-decode-bench for every dummy variant, both builds, interleaved
 #   envab     the same on this build alone, with the switch $GANNET_AB_ENV off and on
-#             (gpu_decode_env_ab; e.g. GANNET_AB_ENV=GANNET_CLUSTER_MERGE)
+#             (gpu_decode_env_ab; e.g. GANNET_AB_ENV=GANNET_PDL)
 #   single    the single-GPU kernel and runner tests (gpu_single_tests)
 #   gemv      this build's GEMV at a fixed 256-thread width (GANNET_GEMV_THREADS=256) vs the
 #             width per K: gemm_bench's GEMV rows and the small models' decode steps

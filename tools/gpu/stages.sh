@@ -58,7 +58,7 @@ gpu_decode_ab() {
 
 # gpu_decode_env_ab VAR ARGS...: gannet-decode-bench ARGS on this tree's build with VAR=0 (the
 # switch off), then with VAR unset (the default), twice, interleaved: A/B of a change that has a
-# switch (GANNET_PDL, GANNET_CLUSTER_MERGE) with no baseline build.
+# "0" switch (GANNET_PDL, GANNET_LINEAR_TUNE) with no baseline build.
 gpu_decode_env_ab() {
   local var=$1 round label
   shift

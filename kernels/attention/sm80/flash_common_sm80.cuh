@@ -5,9 +5,7 @@
 // the workspace ([cta][split][row][head_dim] f32, then [cta][split][row] f32), and a separate
 // combine kernel merges them. A separate kernel (rather than "the last CTA merges") keeps the merge
 // parallel -- one CTA per output row -- and needs no counters that other workspace users could
-// clobber. On sm_90+ a decode launch of up to 16 splits runs each (tile, kv head)'s splits as one
-// thread-block cluster instead, which merges after a cluster barrier (MergeSplitsInCluster): just
-// as parallel, no counters, and no second kernel.
+// clobber.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -648,17 +646,15 @@ __device__ __forceinline__ void StoreFlashResult(const PagedAttentionParams& p, 
   }
 }
 
-// The merge of dims [c0, c0 + 4) of one row of a (tile, kv head): its splits' partials weighted
-// by their log2-sum-exps (FlashCombineKernel, MergeSplitsInCluster). The workspace is read through
-// L2 (__ldcg): in a cluster, other CTAs of this kernel wrote it.
+// The merge of one row of a (tile, kv head): its splits' partials weighted by their
+// log2-sum-exps (FlashCombineKernel).
 template <int kHeadDim, int kBlockM>
-__device__ __forceinline__ void CombineRow(const PagedAttentionParams& p, const TileRange& t,
-                                           int group, int kvh, int r, int num_splits,
-                                           void* workspace, int c0) {
+__device__ __forceinline__ void CombineRow(const PagedAttentionParams& p, const TileRange& t, int group,
+                                           int kvh, int r, int num_splits, void* workspace) {
   const int cta = blockIdx.x * gridDim.y + kvh;
   const SplitWorkspace w = SplitViews(workspace, gridDim.x * gridDim.y, num_splits, kBlockM, kHeadDim);
   const float* lse = w.lse + static_cast<size_t>(cta) * num_splits * kBlockM + r;
-  const float* o = w.o + (static_cast<size_t>(cta) * num_splits * kBlockM + r) * kHeadDim + c0;
+  const float* o = w.o + (static_cast<size_t>(cta) * num_splits * kBlockM + r) * kHeadDim + threadIdx.x * 4;
   // The merge is latency-bound: each batch issues all its splits' lse and partial loads at once
   // (the partial loads do not wait for the lse) and folds them in with a running maximum, so a
   // decode step's merge costs one memory round trip per 16 splits.
@@ -671,9 +667,8 @@ __device__ __forceinline__ void CombineRow(const PagedAttentionParams& p, const 
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
       const int s = s0 + j;
-      l[j] = s < num_splits ? __ldcg(lse + s * kBlockM) : -INFINITY;
-      x[j] = s < num_splits ? __ldcg(reinterpret_cast<const float4*>(o + static_cast<size_t>(s) *
-                                                                             kBlockM * kHeadDim))
+      l[j] = s < num_splits ? lse[s * kBlockM] : -INFINITY;
+      x[j] = s < num_splits ? *reinterpret_cast<const float4*>(o + static_cast<size_t>(s) * kBlockM * kHeadDim)
                             : make_float4(0.f, 0.f, 0.f, 0.f);
     }
     float bmax = lmax;
@@ -702,7 +697,7 @@ __device__ __forceinline__ void CombineRow(const PagedAttentionParams& p, const 
     lmax = bmax;
   }
   const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
-  bf16* out = OutRow(p, t, group, kvh, kHeadDim, r) + c0;  // 2-byte elements either way
+  bf16* out = OutRow(p, t, group, kvh, kHeadDim, r) + threadIdx.x * 4;  // 2-byte elements either way
   if (p.io_f16) {
     reinterpret_cast<__half2*>(out)[0] = __floats2half2_rn(acc.x * inv, acc.y * inv);
     reinterpret_cast<__half2*>(out)[1] = __floats2half2_rn(acc.z * inv, acc.w * inv);
@@ -733,41 +728,8 @@ __global__ void __launch_bounds__(kHeadDim / 4 * kCombineRows)
   if (!has_tile) return;
   const int stride = gridDim.z * kCombineRows;
   for (int r = blockIdx.z * kCombineRows + threadIdx.y; r < t.rows_here; r += stride) {
-    CombineRow<kHeadDim, kBlockM>(p, t, group, kvh, r, num_splits, workspace, threadIdx.x * 4);
+    CombineRow<kHeadDim, kBlockM>(p, t, group, kvh, r, num_splits, workspace);
   }
-}
-
-// The number of CTAs in this CTA's thread-block cluster (1 outside clusters and before sm_90).
-__device__ __forceinline__ int ClusterCtas() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uint32_t n;
-  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
-  return static_cast<int>(n);
-#else
-  return 1;
-#endif
-}
-
-// The split merge inside the decode kernel (sm_90+): when the launch made each (tile, kv head)'s
-// splits one thread-block cluster (LaunchFlashKernel), a cluster barrier after every split has
-// stored its partial replaces the combine kernel, whose launch and PDL wait sat on a batch-1
-// step's chain once per layer. The cluster's CTAs then share the tile's (row, 4-dim) items,
-// through FlashCombineKernel's arithmetic (the same bits). The barrier's release/acquire at
-// cluster scope makes the partials, stored to global memory, visible to the whole cluster.
-template <int kHeadDim, int kBlockM, int kThreads>
-__device__ __forceinline__ void MergeSplitsInCluster(const PagedAttentionParams& p,
-                                                     const TileRange& t, int group, int kvh,
-                                                     int split, int num_splits, void* workspace) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
-  constexpr int kItemsPerRow = kHeadDim / 4;
-  const int items = t.rows_here * kItemsPerRow;
-  for (int i = split * kThreads + static_cast<int>(threadIdx.x); i < items;
-       i += num_splits * kThreads) {
-    CombineRow<kHeadDim, kBlockM>(p, t, group, kvh, i / kItemsPerRow, num_splits, workspace,
-                                  (i % kItemsPerRow) * 4);
-  }
-#endif
 }
 
 template <int kHeadDim, int kBlockM, int kMinArch>
@@ -787,10 +749,7 @@ FlashConfig MakeFlashConfig() {
 }
 
 // Launches a flash kernel over (tiles, kv heads, splits), then the split merge when it split.
-// kClusterMerge (the decode kernels, which call MergeSplitsInCluster when their cluster holds all
-// the splits): where ClusterLaunchOk allows and p.cluster_merge asks, each (tile, kv head)'s
-// splits run as one cluster and merge there, with no combine kernel.
-template <typename Tr, bool kClusterMerge = false>
+template <typename Tr>
 cudaError_t LaunchFlashKernel(void (*kernel)(const PagedAttentionParams, int, void*),
                               const PagedAttentionParams& p, int num_splits, void* workspace,
                               cudaStream_t stream) {
@@ -806,14 +765,6 @@ cudaError_t LaunchFlashKernel(void (*kernel)(const PagedAttentionParams, int, vo
   const int group = p.num_q_heads / p.num_kv_heads;
   dim3 grid(FlashGridTiles(MakeFlashConfig<Tr>(), p.num_tokens, p.num_seqs, group), p.num_kv_heads,
             num_splits);
-  const void* fn = reinterpret_cast<const void*>(kernel);
-  if (kClusterMerge && p.cluster_merge && num_splits > 1 &&
-      ClusterLaunchOk(fn, dim3(Tr::kThreads), Tr::kSmemBytes, num_splits,
-                      static_cast<int>(grid.x * grid.y))) {
-    LaunchInClusters(kernel, grid, Tr::kThreads, Tr::kSmemBytes, stream, dim3(1, 1, num_splits), p,
-                     num_splits, workspace);
-    return cudaGetLastError();
-  }
   Launch(kernel, grid, Tr::kThreads, Tr::kSmemBytes, stream, p, num_splits, workspace);
   err = cudaGetLastError();
   if (err != cudaSuccess || num_splits == 1) return err;

@@ -11,8 +11,7 @@
 // registers per thread.
 //
 // K/V tiles stream through a kStages-deep cp.async pipeline (flash_common_sm80.cuh); splits write
-// partials that FlashCombineKernel merges, or, on sm_90+ with up to 16 splits, the splits' own
-// cluster (MergeSplitsInCluster). Grid (num_seqs, kv heads, splits): graph-stable.
+// partials that FlashCombineKernel merges. Grid (num_seqs, kv heads, splits): graph-stable.
 //
 // FP8 KV (kFp8): the stages hold the FP8 rows and their scales, and the MMAs read them straight
 // from there in fp16 (E4M3 converts to fp16 exactly, one cvt per pair on sm_89+). Reduction and
@@ -296,10 +295,6 @@ __device__ __forceinline__ void FlashDecodeCta(const PagedAttentionParams& p, in
 
   StoreFlashResult<kHeadDim, kBlockM, Tr::kDT, Tr::kFp8>(p, t, group, kvh, split, num_splits, workspace, acc_o,
                                                m_run, l_run, r_lo, d0, warp == 0);
-  // Every CTA of a cluster shares the tile (blockIdx.x, y), so all of them get here or none.
-  if (num_splits > 1 && ClusterCtas() == num_splits)
-    MergeSplitsInCluster<kHeadDim, kBlockM, Tr::kThreads>(p, t, group, kvh, split, num_splits,
-                                                          workspace);
 }
 
 // kKFromV: single-store K=V (PagedAttentionParams::k_from_v), a separate instantiation so the
@@ -322,13 +317,11 @@ cudaError_t LaunchFlashDecode(const PagedAttentionParams& p, int num_splits, voi
   if (p.k_from_v) {
     // Instantiated for head_dim 512 alone: Gemma-4's K=V layers (FlashSupportsKFromV).
     if constexpr (Tr::kHeadDim == 512) {
-      return LaunchFlashKernel<Tr, true>(FlashDecodeSm80Kernel<Tr, true>, p, num_splits, workspace,
-                                         stream);
+      return LaunchFlashKernel<Tr>(FlashDecodeSm80Kernel<Tr, true>, p, num_splits, workspace, stream);
     }
     return cudaErrorInvalidValue;
   }
-  return LaunchFlashKernel<Tr, true>(FlashDecodeSm80Kernel<Tr, false>, p, num_splits, workspace,
-                                     stream);
+  return LaunchFlashKernel<Tr>(FlashDecodeSm80Kernel<Tr, false>, p, num_splits, workspace, stream);
 }
 
 }  // namespace gannet::kernels::sm80

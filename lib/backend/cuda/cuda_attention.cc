@@ -213,12 +213,10 @@ absl::StatusOr<const kernels::KernelEntry*> CudaBackend::SelectAttention(const A
 }
 
 absl::Status CudaBackend::RunAttentionEntry(const kernels::KernelEntry& entry,
-                                            const AttentionArgs& a, int num_splits,
-                                            bool cluster_merge) {
+                                            const AttentionArgs& a, int num_splits) {
   GANNET_ASSIGN_OR_RETURN(kernels::PagedAttentionParams p, AttentionParams(a));
   if (DebugKv()) GANNET_RETURN_IF_ERROR(ValidatePages(a));
   p.num_splits = num_splits;
-  p.cluster_merge = cluster_merge;
   const kernels::ProblemKey pk = kernels::AttentionProblem(entry.op, p);
   const kernels::KernelStatus st = kernels::CheckEntry(entry, pk, device_);
   if (!st.ok) return InvalidArgumentError("Attention: {} cannot run {}: {}", entry.name, pk.ClassString(), st.reason);

@@ -111,7 +111,7 @@ class CudaBackend final : public Backend {
   // Runs an attention entry chosen by the caller (tests and benchmarks force each registry entry
   // through here); Attention() selects through the registry and calls this.
   absl::Status RunAttentionEntry(const kernels::KernelEntry& entry, const AttentionArgs& args,
-                                 int num_splits = 0, bool cluster_merge = true);
+                                 int num_splits = 0);
   // The registry entry Attention() would use for these arguments.
   absl::StatusOr<const kernels::KernelEntry*> SelectAttention(const AttentionArgs& args);
 
