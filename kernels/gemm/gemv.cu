@@ -149,6 +149,10 @@ cudaError_t LaunchFor(const GemvParams& p, cudaStream_t stream) {
 
 }  // namespace
 
+bool GemvLaunchesWithPdl() {
+  return PdlAllowed(reinterpret_cast<const void*>(GemvKernel<bf16, bf16, bf16, false, 1>));
+}
+
 cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream) {
   if (p.m < 1 || p.m > kGemvMaxM || p.n < 1 || p.k % 8 != 0 || p.ldx % 8 != 0 ||
       (p.up != nullptr && p.m > kGemvGatedMaxM)) {

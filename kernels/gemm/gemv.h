@@ -40,4 +40,8 @@ inline constexpr int kGemvGatedMaxM = 2;
 // aligned x and w, and x and out each of w_type or f32.
 cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream);
 
+// Whether LaunchGemv's kernels launch with programmatic dependent launch on the current device
+// (launch.h, PdlAllowed): they then overlap the kernels before and after them in a step's chain.
+bool GemvLaunchesWithPdl();
+
 }  // namespace gannet::kernels

@@ -9,8 +9,8 @@
 #   test      cuda_ops_test and cuda_runner_test (this tree)
 #   kernels   gemm_bench's small-model projections and moe_bench's decode sizes, both builds
 #   decode    gannet-decode-bench for every dummy variant, both builds, interleaved
-#   envab     the same on this build alone, with the switch $GANNET_AB_ENV off and on
-#             (gpu_decode_env_ab; e.g. GANNET_AB_ENV=GANNET_PDL)
+#   envab     the same on this build alone, with $GANNET_AB_ENV (VAR or VAR=VALUE) set and
+#             unset (gpu_decode_env_ab; e.g. GANNET_AB_ENV=GANNET_PDL)
 #   single    the single-GPU kernel and runner tests (gpu_single_tests)
 #   gemv      this build's GEMV at a fixed 256-thread width (GANNET_GEMV_THREADS=256) vs the
 #             width per K: gemm_bench's GEMV rows and the small models' decode steps
@@ -47,7 +47,7 @@ stage_decode() {
   gpu_decode_ab --model dummy:31b --batches 1,64 --context 1500 --steps 15
 }
 stage_envab() {
-  local var=${GANNET_AB_ENV:?GANNET_AB_ENV names the switch}
+  local var=${GANNET_AB_ENV:?GANNET_AB_ENV names the switch: VAR or VAR=VALUE}
   gpu_decode_env_ab "$var" --model dummy:e2b --batches 1,4 --context 1000 --steps 30
   gpu_decode_env_ab "$var" --model dummy:e4b --batches 1,4 --context 1000 --steps 30
   gpu_decode_env_ab "$var" --model dummy:26b-a4b --batches 1,4 --context 1000 --steps 30

@@ -56,19 +56,21 @@ gpu_decode_ab() {
   done
 }
 
-# gpu_decode_env_ab VAR ARGS...: gannet-decode-bench ARGS on this tree's build with VAR=0 (the
-# switch off), then with VAR unset (the default), twice, interleaved: A/B of a change that has a
-# "0" switch (GANNET_PDL, GANNET_LINEAR_TUNE) with no baseline build.
+# gpu_decode_env_ab VAR[=VALUE] ARGS...: gannet-decode-bench ARGS on this tree's build with
+# VAR=VALUE (VALUE defaults to 0, the switch off), then with VAR unset (the default), twice,
+# interleaved: A/B of a change behind a switch (GANNET_PDL=0, GANNET_LINEAR_PATH=gemv) with no
+# baseline build.
 gpu_decode_env_ab() {
-  local var=$1 round label
+  local set=$1 round label
   shift
+  [[ "$set" == *=* ]] || set="$set=0"
   for round in 1 2; do
-    for label in off on; do
-      note "-- $var $label (round $round): $*"
-      if [ "$label" = off ]; then
-        env "$var=0" timeout 240 "$build/bench/runner/gannet-decode-bench" "$@" 2>&1
+    for label in "$set" default; do
+      note "-- $label (round $round): $*"
+      if [ "$label" = default ]; then
+        env -u "${set%%=*}" timeout 240 "$build/bench/runner/gannet-decode-bench" "$@" 2>&1
       else
-        env -u "$var" timeout 240 "$build/bench/runner/gannet-decode-bench" "$@" 2>&1
+        env "$set" timeout 240 "$build/bench/runner/gannet-decode-bench" "$@" 2>&1
       fi | grep -E "^ +batch" | tee -a "$summary"
     done
   done
