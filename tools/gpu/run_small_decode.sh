@@ -44,7 +44,7 @@ stage_decode() {
   [ -n "${GANNET_AB_MOE_ONLY:-}" ] && return 0
   gpu_decode_ab --model dummy:e2b --batches 1,4,16 --context 1000 --steps 30
   gpu_decode_ab --model dummy:e4b --batches 1,4,16 --context 1000 --steps 30
-  gpu_decode_ab --model dummy:31b --batches 1,64 --context 1500 --steps 15
+  gpu_decode_ab --model dummy:31b --batches "1,$(gpu_31b_batch)" --context 1500 --steps 15
 }
 stage_envab() {
   local var=${GANNET_AB_ENV:?GANNET_AB_ENV names the switch: VAR or VAR=VALUE}
@@ -52,7 +52,7 @@ stage_envab() {
   gpu_decode_env_ab "$var" --model dummy:e4b --batches 1,4 --context 1000 --steps 30
   gpu_decode_env_ab "$var" --model dummy:26b-a4b --batches 1,4 --context 1000 --steps 30
   [ -n "${GANNET_AB_SMALL_ONLY:-}" ] && return 0
-  gpu_decode_env_ab "$var" --model dummy:31b --batches 1,64 --context 1500 --steps 15
+  gpu_decode_env_ab "$var" --model dummy:31b --batches "1,$(gpu_31b_batch)" --context 1500 --steps 15
 }
 stage_single() { gpu_single_tests; }
 stage_gemv() {

@@ -46,14 +46,25 @@ gpu_build_base() {
 ab_build() { if [ "$1" = base ]; then echo "$base_build"; else echo "$build"; fi; }
 
 # gpu_decode_ab ARGS...: gannet-decode-bench ARGS on the baseline build, then on this tree's (the
-# run's last lines, info logs left out), for A/B runs side by side on one machine.
+# run's last lines, info logs left out), for A/B runs side by side on one machine;
+# GANNET_AB_ROUNDS (default 1) pairs, interleaved.
 gpu_decode_ab() {
-  local label
-  for label in base new; do
-    note "-- $label: $*"
-    timeout 240 "$(ab_build $label)/bench/runner/gannet-decode-bench" "$@" 2>&1 |
-      grep -vE "^\s*$|^gannet \[I\]" | tail -5 | tee -a "$summary"
+  local label round
+  for round in $(seq "${GANNET_AB_ROUNDS:-1}"); do
+    for label in base new; do
+      note "-- $label: $*"
+      timeout 240 "$(ab_build $label)/bench/runner/gannet-decode-bench" "$@" 2>&1 |
+        grep -vE "^\s*$|^gannet \[I\]" | tail -5 | tee -a "$summary"
+    done
   done
+}
+
+# 31B's largest decode batch at context 1500 that fits the GPU: 64 on an H200, 16 on an H100
+# 80GB (64 sequences' KV, 55 GiB, does not fit beside the 61 GB of weights).
+gpu_31b_batch() {
+  local mib
+  mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
+  if [ "${mib:-0}" -gt 100000 ]; then echo 64; else echo 16; fi
 }
 
 # gpu_decode_env_ab VAR[=VALUE] ARGS...: gannet-decode-bench ARGS on this tree's build with

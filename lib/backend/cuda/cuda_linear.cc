@@ -19,14 +19,15 @@ namespace {
 constexpr size_t kCublasWorkspaceBytes = 32u << 20;  // cuBLASLt's recommendation for Hopper
 constexpr int kHeuristicAlgos = 8;
 constexpr int kTimedRuns = 5;
-// What the GEMV is worth over its eager time, against cuBLASLt, in a step's graph. cuBLASLt's
-// kernels take no part in programmatic dependent launch: the kernel after one cannot launch
-// before it ends, and it cannot start before its predecessor has ended, where the GEMV launches
-// early and streams its weights into L2 before its wait (gemv.cu). Eager timing, one kernel at a
-// time, sees none of it. On an H100 every batch-1 projection on the GEMV made an E4B step
-// 4.46-4.50 -> 4.35-4.36 ms (the 42 down projections, which the eager timing gave cuBLASLt, plus
-// the GeLU-mul kernel the gated GEMV absorbs: ~3 us a layer), while at batch 4 the GEMV lost by
-// far more than that.
+// What the GEMV is worth over its eager time, against cuBLASLt, in a batch-1 step's graph.
+// cuBLASLt's kernels take no part in programmatic dependent launch: the kernel after one cannot
+// launch before it ends, and it cannot start before its predecessor has ended, where the GEMV
+// launches early and streams its weights into L2 before its wait (gemv.cu). Eager timing, one
+// kernel at a time, sees none of it. On an H100 every batch-1 projection on the GEMV made an E4B
+// step 4.46-4.50 -> 4.35-4.36 ms (the 42 down projections, which the eager timing gave cuBLASLt
+// by 0.6 us, and the GeLU-mul kernel the gated GEMV absorbs: ~3 us a layer). At M > 1 it does
+// not hold: the same credit there moved E4B batch 4 from 5.17 to 5.31 ms (the wider buckets'
+// registers leave fewer of their CTAs room to launch beside the kernel before them).
 constexpr float kGemvPdlCreditMs = 3e-3f;
 
 int MBucket(int m) {
@@ -244,7 +245,7 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
   }
   const float cublas_ms = best;
   float gemv_ms = 0.f;
-  const float credit_ms = kernels::GemvLaunchesWithPdl() ? kGemvPdlCreditMs : 0.f;
+  const float credit_ms = m == 1 && kernels::GemvLaunchesWithPdl() ? kGemvPdlCreditMs : 0.f;
   if (try_gemv) {
     auto t = time_it([&] { return RunGemv(x, w, out); });
     if (!t.ok()) {
