@@ -12,8 +12,8 @@
 #   envab     the same on this build alone, with $GANNET_AB_ENV (VAR or VAR=VALUE) set and
 #             unset (gpu_decode_env_ab; e.g. GANNET_AB_ENV=GANNET_PDL)
 #   single    the single-GPU kernel and runner tests (gpu_single_tests)
-#   gemv      this build's GEMV at a fixed 256-thread width (GANNET_GEMV_THREADS=256) vs the
-#             width per K: gemm_bench's GEMV rows and the small models' decode steps
+#   tuning    the linear layers' timed choices (cuBLASLt or GEMV, both times, the GEMV's PDL
+#             credit) for every dummy variant at M = 1 and 4, from the debug log
 #   profile   Nsight Compute: one eager batch-1 step of 26B-A4B and E2B (kernel times, CSV in
 #             $OUT), and the MoE pair kernels of moe_bench at 1 and 4 tokens (DRAM, occupancy)
 # Environment: as tools/gpu/stages.sh says; GANNET_BASE_BUILD (default /tmp/gannet-base);
@@ -55,21 +55,12 @@ stage_envab() {
   gpu_decode_env_ab "$var" --model dummy:31b --batches "1,$(gpu_31b_batch)" --context 1500 --steps 15
 }
 stage_single() { gpu_single_tests; }
-stage_gemv() {
-  local w
-  for w in 256 auto; do
-    note "-- GANNET_GEMV_THREADS=$w"
-    GANNET_GEMV_THREADS=$w "$build/bench/kernels/gemm_bench" \
-      --benchmark_filter='BM_LinearSmallModels/gemm:[0-9]+/m:[124]/path:2' 2>&1 | grep -E "^BM_" |
-      sed -E 's/iterations:1.manual_time//' | grep -oE "^BM_[^ ]+|frac_copy_bw=[0-9.]+|us=[0-9.]+ [a-z0-9_]+" |
-      paste - - - | tee -a "$summary"
-  done
-  for m in 26b-a4b e2b e4b; do
-    for w in 256 auto; do
-      note "-- GANNET_GEMV_THREADS=$w $m"
-      GANNET_GEMV_THREADS=$w timeout 240 "$build/bench/runner/gannet-decode-bench" --model dummy:$m \
-        --batches 1,4,16 --context 1000 --steps 30 2>&1 | grep -E "^ +batch" | tee -a "$summary"
-    done
+stage_tuning() {
+  local m
+  for m in e2b e4b 26b-a4b 31b; do
+    note "-- linear tuning, $m (M = 1 and 4)"
+    GANNET_LOG_LEVEL=debug timeout 120 "$build/bench/runner/gannet-decode-bench" --model dummy:$m \
+      --batches 1,4 --context 1000 --steps 3 2>&1 | grep -E "linear M=" | sort -u | tee -a "$summary"
   done
 }
 stage_profile() {
