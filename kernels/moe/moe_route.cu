@@ -20,6 +20,36 @@ constexpr int kTokens = 4;
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kMaxExpertsPerLane = 8;  // 256 experts
+// The hidden sizes whose loads below all issue at once: 16-byte chunks per lane (router rows)
+// and elements per thread (x), up to 4096. Larger sizes take more rounds, same arithmetic.
+constexpr int kRowChunksPerLane = 16;
+constexpr int kXPerThread = 16;
+
+// Top-k's candidate key of a probability: its bits plus one (probabilities are >= 0, where the
+// bits order as the values do; -0 counts as +0), 0 for a slot that is picked, past the experts,
+// or NaN. One warp max of the keys is then the largest probability.
+__device__ __forceinline__ uint32_t ProbKey(float prob) {
+  return prob > 0.f ? __float_as_uint(prob) + 1u : (prob == 0.f ? 1u : 0u);
+}
+
+// The warp's largest key, and the lowest expert holding it among the lanes' candidates (each lane
+// offers its largest key's lowest expert): one redux.sync each on sm_80+.
+__device__ __forceinline__ void WarpArgMaxKey(uint32_t key, uint32_t expert, uint32_t* best_key,
+                                              uint32_t* best_expert) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  *best_key = __reduce_max_sync(0xffffffffu, key);
+  *best_expert = __reduce_min_sync(0xffffffffu, key == *best_key ? expert : 0xffffffffu);
+#else
+  uint32_t k = key;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) k = max(k, __shfl_xor_sync(0xffffffffu, k, o));
+  uint32_t e = key == k ? expert : 0xffffffffu;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) e = min(e, __shfl_xor_sync(0xffffffffu, e, o));
+  *best_key = k;
+  *best_expert = e;
+#endif
+}
 
 // The counters live in a fixed region at the start of the workspace, never overlapped by the
 // logits of a call with a different token count (they must stay zero between calls).
@@ -39,7 +69,8 @@ __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams 
   const bool w_f16 = p.router_type == DataType::kF16;  // uniform: the fp16 compute path
   const size_t w_bytes = w_f16 ? sizeof(f16) : sizeof(bf16);
   // The router rows of this CTA's experts (contiguous, constant) start moving into L2 before the
-  // wait for the previous kernel; at batch 1 their loads are this kernel's critical path.
+  // wait for the previous kernel (the rows past hidden 4096, which the registers below do not
+  // hold, and the other warps' rows while theirs are in flight).
   if (threadIdx.x == 0) {
     const int e0 = blockIdx.y * kWarps, rows = min(kWarps, p.num_experts - e0);
     PrefetchL2(static_cast<const char*>(p.router_proj) + static_cast<size_t>(e0) * p.hidden * w_bytes,
@@ -53,18 +84,46 @@ __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams 
   for (int h = threadIdx.x; h < p.hidden; h += kThreads) scale[h] = p.router_scale[h];
   for (int e = threadIdx.x; e < p.num_experts; e += kThreads)
     expert_scale[e] = p.per_expert_scale[e];
+  // And this warp's router row itself, into registers: its first kRowChunksPerLane chunks per
+  // lane (all of a row up to hidden 4096), so at batch 1 no weight load is left after the wait.
+  const int e = blockIdx.y * kWarps + warp;
+  const bool has_row = e < p.num_experts;
+  const char* row = static_cast<const char*>(p.router_proj) +
+                    static_cast<size_t>(has_row ? e : 0) * p.hidden * w_bytes;
+  auto row_chunk = [&](int h) {  // elements h .. h + 7 of the row, raw
+    return __ldg(reinterpret_cast<const int4*>(row + static_cast<size_t>(h) * w_bytes));
+  };
+  int4 wraw[kRowChunksPerLane];
+#pragma unroll
+  for (int c = 0; c < kRowChunksPerLane; ++c) {
+    const int h = lane * 8 + c * 32 * 8;
+    wraw[c] = has_row && h < p.hidden ? row_chunk(h) : make_int4(0, 0, 0, 0);
+  }
   PdlEnter();
 
   for (int tt = 0; tt < ntok; ++tt) {
-    // x is read once (into shared memory), its loads unrolled so they are in flight together.
+    // x is read once (into shared memory), all of a thread's loads in flight together.
     const float* x = p.x + (t0 + tt) * p.ldx;
     float* s = su + tt * p.hidden;
     float ss = 0.f;
-#pragma unroll 4
-    for (int h = threadIdx.x; h < p.hidden; h += kThreads) {
-      const float v = x[h];
-      s[h] = v;
-      ss += v * v;
+    float v[kXPerThread];
+#pragma unroll
+    for (int i = 0; i < kXPerThread; ++i) {
+      const int h = threadIdx.x + i * kThreads;
+      v[i] = h < p.hidden ? x[h] : 0.f;
+    }
+#pragma unroll
+    for (int i = 0; i < kXPerThread; ++i) {
+      const int h = threadIdx.x + i * kThreads;
+      if (h < p.hidden) {
+        s[h] = v[i];
+        ss += v[i] * v[i];
+      }
+    }
+    for (int h = threadIdx.x + kXPerThread * kThreads; h < p.hidden; h += kThreads) {
+      const float xv = x[h];
+      s[h] = xv;
+      ss += xv * xv;
     }
     ss = BlockSum(ss, red);  // its barriers also publish s
     const float inv = 1.0f / sqrtf(ss / static_cast<float>(p.hidden) + p.eps);
@@ -73,23 +132,28 @@ __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams 
   }
   __syncthreads();
 
-  const int e = blockIdx.y * kWarps + warp;
-  if (e < p.num_experts) {
-    const int64_t w0 = static_cast<int64_t>(e) * p.hidden;
+  if (has_row) {
     float acc[kTokens] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 4
-    for (int h = lane * 8; h < p.hidden; h += 32 * 8) {  // hidden % 8 == 0 (checked on launch)
-      float wf[8];
-      if (w_f16) {
-        Load8(static_cast<const f16*>(p.router_proj) + w0 + h, wf);
-      } else {
-        Load8(static_cast<const bf16*>(p.router_proj) + w0 + h, wf);
-      }
+    constexpr int kRound = kRowChunksPerLane * 32 * 8;     // elements per round of chunks
+    for (int base = 0; base < p.hidden; base += kRound) {  // hidden % 8 == 0 (checked on launch)
 #pragma unroll
-      for (int tt = 0; tt < kTokens; ++tt) {
-        if (tt < ntok) {
+      for (int c = 0; c < kRowChunksPerLane; ++c) {
+        const int h = base + lane * 8 + c * 32 * 8;
+        if (h < p.hidden) {
+          const int4 raw = base == 0 ? wraw[c] : row_chunk(h);
+          float wf[8];
+          if (w_f16) {
+            Load8(reinterpret_cast<const f16*>(&raw), wf);
+          } else {
+            Unpack8(*reinterpret_cast<const Bf16x8*>(&raw), wf);
+          }
 #pragma unroll
-          for (int j = 0; j < 8; ++j) acc[tt] += su[tt * p.hidden + h + j] * wf[j];
+          for (int tt = 0; tt < kTokens; ++tt) {
+            if (tt < ntok) {
+#pragma unroll
+              for (int j = 0; j < 8; ++j) acc[tt] += su[tt * p.hidden + h + j] * wf[j];
+            }
+          }
         }
       }
     }
@@ -126,35 +190,39 @@ __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams 
     sum = WarpSum(sum);
 #pragma unroll
     for (int i = 0; i < kMaxExpertsPerLane; ++i) prob[i] /= sum;
-    // Top-k by repeated arg-max (ties to the lower expert index, as the CPU reference).
+    // Top-k by repeated arg-max (ties to the lower expert index, as the CPU reference): each
+    // lane keeps its slots' keys, offers its best, and the warp picks with two reductions.
+    uint32_t key[kMaxExpertsPerLane];
+#pragma unroll
+    for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+      key[i] = lane + 32 * i < p.num_experts ? ProbKey(prob[i]) : 0u;
+    }
     float picked_sum = 0.f;
     float picked_p = 0.f;
     int picked_e = 0;
     for (int k = 0; k < p.top_k; ++k) {
-      float best = -1.f;
-      int best_e = 1 << 30;
+      uint32_t mine = 0, mine_e = 0xffffffffu;
 #pragma unroll
       for (int i = 0; i < kMaxExpertsPerLane; ++i) {
-        const int ex = lane + 32 * i;
-        if (ex < p.num_experts && (prob[i] > best || (prob[i] == best && ex < best_e))) {
-          best = prob[i];
-          best_e = ex;
+        if (key[i] > mine) {  // strictly greater: the lowest slot (expert) of equal keys stays
+          mine = key[i];
+          mine_e = lane + 32 * i;
         }
       }
+      uint32_t best_key, best_e;
+      WarpArgMaxKey(mine, mine_e, &best_key, &best_e);
+      // Nothing left to pick (fewer experts with a probability than top_k, or NaN logits): the
+      // lowest expert not yet picked would be arbitrary; expert 0 with weight 0 keeps ids valid.
+      const float best = best_key > 0u ? __uint_as_float(best_key - 1u) : 0.f;
+      if (best_key == 0u) best_e = 0;
+        // Remove the winner; lane k remembers the k-th pick.
 #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-        const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
-        if (ob > best || (ob == best && oe < best_e)) {
-          best = ob;
-          best_e = oe;
-        }
+      for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+        if (best_key > 0u && best_e == static_cast<uint32_t>(lane + 32 * i)) key[i] = 0u;
       }
-      // Remove the winner; lane k remembers the k-th pick.
-      if ((best_e & 31) == lane) prob[best_e >> 5] = -2.f;
       if (lane == k) {
         picked_p = best;
-        picked_e = best_e;
+        picked_e = static_cast<int>(best_e);
       }
       picked_sum += best;
     }

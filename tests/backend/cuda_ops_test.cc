@@ -562,13 +562,23 @@ TEST_F(CudaOpsTest, MoeRouteAndEveryExpertsEntry) {
   struct Moe {
     int h, inter, experts, top_k;
     std::vector<int> tokens;
+    bool twin_rows = false;  // odd experts' router rows copy the even ones': exact logit ties
   };
-  const Moe shapes[] = {{2816, 704, 128, 8, {1, 3, 64, 200}}, {40, 32, 8, 2, {1, 5, 33}}};
+  const Moe shapes[] = {{2816, 704, 128, 8, {1, 3, 64, 200}},
+                        {40, 32, 8, 2, {1, 5, 33}},
+                        {64, 32, 128, 8, {1, 3, 9}, true}};
   for (const Moe& s : shapes) {
     std::vector<float> scale = RandomNormal(s.h, 20, 0.2f), per = RandomNormal(s.experts, 21, 0.2f);
     for (float& v : scale) v += 1.f;
     for (float& v : per) v += 1.f;
     std::vector<float> router = RandomNormal(static_cast<size_t>(s.experts) * s.h, 22, 1.f / std::sqrt(s.h));
+    if (s.twin_rows) {
+      // Every pick is then a tie, which both sides must break to the lower expert index.
+      for (int e = 1; e < s.experts; e += 2) {
+        std::copy_n(router.begin() + static_cast<size_t>(e - 1) * s.h, s.h,
+                    router.begin() + static_cast<size_t>(e) * s.h);
+      }
+    }
     std::vector<float> gu = RandomNormal(static_cast<size_t>(s.experts) * 2 * s.inter * s.h, 23, 1.f / std::sqrt(s.h));
     std::vector<float> dn = RandomNormal(static_cast<size_t>(s.experts) * s.h * s.inter, 24, 1.f / std::sqrt(s.inter));
     auto bf = [](const std::vector<float>& v) {
@@ -607,8 +617,16 @@ TEST_F(CudaOpsTest, MoeRouteAndEveryExpertsEntry) {
       ASSERT_TRUE(gpu_->MoeRoute(g).ok());
       std::vector<float> gids = Download(*gpu_, dids.t), gw = Download(*gpu_, dw.t);
       for (int i = 0; i < t * s.top_k; ++i) ids_ref[i] = static_cast<float>(ids_i[i]);
-      // Random logits have no near-ties at this size: the selections must agree exactly.
-      EXPECT_EQ(gids, ids_ref) << "tokens " << t;
+      // Random logits have no near-ties at this size (and twin rows exact ties, broken to the
+      // lower index): the selections must agree exactly.
+      EXPECT_EQ(gids, ids_ref) << "tokens " << t << (s.twin_rows ? ", twin rows" : "");
+      if (s.twin_rows) {
+        for (int i = 0; i < t * s.top_k; i += 2) {
+          EXPECT_EQ(static_cast<int>(gids[i]) % 2, 0)
+              << "a twin pair's first pick is its even expert";
+          EXPECT_EQ(gids[i + 1], gids[i] + 1) << "and its odd twin follows";
+        }
+      }
       EXPECT_LE(RelL2(gw, w_ref), 1e-4) << "tokens " << t;
 
       // Experts on the CPU's routing, through every applicable registry entry.
