@@ -211,16 +211,15 @@ __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams 
       }
       uint32_t best_key, best_e;
       WarpArgMaxKey(mine, mine_e, &best_key, &best_e);
-      // Nothing left to pick (fewer experts with a probability than top_k, or NaN logits): the
-      // lowest expert not yet picked would be arbitrary; expert 0 with weight 0 keeps ids valid.
+      // No key left (only with NaN logits, whose keys are 0; every probability, 0 included, has
+      // one): expert 0 at probability 0 keeps the ids in range.
       const float best = best_key > 0u ? __uint_as_float(best_key - 1u) : 0.f;
       if (best_key == 0u) best_e = 0;
-        // Remove the winner; lane k remembers the k-th pick.
 #pragma unroll
-      for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+      for (int i = 0; i < kMaxExpertsPerLane; ++i) {  // remove the winner
         if (best_key > 0u && best_e == static_cast<uint32_t>(lane + 32 * i)) key[i] = 0u;
       }
-      if (lane == k) {
+      if (lane == k) {  // lane k remembers the k-th pick
         picked_p = best;
         picked_e = static_cast<int>(best_e);
       }
