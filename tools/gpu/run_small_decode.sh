@@ -20,8 +20,7 @@
 # GANNET_AB_MOE_ONLY=1 limits the decode stage to 26B-A4B.
 source "$(dirname "$0")/stages.sh"
 gpu_header "small-batch decode A/B"
-targets=(cuda_ops_test cuda_graph_test cuda_runner_test gannet-decode-bench gemm_bench moe_bench
-  "${gpu_single_test_targets[@]}")
+targets=(gannet-decode-bench gemm_bench moe_bench "${gpu_single_test_targets[@]}")
 
 stage_build() { gpu_build "${targets[@]}"; }
 stage_base() { gpu_build_base "${targets[@]}"; }

@@ -68,14 +68,14 @@ gpu_31b_batch() {
 }
 
 # gpu_decode_env_ab VAR[=VALUE] ARGS...: gannet-decode-bench ARGS on this tree's build with
-# VAR=VALUE (VALUE defaults to 0, the switch off), then with VAR unset (the default), twice,
-# interleaved: A/B of a change behind a switch (GANNET_PDL=0, GANNET_LINEAR_PATH=gemv) with no
-# baseline build.
+# VAR=VALUE (VALUE defaults to 0, the switch off), then with VAR unset (the default),
+# GANNET_AB_ROUNDS (default 2) pairs, interleaved: A/B of a change behind a switch (GANNET_PDL=0,
+# GANNET_LINEAR_PATH=gemv) with no baseline build.
 gpu_decode_env_ab() {
   local set=$1 round label
   shift
   [[ "$set" == *=* ]] || set="$set=0"
-  for round in 1 2; do
+  for round in $(seq "${GANNET_AB_ROUNDS:-2}"); do
     for label in "$set" default; do
       note "-- $label (round $round): $*"
       if [ "$label" = default ]; then
