@@ -292,12 +292,15 @@ void PrefillEntryArgs(benchmark::internal::Benchmark* b) {
 // of the selected entry (hd512: "_deep", 32-key tiles x 3 stages; hd256: "_small", 16-key tiles),
 // to check the split heuristic and the tile choice against their neighbours.
 void BM_AttentionDecodeSplits(benchmark::State& state) {
-  const Shape sh{static_cast<int>(state.range(0)), 32, static_cast<int>(state.range(1)), 0};
-  const int batch = static_cast<int>(state.range(2)), ctx = static_cast<int>(state.range(3));
-  const int splits = static_cast<int>(state.range(4));
-  const bool alt = state.range(5) != 0;
-  const double io_bytes = 2.0 * batch * ctx * sh.nkv * sh.d * 2 + 2.0 * batch * sh.nq * sh.d * 2;
-  const int copies = static_cast<int>(std::clamp(kRotateBytes / (io_bytes + 1) + 1, 1.0, 64.0));
+  const Shape sh{static_cast<int>(state.range(0)), static_cast<int>(state.range(1)),
+                 static_cast<int>(state.range(2)), static_cast<int>(state.range(3))};
+  const int batch = static_cast<int>(state.range(4)), ctx = static_cast<int>(state.range(5));
+  const int splits = static_cast<int>(state.range(6));
+  const bool alt = state.range(7) != 0;
+  const int kv_len = sh.window > 0 ? std::min(ctx, sh.window) : ctx;
+  const double io_bytes = 2.0 * batch * kv_len * sh.nkv * sh.d * 2 + 2.0 * batch * sh.nq * sh.d * 2;
+  const double pool_bytes = 4.0 * batch * ctx * sh.nkv * sh.d;
+  const int copies = static_cast<int>(std::clamp(kRotateBytes / pool_bytes + 1, 1.0, 64.0));
   PagedSetup s;
   Build(s, sh, batch, ctx, 1, copies);
   auto entry = Gpu().SelectAttention(s.args);
@@ -315,22 +318,36 @@ void BM_AttentionDecodeSplits(benchmark::State& state) {
       CheckOk(Gpu().RunAttentionEntry(**entry, s.args, splits), "attention");
     }, 50);
     state.SetIterationTime(ms / 1e3);
-    Report(state, ms, io_bytes, 4.0 * batch * sh.nq * sh.d * ctx);
+    Report(state, ms, io_bytes, 4.0 * batch * sh.nq * sh.d * kv_len);
   }
 }
 
 void SplitArgs(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"hd", "nkv", "batch", "ctx", "splits", "alt"});
-  for (int64_t s : {16, 28, 33, 48}) b->Args({512, 4, 1, 8192, s, 0});
-  for (int64_t s : {16, 33}) b->Args({512, 4, 1, 8192, s, 1});
-  for (int64_t s : {2, 4, 8}) b->Args({512, 4, 16, 8192, s, 0});
-  for (int64_t s : {2, 4}) b->Args({512, 4, 16, 8192, s, 1});
-  for (int64_t s : {8, 16, 24}) b->Args({256, 16, 1, 8192, s, 0});
-  b->Args({256, 16, 1, 8192, 16, 1});
+  b->ArgNames({"hd", "nq", "nkv", "window", "batch", "ctx", "splits", "alt"});
+  for (int64_t s : {16, 28, 33, 48}) b->Args({512, 32, 4, 0, 1, 8192, s, 0});
+  for (int64_t s : {16, 33}) b->Args({512, 32, 4, 0, 1, 8192, s, 1});
+  for (int64_t s : {2, 4, 8}) b->Args({512, 32, 4, 0, 16, 8192, s, 0});
+  for (int64_t s : {2, 4}) b->Args({512, 32, 4, 0, 16, 8192, s, 1});
+  for (int64_t s : {8, 16, 24}) b->Args({256, 32, 16, 0, 1, 8192, s, 0});
+  b->Args({256, 32, 16, 0, 1, 8192, 16, 1});
   // Batch 1 over 1024 keys (what a sliding layer reads) and 2k (a full layer at chat lengths).
-  for (int64_t s : {8, 14, 16, 24, 32}) b->Args({256, 16, 1, 1024, s, 0});
-  for (int64_t s : {32, 64}) b->Args({256, 16, 1, 1024, s, 1});
-  for (int64_t s : {8, 16, 28, 32, 48}) b->Args({512, 4, 1, 2048, s, 0});
+  for (int64_t s : {8, 14, 16, 24, 32}) b->Args({256, 32, 16, 0, 1, 1024, s, 0});
+  for (int64_t s : {32, 64}) b->Args({256, 32, 16, 0, 1, 1024, s, 1});
+  for (int64_t s : {8, 16, 28, 32, 48}) b->Args({512, 32, 4, 0, 1, 2048, s, 0});
+  // A 31B step at 80 sequences, context 1500, one rank of TP=2 (half the heads) and TP=1: the
+  // sliding layer on the 16-key tiles and the full layer, where the grid is 1.2-2.4 waves
+  // unsplit (how many splits pay for their merge).
+  for (int64_t s : {1, 2, 3, 4, 5, 6, 8}) {
+    b->Args({256, 16, 8, 1024, 80, 1500, s, 1});
+    b->Args({256, 32, 16, 1024, 80, 1500, s, 1});
+    b->Args({512, 16, 2, 0, 80, 1500, s, 0});
+  }
+  // The same rank at 64 sequences (128 full-layer CTAs: fewer than the SMs) and the sliding
+  // layer's 32-key tiles at 24 (192 CTAs: one wave with a CTA on every SM).
+  for (int64_t s : {1, 2, 3, 4}) {
+    b->Args({512, 16, 2, 0, 64, 1500, s, 0});
+    b->Args({256, 16, 8, 1024, 24, 1500, s, 0});
+  }
 }
 
 void DecodeArgs(benchmark::internal::Benchmark* b) {

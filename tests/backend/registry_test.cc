@@ -344,6 +344,14 @@ TEST_F(RegistryTest, AGridPastOneWaveSplitsWhenItsLastWaveWouldRunMostlyEmpty) {
   // 64 sequences fill 0.97 of a wave: whole.
   full.num_seqs = full.num_tokens = 64;
   EXPECT_EQ(FlashAttentionSplits(kSm80DecodeHd512Split, full, h100), 1);
+  // One TP=2 rank's full layer (2 kv heads) at 80 sequences: 160 CTAs, fewer than a wave but
+  // one on every SM, stay whole; at 64, 128 CTAs leave SMs idle and split in two.
+  ProblemKey rank = Attention(Op::kAttentionDecode, 512, 16, 2);
+  rank.max_seq_len = 2048;
+  rank.num_seqs = rank.num_tokens = 80;
+  EXPECT_EQ(FlashAttentionSplits(kSm80DecodeHd512Split, rank, h100), 1);
+  rank.num_seqs = rank.num_tokens = 64;
+  EXPECT_EQ(FlashAttentionSplits(kSm80DecodeHd512Split, rank, h100), 2);
   // Work sized for the split count the launch uses (the narrow tile's).
   EXPECT_EQ(kSm80DecodeHd256Split.workspace_bytes(sliding(16, 80), h100),
             FlashAttentionWorkspace(kSm80DecodeHd256Split, sliding(16, 80), 2));

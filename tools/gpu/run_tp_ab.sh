@@ -13,6 +13,12 @@
 #   allreduce gannet-allreduce-bench at TP=GANNET_TP, both builds, NCCL and the default (auto)
 #   decode    31B (batch GANNET_AB_BATCHES, default 1,16) and 26B-A4B (batch 1) at TP=GANNET_TP
 #             (default 2), both builds, twice for 31B; then this build at TP=1 for the ratio
+#   decode1   31B at TP=1 (GANNET_AB_BATCHES), both builds, on GPU 0
+#   sweep     attention_bench's split sweeps at 24-80 sequences, context 1500 (31B's layers at
+#             TP=1 and one rank of TP=2), both builds, on GPU 0
+#   memcheck  compute-sanitizer on cuda_attention_test's split decode and K=V cases, last GPU
+#   serving   this build's chat 1000/1000 at concurrency GANNET_SERVING_CONC (default 80), TP=1
+#             and TP=GANNET_TP (run_multigpu.sh's serving stage)
 # Environment: as tools/gpu/stages.sh says. NCCL_NVLS_ENABLE=0 stays set.
 source "$(dirname "$0")/stages.sh"
 export NCCL_NVLS_ENABLE=0
@@ -22,10 +28,11 @@ tp=${GANNET_TP:-2}
 batches=${GANNET_AB_BATCHES:-1,16}
 
 stage_build() {
-  gpu_build gannet-decode-bench gannet-allreduce-bench cuda_custom_allreduce_test cuda_tp_test \
-    tp_multiprocess_test cuda_custom_allreduce_ipc_test "${gpu_single_test_targets[@]}"
+  gpu_build gannet-decode-bench gannet-allreduce-bench gannet-serving-bench attention_bench \
+    cuda_custom_allreduce_test cuda_tp_test tp_multiprocess_test cuda_custom_allreduce_ipc_test \
+    "${gpu_single_test_targets[@]}"
 }
-stage_base() { gpu_build_base gannet-decode-bench gannet-allreduce-bench; }
+stage_base() { gpu_build_base gannet-decode-bench gannet-allreduce-bench attention_bench; }
 stage_allreduce() {
   local label mode
   for label in base new; do
@@ -64,5 +71,25 @@ stage_decode() {
   note "-- new, TP=1: --model dummy:31b --batches $batches --context 1500 --steps 20"
   timeout 120 "$build/bench/runner/gannet-decode-bench" --model dummy:31b --batches "$batches" \
     --context 1500 --steps 20 --tp 0 2>&1 | grep -E "^ +batch" | tee -a "$summary"
+}
+stage_decode1() {
+  CUDA_VISIBLE_DEVICES=0 gpu_decode_ab --model dummy:31b --batches "$batches" --context 1500 --steps 20
+}
+stage_sweep() {
+  local label
+  for label in base new; do
+    CUDA_VISIBLE_DEVICES=0 timeout 300 "$(ab_build $label)/bench/kernels/attention_bench" \
+      --benchmark_filter='BM_AttentionDecodeSplits/.*/batch:(80|64|24)/ctx:1500' 2>&1 | grep -E "^BM_" |
+      sed "s/^/[$label] /" | tee -a "$summary"
+  done
+}
+stage_memcheck() {
+  CUDA_VISIBLE_DEVICES=$(($(nvidia-smi -L | wc -l) - 1)) gpu_memcheck 600 6 \
+    '*kfromv_decode*:*decode_narrow_split*:*decode_q2_hd512*:*decode_8q2kv*'
+}
+stage_serving() {
+  GANNET_GPU_BUILD="$build" OUT="$out" GANNET_TPS="0 $tp" GANNET_SERVING_CONC="${GANNET_SERVING_CONC:-80}" \
+    tools/gpu/run_multigpu.sh serving > /dev/null 2>&1
+  grep -E "out tok/s|critical path" "$out/multigpu_summary.txt" | tee -a "$summary"
 }
 gpu_run_stages build base test decode -- "$@"

@@ -339,7 +339,7 @@ __device__ __forceinline__ void FlashSm70Cta(const PagedAttentionParams& p, int 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = r_acc[h];
-    if (num_splits == 1 && r >= t.rows_here) continue;
+    if (r >= t.rows_here) continue;  // the combine reads the tile's rows alone
 #pragma unroll
     for (int dt = 0; dt < Tr::kDT; ++dt) {
 #pragma unroll

@@ -567,7 +567,9 @@ __device__ __forceinline__ void Fp8KBlock(const PagedAttentionParams& p, const t
 // The epilogue every flash kernel shares. A warp holds rows r_lo and r_lo + 8 of the tile (the
 // m16n8 accumulator layout) for its dims [col0, col0 + 8 kDT): without splits it writes the
 // normalised bf16 output rows; with splits, this split's normalised f32 partial and, from the
-// warps with lse_writer set (one per row), its log2-sum-exp for FlashCombineKernel.
+// warps with lse_writer set (one per row), its log2-sum-exp for FlashCombineKernel. Only the
+// tile's rows are written, split or not: the combine reads no others, and a decode tile of GQA 2
+// is 2 rows of 16 (a 31B sliding layer at 80 sequences wrote 27 MB of padding rows a call).
 // kDimMajor (the FP8 decode kernel, whose P.V columns are permuted so that each lane's V bytes are
 // contiguous): acc_o[dt][2h + e] is dim col0 + (2 (lane & 3) + e) kDT + dt, not col0 + 8 dt +
 // 2 (lane & 3) + e.
@@ -586,7 +588,7 @@ __device__ __forceinline__ void StoreFlashResult(const PagedAttentionParams& p, 
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = r_lo + 8 * h;
-      if (num_splits == 1 && r >= t.rows_here) continue;
+      if (r >= t.rows_here) continue;
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int c0 = col0 + (2 * (lane & 3) + e) * kDT;
@@ -634,6 +636,7 @@ __device__ __forceinline__ void StoreFlashResult(const PagedAttentionParams& p, 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = r_lo + 8 * h;
+    if (r >= t.rows_here) continue;
     float* o = my_o + r * kHeadDim + col0 + (lane & 3) * 2;
 #pragma unroll
     for (int dt = 0; dt < kDT; ++dt) {

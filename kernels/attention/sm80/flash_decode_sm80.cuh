@@ -57,7 +57,8 @@ struct DecodeTraits {
   static constexpr int kSStride = kBlockN + 8;       // padded f32 rows: conflict-free float2 I/O
   static constexpr int kQBytes = kBlockM * kStride * 2;
   using Fp8 = Fp8Staging<kHeadDim, kBlockN, kStages>;
-  // bf16: kStages K and V tiles; FP8: the staging stages alone (read in place).
+  // bf16: kStages K and V tiles (single-store K=V: one derived K tile, 2 kStages - 1 V stages);
+  // FP8: the staging stages alone (read in place).
   static constexpr int kKvBytes = kFp8 ? Fp8::kBytes : 2 * kStages * kBlockN * kStride * 2;
   static constexpr int kSBytes = kWarps * kBlockM * kSStride * 4;
   static constexpr int kSmemBytes = kQBytes + kKvBytes + kSBytes + kBlockM * 4;
@@ -73,10 +74,17 @@ __device__ __forceinline__ void FlashDecodeCta(const PagedAttentionParams& p, in
   constexpr int kStride = Tr::kStride, kStages = Tr::kStages, kSStride = Tr::kSStride;
   constexpr float kLog2e = 1.4426950408889634f;
 
+  // Single-store K=V in bf16 loads no K: its stages' space holds one tile of derived rotated K
+  // dims and more V stages, 2 kStages - 1 in all, so twice the tiles are in flight at 2 stages
+  // (a CTA streamed V at half the rate of a stored-K kernel: 31B's full layers at 80 sequences,
+  // two CTAs an SM, ran at ~1.7 TB/s on an H200).
+  constexpr bool kVOnly = kKFromV && !Tr::kFp8;
+  constexpr int kPipe = kVOnly ? 2 * kStages - 1 : kStages;
+
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);
   bf16* sK = reinterpret_cast<bf16*>(smem + Tr::kQBytes);
-  bf16* sV = sK + kStages * kBlockN * kStride;        // bf16 only
+  bf16* sV = sK + (kVOnly ? 1 : kStages) * kBlockN * kStride;  // bf16 only
   uint8_t* staging = smem + Tr::kQBytes;               // FP8 only
   float* sS = reinterpret_cast<float*>(smem + Tr::kQBytes + Tr::kKvBytes);  // [kWarps][16][kSStride]
   int* sPos = reinterpret_cast<int*>(sS + Tr::kWarps * kBlockM * kSStride);
@@ -95,17 +103,17 @@ __device__ __forceinline__ void FlashDecodeCta(const PagedAttentionParams& p, in
     work = BeginFlashSplit<kBlockM, kBlockN, Tr::kThreads>(p, t, group, split, num_splits, sPos);
   const int n_tiles = work.n_tiles;
   const auto load_tile = MakeKvLoader<Tr>(p, work, t, kvh, sK, sV, staging);
-  const PrimedPages<kStages> pages(load_tile, has_tile ? n_tiles : 0);
+  const PrimedPages<kPipe> pages(load_tile, n_tiles);
   PdlEnter();  // Q and the newest keys are QKV prep's output
   if (!has_tile) return;
   LoadFlashQ<kHeadDim, kBlockM, Tr::kThreads, kStride>(p, t, group, kvh, sQ);
   using Fp8 = typename Tr::Fp8;
-  PrimeKvStages<kStages>(load_tile, n_tiles, pages);
+  PrimeKvStages<kPipe>(load_tile, n_tiles, pages);
 
   // This warp's slice of Q, in registers for the whole kernel.
   const int d0 = warp * Tr::kDimsPerWarp;
   uint32_t aq[Tr::kKSteps][4];
-  CpAsyncWait<KvWaitDepth(kStages)>();
+  CpAsyncWait<KvWaitDepth(kPipe)>();
   __syncthreads();
   if (kKFromV) {  // Q carries k_norm off the rotated dims (flash_common_sm80.cuh)
     WeightQForKFromV<kHeadDim, kBlockM, Tr::kThreads, kStride>(sQ, p);
@@ -134,12 +142,14 @@ __device__ __forceinline__ void FlashDecodeCta(const PagedAttentionParams& p, in
   constexpr int kHalf = kHeadDim / 2;
 
   for (int it = 0; it < n_tiles; ++it) {
-    CpAsyncWait<KvWaitDepth(kStages)>();
-    __syncthreads();  // tile `it` landed; stage (it - 1) % kStages and sS are free again
-    AdvanceKvPipeline<kStages>(load_tile, it, n_tiles);
-    bf16* cK = sK + (it % kStages) * kBlockN * kStride;  // k_from_v: its rotated dims derived here
-    const bf16* cV = sV + (it % kStages) * kBlockN * kStride;
-    const auto f8 = Fp8::At(staging, it % kStages);  // FP8 only: this stage's rows and scales
+    CpAsyncWait<KvWaitDepth(kPipe)>();
+    __syncthreads();  // tile `it` landed; stage (it - 1) % kPipe and sS are free again
+    AdvanceKvPipeline<kPipe>(load_tile, it, n_tiles);
+    // k_from_v: its rotated dims derived here (one tile for every stage in bf16: the loop-top
+    // barrier orders the derivation after the last tile's reads)
+    bf16* cK = sK + (kVOnly ? 0 : it % kStages) * kBlockN * kStride;
+    const bf16* cV = sV + (it % kPipe) * kBlockN * kStride;
+    const auto f8 = Fp8::At(staging, it % kPipe);  // FP8 only: this stage's rows and scales
     const int key0 = t.lo + (work.t_begin + it) * kBlockN;
     if constexpr (kKFromV) DeriveTileRotatedK<Tr>(kfv, p, f8, cV, cK, key0);  // its rotated K dims
 
