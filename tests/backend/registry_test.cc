@@ -336,22 +336,21 @@ TEST_F(RegistryTest, AGridPastOneWaveSplitsWhenItsLastWaveWouldRunMostlyEmpty) {
   // Half the kv heads (tensor parallel 2) at 80 sequences: 640 CTAs, 1.21 waves; three splits.
   EXPECT_TRUE(Hd256DecodeUsesNarrowTile(sliding(8, 80), h100));
   EXPECT_EQ(FlashAttentionSplits(kSm80DecodeHd256Split, sliding(8, 80), h100), 3);
-  // The full layer at 80 sequences: 320 CTAs of two per SM, 1.21 waves of 264; three splits.
-  ProblemKey full = Attention(Op::kAttentionDecode, 512, 32, 4);
-  full.max_seq_len = 2048;
-  full.num_seqs = full.num_tokens = 80;
-  EXPECT_EQ(FlashAttentionSplits(kSm80DecodeHd512Split, full, h100), 3);
-  // 64 sequences fill 0.97 of a wave: whole.
-  full.num_seqs = full.num_tokens = 64;
-  EXPECT_EQ(FlashAttentionSplits(kSm80DecodeHd512Split, full, h100), 1);
-  // One TP=2 rank's full layer (2 kv heads) at 80 sequences: 160 CTAs, fewer than a wave but
-  // one on every SM, stay whole; at 64, 128 CTAs leave SMs idle and split in two.
-  ProblemKey rank = Attention(Op::kAttentionDecode, 512, 16, 2);
-  rank.max_seq_len = 2048;
-  rank.num_seqs = rank.num_tokens = 80;
-  EXPECT_EQ(FlashAttentionSplits(kSm80DecodeHd512Split, rank, h100), 1);
-  rank.num_seqs = rank.num_tokens = 64;
-  EXPECT_EQ(FlashAttentionSplits(kSm80DecodeHd512Split, rank, h100), 2);
+  // 31B's full layer (hd512, GQA 8) at `seqs` sequences of up to 2048 keys, on `kv` kv heads.
+  auto full = [&](int kv, int seqs) {
+    ProblemKey pk = Attention(Op::kAttentionDecode, 512, kv * 8, kv);
+    pk.max_seq_len = 2048;
+    pk.num_seqs = pk.num_tokens = seqs;
+    return FlashAttentionSplits(kSm80DecodeHd512Split, pk, h100);
+  };
+  // At 80 sequences: 320 CTAs of two per SM, 1.21 waves of 264; three splits. At 64, 0.97 of a
+  // wave: whole.
+  EXPECT_EQ(full(4, 80), 3);
+  EXPECT_EQ(full(4, 64), 1);
+  // One TP=2 rank (2 kv heads) at 80 sequences: 160 CTAs, fewer than a wave but one on every SM,
+  // stay whole; at 64, 128 CTAs leave SMs idle and split in two.
+  EXPECT_EQ(full(2, 80), 1);
+  EXPECT_EQ(full(2, 64), 2);
   // Work sized for the split count the launch uses (the narrow tile's).
   EXPECT_EQ(kSm80DecodeHd256Split.workspace_bytes(sliding(16, 80), h100),
             FlashAttentionWorkspace(kSm80DecodeHd256Split, sliding(16, 80), 2));
