@@ -102,28 +102,26 @@ __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams 
   PdlEnter();
 
   for (int tt = 0; tt < ntok; ++tt) {
-    // x is read once (into shared memory), all of a thread's loads in flight together.
+    // x is read once (into shared memory), a round of kXPerThread loads a thread in flight
+    // together (one round up to hidden 4096), like the router row's chunks below.
     const float* x = p.x + (t0 + tt) * p.ldx;
     float* s = su + tt * p.hidden;
     float ss = 0.f;
-    float v[kXPerThread];
+    for (int h0 = threadIdx.x; h0 < p.hidden; h0 += kXPerThread * kThreads) {
+      float v[kXPerThread];
 #pragma unroll
-    for (int i = 0; i < kXPerThread; ++i) {
-      const int h = threadIdx.x + i * kThreads;
-      v[i] = h < p.hidden ? x[h] : 0.f;
-    }
-#pragma unroll
-    for (int i = 0; i < kXPerThread; ++i) {
-      const int h = threadIdx.x + i * kThreads;
-      if (h < p.hidden) {
-        s[h] = v[i];
-        ss += v[i] * v[i];
+      for (int i = 0; i < kXPerThread; ++i) {
+        const int h = h0 + i * kThreads;
+        v[i] = h < p.hidden ? x[h] : 0.f;
       }
-    }
-    for (int h = threadIdx.x + kXPerThread * kThreads; h < p.hidden; h += kThreads) {
-      const float xv = x[h];
-      s[h] = xv;
-      ss += xv * xv;
+#pragma unroll
+      for (int i = 0; i < kXPerThread; ++i) {
+        const int h = h0 + i * kThreads;
+        if (h < p.hidden) {
+          s[h] = v[i];
+          ss += v[i] * v[i];
+        }
+      }
     }
     ss = BlockSum(ss, red);  // its barriers also publish s
     const float inv = 1.0f / sqrtf(ss / static_cast<float>(p.hidden) + p.eps);
