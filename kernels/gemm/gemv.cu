@@ -56,7 +56,14 @@ __global__ void __launch_bounds__(kThreads, kPostPer > 0 ? kPostMinBlocks : 1)
       if (post.next_w != nullptr) PrefetchL2(post.next_w, static_cast<uint32_t>(n) * 4);
     }
   }
-  PdlEnter();
+  // With the update, the next kernel launches only once this one's weights are read (below): its
+  // CTAs' weight prefetches then fill DRAM while the last CTA applies the update, as they did
+  // while the separate update kernel ran, instead of competing with this kernel's stream.
+  if constexpr (kPostPer > 0) {
+    PdlWait();
+  } else {
+    PdlEnter();
+  }
   const int chunks = k / 8;
   float acc[kMaxM][kRows];
 #pragma unroll
@@ -123,17 +130,21 @@ __global__ void __launch_bounds__(kThreads, kPostPer > 0 ? kPostMinBlocks : 1)
     }
   }
   if constexpr (kPostPer > 0) {
-    // The update needs every CTA's outputs: each CTA counts itself once its stores are visible,
-    // and the last to count applies it (atomicInc wraps the counter back to 0 for the next
-    // launch). Threadfence-reduction order: store, fence, barrier, count; count, fence, read.
+    // The update needs every CTA's outputs: each CTA counts itself once its stores are done, and
+    // the last to count applies it. The barrier orders the CTA's stores before its count, whose
+    // release makes them visible to the last CTA's acquire (and the barrier after it orders that
+    // CTA's reads after it); the increment wraps the counter back to 0 for the next launch.
+    PdlLaunchDependents();
     __shared__ bool last;
     __shared__ float post_red[32];
-    if (t < kRows) __threadfence();
     __syncthreads();
     if (t == 0) {
-      __threadfence();
-      last = atomicInc(post.counter, gridDim.x - 1) == gridDim.x - 1;
-      __threadfence();
+      unsigned old;
+      asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;"
+                   : "=r"(old)
+                   : "l"(post.counter), "r"(gridDim.x - 1)
+                   : "memory");
+      last = old == gridDim.x - 1;
     }
     __syncthreads();
     if (last) {
