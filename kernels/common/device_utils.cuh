@@ -57,17 +57,6 @@ __device__ __forceinline__ void PdlEnter() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
-// PdlEnter in two halves, for a kernel that lets the next one launch later than its start.
-__device__ __forceinline__ void PdlWait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void PdlLaunchDependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 
 // Starts pulling `bytes` (a multiple of 16, 16-byte aligned) at `p` into L2 without waiting
 // (one bulk prefetch, sm_90+; nothing before). For a kernel's constant inputs (weights) before

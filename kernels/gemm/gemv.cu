@@ -5,23 +5,15 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <type_traits>
-
 #include "kernels/common/device_utils.cuh"
 #include "kernels/common/launch.h"
 #include "kernels/gemm/gemv.h"
-#include "kernels/norm/post_norm_residual_row.cuh"
 
 namespace gannet::kernels {
 namespace {
 
 constexpr int kThreads = 256;
 constexpr int kRows = 4;
-// The GEMV with the update keeps the batch-1 GEMV's occupancy (40 registers, as the gated one):
-// the update's row, 4 x kPer values a thread, lives in one CTA only and may spill to L1 instead.
-// The others name no minimum (0): a minimum of 1 lets ptxas take registers freely (the M = 1
-// GEMV 32 -> 46, the gated one 40 -> 64: E2B batch 1 2.50 -> 2.80 ms on an H100).
-constexpr int kPostMinBlocks = 6;
 
 // 16-byte chunks of a weight row as f32: bf16 or f16.
 __device__ __forceinline__ void Unpack8(const int4& raw, const bf16*, float* out) {
@@ -36,14 +28,10 @@ __device__ __forceinline__ void Unpack8(const int4& raw, const f16*, float* out)
 // holds 120-128 registers, which leaves two CTAs per SM; a batch-1 step's small projections
 // (1-4 waves of CTAs) then run mostly on ramp-up and tail. m = 1 needs 4 accumulators, so its
 // CTAs fill the SMs in one wave. The arithmetic for a given m is the same in every bucket.
-// kPostPer: 0, or the per-thread row length (2, 4 or 8, WithRowPer) of the PostNormResidual that
-// the last CTA applies to the output row (GemvPostNorm; m == 1; NextT is its next output's type).
-template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM, int kPostPer = 0,
-          typename NextT = WT>
-__global__ void __launch_bounds__(kThreads, kPostPer > 0 ? kPostMinBlocks : 0)
+template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM>
+__global__ void __launch_bounds__(kThreads)
     GemvKernel(const XT* __restrict__ x, const XT* __restrict__ up, const WT* __restrict__ w,
-               OutT* __restrict__ out, int m, int n, int k, int64_t ldx, int64_t ldu, int64_t ldo,
-               GemvPostNorm post) {
+               OutT* __restrict__ out, int m, int n, int k, int64_t ldx, int64_t ldu, int64_t ldo) {
   const int n0 = blockIdx.x * kRows;
   // The weights do not depend on earlier kernels: this CTA's rows (contiguous) start moving into
   // L2 before it waits for its predecessor, so a batch-1 step streams weights during the gaps.
@@ -51,21 +39,7 @@ __global__ void __launch_bounds__(kThreads, kPostPer > 0 ? kPostMinBlocks : 0)
     PrefetchL2(w + static_cast<int64_t>(n0) * k,
                static_cast<uint32_t>(min(kRows, n - n0)) * static_cast<uint32_t>(k) * sizeof(WT));
   }
-  if constexpr (kPostPer > 0) {
-    // The update's weights (constants) into L2 for the last CTA, whichever it is.
-    if (blockIdx.x == 0 && threadIdx.x == 32 && n % 4 == 0) {
-      PrefetchL2(post.post_w, static_cast<uint32_t>(n) * 4);
-      if (post.next_w != nullptr) PrefetchL2(post.next_w, static_cast<uint32_t>(n) * 4);
-    }
-  }
-  // With the update, the next kernel launches only once this one's weights are read (below): its
-  // CTAs' weight prefetches then fill DRAM while the last CTA applies the update, as they did
-  // while the separate update kernel ran, instead of competing with this kernel's stream.
-  if constexpr (kPostPer > 0) {
-    PdlWait();
-  } else {
-    PdlEnter();
-  }
+  PdlEnter();
   const int chunks = k / 8;
   float acc[kMaxM][kRows];
 #pragma unroll
@@ -131,55 +105,15 @@ __global__ void __launch_bounds__(kThreads, kPostPer > 0 ? kPostMinBlocks : 0)
       out[i * ldo + n0 + r] = FromFloat<OutT>(s);
     }
   }
-  if constexpr (kPostPer > 0) {
-    // The update needs every CTA's outputs: each CTA counts itself once its stores are done, and
-    // the last to count applies it. The barrier orders the CTA's stores before its count, whose
-    // release makes them visible to the last CTA's acquire (and the barrier after it orders that
-    // CTA's reads after it); the increment wraps the counter back to 0 for the next launch.
-    PdlLaunchDependents();
-    __shared__ bool last;
-    __shared__ float post_red[32];
-    __syncthreads();
-    if (t == 0) {
-      unsigned old;
-      asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;"
-                   : "=r"(old)
-                   : "l"(post.counter), "r"(gridDim.x - 1)
-                   : "memory");
-      last = old == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (last) {
-      PlayedPostNormResidualRow<kThreads, kPostPer>(out, post.residual, post.post_w, post.scalar,
-                                                    post.next_w, static_cast<NextT*>(post.next_out),
-                                                    post.eps, n, post_red);
-    }
-  }
 }
 
-template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM, int kPostPer = 0,
-          typename NextT = WT>
+template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM>
 cudaError_t LaunchGemvBucket(const GemvParams& p, cudaStream_t stream) {
   const int blocks = static_cast<int>((static_cast<int64_t>(p.n) + kRows - 1) / kRows);
-  return Launch(GemvKernel<XT, WT, OutT, kGated, kMaxM, kPostPer, NextT>, blocks, kThreads, 0,
-                stream, static_cast<const XT*>(p.x), static_cast<const XT*>(p.up),
+  return Launch(GemvKernel<XT, WT, OutT, kGated, kMaxM>, blocks, kThreads, 0, stream,
+                static_cast<const XT*>(p.x), static_cast<const XT*>(p.up),
                 static_cast<const WT*>(p.w), static_cast<OutT*>(p.out), p.m, p.n, p.k, p.ldx, p.ldu,
-                p.ldo, p.post != nullptr ? *p.post : GemvPostNorm());
-}
-
-// The GEMV with the update (GemvParams::post): x of the weight's type; out and the next output
-// as the row-in-registers PostNormResidual takes them (bf16 and bf16, or f32 and f16).
-template <typename WT, bool kGated>
-cudaError_t LaunchGemvPostNorm(const GemvParams& p, cudaStream_t stream) {
-  using OutT = std::conditional_t<std::is_same_v<WT, bf16>, bf16, float>;
-  if (p.m != 1 || p.n > kGemvPostNormMaxN || p.post->counter == nullptr ||
-      p.post->residual == nullptr || p.post->post_w == nullptr || p.x_type != p.w_type ||
-      p.out_type != (std::is_same_v<OutT, float> ? DataType::kF32 : p.w_type)) {
-    return cudaErrorInvalidValue;
-  }
-  return WithRowPer(p.n, [&](auto per) {
-    return LaunchGemvBucket<WT, WT, OutT, kGated, 1, decltype(per)::value, WT>(p, stream);
-  });
+                p.ldo);
 }
 
 template <typename XT, typename WT, typename OutT, bool kGated = false>
@@ -202,12 +136,8 @@ cudaError_t LaunchFor(const GemvParams& p, cudaStream_t stream) {
   if ((!x_f32 && p.x_type != p.w_type) || (!out_f32 && p.out_type != p.w_type)) {
     return cudaErrorInvalidValue;
   }
-  if (p.up != nullptr && (x_f32 || p.ldu % 8 != 0)) return cudaErrorInvalidValue;
-  if (p.post != nullptr) {
-    return p.up != nullptr ? LaunchGemvPostNorm<WT, true>(p, stream)
-                           : LaunchGemvPostNorm<WT, false>(p, stream);
-  }
   if (p.up != nullptr) {
+    if (x_f32 || p.ldu % 8 != 0) return cudaErrorInvalidValue;
     return out_f32 ? LaunchGemvAs<WT, WT, float, true>(p, stream)
                    : LaunchGemvAs<WT, WT, WT, true>(p, stream);
   }

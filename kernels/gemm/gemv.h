@@ -13,25 +13,6 @@ namespace gannet::kernels {
 
 inline constexpr int kGemvMaxM = 8;
 
-// PostNormResidual (norm.h) of a batch-1 GEMV's output row, applied by the GEMV itself
-// (GemvParams::post): residual = (residual + RmsNorm(out) * post_w) * (*scalar if set), then, if
-// next_out is set, next_out = RmsNorm(residual) (* next_w if set). The bits of
-// LaunchPostNormResidual after the GEMV, one kernel boundary less on a batch-1 step's chain.
-struct GemvPostNorm {
-  const float* post_w = nullptr;  // [n] f32
-  float* residual = nullptr;      // [n] f32
-  const float* scalar = nullptr;  // one f32, or none
-  const float* next_w = nullptr;  // [n] f32, or none
-  void* next_out = nullptr;       // [n] of the weight's type, or none
-  float eps = 0.f;
-  // Zero before the launch (the CTAs count themselves on it; the last one applies the update),
-  // zero again after it. Launches that may overlap need their own.
-  unsigned* counter = nullptr;
-};
-
-// The widest row GemvParams::post takes (the row-in-registers PostNormResidual's).
-inline constexpr int kGemvPostNormMaxN = 8192;
-
 struct GemvParams {
   const void* x = nullptr;  // [m, k] of x_type: w_type or f32, row stride ldx elements
   const void* w = nullptr;  // [n, k] of w_type: bf16 or f16, contiguous
@@ -49,10 +30,6 @@ struct GemvParams {
   // of x_type, row stride ldu, 16-byte aligned; x_type must be w_type.
   const void* up = nullptr;
   int64_t ldu = 0;
-  // When set: m == 1, n <= kGemvPostNormMaxN, x of the weight's type, and out of the weight's type
-  // (bf16 weights) or f32 (f16 weights: the fp16 compute path's residual branch), as the
-  // row-in-registers PostNormResidual takes them.
-  const GemvPostNorm* post = nullptr;
 };
 
 // The largest M the gated GEMV is worth it for: every CTA recomputes the product for its rows,

@@ -81,19 +81,6 @@ __device__ __forceinline__ PostNormConsts<kPer> LoadPostNormConsts(const float* 
   return c;
 }
 
-// One element of the update and of the next norm: every form below computes them here, so that
-// they round alike (and the compiler contracts them alike).
-__device__ __forceinline__ float PostNormElem(float x, float inv, float pw, float r, bool scaled,
-                                              float s) {
-  float v = r + (x * inv) * pw;
-  if (scaled) v *= s;
-  return v;
-}
-__device__ __forceinline__ float NextNormElem(float r, float inv, bool weighted, float nw) {
-  const float v = r * inv;
-  return weighted ? v * nw : v;
-}
-
 // residual = (rv + RmsNorm(xv) * pw) * (scalar if any), stored to res_row; then, if next_row is
 // not null, next_row = RmsNorm(residual) (* next norm weight if any). xv, rv: this thread's
 // elements of the row's x and residual (0 past n); c: the constants. A block-wide call (every
@@ -107,7 +94,8 @@ __device__ __forceinline__ void PostNormResidualRow(const float (&xv)[kPer], flo
   float ss2 = 0.f;
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
-    const float r = PostNormElem(xv[k], inv, c.pw[k], rv[k], c.scaled, c.s);
+    float r = rv[k] + (xv[k] * inv) * c.pw[k];
+    if (c.scaled) r *= c.s;
     rv[k] = r;
     ss2 += r * r;
     const int i = threadIdx.x + k * kPostNormRowThreads;
@@ -118,90 +106,9 @@ __device__ __forceinline__ void PostNormResidualRow(const float (&xv)[kPer], flo
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
     const int i = threadIdx.x + k * kPostNormRowThreads;
-    if (i < n) next_row[i] = FromFloat<OT>(NextNormElem(rv[k], inv2, c.next_weighted, c.nw[k]));
-  }
-}
-
-// BlockSum over kPostNormRowThreads threads, computed by kThreads of them, thread t holding the
-// values of the threads it plays, t + j * kThreads (v[j]): the same warps' butterflies and the
-// same 32 warp sums, in the same order, so the same bits.
-template <int kThreads, int kPlays>
-__device__ __forceinline__ float PlayedBlockSum(const float (&v)[kPlays], float* red) {
-  static_assert(kThreads * kPlays == kPostNormRowThreads && kThreads % 32 == 0);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float w[kPlays];
-#pragma unroll
-  for (int j = 0; j < kPlays; ++j) w[j] = WarpSum(v[j]);
-  __syncthreads();  // red may still be read by a previous call
-  if (lane == 0) {
-#pragma unroll
-    for (int j = 0; j < kPlays; ++j) red[warp + j * (kThreads / 32)] = w[j];
-  }
-  __syncthreads();
-  return WarpSum(red[lane]);
-}
-
-// PostNormResidualRow's update of one row (x: [n] of XT, res: [n] f32, next_row: [n] of OT or
-// null) by a CTA of kThreads < kPostNormRowThreads threads, each playing kPostNormRowThreads /
-// kThreads of that CTA's threads: the same elements per played thread and the same sums in the
-// same order, so the bits of the row-in-registers kernel (norm.cu) for a kernel whose CTA shape
-// is its own (the batch-1 GEMV applying the update in its last CTA). x was written by other CTAs
-// of the calling kernel: it is read through L2. `red`: 32 floats of shared memory.
-template <int kThreads, int kPer, typename XT, typename OT>
-__device__ __forceinline__ void PlayedPostNormResidualRow(const XT* x, float* res,
-                                                          const float* post_w, const float* scalar,
-                                                          const float* next_w, OT* next_row,
-                                                          float eps, int n, float* red) {
-  constexpr int kPlays = kPostNormRowThreads / kThreads;
-  auto index = [](int j, int k) {
-    return static_cast<int>(threadIdx.x) + j * kThreads + k * kPostNormRowThreads;
-  };
-  float v[kPlays][kPer], ss[kPlays];
-#pragma unroll
-  for (int j = 0; j < kPlays; ++j) {
-#pragma unroll
-    for (int k = 0; k < kPer; ++k)
-      v[j][k] = index(j, k) < n ? ToFloat(__ldcg(x + index(j, k))) : 0.f;
-  }
-#pragma unroll
-  for (int j = 0; j < kPlays; ++j) {
-    ss[j] = 0.f;
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) ss[j] += v[j][k] * v[j][k];
-  }
-  const float inv = InvRms(PlayedBlockSum<kThreads>(ss, red), n, eps);
-  const bool scaled = scalar != nullptr;
-  const float s = scaled ? *scalar : 1.0f;
-  // Every load of the residual and the weight before the first store (one batch of round trips).
-  float r[kPlays][kPer];
-#pragma unroll
-  for (int j = 0; j < kPlays; ++j) {
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      const int i = index(j, k);
-      r[j][k] = i < n ? PostNormElem(v[j][k], inv, post_w[i], res[i], scaled, s) : 0.f;
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < kPlays; ++j) {
-    ss[j] = 0.f;
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      if (index(j, k) < n) res[index(j, k)] = r[j][k];
-      ss[j] += r[j][k] * r[j][k];
-    }
-  }
-  if (next_row == nullptr) return;
-  const float inv2 = InvRms(PlayedBlockSum<kThreads>(ss, red), n, eps);
-  const bool weighted = next_w != nullptr;
-#pragma unroll
-  for (int j = 0; j < kPlays; ++j) {
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      const int i = index(j, k);
-      if (i < n)
-        next_row[i] =
-            FromFloat<OT>(NextNormElem(r[j][k], inv2, weighted, weighted ? next_w[i] : 0.f));
+    if (i < n) {
+      const float v = rv[k] * inv2;
+      next_row[i] = FromFloat<OT>(c.next_weighted ? v * c.nw[k] : v);
     }
   }
 }

@@ -84,17 +84,6 @@ struct OwnedTensor {
 // K_j = RoPE_p(k_norm * V_j), with V_j as stored (dequantised under FP8), computed in f32 with the
 // angle and cos/sin of QkvPrep's rotation, then (CUDA) rounded to the kernel's MMA type.
 
-// What PostNormResidual does to a branch's output, less the output itself: the residual-stream
-// update after an attention, MLP or PLE block (Backend::PostNormResidual has the arithmetic).
-struct PostNormUpdate {
-  Tensor post_weight;  // [H] f32
-  Tensor residual;     // [T, H] f32, updated in place
-  Tensor scalar;       // [1] f32, or invalid
-  Tensor next_weight;  // [H] f32, or invalid (no scale)
-  Tensor next_out;     // [T, H], or invalid (no next norm)
-  float eps = 0.f;
-};
-
 struct QkvPrepArgs {
   Tensor qkv;        // [T, (n_q + n_kv * (k_eq_v ? 1 : 2)) * d] (n_kv terms absent if !has_kv)
   int num_q_heads = 0;
@@ -247,17 +236,6 @@ class Backend {
   virtual absl::Status GeluMulLinear(Tensor gate, Tensor up, Tensor w, Tensor act, Tensor out) {
     absl::Status st = GeluTanhMul(gate, up, act);
     return st.ok() ? Linear(act, w, out) : st;
-  }
-  // A block's output projection and the update it feeds: Linear(x, w, out), or with `up` valid
-  // GeluMulLinear(x, up, w, act, out), then PostNormResidual of out with `u`. This default is
-  // those ops; a backend may apply the update in the projection's kernel (CUDA: the batch-1
-  // GEMV's last CTA, bit for bit the two).
-  virtual absl::Status ProjectPostNormResidual(Tensor x, Tensor up, Tensor w, Tensor act,
-                                               Tensor out, const PostNormUpdate& u) {
-    absl::Status st = up.valid() ? GeluMulLinear(x, up, w, act, out) : Linear(x, w, out);
-    if (!st.ok()) return st;
-    return PostNormResidual(out, u.post_weight, u.residual, u.scalar, u.next_weight, u.next_out,
-                            u.eps);
   }
   // out = a + b, elementwise over [T, H].
   virtual absl::Status Add(Tensor a, Tensor b, Tensor out) = 0;

@@ -55,10 +55,6 @@ class ForwardingBackend : public Backend {
                                        float eps) override {
     return inner_->NormAddPostNormResidual(a, aw, b, bw, pw, r, s, nw, no, eps);
   }
-  absl::Status ProjectPostNormResidual(Tensor x, Tensor up, Tensor w, Tensor act, Tensor out,
-                                       const PostNormUpdate& u) override {
-    return inner_->ProjectPostNormResidual(x, up, w, act, out, u);
-  }
   absl::Status GeluTanhMul(Tensor g, Tensor u, Tensor out) override {
     return inner_->GeluTanhMul(g, u, out);
   }

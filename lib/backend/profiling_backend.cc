@@ -81,11 +81,6 @@ absl::Status ProfilingBackend::GeluMulLinear(Tensor g, Tensor u, Tensor w, Tenso
   return Timed(ByShape("gelu_mul_linear", g, w),
                [&] { return inner().GeluMulLinear(g, u, w, act, out); });
 }
-absl::Status ProfilingBackend::ProjectPostNormResidual(Tensor x, Tensor up, Tensor w, Tensor act,
-                                                       Tensor out, const PostNormUpdate& u) {
-  return Timed(ByShape(up.valid() ? "gelu_mul_linear_post_norm" : "linear_post_norm", x, w),
-               [&] { return inner().ProjectPostNormResidual(x, up, w, act, out, u); });
-}
 absl::Status ProfilingBackend::Add(Tensor a, Tensor b, Tensor out) {
   return Timed("add", [&] { return inner().Add(a, b, out); });
 }

@@ -6,10 +6,10 @@ namespace gannet::runner {
 
 using backend::Tensor;
 
-absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, int layer, Tensor q,
-                              const KvStorage::LayerKv& kv, const backend::StepMetadata& md,
-                              Tensor attn, Tensor o_proj, Tensor out,
-                              const backend::PostNormUpdate* then) {
+absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, int layer,
+                              Tensor q, const KvStorage::LayerKv& kv,
+                              const backend::StepMetadata& md, Tensor attn, Tensor o_proj,
+                              Tensor out) {
   const int64_t n = q.dim(0);
   const bool sliding = c.is_sliding(layer);
   const int d = c.LayerHeadDim(layer), nq = c.num_attention_heads;
@@ -31,22 +31,15 @@ absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, 
   at.meta = &md;
   at.group = sliding ? backend::kSlidingGroup : backend::kFullGroup;
   GANNET_RETURN_IF_ERROR(be->Attention(at));
-  const Tensor attended = at.out.Reshape({n, static_cast<int64_t>(nq) * d});
-  if (then != nullptr) {
-    return be->ProjectPostNormResidual(attended, Tensor(), o_proj, Tensor(), out, *then);
-  }
-  return be->Linear(attended, o_proj, out);
+  return be->Linear(at.out.Reshape({n, static_cast<int64_t>(nq) * d}), o_proj, out);
 }
 
 absl::Status GatedMlp(backend::Backend* be, const DeviceLayer& layer, Tensor h, Tensor gate_up,
-                      Tensor mlp, Tensor out, const backend::PostNormUpdate* then) {
+                      Tensor mlp, Tensor out) {
   const int64_t n = h.dim(0), I = layer.intermediate;
   Tensor gu = gate_up.Rows(0, n).Reshape({n, gate_up.dim(1)}).Cols(0, 2 * I);
   GANNET_RETURN_IF_ERROR(be->Linear(h, layer.gate_up, gu));
   Tensor m = mlp.Rows(0, n).Reshape({n, mlp.dim(1)}).Cols(0, I);
-  if (then != nullptr) {
-    return be->ProjectPostNormResidual(gu.Cols(0, I), gu.Cols(I, I), layer.down, m, out, *then);
-  }
   return be->GeluMulLinear(gu.Cols(0, I), gu.Cols(I, I), layer.down, m, out);
 }
 

@@ -13,18 +13,15 @@ namespace gannet::runner {
 
 // out[n, hidden] = o_proj(paged attention of q [n, heads, head_dim] over `kv`) for layer `layer`
 // of `c` (window, heads and group from the layer type); `attn` is scratch of at least n rows of
-// heads x head_dim. With `then`, the update of out follows in the projection's op
-// (Backend::ProjectPostNormResidual).
+// heads x head_dim.
 absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, int layer,
                               backend::Tensor q, const KvStorage::LayerKv& kv,
                               const backend::StepMetadata& md, backend::Tensor attn,
-                              backend::Tensor o_proj, backend::Tensor out,
-                              const backend::PostNormUpdate* then = nullptr);
+                              backend::Tensor o_proj, backend::Tensor out);
 
 // out[n, hidden] = down(gelu_tanh(gate) * up) with [gate | up] = gate_up(h); `gate_up` and `mlp`
-// are scratch of at least n rows of 2 x and 1 x the layer's intermediate size. `then`: as above.
+// are scratch of at least n rows of 2 x and 1 x the layer's intermediate size.
 absl::Status GatedMlp(backend::Backend* be, const DeviceLayer& layer, backend::Tensor h,
-                      backend::Tensor gate_up, backend::Tensor mlp, backend::Tensor out,
-                      const backend::PostNormUpdate* then = nullptr);
+                      backend::Tensor gate_up, backend::Tensor mlp, backend::Tensor out);
 
 }  // namespace gannet::runner

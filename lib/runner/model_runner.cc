@@ -61,16 +61,15 @@ class ModelRunner::Impl {
 
   // The sum over the group's ranks of a row-parallel output (no-op on one device).
   absl::Status AllReduce(Tensor t) { return tp != nullptr ? tp->AllReduceSum(t) : absl::OkStatus(); }
-  // A row-parallel block's update `u` of its output y: on one device the projection's op
-  // applies it (OnDevice: the update to pass it; Backend::ProjectPostNormResidual), on a group
-  // the all-reduce of y does (AfterAllReduce: one collective the group may fuse with it).
-  const backend::PostNormUpdate* OnDevice(const backend::PostNormUpdate& u) const {
-    return tp == nullptr ? &u : nullptr;
-  }
-  absl::Status AfterAllReduce(Tensor y, const backend::PostNormUpdate& u) {
-    if (tp == nullptr) return absl::OkStatus();
-    return tp->AllReducePostNormResidual(*be, y, u.post_weight, u.residual, u.scalar, u.next_weight,
-                                         u.next_out, u.eps);
+  // PostNormResidual of that sum: on a group, one collective the group may fuse with the update.
+  absl::Status AllReducePostNormResidual(Tensor y, Tensor post_weight, Tensor residual,
+                                         Tensor scalar, Tensor next_weight, Tensor next_out,
+                                         float eps) {
+    if (tp == nullptr) {
+      return be->PostNormResidual(y, post_weight, residual, scalar, next_weight, next_out, eps);
+    }
+    return tp->AllReducePostNormResidual(*be, y, post_weight, residual, scalar, next_weight,
+                                         next_out, eps);
   }
 
   absl::Status Alloc(Tensor* t, DType dt, std::initializer_list<int64_t> dims) {
@@ -234,30 +233,17 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
   GANNET_RETURN_IF_ERROR(be->QkvPrep(prep));
 
   Tensor o_t = o.Rows(0, n);
+  GANNET_RETURN_IF_ERROR(AttendAndProject(be, c, l, prep.q_out, kv_layer, md, attn, L.o_proj, o_t));
   Tensor x_t = x.Rows(0, n);
   Tensor h_t = h.Rows(0, n);
-  const backend::PostNormUpdate attn_update{L.post_attn_norm, x_t, Tensor(),
-                                            L.pre_ff_norm,    h_t, eps};
-  GANNET_RETURN_IF_ERROR(AttendAndProject(be, c, l, prep.q_out, kv_layer, md, attn, L.o_proj, o_t,
-                                          OnDevice(attn_update)));
-  GANNET_RETURN_IF_ERROR(AfterAllReduce(o_t, attn_update));
-
-  // The next norm: the following layer's input norm, or the final norm after the last layer.
-  const bool last = l + 1 == c.num_hidden_layers;
-  Tensor next_norm = last ? w.final_norm : w.layers[l + 1].input_norm;
-  // The update after the feed-forward block; with PLE the layer scalar and the next norm wait for
-  // the PLE block's update.
-  const backend::PostNormUpdate ff_update =
-      c.has_ple()
-          ? backend::PostNormUpdate{L.post_ff_norm, x_t, Tensor(), Tensor(), Tensor(), eps}
-          : backend::PostNormUpdate{L.post_ff_norm, x_t, L.layer_scalar, next_norm, h_t, eps};
+  GANNET_RETURN_IF_ERROR(
+      AllReducePostNormResidual(o_t, L.post_attn_norm, x_t, Tensor(), L.pre_ff_norm, h_t, eps));
 
   // Feed-forward block: dense gated MLP (plus the MoE branch on 26B-A4B).
   Tensor y = mlp_out.Rows(0, n);
   backend::MoeExpertsArgs ex;  // the MoE branch's (26B-A4B)
   if (!c.enable_moe_block) {
-    GANNET_RETURN_IF_ERROR(GatedMlp(be, L, h_t, gate_up, mlp, y, OnDevice(ff_update)));
-    GANNET_RETURN_IF_ERROR(AfterAllReduce(y, ff_update));
+    GANNET_RETURN_IF_ERROR(GatedMlp(be, L, h_t, gate_up, mlp, y));
   } else {
     auto dense = [&]() -> absl::Status {
       GANNET_RETURN_IF_ERROR(GatedMlp(be, L, h_t, gate_up, mlp, y));
@@ -301,24 +287,29 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
     }
   }
 
-  // A MoE layer's update is of its two branches, each post-normed (one op: the norms, their sum
+  // The next norm: the following layer's input norm, or the final norm after the last layer.
+  const bool last = l + 1 == c.num_hidden_layers;
+  Tensor next_norm = last ? w.final_norm : w.layers[l + 1].input_norm;
+  // The update after the feed-forward block: of the dense MLP's output, summed over a group with
+  // the update; or of a MoE layer's two branches, each post-normed (one op: the norms, their sum
   // and the update).
-  if (c.enable_moe_block) {
-    const backend::PostNormUpdate& u = ff_update;
-    GANNET_RETURN_IF_ERROR(be->NormAddPostNormResidual(y, L.post_ff_norm_1, ex.out,
-                                                       L.post_ff_norm_2, u.post_weight, u.residual,
-                                                       u.scalar, u.next_weight, u.next_out, eps));
-  }
-  if (!c.has_ple()) return absl::OkStatus();
+  auto post_ff = [&](Tensor scalar, Tensor next_weight, Tensor next_out) {
+    return c.enable_moe_block ? be->NormAddPostNormResidual(y, L.post_ff_norm_1, ex.out,
+                                                            L.post_ff_norm_2, L.post_ff_norm, x_t,
+                                                            scalar, next_weight, next_out, eps)
+                              : AllReducePostNormResidual(y, L.post_ff_norm, x_t, scalar,
+                                                          next_weight, next_out, eps);
+  };
+  if (!c.has_ple()) return post_ff(L.layer_scalar, next_norm, h_t);
+  GANNET_RETURN_IF_ERROR(post_ff(Tensor(), Tensor(), Tensor()));
   // Per-layer embedding block (E2B/E4B): x += norm(W_proj (gelu(W_gate x) * ple_input[l])).
   const int64_t P = c.hidden_size_per_layer_input;
   Tensor g = ple_gate.Rows(0, n);
   GANNET_RETURN_IF_ERROR(be->Linear(x_t, L.ple_gate, g));
   Tensor gated = ple_gated.Rows(0, n);
-  const backend::PostNormUpdate ple_update{L.ple_post_norm, x_t, L.layer_scalar,
-                                           next_norm,       h_t, eps};
-  return be->ProjectPostNormResidual(g, ple_in.Rows(0, n).Cols(l * P, P), L.ple_proj, gated, o_t,
-                                     ple_update);
+  GANNET_RETURN_IF_ERROR(
+      be->GeluMulLinear(g, ple_in.Rows(0, n).Cols(l * P, P), L.ple_proj, gated, o_t));
+  return be->PostNormResidual(o_t, L.ple_post_norm, x_t, L.layer_scalar, next_norm, h_t, eps);
 }
 
 absl::Status ModelRunner::Impl::Execute(int n, int rows, bool sample, bool greedy_picks,

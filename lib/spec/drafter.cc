@@ -286,19 +286,16 @@ absl::Status Drafter::Impl::Step(int n, int k, const backend::StepMetadata& attn
     prep.group = group;
     GANNET_RETURN_IF_ERROR(be->QkvPrep(prep));
     Tensor o_t = o.Rows(0, n);
-    const backend::PostNormUpdate attn_update{L.post_attn_norm, x_t, Tensor(),
-                                              L.pre_ff_norm,    h_t, eps};
-    GANNET_RETURN_IF_ERROR(runner::AttendAndProject(be, c, l, prep.q_out, tkv, attn_md, attn,
-                                                    L.o_proj, o_t, &attn_update));
+    GANNET_RETURN_IF_ERROR(
+        runner::AttendAndProject(be, c, l, prep.q_out, tkv, attn_md, attn, L.o_proj, o_t));
+    GANNET_RETURN_IF_ERROR(
+        be->PostNormResidual(o_t, L.post_attn_norm, x_t, Tensor(), L.pre_ff_norm, h_t, eps));
     Tensor y_t = y.Rows(0, n);
+    GANNET_RETURN_IF_ERROR(runner::GatedMlp(be, L, h_t, gate_up, mlp, y_t));
     const bool last = l + 1 == c.num_hidden_layers;
-    const backend::PostNormUpdate ff_update{L.post_ff_norm,
-                                            x_t,
-                                            L.layer_scalar,
-                                            last ? w.final_norm : w.layers[l + 1].input_norm,
-                                            h_t,
-                                            eps};
-    GANNET_RETURN_IF_ERROR(runner::GatedMlp(be, L, h_t, gate_up, mlp, y_t, &ff_update));
+    GANNET_RETURN_IF_ERROR(be->PostNormResidual(y_t, L.post_ff_norm, x_t, L.layer_scalar,
+                                                last ? w.final_norm : w.layers[l + 1].input_norm,
+                                                h_t, eps));
   }
   // h_t = RMS_norm(x): the next hidden state and the logits.
   GANNET_RETURN_IF_ERROR(be->Linear(h_t, post.tensor, hid[k % 2].Rows(0, n)));

@@ -74,10 +74,6 @@ absl::StatusOr<std::unique_ptr<CudaLinear>> CudaLinear::Create(CudaBackend* back
   GANNET_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, backend->device_info().device));
   l->flush_bytes_ = static_cast<size_t>(l2) * 2;
   if (l->flush_bytes_ > 0) GANNET_CUDA_RETURN_IF_ERROR(cudaMalloc(&l->flush_, l->flush_bytes_));
-  constexpr size_t kCounterBytes = sizeof(unsigned) * kPostNormCounters;
-  GANNET_CUDA_RETURN_IF_ERROR(
-      cudaMalloc(reinterpret_cast<void**>(&l->post_counters_), kCounterBytes));
-  GANNET_CUDA_RETURN_IF_ERROR(cudaMemset(l->post_counters_, 0, kCounterBytes));
   if (const char* path = std::getenv("GANNET_LINEAR_PATH")) {
     if (std::strcmp(path, "cublaslt") == 0) {
       l->forced_ = Path::kCublasLt;
@@ -95,7 +91,6 @@ CudaLinear::~CudaLinear() {
   plans_.clear();
   if (workspace_ != nullptr) cudaFree(workspace_);
   if (flush_ != nullptr) cudaFree(flush_);
-  if (post_counters_ != nullptr) cudaFree(post_counters_);
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
@@ -151,9 +146,8 @@ absl::Status CudaLinear::RunCublas(Plan& plan, const cublasLtMatmulAlgo_t* algo,
 }
 
 absl::Status CudaLinear::RunGemv(const Tensor& x, const Tensor& w, const Tensor& out,
-                                 const Tensor* up, const kernels::GemvPostNorm* post) {
+                                 const Tensor* up) {
   kernels::GemvParams p;
-  p.post = post;
   if (up != nullptr) {
     p.up = up->data;
     p.ldu = up->stride0();
@@ -311,63 +305,10 @@ absl::StatusOr<bool> CudaLinear::RunGeluMul(const Tensor& gate, const Tensor& up
   }
   if (k % 8 != 0 || !GemvInputOk(gate) || !GemvInputOk(up) || !Aligned16(w.data)) return false;
   // Only where Run would take the GEMV for act's shape (a plan tuned on an earlier call).
-  if (!TunedToGemv(act, w, out)) return false;
+  const auto it = plans_.find(KeyOf(act.data, act.stride0(), false, w, out));
+  if (it == plans_.end() || !it->second->tuned || it->second->choice.path != Path::kGemv)
+    return false;
   GANNET_RETURN_IF_ERROR(RunGemv(gate, w, out, &up));
-  return true;
-}
-
-bool CudaLinear::TunedToGemv(const Tensor& x, const Tensor& w, const Tensor& out) const {
-  if (x.dtype == DType::kF32) return false;  // its plan is keyed by the converted copy
-  const auto it = plans_.find(KeyOf(x.data, x.stride0(), false, w, out));
-  return it != plans_.end() && it->second->tuned && it->second->choice.path == Path::kGemv;
-}
-
-absl::StatusOr<bool> CudaLinear::RunPostNorm(const Tensor& x, const Tensor& up, const Tensor& w,
-                                             const Tensor& act, const Tensor& out,
-                                             const PostNormUpdate& u) {
-  const int64_t n = w.rank == 2 ? w.dim(0) : 0;
-  // The row-in-registers update's types (norm.cu): bf16 output and next output with bf16
-  // weights; f32 and f16 with f16 ones (the fp16 compute path).
-  const bool bf16 = w.dtype == DType::kBF16;
-  const DType out_type = bf16 ? DType::kBF16 : DType::kF32;
-  const DType next_type = bf16 ? DType::kBF16 : DType::kF16;
-  if (x.rows() != 1 || forced_ == Path::kCublasLt || (!bf16 && w.dtype != DType::kF16) || n < 1 ||
-      n > kernels::kGemvPostNormMaxN || x.dtype != w.dtype || out.dtype != out_type ||
-      out.rows() != 1 || out.row_elems() != n || !Aligned16(w.data) || !GemvInputOk(x)) {
-    return false;
-  }
-  auto f32_vector = [n](const Tensor& t) {
-    return t.dtype == DType::kF32 && t.numel() == n && t.contiguous();
-  };
-  const bool has_next = u.next_out.valid();
-  if (!f32_vector(u.post_weight) || u.residual.dtype != DType::kF32 || u.residual.rows() != 1 ||
-      u.residual.row_elems() != n || (u.scalar.valid() && u.scalar.dtype != DType::kF32) ||
-      (u.next_weight.valid() && (!has_next || !f32_vector(u.next_weight))) ||
-      (has_next &&
-       (u.next_out.dtype != next_type || u.next_out.rows() != 1 || u.next_out.row_elems() != n))) {
-    return false;  // the unfused ops name what is wrong
-  }
-  kernels::GemvPostNorm post;
-  post.post_w = u.post_weight.as<float>();
-  post.residual = u.residual.as<float>();
-  post.scalar = u.scalar.valid() ? u.scalar.as<float>() : nullptr;
-  post.next_w = u.next_weight.valid() ? u.next_weight.as<float>() : nullptr;
-  post.next_out = has_next ? u.next_out.data : nullptr;
-  post.eps = u.eps;
-  if (up.valid()) {
-    // The gated GEMV's conditions, and the GEMV the layer of act's shape runs on.
-    if (x.row_elems() != up.row_elems() || up.rows() != 1 || up.dtype != w.dtype ||
-        act.dtype != w.dtype || act.rows() != 1 || act.row_elems() != x.row_elems() ||
-        w.row_elems() != x.row_elems() || x.row_elems() % 8 != 0 || !GemvInputOk(up) ||
-        !TunedToGemv(act, w, out)) {
-      return false;
-    }
-  } else if (w.row_elems() != x.row_elems() || x.row_elems() % 8 != 0 || !TunedToGemv(x, w, out)) {
-    return false;
-  }
-  post.counter = post_counters_ + next_post_counter_;
-  next_post_counter_ = (next_post_counter_ + 1) % kPostNormCounters;
-  GANNET_RETURN_IF_ERROR(RunGemv(x, w, out, up.valid() ? &up : nullptr, &post));
   return true;
 }
 
@@ -442,13 +383,6 @@ absl::StatusOr<CudaLinear::Choice> CudaLinear::Run(const Tensor& x, const Tensor
 
 absl::Status CudaBackend::Linear(Tensor x, Tensor w, Tensor out) {
   return linear_->Run(x, w, out).status();
-}
-
-absl::Status CudaBackend::ProjectPostNormResidual(Tensor x, Tensor up, Tensor w, Tensor act,
-                                                  Tensor out, const PostNormUpdate& u) {
-  GANNET_ASSIGN_OR_RETURN(const bool fused, linear_->RunPostNorm(x, up, w, act, out, u));
-  if (fused) return absl::OkStatus();
-  return Backend::ProjectPostNormResidual(x, up, w, act, out, u);  // the ops one by one
 }
 
 absl::Status CudaBackend::GeluMulLinear(Tensor gate, Tensor up, Tensor w, Tensor act, Tensor out) {

@@ -19,9 +19,7 @@
 #include <tuple>
 
 #include "absl/status/statusor.h"
-#include "kernels/gemm/gemv.h"
 #include "kernels/registry/registry.h"
-#include "lib/backend/backend.h"
 #include "lib/backend/tensor.h"
 
 namespace gannet::backend {
@@ -49,14 +47,6 @@ class CudaLinear {
   // operands are of the weight's type and aligned; returns false, having run nothing, otherwise.
   absl::StatusOr<bool> RunGeluMul(const Tensor& gate, const Tensor& up, const Tensor& w,
                                   const Tensor& act, const Tensor& out);
-  // The projection then PostNormResidual of its output (Backend::ProjectPostNormResidual) in one
-  // GEMV whose last CTA applies the update, the same bits as the two ops: only for one row, where
-  // the layer (act's shape when gated) runs on the GEMV (its plan tuned on an earlier call), the
-  // update is the row-in-registers kernel's (f32 residual, out and next output bf16 with bf16
-  // weights, f32 and f16 with f16 ones, hidden <= 8192) and the gated form's conditions hold
-  // (RunGeluMul). Returns false, having run nothing, otherwise.
-  absl::StatusOr<bool> RunPostNorm(const Tensor& x, const Tensor& up, const Tensor& w,
-                                   const Tensor& act, const Tensor& out, const PostNormUpdate& u);
   // Tests and benchmarks pin a path (nullopt = the timed choice among all candidates; kCublasLt =
   // the timed choice among cuBLASLt's algorithms only; kGemv = the GEMV where it applies).
   // Forgets every tuned shape.
@@ -75,11 +65,9 @@ class CudaLinear {
   absl::Status ConvertInput(const Tensor& x, void* dst, int64_t ld, DType type);
   static KeyTuple KeyOf(const void* xb, int64_t ldxb, bool x_f32, const Tensor& w,
                         const Tensor& out);
-  // up: the gated GEMV's second input (x is then the gate); post: the update it applies.
+  // up: the gated GEMV's second input (x is then the gate).
   absl::Status RunGemv(const Tensor& x, const Tensor& w, const Tensor& out,
-                       const Tensor* up = nullptr, const kernels::GemvPostNorm* post = nullptr);
-  // Whether Run would take the GEMV for this shape (a plan tuned on an earlier call).
-  bool TunedToGemv(const Tensor& x, const Tensor& w, const Tensor& out) const;
+                       const Tensor* up = nullptr);
   absl::Status Tune(Plan& plan, const Tensor& x, const Tensor& w, const Tensor& out,
                     const void* xb, int64_t ldxb, bool gemv_ok, bool allow_timing);
 
@@ -91,11 +79,6 @@ class CudaLinear {
   size_t flush_bytes_ = 0;
   std::map<KeyTuple, std::unique_ptr<Plan>> plans_;
   std::optional<Path> forced_;
-  // The GEMV-with-update launches' counters (GemvPostNorm::counter), zeroed, taken in turn: a
-  // launch's counter is next used kPostNormCounters launches later, long after it has ended.
-  static constexpr int kPostNormCounters = 64;
-  unsigned* post_counters_ = nullptr;
-  int next_post_counter_ = 0;
   // By x f32 (+1) and weight f16 (+2).
   const kernels::KernelEntry* gemv_entry_[4] = {nullptr, nullptr, nullptr, nullptr};
 };
