@@ -28,12 +28,6 @@ struct MoeRouteParams {
   int num_experts = 0;  // <= 256
   int top_k = 0;        // <= 32
   float eps = 1e-6f;
-  // Optional: out = RmsNorm(x) * norm_w ([num_tokens, hidden] of norm_type, bf16 or f16, row
-  // stride ldn), from the router's row statistics (the experts' input).
-  const float* norm_w = nullptr;
-  void* norm_out = nullptr;
-  DataType norm_type = DataType::kBF16;
-  int64_t ldn = 0;
 };
 // Workspace: logits and per-token-group counters (zeroed once; the kernel leaves them zeroed).
 size_t MoeRouteWorkspaceBytes(int num_tokens, int num_experts);

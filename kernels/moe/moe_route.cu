@@ -1,6 +1,5 @@
 // The fused MoE router (moe.h): one kernel does the weightless RMSNorm x scale x hidden^-1/2,
-// the hidden -> experts projection, softmax, top-k, renormalisation and per_expert_scale; and, if
-// asked, the experts' input RmsNorm(x) * norm_w from the same row statistics.
+// the hidden -> experts projection, softmax, top-k, renormalisation and per_expert_scale.
 //
 // Grid (token groups of kTokens, expert chunks of kWarps): each CTA normalises its tokens into
 // shared memory, each warp streams one expert's router row once for all kTokens tokens, and the
@@ -59,7 +58,7 @@ constexpr size_t kCounterBytes = kMaxTokenGroups * sizeof(int);
 
 __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams p, int* counters,
                                                            float* logits) {
-  extern __shared__ float su[];  // [kTokens, hidden], router_scale [hidden], then norm_w [hidden]
+  extern __shared__ float su[];  // [kTokens, hidden], then router_scale [hidden]
   __shared__ float red[32];
   __shared__ int is_last;
   __shared__ float expert_scale[32 * kMaxExpertsPerLane];
@@ -85,14 +84,6 @@ __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams 
   for (int h = threadIdx.x; h < p.hidden; h += kThreads) scale[h] = p.router_scale[h];
   for (int e = threadIdx.x; e < p.num_experts; e += kThreads)
     expert_scale[e] = p.per_expert_scale[e];
-  // The experts' input norm (MoeRouteParams::norm_out): the first expert chunk's CTA of each token
-  // group writes it, from the row statistics below.
-  const bool writes_norm = p.norm_out != nullptr && blockIdx.y == 0;
-  float* norm_w = scale + p.hidden;
-  if (writes_norm) {
-#pragma unroll 4
-    for (int h = threadIdx.x; h < p.hidden; h += kThreads) norm_w[h] = p.norm_w[h];
-  }
   // And this warp's router row itself, into registers: its first kRowChunksPerLane chunks per
   // lane (all of a row up to hidden 4096), so at batch 1 no weight load is left after the wait.
   const int e = blockIdx.y * kWarps + warp;
@@ -134,17 +125,6 @@ __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams 
     }
     ss = BlockSum(ss, red);  // its barriers also publish s
     const float inv = 1.0f / sqrtf(ss / static_cast<float>(p.hidden) + p.eps);
-    if (writes_norm) {
-      const int64_t at = static_cast<int64_t>(t0 + tt) * p.ldn;
-      for (int h = threadIdx.x; h < p.hidden; h += kThreads) {
-        const float v = (s[h] * inv) * norm_w[h];
-        if (p.norm_type == DataType::kF16) {
-          static_cast<f16*>(p.norm_out)[at + h] = FromFloat<f16>(v);
-        } else {
-          static_cast<bf16*>(p.norm_out)[at + h] = FromFloat<bf16>(v);
-        }
-      }
-    }
 #pragma unroll 4
     for (int h = threadIdx.x; h < p.hidden; h += kThreads) s[h] = ((s[h] * inv) * scale[h]) * root;
   }
@@ -258,18 +238,14 @@ size_t MoeRouteWorkspaceBytes(int num_tokens, int num_experts) {
 }
 
 cudaError_t LaunchMoeRoute(const MoeRouteParams& p, void* workspace, cudaStream_t stream) {
-  if (p.num_experts < 1 || p.num_experts > 32 * kMaxExpertsPerLane || p.top_k < 1 || p.top_k > 32 ||
-      p.top_k > p.num_experts || p.hidden % 8 != 0 || workspace == nullptr || p.num_tokens < 0 ||
-      p.num_tokens > kMaxTokenGroups * kTokens ||
-      (p.router_type != DataType::kBF16 && p.router_type != DataType::kF16) ||
-      (p.norm_out != nullptr &&
-       (p.norm_w == nullptr || p.ldn < p.hidden ||
-        (p.norm_type != DataType::kBF16 && p.norm_type != DataType::kF16)))) {
+  if (p.num_experts < 1 || p.num_experts > 32 * kMaxExpertsPerLane || p.top_k < 1 ||
+      p.top_k > 32 || p.top_k > p.num_experts || p.hidden % 8 != 0 || workspace == nullptr ||
+      p.num_tokens < 0 || p.num_tokens > kMaxTokenGroups * kTokens ||
+      (p.router_type != DataType::kBF16 && p.router_type != DataType::kF16)) {
     return cudaErrorInvalidValue;
   }
   if (p.num_tokens == 0) return cudaSuccess;
-  const size_t smem =
-      static_cast<size_t>(kTokens + (p.norm_out != nullptr ? 2 : 1)) * p.hidden * sizeof(float);
+  const size_t smem = static_cast<size_t>(kTokens + 1) * p.hidden * sizeof(float);
   cudaError_t err = cudaFuncSetAttribute(MoeRouteKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem));
   if (err != cudaSuccess) return err;

@@ -134,11 +134,6 @@ struct MoeRouteArgs {
   float eps = 1e-6f;
   Tensor topk_ids;      // [T, k] int32
   Tensor topk_weights;  // [T, k] f32
-  // Optional, both or neither: the experts' input RmsNorm(x, norm_weight) into norm_out [T, H]
-  // (the activation type), from the router's own pass over x: one kernel less on the experts'
-  // chain. Within rounding of the RmsNorm op (its row statistics summed in another order).
-  Tensor norm_weight;  // [H] f32
-  Tensor norm_out;
 };
 
 // Per-row sampling parameters of Backend::Sample: the one row type every sampling path draws

@@ -260,11 +260,10 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
       route.eps = eps;
       route.topk_ids = moe_ids.Rows(0, n);
       route.topk_weights = moe_weights.Rows(0, n);
-      // The experts' input, pre_feedforward_layernorm_2(x), comes out of the router's kernel.
-      route.norm_weight = L.pre_ff_norm_2;
-      route.norm_out = moe_z.Rows(0, n);
       GANNET_RETURN_IF_ERROR(be->MoeRoute(route));
-      ex.x = route.norm_out;
+      Tensor z = moe_z.Rows(0, n);
+      GANNET_RETURN_IF_ERROR(be->RmsNorm(x_t, L.pre_ff_norm_2, eps, z));
+      ex.x = z;
       ex.topk_ids = route.topk_ids;
       ex.topk_weights = route.topk_weights;
       ex.gate_up = L.experts_gate_up;

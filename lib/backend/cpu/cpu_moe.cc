@@ -17,10 +17,6 @@ absl::Status CpuBackend::MoeRoute(const MoeRouteArgs& a) {
   if (a.top_k <= 0 || a.top_k > experts) {
     return InvalidArgumentError("MoeRoute: top_k {} with {} experts", a.top_k, experts);
   }
-  if (a.norm_out.valid() != a.norm_weight.valid()) {
-    return InvalidArgumentError("MoeRoute: norm_weight and norm_out come together");
-  }
-  if (a.norm_out.valid()) GANNET_RETURN_IF_ERROR(RmsNorm(a.x, a.norm_weight, a.eps, a.norm_out));
   const float root = 1.0f / std::sqrt(static_cast<float>(hidden));
   const float* scale = a.router_scale.as<float>();
   const float* per_expert = a.per_expert_scale.as<float>();

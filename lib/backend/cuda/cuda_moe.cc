@@ -27,18 +27,6 @@ absl::Status CudaBackend::MoeRoute(const MoeRouteArgs& a) {
     return InvalidArgumentError("MoeRoute: router_proj must be [E, {}] with hidden % 8 == 0", hidden);
   }
   GANNET_RETURN_IF_ERROR(CheckInt32("MoeRoute", {{"tokens", tokens}, {"hidden", hidden}}));
-  if (a.norm_out.valid() != a.norm_weight.valid()) {
-    return InvalidArgumentError("MoeRoute: norm_weight and norm_out come together");
-  }
-  if (a.norm_out.valid()) {
-    GANNET_RETURN_IF_ERROR(RequireMatrixDType(a.norm_out, "MoeRoute norm_out"));
-    GANNET_RETURN_IF_ERROR(RequireDType(a.norm_weight, DType::kF32, "MoeRoute norm_weight"));
-    if (a.norm_out.rows() != tokens || a.norm_out.row_elems() != hidden ||
-        a.norm_weight.numel() != hidden) {
-      return InvalidArgumentError("MoeRoute: norm_out must be [{}, {}] and norm_weight [{}]",
-                                  tokens, hidden, hidden);
-    }
-  }
   kernels::MoeRouteParams p;
   p.x = a.x.as<float>();
   p.ldx = a.x.stride0();
@@ -53,13 +41,6 @@ absl::Status CudaBackend::MoeRoute(const MoeRouteArgs& a) {
   p.num_experts = static_cast<int>(experts);
   p.top_k = a.top_k;
   p.eps = a.eps;
-  if (a.norm_out.valid()) {
-    p.norm_w = a.norm_weight.as<float>();
-    p.norm_out = a.norm_out.data;
-    p.norm_type =
-        a.norm_out.dtype == DType::kF16 ? kernels::DataType::kF16 : kernels::DataType::kBF16;
-    p.ldn = a.norm_out.stride0();
-  }
   GANNET_ASSIGN_OR_RETURN(void* ws, Workspace(WorkspaceId::kMoeRoute, kernels::MoeRouteWorkspaceBytes(
                                                                           p.num_tokens, p.num_experts)));
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchMoeRoute(p, ws, stream_));
