@@ -23,21 +23,14 @@ const char kUsage[] =
     "\n"
     "options:\n";
 
+// Past CommonFlags().
 std::vector<FlagSpec> Flags() {
-  std::vector<FlagSpec> f = {
+  return {
       {"system", 's', true, false, "TEXT", "system message"},
       {"thinking", 0, false, false, "", "enable thinking mode"},
       {"quiet", 'q', false, false, "", "no engine summary and no statistics after each answer"},
       {"help", 'h', false, false, "", "this help"},
   };
-  auto common = CommonFlags();
-  f.insert(f.begin(), common.begin(), common.end());
-  return f;
-}
-
-int Usage(const std::string& error) {
-  std::fprintf(stderr, "gannet chat: %s\n(try `gannet chat --help`)\n", error.c_str());
-  return 2;
 }
 
 void PrintEngineStats(gannet_engine_t* engine) {
@@ -60,18 +53,11 @@ void PrintEngineStats(gannet_engine_t* engine) {
 }  // namespace
 
 int ChatCommand(int argc, char** argv) {
-  Args args;
-  const auto flags = Flags();
-  if (!args.Parse(flags, argc, argv, 2)) return Usage(args.error());
-  if (args.Has("help")) {
-    std::printf("%s%s", kUsage, FormatFlags(flags).c_str());
-    return 0;
-  }
-  EngineOptions eo;
-  gannet_request_t base = GANNET_REQUEST_INIT;
-  RequestStorage storage;
-  if (!ApplyCommonFlags(args, &eo, &base, &storage)) return Usage(args.error());
-  eo.quiet = args.Has("quiet");
+  CommandStart start;
+  if (auto done = StartCommand("chat", kUsage, Flags(), argc, argv, &start)) return *done;
+  Args& args = start.args;
+  EngineOptions& eo = start.engine;
+  gannet_request_t& base = start.request;
   if (ServesRankZero(eo)) return ServeRankZero("chat", eo);
   gannet_model_info_t info;
   if (!ReadModel("chat", eo.model_dir, &info)) return 1;

@@ -26,8 +26,9 @@ const char kUsage[] =
     "\n"
     "options:\n";
 
+// Past CommonFlags().
 std::vector<FlagSpec> Flags() {
-  std::vector<FlagSpec> f = {
+  return {
       {"prompt", 'p', true, false, "TEXT", "the prompt (UTF-8)"},
       {"prompt-ids", 0, true, false, "IDS", "the prompt as comma-separated token ids"},
       {"chat", 0, false, false, "", "treat the prompt as a user message (Gemma-4 chat template)"},
@@ -39,31 +40,18 @@ std::vector<FlagSpec> Flags() {
       {"quiet", 'q', false, false, "", "no engine summary and no statistics line"},
       {"help", 'h', false, false, "", "this help"},
   };
-  auto common = CommonFlags();
-  f.insert(f.begin(), common.begin(), common.end());
-  return f;
 }
 
-int Usage(const std::string& error) {
-  std::fprintf(stderr, "gannet generate: %s\n(try `gannet generate --help`)\n", error.c_str());
-  return 2;
-}
+int Usage(const std::string& error) { return UsageError("generate", error); }
 
 }  // namespace
 
 int GenerateCommand(int argc, char** argv) {
-  Args args;
-  const auto flags = Flags();
-  if (!args.Parse(flags, argc, argv, 2)) return Usage(args.error());
-  if (args.Has("help")) {
-    std::printf("%s%s", kUsage, FormatFlags(flags).c_str());
-    return 0;
-  }
-  EngineOptions eo;
-  gannet_request_t req = GANNET_REQUEST_INIT;
-  RequestStorage storage;
-  if (!ApplyCommonFlags(args, &eo, &req, &storage)) return Usage(args.error());
-  eo.quiet = args.Has("quiet");
+  CommandStart start;
+  if (auto done = StartCommand("generate", kUsage, Flags(), argc, argv, &start)) return *done;
+  Args& args = start.args;
+  EngineOptions& eo = start.engine;
+  gannet_request_t& req = start.request;
   req.logprobs = static_cast<int32_t>(args.GetInt("logprobs", 0, 0, 20));
   if (!args.error().empty()) return Usage(args.error());
   if (ServesRankZero(eo)) return ServeRankZero("generate", eo);

@@ -1,6 +1,7 @@
 #include "examples/cli/request_flags.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <sstream>
 
@@ -12,6 +13,29 @@ namespace {
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 }  // namespace
+
+int UsageError(const char* name, const std::string& error) {
+  std::fprintf(stderr, "gannet %s: %s\n(try `gannet %s --help`)\n", name, error.c_str(), name);
+  return 2;
+}
+
+std::optional<int> StartCommand(const char* name, const char* usage,
+                                const std::vector<FlagSpec>& own_flags, int argc, char** argv,
+                                CommandStart* start) {
+  std::vector<FlagSpec> flags = CommonFlags();
+  flags.insert(flags.end(), own_flags.begin(), own_flags.end());
+  Args& args = start->args;
+  if (!args.Parse(flags, argc, argv, 2)) return UsageError(name, args.error());
+  if (args.Has("help")) {
+    std::printf("%s%s", usage, FormatFlags(flags).c_str());
+    return 0;
+  }
+  if (!ApplyCommonFlags(args, &start->engine, &start->request, &start->storage)) {
+    return UsageError(name, args.error());
+  }
+  start->engine.quiet = args.Has("quiet");
+  return std::nullopt;
+}
 
 std::vector<FlagSpec> CommonFlags() {
   return {

@@ -2,6 +2,7 @@
 // every number range-checked, and how they fill the engine options and a gannet_request_t.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,24 @@ struct RequestStorage {
 // false with args.error() set on a malformed or out-of-range value or a missing model.
 bool ApplyCommonFlags(Args& args, EngineOptions* engine, gannet_request_t* request,
                       RequestStorage* storage);
+
+// What `gannet NAME` prints for a bad command line: the error and where the help is. Returns 2,
+// the exit code.
+int UsageError(const char* name, const std::string& error);
+
+// The start `gannet generate` and `gannet chat` share: argv (after the command word) parsed
+// against CommonFlags() then the command's own flags, --help printed with `usage`, and the engine
+// options and the request's common fields filled. Returns the exit code when the command ends
+// here (0 after --help, 2 after a bad flag), nullopt to go on.
+struct CommandStart {
+  Args args;
+  EngineOptions engine;
+  gannet_request_t request = GANNET_REQUEST_INIT;
+  RequestStorage storage;
+};
+std::optional<int> StartCommand(const char* name, const char* usage,
+                                const std::vector<FlagSpec>& own_flags, int argc, char** argv,
+                                CommandStart* start);
 
 // "2,108,109": ids in [0, 2^31 - 1]; false on anything else.
 bool ParseIds(const std::string& s, std::vector<int32_t>* out);
