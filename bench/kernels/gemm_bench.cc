@@ -21,17 +21,38 @@ struct Gemm {
 };
 // q / k,v separately (as the task lists them), the runner's fused QKV of a sliding layer,
 // o_proj, gate_up, down and the tied LM head.
-const Gemm kGemms[] = {{"q_proj", 8192, 5376},    {"kv_proj", 4096, 5376},   {"qkv_sliding", 16384, 5376},
-                       {"o_proj", 5376, 8192},    {"gate_up", 43008, 5376},  {"down", 5376, 21504},
+const Gemm kGemms[] = {{"q_proj", 8192, 5376},
+                       {"kv_proj", 4096, 5376},
+                       {"qkv_sliding", 16384, 5376},
+                       {"o_proj", 5376, 8192},
+                       {"gate_up", 43008, 5376},
+                       {"down", 5376, 21504},
                        {"lm_head", 262144, 5376},
                        // 26B-A4B, E4B and E2B: the batch-1 projections that take 3-25 us each.
-                       {"26b_qkv_sliding", 8192, 2816}, {"26b_o_proj", 2816, 4096},
-                       {"26b_gate_up", 4224, 2816},     {"26b_down", 2816, 2112},
-                       {"e4b_qkv", 3072, 2560},         {"e4b_o_proj", 2560, 2048},
-                       {"e4b_gate_up", 20480, 2560},    {"e4b_down", 2560, 10240},
-                       {"e2b_qkv", 2560, 1536},         {"e2b_o_proj", 1536, 2048},
-                       {"e2b_gate_up", 12288, 1536},    {"e2b_down", 1536, 6144}};
+                       {"26b_qkv_sliding", 8192, 2816},
+                       {"26b_o_proj", 2816, 4096},
+                       {"26b_gate_up", 4224, 2816},
+                       {"26b_down", 2816, 2112},
+                       {"e4b_qkv", 3072, 2560},
+                       {"e4b_o_proj", 2560, 2048},
+                       {"e4b_gate_up", 20480, 2560},
+                       {"e4b_down", 2560, 10240},
+                       {"e2b_qkv", 2560, 1536},
+                       {"e2b_o_proj", 1536, 2048},
+                       {"e2b_gate_up", 12288, 1536},
+                       {"e2b_down", 1536, 6144},
+                       // 31B's full-attention layers (K=V: q and one k), then one TP=2 rank's
+                       // share of every 31B projection (heads and the MLP split in two).
+                       {"qkv_full", 18432, 5376},
+                       {"o_full", 5376, 16384},
+                       {"tp2_qkv_sliding", 8192, 5376},
+                       {"tp2_qkv_full", 9216, 5376},
+                       {"tp2_o_sliding", 5376, 4096},
+                       {"tp2_o_full", 5376, 8192},
+                       {"tp2_gate_up", 21504, 5376},
+                       {"tp2_down", 5376, 10752}};
 constexpr int64_t kFirstSmallModelGemm = 7;
+constexpr int64_t kFirstBatchedGemm = 19;
 
 enum PathArg { kAuto = 0, kCublas = 1, kGemv = 2 };
 
@@ -60,7 +81,10 @@ void BM_Linear(benchmark::State& state) {
                                 path == kGemv ? backend::CudaLinear::Path::kGemv : backend::CudaLinear::Path::kCublasLt));
   auto first = lin.Run(tx, ws[0].View(DType::kBF16, {g.n, g.k}), to);  // tunes the shape
   CheckOk(first.status(), "linear");
-  state.SetLabel(std::string(g.name) + (first->path == backend::CudaLinear::Path::kGemv ? " gemv" : " cublasLt"));
+  state.SetLabel(std::string(g.name) + (first->path == backend::CudaLinear::Path::kGemv
+                                            ? std::string(" gemv")
+                                            : " cublasLt algo " + std::to_string(first->algo_rank) +
+                                                  " of " + std::to_string(first->candidates)));
   const double flops = 2.0 * m * g.n * g.k;
   const int reps = flops > 1e13 ? 3 : (flops > 1e11 ? 10 : 50);
   for (auto _ : state) {
@@ -109,6 +133,25 @@ void SmallModelArgs(benchmark::internal::Benchmark* b) {
   }
 }
 BENCHMARK(BM_Linear)->Name("BM_LinearSmallModels")->Apply(SmallModelArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
+
+// 31B's projections (TP=1 and one TP=2 rank) at the batched-decode sizes, where cuBLASLt's pick
+// among its heuristic candidates (GANNET_LINEAR_ALGOS of them) sets a step's projection time.
+void BatchedArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"gemm", "m", "path"});
+  for (int64_t gi :
+       {int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, kFirstBatchedGemm, kFirstBatchedGemm + 1}) {
+    for (int64_t m : {64, 80}) b->Args({gi, m, kAuto});
+  }
+  for (int64_t gi = kFirstBatchedGemm + 2; gi < static_cast<int64_t>(std::size(kGemms)); ++gi) {
+    for (int64_t m : {48, 64, 80, 96}) b->Args({gi, m, kAuto});
+  }
+}
+BENCHMARK(BM_Linear)
+    ->Name("BM_LinearBatched")
+    ->Apply(BatchedArgs)
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace gannet::bench

@@ -17,6 +17,10 @@
 #   sweep     attention_bench's split sweeps at 24-80 sequences, context 1500 (31B's layers at
 #             TP=1 and one rank of TP=2), both builds, on GPU 0
 #   memcheck  compute-sanitizer on cuda_attention_test's split decode and K=V cases, last GPU
+#   gemm      gemm_bench's BM_LinearBatched (31B's projections, TP=1 and a TP=2 rank, M 48-96) on
+#             GPU 0 with GANNET_LINEAR_ALGOS = each of GANNET_GEMM_ALGOS (default "8 64")
+#   algos     31B decode (GANNET_AB_BATCHES) at TP=GANNET_TP and at TP=1 with
+#             GANNET_LINEAR_ALGOS=${GANNET_ALGOS_AB:-64} against the default, this build, two rounds
 #   serving   this build's chat 1000/1000 at concurrency GANNET_SERVING_CONC (default 80), TP=1
 #             and TP=GANNET_TP (run_multigpu.sh's serving stage)
 # Environment: as tools/gpu/stages.sh says. NCCL_NVLS_ENABLE=0 stays set.
@@ -28,7 +32,7 @@ tp=${GANNET_TP:-2}
 batches=${GANNET_AB_BATCHES:-1,16}
 
 stage_build() {
-  gpu_build gannet-decode-bench gannet-allreduce-bench gannet-serving-bench attention_bench \
+  gpu_build gannet-decode-bench gannet-allreduce-bench gannet-serving-bench attention_bench gemm_bench \
     cuda_custom_allreduce_test cuda_tp_test tp_multiprocess_test cuda_custom_allreduce_ipc_test \
     "${gpu_single_test_targets[@]}"
 }
@@ -82,6 +86,20 @@ stage_sweep() {
       --benchmark_filter='BM_AttentionDecodeSplits/.*/batch:(80|64|24)/ctx:1500' 2>&1 | grep -E "^BM_" |
       sed "s/^/[$label] /" | tee -a "$summary"
   done
+}
+stage_gemm() {
+  local a
+  for a in ${GANNET_GEMM_ALGOS:-8 64}; do
+    note "-- GANNET_LINEAR_ALGOS=$a"
+    CUDA_VISIBLE_DEVICES=0 GANNET_LINEAR_ALGOS=$a timeout 300 "$build/bench/kernels/gemm_bench" \
+      --benchmark_filter='BM_LinearBatched' 2>&1 | grep -E "^BM_" | tee -a "$summary"
+  done
+}
+stage_algos() {
+  local set="GANNET_LINEAR_ALGOS=${GANNET_ALGOS_AB:-64}"
+  gpu_decode_env_ab "$set" --model dummy:31b --batches "$batches" --context 1500 --steps 20 --tp "$tp"
+  CUDA_VISIBLE_DEVICES=0 gpu_decode_env_ab "$set" --model dummy:31b --batches "$batches" \
+    --context 1500 --steps 20
 }
 stage_memcheck() {
   CUDA_VISIBLE_DEVICES=$(($(nvidia-smi -L | wc -l) - 1)) gpu_memcheck 600 6 \

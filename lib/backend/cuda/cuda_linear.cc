@@ -17,7 +17,9 @@ namespace gannet::backend {
 namespace {
 
 constexpr size_t kCublasWorkspaceBytes = 32u << 20;  // cuBLASLt's recommendation for Hopper
+// cuBLASLt's heuristic candidates timed per shape (GANNET_LINEAR_ALGOS overrides, 1..kMaxAlgos).
 constexpr int kHeuristicAlgos = 8;
+constexpr int kMaxAlgos = 64;
 constexpr int kTimedRuns = 5;
 // What the GEMV is worth over its eager time, against cuBLASLt, in a batch-1 step's graph.
 // cuBLASLt's kernels take no part in programmatic dependent launch: the kernel after one cannot
@@ -30,11 +32,22 @@ constexpr int kTimedRuns = 5;
 // registers leave fewer of their CTAs room to launch beside the kernel before them).
 constexpr float kGemvPdlCreditMs = 3e-3f;
 
+// The M a plan is tuned for: exact up to 16, then the runner's decode batch buckets (multiples of
+// 8 to 64, of 16 to 128: graph_cache.cc), so every graphed decode batch gets its own timed pick,
+// then powers of two (prefill chunks).
 int MBucket(int m) {
   if (m <= 16) return m;
-  int b = 32;
+  if (m <= 64) return (m + 7) / 8 * 8;
+  if (m <= 128) return (m + 15) / 16 * 16;
+  int b = 256;
   while (b < m) b *= 2;
   return b;
+}
+
+int HeuristicAlgos() {
+  const char* env = std::getenv("GANNET_LINEAR_ALGOS");
+  if (env == nullptr) return kHeuristicAlgos;
+  return std::clamp(std::atoi(env), 1, kMaxAlgos);
 }
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -182,10 +195,11 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
   const uint64_t rows_m = static_cast<uint64_t>(m);
   GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(plan.b, CUBLASLT_MATRIX_LAYOUT_COLS, &rows_m, sizeof(rows_m)));
   GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(plan.c, CUBLASLT_MATRIX_LAYOUT_COLS, &rows_m, sizeof(rows_m)));
-  cublasLtMatmulHeuristicResult_t results[kHeuristicAlgos];
+  cublasLtMatmulHeuristicResult_t results[kMaxAlgos];
   int count = 0;
-  GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(
-      handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, plan.pref, kHeuristicAlgos, results, &count));
+  GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b,
+                                                               plan.c, plan.c, plan.pref,
+                                                               HeuristicAlgos(), results, &count));
   plan.choice = Choice();
   const bool try_gemv = gemv_ok && forced_ != Path::kCublasLt;
   const int cublas_algos = forced_ == Path::kGemv && gemv_ok ? 0 : count;
@@ -241,9 +255,11 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
       plan.choice.path = Path::kCublasLt;
       plan.choice.algo = results[i].algo;
       plan.choice.time_ms = *t;
+      plan.choice.algo_rank = i;
     }
   }
   const float cublas_ms = best;
+  plan.choice.candidates = cublas_algos;
   float gemv_ms = 0.f;
   const float credit_ms = m == 1 && kernels::GemvLaunchesWithPdl() ? kGemvPdlCreditMs : 0.f;
   if (try_gemv) {
@@ -263,9 +279,11 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
   cudaEventDestroy(stop);
   GANNET_RETURN_IF_ERROR(status);
   plan.tuned = true;
-  GANNET_LOG_DEBUG("linear M={} N={} K={}: {} (cublasLt {:.1f} us, gemv {:.1f} us, gemv credit {:.1f} us)",
-                   m, plan.n, plan.k, plan.choice.path == Path::kGemv ? "gemv" : "cublasLt",
-                   cublas_ms * 1e3, gemv_ms * 1e3, credit_ms * 1e3);
+  GANNET_LOG_DEBUG(
+      "linear M={} N={} K={}: {} (cublasLt {:.1f} us, algo {} of {}; gemv {:.1f} us, gemv credit "
+      "{:.1f} us)",
+      m, plan.n, plan.k, plan.choice.path == Path::kGemv ? "gemv" : "cublasLt", cublas_ms * 1e3,
+      plan.choice.algo_rank, cublas_algos, gemv_ms * 1e3, credit_ms * 1e3);
   return absl::OkStatus();
 }
 

@@ -5,10 +5,11 @@
 // Candidates per shape: the registry's small-M GEMV (M <= 8) and cuBLASLt's heuristic top algos.
 // The first uncaptured call of a shape times every candidate once (on the call's own buffers) and
 // caches the fastest, so the GEMV is used exactly where it measurably beats cuBLASLt. M is keyed
-// exactly up to 16 and by power-of-two bucket above. cuBLASLt runs with a fixed pre-allocated
-// workspace, so every call is graph-capturable. GANNET_LINEAR_TUNE=0 skips timing (first
-// heuristic algo; the GEMV for M <= 8). GANNET_LINEAR_PATH=cublaslt|gemv pins a path as Force()
-// does (diagnostics: what the timed choice is worth).
+// exactly up to 16, by the runner's decode batch buckets to 128 and by power of two above; how many
+// heuristic algos are timed: GANNET_LINEAR_ALGOS (default 8). cuBLASLt runs with a fixed
+// pre-allocated workspace, so every call is graph-capturable. GANNET_LINEAR_TUNE=0 skips timing
+// (first heuristic algo; the GEMV for M <= 8). GANNET_LINEAR_PATH=cublaslt|gemv pins a path as
+// Force() does (diagnostics: what the timed choice is worth).
 #pragma once
 
 #include <cublasLt.h>
@@ -38,6 +39,8 @@ class CudaLinear {
     cublasLtMatmulAlgo_t algo{};
     bool has_algo = false;
     float time_ms = 0;
+    int algo_rank = 0;   // the algo's place in cuBLASLt's heuristic order (0 = its first pick)
+    int candidates = 0;  // how many cuBLASLt algos were timed
   };
   // Runs the layer (tuning the shape first if needed) and reports the path it took.
   absl::StatusOr<Choice> Run(const Tensor& x, const Tensor& w, const Tensor& out);
