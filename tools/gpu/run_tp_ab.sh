@@ -21,6 +21,9 @@
 #             GPU 0 with GANNET_LINEAR_ALGOS = each of GANNET_GEMM_ALGOS (default "8 64")
 #   algos     31B decode (GANNET_AB_BATCHES) at TP=GANNET_TP and at TP=1 with
 #             GANNET_LINEAR_ALGOS=${GANNET_ALGOS_AB:-64} against the default, this build, two rounds
+#   tunings   31B decode at TP=GANNET_TP, batch GANNET_AB_BATCHES, GANNET_TUNING_RUNS (default 4)
+#             fresh processes with the linear tuning's debug lines (every candidate's time, per
+#             device) kept in $OUT/tuning_<run>.log: how much a step's time depends on the picks
 #   serving   this build's chat 1000/1000 at concurrency GANNET_SERVING_CONC (default 80), TP=1
 #             and TP=GANNET_TP (run_multigpu.sh's serving stage)
 # Environment: as tools/gpu/stages.sh says. NCCL_NVLS_ENABLE=0 stays set.
@@ -100,6 +103,14 @@ stage_algos() {
   gpu_decode_env_ab "$set" --model dummy:31b --batches "$batches" --context 1500 --steps 20 --tp "$tp"
   CUDA_VISIBLE_DEVICES=0 gpu_decode_env_ab "$set" --model dummy:31b --batches "$batches" \
     --context 1500 --steps 20
+}
+stage_tunings() {
+  local r
+  for r in $(seq "${GANNET_TUNING_RUNS:-4}"); do
+    GANNET_LOG_LEVEL=debug timeout 240 "$build/bench/runner/gannet-decode-bench" --model dummy:31b \
+      --batches "$batches" --context 1500 --steps 20 --tp "$tp" > "$out/tuning_$r.log" 2>&1
+    note "-- run $r: $(grep -E '^ +batch' "$out/tuning_$r.log" | tr -s ' ' | tr '\n' ';')"
+  done
 }
 stage_memcheck() {
   CUDA_VISIBLE_DEVICES=$(($(nvidia-smi -L | wc -l) - 1)) gpu_memcheck 600 6 \

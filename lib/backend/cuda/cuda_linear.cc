@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "kernels/activation/elementwise.h"
@@ -241,6 +242,7 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
   absl::Status status;
   // An f32 x costs cuBLASLt a conversion the GEMV does not need: time the two together.
   const bool convert = x.dtype == DType::kF32;
+  std::string times;  // every candidate's time, for the debug line
   for (int i = 0; i < cublas_algos; ++i) {
     auto t = time_it([&] {
       if (convert) GANNET_RETURN_IF_ERROR(ConvertInput(x, const_cast<void*>(xb), ldxb, w.dtype));
@@ -248,8 +250,10 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
     });
     if (!t.ok()) {
       cudaGetLastError();
+      times += " -";
       continue;  // an algorithm the heuristic offered but that fails to launch: skip it
     }
+    times += fmt::format(" {:.1f}", *t * 1e3);
     if (*t < best) {
       best = *t;
       plan.choice.path = Path::kCublasLt;
@@ -280,10 +284,11 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
   GANNET_RETURN_IF_ERROR(status);
   plan.tuned = true;
   GANNET_LOG_DEBUG(
-      "linear M={} N={} K={}: {} (cublasLt {:.1f} us, algo {} of {}; gemv {:.1f} us, gemv credit "
-      "{:.1f} us)",
-      m, plan.n, plan.k, plan.choice.path == Path::kGemv ? "gemv" : "cublasLt", cublas_ms * 1e3,
-      plan.choice.algo_rank, cublas_algos, gemv_ms * 1e3, credit_ms * 1e3);
+      "linear M={} N={} K={} device {}: {} (cublasLt {:.1f} us, algo {} of {}:{}; gemv {:.1f} us, "
+      "gemv credit {:.1f} us)",
+      m, plan.n, plan.k, be_->device_info().device,
+      plan.choice.path == Path::kGemv ? "gemv" : "cublasLt", cublas_ms * 1e3,
+      plan.choice.algo_rank, cublas_algos, times, gemv_ms * 1e3, credit_ms * 1e3);
   return absl::OkStatus();
 }
 
