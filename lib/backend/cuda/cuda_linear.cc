@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,9 @@ constexpr size_t kCublasWorkspaceBytes = 32u << 20;  // cuBLASLt's recommendatio
 // cuBLASLt's heuristic candidates timed per shape (GANNET_LINEAR_ALGOS overrides, 1..kMaxAlgos).
 constexpr int kHeuristicAlgos = 8;
 constexpr int kMaxAlgos = 64;
-constexpr int kTimedRuns = 5;
+constexpr int kTimedRounds = 7;
+// How much faster than cuBLASLt's earlier-ranked algos a later one must time to be picked.
+constexpr float kSwitchMargin = 0.03f;
 // What the GEMV is worth over its eager time, against cuBLASLt, in a batch-1 step's graph.
 // cuBLASLt's kernels take no part in programmatic dependent launch: the kernel after one cannot
 // launch before it ends, and it cannot start before its predecessor has ended, where the GEMV
@@ -216,72 +219,92 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
     plan.tuned = true;
     return absl::OkStatus();
   }
-  // Each timed run starts from a flushed L2, as a decode step finds it: the small-M shapes' weights
-  // (44-88 MB) would otherwise sit in the 50 MB L2 and favour whichever candidate keeps them there.
-  cudaEvent_t start, stop;
-  GANNET_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
-  GANNET_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
-  float best = 1e30f;
-  auto time_it = [&](auto&& launch) -> absl::StatusOr<float> {
-    GANNET_RETURN_IF_ERROR(launch());  // warm-up
-    float total = 0;
-    for (int r = 0; r < kTimedRuns; ++r) {
-      if (flush_ != nullptr) {
-        GANNET_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flush_, r, flush_bytes_, be_->stream()));
-      }
-      GANNET_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, be_->stream()));
-      GANNET_RETURN_IF_ERROR(launch());
-      GANNET_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, be_->stream()));
-      GANNET_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
-      float ms = 0;
-      GANNET_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
-      total += ms;
-    }
-    return total / kTimedRuns;
-  };
-  absl::Status status;
-  // An f32 x costs cuBLASLt a conversion the GEMV does not need: time the two together.
+  // Candidates: cuBLASLt's algos in its heuristic order, then the GEMV. An f32 x costs cuBLASLt a
+  // conversion the GEMV does not need: it is timed with the algo.
   const bool convert = x.dtype == DType::kF32;
-  std::string times;  // every candidate's time, for the debug line
+  std::vector<std::function<absl::Status()>> launch;
   for (int i = 0; i < cublas_algos; ++i) {
-    auto t = time_it([&] {
+    launch.push_back([&, i] {
       if (convert) GANNET_RETURN_IF_ERROR(ConvertInput(x, const_cast<void*>(xb), ldxb, w.dtype));
       return RunCublas(plan, &results[i].algo, xb, ldxb, w.data, out.data, m);
     });
-    if (!t.ok()) {
+  }
+  if (try_gemv) launch.push_back([&] { return RunGemv(x, w, out); });
+  const int n = static_cast<int>(launch.size());
+  // An algo the heuristic offered that fails to launch is skipped; a failing GEMV is an error.
+  std::vector<bool> ok(n, true);
+  absl::Status status;
+  for (int c = 0; c < n; ++c) {  // warm-up
+    absl::Status st = launch[c]();
+    if (!st.ok()) {
       cudaGetLastError();
-      times += " -";
-      continue;  // an algorithm the heuristic offered but that fails to launch: skip it
+      ok[c] = false;
+      if (try_gemv && c == n - 1) status = st;
     }
-    times += fmt::format(" {:.1f}", *t * 1e3);
-    if (*t < best) {
-      best = *t;
-      plan.choice.path = Path::kCublasLt;
-      plan.choice.algo = results[i].algo;
-      plan.choice.time_ms = *t;
-      plan.choice.algo_rank = i;
+  }
+  GANNET_RETURN_IF_ERROR(status);
+  // Each timed run starts from a flushed L2, as a decode step finds it: the small-M shapes' weights
+  // (44-88 MB) would otherwise sit in the 50 MB L2 and favour whichever candidate keeps them there.
+  // The rounds interleave the candidates and each takes its median round, so a transient (the
+  // other tensor-parallel ranks tuning at the same moment, a clock change) neither lands on one
+  // candidate nor decides a pick: with the mean of five runs one after the other, two processes
+  // of one build picked differently for a third of the 31B TP=2 shapes at 80 rows, and 1 run in
+  // 4 took 24.6-24.8 ms a step against 23.3-23.5 (bench/RESULTS_MULTIGPU.md, session 25).
+  cudaEvent_t start, stop;
+  GANNET_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
+  GANNET_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
+  std::vector<std::vector<float>> runs(n);
+  for (int r = 0; r < kTimedRounds && status.ok(); ++r) {
+    for (int c = 0; c < n && status.ok(); ++c) {
+      if (!ok[c]) continue;
+      status = [&]() -> absl::Status {
+        if (flush_ != nullptr) {
+          GANNET_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flush_, r, flush_bytes_, be_->stream()));
+        }
+        GANNET_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, be_->stream()));
+        GANNET_RETURN_IF_ERROR(launch[c]());
+        GANNET_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, be_->stream()));
+        GANNET_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
+        float ms = 0;
+        GANNET_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
+        runs[c].push_back(ms);
+        return absl::OkStatus();
+      }();
     }
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  GANNET_RETURN_IF_ERROR(status);
+  std::vector<float> med(n, 1e30f);
+  for (int c = 0; c < n; ++c) {
+    if (!ok[c] || runs[c].empty()) continue;
+    std::nth_element(runs[c].begin(), runs[c].begin() + runs[c].size() / 2, runs[c].end());
+    med[c] = runs[c][runs[c].size() / 2];
+  }
+  // cuBLASLt's first pick stands unless a later algo beats it by kSwitchMargin: eagerly timed
+  // near-ties do not say which runs faster between a step's other kernels.
+  std::string times;  // every candidate's time, for the debug line
+  float best = 1e30f;
+  for (int i = 0; i < cublas_algos; ++i) {
+    times += ok[i] ? fmt::format(" {:.1f}", med[i] * 1e3) : std::string(" -");
+    if (!ok[i] || !(med[i] < best * (1.f - kSwitchMargin))) continue;
+    best = med[i];
+    plan.choice.path = Path::kCublasLt;
+    plan.choice.algo = results[i].algo;
+    plan.choice.time_ms = med[i];
+    plan.choice.algo_rank = i;
   }
   const float cublas_ms = best;
   plan.choice.candidates = cublas_algos;
   float gemv_ms = 0.f;
   const float credit_ms = m == 1 && kernels::GemvLaunchesWithPdl() ? kGemvPdlCreditMs : 0.f;
   if (try_gemv) {
-    auto t = time_it([&] { return RunGemv(x, w, out); });
-    if (!t.ok()) {
-      status = t.status();
-    } else {
-      gemv_ms = *t;
-      if (gemv_ms - credit_ms < best) {
-        best = gemv_ms;
-        plan.choice.path = Path::kGemv;
-        plan.choice.time_ms = gemv_ms;
-      }
+    gemv_ms = med[n - 1];
+    if (gemv_ms - credit_ms < best) {
+      plan.choice.path = Path::kGemv;
+      plan.choice.time_ms = gemv_ms;
     }
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  GANNET_RETURN_IF_ERROR(status);
   plan.tuned = true;
   GANNET_LOG_DEBUG(
       "linear M={} N={} K={} device {}: {} (cublasLt {:.1f} us, algo {} of {}:{}; gemv {:.1f} us, "
