@@ -19,25 +19,26 @@
 // ranks read twice -- replicated norms, PLE, shared KV heads -- is not counted).
 //
 //   gannet-decode-bench --model dummy:31b --batches 1,16,64 --context 1500 --steps 20 [--tp 2]
+#include <nvtx3/nvToolsExt.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <numeric>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nvtx3/nvToolsExt.h>
 
 #include "bench/common/device_refs.h"
 #include "lib/backend/backend_factory.h"
 #include "lib/common/dtype.h"
 #include "lib/common/status.h"
 #include "lib/model/config.h"
+#include "lib/model/tp_shard.h"
 #include "lib/model/variants.h"
 #include "lib/model/weights.h"
-#include "lib/model/tp_shard.h"
 #include "lib/parallel/tp_runner.h"
 #include "lib/parallel/tp_setup.h"
 #include "lib/runner/model_runner.h"
@@ -56,6 +57,10 @@ struct Options {
   bool random_kv = false;  // --random-kv: KV arrays hold random values instead of zeros
   bool separate_k_eq_v = false;  // --kv-separate-k-eq-v: K=V layers store K and V (not V alone)
   bool graphs = true;
+  // --scatter N: pools of N times the pages the batch needs, each sequence's pages drawn at random
+  // from all of them, as a served pool after many admissions and window releases (1: each
+  // sequence's pages side by side).
+  int scatter = 1;
   int tp = 0;  // 0: one device, plain runner; N >= 1: TpRunner over N devices
 };
 
@@ -80,6 +85,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->page = std::atoi(v), ++i;
     } else if (a == "--kv" && v && (std::string(v) == "fp8" || std::string(v) == "bf16")) {
       o->fp8_kv = std::string(v) == "fp8", ++i;
+    } else if (a == "--scatter" && v) {
+      o->scatter = std::atoi(v), ++i;
     } else if (a == "--tp" && v) {
       o->tp = std::atoi(v), ++i;
     } else if (a == "--random-kv") {
@@ -89,16 +96,17 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     } else if (a == "--no-graphs") {
       o->graphs = false;
     } else {
-      std::fprintf(stderr,
-                   "usage: gannet-decode-bench [--model dummy:VARIANT] [--batches 1,16,64]\n"
-                   "  [--context N] [--spread N] [--steps N] [--page N] [--kv bf16|fp8] [--random-kv]\n"
-                   "  [--kv-separate-k-eq-v] [--no-graphs] [--tp N]\n");
+      std::fprintf(
+          stderr,
+          "usage: gannet-decode-bench [--model dummy:VARIANT] [--batches 1,16,64]\n"
+          "  [--context N] [--spread N] [--steps N] [--page N] [--kv bf16|fp8] [--random-kv]\n"
+          "  [--kv-separate-k-eq-v] [--no-graphs] [--scatter N] [--tp N]\n");
       return false;
     }
   }
   return !o->batches.empty() && *std::min_element(o->batches.begin(), o->batches.end()) > 0 &&
          o->context > o->spread && o->spread >= 0 && o->steps > 0 && o->page > 0 && o->tp >= 0 &&
-         o->tp <= model::kMaxTensorParallel;
+         o->scatter >= 1 && o->scatter <= 64 && o->tp <= model::kMaxTensorParallel;
 }
 
 // Random KV in every array (values like a normed head's: N(0, 1) bf16, or FP8 rows with their
@@ -186,9 +194,10 @@ int Run(const Options& o) {
   absl::Status attached = runner.status();
   if (runner.ok()) {
     const kv::PerGroup<bool> present = kv::KvGroupsPresent(runner::KvLayersOf(rc, !o.separate_k_eq_v));
-    auto layout = kv::MakeKvLayout(runner::KvLayersOf(rc, !o.separate_k_eq_v), o.page, window, kv::KvElementBytes(quant, 2),
-                                   {present[0] ? max_batch * ring : 0,
-                                    present[1] ? max_batch * full_pages : 0},
+    auto layout = kv::MakeKvLayout(runner::KvLayersOf(rc, !o.separate_k_eq_v), o.page, window,
+                                   kv::KvElementBytes(quant, 2),
+                                   {present[0] ? max_batch * ring * o.scatter : 0,
+                                    present[1] ? max_batch * full_pages * o.scatter : 0},
                                    quant);
     attached = layout.ok() ? (*runner)->AttachKv(*layout) : layout.status();
   }
@@ -217,6 +226,14 @@ int Run(const Options& o) {
               devices);
 
   std::mt19937 rng(7);
+  // Page ids: the identity, or (--scatter) a random permutation of the pool's pages.
+  std::vector<int32_t> page_of[2];
+  page_of[0].resize(static_cast<size_t>(max_batch) * ring * o.scatter);
+  page_of[1].resize(static_cast<size_t>(max_batch) * full_pages * o.scatter);
+  for (auto& p : page_of) {
+    std::iota(p.begin(), p.end(), 0);
+    if (o.scatter > 1) std::shuffle(p.begin(), p.end(), rng);
+  }
   for (int batch : o.batches) {
     std::vector<int> ctx(batch);
     std::uniform_int_distribution<int> pick(o.context - o.spread, o.context + o.spread);
@@ -237,10 +254,10 @@ int Run(const Options& o) {
         const int first_live = window > 0 ? std::max(0, pos - window + 1) / o.page : 0;
         tables[0][s].assign(window > 0 ? blocks : 0, -1);
         for (int blk = first_live; window > 0 && blk < blocks; ++blk) {
-          tables[0][s][blk] = s * ring + blk % ring;
+          tables[0][s][blk] = page_of[0][s * ring + blk % ring];
         }
         tables[1][s].resize(blocks);
-        for (int blk = 0; blk < blocks; ++blk) tables[1][s][blk] = s * full_pages + blk;
+        for (int blk = 0; blk < blocks; ++blk) tables[1][s][blk] = page_of[1][s * full_pages + blk];
         tokens[s] = static_cast<int32_t>(rng() % c.vocab_size);
         runner::SeqStep seq;
         seq.tokens = {&tokens[s], 1};
