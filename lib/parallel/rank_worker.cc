@@ -1,10 +1,32 @@
 #include "lib/parallel/rank_worker.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 namespace gannet::parallel {
 
-RankWorker::RankWorker(backend::Backend* backend) : backend_(backend) {
+double SpinSeconds() {
+  static const double seconds = [] {
+    const char* env = std::getenv("GANNET_TP_SPIN_MS");
+    return env == nullptr ? 0.1 : std::max(0.0, std::atof(env) * 1e-3);
+  }();
+  return seconds;
+}
+
+bool SpinUntil(const std::function<bool()>& done) {
+  const double limit = SpinSeconds();
+  if (limit <= 0) return done();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit);
+  for (;;) {
+    if (done()) return true;
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::yield();
+  }
+}
+
+RankWorker::RankWorker(backend::Backend* backend)
+    : backend_(backend), polls_(backend->device_id() >= 0) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -14,6 +36,7 @@ RankWorker::~RankWorker() {
     cv_.wait(lock, [&] { return !busy_; });
     stop_ = true;
   }
+  stopping_.store(true, std::memory_order_release);
   cv_.notify_all();
   thread_.join();
 }
@@ -24,6 +47,7 @@ void RankWorker::Post(std::function<absl::Status()> task) {
     task_ = std::move(task);
     busy_ = true;
   }
+  posted_.fetch_add(1, std::memory_order_release);
   cv_.notify_all();
 }
 
@@ -40,14 +64,22 @@ bool RankWorker::WaitFor(double seconds) {
 
 void RankWorker::Loop() {
   absl::Status bound = backend_->BindThread();
+  uint64_t taken = 0;
   for (;;) {
     std::function<absl::Status()> task;
+    if (polls_) {
+      SpinUntil([&] {
+        return posted_.load(std::memory_order_acquire) != taken ||
+               stopping_.load(std::memory_order_acquire);
+      });
+    }
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || (busy_ && task_); });
       if (stop_) return;
       task = std::move(task_);
       task_ = nullptr;
+      taken = posted_.load(std::memory_order_acquire);
     }
     absl::Status st = bound.ok() ? task() : bound;
     {

@@ -2,6 +2,7 @@
 // rank's device is driven at once, with its backend bound to the thread (Backend::BindThread).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -11,6 +12,15 @@
 #include "lib/backend/backend.h"
 
 namespace gannet::parallel {
+
+// How long a thread of the group polls for what it waits on (the next task, a step's end) before
+// it blocks: GANNET_TP_SPIN_MS, default 100; 0 blocks at once. A blocked thread's wake-up is on
+// every step's critical path (the engine posts a step, each rank's thread wakes for it; the last
+// rank done wakes the engine), so a decode step's gaps are spent polling instead. Only for ranks
+// on devices: a CPU rank's host threads are its compute, which polling would take.
+double SpinSeconds();
+// Polls done() (yielding between polls) for at most SpinSeconds(); true once it holds.
+bool SpinUntil(const std::function<bool()>& done);
 
 class RankWorker {
  public:
@@ -33,6 +43,9 @@ class RankWorker {
   std::condition_variable cv_;
   std::function<absl::Status()> task_;
   bool busy_ = false, stop_ = false;
+  std::atomic<uint64_t> posted_{0};  // tasks posted, polled by the idle thread
+  std::atomic<bool> stopping_{false};
+  bool polls_ = false;  // a device rank: poll for the next task before blocking
   absl::Status status_;
   std::thread thread_;
 };

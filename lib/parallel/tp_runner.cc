@@ -1,5 +1,6 @@
 #include "lib/parallel/tp_runner.h"
 
+#include <atomic>
 #include <limits>
 
 #include "lib/common/logging.h"
@@ -150,8 +151,10 @@ absl::Status TpRunner::RunOnAll(const std::function<absl::Status(int)>& task,
     std::condition_variable cv;
     int remaining = 0;
     int failed = -1;
+    std::atomic<int> unsettled{0};  // ranks neither done nor failed: polled before blocking
   } progress;
   progress.remaining = local;
+  progress.unsettled.store(local);
   std::vector<absl::Status> st(local);
   for (int r = 0; r < local; ++r) {
     ranks_[r].worker->Post([this, &task, &progress, &st, message, r] {
@@ -159,9 +162,13 @@ absl::Status TpRunner::RunOnAll(const std::function<absl::Status(int)>& task,
       if (r == 0 && message != nullptr) s = remote_->Send(*message);
       if (s.ok()) s = task(r);
       std::lock_guard<std::mutex> lock(progress.mu);
-      if (!s.ok() && progress.failed < 0) progress.failed = r;
+      if (!s.ok() && progress.failed < 0) {
+        progress.failed = r;
+        progress.unsettled.store(0, std::memory_order_release);
+      }
       st[r] = std::move(s);
       --progress.remaining;
+      if (progress.failed < 0) progress.unsettled.fetch_sub(1, std::memory_order_release);
       progress.cv.notify_all();
       return absl::OkStatus();
     });
@@ -173,6 +180,9 @@ absl::Status TpRunner::RunOnAll(const std::function<absl::Status(int)>& task,
   };
   int failed = -1;
   bool timed_out = false;
+  if (ranks_[0].parts.backend->device_id() >= 0) {  // device ranks: poll (rank_worker.h)
+    SpinUntil([&] { return progress.unsettled.load(std::memory_order_acquire) == 0; });
+  }
   {
     std::unique_lock<std::mutex> lock(progress.mu);
     auto done_or_failed = [&] { return progress.remaining == 0 || progress.failed >= 0; };
