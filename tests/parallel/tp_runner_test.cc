@@ -282,6 +282,49 @@ TEST(TpGroupTest, ARankFailingMidStepBreaksTheGroupWithoutHanging) {
   EXPECT_TRUE(IsDeviceLost(st)) << st;
 }
 
+// A CPU rank that says it is a device: its thread and the engine's poll before blocking
+// (rank_worker.h), the path device ranks take, here with the CPU's arithmetic to check.
+class DeviceLikeBackend final : public backend::ForwardingBackend {
+ public:
+  DeviceLikeBackend(std::unique_ptr<backend::Backend> inner, int device, int fail_at)
+      : ForwardingBackend(std::move(inner)), device_(device), fail_at_(fail_at) {}
+  int device_id() const override { return device_; }
+  absl::Status Attention(const backend::AttentionArgs& a) override {
+    if (fail_at_ > 0 && ++calls_ == fail_at_) return absl::InternalError("injected failure");
+    return ForwardingBackend::Attention(a);
+  }
+
+ private:
+  const int device_;
+  const int fail_at_;
+  int calls_ = 0;
+};
+
+TEST(TpGroupTest, PollingRanksMatchOneDeviceAndStillFailCleanly) {
+  auto m = testing::LoadTinyModel("31b");
+  ASSERT_TRUE(m.ok());
+  const testing::TpRun ref = testing::RunOneDeviceReference(**m, kSteps, kPage);
+  const std::vector<int32_t> prompt = testing::TpPrompt(0, 9);
+  const std::vector<int32_t> table = testing::IdentityPageTable(0, testing::kTpMaxLen / kPage);
+  for (int fail : {0, 3}) {
+    SCOPED_TRACE(fail > 0 ? "rank 1 fails" : "no failure");
+    CpuGroup g = testing::MakeHostTpGroup(**m, 2, kPage, [&](int r) {
+      return std::unique_ptr<backend::Backend>(std::make_unique<DeviceLikeBackend>(
+          std::make_unique<backend::CpuBackend>(), r, r == 1 ? fail : 0));
+    });
+    ASSERT_NE(g.runner, nullptr);
+    if (fail == 0) {
+      testing::ExpectSameRun(testing::RunGreedySteps(*g.runner, kSteps, kPage), ref,
+                             static_cast<int>((*m)->config.text.vocab_size), 1e-4);
+      continue;
+    }
+    runner::StepResult res;
+    absl::Status st = g.runner->Forward(testing::OneSequenceStep(prompt, table), &res);
+    EXPECT_TRUE(IsDeviceLost(st)) << st;
+    EXPECT_NE(st.message().find("injected failure"), std::string::npos) << st;
+  }
+}
+
 // A rank whose first Attention stalls (a rank stuck in the driver or in a kernel) for `seconds`.
 class StallingBackend final : public backend::ForwardingBackend {
  public:

@@ -1,9 +1,11 @@
 #include "lib/backend/cuda/cuda_linear.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "lib/backend/cuda/cuda_backend.h"
 #include "lib/backend/cuda/cuda_status.h"
 #include "lib/backend/cuda/cuda_util.h"
+#include "lib/backend/cuda/linear_tuning.h"
 #include "lib/common/logging.h"
 
 namespace gannet::backend {
@@ -23,7 +26,8 @@ constexpr size_t kCublasWorkspaceBytes = 32u << 20;  // cuBLASLt's recommendatio
 constexpr int kHeuristicAlgos = 8;
 constexpr int kMaxAlgos = 64;
 constexpr int kTimedRounds = 7;
-// How much faster than cuBLASLt's earlier-ranked algos a later one must time to be picked.
+// How much faster than cuBLASLt's earlier-ranked pick a later algo must time to replace it
+// (linear_tuning.h, PickAlgo).
 constexpr float kSwitchMargin = 0.03f;
 // What the GEMV is worth over its eager time, against cuBLASLt, in a batch-1 step's graph.
 // cuBLASLt's kernels take no part in programmatic dependent launch: the kernel after one cannot
@@ -35,18 +39,6 @@ constexpr float kSwitchMargin = 0.03f;
 // not hold: the same credit there moved E4B batch 4 from 5.17 to 5.31 ms (the wider buckets'
 // registers leave fewer of their CTAs room to launch beside the kernel before them).
 constexpr float kGemvPdlCreditMs = 3e-3f;
-
-// The M a plan is tuned for: exact up to 16, then the runner's decode batch buckets (multiples of
-// 8 to 64, of 16 to 128: graph_cache.cc), so every graphed decode batch gets its own timed pick,
-// then powers of two (prefill chunks).
-int MBucket(int m) {
-  if (m <= 16) return m;
-  if (m <= 64) return (m + 7) / 8 * 8;
-  if (m <= 128) return (m + 15) / 16 * 16;
-  int b = 256;
-  while (b < m) b *= 2;
-  return b;
-}
 
 int HeuristicAlgos() {
   const char* env = std::getenv("GANNET_LINEAR_ALGOS");
@@ -247,52 +239,57 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
   // (44-88 MB) would otherwise sit in the 50 MB L2 and favour whichever candidate keeps them there.
   // The rounds interleave the candidates and each takes its median round, so a transient (the
   // other tensor-parallel ranks tuning at the same moment, a clock change) neither lands on one
-  // candidate nor decides a pick: with the mean of five runs one after the other, two processes
-  // of one build picked differently for a third of the 31B TP=2 shapes at 80 rows, and 1 run in
-  // 4 took 24.6-24.8 ms a step against 23.3-23.5 (bench/RESULTS_MULTIGPU.md, session 25).
+  // candidate nor decides a pick. With the mean of five runs one after the other, processes of
+  // one build picked differently for a third of 31B's TP=2 shapes at 80 rows, and 5 of 17 ran
+  // that step at 24.6-24.8 ms against 23.3-23.5 (bench/RESULTS_MULTIGPU.md, session 25).
   cudaEvent_t start, stop;
   GANNET_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
   GANNET_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
   std::vector<std::vector<float>> runs(n);
+  // One timed run; a launch that fails skips its algo, as in the warm-up.
+  auto time_run = [&](int c, int r) -> absl::Status {
+    if (flush_ != nullptr) {
+      GANNET_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flush_, r, flush_bytes_, be_->stream()));
+    }
+    GANNET_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, be_->stream()));
+    absl::Status launched = launch[c]();
+    if (!launched.ok()) {
+      cudaGetLastError();
+      ok[c] = false;
+      return try_gemv && c == n - 1 ? launched : absl::OkStatus();
+    }
+    GANNET_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, be_->stream()));
+    GANNET_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
+    float ms = 0;
+    GANNET_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
+    runs[c].push_back(ms);
+    return absl::OkStatus();
+  };
   for (int r = 0; r < kTimedRounds && status.ok(); ++r) {
     for (int c = 0; c < n && status.ok(); ++c) {
-      if (!ok[c]) continue;
-      status = [&]() -> absl::Status {
-        if (flush_ != nullptr) {
-          GANNET_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flush_, r, flush_bytes_, be_->stream()));
-        }
-        GANNET_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, be_->stream()));
-        GANNET_RETURN_IF_ERROR(launch[c]());
-        GANNET_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, be_->stream()));
-        GANNET_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
-        float ms = 0;
-        GANNET_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
-        runs[c].push_back(ms);
-        return absl::OkStatus();
-      }();
+      if (ok[c]) status = time_run(c, r);
     }
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   GANNET_RETURN_IF_ERROR(status);
-  std::vector<float> med(n, 1e30f);
+  std::vector<float> med(n);
   for (int c = 0; c < n; ++c) {
-    if (!ok[c] || runs[c].empty()) continue;
-    std::nth_element(runs[c].begin(), runs[c].begin() + runs[c].size() / 2, runs[c].end());
-    med[c] = runs[c][runs[c].size() / 2];
+    med[c] = ok[c] ? MedianMs(runs[c]) : std::numeric_limits<float>::infinity();
   }
-  // cuBLASLt's first pick stands unless a later algo beats it by kSwitchMargin: eagerly timed
-  // near-ties do not say which runs faster between a step's other kernels.
   std::string times;  // every candidate's time, for the debug line
-  float best = 1e30f;
   for (int i = 0; i < cublas_algos; ++i) {
-    times += ok[i] ? fmt::format(" {:.1f}", med[i] * 1e3) : std::string(" -");
-    if (!ok[i] || !(med[i] < best * (1.f - kSwitchMargin))) continue;
-    best = med[i];
+    times += std::isfinite(med[i]) ? fmt::format(" {:.1f}", med[i] * 1e3) : std::string(" -");
+  }
+  const int pick =
+      PickAlgo(std::vector<float>(med.begin(), med.begin() + cublas_algos), kSwitchMargin);
+  float best = std::numeric_limits<float>::infinity();
+  if (pick >= 0) {
+    best = med[pick];
     plan.choice.path = Path::kCublasLt;
-    plan.choice.algo = results[i].algo;
-    plan.choice.time_ms = med[i];
-    plan.choice.algo_rank = i;
+    plan.choice.algo = results[pick].algo;
+    plan.choice.time_ms = best;
+    plan.choice.algo_rank = pick;
   }
   const float cublas_ms = best;
   plan.choice.candidates = cublas_algos;
@@ -327,7 +324,7 @@ absl::Status CudaLinear::ConvertInput(const Tensor& x, void* dst, int64_t ld, DT
 CudaLinear::KeyTuple CudaLinear::KeyOf(const void* xb, int64_t ldxb, bool x_f32, const Tensor& w,
                                        const Tensor& out) {
   const int align = Aligned16(xb) | (Aligned16(w.data) << 1) | (Aligned16(out.data) << 2);
-  return KeyTuple{MBucket(static_cast<int>(out.rows())),
+  return KeyTuple{LinearPlanRows(static_cast<int>(out.rows())),
                   static_cast<int>(w.dim(0)),
                   static_cast<int>(w.row_elems()),
                   static_cast<int>(x_f32) | (static_cast<int>(w.dtype == DType::kF16) << 1),
@@ -410,7 +407,7 @@ absl::StatusOr<CudaLinear::Choice> CudaLinear::Run(const Tensor& x, const Tensor
   if (x_f32) GANNET_RETURN_IF_ERROR(ConvertInput(x, const_cast<void*>(xb), ldxb, w.dtype));
   // The cached algorithm came from the bucket's first M; check it fits this M.
   const cublasLtMatmulAlgo_t* algo = plan->choice.has_algo ? &plan->choice.algo : nullptr;
-  if (algo != nullptr && MBucket(static_cast<int>(m)) != static_cast<int>(m)) {
+  if (algo != nullptr && LinearPlanRows(static_cast<int>(m)) != static_cast<int>(m)) {
     const uint64_t rows_m = static_cast<uint64_t>(m);
     GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(plan->b, CUBLASLT_MATRIX_LAYOUT_COLS, &rows_m, sizeof(rows_m)));
     GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(plan->c, CUBLASLT_MATRIX_LAYOUT_COLS, &rows_m, sizeof(rows_m)));

@@ -1,0 +1,34 @@
+#include "lib/backend/cuda/linear_tuning.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace gannet::backend {
+
+int LinearPlanRows(int m) {
+  if (m <= 16) return m;
+  if (m <= 64) return (m + 7) / 8 * 8;
+  if (m <= 128) return (m + 15) / 16 * 16;
+  int b = 256;
+  while (b < m) b *= 2;
+  return b;
+}
+
+float MedianMs(std::vector<float> runs) {
+  if (runs.empty()) return std::numeric_limits<float>::infinity();
+  const auto mid = runs.begin() + static_cast<std::ptrdiff_t>(runs.size() / 2);
+  std::nth_element(runs.begin(), mid, runs.end());
+  return *mid;
+}
+
+int PickAlgo(const std::vector<float>& ms, float margin) {
+  int pick = -1;
+  for (int i = 0; i < static_cast<int>(ms.size()); ++i) {
+    if (!std::isfinite(ms[i])) continue;
+    if (pick < 0 || ms[i] < ms[pick] * (1.f - margin)) pick = i;
+  }
+  return pick;
+}
+
+}  // namespace gannet::backend

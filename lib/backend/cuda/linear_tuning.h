@@ -1,0 +1,24 @@
+// The arithmetic of CudaLinear's tuning (cuda_linear.cc), apart from its CUDA calls so that it is
+// tested without a GPU: the M a plan is tuned for, and which of the timed candidates it keeps.
+#pragma once
+
+#include <vector>
+
+namespace gannet::backend {
+
+// The M a linear plan is keyed and tuned by: exact up to 16, then the runner's decode batch
+// buckets (multiples of 8 to 64, of 16 to 128: runner::BatchBucket), so every graphed decode
+// batch up to 128 gets a pick timed at its own M, then powers of two (prefill chunks).
+int LinearPlanRows(int m);
+
+// The median of one candidate's timed rounds; +inf when it has none.
+float MedianMs(std::vector<float> runs);
+
+// Which of cuBLASLt's algos to keep, given each one's time in the heuristic's order (+inf: did not
+// run): the first that ran, replaced by a later one only when that is faster than the one kept by
+// more than `margin` (a fraction). Eager timings of one kernel at a time do not say which of two
+// near-ties runs faster between a step's other kernels, and the heuristic's order is the better
+// prior there. -1 when none ran.
+int PickAlgo(const std::vector<float>& ms, float margin);
+
+}  // namespace gannet::backend

@@ -1,0 +1,65 @@
+// The arithmetic of the CUDA linear layers' tuning (host code only: runs without a GPU): which M a
+// plan is tuned for, against the runner's decode batch buckets, and which timed algo it keeps.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "lib/backend/cuda/linear_tuning.h"
+#include "lib/runner/graph_cache.h"
+
+namespace gannet::backend {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+TEST(LinearPlanRowsTest, CoversAndIsStable) {
+  for (int m = 1; m <= 70000; ++m) {
+    const int rows = LinearPlanRows(m);
+    ASSERT_GE(rows, m) << m;
+    ASSERT_EQ(LinearPlanRows(rows), rows) << m;  // a bucket's own M is tuned for itself
+    if (m <= 16) {
+      ASSERT_EQ(rows, m);
+    }
+    if (m > 128) {
+      ASSERT_EQ(rows & (rows - 1), 0) << m;  // prefill chunks: powers of two
+    }
+  }
+  EXPECT_EQ(LinearPlanRows(17), 24);
+  EXPECT_EQ(LinearPlanRows(65), 80);
+  EXPECT_EQ(LinearPlanRows(129), 256);
+}
+
+// Each graphed decode batch up to 128 sequences (one row each) gets a plan timed at its own M, so
+// a step of 80 rows does not run what was timed for 65, 96 or 128.
+TEST(LinearPlanRowsTest, EveryDecodeBatchBucketIsItsOwnPlan) {
+  for (int seqs = 1; seqs <= 128; ++seqs) {
+    const int bucket = runner::BatchBucket(seqs, 128);
+    EXPECT_EQ(LinearPlanRows(bucket), bucket) << seqs;
+  }
+}
+
+TEST(MedianMsTest, MiddleRoundIgnoresOutliers) {
+  EXPECT_EQ(MedianMs({}), kInf);
+  EXPECT_EQ(MedianMs({0.03f}), 0.03f);
+  // A run that waited on the host (hundreds of us) does not move the median.
+  EXPECT_EQ(MedianMs({0.035f, 0.700f, 0.036f, 0.034f, 0.650f, 0.035f, 0.036f}), 0.036f);
+}
+
+TEST(PickAlgoTest, FirstPickStandsUnlessClearlyBeaten) {
+  EXPECT_EQ(PickAlgo({}, 0.03f), -1);
+  EXPECT_EQ(PickAlgo({kInf, kInf}, 0.03f), -1);
+  EXPECT_EQ(PickAlgo({0.100f}, 0.03f), 0);
+  // Within the margin of the heuristic's first pick: keep it.
+  EXPECT_EQ(PickAlgo({0.100f, 0.098f, 0.0975f}, 0.03f), 0);
+  // Beyond it: the later algo, and the margin is then taken against the new pick.
+  EXPECT_EQ(PickAlgo({0.100f, 0.090f, 0.089f, 0.080f}, 0.03f), 3);
+  EXPECT_EQ(PickAlgo({0.100f, 0.090f, 0.089f}, 0.03f), 1);
+  // Algos that did not run are skipped, also in first place.
+  EXPECT_EQ(PickAlgo({kInf, 0.050f, 0.049f}, 0.03f), 1);
+  // No margin: the fastest, the earlier one on a tie.
+  EXPECT_EQ(PickAlgo({0.100f, 0.098f, 0.098f}, 0.f), 1);
+}
+
+}  // namespace
+}  // namespace gannet::backend
