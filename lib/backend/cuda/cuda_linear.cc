@@ -239,9 +239,10 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
   // (44-88 MB) would otherwise sit in the 50 MB L2 and favour whichever candidate keeps them there.
   // The rounds interleave the candidates and each takes its median round, so a transient (the
   // other tensor-parallel ranks tuning at the same moment, a clock change) neither lands on one
-  // candidate nor decides a pick. With the mean of five runs one after the other, processes of
-  // one build picked differently for a third of 31B's TP=2 shapes at 80 rows, and 5 of 17 ran
-  // that step at 24.6-24.8 ms against 23.3-23.5 (bench/RESULTS_MULTIGPU.md, session 25).
+  // candidate nor decides a pick. With the mean of five runs one after the other, 11 of the 14
+  // (shape, rank) picks of 31B's TP=2 step at 80 rows varied over 14 processes of one build, and
+  // 5 of 17 ran that step at 24.6-24.8 ms against 23.3-23.5 (bench/RESULTS_MULTIGPU.md,
+  // session 25).
   cudaEvent_t start, stop;
   GANNET_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
   GANNET_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
