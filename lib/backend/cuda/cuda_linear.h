@@ -3,8 +3,9 @@
 // type for cuBLASLt), fp32 accumulation.
 //
 // Candidates per shape: the registry's small-M GEMV (M <= 8) and cuBLASLt's heuristic top algos.
-// The first uncaptured call of a shape times every candidate once (on the call's own buffers) and
-// caches the fastest, so the GEMV is used exactly where it measurably beats cuBLASLt. M is keyed
+// The first uncaptured call of a shape times every candidate (on the call's own buffers, seven
+// interleaved rounds, each candidate's median) and caches the pick: cuBLASLt's first algo unless a
+// later one is 3% faster, and the GEMV where it measurably beats that (linear_tuning.h). M is keyed
 // exactly up to 16, by the runner's decode batch buckets to 128 and by power of two above; how many
 // heuristic algos are timed: GANNET_LINEAR_ALGOS (default 8). cuBLASLt runs with a fixed
 // pre-allocated workspace, so every call is graph-capturable. GANNET_LINEAR_TUNE=0 skips timing
