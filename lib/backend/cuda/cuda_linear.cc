@@ -225,15 +225,15 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
   const int n = static_cast<int>(launch.size());
   // An algo the heuristic offered that fails to launch is skipped; a failing GEMV is an error.
   std::vector<bool> ok(n, true);
-  absl::Status status;
-  for (int c = 0; c < n; ++c) {  // warm-up
+  auto run = [&](int c) -> absl::Status {
     absl::Status st = launch[c]();
-    if (!st.ok()) {
-      cudaGetLastError();
-      ok[c] = false;
-      if (try_gemv && c == n - 1) status = st;
-    }
-  }
+    if (st.ok()) return st;
+    cudaGetLastError();
+    ok[c] = false;
+    return try_gemv && c == n - 1 ? st : absl::OkStatus();
+  };
+  absl::Status status;
+  for (int c = 0; c < n && status.ok(); ++c) status = run(c);  // warm-up
   GANNET_RETURN_IF_ERROR(status);
   // Each timed run starts from a flushed L2, as a decode step finds it: the small-M shapes' weights
   // (44-88 MB) would otherwise sit in the 50 MB L2 and favour whichever candidate keeps them there.
@@ -247,18 +247,13 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
   GANNET_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
   GANNET_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
   std::vector<std::vector<float>> runs(n);
-  // One timed run; a launch that fails skips its algo, as in the warm-up.
   auto time_run = [&](int c, int r) -> absl::Status {
     if (flush_ != nullptr) {
       GANNET_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flush_, r, flush_bytes_, be_->stream()));
     }
     GANNET_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, be_->stream()));
-    absl::Status launched = launch[c]();
-    if (!launched.ok()) {
-      cudaGetLastError();
-      ok[c] = false;
-      return try_gemv && c == n - 1 ? launched : absl::OkStatus();
-    }
+    GANNET_RETURN_IF_ERROR(run(c));
+    if (!ok[c]) return absl::OkStatus();
     GANNET_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, be_->stream()));
     GANNET_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
     float ms = 0;
