@@ -6,6 +6,8 @@
 
 namespace gannet::parallel {
 
+namespace {
+
 double SpinSeconds() {
   static const double seconds = [] {
     const char* env = std::getenv("GANNET_TP_SPIN_MS");
@@ -13,6 +15,8 @@ double SpinSeconds() {
   }();
   return seconds;
 }
+
+}  // namespace
 
 bool SpinUntil(const std::function<bool()>& done) {
   const double limit = SpinSeconds();
@@ -36,7 +40,6 @@ RankWorker::~RankWorker() {
     cv_.wait(lock, [&] { return !busy_; });
     stop_ = true;
   }
-  stopping_.store(true, std::memory_order_release);
   cv_.notify_all();
   thread_.join();
 }
@@ -47,7 +50,6 @@ void RankWorker::Post(std::function<absl::Status()> task) {
     task_ = std::move(task);
     busy_ = true;
   }
-  posted_.fetch_add(1, std::memory_order_release);
   cv_.notify_all();
 }
 
@@ -64,22 +66,21 @@ bool RankWorker::WaitFor(double seconds) {
 
 void RankWorker::Loop() {
   absl::Status bound = backend_->BindThread();
-  uint64_t taken = 0;
+  auto has_work = [&] { return stop_ || (busy_ && task_); };  // under mu_
   for (;;) {
     std::function<absl::Status()> task;
     if (polls_) {
       SpinUntil([&] {
-        return posted_.load(std::memory_order_acquire) != taken ||
-               stopping_.load(std::memory_order_acquire);
+        std::lock_guard<std::mutex> lock(mu_);
+        return has_work();
       });
     }
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || (busy_ && task_); });
+      cv_.wait(lock, has_work);
       if (stop_) return;
       task = std::move(task_);
       task_ = nullptr;
-      taken = posted_.load(std::memory_order_acquire);
     }
     absl::Status st = bound.ok() ? task() : bound;
     {

@@ -2,7 +2,6 @@
 // rank's device is driven at once, with its backend bound to the thread (Backend::BindThread).
 #pragma once
 
-#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -13,13 +12,12 @@
 
 namespace gannet::parallel {
 
-// How long a thread of the group polls for what it waits on (the next task, a step's end) before
-// it blocks: GANNET_TP_SPIN_MS, default 100; 0 blocks at once. A blocked thread's wake-up is on
-// every step's critical path (the engine posts a step, each rank's thread wakes for it; the last
-// rank done wakes the engine), so a decode step's gaps are spent polling instead. Only for ranks
-// on devices: a CPU rank's host threads are its compute, which polling would take.
-double SpinSeconds();
-// Polls done() (yielding between polls) for at most SpinSeconds(); true once it holds.
+// Polls done() (yielding between polls) for at most GANNET_TP_SPIN_MS (default 100; 0: not at
+// all) before a thread of the group blocks on what it waits for (the next task, a step's end);
+// true once done() holds. A blocked thread's wake-up is on every step's critical path (the engine
+// posts a step, each rank's thread wakes for it; the last rank done wakes the engine), so a
+// decode step's gaps are spent polling instead. Only for ranks on devices (RankWorker::polls): a
+// CPU rank's host threads are its compute, which polling would take.
 bool SpinUntil(const std::function<bool()>& done);
 
 class RankWorker {
@@ -35,6 +33,8 @@ class RankWorker {
   absl::Status Wait();
   // Waits at most `seconds`; false if the task is still running.
   bool WaitFor(double seconds);
+  // Whether the group's threads poll before blocking (SpinUntil): a rank on a device.
+  bool polls() const { return polls_; }
 
  private:
   void Loop();
@@ -43,9 +43,7 @@ class RankWorker {
   std::condition_variable cv_;
   std::function<absl::Status()> task_;
   bool busy_ = false, stop_ = false;
-  std::atomic<uint64_t> posted_{0};  // tasks posted, polled by the idle thread
-  std::atomic<bool> stopping_{false};
-  bool polls_ = false;  // a device rank: poll for the next task before blocking
+  const bool polls_;
   absl::Status status_;
   std::thread thread_;
 };

@@ -1,6 +1,5 @@
 #include "lib/parallel/tp_runner.h"
 
-#include <atomic>
 #include <limits>
 
 #include "lib/common/logging.h"
@@ -151,10 +150,8 @@ absl::Status TpRunner::RunOnAll(const std::function<absl::Status(int)>& task,
     std::condition_variable cv;
     int remaining = 0;
     int failed = -1;
-    std::atomic<int> unsettled{0};  // ranks neither done nor failed: polled before blocking
   } progress;
   progress.remaining = local;
-  progress.unsettled.store(local);
   std::vector<absl::Status> st(local);
   for (int r = 0; r < local; ++r) {
     ranks_[r].worker->Post([this, &task, &progress, &st, message, r] {
@@ -162,13 +159,9 @@ absl::Status TpRunner::RunOnAll(const std::function<absl::Status(int)>& task,
       if (r == 0 && message != nullptr) s = remote_->Send(*message);
       if (s.ok()) s = task(r);
       std::lock_guard<std::mutex> lock(progress.mu);
-      if (!s.ok() && progress.failed < 0) {
-        progress.failed = r;
-        progress.unsettled.store(0, std::memory_order_release);
-      }
+      if (!s.ok() && progress.failed < 0) progress.failed = r;
       st[r] = std::move(s);
       --progress.remaining;
-      if (progress.failed < 0) progress.unsettled.fetch_sub(1, std::memory_order_release);
       progress.cv.notify_all();
       return absl::OkStatus();
     });
@@ -180,12 +173,15 @@ absl::Status TpRunner::RunOnAll(const std::function<absl::Status(int)>& task,
   };
   int failed = -1;
   bool timed_out = false;
-  if (ranks_[0].parts.backend->device_id() >= 0) {  // device ranks: poll (rank_worker.h)
-    SpinUntil([&] { return progress.unsettled.load(std::memory_order_acquire) == 0; });
+  auto done_or_failed = [&] { return progress.remaining == 0 || progress.failed >= 0; };  // locked
+  if (ranks_[0].worker->polls()) {
+    SpinUntil([&] {
+      std::lock_guard<std::mutex> lock(progress.mu);
+      return done_or_failed();
+    });
   }
   {
     std::unique_lock<std::mutex> lock(progress.mu);
-    auto done_or_failed = [&] { return progress.remaining == 0 || progress.failed >= 0; };
     // The deadline holds with every rank in this process too: a rank stuck in a collective or
     // in the driver (a lazy kernel load waiting on a collective of another rank) aborts the
     // group after it, which ends the collectives' waits, instead of hanging the engine.
