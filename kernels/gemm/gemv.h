@@ -13,26 +13,6 @@ namespace gannet::kernels {
 
 inline constexpr int kGemvMaxM = 8;
 
-// A CTA's share of the output and how deep its threads' loads go. Four rows a CTA with two of a
-// thread's 16-byte chunks in flight per row suits wide projections (many CTAs); at M = 1 a
-// projection with few outputs and a long K (a down projection: N 1536-2560, K 6144-12288) fills
-// the GPU's memory pipes only with more loads in flight, from more CTAs or deeper unrolling (on
-// an H200 E4B's 2560 x 10240 ran at 55% of copy with four rows and 89% with two rows, four deep:
-// bench/RESULTS_DECODE.md, session 26). Which is fastest depends on the shape and the GPU, so the
-// linear tuning times them (CudaLinear). Every tile gives the same bits.
-enum class GemvTile : int {
-  k4Rows = 0,      // 4 output rows a CTA, as many loads in flight as the compiler keeps (every M)
-  k4RowsDeep = 1,  // 4 rows, 2 chunks of each loaded ahead (M = 1 only)
-  k2RowsDeep = 2,  // 2 rows, 4 chunks ahead (M = 1 only)
-  k1RowDeep = 3,   // 1 row, 4 chunks ahead (M = 1 only)
-};
-inline constexpr int kGemvTiles = 4;
-// Whether LaunchGemv runs `tile` at M = m.
-constexpr bool GemvTileRuns(GemvTile tile, int m) {
-  const int t = static_cast<int>(tile);
-  return t == 0 || (m == 1 && t > 0 && t < kGemvTiles);
-}
-
 struct GemvParams {
   const void* x = nullptr;  // [m, k] of x_type: w_type or f32, row stride ldx elements
   const void* w = nullptr;  // [n, k] of w_type: bf16 or f16, contiguous
@@ -50,7 +30,6 @@ struct GemvParams {
   // of x_type, row stride ldu, 16-byte aligned; x_type must be w_type.
   const void* up = nullptr;
   int64_t ldu = 0;
-  GemvTile tile = GemvTile::k4Rows;  // must run at m (GemvTileRuns)
 };
 
 // The largest M the gated GEMV is worth it for: every CTA recomputes the product for its rows,
