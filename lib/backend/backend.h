@@ -311,20 +311,6 @@ class Backend {
     if (!s.ok()) return s;
     return main();
   }
-  // A tensor-parallel step's collective and the compute that does not depend on it, which the
-  // device may run at the same time, eagerly and in graphs: `collective` (collectives and this
-  // backend's ops on what they reduce) and `compute` (this backend's ops) must not touch what
-  // the other writes. The collective is issued first, so every rank of a group issues its
-  // collectives in one order. Both have been issued when it returns; ops issued afterwards see
-  // both results. The default (and the CPU) runs collective, then compute; the CUDA backend issues
-  // the collective on its own high-priority stream (a prefill step's all-reduce of one half of a
-  // row-parallel projection's rows under the other half's GEMM: runner/row_parallel.h).
-  virtual absl::Status OverlapCollective(const std::function<absl::Status()>& collective,
-                                         const std::function<absl::Status()>& compute) {
-    absl::Status s = collective();
-    if (!s.ok()) return s;
-    return compute();
-  }
   // One token id per logits row. logits [rows, V] f32; params [rows, 24] u8 viewing SamplingParams;
   // out_ids [rows] int32. Definition (every backend gives the same ids up to float rounding of exp):
   // greedy = arg-max, ties to the lowest id. Otherwise w = exp((x - max x) / temperature), in

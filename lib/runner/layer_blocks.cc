@@ -6,9 +6,10 @@ namespace gannet::runner {
 
 using backend::Tensor;
 
-absl::StatusOr<Tensor> Attend(backend::Backend* be, const model::TextConfig& c, int layer, Tensor q,
-                              const KvStorage::LayerKv& kv, const backend::StepMetadata& md,
-                              Tensor attn) {
+absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, int layer,
+                              Tensor q, const KvStorage::LayerKv& kv,
+                              const backend::StepMetadata& md, Tensor attn, Tensor o_proj,
+                              Tensor out) {
   const int64_t n = q.dim(0);
   const bool sliding = c.is_sliding(layer);
   const int d = c.LayerHeadDim(layer), nq = c.num_attention_heads;
@@ -30,24 +31,7 @@ absl::StatusOr<Tensor> Attend(backend::Backend* be, const model::TextConfig& c, 
   at.meta = &md;
   at.group = sliding ? backend::kSlidingGroup : backend::kFullGroup;
   GANNET_RETURN_IF_ERROR(be->Attention(at));
-  return at.out.Reshape({n, static_cast<int64_t>(nq) * d});
-}
-
-absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, int layer, Tensor q,
-                              const KvStorage::LayerKv& kv, const backend::StepMetadata& md,
-                              Tensor attn, Tensor o_proj, Tensor out) {
-  GANNET_ASSIGN_OR_RETURN(Tensor a, Attend(be, c, layer, q, kv, md, attn));
-  return be->Linear(a, o_proj, out);
-}
-
-absl::StatusOr<Tensor> GatedMlpAct(backend::Backend* be, const DeviceLayer& layer, Tensor h,
-                                   Tensor gate_up, Tensor mlp) {
-  const int64_t n = h.dim(0), I = layer.intermediate;
-  Tensor gu = gate_up.Rows(0, n).Reshape({n, gate_up.dim(1)}).Cols(0, 2 * I);
-  GANNET_RETURN_IF_ERROR(be->Linear(h, layer.gate_up, gu));
-  Tensor m = mlp.Rows(0, n).Reshape({n, mlp.dim(1)}).Cols(0, I);
-  GANNET_RETURN_IF_ERROR(be->GeluTanhMul(gu.Cols(0, I), gu.Cols(I, I), m));
-  return m;
+  return be->Linear(at.out.Reshape({n, static_cast<int64_t>(nq) * d}), o_proj, out);
 }
 
 absl::Status GatedMlp(backend::Backend* be, const DeviceLayer& layer, Tensor h, Tensor gate_up,

@@ -4,20 +4,12 @@
 #pragma once
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "lib/backend/backend.h"
 #include "lib/model/config.h"
 #include "lib/runner/device_weights.h"
 #include "lib/runner/kv_storage.h"
 
 namespace gannet::runner {
-
-// The paged attention of q [n, heads, head_dim] over `kv` for layer `layer` of `c` (window, heads
-// and group from the layer type), written into `attn` (scratch of at least n rows of heads x
-// head_dim) and returned as [n, heads x head_dim].
-absl::StatusOr<backend::Tensor> Attend(backend::Backend* be, const model::TextConfig& c, int layer,
-                                       backend::Tensor q, const KvStorage::LayerKv& kv,
-                                       const backend::StepMetadata& md, backend::Tensor attn);
 
 // out[n, hidden] = o_proj(paged attention of q [n, heads, head_dim] over `kv`) for layer `layer`
 // of `c` (window, heads and group from the layer type); `attn` is scratch of at least n rows of
@@ -31,10 +23,5 @@ absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, 
 // are scratch of at least n rows of 2 x and 1 x the layer's intermediate size.
 absl::Status GatedMlp(backend::Backend* be, const DeviceLayer& layer, backend::Tensor h,
                       backend::Tensor gate_up, backend::Tensor mlp, backend::Tensor out);
-// The down projection's input alone: gelu_tanh(gate) * up, written into `mlp` and returned as
-// [n, intermediate] (for a caller that projects it itself: runner/row_parallel.h).
-absl::StatusOr<backend::Tensor> GatedMlpAct(backend::Backend* be, const DeviceLayer& layer,
-                                            backend::Tensor h, backend::Tensor gate_up,
-                                            backend::Tensor mlp);
 
 }  // namespace gannet::runner

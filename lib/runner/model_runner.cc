@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -13,7 +12,6 @@
 #include "lib/runner/device_weights.h"
 #include "lib/runner/graph_cache.h"
 #include "lib/runner/layer_blocks.h"
-#include "lib/runner/row_parallel.h"
 #include "lib/runner/step_metadata.h"
 
 namespace gannet::runner {
@@ -235,32 +233,16 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
   GANNET_RETURN_IF_ERROR(be->QkvPrep(prep));
 
   Tensor o_t = o.Rows(0, n);
+  GANNET_RETURN_IF_ERROR(AttendAndProject(be, c, l, prep.q_out, kv_layer, md, attn, L.o_proj, o_t));
   Tensor x_t = x.Rows(0, n);
   Tensor h_t = h.Rows(0, n);
-  // A long tensor-parallel step overlaps each dense row-parallel projection with its all-reduce.
-  const int64_t overlap_rows = options.overlap_allreduce_rows;
-  const bool split_rows = tp != nullptr && overlap_rows > 0 && n >= overlap_rows;
-  if (split_rows) {
-    GANNET_ASSIGN_OR_RETURN(Tensor a, Attend(be, c, l, prep.q_out, kv_layer, md, attn));
-    GANNET_RETURN_IF_ERROR(ProjectAllReduce(be, tp, a, L.o_proj, o_t, overlap_rows));
-    GANNET_RETURN_IF_ERROR(
-        be->PostNormResidual(o_t, L.post_attn_norm, x_t, Tensor(), L.pre_ff_norm, h_t, eps));
-  } else {
-    GANNET_RETURN_IF_ERROR(
-        AttendAndProject(be, c, l, prep.q_out, kv_layer, md, attn, L.o_proj, o_t));
-    GANNET_RETURN_IF_ERROR(
-        AllReducePostNormResidual(o_t, L.post_attn_norm, x_t, Tensor(), L.pre_ff_norm, h_t, eps));
-  }
+  GANNET_RETURN_IF_ERROR(
+      AllReducePostNormResidual(o_t, L.post_attn_norm, x_t, Tensor(), L.pre_ff_norm, h_t, eps));
 
   // Feed-forward block: dense gated MLP (plus the MoE branch on 26B-A4B).
   Tensor y = mlp_out.Rows(0, n);
   backend::MoeExpertsArgs ex;  // the MoE branch's (26B-A4B)
-  bool y_reduced = false;      // y already summed over the group
-  if (!c.enable_moe_block && split_rows) {
-    GANNET_ASSIGN_OR_RETURN(Tensor act, GatedMlpAct(be, L, h_t, gate_up, mlp));
-    GANNET_RETURN_IF_ERROR(ProjectAllReduce(be, tp, act, L.down, y, overlap_rows));
-    y_reduced = true;
-  } else if (!c.enable_moe_block) {
+  if (!c.enable_moe_block) {
     GANNET_RETURN_IF_ERROR(GatedMlp(be, L, h_t, gate_up, mlp, y));
   } else {
     auto dense = [&]() -> absl::Status {
@@ -312,14 +294,11 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
   // the update; or of a MoE layer's two branches, each post-normed (one op: the norms, their sum
   // and the update).
   auto post_ff = [&](Tensor scalar, Tensor next_weight, Tensor next_out) {
-    if (c.enable_moe_block) {
-      return be->NormAddPostNormResidual(y, L.post_ff_norm_1, ex.out, L.post_ff_norm_2,
-                                         L.post_ff_norm, x_t, scalar, next_weight, next_out, eps);
-    }
-    return y_reduced
-               ? be->PostNormResidual(y, L.post_ff_norm, x_t, scalar, next_weight, next_out, eps)
-               : AllReducePostNormResidual(y, L.post_ff_norm, x_t, scalar, next_weight, next_out,
-                                           eps);
+    return c.enable_moe_block ? be->NormAddPostNormResidual(y, L.post_ff_norm_1, ex.out,
+                                                            L.post_ff_norm_2, L.post_ff_norm, x_t,
+                                                            scalar, next_weight, next_out, eps)
+                              : AllReducePostNormResidual(y, L.post_ff_norm, x_t, scalar,
+                                                          next_weight, next_out, eps);
   };
   if (!c.has_ple()) return post_ff(L.layer_scalar, next_norm, h_t);
   GANNET_RETURN_IF_ERROR(post_ff(Tensor(), Tensor(), Tensor()));
@@ -548,9 +527,6 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
   if (o.max_pages_per_seq <= 0) {
     o.max_pages_per_seq =
         static_cast<int>((c.max_position_embeddings + o.page_size - 1) / o.page_size);
-  }
-  if (const char* rows = std::getenv("GANNET_TP_OVERLAP_ROWS"); rows != nullptr && *rows != '\0') {
-    o.overlap_allreduce_rows = std::atoi(rows);
   }
   impl->be = backend;
   impl->tp = o.collectives;

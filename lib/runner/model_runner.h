@@ -49,12 +49,6 @@ struct RunnerOptions {
   // must use the same; kAuto (DefaultMoeSplit) is what the engine uses, the others are for
   // measuring the two against each other and for tests.
   model::MoeSplit moe_split = model::MoeSplit::kAuto;
-  // A tensor-parallel step of at least this many rows projects each dense row-parallel layer
-  // (o_proj, the MLP's down projection) in two halves of rows and all-reduces the first while the
-  // second is projected (runner/row_parallel.h): prefill chunks, not decode steps, whose small
-  // all-reduces the custom kernel fuses with the update. 0 = never. GANNET_TP_OVERLAP_ROWS, where
-  // set, replaces it (for measuring the two).
-  int overlap_allreduce_rows = 1024;
 };
 
 // The rotary embedding of a layer type as the config defines it (sliding: default RoPE; full:

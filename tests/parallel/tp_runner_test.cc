@@ -70,25 +70,6 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
-// Row-parallel projections in two halves, the first half's all-reduce beside the second half's
-// GEMM (runner/row_parallel.h): taken here by every step of two rows or more (prefill and decode
-// alike; the engine's default starts at 1024), the same logits and tokens as one device.
-TEST(TpRunnerTest, OverlappedAllReducesMatchOneDevice) {
-  for (const char* variant : {"31b", "e2b"}) {
-    auto m = testing::LoadTinyModel(variant);
-    ASSERT_TRUE(m.ok()) << m.status();
-    const testing::TpRun ref = testing::RunOneDeviceReference(**m, kSteps, kPage);
-    for (int world : {2, 4}) {
-      CpuGroup g = testing::MakeHostTpGroup(
-          **m, world, kPage, [](int) { return std::make_unique<backend::CpuBackend>(); },
-          model::MoeSplit::kAuto, /*overlap_allreduce_rows=*/2);
-      ASSERT_NE(g.runner, nullptr) << variant << " tp " << world;
-      testing::ExpectSameRun(testing::RunGreedySteps(*g.runner, kSteps, kPage), ref,
-                             static_cast<int>((*m)->config.text.vocab_size), 1e-4);
-    }
-  }
-}
-
 // 26B-A4B under both MoE splits, whatever DefaultMoeSplit picks: the experts themselves split
 // (expert parallelism: 4 of the tiny model's 8 experts per rank at TP 2, 2 at TP 4, as many as a
 // token picks) and every expert's intermediate split. One device's logits and tokens; each rank

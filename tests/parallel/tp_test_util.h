@@ -111,8 +111,7 @@ inline runner::StepBatch OneSequenceStep(const std::vector<int32_t>& tokens,
 inline absl::StatusOr<std::unique_ptr<parallel::TpRunner>> CreateTinyTpRunner(
     const LoadedModel& m, std::vector<backend::Backend*> backends,
     std::vector<std::unique_ptr<backend::Collectives>> collectives, std::shared_ptr<void> shared,
-    int page_size, model::MoeSplit moe_split = model::MoeSplit::kAuto,
-    int overlap_allreduce_rows = runner::RunnerOptions{}.overlap_allreduce_rows) {
+    int page_size, model::MoeSplit moe_split = model::MoeSplit::kAuto) {
   const int world = static_cast<int>(backends.size());
   std::vector<parallel::TpRankParts> ranks(world);
   for (int r = 0; r < world; ++r) {
@@ -121,7 +120,6 @@ inline absl::StatusOr<std::unique_ptr<parallel::TpRunner>> CreateTinyTpRunner(
   }
   runner::RunnerOptions o = SimpleRunnerOptions(m.config, page_size, kTpMaxLen, kTpSeqs, 256);
   o.moe_split = moe_split;
-  o.overlap_allreduce_rows = overlap_allreduce_rows;
   GANNET_ASSIGN_OR_RETURN(auto tp, parallel::TpRunner::Create(m.config, m.weights, std::move(ranks),
                                                               std::move(shared), o));
   GANNET_RETURN_IF_ERROR(tp->AttachKv(
@@ -139,8 +137,7 @@ struct HostTpGroup {
 inline HostTpGroup MakeHostTpGroup(
     const LoadedModel& m, int world, int page_size,
     const std::function<std::unique_ptr<backend::Backend>(int)>& make,
-    model::MoeSplit moe_split = model::MoeSplit::kAuto,
-    int overlap_allreduce_rows = runner::RunnerOptions{}.overlap_allreduce_rows) {
+    model::MoeSplit moe_split = model::MoeSplit::kAuto) {
   HostTpGroup g;
   auto group = std::make_shared<parallel::HostGroup>(world);
   std::vector<backend::Backend*> raw;
@@ -150,8 +147,7 @@ inline HostTpGroup MakeHostTpGroup(
     raw.push_back(g.backends.back().get());
     comms.push_back(group->Rank(r));
   }
-  auto tp = CreateTinyTpRunner(m, raw, std::move(comms), group, page_size, moe_split,
-                               overlap_allreduce_rows);
+  auto tp = CreateTinyTpRunner(m, raw, std::move(comms), group, page_size, moe_split);
   EXPECT_TRUE(tp.ok()) << tp.status();
   if (tp.ok()) g.runner = std::move(*tp);
   return g;

@@ -4,7 +4,6 @@
 #include "lib/backend/cuda/cuda_backend.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -126,9 +125,6 @@ CudaBackend::~CudaBackend() {
   if (fork_ != nullptr) cudaEventDestroy(fork_);
   if (join_ != nullptr) cudaEventDestroy(join_);
   if (side_stream_ != nullptr) cudaStreamDestroy(side_stream_);
-  if (comm_fork_ != nullptr) cudaEventDestroy(comm_fork_);
-  if (comm_join_ != nullptr) cudaEventDestroy(comm_join_);
-  if (comm_stream_ != nullptr) cudaStreamDestroy(comm_stream_);
   if (main_stream_ != nullptr) cudaStreamDestroy(main_stream_);
 }
 
@@ -184,25 +180,6 @@ absl::Status CudaBackend::LaunchGraph(int handle) {
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::ForkJoin(cudaStream_t side, cudaEvent_t fork, cudaEvent_t join,
-                                   const std::function<absl::Status()>& branch,
-                                   const std::function<absl::Status()>& main) {
-  // Fork: the side stream follows everything issued so far on the main stream (in a capture it
-  // joins the capture there).
-  GANNET_CUDA_RETURN_IF_ERROR(cudaEventRecord(fork, main_stream_));
-  GANNET_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(side, fork, 0));
-  stream_ = side;
-  const absl::Status branch_status = branch();
-  stream_ = main_stream_;
-  // Join even after a failure: a capture that leaves a forked stream unjoined cannot end cleanly.
-  const cudaError_t rec = cudaEventRecord(join, side);
-  absl::Status status = branch_status.ok() ? main() : branch_status;
-  const cudaError_t wait = rec == cudaSuccess ? cudaStreamWaitEvent(main_stream_, join, 0) : rec;
-  GANNET_RETURN_IF_ERROR(status);
-  GANNET_CUDA_RETURN_IF_ERROR(wait);
-  return absl::OkStatus();
-}
-
 absl::Status CudaBackend::RunConcurrently(const std::function<absl::Status()>& side,
                                           const std::function<absl::Status()>& main) {
   if (stream_ != main_stream_) return FailedPreconditionError("RunConcurrently: already in a branch");
@@ -214,30 +191,19 @@ absl::Status CudaBackend::RunConcurrently(const std::function<absl::Status()>& s
     GANNET_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
     GANNET_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
   }
-  return ForkJoin(side_stream_, fork_, join_, side, main);
-}
-
-absl::Status CudaBackend::OverlapCollective(const std::function<absl::Status()>& collective,
-                                            const std::function<absl::Status()>& compute) {
-  if (stream_ != main_stream_) {
-    return FailedPreconditionError("OverlapCollective: already in a branch");
-  }
-  // GANNET_OVERLAP_IN_ORDER=1 (a diagnostic): the halves without the overlap, to tell what the
-  // split itself costs from what running the two at once saves.
-  static const bool in_order = [] {
-    const char* e = std::getenv("GANNET_OVERLAP_IN_ORDER");
-    return e != nullptr && std::strcmp(e, "1") == 0;
-  }();
-  if (in_order) return Backend::OverlapCollective(collective, compute);
-  if (comm_stream_ == nullptr) {
-    int least = 0, greatest = 0;
-    GANNET_CUDA_RETURN_IF_ERROR(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    GANNET_CUDA_RETURN_IF_ERROR(
-        cudaStreamCreateWithPriority(&comm_stream_, cudaStreamNonBlocking, greatest));
-    GANNET_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&comm_fork_, cudaEventDisableTiming));
-    GANNET_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&comm_join_, cudaEventDisableTiming));
-  }
-  return ForkJoin(comm_stream_, comm_fork_, comm_join_, collective, compute);
+  // Fork: the side stream joins the capture after everything issued so far on the main stream.
+  GANNET_CUDA_RETURN_IF_ERROR(cudaEventRecord(fork_, main_stream_));
+  GANNET_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(side_stream_, fork_, 0));
+  stream_ = side_stream_;
+  const absl::Status side_status = side();
+  stream_ = main_stream_;
+  // Join even after a failure: a capture that leaves a forked stream unjoined cannot end cleanly.
+  const cudaError_t rec = cudaEventRecord(join_, side_stream_);
+  absl::Status status = side_status.ok() ? main() : side_status;
+  const cudaError_t wait = rec == cudaSuccess ? cudaStreamWaitEvent(main_stream_, join_, 0) : rec;
+  GANNET_RETURN_IF_ERROR(status);
+  GANNET_CUDA_RETURN_IF_ERROR(wait);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<void*> CudaBackend::Workspace(WorkspaceId id, size_t bytes) {

@@ -100,8 +100,6 @@ class CudaBackend final : public Backend {
   uint64_t GraphEpoch() const override { return graph_epoch_; }
   absl::Status RunConcurrently(const std::function<absl::Status()>& side,
                                const std::function<absl::Status()>& main) override;
-  absl::Status OverlapCollective(const std::function<absl::Status()>& collective,
-                                 const std::function<absl::Status()>& compute) override;
   absl::Status BeginDeviceSpan() override;
   absl::Status EndDeviceSpan() override;
   absl::StatusOr<double> DeviceSpanSeconds() override;
@@ -135,22 +133,12 @@ class CudaBackend final : public Backend {
   DType act_ = DType::kBF16;
   std::string device_name_;
   kernels::DeviceInfo device_;
-  // The stream ops are issued on: main_stream_, or side_stream_ / comm_stream_ while
-  // RunConcurrently / OverlapCollective issues its branch (so every op, and the collectives that
-  // ask for stream(), follow it without taking a stream argument).
+  // The stream ops are issued on: main_stream_, or side_stream_ while RunConcurrently issues
+  // its side branch (so every op follows it without taking a stream argument).
   cudaStream_t stream_ = nullptr;
   cudaStream_t main_stream_ = nullptr;
   cudaStream_t side_stream_ = nullptr;  // created at the first concurrent capture
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
-  // OverlapCollective's stream (the highest priority, so the collective's CTAs take SMs as the
-  // GEMM beside it frees them) and events; created at its first call.
-  cudaStream_t comm_stream_ = nullptr;
-  cudaEvent_t comm_fork_ = nullptr, comm_join_ = nullptr;
-  // Issues `branch` on `side` after everything issued so far on the main stream, then `main` on
-  // the main stream, which then waits for the branch (RunConcurrently, OverlapCollective).
-  absl::Status ForkJoin(cudaStream_t side, cudaEvent_t fork, cudaEvent_t join,
-                        const std::function<absl::Status()>& branch,
-                        const std::function<absl::Status()>& main);
   std::unique_ptr<CudaLinear> linear_;
   struct Space {
     void* ptr = nullptr;
