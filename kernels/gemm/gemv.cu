@@ -31,13 +31,16 @@ __device__ __forceinline__ void Unpack8(const int4& raw, const f16*, float* out)
 template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM>
 __global__ void __launch_bounds__(kThreads)
     GemvKernel(const XT* __restrict__ x, const XT* __restrict__ up, const WT* __restrict__ w,
-               OutT* __restrict__ out, int m, int n, int k, int64_t ldx, int64_t ldu, int64_t ldo) {
+               OutT* __restrict__ out, int m, int n, int k, int64_t ldx, int64_t ldu, int64_t ldo,
+               uint32_t prefetch_cap) {
   const int n0 = blockIdx.x * kRows;
-  // The weights do not depend on earlier kernels: this CTA's rows (contiguous) start moving into
-  // L2 before it waits for its predecessor, so a batch-1 step streams weights during the gaps.
-  if (threadIdx.x == 0) {
-    PrefetchL2(w + static_cast<int64_t>(n0) * k,
-               static_cast<uint32_t>(min(kRows, n - n0)) * static_cast<uint32_t>(k) * sizeof(WT));
+  // The weights do not depend on earlier kernels: the start of this CTA's rows (contiguous, up to
+  // prefetch_cap bytes: gemv.h, kGemvPrefetchBytes) moves into L2 before it waits for its
+  // predecessor, so its first loads hit L2 when the wait ends.
+  const uint32_t rows_bytes =
+      static_cast<uint32_t>(min(kRows, n - n0)) * static_cast<uint32_t>(k) * sizeof(WT);
+  if (threadIdx.x == 0 && prefetch_cap > 0) {
+    PrefetchL2(w + static_cast<int64_t>(n0) * k, min(rows_bytes, prefetch_cap));
   }
   PdlEnter();
   const int chunks = k / 8;
@@ -113,7 +116,7 @@ cudaError_t LaunchGemvBucket(const GemvParams& p, cudaStream_t stream) {
   return Launch(GemvKernel<XT, WT, OutT, kGated, kMaxM>, blocks, kThreads, 0, stream,
                 static_cast<const XT*>(p.x), static_cast<const XT*>(p.up),
                 static_cast<const WT*>(p.w), static_cast<OutT*>(p.out), p.m, p.n, p.k, p.ldx, p.ldu,
-                p.ldo);
+                p.ldo, p.prefetch_cap & ~15u);
 }
 
 template <typename XT, typename WT, typename OutT, bool kGated = false>

@@ -13,6 +13,13 @@ namespace gannet::kernels {
 
 inline constexpr int kGemvMaxM = 8;
 
+// GemvParams::prefetch_cap by default: the first 8 KB of a CTA's rows. All of them (4 rows x K x
+// 2 bytes, 12-172 KB a CTA) had a projection's resident CTAs request up to the whole matrix while
+// the kernel before them still streamed its own. On an H200 (session 26) batch-1 steps ran faster
+// with 8 KB than with all of it, and a little faster than with none: 31B 16.95-17.02 -> 15.81-15.83
+// ms, E4B 3.74-3.77 -> 3.51-3.52, E2B 2.23-2.27 -> 2.16-2.18, 26B-A4B 3.16 -> 3.10.
+inline constexpr uint32_t kGemvPrefetchBytes = 8192;
+
 struct GemvParams {
   const void* x = nullptr;  // [m, k] of x_type: w_type or f32, row stride ldx elements
   const void* w = nullptr;  // [n, k] of w_type: bf16 or f16, contiguous
@@ -30,6 +37,9 @@ struct GemvParams {
   // of x_type, row stride ldu, 16-byte aligned; x_type must be w_type.
   const void* up = nullptr;
   int64_t ldu = 0;
+  // How many bytes of its weight rows a CTA asks the L2 for before its PDL wait (rounded down to
+  // a multiple of 16; at most its rows; 0 = none). See kGemvPrefetchBytes.
+  uint32_t prefetch_cap = kGemvPrefetchBytes;
 };
 
 // The largest M the gated GEMV is worth it for: every CTA recomputes the product for its rows,

@@ -51,6 +51,17 @@ bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 
 // What the GEMV needs of an input operand (x, or the gated GEMV's gate and up): 16-byte rows.
 bool GemvInputOk(const Tensor& x) { return x.stride0() % 8 == 0 && Aligned16(x.data); }
 
+// GANNET_GEMV_PREFETCH_KB=n (a diagnostic, for measuring): each GEMV CTA prefetches at most n KB
+// of its weight rows into L2 before its PDL wait (default: kernels::kGemvPrefetchBytes).
+uint32_t GemvPrefetchCap() {
+  static const uint32_t cap = [] {
+    const char* env = std::getenv("GANNET_GEMV_PREFETCH_KB");
+    if (env == nullptr || *env == '\0') return kernels::kGemvPrefetchBytes;
+    return static_cast<uint32_t>(std::clamp(std::atoi(env), 0, 1 << 20)) * 1024u;
+  }();
+  return cap;
+}
+
 bool TuningEnabled() {
   const char* env = std::getenv("GANNET_LINEAR_TUNE");
   return env == nullptr || std::strcmp(env, "0") != 0;
@@ -157,6 +168,7 @@ absl::Status CudaLinear::RunCublas(Plan& plan, const cublasLtMatmulAlgo_t* algo,
 absl::Status CudaLinear::RunGemv(const Tensor& x, const Tensor& w, const Tensor& out,
                                  const Tensor* up) {
   kernels::GemvParams p;
+  p.prefetch_cap = GemvPrefetchCap();
   if (up != nullptr) {
     p.up = up->data;
     p.ldu = up->stride0();
