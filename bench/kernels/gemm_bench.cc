@@ -81,10 +81,11 @@ void BM_Linear(benchmark::State& state) {
                                 path == kGemv ? backend::CudaLinear::Path::kGemv : backend::CudaLinear::Path::kCublasLt));
   auto first = lin.Run(tx, ws[0].View(DType::kBF16, {g.n, g.k}), to);  // tunes the shape
   CheckOk(first.status(), "linear");
-  state.SetLabel(std::string(g.name) + (first->path == backend::CudaLinear::Path::kGemv
-                                            ? std::string(" gemv")
-                                            : " cublasLt algo " + std::to_string(first->algo_rank) +
-                                                  " of " + std::to_string(first->candidates)));
+  state.SetLabel(std::string(g.name) +
+                 (first->path == backend::CudaLinear::Path::kGemv
+                      ? " gemv tile " + std::to_string(static_cast<int>(first->gemv_tile))
+                      : " cublasLt algo " + std::to_string(first->algo_rank) + " of " +
+                            std::to_string(first->candidates)));
   const double flops = 2.0 * m * g.n * g.k;
   const int reps = flops > 1e13 ? 3 : (flops > 1e11 ? 10 : 50);
   for (auto _ : state) {

@@ -1,7 +1,8 @@
-// Split-K GEMV for M <= 8 (see gemv.h): a CTA of 256 threads owns kRows output columns; its
-// threads stride over K in 16-byte chunks, so each weight row is read once, coalesced, with
-// kRows independent loads in flight per thread, and x (tiny, L1-resident) is reused across the
-// kRows rows. Partial sums reduce through warp shuffles and shared memory in a fixed order.
+// Split-K GEMV for M <= 8 (see gemv.h): a CTA of 256 threads owns kRows output columns (4, 2 or 1:
+// the GemvTile); its threads stride over K in 16-byte chunks, so each weight row is read once,
+// coalesced, with kRows x kUnroll independent loads in flight per thread, and x (tiny,
+// L1-resident) is reused across the kRows rows. Partial sums reduce through warp shuffles and
+// shared memory in a fixed order.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -13,7 +14,6 @@ namespace gannet::kernels {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kRows = 4;
 
 // 16-byte chunks of a weight row as f32: bf16 or f16.
 __device__ __forceinline__ void Unpack8(const int4& raw, const bf16*, float* out) {
@@ -28,11 +28,50 @@ __device__ __forceinline__ void Unpack8(const int4& raw, const f16*, float* out)
 // holds 120-128 registers, which leaves two CTAs per SM; a batch-1 step's small projections
 // (1-4 waves of CTAs) then run mostly on ramp-up and tail. m = 1 needs 4 accumulators, so its
 // CTAs fill the SMs in one wave. The arithmetic for a given m is the same in every bucket.
-template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM>
+// The CTA shape of a GemvTile (gemv.h): output rows per CTA, and for the deep tiles how many of a
+// thread's K chunks it loads before it multiplies any (kDepth x kRows 16-byte loads in flight).
+// Every tile sums each output in the same order (a thread's chunks in K order, then the warps in
+// order), so all give the same bits.
+constexpr int TileRows(GemvTile t) {
+  return t == GemvTile::k4Rows || t == GemvTile::k4RowsDeep ? 4 : t == GemvTile::k2RowsDeep ? 2 : 1;
+}
+constexpr int TileDepth(GemvTile t) { return t == GemvTile::k4RowsDeep ? 2 : 4; }
+
+// acc[i][r] += x_i . chunk c of row r, for the chunk's weights wv already loaded.
+template <typename XT, typename WT, bool kGated, int kMaxM, int kRows>
+__device__ __forceinline__ void AccumulateChunk(const int4 (&wv)[kRows], const WT* w_type,
+                                                const XT* __restrict__ x, const XT* __restrict__ up,
+                                                int m, int c, int64_t ldx, int64_t ldu,
+                                                float (&acc)[kMaxM][kRows]) {
+  float wf[kRows][8];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) Unpack8(wv[r], w_type, wf[r]);
+#pragma unroll
+  for (int i = 0; i < kMaxM; ++i) {
+    if (i < m) {
+      float xv[8];
+      Load8(x + i * ldx + c * 8, xv);
+      if constexpr (kGated) {
+        float uv[8];
+        Load8(up + i * ldu + c * 8, uv);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) xv[j] = ToFloat(FromFloat<XT>(GeluTanh(xv[j]) * uv[j]));
+      }
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][r] += xv[j] * wf[r][j];
+      }
+    }
+  }
+}
+
+template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM, GemvTile kTile>
 __global__ void __launch_bounds__(kThreads)
     GemvKernel(const XT* __restrict__ x, const XT* __restrict__ up, const WT* __restrict__ w,
                OutT* __restrict__ out, int m, int n, int k, int64_t ldx, int64_t ldu, int64_t ldo,
                uint32_t prefetch_cap) {
+  constexpr int kRows = TileRows(kTile);
   const int n0 = blockIdx.x * kRows;
   // The weights do not depend on earlier kernels: the start of this CTA's rows (contiguous, up to
   // prefetch_cap bytes: gemv.h, kGemvPrefetchBytes) moves into L2 before it waits for its
@@ -54,33 +93,35 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int r = 0; r < kRows; ++r) wrow[r] = w + static_cast<int64_t>(min(n0 + r, n - 1)) * k;
 
+  // Weights are streamed once: __ldcs keeps them out of L1, so x stays there.
+  if constexpr (kTile == GemvTile::k4Rows) {
 #pragma unroll 2
-  for (int c = threadIdx.x; c < chunks; c += kThreads) {
-    int4 wv[kRows];
+    for (int c = threadIdx.x; c < chunks; c += kThreads) {
+      int4 wv[kRows];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      // Streamed once: keep it out of L1 so x stays there.
-      wv[r] = __ldcs(reinterpret_cast<const int4*>(wrow[r] + c * 8));
+      for (int r = 0; r < kRows; ++r)
+        wv[r] = __ldcs(reinterpret_cast<const int4*>(wrow[r] + c * 8));
+      AccumulateChunk<XT, WT, kGated, kMaxM, kRows>(wv, w, x, up, m, c, ldx, ldu, acc);
     }
-    float wf[kRows][8];
+  } else {
+    // Every load of kDepth chunks is issued before the first of them is multiplied (the compiler
+    // does not hoist them out of an unrolled loop whose trip count it cannot see).
+    constexpr int kDepth = TileDepth(kTile);
+    for (int c0 = threadIdx.x; c0 < chunks; c0 += kDepth * kThreads) {
+      int4 wv[kDepth][kRows];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) Unpack8(wv[r], wrow[r], wf[r]);
-#pragma unroll
-    for (int i = 0; i < kMaxM; ++i) {
-      if (i < m) {
-        float xv[8];
-        Load8(x + i * ldx + c * 8, xv);
-        if constexpr (kGated) {
-          float uv[8];
-          Load8(up + i * ldu + c * 8, uv);
-#pragma unroll
-          for (int j = 0; j < 8; ++j) xv[j] = ToFloat(FromFloat<XT>(GeluTanh(xv[j]) * uv[j]));
-        }
+      for (int d = 0; d < kDepth; ++d) {
+        const int c = c0 + d * kThreads;
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
-#pragma unroll
-          for (int j = 0; j < 8; ++j) acc[i][r] += xv[j] * wf[r][j];
+          wv[d][r] = c < chunks ? __ldcs(reinterpret_cast<const int4*>(wrow[r] + c * 8)) : int4{};
         }
+      }
+#pragma unroll
+      for (int d = 0; d < kDepth; ++d) {
+        const int c = c0 + d * kThreads;
+        if (c < chunks)
+          AccumulateChunk<XT, WT, kGated, kMaxM, kRows>(wv[d], w, x, up, m, c, ldx, ldu, acc);
       }
     }
   }
@@ -110,13 +151,33 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM>
-cudaError_t LaunchGemvBucket(const GemvParams& p, cudaStream_t stream) {
+template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM, GemvTile kTile>
+cudaError_t LaunchGemvTile(const GemvParams& p, cudaStream_t stream) {
+  constexpr int kRows = TileRows(kTile);
   const int blocks = static_cast<int>((static_cast<int64_t>(p.n) + kRows - 1) / kRows);
-  return Launch(GemvKernel<XT, WT, OutT, kGated, kMaxM>, blocks, kThreads, 0, stream,
+  return Launch(GemvKernel<XT, WT, OutT, kGated, kMaxM, kTile>, blocks, kThreads, 0, stream,
                 static_cast<const XT*>(p.x), static_cast<const XT*>(p.up),
                 static_cast<const WT*>(p.w), static_cast<OutT*>(p.out), p.m, p.n, p.k, p.ldx, p.ldu,
                 p.ldo, p.prefetch_cap & ~15u);
+}
+
+// M > 1 runs the four-row tile only (LaunchGemv refuses another): the deeper tiles' extra loads in
+// flight pay off at M = 1, where a thread's accumulators leave registers for them.
+template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM>
+cudaError_t LaunchGemvBucket(const GemvParams& p, cudaStream_t stream) {
+  if constexpr (kMaxM == 1) {
+    switch (p.tile) {
+      case GemvTile::k4RowsDeep:
+        return LaunchGemvTile<XT, WT, OutT, kGated, 1, GemvTile::k4RowsDeep>(p, stream);
+      case GemvTile::k2RowsDeep:
+        return LaunchGemvTile<XT, WT, OutT, kGated, 1, GemvTile::k2RowsDeep>(p, stream);
+      case GemvTile::k1RowDeep:
+        return LaunchGemvTile<XT, WT, OutT, kGated, 1, GemvTile::k1RowDeep>(p, stream);
+      default:
+        break;
+    }
+  }
+  return LaunchGemvTile<XT, WT, OutT, kGated, kMaxM, GemvTile::k4Rows>(p, stream);
 }
 
 template <typename XT, typename WT, typename OutT, bool kGated = false>
@@ -153,12 +214,13 @@ cudaError_t LaunchFor(const GemvParams& p, cudaStream_t stream) {
 }  // namespace
 
 bool GemvLaunchesWithPdl() {
-  return PdlAllowed(reinterpret_cast<const void*>(GemvKernel<bf16, bf16, bf16, false, 1>));
+  return PdlAllowed(
+      reinterpret_cast<const void*>(GemvKernel<bf16, bf16, bf16, false, 1, GemvTile::k4Rows>));
 }
 
 cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream) {
   if (p.m < 1 || p.m > kGemvMaxM || p.n < 1 || p.k % 8 != 0 || p.ldx % 8 != 0 ||
-      (p.up != nullptr && p.m > kGemvGatedMaxM)) {
+      (p.up != nullptr && p.m > kGemvGatedMaxM) || !GemvTileRuns(p.tile, p.m)) {
     return cudaErrorInvalidValue;
   }
   switch (p.w_type) {

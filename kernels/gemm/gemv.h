@@ -20,6 +20,28 @@ inline constexpr int kGemvMaxM = 8;
 // ms, E4B 3.74-3.77 -> 3.51-3.52, E2B 2.23-2.27 -> 2.16-2.18, 26B-A4B 3.16 -> 3.10.
 inline constexpr uint32_t kGemvPrefetchBytes = 8192;
 
+// A CTA's share of the output and how deep its threads' loads go. Four rows a CTA with the loads
+// the compiler keeps in flight (32 registers at M = 1, eight CTAs an SM) suits wide projections;
+// a projection with few outputs and a long K (a down projection: N 1536-2560, K 6144-12288) fills
+// the memory pipes better with more loads in flight per thread or more CTAs (alone on an H200,
+// E4B's 2560 x 10240 ran at 55% of copy with four rows and 89% with two rows four deep). Which is
+// fastest in a step depends on the shape and the GPU, so the linear tuning times them at M = 1
+// (CudaLinear): with the prefetch capped (kGemvPrefetchBytes) that made E2B/E4B batch-1 steps ~3%
+// faster on an H200 (bench/RESULTS_DECODE.md, session 26). Every tile gives the same bits.
+enum class GemvTile : int {
+  k4Rows = 0,      // 4 output rows a CTA, as many loads in flight as the compiler keeps (every M)
+  k4RowsDeep = 1,  // 4 rows, 2 chunks of each loaded ahead (M = 1 only)
+  k2RowsDeep = 2,  // 2 rows, 4 chunks ahead (M = 1 only)
+  k1RowDeep = 3,   // 1 row, 4 chunks ahead (M = 1 only)
+};
+inline constexpr int kGemvTiles = 4;
+
+// Whether LaunchGemv runs `tile` at M = m.
+constexpr bool GemvTileRuns(GemvTile tile, int m) {
+  const int t = static_cast<int>(tile);
+  return t == 0 || (m == 1 && t > 0 && t < kGemvTiles);
+}
+
 struct GemvParams {
   const void* x = nullptr;  // [m, k] of x_type: w_type or f32, row stride ldx elements
   const void* w = nullptr;  // [n, k] of w_type: bf16 or f16, contiguous
@@ -40,6 +62,7 @@ struct GemvParams {
   // How many bytes of its weight rows a CTA asks the L2 for before its PDL wait (rounded down to
   // a multiple of 16; at most its rows; 0 = none). See kGemvPrefetchBytes.
   uint32_t prefetch_cap = kGemvPrefetchBytes;
+  GemvTile tile = GemvTile::k4Rows;  // must run at m (GemvTileRuns)
 };
 
 // The largest M the gated GEMV is worth it for: every CTA recomputes the product for its rows,

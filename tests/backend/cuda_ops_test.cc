@@ -281,6 +281,80 @@ TEST_F(CudaOpsTest, LinearMatchesCpuOnEveryPath) {
   gpu_->linear().Force(std::nullopt);
 }
 
+// The GEMV's tiles (kernels::GemvTile: how many output rows a CTA takes and how many loads its
+// threads keep in flight) sum every output in the same order, so at M = 1 each gives the four-row
+// tile's bits, plain and gated, for every operand type, over shapes with ragged CTAs and K tails;
+// LaunchGemv refuses the deep tiles above M = 1. The timed choice (CudaLinear) may then take any.
+TEST_F(CudaOpsTest, GemvTilesGiveTheSameBits) {
+  struct Shape {
+    int n, k;
+  };
+  const Shape shapes[] = {{1536, 6144}, {2561, 1544}, {7, 40}, {520, 704}, {3, 2056}};
+  using kernels::DataType;
+  struct Types {
+    DType x, w, out;
+    bool gated;
+  };
+  const Types types[] = {{DType::kBF16, DType::kBF16, DType::kBF16, false},
+                         {DType::kF32, DType::kBF16, DType::kBF16, false},
+                         {DType::kBF16, DType::kBF16, DType::kF32, false},
+                         {DType::kF16, DType::kF16, DType::kF16, false},
+                         {DType::kF32, DType::kF16, DType::kF32, false},
+                         {DType::kBF16, DType::kBF16, DType::kBF16, true},
+                         {DType::kF16, DType::kF16, DType::kF32, true}};
+  auto kernel_type = [](DType t) {
+    return t == DType::kF32 ? DataType::kF32 : t == DType::kF16 ? DataType::kF16 : DataType::kBF16;
+  };
+  for (const Shape& s : shapes) {
+    for (const Types& ty : types) {
+      const std::string what =
+          fmt::format("N={} K={} x {} w {} out {}{}", s.n, s.k, DTypeName(ty.x), DTypeName(ty.w),
+                      DTypeName(ty.out), ty.gated ? " gated" : "");
+      DeviceTensor x = Upload(*gpu_, RandomNormal(2 * s.k, 31, 1.5f), ty.x, {2, s.k});
+      DeviceTensor up = Upload(*gpu_, RandomNormal(2 * s.k, 32), ty.x, {2, s.k});
+      DeviceTensor w =
+          Upload(*gpu_, RandomNormal(static_cast<size_t>(s.n) * s.k, 33, 1.0f / std::sqrt(s.k)),
+                 ty.w, {s.n, s.k});
+      kernels::GemvParams p;
+      p.x = x.t.data;
+      p.w = w.t.data;
+      p.m = 1;
+      p.n = s.n;
+      p.k = s.k;
+      p.ldx = s.k;
+      p.ldo = s.n;
+      p.x_type = kernel_type(ty.x);
+      p.w_type = kernel_type(ty.w);
+      p.out_type = kernel_type(ty.out);
+      if (ty.gated) {
+        p.up = up.t.data;
+        p.ldu = s.k;
+      }
+      std::vector<float> first;
+      for (int t = 0; t < kernels::kGemvTiles; ++t) {
+        DeviceTensor out = Upload(*gpu_, std::vector<float>(s.n, NAN), ty.out, {1, s.n});
+        p.out = out.t.data;
+        p.tile = static_cast<kernels::GemvTile>(t);
+        ASSERT_EQ(kernels::LaunchGemv(p, gpu_->stream()), cudaSuccess) << what << " tile " << t;
+        const std::vector<float> got = Download(*gpu_, out.t);
+        if (t == 0) {
+          first = got;
+          for (const float v : got) ASSERT_TRUE(std::isfinite(v)) << what;
+          continue;
+        }
+        for (int i = 0; i < s.n; ++i) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(first[i]))
+              << what << " tile " << t << " output " << i;
+        }
+      }
+      // Above M = 1 only the four-row tile runs.
+      p.m = 2;
+      p.tile = kernels::GemvTile::k2RowsDeep;
+      EXPECT_EQ(kernels::LaunchGemv(p, gpu_->stream()), cudaErrorInvalidValue) << what;
+    }
+  }
+}
+
 // GeluMulLinear: fused into the GEMV for M <= kGemvGatedMaxM where the GEMV is the layer's path,
 // bit for bit what GeluTanhMul then Linear give (the product is rounded to the activation type
 // before it is used, as GeluTanhMul stores it); unfused (act written) elsewhere. gate and up are

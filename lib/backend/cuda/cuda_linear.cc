@@ -62,6 +62,13 @@ uint32_t GemvPrefetchCap() {
   return cap;
 }
 
+// GANNET_GEMV_TILE=t (a diagnostic, as GANNET_LINEAR_PATH is): the GEMV times only tile t at M = 1.
+int ForcedGemvTile() {
+  const char* env = std::getenv("GANNET_GEMV_TILE");
+  if (env == nullptr || *env == '\0') return -1;
+  return std::clamp(std::atoi(env), 0, kernels::kGemvTiles - 1);
+}
+
 bool TuningEnabled() {
   const char* env = std::getenv("GANNET_LINEAR_TUNE");
   return env == nullptr || std::strcmp(env, "0") != 0;
@@ -166,9 +173,10 @@ absl::Status CudaLinear::RunCublas(Plan& plan, const cublasLtMatmulAlgo_t* algo,
 }
 
 absl::Status CudaLinear::RunGemv(const Tensor& x, const Tensor& w, const Tensor& out,
-                                 const Tensor* up) {
+                                 kernels::GemvTile tile, const Tensor* up) {
   kernels::GemvParams p;
   p.prefetch_cap = GemvPrefetchCap();
+  p.tile = tile;
   if (up != nullptr) {
     p.up = up->data;
     p.ldu = up->stride0();
@@ -219,12 +227,17 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
     plan.choice.has_algo = true;
   }
   plan.choice.path = try_gemv ? Path::kGemv : Path::kCublasLt;
-  if (!allow_timing || !TuningEnabled() || cublas_algos + (try_gemv ? 1 : 0) <= 1) {
+  const int forced_tile = m == 1 ? ForcedGemvTile() : -1;
+  const int first_tile = std::max(forced_tile, 0);
+  const int gemv_tiles = !try_gemv ? 0 : (m == 1 && forced_tile < 0 ? kernels::kGemvTiles : 1);
+  plan.choice.gemv_tile = static_cast<kernels::GemvTile>(first_tile);
+  if (!allow_timing || !TuningEnabled() || cublas_algos + gemv_tiles <= 1) {
     plan.tuned = true;
     return absl::OkStatus();
   }
-  // Candidates: cuBLASLt's algos in its heuristic order, then the GEMV. An f32 x costs cuBLASLt a
-  // conversion the GEMV does not need: it is timed with the algo.
+  // Candidates: cuBLASLt's algos in its heuristic order, then the GEMV's tiles (at M = 1 every
+  // one: which fills the memory pipes best depends on the shape and the GPU). An f32 x costs
+  // cuBLASLt a conversion the GEMV does not need: it is timed with the algo.
   const bool convert = x.dtype == DType::kF32;
   std::vector<std::function<absl::Status()>> launch;
   for (int i = 0; i < cublas_algos; ++i) {
@@ -233,7 +246,9 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
       return RunCublas(plan, &results[i].algo, xb, ldxb, w.data, out.data, m);
     });
   }
-  if (try_gemv) launch.push_back([&] { return RunGemv(x, w, out); });
+  for (int t = first_tile; t < first_tile + gemv_tiles; ++t) {
+    launch.push_back([&, t] { return RunGemv(x, w, out, static_cast<kernels::GemvTile>(t)); });
+  }
   const int n = static_cast<int>(launch.size());
   // An algo the heuristic offered that fails to launch is skipped; a failing GEMV is an error.
   std::vector<bool> ok(n, true);
@@ -242,7 +257,7 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
     if (st.ok()) return st;
     cudaGetLastError();
     ok[c] = false;
-    return try_gemv && c == n - 1 ? st : absl::OkStatus();
+    return c >= cublas_algos ? st : absl::OkStatus();
   };
   absl::Status status;
   for (int c = 0; c < n && status.ok(); ++c) status = run(c);  // warm-up
@@ -303,8 +318,13 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
   plan.choice.candidates = cublas_algos;
   float gemv_ms = 0.f;
   const float credit_ms = m == 1 && kernels::GemvLaunchesWithPdl() ? kGemvPdlCreditMs : 0.f;
+  std::string gemv_times;
   if (try_gemv) {
-    gemv_ms = med[n - 1];
+    const std::vector<float> tile_ms(med.begin() + cublas_algos, med.end());
+    for (const float t : tile_ms) gemv_times += fmt::format(" {:.1f}", t * 1e3);
+    const int tile = std::max(0, PickAlgo(tile_ms, kSwitchMargin));  // all ran (else returned)
+    plan.choice.gemv_tile = static_cast<kernels::GemvTile>(first_tile + tile);
+    gemv_ms = tile_ms[tile];
     if (gemv_ms - credit_ms < best) {
       plan.choice.path = Path::kGemv;
       plan.choice.time_ms = gemv_ms;
@@ -313,10 +333,11 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
   plan.tuned = true;
   GANNET_LOG_DEBUG(
       "linear M={} N={} K={} device {}: {} (cublasLt {:.1f} us, algo {} of {}:{}; gemv {:.1f} us, "
-      "gemv credit {:.1f} us)",
+      "tile {} of{}; gemv credit {:.1f} us)",
       m, plan.n, plan.k, be_->device_info().device,
-      plan.choice.path == Path::kGemv ? "gemv" : "cublasLt", cublas_ms * 1e3,
-      plan.choice.algo_rank, cublas_algos, times, gemv_ms * 1e3, credit_ms * 1e3);
+      plan.choice.path == Path::kGemv ? "gemv" : "cublasLt", cublas_ms * 1e3, plan.choice.algo_rank,
+      cublas_algos, times, gemv_ms * 1e3, static_cast<int>(plan.choice.gemv_tile), gemv_times,
+      credit_ms * 1e3);
   return absl::OkStatus();
 }
 
@@ -359,7 +380,7 @@ absl::StatusOr<bool> CudaLinear::RunGeluMul(const Tensor& gate, const Tensor& up
   const auto it = plans_.find(KeyOf(act.data, act.stride0(), false, w, out));
   if (it == plans_.end() || !it->second->tuned || it->second->choice.path != Path::kGemv)
     return false;
-  GANNET_RETURN_IF_ERROR(RunGemv(gate, w, out, &up));
+  GANNET_RETURN_IF_ERROR(RunGemv(gate, w, out, it->second->choice.gemv_tile, &up));
   return true;
 }
 
@@ -409,7 +430,7 @@ absl::StatusOr<CudaLinear::Choice> CudaLinear::Run(const Tensor& x, const Tensor
     if (capturing) plan->tuned = false;
   }
   if (plan->choice.path == Path::kGemv && gemv_ok) {
-    GANNET_RETURN_IF_ERROR(RunGemv(x, w, out));
+    GANNET_RETURN_IF_ERROR(RunGemv(x, w, out, plan->choice.gemv_tile));
     return plan->choice;
   }
   if (x_f32) GANNET_RETURN_IF_ERROR(ConvertInput(x, const_cast<void*>(xb), ldxb, w.dtype));

@@ -2,15 +2,18 @@
 // fp16 compute path), x and out of the weight's type or f32 (f32 x is converted to the weight's
 // type for cuBLASLt), fp32 accumulation.
 //
-// Candidates per shape: the registry's small-M GEMV (M <= 8) and cuBLASLt's heuristic top algos.
+// Candidates per shape: the registry's small-M GEMV (M <= 8; at M = 1 each of its tiles,
+// kernels::GemvTile) and cuBLASLt's heuristic top algos.
 // The first uncaptured call of a shape times every candidate (on the call's own buffers, seven
 // interleaved rounds, each candidate's median) and caches the pick: cuBLASLt's first algo unless a
-// later one is 3% faster, and the GEMV where it measurably beats that (linear_tuning.h). M is keyed
+// later one is 3% faster, and the GEMV where it measurably beats that (linear_tuning.h); among the
+// GEMV's tiles the same rule keeps the four-row tile unless another is 3% faster. M is keyed
 // exactly up to 16, by the runner's decode batch buckets to 128 and by power of two above; how many
 // heuristic algos are timed: GANNET_LINEAR_ALGOS (default 8). cuBLASLt runs with a fixed
 // pre-allocated workspace, so every call is graph-capturable. GANNET_LINEAR_TUNE=0 skips timing
 // (first heuristic algo; the GEMV for M <= 8). GANNET_LINEAR_PATH=cublaslt|gemv pins a path as
-// Force() does (diagnostics: what the timed choice is worth).
+// Force() does, GANNET_GEMV_TILE=t the GEMV's tile at M = 1 (diagnostics: what the timed choice is
+// worth).
 #pragma once
 
 #include <cublasLt.h>
@@ -21,6 +24,7 @@
 #include <tuple>
 
 #include "absl/status/statusor.h"
+#include "kernels/gemm/gemv.h"
 #include "kernels/registry/registry.h"
 #include "lib/backend/tensor.h"
 
@@ -42,6 +46,7 @@ class CudaLinear {
     float time_ms = 0;
     int algo_rank = 0;   // the algo's place in cuBLASLt's heuristic order (0 = its first pick)
     int candidates = 0;  // how many cuBLASLt algos were timed
+    kernels::GemvTile gemv_tile = kernels::GemvTile::k4Rows;  // the GEMV's, timed at M = 1
   };
   // Runs the layer (tuning the shape first if needed) and reports the path it took.
   absl::StatusOr<Choice> Run(const Tensor& x, const Tensor& w, const Tensor& out);
@@ -70,7 +75,7 @@ class CudaLinear {
   static KeyTuple KeyOf(const void* xb, int64_t ldxb, bool x_f32, const Tensor& w,
                         const Tensor& out);
   // up: the gated GEMV's second input (x is then the gate).
-  absl::Status RunGemv(const Tensor& x, const Tensor& w, const Tensor& out,
+  absl::Status RunGemv(const Tensor& x, const Tensor& w, const Tensor& out, kernels::GemvTile tile,
                        const Tensor* up = nullptr);
   absl::Status Tune(Plan& plan, const Tensor& x, const Tensor& w, const Tensor& out,
                     const void* xb, int64_t ldxb, bool gemv_ok, bool allow_timing);
