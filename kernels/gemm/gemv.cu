@@ -1,8 +1,8 @@
 // Split-K GEMV for M <= 8 (see gemv.h): a CTA of 256 threads owns kRows output columns (4, 2 or 1:
 // the GemvTile); its threads stride over K in 16-byte chunks, so each weight row is read once,
-// coalesced, with kRows x kUnroll independent loads in flight per thread, and x (tiny,
-// L1-resident) is reused across the kRows rows. Partial sums reduce through warp shuffles and
-// shared memory in a fixed order.
+// coalesced, with kRows independent loads in flight per thread (kRows x kDepth in a deep tile),
+// and x (tiny, L1-resident) is reused across the kRows rows. Partial sums reduce through warp
+// shuffles and shared memory in a fixed order.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
