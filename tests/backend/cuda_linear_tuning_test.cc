@@ -2,6 +2,7 @@
 // plan is tuned for, against the runner's decode batch buckets, and which timed algo it keeps.
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -59,6 +60,25 @@ TEST(PickAlgoTest, FirstPickStandsUnlessClearlyBeaten) {
   EXPECT_EQ(PickAlgo({kInf, 0.050f, 0.049f}, 0.03f), 1);
   // No margin: the fastest, the earlier one on a tie.
   EXPECT_EQ(PickAlgo({0.100f, 0.098f, 0.098f}, 0.f), 1);
+}
+
+// The GEMV's tiles are timed at M = 1 only (LaunchGemv runs the deep tiles at M = 1 only), every
+// one of them unless GANNET_GEMV_TILE pins one, which is clamped to a real tile.
+TEST(GemvTilesToTimeTest, EveryTileAtOneRowOnlyTheFourRowTileAbove) {
+  constexpr int kTiles = 4;
+  auto range = [](int m, int forced) {
+    const GemvTileRange r = GemvTilesToTime(m, forced, kTiles);
+    return std::pair{r.first, r.count};
+  };
+  EXPECT_EQ(range(1, -1), (std::pair{0, kTiles}));
+  for (int m : {2, 3, 4, 8}) {
+    EXPECT_EQ(range(m, -1), (std::pair{0, 1})) << m;
+    EXPECT_EQ(range(m, 2), (std::pair{0, 1})) << m;  // a pinned tile does not reach M > 1
+  }
+  EXPECT_EQ(range(1, 0), (std::pair{0, 1}));
+  EXPECT_EQ(range(1, 2), (std::pair{2, 1}));
+  EXPECT_EQ(range(1, 9), (std::pair{kTiles - 1, 1}));
+  EXPECT_EQ(GemvTilesToTime(1, -1, 1).count, 1);  // a kernel with one tile
 }
 
 }  // namespace

@@ -62,11 +62,12 @@ uint32_t GemvPrefetchCap() {
   return cap;
 }
 
-// GANNET_GEMV_TILE=t (a diagnostic, as GANNET_LINEAR_PATH is): the GEMV times only tile t at M = 1.
+// GANNET_GEMV_TILE=t (a diagnostic, as GANNET_LINEAR_PATH is): the GEMV times only tile t at M = 1
+// (GemvTilesToTime); -1 where unset.
 int ForcedGemvTile() {
   const char* env = std::getenv("GANNET_GEMV_TILE");
   if (env == nullptr || *env == '\0') return -1;
-  return std::clamp(std::atoi(env), 0, kernels::kGemvTiles - 1);
+  return std::max(std::atoi(env), 0);
 }
 
 bool TuningEnabled() {
@@ -227,9 +228,9 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
     plan.choice.has_algo = true;
   }
   plan.choice.path = try_gemv ? Path::kGemv : Path::kCublasLt;
-  const int forced_tile = m == 1 ? ForcedGemvTile() : -1;
-  const int first_tile = std::max(forced_tile, 0);
-  const int gemv_tiles = !try_gemv ? 0 : (m == 1 && forced_tile < 0 ? kernels::kGemvTiles : 1);
+  const GemvTileRange tile_range = GemvTilesToTime(m, ForcedGemvTile(), kernels::kGemvTiles);
+  const int first_tile = tile_range.first;
+  const int gemv_tiles = try_gemv ? tile_range.count : 0;
   plan.choice.gemv_tile = static_cast<kernels::GemvTile>(first_tile);
   if (!allow_timing || !TuningEnabled() || cublas_algos + gemv_tiles <= 1) {
     plan.tuned = true;

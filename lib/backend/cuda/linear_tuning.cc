@@ -31,4 +31,10 @@ int PickAlgo(const std::vector<float>& ms, float margin) {
   return pick;
 }
 
+GemvTileRange GemvTilesToTime(int m, int forced, int tiles) {
+  if (m != 1 || tiles <= 1) return {0, 1};
+  if (forced >= 0) return {std::min(forced, tiles - 1), 1};
+  return {0, tiles};
+}
+
 }  // namespace gannet::backend

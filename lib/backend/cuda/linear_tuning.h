@@ -21,4 +21,14 @@ float MedianMs(std::vector<float> runs);
 // prior there. -1 when none ran.
 int PickAlgo(const std::vector<float>& ms, float margin);
 
+// The GEMV tiles (kernels::GemvTile, `tiles` of them) a plan of M = m times: [first, first +
+// count). Every tile at M = 1, the four-row tile (0) alone above it; `forced` (GANNET_GEMV_TILE,
+// clamped to a tile; < 0 = none) alone at M = 1. The pick among them is PickAlgo's, index 0 =
+// `first`.
+struct GemvTileRange {
+  int first = 0;
+  int count = 1;
+};
+GemvTileRange GemvTilesToTime(int m, int forced, int tiles);
+
 }  // namespace gannet::backend
