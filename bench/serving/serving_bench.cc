@@ -8,7 +8,9 @@
 // bandwidth measured in the same run (CUDA builds only), and for dense models without per-layer
 // embeddings (31B) the prefill rate behind the median TTFT as a fraction of a cuBLASLt bf16 8192^3
 // GEMM measured in the same run. With --draft it serves with speculative decoding and reports
-// drafts and acceptance instead of the bandwidth.
+// drafts and acceptance instead of the bandwidth. With --rounds N the workload runs N times on
+// one engine, a line each: the first round pays the one-time costs of the step shapes it meets
+// first (linear tuning, graph recording), the later ones show the steady state.
 //
 //   gannet-serving-bench --model dummy:31b --input-len 1000 --output-len 1000 --concurrency 16
 #include <algorithm>
@@ -48,6 +50,7 @@ struct Options {
   bool no_graphs = false;
   bool prefix_cache = false;
   int warmup = 1;  // requests run (and not timed) first: kernel tuning, graph recording
+  int rounds = 1;  // the timed workload this many times on one engine (the first is cold)
   std::string draft;    // speculative decoding with this MTP assistant
   int spec_tokens = 0;  // drafts per round (0 = the library's default)
   int tp = 0;           // tensor_parallel_size (0 = one device)
@@ -94,6 +97,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     else if (a == "--no-graphs") o->no_graphs = true;
     else if (a == "--prefix-cache") o->prefix_cache = true;
     else if (a == "--warmup" && (v = next())) o->warmup = std::atoi(v);
+    else if (a == "--rounds" && (v = next()))
+      o->rounds = std::atoi(v);
     else if (a == "--draft" && (v = next())) o->draft = v;
     else if (a == "--spec-tokens" && (v = next())) o->spec_tokens = std::atoi(v);
     else if (a == "--tp" && (v = next())) o->tp = std::atoi(v);
@@ -102,9 +107,10 @@ bool ParseArgs(int argc, char** argv, Options* o) {
                    "usage: gannet-serving-bench [--model DIR|dummy:VARIANT] [--backend cpu|cuda]\n"
                    "  [--input-len N] [--output-len N] [--concurrency N] [--requests N]\n"
                    "  [--max-running N] [--max-step-tokens N] [--max-prefill-while-decoding N]\n"
-                   "  [--max-model-len N] [--kv-bytes B] [--kv-cache-dtype bf16|fp8] [--compute-dtype auto|bf16|f16] [--capacity-only]\n"
+                   "  [--max-model-len N] [--kv-bytes B] [--kv-cache-dtype bf16|fp8] "
+                   "[--compute-dtype auto|bf16|f16] [--capacity-only]\n"
                    "  [--kv-separate-k-eq-v]\n"
-                   "  [--no-graphs] [--prefix-cache] [--warmup N] [--name LABEL]\n"
+                   "  [--no-graphs] [--prefix-cache] [--warmup N] [--rounds N] [--name LABEL]\n"
                    "  [--draft DIR|dummy:VARIANT-assistant] [--spec-tokens N] [--tp N]\n");
       return false;
     }
@@ -112,7 +118,34 @@ bool ParseArgs(int argc, char** argv, Options* o) {
   if (o->requests <= 0) {
     o->requests = o->concurrency <= 16 ? std::max(2, 2 * o->concurrency) : o->concurrency;
   }
-  return o->input_len > 0 && o->output_len > 0 && o->concurrency > 0;
+  if (o->input_len > 0 && o->output_len > 0 && o->concurrency > 0 && o->warmup >= 0 &&
+      o->rounds >= 1) {
+    return true;
+  }
+  std::fprintf(stderr,
+               "serving-bench: --input-len, --output-len, --concurrency and --rounds must "
+               "be at least 1, --warmup at least 0\n");
+  return false;
+}
+
+// What one round adds to the engine's cumulative counters.
+struct RoundCounters {
+  long long preemptions = 0;
+  long long decode_steps = 0;  // back-to-back decode steps, their wall and device seconds
+  double decode_s = 0;
+  double decode_device_s = 0;
+  long long verify_chunks = 0, drafts = 0, accepted = 0;
+};
+RoundCounters Since(const gannet_engine_stats_t& a, const gannet_engine_stats_t& b) {
+  RoundCounters r;
+  r.preemptions = b.num_preemptions - a.num_preemptions;
+  r.decode_steps = b.timed_decode_steps - a.timed_decode_steps;
+  r.decode_s = b.timed_decode_seconds - a.timed_decode_seconds;
+  r.decode_device_s = b.timed_decode_device_seconds - a.timed_decode_device_seconds;
+  r.verify_chunks = b.spec_verify_chunks - a.spec_verify_chunks;
+  r.drafts = b.spec_draft_tokens - a.spec_draft_tokens;
+  r.accepted = b.spec_accepted_tokens - a.spec_accepted_tokens;
+  return r;
 }
 
 }  // namespace
@@ -269,77 +302,100 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < n; ++i) finished |= ev[i]->request_id == id && ev[i]->type != GANNET_EVENT_TOKEN;
     }
   }
-  const auto t0 = Clock::now();
-  while (submitted < std::min(o.concurrency, o.requests)) {
-    if (!submit_one()) return 1;
-  }
+  // Rounds: the same closed-loop workload again on the same engine. The first round meets every
+  // step shape the workload makes for the first time (the warm-up requests cover one prompt and
+  // batch 1): the linear layers' tuning per row bucket and the graph recordings per (batch,
+  // context-length) bucket run inside it. Later rounds are the steady state; the difference is
+  // those one-time costs. The lines after the rounds' describe the last one.
   int errors = 0;
-  while (static_cast<int>(done.size()) < o.requests) {
-    const gannet_event_t* const* ev;
-    size_t n;
-    gannet_engine_poll(engine, 1000, 4096, &ev, &n);
-    const auto now = Clock::now();
-    for (size_t i = 0; i < n; ++i) {
-      auto it = live.find(ev[i]->request_id);
-      if (it == live.end()) continue;
-      if (ev[i]->type == GANNET_EVENT_TOKEN) {
-        if (it->second.tokens++ == 0) it->second.first_token = now;
-        continue;
+  std::vector<double> ttft, tpot;
+  double tpot_med = 0;
+  RoundCounters last;
+  gannet_engine_stats_t before = GANNET_ENGINE_STATS_INIT, stats = GANNET_ENGINE_STATS_INIT;
+  gannet_engine_get_stats(engine, &before);
+  for (int round = 1; round <= o.rounds; ++round) {
+    live.clear();
+    done.clear();
+    submitted = 0;
+    const auto t0 = Clock::now();
+    while (submitted < std::min(o.concurrency, o.requests)) {
+      if (!submit_one()) return 1;
+    }
+    while (static_cast<int>(done.size()) < o.requests) {
+      const gannet_event_t* const* ev;
+      size_t n;
+      gannet_engine_poll(engine, 1000, 4096, &ev, &n);
+      const auto now = Clock::now();
+      for (size_t i = 0; i < n; ++i) {
+        auto it = live.find(ev[i]->request_id);
+        if (it == live.end()) continue;
+        if (ev[i]->type == GANNET_EVENT_TOKEN) {
+          if (it->second.tokens++ == 0) it->second.first_token = now;
+          continue;
+        }
+        if (ev[i]->type == GANNET_EVENT_ERROR) {
+          std::fprintf(stderr, "serving-bench: request failed: %s\n", ev[i]->message);
+          ++errors;
+        }
+        it->second.finished = now;
+        done.push_back(it->second);
+        live.erase(it);
+        if (submitted < o.requests && !submit_one()) return 1;
       }
-      if (ev[i]->type == GANNET_EVENT_ERROR) {
-        std::fprintf(stderr, "serving-bench: request failed: %s\n", ev[i]->message);
-        ++errors;
+    }
+    const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+    stats = GANNET_ENGINE_STATS_INIT;
+    gannet_engine_get_stats(engine, &stats);
+    const RoundCounters rc = Since(before, stats);
+    before = stats;
+    last = rc;
+
+    ttft.clear();
+    tpot.clear();
+    long long out_tokens = 0;
+    for (const Tracked& t : done) {
+      out_tokens += t.tokens;
+      ttft.push_back(
+          std::chrono::duration<double, std::milli>(t.first_token - t.submitted).count());
+      if (t.tokens > 1) {
+        tpot.push_back(
+            std::chrono::duration<double, std::milli>(t.finished - t.first_token).count() /
+            (t.tokens - 1));
       }
-      it->second.finished = now;
-      done.push_back(it->second);
-      live.erase(it);
-      if (submitted < o.requests && !submit_one()) return 1;
+    }
+    const double tok_s = out_tokens / wall;
+    tpot_med = Percentile(tpot, 0.5);
+    std::string label = o.name.empty() ? o.model : o.name;
+    if (o.rounds > 1) label += " r" + std::to_string(round) + "/" + std::to_string(o.rounds);
+    std::printf(
+        "%-28s in %5d out %5d conc %3d reqs %4d | %9.1f out tok/s | TTFT p50 %8.1f ms p99 %8.1f ms "
+        "| TPOT p50 %7.2f ms | preempt %lld | load %.1f s%s\n",
+        label.c_str(), o.input_len, o.output_len, o.concurrency, o.requests, tok_s,
+        Percentile(ttft, 0.5), Percentile(ttft, 0.99), tpot_med, rc.preemptions, load_s,
+        errors ? " | ERRORS" : "");
+    if (rc.decode_steps > 0 && rc.decode_device_s > 0) {
+      // Host work between the device's decode steps: wall time of back-to-back decode steps less
+      // the device time of their work.
+      const double step_ms = 1e3 * rc.decode_s / rc.decode_steps;
+      const double host_ms = 1e3 * (rc.decode_s - rc.decode_device_s) / rc.decode_steps;
+      std::printf(
+          "  host on the critical path: %.3f ms per decode step = %.1f%% of %.2f ms (%lld "
+          "back-to-back decode steps)\n",
+          host_ms, 100.0 * host_ms / step_ms, step_ms, rc.decode_steps);
     }
   }
-  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-  gannet_engine_stats_t stats = GANNET_ENGINE_STATS_INIT;
-  gannet_engine_get_stats(engine, &stats);
   gannet_engine_destroy(engine);
 
-  std::vector<double> ttft, tpot;
-  long long out_tokens = 0;
-  for (const Tracked& t : done) {
-    out_tokens += t.tokens;
-    ttft.push_back(std::chrono::duration<double, std::milli>(t.first_token - t.submitted).count());
-    if (t.tokens > 1) {
-      tpot.push_back(std::chrono::duration<double, std::milli>(t.finished - t.first_token).count() /
-                     (t.tokens - 1));
-    }
-  }
-  const double tok_s = out_tokens / wall;
-  const double tpot_med = Percentile(tpot, 0.5);
-  std::printf("%-28s in %5d out %5d conc %3d reqs %4d | %9.1f out tok/s | TTFT p50 %8.1f ms p99 %8.1f ms | TPOT p50 %7.2f ms | preempt %lld | load %.1f s%s\n",
-              o.name.empty() ? o.model.c_str() : o.name.c_str(), o.input_len, o.output_len,
-              o.concurrency, o.requests, tok_s, Percentile(ttft, 0.5), Percentile(ttft, 0.99),
-              tpot_med, static_cast<long long>(stats.num_preemptions), load_s,
-              errors ? " | ERRORS" : "");
-  if (stats.timed_decode_steps > 0 && stats.timed_decode_device_seconds > 0) {
-    // Host work between the device's decode steps (no overlap yet): wall time of back-to-back
-    // decode steps less the device time of their work.
-    const double step_ms = 1e3 * stats.timed_decode_seconds / stats.timed_decode_steps;
-    const double host_ms = 1e3 * (stats.timed_decode_seconds - stats.timed_decode_device_seconds) /
-                           stats.timed_decode_steps;
-    std::printf("  host on the critical path: %.3f ms per decode step = %.1f%% of %.2f ms (%lld "
-                "back-to-back decode steps)\n",
-                host_ms, 100.0 * host_ms / step_ms, step_ms,
-                static_cast<long long>(stats.timed_decode_steps));
-  }
   if (stats.num_speculative_tokens > 0) {
     // Random-weight drafters accept next to nothing: see gannet-spec-sweep for acceptance rates.
-    std::printf("  speculative: K %d | %lld verify chunks, %lld drafts, %lld accepted (%.1f%%) | %.2f "
-                "tokens per chunk\n",
-                stats.num_speculative_tokens, static_cast<long long>(stats.spec_verify_chunks),
-                static_cast<long long>(stats.spec_draft_tokens),
-                static_cast<long long>(stats.spec_accepted_tokens),
-                stats.spec_draft_tokens > 0
-                    ? 100.0 * stats.spec_accepted_tokens / stats.spec_draft_tokens
-                    : 0.0,
-                stats.spec_mean_accepted_length);
+    std::printf(
+        "  speculative: K %d | %lld verify chunks, %lld drafts, %lld accepted (%.1f%%) | %.2f "
+        "tokens per chunk\n",
+        stats.num_speculative_tokens, last.verify_chunks, last.drafts, last.accepted,
+        last.drafts > 0 ? 100.0 * last.accepted / last.drafts : 0.0,
+        last.verify_chunks > 0
+            ? static_cast<double>(last.accepted + last.verify_chunks) / last.verify_chunks
+            : 0.0);
   } else if (o.concurrency == 1 && copy_gbs > 0 && tpot_med > 0 &&
              (info.num_experts > 0 || std::strstr(info.variant, "ple") != nullptr)) {
     // A step reads only the experts its token routes to and one row of the PLE table: counting
