@@ -14,6 +14,13 @@
 // "decode_step", so a kernel profiler can take exactly one step:
 //   ncu --nvtx --nvtx-include "decode_step/" --metrics gpu__time_duration.sum ... --no-graphs
 //
+// With --prefill N every step also carries one prompt chunk of N tokens at positions P .. P + N - 1
+// (--prefill-at P, default 0), after the decodes, as a serving step mixes them while prompts
+// arrive (the scheduler plans decodes first); batch 0 is then the chunk alone. Such steps run
+// eagerly, as served mixed steps do, and their line gives the time and the chunk's tokens/s (no
+// bandwidth fraction: the chunk's GEMMs are bound by FLOPs). Mixed minus chunk-alone is what the
+// decodes cost inside a mixed step, against the decode-only step's time.
+//
 // With --tp N the model runs tensor-parallel on devices 0 .. N - 1 (parallel::TpRunner over NCCL);
 // the bandwidth fraction is then of N devices' copy bandwidth, for the model's bytes (what the
 // ranks read twice -- replicated norms, PLE, shared KV heads -- is not counted).
@@ -47,7 +54,8 @@ namespace gannet {
 namespace {
 
 struct Options {
-  std::string model = "dummy:31b";
+  std::string model = "dummy:31b";  // a dummy variant, or a checkpoint folder's geometry
+  std::string backend = "cuda";     // --backend cpu: the host logic alone (smoke tests)
   std::vector<int> batches = {1, 16, 64};
   int context = 1500;
   int spread = 0;  // contexts uniform in [context - spread, context + spread]
@@ -62,6 +70,8 @@ struct Options {
   // sequence's pages side by side).
   int scatter = 1;
   int tp = 0;  // 0: one device, plain runner; N >= 1: TpRunner over N devices
+  int prefill = 0;     // --prefill N: a prompt chunk of N tokens in every step
+  int prefill_at = 0;  // --prefill-at P: the chunk's first position
 };
 
 bool ParseArgs(int argc, char** argv, Options* o) {
@@ -70,6 +80,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
     if (a == "--model" && v) {
       o->model = v, ++i;
+    } else if (a == "--backend" && v && (std::string(v) == "cpu" || std::string(v) == "cuda")) {
+      o->backend = v, ++i;
     } else if (a == "--batches" && v) {
       o->batches.clear();
       std::stringstream ss(v);
@@ -89,6 +101,10 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->scatter = std::atoi(v), ++i;
     } else if (a == "--tp" && v) {
       o->tp = std::atoi(v), ++i;
+    } else if (a == "--prefill" && v) {
+      o->prefill = std::atoi(v), ++i;
+    } else if (a == "--prefill-at" && v) {
+      o->prefill_at = std::atoi(v), ++i;
     } else if (a == "--random-kv") {
       o->random_kv = true;
     } else if (a == "--kv-separate-k-eq-v") {
@@ -98,15 +114,28 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     } else {
       std::fprintf(
           stderr,
-          "usage: gannet-decode-bench [--model dummy:VARIANT] [--batches 1,16,64]\n"
+          "usage: gannet-decode-bench [--model dummy:VARIANT|DIR] [--backend cuda|cpu]\n"
+          "  [--batches 1,16,64]\n"
           "  [--context N] [--spread N] [--steps N] [--page N] [--kv bf16|fp8] [--random-kv]\n"
-          "  [--kv-separate-k-eq-v] [--no-graphs] [--scatter N] [--tp N]\n");
+          "  [--kv-separate-k-eq-v] [--no-graphs] [--scatter N] [--tp N]\n"
+          "  [--prefill N] [--prefill-at P]\n");
       return false;
     }
   }
-  return !o->batches.empty() && *std::min_element(o->batches.begin(), o->batches.end()) > 0 &&
-         o->context > o->spread && o->spread >= 0 && o->steps > 0 && o->page > 0 && o->tp >= 0 &&
-         o->scatter >= 1 && o->scatter <= 64 && o->tp <= model::kMaxTensorParallel;
+  // Batch 0 (no decodes) is the prompt chunk alone.
+  const int min_batch = o->prefill > 0 ? 0 : 1;
+  const bool ok = !o->batches.empty() &&
+                  *std::min_element(o->batches.begin(), o->batches.end()) >= min_batch &&
+                  o->prefill >= 0 && o->prefill_at >= 0 && o->context > o->spread &&
+                  o->spread >= 0 && o->steps > 0 && o->page > 0 && o->tp >= 0 && o->scatter >= 1 &&
+                  o->scatter <= 64 && o->tp <= model::kMaxTensorParallel;
+  if (!ok) {
+    std::fprintf(stderr,
+                 "decode-bench: batches must be >= 1 (>= 0 with --prefill), --context above "
+                 "--spread, --steps, --page and --scatter (<= 64) >= 1, --tp <= %d\n",
+                 model::kMaxTensorParallel);
+  }
+  return ok;
 }
 
 // Random KV in every array (values like a normed head's: N(0, 1) bf16, or FP8 rows with their
@@ -145,9 +174,12 @@ absl::Status FillRandomKv(const runner::ModelRunner& r, backend::Backend* be) {
 }
 
 int Run(const Options& o) {
-  // "31b" and "dummy:31b" both name the synthetic 31B.
+  // "31b" and "dummy:31b" both name the synthetic 31B; a folder gives its config.json's geometry
+  // (random weights all the same: tiny checkpoints for smoke runs on the CPU).
+  const bool folder = o.model.find('/') != std::string::npos;
   auto config =
-      model::DummyModelConfig(model::IsDummyModel(o.model) ? o.model : "dummy:" + o.model);
+      folder ? model::LoadModelConfig(o.model)
+             : model::DummyModelConfig(model::IsDummyModel(o.model) ? o.model : "dummy:" + o.model);
   if (!config.ok()) {
     std::fprintf(stderr, "decode-bench: %s\n", std::string(config.status().message()).c_str());
     return 2;
@@ -155,7 +187,7 @@ int Run(const Options& o) {
   const model::TextConfig& c = config->text;
   const double copy_gbs = bench::MeasureCopyBandwidth();
 
-  auto group = parallel::CreateTpGroup({"cuda", 0, 0}, std::max(1, o.tp), {});
+  auto group = parallel::CreateTpGroup({o.backend, 0, 0, ""}, std::max(1, o.tp), {});
   if (!group.ok()) {
     std::fprintf(stderr, "decode-bench: %s\n", std::string(group.status().message()).c_str());
     return 1;
@@ -171,13 +203,21 @@ int Run(const Options& o) {
   // never alias a live block.
   const int ring = window > 0 ? window / o.page + 2 : 0;
   const int full_pages = (max_len + o.page - 1) / o.page;
+  // The prompt chunk's pages after the decodes': its full-layer blocks, and a ring that holds its
+  // first row's window and all N rows at once.
+  const int chunk_end = o.prefill_at + o.prefill;
+  const int chunk_full = o.prefill > 0 ? (chunk_end + o.page - 1) / o.page : 0;
+  const int chunk_ring = o.prefill > 0 && window > 0 ? (window + o.prefill) / o.page + 2 : 0;
+  const int chunk_seqs = o.prefill > 0 ? 1 : 0;
   const kv::KvQuant quant = o.fp8_kv ? kv::KvQuant::kFp8E4M3 : kv::KvQuant::kNone;
+  // The backend's own KV element (bf16 on CUDA, f32 on the CPU) unless FP8.
+  const int32_t kv_native_bytes = DTypeBits(group->backends[0]->kv_dtype()) / 8;
   runner::RunnerOptions ro;
-  ro.max_tokens = max_batch;
-  ro.max_seqs = max_batch;
-  ro.max_logit_rows = max_batch;
+  ro.max_tokens = max_batch + o.prefill;
+  ro.max_seqs = max_batch + chunk_seqs;
+  ro.max_logit_rows = max_batch + chunk_seqs;
   ro.page_size = o.page;
-  ro.max_pages_per_seq = full_pages;
+  ro.max_pages_per_seq = std::max(full_pages, chunk_full);
   ro.enable_graphs = o.graphs;
   const model::ModelWeights weights = model::SyntheticWeights(*config, model::kDummyWeightSeed);
   absl::StatusOr<std::unique_ptr<runner::StepRunner>> runner;
@@ -194,11 +234,12 @@ int Run(const Options& o) {
   absl::Status attached = runner.status();
   if (runner.ok()) {
     const kv::PerGroup<bool> present = kv::KvGroupsPresent(runner::KvLayersOf(rc, !o.separate_k_eq_v));
-    auto layout = kv::MakeKvLayout(runner::KvLayersOf(rc, !o.separate_k_eq_v), o.page, window,
-                                   kv::KvElementBytes(quant, 2),
-                                   {present[0] ? max_batch * ring * o.scatter : 0,
-                                    present[1] ? max_batch * full_pages * o.scatter : 0},
-                                   quant);
+    auto layout =
+        kv::MakeKvLayout(runner::KvLayersOf(rc, !o.separate_k_eq_v), o.page, window,
+                         kv::KvElementBytes(quant, kv_native_bytes),
+                         {present[0] ? (max_batch * ring + chunk_ring) * o.scatter : 0,
+                          present[1] ? (max_batch * full_pages + chunk_full) * o.scatter : 0},
+                         quant);
     attached = layout.ok() ? (*runner)->AttachKv(*layout) : layout.status();
   }
   if (!attached.ok()) {
@@ -214,25 +255,44 @@ int Run(const Options& o) {
       return 1;
     }
   }
-  const auto per_token = kv::KvBytesPerToken(runner::KvLayersOf(c, !o.separate_k_eq_v), kv::KvElementBytes(quant, 2), quant);
+  const auto per_token = kv::KvBytesPerToken(runner::KvLayersOf(c, !o.separate_k_eq_v),
+                                             kv::KvElementBytes(quant, kv_native_bytes), quant);
   const double weight_bytes = static_cast<double>((*runner)->weight_bytes());
-  std::printf("decode-bench %s: weights %.2f GB (a batch-1 step reads %.2f GB), KV %.0f + %.0f "
-              "bytes/token (sliding, full), "
-              "window %d, page %d, KV %s, graphs %s, copy %.0f GB/s x %d device(s)\n",
-              o.model.c_str(), weight_bytes / 1e9, model::DecodeStepWeightBytes(*config, 1) / 1e9,
-              static_cast<double>(per_token[0]),
-              static_cast<double>(per_token[1]), window, o.page, o.fp8_kv ? "fp8" : "bf16",
-              o.graphs ? "on" : "off", copy_gbs,
-              devices);
+  std::printf(
+      "decode-bench %s: weights %.2f GB (a batch-1 step reads %.2f GB), KV %.0f + %.0f "
+      "bytes/token (sliding, full), "
+      "window %d, page %d, KV %s, graphs %s, copy %.0f GB/s x %d device(s)\n",
+      o.model.c_str(), weight_bytes / 1e9, model::DecodeStepWeightBytes(*config, 1) / 1e9,
+      static_cast<double>(per_token[0]), static_cast<double>(per_token[1]), window, o.page,
+      o.fp8_kv               ? "fp8"
+      : kv_native_bytes == 4 ? "f32"
+                             : "bf16",
+      o.graphs ? "on" : "off", copy_gbs, devices);
 
   std::mt19937 rng(7);
   // Page ids: the identity, or (--scatter) a random permutation of the pool's pages.
   std::vector<int32_t> page_of[2];
-  page_of[0].resize(static_cast<size_t>(max_batch) * ring * o.scatter);
-  page_of[1].resize(static_cast<size_t>(max_batch) * full_pages * o.scatter);
+  page_of[0].resize((static_cast<size_t>(max_batch) * ring + chunk_ring) * o.scatter);
+  page_of[1].resize((static_cast<size_t>(max_batch) * full_pages + chunk_full) * o.scatter);
   for (auto& p : page_of) {
     std::iota(p.begin(), p.end(), 0);
     if (o.scatter > 1) std::shuffle(p.begin(), p.end(), rng);
+  }
+  // The prompt chunk: the same N tokens at the same positions every step (its KV rewritten).
+  std::vector<int32_t> chunk_tokens(o.prefill);
+  for (int32_t& t : chunk_tokens) t = static_cast<int32_t>(rng() % c.vocab_size);
+  std::vector<int32_t> chunk_table[2];
+  if (o.prefill > 0) {
+    const int blocks = (chunk_end - 1) / o.page + 1;
+    const int first_live = window > 0 ? std::max(0, o.prefill_at - window + 1) / o.page : 0;
+    chunk_table[0].assign(window > 0 ? blocks : 0, -1);
+    for (int blk = first_live; window > 0 && blk < blocks; ++blk) {
+      chunk_table[0][blk] = page_of[0][static_cast<size_t>(max_batch) * ring + blk % chunk_ring];
+    }
+    chunk_table[1].resize(blocks);
+    for (int blk = 0; blk < blocks; ++blk) {
+      chunk_table[1][blk] = page_of[1][static_cast<size_t>(max_batch) * full_pages + blk];
+    }
   }
   for (int batch : o.batches) {
     std::vector<int> ctx(batch);
@@ -271,6 +331,16 @@ int Run(const Options& o) {
         kv_bytes += static_cast<double>(per_token[0]) * (window > 0 ? std::min(keys, window) : 0) +
                     static_cast<double>(per_token[1]) * keys;
       }
+      if (o.prefill > 0) {  // after the decodes, as the scheduler plans a step
+        runner::SeqStep chunk;
+        chunk.tokens = chunk_tokens;
+        chunk.start_pos = o.prefill_at;
+        chunk.page_table[0] = chunk_table[0];
+        chunk.page_table[1] = chunk_table[1];
+        b.seqs.push_back(chunk);
+        b.device_sampling.push_back(backend::SamplingParams{0.0f, 1, 1.0f, 0.0f, 0});
+        b.host_logits.push_back(0);
+      }
       const bool last = step + 1 == warm + o.steps;
       if (last) nvtxRangePushA("decode_step");
       const auto t0 = std::chrono::steady_clock::now();
@@ -290,6 +360,16 @@ int Run(const Options& o) {
     }
     std::sort(step_ms.begin(), step_ms.end());
     const double med = step_ms[step_ms.size() / 2];
+    if (o.prefill > 0) {
+      // A mixed step: its chunk's GEMMs are bound by FLOPs, so no bandwidth fraction.
+      std::printf(
+          "  batch %3d ctx %5d + prefill %d at %d: %8.2f ms/step (min %.2f, max %.2f)  "
+          "%7.1f decode tok/s  %8.0f prompt tok/s\n",
+          batch, o.context, o.prefill, o.prefill_at, med, step_ms.front(), step_ms.back(),
+          batch * 1e3 / med, o.prefill * 1e3 / med);
+      std::fflush(stdout);
+      continue;
+    }
     const double kv = kv_bytes_sum / o.steps;
     // The weights this step must read: all of a dense model, the experts its tokens route to and
     // the PLE rows it gathers (model::DecodeStepWeightBytes).
