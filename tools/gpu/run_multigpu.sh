@@ -5,7 +5,9 @@
 # Usage, from the repository root after `source .device/env.sh`:
 #   tools/gpu/run_multigpu.sh build test [test_eager] allreduce decode capacity serving
 # GANNET_MODEL (default dummy:31b) and GANNET_TPS (the TP degrees, 0 = the plain runner; default
-# "0 $GANNET_TP") choose what the decode, capacity and serving stages run.
+# "0 $GANNET_TP") choose what the decode, capacity and serving stages run. GANNET_DECODE_PREFILL=N
+# (and GANNET_DECODE_PREFILL_AT=P) adds a prompt chunk to every decode-bench step (mixed steps);
+# GANNET_SERVING_ROUNDS=N runs each serving workload N times on one engine (the first is cold).
 # Logs and a summary go to $OUT (default /tmp/gannet-multigpu-out). NCCL_NVLS_ENABLE=0 stays set.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
@@ -92,8 +94,11 @@ for stage in "$@"; do
     decode)
       for t in $tps; do
         t1=$(date +%s)
+        mixed=()
+        [ -n "${GANNET_DECODE_PREFILL:-}" ] &&
+          mixed=(--prefill "$GANNET_DECODE_PREFILL" --prefill-at "${GANNET_DECODE_PREFILL_AT:-0}")
         timeout 300 "$build/bench/runner/gannet-decode-bench" --model "$model" --batches "${GANNET_DECODE_BATCHES:-1,16,64}" \
-          --context 1500 --steps 20 --tp "$t" 2>&1 | grep --line-buffered -v "^gannet \[I\]" | tee -a "$summary"
+          --context 1500 --steps 20 --tp "$t" "${mixed[@]}" 2>&1 | grep --line-buffered -v "^gannet \[I\]" | tee -a "$summary"
         note "   (decode-bench --tp $t: $(( $(date +%s) - t1 )) s)"
       done
       ;;
@@ -117,7 +122,8 @@ for stage in "$@"; do
           [ -n "$lim" ] && extra=(--max-running $(( lim < c ? lim : c )))
           t1=$(date +%s)
           timeout 600 "$build/bench/serving/gannet-serving-bench" --model "$model" --input-len 1000 \
-            --output-len 1000 --concurrency "$c" --tp "$t" "${extra[@]}" --name "$mname tp$t c$c" 2>&1 |
+            --output-len 1000 --concurrency "$c" --tp "$t" "${extra[@]}" --name "$mname tp$t c$c" \
+            --rounds "${GANNET_SERVING_ROUNDS:-1}" 2>&1 |
             grep --line-buffered -v "^gannet \[I\]" | tee -a "$summary"
           note "   (serving $mname tp$t c$c: $(( $(date +%s) - t1 )) s)"
         done
