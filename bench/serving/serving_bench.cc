@@ -317,6 +317,7 @@ int main(int argc, char** argv) {
     live.clear();
     done.clear();
     submitted = 0;
+    const int errors_before = errors;
     const auto t0 = Clock::now();
     while (submitted < std::min(o.concurrency, o.requests)) {
       if (!submit_one()) return 1;
@@ -372,7 +373,7 @@ int main(int argc, char** argv) {
         "| TPOT p50 %7.2f ms | preempt %lld | load %.1f s%s\n",
         label.c_str(), o.input_len, o.output_len, o.concurrency, o.requests, tok_s,
         Percentile(ttft, 0.5), Percentile(ttft, 0.99), tpot_med, rc.preemptions, load_s,
-        errors ? " | ERRORS" : "");
+        errors > errors_before ? " | ERRORS" : "");
     if (rc.decode_steps > 0 && rc.decode_device_s > 0) {
       // Host work between the device's decode steps: wall time of back-to-back decode steps less
       // the device time of their work.
