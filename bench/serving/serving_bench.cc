@@ -10,7 +10,8 @@
 // GEMM measured in the same run. With --draft it serves with speculative decoding and reports
 // drafts and acceptance instead of the bandwidth. With --rounds N the workload runs N times on
 // one engine, a line each: the first round pays the one-time costs of the step shapes it meets
-// first (linear tuning, graph recording), the later ones show the steady state.
+// first (linear tuning, graph recording), the later ones show the steady state; with
+// --startup-warmup the engine pays them at create instead (load then counts them).
 //
 //   gannet-serving-bench --model dummy:31b --input-len 1000 --output-len 1000 --concurrency 16
 #include <algorithm>
@@ -51,6 +52,7 @@ struct Options {
   bool prefix_cache = false;
   int warmup = 1;  // requests run (and not timed) first: kernel tuning, graph recording
   int rounds = 1;  // the timed workload this many times on one engine (the first is cold)
+  bool startup_warmup = false;  // the engine's warm-up of every step shape at create
   std::string draft;    // speculative decoding with this MTP assistant
   int spec_tokens = 0;  // drafts per round (0 = the library's default)
   int tp = 0;           // tensor_parallel_size (0 = one device)
@@ -99,6 +101,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     else if (a == "--warmup" && (v = next())) o->warmup = std::atoi(v);
     else if (a == "--rounds" && (v = next()))
       o->rounds = std::atoi(v);
+    else if (a == "--startup-warmup")
+      o->startup_warmup = true;
     else if (a == "--draft" && (v = next())) o->draft = v;
     else if (a == "--spec-tokens" && (v = next())) o->spec_tokens = std::atoi(v);
     else if (a == "--tp" && (v = next())) o->tp = std::atoi(v);
@@ -110,7 +114,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
                    "  [--max-model-len N] [--kv-bytes B] [--kv-cache-dtype bf16|fp8] "
                    "[--compute-dtype auto|bf16|f16] [--capacity-only]\n"
                    "  [--kv-separate-k-eq-v]\n"
-                   "  [--no-graphs] [--prefix-cache] [--warmup N] [--rounds N] [--name LABEL]\n"
+                   "  [--no-graphs] [--prefix-cache] [--warmup N] [--rounds N] [--startup-warmup]\n"
+                   "  [--name LABEL]\n"
                    "  [--draft DIR|dummy:VARIANT-assistant] [--spec-tokens N] [--tp N]\n");
       return false;
     }
@@ -185,6 +190,7 @@ int main(int argc, char** argv) {
   cfg.draft_model_dir = o.draft.empty() ? nullptr : o.draft.c_str();
   cfg.num_speculative_tokens = o.spec_tokens;
   cfg.tensor_parallel_size = o.tp;
+  cfg.startup_warmup = o.startup_warmup ? 1 : -1;
   gannet_engine_t* engine = nullptr;
   auto t_load = Clock::now();
   if (gannet_engine_create(&cfg, &engine) != GANNET_OK) {

@@ -53,6 +53,7 @@ std::vector<FlagSpec> CommonFlags() {
       {"kv-cache-dtype", 0, true, false, "TYPE", "bf16 (default) or fp8: FP8 E4M3 keys and values, about half the KV memory"},
       {"compute-dtype", 0, true, false, "TYPE", "auto (default: f16 on V100, else bf16), bf16 or f16: what the GPU computes in"},
       {"kv-separate-k-eq-v", 0, false, false, "", "31B/26B-A4B full layers: keep K and V apart (default: one array, K derived from it)"},
+      {"startup-warmup", 0, false, false, "", "run every step shape once at start: GPU tuning and graph recording before the first request"},
       {"draft", 0, true, false, "DIR", "speculative decoding with this MTP assistant (folder or dummy:VARIANT-assistant)", {"draft-model"}},
       {"spec-tokens", 0, true, false, "N", "drafts per round with --draft, 1 to 8 (default 3)"},
       {"no-spec", 0, false, false, "", "decode this request without drafts (with --draft)"},
@@ -145,6 +146,7 @@ bool ApplyCommonFlags(Args& args, EngineOptions* engine, gannet_request_t* r,
   if (auto d = args.Get("kv-cache-dtype")) engine->kv_cache_dtype = *d;  // the library names a bad one
   if (auto d = args.Get("compute-dtype")) engine->compute_dtype = *d;
   engine->kv_separate_k_eq_v = args.Has("kv-separate-k-eq-v");
+  engine->startup_warmup = args.Has("startup-warmup");
   if (auto d = args.Get("draft")) engine->draft_dir = *d;
   engine->spec_tokens = static_cast<int32_t>(args.GetInt("spec-tokens", 0, 1, 8));
   if (args.Has("spec-tokens") && engine->draft_dir.empty()) {

@@ -86,6 +86,7 @@ gannet_engine_t* OpenEngine(const std::string& command, const EngineOptions& o) 
   config.kv_cache_dtype = o.kv_cache_dtype.empty() ? nullptr : o.kv_cache_dtype.c_str();
   config.compute_dtype = o.compute_dtype.empty() ? nullptr : o.compute_dtype.c_str();
   config.kv_separate_k_eq_v = o.kv_separate_k_eq_v ? 1 : 0;
+  config.startup_warmup = o.startup_warmup ? 1 : -1;
   config.draft_model_dir = o.draft_dir.empty() ? nullptr : o.draft_dir.c_str();
   config.num_speculative_tokens = o.spec_tokens;
   if (o.progress && StderrIsTerminal()) config.progress_callback = DrawProgress;

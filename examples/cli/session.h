@@ -27,6 +27,7 @@ struct EngineOptions {
   std::string kv_cache_dtype;  // "" = the library's default (bf16)
   std::string compute_dtype;   // "" = the library's default (auto)
   bool kv_separate_k_eq_v = false;  // K=V layers keep K and V apart
+  bool startup_warmup = false;      // every step shape once before the first request
   std::string draft_dir;    // speculative decoding with this MTP assistant ("" = off)
   int32_t spec_tokens = 0;  // drafts per round (0 = the library's default)
   bool progress = true;  // draw a progress bar on stderr when it is a terminal

@@ -313,6 +313,10 @@ type Config struct {
 	// activations fp16; the residual stream, norm inputs and logits stay f32). The CPU backend
 	// computes in f32 and takes only "auto".
 	ComputeDtype string
+	// StartupWarmup runs one step of every shape the limits allow before NewEngine returns, so
+	// the CUDA linear layers' tuning and the decode graphs' recording happen at start, not in the
+	// first requests of each shape (the start takes seconds longer).
+	StartupWarmup bool
 	// TensorParallelSize splits the model over this many CUDA devices in this process (0 or 1 =
 	// one device; at most 8), one worker thread per device. Heads, the MLP and the vocabulary are
 	// split: a dimension it does not divide is an error naming it. Not with DraftModelDir yet.
@@ -606,6 +610,9 @@ func Open(cfg Config) (*Engine, error) {
 		c.kv_separate_k_eq_v = 1
 	}
 	c.compute_dtype = cstr(cfg.ComputeDtype)
+	if cfg.StartupWarmup {
+		c.startup_warmup = 1
+	}
 	c.device_id = C.int32_t(cfg.DeviceID)
 	c.tensor_parallel_size = C.int32_t(cfg.TensorParallelSize)
 	if len(cfg.DeviceIDs) > 0 {

@@ -236,11 +236,19 @@ typedef struct gannet_engine_config {
    * f32; agreement with bf16 in bench/RESULTS_ARCH.md). The CPU backend computes in f32 and takes
    * only "auto". */
   const char* compute_dtype;
+  /* 1 = before gannet_engine_create returns, run one step of every shape the limits allow: each
+   * row count at which the CUDA backend tunes its linear layers, and each decode batch size at
+   * each context-length bucket up to max_model_len, twice (the second records its CUDA graph).
+   * The first requests of each shape then run as fast as later ones, instead of paying that
+   * tuning (tens of ms a shape, more for prompt chunks) and recording; the start takes seconds
+   * longer (load_seconds counts it). Speculative verify steps and the drafter are not warmed.
+   * 0 = the default, which is off; -1 = off. */
+  int32_t startup_warmup;
 } gannet_engine_config_t;
 
 #define GANNET_ENGINE_CONFIG_INIT                                                             \
   { (uint32_t)sizeof(gannet_engine_config_t), NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-    NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL, NULL, 0, NULL }
+    NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL, NULL, 0, NULL, 0 }
 
 /* Loads the model and starts the engine thread. Everything that can be checked (files, backend,
  * device, limits, memory) is checked before the weights load. `config` and what it points to may

@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "lib/backend/tensor.h"
@@ -274,6 +275,12 @@ class Backend {
   // ordering [C, V / C] int32; selected [rows, top_k] int32; logits [rows, V] f32.
   virtual absl::Status CentroidLogits(Tensor h, Tensor table, Tensor cluster_logits,
                                       Tensor ordering, Tensor selected, Tensor logits) = 0;
+
+  // The row counts M <= max_rows at which Linear keys what it tunes (a first call at a new key
+  // times candidate kernels): one M of each key, ascending. Empty when nothing is tuned (the CPU).
+  // A warm-up that runs a step at each of them leaves no tuning for the steps that serve
+  // (runner/warmup.h).
+  virtual std::vector<int> LinearTuningRows(int max_rows) const { return {}; }
 
   // ---- graphs (optional): record a sequence of ops once, replay it with one launch ----
   // Between BeginGraphCapture and EndGraphCapture ops are recorded, not run; they must not

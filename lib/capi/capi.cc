@@ -155,6 +155,12 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
                               "default) or 1 (K and V apart)",
                               c.kv_separate_k_eq_v));
     }
+    if (c.startup_warmup < -1 || c.startup_warmup > 1) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                  fmt::format("gannet_engine_create: startup_warmup is {}; 1 (warm up), 0 (the "
+                              "default: off) or -1 (off)",
+                              c.startup_warmup));
+    }
     gannet::engine::EngineConfig ec;
     ec.model_dir = c.model_dir;
     ec.tensor_parallel_size = c.tensor_parallel_size;
@@ -186,6 +192,7 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
     ec.kv_cache_dtype = Str(c.kv_cache_dtype);
     ec.compute_dtype = Str(c.compute_dtype);
     ec.kv_separate_k_eq_v = c.kv_separate_k_eq_v != 0;
+    ec.startup_warmup = c.startup_warmup == 1;
     ec.draft_model_dir = Str(c.draft_model_dir);
     ec.num_speculative_tokens = c.num_speculative_tokens;
     ec.max_prefill_tokens_while_decoding = static_cast<int>(c.max_prefill_tokens_while_decoding);

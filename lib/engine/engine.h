@@ -72,6 +72,10 @@ struct EngineConfig {
   // cores; bf16 elsewhere), "bf16", or "f16" (weights converted at load; the residual stream,
   // norm inputs and logits stay f32). The CPU backend computes in f32 and takes only "auto".
   std::string compute_dtype;
+  // Run every step shape the limits allow once before serving (runner/warmup.h), so the linear
+  // layers' tuning and the decode graphs' recording happen at start, not in the first requests
+  // that meet each shape.
+  bool startup_warmup = false;
   // Speculative decoding with a Gemma-4 MTP assistant: its folder or "dummy:<variant>-assistant"
   // ("" = off), and the drafts per round K (1 to 8; 0 = 3).
   std::string draft_model_dir;

@@ -12,6 +12,7 @@
 #include "lib/parallel/nccl_collectives.h"
 #include "lib/parallel/tp_runner.h"
 #include "lib/parallel/tp_setup.h"
+#include "lib/runner/warmup.h"
 
 namespace gannet::engine {
 namespace {
@@ -308,6 +309,22 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
     if (!kv.plan.group(g).report.empty()) GANNET_LOG_INFO("{}", kv.plan.group(g).report);
   }
   GANNET_RETURN_IF_ERROR(p->runner->AttachKv(kv.layout));
+  if (cfg.startup_warmup) {
+    // Before any page is handed out: the warm-up's steps write the pools' first pages.
+    runner::WarmupLimits wl;
+    wl.max_seqs = kv.max_running_seqs;
+    wl.max_tokens = ro.max_tokens;
+    wl.max_logit_rows = ro.max_logit_rows > 0 ? ro.max_logit_rows : ro.max_seqs;
+    wl.max_model_len = kv.max_model_len;
+    wl.both_sample_modes = world > 1;  // a group's greedy steps exchange picks, not logits
+    const std::vector<runner::WarmupStep> steps = runner::PlanWarmup(
+        wl, be.LinearTuningRows(ro.max_tokens), ro.enable_graphs && be.SupportsGraphs());
+    const auto warm_start = Clock::now();
+    GANNET_RETURN_IF_ERROR(runner::WarmUp(p->runner.get(), kv.layout, steps,
+                                          static_cast<int32_t>(p->config.text.vocab_size)));
+    GANNET_LOG_INFO("engine: warmed up {} step shapes in {:.1f} s", steps.size(),
+                    std::chrono::duration<double>(Clock::now() - warm_start).count());
+  }
   kv::KvManagerOptions ko;
   ko.enable_prefix_cache = cfg.enable_prefix_cache;
   GANNET_ASSIGN_OR_RETURN(p->kv, kv::KvManager::Create(kv.layout, ko));

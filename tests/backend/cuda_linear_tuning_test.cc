@@ -1,5 +1,6 @@
 // The arithmetic of the CUDA linear layers' tuning (host code only: runs without a GPU): which M a
 // plan is tuned for, against the runner's decode batch buckets, and which timed algo it keeps.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -38,6 +39,26 @@ TEST(LinearPlanRowsTest, EveryDecodeBatchBucketIsItsOwnPlan) {
     const int bucket = runner::BatchBucket(seqs, 128);
     EXPECT_EQ(LinearPlanRows(bucket), bucket) << seqs;
   }
+}
+
+// The warm-up's list (Backend::LinearTuningRows): one M per key, every key up to max_rows met once.
+TEST(LinearPlanKeysTest, OneRowCountPerKeyUpToTheLimit) {
+  for (int max_rows : {1, 5, 16, 17, 100, 128, 300, 2048, 2000, 8192}) {
+    const std::vector<int> keys = LinearPlanKeys(max_rows);
+    std::vector<int> seen;  // the keys of the listed M, in order
+    for (const int m : keys) {
+      ASSERT_GE(m, 1);
+      ASSERT_LE(m, max_rows);
+      seen.push_back(LinearPlanRows(m));
+    }
+    for (size_t i = 1; i < seen.size(); ++i) ASSERT_LT(seen[i - 1], seen[i]) << max_rows;
+    for (int m = 1; m <= max_rows; ++m) {  // every M's key is among them
+      ASSERT_NE(std::find(seen.begin(), seen.end(), LinearPlanRows(m)), seen.end()) << m;
+    }
+  }
+  EXPECT_EQ(LinearPlanKeys(20),
+            (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 20}));
+  EXPECT_EQ(LinearPlanKeys(2000).back(), 2000);  // key 2048, met at the largest M there is
 }
 
 TEST(MedianMsTest, MiddleRoundIgnoresOutliers) {

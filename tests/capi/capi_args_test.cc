@@ -76,6 +76,10 @@ TEST(CapiArgsTest, CreateRejectsBadArguments) {
   EXPECT_EQ(gannet_engine_create(&config, &engine), GANNET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(LastError().find("kv_separate_k_eq_v is 2"), std::string::npos) << LastError();
   config.kv_separate_k_eq_v = 0;
+  config.startup_warmup = 2;
+  EXPECT_EQ(gannet_engine_create(&config, &engine), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("startup_warmup is 2"), std::string::npos) << LastError();
+  config.startup_warmup = 0;
 
   // A drafter is not servable on its own.
   const std::string drafter = TinyModelDir("e2b-assistant");
@@ -219,6 +223,23 @@ TEST(CapiArgsTest, OlderSmallerStructsStillWork) {
             GANNET_OK);
   EXPECT_EQ(old.num_running, 0);
   EXPECT_EQ(old.canary, 1234);  // nothing written past the caller's struct
+  gannet_engine_destroy(engine);
+
+  // A config that ends before startup_warmup (the 0.2 ABI's first release did): whatever its
+  // memory holds past the struct, the field is the default.
+  struct {
+    gannet_engine_config_t config;
+    int32_t garbage[4];
+  } older{GANNET_ENGINE_CONFIG_INIT, {7, 7, 7, 7}};
+  const std::string dir = TinyModelDir("e2b");
+  older.config.model_dir = dir.c_str();
+  older.config.backend = "cpu";
+  older.config.max_model_len = 64;
+  older.config.struct_size =
+      static_cast<uint32_t>(offsetof(gannet_engine_config_t, startup_warmup));
+  older.config.startup_warmup = 7;  // past the caller's struct_size: never read
+  engine = nullptr;
+  ASSERT_EQ(gannet_engine_create(&older.config, &engine), GANNET_OK) << gannet_last_error_message();
   gannet_engine_destroy(engine);
 }
 

@@ -129,6 +129,48 @@ TEST_P(PerVariant, SingleStoreKEqVHalvesFullLayerKv) {
   gannet_engine_destroy(single);
 }
 
+// startup_warmup runs every step shape before create returns, writing into the KV pools before any
+// request owns a page: requests served after it get the tokens of an engine without it, alone and
+// batched; with tensor parallelism too (the CPU's ranks are threads).
+TEST_P(PerVariant, StartupWarmupServesTheSameTokens) {
+  for (int tp : {1, 2}) {
+    if (tp == 2 && GetParam() != "31b") continue;  // one variant is enough for the group's path
+    SCOPED_TRACE(tp);
+    auto edit = [tp](bool warm) {
+      return [tp, warm](gannet_engine_config_t* c) {
+        c->startup_warmup = warm ? 1 : -1;
+        c->tensor_parallel_size = tp;
+      };
+    };
+    gannet_engine_t* cold = CreateTinyEngine(GetParam(), edit(false));
+    gannet_engine_t* warm = CreateTinyEngine(GetParam(), edit(true));
+    ASSERT_NE(cold, nullptr);
+    ASSERT_NE(warm, nullptr);
+    std::vector<Outcome> alone;
+    for (int i = 0; i < 4; ++i) {
+      const std::vector<int32_t> prompt = MakePrompt(4000 + i, 3 + 13 * i);
+      alone.push_back(RunAlone(cold, GreedyRequest(prompt, 12)));
+      const Outcome w = RunAlone(warm, GreedyRequest(prompt, 12));
+      ASSERT_EQ(w.status, GANNET_OK) << w.message;
+      EXPECT_EQ(w.tokens, alone[i].tokens) << i;
+    }
+    std::set<uint64_t> ids;
+    std::vector<uint64_t> order;
+    for (int i = 0; i < 4; ++i) {  // the same prompts at once
+      const std::vector<int32_t> prompt = MakePrompt(4000 + i, 3 + 13 * i);
+      const gannet_request_t r = GreedyRequest(prompt, 12);
+      uint64_t id;
+      ASSERT_EQ(gannet_engine_submit(warm, &r, &id), GANNET_OK) << gannet_last_error_message();
+      ids.insert(id);
+      order.push_back(id);
+    }
+    auto outcomes = WaitAll(warm, ids);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(outcomes[order[i]].tokens, alone[i].tokens) << i;
+    gannet_engine_destroy(warm);
+    gannet_engine_destroy(cold);
+  }
+}
+
 TEST(CapiEngineTest, Fp8KvKeepsTheTrainedModelsGreedyText) {
   gannet_engine_t* ref = CreateTinyEngine("trained");
   gannet_engine_t* fp8 = CreateTinyEngine("trained", [](gannet_engine_config_t* c) {

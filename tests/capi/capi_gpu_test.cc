@@ -13,8 +13,9 @@
 namespace gannet::testing {
 namespace {
 
-gannet_engine_t* CudaEngine(const std::string& model, bool graphs) {
+gannet_engine_t* CudaEngine(const std::string& model, bool graphs, bool warmup = false) {
   gannet_engine_config_t c = GANNET_ENGINE_CONFIG_INIT;
+  c.startup_warmup = warmup ? 1 : 0;
   c.model_dir = model.c_str();
   c.backend = "cuda";
   c.max_model_len = 256;
@@ -110,6 +111,21 @@ TEST_P(CapiGpuTest, GreedyMatchesCpuWithAndWithoutGraphs) {
   ExpectSameUpToNearTies(with_graphs, reference, "graphs");
   ExpectSameUpToNearTies(again, reference, "graphs, second pass (replays)");
   ExpectSameUpToNearTies(without, reference, "no graphs");
+}
+
+// startup_warmup: the linear layers tuned and every decode graph recorded before the first
+// request (runner/warmup.h), after which requests replay those recordings from their first step.
+TEST_P(CapiGpuTest, StartupWarmupServesTheSameTokens) {
+  const std::string dir = TinyModelDir(GetParam());
+  gannet_engine_t* gpu = CudaEngine(dir, /*graphs=*/true, /*warmup=*/true);
+  if (gpu == nullptr) GTEST_SKIP() << "no usable CUDA backend: " << gannet_last_error_message();
+  auto warmed = RunBatch(gpu, 16, 16);
+  gannet_engine_destroy(gpu);
+  gannet_engine_t* cpu =
+      CreateTinyEngine(GetParam(), [](gannet_engine_config_t* c) { c->max_running_seqs = 16; });
+  auto reference = RunBatch(cpu, 16, 16, /*logprobs=*/4);
+  gannet_engine_destroy(cpu);
+  ExpectSameUpToNearTies(warmed, reference, "startup warm-up");
 }
 
 // The tiny 31B only: bf16 moves the tiny 26B-A4B's expert choices and E4B's logits by more than

@@ -29,7 +29,8 @@ static_assert(offsetof(gannet_engine_config_t, tp_id) == 152);
 static_assert(offsetof(gannet_engine_config_t, kv_cache_dtype) == 160);
 static_assert(offsetof(gannet_engine_config_t, kv_separate_k_eq_v) == 168);
 static_assert(offsetof(gannet_engine_config_t, compute_dtype) == 176);
-static_assert(sizeof(gannet_engine_config_t) == 184);
+static_assert(offsetof(gannet_engine_config_t, startup_warmup) == 184);
+static_assert(sizeof(gannet_engine_config_t) == 192);
 static_assert(offsetof(gannet_tp_id_t, bytes) == 0);
 static_assert(sizeof(gannet_tp_id_t) == 128);
 static_assert(offsetof(gannet_progress_t, stage) == 8);
@@ -112,6 +113,8 @@ TEST(LayoutTest, InitMacrosSetSizesAndDefaults) {
   EXPECT_EQ(c.tp_id, nullptr);
   EXPECT_EQ(c.kv_cache_dtype, nullptr);
   EXPECT_EQ(c.kv_separate_k_eq_v, 0);
+  EXPECT_EQ(c.compute_dtype, nullptr);
+  EXPECT_EQ(c.startup_warmup, 0);
   gannet_chat_message_t m = GANNET_CHAT_MESSAGE_INIT;
   EXPECT_EQ(m.struct_size, sizeof(gannet_chat_message_t));
   gannet_engine_stats_t s = GANNET_ENGINE_STATS_INIT;

@@ -58,6 +58,7 @@ int main(void) {
   FIELD(gannet_engine_config_t, kv_cache_dtype);
   FIELD(gannet_engine_config_t, kv_separate_k_eq_v);
   FIELD(gannet_engine_config_t, compute_dtype);
+  FIELD(gannet_engine_config_t, startup_warmup);
 
   SIZE(gannet_tp_id_t);
   FIELD(gannet_tp_id_t, bytes);

@@ -89,6 +89,8 @@ class CudaBackend final : public Backend {
   absl::Status Sample(Tensor logits, Tensor params, Tensor banned, Tensor out_ids) override;
   absl::Status ShardArgmax(Tensor logits, Tensor banned, int64_t id_offset, Tensor out) override;
 
+  std::vector<int> LinearTuningRows(int max_rows) const override;
+
   // CUDA graphs over the backend's stream (thread-local capture mode: other threads' CUDA calls
   // are unaffected). Graphs live until the backend is destroyed.
   bool SupportsGraphs() const override { return true; }

@@ -454,6 +454,10 @@ absl::StatusOr<CudaLinear::Choice> CudaLinear::Run(const Tensor& x, const Tensor
   return used;
 }
 
+std::vector<int> CudaBackend::LinearTuningRows(int max_rows) const {
+  return LinearPlanKeys(max_rows);
+}
+
 absl::Status CudaBackend::Linear(Tensor x, Tensor w, Tensor out) {
   return linear_->Run(x, w, out).status();
 }

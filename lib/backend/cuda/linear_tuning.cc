@@ -15,6 +15,16 @@ int LinearPlanRows(int m) {
   return b;
 }
 
+std::vector<int> LinearPlanKeys(int max_rows) {
+  std::vector<int> keys;
+  for (int m = 1; m <= max_rows;) {
+    const int key = LinearPlanRows(m);
+    keys.push_back(std::min(key, max_rows));
+    m = key + 1;
+  }
+  return keys;
+}
+
 float MedianMs(std::vector<float> runs) {
   if (runs.empty()) return std::numeric_limits<float>::infinity();
   const auto mid = runs.begin() + static_cast<std::ptrdiff_t>(runs.size() / 2);

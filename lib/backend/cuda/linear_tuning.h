@@ -10,6 +10,8 @@ namespace gannet::backend {
 // buckets (multiples of 8 to 64, of 16 to 128: runner::BatchBucket), so every graphed decode
 // batch up to 128 gets a pick timed at its own M, then powers of two (prefill chunks).
 int LinearPlanRows(int m);
+// The distinct LinearPlanRows(m) for m in 1 .. max_rows, ascending (each is its own key's M).
+std::vector<int> LinearPlanKeys(int max_rows);
 
 // The median of one candidate's timed rounds; +inf when it has none.
 float MedianMs(std::vector<float> runs);

@@ -145,6 +145,10 @@ pub struct gannet_engine_config_t {
     /// activations fp16; the residual stream, norm inputs and logits stay f32). The CPU backend
     /// computes in f32 and takes only `"auto"`.
     pub compute_dtype: *const c_char,
+    /// 1 = run one step of every shape the limits allow before create returns (the CUDA linear
+    /// layers' tuning and the decode graphs' recording happen at start, not in the first requests
+    /// of each shape); 0 = the default (off); -1 = off.
+    pub startup_warmup: i32,
 }
 
 impl Default for gannet_engine_config_t {
@@ -180,6 +184,7 @@ impl Default for gannet_engine_config_t {
             kv_cache_dtype: std::ptr::null(),
             kv_separate_k_eq_v: 0,
             compute_dtype: std::ptr::null(),
+            startup_warmup: 0,
         }
     }
 }
@@ -606,7 +611,8 @@ const _: () = {
     assert!(offset_of!(gannet_engine_config_t, kv_cache_dtype) == 160);
     assert!(offset_of!(gannet_engine_config_t, kv_separate_k_eq_v) == 168);
     assert!(offset_of!(gannet_engine_config_t, compute_dtype) == 176);
-    assert!(size_of::<gannet_engine_config_t>() == 184);
+    assert!(offset_of!(gannet_engine_config_t, startup_warmup) == 184);
+    assert!(size_of::<gannet_engine_config_t>() == 192);
     assert!(size_of::<gannet_tp_id_t>() == 128);
 
     assert!(offset_of!(gannet_progress_t, stage) == 8);

@@ -54,7 +54,7 @@ fn rust_layout() -> BTreeMap<String, (i64, i64)> {
             load_format, progress_callback, progress_user_data, draft_model_dir,
             num_speculative_tokens, max_prefill_tokens_while_decoding, tensor_parallel_size,
             num_device_ids, device_ids, tp_rank, tp_id, kv_cache_dtype, kv_separate_k_eq_v,
-            compute_dtype,
+            compute_dtype, startup_warmup,
         }
         gannet_tp_id_t { bytes }
         gannet_model_info_t {
@@ -177,7 +177,8 @@ fn pinned_offsets_of_layout_test() {
     assert_eq!(offset_of!(gannet_engine_config_t, kv_cache_dtype), 160);
     assert_eq!(offset_of!(gannet_engine_config_t, kv_separate_k_eq_v), 168);
     assert_eq!(offset_of!(gannet_engine_config_t, compute_dtype), 176);
-    assert_eq!(size_of::<gannet_engine_config_t>(), 184);
+    assert_eq!(offset_of!(gannet_engine_config_t, startup_warmup), 184);
+    assert_eq!(size_of::<gannet_engine_config_t>(), 192);
     assert_eq!(size_of::<gannet_tp_id_t>(), 128);
     assert_eq!(size_of::<gannet_progress_t>(), 64);
     assert_eq!(size_of::<gannet_chat_message_t>(), 24);
@@ -215,7 +216,7 @@ fn defaults_are_the_init_macros() {
     assert_eq!(gannet_request_t::default().seed_mode, GANNET_SEED_RANDOM);
     assert_eq!(gannet_request_t::default().disable_speculation, 0);
     assert_eq!(gannet_chat_message_t::default().struct_size, 24);
-    assert_eq!(gannet_engine_config_t::default().struct_size, 184);
+    assert_eq!(gannet_engine_config_t::default().struct_size, 192);
     assert_eq!(
         gannet_engine_config_t::default().max_prefill_tokens_while_decoding,
         0
@@ -230,6 +231,7 @@ fn defaults_are_the_init_macros() {
     assert!(gannet_engine_config_t::default().kv_cache_dtype.is_null());
     assert_eq!(gannet_engine_config_t::default().kv_separate_k_eq_v, 0);
     assert!(gannet_engine_config_t::default().compute_dtype.is_null());
+    assert_eq!(gannet_engine_config_t::default().startup_warmup, 0);
     assert_eq!(gannet_tp_id_t::default().bytes, [0u8; 128]);
     assert_eq!(gannet_engine_stats_t::default().struct_size, 648);
     assert_eq!(gannet_engine_stats_t::default().kv_cache_dtype, [0; 16]);

@@ -260,6 +260,13 @@ impl<'a> EngineBuilder<'a> {
         self.compute_dtype = Some(dtype.into());
         self
     }
+    /// Runs one step of every shape the limits allow before the engine is returned, so the CUDA
+    /// linear layers' tuning and the decode graphs' recording happen at start, not in the first
+    /// requests of each shape (the start takes seconds longer). Default: off.
+    pub fn startup_warmup(mut self, warm: bool) -> Self {
+        self.config.startup_warmup = if warm { 1 } else { -1 };
+        self
+    }
     /// Speculative decoding with the target's Gemma-4 MTP assistant: its checkpoint folder, or
     /// `"dummy:<variant>-assistant"` (random weights, for benchmarks). Default: off. Greedy
     /// output is token for token the same as without it; sampled output has the same
