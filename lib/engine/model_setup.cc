@@ -317,6 +317,7 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
     wl.max_logit_rows = ro.max_logit_rows > 0 ? ro.max_logit_rows : ro.max_seqs;
     wl.max_model_len = kv.max_model_len;
     wl.both_sample_modes = world > 1;  // a group's greedy steps exchange picks, not logits
+    runner::SetPools(kv.layout, &wl);
     const std::vector<runner::WarmupStep> steps = runner::PlanWarmup(
         wl, be.LinearTuningRows(ro.max_tokens), ro.enable_graphs && be.SupportsGraphs());
     const auto warm_start = Clock::now();

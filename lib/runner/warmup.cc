@@ -18,7 +18,27 @@ int SeqsFor(int m, const WarmupLimits& l) {
   return 0;
 }
 
+// Whether `seqs` sequences that hold `context` positions and write their last `tokens` this step
+// fit the pools side by side, as the KV manager would give them pages: every block of the context
+// in the full pool, the window's blocks and the step's in the sliding pool.
+bool Fits(const WarmupLimits& l, int64_t seqs, int64_t context, int64_t tokens) {
+  const int64_t page = std::max(1, l.page_size);
+  const int64_t full = (context + page - 1) / page;
+  const int64_t window = std::min<int64_t>(context, l.sliding_window + tokens);
+  const int64_t sliding = std::min(full, (window + page - 1) / page + 1);
+  return (l.pool_pages[1] <= 0 || seqs * full <= l.pool_pages[1]) &&
+         (l.pool_pages[0] <= 0 || seqs * sliding <= l.pool_pages[0]);
+}
+
 }  // namespace
+
+void SetPools(const kv::KvLayout& layout, WarmupLimits* l) {
+  l->page_size = layout.page_size;
+  l->sliding_window = layout.sliding_window;
+  for (kv::KvGroup g : kv::kAllKvGroups) {
+    l->pool_pages[kv::GroupIndex(g)] = layout.num_pages[kv::GroupIndex(g)];
+  }
+}
 
 std::vector<WarmupStep> PlanWarmup(const WarmupLimits& l, const std::vector<int>& linear_rows,
                                    bool graphs) {
@@ -28,7 +48,7 @@ std::vector<WarmupStep> PlanWarmup(const WarmupLimits& l, const std::vector<int>
   for (const int m : linear_rows) {
     if (m < 1 || m > l.max_tokens) continue;
     const int k = SeqsFor(m, l);
-    if (k == 0) continue;
+    if (k == 0 || !Fits(l, k, m / k, m / k)) continue;
     WarmupStep s;
     s.num_seqs = k;
     s.tokens_per_seq = m / k;
@@ -55,6 +75,7 @@ std::vector<WarmupStep> PlanWarmup(const WarmupLimits& l, const std::vector<int>
       if (!greedy && !l.both_sample_modes) continue;
       for (const int b : batches) {
         for (const int c : contexts) {
+          if (!Fits(l, b, c, 1)) continue;
           WarmupStep s;
           s.num_seqs = b;
           s.context = c;

@@ -9,7 +9,9 @@
 // keys), then every decode shape twice: each batch bucket up to max_seqs at each context-length
 // bucket up to max_model_len, greedy (and, for a tensor-parallel group, whose graphs differ by
 // sampling mode, sampled). The eager runs come first, so the workspaces reach their size before
-// any recording (a workspace that grew would void earlier recordings).
+// any recording (a workspace that grew would void earlier recordings). A shape whose sequences
+// would not fit the KV pools side by side is left out: serving cannot make it, and its
+// workspaces (split-KV partials grow with batch and context) could pass what the memory left.
 //
 // The steps write K/V into the pools before the KV manager hands out any page: their page tables
 // reuse the pools' first pages (every sequence the same ones, block b on page b mod pool size),
@@ -33,7 +35,13 @@ struct WarmupLimits {
   int max_logit_rows = 0;          // logits rows per step
   int64_t max_model_len = 0;       // context (length buckets up to its own)
   bool both_sample_modes = false;  // tensor parallelism: greedy and sampled decode graphs differ
+  // The KV pools (kv::KvLayout): page size, window, pages per group (sliding, full; 0 = none).
+  int page_size = 16;
+  int sliding_window = 0;
+  int64_t pool_pages[2] = {0, 0};
 };
+// The layout's pool geometry in `limits` (page size, window, pages per group).
+void SetPools(const kv::KvLayout& layout, WarmupLimits* limits);
 
 // The steps, in the order they run.
 struct WarmupStep {

@@ -89,6 +89,34 @@ TEST(PlanWarmupTest, SmallLimits) {
   EXPECT_TRUE(PlanWarmup(WarmupLimits{}, {1, 2}, true).empty());
 }
 
+// Serving cannot run more sequences at a context than the pools hold side by side: such decode
+// shapes (and prompt steps) are left out, the rest stay.
+TEST(PlanWarmupTest, LeavesOutShapesThePoolsCannotHold) {
+  WarmupLimits l;
+  l.max_seqs = 64;
+  l.max_tokens = 2048;
+  l.max_logit_rows = 64;
+  l.max_model_len = 32768;
+  l.page_size = 16;
+  l.sliding_window = 1024;
+  l.pool_pages[0] = 64 * 66;  // 64 sequences' windows (1025 positions: 65 blocks, + 1)
+  l.pool_pages[1] = 10000;    // 160000 tokens
+  std::set<std::pair<int, int>> shapes;
+  for (const WarmupStep& s : PlanWarmup(l, {1, 256, 2048}, false)) {
+    EXPECT_LE(static_cast<int64_t>(s.num_seqs) * ((s.context + 15) / 16), 10000);
+    if (s.tokens_per_seq == 1) shapes.insert({s.num_seqs, s.context});
+  }
+  EXPECT_TRUE(shapes.count({1, 32768}));
+  EXPECT_TRUE(shapes.count({64, 2048}));
+  EXPECT_FALSE(shapes.count({64, 4096}));
+  EXPECT_TRUE(shapes.count({32, 4096}));
+  EXPECT_FALSE(shapes.count({32, 8192}));
+  l.pool_pages[0] = 64 * 66 - 1;  // one page short of 64 whole windows
+  for (const WarmupStep& s : PlanWarmup(l, {1, 256, 2048}, false)) {
+    if (s.num_seqs == 64) EXPECT_LT(s.context, 1025);
+  }
+}
+
 // The logits of two sequences decoded greedily after `warm` (or not): the warm-up's steps write
 // pages the sequences then use, and must leave no trace in what they compute.
 std::vector<float> Generate(const std::string& variant, bool warm) {
@@ -106,6 +134,7 @@ std::vector<float> Generate(const std::string& variant, bool warm) {
     l.max_tokens = 32;
     l.max_logit_rows = kSeqs;
     l.max_model_len = kMaxLen;
+    SetPools(layout, &l);
     // The CPU tunes nothing: the row keys CUDA would warm, to run those steps too.
     const std::vector<WarmupStep> steps = PlanWarmup(l, {1, 2, 3, 5, 8, 16, 24, 32}, false);
     absl::Status st = WarmUp(r->get(), layout, steps, (*m)->config.text.vocab_size);
