@@ -7,7 +7,8 @@
 # GANNET_MODEL (default dummy:31b) and GANNET_TPS (the TP degrees, 0 = the plain runner; default
 # "0 $GANNET_TP") choose what the decode, capacity and serving stages run. GANNET_DECODE_PREFILL=N
 # (and GANNET_DECODE_PREFILL_AT=P) adds a prompt chunk to every decode-bench step (mixed steps);
-# GANNET_SERVING_ROUNDS=N runs each serving workload N times on one engine (the first is cold).
+# GANNET_SERVING_ROUNDS=N runs each serving workload N times on one engine (the first is cold);
+# GANNET_SERVING_STARTUP_WARMUP=1 has the engine warm every step shape at create instead.
 # Logs and a summary go to $OUT (default /tmp/gannet-multigpu-out). NCCL_NVLS_ENABLE=0 stays set.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
@@ -120,6 +121,7 @@ for stage in "$@"; do
           lim=$([ "$t" = 0 ] && echo "${GANNET_MAXRUN_TP0:-}" || echo "${GANNET_MAXRUN_TPN:-}")
           extra=()
           [ -n "$lim" ] && extra=(--max-running $(( lim < c ? lim : c )))
+          [ "${GANNET_SERVING_STARTUP_WARMUP:-0}" = 1 ] && extra+=(--startup-warmup)
           t1=$(date +%s)
           timeout 600 "$build/bench/serving/gannet-serving-bench" --model "$model" --input-len 1000 \
             --output-len 1000 --concurrency "$c" --tp "$t" "${extra[@]}" --name "$mname tp$t c$c" \
