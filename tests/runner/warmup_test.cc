@@ -16,12 +16,17 @@
 namespace gannet::runner {
 namespace {
 
-TEST(PlanWarmupTest, EveryRowKeyOnceThenEveryDecodeShape) {
+WarmupLimits Limits(int max_seqs, int max_tokens, int max_logit_rows, int64_t max_model_len) {
   WarmupLimits l;
-  l.max_seqs = 64;
-  l.max_tokens = 2048;
-  l.max_logit_rows = 64;
-  l.max_model_len = 1500;
+  l.max_seqs = max_seqs;
+  l.max_tokens = max_tokens;
+  l.max_logit_rows = max_logit_rows;
+  l.max_model_len = max_model_len;
+  return l;
+}
+
+TEST(PlanWarmupTest, EveryRowKeyOnceThenEveryDecodeShape) {
+  WarmupLimits l = Limits(64, 2048, 64, 1500);
   const std::vector<int> rows = {1, 2, 3, 16, 24, 64, 80, 256, 2048, 4096};
   const std::vector<WarmupStep> steps = PlanWarmup(l, rows, /*graphs=*/true);
   // Row keys first: M tokens in all, within the context, a logits row per token while they fit.
@@ -69,11 +74,7 @@ TEST(PlanWarmupTest, EveryRowKeyOnceThenEveryDecodeShape) {
 }
 
 TEST(PlanWarmupTest, SmallLimits) {
-  WarmupLimits l;
-  l.max_seqs = 3;
-  l.max_tokens = 5;
-  l.max_logit_rows = 3;
-  l.max_model_len = 4;
+  const WarmupLimits l = Limits(3, 5, 3, 4);
   const std::vector<WarmupStep> steps = PlanWarmup(l, {1, 2, 3, 4, 5}, false);
   std::vector<std::pair<int, int>> shapes;  // (sequences, tokens each)
   for (const WarmupStep& s : steps) {
@@ -92,11 +93,7 @@ TEST(PlanWarmupTest, SmallLimits) {
 // Serving cannot run more sequences at a context than the pools hold side by side: such decode
 // shapes (and prompt steps) are left out, the rest stay.
 TEST(PlanWarmupTest, LeavesOutShapesThePoolsCannotHold) {
-  WarmupLimits l;
-  l.max_seqs = 64;
-  l.max_tokens = 2048;
-  l.max_logit_rows = 64;
-  l.max_model_len = 32768;
+  WarmupLimits l = Limits(64, 2048, 64, 32768);
   l.page_size = 16;
   l.sliding_window = 1024;
   l.pool_pages[0] = 64 * 66;  // 64 sequences' windows (1025 positions: 65 blocks, + 1)
@@ -129,11 +126,7 @@ std::vector<float> Generate(const std::string& variant, bool warm) {
   EXPECT_TRUE(r.ok()) << r.status();
   if (warm) {
     const kv::KvLayout layout = testing::SimpleKvLayout((*m)->config, be, kPage, kMaxLen, kSeqs);
-    WarmupLimits l;
-    l.max_seqs = kSeqs;
-    l.max_tokens = 32;
-    l.max_logit_rows = kSeqs;
-    l.max_model_len = kMaxLen;
+    WarmupLimits l = Limits(kSeqs, 32, kSeqs, kMaxLen);
     SetPools(layout, &l);
     // The CPU tunes nothing: the row keys CUDA would warm, to run those steps too.
     const std::vector<WarmupStep> steps = PlanWarmup(l, {1, 2, 3, 5, 8, 16, 24, 32}, false);
