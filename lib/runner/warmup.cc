@@ -91,8 +91,9 @@ std::vector<WarmupStep> PlanWarmup(const WarmupLimits& l, const std::vector<int>
 absl::Status WarmUp(StepRunner* runner, const kv::KvLayout& layout,
                     const std::vector<WarmupStep>& steps, int32_t vocab_size) {
   const int page = layout.page_size;
-  if (page < 1 || vocab_size < 1)
+  if (page < 1 || vocab_size < 1) {
     return InvalidArgumentError("warm-up: no KV layout or vocabulary");
+  }
   StepResult result;
   std::vector<int32_t> tokens, tables[2];
   for (size_t i = 0; i < steps.size(); ++i) {
@@ -107,8 +108,9 @@ absl::Status WarmUp(StepRunner* runner, const kv::KvLayout& layout,
       for (int b = 0; pages > 0 && b < blocks; ++b) t.push_back(b % pages);
     }
     tokens.resize(static_cast<size_t>(w.num_seqs) * w.tokens_per_seq);
-    for (size_t t = 0; t < tokens.size(); ++t)
+    for (size_t t = 0; t < tokens.size(); ++t) {
       tokens[t] = static_cast<int32_t>((t * 7919 + i) % vocab_size);
+    }
     StepBatch batch;
     const int rows_per_seq = w.all_logits ? w.tokens_per_seq : 1;
     for (int s = 0; s < w.num_seqs; ++s) {
