@@ -57,10 +57,15 @@ int64_t LargestFitting(int64_t lo, int64_t hi, const std::function<bool(int64_t)
 // Every term is reachable: each sequence independently sits at the alignment where its window
 // starts on the last slot of a block, so the bound is exact when max_seq_len >= W + T + P (tests
 // compare it with a brute force and build that state); for shorter contexts it is an upper bound.
+int64_t SlidingPagesHeld(int64_t window, int64_t page_size, int64_t new_tokens,
+                         int64_t max_seq_len) {
+  return std::min(CeilDiv(max_seq_len, page_size), SpanPages(window - 1 + new_tokens, page_size));
+}
+
 int64_t SlidingPagesWorstCase(int64_t window, int64_t page_size, int64_t max_running_seqs,
                               int64_t max_step_tokens, int64_t max_seq_len) {
   const int64_t cap = CeilDiv(max_seq_len, page_size);
-  auto pages = [&](int64_t n) { return std::min(cap, SpanPages(window - 1 + n, page_size)); };
+  auto pages = [&](int64_t n) { return SlidingPagesHeld(window, page_size, n, max_seq_len); };
   const int64_t g0 = pages(0);
   int64_t total = max_running_seqs * g0;
   int64_t tokens = max_step_tokens;

@@ -29,6 +29,12 @@
 
 namespace gannet::kv {
 
+// The most sliding pages one sequence holds during a step that grows it by new_tokens: the blocks
+// touching its window and the new positions (at most W - 1 + new_tokens positions, at the worst
+// alignment), and never more than the ceil(max_seq_len / P) blocks of a whole sequence.
+int64_t SlidingPagesHeld(int64_t window, int64_t page_size, int64_t new_tokens,
+                         int64_t max_seq_len);
+
 // The most sliding pages that max_running_seqs sequences hold at once when every running
 // sequence calls ReleaseSlidingBefore(next position - W + 1) before each step and a step computes
 // at most max_step_tokens tokens in total. See kv_pool_plan.cc for the derivation.

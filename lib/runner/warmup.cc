@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lib/common/status.h"
+#include "lib/kv/kv_pool_plan.h"
 #include "lib/runner/graph_cache.h"
 
 namespace gannet::runner {
@@ -20,12 +21,11 @@ int SeqsFor(int m, const WarmupLimits& l) {
 
 // Whether `seqs` sequences that hold `context` positions and write their last `tokens` this step
 // fit the pools side by side, as the KV manager would give them pages: every block of the context
-// in the full pool, the window's blocks and the step's in the sliding pool.
+// in the full pool, the window's blocks and the step's in the sliding pool (kv_pool_plan.h).
 bool Fits(const WarmupLimits& l, int64_t seqs, int64_t context, int64_t tokens) {
   const int64_t page = std::max(1, l.page_size);
   const int64_t full = (context + page - 1) / page;
-  const int64_t window = std::min<int64_t>(context, l.sliding_window + tokens);
-  const int64_t sliding = std::min(full, (window + page - 1) / page + 1);
+  const int64_t sliding = kv::SlidingPagesHeld(l.sliding_window, page, tokens, context);
   return (l.pool_pages[1] <= 0 || seqs * full <= l.pool_pages[1]) &&
          (l.pool_pages[0] <= 0 || seqs * sliding <= l.pool_pages[0]);
 }

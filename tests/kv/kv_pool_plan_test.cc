@@ -41,6 +41,26 @@ int64_t BruteWorstCase(int64_t w, int64_t p, int64_t seqs, int64_t step_tokens, 
   return best[step_tokens];
 }
 
+// One sequence's pages in a step (what the warm-up's shapes are checked against): exact where the
+// context leaves room for the worst alignment, an upper bound where it is shorter.
+TEST(KvPoolPlanTest, SlidingPagesHeldMatchesBruteForce) {
+  for (int64_t w : {1, 5, 16, 17, 40}) {
+    for (int64_t p : {1, 4, 16}) {
+      for (int64_t n : {0, 1, 3, 16, 33}) {
+        for (int64_t len : {int64_t{1}, n + 1, w + 3 * p + n, 4 * (w + p + n)}) {
+          const int64_t brute = BruteSequencePages(w, p, n, len);
+          const int64_t held = SlidingPagesHeld(w, p, n, len);
+          if (len >= w + 3 * p + n) {
+            EXPECT_EQ(held, brute) << w << " " << p << " " << n << " " << len;
+          } else {
+            EXPECT_GE(held, brute) << w << " " << p << " " << n << " " << len;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(KvPoolPlanTest, SlidingWorstCaseMatchesBruteForce) {
   for (int64_t w = 1; w <= 11; ++w) {
     for (int64_t p = 1; p <= 5; ++p) {

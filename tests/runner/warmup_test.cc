@@ -96,7 +96,9 @@ TEST(PlanWarmupTest, LeavesOutShapesThePoolsCannotHold) {
   WarmupLimits l = Limits(64, 2048, 64, 32768);
   l.page_size = 16;
   l.sliding_window = 1024;
-  l.pool_pages[0] = 64 * 66;  // 64 sequences' windows (1025 positions: 65 blocks, + 1)
+  // 64 sequences' windows: a decode step holds the blocks of 1024 positions, 65 at the worst
+  // alignment (kv::SlidingPagesHeld), 64 while the whole context is 1024.
+  l.pool_pages[0] = 64 * 65;
   l.pool_pages[1] = 10000;    // 160000 tokens
   std::set<std::pair<int, int>> shapes;
   for (const WarmupStep& s : PlanWarmup(l, {1, 256, 2048}, false)) {
@@ -108,10 +110,13 @@ TEST(PlanWarmupTest, LeavesOutShapesThePoolsCannotHold) {
   EXPECT_FALSE(shapes.count({64, 4096}));
   EXPECT_TRUE(shapes.count({32, 4096}));
   EXPECT_FALSE(shapes.count({32, 8192}));
-  l.pool_pages[0] = 64 * 66 - 1;  // one page short of 64 whole windows
+  l.pool_pages[0] = 64 * 65 - 1;  // one page short of 64 whole windows
+  bool full_context_1024 = false;
   for (const WarmupStep& s : PlanWarmup(l, {1, 256, 2048}, false)) {
     if (s.num_seqs == 64) EXPECT_LT(s.context, 1025);
+    full_context_1024 |= s.num_seqs == 64 && s.context == 1024;
   }
+  EXPECT_TRUE(full_context_1024);
 }
 
 // The logits of two sequences decoded greedily after `warm` (or not): the warm-up's steps write
