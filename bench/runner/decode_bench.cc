@@ -32,6 +32,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -176,7 +177,7 @@ absl::Status FillRandomKv(const runner::ModelRunner& r, backend::Backend* be) {
 int Run(const Options& o) {
   // "31b" and "dummy:31b" both name the synthetic 31B; a folder gives its config.json's geometry
   // (random weights all the same: tiny checkpoints for smoke runs on the CPU).
-  const bool folder = o.model.find('/') != std::string::npos;
+  const bool folder = !model::IsDummyModel(o.model) && std::filesystem::is_directory(o.model);
   auto config =
       folder ? model::LoadModelConfig(o.model)
              : model::DummyModelConfig(model::IsDummyModel(o.model) ? o.model : "dummy:" + o.model);
