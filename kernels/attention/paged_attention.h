@@ -12,7 +12,10 @@
 //              rope_pairs, with angle inv_freq[i] * j and cos/sin in f32 as QkvPrep; the other
 //              dims are k_norm * V_j
 // Sequence s owns tokens [query_start[s], query_start[s+1]) at positions `positions[t]`, the
-// last tokens of its seq_lens[s]-long context. A query at position p attends to keys
+// last tokens of its seq_lens[s]-long context. Token indices are absolute (rows of q, out and
+// positions), so query_start[0] may exceed 0: a launch over a step's later sequences passes its
+// per-sequence arrays advanced past the earlier ones, and num_tokens = query_start[num_seqs] -
+// query_start[0]. A query at position p attends to keys
 // max(0, p - window + 1) .. p (window 0 = all keys 0 .. p).
 #pragma once
 

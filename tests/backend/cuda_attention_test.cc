@@ -23,6 +23,7 @@
 // in another order; over <= 8k keys that is a few 1e-3 (METHOD.md: bf16 operands land between
 // 1e-3 and 1e-2).
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <numeric>
 #include <random>
@@ -285,7 +286,50 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
     }
   }
 
-  // And through the backend's own selection, with bf16 and with f16 q.
+  // A launch over the step's later sequences alone (per-sequence arrays advanced past the first,
+  // token indices absolute, as the backend launches a mixed step's prompt chunks apart from its
+  // decode rows): every entry writes those sequences' rows, as in the whole step, and no other.
+  if (c.name.find("mixed") != std::string::npos) {
+    const int skip = c.q_lens[0];
+    StepMetadata tail = meta;
+    tail.num_seqs = num_seqs - 1;
+    tail.num_tokens = num_tokens - skip;
+    tail.max_seq_len = *std::max_element(seq_lens.begin() + 1, seq_lens.end());
+    tail.max_query_len = *std::max_element(c.q_lens.begin() + 1, c.q_lens.end());
+    tail.query_start += 1;
+    tail.seq_lens += 1;
+    tail.host_query_start += 1;
+    tail.host_seq_lens += 1;
+    tail.groups[backend::kSlidingGroup].page_table += max_pages;
+    tail.groups[backend::kSlidingGroup].host_page_table += max_pages;
+    const size_t row = static_cast<size_t>(c.nq) * c.d;
+    const std::vector<float> ref_tail(ref.begin() + skip * row, ref.end());
+    int ran_tail = 0;
+    for (const kernels::KernelEntry* e : kernels::AllEntries()) {
+      if (e->op != kernels::Op::kAttentionDecode && e->op != kernels::Op::kAttentionPrefill) continue;
+      const bool f16 = e->predicate.in_type == kernels::ElemType::kF16;
+      AttentionArgs ta = f16 ? a16 : a;
+      ta.meta = &tail;
+      const DeviceTensor& out = f16 ? dout16 : dout;
+      auto probe = gpu.AttentionParams(ta);
+      ASSERT_TRUE(probe.ok()) << probe.status();
+      if (!kernels::CheckEntry(*e, kernels::AttentionProblem(e->op, *probe), gpu.device_info()).ok) continue;
+      ASSERT_TRUE(gpu.Fill(out.t.Reshape({num_tokens, c.nq * c.d}), NAN).ok());
+      const absl::Status st = gpu.RunAttentionEntry(*e, ta);
+      ASSERT_TRUE(st.ok()) << e->name << ": " << st;
+      std::vector<float> got = testing::Download(gpu, out.t);
+      for (size_t i = 0; i < skip * row; ++i) {
+        ASSERT_TRUE(std::isnan(got[i])) << e->name << " wrote row " << i / row << " of the first sequence";
+      }
+      got.erase(got.begin(), got.begin() + skip * row);
+      EXPECT_LE(testing::RelL2(got, ref_tail), kTolerance) << c.name << " / later sequences / " << e->name;
+      ++ran_tail;
+    }
+    EXPECT_GE(ran_tail, 2) << c.name;
+  }
+
+  // And through the backend's own selection, with bf16 and with f16 q (a mixed step with decode
+  // rows first runs them through a decode entry and the rest through a prefill entry).
   ASSERT_TRUE(gpu.Fill(dout.t.Reshape({num_tokens, c.nq * c.d}), NAN).ok());
   ASSERT_TRUE(gpu.Attention(a).ok());
   check("selected", dout);
@@ -335,6 +379,9 @@ std::vector<Case> Cases() {
   // Mixed batch: a prefill chunk next to decodes, window crossing inside the chunk.
   v.push_back({"mixed_8q2kv_hd256", 8, 2, 256, 16, 512, {1300, 900, 77}, {333, 1, 1}, 0.f, false, {0}});
   v.push_back({"mixed_8q2kv_hd512", 8, 2, 512, 32, 0, {640, 5000}, {129, 1}, 0.f, false, {0, 6}});
+  // Decode rows first, then a prompt chunk (the scheduler's order): 31B's sliding and full layers.
+  v.push_back({"mixed_decode_first_31b_sliding", 32, 16, 256, 16, 1024, {1500, 900, 3000, 2100}, {1, 1, 1, 700}, 0.f, false, {0}});
+  v.push_back({"mixed_decode_first_31b_full", 32, 4, 512, 16, 0, {5000, 1200, 2100}, {1, 1, 300}, 0.f, false, {0}});
   // Single-store K=V full layers: 31B (32q/4kv) and 26B-A4B (16q/2kv), decode with forced splits,
   // a verify chunk, prefill from scratch and over cached pages, a mixed batch.
   v.push_back({"kfromv_decode_31b_hd512", 32, 4, 512, 16, 0, {8192, 1000, 17}, {1, 1, 1}, 0.f, false, {0, 1, 7, 64}, true});
@@ -342,6 +389,7 @@ std::vector<Case> Cases() {
   v.push_back({"kfromv_verify_31b_q4", 32, 4, 512, 16, 0, {6000, 700}, {4, 4}, 0.f, false, {0, 3}, true});
   v.push_back({"kfromv_prefill_31b_hd512", 32, 4, 512, 16, 0, {300, 2100}, {300, 100}, 0.f, false, {0, 3}, true});
   v.push_back({"kfromv_mixed_26b_hd512", 16, 2, 512, 16, 0, {640, 5000}, {129, 1}, 0.f, false, {0, 6}, true});
+  v.push_back({"kfromv_mixed_decode_first_31b", 32, 4, 512, 16, 0, {5000, 1200, 2100}, {1, 1, 300}, 0.f, false, {0}, true});
   return v;
 }
 

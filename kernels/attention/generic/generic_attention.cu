@@ -31,7 +31,7 @@ __global__ void GenericAttentionKernel(const PagedAttentionParams p) {
   const int64_t item = static_cast<int64_t>(blockIdx.x) * warps_per_block + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
   if (item >= static_cast<int64_t>(p.num_tokens) * p.num_q_heads) return;
-  const int t = static_cast<int>(item / p.num_q_heads);
+  const int t = p.query_start[0] + static_cast<int>(item / p.num_q_heads);  // an absolute token
   const int h = static_cast<int>(item % p.num_q_heads);
   const int kvh = h / (p.num_q_heads / p.num_kv_heads);
   // The token's sequence: the last s with query_start[s] <= t.

@@ -114,8 +114,11 @@ class CudaBackend final : public Backend {
   // through here); Attention() selects through the registry and calls this.
   absl::Status RunAttentionEntry(const kernels::KernelEntry& entry, const AttentionArgs& args,
                                  int num_splits = 0);
-  // The registry entry Attention() would use for these arguments.
+  // The registry entry Attention() would use for these arguments taken as one problem (a mixed
+  // step's leading decode rows go to a decode entry besides it).
   absl::StatusOr<const kernels::KernelEntry*> SelectAttention(const AttentionArgs& args);
+  // The kernels' parameter block for these arguments (checked).
+  absl::StatusOr<kernels::PagedAttentionParams> AttentionParams(const AttentionArgs& args);
 
   // A grow-only device workspace (kernel scratch). `id` keeps users whose kernels rely on zeroed
   // counters apart from users that overwrite their space.
@@ -127,9 +130,10 @@ class CudaBackend final : public Backend {
   CudaBackend() = default;
   absl::Status Init(int device, std::optional<DType> compute);
   bool Capturing() const;
+  absl::StatusOr<const kernels::KernelEntry*> SelectAttentionFor(const kernels::PagedAttentionParams& p);
+  absl::Status LaunchAttention(const kernels::KernelEntry& entry, const kernels::PagedAttentionParams& p);
   // inv_freq of a rotation over head_dim / 2 pairs (cached).
   const std::vector<float>& InvFreq(const RopeSpec& rope, int head_dim);
-  absl::StatusOr<kernels::PagedAttentionParams> AttentionParams(const AttentionArgs& args);
 
   int device_id_ = 0;
   DType act_ = DType::kBF16;
