@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "kernels/attention/attention_entries.h"
 #include "kernels/rope/qkv_prep.h"
+#include "lib/backend/cuda/attention_split.h"
 #include "lib/backend/cuda/cuda_backend.h"
 #include "lib/backend/cuda/cuda_status.h"
 #include "lib/backend/cuda/cuda_util.h"
@@ -17,8 +19,6 @@
 
 namespace gannet::backend {
 namespace {
-
-constexpr int kDecodeRows = 16;
 
 bool DebugKv() {
   const char* env = std::getenv("GANNET_DEBUG_KV");
@@ -47,43 +47,6 @@ absl::Status ValidatePages(const AttentionArgs& a) {
     }
   }
   return absl::OkStatus();
-}
-
-// The leading sequences of a step whose query rows (tokens x heads of a GQA group) fit a decode
-// CTA, from the host copy of query_start (absent: none).
-int LeadingDecodeSeqs(const StepMetadata& m, int group) {
-  if (m.host_query_start == nullptr || m.host_seq_lens == nullptr) return 0;
-  int s = 0;
-  while (s < m.num_seqs && (m.host_query_start[s + 1] - m.host_query_start[s]) * group <= kDecodeRows) ++s;
-  return s;
-}
-
-// Sequences [0, d) of a step as a problem of their own: the same arrays, fewer sequences, and
-// host bounds of their own (the decode kernel sizes its key splits from max_seq_len).
-kernels::PagedAttentionParams DecodePart(const kernels::PagedAttentionParams& p, const StepMetadata& m, int d) {
-  kernels::PagedAttentionParams dec = p;
-  dec.num_seqs = d;
-  dec.num_tokens = m.host_query_start[d] - m.host_query_start[0];
-  dec.max_query_len = 0;
-  dec.max_seq_len = 0;
-  for (int s = 0; s < d; ++s) {
-    dec.max_query_len = std::max(dec.max_query_len, m.host_query_start[s + 1] - m.host_query_start[s]);
-    dec.max_seq_len = std::max(dec.max_seq_len, m.host_seq_lens[s]);
-  }
-  return dec;
-}
-
-// The sequences after `dec`'s: per-sequence arrays advanced past them. query_start keeps its
-// absolute token indices into q, out and positions, which every kernel reads them as.
-kernels::PagedAttentionParams PrefillPart(const kernels::PagedAttentionParams& p,
-                                          const kernels::PagedAttentionParams& dec) {
-  kernels::PagedAttentionParams pre = p;
-  pre.query_start += dec.num_seqs;
-  pre.seq_lens += dec.num_seqs;
-  pre.page_table += static_cast<int64_t>(dec.num_seqs) * p.max_pages_per_seq;
-  pre.num_seqs -= dec.num_seqs;
-  pre.num_tokens -= dec.num_tokens;
-  return pre;
 }
 
 }  // namespace
@@ -230,9 +193,8 @@ absl::StatusOr<const kernels::KernelEntry*> CudaBackend::SelectAttention(const A
 
 absl::StatusOr<const kernels::KernelEntry*> CudaBackend::SelectAttentionFor(
     const kernels::PagedAttentionParams& p) {
-  // Decode kernels hold up to 16 (query token, head of a GQA group) rows per CTA and split the
-  // keys: they also serve the few tokens of a speculative verify chunk.
-  const bool decode = p.max_query_len * (p.num_q_heads / p.num_kv_heads) <= kDecodeRows;
+  // Decode kernels also serve the few tokens of a speculative verify chunk.
+  const bool decode = FitsDecodeCta(p);
   for (kernels::Op op : {kernels::Op::kAttentionDecode, kernels::Op::kAttentionPrefill}) {
     if (op == kernels::Op::kAttentionDecode && !decode) continue;
     const kernels::ProblemKey pk = kernels::AttentionProblem(op, p);
@@ -283,21 +245,14 @@ absl::Status CudaBackend::LaunchAttention(const kernels::KernelEntry& entry,
 absl::Status CudaBackend::Attention(const AttentionArgs& a) {
   GANNET_ASSIGN_OR_RETURN(kernels::PagedAttentionParams p, AttentionParams(a));
   if (DebugKv()) GANNET_RETURN_IF_ERROR(ValidatePages(a));
-  // A mixed step (the scheduler puts decode rows before prompt chunks) would otherwise run its
-  // decode rows through the prefill kernel, one mostly empty query tile each and no split of
-  // the keys: on an H200, 80 decode rows beside a 2048-token chunk cost 31B's sliding layers
-  // 45 ms a step that way against ~16 ms in the decode kernel. So the leading sequences a decode
-  // CTA holds go to a decode entry and the rest to a prefill entry, two launches over disjoint
-  // rows of out. Only steps of uneven query lengths split, and those never run as graphs.
-  const int group = p.num_q_heads / p.num_kv_heads;
-  const int d = p.max_query_len * group > kDecodeRows ? LeadingDecodeSeqs(*a.meta, group) : 0;
-  if (d > 0 && d < p.num_seqs) {
-    const kernels::PagedAttentionParams dec = DecodePart(p, *a.meta, d);
-    absl::StatusOr<const kernels::KernelEntry*> de = SelectAttentionFor(dec);
+  // A mixed step: its decode rows in a decode entry, its prompt chunks in a prefill entry
+  // (attention_split.h says why).
+  if (const std::optional<MixedStepLaunches> l = SplitMixedStep(p, *a.meta)) {
+    absl::StatusOr<const kernels::KernelEntry*> de = SelectAttentionFor(l->decode);
     if (de.ok() && (*de)->op == kernels::Op::kAttentionDecode) {
-      GANNET_ASSIGN_OR_RETURN(const kernels::KernelEntry* pe, SelectAttentionFor(PrefillPart(p, dec)));
-      GANNET_RETURN_IF_ERROR(LaunchAttention(**de, dec));
-      return LaunchAttention(*pe, PrefillPart(p, dec));
+      GANNET_ASSIGN_OR_RETURN(const kernels::KernelEntry* pe, SelectAttentionFor(l->rest));
+      GANNET_RETURN_IF_ERROR(LaunchAttention(**de, l->decode));
+      return LaunchAttention(*pe, l->rest);
     }
   }
   GANNET_ASSIGN_OR_RETURN(const kernels::KernelEntry* entry, SelectAttentionFor(p));
