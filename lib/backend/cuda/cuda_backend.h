@@ -111,7 +111,7 @@ class CudaBackend final : public Backend {
   const kernels::DeviceInfo& device_info() const { return device_; }
 
   // Runs an attention entry chosen by the caller (tests and benchmarks force each registry entry
-  // through here); Attention() selects through the registry and calls this.
+  // through here); Attention() selects through the registry and launches the same way.
   absl::Status RunAttentionEntry(const kernels::KernelEntry& entry, const AttentionArgs& args,
                                  int num_splits = 0);
   // The registry entry Attention() would use for these arguments taken as one problem (a mixed
