@@ -41,6 +41,12 @@ int64_t LargestFitting(int64_t lo, int64_t hi, const std::function<bool(int64_t)
 
 }  // namespace
 
+// g(n) of the derivation below.
+int64_t SlidingPagesHeld(int64_t window, int64_t page_size, int64_t new_tokens,
+                         int64_t max_seq_len) {
+  return std::min(CeilDiv(max_seq_len, page_size), SpanPages(window - 1 + new_tokens, page_size));
+}
+
 // Derivation. Before each step every running sequence calls ReleaseSlidingBefore(s - W + 1),
 // s being its next position, and the step then grows it by n >= 0 tokens (at most S sequences,
 // sum of n <= T). During the step the sequence holds sliding pages exactly for the blocks
@@ -57,11 +63,6 @@ int64_t LargestFitting(int64_t lo, int64_t hi, const std::function<bool(int64_t)
 // Every term is reachable: each sequence independently sits at the alignment where its window
 // starts on the last slot of a block, so the bound is exact when max_seq_len >= W + T + P (tests
 // compare it with a brute force and build that state); for shorter contexts it is an upper bound.
-int64_t SlidingPagesHeld(int64_t window, int64_t page_size, int64_t new_tokens,
-                         int64_t max_seq_len) {
-  return std::min(CeilDiv(max_seq_len, page_size), SpanPages(window - 1 + new_tokens, page_size));
-}
-
 int64_t SlidingPagesWorstCase(int64_t window, int64_t page_size, int64_t max_running_seqs,
                               int64_t max_step_tokens, int64_t max_seq_len) {
   const int64_t cap = CeilDiv(max_seq_len, page_size);
