@@ -355,6 +355,81 @@ TEST_F(CudaOpsTest, GemvTilesGiveTheSameBits) {
   }
 }
 
+// The next layer's weight a GEMV pulls into L2 (GemvParams::next_w) is a hint: every size of it,
+// shares of a CTA rounded to 16 bytes, more or less than the CTAs, and memory already freed (a
+// stale hint, which NextWeightHints prevents but a graph could replay) give the same bits as none
+// and no error; a misaligned one is refused.
+TEST_F(CudaOpsTest, GemvNextWeightHintChangesNoBits) {
+  const int n = 1536, k = 2048;
+  DeviceTensor x = Upload(*gpu_, RandomNormal(2 * k, 41, 1.5f), DType::kBF16, {2, k});
+  DeviceTensor w = Upload(*gpu_, RandomNormal(static_cast<size_t>(n) * k, 42, 1.0f / std::sqrt(k)),
+                          DType::kBF16, {n, k});
+  const size_t next_elems = size_t{8} << 20;  // 16 MB of bf16
+  DeviceTensor next = Upload(*gpu_, std::vector<float>(next_elems, 1.0f), DType::kBF16,
+                             {static_cast<int64_t>(next_elems / 1024), 1024});
+  void* freed = nullptr;
+  ASSERT_EQ(cudaMalloc(&freed, size_t{64} << 20), cudaSuccess);
+  ASSERT_EQ(cudaFree(freed), cudaSuccess);
+  struct Hint {
+    const void* data;
+    uint32_t bytes;
+    const char* what;
+  };
+  const Hint hints[] = {{nullptr, 0, "none"},
+                        {next.t.data, 16, "16 bytes"},
+                        {next.t.data, 4000, "fewer 16-byte shares than CTAs"},
+                        {next.t.data, 1000003, "1 MB, ragged"},
+                        {next.t.data, 16u << 20, "16 MB"},
+                        {freed, 32u << 20, "32 MB freed"}};
+  for (const int m : {1, 2}) {
+    for (const int t : {0, 1, 2, 3}) {
+      if (!kernels::GemvTileRuns(static_cast<kernels::GemvTile>(t), m)) continue;
+      std::vector<float> first;
+      for (const Hint& h : hints) {
+        const std::string what = fmt::format("M={} tile {} hint {}", m, t, h.what);
+        DeviceTensor out = Upload(*gpu_, std::vector<float>(m * n, NAN), DType::kBF16, {m, n});
+        kernels::GemvParams p;
+        p.x = x.t.data;
+        p.w = w.t.data;
+        p.out = out.t.data;
+        p.m = m;
+        p.n = n;
+        p.k = k;
+        p.ldx = k;
+        p.ldo = n;
+        p.tile = static_cast<kernels::GemvTile>(t);
+        p.next_w = h.data;
+        p.next_bytes = h.bytes;
+        ASSERT_EQ(kernels::LaunchGemv(p, gpu_->stream()), cudaSuccess) << what;
+        ASSERT_EQ(cudaStreamSynchronize(gpu_->stream()), cudaSuccess) << what;
+        const std::vector<float> got = Download(*gpu_, out.t);
+        if (first.empty()) {
+          first = got;
+          for (const float v : got) ASSERT_TRUE(std::isfinite(v)) << what;
+          continue;
+        }
+        for (int i = 0; i < m * n; ++i) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(first[i]))
+              << what << " output " << i;
+        }
+      }
+      kernels::GemvParams bad;
+      bad.x = x.t.data;
+      bad.w = w.t.data;
+      bad.m = m;
+      bad.n = n;
+      bad.k = k;
+      bad.ldx = k;
+      bad.ldo = n;
+      bad.tile = static_cast<kernels::GemvTile>(t);
+      bad.next_w = static_cast<const char*>(next.t.data) + 8;
+      bad.next_bytes = 1024;
+      EXPECT_EQ(kernels::LaunchGemv(bad, gpu_->stream()), cudaErrorInvalidValue);
+    }
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
 // GeluMulLinear: fused into the GEMV for M <= kGemvGatedMaxM where the GEMV is the layer's path,
 // bit for bit what GeluTanhMul then Linear give (the product is rounded to the activation type
 // before it is used, as GeluTanhMul stores it); unfused (act written) elsewhere. gate and up are

@@ -11,6 +11,10 @@
 #   decode    gannet-decode-bench for every dummy variant, both builds, interleaved
 #   envab     the same on this build alone, with $GANNET_AB_ENV (VAR or VAR=VALUE) set and
 #             unset (gpu_decode_env_ab; e.g. GANNET_AB_ENV=GANNET_PDL)
+#   envsweep  the same over several values of one switch: GANNET_SWEEP_ENV (VAR) and
+#             GANNET_SWEEP_VALUES ("v1 v2 default"; gpu_decode_env_sweep), E2B, E4B and 26B-A4B
+#             at batch 1 and 4, and 31B at batch 1 unless GANNET_AB_SMALL_ONLY is set; or 31B
+#             alone (batch 1 and GANNET_SWEEP_31B_BATCHES) with GANNET_SWEEP_31B_ONLY
 #   single    the single-GPU kernel and runner tests (gpu_single_tests)
 #   tuning    the linear layers' timed choices (cuBLASLt or GEMV, both times, the GEMV's PDL
 #             credit) for every dummy variant at M = 1 and 4, from the debug log
@@ -52,6 +56,19 @@ stage_envab() {
   gpu_decode_env_ab "$var" --model dummy:26b-a4b --batches 1,4 --context 1000 --steps 30
   [ -n "${GANNET_AB_SMALL_ONLY:-}" ] && return 0
   gpu_decode_env_ab "$var" --model dummy:31b --batches "1,$(gpu_31b_batch)" --context 1500 --steps 15
+}
+stage_envsweep() {
+  local var=${GANNET_SWEEP_ENV:?GANNET_SWEEP_ENV names the switch}
+  local values=${GANNET_SWEEP_VALUES:?GANNET_SWEEP_VALUES lists its values}
+  if [ -z "${GANNET_SWEEP_31B_ONLY:-}" ]; then
+    local m
+    for m in e2b e4b 26b-a4b; do
+      gpu_decode_env_sweep "$var" "$values" --model dummy:$m --batches 1,4 --context 1000 --steps 30
+    done
+    [ -n "${GANNET_AB_SMALL_ONLY:-}" ] && return 0
+  fi
+  gpu_decode_env_sweep "$var" "$values" --model dummy:31b \
+    --batches "1${GANNET_SWEEP_31B_BATCHES:+,$GANNET_SWEEP_31B_BATCHES}" --context 1500 --steps 15
 }
 stage_single() { gpu_single_tests; }
 stage_tuning() {

@@ -87,6 +87,24 @@ gpu_decode_env_ab() {
   done
 }
 
+# gpu_decode_env_sweep VAR "VALUE..." ARGS...: gannet-decode-bench ARGS on this tree's build once
+# per VALUE of VAR (the value "default" leaves VAR unset), GANNET_AB_ROUNDS (default 2) rounds,
+# interleaved: where a diagnostic's default should sit (GANNET_GEMV_NEXT_KB="0 4096 default").
+gpu_decode_env_sweep() {
+  local var=$1 values=$2 round value
+  shift 2
+  for round in $(seq "${GANNET_AB_ROUNDS:-2}"); do
+    for value in $values; do
+      note "-- $var=$value (round $round): $*"
+      if [ "$value" = default ]; then
+        env -u "$var" timeout 240 "$build/bench/runner/gannet-decode-bench" "$@" 2>&1
+      else
+        env "$var=$value" timeout 240 "$build/bench/runner/gannet-decode-bench" "$@" 2>&1
+      fi | grep -E "^ +batch" | tee -a "$summary"
+    done
+  done
+}
+
 # gpu_ctest TIMEOUT GREP TEST...: the named ctest tests, verbose into ctest.log; prints the log's
 # lines that match GREP.
 gpu_ctest() {
