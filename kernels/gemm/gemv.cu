@@ -70,7 +70,7 @@ template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM, GemvT
 __global__ void __launch_bounds__(kThreads)
     GemvKernel(const XT* __restrict__ x, const XT* __restrict__ up, const WT* __restrict__ w,
                OutT* __restrict__ out, int m, int n, int k, int64_t ldx, int64_t ldu, int64_t ldo,
-               uint32_t prefetch_cap, const char* __restrict__ next_w, uint32_t next_bytes) {
+               uint32_t prefetch_cap) {
   constexpr int kRows = TileRows(kTile);
   const int n0 = blockIdx.x * kRows;
   // The weights do not depend on earlier kernels: the start of this CTA's rows (contiguous, up to
@@ -126,16 +126,6 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
-  // This CTA has read its rows: its share of the next layer's weight (GemvParams::next_w) streams
-  // into L2 during this kernel's tail and the short kernels after it.
-  if (threadIdx.x == 0 && next_bytes > 0) {
-    const uint32_t share = (next_bytes / gridDim.x + 15) & ~15u;
-    const uint64_t first = static_cast<uint64_t>(blockIdx.x) * share;
-    if (first < next_bytes) {
-      PrefetchL2(next_w + first, min(share, next_bytes - static_cast<uint32_t>(first)));
-    }
-  }
-
   __shared__ float red[kThreads / 32][kMaxM * kRows];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
@@ -168,8 +158,7 @@ cudaError_t LaunchGemvTile(const GemvParams& p, cudaStream_t stream) {
   return Launch(GemvKernel<XT, WT, OutT, kGated, kMaxM, kTile>, blocks, kThreads, 0, stream,
                 static_cast<const XT*>(p.x), static_cast<const XT*>(p.up),
                 static_cast<const WT*>(p.w), static_cast<OutT*>(p.out), p.m, p.n, p.k, p.ldx, p.ldu,
-                p.ldo, p.prefetch_cap & ~15u, static_cast<const char*>(p.next_w),
-                p.next_w != nullptr ? p.next_bytes & ~15u : 0u);
+                p.ldo, p.prefetch_cap & ~15u);
 }
 
 // M > 1 runs the four-row tile only (LaunchGemv refuses another): the deeper tiles' extra loads in
@@ -231,8 +220,7 @@ bool GemvLaunchesWithPdl() {
 
 cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream) {
   if (p.m < 1 || p.m > kGemvMaxM || p.n < 1 || p.k % 8 != 0 || p.ldx % 8 != 0 ||
-      (p.up != nullptr && p.m > kGemvGatedMaxM) || !GemvTileRuns(p.tile, p.m) ||
-      (reinterpret_cast<uintptr_t>(p.next_w) & 15) != 0) {
+      (p.up != nullptr && p.m > kGemvGatedMaxM) || !GemvTileRuns(p.tile, p.m)) {
     return cudaErrorInvalidValue;
   }
   switch (p.w_type) {

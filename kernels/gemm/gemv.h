@@ -62,13 +62,6 @@ struct GemvParams {
   // How many bytes of its weight rows a CTA asks the L2 for before its PDL wait (rounded down to
   // a multiple of 16; at most its rows; 0 = none). See kGemvPrefetchBytes.
   uint32_t prefetch_cap = kGemvPrefetchBytes;
-  // The weight the next linear layer reads, which the CTAs pull into L2, each its share, once
-  // their own loads are done (a multiple of 16 bytes, 16-byte aligned; 0 = none): the kernels
-  // between two projections of a decode step read little, so the next projection's first loads
-  // hit L2 instead of starting cold (CudaLinear learns the order: next_weight.h). A hint only:
-  // the result does not depend on it.
-  const void* next_w = nullptr;
-  uint32_t next_bytes = 0;
   GemvTile tile = GemvTile::k4Rows;  // must run at m (GemvTileRuns)
 };
 

@@ -253,10 +253,7 @@ absl::StatusOr<Buffer> CudaBackend::Allocate(size_t bytes) {
         FormatBytes(TotalMemoryBytes()));
   }
   GANNET_CUDA_RETURN_IF_ERROR(err);
-  return Buffer(p, bytes, [frees = frees_](void* q) {
-    cudaFree(q);
-    frees->fetch_add(1, std::memory_order_relaxed);
-  });
+  return Buffer(p, bytes, [](void* q) { cudaFree(q); });
 }
 
 absl::StatusOr<Buffer> CudaBackend::AllocateZeroed(size_t bytes) {

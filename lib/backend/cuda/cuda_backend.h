@@ -22,7 +22,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
@@ -110,8 +109,6 @@ class CudaBackend final : public Backend {
   cudaStream_t stream() const { return stream_; }
   CudaLinear& linear() { return *linear_; }
   const kernels::DeviceInfo& device_info() const { return device_; }
-  // How many buffers from Allocate have been freed (NextWeightHints forgets what it learned).
-  uint64_t BufferFrees() const { return frees_->load(std::memory_order_relaxed); }
 
   // Runs an attention entry chosen by the caller (tests and benchmarks force each registry entry
   // through here); Attention() selects through the registry and launches the same way.
@@ -149,8 +146,6 @@ class CudaBackend final : public Backend {
   cudaStream_t side_stream_ = nullptr;  // created at the first concurrent capture
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
   std::unique_ptr<CudaLinear> linear_;
-  // Shared with the buffers' deleters, which may outlive the backend.
-  std::shared_ptr<std::atomic<uint64_t>> frees_ = std::make_shared<std::atomic<uint64_t>>(0);
   struct Space {
     void* ptr = nullptr;
     size_t bytes = 0;

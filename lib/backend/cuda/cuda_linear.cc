@@ -62,15 +62,6 @@ uint32_t GemvPrefetchCap() {
   return cap;
 }
 
-// How much of the next layer's weight a GEMV pulls into L2 as its CTAs finish (NextWeightHints): a
-// quarter of the L2 by default, so that it stays there through the short kernels before the
-// layer that reads it. GANNET_GEMV_NEXT_KB=n (a diagnostic, for measuring) sets it; 0 = off.
-size_t NextWeightCap(size_t l2_bytes) {
-  const char* env = std::getenv("GANNET_GEMV_NEXT_KB");
-  if (env == nullptr || *env == '\0') return l2_bytes / 4;
-  return static_cast<size_t>(std::clamp(std::atoi(env), 0, 1 << 22)) * 1024u;
-}
-
 // GANNET_GEMV_TILE=t (a diagnostic, as GANNET_LINEAR_PATH is): the GEMV times only tile t at M = 1
 // (GemvTilesToTime); -1 where unset.
 int ForcedGemvTile() {
@@ -110,7 +101,6 @@ absl::StatusOr<std::unique_ptr<CudaLinear>> CudaLinear::Create(CudaBackend* back
   int l2 = 0;
   GANNET_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, backend->device_info().device));
   l->flush_bytes_ = static_cast<size_t>(l2) * 2;
-  l->next_weights_ = NextWeightHints(NextWeightCap(static_cast<size_t>(l2)));
   if (l->flush_bytes_ > 0) GANNET_CUDA_RETURN_IF_ERROR(cudaMalloc(&l->flush_, l->flush_bytes_));
   if (const char* path = std::getenv("GANNET_LINEAR_PATH")) {
     if (std::strcmp(path, "cublaslt") == 0) {
@@ -132,15 +122,7 @@ CudaLinear::~CudaLinear() {
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
-CudaLinear::CudaLinear(CudaBackend* backend) : be_(backend), next_weights_(0) {}
-
-NextWeightHints::Region CudaLinear::ObserveWeight(const Tensor& w) {
-  const size_t bytes = static_cast<size_t>(w.numel()) * w.elem_bytes();
-  const NextWeightHints::Region next = next_weights_.Observe(w.data, bytes, be_->BufferFrees());
-  // The bulk prefetch takes 16-byte aligned regions (a weight view inside a fused matrix may not
-  // start on one).
-  return Aligned16(next.data) ? next : NextWeightHints::Region{};
-}
+CudaLinear::CudaLinear(CudaBackend* backend) : be_(backend) {}
 
 void CudaLinear::Force(std::optional<Path> path) {
   forced_ = path;
@@ -192,12 +174,9 @@ absl::Status CudaLinear::RunCublas(Plan& plan, const cublasLtMatmulAlgo_t* algo,
 }
 
 absl::Status CudaLinear::RunGemv(const Tensor& x, const Tensor& w, const Tensor& out,
-                                 kernels::GemvTile tile, const Tensor* up,
-                                 NextWeightHints::Region next) {
+                                 kernels::GemvTile tile, const Tensor* up) {
   kernels::GemvParams p;
   p.prefetch_cap = GemvPrefetchCap();
-  p.next_w = next.data;
-  p.next_bytes = static_cast<uint32_t>(std::min<size_t>(next.bytes, UINT32_MAX));
   p.tile = tile;
   if (up != nullptr) {
     p.up = up->data;
@@ -402,8 +381,7 @@ absl::StatusOr<bool> CudaLinear::RunGeluMul(const Tensor& gate, const Tensor& up
   const auto it = plans_.find(KeyOf(act.data, act.stride0(), false, w, out));
   if (it == plans_.end() || !it->second->tuned || it->second->choice.path != Path::kGemv)
     return false;
-  GANNET_RETURN_IF_ERROR(
-      RunGemv(gate, w, out, it->second->choice.gemv_tile, &up, ObserveWeight(w)));
+  GANNET_RETURN_IF_ERROR(RunGemv(gate, w, out, it->second->choice.gemv_tile, &up));
   return true;
 }
 
@@ -444,7 +422,6 @@ absl::StatusOr<CudaLinear::Choice> CudaLinear::Run(const Tensor& x, const Tensor
   GANNET_ASSIGN_OR_RETURN(Plan * plan, GetPlan(key, static_cast<int>(m), static_cast<int>(n),
                                                static_cast<int>(k), w_f16, out_f32, ldxb,
                                                out.stride0()));
-  const NextWeightHints::Region next = ObserveWeight(w);
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   GANNET_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(be_->stream(), &cap));
   const bool capturing = cap != cudaStreamCaptureStatusNone;
@@ -454,7 +431,7 @@ absl::StatusOr<CudaLinear::Choice> CudaLinear::Run(const Tensor& x, const Tensor
     if (capturing) plan->tuned = false;
   }
   if (plan->choice.path == Path::kGemv && gemv_ok) {
-    GANNET_RETURN_IF_ERROR(RunGemv(x, w, out, plan->choice.gemv_tile, nullptr, next));
+    GANNET_RETURN_IF_ERROR(RunGemv(x, w, out, plan->choice.gemv_tile));
     return plan->choice;
   }
   if (x_f32) GANNET_RETURN_IF_ERROR(ConvertInput(x, const_cast<void*>(xb), ldxb, w.dtype));

@@ -26,7 +26,6 @@
 #include "absl/status/statusor.h"
 #include "kernels/gemm/gemv.h"
 #include "kernels/registry/registry.h"
-#include "lib/backend/cuda/next_weight.h"
 #include "lib/backend/tensor.h"
 
 namespace gannet::backend {
@@ -75,12 +74,9 @@ class CudaLinear {
   absl::Status ConvertInput(const Tensor& x, void* dst, int64_t ld, DType type);
   static KeyTuple KeyOf(const void* xb, int64_t ldxb, bool x_f32, const Tensor& w,
                         const Tensor& out);
-  // up: the gated GEMV's second input (x is then the gate); next: the weight to pull into L2 for
-  // the layer after this one (NextWeightHints).
+  // up: the gated GEMV's second input (x is then the gate).
   absl::Status RunGemv(const Tensor& x, const Tensor& w, const Tensor& out, kernels::GemvTile tile,
-                       const Tensor* up = nullptr, NextWeightHints::Region next = {});
-  // Records that a layer reads w now; returns the hint for its GEMV (next_weight.h).
-  NextWeightHints::Region ObserveWeight(const Tensor& w);
+                       const Tensor* up = nullptr);
   absl::Status Tune(Plan& plan, const Tensor& x, const Tensor& w, const Tensor& out,
                     const void* xb, int64_t ldxb, bool gemv_ok, bool allow_timing);
 
@@ -92,7 +88,6 @@ class CudaLinear {
   size_t flush_bytes_ = 0;
   std::map<KeyTuple, std::unique_ptr<Plan>> plans_;
   std::optional<Path> forced_;
-  NextWeightHints next_weights_;
   // By x f32 (+1) and weight f16 (+2).
   const kernels::KernelEntry* gemv_entry_[4] = {nullptr, nullptr, nullptr, nullptr};
 };
