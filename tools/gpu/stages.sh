@@ -89,7 +89,7 @@ gpu_decode_env_ab() {
 
 # gpu_decode_env_sweep VAR "VALUE..." ARGS...: gannet-decode-bench ARGS on this tree's build once
 # per VALUE of VAR (the value "default" leaves VAR unset), GANNET_AB_ROUNDS (default 2) rounds,
-# interleaved: where a diagnostic's default should sit (GANNET_GEMV_NEXT_KB="0 4096 default").
+# interleaved: where a diagnostic's default should sit (GANNET_GEMV_PREFETCH_KB="0 8 default").
 gpu_decode_env_sweep() {
   local var=$1 values=$2 round value
   shift 2
