@@ -70,6 +70,16 @@ int ForcedGemvTile() {
   return std::max(std::atoi(env), 0);
 }
 
+// GANNET_GEMV_GATED=0 (a diagnostic, for measuring): RunGeluMul never fuses, so a gated down
+// projection runs as GeluTanhMul then the plain layer.
+bool GatedGemvEnabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("GANNET_GEMV_GATED");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  return on;
+}
+
 bool TuningEnabled() {
   const char* env = std::getenv("GANNET_LINEAR_TUNE");
   return env == nullptr || std::strcmp(env, "0") != 0;
@@ -367,7 +377,8 @@ CudaLinear::KeyTuple CudaLinear::KeyOf(const void* xb, int64_t ldxb, bool x_f32,
 absl::StatusOr<bool> CudaLinear::RunGeluMul(const Tensor& gate, const Tensor& up, const Tensor& w,
                                             const Tensor& act, const Tensor& out) {
   const int64_t m = gate.rows(), k = gate.row_elems();
-  if (m < 1 || m > kernels::kGemvGatedMaxM || forced_ == Path::kCublasLt) return false;
+  if (m < 1 || m > kernels::kGemvGatedMaxM || forced_ == Path::kCublasLt || !GatedGemvEnabled())
+    return false;
   if (gate.dtype != w.dtype || up.dtype != w.dtype || act.dtype != w.dtype ||
       (out.dtype != w.dtype && out.dtype != DType::kF32)) {
     return false;
