@@ -66,20 +66,36 @@ __device__ __forceinline__ void AccumulateChunk(const int4 (&wv)[kRows], const W
   }
 }
 
-template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM, GemvTile kTile>
+// kGlu (GemvParams::glu): the CTA's first kRows / 2 rows are gate rows j0 + r and the others the
+// matching up rows glu + j0 + r, where j0 = blockIdx.x * kRows / 2; n is then glu.
+template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM, GemvTile kTile,
+          bool kGlu = false>
 __global__ void __launch_bounds__(kThreads)
     GemvKernel(const XT* __restrict__ x, const XT* __restrict__ up, const WT* __restrict__ w,
                OutT* __restrict__ out, int m, int n, int k, int64_t ldx, int64_t ldu, int64_t ldo,
                uint32_t prefetch_cap) {
   constexpr int kRows = TileRows(kTile);
-  const int n0 = blockIdx.x * kRows;
+  constexpr int kHalf = kRows / 2;
+  static_assert(!kGlu || (kHalf > 0 && !kGated), "the GeLU-mul epilogue pairs rows");
+  const int n0 = blockIdx.x * (kGlu ? kHalf : kRows);  // first output
+  // Weight row of the CTA's row r (clamped into its half: a ragged last CTA repeats a row).
+  auto row_of = [&](int r) {
+    if constexpr (kGlu) return r < kHalf ? min(n0 + r, n - 1) : n + min(n0 + r - kHalf, n - 1);
+    return min(n0 + r, n - 1);
+  };
   // The weights do not depend on earlier kernels: the start of this CTA's rows (contiguous, up to
-  // prefetch_cap bytes: gemv.h, kGemvPrefetchBytes) moves into L2 before it waits for its
-  // predecessor, so its first loads hit L2 when the wait ends.
-  const uint32_t rows_bytes =
-      static_cast<uint32_t>(min(kRows, n - n0)) * static_cast<uint32_t>(k) * sizeof(WT);
+  // prefetch_cap bytes: gemv.h, kGemvPrefetchBytes; half from each half with kGlu) moves into L2
+  // before it waits for its predecessor, so its first loads hit L2 when the wait ends.
   if (threadIdx.x == 0 && prefetch_cap > 0) {
-    PrefetchL2(w + static_cast<int64_t>(n0) * k, min(rows_bytes, prefetch_cap));
+    const int rows = kGlu ? min(kHalf, n - n0) : min(kRows, n - n0);
+    const uint32_t rows_bytes = static_cast<uint32_t>(rows) * static_cast<uint32_t>(k) * sizeof(WT);
+    if constexpr (kGlu) {
+      const uint32_t cap = (prefetch_cap / 2) & ~15u;
+      PrefetchL2(w + static_cast<int64_t>(row_of(0)) * k, min(rows_bytes, cap));
+      PrefetchL2(w + static_cast<int64_t>(row_of(kHalf)) * k, min(rows_bytes, cap));
+    } else {
+      PrefetchL2(w + static_cast<int64_t>(n0) * k, min(rows_bytes, prefetch_cap));
+    }
   }
   PdlEnter();
   const int chunks = k / 8;
@@ -91,7 +107,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   const WT* wrow[kRows];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) wrow[r] = w + static_cast<int64_t>(min(n0 + r, n - 1)) * k;
+  for (int r = 0; r < kRows; ++r) wrow[r] = w + static_cast<int64_t>(row_of(r)) * k;
 
   // Weights are streamed once: __ldcs keeps them out of L1, so x stays there.
   if constexpr (kTile == GemvTile::k4Rows) {
@@ -140,6 +156,24 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
   const int t = threadIdx.x;
+  if constexpr (kGlu) {
+    // Gate and up of output j, each summed as the plain GEMV sums its rows and rounded as it
+    // stores them, then GeluTanhMul's arithmetic (elementwise.cu).
+    if (t < m * kHalf) {
+      const int i = t / kHalf, j = t % kHalf;
+      if (n0 + j < n) {
+        float g = 0.f, u = 0.f;
+#pragma unroll
+        for (int wi = 0; wi < kThreads / 32; ++wi) {
+          g += red[wi][i * kRows + j];
+          u += red[wi][i * kRows + kHalf + j];
+        }
+        const float gr = ToFloat(FromFloat<OutT>(g)), ur = ToFloat(FromFloat<OutT>(u));
+        out[i * ldo + n0 + j] = FromFloat<OutT>(GeluTanh(gr) * ur);
+      }
+    }
+    return;
+  }
   if (t < m * kRows) {
     const int i = t / kRows, r = t % kRows;
     if (n0 + r < n) {
@@ -151,33 +185,48 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM, GemvTile kTile>
+template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM, GemvTile kTile,
+          bool kGlu = false>
 cudaError_t LaunchGemvTile(const GemvParams& p, cudaStream_t stream) {
-  constexpr int kRows = TileRows(kTile);
-  const int blocks = static_cast<int>((static_cast<int64_t>(p.n) + kRows - 1) / kRows);
-  return Launch(GemvKernel<XT, WT, OutT, kGated, kMaxM, kTile>, blocks, kThreads, 0, stream,
+  // With kGlu a CTA makes kRows / 2 outputs of the glu the kernel takes as n.
+  constexpr int kOuts = kGlu ? TileRows(kTile) / 2 : TileRows(kTile);
+  const int n = kGlu ? p.glu : p.n;
+  const int blocks = static_cast<int>((static_cast<int64_t>(n) + kOuts - 1) / kOuts);
+  return Launch(GemvKernel<XT, WT, OutT, kGated, kMaxM, kTile, kGlu>, blocks, kThreads, 0, stream,
                 static_cast<const XT*>(p.x), static_cast<const XT*>(p.up),
-                static_cast<const WT*>(p.w), static_cast<OutT*>(p.out), p.m, p.n, p.k, p.ldx, p.ldu,
+                static_cast<const WT*>(p.w), static_cast<OutT*>(p.out), p.m, n, p.k, p.ldx, p.ldu,
                 p.ldo, p.prefetch_cap & ~15u);
 }
 
 // M > 1 runs the four-row tile only (LaunchGemv refuses another): the deeper tiles' extra loads in
 // flight pay off at M = 1, where a thread's accumulators leave registers for them.
-template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM>
+template <typename XT, typename WT, typename OutT, bool kGated, int kMaxM, bool kGlu = false>
 cudaError_t LaunchGemvBucket(const GemvParams& p, cudaStream_t stream) {
   if constexpr (kMaxM == 1) {
     switch (p.tile) {
       case GemvTile::k4RowsDeep:
-        return LaunchGemvTile<XT, WT, OutT, kGated, 1, GemvTile::k4RowsDeep>(p, stream);
+        return LaunchGemvTile<XT, WT, OutT, kGated, 1, GemvTile::k4RowsDeep, kGlu>(p, stream);
       case GemvTile::k2RowsDeep:
-        return LaunchGemvTile<XT, WT, OutT, kGated, 1, GemvTile::k2RowsDeep>(p, stream);
+        return LaunchGemvTile<XT, WT, OutT, kGated, 1, GemvTile::k2RowsDeep, kGlu>(p, stream);
       case GemvTile::k1RowDeep:
-        return LaunchGemvTile<XT, WT, OutT, kGated, 1, GemvTile::k1RowDeep>(p, stream);
+        if constexpr (!kGlu) {
+          return LaunchGemvTile<XT, WT, OutT, kGated, 1, GemvTile::k1RowDeep>(p, stream);
+        }
+        return cudaErrorInvalidValue;  // a row has no partner (refused by LaunchGemv)
       default:
         break;
     }
   }
-  return LaunchGemvTile<XT, WT, OutT, kGated, kMaxM, GemvTile::k4Rows>(p, stream);
+  return LaunchGemvTile<XT, WT, OutT, kGated, kMaxM, GemvTile::k4Rows, kGlu>(p, stream);
+}
+
+// The GeLU-mul epilogue (GemvParams::glu): x, w and out of one type, every M bucket.
+template <typename WT>
+cudaError_t LaunchGemvGlu(const GemvParams& p, cudaStream_t stream) {
+  if (p.m == 1) return LaunchGemvBucket<WT, WT, WT, false, 1, true>(p, stream);
+  if (p.m == 2) return LaunchGemvBucket<WT, WT, WT, false, 2, true>(p, stream);
+  if (p.m <= 4) return LaunchGemvBucket<WT, WT, WT, false, 4, true>(p, stream);
+  return LaunchGemvBucket<WT, WT, WT, false, 8, true>(p, stream);
 }
 
 template <typename XT, typename WT, typename OutT, bool kGated = false>
@@ -200,6 +249,12 @@ cudaError_t LaunchFor(const GemvParams& p, cudaStream_t stream) {
   if ((!x_f32 && p.x_type != p.w_type) || (!out_f32 && p.out_type != p.w_type)) {
     return cudaErrorInvalidValue;
   }
+  if (p.glu > 0) {
+    if (x_f32 || out_f32 || p.up != nullptr || static_cast<int64_t>(p.glu) * 2 != p.n) {
+      return cudaErrorInvalidValue;
+    }
+    return LaunchGemvGlu<WT>(p, stream);
+  }
   if (p.up != nullptr) {
     if (x_f32 || p.ldu % 8 != 0) return cudaErrorInvalidValue;
     return out_f32 ? LaunchGemvAs<WT, WT, float, true>(p, stream)
@@ -220,7 +275,8 @@ bool GemvLaunchesWithPdl() {
 
 cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream) {
   if (p.m < 1 || p.m > kGemvMaxM || p.n < 1 || p.k % 8 != 0 || p.ldx % 8 != 0 ||
-      (p.up != nullptr && p.m > kGemvGatedMaxM) || !GemvTileRuns(p.tile, p.m)) {
+      (p.up != nullptr && p.m > kGemvGatedMaxM) || !GemvTileRuns(p.tile, p.m) || p.glu < 0 ||
+      (p.glu > 0 && p.tile == GemvTile::k1RowDeep)) {
     return cudaErrorInvalidValue;
   }
   switch (p.w_type) {

@@ -59,6 +59,15 @@ struct GemvParams {
   // of x_type, row stride ldu, 16-byte aligned; x_type must be w_type.
   const void* up = nullptr;
   int64_t ldu = 0;
+  // When > 0, w stacks a gated MLP's gate rows [0, glu) over its up rows [glu, 2 glu) (n =
+  // 2 glu) and the GEMV writes out [m, glu] = GeluTanhMul(gate, up), each projection rounded to
+  // w_type as the GEMV stores it and the product as GeluTanhMul rounds it: the bits of the GEMV
+  // into [m, 2 glu] then GeluTanhMul, in one kernel that evaluates each GeLU once. (The gated
+  // form above evaluates the GeLU of all K inputs in every CTA of the down projection: about half
+  // the time the weights take to stream, at any shape, which a short kernel does not hide.) A
+  // CTA takes half its rows from each half: tiles of 2 or 4 rows; x and out of w_type; not with
+  // up.
+  int glu = 0;
   // How many bytes of its weight rows a CTA asks the L2 for before its PDL wait (rounded down to
   // a multiple of 16; at most its rows; 0 = none). See kGemvPrefetchBytes.
   uint32_t prefetch_cap = kGemvPrefetchBytes;
@@ -70,7 +79,8 @@ struct GemvParams {
 inline constexpr int kGemvGatedMaxM = 2;
 
 // Requires m in [1, 8] (in [1, kGemvGatedMaxM] with up set), k % 8 == 0, ldx % 8 == 0, 16-byte
-// aligned x and w, and x and out each of w_type or f32.
+// aligned x and w, and x and out each of w_type or f32 (with glu: both of w_type, n == 2 glu, a
+// tile of two or more rows, no up).
 cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream);
 
 // Whether LaunchGemv's kernels launch with programmatic dependent launch on the current device

@@ -238,6 +238,17 @@ class Backend {
     absl::Status st = GeluTanhMul(gate, up, act);
     return st.ok() ? Linear(act, w, out) : st;
   }
+  // act = gelu_tanh(gate) * up for [gate | up] = x @ w^T: a gated MLP's gate/up projection (w
+  // [2I, K], gate rows over up rows) and its product, with `gu` [T, 2I] (of act's type) for the
+  // projection. The result is Linear(x, w, gu) then GeluTanhMul of its halves into act [T, I],
+  // which is what this default does; a backend may fuse the two (CUDA: its small-M GEMV
+  // evaluates the product in its epilogue, bit for bit) and then leaves `gu` unwritten.
+  virtual absl::Status LinearGeluMul(Tensor x, Tensor w, Tensor gu, Tensor act) {
+    absl::Status st = Linear(x, w, gu);
+    if (!st.ok()) return st;
+    const int64_t i = act.row_elems();
+    return GeluTanhMul(gu.Cols(0, i), gu.Cols(i, i), act);
+  }
   // out = a + b, elementwise over [T, H].
   virtual absl::Status Add(Tensor a, Tensor b, Tensor out) = 0;
   // A MoE layer's two branches joined and put through the post-feed-forward update:

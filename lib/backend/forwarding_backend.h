@@ -47,6 +47,9 @@ class ForwardingBackend : public Backend {
     return inner_->PostNormResidual(x, pw, r, s, nw, no, eps);
   }
   absl::Status Linear(Tensor x, Tensor w, Tensor out) override { return inner_->Linear(x, w, out); }
+  absl::Status LinearGeluMul(Tensor x, Tensor w, Tensor gu, Tensor act) override {
+    return inner_->LinearGeluMul(x, w, gu, act);
+  }
   absl::Status GeluMulLinear(Tensor g, Tensor u, Tensor w, Tensor act, Tensor out) override {
     return inner_->GeluMulLinear(g, u, w, act, out);
   }

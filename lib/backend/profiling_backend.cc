@@ -81,6 +81,10 @@ absl::Status ProfilingBackend::GeluMulLinear(Tensor g, Tensor u, Tensor w, Tenso
   return Timed(ByShape("gelu_mul_linear", g, w),
                [&] { return inner().GeluMulLinear(g, u, w, act, out); });
 }
+absl::Status ProfilingBackend::LinearGeluMul(Tensor x, Tensor w, Tensor gu, Tensor act) {
+  return Timed(ByShape("linear_gelu_mul", x, w),
+               [&] { return inner().LinearGeluMul(x, w, gu, act); });
+}
 absl::Status ProfilingBackend::Add(Tensor a, Tensor b, Tensor out) {
   return Timed("add", [&] { return inner().Add(a, b, out); });
 }

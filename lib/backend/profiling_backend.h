@@ -28,6 +28,7 @@ class ProfilingBackend final : public ForwardingBackend {
   absl::Status Linear(Tensor x, Tensor w, Tensor out) override;
   absl::Status GeluTanhMul(Tensor g, Tensor u, Tensor out) override;
   absl::Status GeluMulLinear(Tensor g, Tensor u, Tensor w, Tensor act, Tensor out) override;
+  absl::Status LinearGeluMul(Tensor x, Tensor w, Tensor gu, Tensor act) override;
   absl::Status Add(Tensor a, Tensor b, Tensor out) override;
   absl::Status NormAddPostNormResidual(Tensor a, Tensor aw, Tensor b, Tensor bw, Tensor pw,
                                        Tensor r, Tensor s, Tensor nw, Tensor no,

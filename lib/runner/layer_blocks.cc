@@ -38,9 +38,11 @@ absl::Status GatedMlp(backend::Backend* be, const DeviceLayer& layer, Tensor h, 
                       Tensor mlp, Tensor out) {
   const int64_t n = h.dim(0), I = layer.intermediate;
   Tensor gu = gate_up.Rows(0, n).Reshape({n, gate_up.dim(1)}).Cols(0, 2 * I);
-  GANNET_RETURN_IF_ERROR(be->Linear(h, layer.gate_up, gu));
   Tensor m = mlp.Rows(0, n).Reshape({n, mlp.dim(1)}).Cols(0, I);
-  return be->GeluMulLinear(gu.Cols(0, I), gu.Cols(I, I), layer.down, m, out);
+  // The product where the gate/up projection is made (once per element), not in the down
+  // projection's GEMV, which would evaluate it in every CTA (bench/RESULTS_DECODE.md, session 29).
+  GANNET_RETURN_IF_ERROR(be->LinearGeluMul(h, layer.gate_up, gu, m));
+  return be->Linear(m, layer.down, out);
 }
 
 }  // namespace gannet::runner

@@ -406,6 +406,133 @@ TEST_F(CudaOpsTest, GeluMulLinearFusesIntoTheGemvBitForBit) {
   gpu_->linear().Force(std::nullopt);
 }
 
+// The GEMV's GeLU-mul epilogue (kernels::GemvParams::glu): out = GeluTanhMul of the gate and up
+// halves of a stacked [2I, K] weight's projection, bit for bit the GEMV into [M, 2I] then
+// GeluTanhMul, for every M bucket, every tile of two or more rows at M = 1, odd and tiny I (a
+// last CTA with one pair); the one-row tile, an f32 output, a gated input or n != 2 glu refused.
+TEST_F(CudaOpsTest, GemvGluGivesTheBitsOfTheGemvThenGeluTanhMul) {
+  struct Shape {
+    int inter, k;
+  };
+  const Shape shapes[] = {{1536, 1536}, {1537, 520}, {3, 40}, {641, 2056}};
+  auto kernel_type = [](DType t) {
+    return t == DType::kF16 ? kernels::DataType::kF16 : kernels::DataType::kBF16;
+  };
+  for (const Shape& s : shapes) {
+    for (const DType t : {DType::kBF16, DType::kF16}) {
+      const int n = 2 * s.inter;
+      DeviceTensor x = Upload(*gpu_, RandomNormal(8 * s.k, 51, 1.5f), t, {8, s.k});
+      DeviceTensor w =
+          Upload(*gpu_, RandomNormal(static_cast<size_t>(n) * s.k, 52, 2.0f / std::sqrt(s.k)), t,
+                 {n, s.k});
+      for (const int m : {1, 2, 3, 5, 8}) {
+        kernels::GemvParams p;
+        p.x = x.t.data;
+        p.w = w.t.data;
+        p.m = m;
+        p.n = n;
+        p.k = s.k;
+        p.ldx = s.k;
+        p.x_type = p.w_type = p.out_type = kernel_type(t);
+        // The reference: the projection into [M, 2I], then GeluTanhMul of its halves.
+        DeviceTensor gu = Upload(*gpu_, std::vector<float>(m * n, NAN), t, {m, n});
+        DeviceTensor want = Upload(*gpu_, std::vector<float>(m * s.inter, NAN), t, {m, s.inter});
+        p.out = gu.t.data;
+        p.ldo = n;
+        ASSERT_EQ(kernels::LaunchGemv(p, gpu_->stream()), cudaSuccess);
+        ASSERT_TRUE(
+            gpu_->GeluTanhMul(gu.t.Cols(0, s.inter), gu.t.Cols(s.inter, s.inter), want.t).ok());
+        const std::vector<float> ref = Download(*gpu_, want.t);
+        for (int tile = 0; tile < kernels::kGemvTiles; ++tile) {
+          const auto gt = static_cast<kernels::GemvTile>(tile);
+          if (!kernels::GemvTileRuns(gt, m)) continue;
+          const std::string what =
+              fmt::format("I={} K={} {} M={} tile {}", s.inter, s.k, DTypeName(t), m, tile);
+          DeviceTensor act = Upload(*gpu_, std::vector<float>(m * s.inter, NAN), t, {m, s.inter});
+          kernels::GemvParams g = p;
+          g.glu = s.inter;
+          g.out = act.t.data;
+          g.ldo = s.inter;
+          g.tile = gt;
+          if (gt == kernels::GemvTile::k1RowDeep) {
+            EXPECT_EQ(kernels::LaunchGemv(g, gpu_->stream()), cudaErrorInvalidValue) << what;
+            continue;
+          }
+          ASSERT_EQ(kernels::LaunchGemv(g, gpu_->stream()), cudaSuccess) << what;
+          const std::vector<float> got = Download(*gpu_, act.t);
+          for (size_t i = 0; i < got.size(); ++i) {
+            ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(ref[i]))
+                << what << " element " << i;
+          }
+        }
+        kernels::GemvParams bad = p;
+        bad.glu = s.inter;
+        bad.out = gu.t.data;
+        bad.out_type = kernels::DataType::kF32;
+        EXPECT_EQ(kernels::LaunchGemv(bad, gpu_->stream()), cudaErrorInvalidValue);
+        bad.out_type = p.out_type;
+        bad.n = n - 2;
+        EXPECT_EQ(kernels::LaunchGemv(bad, gpu_->stream()), cudaErrorInvalidValue);
+        bad.n = n;
+        bad.up = x.t.data;
+        bad.ldu = s.k;
+        EXPECT_EQ(kernels::LaunchGemv(bad, gpu_->stream()), cudaErrorInvalidValue);
+      }
+    }
+  }
+}
+
+// LinearGeluMul: fused into the gate/up projection's GEMV for M <= kGemvMaxM where the GEMV is
+// its path (gu then never written), bit for bit Linear then GeluTanhMul; unfused (gu written)
+// on cuBLASLt and above M = 8; against the CPU's two ops within bf16 rounding.
+TEST_F(CudaOpsTest, LinearGeluMulFusesIntoTheGemvBitForBit) {
+  const int inter = 704, k = 520;
+  for (const DType t : {DType::kBF16, DType::kF16}) {
+    for (const int m : {1, 2, 8, 9}) {
+      for (const auto path :
+           {backend::CudaLinear::Path::kGemv, backend::CudaLinear::Path::kCublasLt}) {
+        const bool gemv = path == backend::CudaLinear::Path::kGemv;
+        const std::string what =
+            fmt::format("{} M={} {}", DTypeName(t), m, gemv ? "gemv" : "cublasLt");
+        std::vector<float> x = RandomNormal(static_cast<size_t>(m) * k, 61, 1.5f);
+        std::vector<float> w =
+            RandomNormal(static_cast<size_t>(2 * inter) * k, 62, 2.0f / std::sqrt(k));
+        DeviceTensor dx = Upload(*gpu_, x, t, {m, k});
+        DeviceTensor dw = Upload(*gpu_, w, t, {2 * inter, k});
+        DeviceTensor gu = Upload(*gpu_, std::vector<float>(m * 2 * inter, NAN), t, {m, 2 * inter});
+        DeviceTensor act = Upload(*gpu_, std::vector<float>(m * inter, NAN), t, {m, inter});
+        DeviceTensor apart = Upload(*gpu_, std::vector<float>(m * inter, NAN), t, {m, inter});
+        gpu_->linear().Force(path);
+        // Unfused first: it tunes gu's shape, which the fused call then follows.
+        ASSERT_TRUE(gpu_->Linear(dx.t, dw.t, gu.t).ok()) << what;
+        ASSERT_TRUE(gpu_->GeluTanhMul(gu.t.Cols(0, inter), gu.t.Cols(inter, inter), apart.t).ok());
+        const std::vector<float> gu_apart = Download(*gpu_, gu.t);
+        ASSERT_TRUE(gpu_->Fill(gu.t, NAN).ok());
+        ASSERT_TRUE(gpu_->LinearGeluMul(dx.t, dw.t, gu.t, act.t).ok()) << what;
+        const std::vector<float> got = Download(*gpu_, act.t), want = Download(*gpu_, apart.t);
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+              << what << " element " << i;
+        const std::vector<float> gu_after = Download(*gpu_, gu.t);
+        const bool fused_ran = std::isnan(gu_after[0]);
+        EXPECT_EQ(fused_ran, gemv && m <= kernels::kGemvMaxM) << what;
+        if (!fused_ran) {
+          EXPECT_EQ(gu_after, gu_apart) << what;
+        }
+        // Against the CPU: the projection, rounded to the activation type, then GeluTanhMul.
+        std::vector<float> xq = Download(*gpu_, dx.t), wq = Download(*gpu_, dw.t);
+        std::vector<float> hgu(m * 2 * inter), ref(m * inter);
+        Tensor h = Host(hgu, {m, 2 * inter});
+        ASSERT_TRUE(cpu_.Linear(Host(xq, {m, k}), Host(wq, {2 * inter, k}), h).ok());
+        ASSERT_TRUE(
+            cpu_.GeluTanhMul(h.Cols(0, inter), h.Cols(inter, inter), Host(ref, {m, inter})).ok());
+        EXPECT_LE(RelL2(got, ref), kBf16Tol * 2) << what;
+      }
+    }
+  }
+  gpu_->linear().Force(std::nullopt);
+}
+
 TEST_F(CudaOpsTest, GeluMulAddSoftcapGatherFill) {
   // 704 columns take the 16-byte bf16 kernel, 700 the element-wise one.
   for (const int width : {704, 700}) {

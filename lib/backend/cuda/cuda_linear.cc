@@ -70,8 +70,8 @@ int ForcedGemvTile() {
   return std::max(std::atoi(env), 0);
 }
 
-// GANNET_GEMV_GATED=0 (a diagnostic, for measuring): RunGeluMul never fuses, so a gated down
-// projection runs as GeluTanhMul then the plain layer.
+// GANNET_GEMV_GATED=0 (a diagnostic, for measuring): neither GeLU-mul fusion runs (RunGeluMul,
+// RunLinearGeluMul), so a gated MLP runs its projections and GeluTanhMul as separate kernels.
 bool GatedGemvEnabled() {
   static const bool on = [] {
     const char* env = std::getenv("GANNET_GEMV_GATED");
@@ -184,10 +184,11 @@ absl::Status CudaLinear::RunCublas(Plan& plan, const cublasLtMatmulAlgo_t* algo,
 }
 
 absl::Status CudaLinear::RunGemv(const Tensor& x, const Tensor& w, const Tensor& out,
-                                 kernels::GemvTile tile, const Tensor* up) {
+                                 kernels::GemvTile tile, const Tensor* up, int glu) {
   kernels::GemvParams p;
   p.prefetch_cap = GemvPrefetchCap();
   p.tile = tile;
+  p.glu = glu;
   if (up != nullptr) {
     p.up = up->data;
     p.ldu = up->stride0();
@@ -389,10 +390,39 @@ absl::StatusOr<bool> CudaLinear::RunGeluMul(const Tensor& gate, const Tensor& up
   }
   if (k % 8 != 0 || !GemvInputOk(gate) || !GemvInputOk(up) || !Aligned16(w.data)) return false;
   // Only where Run would take the GEMV for act's shape (a plan tuned on an earlier call).
-  const auto it = plans_.find(KeyOf(act.data, act.stride0(), false, w, out));
+  const Plan* plan = TunedGemvPlan(act.data, act.stride0(), w, out);
+  if (plan == nullptr) return false;
+  GANNET_RETURN_IF_ERROR(RunGemv(gate, w, out, plan->choice.gemv_tile, &up));
+  return true;
+}
+
+CudaLinear::Plan* CudaLinear::TunedGemvPlan(const void* x, int64_t ldx, const Tensor& w,
+                                            const Tensor& out) {
+  const auto it = plans_.find(KeyOf(x, ldx, false, w, out));
   if (it == plans_.end() || !it->second->tuned || it->second->choice.path != Path::kGemv)
+    return nullptr;
+  return it->second.get();
+}
+
+absl::StatusOr<bool> CudaLinear::RunLinearGeluMul(const Tensor& x, const Tensor& w,
+                                                  const Tensor& gu, const Tensor& act) {
+  const int64_t m = x.rows(), k = x.row_elems(), i = act.row_elems();
+  if (m < 1 || m > kernels::kGemvMaxM || forced_ == Path::kCublasLt || !GatedGemvEnabled())
     return false;
-  GANNET_RETURN_IF_ERROR(RunGemv(gate, w, out, it->second->choice.gemv_tile, &up));
+  if (x.dtype != w.dtype || gu.dtype != w.dtype || act.dtype != w.dtype) return false;
+  if (w.rank != 2 || w.row_elems() != k || w.dim(0) != 2 * i || gu.rows() != m ||
+      gu.row_elems() != 2 * i || act.rows() != m) {
+    return false;  // the unfused ops name the mismatch
+  }
+  if (k % 8 != 0 || !GemvInputOk(x) || !Aligned16(w.data)) return false;
+  GANNET_RETURN_IF_ERROR(CheckInt32("LinearGeluMul", {{"intermediate size", i}}));
+  // Only where Run would take the GEMV for gu's shape (a plan tuned on an earlier call). Every
+  // tile gives the same bits; the one-row tile has no partner row, so two rows stand in for it.
+  const Plan* plan = TunedGemvPlan(x.data, x.stride0(), w, gu);
+  if (plan == nullptr) return false;
+  kernels::GemvTile tile = plan->choice.gemv_tile;
+  if (tile == kernels::GemvTile::k1RowDeep) tile = kernels::GemvTile::k2RowsDeep;
+  GANNET_RETURN_IF_ERROR(RunGemv(x, w, act, tile, nullptr, static_cast<int>(i)));
   return true;
 }
 
@@ -471,6 +501,12 @@ std::vector<int> CudaBackend::LinearTuningRows(int max_rows) const {
 
 absl::Status CudaBackend::Linear(Tensor x, Tensor w, Tensor out) {
   return linear_->Run(x, w, out).status();
+}
+
+absl::Status CudaBackend::LinearGeluMul(Tensor x, Tensor w, Tensor gu, Tensor act) {
+  GANNET_ASSIGN_OR_RETURN(const bool fused, linear_->RunLinearGeluMul(x, w, gu, act));
+  if (fused) return absl::OkStatus();
+  return Backend::LinearGeluMul(x, w, gu, act);  // the unfused pair
 }
 
 absl::Status CudaBackend::GeluMulLinear(Tensor gate, Tensor up, Tensor w, Tensor act, Tensor out) {

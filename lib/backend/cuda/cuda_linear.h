@@ -56,6 +56,13 @@ class CudaLinear {
   // operands are of the weight's type and aligned; returns false, having run nothing, otherwise.
   absl::StatusOr<bool> RunGeluMul(const Tensor& gate, const Tensor& up, const Tensor& w,
                                   const Tensor& act, const Tensor& out);
+  // Run(x, w, gu) then GeluTanhMul of gu's halves into act (Backend::LinearGeluMul) as one GEMV
+  // whose epilogue evaluates the product (kernels::GemvParams::glu), the same bits, gu unwritten.
+  // Taken only where Run would take the GEMV for gu's shape (its plan tuned on an earlier call),
+  // with x, gu and act of the weight's type and aligned for the GEMV; returns false, having run
+  // nothing, otherwise.
+  absl::StatusOr<bool> RunLinearGeluMul(const Tensor& x, const Tensor& w, const Tensor& gu,
+                                        const Tensor& act);
   // Tests and benchmarks pin a path (nullopt = the timed choice among all candidates; kCublasLt =
   // the timed choice among cuBLASLt's algorithms only; kGemv = the GEMV where it applies).
   // Forgets every tuned shape.
@@ -75,8 +82,11 @@ class CudaLinear {
   static KeyTuple KeyOf(const void* xb, int64_t ldxb, bool x_f32, const Tensor& w,
                         const Tensor& out);
   // up: the gated GEMV's second input (x is then the gate).
+  // glu: GemvParams::glu (out is then act).
   absl::Status RunGemv(const Tensor& x, const Tensor& w, const Tensor& out, kernels::GemvTile tile,
-                       const Tensor* up = nullptr);
+                       const Tensor* up = nullptr, int glu = 0);
+  // The tuned plan of a shape where Run takes the GEMV for it; null otherwise.
+  Plan* TunedGemvPlan(const void* x, int64_t ldx, const Tensor& w, const Tensor& out);
   absl::Status Tune(Plan& plan, const Tensor& x, const Tensor& w, const Tensor& out,
                     const void* xb, int64_t ldxb, bool gemv_ok, bool allow_timing);
 
