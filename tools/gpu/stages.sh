@@ -67,26 +67,6 @@ gpu_31b_batch() {
   if [ "${mib:-0}" -gt 100000 ]; then echo 64; else echo 16; fi
 }
 
-# gpu_decode_env_ab VAR[=VALUE] ARGS...: gannet-decode-bench ARGS on this tree's build with
-# VAR=VALUE (VALUE defaults to 0, the switch off), then with VAR unset (the default),
-# GANNET_AB_ROUNDS (default 2) pairs, interleaved: A/B of a change behind a switch (GANNET_PDL=0,
-# GANNET_LINEAR_PATH=gemv) with no baseline build.
-gpu_decode_env_ab() {
-  local set=$1 round label
-  shift
-  [[ "$set" == *=* ]] || set="$set=0"
-  for round in $(seq "${GANNET_AB_ROUNDS:-2}"); do
-    for label in "$set" default; do
-      note "-- $label (round $round): $*"
-      if [ "$label" = default ]; then
-        env -u "${set%%=*}" timeout 240 "$build/bench/runner/gannet-decode-bench" "$@" 2>&1
-      else
-        env "$set" timeout 240 "$build/bench/runner/gannet-decode-bench" "$@" 2>&1
-      fi | grep -E "^ +batch" | tee -a "$summary"
-    done
-  done
-}
-
 # gpu_decode_env_sweep VAR "VALUE..." ARGS...: gannet-decode-bench ARGS on this tree's build once
 # per VALUE of VAR (the value "default" leaves VAR unset), GANNET_AB_ROUNDS (default 2) rounds,
 # interleaved: where a diagnostic's default should sit (GANNET_GEMV_PREFETCH_KB="0 8 default").
@@ -103,6 +83,16 @@ gpu_decode_env_sweep() {
       fi | grep -E "^ +batch" | tee -a "$summary"
     done
   done
+}
+
+# gpu_decode_env_ab VAR[=VALUE] ARGS...: the sweep above over VALUE (default 0, the switch off)
+# and the default: A/B of a change behind a switch (GANNET_PDL=0, GANNET_LINEAR_PATH=gemv) with
+# no baseline build.
+gpu_decode_env_ab() {
+  local set=$1
+  shift
+  [[ "$set" == *=* ]] || set="$set=0"
+  gpu_decode_env_sweep "${set%%=*}" "${set#*=} default" "$@"
 }
 
 # gpu_ctest TIMEOUT GREP TEST...: the named ctest tests, verbose into ctest.log; prints the log's
