@@ -244,10 +244,12 @@ class Backend {
   // which is what this default does; a backend may fuse the two (CUDA: its small-M GEMV
   // evaluates the product in its epilogue, bit for bit) and then leaves `gu` unwritten.
   virtual absl::Status LinearGeluMul(Tensor x, Tensor w, Tensor gu, Tensor act) {
-    absl::Status st = Linear(x, w, gu);
-    if (!st.ok()) return st;
     const int64_t i = act.row_elems();
-    return GeluTanhMul(gu.Cols(0, i), gu.Cols(i, i), act);
+    if (gu.rank != 2 || gu.row_elems() != 2 * i) {
+      return absl::InvalidArgumentError("LinearGeluMul: gu must be [T, 2 x act's columns]");
+    }
+    absl::Status st = Linear(x, w, gu);
+    return st.ok() ? GeluTanhMul(gu.Cols(0, i), gu.Cols(i, i), act) : st;
   }
   // out = a + b, elementwise over [T, H].
   virtual absl::Status Add(Tensor a, Tensor b, Tensor out) = 0;
