@@ -10,7 +10,7 @@
 #   kernels   gemm_bench's small-model projections and moe_bench's decode sizes, both builds
 #   decode    gannet-decode-bench for every dummy variant, both builds, interleaved
 #   envab     the same on this build alone, with $GANNET_AB_ENV (VAR or VAR=VALUE) set and
-#             unset (gpu_decode_env_ab; e.g. GANNET_AB_ENV=GANNET_PDL)
+#             unset (env_sweep_models over VALUE and the default; e.g. GANNET_AB_ENV=GANNET_PDL)
 #   envsweep  the same over several values of one switch: GANNET_SWEEP_ENV (VAR) and
 #             GANNET_SWEEP_VALUES ("v1 v2 default"; gpu_decode_env_sweep), E2B, E4B and 26B-A4B
 #             at batch 1 and 4, and 31B at batch 1 unless GANNET_AB_SMALL_ONLY is set; or 31B
@@ -49,26 +49,32 @@ stage_decode() {
   gpu_decode_ab --model dummy:e4b --batches 1,4,16 --context 1000 --steps 30
   gpu_decode_ab --model dummy:31b --batches "1,$(gpu_31b_batch)" --context 1500 --steps 15
 }
-stage_envab() {
-  local var=${GANNET_AB_ENV:?GANNET_AB_ENV names the switch: VAR or VAR=VALUE}
-  gpu_decode_env_ab "$var" --model dummy:e2b --batches 1,4 --context 1000 --steps 30
-  gpu_decode_env_ab "$var" --model dummy:e4b --batches 1,4 --context 1000 --steps 30
-  gpu_decode_env_ab "$var" --model dummy:26b-a4b --batches 1,4 --context 1000 --steps 30
+# env_sweep_models VAR "VALUE..." BATCHES_31B MODEL...: gpu_decode_env_sweep over each small
+# MODEL at batch 1 and 4, then 31B at BATCHES_31B unless GANNET_AB_SMALL_ONLY is set.
+env_sweep_models() {
+  local var=$1 values=$2 batches_31b=$3 m
+  shift 3
+  for m in "$@"; do
+    gpu_decode_env_sweep "$var" "$values" --model "dummy:$m" --batches 1,4 --context 1000 --steps 30
+  done
   [ -n "${GANNET_AB_SMALL_ONLY:-}" ] && return 0
-  gpu_decode_env_ab "$var" --model dummy:31b --batches "1,$(gpu_31b_batch)" --context 1500 --steps 15
+  gpu_decode_env_sweep "$var" "$values" --model dummy:31b --batches "$batches_31b" --context 1500 \
+    --steps 15
+}
+stage_envab() {
+  local set=${GANNET_AB_ENV:?GANNET_AB_ENV names the switch: VAR or VAR=VALUE}
+  [[ "$set" == *=* ]] || set="$set=0"
+  env_sweep_models "${set%%=*}" "${set#*=} default" "1,$(gpu_31b_batch)" e2b e4b 26b-a4b
 }
 stage_envsweep() {
   local var=${GANNET_SWEEP_ENV:?GANNET_SWEEP_ENV names the switch}
   local values=${GANNET_SWEEP_VALUES:?GANNET_SWEEP_VALUES lists its values}
-  if [ -z "${GANNET_SWEEP_31B_ONLY:-}" ]; then
-    local m
-    for m in e2b e4b 26b-a4b; do
-      gpu_decode_env_sweep "$var" "$values" --model dummy:$m --batches 1,4 --context 1000 --steps 30
-    done
-    [ -n "${GANNET_AB_SMALL_ONLY:-}" ] && return 0
+  local batches_31b="1${GANNET_SWEEP_31B_BATCHES:+,$GANNET_SWEEP_31B_BATCHES}"
+  if [ -n "${GANNET_SWEEP_31B_ONLY:-}" ]; then
+    GANNET_AB_SMALL_ONLY='' env_sweep_models "$var" "$values" "$batches_31b"
+  else
+    env_sweep_models "$var" "$values" "$batches_31b" e2b e4b 26b-a4b
   fi
-  gpu_decode_env_sweep "$var" "$values" --model dummy:31b \
-    --batches "1${GANNET_SWEEP_31B_BATCHES:+,$GANNET_SWEEP_31B_BATCHES}" --context 1500 --steps 15
 }
 stage_single() { gpu_single_tests; }
 stage_tuning() {
