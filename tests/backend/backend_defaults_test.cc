@@ -50,5 +50,25 @@ TEST(BackendDefaultsTest, LinearGeluMulRefusesAMismatchedProjection) {
   EXPECT_NE(st.message().find("LinearGeluMul"), std::string::npos) << st;
 }
 
+// NormAddPostNormResidual's default ends in PostNormResidual, which names a residual, weight or
+// scalar that does not match the rows instead of reading past them.
+TEST(BackendDefaultsTest, NormAddPostNormResidualRefusesMismatchedOperands) {
+  CpuBackend cpu;
+  const int m = 2, n = 8;
+  std::vector<float> a(m * n, 1.f), b(m * n, 2.f), w(n, 1.f), res(m * n), short_w(n - 1, 1.f),
+      wide_res(m * (n + 1)), two(2, 1.f);
+  auto join = [&](Tensor residual, Tensor post_weight, Tensor scalar) {
+    return cpu.NormAddPostNormResidual(Host(a, {m, n}), Host(w, {n}), Host(b, {m, n}), Host(w, {n}),
+                                       post_weight, residual, scalar, Tensor(), Tensor(), 1e-6f);
+  };
+  for (const absl::Status& st : {join(Host(wide_res, {m, n + 1}), Host(w, {n}), Tensor()),
+                                 join(Host(res, {m, n}), Host(short_w, {n - 1}), Tensor()),
+                                 join(Host(res, {m, n}), Host(w, {n}), Host(two, {2}))}) {
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_NE(st.message().find("PostNormResidual"), std::string::npos) << st;
+  }
+  EXPECT_TRUE(join(Host(res, {m, n}), Host(w, {n}), Tensor()).ok());
+}
+
 }  // namespace
 }  // namespace gannet::backend

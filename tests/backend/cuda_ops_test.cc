@@ -170,6 +170,15 @@ TEST_P(CudaNormTest, RmsNormAndPostNormResidual) {
                                     Tensor(), Tensor(), 1e-6f).ok());
   ASSERT_TRUE(gpu_->PostNormResidual(db.t, dw.t, dx.t, Tensor(), Tensor(), Tensor(), 1e-6f).ok());
   EXPECT_LE(RelL2(Download(*gpu_, dx.t), res2), kF32Tol);
+  // A next norm weight or scalar of the wrong length is named, not read past.
+  DeviceTensor short_nw = Upload(*gpu_, std::vector<float>(h - 1, 1.f), DType::kF32, {h - 1});
+  DeviceTensor two = Upload(*gpu_, {1.f, 1.f}, DType::kF32, {2});
+  for (const absl::Status& st :
+       {gpu_->PostNormResidual(db.t, dw.t, dx.t, ds.t, short_nw.t, dout.t, 1e-6f),
+        gpu_->PostNormResidual(db.t, dw.t, dx.t, two.t, dnw.t, dout.t, 1e-6f)}) {
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_NE(st.message().find("PostNormResidual"), std::string::npos) << st;
+  }
 }
 
 // A MoE layer's join (NormAddPostNormResidual): the CUDA backend's one kernel against the four

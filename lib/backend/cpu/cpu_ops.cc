@@ -72,6 +72,15 @@ absl::Status CpuBackend::PostNormResidual(Tensor x, Tensor post_weight, Tensor r
   GANNET_RETURN_IF_ERROR(RequireF32(residual, "PostNormResidual residual"));
   const int64_t rows = x.rows();
   const int64_t n = x.row_elems();
+  // The CUDA backend's checks: a mismatch is named, never read past.
+  if (residual.rows() != rows || residual.row_elems() != n || post_weight.numel() != n ||
+      (next_weight.valid() && next_weight.numel() != n) ||
+      (scalar.valid() && scalar.numel() != 1)) {
+    return absl::InvalidArgumentError("PostNormResidual: x, residual, weights and scalar disagree");
+  }
+  if (next_out.valid() && (next_out.rows() != rows || next_out.row_elems() != n)) {
+    return absl::InvalidArgumentError("PostNormResidual: next output shape mismatch");
+  }
   const float* pw = post_weight.as<float>();
   const float s = scalar.valid() ? scalar.as<float>()[0] : 1.0f;
   const float* nw = next_weight.valid() ? next_weight.as<float>() : nullptr;

@@ -63,10 +63,16 @@ absl::Status CudaBackend::PostNormResidual(Tensor x, Tensor post_weight, Tensor 
                                            Tensor scalar, Tensor next_weight, Tensor next_out,
                                            float eps) {
   const RowView v = Rows(x);
-  if (residual.rows() != v.rows || residual.row_elems() != v.n || post_weight.numel() != v.n) {
-    return InvalidArgumentError("PostNormResidual: x, residual and post weight disagree");
+  if (residual.rows() != v.rows || residual.row_elems() != v.n || post_weight.numel() != v.n ||
+      (next_weight.valid() && next_weight.numel() != v.n) ||
+      (scalar.valid() && scalar.numel() != 1)) {
+    return InvalidArgumentError("PostNormResidual: x, residual, weights and scalar disagree");
   }
   GANNET_RETURN_IF_ERROR(RequireDType(post_weight, DType::kF32, "PostNormResidual post weight"));
+  for (const Tensor* t : {&next_weight, &scalar}) {
+    if (t->valid())
+      GANNET_RETURN_IF_ERROR(RequireDType(*t, DType::kF32, "PostNormResidual weight"));
+  }
   GANNET_ASSIGN_OR_RETURN(kernels::Mat xm, MatOf(x, "PostNormResidual input"));
   GANNET_ASSIGN_OR_RETURN(kernels::Mat rm, MatOf(residual, "PostNormResidual residual"));
   kernels::Mat nm;
