@@ -76,10 +76,10 @@ absl::Status CpuBackend::PostNormResidual(Tensor x, Tensor post_weight, Tensor r
   if (residual.rows() != rows || residual.row_elems() != n || post_weight.numel() != n ||
       (next_weight.valid() && next_weight.numel() != n) ||
       (scalar.valid() && scalar.numel() != 1)) {
-    return absl::InvalidArgumentError("PostNormResidual: x, residual, weights and scalar disagree");
+    return InvalidArgumentError("PostNormResidual: x, residual, weights and scalar disagree");
   }
   if (next_out.valid() && (next_out.rows() != rows || next_out.row_elems() != n)) {
-    return absl::InvalidArgumentError("PostNormResidual: next output shape mismatch");
+    return InvalidArgumentError("PostNormResidual: next output shape mismatch");
   }
   const float* pw = post_weight.as<float>();
   const float s = scalar.valid() ? scalar.as<float>()[0] : 1.0f;
@@ -123,7 +123,8 @@ absl::Status CpuBackend::GeluTanhMul(Tensor gate, Tensor up, Tensor out) {
 }
 
 absl::Status CpuBackend::Add(Tensor a, Tensor b, Tensor out) {
-  if (a.rows() != b.rows() || a.row_elems() != b.row_elems() || out.rows() != a.rows()) {
+  if (a.rows() != b.rows() || a.row_elems() != b.row_elems() || out.rows() != a.rows() ||
+      out.row_elems() != a.row_elems()) {
     return InvalidArgumentError("Add: shape mismatch");
   }
   const int64_t n = a.row_elems();
@@ -140,9 +141,12 @@ absl::Status CpuBackend::PleCombine(Tensor proj, Tensor token_part, Tensor norm_
                                     float proj_scale, float combine_scale, float eps, Tensor out) {
   const int64_t p = norm_w.numel();
   const int64_t width = proj.row_elems();
-  if (width % p || token_part.row_elems() != width || out.row_elems() != width) {
+  if (p < 1 || width % p || token_part.row_elems() != width || out.row_elems() != width) {
     return InvalidArgumentError("PleCombine: widths {} / {} do not split into groups of {}", width,
                                 token_part.row_elems(), p);
+  }
+  if (token_part.rows() != proj.rows() || out.rows() != proj.rows()) {
+    return InvalidArgumentError("PleCombine: proj, token part and output rows disagree");
   }
   const float* w = norm_w.as<float>();
   pool().ParallelFor(proj.rows(), 1, [&](int64_t b, int64_t e) {
@@ -163,6 +167,9 @@ absl::Status CpuBackend::PleCombine(Tensor proj, Tensor token_part, Tensor norm_
 
 absl::Status CpuBackend::GatherRows(Tensor x, Tensor rows, Tensor out) {
   const int64_t n = x.row_elems();
+  if (x.dtype != out.dtype || out.row_elems() != n || out.rows() < rows.numel()) {
+    return InvalidArgumentError("GatherRows: x and out disagree");
+  }
   for (int64_t i = 0; i < rows.numel(); ++i) {
     int32_t r = rows.as<int32_t>()[i];
     if (r < 0 || r >= x.rows()) return InvalidArgumentError("GatherRows: row {} out of range", r);

@@ -164,6 +164,9 @@ absl::Status CudaBackend::PleCombine(Tensor proj, Tensor token_part, Tensor norm
     return InvalidArgumentError("PleCombine: widths {} / {} do not split into groups of {}", v.n,
                                 token_part.row_elems(), p);
   }
+  if (token_part.rows() != v.rows || out.rows() != v.rows) {
+    return InvalidArgumentError("PleCombine: proj, token part and output rows disagree");
+  }
   GANNET_RETURN_IF_ERROR(RequireDType(norm_w, DType::kF32, "PleCombine norm weight"));
   GANNET_ASSIGN_OR_RETURN(kernels::Mat pm, MatOf(proj, "PleCombine projection"));
   GANNET_ASSIGN_OR_RETURN(kernels::Mat tm, MatOf(token_part, "PleCombine token part"));
