@@ -164,6 +164,12 @@ struct MoeExpertsArgs {
 absl::Status CheckMoeExpertRange(const MoeExpertsArgs& a);
 // The number of experts ids may name: total_experts, or E when it is 0.
 int64_t MoeTotalExperts(const MoeExpertsArgs& a);
+// The shape checks every backend's MoeRoute and MoeExperts apply first, so that each rejects the
+// same operands with the same message: MoeRoute's router tensors against x's hidden size and
+// the expert count, top_k in [1, E], the outputs [T, top_k]; MoeExperts' weights [E, 2I, H] and
+// [E, H, I], ids and weights of one shape with x's rows, out [T, H], and the expert range.
+absl::Status CheckMoeRouteShapes(const MoeRouteArgs& a);
+absl::Status CheckMoeExpertsShapes(const MoeExpertsArgs& a);
 
 class Backend {
  public:

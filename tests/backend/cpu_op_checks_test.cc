@@ -80,5 +80,83 @@ TEST(CpuOpChecksTest, GatherRowsAndAdd) {
   for (const float v : out) EXPECT_FLOAT_EQ(v, 4.f);
 }
 
+// The router's tensors against x's hidden size and the expert count, and its outputs' shape.
+TEST(CpuOpChecksTest, MoeRoute) {
+  CpuBackend cpu;
+  const int t = 2, h = 8, e = 4, k = 2;
+  std::vector<float> x(t * h, 1.f), scale(h, 1.f), proj(e * h, 0.5f), per(e, 1.f), w(t * k),
+      short_scale(h - 1, 1.f), short_per(e - 1, 1.f), wide_w(t * (k + 1));
+  std::vector<int32_t> ids(t * (k + 1));
+  auto args = [&] {
+    MoeRouteArgs a;
+    a.x = Host(x, {t, h});
+    a.router_scale = Host(scale, {h});
+    a.router_proj = Host(proj, {e, h});
+    a.per_expert_scale = Host(per, {e});
+    a.top_k = k;
+    a.topk_ids = Tensor::Make(ids.data(), DType::kI32, {t, k});
+    a.topk_weights = Host(w, {t, k});
+    return a;
+  };
+  ASSERT_TRUE(cpu.MoeRoute(args()).ok());
+  MoeRouteArgs a = args();
+  a.router_scale = Host(short_scale, {h - 1});
+  ExpectNamed(cpu.MoeRoute(a), "MoeRoute");
+  a = args();
+  a.per_expert_scale = Host(short_per, {e - 1});
+  ExpectNamed(cpu.MoeRoute(a), "MoeRoute");
+  a = args();
+  a.router_proj = Host(proj, {e * 2, h / 2});
+  ExpectNamed(cpu.MoeRoute(a), "MoeRoute");
+  a = args();
+  a.topk_weights = Host(wide_w, {t, k + 1});
+  ExpectNamed(cpu.MoeRoute(a), "MoeRoute");
+  a = args();
+  a.topk_ids = Tensor::Make(ids.data(), DType::kI32, {t - 1, k});
+  ExpectNamed(cpu.MoeRoute(a), "MoeRoute");
+  for (const int top_k : {0, e + 1}) {
+    a = args();
+    a.top_k = top_k;
+    ExpectNamed(cpu.MoeRoute(a), "MoeRoute");
+  }
+}
+
+// The experts' weights against each other and x, the routing's shape and out's.
+TEST(CpuOpChecksTest, MoeExperts) {
+  CpuBackend cpu;
+  const int t = 2, h = 8, e = 3, inter = 4, k = 2;
+  std::vector<float> x(t * h, 1.f), gu(e * 2 * inter * h, 0.1f), dn(e * h * inter, 0.1f),
+      w(t * k, 0.5f), out(t * h), narrow(t * (h - 1));
+  std::vector<int32_t> ids = {0, 2, 1, 0};
+  auto args = [&] {
+    MoeExpertsArgs a;
+    a.x = Host(x, {t, h});
+    a.topk_ids = Tensor::Make(ids.data(), DType::kI32, {t, k});
+    a.topk_weights = Host(w, {t, k});
+    a.gate_up = Host(gu, {e, 2 * inter, h});
+    a.down = Host(dn, {e, h, inter});
+    a.out = Host(out, {t, h});
+    return a;
+  };
+  ASSERT_TRUE(cpu.MoeExperts(args()).ok());
+  MoeExpertsArgs a = args();
+  a.down = Host(dn, {e, inter, h});
+  ExpectNamed(cpu.MoeExperts(a), "MoeExperts");
+  a = args();
+  a.down = Host(dn, {1, h, e * inter});
+  ExpectNamed(cpu.MoeExperts(a), "MoeExperts");
+  a = args();
+  a.topk_weights = Host(w, {t * k, 1});
+  ExpectNamed(cpu.MoeExperts(a), "MoeExperts");
+  a = args();
+  a.out = Host(narrow, {t, h - 1});
+  ExpectNamed(cpu.MoeExperts(a), "MoeExperts");
+  a = args();
+  a.topk_ids = Tensor::Make(ids.data(), DType::kI32, {t - 1, k});
+  ExpectNamed(cpu.MoeExperts(a), "MoeExperts");
+  ids[1] = e;  // an id past the experts
+  ExpectNamed(cpu.MoeExperts(args()), "MoeExperts");
+}
+
 }  // namespace
 }  // namespace gannet::backend

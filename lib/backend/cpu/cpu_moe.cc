@@ -11,12 +11,10 @@
 namespace gannet::backend {
 
 absl::Status CpuBackend::MoeRoute(const MoeRouteArgs& a) {
+  GANNET_RETURN_IF_ERROR(CheckMoeRouteShapes(a));
   const int64_t tokens = a.x.rows();
   const int64_t hidden = a.x.row_elems();
   const int64_t experts = a.router_proj.dim(0);
-  if (a.top_k <= 0 || a.top_k > experts) {
-    return InvalidArgumentError("MoeRoute: top_k {} with {} experts", a.top_k, experts);
-  }
   const float root = 1.0f / std::sqrt(static_cast<float>(hidden));
   const float* scale = a.router_scale.as<float>();
   const float* per_expert = a.per_expert_scale.as<float>();
@@ -62,10 +60,7 @@ absl::Status CpuBackend::MoeExperts(const MoeExpertsArgs& a) {
   const int64_t experts = a.gate_up.dim(0);
   const int64_t inter = a.gate_up.dim(1) / 2;
   const int64_t top_k = a.topk_ids.row_elems();
-  if (a.gate_up.dim(2) != hidden || a.down.dim(1) != hidden || a.down.dim(2) != inter) {
-    return InvalidArgumentError("MoeExperts: expert weight shapes do not match hidden {}", hidden);
-  }
-  GANNET_RETURN_IF_ERROR(CheckMoeExpertRange(a));
+  GANNET_RETURN_IF_ERROR(CheckMoeExpertsShapes(a));
   const int64_t total = MoeTotalExperts(a);
   for (int64_t i = 0; i < tokens * top_k; ++i) {
     int32_t ex = a.topk_ids.as<int32_t>()[i];
