@@ -365,6 +365,17 @@ absl::Status CheckCentroidLogitsArgs(const Tensor& h, const Tensor& table,
                                      const Tensor& cluster_logits, const Tensor& ordering,
                                      const Tensor& selected, const Tensor& logits);
 
+// The shape checks every backend's PostNormResidual (x viewed as [rows, n]: the residual and next
+// output [rows, n], the f32 weights [n], the scalar [1]), PleCombine (proj viewed as [rows,
+// width]: groups of norm_w's length, token part and out [rows, width]) and GatherRows (out of x's
+// type and width, with a row for each index) apply.
+absl::Status CheckPostNormResidualArgs(int64_t rows, int64_t n, const Tensor& post_weight,
+                                       const Tensor& residual, const Tensor& scalar,
+                                       const Tensor& next_weight, const Tensor& next_out);
+absl::Status CheckPleCombineArgs(int64_t rows, int64_t width, const Tensor& token_part,
+                                 const Tensor& norm_w, const Tensor& out);
+absl::Status CheckGatherRowsArgs(const Tensor& x, const Tensor& rows, const Tensor& out);
+
 // inv_freq as HF computes it (fp32), for a layer's head dim.
 void ComputeInvFreq(const RopeSpec& rope, int head_dim, float* inv_freq /* [head_dim / 2] */);
 

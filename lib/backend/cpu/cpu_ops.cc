@@ -72,15 +72,8 @@ absl::Status CpuBackend::PostNormResidual(Tensor x, Tensor post_weight, Tensor r
   GANNET_RETURN_IF_ERROR(RequireF32(residual, "PostNormResidual residual"));
   const int64_t rows = x.rows();
   const int64_t n = x.row_elems();
-  // The CUDA backend's checks: a mismatch is named, never read past.
-  if (residual.rows() != rows || residual.row_elems() != n || post_weight.numel() != n ||
-      (next_weight.valid() && next_weight.numel() != n) ||
-      (scalar.valid() && scalar.numel() != 1)) {
-    return InvalidArgumentError("PostNormResidual: x, residual, weights and scalar disagree");
-  }
-  if (next_out.valid() && (next_out.rows() != rows || next_out.row_elems() != n)) {
-    return InvalidArgumentError("PostNormResidual: next output shape mismatch");
-  }
+  GANNET_RETURN_IF_ERROR(
+      CheckPostNormResidualArgs(rows, n, post_weight, residual, scalar, next_weight, next_out));
   const float* pw = post_weight.as<float>();
   const float s = scalar.valid() ? scalar.as<float>()[0] : 1.0f;
   const float* nw = next_weight.valid() ? next_weight.as<float>() : nullptr;
@@ -141,13 +134,7 @@ absl::Status CpuBackend::PleCombine(Tensor proj, Tensor token_part, Tensor norm_
                                     float proj_scale, float combine_scale, float eps, Tensor out) {
   const int64_t p = norm_w.numel();
   const int64_t width = proj.row_elems();
-  if (p < 1 || width % p || token_part.row_elems() != width || out.row_elems() != width) {
-    return InvalidArgumentError("PleCombine: widths {} / {} do not split into groups of {}", width,
-                                token_part.row_elems(), p);
-  }
-  if (token_part.rows() != proj.rows() || out.rows() != proj.rows()) {
-    return InvalidArgumentError("PleCombine: proj, token part and output rows disagree");
-  }
+  GANNET_RETURN_IF_ERROR(CheckPleCombineArgs(proj.rows(), width, token_part, norm_w, out));
   const float* w = norm_w.as<float>();
   pool().ParallelFor(proj.rows(), 1, [&](int64_t b, int64_t e) {
     std::vector<float> tmp(p);
@@ -166,10 +153,8 @@ absl::Status CpuBackend::PleCombine(Tensor proj, Tensor token_part, Tensor norm_
 }
 
 absl::Status CpuBackend::GatherRows(Tensor x, Tensor rows, Tensor out) {
+  GANNET_RETURN_IF_ERROR(CheckGatherRowsArgs(x, rows, out));
   const int64_t n = x.row_elems();
-  if (x.dtype != out.dtype || out.row_elems() != n || out.rows() < rows.numel()) {
-    return InvalidArgumentError("GatherRows: x and out disagree");
-  }
   for (int64_t i = 0; i < rows.numel(); ++i) {
     int32_t r = rows.as<int32_t>()[i];
     if (r < 0 || r >= x.rows()) return InvalidArgumentError("GatherRows: row {} out of range", r);

@@ -20,7 +20,7 @@ absl::Status CudaBackend::MoeRoute(const MoeRouteArgs& a) {
   GANNET_RETURN_IF_ERROR(RequireDType(a.topk_ids, DType::kI32, "MoeRoute topk_ids"));
   GANNET_RETURN_IF_ERROR(RequireDType(a.topk_weights, DType::kF32, "MoeRoute topk_weights"));
   const int64_t tokens = a.x.rows(), hidden = a.x.row_elems(), experts = a.router_proj.dim(0);
-  if (a.top_k <= 0 || a.top_k > experts || a.top_k > 32 || experts > 256) {
+  if (a.top_k > 32 || experts > 256) {  // [1, E] checked above
     return InvalidArgumentError("MoeRoute: top_k {} with {} experts (kernel limits: 32 of 256)", a.top_k,
                                 experts);
   }

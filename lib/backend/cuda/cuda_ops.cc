@@ -63,24 +63,13 @@ absl::Status CudaBackend::PostNormResidual(Tensor x, Tensor post_weight, Tensor 
                                            Tensor scalar, Tensor next_weight, Tensor next_out,
                                            float eps) {
   const RowView v = Rows(x);
-  if (residual.rows() != v.rows || residual.row_elems() != v.n || post_weight.numel() != v.n ||
-      (next_weight.valid() && next_weight.numel() != v.n) ||
-      (scalar.valid() && scalar.numel() != 1)) {
-    return InvalidArgumentError("PostNormResidual: x, residual, weights and scalar disagree");
-  }
-  GANNET_RETURN_IF_ERROR(RequireDType(post_weight, DType::kF32, "PostNormResidual post weight"));
-  for (const Tensor* t : {&next_weight, &scalar}) {
-    if (t->valid())
-      GANNET_RETURN_IF_ERROR(RequireDType(*t, DType::kF32, "PostNormResidual weight"));
-  }
+  GANNET_RETURN_IF_ERROR(
+      CheckPostNormResidualArgs(v.rows, v.n, post_weight, residual, scalar, next_weight, next_out));
   GANNET_ASSIGN_OR_RETURN(kernels::Mat xm, MatOf(x, "PostNormResidual input"));
   GANNET_ASSIGN_OR_RETURN(kernels::Mat rm, MatOf(residual, "PostNormResidual residual"));
   kernels::Mat nm;
   if (next_out.valid()) {
     GANNET_ASSIGN_OR_RETURN(nm, MatOf(next_out, "PostNormResidual next output"));
-    if (next_out.rows() != v.rows || next_out.row_elems() != v.n) {
-      return InvalidArgumentError("PostNormResidual: next output shape mismatch");
-    }
   }
   GANNET_RETURN_IF_ERROR(CheckInt32("PostNormResidual", {{"rows", v.rows}, {"hidden", v.n}}));
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchPostNormResidual(
@@ -160,13 +149,7 @@ absl::Status CudaBackend::PleCombine(Tensor proj, Tensor token_part, Tensor norm
                                      float combine_scale, float eps, Tensor out) {
   const int64_t p = norm_w.numel();
   const RowView v = Rows(proj);
-  if (p == 0 || v.n % p || token_part.row_elems() != v.n || out.row_elems() != v.n) {
-    return InvalidArgumentError("PleCombine: widths {} / {} do not split into groups of {}", v.n,
-                                token_part.row_elems(), p);
-  }
-  if (token_part.rows() != v.rows || out.rows() != v.rows) {
-    return InvalidArgumentError("PleCombine: proj, token part and output rows disagree");
-  }
+  GANNET_RETURN_IF_ERROR(CheckPleCombineArgs(v.rows, v.n, token_part, norm_w, out));
   GANNET_RETURN_IF_ERROR(RequireDType(norm_w, DType::kF32, "PleCombine norm weight"));
   GANNET_ASSIGN_OR_RETURN(kernels::Mat pm, MatOf(proj, "PleCombine projection"));
   GANNET_ASSIGN_OR_RETURN(kernels::Mat tm, MatOf(token_part, "PleCombine token part"));
@@ -180,9 +163,7 @@ absl::Status CudaBackend::PleCombine(Tensor proj, Tensor token_part, Tensor norm
 
 absl::Status CudaBackend::GatherRows(Tensor x, Tensor rows, Tensor out) {
   GANNET_RETURN_IF_ERROR(RequireDType(rows, DType::kI32, "GatherRows rows"));
-  if (x.dtype != out.dtype || x.row_elems() != out.row_elems() || out.rows() < rows.numel()) {
-    return InvalidArgumentError("GatherRows: x and out disagree");
-  }
+  GANNET_RETURN_IF_ERROR(CheckGatherRowsArgs(x, rows, out));
   const int64_t eb = static_cast<int64_t>(x.elem_bytes());
   GANNET_RETURN_IF_ERROR(
       CheckInt32("GatherRows", {{"source rows", x.rows()}, {"gathered rows", rows.numel()}}));
