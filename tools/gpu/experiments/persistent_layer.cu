@@ -596,24 +596,20 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (mode != 1) WarpItemAny(op, i, reinterpret_cast<const bf16*>(st), xs);
           __syncwarp();
           if (lane == 0) MbarArrive(&empty[s]);
-        } else if (split) {  // attention, each warp freeing the stage after its head
+        } else {  // attention: all 8 warps, one a head
           if (mode != 2) MbarWait(&full[s], (my / kStages) & 1);
           if (mode != 1) {
             AttentionItem<false>(op, i, reinterpret_cast<const bf16*>(st),
                                  reinterpret_cast<const bf16*>(st + kSplitTokens * kHeadDim * 2),
                                  xs);
           }
-          __syncwarp();
-          if (lane == 0) MbarArrive(&empty[s]);
-        } else {  // attention
-          if (mode != 2) MbarWait(&full[s], (my / kStages) & 1);
-          if (mode != 1) {
-            AttentionItem<false>(op, i, reinterpret_cast<const bf16*>(st),
-                                 reinterpret_cast<const bf16*>(st + kSplitTokens * kHeadDim * 2),
-                                 xs);
+          if (split) {  // each warp frees the stage after its head (count 8)
+            __syncwarp();
+            if (lane == 0) MbarArrive(&empty[s]);
+          } else {
+            ConsumerBar();
+            if (threadIdx.x == 0) MbarArrive(&empty[s]);
           }
-          ConsumerBar();
-          if (threadIdx.x == 0) MbarArrive(&empty[s]);
         }
       }
       if (op.kind != kMerge) it += local;
