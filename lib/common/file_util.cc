@@ -13,8 +13,7 @@
 
 namespace gannet {
 
-absl::StatusOr<std::string> ReadFileToString(const std::string& path, int64_t max_bytes,
-                                             std::string_view what) {
+absl::StatusOr<OpenFile> OpenRegularFile(const std::string& path, std::string_view what) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; the type check below refuses it.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return NotFoundError("cannot open {}: {}", path, std::strerror(errno));
@@ -32,12 +31,19 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path, int64_t ma
                                               : "a device";
     return InvalidArgumentError("{} is {}, not a regular file ({})", path, kind, what);
   }
-  if (st.st_size > max_bytes) {
+  return OpenFile{fd, static_cast<int64_t>(st.st_size)};
+}
+
+absl::StatusOr<std::string> ReadFileToString(const std::string& path, int64_t max_bytes,
+                                             std::string_view what) {
+  GANNET_ASSIGN_OR_RETURN(const OpenFile file, OpenRegularFile(path, what));
+  const int fd = file.fd;
+  if (file.size > max_bytes) {
     ::close(fd);
     return InvalidArgumentError("{} has {} bytes, more than the {} bytes a {} may have", path,
-                                static_cast<int64_t>(st.st_size), max_bytes, what);
+                                file.size, max_bytes, what);
   }
-  std::string out(static_cast<size_t>(st.st_size), '\0');
+  std::string out(static_cast<size_t>(file.size), '\0');
   size_t done = 0;
   while (done < out.size()) {
     const ssize_t n = ::read(fd, out.data() + done, out.size() - done);

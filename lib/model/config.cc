@@ -2,13 +2,14 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "lib/common/dtype.h"
+#include "lib/common/file_util.h"
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
 #include "lib/common/utf8.h"
-#include "lib/common/file_util.h"
 
 namespace gannet::model {
 namespace {
@@ -77,15 +78,26 @@ class FieldReader {
   absl::Status IntList(std::string_view key, std::vector<int>* out) const {
     const Json* v = obj_.Find(key);
     if (v == nullptr || v->is_null()) return absl::OkStatus();
+    // Each id must fit an int: 4294967297 must not become 1, a valid id.
+    auto one = [&](const Json& e) -> absl::StatusOr<int> {
+      if (e.AsInt() < std::numeric_limits<int>::min() ||
+          e.AsInt() > std::numeric_limits<int>::max()) {
+        return InvalidArgumentError("{}: field '{}' holds {}, out of range", source_, Name(key),
+                                    e.AsInt());
+      }
+      return static_cast<int>(e.AsInt());
+    };
     if (v->is_int()) {
-      *out = {static_cast<int>(v->AsInt())};
+      GANNET_ASSIGN_OR_RETURN(const int id, one(*v));
+      *out = {id};
       return absl::OkStatus();
     }
     if (!v->is_array()) return TypeError(key, "an integer or a list of integers", *v);
     out->clear();
     for (const Json& e : v->AsArray()) {
       if (!e.is_int()) return TypeError(key, "a list of integers", e);
-      out->push_back(static_cast<int>(e.AsInt()));
+      GANNET_ASSIGN_OR_RETURN(const int id, one(e));
+      out->push_back(id);
     }
     return absl::OkStatus();
   }
@@ -135,7 +147,7 @@ absl::Status ParseRope(const Json& obj, const FieldReader& parent, std::string_v
 // Applies the newer HF serialization ("per_layer_config": {"5": {"head_dim": 512, ...}}), which
 // must agree with a single full-layer geometry.
 absl::Status ApplyPerLayerConfig(const Json& plc, const FieldReader& r, TextConfig* c,
-                                 bool* saw_full_kv_override) {
+                                 bool* saw_full_kv_override, bool* saw_full_hd_override) {
   if (!plc.is_object()) return r.TypeError("per_layer_config", "an object", plc);
   for (const auto& [key, val] : plc.AsMembers()) {
     int64_t layer = -1;
@@ -168,7 +180,14 @@ absl::Status ApplyPerLayerConfig(const Json& plc, const FieldReader& r, TextConf
       }
       continue;
     }
+    // One full-layer geometry: a second full layer may not give another head_dim.
+    if (*saw_full_hd_override && hd != c->global_head_dim) {
+      return UnimplementedError(
+          "{}: per_layer_config gives full layers different head_dim ({} and {})", r.source(),
+          c->global_head_dim, hd);
+    }
     c->global_head_dim = hd;
+    *saw_full_hd_override = true;
     if (kv != -1) {
       if (*saw_full_kv_override && kv != c->num_global_key_value_heads) {
         return UnimplementedError(
@@ -210,10 +229,6 @@ absl::Status CheckBounds(const TextConfig& c, const FieldReader& r) {
       return InvalidArgumentError("{}: {} is {}, above the largest gannet accepts ({})", r.source(),
                                   r.Name(l.name), l.value, l.max);
     }
-  }
-  if (static_cast<int64_t>(c.eos_token_ids.size()) > kMaxEosIds) {
-    return InvalidArgumentError("{}: {} lists {} ids (at most {})", r.source(),
-                                r.Name("eos_token_id"), c.eos_token_ids.size(), kMaxEosIds);
   }
   return absl::OkStatus();
 }
@@ -305,9 +320,12 @@ absl::Status ParseTextConfig(const Json& obj, const std::string& source, const s
     }
   }
 
-  bool saw_full_kv_override = false;
+  bool saw_full_kv_override = false, saw_full_hd_override = false;
   if (const Json* plc = obj.Find("per_layer_config"); plc != nullptr && !plc->is_null()) {
-    GANNET_RETURN_IF_ERROR(ApplyPerLayerConfig(*plc, r, c, &saw_full_kv_override));
+    GANNET_RETURN_IF_ERROR(
+        ApplyPerLayerConfig(*plc, r, c, &saw_full_kv_override, &saw_full_hd_override));
+    // The overrides are bounded like the fields they replace.
+    GANNET_RETURN_IF_ERROR(CheckBounds(*c, r));
     if (saw_full_kv_override && !c->attention_k_eq_v) {
       // Newer HF only writes a full-layer KV override when k_eq_v; honour it as written.
       if (c->num_global_key_value_heads != c->num_key_value_heads) {
@@ -321,6 +339,22 @@ absl::Status ParseTextConfig(const Json& obj, const std::string& source, const s
 
 absl::Status Positive(const std::string& source, std::string_view name, int64_t v) {
   if (v <= 0) return InvalidArgumentError("{}: {} must be > 0, got {}", source, name, v);
+  return absl::OkStatus();
+}
+
+// Stop ids: at most kMaxEosIds, each a token of the vocabulary (the engine would otherwise drop an
+// id past the vocabulary and never stop on it).
+absl::Status CheckEosIds(const std::vector<int>& ids, int64_t vocab_size, std::string_view source,
+                         std::string_view field) {
+  if (static_cast<int64_t>(ids.size()) > kMaxEosIds) {
+    return InvalidArgumentError("{}: {} lists {} ids (at most {})", source, field, ids.size(),
+                                kMaxEosIds);
+  }
+  for (int id : ids) {
+    if (id < 0 || id >= vocab_size) {
+      return InvalidArgumentError("{}: {} {} outside vocab_size {}", source, field, id, vocab_size);
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -426,13 +460,7 @@ absl::Status ValidateTextConfig(const TextConfig& c, const std::string& source, 
     return InvalidArgumentError("{}: bos_token_id ({}) / pad_token_id ({}) outside vocab_size {}",
                                 source, c.bos_token_id, c.pad_token_id, c.vocab_size);
   }
-  for (int id : c.eos_token_ids) {
-    if (id < 0 || id >= c.vocab_size) {
-      return InvalidArgumentError("{}: eos_token_id {} outside vocab_size {}", source, id,
-                                  c.vocab_size);
-    }
-  }
-  return absl::OkStatus();
+  return CheckEosIds(c.eos_token_ids, c.vocab_size, source, "eos_token_id");
 }
 
 Variant DetectVariant(const ModelConfig& m) {
@@ -584,6 +612,11 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const Json& root, std::string_view 
           source, t.num_kv_shared_layers, t.num_hidden_layers);
     }
     GANNET_RETURN_IF_ERROR(Positive(source, "backbone_hidden_size", m.backbone_hidden_size));
+    if (m.backbone_hidden_size > kMaxHidden) {
+      return InvalidArgumentError(
+          "{}: backbone_hidden_size is {}, above the largest gannet accepts ({})", source,
+          m.backbone_hidden_size, kMaxHidden);
+    }
     if (m.use_ordered_embeddings) {
       GANNET_RETURN_IF_ERROR(Positive(source, "num_centroids", m.num_centroids));
       if (t.vocab_size % m.num_centroids) {
@@ -598,6 +631,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const Json& root, std::string_view 
     }
   }
   GANNET_RETURN_IF_ERROR(ValidateTextConfig(m.text, source, m.kind));
+  // A gemma4 config's own top-level list replaces text_config's: checked the same way.
+  GANNET_RETURN_IF_ERROR(CheckEosIds(m.eos_token_ids, m.text.vocab_size, source, "eos_token_id"));
   m.variant = DetectVariant(m);
   return m;
 }

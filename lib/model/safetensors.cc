@@ -1,8 +1,6 @@
 #include "lib/model/safetensors.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +9,7 @@
 #include <fstream>
 
 #include "fmt/ranges.h"
+#include "lib/common/file_util.h"
 #include "lib/common/status.h"
 
 namespace gannet::model {
@@ -138,15 +137,10 @@ absl::StatusOr<std::vector<TensorInfo>> ParseSafetensorsHeader(
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->path_ = path;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NotFoundError("cannot open {}: {}", path, std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return DataLossError("cannot stat {}: {}", path, std::strerror(err));
-  }
-  f->file_size_ = static_cast<uint64_t>(st.st_size);
+  // A FIFO or directory in a shard's place is refused here, not waited on or mmap'ed.
+  GANNET_ASSIGN_OR_RETURN(const OpenFile file, OpenRegularFile(path, "safetensors file"));
+  const int fd = file.fd;
+  f->file_size_ = static_cast<uint64_t>(file.size);
   if (f->file_size_ < 8) {
     ::close(fd);
     return DataLossError("{}: truncated: {} bytes is shorter than the 8-byte header length", path,
@@ -171,7 +165,24 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
   std::string_view header(reinterpret_cast<const char*>(base + 8), header_len);
   f->data_ = base + 8 + header_len;
   GANNET_RETURN_IF_ERROR(f->ParseHeader(header, f->file_size_ - 8 - header_len));
+  // The buffer starts 8 + header_len bytes into a page-aligned mapping; the reference writer pads
+  // the header and orders tensors so that each is aligned, but neither is required.
+  for (const TensorInfo& t : f->tensors_) {
+    const uint64_t align = std::max<uint64_t>(1, DTypeBits(t.dtype) / 8);
+    if (t.nbytes() == 0 || reinterpret_cast<uintptr_t>(f->data_ + t.begin) % align == 0) continue;
+    std::unique_ptr<uint8_t[]> copy(new uint8_t[t.nbytes()]);  // new[]: aligned for any scalar
+    std::memcpy(copy.get(), f->data_ + t.begin, t.nbytes());
+    f->aligned_copies_.emplace(t.begin, std::move(copy));
+  }
   return f;
+}
+
+const uint8_t* SafetensorsFile::Data(const TensorInfo& t) const {
+  if (!aligned_copies_.empty() && t.nbytes() > 0) {
+    if (auto it = aligned_copies_.find(t.begin); it != aligned_copies_.end())
+      return it->second.get();
+  }
+  return data_ + t.begin;
 }
 
 absl::Status SafetensorsFile::ParseHeader(std::string_view header, uint64_t data_size) {

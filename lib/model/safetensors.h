@@ -6,8 +6,10 @@
 // JSON, an unknown dtype, a shape/dtype/byte-size disagreement, offsets outside the data buffer,
 // overlapping tensors, or a gap (the reference implementation requires the tensors to tile the
 // buffer exactly). Tensor bytes are only touched when a caller reads them, so tensors that are
-// never bound (vision/audio towers) cost no I/O. Immutable after Open: safe to share across
-// threads.
+// never bound (vision/audio towers) cost no I/O; the exception is a tensor whose bytes are not
+// aligned to its element size in the file (legal, though the reference writer avoids it), copied
+// at Open into aligned memory so that callers may read it through typed pointers. Immutable after
+// Open: safe to share across threads.
 #pragma once
 
 #include <cstdint>
@@ -46,7 +48,8 @@ class SafetensorsFile {
   uint64_t file_size() const { return file_size_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* Find(std::string_view name) const;
-  const uint8_t* Data(const TensorInfo& t) const { return data_ + t.begin; }
+  // The tensor's bytes, aligned to its element size (t must come from this file).
+  const uint8_t* Data(const TensorInfo& t) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
@@ -60,6 +63,8 @@ class SafetensorsFile {
   std::vector<TensorInfo> tensors_;
   std::map<std::string, size_t, std::less<>> index_;
   std::map<std::string, std::string> metadata_;
+  // Aligned copies of the misaligned tensors, by their offset in the data buffer.
+  std::map<uint64_t, std::unique_ptr<uint8_t[]>> aligned_copies_;
 };
 
 // Parses one header without a file: used by Open() and by the fuzz target.

@@ -212,6 +212,68 @@ TEST(ConfigBoundsTest, EosListsAndPerLayerKeysAreRangeChecked) {
   }
 }
 
+// An eos id past an int is out of range, not truncated into the vocabulary (2^32 + 1 -> 1); a
+// gemma4 wrapper's own list is checked like text_config's.
+TEST(ConfigBoundsTest, EosIdsFitAnIntAndTheWrappersListIsChecked) {
+  for (const char* eos : {"4294967297", "[1, 4294967297]", "[-4294967295]"}) {
+    const absl::Status st = ParseModelConfigText(With(kE2B, "eos_token_id", eos), "c").status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << eos;
+    EXPECT_NE(st.message().find("out of range"), std::string::npos) << st;
+  }
+  std::string wrapper = k31B;
+  const std::string eos = "\"eos_token_id\": [1, 106]";
+  ASSERT_NE(wrapper.find(eos), std::string::npos);
+  for (const char* bad : {"[1, 999999999]", "[1, -5]"}) {
+    std::string json = wrapper;
+    json.replace(json.find(eos), eos.size(), std::string("\"eos_token_id\": ") + bad);
+    const absl::Status st = ParseModelConfigText(json, "c").status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(st.message().find("outside vocab_size"), std::string::npos) << st;
+  }
+  std::string many = "[";
+  for (int i = 0; i < 100; ++i) many += (i ? ",1" : "1");
+  std::string json = wrapper;
+  json.replace(json.find(eos), eos.size(), "\"eos_token_id\": " + many + "]");
+  EXPECT_NE(ParseModelConfigText(json, "c").status().message().find("at most"), std::string::npos);
+}
+
+// per_layer_config's overrides are bounded like the fields they replace, and full layers keep one
+// head_dim.
+TEST(ConfigBoundsTest, PerLayerOverridesAreBoundedAndAgree) {
+  const absl::Status huge =
+      ParseModelConfigText(With(kE2B, "per_layer_config", R"({"4": {"head_dim": 1000000}})"), "c")
+          .status();
+  EXPECT_EQ(huge.code(), absl::StatusCode::kInvalidArgument) << huge;
+  EXPECT_NE(huge.message().find("global_head_dim"), std::string::npos) << huge;
+  const absl::Status differ =
+      ParseModelConfigText(
+          With(kE2B, "per_layer_config", R"({"4": {"head_dim": 512}, "9": {"head_dim": 256}})"),
+          "c")
+          .status();
+  EXPECT_EQ(differ.code(), absl::StatusCode::kUnimplemented) << differ;
+  EXPECT_NE(differ.message().find("different head_dim"), std::string::npos) << differ;
+  EXPECT_TRUE(ParseModelConfigText(With(kE2B, "per_layer_config",
+                                        R"({"4": {"head_dim": 512}, "9": {"head_dim": 512}})"),
+                                   "c")
+                  .ok());
+}
+
+// An assistant's backbone_hidden_size is bounded (2 x it sizes a weight; past 2^62 that
+// overflowed).
+TEST(ConfigBoundsTest, AssistantBackboneHiddenSizeIsBounded) {
+  const absl::Status st =
+      ParseModelConfigText(
+          R"({"model_type":"gemma4_assistant","backbone_hidden_size":4611686018427387905,
+      "text_config":{"model_type":"gemma4_text","hidden_size":256,"intermediate_size":2048,
+        "num_hidden_layers":4,"num_attention_heads":4,"num_key_value_heads":2,
+        "layer_types":["sliding_attention","sliding_attention","sliding_attention","full_attention"],
+        "hidden_size_per_layer_input":0,"vocab_size_per_layer_input":0}})",
+          "a")
+          .status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("backbone_hidden_size"), std::string::npos) << st;
+}
+
 TEST(ConfigBoundsTest, OversizedDocumentsAreRefusedBeforeParsing) {
   std::string big = kE2B;
   big.insert(big.size() - 1, ", \"pad\": \"" + std::string(kMaxConfigJsonBytes, 'x') + "\"");

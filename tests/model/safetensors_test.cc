@@ -2,12 +2,15 @@
 // and what is wrong, never a crash.
 #include "lib/model/safetensors.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "gtest/gtest.h"
 #include "lib/common/file_util.h"
@@ -49,6 +52,39 @@ class SafetensorsTest : public ::testing::Test {
   std::string dir_;
 };
 
+// A tensor whose bytes are not aligned to its element size in the file (legal: the format does not
+// require it) is read through an aligned copy with the same bytes.
+TEST_F(SafetensorsTest, MisalignedTensorsAreReadAligned) {
+  const std::string f32(4, '\x07'), i64 = "\x01\x02\x03\x04\x05\x06\x07\x08";
+  ASSERT_TRUE(WriteSafetensors(dir_ + "/mis.safetensors", {{"a", DType::kBF16, {1}, "\x01\x02"},
+                                                           {"b", DType::kF32, {1}, f32},
+                                                           {"c", DType::kI64, {1}, i64}})
+                  .ok());
+  auto f = SafetensorsFile::Open(dir_ + "/mis.safetensors");
+  ASSERT_TRUE(f.ok()) << f.status();
+  for (const auto& [name, bytes, align] : {std::tuple{"b", f32, 4}, std::tuple{"c", i64, 8},
+                                           std::tuple{"a", std::string("\x01\x02"), 2}}) {
+    const TensorInfo* t = (*f)->Find(name);
+    ASSERT_NE(t, nullptr);
+    const uint8_t* p = (*f)->Data(*t);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % align, 0u) << name;
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(p), t->nbytes()), bytes) << name;
+  }
+}
+
+// A FIFO in a shard's place is refused at once (opening one for reading would wait for a writer
+// forever), a directory with a clear message rather than mmap's.
+TEST_F(SafetensorsTest, OnlyRegularFilesAreOpened) {
+  const std::string fifo = dir_ + "/fifo.safetensors";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto start = std::chrono::steady_clock::now();
+  ExpectError(fifo, "is a FIFO, not a regular file (safetensors file)");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  const std::string dir = dir_ + "/dir.safetensors";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  ExpectError(dir, "is a directory, not a regular file");
+}
+
 TEST_F(SafetensorsTest, ReadsValidFileWithMetadata) {
   std::vector<TensorToWrite> t = {
       {"a", DType::kBF16, {2, 3}, std::string(12, '\x01')},
@@ -76,6 +112,21 @@ TEST_F(SafetensorsTest, TruncatedFile) {
 
 TEST_F(SafetensorsTest, HeaderLengthPastEndOfFile) {
   ExpectError(WriteRaw("long.safetensors", "{}", "", 4096), "runs past the end");
+}
+
+// The 100 MB header limit (the file is sparse: 101 MB of holes), a shape whose element count
+// overflows 64 bits, and metadata values that are not strings.
+TEST_F(SafetensorsTest, HeaderLimitShapeOverflowAndMetadataTypes) {
+  const std::string big = WriteRaw("big.safetensors", "{}", "", (100 << 20) + 1);
+  ASSERT_EQ(::truncate(big.c_str(), 101 << 20), 0);
+  ExpectError(big, "exceeds the 104857600 byte limit");
+  ExpectError(WriteRaw("ovf.safetensors",
+                       R"({"w":{"dtype":"BF16","shape":[4294967296,4294967296],)"
+                       R"("data_offsets":[0,2]}})",
+                       "xx"),
+              "shape overflows");
+  ExpectError(WriteRaw("meta.safetensors", R"({"__metadata__":{"format":1}})", ""),
+              "__metadata__['format'] must be a string");
 }
 
 TEST_F(SafetensorsTest, BadJson) {
