@@ -115,9 +115,15 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const Json& model,
   JsonWhere vw = where.Child("vocab");
   if (vocab == nullptr || !vocab->is_object()) return vw.Error("must be an object");
   bpe->vocab_.reserve(vocab->AsMembers().size());
+  // Ids index a table sized by the largest: they must be nearly dense (real vocabularies are), so
+  // one entry with id 16777215 cannot make a 512 MiB table.
+  const int64_t id_limit =
+      std::min<int64_t>(kMaxTokenId, 2 * static_cast<int64_t>(vocab->AsMembers().size()) + 1024);
   for (const auto& [token, id_json] : vocab->AsMembers()) {
-    if (!id_json.is_int() || id_json.AsInt() < 0 || id_json.AsInt() >= kMaxTokenId) {
-      return vw.Error(fmt::format("token \"{}\" must map to an id in [0, {})", token, kMaxTokenId));
+    if (!id_json.is_int() || id_json.AsInt() < 0 || id_json.AsInt() >= id_limit) {
+      return vw.Error(
+          fmt::format("token \"{}\" must map to an id in [0, {}) (a vocabulary of {} entries)",
+                      EscapeForMessage(token), id_limit, vocab->AsMembers().size()));
     }
     int32_t id = static_cast<int32_t>(id_json.AsInt());
     if (static_cast<size_t>(id) >= bpe->id_to_token_.size()) {

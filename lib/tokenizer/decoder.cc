@@ -115,12 +115,16 @@ class StripDecoder final : public Decoder {
 
 // Parses one decoder object, flattening Sequence into `steps`.
 absl::Status ParseInto(const Json& json, const JsonWhere& where,
-                       std::vector<std::unique_ptr<Decoder>>* steps) {
+                       std::vector<std::unique_ptr<Decoder>>* steps,
+                       internal::RewriteBudget* budget) {
   if (json.is_null()) return absl::OkStatus();
   GANNET_ASSIGN_OR_RETURN(std::string type, internal::GetType(json, where));
+  // A Replace counts with its growth; a Sequence only through its steps.
+  if (type != "Replace" && type != "Sequence") GANNET_RETURN_IF_ERROR(budget->AddStep(where));
   if (type == "Replace") {
     GANNET_ASSIGN_OR_RETURN(std::string from, internal::GetStringPattern(json, where));
     GANNET_ASSIGN_OR_RETURN(std::string to, internal::GetString(json, "content", where));
+    GANNET_RETURN_IF_ERROR(budget->AddReplace(from, to, where));
     steps->push_back(std::make_unique<ReplaceDecoder>(std::move(from), std::move(to)));
   } else if (type == "ByteFallback") {
     steps->push_back(std::make_unique<ByteFallbackDecoder>());
@@ -142,7 +146,7 @@ absl::Status ParseInto(const Json& json, const JsonWhere& where,
     JsonWhere lw = where.Child("decoders");
     if (list == nullptr || !list->is_array()) return lw.Error("must be an array");
     for (size_t i = 0; i < list->AsArray().size(); ++i) {
-      GANNET_RETURN_IF_ERROR(ParseInto(list->AsArray()[i], lw.Index(i), steps));
+      GANNET_RETURN_IF_ERROR(ParseInto(list->AsArray()[i], lw.Index(i), steps, budget));
     }
   } else {
     return UnimplementedError("{}: {}: decoder type '{}' is not supported", where.source,
@@ -168,7 +172,8 @@ bool ParseByteToken(std::string_view token, unsigned char* byte) {
 absl::StatusOr<DecoderChain> DecoderChain::Parse(const Json& json, const JsonWhere& where) {
   DecoderChain chain;
   chain.has_decoder_ = !json.is_null();
-  GANNET_RETURN_IF_ERROR(ParseInto(json, where, &chain.steps_));
+  internal::RewriteBudget budget;
+  GANNET_RETURN_IF_ERROR(ParseInto(json, where, &chain.steps_, &budget));
   bool fused = false;
   for (size_t i = 0; i < chain.steps_.size(); ++i) {
     const Decoder* step = chain.steps_[i].get();

@@ -1,5 +1,7 @@
 #include "lib/tokenizer/json_fields.h"
 
+#include <algorithm>
+
 #include "lib/common/status.h"
 
 namespace gannet::tokenizer::internal {
@@ -68,6 +70,29 @@ absl::StatusOr<std::string> GetStringPattern(const Json& obj, const JsonWhere& w
   GANNET_ASSIGN_OR_RETURN(std::string s, GetString(*p, "String", pw));
   if (s.empty()) return pw.Error("empty pattern");
   return s;
+}
+
+absl::Status RewriteBudget::AddStep(const JsonWhere& where) {
+  if (++steps_ > kMaxRewriteSteps) {
+    return where.Error(fmt::format("more than {} steps in one chain", kMaxRewriteSteps));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RewriteBudget::AddReplace(std::string_view from, std::string_view to,
+                                       const JsonWhere& where) {
+  GANNET_RETURN_IF_ERROR(AddStep(where));
+  // from is never empty (GetStringPattern); growth_ stays <= kMaxRewriteGrowth, so no overflow.
+  const int64_t step = std::max<int64_t>(
+      1, (static_cast<int64_t>(to.size()) + static_cast<int64_t>(from.size()) - 1) /
+             static_cast<int64_t>(from.size()));
+  if (step > kMaxRewriteGrowth / growth_) {
+    return where.Error(
+        fmt::format("the Replace steps would grow a text more than {}-fold (this one by up to {}x)",
+                    kMaxRewriteGrowth, step));
+  }
+  growth_ *= step;
+  return absl::OkStatus();
 }
 
 }  // namespace gannet::tokenizer::internal

@@ -34,4 +34,21 @@ absl::StatusOr<std::string> GetType(const Json& obj, const JsonWhere& where);
 // A {"String": "..."} pattern; {"Regex": ...} is reported as Unimplemented.
 absl::StatusOr<std::string> GetStringPattern(const Json& obj, const JsonWhere& where);
 
+// Bounds a normalizer's or a decoder's chain of rewrites from an untrusted tokenizer.json: at
+// most kMaxRewriteSteps steps, and Replace steps that together grow a text at most
+// kMaxRewriteGrowth-fold (the product of each step's ceil(|to| / |from|)). Without it a chain of
+// doubling Replaces, applied to every added token and vocabulary entry at load, takes memory and
+// time without bound. Real pipelines have a handful of steps and grow text at most ~3-fold.
+inline constexpr int kMaxRewriteSteps = 64;
+inline constexpr int64_t kMaxRewriteGrowth = 64;
+class RewriteBudget {
+ public:
+  absl::Status AddStep(const JsonWhere& where);
+  absl::Status AddReplace(std::string_view from, std::string_view to, const JsonWhere& where);
+
+ private:
+  int steps_ = 0;
+  int64_t growth_ = 1;
+};
+
 }  // namespace gannet::tokenizer::internal

@@ -76,17 +76,17 @@ class SequenceNormalizer final : public Normalizer {
   std::vector<std::unique_ptr<Normalizer>> steps_;
 };
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const Json& json,
-                                                            const JsonWhere& where) {
+absl::StatusOr<std::unique_ptr<Normalizer>> Parse(const Json& json, const JsonWhere& where,
+                                                  internal::RewriteBudget* budget) {
   if (json.is_null()) return nullptr;
   GANNET_ASSIGN_OR_RETURN(std::string type, internal::GetType(json, where));
   if (type == "Replace") {
     GANNET_ASSIGN_OR_RETURN(std::string from, internal::GetStringPattern(json, where));
     GANNET_ASSIGN_OR_RETURN(std::string to, internal::GetString(json, "content", where));
+    GANNET_RETURN_IF_ERROR(budget->AddReplace(from, to, where));
     return std::make_unique<ReplaceNormalizer>(std::move(from), std::move(to));
   }
+  if (type != "Sequence") GANNET_RETURN_IF_ERROR(budget->AddStep(where));
   if (type == "Prepend") {
     GANNET_ASSIGN_OR_RETURN(std::string prefix, internal::GetString(json, "prepend", where));
     return std::make_unique<PrependNormalizer>(std::move(prefix));
@@ -102,13 +102,21 @@ absl::StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const Json& json,
     if (list == nullptr || !list->is_array()) return lw.Error("must be an array");
     std::vector<std::unique_ptr<Normalizer>> steps;
     for (size_t i = 0; i < list->AsArray().size(); ++i) {
-      GANNET_ASSIGN_OR_RETURN(auto step, ParseNormalizer(list->AsArray()[i], lw.Index(i)));
+      GANNET_ASSIGN_OR_RETURN(auto step, Parse(list->AsArray()[i], lw.Index(i), budget));
       if (step != nullptr) steps.push_back(std::move(step));
     }
     return std::make_unique<SequenceNormalizer>(std::move(steps));
   }
   return UnimplementedError("{}: {}: normalizer type '{}' is not supported", where.source,
                             where.path, type);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const Json& json,
+                                                            const JsonWhere& where) {
+  internal::RewriteBudget budget;
+  return Parse(json, where, &budget);
 }
 
 }  // namespace gannet::tokenizer

@@ -229,6 +229,46 @@ TEST(TokenizerLoadTest, AddedTokenIdsMustMatchHowHfLoadsThem) {
   ExpectError(gap, absl::StatusCode::kInvalidArgument, "loads as id 11");
 }
 
+// A chain of rewrites that would blow text up (64 doubling Replaces reach 2^64 bytes on the first
+// added token normalized at load) or run without bound is refused at load, naming the field.
+TEST(TokenizerLoadTest, RewriteChainsAreBounded) {
+  auto chain = [](const char* kind, const char* list, int n, const char* from, const char* to) {
+    std::string steps;
+    for (int i = 0; i < n; ++i) {
+      steps += std::string(i ? "," : "") + R"({"type": "Replace", "pattern": {"String": ")" + from +
+               R"("}, "content": ")" + to + R"("})";
+    }
+    return std::string(R"({"type": "Sequence", ")") + list + R"(": [)" + steps + "]}";
+  };
+  auto with = [](std::string json, const std::string& key, const std::string& value) {
+    const size_t begin = json.find("\"" + key + "\": ") + key.size() + 4;
+    size_t end = begin;
+    for (int depth = 0; end < json.size(); ++end) {
+      depth += json[end] == '{' ? 1 : json[end] == '}' ? -1 : 0;
+      if (depth == 0) break;
+    }
+    return json.substr(0, begin) + value + json.substr(end + 1);
+  };
+  ExpectError(with(MakeJson(), "normalizer", chain("normalizer", "normalizers", 64, "a", "aa")),
+              absl::StatusCode::kInvalidArgument, "more than 64-fold");
+  ExpectError(with(MakeJson(), "decoder", chain("decoder", "decoders", 7, "b", "bb")),
+              absl::StatusCode::kInvalidArgument, "decoder.decoders[6]");
+  ExpectError(with(MakeJson(), "normalizer", chain("normalizer", "normalizers", 65, "a", "a")),
+              absl::StatusCode::kInvalidArgument, "more than 64 steps");
+  // Six doublings (64-fold) and shrinking Replaces are fine.
+  EXPECT_NE(Load(with(MakeJson(), "normalizer", chain("normalizer", "normalizers", 6, "q", "qq"))),
+            nullptr);
+  EXPECT_NE(Load(with(MakeJson(), "decoder", chain("decoder", "decoders", 64, "bb", "b"))),
+            nullptr);
+}
+
+// Vocabulary ids index a table: one id far past the entries would size it (16777215 entries of
+// strings from a 20-byte line), so ids must be nearly dense.
+TEST(TokenizerLoadTest, SparseVocabularyIdsAreRefused) {
+  ExpectError(ReplaceOnce(MakeJson(), R"("\u2581": 10)", R"("\u2581": 16777215)"),
+              absl::StatusCode::kInvalidArgument, "a vocabulary of 11 entries");
+}
+
 TEST(TokenizerLoadTest, MissingFileIsNotFound) {
   auto tok = Tokenizer::FromFile("/nonexistent/tokenizer.json");
   ASSERT_FALSE(tok.ok());
