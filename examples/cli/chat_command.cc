@@ -86,7 +86,14 @@ int ChatCommand(int argc, char** argv) {
   while (true) {
     WriteOut(interactive ? "\033[1m> \033[0m" : "> ");
     if (!FlushOut()) break;
-    if (!std::getline(std::cin, line)) break;
+    const LineRead got = ReadLineBounded(std::cin, kMaxPromptBytes, &line);
+    if (got == LineRead::kEnd) break;
+    if (got == LineRead::kTooLong || line.find('\0') != std::string::npos) {
+      std::fprintf(
+          stderr, "gannet chat: %s; the line was ignored\n",
+          got == LineRead::kTooLong ? "a line longer than 64 MiB" : "a line with a NUL byte");
+      continue;
+    }
     if (line == "/exit" || line == "/quit") break;
     if (line == "/reset") {
       turns.resize(system_turns);

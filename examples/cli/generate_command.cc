@@ -3,7 +3,7 @@
 
 #include <cstdio>
 #include <iostream>
-#include <iterator>
+#include <string>
 
 #include "examples/cli/commands.h"
 #include "examples/cli/request_flags.h"
@@ -80,7 +80,17 @@ int GenerateCommand(int argc, char** argv) {
       return Usage("this model has no tokenizer.json: give the prompt with --prompt-ids");
     }
     if (::isatty(STDIN_FILENO)) std::fprintf(stderr, "(reading the prompt from stdin; end with Ctrl-D)\n");
-    prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    if (!ReadAllBounded(std::cin, kMaxPromptBytes, &prompt)) {
+      return Usage("the prompt on standard input is longer than " +
+                   std::to_string(kMaxPromptBytes) + " bytes");
+    }
+    if (const size_t nul = prompt.find('\0'); nul != std::string::npos) {
+      return Usage("the prompt on standard input has a NUL byte (at byte " + std::to_string(nul) +
+                   "); prompts are text");
+    }
+  }
+  if (args.Has("thinking") && !args.Has("chat") && !args.Has("system")) {
+    return Usage("--thinking needs --chat or --system (thinking is a chat-template mode)");
   }
   std::vector<gannet_chat_message_t> messages;
   const std::string system = args.Get("system").value_or("");

@@ -130,4 +130,33 @@ void SetReplyRunning(bool running) {
 
 bool InterruptRequested() { return g_interrupted.load(); }
 
+bool ReadAllBounded(std::istream& in, size_t max_bytes, std::string* out) {
+  out->clear();
+  char buf[1 << 16];
+  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
+    const size_t n = static_cast<size_t>(in.gcount());
+    if (out->size() + n > max_bytes) {
+      out->append(buf, max_bytes - out->size());
+      return false;
+    }
+    out->append(buf, n);
+  }
+  return true;
+}
+
+LineRead ReadLineBounded(std::istream& in, size_t max_bytes, std::string* line) {
+  line->clear();
+  bool too_long = false;
+  for (int c; (c = in.get()) != std::char_traits<char>::eof();) {
+    if (c == '\n') return too_long ? LineRead::kTooLong : LineRead::kLine;
+    if (line->size() < max_bytes) {
+      line->push_back(static_cast<char>(c));
+    } else {
+      too_long = true;
+    }
+  }
+  if (too_long) return LineRead::kTooLong;
+  return line->empty() ? LineRead::kEnd : LineRead::kLine;
+}
+
 }  // namespace gannet_cli

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <istream>
 #include <string>
 
 namespace gannet_cli {
@@ -34,6 +35,16 @@ void InstallInterruptHandler();
 void SetReplyRunning(bool running);
 // Whether Ctrl-C asked the running reply to stop.
 bool InterruptRequested();
+
+// Input: prompts are bounded (stdin may be /dev/zero or `yes`) and must not hold NUL bytes (the
+// C ABI takes NUL-terminated text, so a NUL would silently cut the prompt).
+inline constexpr size_t kMaxPromptBytes = size_t{64} << 20;
+// Reads all of `in`; false once more than max_bytes have come (out then holds max_bytes).
+bool ReadAllBounded(std::istream& in, size_t max_bytes, std::string* out);
+// std::getline with a bound: kTooLong for a line longer than max_bytes (read to its end and
+// dropped), kEnd at the end of input.
+enum class LineRead { kLine, kEnd, kTooLong };
+LineRead ReadLineBounded(std::istream& in, size_t max_bytes, std::string* line);
 
 bool StdoutIsTerminal();
 bool StderrIsTerminal();

@@ -35,6 +35,8 @@
  * Growth rules (what keeps programs built against this header working with later libraries):
  * - Input structs start with `uint32_t struct_size` (set by the *_INIT macros) and gain fields only
  *   at the end; the library reads what the caller's struct_size covers and defaults the rest.
+ *   A struct_size that is not a multiple of the struct's alignment (one that ends inside a field)
+ *   is GANNET_ERR_INVALID_ARGUMENT; the sizeof of any version always is.
  * - Arrays of input structs (chat messages) are read with the stride of their first element's
  *   struct_size, so every element of one array must be initialised by the same header.
  * - Output structs start with `uint32_t struct_size`: for events, the library's size (fields
@@ -546,7 +548,10 @@ GANNET_API gannet_status_t gannet_token_to_piece(const gannet_tokenizer_t* token
                                                  char* text_out, size_t capacity,
                                                  size_t* text_len_out);
 /* Renders chat messages into the prompt text the engine would build (Gemma-4's template for this
- * model's size class; it starts with "<bos>": tokenize it with add_special_tokens = 0). */
+ * model's size class; it starts with "<bos>": tokenize it with add_special_tokens = 0).
+ * add_generation_prompt: 1 = end with the model turn opener, 0 = don't (unlike the request's
+ * field, where 0 is the default "yes" and 2 is "no"); enable_thinking: 0 or 1. Other values of
+ * these and of the other 0/1 flags are GANNET_ERR_INVALID_ARGUMENT. */
 GANNET_API gannet_status_t gannet_apply_chat_template(const gannet_tokenizer_t* tokenizer,
                                                       const gannet_chat_message_t* messages,
                                                       size_t num_messages,

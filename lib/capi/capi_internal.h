@@ -61,11 +61,13 @@ inline constexpr uint32_t kMaxStructSize = 1u << 16;
 
 // Reads a versioned input struct: copies what the caller's struct_size covers into a
 // default-initialised current struct. False (with the error set) for sizes that cannot be ours.
+// The size of every past version is a multiple of the struct's alignment (sizeof is), so a size
+// that is not ends inside a field: a pointer would be read with its high bytes zeroed.
 template <typename T>
 bool ReadVersioned(const T* in, const T& defaults, T* out, const char* what) {
   *out = defaults;
   const uint32_t size = in->struct_size;
-  if (size < kMinStructSize || size > kMaxStructSize) {
+  if (size < kMinStructSize || size > kMaxStructSize || size % alignof(T) != 0) {
     Fail(GANNET_ERR_INVALID_ARGUMENT,
          std::string(what) + ".struct_size is " + std::to_string(size) +
              ": initialise the struct with its _INIT macro");
@@ -74,6 +76,14 @@ bool ReadVersioned(const T* in, const T& defaults, T* out, const char* what) {
   std::memcpy(out, in, std::min<size_t>(size, sizeof(T)));
   out->struct_size = sizeof(T);
   return true;
+}
+
+// A flag of the ABI takes the values 0..max (a documented encoding): any other is an error naming
+// it, never silently read as 0 or 1.
+inline gannet_status_t CheckFlag(const char* what, int32_t value, int32_t max = 1) {
+  if (value >= 0 && value <= max) return GANNET_OK;
+  return Fail(GANNET_ERR_INVALID_ARGUMENT, std::string(what) + " is " + std::to_string(value) +
+                                               "; it must be in [0, " + std::to_string(max) + "]");
 }
 
 // Output structs: the caller's struct_size says how much of `full` to write.

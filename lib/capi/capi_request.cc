@@ -13,6 +13,34 @@ gannet_status_t ReadRequest(const gannet_request_t* request, engine::RequestInpu
   if (!ReadVersioned(request, gannet_request_t GANNET_REQUEST_INIT, &r, "gannet_request_t")) {
     return GANNET_ERR_INVALID_ARGUMENT;
   }
+  // Counts are bounded before their arrays are read: a negative length cast to size_t must be an
+  // error naming the field, not a read past the caller's array.
+  if (r.num_prompt_tokens > engine::kMaxPromptTokens) {
+    return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                fmt::format("request: num_prompt_tokens is {} (at most {})", r.num_prompt_tokens,
+                            engine::kMaxPromptTokens));
+  }
+  if (r.num_messages > engine::kMaxChatMessages) {
+    return Fail(GANNET_ERR_INVALID_ARGUMENT, fmt::format("request: num_messages is {} (at most {})",
+                                                         r.num_messages, engine::kMaxChatMessages));
+  }
+  if (gannet_status_t st = CheckFlag("request: add_generation_prompt", r.add_generation_prompt, 2);
+      st != GANNET_OK) {
+    return st;
+  }
+  if (gannet_status_t st = CheckFlag("request: enable_thinking", r.enable_thinking);
+      st != GANNET_OK) {
+    return st;
+  }
+  if (gannet_status_t st =
+          CheckFlag("request: ignore_default_stop_tokens", r.ignore_default_stop_tokens);
+      st != GANNET_OK) {
+    return st;
+  }
+  if (gannet_status_t st = CheckFlag("request: disable_speculation", r.disable_speculation);
+      st != GANNET_OK) {
+    return st;
+  }
   if (r.num_prompt_tokens > 0) {
     if (r.prompt_tokens == nullptr) {
       return Fail(GANNET_ERR_INVALID_ARGUMENT, "request: prompt_tokens is NULL");
@@ -96,11 +124,6 @@ gannet_status_t ReadRequest(const gannet_request_t* request, engine::RequestInpu
   in->logprobs = r.logprobs;
   in->priority = r.priority;
   in->deadline_ms = r.deadline_ms;
-  if (r.disable_speculation != 0 && r.disable_speculation != 1) {
-    return Fail(GANNET_ERR_INVALID_ARGUMENT,
-                fmt::format("request: disable_speculation is {}; it must be 0 or 1",
-                            r.disable_speculation));
-  }
   in->disable_speculation = r.disable_speculation == 1;
   return GANNET_OK;
 }

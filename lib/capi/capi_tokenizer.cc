@@ -128,6 +128,11 @@ gannet_status_t gannet_tokenize(const gannet_tokenizer_t* tokenizer, const char*
     if (text == nullptr && text_len > 0) {
       return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_tokenize: text is NULL");
     }
+    if (gannet_status_t st =
+            gannet::capi::CheckFlag("gannet_tokenize: add_special_tokens", add_special_tokens);
+        st != GANNET_OK) {
+      return st;
+    }
     const std::string_view s(text == nullptr ? "" : text, text_len);
     if (!gannet::IsValidUtf8(s)) {
       return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_tokenize: text is not valid UTF-8");
@@ -149,6 +154,11 @@ gannet_status_t gannet_detokenize(const gannet_tokenizer_t* tokenizer, const int
     }
     if (ids == nullptr && num_ids > 0) {
       return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_detokenize: ids is NULL");
+    }
+    if (gannet_status_t st =
+            gannet::capi::CheckFlag("gannet_detokenize: skip_special_tokens", skip_special_tokens);
+        st != GANNET_OK) {
+      return st;
     }
     auto text = tokenizer->tokenizer->Decode(
         absl::Span<const int32_t>(ids, num_ids), {.skip_special_tokens = skip_special_tokens == 1});
@@ -193,6 +203,16 @@ gannet_status_t gannet_apply_chat_template(const gannet_tokenizer_t* tokenizer,
         st != GANNET_OK) {
       return st;
     }
+    if (gannet_status_t st = gannet::capi::CheckFlag(
+            "gannet_apply_chat_template: add_generation_prompt", add_generation_prompt);
+        st != GANNET_OK) {
+      return st;
+    }
+    if (gannet_status_t st =
+            gannet::capi::CheckFlag("gannet_apply_chat_template: enable_thinking", enable_thinking);
+        st != GANNET_OK) {
+      return st;
+    }
     // The messages are read exactly as a request's are (struct_size, NULL fields, UTF-8).
     gannet_request_t r = GANNET_REQUEST_INIT;
     r.messages = messages;
@@ -209,7 +229,7 @@ gannet_status_t gannet_apply_chat_template(const gannet_tokenizer_t* tokenizer,
       }
     }
     auto text = gannet::tokenizer::RenderChatTemplate(
-        in.messages, gannet::engine::ChatOptions(tokenizer->variant, add_generation_prompt != 0,
+        in.messages, gannet::engine::ChatOptions(tokenizer->variant, add_generation_prompt == 1,
                                                  enable_thinking == 1));
     if (!text.ok()) return Fail(text.status());
     return gannet::capi::WriteBuffer(text->data(), text->size(), text_out, capacity, text_len_out,

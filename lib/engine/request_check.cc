@@ -2,6 +2,7 @@
 
 #include "lib/common/status.h"
 #include "lib/common/utf8.h"
+#include "lib/tokenizer/chat_template.h"
 
 namespace gannet::engine {
 namespace {
@@ -45,6 +46,17 @@ absl::Status CheckRequest(const RequestInput& in, const RequestModelFacts& model
     if (!IsValidUtf8(in.messages[i].role) || !IsValidUtf8(in.messages[i].content)) {
       return InvalidArgumentError("request: messages[{}] is not valid UTF-8", i);
     }
+    // The roles the chat template renders, so that a check passes only what submit accepts.
+    if (!tokenizer::IsKnownChatRole(in.messages[i].role)) {
+      return InvalidArgumentError(
+          "request: messages[{}] has role '{}'; expected system, developer, user, assistant or "
+          "model",
+          i, EscapeForMessage(in.messages[i].role));
+    }
+  }
+  if (in.deadline_ms < 0) {
+    return InvalidArgumentError("request: deadline_ms is {}; it must be >= 0 (0: none)",
+                                in.deadline_ms);
   }
   if (in.stop_strings.size() > kMaxStopStrings) {
     return InvalidArgumentError("request: {} stop strings (at most {})", in.stop_strings.size(),

@@ -3,10 +3,11 @@
 // refuse a bad request before any weight is loaded.
 //
 // Checked: exactly one prompt source; sampling values (sampling.h); max_tokens, min_tokens and
-// min_tokens <= max_tokens; logprobs in [0, kMaxLogprobs]; priority; valid UTF-8 in the prompt
-// text, chat roles and contents and stop strings (never repaired); that text, chat and stop
-// strings have a tokenizer; with a known vocabulary, every prompt and stop id inside it; with a
-// known context, that the prompt ids leave room for one output token. Pure; thread-safe.
+// min_tokens <= max_tokens; logprobs in [0, kMaxLogprobs]; deadline_ms >= 0; chat roles the
+// template knows; valid UTF-8 in the prompt text, chat roles and contents and stop strings (never
+// repaired); that text, chat and stop strings have a tokenizer; with a known vocabulary, every
+// prompt and stop id inside it; with a known context, that the prompt ids leave room for one
+// output token. Pure; thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,10 @@ inline constexpr int32_t kMaxLogprobs = 20;
 inline constexpr size_t kMaxStopStrings = 64;
 inline constexpr size_t kMaxStopStringBytes = 1024;
 inline constexpr size_t kMaxStopTokenIds = 1024;
+// Bounds on what the C ABI copies before anything else is checked: more prompt ids than any
+// context holds, or more chat messages than any prompt could, is a caller's bug.
+inline constexpr size_t kMaxPromptTokens = size_t{1} << 24;
+inline constexpr size_t kMaxChatMessages = size_t{1} << 16;
 
 // What a request is checked against; zero values are unknown and skip their checks.
 struct RequestModelFacts {

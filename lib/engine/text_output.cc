@@ -34,13 +34,15 @@ size_t TextOutput::HoldBack() const {
   return hold;
 }
 
-absl::StatusOr<TextOutput::Delta> TextOutput::Push(int32_t token) {
+absl::StatusOr<TextOutput::Delta> TextOutput::Push(int32_t token, bool match_stops) {
   Delta d;
   if (!detok_ || stopped_) return d;
   GANNET_ASSIGN_OR_RETURN(std::string piece, detok_->Push(token));
   pending_ += piece;
   size_t first = std::string::npos;
-  for (const std::string& s : stops_) first = std::min(first, pending_.find(s));
+  if (match_stops) {
+    for (const std::string& s : stops_) first = std::min(first, pending_.find(s));
+  }
   if (first != std::string::npos) {
     d.text = pending_.substr(0, first);
     d.stop_hit = true;

@@ -24,7 +24,9 @@ class TextOutput {
     std::string text;       // safe to show now
     bool stop_hit = false;  // a stop string completed; text ends before it
   };
-  absl::StatusOr<Delta> Push(int32_t token);
+  // match_stops false (the request's first min_tokens tokens): stop strings are not looked for,
+  // so one that completes there does not end the request; a later one still does.
+  absl::StatusOr<Delta> Push(int32_t token, bool match_stops = true);
   // The held-back tail at the end of the request (never part of a stop string by now).
   std::string Finish();
 

@@ -28,19 +28,19 @@ std::string StripThinking(std::string_view text) {
   return std::string(TrimPythonSpace(result));
 }
 
-bool IsKnownRole(std::string_view role) {
+}  // namespace
+
+bool IsKnownChatRole(std::string_view role) {
   return role == "system" || role == "developer" || role == "user" || role == "assistant" ||
          role == "model";
 }
-
-}  // namespace
 
 absl::StatusOr<std::string> RenderChatTemplate(absl::Span<const ChatMessage> messages,
                                                const ChatTemplateOptions& options) {
   if (messages.empty()) return InvalidArgumentError("chat template: no messages to render");
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    if (!IsKnownRole(m.role)) {
+    if (!IsKnownChatRole(m.role)) {
       return InvalidArgumentError(
           "chat template: message {} has role '{}'; expected system, developer, user or "
           "assistant",

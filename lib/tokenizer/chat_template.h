@@ -21,6 +21,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -45,6 +46,9 @@ struct ChatTemplateOptions {
   bool preserve_thinking = false;  // keep reasoning of turns before the last user message
   std::string bos_token = "<bos>";
 };
+
+// The roles RenderChatTemplate accepts: system, developer, user, assistant and model.
+bool IsKnownChatRole(std::string_view role);
 
 // InvalidArgument for an empty conversation, an unknown role (tool messages are not supported),
 // or text that is not valid UTF-8.

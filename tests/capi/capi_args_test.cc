@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstddef>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -207,6 +208,80 @@ TEST(CapiArgsTest, EntryPointsRejectNullAndInvalid) {
   EXPECT_EQ(o.finish == GANNET_FINISH_LENGTH || o.finish == GANNET_FINISH_STOP, true);
   EXPECT_EQ(o.terminal_events, 1);
   gannet_engine_destroy(engine);
+}
+
+// Found by an audit (session 31): sizes that end inside a pointer, counts that would read past
+// the caller's arrays, flags outside their encoding, roles and deadlines that only submit (or
+// nothing) refused. Each is INVALID_ARGUMENT naming the field, from submit and from the check.
+TEST(CapiArgsTest, RequestFieldsAreCheckedBeforeUse) {
+  const char* text = "hello";
+  gannet_request_t base = GANNET_REQUEST_INIT;
+  base.prompt_text = text;
+  auto expect_bad = [](const gannet_request_t& r, const std::string& needle) {
+    EXPECT_EQ(gannet_request_check(&r, nullptr), GANNET_ERR_INVALID_ARGUMENT) << needle;
+    EXPECT_NE(LastError().find(needle), std::string::npos) << LastError();
+  };
+  ASSERT_EQ(gannet_request_check(&base, nullptr), GANNET_OK) << LastError();
+
+  gannet_request_t r = base;
+  r.struct_size = offsetof(gannet_request_t, prompt_text) + 4;  // half of the text pointer
+  expect_bad(r, "struct_size");
+  gannet_engine_config_t config = GANNET_ENGINE_CONFIG_INIT;
+  config.model_dir = "/nonexistent";
+  config.struct_size = offsetof(gannet_engine_config_t, model_dir) + 4;
+  gannet_engine_t* engine = nullptr;
+  EXPECT_EQ(gannet_engine_create(&config, &engine), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("struct_size"), std::string::npos) << LastError();
+
+  const int32_t one_id = 2;
+  r = GANNET_REQUEST_INIT;
+  r.prompt_tokens = &one_id;
+  r.num_prompt_tokens = static_cast<size_t>(-1);  // a negative length
+  expect_bad(r, "num_prompt_tokens");
+  const gannet_chat_message_t message = GANNET_CHAT_MESSAGE_INIT;
+  r = GANNET_REQUEST_INIT;
+  r.messages = &message;
+  r.num_messages = static_cast<size_t>(-1);
+  expect_bad(r, "num_messages");
+
+  r = base;
+  r.enable_thinking = 2;
+  expect_bad(r, "enable_thinking");
+  r = base;
+  r.add_generation_prompt = 3;
+  expect_bad(r, "add_generation_prompt");
+  r = base;
+  r.ignore_default_stop_tokens = -1;
+  expect_bad(r, "ignore_default_stop_tokens");
+  r = base;
+  r.deadline_ms = -5;
+  expect_bad(r, "deadline_ms");
+
+  gannet_chat_message_t tool = GANNET_CHAT_MESSAGE_INIT;
+  tool.role = "tool";
+  tool.content = "x";
+  r = GANNET_REQUEST_INIT;
+  r.messages = &tool;
+  r.num_messages = 1;
+  expect_bad(r, "role 'tool'");
+
+  // The tokenizer entries' flags.
+  const std::string dir = TinyModelDir("e2b");
+  gannet_tokenizer_t* tok = nullptr;
+  ASSERT_EQ(gannet_tokenizer_open(dir.c_str(), &tok), GANNET_OK) << LastError();
+  size_t n = 0;
+  EXPECT_EQ(gannet_tokenize(tok, "a", 1, 2, nullptr, 0, &n), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("add_special_tokens"), std::string::npos) << LastError();
+  EXPECT_EQ(gannet_detokenize(tok, &one_id, 1, -1, nullptr, 0, &n), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("skip_special_tokens"), std::string::npos) << LastError();
+  gannet_chat_message_t user = GANNET_CHAT_MESSAGE_INIT;
+  user.role = "user";
+  user.content = "hi";
+  EXPECT_EQ(gannet_apply_chat_template(tok, &user, 1, 2, 0, nullptr, 0, &n),
+            GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("add_generation_prompt"), std::string::npos) << LastError();
+  EXPECT_EQ(gannet_apply_chat_template(tok, &user, 1, 1, 0, nullptr, 0, &n), GANNET_OK);
+  gannet_tokenizer_close(tok);
 }
 
 TEST(CapiArgsTest, OlderSmallerStructsStillWork) {

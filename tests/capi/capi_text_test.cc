@@ -1,5 +1,6 @@
 // Text in, text out through the C ABI: UTF-8 prompts, chat messages, streamed text deltas and
 // stop strings that span tokens.
+#include <algorithm>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -120,6 +121,18 @@ TEST_F(CapiTextTest, StopStringsSpanningTokens) {
   EXPECT_EQ(o.finish, GANNET_FINISH_STOP);
   EXPECT_EQ(o.text, full.text.substr(0, start));  // everything before the stop string, no more
   EXPECT_EQ(o.tokens.size(), i + 3);              // stopped at the token completing it
+
+  // min_tokens holds stop strings back as it holds stop ids: completed at output i + 3, the stop
+  // string ends the request when min_tokens is i + 2, not when it is i + 3.
+  r.min_tokens = static_cast<int32_t>(i + 2);
+  EXPECT_EQ(RunAlone(engine_, r).tokens.size(), i + 3);
+  r.min_tokens = static_cast<int32_t>(i + 3);
+  Outcome held = RunAlone(engine_, r);
+  ASSERT_EQ(held.status, GANNET_OK) << held.message;
+  ASSERT_GT(held.tokens.size(), i + 3);
+  EXPECT_TRUE(std::equal(held.tokens.begin(), held.tokens.end(), full.tokens.begin()));
+  EXPECT_EQ(held.text.compare(0, start + len, full.text, 0, start + len),
+            0);  // the stop string kept
 }
 
 }  // namespace

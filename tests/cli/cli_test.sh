@@ -81,6 +81,10 @@ usage_error "--logprobs 99 is out of range" "--logprobs" generate -m "$tiny/31b"
 usage_error "--threads 5000 is out of range" "--threads" generate -m "$tiny/31b" -p hi --threads 5000
 usage_error "a flag given twice is an error" "given twice" generate -m "$tiny/31b" -p hi -n 3 -n 4
 usage_error "min_tokens > max_tokens before loading" "min_tokens" generate -m "$tiny/31b" -p hi -n 3 --min-tokens 9
+usage_error "--thinking without --chat is an error" "--thinking needs --chat" generate -m "$tiny/31b" -p hi --thinking
+# A prompt on stdin with a NUL byte would be cut at it by the C ABI: refused, nothing loaded.
+printf 'one\0two' | "$gannet" generate -m "$tiny/31b" > /dev/null 2> "$tmp/nul_err"
+[ $? -eq 2 ] && contains "$tmp/nul_err" "NUL byte (at byte 3)"; check "a NUL byte in the stdin prompt is an error" $?
 # Checked before any weight loads: a text prompt for a model without tokenizer.json.
 start=$(date +%s%N)
 usage_error "text prompt without a tokenizer fails before loading" "tokenizer.json" generate -m dummy:e2b -p hi
