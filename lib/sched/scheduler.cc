@@ -303,12 +303,10 @@ void Scheduler::Append(Request* r, int32_t token, bool stop_string_hit) {
   r->tokens.push_back(token);
   if (r->spec.sampling.needs_penalties()) r->counts.AddOutput(token);
   const int64_t out = r->num_output();
-  // Before min_tokens outputs neither a stop id nor a stop string ends the request.
-  const bool armed = out > r->spec.min_tokens;
-  const bool stop_id =
-      armed && std::find(r->spec.stop_token_ids.begin(), r->spec.stop_token_ids.end(), token) !=
-                   r->spec.stop_token_ids.end();
-  if (stop_id || (armed && stop_string_hit)) {
+  const bool stop_id = out > r->spec.min_tokens &&
+                       std::find(r->spec.stop_token_ids.begin(), r->spec.stop_token_ids.end(),
+                                 token) != r->spec.stop_token_ids.end();
+  if (stop_id || stop_string_hit) {
     Retire(r, FinishReason::kStop);
   } else if ((r->spec.max_tokens > 0 && out >= r->spec.max_tokens) ||
              r->num_tokens() >= options_.max_model_len) {

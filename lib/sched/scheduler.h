@@ -81,8 +81,9 @@ class Scheduler {
   // rolled back (KvManager::Truncate), full pages go to the prefix cache and the drafts are
   // cleared. A no-op for a request no longer running (it stopped inside the accepted run).
   absl::Status CompleteVerify(const ScheduledSeq& verify, int accepted);
-  // Appends a sampled token; retires the request if it hit a stop condition. `stop` is an
-  // engine-detected stop (a stop string).
+  // Appends a sampled token; retires the request if it hit a stop condition: a stop id past
+  // min_tokens, or stop_string_hit, a stop string the engine's text output found (it looks for
+  // none before min_tokens, engine::TextOutput::Push).
   void Append(Request* request, int32_t token, bool stop_string_hit = false);
   // Finishes a running request with the given reason (stop strings detected by the engine).
   void Finish(Request* request, FinishReason reason);
