@@ -89,9 +89,10 @@ int ChatCommand(int argc, char** argv) {
     const LineRead got = ReadLineBounded(std::cin, kMaxPromptBytes, &line);
     if (got == LineRead::kEnd) break;
     if (got == LineRead::kTooLong || line.find('\0') != std::string::npos) {
-      std::fprintf(
-          stderr, "gannet chat: %s; the line was ignored\n",
-          got == LineRead::kTooLong ? "a line longer than 64 MiB" : "a line with a NUL byte");
+      std::fprintf(stderr, "gannet chat: a line %s; the line was ignored\n",
+                   got == LineRead::kTooLong
+                       ? ("longer than " + std::to_string(kMaxPromptBytes) + " bytes").c_str()
+                       : "with a NUL byte");
       continue;
     }
     if (line == "/exit" || line == "/quit") break;
