@@ -35,10 +35,18 @@ absl::Status CheckPleCombineArgs(int64_t rows, int64_t width, const Tensor& toke
   if (token_part.rows() != rows || out.rows() != rows) {
     return InvalidArgumentError("PleCombine: proj, token part and output rows disagree");
   }
+  if (norm_w.dtype != DType::kF32) {
+    return InvalidArgumentError("PleCombine: norm weight must be f32, got {}",
+                                DTypeName(norm_w.dtype));
+  }
   return absl::OkStatus();
 }
 
 absl::Status CheckGatherRowsArgs(const Tensor& x, const Tensor& rows, const Tensor& out) {
+  if (rows.dtype != DType::kI32) {
+    return InvalidArgumentError("GatherRows: row indices must be i32, got {}",
+                                DTypeName(rows.dtype));
+  }
   if (x.dtype != out.dtype || x.row_elems() != out.row_elems() || out.rows() < rows.numel()) {
     return InvalidArgumentError("GatherRows: x and out disagree");
   }

@@ -61,6 +61,12 @@ TEST(CpuOpChecksTest, PleCombine) {
   ExpectNamed(cpu.PleCombine(Host(proj, {m, width}), Host(tok, {m, width}), Host(w, {p}), 1.f,
                              1.f, 1e-6f, Host(few, {1, width})),
               "PleCombine");
+  // The norm weight is read as f32: an i32 one of the right length is refused, not reinterpreted.
+  std::vector<int32_t> wi(p, 1);
+  ExpectNamed(cpu.PleCombine(Host(proj, {m, width}), Host(tok, {m, width}),
+                             Tensor::Make(wi.data(), DType::kI32, {p}), 1.f, 1.f, 1e-6f,
+                             Host(out, {m, width})),
+              "PleCombine");
   EXPECT_TRUE(cpu.PleCombine(Host(proj, {m, width}), Host(tok, {m, width}), Host(w, {p}), 1.f,
                              1.f, 1e-6f, Host(out, {m, width}))
                   .ok());
@@ -74,6 +80,9 @@ TEST(CpuOpChecksTest, GatherRowsAndAdd) {
   const Tensor r = Tensor::Make(rows.data(), DType::kI32, {3});
   ExpectNamed(cpu.GatherRows(Host(x, {m, n}), r, Host(out, {m - 1, n})), "GatherRows");
   ExpectNamed(cpu.GatherRows(Host(x, {m, n}), r, Host(narrow, {m, n - 1})), "GatherRows");
+  // Indices are read as i32: f32 ones (2.0f is 0x40000000) are refused, not used as rows.
+  std::vector<float> frows = {2.f, 0.f, 1.f};
+  ExpectNamed(cpu.GatherRows(Host(x, {m, n}), Host(frows, {3}), Host(out, {m, n})), "GatherRows");
   ASSERT_TRUE(cpu.GatherRows(Host(x, {m, n}), r, Host(out, {m, n})).ok());
   ExpectNamed(cpu.Add(Host(x, {m, n}), Host(out, {m, n}), Host(narrow, {m, n - 1})), "Add");
   ASSERT_TRUE(cpu.Add(Host(x, {m, n}), Host(out, {m, n}), Host(out, {m, n})).ok());

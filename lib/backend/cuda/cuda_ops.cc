@@ -150,7 +150,6 @@ absl::Status CudaBackend::PleCombine(Tensor proj, Tensor token_part, Tensor norm
   const int64_t p = norm_w.numel();
   const RowView v = Rows(proj);
   GANNET_RETURN_IF_ERROR(CheckPleCombineArgs(v.rows, v.n, token_part, norm_w, out));
-  GANNET_RETURN_IF_ERROR(RequireDType(norm_w, DType::kF32, "PleCombine norm weight"));
   GANNET_ASSIGN_OR_RETURN(kernels::Mat pm, MatOf(proj, "PleCombine projection"));
   GANNET_ASSIGN_OR_RETURN(kernels::Mat tm, MatOf(token_part, "PleCombine token part"));
   GANNET_ASSIGN_OR_RETURN(kernels::Mat om, MatOf(out, "PleCombine output"));
@@ -162,7 +161,6 @@ absl::Status CudaBackend::PleCombine(Tensor proj, Tensor token_part, Tensor norm
 }
 
 absl::Status CudaBackend::GatherRows(Tensor x, Tensor rows, Tensor out) {
-  GANNET_RETURN_IF_ERROR(RequireDType(rows, DType::kI32, "GatherRows rows"));
   GANNET_RETURN_IF_ERROR(CheckGatherRowsArgs(x, rows, out));
   const int64_t eb = static_cast<int64_t>(x.elem_bytes());
   GANNET_RETURN_IF_ERROR(
