@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/cleanup/cleanup.h"
 #include "lib/common/status.h"
 
 namespace gannet {
@@ -38,8 +39,9 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path, int64_t ma
                                              std::string_view what) {
   GANNET_ASSIGN_OR_RETURN(const OpenFile file, OpenRegularFile(path, what));
   const int fd = file.fd;
+  // Closed on every way out, the buffer's allocation throwing included.
+  absl::Cleanup close_fd = [fd] { ::close(fd); };
   if (file.size > max_bytes) {
-    ::close(fd);
     return InvalidArgumentError("{} has {} bytes, more than the {} bytes a {} may have", path,
                                 file.size, max_bytes, what);
   }
@@ -49,14 +51,11 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path, int64_t ma
     const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      const int e = errno;
-      ::close(fd);
       return DataLossError("error reading {} (at byte {}): {}", path, done,
-                           n == 0 ? "the file shrank" : std::strerror(e));
+                           n == 0 ? "the file shrank" : std::strerror(errno));
     }
     done += static_cast<size_t>(n);
   }
-  ::close(fd);
   return out;
 }
 
