@@ -291,8 +291,7 @@ void Engine::Impl::EmitToken(sched::Request* r, sampling::SampleResult sr) {
   bool stop_string = false;
   auto t = texts.find(r->spec.id);
   if (t != texts.end()) {
-    // min_tokens holds back stop strings as it holds back stop ids (sched::Scheduler::Append).
-    auto delta = t->second.Push(sr.token, r->num_output() + 1 > r->spec.min_tokens);
+    auto delta = t->second.Push(sr.token, r->spec.StopsAt(r->num_output() + 1));
     if (delta.ok()) {
       e.text = std::move(delta->text);
       stop_string = delta->stop_hit;

@@ -30,6 +30,11 @@ struct RequestSpec {
   int32_t logprobs = 0;
   int32_t priority = 0;
   Clock::time_point deadline = Clock::time_point::max();
+
+  // Whether a stop id or stop string as the request's n-th output token (1-based) ends it:
+  // min_tokens holds back both. The scheduler asks for stop ids, the engine's text output for
+  // stop strings.
+  bool StopsAt(int64_t n) const { return n > min_tokens; }
 };
 
 struct Request {

@@ -303,7 +303,7 @@ void Scheduler::Append(Request* r, int32_t token, bool stop_string_hit) {
   r->tokens.push_back(token);
   if (r->spec.sampling.needs_penalties()) r->counts.AddOutput(token);
   const int64_t out = r->num_output();
-  const bool stop_id = out > r->spec.min_tokens &&
+  const bool stop_id = r->spec.StopsAt(out) &&
                        std::find(r->spec.stop_token_ids.begin(), r->spec.stop_token_ids.end(),
                                  token) != r->spec.stop_token_ids.end();
   if (stop_id || stop_string_hit) {
