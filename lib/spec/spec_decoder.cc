@@ -62,9 +62,8 @@ absl::Status SpecDecoder::Propose(std::span<const ProposeFrom> from, const kv::K
       int n = caps_[i];
       // Nothing after a draft that would end the output can be used.
       for (int k = 0; k < n; ++k) {
-        const bool may_stop = r.num_output() + k + 1 > r.spec.min_tokens;
-        if (may_stop && std::binary_search(r.spec.stop_token_ids.begin(),
-                                           r.spec.stop_token_ids.end(), t[k])) {
+        if (r.spec.StopsAt(r.num_output() + k + 1) &&
+            std::binary_search(r.spec.stop_token_ids.begin(), r.spec.stop_token_ids.end(), t[k])) {
           n = k + 1;
           break;
         }
