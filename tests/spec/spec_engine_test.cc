@@ -4,6 +4,7 @@
 //    prefix-cache hits; both with the real (random-weight) drafter, which proposes junk, and with
 //    drafts replaced by the true continuation most of the time (the override hook), so that long
 //    accepted runs, partial accepts and rejections all occur;
+//  - min_tokens, penalties and logprobs, with junk drafts and with mostly right ones;
 //  - forced preemption, stop tokens and max_tokens inside an accepted run, per-request opt-out;
 //  - configuration errors name what is wrong.
 #include <algorithm>
@@ -152,6 +153,79 @@ TEST(SpecEngine, StopsInsideAcceptedRuns) {
   EXPECT_EQ(got[3].tokens, full.tokens);
   EXPECT_GT(got[3].accepted, 15);  // 24 tokens in about 3 rounds of 8
   EXPECT_EQ(got[3].accepted, got[3].drafts);
+}
+
+// Request options that change each token's draw -- min_tokens holding back stop ids, repetition,
+// presence and frequency penalties (counting the drafts before each position), logprobs -- give
+// the same greedy output with drafts as without, whether the drafts are junk (the real drafter)
+// or mostly right (the oracle): a verify chunk must prepare each row as plain decoding does.
+void ExpectOptionsKeepTheOutput(const std::string& variant) {
+  EngineSetup plain{variant, 16};
+  auto base = MakeEngine(plain);
+  ASSERT_NE(base, nullptr);
+  RequestInput free_run = Greedy(Prompt(300, 20), 24);
+  free_run.ignore_default_stop_tokens = true;
+  const Outcome free_out = RunAll(*base, {free_run})[0];
+  ASSERT_EQ(free_out.tokens.size(), 24u);
+
+  std::vector<RequestInput> inputs;
+  RequestInput held = free_run;  // the stop id it would emit third, held back until output 9
+  held.stop_token_ids = std::vector<int32_t>{free_out.tokens[2]};
+  held.min_tokens = 8;
+  inputs.push_back(held);
+  RequestInput penalized = free_run;
+  penalized.sampling.repetition_penalty = 1.5f;
+  penalized.sampling.presence_penalty = 0.4f;
+  penalized.sampling.frequency_penalty = 0.3f;
+  inputs.push_back(penalized);
+  RequestInput both = penalized;
+  both.prompt_tokens = Prompt(301, 12);
+  both.stop_token_ids = std::vector<int32_t>{free_out.tokens[1]};
+  both.min_tokens = 5;
+  both.logprobs = 3;
+  inputs.push_back(both);
+  RequestInput repeats = penalized;  // a prompt of one token repeated: penalties bite at once
+  repeats.prompt_tokens = std::vector<int32_t>(16, free_out.tokens[0]);
+  repeats.sampling.repetition_penalty = 3.0f;
+  inputs.push_back(repeats);
+
+  const std::vector<Outcome> expected = RunAll(*base, inputs);
+  ASSERT_EQ(expected.size(), inputs.size());
+  for (const Outcome& o : expected) ASSERT_TRUE(o.status.ok()) << o.status;
+  // The options did change the output, so the comparison below can fail.
+  EXPECT_NE(expected[1].tokens, free_out.tokens);
+  EXPECT_GT(expected[0].tokens.size(), 8u);
+
+  for (bool oracle : {false, true}) {
+    const Oracle orc = Oracle::From(expected);
+    EngineSetup s = plain;
+    s.spec_tokens = 3;
+    if (oracle) s = orc.Drafting(s);
+    auto engine = MakeEngine(s);
+    ASSERT_NE(engine, nullptr);
+    const std::vector<Outcome> got = RunAll(*engine, inputs);
+    ASSERT_EQ(got.size(), expected.size());
+    int accepted = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(got[i].status.ok()) << got[i].status;
+      EXPECT_EQ(got[i].tokens, expected[i].tokens)
+          << variant << " oracle " << oracle << " request " << i;
+      EXPECT_EQ(got[i].finish, expected[i].finish) << "request " << i;
+      EXPECT_GT(got[i].drafts, 0) << "request " << i << " was not speculated";
+      accepted += got[i].accepted;
+    }
+    EXPECT_EQ(got[2].gaps.size(), got[2].tokens.size()) << "logprobs missing under speculation";
+    if (oracle) {
+      EXPECT_GT(accepted, 10) << "the oracle's drafts were not accepted";
+    }
+  }
+}
+
+TEST(SpecEngine, RequestOptionsKeepTheOutput) {
+  for (const std::string& variant : testing::TargetVariants()) {
+    SCOPED_TRACE(variant);
+    ExpectOptionsKeepTheOutput(variant);
+  }
 }
 
 TEST(SpecEngine, ConfigurationErrorsNameTheProblem) {
