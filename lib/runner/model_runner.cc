@@ -280,7 +280,10 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
     // own buffers, so the device may overlap them (Backend::RunConcurrently); not with a
     // tensor-parallel group, whose all-reduces must keep one order on every rank.
     if (tp == nullptr) {
-      GANNET_RETURN_IF_ERROR(be->RunConcurrently(experts, dense));
+      // The experts' branch (router, norm, experts) is the longer one: it stays on the capture
+      // stream, where its router launches early behind the update (PDL); the dense MLP, which
+      // has slack, forks to the side stream.
+      GANNET_RETURN_IF_ERROR(be->RunConcurrently(dense, experts));
     } else {
       GANNET_RETURN_IF_ERROR(dense());
       GANNET_RETURN_IF_ERROR(experts());
