@@ -32,8 +32,8 @@ struct RequestSpec {
   Clock::time_point deadline = Clock::time_point::max();
 
   // Whether a stop id or stop string as the request's n-th output token (1-based) ends it:
-  // min_tokens holds back both. The scheduler asks for stop ids, the engine's text output for
-  // stop strings.
+  // min_tokens holds back both. Asked by the scheduler and the drafts' cut (stop ids) and by the
+  // engine's text output (stop strings).
   bool StopsAt(int64_t n) const { return n > min_tokens; }
 };
 
