@@ -165,25 +165,10 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
   std::string_view header(reinterpret_cast<const char*>(base + 8), header_len);
   f->data_ = base + 8 + header_len;
   GANNET_RETURN_IF_ERROR(f->ParseHeader(header, f->file_size_ - 8 - header_len));
-  // The buffer starts 8 + header_len bytes into a page-aligned mapping; the reference writer pads
-  // the header and orders tensors so that each is aligned, but neither is required.
-  for (const TensorInfo& t : f->tensors_) {
-    const uint64_t align = std::max<uint64_t>(1, DTypeBits(t.dtype) / 8);
-    if (t.nbytes() == 0 || reinterpret_cast<uintptr_t>(f->data_ + t.begin) % align == 0) continue;
-    std::unique_ptr<uint8_t[]> copy(new uint8_t[t.nbytes()]);  // new[]: aligned for any scalar
-    std::memcpy(copy.get(), f->data_ + t.begin, t.nbytes());
-    f->aligned_copies_.emplace(t.begin, std::move(copy));
-  }
   return f;
 }
 
-const uint8_t* SafetensorsFile::Data(const TensorInfo& t) const {
-  if (!aligned_copies_.empty() && t.nbytes() > 0) {
-    if (auto it = aligned_copies_.find(t.begin); it != aligned_copies_.end())
-      return it->second.get();
-  }
-  return data_ + t.begin;
-}
+const uint8_t* SafetensorsFile::Data(const TensorInfo& t) const { return data_ + t.begin; }
 
 absl::Status SafetensorsFile::ParseHeader(std::string_view header, uint64_t data_size) {
   GANNET_ASSIGN_OR_RETURN(tensors_, ParseSafetensorsHeader(header, data_size, path_, &metadata_));

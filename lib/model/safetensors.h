@@ -48,7 +48,11 @@ class SafetensorsFile {
   uint64_t file_size() const { return file_size_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* Find(std::string_view name) const;
-  // The tensor's bytes, aligned to its element size (t must come from this file).
+  // The tensor's bytes in the mapping (t must come from this file). The format does not require
+  // a tensor to start at a multiple of its element size, so this may be misaligned for its type:
+  // readers on the host copy bytes (the backends' LoadWeight, the drafter's token ordering)
+  // instead of dereferencing typed pointers, and nothing is copied here (a checkpoint of many
+  // gigabytes may be misaligned throughout).
   const uint8_t* Data(const TensorInfo& t) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
@@ -63,8 +67,6 @@ class SafetensorsFile {
   std::vector<TensorInfo> tensors_;
   std::map<std::string, size_t, std::less<>> index_;
   std::map<std::string, std::string> metadata_;
-  // Aligned copies of the misaligned tensors, by their offset in the data buffer.
-  std::map<uint64_t, std::unique_ptr<uint8_t[]>> aligned_copies_;
 };
 
 // Parses one header without a file: used by Open() and by the fuzz target.

@@ -1,11 +1,15 @@
 // The CPU backend's ops refuse operands that do not fit together, naming the op, instead of
 // reading or writing past them (the CUDA backend makes the same checks; cuda_ops_test).
 #include <cmath>
+#include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "lib/backend/cpu/cpu_backend.h"
+#include "lib/common/dtype.h"
+#include "lib/model/weights.h"
 
 namespace gannet::backend {
 namespace {
@@ -87,6 +91,52 @@ TEST(CpuOpChecksTest, GatherRowsAndAdd) {
   ExpectNamed(cpu.Add(Host(x, {m, n}), Host(out, {m, n}), Host(narrow, {m, n - 1})), "Add");
   ASSERT_TRUE(cpu.Add(Host(x, {m, n}), Host(out, {m, n}), Host(out, {m, n})).ok());
   for (const float v : out) EXPECT_FLOAT_EQ(v, 4.f);
+}
+
+// A checkpoint tensor may start at any byte (safetensors.h serves it in place): LoadWeight gives
+// an aligned tensor with the same values for a bf16 matrix, an f32 matrix and a bf16 vector
+// (f32), each one byte off its alignment.
+TEST(CpuOpChecksTest, MisalignedWeightsLoadAligned) {
+  CpuBackend cpu;
+  const std::vector<float> values = {1.5f, -2.25f, 3.0f, 0.5f, -0.125f, 4.0f};
+  std::vector<char> bytes(64);
+  auto view = [&](DType dt, std::vector<int64_t> shape) {
+    char* at = bytes.data() + 1;  // one byte past an aligned start
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (dt == DType::kF32) {
+        std::memcpy(at + 4 * i, &values[i], 4);
+      } else {
+        const uint16_t b = FloatToBf16(values[i]);
+        std::memcpy(at + 2 * i, &b, 2);
+      }
+    }
+    model::WeightView v;
+    v.name = "w";
+    v.dtype = dt;
+    v.shape = std::move(shape);
+    v.data = at;
+    return v;
+  };
+  for (const auto& [dt, shape] : {std::pair{DType::kBF16, std::vector<int64_t>{2, 3}},
+                                  std::pair{DType::kF32, std::vector<int64_t>{2, 3}},
+                                  std::pair{DType::kBF16, std::vector<int64_t>{6}}}) {
+    const model::WeightView v = view(dt, shape);
+    const model::WeightView* parts[] = {&v};
+    auto w = cpu.LoadWeight(parts);
+    ASSERT_TRUE(w.ok()) << w.status();
+    const Tensor& t = w->tensor;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data) % (DTypeBits(t.dtype) / 8), 0u);
+    EXPECT_NE(t.data, v.data);
+    for (size_t i = 0; i < values.size(); ++i) {
+      float got;
+      if (t.dtype == DType::kF32) {
+        got = t.as<float>()[i];
+      } else {
+        got = Bf16ToFloat(t.as<uint16_t>()[i]);
+      }
+      EXPECT_EQ(got, values[i]) << DTypeName(dt) << " element " << i;
+    }
+  }
 }
 
 // The router's tensors against x's hidden size and the expert count, and its outputs' shape.

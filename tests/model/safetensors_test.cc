@@ -53,8 +53,8 @@ class SafetensorsTest : public ::testing::Test {
 };
 
 // A tensor whose bytes are not aligned to its element size in the file (legal: the format does not
-// require it) is read through an aligned copy with the same bytes.
-TEST_F(SafetensorsTest, MisalignedTensorsAreReadAligned) {
+// require it) is served in place with its bytes: no copy, however large the file.
+TEST_F(SafetensorsTest, MisalignedTensorsAreServedInPlace) {
   const std::string f32(4, '\x07'), i64 = "\x01\x02\x03\x04\x05\x06\x07\x08";
   ASSERT_TRUE(WriteSafetensors(dir_ + "/mis.safetensors", {{"a", DType::kBF16, {1}, "\x01\x02"},
                                                            {"b", DType::kF32, {1}, f32},
@@ -62,12 +62,11 @@ TEST_F(SafetensorsTest, MisalignedTensorsAreReadAligned) {
                   .ok());
   auto f = SafetensorsFile::Open(dir_ + "/mis.safetensors");
   ASSERT_TRUE(f.ok()) << f.status();
-  for (const auto& [name, bytes, align] : {std::tuple{"b", f32, 4}, std::tuple{"c", i64, 8},
-                                           std::tuple{"a", std::string("\x01\x02"), 2}}) {
+  for (const auto& [name, bytes] :
+       {std::pair{"b", f32}, std::pair{"c", i64}, std::pair{"a", std::string("\x01\x02")}}) {
     const TensorInfo* t = (*f)->Find(name);
     ASSERT_NE(t, nullptr);
     const uint8_t* p = (*f)->Data(*t);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % align, 0u) << name;
     EXPECT_EQ(std::string(reinterpret_cast<const char*>(p), t->nbytes()), bytes) << name;
   }
 }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,18 +15,17 @@
 namespace gannet::backend {
 namespace cpu {
 
+// p may be misaligned for t (a checkpoint's tensor, safetensors.h): elements are copied out.
 void RowToF32(const void* p, DType t, int64_t n, float* out) {
+  const char* s = static_cast<const char*>(p);
+  uint16_t h;
   switch (t) {
-    case DType::kBF16: {
-      const uint16_t* s = static_cast<const uint16_t*>(p);
-      for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFloat(s[i]);
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFloat((std::memcpy(&h, s + 2 * i, 2), h));
       break;
-    }
-    case DType::kF16: {
-      const uint16_t* s = static_cast<const uint16_t*>(p);
-      for (int64_t i = 0; i < n; ++i) out[i] = F16ToFloat(s[i]);
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) out[i] = F16ToFloat((std::memcpy(&h, s + 2 * i, 2), h));
       break;
-    }
     default: std::memcpy(out, p, static_cast<size_t>(n) * 4);
   }
 }
@@ -131,11 +131,14 @@ absl::StatusOr<OwnedTensor> CpuBackend::LoadWeight(
     return t;
   };
   // Vectors (norm weights, scales) become f32 copies so ops read them directly; matrices stay in
-  // their checkpoint type and are read in place when no concatenation is needed.
+  // their checkpoint type and are read in place when no concatenation is needed and they start
+  // at a multiple of their element size (the format does not promise it: else a copy).
   bool is_vector = first.shape.size() <= 1;
   bool same_type = true;
   for (const model::WeightView* p : parts) same_type &= p->dtype == first.dtype;
-  if (!is_vector && parts.size() == 1 && !first.synthetic &&
+  const bool aligned =
+      reinterpret_cast<uintptr_t>(first.data) % std::max(1, DTypeBits(first.dtype) / 8) == 0;
+  if (!is_vector && parts.size() == 1 && !first.synthetic && aligned &&
       (first.dtype == DType::kBF16 || first.dtype == DType::kF32)) {
     return OwnedTensor{Buffer(), make_tensor(const_cast<void*>(first.data), first.dtype)};
   }
