@@ -8,6 +8,10 @@
 //  - forced preemption, stop tokens and max_tokens inside an accepted run, per-request opt-out;
 //  - configuration errors name what is wrong.
 #include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -225,6 +229,61 @@ TEST(SpecEngine, RequestOptionsKeepTheOutput) {
   for (const std::string& variant : testing::TargetVariants()) {
     SCOPED_TRACE(variant);
     ExpectOptionsKeepTheOutput(variant);
+  }
+}
+
+// Rewrites a safetensors file with its header one space longer (JSON allows it), so that every
+// tensor starts one byte past where it did: legal, and misaligned for every type wider than a byte.
+void MisalignByOneByte(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GE(bytes.size(), 8u);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);  // little-endian, as the format (and this machine) is
+  ASSERT_LE(n + 8, bytes.size());
+  const uint64_t padded = n + 1;
+  std::string out(reinterpret_cast<const char*>(&padded), 8);
+  out += bytes.substr(8, n) + " " + bytes.substr(8 + n);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << out;
+}
+
+// A checkpoint whose tensors are all misaligned (safetensors.h serves them in place; every reader
+// copies bytes out) gives the same greedy output as the original, drafter included (E2B's
+// assistant reads its int64 token ordering on the host).
+TEST(SpecEngine, MisalignedCheckpointsGiveTheSameOutput) {
+  for (const std::string variant : {"e2b", "26b-a4b"}) {
+    SCOPED_TRACE(variant);
+    const std::string root = ::testing::TempDir() + "/misaligned_" + variant;
+    std::filesystem::remove_all(root);
+    std::filesystem::create_directories(root);
+    for (const std::string& dir : {variant, variant + "-assistant"}) {
+      std::filesystem::copy(testing::TinyModelDir(dir), root + "/" + dir,
+                            std::filesystem::copy_options::recursive);
+      MisalignByOneByte(root + "/" + dir + "/model.safetensors");
+    }
+    auto run = [&](const std::string& target, const std::string& assistant) {
+      EngineConfig c;
+      c.model_dir = target;
+      c.draft_model_dir = assistant;
+      c.num_speculative_tokens = 3;
+      c.backend = "cpu";
+      c.num_threads = 2;
+      c.max_model_len = 96;
+      auto e = Engine::Create(c);
+      EXPECT_TRUE(e.ok()) << e.status();
+      if (!e.ok()) return Outcome{};
+      RequestInput in = Greedy(Prompt(77, 24), 20);
+      in.ignore_default_stop_tokens = true;
+      return RunAll(**e, {in})[0];
+    };
+    const Outcome want =
+        run(testing::TinyModelDir(variant), testing::TinyModelDir(variant + "-assistant"));
+    const Outcome got = run(root + "/" + variant, root + "/" + variant + "-assistant");
+    ASSERT_EQ(want.tokens.size(), 20u);
+    EXPECT_EQ(got.tokens, want.tokens);
+    EXPECT_EQ(got.drafts, want.drafts);
+    EXPECT_EQ(got.accepted, want.accepted);
+    std::filesystem::remove_all(root);
   }
 }
 
