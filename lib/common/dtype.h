@@ -40,6 +40,15 @@ int DTypeBits(DType t);
 // checkpoint using them gets a clear "unsupported dtype" error instead of "unknown dtype".
 bool DTypeIsSupportedForWeights(DType t);
 
+// Element i of an array of T whose start may be misaligned for T (a checkpoint tensor served in
+// place, model/safetensors.h): copied out, never dereferenced as a T*.
+template <typename T>
+inline T LoadUnaligned(const void* p, int64_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const char*>(p) + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
+  return v;
+}
+
 inline float Bf16ToFloat(uint16_t v) {
   uint32_t bits = static_cast<uint32_t>(v) << 16;
   float f;

@@ -50,8 +50,8 @@ class SafetensorsFile {
   const TensorInfo* Find(std::string_view name) const;
   // The tensor's bytes in the mapping (t must come from this file). The format does not require
   // a tensor to start at a multiple of its element size, so this may be misaligned for its type:
-  // readers on the host copy bytes (the backends' LoadWeight, the drafter's token ordering)
-  // instead of dereferencing typed pointers, and nothing is copied here (a checkpoint of many
+  // readers on the host copy elements out (LoadUnaligned, common/dtype.h: the backends'
+  // LoadWeight, the drafter's token ordering), and nothing is copied here (a checkpoint of many
   // gigabytes may be misaligned throughout).
   const uint8_t* Data(const TensorInfo& t) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }

@@ -93,16 +93,9 @@ absl::StatusOr<std::vector<int32_t>> TokenOrdering(const model::WeightView& orde
       return DataLossError("drafter: {} must hold {} integers", ordering.name, vocab);
     }
     ids.resize(vocab);
-    // The checkpoint's bytes may be misaligned for the type (safetensors.h): copied out.
-    const char* src = static_cast<const char*>(ordering.data);
     for (int64_t i = 0; i < vocab; ++i) {
-      if (ordering.dtype == DType::kI64) {
-        std::memcpy(&ids[i], src + 8 * i, 8);
-      } else {
-        int32_t v;
-        std::memcpy(&v, src + 4 * i, 4);
-        ids[i] = v;
-      }
+      ids[i] = ordering.dtype == DType::kI64 ? LoadUnaligned<int64_t>(ordering.data, i)
+                                             : LoadUnaligned<int32_t>(ordering.data, i);
     }
   }
   std::vector<uint8_t> seen(vocab, 0);

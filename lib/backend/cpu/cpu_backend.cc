@@ -17,14 +17,12 @@ namespace cpu {
 
 // p may be misaligned for t (a checkpoint's tensor, safetensors.h): elements are copied out.
 void RowToF32(const void* p, DType t, int64_t n, float* out) {
-  const char* s = static_cast<const char*>(p);
-  uint16_t h;
   switch (t) {
     case DType::kBF16:
-      for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFloat((std::memcpy(&h, s + 2 * i, 2), h));
+      for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFloat(LoadUnaligned<uint16_t>(p, i));
       break;
     case DType::kF16:
-      for (int64_t i = 0; i < n; ++i) out[i] = F16ToFloat((std::memcpy(&h, s + 2 * i, 2), h));
+      for (int64_t i = 0; i < n; ++i) out[i] = F16ToFloat(LoadUnaligned<uint16_t>(p, i));
       break;
     default: std::memcpy(out, p, static_cast<size_t>(n) * 4);
   }

@@ -36,20 +36,18 @@ void RegistryLog(const char* message) { GANNET_LOG_INFO("{}", message); }
 // copied out, not dereferenced.
 absl::Status UploadConverted(const model::WeightView& p, DType out_type, void* dst) {
   const int64_t n = p.numel();
-  const char* src = static_cast<const char*>(p.data);
   std::vector<char> host(static_cast<size_t>(n) * DTypeBits(out_type) / 8);
   for (int64_t i = 0; i < n; ++i) {
     float v;
-    uint16_t h;
     switch (p.dtype) {
       case DType::kBF16:
-        v = Bf16ToFloat((std::memcpy(&h, src + 2 * i, 2), h));
+        v = Bf16ToFloat(LoadUnaligned<uint16_t>(p.data, i));
         break;
       case DType::kF16:
-        v = F16ToFloat((std::memcpy(&h, src + 2 * i, 2), h));
+        v = F16ToFloat(LoadUnaligned<uint16_t>(p.data, i));
         break;
       case DType::kF32:
-        std::memcpy(&v, src + 4 * i, 4);
+        v = LoadUnaligned<float>(p.data, i);
         break;
       default:
         return InvalidArgumentError("LoadWeight: '{}' has unsupported dtype {}", p.name,
