@@ -10,8 +10,6 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,6 +17,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "lib/common/file_util.h"
 #include "lib/common/hash.h"
 #include "lib/engine/engine.h"
 #include "tests/spec/spec_test_util.h"
@@ -235,8 +234,9 @@ TEST(SpecEngine, RequestOptionsKeepTheOutput) {
 // Rewrites a safetensors file with its header one space longer (JSON allows it), so that every
 // tensor starts one byte past where it did: legal, and misaligned for every type wider than a byte.
 void MisalignByOneByte(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  absl::StatusOr<std::string> read = ReadFileToString(path, int64_t{1} << 30, "tiny checkpoint");
+  ASSERT_TRUE(read.ok()) << read.status();
+  const std::string& bytes = *read;
   ASSERT_GE(bytes.size(), 8u);
   uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);  // little-endian, as the format (and this machine) is
@@ -244,7 +244,7 @@ void MisalignByOneByte(const std::string& path) {
   const uint64_t padded = n + 1;
   std::string out(reinterpret_cast<const char*>(&padded), 8);
   out += bytes.substr(8, n) + " " + bytes.substr(8 + n);
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << out;
+  ASSERT_TRUE(WriteStringToFile(path, out).ok());
 }
 
 // A checkpoint whose tensors are all misaligned (safetensors.h serves them in place; every reader
