@@ -376,15 +376,6 @@ bool Hd256DecodeUsesNarrowTile(const ProblemKey& problem, const DeviceInfo& devi
 
 bool IsFlashEntry(const KernelEntry& entry) { return FlashConfigOf(entry) != nullptr; }
 
-bool FlashDecodeFusesPrep(const KernelEntry& entry) {
-  for (const KernelEntry* e :
-       {&kSm80DecodeHd256Split, &kSm80DecodeHd256SplitSmall, &kSm80DecodeHd512Split,
-        &kSm80DecodeHd512SplitDeep, &kSm75DecodeHd256Split, &kSm75DecodeHd512Split}) {
-    if (e == &entry) return true;
-  }
-  return false;
-}
-
 int FlashAttentionSplits(const KernelEntry& entry, const ProblemKey& pk, const DeviceInfo& dev) {
   if (&entry == &kSm80DecodeHd256Split) return PlanHd256Decode(pk, dev).splits;
   auto config = FlashConfigOf(entry);

@@ -71,10 +71,6 @@ extern const KernelEntry kSm90PrefillHd512;
 // Whether `entry` is a flash (tensor-core, split-KV) entry: sm80, sm75, sm70 or sm90.
 bool IsFlashEntry(const KernelEntry& entry);
 
-// Whether `entry` runs a fused QKV prep (PagedAttentionParams::prep): the sm80 and sm75 bf16
-// decode entries (sm80/flash_decode_sm80.cuh).
-bool FlashDecodeFusesPrep(const KernelEntry& entry);
-
 // Whether kSm80DecodeHd256Split runs `problem` (with the heuristic's split count) on its 16-key
 // tiles rather than its 32-key ones: when the unsplit grid fills the GPU at four CTAs per SM.
 bool Hd256DecodeUsesNarrowTile(const ProblemKey& problem, const DeviceInfo& device);

@@ -17,8 +17,6 @@
 // per-sequence arrays advanced past the earlier ones, and num_tokens = query_start[num_seqs] -
 // query_start[0]. A query at position p attends to keys
 // max(0, p - window + 1) .. p (window 0 = all keys 0 .. p).
-//   prep       QKV prep fused into a decode launch (AttentionPrep below): q is then the raw
-//              projection, and the kernel norms and rotates what QkvPrep would have (qkv_prep.h).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -26,29 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/rope/qkv_prep.h"
-
 namespace gannet::kernels {
-
-// QkvPrep (qkv_prep.h) fused into a decode launch (FlashDecodeFusesPrep entries, bf16 KV): the
-// kernel loads its query rows raw from the projection (PagedAttentionParams::q = the projection,
-// q_stride its row stride) and norms and rotates them in shared memory, and the step's new keys
-// -- each sequence's query positions, whose K/V rows QkvPrep would have written -- come raw from
-// the projection too, are normed (K rotated) in the stage they land in, and are written to the
-// cache by the one CTA that owns them (the tile holding the key's token, the split holding the
-// key). QkvPrep's per-row arithmetic (qkv_prep_row.cuh), so the cache and the output are bit for
-// bit those of the two kernels. Keys older than a sequence's first query are no kernel's output
-// in the step, so every decode kernel copies those before its PDL wait.
-struct AttentionPrep {
-  bool on = false;
-  bool has_kv = true;   // false on KV-shared layers: q alone (the cache is another layer's)
-  bool k_eq_v = false;  // V's raw row is K's
-  float eps = 1e-6f;
-  const float* q_norm = nullptr;  // [d]
-  const float* k_norm = nullptr;  // [d] or null (no weight)
-  int64_t k_offset = 0;           // elements from a projection row to its first K head
-  int64_t v_offset = 0;           // ... to its first V head (= k_offset with k_eq_v)
-};
 
 struct PagedAttentionParams {
   const void* q = nullptr;        // [num_tokens, n_q, d] bf16, or f16 with io_f16
@@ -80,11 +56,7 @@ struct PagedAttentionParams {
   bool k_from_v = false;
   const float* k_norm = nullptr;  // [head_dim] f32, with k_from_v
   int rope_pairs = 0;             // rotated pairs, <= kMaxKFromVRopePairs
-  AttentionPrep prep;
-  bool debug_prime_after_wait = false;  // A/B only: every key copied after the PDL wait
-  // The rotation's inverse frequencies: [rope_pairs] with k_from_v, [head_dim / 2] with prep
-  // (the first rope_pairs the same values).
-  float inv_freq[kMaxRopePairs] = {};
+  float inv_freq[64] = {};        // [rope_pairs]
 };
 inline constexpr int kMaxKFromVRopePairs = 64;
 

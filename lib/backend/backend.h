@@ -276,15 +276,6 @@ class Backend {
   // q/k norms + RoPE for q and k, v norm, and the KV write into pages.
   virtual absl::Status QkvPrep(const QkvPrepArgs& args) = 0;
   virtual absl::Status Attention(const AttentionArgs& args) = 0;
-  // QkvPrep(prep), then Attention(attn) over its output (attn.q is prep.q_out). This default is
-  // the two ops; a backend may fuse them (CUDA: a decode launch preps its own query rows and the
-  // step's new keys, bit for bit the two ops' cache and output), and prep.q_out then holds
-  // unspecified values afterwards.
-  virtual absl::Status PrepAndAttend(const QkvPrepArgs& prep, const AttentionArgs& attn) {
-    absl::Status st = QkvPrep(prep);
-    if (!st.ok()) return st;
-    return Attention(attn);
-  }
   // PLE combine: out = (RmsNorm(proj * proj_scale, norm_w) + token_part) * combine_scale,
   // normalising each group of P = norm_w.numel() columns. proj, token_part, out [T, N * P].
   virtual absl::Status PleCombine(Tensor proj, Tensor token_part, Tensor norm_w, float proj_scale,

@@ -64,9 +64,6 @@ class ForwardingBackend : public Backend {
   absl::Status Add(Tensor a, Tensor b, Tensor out) override { return inner_->Add(a, b, out); }
   absl::Status QkvPrep(const QkvPrepArgs& a) override { return inner_->QkvPrep(a); }
   absl::Status Attention(const AttentionArgs& a) override { return inner_->Attention(a); }
-  // PrepAndAttend is not forwarded: Backend's default calls this decorator's QkvPrep and
-  // Attention, which a subclass may watch (a decorator that wants the inner backend's fused form
-  // forwards it itself, as ProfilingBackend does).
   absl::Status PleCombine(Tensor p, Tensor t, Tensor w, float ps, float cs, float eps,
                           Tensor out) override {
     return inner_->PleCombine(p, t, w, ps, cs, eps, out);

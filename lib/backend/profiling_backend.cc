@@ -103,11 +103,6 @@ absl::Status ProfilingBackend::Attention(const AttentionArgs& a) {
   return Timed(fmt::format("attention {} hd{}", decode ? "decode" : "prefill", a.head_dim),
                [&] { return inner().Attention(a); });
 }
-absl::Status ProfilingBackend::PrepAndAttend(const QkvPrepArgs& prep, const AttentionArgs& a) {
-  const bool decode = a.meta->max_query_len == 1;
-  return Timed(fmt::format("qkv_prep+attention {} hd{}", decode ? "decode" : "prefill", a.head_dim),
-               [&] { return inner().PrepAndAttend(prep, a); });
-}
 absl::Status ProfilingBackend::PleCombine(Tensor p, Tensor t, Tensor w, float ps, float cs,
                                           float eps, Tensor out) {
   return Timed("ple_combine", [&] { return inner().PleCombine(p, t, w, ps, cs, eps, out); });

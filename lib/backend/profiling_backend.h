@@ -35,7 +35,6 @@ class ProfilingBackend final : public ForwardingBackend {
                                        float eps) override;
   absl::Status QkvPrep(const QkvPrepArgs& a) override;
   absl::Status Attention(const AttentionArgs& a) override;
-  absl::Status PrepAndAttend(const QkvPrepArgs& prep, const AttentionArgs& a) override;
   absl::Status PleCombine(Tensor p, Tensor t, Tensor w, float ps, float cs, float eps,
                           Tensor out) override;
   absl::Status MoeRoute(const MoeRouteArgs& a) override;

@@ -7,10 +7,9 @@ namespace gannet::runner {
 using backend::Tensor;
 
 absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, int layer,
-                              const backend::QkvPrepArgs& prep, const KvStorage::LayerKv& kv,
+                              Tensor q, const KvStorage::LayerKv& kv,
                               const backend::StepMetadata& md, Tensor attn, Tensor o_proj,
                               Tensor out) {
-  const Tensor q = prep.q_out;
   const int64_t n = q.dim(0);
   const bool sliding = c.is_sliding(layer);
   const int d = c.LayerHeadDim(layer), nq = c.num_attention_heads;
@@ -31,7 +30,7 @@ absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, 
   at.scale = 1.0f;  // Gemma-4 normalises q and k instead of scaling
   at.meta = &md;
   at.group = sliding ? backend::kSlidingGroup : backend::kFullGroup;
-  GANNET_RETURN_IF_ERROR(be->PrepAndAttend(prep, at));
+  GANNET_RETURN_IF_ERROR(be->Attention(at));
   return be->Linear(at.out.Reshape({n, static_cast<int64_t>(nq) * d}), o_proj, out);
 }
 

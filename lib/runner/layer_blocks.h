@@ -11,12 +11,11 @@
 
 namespace gannet::runner {
 
-// out[n, hidden] = o_proj(paged attention over `kv` of the query rows `prep` makes, prep.q_out
-// [n, heads, head_dim]) for layer `layer` of `c` (window, heads and group from the layer type):
-// the prep and the attention as one Backend::PrepAndAttend. `attn` is scratch of at least n rows
-// of heads x head_dim.
+// out[n, hidden] = o_proj(paged attention of q [n, heads, head_dim] over `kv`) for layer `layer`
+// of `c` (window, heads and group from the layer type); `attn` is scratch of at least n rows of
+// heads x head_dim.
 absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, int layer,
-                              const backend::QkvPrepArgs& prep, const KvStorage::LayerKv& kv,
+                              backend::Tensor q, const KvStorage::LayerKv& kv,
                               const backend::StepMetadata& md, backend::Tensor attn,
                               backend::Tensor o_proj, backend::Tensor out);
 

@@ -230,9 +230,10 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
   prep.v_scale = kv_layer.v_scale;
   prep.meta = &md;
   prep.group = group;
+  GANNET_RETURN_IF_ERROR(be->QkvPrep(prep));
 
   Tensor o_t = o.Rows(0, n);
-  GANNET_RETURN_IF_ERROR(AttendAndProject(be, c, l, prep, kv_layer, md, attn, L.o_proj, o_t));
+  GANNET_RETURN_IF_ERROR(AttendAndProject(be, c, l, prep.q_out, kv_layer, md, attn, L.o_proj, o_t));
   Tensor x_t = x.Rows(0, n);
   Tensor h_t = h.Rows(0, n);
   GANNET_RETURN_IF_ERROR(

@@ -284,10 +284,10 @@ absl::Status Drafter::Impl::Step(int n, int k, const backend::StepMetadata& attn
     prep.q_out = Tensor::Make(qn.data, qn.dtype, {n, nq, d});
     prep.meta = &rope_md;
     prep.group = group;
+    GANNET_RETURN_IF_ERROR(be->QkvPrep(prep));
     Tensor o_t = o.Rows(0, n);
-    // Its own rotation's metadata, not the attention's: the backend runs the two apart.
     GANNET_RETURN_IF_ERROR(
-        runner::AttendAndProject(be, c, l, prep, tkv, attn_md, attn, L.o_proj, o_t));
+        runner::AttendAndProject(be, c, l, prep.q_out, tkv, attn_md, attn, L.o_proj, o_t));
     GANNET_RETURN_IF_ERROR(
         be->PostNormResidual(o_t, L.post_attn_norm, x_t, Tensor(), L.pre_ff_norm, h_t, eps));
     Tensor y_t = y.Rows(0, n);

@@ -12,7 +12,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <climits>
 #include <cstdint>
 
 #include "kernels/attention/paged_attention.h"
@@ -160,43 +159,19 @@ struct KvRowSlot {
   __device__ __forceinline__ int chunk(int i) const { return sub + i * kThreadsPerRow; }
 };
 
-// The keys a tile load copies, [from, below): a decode kernel copies the keys older than its
-// sequence's first query before its PDL wait and the others after it (AttentionPrep).
-struct KeySpan {
-  int from = INT_MIN, below = INT_MAX;
-  __device__ __forceinline__ bool Has(int key) const { return key >= from && key < below; }
-};
-
-// Where the step's new keys come from under a fused prep (AttentionPrep): key `fresh` + j is
-// token first_token + j's raw K and V (`k` and `v`: that token's rows of the projection at this
-// KV head, row stride ld). Inactive (k and v null): every key comes from the cache.
-struct FreshKeys {
-  int fresh = INT_MAX;
-  const bf16* k = nullptr;
-  const bf16* v = nullptr;
-  int64_t ld = 0;
-};
-
 // Copies keys [key0, key0 + kBlockN) of one KV head into padded shared-memory tiles (V alone when
-// k_base is null: single-store K=V, whose K the kernel derives into the K tile), those in `span`
-// only. `page`: the page of this thread's key row (KvRowSlot::PageOf).
+// k_base is null: single-store K=V, whose K the kernel derives into the K tile).
+// `page`: the page of this thread's key row (KvRowSlot::PageOf).
 template <int kHeadDim, int kBlockN, int kThreads, int kStride>
 __device__ __forceinline__ void LoadKvTile(const bf16* k_base, const bf16* v_base, bf16* dk,
                                            bf16* dv, int page, int page_size, int num_kv_heads,
-                                           int kvh, int key0, KeySpan span, const FreshKeys& fk) {
+                                           int kvh, int key0) {
   using Slot = KvRowSlot<kBlockN, kThreads, kHeadDim / 8>;
   const Slot s(page, page_size, num_kv_heads, kvh, key0);
-  const int key = key0 + s.r;
-  if (!span.Has(key)) return;  // the thread's one row belongs to the other load
   const bool ok = s.ok;
   const int r = s.r;
   const bf16* ks = k_base != nullptr ? k_base + s.row * kHeadDim : nullptr;
   const bf16* vs = v_base + s.row * kHeadDim;
-  if (fk.v != nullptr && ok && key >= fk.fresh) {  // a new key: the raw projection row
-    const int64_t off = static_cast<int64_t>(key - fk.fresh) * fk.ld;
-    ks = k_base != nullptr ? fk.k + off : nullptr;
-    vs = fk.v + off;
-  }
 #pragma unroll
   for (int i = 0; i < Slot::kChunksPerThread; ++i) {
     const int ch = s.chunk(i);
@@ -246,16 +221,12 @@ struct PrimedPages {
 // Primes the first kStages - 1 stages of a tile loader (bf16 or FP8), one cp.async group each
 // (the Q copies issued before ride in the first; single-staged, they are a group of their own),
 // from pages read ahead.
-// A decode kernel primes in two parts, the keys in `span` (those older than its sequence's first
-// query) before its PDL wait and the rest after it, then waits for every group (CpAsyncWait<0>)
-// before its loop.
 template <int kStages, typename Loader>
 __device__ __forceinline__ void PrimeKvStages(const Loader& load_tile, int n_tiles,
-                                              const PrimedPages<kStages>& pages, KeySpan span = {},
-                                              const FreshKeys& fresh = {}) {
+                                              const PrimedPages<kStages>& pages) {
 #pragma unroll
   for (int st = 0; st < kStages - 1; ++st) {
-    if (st < n_tiles) load_tile(st, st, pages.page[st], span, fresh);
+    if (st < n_tiles) load_tile(st, st, pages.page[st]);
     CpAsyncCommit();
   }
   if constexpr (kStages == 1) CpAsyncCommit();
@@ -300,13 +271,10 @@ struct KvTileLoader {
   __device__ __forceinline__ int Page(int tile) const {
     return Slot::PageOf(table, page_size, key0 + tile * kBlockN, hi);
   }
-  // `fresh`: the new keys' source under a fused prep (the decode prologue's loads only, so the
-  // loop's loader carries no registers for it).
-  __device__ __forceinline__ void operator()(int stage, int tile, int page, KeySpan span = {},
-                                             const FreshKeys& fresh = {}) const {
+  __device__ __forceinline__ void operator()(int stage, int tile, int page) const {
     LoadKvTile<kHeadDim, kBlockN, kThreads, kStride>(
         k_base, v_base, sK + stage * kBlockN * kStride, sV + stage * kBlockN * kStride, page,
-        page_size, num_kv_heads, kvh, key0 + tile * kBlockN, span, fresh);
+        page_size, num_kv_heads, kvh, key0 + tile * kBlockN);
   }
   __device__ __forceinline__ void operator()(int stage, int tile) const {
     (*this)(stage, tile, Page(tile));
@@ -365,10 +333,8 @@ struct Fp8KvTileLoader {
   __device__ __forceinline__ void operator()(int stage, int tile) const {
     (*this)(stage, tile, Page(tile));
   }
-  __device__ __forceinline__ void operator()(int stage, int tile, int page, KeySpan span = {},
-                                             const FreshKeys& = {}) const {  // bf16 only
+  __device__ __forceinline__ void operator()(int stage, int tile, int page) const {
     const Slot s(page, page_size, num_kv_heads, kvh, key0 + tile * kBlockN);
-    if (!span.Has(key0 + tile * kBlockN + s.r)) return;  // the thread's one row: the other load's
     const bool ok = s.ok;
     const int r = s.r, sub = s.sub;
     const int64_t row = s.row;

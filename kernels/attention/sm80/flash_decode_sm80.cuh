@@ -32,7 +32,6 @@
 
 #include "kernels/attention/paged_attention.h"
 #include "kernels/attention/sm80/flash_common_sm80.cuh"
-#include "kernels/attention/sm80/flash_decode_prep_sm80.cuh"
 #include "kernels/common/device_utils.cuh"
 #include "kernels/common/mma_sm80.cuh"
 
@@ -103,42 +102,19 @@ __device__ __forceinline__ void FlashDecodeCta(const PagedAttentionParams& p, in
   if (has_tile)
     work = BeginFlashSplit<kBlockM, kBlockN, Tr::kThreads>(p, t, group, split, num_splits, sPos);
   const int n_tiles = work.n_tiles;
-  const int split_key0 = t.lo + work.t_begin * kBlockN;
-  // Keys from `fresh` on (the sequence's query positions) are this step's: QKV prep's output, or
-  // under a fused prep the projection's. Older keys are no kernel's output in the step, so their
-  // first stages are copied before the PDL wait, while the kernel before still runs.
-  const int fresh = !has_tile ? INT_MAX : p.debug_prime_after_wait ? INT_MIN : p.positions[t.q0];
-  constexpr bool kCanPrep = !Tr::kFp8;  // a fused prep needs bf16 stages (host: FP8 never has one)
-  const bool prep = kCanPrep && p.prep.on;
   const auto load_tile = MakeKvLoader<Tr>(p, work, t, kvh, sK, sV, staging);
   const PrimedPages<kPipe> pages(load_tile, n_tiles);
-  PrimeKvStages<kPipe>(load_tile, n_tiles, pages, KeySpan{INT_MIN, fresh});
-  DecodePrep<kHeadDim> prep_c;
-  if (prep && has_tile) prep_c.Load(p, p.positions[t.q0 + t.row0 / group]);
-  PdlEnter();  // Q and the newest keys are QKV prep's (or the projection's) output
+  PdlEnter();  // Q and the newest keys are QKV prep's output
   if (!has_tile) return;
-  LoadFlashQ<kHeadDim, kBlockM, Tr::kThreads, kStride>(p, t, group, kvh, sQ);  // raw under a prep
+  LoadFlashQ<kHeadDim, kBlockM, Tr::kThreads, kStride>(p, t, group, kvh, sQ);
   using Fp8 = typename Tr::Fp8;
-  PrimeKvStages<kPipe>(load_tile, n_tiles, pages, KeySpan{fresh, INT_MAX},
-                       kCanPrep ? FreshKeysOf(p, t, kvh, fresh) : FreshKeys{});
+  PrimeKvStages<kPipe>(load_tile, n_tiles, pages);
 
   // This warp's slice of Q, in registers for the whole kernel.
   const int d0 = warp * Tr::kDimsPerWarp;
   uint32_t aq[Tr::kKSteps][4];
-  CpAsyncWait<0>();
+  CpAsyncWait<KvWaitDepth(kPipe)>();
   __syncthreads();
-  // The primed stages' stage index is their tile's.
-  auto primed_k = [&](int tile) { return sK + tile * kBlockN * kStride; };
-  auto primed_v = [&](int tile) { return sV + tile * kBlockN * kStride; };
-  constexpr int kPrimed = kPipe - 1;
-  if (kCanPrep && prep) {
-    const FreshRange keys = p.prep.has_kv
-                                ? FreshIn<kBlockN>(t, split_key0, 0, min(n_tiles, kPrimed), fresh)
-                                : FreshRange{};
-    PrepDecodeRows<Tr>(p, t, work, &prep_c, group, kvh, split_key0, fresh, true, keys, sQ, sPos,
-                       primed_k, primed_v, nullptr);
-    __syncthreads();
-  }
   if (kKFromV) {  // Q carries k_norm off the rotated dims (flash_common_sm80.cuh)
     WeightQForKFromV<kHeadDim, kBlockM, Tr::kThreads, kStride>(sQ, p);
     __syncthreads();
@@ -172,20 +148,9 @@ __device__ __forceinline__ void FlashDecodeCta(const PagedAttentionParams& p, in
     // k_from_v: its rotated dims derived here (one tile for every stage in bf16: the loop-top
     // barrier orders the derivation after the last tile's reads)
     bf16* cK = sK + (kVOnly ? 0 : it % kStages) * kBlockN * kStride;
-    bf16* cV = sV + (it % kPipe) * kBlockN * kStride;
+    const bf16* cV = sV + (it % kPipe) * kBlockN * kStride;
     const auto f8 = Fp8::At(staging, it % kPipe);  // FP8 only: this stage's rows and scales
     const int key0 = t.lo + (work.t_begin + it) * kBlockN;
-    if (kCanPrep && prep && p.prep.has_kv && it >= kPrimed && key0 + kBlockN > fresh &&
-        key0 < t.hi) {
-      // New keys in a tile loaded in the loop (longer splits): the cache's stale rows replaced by
-      // the prepped projection rows.
-      const FreshKeys raw = FreshKeysOf(p, t, kvh, fresh);
-      PrepDecodeRows<Tr>(
-          p, t, work, nullptr, group, kvh, split_key0, fresh, false,
-          FreshIn<kBlockN>(t, split_key0, it, it + 1, fresh), sQ, sPos, [&](int) { return cK; },
-          [&](int) { return cV; }, &raw);
-      __syncthreads();
-    }
     if constexpr (kKFromV) DeriveTileRotatedK<Tr>(kfv, p, f8, cV, cK, key0);  // its rotated K dims
 
     // ---- partial S over this warp's dims, all keys; kNT independent accumulator chains ----

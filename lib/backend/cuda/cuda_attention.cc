@@ -49,20 +49,7 @@ absl::Status ValidatePages(const AttentionArgs& a) {
   return absl::OkStatus();
 }
 
-// A/B only (GANNET_KV_PREWAIT=0): decode kernels copy every key after their PDL wait.
-bool KvPrimeAfterWait() {
-  static const bool after = [] {
-    const char* env = std::getenv("GANNET_KV_PREWAIT");
-    return env != nullptr && std::strcmp(env, "0") == 0;
-  }();
-  return after;
-}
-
 }  // namespace
-
-absl::Status CudaBackend::CheckPagesIfDebug(const AttentionArgs& a) {
-  return DebugKv() ? ValidatePages(a) : absl::OkStatus();
-}
 
 const std::vector<float>& CudaBackend::InvFreq(const RopeSpec& rope, int d) {
   const auto key = std::make_tuple(rope.theta, rope.rotated_pairs, rope.factor, d);
@@ -139,17 +126,10 @@ absl::StatusOr<kernels::PagedAttentionParams> CudaBackend::AttentionParams(const
   p.q_stride = a.q.stride0();
   p.out_stride = a.out.stride0();
   p.scale = a.scale;
-  p.debug_prime_after_wait = KvPrimeAfterWait();
   return p;
 }
 
 absl::Status CudaBackend::QkvPrep(const QkvPrepArgs& a) {
-  GANNET_ASSIGN_OR_RETURN(const kernels::QkvPrepParams p, PrepParams(a));
-  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchQkvPrep(p, stream_));
-  return absl::OkStatus();
-}
-
-absl::StatusOr<kernels::QkvPrepParams> CudaBackend::PrepParams(const QkvPrepArgs& a) {
   if (a.meta == nullptr) return InvalidArgumentError("QkvPrep: no step metadata");
   const StepMetadata& meta = *a.meta;
   const KvGroupView& g = meta.groups[a.group];
@@ -202,7 +182,8 @@ absl::StatusOr<kernels::QkvPrepParams> CudaBackend::PrepParams(const QkvPrepArgs
   p.page_size = g.page_size;
   const std::vector<float>& f = InvFreq(a.rope, d);
   std::copy(f.begin(), f.end(), p.inv_freq);
-  return p;
+  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchQkvPrep(p, stream_));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<const kernels::KernelEntry*> CudaBackend::SelectAttention(const AttentionArgs& a) {
@@ -238,7 +219,7 @@ absl::StatusOr<const kernels::KernelEntry*> CudaBackend::SelectAttentionFor(
 absl::Status CudaBackend::RunAttentionEntry(const kernels::KernelEntry& entry,
                                             const AttentionArgs& a, int num_splits) {
   GANNET_ASSIGN_OR_RETURN(kernels::PagedAttentionParams p, AttentionParams(a));
-  GANNET_RETURN_IF_ERROR(CheckPagesIfDebug(a));
+  if (DebugKv()) GANNET_RETURN_IF_ERROR(ValidatePages(a));
   p.num_splits = num_splits;
   return LaunchAttention(entry, p);
 }
@@ -263,7 +244,7 @@ absl::Status CudaBackend::LaunchAttention(const kernels::KernelEntry& entry,
 
 absl::Status CudaBackend::Attention(const AttentionArgs& a) {
   GANNET_ASSIGN_OR_RETURN(kernels::PagedAttentionParams p, AttentionParams(a));
-  GANNET_RETURN_IF_ERROR(CheckPagesIfDebug(a));
+  if (DebugKv()) GANNET_RETURN_IF_ERROR(ValidatePages(a));
   // A mixed step: its decode rows in a decode entry, its prompt chunks in a prefill entry
   // (attention_split.h says why).
   if (const std::optional<MixedStepLaunches> l = SplitMixedStep(p, *a.meta)) {

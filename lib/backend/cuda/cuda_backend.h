@@ -31,7 +31,6 @@
 #include "absl/status/statusor.h"
 #include "kernels/attention/paged_attention.h"
 #include "kernels/registry/registry.h"
-#include "kernels/rope/qkv_prep.h"
 #include "lib/backend/backend.h"
 
 namespace gannet::backend {
@@ -80,7 +79,6 @@ class CudaBackend final : public Backend {
   absl::Status Add(Tensor a, Tensor b, Tensor out) override;
   absl::Status QkvPrep(const QkvPrepArgs& args) override;
   absl::Status Attention(const AttentionArgs& args) override;
-  absl::Status PrepAndAttend(const QkvPrepArgs& prep, const AttentionArgs& attn) override;
   absl::Status PleCombine(Tensor proj, Tensor token_part, Tensor norm_w, float proj_scale,
                           float combine_scale, float eps, Tensor out) override;
   absl::Status MoeRoute(const MoeRouteArgs& args) override;
@@ -122,13 +120,6 @@ class CudaBackend final : public Backend {
   absl::StatusOr<const kernels::KernelEntry*> SelectAttention(const AttentionArgs& args);
   // The kernels' parameter block for these arguments (checked).
   absl::StatusOr<kernels::PagedAttentionParams> AttentionParams(const AttentionArgs& args);
-  // PrepAndAttend's fused form (kernels::AttentionPrep), run when this pair takes it
-  // (cuda_prep_attention.cc says when): returns the entry that ran, or null when nothing ran (the
-  // two ops must run apart). Tests force `entry` (a kernels::FlashDecodeFusesPrep entry; null:
-  // the registry's choice) and `num_splits` (0: the entry's heuristic).
-  absl::StatusOr<const kernels::KernelEntry*> RunFusedPrep(
-      const QkvPrepArgs& prep, const AttentionArgs& attn,
-      const kernels::KernelEntry* entry = nullptr, int num_splits = 0);
 
   // A grow-only device workspace (kernel scratch). `id` keeps users whose kernels rely on zeroed
   // counters apart from users that overwrite their space.
@@ -142,10 +133,6 @@ class CudaBackend final : public Backend {
   bool Capturing() const;
   absl::StatusOr<const kernels::KernelEntry*> SelectAttentionFor(const kernels::PagedAttentionParams& p);
   absl::Status LaunchAttention(const kernels::KernelEntry& entry, const kernels::PagedAttentionParams& p);
-  // GANNET_DEBUG_KV=1: every page the attention will read, checked on the host first.
-  absl::Status CheckPagesIfDebug(const AttentionArgs& args);
-  // The prep kernel's parameter block for these arguments (checked).
-  absl::StatusOr<kernels::QkvPrepParams> PrepParams(const QkvPrepArgs& args);
   // inv_freq of a rotation over head_dim / 2 pairs (cached).
   const std::vector<float>& InvFreq(const RopeSpec& rope, int head_dim);
 
