@@ -1,0 +1,391 @@
+// The PLE tail (ple_tail.h) on one cluster of 16 CTAs. At batch 1 the separate ops are four
+// short kernels on an E2B/E4B layer's dependent chain (the feed-forward update, the PLE gate GEMV,
+// the PLE projection GEMV with its GeLU product, the PLE update with the next norm: ~1.9 us each
+// on an H200 for 2.6 MB of weights), and under PDL each short kernel costs its launch and a
+// round trip to the L2 however little it reads. Here CTA c copies its sixteenth of both weight
+// matrices (16 gate rows, hidden / 16 projection rows) into shared memory before its PDL wait,
+// while the down projection still streams; after the wait every CTA applies the feed-forward
+// update to the whole row (cheaper to repeat than to exchange), computes its gate rows and sends
+// the gated values to every CTA through distributed shared memory, computes its projection rows,
+// and the two norms' sums of squares cross the cluster the same way: three cluster barriers in
+// place of three kernel boundaries. Prototype: tools/gpu/experiments/ple_cluster.cu.
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <shared_mutex>
+#include <tuple>
+
+#include "kernels/common/device_utils.cuh"
+#include "kernels/common/launch.h"
+#include "kernels/norm/post_norm_residual_row.cuh"
+#include "kernels/ple/ple_tail.h"
+
+namespace gannet::kernels {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kCluster = 16;
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kP = kPleTailWidth;
+constexpr int kGateRows = kP / kCluster;       // a CTA's gate rows: 16, two a warp
+constexpr int kMaxHidden = 4096;               // hidden / 256 <= 16 elements a thread
+constexpr int kMaxPer = kMaxHidden / kThreads;
+constexpr int kHiddenMultiple = 512;           // a warp's projection rows come in fours
+
+size_t SmemBytes(int rows, int hidden) {
+  // Gate rows and projection rows (bf16: 32 * hidden bytes each), the rows of x after the
+  // feed-forward update (f32), the gated values (f32) and the norms' per-CTA sums.
+  return static_cast<size_t>(64) * hidden + static_cast<size_t>(4) * rows * hidden +
+         static_cast<size_t>(4) * rows * kP + static_cast<size_t>(4) * 2 * rows * kCluster;
+}
+
+__device__ __forceinline__ void CpAsync16(void* smem, const void* global) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(global) : "memory");
+}
+
+__device__ __forceinline__ void Load8(const bf16* p, float (&v)[8]) {
+  const Bf16x8 w = *reinterpret_cast<const Bf16x8*>(p);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 f = __bfloat1622float2(w.v[j]);
+    v[2 * j] = f.x;
+    v[2 * j + 1] = f.y;
+  }
+}
+
+__device__ __forceinline__ float Dot8(const float (&w)[8], const float* x) {
+  const float4 a = reinterpret_cast<const float4*>(x)[0], b = reinterpret_cast<const float4*>(x)[1];
+  return w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y +
+         w[6] * b.z + w[7] * b.w;
+}
+
+// Sends v to slot `index` of `array` in every CTA of the cluster: lanes 0..15 of the calling warp
+// each store to one CTA.
+__device__ __forceinline__ void SendToCluster(cg::cluster_group& cluster, float* array, int index,
+                                              float v) {
+  const int lane = threadIdx.x & 31;
+  if (lane < kCluster) cluster.map_shared_rank(array, lane)[index] = v;
+}
+
+template <int kRows>
+__global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ float wsum[kWarps][kRows];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int H = p.hidden;
+  const int per = H / kThreads;   // this thread's elements of a row: tid + 256 k
+  const int R = H / kCluster;     // this CTA's projection rows
+  const int rw = R / kWarps;      // a warp's projection rows (<= 32, a multiple of 4)
+  const int c = static_cast<int>(cluster.block_rank());
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  bf16* sg = reinterpret_cast<bf16*>(smem);
+  bf16* sp = sg + kGateRows * H;
+  float* sx = reinterpret_cast<float*>(sp + R * kP);
+  float* sgated = sx + kRows * H;
+  float* ssum = sgated + kRows * kP;  // [2][kRows][kCluster]
+
+  // Constants, before the wait: this CTA's weight rows into shared memory, and the norm weights
+  // and scalar this thread applies.
+  {
+    const char* g = static_cast<const char*>(p.gate_w) + static_cast<size_t>(c) * kGateRows * H * 2;
+    for (int i = tid; i < kGateRows * H / 8; i += kThreads) {
+      CpAsync16(reinterpret_cast<char*>(sg) + 16 * i, g + 16 * i);
+    }
+    const char* q = static_cast<const char*>(p.proj_w) + static_cast<size_t>(c) * R * kP * 2;
+    for (int i = tid; i < R * kP / 8; i += kThreads) {
+      CpAsync16(reinterpret_cast<char*>(sp) + 16 * i, q + 16 * i);
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  }
+  const bool ff = p.ff_out != nullptr;
+  float ffw[kMaxPer];
+#pragma unroll
+  for (int k = 0; k < kMaxPer; ++k) ffw[k] = ff && k < per ? p.ff_post_w[tid + k * kThreads] : 0.f;
+  const bool mine = lane < rw;  // this lane finishes projection row `gi`
+  const int gi = c * R + warp * rw + lane;
+  const float pw = mine ? p.post_w[gi] : 0.f;
+  const bool next_weighted = p.next_w != nullptr;
+  const float nw = mine && next_weighted ? p.next_w[gi] : 1.f;
+  const float s = p.scalar != nullptr ? *p.scalar : 1.f;
+  PdlEnter();
+
+  // The feed-forward update of the whole row, kept in shared memory: x + RmsNorm(ff_out) * w.
+  const bf16* ff_out = static_cast<const bf16*>(p.ff_out);
+  float inv_ff[kRows];
+  if (ff) {
+    float ss[kRows];
+#pragma unroll
+    for (int t = 0; t < kRows; ++t) {
+      ss[t] = 0.f;
+#pragma unroll
+      for (int k = 0; k < kMaxPer; ++k) {
+        if (k < per) {
+          const float y = ToFloat(ff_out[t * p.ldf + tid + k * kThreads]);
+          ss[t] += y * y;
+        }
+      }
+      ss[t] = WarpSum(ss[t]);
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int t = 0; t < kRows; ++t) wsum[warp][t] = ss[t];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int t = 0; t < kRows; ++t) {
+      float tot = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) tot += wsum[w][t];
+      inv_ff[t] = InvRms(tot, H, p.eps);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kRows; ++t) {
+#pragma unroll
+    for (int k = 0; k < kMaxPer; ++k) {
+      if (k < per) {
+        const int i = tid + k * kThreads;
+        float v = p.x[t * p.ldx + i];
+        if (ff) v = v + (ToFloat(ff_out[t * p.ldf + i]) * inv_ff[t]) * ffw[k];
+        sx[t * H + i] = v;
+      }
+    }
+  }
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+  __syncthreads();
+
+  // Gate rows 2 warp and 2 warp + 1: gated = bf16(gelu(bf16(x . w)) * ple_in), to every CTA.
+  const bf16* ple_in = static_cast<const bf16*>(p.ple_in);
+#pragma unroll
+  for (int rr = 0; rr < kGateRows / kWarps; ++rr) {
+    const int r = warp * (kGateRows / kWarps) + rr;
+    float up[kRows], acc[kRows];
+#pragma unroll
+    for (int t = 0; t < kRows; ++t) {
+      up[t] = ToFloat(ple_in[t * p.ldp + c * kGateRows + r]);
+      acc[t] = 0.f;
+    }
+    for (int k = lane * 8; k < H; k += 256) {
+      float w[8];
+      Load8(sg + r * H + k, w);
+#pragma unroll
+      for (int t = 0; t < kRows; ++t) acc[t] += Dot8(w, sx + t * H + k);
+    }
+#pragma unroll
+    for (int t = 0; t < kRows; ++t) {
+      const float g = ToFloat(FromFloat<bf16>(WarpSum(acc[t])));
+      const float a = ToFloat(FromFloat<bf16>(GeluTanh(g) * up[t]));
+      SendToCluster(cluster, sgated, t * kP + c * kGateRows + r, a);
+    }
+  }
+  cluster.sync();
+
+  // Projection rows: lane i of a warp keeps row warp * rw + i's bf16 result, o[t].
+  float gv[kRows][8];
+#pragma unroll
+  for (int t = 0; t < kRows; ++t) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) gv[t][j] = sgated[t * kP + lane * 8 + j];
+  }
+  float o[kRows];
+#pragma unroll
+  for (int t = 0; t < kRows; ++t) o[t] = 0.f;
+  for (int i0 = 0; i0 < rw; i0 += 4) {
+    float part[4][kRows];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      float w[8];
+      Load8(sp + (warp * rw + i0 + q) * kP + lane * 8, w);
+#pragma unroll
+      for (int t = 0; t < kRows; ++t) {
+        float d = 0.f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) d += w[j] * gv[t][j];
+        part[q][t] = d;
+      }
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+#pragma unroll
+        for (int t = 0; t < kRows; ++t) part[q][t] += __shfl_xor_sync(0xffffffffu, part[q][t], off);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      if (lane == i0 + q) {
+#pragma unroll
+        for (int t = 0; t < kRows; ++t) o[t] = ToFloat(FromFloat<bf16>(part[q][t]));
+      }
+    }
+  }
+
+  // A sum of squares over each row's hidden elements, this CTA's projection rows holding `v`:
+  // per warp, per CTA, then to every CTA's slot c, after which the caller syncs the cluster.
+  auto cluster_sums = [&](const float (&v)[kRows], float* dst) {
+#pragma unroll
+    for (int t = 0; t < kRows; ++t) {
+      const float w = WarpSum(mine ? v[t] * v[t] : 0.f);
+      if (lane == 0) wsum[warp][t] = w;
+    }
+    __syncthreads();
+    if (tid < kRows * kCluster) {
+      const int t = tid / kCluster;
+      float tot = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) tot += wsum[w][t];
+      cluster.map_shared_rank(dst, tid % kCluster)[t * kCluster + c] = tot;
+    }
+  };
+  auto cluster_inv_rms = [&](const float* sums, int t) {
+    float tot = 0.f;
+#pragma unroll
+    for (int d = 0; d < kCluster; ++d) tot += sums[t * kCluster + d];
+    return InvRms(tot, H, p.eps);
+  };
+
+  cluster_sums(o, ssum);
+  cluster.sync();
+  float xr[kRows];
+#pragma unroll
+  for (int t = 0; t < kRows; ++t) {
+    float r = mine ? sx[t * H + gi] + (o[t] * cluster_inv_rms(ssum, t)) * pw : 0.f;
+    if (p.scalar != nullptr) r *= s;
+    xr[t] = r;
+    if (mine) p.x[t * p.ldx + gi] = r;
+  }
+  if (p.next_out == nullptr) return;  // uniform: no CTA touches another's memory after here
+  cluster_sums(xr, ssum + kRows * kCluster);
+  cluster.sync();
+  bf16* next_out = static_cast<bf16*>(p.next_out);
+#pragma unroll
+  for (int t = 0; t < kRows; ++t) {
+    const float v = xr[t] * cluster_inv_rms(ssum + kRows * kCluster, t);
+    if (mine) next_out[t * p.ldo + gi] = FromFloat<bf16>(next_weighted ? v * nw : v);
+  }
+#endif
+}
+
+using KernelFn = void (*)(const PleTailParams);
+
+KernelFn KernelFor(int rows) {
+  switch (rows) {
+    case 1: return PleTailKernel<1>;
+    case 2: return PleTailKernel<2>;
+    case 3: return PleTailKernel<3>;
+    case 4: return PleTailKernel<4>;
+    default: return nullptr;
+  }
+}
+
+// Opting into large shared memory and a non-portable cluster size is per device; set both on
+// every launch (cheap, and legal while a stream is captured) instead of keeping per-process state.
+cudaError_t PrepareKernel(KernelFn kernel, size_t smem) {
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem));
+  if (err == cudaSuccess) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  }
+  return err;
+}
+
+cudaLaunchConfig_t ClusterConfig(size_t smem, cudaStream_t stream, cudaLaunchAttribute (&attr)[2]) {
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = kCluster;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(kCluster);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  return config;
+}
+
+// Whether the device can run the kernel for `rows` rows of `hidden`: asked of the driver once per
+// (device, rows, hidden). No lock is held across the CUDA calls (see PdlAllowed: a lazy kernel
+// load waits for the device's queued work, which may be another rank's collective).
+bool DeviceRuns(int rows, int hidden) {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  static std::shared_mutex mu;
+  static std::map<std::tuple<int, int, int>, bool> cache;
+  const auto key = std::make_tuple(device, rows, hidden);
+  {
+    std::shared_lock<std::shared_mutex> lock(mu);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  const KernelFn kernel = KernelFor(rows);
+  // Dynamic shared memory and the kernel's static wsum.
+  const size_t smem = SmemBytes(rows, hidden);
+  const size_t total_smem = smem + sizeof(float) * kWarps * rows;
+  int major = 0, optin = 0, clusters = 0;
+  cudaFuncAttributes attrs{};
+  cudaLaunchAttribute attr[2];
+  const cudaLaunchConfig_t config = ClusterConfig(smem, nullptr, attr);
+  bool failed = false;  // a CUDA call refused: its error is cleared, the answer is "no"
+  auto ok = [&](cudaError_t e) {
+    failed |= e != cudaSuccess;
+    return e == cudaSuccess;
+  };
+  const bool runs =
+      ok(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device)) && major >= 9 &&
+      ok(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device)) &&
+      total_smem <= static_cast<size_t>(optin) && ok(cudaFuncGetAttributes(&attrs, kernel)) &&
+      attrs.binaryVersion >= 90 && ok(PrepareKernel(kernel, smem)) &&
+      ok(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config)) && clusters > 0;
+  if (failed) (void)cudaGetLastError();
+  std::unique_lock<std::shared_mutex> lock(mu);
+  cache.emplace(key, runs);
+  return runs;
+}
+
+}  // namespace
+
+bool PleTailRuns(int rows, int hidden, int p) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("GANNET_PLE_TAIL");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  if (!enabled || p != kP || rows < 1 || rows > kPleTailMaxRows || hidden < kHiddenMultiple ||
+      hidden > kMaxHidden || hidden % kHiddenMultiple != 0) {
+    return false;
+  }
+  return DeviceRuns(rows, hidden);
+}
+
+cudaError_t LaunchPleTail(const PleTailParams& p, cudaStream_t stream) {
+  auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  if (!PleTailRuns(p.rows, p.hidden, p.p) || p.x == nullptr || p.gate_w == nullptr ||
+      p.ple_in == nullptr || p.proj_w == nullptr || p.post_w == nullptr ||
+      (p.ff_out != nullptr && p.ff_post_w == nullptr) || !aligned(p.gate_w) || !aligned(p.proj_w)) {
+    return cudaErrorInvalidValue;
+  }
+  const KernelFn kernel = KernelFor(p.rows);
+  const size_t smem = SmemBytes(p.rows, p.hidden);
+  cudaError_t err = PrepareKernel(kernel, smem);
+  if (err != cudaSuccess) return err;
+  cudaLaunchAttribute attr[2];
+  cudaLaunchConfig_t config = ClusterConfig(smem, stream, attr);
+  config.numAttrs = PdlAllowed(reinterpret_cast<const void*>(kernel)) ? 2 : 1;
+  return cudaLaunchKernelEx(&config, kernel, p);
+}
+
+}  // namespace gannet::kernels
