@@ -8,8 +8,10 @@
 //    runner::ModelRunner, with the op fused and with it split into its ops: the same logits to
 //    bf16 precision at batch 1 and 2 decode steps.
 // Tolerances: the kernel rounds to bf16 where the ops round but sums in another order, so a bf16
-// value may land one step (2^-8) apart; the residual (f32) agrees to rel-L2 1e-3 and bf16 outputs
-// to 1e-2, while a wrong row or weight gives errors of order 1.
+// value may land one step (2^-8) apart; the residual (f32) agrees with the separate ops' to rel-L2
+// 1e-3 and bf16 outputs to 1e-2, while a wrong row or weight gives errors of order 1. Against the
+// f32 CPU the residual carries the bf16 rounding of both updates (about a third of its norm here):
+// rel-L2 5e-3 (H200: up to 1.1e-3 on the separate ops and the kernel alike).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -44,6 +46,7 @@ using testing::Upload;
 
 constexpr int kP = 256;
 constexpr double kResidualTol = 1e-3;
+constexpr double kCpuResidualTol = 5e-3;
 constexpr double kBf16Tol = 1e-2;
 
 bool DeviceIsSm90OrNewer() {
@@ -98,6 +101,7 @@ TEST_F(CudaPleTailTest, MatchesTheSeparateOpsAndTheCpu) {
   if (!DeviceIsSm90OrNewer()) {
     std::printf("[ note ] pre-sm_90 device: PleTail runs its separate ops; comparing those\n");
   }
+  double worst = 0;  // residual rel-L2, the op against its separate ops
   for (int h : {1536, 2560}) {
     for (int t : {1, 2, 3, 4, 5}) {
       const bool fused = t <= kernels::kPleTailMaxRows && DeviceIsSm90OrNewer();
@@ -156,6 +160,7 @@ TEST_F(CudaPleTailTest, MatchesTheSeparateOpsAndTheCpu) {
           }
         }
         EXPECT_LE(RelL2(x0, x1), kResidualTol);
+        worst = std::max(worst, RelL2(x0, x1));
         if (with_next) {
           EXPECT_LE(RelL2(n0, n1), kBf16Tol);
         }
@@ -186,13 +191,14 @@ TEST_F(CudaPleTailTest, MatchesTheSeparateOpsAndTheCpu) {
         c.gated = host(hgated, {t, kP});
         c.proj = host(hproj, {t, h});
         ASSERT_TRUE(cpu_.PleTail(c).ok());
-        EXPECT_LE(RelL2(x0, hx), kResidualTol);
+        EXPECT_LE(RelL2(x0, hx), kCpuResidualTol);
         if (with_next) {
           EXPECT_LE(RelL2(n0, hnext), kBf16Tol);
         }
       }
     }
   }
+  std::printf("[ note ] the op against its separate ops: residual rel-L2 at most %.2e\n", worst);
 }
 
 // Operands the kernel does not take go to the separate ops, whose checks name the bad operand;
