@@ -39,10 +39,20 @@ constexpr int kMaxHidden = 4096;               // hidden / 256 <= 16 elements a 
 constexpr int kMaxPer = kMaxHidden / kThreads;
 constexpr int kHiddenMultiple = 512;           // a warp's projection rows come in fours
 
+// MEASURING: GANNET_PLE_TAIL=2 reads the weights from global memory (L2-prefetched before the
+// wait) instead of staging them in shared memory.
+bool Staged() {
+  static const bool staged = [] {
+    const char* v = std::getenv("GANNET_PLE_TAIL");
+    return v == nullptr || (std::strcmp(v, "2") != 0 && std::strcmp(v, "4") != 0);
+  }();
+  return staged;
+}
+
 size_t SmemBytes(int rows, int hidden) {
   // Gate rows and projection rows (bf16: 32 * hidden bytes each), the rows of x after the
   // feed-forward update (f32), the gated values (f32) and the norms' per-CTA sums.
-  return static_cast<size_t>(64) * hidden + static_cast<size_t>(4) * rows * hidden +
+  return static_cast<size_t>(Staged() ? 64 : 0) * hidden + static_cast<size_t>(4) * rows * hidden +
          static_cast<size_t>(4) * rows * kP + static_cast<size_t>(4) * 2 * rows * kCluster;
 }
 
@@ -75,7 +85,7 @@ __device__ __forceinline__ void SendToCluster(cg::cluster_group& cluster, float*
   if (lane < kCluster) cluster.map_shared_rank(array, lane)[index] = v;
 }
 
-template <int kRows>
+template <int kRows, bool kStaged>
 __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(16) unsigned char smem[];
@@ -87,22 +97,31 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
   const int rw = R / kWarps;      // a warp's projection rows (<= 32, a multiple of 4)
   const int c = static_cast<int>(cluster.block_rank());
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  bf16* sg = reinterpret_cast<bf16*>(smem);
-  bf16* sp = sg + kGateRows * H;
-  float* sx = reinterpret_cast<float*>(sp + R * kP);
+  const bf16* sg = kStaged ? reinterpret_cast<bf16*>(smem)
+                           : static_cast<const bf16*>(p.gate_w) + static_cast<size_t>(c) * kGateRows * H;
+  const bf16* sp = kStaged ? sg + kGateRows * H
+                           : static_cast<const bf16*>(p.proj_w) + static_cast<size_t>(c) * R * kP;
+  float* sx = reinterpret_cast<float*>(smem + (kStaged ? 64 * H : 0));
   float* sgated = sx + kRows * H;
   float* ssum = sgated + kRows * kP;  // [2][kRows][kCluster]
 
   // Constants, before the wait: this CTA's weight rows into shared memory, and the norm weights
   // and scalar this thread applies.
-  {
+  if (!kStaged) {
+    const char* g = reinterpret_cast<const char*>(sg);
+    const char* q = reinterpret_cast<const char*>(sp);
+    for (int i = tid; i < kGateRows * H * 2 / 128; i += kThreads) {
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(g + 128 * i));
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(q + 128 * i));
+    }
+  } else {
     const char* g = static_cast<const char*>(p.gate_w) + static_cast<size_t>(c) * kGateRows * H * 2;
     for (int i = tid; i < kGateRows * H / 8; i += kThreads) {
-      CpAsync16(reinterpret_cast<char*>(sg) + 16 * i, g + 16 * i);
+      CpAsync16(smem + 16 * i, g + 16 * i);
     }
     const char* q = static_cast<const char*>(p.proj_w) + static_cast<size_t>(c) * R * kP * 2;
     for (int i = tid; i < R * kP / 8; i += kThreads) {
-      CpAsync16(reinterpret_cast<char*>(sp) + 16 * i, q + 16 * i);
+      CpAsync16(smem + 32 * H + 16 * i, q + 16 * i);
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
   }
@@ -278,15 +297,17 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
 
 using KernelFn = void (*)(const PleTailParams);
 
+template <bool kStaged>
 KernelFn KernelFor(int rows) {
   switch (rows) {
-    case 1: return PleTailKernel<1>;
-    case 2: return PleTailKernel<2>;
-    case 3: return PleTailKernel<3>;
-    case 4: return PleTailKernel<4>;
+    case 1: return PleTailKernel<1, kStaged>;
+    case 2: return PleTailKernel<2, kStaged>;
+    case 3: return PleTailKernel<3, kStaged>;
+    case 4: return PleTailKernel<4, kStaged>;
     default: return nullptr;
   }
 }
+KernelFn KernelFor(int rows) { return Staged() ? KernelFor<true>(rows) : KernelFor<false>(rows); }
 
 // Opting into large shared memory and a non-portable cluster size is per device; set both on
 // every launch (cheap, and legal while a stream is captured) instead of keeping per-process state.
