@@ -31,13 +31,15 @@ namespace {
 namespace cg = cooperative_groups;
 
 constexpr int kCluster = 16;
-constexpr int kThreads = 256;
+constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
 constexpr int kP = kPleTailWidth;
-constexpr int kGateRows = kP / kCluster;       // a CTA's gate rows: 16, two a warp
-constexpr int kMaxHidden = 4096;               // hidden / 256 <= 16 elements a thread
-constexpr int kMaxPer = kMaxHidden / kThreads;
-constexpr int kHiddenMultiple = 512;           // a warp's projection rows come in fours
+constexpr int kGateRows = kP / kCluster;  // a CTA's gate rows: 16
+constexpr int kMaxHidden = 4096;
+constexpr int kMaxPer = kMaxHidden / kThreads;   // a thread's elements of a row
+constexpr int kHiddenMultiple = 512;             // a CTA's hidden / 16 projection rows: 32 a warp
+constexpr int kMaxProjRowsPerWarp = kMaxHidden / kCluster / kWarps;  // 8
+constexpr int kQuarters = kWarps / (kGateRows / 2);  // warps sharing a pair of gate rows: 4
 
 // MEASURING: GANNET_PLE_TAIL=2 reads the weights from global memory (L2-prefetched before the
 // wait) instead of staging them in shared memory.
@@ -61,28 +63,30 @@ __device__ __forceinline__ void CpAsync16(void* smem, const void* global) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(global) : "memory");
 }
 
-__device__ __forceinline__ void Load8(const bf16* p, float (&v)[8]) {
-  const Bf16x8 w = *reinterpret_cast<const Bf16x8*>(p);
+template <int kN>
+__device__ __forceinline__ void LoadBf16(const bf16* p, float (&v)[kN]) {
+  static_assert(kN == 4 || kN == 8);
+  __nv_bfloat162 w[kN / 2];
+  if constexpr (kN == 8) {
+    *reinterpret_cast<Bf16x8*>(w) = *reinterpret_cast<const Bf16x8*>(p);
+  } else {
+    *reinterpret_cast<uint2*>(w) = *reinterpret_cast<const uint2*>(p);
+  }
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float2 f = __bfloat1622float2(w.v[j]);
+  for (int j = 0; j < kN / 2; ++j) {
+    const float2 f = __bfloat1622float2(w[j]);
     v[2 * j] = f.x;
     v[2 * j + 1] = f.y;
   }
 }
 
-__device__ __forceinline__ float Dot8(const float (&w)[8], const float* x) {
-  const float4 a = reinterpret_cast<const float4*>(x)[0], b = reinterpret_cast<const float4*>(x)[1];
-  return w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y +
-         w[6] * b.z + w[7] * b.w;
-}
-
-// Sends v to slot `index` of `array` in every CTA of the cluster: lanes 0..15 of the calling warp
-// each store to one CTA.
-__device__ __forceinline__ void SendToCluster(cg::cluster_group& cluster, float* array, int index,
-                                              float v) {
-  const int lane = threadIdx.x & 31;
-  if (lane < kCluster) cluster.map_shared_rank(array, lane)[index] = v;
+// A sum over the CTA's warps of per-warp values: wsum[warp][t] holds them (after a barrier).
+template <int kRows>
+__device__ __forceinline__ float WarpsSum(const float (&wsum)[kWarps][kRows], int t) {
+  float tot = 0.f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) tot += wsum[w][t];
+  return tot;
 }
 
 template <int kRows, bool kStaged>
@@ -90,11 +94,11 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float wsum[kWarps][kRows];
+  __shared__ float gpart[kRows][kGateRows][kQuarters];
   cg::cluster_group cluster = cg::this_cluster();
   const int H = p.hidden;
-  const int per = H / kThreads;   // this thread's elements of a row: tid + 256 k
-  const int R = H / kCluster;     // this CTA's projection rows
-  const int rw = R / kWarps;      // a warp's projection rows (<= 32, a multiple of 4)
+  const int R = H / kCluster;  // this CTA's projection rows
+  const int rw = R / kWarps;   // a warp's projection rows (<= kMaxProjRowsPerWarp)
   const int c = static_cast<int>(cluster.block_rank());
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const bf16* sg = kStaged ? reinterpret_cast<bf16*>(smem)
@@ -105,8 +109,8 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
   float* sgated = sx + kRows * H;
   float* ssum = sgated + kRows * kP;  // [2][kRows][kCluster]
 
-  // Constants, before the wait: this CTA's weight rows into shared memory, and the norm weights
-  // and scalar this thread applies.
+  // Constants, before the wait: this CTA's weight rows (into shared memory, or the L2), and the
+  // norm weights and scalar this thread applies.
   if (!kStaged) {
     const char* g = reinterpret_cast<const char*>(sg);
     const char* q = reinterpret_cast<const char*>(sp);
@@ -116,11 +120,9 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
     }
   } else {
     const char* g = static_cast<const char*>(p.gate_w) + static_cast<size_t>(c) * kGateRows * H * 2;
-    for (int i = tid; i < kGateRows * H / 8; i += kThreads) {
-      CpAsync16(smem + 16 * i, g + 16 * i);
-    }
     const char* q = static_cast<const char*>(p.proj_w) + static_cast<size_t>(c) * R * kP * 2;
-    for (int i = tid; i < R * kP / 8; i += kThreads) {
+    for (int i = tid; i < kGateRows * H / 8; i += kThreads) {  // both halves are 32 H bytes
+      CpAsync16(smem + 16 * i, g + 16 * i);
       CpAsync16(smem + 32 * H + 16 * i, q + 16 * i);
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
@@ -128,7 +130,10 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
   const bool ff = p.ff_out != nullptr;
   float ffw[kMaxPer];
 #pragma unroll
-  for (int k = 0; k < kMaxPer; ++k) ffw[k] = ff && k < per ? p.ff_post_w[tid + k * kThreads] : 0.f;
+  for (int k = 0; k < kMaxPer; ++k) {
+    const int i = tid + k * kThreads;
+    ffw[k] = ff && i < H ? p.ff_post_w[i] : 0.f;
+  }
   const bool mine = lane < rw;  // this lane finishes projection row `gi`
   const int gi = c * R + warp * rw + lane;
   const float pw = mine ? p.post_w[gi] : 0.f;
@@ -137,115 +142,139 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
   const float s = p.scalar != nullptr ? *p.scalar : 1.f;
   PdlEnter();
 
+  // This thread's gated value to send: row `grow` of token `gt`, to CTA `gdest`.
+  const int gdest = tid % kCluster, grow = (tid / kCluster) % kGateRows, gt = tid / (kCluster * kGateRows);
+  const bool sender = gt < kRows;
+  const float up = sender ? ToFloat(static_cast<const bf16*>(p.ple_in)[gt * p.ldp + c * kGateRows + grow]) : 0.f;
+
   // The feed-forward update of the whole row, kept in shared memory: x + RmsNorm(ff_out) * w.
   const bf16* ff_out = static_cast<const bf16*>(p.ff_out);
   float inv_ff[kRows];
   if (ff) {
-    float ss[kRows];
 #pragma unroll
     for (int t = 0; t < kRows; ++t) {
-      ss[t] = 0.f;
+      float ss = 0.f;
 #pragma unroll
       for (int k = 0; k < kMaxPer; ++k) {
-        if (k < per) {
-          const float y = ToFloat(ff_out[t * p.ldf + tid + k * kThreads]);
-          ss[t] += y * y;
+        const int i = tid + k * kThreads;
+        if (i < H) {
+          const float y = ToFloat(ff_out[t * p.ldf + i]);
+          ss += y * y;
         }
       }
-      ss[t] = WarpSum(ss[t]);
-    }
-    if (lane == 0) {
-#pragma unroll
-      for (int t = 0; t < kRows; ++t) wsum[warp][t] = ss[t];
+      ss = WarpSum(ss);
+      if (lane == 0) wsum[warp][t] = ss;
     }
     __syncthreads();
 #pragma unroll
-    for (int t = 0; t < kRows; ++t) {
-      float tot = 0.f;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) tot += wsum[w][t];
-      inv_ff[t] = InvRms(tot, H, p.eps);
-    }
+    for (int t = 0; t < kRows; ++t) inv_ff[t] = InvRms(WarpsSum(wsum, t), H, p.eps);
   }
 #pragma unroll
   for (int t = 0; t < kRows; ++t) {
 #pragma unroll
     for (int k = 0; k < kMaxPer; ++k) {
-      if (k < per) {
-        const int i = tid + k * kThreads;
+      const int i = tid + k * kThreads;
+      if (i < H) {
         float v = p.x[t * p.ldx + i];
         if (ff) v = v + (ToFloat(ff_out[t * p.ldf + i]) * inv_ff[t]) * ffw[k];
         sx[t * H + i] = v;
       }
     }
   }
-  asm volatile("cp.async.wait_group 0;" ::: "memory");
+  if (kStaged) asm volatile("cp.async.wait_group 0;" ::: "memory");
   __syncthreads();
 
-  // Gate rows 2 warp and 2 warp + 1: gated = bf16(gelu(bf16(x . w)) * ple_in), to every CTA.
-  const bf16* ple_in = static_cast<const bf16*>(p.ple_in);
+  // Gate: warp w takes rows 2 (w / 4) and 2 (w / 4) + 1 over the 128-element chunks j = w % 4
+  // (mod 4) of the row, lane l elements 4 l .. 4 l + 3 of each.
+  {
+    const int r0 = 2 * (warp / kQuarters), q = warp % kQuarters;
+    float acc[2][kRows];
 #pragma unroll
-  for (int rr = 0; rr < kGateRows / kWarps; ++rr) {
-    const int r = warp * (kGateRows / kWarps) + rr;
-    float up[kRows], acc[kRows];
+    for (int r = 0; r < 2; ++r) {
 #pragma unroll
-    for (int t = 0; t < kRows; ++t) {
-      up[t] = ToFloat(ple_in[t * p.ldp + c * kGateRows + r]);
-      acc[t] = 0.f;
+      for (int t = 0; t < kRows; ++t) acc[r][t] = 0.f;
     }
-    for (int k = lane * 8; k < H; k += 256) {
-      float w[8];
-      Load8(sg + r * H + k, w);
-#pragma unroll
-      for (int t = 0; t < kRows; ++t) acc[t] += Dot8(w, sx + t * H + k);
-    }
-#pragma unroll
-    for (int t = 0; t < kRows; ++t) {
-      const float g = ToFloat(FromFloat<bf16>(WarpSum(acc[t])));
-      const float a = ToFloat(FromFloat<bf16>(GeluTanh(g) * up[t]));
-      SendToCluster(cluster, sgated, t * kP + c * kGateRows + r, a);
-    }
-  }
-  cluster.sync();
-
-  // Projection rows: lane i of a warp keeps row warp * rw + i's bf16 result, o[t].
-  float gv[kRows][8];
-#pragma unroll
-  for (int t = 0; t < kRows; ++t) {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) gv[t][j] = sgated[t * kP + lane * 8 + j];
-  }
-  float o[kRows];
-#pragma unroll
-  for (int t = 0; t < kRows; ++t) o[t] = 0.f;
-  for (int i0 = 0; i0 < rw; i0 += 4) {
-    float part[4][kRows];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      float w[8];
-      Load8(sp + (warp * rw + i0 + q) * kP + lane * 8, w);
+    for (int k = q * 128 + lane * 4; k < H; k += kQuarters * 128) {
+      float w0[4], w1[4];
+      LoadBf16(sg + r0 * H + k, w0);
+      LoadBf16(sg + (r0 + 1) * H + k, w1);
 #pragma unroll
       for (int t = 0; t < kRows; ++t) {
-        float d = 0.f;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) d += w[j] * gv[t][j];
-        part[q][t] = d;
+        const float4 xv = *reinterpret_cast<const float4*>(sx + t * H + k);
+        acc[0][t] += w0[0] * xv.x + w0[1] * xv.y + w0[2] * xv.z + w0[3] * xv.w;
+        acc[1][t] += w1[0] * xv.x + w1[1] * xv.y + w1[2] * xv.z + w1[3] * xv.w;
       }
     }
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) {
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
+      for (int r = 0; r < 2; ++r) {
 #pragma unroll
-        for (int t = 0; t < kRows; ++t) part[q][t] += __shfl_xor_sync(0xffffffffu, part[q][t], off);
+        for (int t = 0; t < kRows; ++t) acc[r][t] += __shfl_xor_sync(0xffffffffu, acc[r][t], off);
       }
     }
+    if (lane == 0) {
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      if (lane == i0 + q) {
+      for (int r = 0; r < 2; ++r) {
 #pragma unroll
-        for (int t = 0; t < kRows; ++t) o[t] = ToFloat(FromFloat<bf16>(part[q][t]));
+        for (int t = 0; t < kRows; ++t) gpart[t][r0 + r][q] = acc[r][t];
       }
+    }
+  }
+  __syncthreads();
+  // gated = bf16(gelu(bf16(gate)) * ple_in), each value sent by 16 threads, one to each CTA.
+  if (sender) {
+    float g = 0.f;
+#pragma unroll
+    for (int q = 0; q < kQuarters; ++q) g += gpart[gt][grow][q];
+    g = ToFloat(FromFloat<bf16>(g));
+    const float a = ToFloat(FromFloat<bf16>(GeluTanh(g) * up));
+    cluster.map_shared_rank(sgated, gdest)[gt * kP + c * kGateRows + grow] = a;
+  }
+  cluster.sync();
+
+  // Projection rows: lane i < rw of a warp keeps row warp * rw + i's bf16 result, o[t].
+  float gv[kRows][8];
+#pragma unroll
+  for (int t = 0; t < kRows; ++t) {
+    const float4 a = *reinterpret_cast<const float4*>(sgated + t * kP + lane * 8);
+    const float4 b = *reinterpret_cast<const float4*>(sgated + t * kP + lane * 8 + 4);
+    gv[t][0] = a.x, gv[t][1] = a.y, gv[t][2] = a.z, gv[t][3] = a.w;
+    gv[t][4] = b.x, gv[t][5] = b.y, gv[t][6] = b.z, gv[t][7] = b.w;
+  }
+  float part[kMaxProjRowsPerWarp][kRows];
+#pragma unroll
+  for (int r = 0; r < kMaxProjRowsPerWarp; ++r) {
+    if (r < rw) {
+      float w[8];
+      LoadBf16(sp + (warp * rw + r) * kP + lane * 8, w);
+#pragma unroll
+      for (int t = 0; t < kRows; ++t) {
+        float d = 0.f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) d += w[j] * gv[t][j];
+        part[r][t] = d;
+      }
+    }
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+#pragma unroll
+    for (int r = 0; r < kMaxProjRowsPerWarp; ++r) {
+      if (r < rw) {
+#pragma unroll
+        for (int t = 0; t < kRows; ++t) part[r][t] += __shfl_xor_sync(0xffffffffu, part[r][t], off);
+      }
+    }
+  }
+  float o[kRows];
+#pragma unroll
+  for (int t = 0; t < kRows; ++t) o[t] = 0.f;
+#pragma unroll
+  for (int r = 0; r < kMaxProjRowsPerWarp; ++r) {
+    if (r < rw && lane == r) {
+#pragma unroll
+      for (int t = 0; t < kRows; ++t) o[t] = ToFloat(FromFloat<bf16>(part[r][t]));
     }
   }
 
@@ -260,10 +289,7 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
     __syncthreads();
     if (tid < kRows * kCluster) {
       const int t = tid / kCluster;
-      float tot = 0.f;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) tot += wsum[w][t];
-      cluster.map_shared_rank(dst, tid % kCluster)[t * kCluster + c] = tot;
+      cluster.map_shared_rank(dst, tid % kCluster)[t * kCluster + c] = WarpsSum(wsum, t);
     }
   };
   auto cluster_inv_rms = [&](const float* sums, int t) {
@@ -302,8 +328,6 @@ KernelFn KernelFor(int rows) {
   switch (rows) {
     case 1: return PleTailKernel<1, kStaged>;
     case 2: return PleTailKernel<2, kStaged>;
-    case 3: return PleTailKernel<3, kStaged>;
-    case 4: return PleTailKernel<4, kStaged>;
     default: return nullptr;
   }
 }

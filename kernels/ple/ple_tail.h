@@ -11,7 +11,7 @@ namespace gannet::kernels {
 
 // The PLE width the kernel is built for (hidden_size_per_layer_input of E2B and E4B).
 inline constexpr int kPleTailWidth = 256;
-inline constexpr int kPleTailMaxRows = 4;
+inline constexpr int kPleTailMaxRows = 2;
 
 // Per row r (bf16 pointers as void*):
 //   if ff_out:  x[r] += RmsNorm(ff_out[r]) * ff_post_w
