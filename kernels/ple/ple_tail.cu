@@ -41,26 +41,38 @@ constexpr int kHiddenMultiple = 512;             // a CTA's hidden / 16 projecti
 constexpr int kMaxProjRowsPerWarp = kMaxHidden / kCluster / kWarps;  // 8
 constexpr int kQuarters = kWarps / (kGateRows / 2);  // warps sharing a pair of gate rows: 4
 
-// MEASURING: GANNET_PLE_TAIL=2 reads the weights from global memory (L2-prefetched before the
-// wait) instead of staging them in shared memory.
-bool Staged() {
-  static const bool staged = [] {
-    const char* v = std::getenv("GANNET_PLE_TAIL");
-    return v == nullptr || (std::strcmp(v, "2") != 0 && std::strcmp(v, "4") != 0);
-  }();
-  return staged;
-}
-
 size_t SmemBytes(int rows, int hidden) {
   // Gate rows and projection rows (bf16: 32 * hidden bytes each), the rows of x after the
   // feed-forward update (f32), the gated values (f32) and the norms' per-CTA sums.
-  return static_cast<size_t>(Staged() ? 64 : 0) * hidden + static_cast<size_t>(4) * rows * hidden +
+  return static_cast<size_t>(64) * hidden + static_cast<size_t>(4) * rows * hidden +
          static_cast<size_t>(4) * rows * kP + static_cast<size_t>(4) * 2 * rows * kCluster;
 }
 
-__device__ __forceinline__ void CpAsync16(void* smem, const void* global) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(global) : "memory");
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// A bulk copy (the tensor memory accelerator) of `bytes` (a multiple of 16) from global to this
+// CTA's shared memory, counted against the transaction count of mbarrier `bar`. The SM's own loads
+// keep too few bytes in flight to fill 160 KB of shared memory from DRAM in time (~10 GB/s an SM
+// with 16-byte cp.async, H200); the copy engine's requests are kilobytes each.
+__device__ __forceinline__ void BulkLoad(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+          SmemAddr(dst)),
+      "l"(src), "r"(bytes), "r"(SmemAddr(bar))
+      : "memory");
+}
+
+__device__ __forceinline__ void WaitPhase0(uint64_t* bar) {
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(SmemAddr(bar))
+        : "memory");
+  }
 }
 
 template <int kN>
@@ -89,43 +101,42 @@ __device__ __forceinline__ float WarpsSum(const float (&wsum)[kWarps][kRows], in
   return tot;
 }
 
-template <int kRows, bool kStaged>
+template <int kRows>
 __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float wsum[kWarps][kRows];
   __shared__ float gpart[kRows][kGateRows][kQuarters];
+  __shared__ __align__(8) uint64_t weights_in;  // the weights' bulk copies
   cg::cluster_group cluster = cg::this_cluster();
   const int H = p.hidden;
   const int R = H / kCluster;  // this CTA's projection rows
   const int rw = R / kWarps;   // a warp's projection rows (<= kMaxProjRowsPerWarp)
   const int c = static_cast<int>(cluster.block_rank());
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const bf16* sg = kStaged ? reinterpret_cast<bf16*>(smem)
-                           : static_cast<const bf16*>(p.gate_w) + static_cast<size_t>(c) * kGateRows * H;
-  const bf16* sp = kStaged ? sg + kGateRows * H
-                           : static_cast<const bf16*>(p.proj_w) + static_cast<size_t>(c) * R * kP;
-  float* sx = reinterpret_cast<float*>(smem + (kStaged ? 64 * H : 0));
+  bf16* sg = reinterpret_cast<bf16*>(smem);
+  bf16* sp = sg + kGateRows * H;
+  float* sx = reinterpret_cast<float*>(sp + R * kP);
   float* sgated = sx + kRows * H;
   float* ssum = sgated + kRows * kP;  // [2][kRows][kCluster]
 
-  // Constants, before the wait: this CTA's weight rows (into shared memory, or the L2), and the
-  // norm weights and scalar this thread applies.
-  if (!kStaged) {
-    const char* g = reinterpret_cast<const char*>(sg);
-    const char* q = reinterpret_cast<const char*>(sp);
-    for (int i = tid; i < kGateRows * H * 2 / 128; i += kThreads) {
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(g + 128 * i));
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(q + 128 * i));
+  // Constants, before the wait: this CTA's weight rows into shared memory (bulk copies of 16 KB
+  // by one thread), and the norm weights and scalar this thread applies.
+  if (tid == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(SmemAddr(&weights_in)) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    const uint32_t half = 32u * static_cast<uint32_t>(H);  // each matrix's share: 32 H bytes
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddr(&weights_in)),
+                 "r"(2 * half)
+                 : "memory");
+    const char* g = static_cast<const char*>(p.gate_w) + static_cast<size_t>(c) * half;
+    const char* q = static_cast<const char*>(p.proj_w) + static_cast<size_t>(c) * half;
+    constexpr uint32_t kChunk = 16384;
+    for (uint32_t off = 0; off < half; off += kChunk) {
+      const uint32_t n = min(kChunk, half - off);
+      BulkLoad(smem + off, g + off, n, &weights_in);
+      BulkLoad(smem + half + off, q + off, n, &weights_in);
     }
-  } else {
-    const char* g = static_cast<const char*>(p.gate_w) + static_cast<size_t>(c) * kGateRows * H * 2;
-    const char* q = static_cast<const char*>(p.proj_w) + static_cast<size_t>(c) * R * kP * 2;
-    for (int i = tid; i < kGateRows * H / 8; i += kThreads) {  // both halves are 32 H bytes
-      CpAsync16(smem + 16 * i, g + 16 * i);
-      CpAsync16(smem + 32 * H + 16 * i, q + 16 * i);
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
   }
   const bool ff = p.ff_out != nullptr;
   float ffw[kMaxPer];
@@ -181,8 +192,8 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
       }
     }
   }
-  if (kStaged) asm volatile("cp.async.wait_group 0;" ::: "memory");
   __syncthreads();
+  WaitPhase0(&weights_in);
 
   // Gate: warp w takes rows 2 (w / 4) and 2 (w / 4) + 1 over the 128-element chunks j = w % 4
   // (mod 4) of the row, lane l elements 4 l .. 4 l + 3 of each.
@@ -323,15 +334,13 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
 
 using KernelFn = void (*)(const PleTailParams);
 
-template <bool kStaged>
 KernelFn KernelFor(int rows) {
   switch (rows) {
-    case 1: return PleTailKernel<1, kStaged>;
-    case 2: return PleTailKernel<2, kStaged>;
+    case 1: return PleTailKernel<1>;
+    case 2: return PleTailKernel<2>;
     default: return nullptr;
   }
 }
-KernelFn KernelFor(int rows) { return Staged() ? KernelFor<true>(rows) : KernelFor<false>(rows); }
 
 // Opting into large shared memory and a non-portable cluster size is per device; set both on
 // every launch (cheap, and legal while a stream is captured) instead of keeping per-process state.

@@ -1,6 +1,5 @@
 // The CUDA backend's elementwise, norm, PLE-tail, embedding, gather, softcap and sampling ops.
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -155,17 +154,7 @@ bool PleTailFuses(const PleTailArgs& a) {
 
 absl::Status CudaBackend::PleTail(const PleTailArgs& args) {
   if (!PleTailFuses(args)) return Backend::PleTail(args);
-  // MEASURING: GANNET_PLE_TAIL=3/4 runs the feed-forward update as its own kernel first.
-  static const bool split_ff = [] {
-    const char* v = std::getenv("GANNET_PLE_TAIL");
-    return v != nullptr && (std::strcmp(v, "3") == 0 || std::strcmp(v, "4") == 0);
-  }();
-  PleTailArgs a = args;
-  if (split_ff && a.ff_out.valid()) {
-    GANNET_RETURN_IF_ERROR(PostNormResidual(a.ff_out, a.ff_post_weight, a.x, Tensor(), Tensor(),
-                                            Tensor(), a.eps));
-    a.ff_out = Tensor();
-  }
+  const PleTailArgs& a = args;
   kernels::PleTailParams p;
   p.x = a.x.as<float>();
   p.ldx = a.x.stride0();
