@@ -1,0 +1,99 @@
+// Scratch experiment (session 34): what bounds the PLE-tail cluster kernel (kernels/ple/ple_tail.cu)
+// when it runs alone: 42 launches in a row (PDL, a CUDA graph), each on its own layer's weights
+// (2.6 MB; 110 MB in all, more than the L2: the weights come from DRAM) against the same 42
+// launches on one layer's weights (L2-resident after the first). E4B shapes, batch 1.
+// nvcc -std=c++20 -arch=sm_90a -O3 -I. tools/gpu/experiments/ple_tail_timing.cu \
+//   kernels/ple/ple_tail.cu kernels/common/launch.cc -o /tmp/ple_tail_timing
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "kernels/ple/ple_tail.h"
+
+#define CK(x)                                                                      \
+  do {                                                                             \
+    cudaError_t e_ = (x);                                                          \
+    if (e_ != cudaSuccess) {                                                       \
+      std::printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));       \
+      std::exit(1);                                                                \
+    }                                                                              \
+  } while (0)
+
+int main() {
+  const int H = 2560, P = 256, layers = 42;
+  auto zeros = [](size_t bytes) {
+    void* p;
+    CK(cudaMalloc(&p, bytes));
+    CK(cudaMemset(p, 0, bytes));
+    return p;
+  };
+  std::vector<void*> gate(layers), proj(layers);
+  for (int l = 0; l < layers; ++l) {
+    gate[l] = zeros(size_t{2} * P * H);
+    proj[l] = zeros(size_t{2} * P * H);
+  }
+  float* x = static_cast<float*>(zeros(4 * H));
+  void* ff = zeros(2 * H);
+  void* ple = zeros(2 * P);
+  void* next = zeros(2 * H);
+  float* w = static_cast<float*>(zeros(4 * H));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  if (!gannet::kernels::PleTailRuns(1, H, P)) {
+    std::printf("the kernel does not run here\n");
+    return 1;
+  }
+  auto capture = [&](bool same) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    for (int l = 0; l < layers; ++l) {
+      gannet::kernels::PleTailParams p;
+      p.x = x;
+      p.ldx = H;
+      p.ff_out = ff;
+      p.ldf = H;
+      p.ff_post_w = w;
+      p.gate_w = gate[same ? 0 : l];
+      p.proj_w = proj[same ? 0 : l];
+      p.ple_in = ple;
+      p.ldp = P;
+      p.post_w = w;
+      p.next_w = w;
+      p.next_out = next;
+      p.ldo = H;
+      p.rows = 1;
+      p.hidden = H;
+      p.p = P;
+      CK(gannet::kernels::LaunchPleTail(p, s));
+    }
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    return ge;
+  };
+  cudaGraphExec_t ge[2] = {capture(false), capture(true)};
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (int round = 0; round < 3; ++round) {
+    for (int m = 0; m < 2; ++m) {
+      CK(cudaGraphLaunch(ge[m], s));
+      float best = 1e30f;
+      for (int rep = 0; rep < 5; ++rep) {
+        CK(cudaEventRecord(a, s));
+        CK(cudaGraphLaunch(ge[m], s));
+        CK(cudaEventRecord(b, s));
+        CK(cudaEventSynchronize(b));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        best = ms < best ? ms : best;
+      }
+      std::printf("round %d, %s: %.2f us a launch\n", round,
+                  m == 0 ? "each layer's weights (DRAM)" : "one layer's weights (L2)  ",
+                  best * 1e3f / layers);
+    }
+  }
+  return 0;
+}
