@@ -101,10 +101,24 @@ __device__ __forceinline__ float WarpsSum(const float (&wsum)[kWarps][kRows], in
   return tot;
 }
 
+// Phase timestamps for tools/gpu/experiments/ple_tail_timing.cu (which includes this file).
+#ifdef GANNET_PLE_TAIL_TIMESTAMPS
+__device__ unsigned long long g_ple_tail_ts[kCluster][8];
+#define PLE_TS(i)                                                             \
+  if (threadIdx.x == 0) {                                                     \
+    unsigned long long t_;                                                    \
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                    \
+    g_ple_tail_ts[blockIdx.x][i] = t_;                                        \
+  }
+#else
+#define PLE_TS(i)
+#endif
+
 template <int kRows>
 __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(16) unsigned char smem[];
+  PLE_TS(0);
   __shared__ float wsum[kWarps][kRows];
   __shared__ float gpart[kRows][kGateRows][kQuarters];
   __shared__ __align__(8) uint64_t weights_in;  // the weights' bulk copies
@@ -152,6 +166,7 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
   const float nw = mine && next_weighted ? p.next_w[gi] : 1.f;
   const float s = p.scalar != nullptr ? *p.scalar : 1.f;
   PdlEnter();
+  PLE_TS(2);
 
   // This thread's gated value to send: row `grow` of token `gt`, to CTA `gdest`.
   const int gdest = tid % kCluster, grow = (tid / kCluster) % kGateRows, gt = tid / (kCluster * kGateRows);
@@ -194,6 +209,7 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
   }
   __syncthreads();
   WaitPhase0(&weights_in);
+  PLE_TS(3);
 
   // Gate: warp w takes rows 2 (w / 4) and 2 (w / 4) + 1 over the 128-element chunks j = w % 4
   // (mod 4) of the row, lane l elements 4 l .. 4 l + 3 of each.
@@ -243,6 +259,7 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
     cluster.map_shared_rank(sgated, gdest)[gt * kP + c * kGateRows + grow] = a;
   }
   cluster.sync();
+  PLE_TS(4);
 
   // Projection rows: lane i < rw of a warp keeps row warp * rw + i's bf16 result, o[t].
   float gv[kRows][8];
@@ -312,6 +329,7 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
 
   cluster_sums(o, ssum);
   cluster.sync();
+  PLE_TS(5);
   float xr[kRows];
 #pragma unroll
   for (int t = 0; t < kRows; ++t) {
@@ -323,12 +341,14 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
   if (p.next_out == nullptr) return;  // uniform: no CTA touches another's memory after here
   cluster_sums(xr, ssum + kRows * kCluster);
   cluster.sync();
+  PLE_TS(6);
   bf16* next_out = static_cast<bf16*>(p.next_out);
 #pragma unroll
   for (int t = 0; t < kRows; ++t) {
     const float v = xr[t] * cluster_inv_rms(ssum + kRows * kCluster, t);
     if (mine) next_out[t * p.ldo + gi] = FromFloat<bf16>(next_weighted ? v * nw : v);
   }
+  PLE_TS(7);
 #endif
 }
 

@@ -2,15 +2,18 @@
 // when it runs alone: 42 launches in a row (PDL, a CUDA graph), each on its own layer's weights
 // (2.6 MB; 110 MB in all, more than the L2: the weights come from DRAM) against the same 42
 // launches on one layer's weights (L2-resident after the first). E4B shapes, batch 1.
+// It includes the kernel's source with its phase timestamps on (globaltimer, thread 0 of each CTA)
+// and prints them for the graph's last launch.
 // nvcc -std=c++20 -arch=sm_90a -O3 -I. tools/gpu/experiments/ple_tail_timing.cu \
-//   kernels/ple/ple_tail.cu kernels/common/launch.cc -o /tmp/ple_tail_timing
+//   kernels/common/launch.cc -o /tmp/ple_tail_timing
 #include <cuda_runtime.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
-#include "kernels/ple/ple_tail.h"
+#define GANNET_PLE_TAIL_TIMESTAMPS
+#include "kernels/ple/ple_tail.cu"
 
 #define CK(x)                                                                      \
   do {                                                                             \
@@ -94,6 +97,20 @@ int main() {
                   m == 0 ? "each layer's weights (DRAM)" : "one layer's weights (L2)  ",
                   best * 1e3f / layers);
     }
+  }
+  unsigned long long ts[16][8];
+  CK(cudaMemcpyFromSymbol(ts, gannet::kernels::g_ple_tail_ts, sizeof(ts)));
+  const char* names[8] = {"entry", "-", "after PDL wait", "x staged, weights in", "gate + sync 1",
+                          "proj + sync 2", "update + sync 3", "exit"};
+  for (int i = 0; i < 8; ++i) {
+    if (i == 1) continue;
+    long long lo = 1LL << 62, hi = -(1LL << 62);
+    for (int c = 0; c < 16; ++c) {
+      const long long d = static_cast<long long>(ts[c][i] - ts[0][0]);
+      lo = d < lo ? d : lo;
+      hi = d > hi ? d : hi;
+    }
+    std::printf("%-22s %8.2f .. %8.2f us after CTA 0's entry\n", names[i], lo / 1e3, hi / 1e3);
   }
   return 0;
 }
