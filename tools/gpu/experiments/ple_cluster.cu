@@ -303,19 +303,22 @@ int main() {
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 
-  // mode 0: no PLE; 1: three kernels; 2: the cluster kernel.
+  // mode 0: no PLE; 1: three kernels; 2: the cluster kernel; 3: the cluster kernel alone (no
+  // stream or update kernels: its whole time on the chain).
   auto capture = [&](int mode) {
     cudaGraph_t g;
     cudaGraphExec_t ge;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     for (int l = 0; l < layers; ++l) {
-      LaunchPdl(StreamKernel, dim3(sms * 4), dim3(256), 0, s, streams[l], stream_bytes / 16, sink);
-      LaunchPdl(UpdateKernel, dim3(1), dim3(1024), 0, s, x);
+      if (mode != 3) {
+        LaunchPdl(StreamKernel, dim3(sms * 4), dim3(256), 0, s, streams[l], stream_bytes / 16, sink);
+        LaunchPdl(UpdateKernel, dim3(1), dim3(1024), 0, s, x);
+      }
       if (mode == 1) {
         LaunchPdl(GateKernel, dim3(kP / 8), dim3(kThreads), 0, s, L[l], static_cast<const float*>(x), gate);
         LaunchPdl(ProjKernel, dim3(kH / 8), dim3(kThreads), 0, s, L[l], static_cast<const float*>(gate), y);
         LaunchPdl(NormKernel, dim3(1), dim3(1024), 0, s, L[l], static_cast<const float*>(y), x, h);
-      } else if (mode == 2) {
+      } else if (mode >= 2) {
         LaunchPdl(PleCluster, dim3(kCluster), dim3(kThreads), kSmemBytes, s, L[l], x, h);
       }
     }
@@ -323,8 +326,8 @@ int main() {
     CK(cudaGraphInstantiate(&ge, g, 0));
     return ge;
   };
-  cudaGraphExec_t ge[3];
-  for (int m = 0; m < 3; ++m) ge[m] = capture(m);
+  cudaGraphExec_t ge[4];
+  for (int m = 0; m < 4; ++m) ge[m] = capture(m);
   // Agreement: one replay of each PLE form from the same x.
   std::vector<float> out[3];
   for (int m = 1; m < 3; ++m) {
@@ -344,7 +347,7 @@ int main() {
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
   for (int round = 0; round < 3; ++round) {
-    for (int m = 0; m < 3; ++m) {
+    for (int m = 0; m < 4; ++m) {
       for (int i = 0; i < 3; ++i) CK(cudaGraphLaunch(ge[m], s));
       float best = 1e30f;
       for (int rep = 0; rep < 5; ++rep) {
@@ -356,7 +359,7 @@ int main() {
         CK(cudaEventElapsedTime(&ms, a, b));
         best = fminf(best, ms);
       }
-      printf("round %d mode %s: %.2f us a layer\n", round, m == 0 ? "no PLE      " : m == 1 ? "three kernels" : "cluster      ",
+      printf("round %d mode %s: %.2f us a layer\n", round, m == 0 ? "no PLE       " : m == 1 ? "three kernels" : m == 2 ? "cluster      " : "cluster alone",
              best * 1e3f / (5 * layers));
     }
   }
