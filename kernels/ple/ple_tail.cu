@@ -104,12 +104,9 @@ __device__ __forceinline__ float WarpsSum(const float (&wsum)[kWarps][kRows], in
 // Phase timestamps for tools/gpu/experiments/ple_tail_timing.cu (which includes this file).
 #ifdef GANNET_PLE_TAIL_TIMESTAMPS
 __device__ unsigned long long g_ple_tail_ts[kCluster][8];
-#define PLE_TS(i)                                                             \
-  if (threadIdx.x == 0) {                                                     \
-    unsigned long long t_;                                                    \
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                    \
-    g_ple_tail_ts[blockIdx.x][i] = t_;                                        \
-  }
+// Kept in registers and stored at the exit (a store before a cluster barrier would add its
+// acknowledgement to the barrier).
+#define PLE_TS(i) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ts_[i]) :: "memory");
 #else
 #define PLE_TS(i)
 #endif
@@ -118,6 +115,9 @@ template <int kRows>
 __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(16) unsigned char smem[];
+#ifdef GANNET_PLE_TAIL_TIMESTAMPS
+  unsigned long long ts_[8] = {};
+#endif
   PLE_TS(0);
   __shared__ float wsum[kWarps][kRows];
   __shared__ float gpart[kRows][kGateRows][kQuarters];
@@ -349,6 +349,11 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
     if (mine) next_out[t * p.ldo + gi] = FromFloat<bf16>(next_weighted ? v * nw : v);
   }
   PLE_TS(7);
+#ifdef GANNET_PLE_TAIL_TIMESTAMPS
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < 8; ++i) g_ple_tail_ts[blockIdx.x][i] = ts_[i];
+  }
+#endif
 #endif
 }
 

@@ -24,6 +24,57 @@
     }                                                                              \
   } while (0)
 
+// A 16-CTA cluster kernel of 1024 threads that only waits (PDL) and syncs the cluster `syncs`
+// times: the chain cost of a cluster launch and of its barriers.
+__global__ void __launch_bounds__(1024, 1) ClusterSyncs(int syncs, float* sink) {
+  gannet::kernels::PdlEnter();
+  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  for (int i = 0; i < syncs; ++i) cluster.sync();
+  if (threadIdx.x == 0 && syncs < 0) sink[0] = 1.f;
+}
+
+float ChainMicros(cudaStream_t s, int layers, int syncs, size_t smem, float* sink) {
+  CK(cudaFuncSetAttribute(ClusterSyncs, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  CK(cudaFuncSetAttribute(ClusterSyncs, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  for (int l = 0; l < layers; ++l) {
+    cudaLaunchAttribute attr[2];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 16;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(16);
+    config.blockDim = dim3(1024);
+    config.dynamicSmemBytes = smem;
+    config.stream = s;
+    config.attrs = attr;
+    config.numAttrs = 2;
+    CK(cudaLaunchKernelEx(&config, ClusterSyncs, syncs, sink));
+  }
+  CK(cudaStreamEndCapture(s, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  CK(cudaGraphLaunch(ge, s));
+  float best = 1e30f;
+  for (int rep = 0; rep < 5; ++rep) {
+    CK(cudaEventRecord(a, s));
+    CK(cudaGraphLaunch(ge, s));
+    CK(cudaEventRecord(b, s));
+    CK(cudaEventSynchronize(b));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    best = ms < best ? ms : best;
+  }
+  return best * 1e3f / layers;
+}
+
 int main() {
   const int H = 2560, P = 256, layers = 42;
   auto zeros = [](size_t bytes) {
@@ -96,6 +147,12 @@ int main() {
       std::printf("round %d, %s: %.2f us a launch\n", round,
                   m == 0 ? "each layer's weights (DRAM)" : "one layer's weights (L2)  ",
                   best * 1e3f / layers);
+    }
+  }
+  for (size_t smem : {size_t{0}, size_t{180} << 10}) {
+    for (int syncs : {0, 3, 12}) {
+      std::printf("cluster of 16 x 1024 threads, %3zu KB shared, %2d cluster syncs: %.2f us a launch\n",
+                  smem >> 10, syncs, ChainMicros(s, layers, syncs, smem, w));
     }
   }
   unsigned long long ts[16][8];
