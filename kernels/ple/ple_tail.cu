@@ -96,7 +96,11 @@ __device__ __forceinline__ void LoadBf16(const bf16* p, float (&v)[kN]) {
 template <int kRows>
 __device__ __forceinline__ float WarpsSum(const float (&wsum)[kWarps][kRows], int t) {
   float tot = 0.f;
+#ifdef GANNET_PLE_TAIL_COMPACT
+#pragma unroll 1
+#else
 #pragma unroll
+#endif
   for (int w = 0; w < kWarps; ++w) tot += wsum[w][t];
   return tot;
 }
@@ -270,6 +274,26 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
     gv[t][0] = a.x, gv[t][1] = a.y, gv[t][2] = a.z, gv[t][3] = a.w;
     gv[t][4] = b.x, gv[t][5] = b.y, gv[t][6] = b.z, gv[t][7] = b.w;
   }
+  float o[kRows];
+#pragma unroll
+  for (int t = 0; t < kRows; ++t) o[t] = 0.f;
+#ifdef GANNET_PLE_TAIL_COMPACT
+  // One row at a time (a loop, not unrolled): less code for a kernel that runs once a layer on
+  // SMs whose instruction cache has not seen it.
+#pragma unroll 1
+  for (int r = 0; r < rw; ++r) {
+    float w[8];
+    LoadBf16(sp + (warp * rw + r) * kP + lane * 8, w);
+#pragma unroll
+    for (int t = 0; t < kRows; ++t) {
+      float d = 0.f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) d += w[j] * gv[t][j];
+      d = WarpSum(d);
+      if (lane == r) o[t] = ToFloat(FromFloat<bf16>(d));
+    }
+  }
+#else
   float part[kMaxProjRowsPerWarp][kRows];
 #pragma unroll
   for (int r = 0; r < kMaxProjRowsPerWarp; ++r) {
@@ -295,9 +319,6 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
       }
     }
   }
-  float o[kRows];
-#pragma unroll
-  for (int t = 0; t < kRows; ++t) o[t] = 0.f;
 #pragma unroll
   for (int r = 0; r < kMaxProjRowsPerWarp; ++r) {
     if (r < rw && lane == r) {
@@ -305,6 +326,7 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
       for (int t = 0; t < kRows; ++t) o[t] = ToFloat(FromFloat<bf16>(part[r][t]));
     }
   }
+#endif
 
   // A sum of squares over each row's hidden elements, this CTA's projection rows holding `v`:
   // per warp, per CTA, then to every CTA's slot c, after which the caller syncs the cluster.
@@ -322,7 +344,11 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
   };
   auto cluster_inv_rms = [&](const float* sums, int t) {
     float tot = 0.f;
+#ifdef GANNET_PLE_TAIL_COMPACT
+#pragma unroll 1
+#else
 #pragma unroll
+#endif
     for (int d = 0; d < kCluster; ++d) tot += sums[t * kCluster + d];
     return InvRms(tot, H, p.eps);
   };
