@@ -20,7 +20,6 @@
 
 #include "absl/status/statusor.h"
 #include "lib/backend/tensor.h"
-#include "lib/common/status.h"
 #include "lib/sampling/draw.h"
 #include "lib/model/weights.h"
 
@@ -172,25 +171,6 @@ int64_t MoeTotalExperts(const MoeExpertsArgs& a);
 absl::Status CheckMoeRouteShapes(const MoeRouteArgs& a);
 absl::Status CheckMoeExpertsShapes(const MoeExpertsArgs& a);
 
-// The end of an E2B/E4B layer (Backend::PleTail): the feed-forward update (when ff_out is given),
-// the per-layer-embedding block and the update after it, into the residual x and the next norm.
-struct PleTailArgs {
-  Tensor x;              // [T, H] the residual stream (f32), updated
-  Tensor ff_out;         // [T, H] the feed-forward output, or invalid (already added to x)
-  Tensor ff_post_weight;  // [H] its post norm (with ff_out)
-  Tensor gate_w;         // [P, H] the PLE gate
-  Tensor ple_input;      // [T, P] the layer's per-layer input (may be a column view)
-  Tensor proj_w;         // [H, P] the PLE projection
-  Tensor post_weight;    // [H] the PLE post norm
-  Tensor scalar;         // [1] the layer scalar, or invalid
-  Tensor next_weight;    // [H] the next norm's weight, or invalid
-  Tensor next_out;       // [T, H] the next norm's output, or invalid
-  // Scratch for the separate ops ([T, P], [T, P], [T, H], activations); a fused op may leave it
-  // unwritten.
-  Tensor gate, gated, proj;
-  float eps = 1e-6f;
-};
-
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -292,22 +272,6 @@ class Backend {
     if (st.ok()) st = Add(a, b, a);
     if (!st.ok()) return st;
     return PostNormResidual(a, post_weight, residual, scalar, next_weight, next_out, eps);
-  }
-  // The end of an E2B/E4B layer (PleTailArgs): if ff_out is valid, PostNormResidual(ff_out,
-  // ff_post_weight, x); then x += RmsNorm(W_proj (gelu_tanh(W_gate x) * ple_input)) * post_weight,
-  // times the scalar, and next_out = RmsNorm(x) * next_weight: PostNormResidual(proj, ...) after
-  // Linear(x, gate_w, gate) and GeluMulLinear(gate, ple_input, proj_w, gated, proj), which is what
-  // this default does. A backend may fuse them (CUDA: one cluster kernel for decode rows on sm_90+,
-  // each value rounded where the ops round it, the sums in another order).
-  virtual absl::Status PleTail(const PleTailArgs& a) {
-    if (a.ff_out.valid()) {
-      GANNET_RETURN_IF_ERROR(PostNormResidual(a.ff_out, a.ff_post_weight, a.x, Tensor(), Tensor(),
-                                              Tensor(), a.eps));
-    }
-    GANNET_RETURN_IF_ERROR(Linear(a.x, a.gate_w, a.gate));
-    GANNET_RETURN_IF_ERROR(GeluMulLinear(a.gate, a.ple_input, a.proj_w, a.gated, a.proj));
-    return PostNormResidual(a.proj, a.post_weight, a.x, a.scalar, a.next_weight, a.next_out,
-                            a.eps);
   }
   // q/k norms + RoPE for q and k, v norm, and the KV write into pages.
   virtual absl::Status QkvPrep(const QkvPrepArgs& args) = 0;

@@ -62,7 +62,6 @@ class ForwardingBackend : public Backend {
     return inner_->GeluTanhMul(g, u, out);
   }
   absl::Status Add(Tensor a, Tensor b, Tensor out) override { return inner_->Add(a, b, out); }
-  absl::Status PleTail(const PleTailArgs& a) override { return inner_->PleTail(a); }
   absl::Status QkvPrep(const QkvPrepArgs& a) override { return inner_->QkvPrep(a); }
   absl::Status Attention(const AttentionArgs& a) override { return inner_->Attention(a); }
   absl::Status PleCombine(Tensor p, Tensor t, Tensor w, float ps, float cs, float eps,

@@ -95,10 +95,6 @@ absl::Status ProfilingBackend::NormAddPostNormResidual(Tensor a, Tensor aw, Tens
     return inner().NormAddPostNormResidual(a, aw, b, bw, pw, r, s, nw, no, eps);
   });
 }
-absl::Status ProfilingBackend::PleTail(const PleTailArgs& a) {
-  return Timed(fmt::format("ple_tail m{}", a.x.rows() <= 1 ? 1 : (a.x.rows() <= 64 ? 64 : 4096)),
-               [&] { return inner().PleTail(a); });
-}
 absl::Status ProfilingBackend::QkvPrep(const QkvPrepArgs& a) {
   return Timed(fmt::format("qkv_prep hd{}", a.head_dim), [&] { return inner().QkvPrep(a); });
 }

@@ -33,7 +33,6 @@ class ProfilingBackend final : public ForwardingBackend {
   absl::Status NormAddPostNormResidual(Tensor a, Tensor aw, Tensor b, Tensor bw, Tensor pw,
                                        Tensor r, Tensor s, Tensor nw, Tensor no,
                                        float eps) override;
-  absl::Status PleTail(const PleTailArgs& a) override;
   absl::Status QkvPrep(const QkvPrepArgs& a) override;
   absl::Status Attention(const AttentionArgs& a) override;
   absl::Status PleCombine(Tensor p, Tensor t, Tensor w, float ps, float cs, float eps,

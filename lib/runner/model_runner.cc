@@ -304,30 +304,15 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
                                                           next_weight, next_out, eps);
   };
   if (!c.has_ple()) return post_ff(L.layer_scalar, next_norm, h_t);
-  // Per-layer embedding block (E2B/E4B): x += norm(W_proj (gelu(W_gate x) * ple_input[l])), one
-  // backend op with the feed-forward update before it where that update is a plain
-  // PostNormResidual (no MoE join, no all-reduce).
+  GANNET_RETURN_IF_ERROR(post_ff(Tensor(), Tensor(), Tensor()));
+  // Per-layer embedding block (E2B/E4B): x += norm(W_proj (gelu(W_gate x) * ple_input[l])).
   const int64_t P = c.hidden_size_per_layer_input;
-  backend::PleTailArgs ple;
-  if (c.enable_moe_block || tp != nullptr) {
-    GANNET_RETURN_IF_ERROR(post_ff(Tensor(), Tensor(), Tensor()));
-  } else {
-    ple.ff_out = y;
-    ple.ff_post_weight = L.post_ff_norm;
-  }
-  ple.x = x_t;
-  ple.gate_w = L.ple_gate;
-  ple.ple_input = ple_in.Rows(0, n).Cols(l * P, P);
-  ple.proj_w = L.ple_proj;
-  ple.post_weight = L.ple_post_norm;
-  ple.scalar = L.layer_scalar;
-  ple.next_weight = next_norm;
-  ple.next_out = h_t;
-  ple.gate = ple_gate.Rows(0, n);
-  ple.gated = ple_gated.Rows(0, n);
-  ple.proj = o_t;
-  ple.eps = eps;
-  return be->PleTail(ple);
+  Tensor g = ple_gate.Rows(0, n);
+  GANNET_RETURN_IF_ERROR(be->Linear(x_t, L.ple_gate, g));
+  Tensor gated = ple_gated.Rows(0, n);
+  GANNET_RETURN_IF_ERROR(
+      be->GeluMulLinear(g, ple_in.Rows(0, n).Cols(l * P, P), L.ple_proj, gated, o_t));
+  return be->PostNormResidual(o_t, L.ple_post_norm, x_t, L.layer_scalar, next_norm, h_t, eps);
 }
 
 absl::Status ModelRunner::Impl::Execute(int n, int rows, bool sample, bool greedy_picks,

@@ -108,7 +108,7 @@ gpu_ctest() {
 
 # The single-GPU kernel and runner tests a change to shared kernels owes, and gpu_single_tests,
 # which runs them through gpu_ctest (the log in $out/ctest.log, its summary lines on stdout).
-gpu_single_test_targets=(cuda_ops_test cuda_attention_test kernel_registry_test cuda_runner_test cuda_ple_tail_test
+gpu_single_test_targets=(cuda_ops_test cuda_attention_test kernel_registry_test cuda_runner_test
   cuda_graph_test)
 gpu_single_tests() {
   gpu_ctest 900 "tests passed|tests failed|Failed|FAILED|\*\*\*" "${gpu_single_test_targets[@]}"

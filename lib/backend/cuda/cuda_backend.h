@@ -72,7 +72,6 @@ class CudaBackend final : public Backend {
   absl::Status Linear(Tensor x, Tensor w, Tensor out) override;
   absl::Status GeluTanhMul(Tensor gate, Tensor up, Tensor out) override;
   absl::Status GeluMulLinear(Tensor gate, Tensor up, Tensor w, Tensor act, Tensor out) override;
-  absl::Status PleTail(const PleTailArgs& a) override;
   absl::Status LinearGeluMul(Tensor x, Tensor w, Tensor gu, Tensor act) override;
   absl::Status NormAddPostNormResidual(Tensor a, Tensor a_weight, Tensor b, Tensor b_weight,
                                        Tensor post_weight, Tensor residual, Tensor scalar,

@@ -1,11 +1,8 @@
-// The CUDA backend's elementwise, norm, PLE-tail, embedding, gather, softcap and sampling ops.
-#include <cstdint>
+// The CUDA backend's elementwise, norm, embedding, gather, softcap and sampling ops.
 #include <cstring>
-#include <limits>
 
 #include "kernels/activation/elementwise.h"
 #include "kernels/norm/norm.h"
-#include "kernels/ple/ple_tail.h"
 #include "kernels/sampling/sampling.h"
 #include "kernels/spec/spec.h"
 #include "lib/backend/cuda/cuda_backend.h"
@@ -117,68 +114,6 @@ absl::Status CudaBackend::NormAddPostNormResidual(Tensor a, Tensor a_weight, Ten
       am, F32OrNull(a_weight), bm, F32OrNull(b_weight), post_weight.as<float>(), rm,
       F32OrNull(scalar), F32OrNull(next_weight), nm, eps, static_cast<int>(v.rows),
       static_cast<int>(v.n), stream_));
-  return absl::OkStatus();
-}
-
-namespace {
-
-// Whether PleTail's operands are what the cluster kernel takes (kernels/ple/ple_tail.h): bf16
-// activations and weights (the weights contiguous and 16-byte aligned), an f32 residual, f32 norm
-// weights of the row's length, every row count equal. Anything else runs the separate ops, whose
-// checks name what is wrong.
-bool PleTailFuses(const PleTailArgs& a) {
-  const int64_t t = a.x.rows(), h = a.x.row_elems(), p = a.ple_input.row_elems();
-  auto bf16_rows = [&](const Tensor& m, int64_t n) {
-    return m.valid() && m.dtype == DType::kBF16 && m.rank == 2 && m.rows() == t &&
-           m.row_elems() == n;
-  };
-  auto weight = [](const Tensor& w, int64_t n, int64_t k) {
-    return w.valid() && w.dtype == DType::kBF16 && w.rank == 2 && w.dim(0) == n &&
-           w.row_elems() == k && w.contiguous() && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
-  };
-  auto f32_vec = [](const Tensor& w, int64_t n) {
-    return w.valid() && w.dtype == DType::kF32 && w.numel() == n;
-  };
-  return a.x.valid() && a.x.dtype == DType::kF32 && a.x.rank == 2 &&
-         t <= kernels::kPleTailMaxRows && bf16_rows(a.ple_input, p) && weight(a.gate_w, p, h) &&
-         weight(a.proj_w, h, p) && f32_vec(a.post_weight, h) &&
-         (!a.ff_out.valid() || (bf16_rows(a.ff_out, h) && f32_vec(a.ff_post_weight, h))) &&
-         (!a.scalar.valid() || f32_vec(a.scalar, 1)) &&
-         (!a.next_weight.valid() || f32_vec(a.next_weight, h)) &&
-         (!a.next_out.valid() || bf16_rows(a.next_out, h)) &&
-         h <= std::numeric_limits<int>::max() && p <= std::numeric_limits<int>::max() &&
-         kernels::PleTailRuns(static_cast<int>(t), static_cast<int>(h), static_cast<int>(p));
-}
-
-}  // namespace
-
-absl::Status CudaBackend::PleTail(const PleTailArgs& args) {
-  if (!PleTailFuses(args)) return Backend::PleTail(args);
-  const PleTailArgs& a = args;
-  kernels::PleTailParams p;
-  p.x = a.x.as<float>();
-  p.ldx = a.x.stride0();
-  if (a.ff_out.valid()) {
-    p.ff_out = a.ff_out.data;
-    p.ldf = a.ff_out.stride0();
-    p.ff_post_w = a.ff_post_weight.as<float>();
-  }
-  p.gate_w = a.gate_w.data;
-  p.ple_in = a.ple_input.data;
-  p.ldp = a.ple_input.stride0();
-  p.proj_w = a.proj_w.data;
-  p.post_w = a.post_weight.as<float>();
-  p.scalar = F32OrNull(a.scalar);
-  p.next_w = F32OrNull(a.next_weight);
-  if (a.next_out.valid()) {
-    p.next_out = a.next_out.data;
-    p.ldo = a.next_out.stride0();
-  }
-  p.eps = a.eps;
-  p.rows = static_cast<int>(a.x.rows());
-  p.hidden = static_cast<int>(a.x.row_elems());
-  p.p = static_cast<int>(a.ple_input.row_elems());
-  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchPleTail(p, stream_));
   return absl::OkStatus();
 }
 

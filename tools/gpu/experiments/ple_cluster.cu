@@ -10,6 +10,11 @@
 // layer) as much as with the cluster kernel's. Every layer runs behind a kernel that streams 52
 // MB (the down projection's bytes) and a one-CTA kernel (the MLP's update), as in the engine.
 // Both forms are checked against each other (max abs difference printed).
+// CAVEAT (session 34): StreamKernel reads its 52 MB BEFORE its PDL wait, so each layer's stream
+// overlaps the previous layer's PLE kernels and the per-layer times hide most of their latency
+// (the "+2.4 us a layer" recorded in session 33 was that artefact). Mode 3 times the cluster
+// kernel alone on the chain: 9.35 us a launch on an H200, more than the engine's three kernels
+// (~7 us from the down projection's end to the next norm's). ple_tail/ has the engine form.
 // nvcc -std=c++17 -arch=sm_90a -O3 tools/gpu/experiments/ple_cluster.cu -o /tmp/ple_cluster
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>

@@ -1,14 +1,17 @@
-// The PLE tail (ple_tail.h) on one cluster of 16 CTAs. At batch 1 the separate ops are four
-// short kernels on an E2B/E4B layer's dependent chain (the feed-forward update, the PLE gate GEMV,
-// the PLE projection GEMV with its GeLU product, the PLE update with the next norm: ~1.9 us each
-// on an H200 for 2.6 MB of weights), and under PDL each short kernel costs its launch and a
-// round trip to the L2 however little it reads. Here CTA c copies its sixteenth of both weight
-// matrices (16 gate rows, hidden / 16 projection rows) into shared memory before its PDL wait,
-// while the down projection still streams; after the wait every CTA applies the feed-forward
-// update to the whole row (cheaper to repeat than to exchange), computes its gate rows and sends
-// the gated values to every CTA through distributed shared memory, computes its projection rows,
-// and the two norms' sums of squares cross the cluster the same way: three cluster barriers in
-// place of three kernel boundaries. Prototype: tools/gpu/experiments/ple_cluster.cu.
+// Scratch experiment (session 34), not built by CMake: the PLE tail of an E2B/E4B layer (the
+// update after the feed-forward block, the PLE gate GEMV, the PLE projection GEMV with its GeLU
+// product, the update after it and the next norm) as ONE kernel on a cluster of 16 CTAs of 1024
+// threads, the form session 33's prototype (../ple_cluster.cu) suggested. It was built into the
+// engine behind a Backend::PleTail op (commit 59d845f and its successors; the test compared it
+// with the separate ops and the CPU and passed) and measured SLOWER on an H200 (E4B batch 1
+// 3.29 -> 3.39-3.54 ms, E2B 2.00 -> 2.08-2.12 ms), so the engine keeps its separate kernels;
+// bench/RESULTS_DECODE.md, session 34, has the numbers and the reasons. What a CTA does: its
+// sixteenth of both weight matrices (16 gate rows, hidden / 16 projection rows, 160 KB at E4B)
+// comes into shared memory by bulk copies (TMA) before the PDL wait; after it every CTA applies
+// the feed-forward update to the whole row, computes its gate rows and sends the gated values to
+// every CTA through distributed shared memory, computes its projection rows, and the two norms'
+// sums of squares cross the cluster the same way: three cluster barriers in place of three kernel
+// boundaries. timing.cu times it alone (it includes this file with GANNET_PLE_TAIL_TIMESTAMPS).
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -23,7 +26,7 @@
 #include "kernels/common/device_utils.cuh"
 #include "kernels/common/launch.h"
 #include "kernels/norm/post_norm_residual_row.cuh"
-#include "kernels/ple/ple_tail.h"
+#include "tools/gpu/experiments/ple_tail/ple_tail.h"
 
 namespace gannet::kernels {
 namespace {
@@ -96,16 +99,12 @@ __device__ __forceinline__ void LoadBf16(const bf16* p, float (&v)[kN]) {
 template <int kRows>
 __device__ __forceinline__ float WarpsSum(const float (&wsum)[kWarps][kRows], int t) {
   float tot = 0.f;
-#ifdef GANNET_PLE_TAIL_COMPACT
-#pragma unroll 1
-#else
 #pragma unroll
-#endif
   for (int w = 0; w < kWarps; ++w) tot += wsum[w][t];
   return tot;
 }
 
-// Phase timestamps for tools/gpu/experiments/ple_tail_timing.cu (which includes this file).
+// Phase timestamps for timing.cu (which includes this file).
 #ifdef GANNET_PLE_TAIL_TIMESTAMPS
 __device__ unsigned long long g_ple_tail_ts[kCluster][8];
 // Kept in registers and stored at the exit (a store before a cluster barrier would add its
@@ -277,23 +276,6 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
   float o[kRows];
 #pragma unroll
   for (int t = 0; t < kRows; ++t) o[t] = 0.f;
-#ifdef GANNET_PLE_TAIL_COMPACT
-  // One row at a time (a loop, not unrolled): less code for a kernel that runs once a layer on
-  // SMs whose instruction cache has not seen it.
-#pragma unroll 1
-  for (int r = 0; r < rw; ++r) {
-    float w[8];
-    LoadBf16(sp + (warp * rw + r) * kP + lane * 8, w);
-#pragma unroll
-    for (int t = 0; t < kRows; ++t) {
-      float d = 0.f;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) d += w[j] * gv[t][j];
-      d = WarpSum(d);
-      if (lane == r) o[t] = ToFloat(FromFloat<bf16>(d));
-    }
-  }
-#else
   float part[kMaxProjRowsPerWarp][kRows];
 #pragma unroll
   for (int r = 0; r < kMaxProjRowsPerWarp; ++r) {
@@ -326,7 +308,6 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
       for (int t = 0; t < kRows; ++t) o[t] = ToFloat(FromFloat<bf16>(part[r][t]));
     }
   }
-#endif
 
   // A sum of squares over each row's hidden elements, this CTA's projection rows holding `v`:
   // per warp, per CTA, then to every CTA's slot c, after which the caller syncs the cluster.
@@ -344,11 +325,7 @@ __global__ void __launch_bounds__(kThreads, 1) PleTailKernel(const PleTailParams
   };
   auto cluster_inv_rms = [&](const float* sums, int t) {
     float tot = 0.f;
-#ifdef GANNET_PLE_TAIL_COMPACT
-#pragma unroll 1
-#else
 #pragma unroll
-#endif
     for (int d = 0; d < kCluster; ++d) tot += sums[t * kCluster + d];
     return InvRms(tot, H, p.eps);
   };

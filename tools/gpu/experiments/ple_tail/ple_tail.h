@@ -1,6 +1,7 @@
-// The end of an E2B/E4B decoder layer -- the update after the feed-forward block, the per-layer
-// embedding (PLE) block and the update after it -- as one kernel on a thread-block cluster, for
-// decode rows on sm_90+ (lib/backend/backend.h: Backend::PleTail). Host-callable declarations.
+// Scratch experiment (session 34; see ple_tail.cu): the end of an E2B/E4B decoder layer -- the
+// update after the feed-forward block, the per-layer embedding (PLE) block and the update after
+// it -- as one kernel on a thread-block cluster, for decode rows on sm_90+. Host-callable
+// declarations.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,10 +1,12 @@
-// Scratch experiment (session 34): what bounds the PLE-tail cluster kernel (kernels/ple/ple_tail.cu)
-// when it runs alone: 42 launches in a row (PDL, a CUDA graph), each on its own layer's weights
+// Scratch experiment (session 34): what bounds the PLE-tail cluster kernel (ple_tail.cu) when it
+// runs alone: 42 launches in a row (PDL, a CUDA graph), each on its own layer's weights
 // (2.6 MB; 110 MB in all, more than the L2: the weights come from DRAM) against the same 42
 // launches on one layer's weights (L2-resident after the first). E4B shapes, batch 1.
 // It includes the kernel's source with its phase timestamps on (globaltimer, thread 0 of each CTA)
 // and prints them for the graph's last launch.
-// nvcc -std=c++20 -arch=sm_90a -O3 -I. tools/gpu/experiments/ple_tail_timing.cu \
+// Also: a cluster kernel that only waits and syncs its cluster 0, 3 or 12 times, on the same
+// chain (the cost of a cluster launch and of a cluster barrier).
+// nvcc -std=c++20 -arch=sm_90a -O3 -I. tools/gpu/experiments/ple_tail/timing.cu \
 //   kernels/common/launch.cc -o /tmp/ple_tail_timing
 #include <cuda_runtime.h>
 
@@ -13,7 +15,7 @@
 #include <vector>
 
 #define GANNET_PLE_TAIL_TIMESTAMPS
-#include "kernels/ple/ple_tail.cu"
+#include "tools/gpu/experiments/ple_tail/ple_tail.cu"
 
 #define CK(x)                                                                      \
   do {                                                                             \
