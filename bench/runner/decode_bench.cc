@@ -198,7 +198,10 @@ int Run(const Options& o) {
   const model::ModelConfig rank_config = o.tp > 0 ? model::ShardConfig(*config, o.tp) : *config;
   const model::TextConfig& rc = rank_config.text;
   const int max_batch = *std::max_element(o.batches.begin(), o.batches.end());
-  const int max_len = o.context + o.spread + o.steps + 1;
+  // Steps per batch size: the timed ones after `warm` (eager, capture, first replay). The last
+  // computes position context + spread + warm + steps - 1.
+  const int warm = o.graphs ? 3 : 1;
+  const int max_len = o.context + o.spread + warm + o.steps;
   const int window = c.sliding_window;
   // A sequence holds at most window / page + 1 in-window sliding blocks; one more lets the ring
   // never alias a live block.
@@ -305,7 +308,6 @@ int Run(const Options& o) {
     std::vector<double> step_ms;
     double kv_bytes_sum = 0;
     runner::StepResult result;
-    const int warm = o.graphs ? 3 : 1;  // eager, capture, first replay
     for (int step = 0; step < warm + o.steps; ++step) {
       runner::StepBatch b;
       double kv_bytes = 0;
