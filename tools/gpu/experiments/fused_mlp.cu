@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "kernels/common/device_utils.cuh"
+#include "tools/gpu/experiments/bulk_ring.cuh"
 #include "kernels/common/launch.h"
 #include "kernels/gemm/gemv.h"
 
@@ -57,33 +58,6 @@ namespace {
 constexpr int kConsumers = 256, kThreads = kConsumers + 32;
 constexpr int kUpdThreads = 256;
 
-__device__ __forceinline__ uint32_t Smem(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void MbarInit(uint64_t* b, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(Smem(b)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void MbarExpectTx(uint64_t* b, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(Smem(b)), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void MbarArrive(uint64_t* b) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(Smem(b)) : "memory");
-}
-__device__ __forceinline__ void MbarWait(uint64_t* b, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      " @!p bra W;\n}\n" ::"r"(Smem(b)),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void BulkCopy(void* dst, const void* src, uint32_t bytes, uint64_t* b) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-          "r"(Smem(dst)),
-      "l"(src), "r"(bytes), "r"(Smem(b))
-      : "memory");
-}
 __device__ __forceinline__ void ConsumerBar() {
   asm volatile("bar.sync 1, %0;" ::"r"(kConsumers) : "memory");
 }
