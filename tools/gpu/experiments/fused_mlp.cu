@@ -2,6 +2,8 @@
 // then the down projection) as ONE kernel with no grid-wide wait between its two GEMVs, against
 // the engine's two GEMV kernels (kernels/gemm/gemv.cu, every tile), on a PDL chain in a CUDA
 // graph. Not part of the engine; it decides whether such a kernel is worth building in.
+// Outcome (session 35, H200): slower at every shape and cluster size, so not built in; the table
+// and the reasons are in bench/RESULTS_DECODE.md, "Session 35".
 //
 // Why it might win where other fusions lost (bench/RESULTS_DECODE.md, "tried"): it does not move
 // a dependent round trip into a neighbour, it removes one. CTA p owns intermediate features
