@@ -58,6 +58,7 @@ namespace cg = cooperative_groups;
 namespace {
 
 constexpr int kConsumers = 256, kThreads = kConsumers + 32;
+constexpr int kWarps = kConsumers / 32;  // consumer warps; the producer is warp kWarps
 constexpr int kUpdThreads = 256;
 
 __device__ __forceinline__ void ConsumerBar() {
@@ -77,7 +78,7 @@ struct Shape {
   static constexpr int kStageBytes = 8 * H;
   // A multiple of the 8 consumer warps: a slot's previous stage is then the same warp's, so no
   // warp can wait on a slot two phases ahead (an mbarrier's parity tells only one phase apart).
-  static constexpr int kStages = std::min(16, (200 * 1024) / kStageBytes) / 8 * 8;
+  static constexpr int kStages = std::min(16, (200 * 1024) / kStageBytes) / kWarps * kWarps;
   static constexpr int kGuStages = C / 2;          // 2C rows, 4 a stage
   static constexpr int kDownRows = 4 * H / C;      // down rows a stage
   static constexpr int kDownStages = H / kDownRows;  // = C / 4
@@ -105,7 +106,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  if (warp == kConsumers / 32) {
+  if (warp == kWarps) {
     // Producer: the CTA's 3CH weights, stage by stage, before and regardless of the PDL wait.
     if (lane == 0) {
       const unsigned char* src = reinterpret_cast<const unsigned char*>(
@@ -127,7 +128,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     ConsumerBar();
     // Gate/up: warp w takes stages w, w + 8, ...; four rows of K = H each.
-    for (int s = warp; s < S::kGuStages; s += kConsumers / 32) {
+    for (int s = warp; s < S::kGuStages; s += kWarps) {
       const int slot = s % S::kStages;
       MbarWait(&full[slot], (s / S::kStages) & 1);
       const int4* st = reinterpret_cast<const int4*>(stages + slot * S::kStageBytes);
@@ -162,8 +163,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     ConsumerBar();
     // Down slab: a stage holds rows [d * kDownRows, ...) of the CTA's [H][C] slab; a lane a row.
-    const int first = S::kGuStages + ((warp - S::kGuStages) % 8 + 8) % 8;
-    for (int s = first; s < S::kAllStages; s += kConsumers / 32) {
+    const int first = S::kGuStages + ((warp - S::kGuStages) % kWarps + kWarps) % kWarps;
+    for (int s = first; s < S::kAllStages; s += kWarps) {
       const int slot = s % S::kStages;
       MbarWait(&full[slot], (s / S::kStages) & 1);
       const bf16* st = reinterpret_cast<const bf16*>(stages + slot * S::kStageBytes);
