@@ -290,6 +290,49 @@ TEST_F(CudaOpsTest, LinearMatchesCpuOnEveryPath) {
   gpu_->linear().Force(std::nullopt);
 }
 
+// Every cuBLASLt candidate the tuning may pick (the heuristic's algos and their unsplit, clustered
+// variants, CudaLinear::Candidates) gives the CPU's product, at decode-step shapes where the
+// heuristic splits K; on sm_90 some of them are variants. A pin past the last is refused.
+TEST_F(CudaOpsTest, EveryCublasCandidateMatchesCpu) {
+  struct Shape {
+    int m, n, k;
+  };
+  const Shape shapes[] = {{80, 1024, 6144}, {64, 640, 8192}, {33, 1536, 2048}, {128, 512, 2560}};
+  int variants = 0;
+  for (const Shape& s : shapes) {
+    std::vector<float> x = RandomNormal(s.m * s.k, 16);
+    std::vector<float> w = RandomNormal(static_cast<size_t>(s.n) * s.k, 17, 1.0f / std::sqrt(s.k));
+    std::vector<float> ref(s.m * s.n);
+    std::vector<uint16_t> wb(w.size());
+    for (size_t i = 0; i < w.size(); ++i) wb[i] = FloatToBf16(w[i]);
+    for (float& v : x) v = Bf16ToFloat(FloatToBf16(v));  // as the GPU's bf16 x holds it
+    ASSERT_TRUE(cpu_.Linear(Host(x, {s.m, s.k}), Tensor::Make(wb.data(), DType::kBF16, {s.n, s.k}),
+                            Host(ref, {s.m, s.n})).ok());
+    DeviceTensor dw = Upload(*gpu_, w, DType::kBF16, {s.n, s.k});
+    DeviceTensor dx = Upload(*gpu_, x, DType::kBF16, {s.m, s.k});
+    DeviceTensor dout = Upload(*gpu_, std::vector<float>(s.m * s.n), DType::kBF16, {s.m, s.n});
+    int candidates = 1;
+    for (int r = 0; r < candidates; ++r) {
+      gpu_->linear().PinCandidate(r);
+      auto used = gpu_->linear().Run(dx.t, dw.t, dout.t);
+      ASSERT_TRUE(used.ok()) << used.status();
+      ASSERT_EQ(used->algo_rank, r);
+      candidates = used->candidates;
+      if (r == 0) variants += used->variants;
+      EXPECT_LE(RelL2(Download(*gpu_, dout.t), ref), kBf16Tol)
+          << "M=" << s.m << " N=" << s.n << " K=" << s.k << " candidate " << r << " of "
+          << candidates << (r >= candidates - used->variants ? " (variant)" : "");
+    }
+    gpu_->linear().PinCandidate(candidates);
+    auto past = gpu_->linear().Run(dx.t, dw.t, dout.t);
+    EXPECT_EQ(past.status().code(), absl::StatusCode::kOutOfRange) << past.status();
+  }
+  gpu_->linear().PinCandidate(std::nullopt);
+  if (gpu_->device_info().sm / 10 == 9) {
+    EXPECT_GT(variants, 0);
+  }
+}
+
 // The GEMV's tiles (kernels::GemvTile: how many output rows a CTA takes and how many loads its
 // threads keep in flight) sum every output in the same order, so at M = 1 each gives the four-row
 // tile's bits, plain and gated, for every operand type, over shapes with ragged CTAs and K tails;

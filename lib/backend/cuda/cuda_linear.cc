@@ -80,6 +80,38 @@ bool GatedGemvEnabled() {
   return on;
 }
 
+// GANNET_LINEAR_VARIANTS=0 (a diagnostic, for measuring what they are worth): only the heuristic's
+// algos are timed (CudaLinear::Candidates).
+bool VariantsEnabled() {
+  const char* env = std::getenv("GANNET_LINEAR_VARIANTS");
+  return env == nullptr || std::strcmp(env, "0") != 0;
+}
+
+// What tells two cuBLASLt configurations of one algo apart, for the variants' dedup.
+struct AlgoConfig {
+  int32_t id = 0;
+  uint32_t tile = 0, reduction = 0, stages = 0;
+  int32_t splitk = 0;
+  uint16_t cluster = 0;
+  bool operator==(const AlgoConfig&) const = default;
+};
+
+AlgoConfig ConfigOf(const cublasLtMatmulAlgo_t& a) {
+  AlgoConfig c;
+  size_t n = 0;
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_ID, &c.id, sizeof(c.id), &n);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &c.tile, sizeof(c.tile), &n);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &c.splitk,
+                                       sizeof(c.splitk), &n);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &c.reduction,
+                                       sizeof(c.reduction), &n);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &c.stages,
+                                       sizeof(c.stages), &n);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &c.cluster,
+                                       sizeof(c.cluster), &n);
+  return c;
+}
+
 bool TuningEnabled() {
   const char* env = std::getenv("GANNET_LINEAR_TUNE");
   return env == nullptr || std::strcmp(env, "0") != 0;
@@ -137,6 +169,64 @@ CudaLinear::CudaLinear(CudaBackend* backend) : be_(backend) {}
 void CudaLinear::Force(std::optional<Path> path) {
   forced_ = path;
   plans_.clear();
+}
+
+void CudaLinear::PinCandidate(std::optional<int> rank) {
+  pinned_ = rank;
+  plans_.clear();
+}
+
+absl::StatusOr<std::vector<cublasLtMatmulAlgo_t>> CudaLinear::Candidates(Plan& plan,
+                                                                         int* variants) {
+  cublasLtMatmulHeuristicResult_t results[kMaxAlgos];
+  int count = 0;
+  GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b,
+                                                               plan.c, plan.c, plan.pref,
+                                                               HeuristicAlgos(), results, &count));
+  std::vector<cublasLtMatmulAlgo_t> algos;
+  std::vector<AlgoConfig> seen;
+  for (int i = 0; i < count; ++i) {
+    algos.push_back(results[i].algo);
+    seen.push_back(ConfigOf(results[i].algo));
+  }
+  *variants = 0;
+  if (!VariantsEnabled()) return algos;
+  // For the decode step's narrow projections (N 4-9 K on a TP rank, K long) the heuristic offers
+  // split-K with a separate reduction pass; the same tiles unsplit, on a cluster of 4 (or 2) CTAs
+  // along N, ran 6-17% faster on an H200 at 64-80 rows (31B's down projection at TP=2, 80 rows:
+  // 37.3 -> 32.2 us; tools/gpu/experiments/cublaslt_search.cu, which searched every tile, split
+  // and cluster the algo accepts and found none faster than these by more than 1%). Algos
+  // without clusters (before sm_90) fail the check and are left out.
+  const uint16_t clusters[] = {CUBLASLT_CLUSTER_SHAPE_4x1x1, CUBLASLT_CLUSTER_SHAPE_2x1x1};
+  for (int i = 0; i < count && static_cast<int>(algos.size()) < kMaxAlgos; ++i) {
+    for (const uint16_t cluster : clusters) {
+      cublasLtMatmulAlgo_t a = results[i].algo;
+      const int32_t splitk = 1;
+      const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
+      if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
+                                               sizeof(splitk)) != CUBLAS_STATUS_SUCCESS ||
+          cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                               &reduction, sizeof(reduction)) !=
+              CUBLAS_STATUS_SUCCESS ||
+          cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster,
+                                               sizeof(cluster)) != CUBLAS_STATUS_SUCCESS) {
+        continue;
+      }
+      const AlgoConfig c = ConfigOf(a);
+      if (std::find(seen.begin(), seen.end(), c) != seen.end()) continue;
+      cublasLtMatmulHeuristicResult_t check;
+      if (cublasLtMatmulAlgoCheck(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, &a,
+                                  &check) != CUBLAS_STATUS_SUCCESS ||
+          check.workspaceSize > workspace_bytes_) {
+        continue;
+      }
+      seen.push_back(c);
+      algos.push_back(a);
+      ++*variants;
+      if (static_cast<int>(algos.size()) == kMaxAlgos) break;
+    }
+  }
+  return algos;
 }
 
 absl::StatusOr<CudaLinear::Plan*> CudaLinear::GetPlan(const KeyTuple& key, int m, int n, int k,
@@ -223,21 +313,33 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
   const uint64_t rows_m = static_cast<uint64_t>(m);
   GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(plan.b, CUBLASLT_MATRIX_LAYOUT_COLS, &rows_m, sizeof(rows_m)));
   GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(plan.c, CUBLASLT_MATRIX_LAYOUT_COLS, &rows_m, sizeof(rows_m)));
-  cublasLtMatmulHeuristicResult_t results[kMaxAlgos];
-  int count = 0;
-  GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b,
-                                                               plan.c, plan.c, plan.pref,
-                                                               HeuristicAlgos(), results, &count));
+  int variants = 0;
+  GANNET_ASSIGN_OR_RETURN(const std::vector<cublasLtMatmulAlgo_t> algos, Candidates(plan, &variants));
+  const int count = static_cast<int>(algos.size());
   plan.choice = Choice();
+  if (pinned_.has_value()) {
+    if (*pinned_ < 0 || *pinned_ >= count) {
+      return absl::OutOfRangeError(fmt::format("Linear: candidate {} pinned, M={} N={} K={} has {}",
+                                               *pinned_, m, plan.n, plan.k, count));
+    }
+    plan.choice.algo = algos[*pinned_];
+    plan.choice.has_algo = true;
+    plan.choice.algo_rank = *pinned_;
+    plan.choice.candidates = count;
+    plan.choice.variants = variants;
+    plan.tuned = true;
+    return absl::OkStatus();
+  }
   const bool try_gemv = gemv_ok && forced_ != Path::kCublasLt;
   const int cublas_algos = forced_ == Path::kGemv && gemv_ok ? 0 : count;
   if (!try_gemv && cublas_algos == 0) {
     return InternalError("Linear: cuBLASLt has no algorithm for M={} N={} K={}", m, plan.n, plan.k);
   }
   if (count > 0) {
-    plan.choice.algo = results[0].algo;
+    plan.choice.algo = algos[0];
     plan.choice.has_algo = true;
   }
+  plan.choice.variants = variants;
   plan.choice.path = try_gemv ? Path::kGemv : Path::kCublasLt;
   const GemvTileRange tile_range = GemvTilesToTime(m, ForcedGemvTile(), kernels::kGemvTiles);
   const int first_tile = tile_range.first;
@@ -255,7 +357,7 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
   for (int i = 0; i < cublas_algos; ++i) {
     launch.push_back([&, i] {
       if (convert) GANNET_RETURN_IF_ERROR(ConvertInput(x, const_cast<void*>(xb), ldxb, w.dtype));
-      return RunCublas(plan, &results[i].algo, xb, ldxb, w.data, out.data, m);
+      return RunCublas(plan, &algos[i], xb, ldxb, w.data, out.data, m);
     });
   }
   for (int t = first_tile; t < first_tile + gemv_tiles; ++t) {
@@ -322,7 +424,7 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
   if (pick >= 0) {
     best = med[pick];
     plan.choice.path = Path::kCublasLt;
-    plan.choice.algo = results[pick].algo;
+    plan.choice.algo = algos[pick];
     plan.choice.time_ms = best;
     plan.choice.algo_rank = pick;
   }
@@ -344,11 +446,11 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
   }
   plan.tuned = true;
   GANNET_LOG_DEBUG(
-      "linear M={} N={} K={} device {}: {} (cublasLt {:.1f} us, algo {} of {}:{}; gemv {:.1f} us, "
-      "tile {} of{}; gemv credit {:.1f} us)",
+      "linear M={} N={} K={} device {}: {} (cublasLt {:.1f} us, algo {} of {} ({} variants):{}; "
+      "gemv {:.1f} us, tile {} of{}; gemv credit {:.1f} us)",
       m, plan.n, plan.k, be_->device_info().device,
       plan.choice.path == Path::kGemv ? "gemv" : "cublasLt", cublas_ms * 1e3, plan.choice.algo_rank,
-      cublas_algos, times, gemv_ms * 1e3, static_cast<int>(plan.choice.gemv_tile), gemv_times,
+      cublas_algos, variants, times, gemv_ms * 1e3, static_cast<int>(plan.choice.gemv_tile), gemv_times,
       credit_ms * 1e3);
   return absl::OkStatus();
 }

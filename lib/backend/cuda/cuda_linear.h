@@ -3,7 +3,10 @@
 // type for cuBLASLt), fp32 accumulation.
 //
 // Candidates per shape: the registry's small-M GEMV (M <= 8; at M = 1 each of its tiles,
-// kernels::GemvTile) and cuBLASLt's heuristic top algos.
+// kernels::GemvTile), cuBLASLt's heuristic top algos, and variants of those: each offered tile
+// without split-K on clusters of 4 and 2 CTAs (the heuristic splits K with a separate reduction
+// for the decode step's narrow projections, which ran 6-17% slower than the same tile unsplit at
+// 64-80 rows on an H200; GANNET_LINEAR_VARIANTS=0 leaves them out).
 // The first uncaptured call of a shape times every candidate (on the call's own buffers, seven
 // interleaved rounds, each candidate's median) and caches the pick: cuBLASLt's first algo unless a
 // later one is 3% faster, and the GEMV where it measurably beats that (linear_tuning.h); among the
@@ -22,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <tuple>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "kernels/gemm/gemv.h"
@@ -44,8 +48,9 @@ class CudaLinear {
     cublasLtMatmulAlgo_t algo{};
     bool has_algo = false;
     float time_ms = 0;
-    int algo_rank = 0;   // the algo's place in cuBLASLt's heuristic order (0 = its first pick)
-    int candidates = 0;  // how many cuBLASLt algos were timed
+    int algo_rank = 0;   // the algo's place among the candidates (0 = the heuristic's first pick)
+    int candidates = 0;  // how many cuBLASLt algos were timed: the heuristic's, then variants
+    int variants = 0;    // how many of them are variants (the last ones)
     kernels::GemvTile gemv_tile = kernels::GemvTile::k4Rows;  // the GEMV's, timed at M = 1
   };
   // Runs the layer (tuning the shape first if needed) and reports the path it took.
@@ -67,6 +72,9 @@ class CudaLinear {
   // the timed choice among cuBLASLt's algorithms only; kGemv = the GEMV where it applies).
   // Forgets every tuned shape.
   void Force(std::optional<Path> path);
+  // Tests pin one cuBLASLt candidate by its place (Choice::algo_rank) instead of timing them; a
+  // place past the last is OutOfRange. Forgets every tuned shape.
+  void PinCandidate(std::optional<int> rank);
 
  private:
   explicit CudaLinear(CudaBackend* backend);
@@ -89,6 +97,9 @@ class CudaLinear {
   Plan* TunedGemvPlan(const void* x, int64_t ldx, const Tensor& w, const Tensor& out);
   absl::Status Tune(Plan& plan, const Tensor& x, const Tensor& w, const Tensor& out,
                     const void* xb, int64_t ldxb, bool gemv_ok, bool allow_timing);
+  // The cuBLASLt candidates of a plan at its current M: the heuristic's, then their variants
+  // (unsplit, clustered) that cuBLASLt accepts; *variants counts the latter.
+  absl::StatusOr<std::vector<cublasLtMatmulAlgo_t>> Candidates(Plan& plan, int* variants);
 
   CudaBackend* be_;
   cublasLtHandle_t handle_ = nullptr;
@@ -98,6 +109,7 @@ class CudaLinear {
   size_t flush_bytes_ = 0;
   std::map<KeyTuple, std::unique_ptr<Plan>> plans_;
   std::optional<Path> forced_;
+  std::optional<int> pinned_;
   // By x f32 (+1) and weight f16 (+2).
   const kernels::KernelEntry* gemv_entry_[4] = {nullptr, nullptr, nullptr, nullptr};
 };
