@@ -54,6 +54,14 @@ void RankWorker::Post(std::function<absl::Status()> task) {
 }
 
 absl::Status RankWorker::Wait() {
+  // The group's caller waits here for each rank's step to wind up (RunOnAll): blocking at once
+  // would put a futex wake-up on every step's critical path whenever it arrives first.
+  if (polls_) {
+    SpinUntil([&] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return !busy_;
+    });
+  }
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return !busy_; });
   return status_;

@@ -29,7 +29,7 @@ class RankWorker {
 
   // Runs `task` on the worker's thread; one task at a time (Wait before posting the next).
   void Post(std::function<absl::Status()> task);
-  // The posted task's status, once it has finished.
+  // The posted task's status, once it has finished (polling first where polls()).
   absl::Status Wait();
   // Waits at most `seconds`; false if the task is still running.
   bool WaitFor(double seconds);

@@ -234,8 +234,14 @@ absl::Status TpRunner::Forward(const runner::StepBatch& batch, runner::StepResul
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<uint8_t> msg;
   if (remote_ != nullptr) msg = EncodeStep(batch);
+  last_span_ = absl::UnavailableError("tensor parallel: the last step did not complete");
   return RunOnAll(
-      [&](int r) { return ranks_[r].shard.runner->Forward(batch, r == 0 ? result : nullptr); },
+      [&](int r) {
+        runner::ModelRunner& shard = *ranks_[r].shard.runner;
+        absl::Status st = shard.Forward(batch, r == 0 ? result : nullptr);
+        if (st.ok() && r == 0) last_span_ = shard.LastStepDeviceSeconds();
+        return st;
+      },
       remote_ != nullptr ? &msg : nullptr);
 }
 
@@ -252,14 +258,8 @@ uint64_t TpRunner::weight_bytes() const {
 }
 
 absl::StatusOr<double> TpRunner::LastStepDeviceSeconds() {
-  std::lock_guard<std::mutex> lock(mu_);  // rank 0's worker takes one task at a time
-  absl::StatusOr<double> seconds = 0.0;
-  ranks_[0].worker->Post([&] {
-    seconds = ranks_[0].shard.runner->LastStepDeviceSeconds();
-    return absl::OkStatus();
-  });
-  GANNET_RETURN_IF_ERROR(ranks_[0].worker->Wait());
-  return seconds;
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_span_;
 }
 
 }  // namespace gannet::parallel

@@ -91,6 +91,10 @@ class TpRunner : public runner::StepRunner {
   std::mutex mu_;  // one call into the group at a time (the engine's steps, heartbeats)
   bool broken_ = false;
   std::chrono::steady_clock::time_point last_sent_;
+  // Rank 0's device span of the last Forward, read on its worker as the step ends (a second
+  // round trip to the worker after the step would put a thread hand-off on every step's critical
+  // path).
+  absl::StatusOr<double> last_span_ = 0.0;
   bool stop_ = false;
   std::condition_variable stop_cv_;
   std::thread heartbeat_;

@@ -293,6 +293,8 @@ class DeviceLikeBackend final : public backend::ForwardingBackend {
     if (fail_at_ > 0 && ++calls_ == fail_at_) return absl::InternalError("injected failure");
     return ForwardingBackend::Attention(a);
   }
+  // A span of its own per rank: the group reports rank 0's.
+  absl::StatusOr<double> DeviceSpanSeconds() override { return 1e-3 * (device_ + 1); }
 
  private:
   const int device_;
@@ -316,12 +318,16 @@ TEST(TpGroupTest, PollingRanksMatchOneDeviceAndStillFailCleanly) {
     if (fail == 0) {
       testing::ExpectSameRun(testing::RunGreedySteps(*g.runner, kSteps, kPage), ref,
                              static_cast<int>((*m)->config.text.vocab_size), 1e-4);
+      absl::StatusOr<double> span = g.runner->LastStepDeviceSeconds();
+      ASSERT_TRUE(span.ok()) << span.status();
+      EXPECT_EQ(*span, 1e-3);  // rank 0's
       continue;
     }
     runner::StepResult res;
     absl::Status st = g.runner->Forward(testing::OneSequenceStep(prompt, table), &res);
     EXPECT_TRUE(IsDeviceLost(st)) << st;
     EXPECT_NE(st.message().find("injected failure"), std::string::npos) << st;
+    EXPECT_FALSE(g.runner->LastStepDeviceSeconds().ok());  // no span of a failed step
   }
 }
 
