@@ -291,7 +291,7 @@ TEST_F(CudaOpsTest, LinearMatchesCpuOnEveryPath) {
 }
 
 // Every cuBLASLt candidate the tuning may pick (the heuristic's algos and their unsplit, clustered
-// variants, CudaLinear::Candidates) gives the CPU's product, at decode-step shapes where the
+// variants, CublasLtCandidates) gives the CPU's product, at decode-step shapes where the
 // heuristic splits K; on sm_90 some of them are variants. A pin past the last is refused.
 TEST_F(CudaOpsTest, EveryCublasCandidateMatchesCpu) {
   struct Shape {

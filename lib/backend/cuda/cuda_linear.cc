@@ -12,6 +12,7 @@
 #include "kernels/activation/elementwise.h"
 #include "kernels/gemm/gemm_entries.h"
 #include "kernels/gemm/gemv.h"
+#include "lib/backend/cuda/cublaslt_candidates.h"
 #include "lib/backend/cuda/cuda_backend.h"
 #include "lib/backend/cuda/cuda_status.h"
 #include "lib/backend/cuda/cuda_util.h"
@@ -24,7 +25,7 @@ namespace {
 constexpr size_t kCublasWorkspaceBytes = 32u << 20;  // cuBLASLt's recommendation for Hopper
 // cuBLASLt's heuristic candidates timed per shape (GANNET_LINEAR_ALGOS overrides, 1..kMaxAlgos).
 constexpr int kHeuristicAlgos = 8;
-constexpr int kMaxAlgos = 64;
+constexpr int kMaxAlgos = kMaxCublasLtCandidates;
 constexpr int kTimedRounds = 7;
 // How much faster than cuBLASLt's earlier-ranked pick a later algo must time to replace it
 // (linear_tuning.h, PickAlgo).
@@ -78,38 +79,6 @@ bool GatedGemvEnabled() {
     return env == nullptr || std::strcmp(env, "0") != 0;
   }();
   return on;
-}
-
-// GANNET_LINEAR_VARIANTS=0 (a diagnostic, for measuring what they are worth): only the heuristic's
-// algos are timed (CudaLinear::Candidates).
-bool VariantsEnabled() {
-  const char* env = std::getenv("GANNET_LINEAR_VARIANTS");
-  return env == nullptr || std::strcmp(env, "0") != 0;
-}
-
-// What tells two cuBLASLt configurations of one algo apart, for the variants' dedup.
-struct AlgoConfig {
-  int32_t id = 0;
-  uint32_t tile = 0, reduction = 0, stages = 0;
-  int32_t splitk = 0;
-  uint16_t cluster = 0;
-  bool operator==(const AlgoConfig&) const = default;
-};
-
-AlgoConfig ConfigOf(const cublasLtMatmulAlgo_t& a) {
-  AlgoConfig c;
-  size_t n = 0;
-  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_ID, &c.id, sizeof(c.id), &n);
-  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &c.tile, sizeof(c.tile), &n);
-  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &c.splitk,
-                                       sizeof(c.splitk), &n);
-  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &c.reduction,
-                                       sizeof(c.reduction), &n);
-  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &c.stages,
-                                       sizeof(c.stages), &n);
-  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &c.cluster,
-                                       sizeof(c.cluster), &n);
-  return c;
 }
 
 bool TuningEnabled() {
@@ -174,59 +143,6 @@ void CudaLinear::Force(std::optional<Path> path) {
 void CudaLinear::PinCandidate(std::optional<int> rank) {
   pinned_ = rank;
   plans_.clear();
-}
-
-absl::StatusOr<std::vector<cublasLtMatmulAlgo_t>> CudaLinear::Candidates(Plan& plan,
-                                                                         int* variants) {
-  cublasLtMatmulHeuristicResult_t results[kMaxAlgos];
-  int count = 0;
-  GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b,
-                                                               plan.c, plan.c, plan.pref,
-                                                               HeuristicAlgos(), results, &count));
-  std::vector<cublasLtMatmulAlgo_t> algos;
-  std::vector<AlgoConfig> seen;
-  for (int i = 0; i < count; ++i) {
-    algos.push_back(results[i].algo);
-    seen.push_back(ConfigOf(results[i].algo));
-  }
-  *variants = 0;
-  if (!VariantsEnabled()) return algos;
-  // For the decode step's narrow projections (N 4-9 K on a TP rank, K long) the heuristic offers
-  // split-K with a separate reduction pass; the same tiles unsplit, on a cluster of 4 (or 2) CTAs
-  // along N, ran 6-17% faster on an H200 at 64-80 rows (31B's down projection at TP=2, 80 rows:
-  // 37.3 -> 32.2 us; tools/gpu/experiments/cublaslt_search.cu, which searched every tile, split
-  // and cluster the algo accepts and found none faster than these by more than 1%). Algos
-  // without clusters (before sm_90) fail the check and are left out.
-  const uint16_t clusters[] = {CUBLASLT_CLUSTER_SHAPE_4x1x1, CUBLASLT_CLUSTER_SHAPE_2x1x1};
-  for (int i = 0; i < count && static_cast<int>(algos.size()) < kMaxAlgos; ++i) {
-    for (const uint16_t cluster : clusters) {
-      cublasLtMatmulAlgo_t a = results[i].algo;
-      const int32_t splitk = 1;
-      const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
-      if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
-                                               sizeof(splitk)) != CUBLAS_STATUS_SUCCESS ||
-          cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
-                                               &reduction, sizeof(reduction)) !=
-              CUBLAS_STATUS_SUCCESS ||
-          cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster,
-                                               sizeof(cluster)) != CUBLAS_STATUS_SUCCESS) {
-        continue;
-      }
-      const AlgoConfig c = ConfigOf(a);
-      if (std::find(seen.begin(), seen.end(), c) != seen.end()) continue;
-      cublasLtMatmulHeuristicResult_t check;
-      if (cublasLtMatmulAlgoCheck(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, &a,
-                                  &check) != CUBLAS_STATUS_SUCCESS ||
-          check.workspaceSize > workspace_bytes_) {
-        continue;
-      }
-      seen.push_back(c);
-      algos.push_back(a);
-      ++*variants;
-      if (static_cast<int>(algos.size()) == kMaxAlgos) break;
-    }
-  }
-  return algos;
 }
 
 absl::StatusOr<CudaLinear::Plan*> CudaLinear::GetPlan(const KeyTuple& key, int m, int n, int k,
@@ -314,7 +230,9 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
   GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(plan.b, CUBLASLT_MATRIX_LAYOUT_COLS, &rows_m, sizeof(rows_m)));
   GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(plan.c, CUBLASLT_MATRIX_LAYOUT_COLS, &rows_m, sizeof(rows_m)));
   int variants = 0;
-  GANNET_ASSIGN_OR_RETURN(const std::vector<cublasLtMatmulAlgo_t> algos, Candidates(plan, &variants));
+  GANNET_ASSIGN_OR_RETURN(const std::vector<cublasLtMatmulAlgo_t> algos,
+                          CublasLtCandidates(handle_, {plan.desc, plan.a, plan.b, plan.c, plan.pref},
+                                             HeuristicAlgos(), workspace_bytes_, &variants));
   const int count = static_cast<int>(algos.size());
   plan.choice = Choice();
   if (pinned_.has_value()) {

@@ -3,10 +3,8 @@
 // type for cuBLASLt), fp32 accumulation.
 //
 // Candidates per shape: the registry's small-M GEMV (M <= 8; at M = 1 each of its tiles,
-// kernels::GemvTile), cuBLASLt's heuristic top algos, and variants of those: each offered tile
-// without split-K on clusters of 4 and 2 CTAs (the heuristic splits K with a separate reduction
-// for the decode step's narrow projections, which ran 6-17% slower than the same tile unsplit at
-// 64-80 rows on an H200; GANNET_LINEAR_VARIANTS=0 leaves them out).
+// kernels::GemvTile), cuBLASLt's heuristic top algos and their unsplit, clustered variants
+// (cublaslt_candidates.h).
 // The first uncaptured call of a shape times every candidate (on the call's own buffers, seven
 // interleaved rounds, each candidate's median) and caches the pick: cuBLASLt's first algo unless a
 // later one is 3% faster, and the GEMV where it measurably beats that (linear_tuning.h); among the
@@ -97,9 +95,6 @@ class CudaLinear {
   Plan* TunedGemvPlan(const void* x, int64_t ldx, const Tensor& w, const Tensor& out);
   absl::Status Tune(Plan& plan, const Tensor& x, const Tensor& w, const Tensor& out,
                     const void* xb, int64_t ldxb, bool gemv_ok, bool allow_timing);
-  // The cuBLASLt candidates of a plan at its current M: the heuristic's, then their variants
-  // (unsplit, clustered) that cuBLASLt accepts; *variants counts the latter.
-  absl::StatusOr<std::vector<cublasLtMatmulAlgo_t>> Candidates(Plan& plan, int* variants);
 
   CudaBackend* be_;
   cublasLtHandle_t handle_ = nullptr;

@@ -8,7 +8,7 @@
 // best against the heuristic's best of 8 and the copy-bandwidth bound.
 // Outcome (H200, session 36): the heuristic splits K with a separate reduction where the same
 // tiles unsplit on a 4x1x1 cluster run 6-17% faster (TP=2 down at 80 rows 37.3 -> 32.2 us, TP=1
-// down at 64 rows 64.3 -> 59.6); CudaLinear::Candidates now times those variants.
+// down at 64 rows 64.3 -> 59.6); CudaLinear times those variants (cublaslt_candidates.h).
 // nvcc -std=c++17 -arch=sm_90 -O3 tools/gpu/experiments/cublaslt_search.cu -lcublasLt -o /tmp/cls
 // /tmp/cls [shape ...]   shape = M,N,K (default: 31B's projections at TP=2 M=80 and TP=1 M=64) (~1 min a shape)
 #include <cublasLt.h>
