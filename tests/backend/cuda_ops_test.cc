@@ -308,24 +308,30 @@ TEST_F(CudaOpsTest, EveryCublasCandidateMatchesCpu) {
     for (float& v : x) v = Bf16ToFloat(FloatToBf16(v));  // as the GPU's bf16 x holds it
     ASSERT_TRUE(cpu_.Linear(Host(x, {s.m, s.k}), Tensor::Make(wb.data(), DType::kBF16, {s.n, s.k}),
                             Host(ref, {s.m, s.n})).ok());
-    DeviceTensor dw = Upload(*gpu_, w, DType::kBF16, {s.n, s.k});
-    DeviceTensor dx = Upload(*gpu_, x, DType::kBF16, {s.m, s.k});
-    DeviceTensor dout = Upload(*gpu_, std::vector<float>(s.m * s.n), DType::kBF16, {s.m, s.n});
-    int candidates = 1;
-    for (int r = 0; r < candidates; ++r) {
-      gpu_->linear().PinCandidate(r);
-      auto used = gpu_->linear().Run(dx.t, dw.t, dout.t);
-      ASSERT_TRUE(used.ok()) << used.status();
-      ASSERT_EQ(used->algo_rank, r);
-      candidates = used->candidates;
-      if (r == 0) variants += used->variants;
-      EXPECT_LE(RelL2(Download(*gpu_, dout.t), ref), kBf16Tol)
-          << "M=" << s.m << " N=" << s.n << " K=" << s.k << " candidate " << r << " of "
-          << candidates << (r >= candidates - used->variants ? " (variant)" : "");
+    // bf16 weights, and the fp16 compute path's f16; out of the weight's type or f32 (logits).
+    for (const DType wt : {DType::kBF16, DType::kF16})
+    for (const bool out_f32 : {false, true}) {
+      DeviceTensor dw = Upload(*gpu_, w, wt, {s.n, s.k});
+      DeviceTensor dx = Upload(*gpu_, x, wt, {s.m, s.k});
+      DeviceTensor dout = Upload(*gpu_, std::vector<float>(s.m * s.n), out_f32 ? DType::kF32 : wt,
+                                 {s.m, s.n});
+      int candidates = 1;
+      for (int r = 0; r < candidates; ++r) {
+        gpu_->linear().PinCandidate(r);
+        auto used = gpu_->linear().Run(dx.t, dw.t, dout.t);
+        ASSERT_TRUE(used.ok()) << used.status();
+        ASSERT_EQ(used->algo_rank, r);
+        candidates = used->candidates;
+        if (r == 0) variants += used->variants;
+        EXPECT_LE(RelL2(Download(*gpu_, dout.t), ref), kBf16Tol)
+            << DTypeName(wt) << (out_f32 ? " out f32" : "") << " M=" << s.m << " N=" << s.n
+            << " K=" << s.k << " candidate " << r << " of " << candidates
+            << (r >= candidates - used->variants ? " (variant)" : "");
+      }
+      gpu_->linear().PinCandidate(candidates);
+      auto past = gpu_->linear().Run(dx.t, dw.t, dout.t);
+      EXPECT_EQ(past.status().code(), absl::StatusCode::kOutOfRange) << past.status();
     }
-    gpu_->linear().PinCandidate(candidates);
-    auto past = gpu_->linear().Run(dx.t, dw.t, dout.t);
-    EXPECT_EQ(past.status().code(), absl::StatusCode::kOutOfRange) << past.status();
   }
   gpu_->linear().PinCandidate(std::nullopt);
   if (gpu_->device_info().sm / 10 == 9) {
