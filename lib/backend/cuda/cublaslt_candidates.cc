@@ -57,7 +57,7 @@ bool Unsplit(cublasLtMatmulAlgo_t* a, uint16_t cluster) {
 
 absl::StatusOr<std::vector<cublasLtMatmulAlgo_t>> CublasLtCandidates(
     cublasLtHandle_t handle, const CublasLtProblem& p, int heuristic_algos, size_t workspace_bytes,
-    int* variants) {
+    bool with_variants, int* variants) {
   cublasLtMatmulHeuristicResult_t results[kMaxCublasLtCandidates];
   int count = 0;
   GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(
@@ -70,7 +70,7 @@ absl::StatusOr<std::vector<cublasLtMatmulAlgo_t>> CublasLtCandidates(
     seen.push_back(ConfigOf(results[i].algo));
   }
   *variants = 0;
-  if (!VariantsEnabled()) return algos;
+  if (!with_variants || !VariantsEnabled()) return algos;
   const uint16_t clusters[] = {CUBLASLT_CLUSTER_SHAPE_4x1x1, CUBLASLT_CLUSTER_SHAPE_2x1x1};
   for (int i = 0; i < count; ++i) {
     for (const uint16_t cluster : clusters) {

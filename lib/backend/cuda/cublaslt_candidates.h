@@ -25,14 +25,14 @@ struct CublasLtProblem {
   cublasLtMatmulPreference_t pref = nullptr;                     // the workspace limit
 };
 
-// The heuristic's first `heuristic_algos` (1..kMaxCublasLtCandidates), then each one's variants
-// unsplit on 4x1x1 and 2x1x1 clusters that cuBLASLt accepts for the problem within
-// `workspace_bytes` and that differ from every earlier candidate; at most kMaxCublasLtCandidates
-// in all. *variants counts the variants (the last ones). GANNET_LINEAR_VARIANTS=0 (a diagnostic,
-// for measuring what they are worth) leaves them out. Algos without clusters (before sm_90) fail
-// cuBLASLt's check and give none.
+// The heuristic's first `heuristic_algos` (1..kMaxCublasLtCandidates), then, with
+// `with_variants`, each one's variants unsplit on 4x1x1 and 2x1x1 clusters that cuBLASLt accepts
+// for the problem within `workspace_bytes` and that differ from every earlier candidate; at most
+// kMaxCublasLtCandidates in all. *variants counts the variants (the last ones).
+// GANNET_LINEAR_VARIANTS=0 (a diagnostic, for measuring what they are worth) leaves them out.
+// Algos without clusters (before sm_90) fail cuBLASLt's check and give none.
 absl::StatusOr<std::vector<cublasLtMatmulAlgo_t>> CublasLtCandidates(
     cublasLtHandle_t handle, const CublasLtProblem& problem, int heuristic_algos,
-    size_t workspace_bytes, int* variants);
+    size_t workspace_bytes, bool with_variants, int* variants);
 
 }  // namespace gannet::backend
