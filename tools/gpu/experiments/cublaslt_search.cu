@@ -22,14 +22,7 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                     \
-  do {                                                                            \
-    cudaError_t e_ = (x);                                                         \
-    if (e_ != cudaSuccess) {                                                      \
-      printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));           \
-      exit(1);                                                                    \
-    }                                                                             \
-  } while (0)
+#include "check.cuh"
 #define CB(x)                                                                     \
   do {                                                                            \
     cublasStatus_t s_ = (x);                                                      \

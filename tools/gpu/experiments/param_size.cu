@@ -7,14 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
-#define CK(x)                                                                     \
-  do {                                                                            \
-    cudaError_t e_ = (x);                                                         \
-    if (e_ != cudaSuccess) {                                                      \
-      printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));           \
-      exit(1);                                                                    \
-    }                                                                             \
-  } while (0)
+#include "check.cuh"
 
 template <int kFloats>
 struct Params {

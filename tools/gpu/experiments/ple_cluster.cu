@@ -27,14 +27,7 @@
 
 namespace cg = cooperative_groups;
 
-#define CK(x)                                                                               \
-  do {                                                                                      \
-    cudaError_t e_ = (x);                                                                   \
-    if (e_ != cudaSuccess) {                                                                \
-      printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                     \
-      exit(1);                                                                              \
-    }                                                                                       \
-  } while (0)
+#include "check.cuh"
 
 constexpr int kH = 2560;       // hidden
 constexpr int kP = 256;        // PLE width

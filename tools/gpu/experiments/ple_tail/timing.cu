@@ -17,14 +17,7 @@
 #define GANNET_PLE_TAIL_TIMESTAMPS
 #include "tools/gpu/experiments/ple_tail/ple_tail.cu"
 
-#define CK(x)                                                                      \
-  do {                                                                             \
-    cudaError_t e_ = (x);                                                          \
-    if (e_ != cudaSuccess) {                                                       \
-      std::printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));       \
-      std::exit(1);                                                                \
-    }                                                                              \
-  } while (0)
+#include "../check.cuh"
 
 // A 16-CTA cluster kernel of 1024 threads that only waits (PDL) and syncs the cluster `syncs`
 // times: the chain cost of a cluster launch and of its barriers.
