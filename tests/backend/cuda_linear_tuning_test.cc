@@ -61,6 +61,13 @@ TEST(LinearPlanKeysTest, OneRowCountPerKeyUpToTheLimit) {
   EXPECT_EQ(LinearPlanKeys(2000).back(), 2000);  // key 2048, met at the largest M there is
 }
 
+TEST(TimesCublasLtVariantsTest, DecodeBatchesAboveTheGemvOnly) {
+  for (int m : {1, 2, 8}) EXPECT_FALSE(TimesCublasLtVariants(m, 8)) << m;
+  for (int m : {9, 16, 64, 80, 128}) EXPECT_TRUE(TimesCublasLtVariants(m, 8)) << m;
+  for (int m : {256, 2048}) EXPECT_FALSE(TimesCublasLtVariants(m, 8)) << m;
+  EXPECT_TRUE(TimesCublasLtVariants(4, 2));
+}
+
 TEST(MedianMsTest, MiddleRoundIgnoresOutliers) {
   EXPECT_EQ(MedianMs({}), kInf);
   EXPECT_EQ(MedianMs({0.03f}), 0.03f);

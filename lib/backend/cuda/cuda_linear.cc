@@ -229,13 +229,12 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
   const uint64_t rows_m = static_cast<uint64_t>(m);
   GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(plan.b, CUBLASLT_MATRIX_LAYOUT_COLS, &rows_m, sizeof(rows_m)));
   GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(plan.c, CUBLASLT_MATRIX_LAYOUT_COLS, &rows_m, sizeof(rows_m)));
-  // The variants only above the GEMV's rows: they were measured for 64-80 rows, and at batch 1-8
-  // the GEMV and the heuristic's picks were tuned against each other with PDL in mind (below).
   int variants = 0;
   GANNET_ASSIGN_OR_RETURN(
       const std::vector<cublasLtMatmulAlgo_t> algos,
       CublasLtCandidates(handle_, {plan.desc, plan.a, plan.b, plan.c, plan.pref}, HeuristicAlgos(),
-                         workspace_bytes_, m > kernels::kGemvMaxM, &variants));
+                         workspace_bytes_, TimesCublasLtVariants(m, kernels::kGemvMaxM),
+                         &variants));
   const int count = static_cast<int>(algos.size());
   plan.choice = Choice();
   if (pinned_.has_value()) {

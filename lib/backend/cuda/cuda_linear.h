@@ -3,7 +3,7 @@
 // type for cuBLASLt), fp32 accumulation.
 //
 // Candidates per shape: the registry's small-M GEMV (M <= 8; at M = 1 each of its tiles,
-// kernels::GemvTile), cuBLASLt's heuristic top algos and, above 8 rows, their unsplit, clustered
+// kernels::GemvTile), cuBLASLt's heuristic top algos and, at 9-128 rows, their unsplit, clustered
 // variants (cublaslt_candidates.h).
 // The first uncaptured call of a shape times every candidate (on the call's own buffers, seven
 // interleaved rounds, each candidate's median) and caches the pick: cuBLASLt's first algo unless a

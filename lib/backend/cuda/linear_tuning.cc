@@ -6,6 +6,8 @@
 
 namespace gannet::backend {
 
+bool TimesCublasLtVariants(int m, int gemv_max_m) { return m > gemv_max_m && m <= 128; }
+
 int LinearPlanRows(int m) {
   if (m <= 16) return m;
   if (m <= 64) return (m + 7) / 8 * 8;

@@ -13,6 +13,13 @@ int LinearPlanRows(int m);
 // The distinct LinearPlanRows(m) for m in 1 .. max_rows, ascending (each is its own key's M).
 std::vector<int> LinearPlanKeys(int max_rows);
 
+// Whether a plan of M = m (its LinearPlanRows) times cuBLASLt's unsplit, clustered variants
+// (cublaslt_candidates.h) beside the heuristic's algos: the decode batches above the GEMV's rows
+// (gemv_max_m) up to the last decode bucket, 128. They were measured for 64-80 rows; at batch
+// 1-8 the GEMV and the heuristic's picks were tuned against each other with PDL in mind, and a
+// prefill chunk's tiles are not split-K, where each variant would only add ~1 ms of tuning.
+bool TimesCublasLtVariants(int m, int gemv_max_m);
+
 // The median of one candidate's timed rounds; +inf when it has none.
 float MedianMs(std::vector<float> runs);
 
