@@ -53,17 +53,22 @@ void RankWorker::Post(std::function<absl::Status()> task) {
   cv_.notify_all();
 }
 
-absl::Status RankWorker::Wait() {
-  // The group's caller waits here for each rank's step to wind up (RunOnAll): blocking at once
-  // would put a futex wake-up on every step's critical path whenever it arrives first.
+std::unique_lock<std::mutex> RankWorker::LockWhen(const std::function<bool()>& ready) {
   if (polls_) {
     SpinUntil([&] {
       std::lock_guard<std::mutex> lock(mu_);
-      return !busy_;
+      return ready();
     });
   }
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return !busy_; });
+  cv_.wait(lock, ready);
+  return lock;
+}
+
+absl::Status RankWorker::Wait() {
+  // The group's caller waits here for each rank's step to wind up (RunOnAll): blocking at once
+  // would put a futex wake-up on every step's critical path whenever it arrives first.
+  std::unique_lock<std::mutex> lock = LockWhen([&] { return !busy_; });
   return status_;
 }
 
@@ -77,15 +82,8 @@ void RankWorker::Loop() {
   auto has_work = [&] { return stop_ || (busy_ && task_); };  // under mu_
   for (;;) {
     std::function<absl::Status()> task;
-    if (polls_) {
-      SpinUntil([&] {
-        std::lock_guard<std::mutex> lock(mu_);
-        return has_work();
-      });
-    }
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, has_work);
+      std::unique_lock<std::mutex> lock = LockWhen(has_work);
       if (stop_) return;
       task = std::move(task_);
       task_ = nullptr;

@@ -38,6 +38,9 @@ class RankWorker {
 
  private:
   void Loop();
+  // mu_ held once ready() (read under it) holds: polled first where polls_ (SpinUntil), then
+  // waited for on cv_.
+  std::unique_lock<std::mutex> LockWhen(const std::function<bool()>& ready);
   backend::Backend* backend_;
   std::mutex mu_;
   std::condition_variable cv_;
