@@ -23,9 +23,9 @@ namespace gannet::backend {
 namespace {
 
 constexpr size_t kCublasWorkspaceBytes = 32u << 20;  // cuBLASLt's recommendation for Hopper
-// cuBLASLt's heuristic candidates timed per shape (GANNET_LINEAR_ALGOS overrides, 1..kMaxAlgos).
+// cuBLASLt's heuristic candidates timed per shape (GANNET_LINEAR_ALGOS overrides,
+// 1..kMaxCublasLtCandidates).
 constexpr int kHeuristicAlgos = 8;
-constexpr int kMaxAlgos = kMaxCublasLtCandidates;
 constexpr int kTimedRounds = 7;
 // How much faster than cuBLASLt's earlier-ranked pick a later algo must time to replace it
 // (linear_tuning.h, PickAlgo).
@@ -44,7 +44,7 @@ constexpr float kGemvPdlCreditMs = 3e-3f;
 int HeuristicAlgos() {
   const char* env = std::getenv("GANNET_LINEAR_ALGOS");
   if (env == nullptr) return kHeuristicAlgos;
-  return std::clamp(std::atoi(env), 1, kMaxAlgos);
+  return std::clamp(std::atoi(env), 1, kMaxCublasLtCandidates);
 }
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
