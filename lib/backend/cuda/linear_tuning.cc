@@ -6,12 +6,14 @@
 
 namespace gannet::backend {
 
-bool TimesCublasLtVariants(int m, int gemv_max_m) { return m > gemv_max_m && m <= 128; }
+bool TimesCublasLtVariants(int m, int gemv_max_m) {
+  return m > gemv_max_m && m <= kLinearDecodeBucketRows;
+}
 
 int LinearPlanRows(int m) {
   if (m <= 16) return m;
   if (m <= 64) return (m + 7) / 8 * 8;
-  if (m <= 128) return (m + 15) / 16 * 16;
+  if (m <= kLinearDecodeBucketRows) return (m + 15) / 16 * 16;
   int b = 256;
   while (b < m) b *= 2;
   return b;

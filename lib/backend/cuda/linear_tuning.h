@@ -10,14 +10,17 @@ namespace gannet::backend {
 // buckets (multiples of 8 to 64, of 16 to 128: runner::BatchBucket), so every graphed decode
 // batch up to 128 gets a pick timed at its own M, then powers of two (prefill chunks).
 int LinearPlanRows(int m);
+// The last decode batch bucket's rows: above it plans are keyed by powers of two.
+inline constexpr int kLinearDecodeBucketRows = 128;
 // The distinct LinearPlanRows(m) for m in 1 .. max_rows, ascending (each is its own key's M).
 std::vector<int> LinearPlanKeys(int max_rows);
 
 // Whether a plan of M = m (its LinearPlanRows) times cuBLASLt's unsplit, clustered variants
 // (cublaslt_candidates.h) beside the heuristic's algos: the decode batches above the GEMV's rows
-// (gemv_max_m) up to the last decode bucket, 128. They were measured for 64-80 rows; at batch
-// 1-8 the GEMV and the heuristic's picks were tuned against each other with PDL in mind, and a
-// prefill chunk's tiles are not split-K, where each variant would only add ~1 ms of tuning.
+// (gemv_max_m) up to the last decode bucket (kLinearDecodeBucketRows). They were measured for
+// 64-80 rows; at batch 1-8 the GEMV and the heuristic's picks were tuned against each other with
+// PDL in mind, and a prefill chunk's tiles are not split-K, where each variant would only add
+// ~1 ms of tuning.
 bool TimesCublasLtVariants(int m, int gemv_max_m);
 
 // The median of one candidate's timed rounds; +inf when it has none.
