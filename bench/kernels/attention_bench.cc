@@ -101,8 +101,8 @@ void Build(PagedSetup& s, const Shape& sh, int batch, int ctx, int q_len, int co
   }
   backend::AttentionArgs& a = s.args;
   a.q = s.q;
-  a.k_cache = s.k;
-  a.v_cache = s.v;
+  a.kv.k = s.k;
+  a.kv.v = s.v;
   a.out = s.out;
   a.num_q_heads = sh.nq;
   a.num_kv_heads = sh.nkv;

@@ -72,7 +72,7 @@ void FillRandomBf16(void* data, size_t count, uint64_t seed, float scale) {
   // The synthetic-weight generator gives normal(0, 1/sqrt(fan_in)) values: pick fan_in so the
   // scale comes out as asked.
   const int64_t fan_in = std::max<int64_t>(1, static_cast<int64_t>(1.0f / (scale * scale)));
-  const cudaError_t err = kernels::LaunchFillSynthetic(data, kernels::DataType::kBF16, 0, static_cast<int64_t>(count), seed,
+  const cudaError_t err = kernels::LaunchFillSynthetic(data, DType::kBF16, 0, static_cast<int64_t>(count), seed,
                                                        kernels::SyntheticInit::kMatrix, fan_in, Gpu().stream());
   if (err != cudaSuccess) {
     std::fprintf(stderr, "bench: fill: %s\n", cudaGetErrorName(err));

@@ -156,7 +156,7 @@ absl::Status FillRandomKv(const runner::ModelRunner& r, backend::Backend* be) {
   for (uint8_t& b : fp8) b = FloatToFp8E4M3(nd(rng) * 100.f);  // a row of amax ~400
   for (int l = 0; l < r.config().text.num_hidden_layers; ++l) {
     if (!kv.layout().layers[l].owns_kv()) continue;
-    const runner::KvStorage::LayerKv& x = kv.Layer(l);
+    const backend::LayerKvView& x = kv.Layer(l);
     for (const backend::Tensor* t : {&x.k, &x.v, &x.k_scale, &x.v_scale}) {
       if (!t->valid()) continue;
       const size_t bytes = static_cast<size_t>(t->numel()) * t->elem_bytes();
@@ -328,7 +328,7 @@ int Run(const Options& o) {
         seq.page_table[0] = tables[0][s];
         seq.page_table[1] = tables[1][s];
         b.seqs.push_back(seq);
-        b.device_sampling.push_back(backend::SamplingParams{0.0f, 1, 1.0f, 0.0f, 0});
+        b.device_sampling.push_back(sampling::DrawParams::Greedy());
         b.host_logits.push_back(0);
         const int keys = pos + 1;
         kv_bytes += static_cast<double>(per_token[0]) * (window > 0 ? std::min(keys, window) : 0) +
@@ -341,7 +341,7 @@ int Run(const Options& o) {
         chunk.page_table[0] = chunk_table[0];
         chunk.page_table[1] = chunk_table[1];
         b.seqs.push_back(chunk);
-        b.device_sampling.push_back(backend::SamplingParams{0.0f, 1, 1.0f, 0.0f, 0});
+        b.device_sampling.push_back(sampling::DrawParams::Greedy());
         b.host_logits.push_back(0);
       }
       const bool last = step + 1 == warm + o.steps;

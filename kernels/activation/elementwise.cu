@@ -57,7 +57,7 @@ __global__ void GeluTanhMulBf16x8Kernel(const bf16* __restrict__ gate, int64_t l
 }
 
 bool Vectorizable8(const Mat& m) {
-  return m.type == DataType::kBF16 && m.ld % 8 == 0 && reinterpret_cast<uintptr_t>(m.data) % 16 == 0;
+  return m.type == DType::kBF16 && m.ld % 8 == 0 && reinterpret_cast<uintptr_t>(m.data) % 16 == 0;
 }
 
 __global__ void AddKernel(Mat a, Mat b, Mat out, int rows, int n) {
@@ -73,14 +73,14 @@ __global__ void SoftcapKernel(float* x, int64_t ld, float cap, int rows, int n) 
   });
 }
 
-__global__ void FillKernel(void* data, int64_t ld, int rows, int n, DataType type, bool is_int, float value) {
+__global__ void FillKernel(void* data, int64_t ld, int rows, int n, DType type, bool is_int, float value) {
   PdlEnter();
   ForEach(rows, n, [&](int64_t r, int64_t i) {
     if (is_int) {
       static_cast<int32_t*>(data)[r * ld + i] = static_cast<int32_t>(value);
-    } else if (type == DataType::kF32) {
+    } else if (type == DType::kF32) {
       static_cast<float*>(data)[r * ld + i] = value;
-    } else if (type == DataType::kF16) {
+    } else if (type == DType::kF16) {
       static_cast<f16*>(data)[r * ld + i] = SaturateToF16(value);
     } else {
       static_cast<bf16*>(data)[r * ld + i] = __float2bfloat16_rn(value);
@@ -140,7 +140,7 @@ cudaError_t LaunchSoftcap(float* x, int64_t ld, float cap, int rows, int n, cuda
   return cudaGetLastError();
 }
 
-cudaError_t LaunchFill(void* data, int64_t ld, int rows, int n, DataType type, bool is_int,
+cudaError_t LaunchFill(void* data, int64_t ld, int rows, int n, DType type, bool is_int,
                        float value, cudaStream_t stream) {
   if (rows == 0 || n == 0) return cudaSuccess;
   Launch(FillKernel, GridFor(rows, n), kThreads, 0, stream, data, ld, rows, n, type, is_int, value);
@@ -153,7 +153,7 @@ cudaError_t LaunchConvert(Mat x, Mat out, int rows, int n, cudaStream_t stream) 
   return cudaGetLastError();
 }
 
-cudaError_t LaunchEmbed(const int32_t* ids, int num_tokens, const void* table, DataType table_type,
+cudaError_t LaunchEmbed(const int32_t* ids, int num_tokens, const void* table, DType table_type,
                         int vocab, int width, float scale, Mat out, cudaStream_t stream) {
   if (num_tokens == 0) return cudaSuccess;
   const Mat t{const_cast<void*>(table), table_type, width};

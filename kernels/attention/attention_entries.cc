@@ -81,7 +81,7 @@ KernelStatus FlashCanImplement(const ProblemKey& pk, const DeviceInfo& dev) {
                               std::to_string(dev.max_smem_optin));
   }
   if ((pk.flags & kFlagKFromV) &&
-      !FlashSupportsKFromV(pk.rope_pairs, pk.head_dim, pk.kv_type == ElemType::kF8E4M3, c.threads)) {
+      !FlashSupportsKFromV(pk.rope_pairs, pk.head_dim, pk.kv_type == DType::kF8E4M3, c.threads)) {
     return KernelStatus::Fail("cannot derive K over " + std::to_string(pk.rope_pairs) + " rotated pairs");
   }
   return KernelStatus::Ok();
@@ -136,8 +136,8 @@ constexpr int kSm75 = 75;
 constexpr int kSm80 = 80;
 constexpr int kAnyNewer = 1000;
 
-ProblemPredicate FlashPredicate(int head_dim, int group_rows, ElemType kv = ElemType::kBF16,
-                                ElemType in = ElemType::kBF16) {
+ProblemPredicate FlashPredicate(int head_dim, int group_rows, DType kv = DType::kBF16,
+                                DType in = DType::kBF16) {
   ProblemPredicate p;
   p.in_type = in;
   p.kv_type = kv;
@@ -147,7 +147,7 @@ ProblemPredicate FlashPredicate(int head_dim, int group_rows, ElemType kv = Elem
   return p;
 }
 
-ProblemPredicate AnyPredicate(ElemType kv, ElemType in) {
+ProblemPredicate AnyPredicate(DType kv, DType in) {
   ProblemPredicate p;
   p.in_type = in;
   p.kv_type = kv;
@@ -221,35 +221,35 @@ GANNET_FLASH_ENTRY(kSm80PrefillHd256, "sm80_hd256_bf16_prefill", Op::kAttentionP
 GANNET_FLASH_ENTRY(kSm80PrefillHd256Small, "sm80_hd256_bf16_prefill_small", Op::kAttentionPrefill, PrefillHd256Small, 256, 0, 1)
 GANNET_FLASH_ENTRY(kSm80PrefillHd512, "sm80_hd512_bf16_prefill", Op::kAttentionPrefill, PrefillHd512, 512, 0, 2)
 GANNET_FLASH_ENTRY(kSm80PrefillHd512Small, "sm80_hd512_bf16_prefill_small", Op::kAttentionPrefill, PrefillHd512Small, 512, 0, 1)
-GANNET_FLASH_ENTRY(kSm80DecodeHd256Fp8, "sm80_hd256_fp8_split", Op::kAttentionDecode, DecodeHd256Fp8, 256, 16, 2, ElemType::kF8E4M3)
-GANNET_FLASH_ENTRY(kSm80DecodeHd512Fp8, "sm80_hd512_fp8_split", Op::kAttentionDecode, DecodeHd512Fp8, 512, 16, 2, ElemType::kF8E4M3)
-GANNET_FLASH_ENTRY(kSm80DecodeHd256Fp8Small, "sm80_hd256_fp8_split_small", Op::kAttentionDecode, DecodeHd256Fp8Small, 256, 16, 1, ElemType::kF8E4M3)
-GANNET_FLASH_ENTRY(kSm80DecodeHd512Fp8Small, "sm80_hd512_fp8_split_small", Op::kAttentionDecode, DecodeHd512Fp8Small, 512, 16, 1, ElemType::kF8E4M3)
-GANNET_FLASH_ENTRY(kSm80PrefillHd256Fp8, "sm80_hd256_fp8_prefill", Op::kAttentionPrefill, PrefillHd256Fp8, 256, 0, 2, ElemType::kF8E4M3)
-GANNET_FLASH_ENTRY(kSm80PrefillHd512Fp8, "sm80_hd512_fp8_prefill", Op::kAttentionPrefill, PrefillHd512Fp8, 512, 0, 2, ElemType::kF8E4M3)
-GANNET_FLASH_ENTRY(kSm80PrefillHd256Fp8Small, "sm80_hd256_fp8_prefill_small", Op::kAttentionPrefill, PrefillHd256Fp8Small, 256, 0, 1, ElemType::kF8E4M3)
-GANNET_FLASH_ENTRY(kSm80PrefillHd512Fp8Small, "sm80_hd512_fp8_prefill_small", Op::kAttentionPrefill, PrefillHd512Fp8Small, 512, 0, 1, ElemType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80DecodeHd256Fp8, "sm80_hd256_fp8_split", Op::kAttentionDecode, DecodeHd256Fp8, 256, 16, 2, DType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80DecodeHd512Fp8, "sm80_hd512_fp8_split", Op::kAttentionDecode, DecodeHd512Fp8, 512, 16, 2, DType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80DecodeHd256Fp8Small, "sm80_hd256_fp8_split_small", Op::kAttentionDecode, DecodeHd256Fp8Small, 256, 16, 1, DType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80DecodeHd512Fp8Small, "sm80_hd512_fp8_split_small", Op::kAttentionDecode, DecodeHd512Fp8Small, 512, 16, 1, DType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80PrefillHd256Fp8, "sm80_hd256_fp8_prefill", Op::kAttentionPrefill, PrefillHd256Fp8, 256, 0, 2, DType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80PrefillHd512Fp8, "sm80_hd512_fp8_prefill", Op::kAttentionPrefill, PrefillHd512Fp8, 512, 0, 2, DType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80PrefillHd256Fp8Small, "sm80_hd256_fp8_prefill_small", Op::kAttentionPrefill, PrefillHd256Fp8Small, 256, 0, 1, DType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80PrefillHd512Fp8Small, "sm80_hd512_fp8_prefill_small", Op::kAttentionPrefill, PrefillHd512Fp8Small, 512, 0, 1, DType::kF8E4M3)
 GANNET_FLASH_ENTRY_SM75(kSm75DecodeHd256Split, "sm75_hd256_bf16_split", Op::kAttentionDecode, DecodeHd256Sm75, 256, 16, 1)
 GANNET_FLASH_ENTRY_SM75(kSm75DecodeHd512Split, "sm75_hd512_bf16_split", Op::kAttentionDecode, DecodeHd512Sm75, 512, 16, 1)
-GANNET_FLASH_ENTRY_SM75(kSm75DecodeHd256Fp8, "sm75_hd256_fp8_split", Op::kAttentionDecode, DecodeHd256Fp8Sm75, 256, 16, 1, ElemType::kF8E4M3)
-GANNET_FLASH_ENTRY_SM75(kSm75DecodeHd512Fp8, "sm75_hd512_fp8_split", Op::kAttentionDecode, DecodeHd512Fp8Sm75, 512, 16, 1, ElemType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM75(kSm75DecodeHd256Fp8, "sm75_hd256_fp8_split", Op::kAttentionDecode, DecodeHd256Fp8Sm75, 256, 16, 1, DType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM75(kSm75DecodeHd512Fp8, "sm75_hd512_fp8_split", Op::kAttentionDecode, DecodeHd512Fp8Sm75, 512, 16, 1, DType::kF8E4M3)
 GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd256, "sm75_hd256_bf16_prefill", Op::kAttentionPrefill, PrefillHd256Sm75, 256, 0, 1)
 GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd512, "sm75_hd512_bf16_prefill", Op::kAttentionPrefill, PrefillHd512Sm75, 512, 0, 1)
-GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd256Fp8, "sm75_hd256_fp8_prefill", Op::kAttentionPrefill, PrefillHd256Fp8Sm75, 256, 0, 1, ElemType::kF8E4M3)
-GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd512Fp8, "sm75_hd512_fp8_prefill", Op::kAttentionPrefill, PrefillHd512Fp8Sm75, 512, 0, 1, ElemType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd256Fp8, "sm75_hd256_fp8_prefill", Op::kAttentionPrefill, PrefillHd256Fp8Sm75, 256, 0, 1, DType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd512Fp8, "sm75_hd512_fp8_prefill", Op::kAttentionPrefill, PrefillHd512Fp8Sm75, 512, 0, 1, DType::kF8E4M3)
 // Volta: priority 1, like the sm75 entries (a Turing part prefers those, the newer min arch), and
 // above the CUDA-core kernel, which keeps unaligned operands and head dims without a tile.
 GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd256Split, "sm70_hd256_bf16_split", Op::kAttentionDecode, DecodeHd256Sm70, 256, 16, 1)
 GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd512Split, "sm70_hd512_bf16_split", Op::kAttentionDecode, FlashHd512Sm70, 512, 16, 1)
-GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd256Fp8, "sm70_hd256_fp8_split", Op::kAttentionDecode, DecodeHd256Fp8Sm70, 256, 16, 1, ElemType::kF8E4M3)
-GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd512Fp8, "sm70_hd512_fp8_split", Op::kAttentionDecode, FlashHd512Fp8Sm70, 512, 16, 1, ElemType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd256Fp8, "sm70_hd256_fp8_split", Op::kAttentionDecode, DecodeHd256Fp8Sm70, 256, 16, 1, DType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd512Fp8, "sm70_hd512_fp8_split", Op::kAttentionDecode, FlashHd512Fp8Sm70, 512, 16, 1, DType::kF8E4M3)
 GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd256, "sm70_hd256_bf16_prefill", Op::kAttentionPrefill, PrefillHd256Sm70, 256, 0, 1)
 GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd512, "sm70_hd512_bf16_prefill", Op::kAttentionPrefill, FlashHd512Sm70, 512, 0, 1)
-GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd256Fp8, "sm70_hd256_fp8_prefill", Op::kAttentionPrefill, PrefillHd256Fp8Sm70, 256, 0, 1, ElemType::kF8E4M3)
-GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd512Fp8, "sm70_hd512_fp8_prefill", Op::kAttentionPrefill, FlashHd512Fp8Sm70, 512, 0, 1, ElemType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd256Fp8, "sm70_hd256_fp8_prefill", Op::kAttentionPrefill, PrefillHd256Fp8Sm70, 256, 0, 1, DType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd512Fp8, "sm70_hd512_fp8_prefill", Op::kAttentionPrefill, FlashHd512Fp8Sm70, 512, 0, 1, DType::kF8E4M3)
 // The fp16 compute path (q and out f16, PagedAttentionParams::io_f16): the same Volta kernels,
 // which compute in fp16 anyway; the only tensor-core entries that take f16 q.
-constexpr ElemType kBf = ElemType::kBF16, kF8 = ElemType::kF8E4M3, kF16 = ElemType::kF16;
+constexpr DType kBf = DType::kBF16, kF8 = DType::kF8E4M3, kF16 = DType::kF16;
 GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd256SplitF16, "sm70_hd256_bf16_split_f16io", Op::kAttentionDecode, DecodeHd256Sm70, 256, 16, 1, kBf, kF16)
 GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd512SplitF16, "sm70_hd512_bf16_split_f16io", Op::kAttentionDecode, FlashHd512Sm70, 512, 16, 1, kBf, kF16)
 GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd256Fp8F16, "sm70_hd256_fp8_split_f16io", Op::kAttentionDecode, DecodeHd256Fp8Sm70, 256, 16, 1, kF8, kF16)
@@ -291,10 +291,10 @@ const KernelEntry kSm70GenericPrefill = {
     "sm70_generic_bf16_prefill", Op::kAttentionPrefill, 70, kAnyNewer, ProblemPredicate{}, 0,
     GenericCanImplement, NoWorkspace, GenericLaunch};
 const KernelEntry kSm70GenericFp8Decode = {
-    "sm70_generic_fp8_decode", Op::kAttentionDecode, 70, kAnyNewer, AnyPredicate(ElemType::kF8E4M3, ElemType::kBF16), 0,
+    "sm70_generic_fp8_decode", Op::kAttentionDecode, 70, kAnyNewer, AnyPredicate(DType::kF8E4M3, DType::kBF16), 0,
     GenericCanImplement, NoWorkspace, GenericLaunch};
 const KernelEntry kSm70GenericFp8Prefill = {
-    "sm70_generic_fp8_prefill", Op::kAttentionPrefill, 70, kAnyNewer, AnyPredicate(ElemType::kF8E4M3, ElemType::kBF16), 0,
+    "sm70_generic_fp8_prefill", Op::kAttentionPrefill, 70, kAnyNewer, AnyPredicate(DType::kF8E4M3, DType::kBF16), 0,
     GenericCanImplement, NoWorkspace, GenericLaunch};
 const KernelEntry kSm70GenericDecodeF16 = {
     "sm70_generic_bf16_decode_f16io", Op::kAttentionDecode, 70, kAnyNewer, AnyPredicate(kBf, kF16), 0,
@@ -400,8 +400,8 @@ ProblemKey AttentionProblem(Op op, const PagedAttentionParams& p) {
   pk.num_seqs = p.num_seqs;
   pk.num_tokens = p.num_tokens;
   pk.max_seq_len = p.max_seq_len;
-  pk.kv_type = p.kv_fp8 ? ElemType::kF8E4M3 : ElemType::kBF16;
-  pk.in_type = pk.out_type = p.io_f16 ? ElemType::kF16 : ElemType::kBF16;
+  pk.kv_type = p.kv_fp8 ? DType::kF8E4M3 : DType::kBF16;
+  pk.in_type = pk.out_type = p.io_f16 ? DType::kF16 : DType::kBF16;
   auto aligned = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; };
   if (p.k_from_v) {
     pk.flags |= kFlagKFromV;

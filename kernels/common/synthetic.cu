@@ -36,7 +36,7 @@ __device__ __forceinline__ float Uniform(uint64_t key, int64_t index) {
       9007199254740992.0);
 }
 
-__global__ void FillSyntheticKernel(void* out, DataType out_type, int64_t offset, int64_t count,
+__global__ void FillSyntheticKernel(void* out, DType out_type, int64_t offset, int64_t count,
                                     uint64_t key, SyntheticInit init, float mat_scale,
                                     float qk_scale) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
@@ -57,9 +57,9 @@ __global__ void FillSyntheticKernel(void* out, DataType out_type, int64_t offset
       case SyntheticInit::kPermutation: v = 0.f; break;
     }
     const __nv_bfloat16 h = __float2bfloat16_rn(v);
-    if (out_type == DataType::kF32) {
+    if (out_type == DType::kF32) {
       static_cast<float*>(out)[i] = __bfloat162float(h);
-    } else if (out_type == DataType::kF16) {
+    } else if (out_type == DType::kF16) {
       static_cast<__half*>(out)[i] = __float2half_rn(__bfloat162float(h));
     } else {
       static_cast<__nv_bfloat16*>(out)[i] = h;
@@ -69,7 +69,7 @@ __global__ void FillSyntheticKernel(void* out, DataType out_type, int64_t offset
 
 }  // namespace
 
-cudaError_t LaunchFillSynthetic(void* out, DataType out_type, int64_t offset, int64_t count,
+cudaError_t LaunchFillSynthetic(void* out, DType out_type, int64_t offset, int64_t count,
                                 uint64_t key, SyntheticInit init, int64_t fan_in,
                                 cudaStream_t stream) {
   if (count == 0) return cudaSuccess;

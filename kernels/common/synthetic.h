@@ -24,7 +24,7 @@ enum class SyntheticInit : int32_t {
 
 // Writes elements [offset, offset + count) of the tensor keyed `key` to out: bf16 values, or
 // those bf16 values as f32, or as f16 (the fp16 compute path; rounded where fp16 cannot hold them).
-cudaError_t LaunchFillSynthetic(void* out, DataType out_type, int64_t offset, int64_t count,
+cudaError_t LaunchFillSynthetic(void* out, DType out_type, int64_t offset, int64_t count,
                                 uint64_t key, SyntheticInit init, int64_t fan_in,
                                 cudaStream_t stream);
 

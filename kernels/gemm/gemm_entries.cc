@@ -19,7 +19,7 @@ cudaError_t GemvLaunch(const void* args, const ProblemKey&, const DeviceInfo&, v
 }
 
 // in: x's type; w: the weight's (the key's kv_type).
-ProblemPredicate GemvPredicate(ElemType in, ElemType w = ElemType::kBF16) {
+ProblemPredicate GemvPredicate(DType in, DType w = DType::kBF16) {
   ProblemPredicate p;
   p.in_type = in;
   p.kv_type = w;
@@ -31,32 +31,24 @@ ProblemPredicate GemvPredicate(ElemType in, ElemType w = ElemType::kBF16) {
 }  // namespace
 
 const KernelEntry kSm70GemvBf16 = {"sm70_gemv_bf16_m8", Op::kGemv, 70, 1000,
-                                   GemvPredicate(ElemType::kBF16), 0, GemvCanImplement,
+                                   GemvPredicate(DType::kBF16), 0, GemvCanImplement,
                                    GemvWorkspace, GemvLaunch};
 const KernelEntry kSm70GemvF32In = {"sm70_gemv_f32in_m8", Op::kGemv, 70, 1000,
-                                    GemvPredicate(ElemType::kF32), 0, GemvCanImplement,
+                                    GemvPredicate(DType::kF32), 0, GemvCanImplement,
                                     GemvWorkspace, GemvLaunch};
 const KernelEntry kSm70GemvF16 = {"sm70_gemv_f16_m8", Op::kGemv, 70, 1000,
-                                  GemvPredicate(ElemType::kF16, ElemType::kF16), 0,
+                                  GemvPredicate(DType::kF16, DType::kF16), 0,
                                   GemvCanImplement, GemvWorkspace, GemvLaunch};
 const KernelEntry kSm70GemvF32InF16 = {"sm70_gemv_f32in_f16_m8", Op::kGemv, 70, 1000,
-                                       GemvPredicate(ElemType::kF32, ElemType::kF16), 0,
+                                       GemvPredicate(DType::kF32, DType::kF16), 0,
                                        GemvCanImplement, GemvWorkspace, GemvLaunch};
-
-ElemType ElemOf(DataType t) {
-  switch (t) {
-    case DataType::kF32: return ElemType::kF32;
-    case DataType::kF16: return ElemType::kF16;
-    default: return ElemType::kBF16;
-  }
-}
 
 ProblemKey GemvProblem(const GemvParams& p) {
   ProblemKey pk;
   pk.op = Op::kGemv;
-  pk.in_type = ElemOf(p.x_type);
-  pk.kv_type = ElemOf(p.w_type);
-  pk.out_type = ElemOf(p.out_type);
+  pk.in_type = p.x_type;
+  pk.kv_type = p.w_type;
+  pk.out_type = p.out_type;
   pk.num_tokens = p.m;
   pk.n = p.n;
   pk.k = p.k;

@@ -245,7 +245,7 @@ cudaError_t LaunchGemvAs(const GemvParams& p, cudaStream_t stream) {
 // x and out are each the weight's type or f32.
 template <typename WT>
 cudaError_t LaunchFor(const GemvParams& p, cudaStream_t stream) {
-  const bool x_f32 = p.x_type == DataType::kF32, out_f32 = p.out_type == DataType::kF32;
+  const bool x_f32 = p.x_type == DType::kF32, out_f32 = p.out_type == DType::kF32;
   if ((!x_f32 && p.x_type != p.w_type) || (!out_f32 && p.out_type != p.w_type)) {
     return cudaErrorInvalidValue;
   }
@@ -280,8 +280,8 @@ cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   }
   switch (p.w_type) {
-    case DataType::kBF16: return LaunchFor<bf16>(p, stream);
-    case DataType::kF16: return LaunchFor<f16>(p, stream);
+    case DType::kBF16: return LaunchFor<bf16>(p, stream);
+    case DType::kF16: return LaunchFor<f16>(p, stream);
     default: return cudaErrorInvalidValue;
   }
 }

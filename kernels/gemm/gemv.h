@@ -51,9 +51,9 @@ struct GemvParams {
   int k = 0;
   int64_t ldx = 0;
   int64_t ldo = 0;
-  DataType x_type = DataType::kBF16;
-  DataType w_type = DataType::kBF16;
-  DataType out_type = DataType::kBF16;
+  DType x_type = DType::kBF16;
+  DType w_type = DType::kBF16;
+  DType out_type = DType::kBF16;
   // When set, x is a gate and the GEMV's input is gelu_tanh(x) * up, rounded to x_type as
   // GeluTanhMul stores it (so the result equals GeluTanhMul then the GEMV, bit for bit): up [m, k]
   // of x_type, row stride ldu, 16-byte aligned; x_type must be w_type.

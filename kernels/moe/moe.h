@@ -19,7 +19,7 @@ struct MoeRouteParams {
   int64_t ldx = 0;
   const float* router_scale = nullptr;      // [hidden]
   const void* router_proj = nullptr;        // [num_experts, hidden] of router_type
-  DataType router_type = DataType::kBF16;   // bf16, or f16 on the fp16 compute path
+  DType router_type = DType::kBF16;   // bf16, or f16 on the fp16 compute path
   const float* per_expert_scale = nullptr;  // [num_experts]
   int32_t* topk_ids = nullptr;              // [num_tokens, top_k]
   float* topk_weights = nullptr;            // [num_tokens, top_k]
@@ -41,8 +41,8 @@ cudaError_t LaunchMoeRoute(const MoeRouteParams& p, void* workspace, cudaStream_
 struct MoeExpertsParams {
   // x and the weights are of w_type (bf16, or f16 on the fp16 compute path); out is w_type or
   // (fp16 path: the sum feeds a norm) f32. The grouped kernels take bf16 alone.
-  DataType w_type = DataType::kBF16;
-  DataType out_type = DataType::kBF16;
+  DType w_type = DType::kBF16;
+  DType out_type = DType::kBF16;
   const void* x = nullptr;               // [num_tokens, hidden], row stride ldx
   int64_t ldx = 0;
   const int32_t* topk_ids = nullptr;     // [num_tokens, top_k]

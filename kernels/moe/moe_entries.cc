@@ -34,7 +34,7 @@ cudaError_t PairLaunch(const void* args, const ProblemKey&, const DeviceInfo&, v
 }
 
 // t: the activations' and weights' type (the key's in_type and kv_type).
-ProblemPredicate MoePredicate(int max_m, ElemType t = ElemType::kBF16) {
+ProblemPredicate MoePredicate(int max_m, DType t = DType::kBF16) {
   ProblemPredicate p;
   p.in_type = t;
   p.kv_type = t;
@@ -61,17 +61,17 @@ const KernelEntry kSm70MoePairGemvAnyM = {"sm70_moe_pair_gemv_any_bf16", Op::kMo
                                           PairLaunch};
 // The fp16 compute path: f16 activations and weights, f32 out (it feeds post_ff_norm_2).
 const KernelEntry kSm70MoePairGemvF16 = {"sm70_moe_pair_gemv_f16", Op::kMoeExperts, 70, 1000,
-                                         MoePredicate(kMoePairGemvMaxTokens, ElemType::kF16), 0,
+                                         MoePredicate(kMoePairGemvMaxTokens, DType::kF16), 0,
                                          MoeCanImplement, PairWorkspace, PairLaunch};
 const KernelEntry kSm70MoePairGemvAnyMF16 = {"sm70_moe_pair_gemv_any_f16", Op::kMoeExperts, 70,
-                                             1000, MoePredicate(0, ElemType::kF16), 0,
+                                             1000, MoePredicate(0, DType::kF16), 0,
                                              MoeCanImplement, PairWorkspace, PairLaunch};
 
 ProblemKey MoeExpertsProblem(const MoeExpertsParams& p) {
   ProblemKey pk;
   pk.op = Op::kMoeExperts;
-  pk.in_type = pk.kv_type = p.w_type == DataType::kF16 ? ElemType::kF16 : ElemType::kBF16;
-  pk.out_type = p.out_type == DataType::kF32 ? ElemType::kF32 : pk.in_type;
+  pk.in_type = pk.kv_type = p.w_type;  // the activations are in the weights' type
+  pk.out_type = p.out_type;
   pk.num_tokens = p.num_tokens;
   pk.n = p.inter;
   pk.k = p.hidden;

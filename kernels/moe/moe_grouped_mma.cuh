@@ -296,7 +296,7 @@ template <int kMinArch>
 cudaError_t LaunchMoeGroupedFor(const MoeExpertsParams& p, void* workspace, cudaStream_t stream) {
   if (p.hidden % 8 != 0 || p.inter % 8 != 0 || p.ldx % 8 != 0 || p.ldo % 8 != 0 ||
       p.num_experts > kMaxExperts || p.top_k < 1 || workspace == nullptr ||
-      p.w_type != DataType::kBF16 || p.out_type != DataType::kBF16) {
+      p.w_type != DType::kBF16 || p.out_type != DType::kBF16) {
     return cudaErrorInvalidValue;  // bf16 alone (the fp16 path runs the pair GEMVs)
   }
   if (p.num_tokens == 0) return cudaSuccess;

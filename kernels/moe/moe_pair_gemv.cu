@@ -124,10 +124,10 @@ cudaError_t LaunchMoePairGemv(const MoeExpertsParams& p, void* workspace, cudaSt
   float* h = static_cast<float*>(workspace);
   dim3 g1(p.num_tokens * p.top_k, (p.inter + kRowsPerCta - 1) / kRowsPerCta);
   dim3 g2(p.num_tokens, (p.hidden + kDownRows - 1) / kDownRows);
-  if (p.w_type == DataType::kBF16 && p.out_type == DataType::kBF16) {
+  if (p.w_type == DType::kBF16 && p.out_type == DType::kBF16) {
     Launch(MoePairGateUpKernel<bf16>, g1, kWarps * 32, 0, stream, p, h);
     Launch(MoePairDownKernel<bf16, bf16>, g2, kWarps * 32, 0, stream, p, h);
-  } else if (p.w_type == DataType::kF16 && p.out_type == DataType::kF32) {
+  } else if (p.w_type == DType::kF16 && p.out_type == DType::kF32) {
     Launch(MoePairGateUpKernel<f16>, g1, kWarps * 32, 0, stream, p, h);
     Launch(MoePairDownKernel<f16, float>, g2, kWarps * 32, 0, stream, p, h);
   } else {

@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams 
   const int ntok = min(kTokens, p.num_tokens - t0);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const float root = rsqrtf(static_cast<float>(p.hidden));
-  const bool w_f16 = p.router_type == DataType::kF16;  // uniform: the fp16 compute path
+  const bool w_f16 = p.router_type == DType::kF16;  // uniform: the fp16 compute path
   const size_t w_bytes = w_f16 ? sizeof(f16) : sizeof(bf16);
   // The router rows of this CTA's experts (contiguous, constant) start moving into L2 before the
   // wait for the previous kernel (the rows past hidden 4096, which the registers below do not
@@ -241,7 +241,7 @@ cudaError_t LaunchMoeRoute(const MoeRouteParams& p, void* workspace, cudaStream_
   if (p.num_experts < 1 || p.num_experts > 32 * kMaxExpertsPerLane || p.top_k < 1 ||
       p.top_k > 32 || p.top_k > p.num_experts || p.hidden % 8 != 0 || workspace == nullptr ||
       p.num_tokens < 0 || p.num_tokens > kMaxTokenGroups * kTokens ||
-      (p.router_type != DataType::kBF16 && p.router_type != DataType::kF16)) {
+      (p.router_type != DType::kBF16 && p.router_type != DType::kF16)) {
     return cudaErrorInvalidValue;
   }
   if (p.num_tokens == 0) return cudaSuccess;

@@ -200,12 +200,12 @@ cudaError_t LaunchPostNormResidual(Mat x, const float* post_w, Mat residual, con
                                    cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   const bool no_next = next_out.data == nullptr;
-  if (residual.type == DataType::kF32 && n <= 8 * kRegThreads) {
-    if (x.type == DataType::kBF16 && (no_next || next_out.type == DataType::kBF16)) {
+  if (residual.type == DType::kF32 && n <= 8 * kRegThreads) {
+    if (x.type == DType::kBF16 && (no_next || next_out.type == DType::kBF16)) {
       return LaunchPostNormResidualReg<bf16, bf16>(x, post_w, residual, scalar, next_w, next_out,
                                                    eps, rows, n, stream);
     }
-    if (x.type == DataType::kF32 && (no_next || next_out.type == DataType::kF16)) {
+    if (x.type == DType::kF32 && (no_next || next_out.type == DType::kF16)) {
       return LaunchPostNormResidualReg<float, f16>(x, post_w, residual, scalar, next_w, next_out,
                                                    eps, rows, n, stream);
     }
@@ -224,9 +224,9 @@ cudaError_t LaunchNormAddPostNormResidual(Mat a, const float* a_w, Mat b, const 
                                           const float* post_w, Mat residual, const float* scalar,
                                           const float* next_w, Mat next_out, float eps, int rows,
                                           int n, cudaStream_t stream) {
-  if (!NormAddPostNormResidualFuses(rows, n) || a.type != DataType::kBF16 ||
-      b.type != DataType::kBF16 || residual.type != DataType::kF32 ||
-      (next_out.data != nullptr && next_out.type != DataType::kBF16)) {
+  if (!NormAddPostNormResidualFuses(rows, n) || a.type != DType::kBF16 ||
+      b.type != DType::kBF16 || residual.type != DType::kF32 ||
+      (next_out.data != nullptr && next_out.type != DType::kBF16)) {
     return cudaErrorInvalidValue;
   }
   return WithRowPer(n, [&](auto per) {

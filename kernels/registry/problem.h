@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/common/dtype.h"
+
 namespace gannet::kernels {
 
 enum class Op : uint8_t {
@@ -24,9 +26,6 @@ enum class Op : uint8_t {
 };
 const char* OpName(Op op);  // "attention.decode", ...
 
-// kF16: the fp16 compute path's activations (q, x) and weights.
-enum class ElemType : uint8_t { kBF16, kF32, kF8E4M3, kF16 };
-const char* ElemTypeName(ElemType t);
 
 // Problem flags.
 inline constexpr uint32_t kFlagAligned16 = 1u << 0;  // every pointer and row stride 16-B aligned
@@ -42,9 +41,11 @@ struct DeviceInfo {
 
 struct ProblemKey {
   Op op = Op::kCount;
-  ElemType in_type = ElemType::kBF16;   // q / x
-  ElemType kv_type = ElemType::kBF16;   // KV cache (kF8E4M3: with per-row scales) / weights
-  ElemType out_type = ElemType::kBF16;
+  // Element types (kernels/common/dtype.h); each entry's predicate names those it runs, so a
+  // type no entry takes (a quantized weight today) fails selection with "dtypes ... unsupported".
+  DType in_type = DType::kBF16;   // q / x (kF16: the fp16 compute path's activations)
+  DType kv_type = DType::kBF16;   // KV cache (kF8E4M3: with per-row scales) / weights
+  DType out_type = DType::kBF16;
   uint32_t flags = 0;
   // Attention.
   int head_dim = 0;

@@ -84,16 +84,6 @@ const char* OpName(Op op) {
   return "unknown";
 }
 
-const char* ElemTypeName(ElemType t) {
-  switch (t) {
-    case ElemType::kBF16: return "bf16";
-    case ElemType::kF32: return "f32";
-    case ElemType::kF8E4M3: return "fp8e4m3";
-    case ElemType::kF16: return "f16";
-  }
-  return "?";
-}
-
 cudaError_t DeviceInfo::Query(int device, DeviceInfo* out) {
   cudaDeviceProp prop;
   cudaError_t err = cudaGetDeviceProperties(&prop, device);
@@ -123,8 +113,8 @@ std::string ProblemKey::ClassString() const {
     add("k" + std::to_string(k));
     if (op == Op::kMoeExperts) add("e" + std::to_string(num_experts) + "top" + std::to_string(top_k));
   }
-  add(std::string(ElemTypeName(in_type)) + "/" + ElemTypeName(kv_type) + "->" +
-      ElemTypeName(out_type));
+  add(std::string(DTypeShortName(in_type)) + "/" + std::string(DTypeShortName(kv_type)) + "->" +
+      std::string(DTypeShortName(out_type)));
   if (flags & kFlagAligned16) add("aligned16");
   return s;
 }
@@ -178,8 +168,8 @@ KernelStatus CheckEntry(const KernelEntry& e, const ProblemKey& pk, const Device
   }
   const ProblemPredicate& p = e.predicate;
   if (pk.in_type != p.in_type || pk.kv_type != p.kv_type) {
-    return KernelStatus::Fail(std::string("dtypes ") + ElemTypeName(pk.in_type) + "/" +
-                              ElemTypeName(pk.kv_type) + " unsupported");
+    return KernelStatus::Fail("dtypes " + std::string(DTypeShortName(pk.in_type)) + "/" +
+                              std::string(DTypeShortName(pk.kv_type)) + " unsupported");
   }
   if (p.head_dim != 0 && pk.head_dim != p.head_dim) {
     return KernelStatus::Fail("head_dim " + std::to_string(pk.head_dim) + " != " +

@@ -33,8 +33,8 @@ struct KernelStatus {
 // The declarative part of an entry's applicability; 0 / -1 fields are "any". Each constrained
 // field adds to the entry's specificity, so a dedicated hd512 kernel beats a generic one.
 struct ProblemPredicate {
-  ElemType in_type = ElemType::kBF16;
-  ElemType kv_type = ElemType::kBF16;
+  DType in_type = DType::kBF16;
+  DType kv_type = DType::kBF16;
   int head_dim = 0;             // exact head_dim, 0 = any
   int max_group_rows = 0;       // max_query_len * GQA group must fit, 0 = any
   int page_size_multiple = 0;   // page_size % this == 0, 0 = any

@@ -212,9 +212,9 @@ cudaError_t LaunchQkvPrep(const QkvPrepParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0) return cudaSuccess;
   const int heads = p.num_q_heads + (p.has_kv ? p.num_kv_heads : 0);
   dim3 grid(p.num_tokens, (heads + kWarps - 1) / kWarps);
-  if (p.qkv_type == DataType::kBF16 && p.q_type == DataType::kBF16) {
+  if (p.qkv_type == DType::kBF16 && p.q_type == DType::kBF16) {
     LaunchQkvPrepAs<bf16, bf16>(p, grid, stream);
-  } else if (p.qkv_type == DataType::kF32 && p.q_type == DataType::kF16) {
+  } else if (p.qkv_type == DType::kF32 && p.q_type == DType::kF16) {
     LaunchQkvPrepAs<float, f16>(p, grid, stream);
   } else {
     return cudaErrorInvalidValue;  // the two paths' pairs only

@@ -19,8 +19,8 @@ struct QkvPrepParams {
   const void* qkv = nullptr;     // [T, (n_q + n_kv * (k_eq_v ? 1 : 2)) * d], row stride ld_qkv
   int64_t ld_qkv = 0;
   // The element types: bf16 qkv and bf16 q_out, or (the fp16 compute path) f32 qkv and f16 q_out.
-  DataType qkv_type = DataType::kBF16;
-  DataType q_type = DataType::kBF16;
+  DType qkv_type = DType::kBF16;
+  DType q_type = DType::kBF16;
   int num_tokens = 0;
   int num_q_heads = 0;
   int num_kv_heads = 0;

@@ -141,7 +141,7 @@ __device__ uint64_t BlockInclusiveScan(uint64_t v, uint64_t* warp_sums) {
 }
 
 __global__ void __launch_bounds__(kThreads) SampleKernel(float* logits, int64_t ld, int vocab,
-                                                         const SamplingRowParams* params,
+                                                         const DrawParams* params,
                                                          const int32_t* banned, int ban_slots,
                                                          int32_t* out_ids) {
   PdlEnter();
@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(float* logits, int64_t 
   __shared__ int ired[32];
   __shared__ uint32_t s_prefix;
   __shared__ uint64_t s_remaining;
-  const SamplingRowParams sp = params[blockIdx.x];
+  const DrawParams sp = params[blockIdx.x];
   const float* x = logits + blockIdx.x * ld;
   if (banned != nullptr) {
     // Masked in place, so the logits a caller copies out afterwards agree with the draw.
@@ -174,7 +174,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(float* logits, int64_t 
   }
   BlockArgmax(best, best_i, fred, ired);
   const float max_logit = fred[0];
-  if (sp.temperature <= 0.f || sp.top_k == 1) {
+  if (sp.greedy()) {
     if (threadIdx.x == 0) out_ids[blockIdx.x] = ired[0];
     return;
   }
@@ -234,7 +234,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(float* logits, int64_t 
 }  // namespace
 
 cudaError_t LaunchSample(float* logits, int64_t ld, int rows, int vocab,
-                         const SamplingRowParams* params, const int32_t* banned, int ban_slots,
+                         const DrawParams* params, const int32_t* banned, int ban_slots,
                          int32_t* out_ids, cudaStream_t stream) {
   if (vocab < 1 || ban_slots < 0 || ban_slots > kThreads) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;

@@ -1,5 +1,5 @@
 // Token sampling on the GPU, one CTA per logits row, without sorting the vocabulary:
-//   greedy (temperature <= 0 or top_k == 1): arg-max, ties to the lowest id;
+//   greedy (DrawParams::greedy(): temperature <= 0 or top_k == 1): arg-max, ties to the lowest id;
 //   otherwise z = (x - max x) / temperature, w = exp(z) in (0, 1], in fixed point
 //   q = floor(w * 2^32) (integer sums: order-free, so the draw is reproducible run to run), and
 //     top-k: keep logits >= the k-th largest (radix select over order-preserving keys),
@@ -14,21 +14,14 @@
 
 #include <cstdint>
 
-namespace gannet::kernels {
+#include "kernels/sampling/draw_params.h"
 
-struct SamplingRowParams {
-  float temperature;
-  int32_t top_k;
-  float top_p;
-  float min_p;
-  uint64_t seed;
-};
-static_assert(sizeof(SamplingRowParams) == 24, "matches backend::SamplingParams");
+namespace gannet::kernels {
 
 // banned (nullable): [rows, ban_slots] token ids, -1 unused; their logits are set to -inf in
 // place before the draw.
 cudaError_t LaunchSample(float* logits /* [rows, vocab], row stride ld */, int64_t ld, int rows,
-                         int vocab, const SamplingRowParams* params /* [rows] device */,
+                         int vocab, const DrawParams* params /* [rows] device */,
                          const int32_t* banned, int ban_slots, int32_t* out_ids /* [rows] */,
                          cudaStream_t stream);
 

@@ -162,14 +162,14 @@ __global__ void __launch_bounds__(kThreads) ClusterDotsKernel(Mat h, const T* ta
 
 }  // namespace
 
-cudaError_t LaunchCentroidLogits(Mat h, int rows, const void* table, DataType table_type, int width,
+cudaError_t LaunchCentroidLogits(Mat h, int rows, const void* table, DType table_type, int width,
                                  const float* cluster_logits, int64_t ldc, int num_clusters,
                                  const int32_t* ordering, int per_cluster, int top_k,
                                  int32_t* selected, float* logits, int64_t ld, int vocab,
                                  cudaStream_t stream) {
   if (num_clusters < 1 || num_clusters > kThreads * kMaxPerThread || top_k < 1 || top_k > num_clusters ||
       width < 2 || width % 2 != 0 || width > 12 * 1024 || per_cluster < 1 || vocab < 1 ||
-      (table_type != DataType::kBF16 && table_type != DataType::kF16)) {
+      (table_type != DType::kBF16 && table_type != DType::kF16)) {
     return cudaErrorInvalidValue;
   }
   if (rows == 0) return cudaSuccess;
@@ -179,7 +179,7 @@ cudaError_t LaunchCentroidLogits(Mat h, int rows, const void* table, DataType ta
   Launch(SelectClustersKernel, rows, kThreads, 0, stream, cluster_logits, ldc, num_clusters, top_k,
          selected);
   const size_t smem = width * sizeof(float);
-  if (table_type == DataType::kF16) {
+  if (table_type == DType::kF16) {
     Launch(ClusterDotsKernel<f16>, rows * top_k, kThreads, smem, stream, h,
            static_cast<const f16*>(table), width, ordering, per_cluster, selected, top_k, logits,
            ld);

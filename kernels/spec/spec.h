@@ -16,7 +16,7 @@ namespace gannet::kernels {
 // ordering[c * per_cluster ...] for cluster c, where it is h[r] . table[id] (f32 accumulation).
 // h [rows, width] bf16, f16 or f32; table [vocab, width] of table_type (bf16 or f16) row-major;
 // width even, <= 12288; at most 4096 clusters.
-cudaError_t LaunchCentroidLogits(Mat h, int rows, const void* table, DataType table_type, int width,
+cudaError_t LaunchCentroidLogits(Mat h, int rows, const void* table, DType table_type, int width,
                                  const float* cluster_logits, int64_t ldc, int num_clusters,
                                  const int32_t* ordering, int per_cluster, int top_k,
                                  int32_t* selected, float* logits, int64_t ld, int vocab,

@@ -80,10 +80,26 @@ struct OwnedTensor {
 // FP8(x * 448 / amax(row)) with s = amax(row) / 448 (0 for an all-zero row), and Attention reads
 // x = FP8 * s (lib/common/dtype.h: QuantizeFp8E4M3Row). Both backends implement the same storage,
 // so the CPU is the FP8 kernels' reference.
-// Single-store K=V (k_from_v; lib/kv/kv_layout.h): the layer has no K array (k_cache and k_scale
+// Single-store K=V (k_from_v; lib/kv/kv_layout.h): the layer has no K array (k and k_scale
 // invalid); QkvPrep stores V = v_norm(k_raw) alone, and Attention uses for key j at position p
 // K_j = RoPE_p(k_norm * V_j), with V_j as stored (dequantised under FP8), computed in f32 with the
 // angle and cos/sin of QkvPrep's rotation, then (CUDA) rounded to the kernel's MMA type.
+
+// One layer's KV cache, as its storage holds it (runner::KvStorage::Layer), QkvPrep writes it,
+// Attention reads it and a drafter attends into the target's: the one description of it, passed
+// by value (a few tensors) and checked in one place (kv_cache.h: CheckKvCache).
+struct LayerKvView {
+  Tensor k;        // [num_pages, n_kv, page_size, d]; invalid with k_from_v
+  Tensor v;        // [num_pages, n_kv, page_size, d]
+  Tensor k_scale;  // [num_pages, n_kv, page_size] f32 when the cache is F8E4M3, else invalid
+  Tensor v_scale;
+  int group = kSlidingGroup;  // the StepMetadata group whose pages and slots address it
+  // Single-store K=V: K derived from V with this [d] f32 weight and rotation (the owning layer's
+  // k_norm and RoPE, bound by the runner once its weights are loaded: KvStorage::BindKDerivation).
+  bool k_from_v = false;
+  Tensor k_norm;
+  RopeSpec rope;
+};
 
 struct QkvPrepArgs {
   Tensor qkv;        // [T, (n_q + n_kv * (k_eq_v ? 1 : 2)) * d] (n_kv terms absent if !has_kv)
@@ -92,30 +108,20 @@ struct QkvPrepArgs {
   int head_dim = 0;
   bool has_kv = true;   // false on KV-shared layers: only q is computed
   bool k_eq_v = false;  // V is the raw K projection (full layers of 31B / 26B-A4B)
-  bool k_from_v = false;  // with k_eq_v: store V alone (single-store K=V; k_cache invalid)
   float eps = 1e-6f;
   Tensor q_norm;  // [d]
   Tensor k_norm;  // [d]
   RopeSpec rope;
   Tensor q_out;    // [T, n_q, d]
-  Tensor k_cache;  // [num_pages, n_kv, page_size, d] (see KV cache storage above)
-  Tensor v_cache;  // [num_pages, n_kv, page_size, d]
-  Tensor k_scale;  // [num_pages, n_kv, page_size] f32 when the cache is F8E4M3, else invalid
-  Tensor v_scale;
+  // Where K and V go (with has_kv; kv.k_from_v with k_eq_v: V alone), and kv.group: the
+  // metadata group of the slots and positions (read without has_kv too).
+  LayerKvView kv;
   const StepMetadata* meta = nullptr;
-  int group = kSlidingGroup;
 };
 
 struct AttentionArgs {
   Tensor q;        // [T, n_q, d] (normed, roped)
-  Tensor k_cache;  // [num_pages, n_kv, page_size, d] (see KV cache storage above)
-  Tensor v_cache;  // [num_pages, n_kv, page_size, d]
-  Tensor k_scale;  // [num_pages, n_kv, page_size] f32 when the cache is F8E4M3, else invalid
-  Tensor v_scale;
-  // Single-store K=V: K derived from V with this [d] f32 weight and rotation (k_cache invalid).
-  bool k_from_v = false;
-  Tensor k_norm;
-  RopeSpec rope;
+  LayerKvView kv;  // the keys and values attended (kv.group: their metadata group)
   Tensor out;      // [T, n_q, d]
   int num_q_heads = 0;
   int num_kv_heads = 0;
@@ -123,7 +129,6 @@ struct AttentionArgs {
   int window = 0;     // sliding window W: keys pos - W + 1 .. pos; 0 = full causal
   float scale = 1.0f;  // Gemma-4 uses 1.0 (q/k norms replace 1/sqrt(d))
   const StepMetadata* meta = nullptr;
-  int group = kSlidingGroup;
 };
 
 struct MoeRouteArgs {
@@ -136,11 +141,6 @@ struct MoeRouteArgs {
   Tensor topk_ids;      // [T, k] int32
   Tensor topk_weights;  // [T, k] f32
 };
-
-// Per-row sampling parameters of Backend::Sample: the one row type every sampling path draws
-// with (lib/sampling/draw.h), kept in backend memory so a step's sampling needs no host copy.
-using SamplingParams = sampling::DrawParams;
-static_assert(sizeof(SamplingParams) == 24);
 
 // Token ids per row that Backend::Sample masks to -inf before drawing (sampling::kBanSlots).
 inline constexpr int kSampleBanSlots = sampling::kBanSlots;
@@ -337,7 +337,7 @@ class Backend {
     if (!s.ok()) return s;
     return main();
   }
-  // One token id per logits row. logits [rows, V] f32; params [rows, 24] u8 viewing SamplingParams;
+  // One token id per logits row. logits [rows, V] f32; params [rows, 24] u8 viewing sampling::DrawParams;
   // out_ids [rows] int32. Definition (every backend gives the same ids up to float rounding of exp):
   // greedy = arg-max, ties to the lowest id. Otherwise w = exp((x - max x) / temperature), in
   // fixed point q = floor(w * 2^32); keep logits >= the top_k-th largest; then keep logits >= the

@@ -4,9 +4,10 @@
 
 namespace gannet::backend {
 
-absl::Status CheckKvCache(std::string_view op, const Tensor& k, const Tensor& v, const Tensor& k_scale,
-                          const Tensor& v_scale, int num_kv_heads, int page_size, int head_dim,
-                          DType native, bool k_from_v) {
+absl::Status CheckKvCache(std::string_view op, const LayerKvView& kv, int num_kv_heads,
+                          int page_size, int head_dim, DType native) {
+  const Tensor &k = kv.k, &v = kv.v, &k_scale = kv.k_scale, &v_scale = kv.v_scale;
+  const bool k_from_v = kv.k_from_v;
   if (k_from_v && (k.valid() || k_scale.valid())) {
     return InvalidArgumentError("{}: a K array given for a layer that derives K from V", op);
   }

@@ -7,9 +7,9 @@ namespace gannet::backend {
 
 absl::Status CheckSampleArgs(int64_t rows, Tensor params, Tensor banned, Tensor out_ids) {
   if (params.numel() * static_cast<int64_t>(params.elem_bytes()) <
-          rows * static_cast<int64_t>(sizeof(SamplingParams)) ||
+          rows * static_cast<int64_t>(sizeof(sampling::DrawParams)) ||
       out_ids.dtype != DType::kI32 || out_ids.numel() < rows) {
-    return InvalidArgumentError("Sample: params must hold {} SamplingParams and out_ids {} int32",
+    return InvalidArgumentError("Sample: params must hold {} DrawParams and out_ids {} int32",
                                 rows, rows);
   }
   if (banned.valid() &&

@@ -5,52 +5,9 @@
 #include <limits>
 
 namespace gannet {
-namespace {
 
-struct DTypeInfo {
-  DType type;
-  std::string_view name;
-  int bits;
-};
-
-constexpr DTypeInfo kInfos[] = {
-    {DType::kBool, "BOOL", 8},      {DType::kU8, "U8", 8},
-    {DType::kI8, "I8", 8},          {DType::kU16, "U16", 16},
-    {DType::kI16, "I16", 16},       {DType::kU32, "U32", 32},
-    {DType::kI32, "I32", 32},       {DType::kU64, "U64", 64},
-    {DType::kI64, "I64", 64},       {DType::kF16, "F16", 16},
-    {DType::kBF16, "BF16", 16},     {DType::kF32, "F32", 32},
-    {DType::kF64, "F64", 64},       {DType::kF8E4M3, "F8_E4M3", 8},
-    {DType::kF8E5M2, "F8_E5M2", 8}, {DType::kF8E8M0, "F8_E8M0", 8},
-    {DType::kF6E2M3, "F6_E2M3", 6}, {DType::kF6E3M2, "F6_E3M2", 6},
-    {DType::kF4, "F4", 4},
-};
-
-}  // namespace
-
-std::optional<DType> DTypeFromSafetensorsName(std::string_view name) {
-  for (const auto& info : kInfos) {
-    if (info.name == name) return info.type;
-  }
-  return std::nullopt;
-}
-
-std::string_view DTypeName(DType t) {
-  for (const auto& info : kInfos) {
-    if (info.type == t) return info.name;
-  }
-  return "?";
-}
-
-int DTypeBits(DType t) {
-  for (const auto& info : kInfos) {
-    if (info.type == t) return info.bits;
-  }
-  return 0;
-}
-
-bool DTypeIsSupportedForWeights(DType t) {
-  return t == DType::kBF16 || t == DType::kF16 || t == DType::kF32;
+bool WeightFormatIsLoadable(const WeightFormat& f) {
+  return !f.quantized() && (f.elem == DType::kBF16 || f.elem == DType::kF16 || f.elem == DType::kF32);
 }
 
 float F16ToFloat(uint16_t h) {

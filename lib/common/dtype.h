@@ -1,44 +1,19 @@
-// Element types of checkpoint tensors and device buffers, with safetensors names, and the bf16 /
-// f16 <-> f32 conversions the CPU backend and the tools use.
+// The element types (DType, WeightFormat: kernels/common/dtype.h, shared with kernels/), which of
+// them the engine loads, and the bf16 / f16 / FP8 <-> f32 conversions the CPU backend and the
+// tools use.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
-#include <optional>
-#include <string_view>
+
+#include "kernels/common/dtype.h"
 
 namespace gannet {
 
-enum class DType : uint8_t {
-  kBool,
-  kU8,
-  kI8,
-  kU16,
-  kI16,
-  kU32,
-  kI32,
-  kU64,
-  kI64,
-  kF16,
-  kBF16,
-  kF32,
-  kF64,
-  kF8E4M3,
-  kF8E5M2,
-  kF8E8M0,
-  kF6E2M3,
-  kF6E3M2,
-  kF4,
-};
-
-// Parses a safetensors dtype string ("BF16", "F8_E4M3", ...). nullopt for unknown names.
-std::optional<DType> DTypeFromSafetensorsName(std::string_view name);
-std::string_view DTypeName(DType t);  // the safetensors spelling
-// Size in bits of one element (4 and 6 for the packed sub-byte formats).
-int DTypeBits(DType t);
-// True for the dtypes the engine computes with today (bf16/f16/f32); the rest parse so that a
-// checkpoint using them gets a clear "unsupported dtype" error instead of "unknown dtype".
-bool DTypeIsSupportedForWeights(DType t);
+// True for the weight formats the engine loads today: unscaled bf16, f16 and f32. Every other
+// DType parses and every WeightFormat describes itself, so a checkpoint using one gets a clear
+// "unsupported" error naming it instead of "unknown dtype".
+bool WeightFormatIsLoadable(const WeightFormat& f);
 
 // Element i of an array of T whose start may be misaligned for T (a checkpoint tensor served in
 // place, model/safetensors.h): copied out, never dereferenced as a T*.

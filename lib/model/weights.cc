@@ -175,7 +175,7 @@ absl::StatusOr<ModelWeights> BindWeights(const ModelConfig& m, const Checkpoint&
         return InvalidArgumentError("{}: tensor '{}' has dtype {}, expected I64 or I32",
                                     t->file->path(), s.name, DTypeName(dt));
       }
-    } else if (!DTypeIsSupportedForWeights(dt)) {
+    } else if (!WeightFormatIsLoadable(WeightFormat::Dense(dt))) {
       return UnimplementedError("{}: tensor '{}' has dtype {}; gannet loads BF16, F16 and F32",
                                 t->file->path(), s.name, DTypeName(dt));
     }

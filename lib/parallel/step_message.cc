@@ -163,7 +163,7 @@ std::vector<uint8_t> EncodeStep(const runner::StepBatch& b) {
     w.PutArray<int32_t>(s.page_table[1]);
     w.Put<uint8_t>(static_cast<uint8_t>(s.logits));
   }
-  w.PutArray<backend::SamplingParams>(b.device_sampling);
+  w.PutArray<sampling::DrawParams>(b.device_sampling);
   w.PutArray<uint8_t>(b.host_logits);
   w.Put<int64_t>(static_cast<int64_t>(b.banned_tokens.size()));
   for (std::span<const int32_t> ban : b.banned_tokens) w.PutArray<int32_t>(ban);

@@ -1,5 +1,6 @@
 #include "lib/runner/kv_storage.h"
 
+#include "lib/backend/kv_cache.h"
 #include "lib/common/status.h"
 #include "lib/common/units.h"
 
@@ -39,7 +40,7 @@ absl::StatusOr<std::unique_ptr<KvStorage>> KvStorage::Create(const model::TextCo
     // Sizes in int64: one array can hold more than 2^31 elements.
     const int64_t pages = layout.storage_pages(g.group);
     const size_t bytes = static_cast<size_t>(layout.ArrayBytes(l));
-    LayerKv kv;
+    backend::LayerKvView kv;
     kv.group = kv::GroupIndex(g.group);
     kv.k_from_v = g.k_from_v;
     struct Array {
@@ -80,10 +81,8 @@ absl::Status KvStorage::BindKDerivation(int layer, backend::Tensor k_norm, const
       !layers_[layer].k_from_v) {
     return InvalidArgumentError("KV storage: layer {} does not derive K from its V array", layer);
   }
-  const int d = layout_.layers[layer].head_dim;
-  if (!k_norm.valid() || k_norm.dtype != DType::kF32 || k_norm.numel() != d) {
-    return InvalidArgumentError("KV storage: layer {}'s k_norm must be [{}] f32", layer, d);
-  }
+  GANNET_RETURN_IF_ERROR(backend::CheckKFromV(fmt::format("KV storage: layer {}", layer), k_norm,
+                                               rope.rotated_pairs, layout_.layers[layer].head_dim));
   for (int l = 0; l < static_cast<int>(layers_.size()); ++l) {
     if (l == layer || layout_.layers[l].source == layer) {
       layers_[l].k_norm = k_norm;

@@ -32,20 +32,9 @@ class KvStorage {
   static absl::StatusOr<std::unique_ptr<KvStorage>> Create(const model::TextConfig& config,
                                                             const kv::KvLayout& layout,
                                                             backend::Backend* backend);
-  struct LayerKv {
-    backend::Tensor k;  // [storage pages, n_kv_heads, page_size, head_dim]; invalid when k_from_v
-    backend::Tensor v;
-    backend::Tensor k_scale;  // [storage pages, n_kv_heads, page_size] f32 for FP8 KV, else invalid
-    backend::Tensor v_scale;
-    int group = 0;
-    // Single-store K=V (kv_layout.h): K = RoPE(k_norm * V), derived by Attention from the layer's
-    // own k_norm weight and rotation, which the runner binds once its weights are loaded
-    // (BindKDerivation). A drafter attending into these arrays uses them too.
-    bool k_from_v = false;
-    backend::Tensor k_norm;  // [head_dim] f32
-    backend::RopeSpec rope;
-  };
-  const LayerKv& Layer(int layer) const { return layers_[layer]; }
+  // Layer `layer`'s arrays ([storage pages, ...]; a KV-shared layer's are its donor's), as
+  // QkvPrep and Attention take them (and a drafter attending into them).
+  const backend::LayerKvView& Layer(int layer) const { return layers_[layer]; }
   // Binds the weight and rotation K is derived with to K=V layer `layer` (and the layers reading
   // its arrays). InvalidArgument if the layer does not store K in V or the weight is not
   // [head_dim] f32.
@@ -56,7 +45,7 @@ class KvStorage {
  private:
   kv::KvLayout layout_;
   std::vector<backend::Buffer> buffers_;
-  std::vector<LayerKv> layers_;
+  std::vector<backend::LayerKvView> layers_;
   uint64_t bytes_ = 0;
 };
 

@@ -7,21 +7,19 @@ namespace gannet::runner {
 using backend::Tensor;
 
 absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, int layer,
-                              Tensor q, const KvStorage::LayerKv& kv,
+                              Tensor q, backend::LayerKvView kv,
                               const backend::StepMetadata& md, Tensor attn, Tensor o_proj,
                               Tensor out) {
   const int64_t n = q.dim(0);
   const bool sliding = c.is_sliding(layer);
   const int d = c.LayerHeadDim(layer), nq = c.num_attention_heads;
+  if (kv.group != (sliding ? backend::kSlidingGroup : backend::kFullGroup)) {
+    return InternalError("layer {} ({}) attends into KV of group {}", layer,
+                         sliding ? "sliding" : "full", kv.group);
+  }
   backend::AttentionArgs at;
   at.q = q;
-  at.k_cache = kv.k;
-  at.v_cache = kv.v;
-  at.k_scale = kv.k_scale;
-  at.v_scale = kv.v_scale;
-  at.k_from_v = kv.k_from_v;
-  at.k_norm = kv.k_norm;
-  at.rope = kv.rope;
+  at.kv = kv;
   at.out = Tensor::Make(attn.data, attn.dtype, {n, nq, d});
   at.num_q_heads = nq;
   at.num_kv_heads = c.LayerNumKvHeads(layer);
@@ -29,7 +27,6 @@ absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, 
   at.window = sliding ? c.sliding_window : 0;
   at.scale = 1.0f;  // Gemma-4 normalises q and k instead of scaling
   at.meta = &md;
-  at.group = sliding ? backend::kSlidingGroup : backend::kFullGroup;
   GANNET_RETURN_IF_ERROR(be->Attention(at));
   return be->Linear(at.out.Reshape({n, static_cast<int64_t>(nq) * d}), o_proj, out);
 }

@@ -12,10 +12,10 @@
 namespace gannet::runner {
 
 // out[n, hidden] = o_proj(paged attention of q [n, heads, head_dim] over `kv`) for layer `layer`
-// of `c` (window, heads and group from the layer type); `attn` is scratch of at least n rows of
-// heads x head_dim.
+// of `c` (window and heads from the layer type; `kv`, passed by value, must be of the layer type's
+// group: Internal otherwise); `attn` is scratch of at least n rows of heads x head_dim.
 absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, int layer,
-                              backend::Tensor q, const KvStorage::LayerKv& kv,
+                              backend::Tensor q, backend::LayerKvView kv,
                               const backend::StepMetadata& md, backend::Tensor attn,
                               backend::Tensor o_proj, backend::Tensor out);
 

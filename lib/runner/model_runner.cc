@@ -192,7 +192,7 @@ int64_t ActivationBytes(const model::ModelConfig& config, const RunnerOptions& o
                             : (config.text.max_position_embeddings + options.page_size - 1) /
                                   std::max(1, options.page_size);
   bytes += 4 * (6 * T + 2 * S + 1 + 2 * rows + 2 * S * pages) +
-           rows * (static_cast<int64_t>(sizeof(backend::SamplingParams)) +
+           rows * (static_cast<int64_t>(sizeof(sampling::DrawParams)) +
                    4 * backend::kSampleBanSlots);
   return bytes;
 }
@@ -205,7 +205,7 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
   const int nq = c.num_attention_heads;
   const int nkv = c.LayerNumKvHeads(l);
   const float eps = static_cast<float>(c.rms_norm_eps);
-  const KvStorage::LayerKv& kv_layer = kv->Layer(l);
+  const backend::LayerKvView& kv_layer = kv->Layer(l);
   const int group = sliding ? backend::kSlidingGroup : backend::kFullGroup;
 
   // Attention block: h already holds input_layernorm(x).
@@ -218,18 +218,13 @@ absl::Status ModelRunner::Impl::RunLayer(int l, int n, const backend::StepMetada
   prep.head_dim = d;
   prep.has_kv = !c.IsKvShared(l);
   prep.k_eq_v = c.LayerKEqV(l);
-  prep.k_from_v = kv_layer.k_from_v;
   prep.eps = eps;
   prep.q_norm = L.q_norm;
   prep.k_norm = L.k_norm;
   prep.rope = rope[group];
   prep.q_out = Tensor::Make(q.data, q.dtype, {n, nq, d});
-  prep.k_cache = kv_layer.k;
-  prep.v_cache = kv_layer.v;
-  prep.k_scale = kv_layer.k_scale;
-  prep.v_scale = kv_layer.v_scale;
+  prep.kv = kv_layer;
   prep.meta = &md;
-  prep.group = group;
   GANNET_RETURN_IF_ERROR(be->QkvPrep(prep));
 
   Tensor o_t = o.Rows(0, n);
@@ -384,7 +379,7 @@ StepBatch ModelRunner::Impl::Pad(const StepBatch& batch, int bucket, int q) {
     pad.logits = q == 1 ? SeqStep::Logits::kLast : SeqStep::Logits::kAll;
     padded.seqs.push_back(pad);
     for (int r = 0; r < q && !padded.device_sampling.empty(); ++r) {
-      padded.device_sampling.push_back(backend::SamplingParams{0.0f, 1, 1.0f, 0.0f, 0});
+      padded.device_sampling.push_back(sampling::DrawParams::Greedy());
       padded.host_logits.push_back(0);
       if (!padded.banned_tokens.empty()) padded.banned_tokens.emplace_back();
     }
@@ -412,8 +407,8 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result)
   const bool sample = !batch.device_sampling.empty();
   bool greedy_picks = tp != nullptr && sample;
   for (size_t r = 0; greedy_picks && r < batch.device_sampling.size(); ++r) {
-    const backend::SamplingParams& p = batch.device_sampling[r];
-    greedy_picks = (p.temperature <= 0.f || p.top_k == 1) && batch.host_logits[r] == 0;
+    const sampling::DrawParams& p = batch.device_sampling[r];
+    greedy_picks = p.greedy() && batch.host_logits[r] == 0;
   }
   if (sample) {
     if (static_cast<int>(batch.device_sampling.size()) != rows ||

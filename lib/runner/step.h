@@ -33,7 +33,7 @@ inline constexpr int kMaxUniformQueryLen = 16;
 
 struct StepBatch {
   std::vector<SeqStep> seqs;
-  std::vector<backend::SamplingParams> device_sampling;  // empty, or one per logits row
+  std::vector<sampling::DrawParams> device_sampling;  // empty, or one per logits row
   std::vector<uint8_t> host_logits;                      // with device_sampling: rows to copy
   // With device_sampling: empty, or per row the token ids the draw must not pick (at most
   // backend::kSampleBanSlots; a request's stop tokens before min_tokens).

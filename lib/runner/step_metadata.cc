@@ -51,7 +51,7 @@ absl::Status StepMetadataBuilder::Init(backend::Backend* be, const model::ModelC
   }
   GANNET_RETURN_IF_ERROR(alloc(&sampled_, max_rows_));
   const int64_t sp_bytes = static_cast<int64_t>(max_rows_) *
-                           (sizeof(backend::SamplingParams) + backend::kSampleBanSlots * sizeof(int32_t));
+                           (sizeof(sampling::DrawParams) + backend::kSampleBanSlots * sizeof(int32_t));
   GANNET_ASSIGN_OR_RETURN(backend::Buffer b, be->Allocate(static_cast<size_t>(sp_bytes)));
   sampling_ = b.View(DType::kU8, {sp_bytes});
   buffers_.push_back(std::move(b));
@@ -64,7 +64,7 @@ void StepMetadataBuilder::SetKvLayout(const kv::KvLayout& layout) {
 }
 
 absl::Status StepMetadataBuilder::UploadSampling(
-    const std::vector<backend::SamplingParams>& p,
+    const std::vector<sampling::DrawParams>& p,
     const std::vector<std::span<const int32_t>>& banned) {
   const size_t rows = p.size();
   if (static_cast<int>(rows) > max_rows_) {
@@ -75,7 +75,7 @@ absl::Status StepMetadataBuilder::UploadSampling(
     return InvalidArgumentError("step: {} banned-token lists for {} sampling rows", banned.size(),
                                 rows);
   }
-  const size_t params_bytes = rows * sizeof(backend::SamplingParams);
+  const size_t params_bytes = rows * sizeof(sampling::DrawParams);
   h_sampling_.resize(params_bytes + rows * backend::kSampleBanSlots * sizeof(int32_t));
   std::memcpy(h_sampling_.data(), p.data(), params_bytes);
   auto* ban = reinterpret_cast<int32_t*>(h_sampling_.data() + params_bytes);

@@ -28,17 +28,17 @@ class StepMetadataBuilder {
   // so the caller can adjust host-side bounds before launch (graph buckets round max_seq_len up).
   absl::StatusOr<backend::StepMetadata*> Build(const StepBatch& batch);
 
-  // Uploads one SamplingParams and one row of banned token ids (-1 padded) per logits row
+  // Uploads one sampling::DrawParams and one row of banned token ids (-1 padded) per logits row
   // (device sampling), in one copy. `banned` is empty or has one entry per row.
-  absl::Status UploadSampling(const std::vector<backend::SamplingParams>& params,
+  absl::Status UploadSampling(const std::vector<sampling::DrawParams>& params,
                               const std::vector<std::span<const int32_t>>& banned);
   backend::Tensor sampling_params(int rows) const {
-    return sampling_.Rows(0, rows * static_cast<int64_t>(sizeof(backend::SamplingParams)));
+    return sampling_.Rows(0, rows * static_cast<int64_t>(sizeof(sampling::DrawParams)));
   }
-  // [rows, kSampleBanSlots] int32, right after the rows' SamplingParams.
+  // [rows, kSampleBanSlots] int32, right after the rows' DrawParams.
   backend::Tensor banned_ids(int rows) const {
     return backend::Tensor::Make(
-        static_cast<uint8_t*>(sampling_.data) + rows * sizeof(backend::SamplingParams), DType::kI32,
+        static_cast<uint8_t*>(sampling_.data) + rows * sizeof(sampling::DrawParams), DType::kI32,
         {rows, backend::kSampleBanSlots});
   }
   backend::Tensor sampled_ids(int rows) const { return sampled_.Rows(0, rows); }

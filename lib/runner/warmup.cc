@@ -123,7 +123,7 @@ absl::Status WarmUp(StepRunner* runner, const kv::KvLayout& layout,
       seq.logits = w.all_logits ? SeqStep::Logits::kAll : SeqStep::Logits::kLast;
       batch.seqs.push_back(seq);
       for (int r = 0; r < rows_per_seq; ++r) {
-        backend::SamplingParams p;
+        sampling::DrawParams p;
         p.temperature = w.greedy ? 0.0f : 1.0f;
         p.seed = static_cast<uint64_t>(s);
         batch.device_sampling.push_back(p);

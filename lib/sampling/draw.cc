@@ -89,7 +89,7 @@ uint64_t KeptMass(const float* x, int64_t vocab, const DrawParams& sp,
 }
 
 int32_t DrawToken(const float* x, int64_t vocab, const DrawParams& sp) {
-  if (sp.temperature <= 0.f || sp.top_k == 1) return static_cast<int32_t>(ArgMax(x, vocab));
+  if (sp.greedy()) return static_cast<int32_t>(ArgMax(x, vocab));
   std::vector<uint64_t> weight;
   const uint64_t kept_mass = KeptMass(x, vocab, sp, &weight);
   const double u = static_cast<double>(SplitMix64(sp.seed) >> 11) / 9007199254740992.0;

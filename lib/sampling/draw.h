@@ -2,7 +2,7 @@
 // CPU backend's Backend::Sample and, bit for bit up to exp() rounding, the CUDA sampling kernel.
 // One definition means a request gets the same tokens whichever path serves it.
 //
-// Greedy (temperature <= 0 or top_k == 1): the arg-max, ties to the lowest id. Otherwise, with
+// Greedy (DrawParams::greedy(): temperature <= 0 or top_k == 1): the arg-max, ties to the lowest id. Otherwise, with
 // w = exp((x - max x) / temperature) and q = floor(w * 2^32): keep logits >= the top_k-th
 // largest; then keep logits >= the largest threshold whose kept q-mass reaches top_p x the
 // top-k q-mass; then keep w >= min_p; the token is the first, in id order, at which the running
@@ -13,18 +13,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/sampling/draw_params.h"
+
 namespace gannet::sampling {
 
-// One row's draw: what a request's SamplingParams (sampling.h) become for output token `step`
-// (RowDrawParams), and what Backend::Sample reads per logits row (24 bytes, mirrored by the CUDA
-// kernel's SamplingRowParams). Greedy when temperature <= 0 or top_k == 1.
-struct DrawParams {
-  float temperature = 1.0f;
-  int32_t top_k = 0;    // <= 0 or >= vocab: off
-  float top_p = 1.0f;   // >= 1: off
-  float min_p = 0.0f;   // <= 0: off
-  uint64_t seed = 0;
-};
+// One row's draw (kernels/sampling/draw_params.h, the one sampling-row struct): what a request's
+// SamplingParams (sampling.h) become for output token `step` (RowDrawParams), and what
+// Backend::Sample and the CUDA sampling kernel read per logits row.
+using kernels::DrawParams;
 
 // Token ids per row that a backend masks to -inf before the draw (a request's stop ids while it is
 // short of min_tokens); rows with more are sampled on the host.

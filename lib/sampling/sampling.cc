@@ -69,7 +69,9 @@ void TokenCounts::AddPrompt(std::span<const int32_t> tokens) {
 }
 
 DrawParams RowDrawParams(const SamplingParams& p, uint64_t step) {
-  return DrawParams{p.temperature, p.top_k, p.top_p, p.min_p, RowSeed(p.seed, step)};
+  DrawParams row = p;  // the draw part of the request's params
+  row.seed = RowSeed(p.seed, step);
+  return row;
 }
 
 SampleResult Sample(std::span<const float> logits, const SamplingParams& p,

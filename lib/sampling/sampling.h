@@ -2,8 +2,8 @@
 //
 // Order of operations (as vLLM/HF apply them): penalties on the raw logits (repetition over prompt
 // and output tokens, HF's rule: positive logits divided, negative multiplied; presence and
-// frequency over output tokens, OpenAI's rule), then the draw of draw.h: greedy arg-max if
-// temperature == 0, else temperature, top-k, top-p nucleus, min-p, and a draw in fixed point.
+// frequency over output tokens, OpenAI's rule), then the draw of draw.h: the arg-max when greedy
+// (DrawParams::greedy()), else temperature, top-k, top-p nucleus, min-p, and a draw in fixed point.
 //
 // Randomness is counter-based: the draw for output token i of a request uses the seed
 // RowSeed(seed, i). So a request's output does not depend on what else is in the batch or on
@@ -26,17 +26,13 @@
 
 namespace gannet::sampling {
 
-struct SamplingParams {
-  float temperature = 0.0f;  // 0 = greedy
-  int32_t top_k = 0;         // 0 = off
-  float top_p = 1.0f;        // 1 = off
-  float min_p = 0.0f;        // 0 = off
+// A request's sampling: the draw (its seed is the request's; row i draws with RowSeed(seed, i),
+// RowDrawParams) and the penalties applied on the host before it. greedy() is DrawParams's rule.
+struct SamplingParams : DrawParams {
   float repetition_penalty = 1.0f;
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
-  uint64_t seed = 0;
 
-  bool greedy() const { return temperature == 0.0f; }
   bool needs_penalties() const {
     return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
   }

@@ -14,15 +14,13 @@ __extension__ typedef unsigned __int128 u128;
 constexpr uint64_t kDraftSalt = 0x3c6ef372fe94f82bull;
 constexpr uint64_t kAcceptSalt = 0xa54ff53a5f1d36f1ull;
 
-bool IsGreedy(const DrawParams& p) { return p.temperature <= 0.f || p.top_k == 1; }
-
 // The 53-bit integer behind DrawToken's u = k / 2^53.
 uint64_t U53(uint64_t seed) { return SplitMix64(seed) >> 11; }
 
 // Dense masses (size vocab) of the distribution DrawToken draws from; returns their sum (> 0).
 uint64_t DenseMasses(const float* row, int64_t vocab, const DrawParams& p,
                      std::vector<uint64_t>* m) {
-  if (!IsGreedy(p)) {
+  if (!p.greedy()) {
     const uint64_t total = KeptMass(row, vocab, p, m);
     if (total > 0) return total;
   }
@@ -117,7 +115,7 @@ VerifyOutcome VerifyDrafts(std::span<const float* const> target_rows, int64_t vo
     const DrawParams& tp = target_draws[j];
     const int32_t d = drafts[j];
     const bool in_vocab = d >= 0 && d < vocab;
-    if (IsGreedy(tp)) {
+    if (tp.greedy()) {
       const int32_t best = static_cast<int32_t>(ArgMax(row, vocab));
       if (d != best) return {accepted, best};
       continue;
@@ -127,7 +125,7 @@ VerifyOutcome VerifyDrafts(std::span<const float* const> target_rows, int64_t vo
     if (!draft_rows.empty()) {
       tq_total = DenseMasses(draft_rows[j], vocab, draft_draws[j], &q);
     } else {
-      GANNET_CHECK(IsGreedy(draft_draws[j]));  // a sampled q needs its row
+      GANNET_CHECK(draft_draws[j].greedy());  // a sampled q needs its row
       q.assign(vocab, 0);
       if (in_vocab) q[d] = 1;
     }

@@ -63,7 +63,7 @@ struct VerifyOutcome {
 //     be empty when, at every position, the target params or the draft params are greedy (with
 //     greedy draft params q is then the point mass at drafts[j], as a greedy drafter drew it).
 //   accept_seeds: K (AcceptSeed(request_seed, num_output, j)).
-// Greedy target params at position j (temperature <= 0 or top_k == 1): accept iff drafts[j] is
+// Greedy target params at position j (DrawParams::greedy()): accept iff drafts[j] is
 // the row's arg-max, and the replacement is that arg-max; no randomness is used.
 // A draft with q(d) == 0 (not drawable from q, or an id outside the vocabulary) is rejected. If
 // the residual max(0, p - q) is then empty (only possible when p == q), the replacement is

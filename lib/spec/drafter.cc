@@ -269,7 +269,7 @@ absl::Status Drafter::Impl::Step(int n, int k, const backend::StepMetadata& attn
     const bool sliding = c.is_sliding(l);
     const int d = c.LayerHeadDim(l), nq = c.num_attention_heads, nkv = c.LayerNumKvHeads(l);
     const int group = sliding ? backend::kSlidingGroup : backend::kFullGroup;
-    const runner::KvStorage::LayerKv& tkv = kv.Layer(kv_source[l]);
+    const backend::LayerKvView& tkv = kv.Layer(kv_source[l]);
     Tensor q_t = q.Rows(0, n).Reshape({n, q.dim(1)}).Cols(0, static_cast<int64_t>(nq) * d);
     GANNET_RETURN_IF_ERROR(be->Linear(h_t, L.qkv, q_t));
     backend::QkvPrepArgs prep;
@@ -282,8 +282,8 @@ absl::Status Drafter::Impl::Step(int n, int k, const backend::StepMetadata& attn
     prep.q_norm = L.q_norm;
     prep.rope = rope[group];
     prep.q_out = Tensor::Make(qn.data, qn.dtype, {n, nq, d});
+    prep.kv = tkv;  // read for its group only: has_kv is false
     prep.meta = &rope_md;
-    prep.group = group;
     GANNET_RETURN_IF_ERROR(be->QkvPrep(prep));
     Tensor o_t = o.Rows(0, n);
     GANNET_RETURN_IF_ERROR(
@@ -401,7 +401,7 @@ absl::Status Drafter::Draft(std::span<const DraftSeq> seqs, int steps, DraftResu
 }
 
 absl::Status Drafter::Impl::UploadDraws(std::span<const DraftSeq> seqs, int rows, int k) {
-  std::vector<sampling::DrawParams> draws(rows, sampling::DrawParams{0.0f, 1, 1.0f, 0.0f, 0});
+  std::vector<sampling::DrawParams> draws(rows, sampling::DrawParams::Greedy());
   for (size_t i = 0; i < seqs.size(); ++i) draws[i] = seqs[i].draws[k];
   return be->CopyToDevice(params[k].data, draws.data(), rows * sizeof(sampling::DrawParams));
 }

@@ -10,9 +10,10 @@
 namespace gannet::spec {
 
 sampling::DrawParams DraftDrawParams(const sampling::SamplingParams& p, int64_t num_output, int k) {
-  if (p.greedy()) return sampling::DrawParams{0.0f, 1, 1.0f, 0.0f, 0};
-  return sampling::DrawParams{p.temperature, p.top_k, p.top_p, p.min_p,
-                              sampling::DraftSeed(p.seed, num_output, k)};
+  if (p.greedy()) return sampling::DrawParams::Greedy();
+  sampling::DrawParams d = p;  // the draw part of the request's params
+  d.seed = sampling::DraftSeed(p.seed, num_output, k);
+  return d;
 }
 
 EmittedTokens EmitScheduled(const sched::ScheduledSeq& q, const runner::StepResult& result,
@@ -60,9 +61,7 @@ EmittedTokens EmitScheduled(const sched::ScheduledSeq& q, const runner::StepResu
     sampling::PrepareRowLogits(result.Row(first_row + j), rj, &r.counts, drafts.first(j),
                                &scratch->rows[j]);
     target_rows[j] = scratch->rows[j].data();
-    target_draws[j] = r.spec.sampling.greedy()
-                          ? sampling::DrawParams{0.0f, 1, 1.0f, 0.0f, 0}
-                          : sampling::RowDrawParams(r.spec.sampling, rj.num_output);
+    target_draws[j] = sampling::RowDrawParams(r.spec.sampling, rj.num_output);
   }
   std::vector<const float*> draft_rows;
   std::vector<sampling::DrawParams> draft_draws(k);

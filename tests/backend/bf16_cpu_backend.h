@@ -51,8 +51,8 @@ class Bf16ActivationCpuBackend final : public backend::CpuBackend {
     if (!st.ok()) return st;
     Round(a.q_out);
     if (a.has_kv) {
-      if (a.k_cache.valid()) Round(a.k_cache);  // absent for single-store K=V
-      Round(a.v_cache);
+      if (a.kv.k.valid()) Round(a.kv.k);  // absent for single-store K=V
+      Round(a.kv.v);
     }
     return st;
   }

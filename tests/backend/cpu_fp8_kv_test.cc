@@ -76,17 +76,17 @@ TEST(CpuFp8KvTest, StorageIsTheHostQuantisationAndAttentionReadsItBack) {
   // f32 cache.
   std::vector<float> q(Fixture::kT * Fixture::kNq * Fixture::kD), k32(kElems, 0.f), v32(kElems, 0.f);
   backend::QkvPrepArgs a = s.Prep(q);
-  a.k_cache = Tensor::Make(k32.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
-  a.v_cache = Tensor::Make(v32.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
+  a.kv.k = Tensor::Make(k32.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
+  a.kv.v = Tensor::Make(v32.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
   ASSERT_TRUE(cpu.QkvPrep(a).ok());
   // FP8 cache: bytes and scales are exactly the host quantisation of the f32 rows.
   std::vector<uint8_t> k8(kElems, 0), v8(kElems, 0);
   std::vector<float> ks(kRows, 0.f), vs(kRows, 0.f), q2(q.size());
   backend::QkvPrepArgs b = s.Prep(q2);
-  b.k_cache = Tensor::Make(k8.data(), DType::kF8E4M3, {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
-  b.v_cache = Tensor::Make(v8.data(), DType::kF8E4M3, {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
-  b.k_scale = Tensor::Make(ks.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage});
-  b.v_scale = Tensor::Make(vs.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage});
+  b.kv.k = Tensor::Make(k8.data(), DType::kF8E4M3, {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
+  b.kv.v = Tensor::Make(v8.data(), DType::kF8E4M3, {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
+  b.kv.k_scale = Tensor::Make(ks.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage});
+  b.kv.v_scale = Tensor::Make(vs.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage});
   ASSERT_TRUE(cpu.QkvPrep(b).ok());
   const testing::Fp8Rows kq = testing::QuantizeFp8Rows(k32, Fixture::kD);
   const testing::Fp8Rows vq = testing::QuantizeFp8Rows(v32, Fixture::kD);
@@ -111,12 +111,12 @@ TEST(CpuFp8KvTest, StorageIsTheHostQuantisationAndAttentionReadsItBack) {
     at.window = window;
     at.meta = &s.meta;
     backend::AttentionArgs a8 = at, ad = at, a32 = at;
-    a8.k_cache = b.k_cache, a8.v_cache = b.v_cache, a8.k_scale = b.k_scale, a8.v_scale = b.v_scale;
+    a8.kv.k = b.kv.k, a8.kv.v = b.kv.v, a8.kv.k_scale = b.kv.k_scale, a8.kv.v_scale = b.kv.v_scale;
     a8.out = Tensor::Make(out8.data(), DType::kF32, {Fixture::kT, Fixture::kNq, Fixture::kD});
-    ad.k_cache = Tensor::Make(kd.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
-    ad.v_cache = Tensor::Make(vd.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
+    ad.kv.k = Tensor::Make(kd.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
+    ad.kv.v = Tensor::Make(vd.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
     ad.out = Tensor::Make(outd.data(), DType::kF32, {Fixture::kT, Fixture::kNq, Fixture::kD});
-    a32.k_cache = a.k_cache, a32.v_cache = a.v_cache;
+    a32.kv.k = a.kv.k, a32.kv.v = a.kv.v;
     a32.out = Tensor::Make(out32.data(), DType::kF32, {Fixture::kT, Fixture::kNq, Fixture::kD});
     ASSERT_TRUE(cpu.Attention(a8).ok());
     ASSERT_TRUE(cpu.Attention(ad).ok());
@@ -134,23 +134,23 @@ TEST(CpuFp8KvTest, StorageIsTheHostQuantisationAndAttentionReadsItBack) {
 
   // Malformed FP8 arguments: errors naming the problem, nothing written.
   backend::QkvPrepArgs bad = b;
-  bad.k_scale = Tensor();
+  bad.kv.k_scale = Tensor();
   absl::Status st = cpu.QkvPrep(bad);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("scale arrays"), std::string::npos) << st;
   bad = b;
-  bad.v_scale = Tensor::Make(vs.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage - 1});
+  bad.kv.v_scale = Tensor::Make(vs.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage - 1});
   EXPECT_EQ(cpu.QkvPrep(bad).code(), absl::StatusCode::kInvalidArgument);
   bad = a;
-  bad.k_scale = b.k_scale;  // scales for an f32 cache
+  bad.kv.k_scale = b.kv.k_scale;  // scales for an f32 cache
   EXPECT_EQ(cpu.QkvPrep(bad).code(), absl::StatusCode::kInvalidArgument);
   bad = b;
-  bad.v_cache = a.v_cache;  // K FP8, V f32
+  bad.kv.v = a.kv.v;  // K FP8, V f32
   EXPECT_EQ(cpu.QkvPrep(bad).code(), absl::StatusCode::kInvalidArgument);
   std::vector<uint16_t> bf(kElems);
   bad = a;
-  bad.k_cache = Tensor::Make(bf.data(), DType::kBF16, {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
-  bad.v_cache = bad.k_cache;
+  bad.kv.k = Tensor::Make(bf.data(), DType::kBF16, {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
+  bad.kv.v = bad.kv.k;
   st = cpu.QkvPrep(bad);
   EXPECT_NE(st.message().find("this backend stores F32 or F8_E4M3"), std::string::npos) << st;
 }

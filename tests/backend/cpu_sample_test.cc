@@ -7,20 +7,23 @@
 
 #include "gtest/gtest.h"
 #include "lib/backend/cpu/cpu_backend.h"
+#include "lib/sampling/draw.h"
 
 namespace gannet::backend {
 namespace {
+
+using sampling::DrawParams;
 
 class CpuSampleTest : public ::testing::Test {
  protected:
   // banned: empty, or [rows x kSampleBanSlots]; masked_out receives the logits after the call.
   std::vector<int32_t> Run(const std::vector<float>& logits, int vocab,
-                           const std::vector<SamplingParams>& params,
+                           const std::vector<DrawParams>& params,
                            std::vector<int32_t> banned = {},
                            std::vector<float>* masked_out = nullptr) {
     const int rows = static_cast<int>(params.size());
     std::vector<float> x = logits;
-    std::vector<SamplingParams> p = params;
+    std::vector<DrawParams> p = params;
     std::vector<int32_t> ids(rows, -1);
     const Tensor ban = banned.empty() ? Tensor()
                                       : Tensor::Make(banned.data(), DType::kI32,
@@ -37,9 +40,9 @@ class CpuSampleTest : public ::testing::Test {
 
 TEST_F(CpuSampleTest, GreedyTakesTheFirstMaximum) {
   std::vector<float> x = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f};
-  SamplingParams g;
+  DrawParams g;
   g.temperature = 0.f;
-  SamplingParams k1;
+  DrawParams k1;
   k1.top_k = 1;
   EXPECT_EQ(Run(x, 5, {g, k1}), (std::vector<int32_t>{1, 1}));
 }
@@ -53,8 +56,9 @@ TEST_F(CpuSampleTest, FiltersRestrictTheSupport) {
   std::vector<int> order(vocab);
   for (int i = 0; i < vocab; ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](int a, int b) { return x[a] > x[b]; });
-  std::vector<SamplingParams> rows(400);
+  std::vector<DrawParams> rows(400);
   for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i].temperature = 1.0f;
     rows[i].top_k = 5;
     rows[i].seed = 1000 + i;
   }
@@ -69,7 +73,8 @@ TEST_F(CpuSampleTest, FiltersRestrictTheSupport) {
   EXPECT_GE(seen.size(), 3u);  // it samples, it does not collapse to the arg-max
 
   // min_p = 0.5 at temperature 1 keeps exactly the tokens within ln 2 of the max.
-  SamplingParams mp;
+  DrawParams mp;
+  mp.temperature = 1.0f;
   mp.min_p = 0.5f;
   for (int s = 0; s < 200; ++s) {
     mp.seed = s;
@@ -83,7 +88,8 @@ TEST_F(CpuSampleTest, FiltersRestrictTheSupport) {
   int kept = 0;
   while (acc < 0.3 * z) acc += std::exp(x[order[kept++]] - x[order[0]]);
   std::set<int> nucleus(order.begin(), order.begin() + kept);
-  SamplingParams tp;
+  DrawParams tp;
+  tp.temperature = 1.0f;
   tp.top_p = 0.3f;
   for (int s = 0; s < 200; ++s) {
     tp.seed = s;
@@ -94,7 +100,7 @@ TEST_F(CpuSampleTest, FiltersRestrictTheSupport) {
 TEST_F(CpuSampleTest, SameSeedSameToken) {
   std::vector<float> x(300);
   for (int i = 0; i < 300; ++i) x[i] = std::sin(0.37f * i);
-  SamplingParams p;
+  DrawParams p;
   p.temperature = 0.8f;
   p.top_p = 0.9f;
   p.seed = 42;
@@ -105,9 +111,10 @@ TEST_F(CpuSampleTest, FrequenciesFollowTheSoftmax) {
   // Four tokens with probabilities 0.1, 0.2, 0.3, 0.4 at temperature 1.
   const std::vector<float> x = {std::log(0.1f), std::log(0.2f), std::log(0.3f), std::log(0.4f)};
   const int n = 20000;
-  std::vector<SamplingParams> rows(n);
+  std::vector<DrawParams> rows(n);
   std::vector<float> all;
   for (int i = 0; i < n; ++i) {
+    rows[i].temperature = 1.0f;
     rows[i].seed = 77 + 1315423911ull * i;
     all.insert(all.end(), x.begin(), x.end());
   }
@@ -126,7 +133,7 @@ TEST_F(CpuSampleTest, BannedTokensAreNeverDrawn) {
   const std::vector<float> row = {0.5f, 4.0f, -1.0f, 3.0f, 1.0f};
   std::vector<float> x;
   for (int r = 0; r < 2; ++r) x.insert(x.end(), row.begin(), row.end());
-  SamplingParams greedy;
+  DrawParams greedy;
   greedy.temperature = 0.f;
   std::vector<int32_t> banned(2 * kSampleBanSlots, -1);
   banned[0] = 1;  // row 0 bans its arg-max
@@ -137,7 +144,7 @@ TEST_F(CpuSampleTest, BannedTokensAreNeverDrawn) {
   EXPECT_EQ(masked[5 + 1], 4.0f);  // row 1 bans nothing
 
   // Sampling with every token but one banned can only draw that one.
-  SamplingParams hot;
+  DrawParams hot;
   hot.temperature = 2.0f;
   std::vector<int32_t> all_but_2(2 * kSampleBanSlots, -1);
   for (int r = 0; r < 2; ++r) {
@@ -153,7 +160,7 @@ TEST_F(CpuSampleTest, BannedTokensAreNeverDrawn) {
 TEST_F(CpuSampleTest, RejectsWrongShapes) {
   std::vector<float> x(10, 0.f);
   std::vector<int32_t> ids(2);
-  SamplingParams p[2];
+  DrawParams p[2];
   absl::Status st = be_.Sample(Tensor::Make(x.data(), DType::kF32, {2, 5}),
                                Tensor::Make(p, DType::kU8, {1, 24}), Tensor(),
                                Tensor::Make(ids.data(), DType::kI32, {2}));

@@ -143,13 +143,13 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
   a.window = c.window;
   a.scale = c.scale > 0 ? c.scale : 1.0f / std::sqrt(static_cast<float>(c.d));
   a.meta = &meta;
-  a.group = backend::kSlidingGroup;
+  a.kv.group = backend::kSlidingGroup;
   // Single-store K=V: a k_norm weight around 1 and the full layers' rotation.
   std::vector<float> k_norm = testing::RandomNormal(c.d, 14);
   for (float& w : k_norm) w = 1.0f + 0.3f * w;
   if (c.k_from_v) {
-    a.k_from_v = true;
-    a.rope = {1e6, 64, 1.0};
+    a.kv.k_from_v = true;
+    a.kv.rope = {1e6, 64, 1.0};
   }
 
   // CPU reference (host memory, f32; FP8 bytes and scales for the FP8 cache).
@@ -160,18 +160,18 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
     std::vector<float> kc = k, vc = v, qc = q;
     ca.q = Tensor::Make(qc.data(), DType::kF32, {num_tokens, c.nq, c.d});
     if (fp8) {
-      ca.k_cache = Tensor::Make(k8.bytes.data(), DType::kF8E4M3, {num_pages, c.nkv, c.page, c.d});
-      ca.v_cache = Tensor::Make(v8.bytes.data(), DType::kF8E4M3, {num_pages, c.nkv, c.page, c.d});
-      ca.k_scale = Tensor::Make(k8.scales.data(), DType::kF32, {num_pages, c.nkv, c.page});
-      ca.v_scale = Tensor::Make(v8.scales.data(), DType::kF32, {num_pages, c.nkv, c.page});
+      ca.kv.k = Tensor::Make(k8.bytes.data(), DType::kF8E4M3, {num_pages, c.nkv, c.page, c.d});
+      ca.kv.v = Tensor::Make(v8.bytes.data(), DType::kF8E4M3, {num_pages, c.nkv, c.page, c.d});
+      ca.kv.k_scale = Tensor::Make(k8.scales.data(), DType::kF32, {num_pages, c.nkv, c.page});
+      ca.kv.v_scale = Tensor::Make(v8.scales.data(), DType::kF32, {num_pages, c.nkv, c.page});
     } else {
-      ca.k_cache = Tensor::Make(kc.data(), DType::kF32, {num_pages, c.nkv, c.page, c.d});
-      ca.v_cache = Tensor::Make(vc.data(), DType::kF32, {num_pages, c.nkv, c.page, c.d});
+      ca.kv.k = Tensor::Make(kc.data(), DType::kF32, {num_pages, c.nkv, c.page, c.d});
+      ca.kv.v = Tensor::Make(vc.data(), DType::kF32, {num_pages, c.nkv, c.page, c.d});
     }
     ca.out = Tensor::Make(ref.data(), DType::kF32, {num_tokens, c.nq, c.d});
     if (c.k_from_v) {
-      ca.k_cache = ca.k_scale = Tensor();
-      ca.k_norm = Tensor::Make(k_norm.data(), DType::kF32, {c.d});
+      ca.kv.k = ca.kv.k_scale = Tensor();
+      ca.kv.k_norm = Tensor::Make(k_norm.data(), DType::kF32, {c.d});
     }
     const absl::Status st = cpu.Attention(ca);
     ASSERT_TRUE(st.ok()) << st;
@@ -187,8 +187,8 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
   if (fp8) {
     dks = testing::Upload(gpu, k8.scales, DType::kF32, {num_pages, c.nkv, c.page});
     dvs = testing::Upload(gpu, v8.scales, DType::kF32, {num_pages, c.nkv, c.page});
-    a.k_scale = dks.t;
-    a.v_scale = dvs.t;
+    a.kv.k_scale = dks.t;
+    a.kv.v_scale = dvs.t;
   }
   DeviceTensor dq = testing::Upload(gpu, q, DType::kBF16, {num_tokens, c.nq, c.d});
   DeviceTensor dout = testing::Upload(gpu, std::vector<float>(q.size(), 0.f), DType::kBF16,
@@ -208,13 +208,13 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
   meta.token_seq = dseq.t.as<int32_t>();
   g.page_table = dtable.t.as<int32_t>();
   a.q = dq.t;
-  a.k_cache = dk.t;
-  a.v_cache = dv.t;
+  a.kv.k = dk.t;
+  a.kv.v = dv.t;
   a.out = dout.t;
   DeviceTensor dknorm = testing::Upload(gpu, k_norm, DType::kF32, {c.d});
   if (c.k_from_v) {
-    a.k_cache = a.k_scale = Tensor();
-    a.k_norm = dknorm.t;
+    a.kv.k = a.kv.k_scale = Tensor();
+    a.kv.k_norm = dknorm.t;
   }
 
   AttentionArgs a16 = a;
@@ -233,7 +233,7 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
     // GANNET_TEST_ENTRY_PREFIX=sm75_ runs those entries alone (memcheck runs of one arch's entries).
     const char* only = std::getenv("GANNET_TEST_ENTRY_PREFIX");
     if (only != nullptr && std::string(e->name).rfind(only, 0) != 0) continue;
-    const bool f16 = e->predicate.in_type == kernels::ElemType::kF16;
+    const bool f16 = e->predicate.in_type == DType::kF16;
     const AttentionArgs& args = f16 ? a16 : a;
     const DeviceTensor& out = f16 ? dout16 : dout;
     kernels::PagedAttentionParams probe;
@@ -254,7 +254,7 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
     probe.num_tokens = num_tokens;
     probe.max_seq_len = max_len;
     probe.k_from_v = c.k_from_v;
-    probe.rope_pairs = c.k_from_v ? a.rope.rotated_pairs : 0;
+    probe.rope_pairs = c.k_from_v ? a.kv.rope.rotated_pairs : 0;
     const kernels::ProblemKey pk = kernels::AttentionProblem(e->op, probe);
     if (!kernels::CheckEntry(*e, pk, gpu.device_info()).ok) continue;
     const bool flash = kernels::IsFlashEntry(*e);
@@ -307,7 +307,7 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
     int ran_tail = 0;
     for (const kernels::KernelEntry* e : kernels::AllEntries()) {
       if (e->op != kernels::Op::kAttentionDecode && e->op != kernels::Op::kAttentionPrefill) continue;
-      const bool f16 = e->predicate.in_type == kernels::ElemType::kF16;
+      const bool f16 = e->predicate.in_type == DType::kF16;
       AttentionArgs ta = f16 ? a16 : a;
       ta.meta = &tail;
       const DeviceTensor& out = f16 ? dout16 : dout;

@@ -348,7 +348,6 @@ TEST_F(CudaOpsTest, GemvTilesGiveTheSameBits) {
     int n, k;
   };
   const Shape shapes[] = {{1536, 6144}, {2561, 1544}, {7, 40}, {520, 704}, {3, 2056}};
-  using kernels::DataType;
   struct Types {
     DType x, w, out;
     bool gated;
@@ -360,9 +359,6 @@ TEST_F(CudaOpsTest, GemvTilesGiveTheSameBits) {
                          {DType::kF32, DType::kF16, DType::kF32, false},
                          {DType::kBF16, DType::kBF16, DType::kBF16, true},
                          {DType::kF16, DType::kF16, DType::kF32, true}};
-  auto kernel_type = [](DType t) {
-    return t == DType::kF32 ? DataType::kF32 : t == DType::kF16 ? DataType::kF16 : DataType::kBF16;
-  };
   for (const Shape& s : shapes) {
     for (const Types& ty : types) {
       const std::string what =
@@ -381,9 +377,9 @@ TEST_F(CudaOpsTest, GemvTilesGiveTheSameBits) {
       p.k = s.k;
       p.ldx = s.k;
       p.ldo = s.n;
-      p.x_type = kernel_type(ty.x);
-      p.w_type = kernel_type(ty.w);
-      p.out_type = kernel_type(ty.out);
+      p.x_type = ty.x;
+      p.w_type = ty.w;
+      p.out_type = ty.out;
       if (ty.gated) {
         p.up = up.t.data;
         p.ldu = s.k;
@@ -473,9 +469,6 @@ TEST_F(CudaOpsTest, GemvGluGivesTheBitsOfTheGemvThenGeluTanhMul) {
     int inter, k;
   };
   const Shape shapes[] = {{1536, 1536}, {1537, 520}, {3, 40}, {641, 2056}};
-  auto kernel_type = [](DType t) {
-    return t == DType::kF16 ? kernels::DataType::kF16 : kernels::DataType::kBF16;
-  };
   for (const Shape& s : shapes) {
     for (const DType t : {DType::kBF16, DType::kF16}) {
       const int n = 2 * s.inter;
@@ -491,7 +484,7 @@ TEST_F(CudaOpsTest, GemvGluGivesTheBitsOfTheGemvThenGeluTanhMul) {
         p.n = n;
         p.k = s.k;
         p.ldx = s.k;
-        p.x_type = p.w_type = p.out_type = kernel_type(t);
+        p.x_type = p.w_type = p.out_type = t;
         // The reference: the projection into [M, 2I], then GeluTanhMul of its halves.
         DeviceTensor gu = Upload(*gpu_, std::vector<float>(m * n, NAN), t, {m, n});
         DeviceTensor want = Upload(*gpu_, std::vector<float>(m * s.inter, NAN), t, {m, s.inter});
@@ -526,7 +519,7 @@ TEST_F(CudaOpsTest, GemvGluGivesTheBitsOfTheGemvThenGeluTanhMul) {
         kernels::GemvParams bad = p;
         bad.glu = s.inter;
         bad.out = gu.t.data;
-        bad.out_type = kernels::DataType::kF32;
+        bad.out_type = DType::kF32;
         EXPECT_EQ(kernels::LaunchGemv(bad, gpu_->stream()), cudaErrorInvalidValue);
         bad.out_type = p.out_type;
         bad.n = n - 2;
@@ -708,8 +701,8 @@ TEST_F(CudaOpsTest, QkvPrep) {
       c.q_norm = Host(qn, {L.d});
       c.k_norm = Host(kn, {L.d});
       c.q_out = Host(qref, {t, L.nq, L.d});
-      c.k_cache = Host(kref, {pages, L.nkv, page, L.d});
-      c.v_cache = Host(vref, {pages, L.nkv, page, L.d});
+      c.kv.k = Host(kref, {pages, L.nkv, page, L.d});
+      c.kv.v = Host(vref, {pages, L.nkv, page, L.d});
       ASSERT_TRUE(cpu_.QkvPrep(c).ok());
     }
     DeviceTensor dqkv = Upload(*gpu_, qkv, DType::kBF16, {t, cols});
@@ -721,8 +714,8 @@ TEST_F(CudaOpsTest, QkvPrep) {
     a.q_norm = dqn.t;
     a.k_norm = dkn.t;
     a.q_out = dq.t;
-    a.k_cache = dk.t;
-    a.v_cache = dv.t;
+    a.kv.k = dk.t;
+    a.kv.v = dv.t;
     ASSERT_TRUE(gpu_->QkvPrep(a).ok());
     EXPECT_LE(RelL2(Download(*gpu_, dq.t), qref), kBf16Tol) << "q d=" << L.d;
     EXPECT_LE(RelL2(Download(*gpu_, dk.t), kref), kBf16Tol) << "k d=" << L.d;
@@ -768,10 +761,10 @@ TEST_F(CudaOpsTest, QkvPrepWritesFp8Rows) {
       c.q_norm = Host(qn, {L.d});
       c.k_norm = Host(kn, {L.d});
       c.q_out = Host(qref, {t, nq, L.d});
-      c.k_cache = Tensor::Make(k8.data(), DType::kF8E4M3, {pages, L.nkv, page, L.d});
-      c.v_cache = Tensor::Make(v8.data(), DType::kF8E4M3, {pages, L.nkv, page, L.d});
-      c.k_scale = Host(ks, {pages, L.nkv, page});
-      c.v_scale = Host(vs, {pages, L.nkv, page});
+      c.kv.k = Tensor::Make(k8.data(), DType::kF8E4M3, {pages, L.nkv, page, L.d});
+      c.kv.v = Tensor::Make(v8.data(), DType::kF8E4M3, {pages, L.nkv, page, L.d});
+      c.kv.k_scale = Host(ks, {pages, L.nkv, page});
+      c.kv.v_scale = Host(vs, {pages, L.nkv, page});
       ASSERT_TRUE(cpu_.QkvPrep(c).ok());
     }
     DeviceTensor dqkv = Upload(*gpu_, qkv, DType::kBF16, {t, cols});
@@ -785,10 +778,10 @@ TEST_F(CudaOpsTest, QkvPrepWritesFp8Rows) {
     a.q_norm = dqn.t;
     a.k_norm = dkn.t;
     a.q_out = dq.t;
-    a.k_cache = dk.t;
-    a.v_cache = dv.t;
-    a.k_scale = dks.t;
-    a.v_scale = dvs.t;
+    a.kv.k = dk.t;
+    a.kv.v = dv.t;
+    a.kv.k_scale = dks.t;
+    a.kv.v_scale = dvs.t;
     ASSERT_TRUE(gpu_->QkvPrep(a).ok());
     struct Array {
       const char* name;
@@ -1112,11 +1105,12 @@ TEST_F(CudaOpsTest, DecodeStepOpsReplayFromACudaGraph) {
   DeviceTensor hb = act({2, h}), qkv = act({2, qkv_cols}), q = act({2, nq, d}), attn = act({2, nq, d});
   DeviceTensor o = act({2, h}), ids = act({2, top_k}, DType::kI32), wts = act({2, top_k}, DType::kF32);
   DeviceTensor moe = act({2, h}), logits = act({2, vocab}, DType::kF32), sampled = act({2}, DType::kI32);
-  std::vector<backend::SamplingParams> sp(2);
+  std::vector<sampling::DrawParams> sp(2);
+  sp[0].temperature = 1.0f;  // row 0 samples, row 1 samples with filters
   sp[1].temperature = 0.8f, sp[1].top_k = 20, sp[1].seed = 99;
-  auto spbuf = gpu_->Allocate(sizeof(backend::SamplingParams) * 2);
+  auto spbuf = gpu_->Allocate(sizeof(sampling::DrawParams) * 2);
   ASSERT_TRUE(spbuf.ok());
-  ASSERT_TRUE(gpu_->CopyToDevice(spbuf->data(), sp.data(), sizeof(backend::SamplingParams) * 2).ok());
+  ASSERT_TRUE(gpu_->CopyToDevice(spbuf->data(), sp.data(), sizeof(sampling::DrawParams) * 2).ok());
   const Tensor params = spbuf->View(DType::kU8, {2, 24});
 
   auto step = [&]() -> absl::Status {
@@ -1131,14 +1125,14 @@ TEST_F(CudaOpsTest, DecodeStepOpsReplayFromACudaGraph) {
     pa.k_norm = qn.t;
     pa.rope = {10000.0, d / 2, 1.0};
     pa.q_out = q.t;
-    pa.k_cache = kc.t;
-    pa.v_cache = vc.t;
+    pa.kv.k = kc.t;
+    pa.kv.v = vc.t;
     pa.meta = &meta;
     GANNET_RETURN_IF_ERROR(gpu_->QkvPrep(pa));
     backend::AttentionArgs aa;
     aa.q = q.t;
-    aa.k_cache = kc.t;
-    aa.v_cache = vc.t;
+    aa.kv.k = kc.t;
+    aa.kv.v = vc.t;
     aa.out = attn.t;
     aa.num_q_heads = nq;
     aa.num_kv_heads = nkv;
@@ -1213,9 +1207,9 @@ TEST_F(CudaOpsTest, DecodeStepOpsReplayFromACudaGraph) {
 TEST_F(CudaOpsTest, SampleMatchesCpuDefinition) {
   const int vocab = 262144, rows = 48;
   std::vector<float> logits = RandomNormal(static_cast<size_t>(rows) * vocab, 30, 3.0f, false);
-  std::vector<backend::SamplingParams> params(rows);
+  std::vector<sampling::DrawParams> params(rows);
   for (int r = 0; r < rows; ++r) {
-    backend::SamplingParams& p = params[r];
+    sampling::DrawParams& p = params[r];
     p.seed = 0x1234567ull * (r + 1);
     switch (r % 6) {
       case 0: p.temperature = 0.f; break;
@@ -1250,9 +1244,9 @@ TEST_F(CudaOpsTest, SampleMatchesCpuDefinition) {
     }
   }
   DeviceTensor dl = Upload(*gpu_, logits, DType::kF32, {rows, vocab});
-  auto pbuf = gpu_->Allocate(rows * sizeof(backend::SamplingParams));
+  auto pbuf = gpu_->Allocate(rows * sizeof(sampling::DrawParams));
   ASSERT_TRUE(pbuf.ok());
-  ASSERT_TRUE(gpu_->CopyToDevice(pbuf->data(), params.data(), rows * sizeof(backend::SamplingParams)).ok());
+  ASSERT_TRUE(gpu_->CopyToDevice(pbuf->data(), params.data(), rows * sizeof(sampling::DrawParams)).ok());
   DeviceTensor dids = UploadI32(*gpu_, std::vector<int32_t>(rows, -1), {rows});
   const Tensor tp = pbuf->View(DType::kU8, {rows, 24});
   DeviceTensor dban = UploadI32(*gpu_, banned, {rows, backend::kSampleBanSlots});

@@ -119,13 +119,13 @@ TEST_F(RegistryTest, FallsBackToSmallerTilesWhenSharedMemoryIsShort) {
 // kernel when nothing else fits), and a bf16 cache never gets an FP8 entry.
 TEST_F(RegistryTest, Fp8CachesGetFp8EntriesOnly) {
   auto fp8 = [](ProblemKey pk) {
-    pk.kv_type = ElemType::kF8E4M3;
+    pk.kv_type = DType::kF8E4M3;
     return pk;
   };
   for (const KernelEntry* e : AllEntries()) {
     const bool is_fp8 = std::string(e->name).find("_fp8_") != std::string::npos;
     if (e->op != Op::kAttentionDecode && e->op != Op::kAttentionPrefill) continue;
-    EXPECT_EQ(e->predicate.kv_type == ElemType::kF8E4M3, is_fp8) << e->name;
+    EXPECT_EQ(e->predicate.kv_type == DType::kF8E4M3, is_fp8) << e->name;
   }
   if (EffectiveArch(90) >= 80) {
     const DeviceInfo hopper = Device(90);
@@ -187,7 +187,7 @@ TEST_F(RegistryTest, HopperPrefillUsesItsWgmmaEntryOnSm90Only) {
   ASSERT_NE(s.entry, nullptr) << s.error;
   EXPECT_STREQ(s.entry->name, "sm80_hd256_bf16_prefill");
   ProblemKey fp8 = sliding;
-  fp8.kv_type = ElemType::kF8E4M3;
+  fp8.kv_type = DType::kF8E4M3;
   s = Select(fp8, Device(90), archs);
   ASSERT_NE(s.entry, nullptr) << s.error;
   EXPECT_STREQ(s.entry->name, "sm80_hd256_fp8_prefill");
@@ -278,6 +278,29 @@ TEST_F(RegistryTest, MoeUsesPairGemvForFewTokensAndGroupedGemmForMany) {
   s = Select(pk, Device(90));
   ASSERT_NE(s.entry, nullptr) << s.error;
   EXPECT_STREQ(s.entry->name, "sm80_moe_grouped_bf16");
+}
+
+// A quantized weight type is a DType like any other (kernels/common/dtype.h), and no entry
+// claims one yet: selection refuses it by name instead of running a bf16 kernel on its bytes.
+TEST_F(RegistryTest, QuantizedWeightTypesAreRefusedByName) {
+  for (const DType w : {DType::kI4, DType::kF8E4M3, DType::kF4E2M1}) {
+    ProblemKey gemv;
+    gemv.op = Op::kGemv;
+    gemv.n = 2048;
+    gemv.k = 2048;
+    gemv.num_tokens = 1;
+    gemv.flags = kFlagAligned16;
+    gemv.kv_type = w;
+    Selection s = Select(gemv, Device(90));
+    EXPECT_EQ(s.entry, nullptr) << DTypeShortName(w);
+    EXPECT_NE(s.error.find("bf16/" + std::string(DTypeShortName(w)) + " unsupported"),
+              std::string::npos)
+        << s.error;
+    ProblemKey moe = Moe26bA4b(1);
+    moe.kv_type = w;
+    s = Select(moe, Device(90));
+    EXPECT_EQ(s.entry, nullptr) << DTypeShortName(w);
+  }
 }
 
 TEST_F(RegistryTest, SplitCountFillsTheGpuOnlyWhenNeeded) {
@@ -372,7 +395,7 @@ void AddVariantProblems(const std::string& variant, const model::TextConfig& c,
     const int nkv = sliding ? c.num_key_value_heads : c.FullNumKvHeads();
     const bool k_from_v = !sliding && c.attention_k_eq_v;
     const int rope_pairs = static_cast<int>(c.rope_full.partial_rotary_factor * hd / 2);
-    for (const ElemType kv : {ElemType::kBF16, ElemType::kF8E4M3}) {
+    for (const DType kv : {DType::kBF16, DType::kF8E4M3}) {
       struct Shape {
         Op op;
         int qlen, seqs;
@@ -395,7 +418,7 @@ void AddVariantProblems(const std::string& variant, const model::TextConfig& c,
         if (sh.op == Op::kAttentionDecode && sh.qlen * pk.group() > 16) pk.op = Op::kAttentionPrefill;
         out.push_back({pk, true,
                        variant + " " + sh.what + (sliding ? " sliding" : " full") + " " +
-                           ElemTypeName(kv) + (k_from_v ? " k_from_v" : "")});
+                           std::string(DTypeShortName(kv)) + (k_from_v ? " k_from_v" : "")});
       }
     }
   }
@@ -487,7 +510,7 @@ TEST_F(RegistryTest, VoltaBuildRunsEveryOpOnItsOwnEntries) {
     if (p.pk.op == Op::kAttentionDecode || p.pk.op == Op::kAttentionPrefill) {
       ++attention;
       EXPECT_TRUE(IsFlashEntry(*s.entry)) << p.what << " fell back to " << name;
-      const bool fp8 = p.pk.kv_type == ElemType::kF8E4M3;
+      const bool fp8 = p.pk.kv_type == DType::kF8E4M3;
       EXPECT_EQ(name.find("_fp8_") != std::string::npos, fp8) << p.what << ": " << name;
     }
   }
@@ -529,17 +552,17 @@ TEST_F(RegistryTest, Fp16ComputePathHasAnEntryForEveryOpOnEveryArch) {
     for (VariantProblem p : AllVariantProblems()) {
       std::vector<ProblemKey> keys;
       if (p.pk.op == Op::kGemv) {
-        p.pk.kv_type = ElemType::kF16;
-        for (const ElemType x : {ElemType::kF16, ElemType::kF32}) {
+        p.pk.kv_type = DType::kF16;
+        for (const DType x : {DType::kF16, DType::kF32}) {
           p.pk.in_type = x;
           keys.push_back(p.pk);
         }
       } else if (p.pk.op == Op::kMoeExperts) {
-        p.pk.in_type = p.pk.kv_type = ElemType::kF16;
-        p.pk.out_type = ElemType::kF32;
+        p.pk.in_type = p.pk.kv_type = DType::kF16;
+        p.pk.out_type = DType::kF32;
         keys.push_back(p.pk);
       } else {
-        p.pk.in_type = p.pk.out_type = ElemType::kF16;
+        p.pk.in_type = p.pk.out_type = DType::kF16;
         keys.push_back(p.pk);
       }
       for (const ProblemKey& pk : keys) {
@@ -554,7 +577,7 @@ TEST_F(RegistryTest, Fp16ComputePathHasAnEntryForEveryOpOnEveryArch) {
         const bool t4_hd512 = d.sm == 75 && pk.head_dim == 512;
         if ((pk.op == Op::kAttentionDecode || pk.op == Op::kAttentionPrefill) && !t4_hd512) {
           EXPECT_TRUE(IsFlashEntry(*s.entry)) << "sm_" << d.sm << " " << p.what << " fell back to " << name;
-          EXPECT_EQ(name.find("_fp8_") != std::string::npos, pk.kv_type == ElemType::kF8E4M3) << name;
+          EXPECT_EQ(name.find("_fp8_") != std::string::npos, pk.kv_type == DType::kF8E4M3) << name;
         }
       }
     }
@@ -588,7 +611,7 @@ TEST_F(RegistryTest, TuringGetsItsTensorCoreEntries) {
     const char* name;
   };
   auto fp8 = [](ProblemKey pk) {
-    pk.kv_type = ElemType::kF8E4M3;
+    pk.kv_type = DType::kF8E4M3;
     return pk;
   };
   for (const Want& w : {Want{Attention(Op::kAttentionDecode, 512, 32, 4), "sm75_hd512_bf16_split"},

@@ -10,9 +10,9 @@ namespace {
 TEST(DTypeTest, ParsesSafetensorsNames) {
   EXPECT_EQ(DTypeFromSafetensorsName("BF16"), DType::kBF16);
   EXPECT_EQ(DTypeFromSafetensorsName("F8_E4M3"), DType::kF8E4M3);
-  EXPECT_EQ(DTypeFromSafetensorsName("F4"), DType::kF4);
+  EXPECT_EQ(DTypeFromSafetensorsName("F4"), DType::kF4E2M1);
   EXPECT_FALSE(DTypeFromSafetensorsName("bf16").has_value());
-  EXPECT_EQ(DTypeBits(DType::kF4), 4);
+  EXPECT_EQ(DTypeBits(DType::kF4E2M1), 4);
   EXPECT_EQ(DTypeBits(DType::kI64), 64);
   EXPECT_EQ(DTypeName(DType::kF8E5M2), "F8_E5M2");
 }
@@ -99,6 +99,60 @@ TEST(DTypeTest, F16RoundTrip) {
     EXPECT_EQ(F16ToFloat(FloatToF16(f)), f) << f;
   }
   EXPECT_TRUE(std::isinf(F16ToFloat(FloatToF16(1e6f))));
+}
+
+TEST(DTypeTest, QuantizedElementTypesHaveTraitsButNoSafetensorsName) {
+  EXPECT_EQ(DTypeBits(DType::kI4), 4);
+  EXPECT_EQ(DTypeBits(DType::kU4), 4);
+  EXPECT_EQ(DTypeElemsPerByte(DType::kI4), 2);
+  EXPECT_EQ(DTypeElemsPerByte(DType::kF4E2M1), 2);
+  EXPECT_EQ(DTypeElemsPerByte(DType::kF8E4M3), 1);
+  EXPECT_EQ(DTypeElemsPerByte(DType::kBF16), 1);
+  EXPECT_EQ(DTypeBytes(DType::kI4, 128), 64);
+  EXPECT_EQ(DTypeShortName(DType::kI4), "int4");
+  EXPECT_EQ(DTypeShortName(DType::kF8E4M3), "fp8e4m3");
+  EXPECT_EQ(DTypeShortName(DType::kBF16), "bf16");
+  // Safetensors has no int4 dtype (checkpoints pack it into I32 words).
+  EXPECT_FALSE(DTypeFromSafetensorsName("I4").has_value());
+  EXPECT_EQ(DTypeName(DType::kCount), "?");
+}
+
+TEST(DTypeTest, WeightFormatsDescribeTheQuantizedSchemes) {
+  EXPECT_EQ(WeightFormatError(WeightFormat::Dense(DType::kBF16)), nullptr);
+  EXPECT_EQ(WeightFormatError(WeightFormat::Int4(32)), nullptr);
+  EXPECT_EQ(WeightFormatError(WeightFormat::Int4(128)), nullptr);
+  EXPECT_EQ(WeightFormatError(WeightFormat::Fp8Channel()), nullptr);
+  const WeightFormat nvfp4 = WeightFormat::Nvfp4();
+  EXPECT_EQ(WeightFormatError(nvfp4), nullptr);
+  EXPECT_EQ(nvfp4.elem, DType::kF4E2M1);
+  EXPECT_EQ(nvfp4.group_size, 16);
+  EXPECT_EQ(nvfp4.scale, DType::kF8E4M3);
+  EXPECT_TRUE(nvfp4.global_scale);
+  WeightFormat block{DType::kF8E4M3, ScaleGranularity::kBlock, 128, DType::kF32, 128};
+  EXPECT_EQ(WeightFormatError(block), nullptr);
+
+  EXPECT_NE(WeightFormatError(WeightFormat::Int4(0)), nullptr);   // grouped without a group
+  EXPECT_NE(WeightFormatError(WeightFormat::Int4(33)), nullptr);  // half a byte per group
+  WeightFormat sub_byte_scale = WeightFormat::Int4(32, DType::kF4E2M1);
+  EXPECT_NE(WeightFormatError(sub_byte_scale), nullptr);
+  WeightFormat signed_zp = WeightFormat::Int4(128);
+  signed_zp.zero_point = true;
+  EXPECT_NE(WeightFormatError(signed_zp), nullptr);
+  WeightFormat dense_grouped = WeightFormat::Dense(DType::kBF16);
+  dense_grouped.group_size = 32;
+  EXPECT_NE(WeightFormatError(dense_grouped), nullptr);
+  block.block_rows = 0;
+  EXPECT_NE(WeightFormatError(block), nullptr);
+}
+
+TEST(DTypeTest, OnlyUnscaledFloatWeightsLoadToday) {
+  EXPECT_TRUE(WeightFormatIsLoadable(WeightFormat::Dense(DType::kBF16)));
+  EXPECT_TRUE(WeightFormatIsLoadable(WeightFormat::Dense(DType::kF16)));
+  EXPECT_TRUE(WeightFormatIsLoadable(WeightFormat::Dense(DType::kF32)));
+  EXPECT_FALSE(WeightFormatIsLoadable(WeightFormat::Dense(DType::kF8E4M3)));
+  EXPECT_FALSE(WeightFormatIsLoadable(WeightFormat::Int4(32)));
+  EXPECT_FALSE(WeightFormatIsLoadable(WeightFormat::Fp8Channel()));
+  EXPECT_FALSE(WeightFormatIsLoadable(WeightFormat::Nvfp4()));
 }
 
 }  // namespace

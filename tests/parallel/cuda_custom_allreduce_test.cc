@@ -379,10 +379,10 @@ TEST(CustomAllReduceTest, FusedPostNormResidualIsTheTwoOpsBitForBit) {
         // Unfused: the all-reduce, then PostNormResidual of its sum.
         CUDA_OK(kernels::LaunchCustomAllReduce(b[r].x[0], cells, kernels::AllReduceType::kBF16, r,
                                                world, g.ws.data(), g.abort, g.streams[r]));
-        kernels::Mat next0{sh.next ? b[r].next[0] : nullptr, kernels::DataType::kBF16, sh.n};
+        kernels::Mat next0{sh.next ? b[r].next[0] : nullptr, DType::kBF16, sh.n};
         CUDA_OK(kernels::LaunchPostNormResidual(
-            {b[r].x[0], kernels::DataType::kBF16, sh.n}, static_cast<const float*>(b[r].post_w),
-            {b[r].res[0], kernels::DataType::kF32, sh.n}, sc,
+            {b[r].x[0], DType::kBF16, sh.n}, static_cast<const float*>(b[r].post_w),
+            {b[r].res[0], DType::kF32, sh.n}, sc,
             static_cast<const float*>(b[r].next_w), next0, 1e-6f, sh.rows, sh.n, g.streams[r]));
         // Fused.
         kernels::PostNormResidualArgs a;

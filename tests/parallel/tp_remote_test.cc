@@ -122,7 +122,7 @@ TEST(StepMessageTest, RoundTripsAndRejectsTornMessages) {
   q.page_table[1] = t1;
   q.logits = runner::SeqStep::Logits::kAll;
   b.seqs.push_back(q);
-  b.device_sampling.push_back(backend::SamplingParams{0.5f, 3, 0.9f, 0.1f, 42});
+  b.device_sampling.push_back(sampling::DrawParams{0.5f, 3, 0.9f, 0.1f, 42});
   b.host_logits.push_back(1);
   b.banned_tokens.push_back(ban);
   const std::vector<uint8_t> msg = parallel::EncodeStep(b);

@@ -141,7 +141,7 @@ TEST(TpRunnerSamplingTest, DeviceSampledTokensOfOneDevice) {
           q.page_table[0] = tables[s];
           q.page_table[1] = tables[s];
           b.seqs.push_back(q);
-          backend::SamplingParams p{0.0f, 0, 1.0f, 0.0f, 0};
+          sampling::DrawParams p{0.0f, 0, 1.0f, 0.0f, 0};
           if (round == 2 && s == 1) p = {0.8f, 20, 0.9f, 0.0f, 77};  // mixed: the gather path
           b.device_sampling.push_back(p);
           b.host_logits.push_back(0);

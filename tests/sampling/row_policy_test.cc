@@ -35,6 +35,25 @@ TEST(RowPolicyTest, DeviceUnlessTheHostIsNeeded) {
   EXPECT_TRUE(ChooseRowSampling(r).host);
 }
 
+// One greedy rule (DrawParams::greedy) for a request and its rows: top_k 1 is greedy whatever
+// the temperature, so a verify chunk of such a request compares arg-maxes on the device rather
+// than copying its logits for rejection sampling. The default row is greedy, as gannet.h
+// documents (temperature 0 = greedy).
+TEST(RowPolicyTest, OneGreedyRuleForRequestsAndRows) {
+  EXPECT_TRUE(DrawParams{}.greedy());
+  EXPECT_TRUE(SamplingParams{}.greedy());
+  SamplingParams p;
+  p.temperature = 0.7f;
+  EXPECT_FALSE(p.greedy());
+  p.top_k = 1;
+  EXPECT_TRUE(p.greedy());
+  EXPECT_TRUE(RowDrawParams(p, 3).greedy());
+  const RowRequest r{&p, 0, 3, 0, {}};
+  for (const RowChoice& c : ChooseVerifySampling(r, 2)) EXPECT_FALSE(c.host);
+  p.top_k = 2;
+  for (const RowChoice& c : ChooseVerifySampling(r, 2)) EXPECT_TRUE(c.host);
+}
+
 TEST(RowPolicyTest, HostPathMasksStopsBeforeMinTokens) {
   SamplingParams greedy;
   const std::vector<float> logits = {0.f, 5.f, 1.f, 4.f};

@@ -82,7 +82,7 @@ class CudaDrafterTest : public ::testing::TestWithParam<std::string> {
     d.committed = static_cast<int64_t>(ids.size());
     d.page_table[0] = table_;
     d.page_table[1] = table_;
-    d.draws.assign(kSteps, sampling::DrawParams{0.0f, 1, 1.0f, 0.0f, 0});
+    d.draws.assign(kSteps, sampling::DrawParams::Greedy());
     d.want_logits = true;  // host draws: the logits on both sides are what we compare
     const spec::DraftSeq seqs[] = {d};
     spec::DraftResult res;
@@ -130,7 +130,7 @@ TEST_P(CudaDrafterTest, MatchesCpuAndLeavesTargetKvAlone) {
     d.committed = static_cast<int64_t>(golden->input_ids.size());
     d.page_table[0] = table_;
     d.page_table[1] = table_;
-    d.draws.assign(kSteps, sampling::DrawParams{0.0f, 1, 1.0f, 0.0f, 0});
+    d.draws.assign(kSteps, sampling::DrawParams::Greedy());
     const spec::DraftSeq seqs[] = {d};
     spec::DraftResult again;
     ASSERT_TRUE(gpu_.drafter->Draft(seqs, kSteps, &again).ok());

@@ -137,7 +137,7 @@ class DrafterTest : public ::testing::TestWithParam<std::tuple<std::string, int>
     d.committed = committed;
     d.page_table[0] = tables_[seq];
     d.page_table[1] = tables_[seq];
-    d.draws.assign(kSteps, sampling::DrawParams{0.0f, 1, 1.0f, 0.0f, 0});
+    d.draws.assign(kSteps, sampling::DrawParams::Greedy());
     d.want_logits = true;
     return d;
   }

@@ -88,7 +88,7 @@ const float* DeriveK(const float* v, const float* k_norm, const float* inv_freq,
 absl::Status CpuBackend::QkvPrep(const QkvPrepArgs& a) {
   GANNET_RETURN_IF_ERROR(cpu::RequireF32(a.qkv, "QkvPrep qkv"));
   const StepMetadata& meta = *a.meta;
-  const KvGroupView& g = meta.groups[a.group];
+  const KvGroupView& g = meta.groups[a.kv.group];
   const int d = a.head_dim;
   const int64_t kv_cols = a.has_kv ? static_cast<int64_t>(a.num_kv_heads) * d * (a.k_eq_v ? 1 : 2)
                                    : 0;
@@ -96,12 +96,11 @@ absl::Status CpuBackend::QkvPrep(const QkvPrepArgs& a) {
     return InvalidArgumentError("QkvPrep: qkv row has {} values, heads imply {}",
                                 a.qkv.row_elems(), a.num_q_heads * d + kv_cols);
   }
-  if (a.k_from_v && !a.k_eq_v) {
+  if (a.kv.k_from_v && !a.k_eq_v) {
     return InvalidArgumentError("QkvPrep: a single K/V store needs a K=V layer");
   }
   if (a.has_kv) {
-    GANNET_RETURN_IF_ERROR(CheckKvCache("QkvPrep", a.k_cache, a.v_cache, a.k_scale, a.v_scale,
-                                        a.num_kv_heads, g.page_size, d, kv_dtype(), a.k_from_v));
+    GANNET_RETURN_IF_ERROR(CheckKvCache("QkvPrep", a.kv, a.num_kv_heads, g.page_size, d, kv_dtype()));
   }
   std::vector<float> inv_freq(d / 2);
   ComputeInvFreq(a.rope, d, inv_freq.data());
@@ -130,10 +129,10 @@ absl::Status CpuBackend::QkvPrep(const QkvPrepArgs& a) {
       const float* k_raw = row + static_cast<int64_t>(a.num_q_heads) * d;
       const float* v_raw =
           a.k_eq_v ? k_raw : k_raw + static_cast<int64_t>(a.num_kv_heads) * d;
-      const CacheRows k_rows{a.k_cache, a.k_scale, g.page_size};
-      const CacheRows v_rows{a.v_cache, a.v_scale, g.page_size};
+      const CacheRows k_rows{a.kv.k, a.kv.k_scale, g.page_size};
+      const CacheRows v_rows{a.kv.v, a.kv.v_scale, g.page_size};
       for (int h = 0; h < a.num_kv_heads; ++h) {
-        if (!a.k_from_v) {
+        if (!a.kv.k_from_v) {
           NormRope(k_raw + h * d, kn, a.eps, inv_freq.data(), d, pos, true, row_buf.data());
           k_rows.Write(slot, h, row_buf.data());
         }
@@ -147,16 +146,15 @@ absl::Status CpuBackend::QkvPrep(const QkvPrepArgs& a) {
 
 absl::Status CpuBackend::Attention(const AttentionArgs& a) {
   const StepMetadata& meta = *a.meta;
-  const KvGroupView& g = meta.groups[a.group];
+  const KvGroupView& g = meta.groups[a.kv.group];
   const int d = a.head_dim;
   GANNET_RETURN_IF_ERROR(cpu::RequireF32(a.q, "Attention q"));
-  GANNET_RETURN_IF_ERROR(CheckKvCache("Attention", a.k_cache, a.v_cache, a.k_scale, a.v_scale,
-                                      a.num_kv_heads, g.page_size, d, kv_dtype(), a.k_from_v));
-  if (a.k_from_v) {
-    GANNET_RETURN_IF_ERROR(CheckKFromV("Attention", a.k_norm, a.rope.rotated_pairs, d));
+  GANNET_RETURN_IF_ERROR(CheckKvCache("Attention", a.kv, a.num_kv_heads, g.page_size, d, kv_dtype()));
+  if (a.kv.k_from_v) {
+    GANNET_RETURN_IF_ERROR(CheckKFromV("Attention", a.kv.k_norm, a.kv.rope.rotated_pairs, d));
   }
   std::vector<float> inv_freq(d / 2);
-  if (a.k_from_v) ComputeInvFreq(a.rope, d, inv_freq.data());
+  if (a.kv.k_from_v) ComputeInvFreq(a.kv.rope, d, inv_freq.data());
   const int group_size = a.num_q_heads / a.num_kv_heads;
   // Token -> sequence, from query_start.
   std::vector<int32_t> seq_of(meta.num_tokens);
@@ -184,8 +182,8 @@ absl::Status CpuBackend::Attention(const AttentionArgs& a) {
       }
     }
   }
-  const CacheRows k_rows{a.k_cache, a.k_scale, g.page_size};
-  const CacheRows v_rows{a.v_cache, a.v_scale, g.page_size};
+  const CacheRows k_rows{a.kv.k, a.kv.k_scale, g.page_size};
+  const CacheRows v_rows{a.kv.v, a.kv.v_scale, g.page_size};
   const int64_t work = meta.num_tokens * a.num_q_heads;
   pool().ParallelFor(work, 1, [&](int64_t b, int64_t e) {
     std::vector<float> scores;
@@ -204,8 +202,8 @@ absl::Status CpuBackend::Attention(const AttentionArgs& a) {
       for (int32_t kp = lo; kp <= pos; ++kp) {
         int64_t slot = static_cast<int64_t>(table[kp / g.page_size]) * g.page_size +
                        kp % g.page_size;
-        const float* k = a.k_from_v ? DeriveK(v_rows.Read(slot, kvh, row_buf.data()),
-                                              a.k_norm.as<float>(), inv_freq.data(), d, kp,
+        const float* k = a.kv.k_from_v ? DeriveK(v_rows.Read(slot, kvh, row_buf.data()),
+                                              a.kv.k_norm.as<float>(), inv_freq.data(), d, kp,
                                               k_buf.data())
                                     : k_rows.Read(slot, kvh, row_buf.data());
         float sc = cpu::Dot(q, k, d) * a.scale;

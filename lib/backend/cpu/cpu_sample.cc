@@ -17,10 +17,10 @@ absl::Status CpuBackend::Sample(Tensor logits, Tensor params, Tensor banned, Ten
   const int64_t vocab = logits.row_elems();
   GANNET_RETURN_IF_ERROR(CheckSampleArgs(rows, params, banned, out_ids));
   if (vocab < 1) return InvalidArgumentError("Sample: empty vocabulary");
-  const auto* sp = static_cast<const SamplingParams*>(params.data);
+  const auto* sp = static_cast<const sampling::DrawParams*>(params.data);
   pool().ParallelFor(rows, 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
-      const SamplingParams& p = sp[r];
+      const sampling::DrawParams& p = sp[r];
       if (banned.valid()) {
         for (int k = 0; k < kSampleBanSlots; ++k) {
           const int32_t id = banned.as<int32_t>()[r * kSampleBanSlots + k];
@@ -28,8 +28,7 @@ absl::Status CpuBackend::Sample(Tensor logits, Tensor params, Tensor banned, Ten
         }
       }
       out_ids.as<int32_t>()[r] = sampling::DrawToken(
-          logits.as<float>() + r * logits.stride0(), vocab,
-          sampling::DrawParams{p.temperature, p.top_k, p.top_p, p.min_p, p.seed});
+          logits.as<float>() + r * logits.stride0(), vocab, p);
     }
   });
   return absl::OkStatus();

@@ -28,7 +28,7 @@ bool DebugKv() {
 // GANNET_DEBUG_KV=1: every page the kernels will read is checked on the host first.
 absl::Status ValidatePages(const AttentionArgs& a) {
   const StepMetadata& meta = *a.meta;
-  const KvGroupView& g = meta.groups[a.group];
+  const KvGroupView& g = meta.groups[a.kv.group];
   for (int s = 0; s < meta.num_seqs; ++s) {
     for (int32_t t = meta.host_query_start[s]; t < meta.host_query_start[s + 1]; ++t) {
       const int32_t pos = meta.host_positions[t];
@@ -65,7 +65,7 @@ const std::vector<float>& CudaBackend::InvFreq(const RopeSpec& rope, int d) {
 absl::StatusOr<kernels::PagedAttentionParams> CudaBackend::AttentionParams(const AttentionArgs& a) {
   if (a.meta == nullptr) return InvalidArgumentError("Attention: no step metadata");
   const StepMetadata& meta = *a.meta;
-  const KvGroupView& g = meta.groups[a.group];
+  const KvGroupView& g = meta.groups[a.kv.group];
   // q and out: the activation type, bf16, or f16 on the fp16 compute path (any backend takes
   // either, so tests run the f16 entries everywhere).
   if ((a.q.dtype != DType::kBF16 && a.q.dtype != DType::kF16) || a.out.dtype != a.q.dtype) {
@@ -77,13 +77,12 @@ absl::StatusOr<kernels::PagedAttentionParams> CudaBackend::AttentionParams(const
     return InvalidArgumentError("Attention: {} query heads do not group over {} kv heads",
                                 a.num_q_heads, a.num_kv_heads);
   }
-  GANNET_RETURN_IF_ERROR(CheckKvCache("Attention", a.k_cache, a.v_cache, a.k_scale, a.v_scale,
-                                      a.num_kv_heads, g.page_size, d, DType::kBF16, a.k_from_v));
-  if (a.k_from_v) {
-    GANNET_RETURN_IF_ERROR(CheckKFromV("Attention", a.k_norm, a.rope.rotated_pairs, d));
-    if (a.rope.rotated_pairs > kernels::kMaxKFromVRopePairs) {
+  GANNET_RETURN_IF_ERROR(CheckKvCache("Attention", a.kv, a.num_kv_heads, g.page_size, d, DType::kBF16));
+  if (a.kv.k_from_v) {
+    GANNET_RETURN_IF_ERROR(CheckKFromV("Attention", a.kv.k_norm, a.kv.rope.rotated_pairs, d));
+    if (a.kv.rope.rotated_pairs > kernels::kMaxKFromVRopePairs) {
       return InvalidArgumentError("Attention: deriving K from V takes at most {} rotated pairs, not {}",
-                                  kernels::kMaxKFromVRopePairs, a.rope.rotated_pairs);
+                                  kernels::kMaxKFromVRopePairs, a.kv.rope.rotated_pairs);
     }
   }
   if (a.q.row_elems() != static_cast<int64_t>(a.num_q_heads) * d ||
@@ -95,17 +94,17 @@ absl::StatusOr<kernels::PagedAttentionParams> CudaBackend::AttentionParams(const
   kernels::PagedAttentionParams p;
   p.q = a.q.data;
   p.io_f16 = a.q.dtype == DType::kF16;
-  p.k_cache = a.k_cache.data;
-  p.v_cache = a.v_cache.data;
-  p.kv_fp8 = a.v_cache.dtype == DType::kF8E4M3;
-  p.k_scale = p.kv_fp8 && !a.k_from_v ? a.k_scale.as<float>() : nullptr;
-  p.v_scale = p.kv_fp8 ? a.v_scale.as<float>() : nullptr;
-  if (a.k_from_v) {
+  p.k_cache = a.kv.k.data;
+  p.v_cache = a.kv.v.data;
+  p.kv_fp8 = a.kv.v.dtype == DType::kF8E4M3;
+  p.k_scale = p.kv_fp8 && !a.kv.k_from_v ? a.kv.k_scale.as<float>() : nullptr;
+  p.v_scale = p.kv_fp8 ? a.kv.v_scale.as<float>() : nullptr;
+  if (a.kv.k_from_v) {
     p.k_cache = nullptr;
     p.k_from_v = true;
-    p.k_norm = a.k_norm.as<float>();
-    p.rope_pairs = a.rope.rotated_pairs;
-    const std::vector<float>& f = InvFreq(a.rope, d);
+    p.k_norm = a.kv.k_norm.as<float>();
+    p.rope_pairs = a.kv.rope.rotated_pairs;
+    const std::vector<float>& f = InvFreq(a.kv.rope, d);
     std::copy(f.begin(), f.begin() + p.rope_pairs, p.inv_freq);
   }
   p.out = a.out.data;
@@ -132,7 +131,7 @@ absl::StatusOr<kernels::PagedAttentionParams> CudaBackend::AttentionParams(const
 absl::Status CudaBackend::QkvPrep(const QkvPrepArgs& a) {
   if (a.meta == nullptr) return InvalidArgumentError("QkvPrep: no step metadata");
   const StepMetadata& meta = *a.meta;
-  const KvGroupView& g = meta.groups[a.group];
+  const KvGroupView& g = meta.groups[a.kv.group];
   const int d = a.head_dim;
   // The two paths: bf16 qkv -> bf16 q, or (fp16 compute) f32 qkv -> f16 q.
   const bool f16_path = a.q_out.dtype == DType::kF16;
@@ -148,19 +147,18 @@ absl::Status CudaBackend::QkvPrep(const QkvPrepArgs& a) {
     return InvalidArgumentError("QkvPrep: head_dim {} unsupported (even, <= {})", d,
                                 2 * kernels::kMaxRopePairs);
   }
-  if (a.k_from_v && !a.k_eq_v) {
+  if (a.kv.k_from_v && !a.k_eq_v) {
     return InvalidArgumentError("QkvPrep: a single K/V store needs a K=V layer");
   }
   if (a.has_kv) {
-    GANNET_RETURN_IF_ERROR(CheckKvCache("QkvPrep", a.k_cache, a.v_cache, a.k_scale, a.v_scale,
-                                        a.num_kv_heads, g.page_size, d, DType::kBF16, a.k_from_v));
+    GANNET_RETURN_IF_ERROR(CheckKvCache("QkvPrep", a.kv, a.num_kv_heads, g.page_size, d, DType::kBF16));
     if (a.k_norm.valid()) GANNET_RETURN_IF_ERROR(RequireDType(a.k_norm, DType::kF32, "QkvPrep k_norm"));
   }
   kernels::QkvPrepParams p;
   p.qkv = a.qkv.data;
   p.ld_qkv = a.qkv.stride0();
-  p.qkv_type = f16_path ? kernels::DataType::kF32 : kernels::DataType::kBF16;
-  p.q_type = f16_path ? kernels::DataType::kF16 : kernels::DataType::kBF16;
+  p.qkv_type = f16_path ? DType::kF32 : DType::kBF16;
+  p.q_type = f16_path ? DType::kF16 : DType::kBF16;
   p.num_tokens = meta.num_tokens;
   p.num_q_heads = a.num_q_heads;
   p.num_kv_heads = a.num_kv_heads;
@@ -174,11 +172,11 @@ absl::Status CudaBackend::QkvPrep(const QkvPrepArgs& a) {
   p.slot_mapping = g.slot_mapping;
   p.q_out = a.q_out.data;
   p.ld_q = a.q_out.stride0();
-  p.k_cache = a.has_kv && !a.k_from_v ? a.k_cache.data : nullptr;  // null: V alone (k_from_v)
-  p.v_cache = a.has_kv ? a.v_cache.data : nullptr;
-  p.kv_fp8 = a.has_kv && a.v_cache.dtype == DType::kF8E4M3;
-  p.k_scale = p.kv_fp8 && !a.k_from_v ? a.k_scale.as<float>() : nullptr;
-  p.v_scale = p.kv_fp8 ? a.v_scale.as<float>() : nullptr;
+  p.k_cache = a.has_kv && !a.kv.k_from_v ? a.kv.k.data : nullptr;  // null: V alone (k_from_v)
+  p.v_cache = a.has_kv ? a.kv.v.data : nullptr;
+  p.kv_fp8 = a.has_kv && a.kv.v.dtype == DType::kF8E4M3;
+  p.k_scale = p.kv_fp8 && !a.kv.k_from_v ? a.kv.k_scale.as<float>() : nullptr;
+  p.v_scale = p.kv_fp8 ? a.kv.v_scale.as<float>() : nullptr;
   p.page_size = g.page_size;
   const std::vector<float>& f = InvFreq(a.rope, d);
   std::copy(f.begin(), f.end(), p.inv_freq);

@@ -323,17 +323,13 @@ int64_t CudaBackend::FreeMemoryBytes() const {
 }
 
 absl::Status CudaBackend::Fill(Tensor t, float value) {
-  kernels::DataType type = kernels::DataType::kF32;
-  bool is_int = false;
-  switch (t.dtype) {
-    case DType::kF32: break;
-    case DType::kBF16: type = kernels::DataType::kBF16; break;
-    case DType::kF16: type = kernels::DataType::kF16; break;
-    case DType::kI32: is_int = true; break;
-    default:
-      return InvalidArgumentError("cuda backend: Fill supports f32, bf16, f16 and i32, got {}",
-                                  DTypeName(t.dtype));
+  // i32 is filled as 4-byte words (the f32 path's width) holding the integer.
+  const bool is_int = t.dtype == DType::kI32;
+  if (!is_int && !kernels::IsMatType(t.dtype)) {
+    return InvalidArgumentError("cuda backend: Fill supports f32, bf16, f16 and i32, got {}",
+                                DTypeName(t.dtype));
   }
+  const DType type = is_int ? DType::kF32 : t.dtype;
   const int64_t n = t.rank <= 1 ? t.numel() : t.row_elems();
   const int64_t rows = t.rank <= 1 ? 1 : t.rows();
   const int64_t ld = t.rank <= 1 ? n : t.stride0();
@@ -370,9 +366,9 @@ absl::StatusOr<OwnedTensor> CudaBackend::LoadWeight(std::span<const model::Weigh
     const size_t bytes = static_cast<size_t>(p->numel()) * DTypeBits(out_type) / 8;
     if (p->synthetic) {
       const uint64_t key = model::SyntheticKey(p->seed, p->name);
-      GANNET_ASSIGN_OR_RETURN(const kernels::DataType synthetic_type, KernelTypeOf(out_type, "weight"));
+      GANNET_RETURN_IF_ERROR(RequireMatType(out_type, "weight"));
       GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchFillSynthetic(
-          dst, synthetic_type, 0, p->numel(), key,
+          dst, out_type, 0, p->numel(), key,
           static_cast<kernels::SyntheticInit>(static_cast<int>(p->init)), p->shape.back(), stream_));
     } else if (p->dtype == out_type) {
       GANNET_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, p->data, bytes, cudaMemcpyHostToDevice, stream_));

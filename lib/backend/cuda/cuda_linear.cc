@@ -207,9 +207,12 @@ absl::Status CudaLinear::RunGemv(const Tensor& x, const Tensor& w, const Tensor&
   p.k = static_cast<int>(w.row_elems());
   p.ldx = x.stride0();
   p.ldo = out.stride0();
-  GANNET_ASSIGN_OR_RETURN(p.x_type, KernelTypeOf(x.dtype, "Linear x"));
-  GANNET_ASSIGN_OR_RETURN(p.w_type, KernelTypeOf(w.dtype, "Linear weight"));
-  GANNET_ASSIGN_OR_RETURN(p.out_type, KernelTypeOf(out.dtype, "Linear out"));
+  GANNET_RETURN_IF_ERROR(RequireMatType(x.dtype, "Linear x"));
+  GANNET_RETURN_IF_ERROR(RequireMatType(w.dtype, "Linear weight"));
+  GANNET_RETURN_IF_ERROR(RequireMatType(out.dtype, "Linear out"));
+  p.x_type = x.dtype;
+  p.w_type = w.dtype;
+  p.out_type = out.dtype;
   const kernels::ProblemKey pk = kernels::GemvProblem(p);
   // The GEMV entries differ only by x's and the weight's types: select once per pair, not per call.
   const kernels::KernelEntry*& entry =
@@ -377,8 +380,7 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
 
 absl::Status CudaLinear::ConvertInput(const Tensor& x, void* dst, int64_t ld, DType type) {
   GANNET_ASSIGN_OR_RETURN(kernels::Mat src, MatOf(x, "Linear input"));
-  const kernels::Mat d{
-      dst, type == DType::kF16 ? kernels::DataType::kF16 : kernels::DataType::kBF16, ld};
+  const kernels::Mat d{dst, type, ld};
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchConvert(
       src, d, static_cast<int>(x.rows()), static_cast<int>(x.row_elems()), be_->stream()));
   return absl::OkStatus();

@@ -34,7 +34,7 @@ absl::Status CudaBackend::MoeRoute(const MoeRouteArgs& a) {
   p.ldx = a.x.stride0();
   p.router_scale = a.router_scale.as<float>();
   p.router_proj = a.router_proj.data;
-  p.router_type = a.router_proj.dtype == DType::kF16 ? kernels::DataType::kF16 : kernels::DataType::kBF16;
+  p.router_type = a.router_proj.dtype;  // bf16 or f16; the kernel refuses others
   p.per_expert_scale = a.per_expert_scale.as<float>();
   p.topk_ids = a.topk_ids.as<int32_t>();
   p.topk_weights = a.topk_weights.as<float>();
@@ -69,8 +69,8 @@ absl::Status CudaBackend::MoeExperts(const MoeExpertsArgs& a) {
                                                     {"intermediate", inter},
                                                     {"experts", experts}}));
   kernels::MoeExpertsParams p;
-  p.w_type = f16_path ? kernels::DataType::kF16 : kernels::DataType::kBF16;
-  p.out_type = f16_path ? kernels::DataType::kF32 : kernels::DataType::kBF16;
+  p.w_type = f16_path ? DType::kF16 : DType::kBF16;
+  p.out_type = f16_path ? DType::kF32 : DType::kBF16;
   p.x = a.x.data;
   p.ldx = a.x.stride0();
   p.topk_ids = a.topk_ids.as<int32_t>();

@@ -11,15 +11,10 @@
 
 namespace gannet::backend {
 
-static_assert(sizeof(SamplingParams) == sizeof(kernels::SamplingRowParams) &&
-              offsetof(SamplingParams, seed) == offsetof(kernels::SamplingRowParams, seed) &&
-              offsetof(SamplingParams, min_p) == offsetof(kernels::SamplingRowParams, min_p),
-              "backend and kernel sampling parameters share one layout");
-
 absl::Status CudaBackend::Embed(Tensor ids, Tensor table, float scale, Tensor out) {
   GANNET_RETURN_IF_ERROR(RequireDType(ids, DType::kI32, "Embed ids"));
   GANNET_RETURN_IF_ERROR(RequireMatrixDType(table, "Embed table"));
-  GANNET_ASSIGN_OR_RETURN(const kernels::DataType table_type, KernelTypeOf(table.dtype, "Embed table"));
+  const DType table_type = table.dtype;
   if (!table.contiguous()) return InvalidArgumentError("Embed: the table must be contiguous");
   GANNET_ASSIGN_OR_RETURN(kernels::Mat o, MatOf(out, "Embed output"));
   const int64_t n = ids.numel();
@@ -184,7 +179,7 @@ absl::Status CudaBackend::CentroidLogits(Tensor h, Tensor table, Tensor clusters
                                          Tensor selected, Tensor logits) {
   GANNET_RETURN_IF_ERROR(CheckCentroidLogitsArgs(h, table, clusters, ordering, selected, logits));
   GANNET_RETURN_IF_ERROR(RequireMatrixDType(table, "CentroidLogits table"));
-  GANNET_ASSIGN_OR_RETURN(const kernels::DataType table_type, KernelTypeOf(table.dtype, "CentroidLogits table"));
+  const DType table_type = table.dtype;
   GANNET_ASSIGN_OR_RETURN(kernels::Mat hm, MatOf(h, "CentroidLogits h"));
   const RowView v = Rows(logits), c = Rows(clusters);
   GANNET_RETURN_IF_ERROR(CheckInt32("CentroidLogits", {{"rows x clusters", v.rows * c.n},
@@ -208,7 +203,7 @@ absl::Status CudaBackend::Sample(Tensor logits, Tensor params, Tensor banned, Te
   GANNET_RETURN_IF_ERROR(CheckInt32("Sample", {{"rows", v.rows}, {"vocab", v.n}}));
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchSample(
       logits.as<float>(), v.ld, static_cast<int>(v.rows), static_cast<int>(v.n),
-      static_cast<const kernels::SamplingRowParams*>(params.data),
+      static_cast<const kernels::DrawParams*>(params.data),
       banned.valid() ? banned.as<int32_t>() : nullptr, kSampleBanSlots, out_ids.as<int32_t>(),
       stream_));
   return absl::OkStatus();

@@ -41,16 +41,13 @@ inline absl::Status CheckInt32(const char* op, std::initializer_list<NamedSize> 
   return absl::OkStatus();
 }
 
-// The kernels' name of a bf16, f16 or f32 tensor type; InvalidArgument naming `what` otherwise.
-inline absl::StatusOr<kernels::DataType> KernelTypeOf(DType t, const char* what) {
-  switch (t) {
-    case DType::kBF16: return kernels::DataType::kBF16;
-    case DType::kF16: return kernels::DataType::kF16;
-    case DType::kF32: return kernels::DataType::kF32;
-    default:
-      return InvalidArgumentError("cuda backend: {} must be bf16, f16 or f32, got {}", what,
-                                  DTypeName(t));
+// InvalidArgument naming `what` unless `t` is a type the Mat kernels take (bf16, f16 or f32).
+inline absl::Status RequireMatType(DType t, const char* what) {
+  if (!kernels::IsMatType(t)) {
+    return InvalidArgumentError("cuda backend: {} must be bf16, f16 or f32, got {}", what,
+                                DTypeName(t));
   }
+  return absl::OkStatus();
 }
 
 // bf16, f16 or f32 tensors as a kernel Mat; anything else is an InvalidArgument naming `what`.
@@ -58,7 +55,8 @@ inline absl::StatusOr<kernels::Mat> MatOf(const Tensor& t, const char* what) {
   kernels::Mat m;
   m.data = t.data;
   m.ld = Rows(t).ld;
-  GANNET_ASSIGN_OR_RETURN(m.type, KernelTypeOf(t.dtype, what));
+  GANNET_RETURN_IF_ERROR(RequireMatType(t.dtype, what));
+  m.type = t.dtype;
   return m;
 }
 
