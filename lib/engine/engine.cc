@@ -21,6 +21,7 @@
 #include "lib/engine/step_stats.h"
 #include "lib/engine/text_output.h"
 #include "lib/sampling/draw.h"
+#include "lib/sampling/row_policy.h"
 #include "lib/sched/scheduler.h"
 #include "lib/sched/step_batch.h"
 #include "lib/spec/verify.h"
@@ -67,6 +68,7 @@ class Engine::Impl {
 
   // Engine thread only.
   std::unordered_map<uint64_t, TextOutput> texts;
+  std::vector<float> sample_row, sample_scratch;  // SampleRow's host buffers
   spec::VerifyScratch verify_scratch;
   std::vector<spec::ProposeFrom> propose;
   std::thread thread;
@@ -89,6 +91,9 @@ class Engine::Impl {
   void EmitRetired(std::vector<sched::Retired> retired);
   void Loop();
   bool RunStep();
+  // The token of a sequence's one logits row without drafts: the device's draw, or the host path's
+  // (sampling/row_policy.h) where the row's logits were copied.
+  sampling::SampleResult SampleRow(sched::Request& r, const runner::StepResult& result, int row);
   // Emits one generated token of a running request and appends it (which may finish it).
   void EmitToken(sched::Request* r, sampling::SampleResult sr);
   void UpdateGauges();
@@ -220,8 +225,12 @@ bool Engine::Impl::RunStep() {
     if (!q.sample) continue;
     GANNET_CHECK(row < result.rows() && result.row_seq[row] == static_cast<int>(i));
     sched::Request* r = q.request;
-    spec::EmittedTokens out =
-        spec::EmitScheduled(q, result, row, &verify_scratch, &cfg.override_accept);
+    spec::VerifiedTokens out;
+    if (q.num_drafts == 0) {
+      out.tokens.push_back(SampleRow(*r, result, row));
+    } else {
+      out = spec::VerifyChunk(q, result, row, &verify_scratch, &cfg.override_accept);
+    }
     for (sampling::SampleResult& sr : out.tokens) {
       if (r->state != sched::RequestState::kRunning) break;  // stopped inside an accepted run
       EmitToken(r, std::move(sr));
@@ -278,6 +287,17 @@ bool Engine::Impl::RunStep() {
   }
   EmitRetired(s.TakeRetired());
   return true;
+}
+
+sampling::SampleResult Engine::Impl::SampleRow(sched::Request& r, const runner::StepResult& result,
+                                               int row) {
+  if (!result.has_logits(row)) {
+    sampling::SampleResult sr;
+    sr.token = result.sampled[row];
+    return sr;
+  }
+  return sampling::SampleOnHost(result.Row(row), sched::RowRequestOf(r), &r.counts, &sample_row,
+                                &sample_scratch);
 }
 
 void Engine::Impl::EmitToken(sched::Request* r, sampling::SampleResult sr) {

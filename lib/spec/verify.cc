@@ -16,23 +16,13 @@ sampling::DrawParams DraftDrawParams(const sampling::SamplingParams& p, int64_t 
   return d;
 }
 
-EmittedTokens EmitScheduled(const sched::ScheduledSeq& q, const runner::StepResult& result,
-                            int first_row, VerifyScratch* scratch,
-                            const AcceptOverride* override_accept) {
+VerifiedTokens VerifyChunk(const sched::ScheduledSeq& q, const runner::StepResult& result,
+                           int first_row, VerifyScratch* scratch,
+                           const AcceptOverride* override_accept) {
+  GANNET_CHECK(q.num_drafts > 0);
   sched::Request& r = *q.request;
   const sampling::RowRequest row = sched::RowRequestOf(r);
-  EmittedTokens out;
-  if (q.num_drafts == 0) {
-    sampling::SampleResult sr;
-    if (!result.has_logits(first_row)) {
-      sr.token = result.sampled[first_row];
-    } else {
-      sr = sampling::SampleOnHost(result.Row(first_row), row, &r.counts, &scratch->row,
-                                  &scratch->sample);
-    }
-    out.tokens.push_back(std::move(sr));
-    return out;
-  }
+  VerifiedTokens out;
   const int k = q.num_drafts;
   const std::span<const int32_t> drafts(r.drafts.data(), k);
   if (!result.has_logits(first_row)) {

@@ -1,6 +1,6 @@
-// The tokens a scheduled sequence emits from its logits rows of a step: one sampled token after a
-// prefill or decode chunk, or the outcome of a speculative verify chunk ([pending token, drafts]
-// with one row per token):
+// The tokens a speculative verify chunk ([pending token, drafts], one logits row per token) emits;
+// the engine samples every other row itself (lib/engine/engine.cc) and calls this only for rows
+// with drafts:
 //  - greedy requests on the device path: the longest prefix of drafts equal to the rows'
 //    arg-maxes (each row's draw applies that output index's stop-id ban), plus the arg-max after
 //    it -- token for token what decoding without drafts produces;
@@ -22,15 +22,14 @@
 
 namespace gannet::spec {
 
-struct EmittedTokens {
-  int accepted = 0;  // drafts accepted (verify chunks)
+struct VerifiedTokens {
+  int accepted = 0;  // drafts accepted
   std::vector<sampling::SampleResult> tokens;  // accepted drafts, then one more token
 };
 
-// Reusable buffers of one engine thread.
+// Reusable buffers of one engine thread: the prepared target rows.
 struct VerifyScratch {
   std::vector<std::vector<float>> rows;
-  std::vector<float> row, sample;
 };
 
 // The acceptance-sweep benchmark only (bench/spec): replaces the number of drafts a greedy verify
@@ -41,10 +40,11 @@ struct VerifyScratch {
 using AcceptOverride = std::function<int(uint64_t request_id, int64_t first_output, int accepted,
                                          int num_drafts)>;
 
-// `first_row`: the sequence's first logits row in `result` (rows are in plan order).
-EmittedTokens EmitScheduled(const sched::ScheduledSeq& q, const runner::StepResult& result,
-                            int first_row, VerifyScratch* scratch,
-                            const AcceptOverride* override_accept = nullptr);
+// `q` has q.num_drafts > 0 (GANNET_CHECK); `first_row`: its first logits row in `result` (rows
+// are in plan order).
+VerifiedTokens VerifyChunk(const sched::ScheduledSeq& q, const runner::StepResult& result,
+                           int first_row, VerifyScratch* scratch,
+                           const AcceptOverride* override_accept = nullptr);
 
 // The draw parameters of draft step k of a round that starts at output index `num_output`
 // (greedy requests draw greedily; the others with their own filters and a draft seed).
