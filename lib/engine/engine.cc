@@ -90,7 +90,27 @@ class Engine::Impl {
 
   void EmitRetired(std::vector<sched::Retired> retired);
   void Loop();
-  bool RunStep();
+
+  // The step (RunStep) and its named parts, in order.
+  struct StepTally {                 // what a step did, for the stats
+    sched::Clock::time_point start;  // the forward's start
+    double device_seconds = -1;      // the forward's and drafting's device time (-1: unknown)
+    int64_t prompt_tokens = 0, generated = 0, verify_chunks = 0, drafts = 0, accepted = 0;
+  };
+  bool RunStep();  // false when there was nothing to run
+  void RecordBackToBackTiming();
+  // Builds the plan's batch and runs it; false (the failure reported: FailStep) on an error.
+  bool Forward(const sched::StepPlan& plan, runner::StepResult* result, StepTally* tally);
+  void FailStep(const sched::StepPlan& plan, const absl::Status& st);
+  void DeviceLost(const absl::Status& st);  // sticky: every request fails, later steps too
+  void CountScheduled(const sched::StepPlan& plan, StepTally* tally);
+  // Each sampling sequence's tokens (SampleRow, or spec::VerifyChunk for one with drafts), and
+  // the requests the drafter continues (`propose`).
+  void EmitTokens(const sched::StepPlan& plan, const runner::StepResult& result,
+                  StepTally* tally);
+  // Drafts for `propose`; false only when the device was lost.
+  bool Propose(StepTally* tally);
+  void Record(const StepTally& tally);
   // The token of a sequence's one logits row without drafts: the device's draw, or the host path's
   // (sampling/row_policy.h) where the row's logits were copied.
   sampling::SampleResult SampleRow(sched::Request& r, const runner::StepResult& result, int row);
@@ -148,20 +168,11 @@ void Engine::Impl::FailAll(const absl::Status& status) {
   EmitRetired(std::move(retired));
 }
 
+// One step: plan, forward, emit, propose, record. Each returns early (true: a step ran) when a
+// failure ended it; the failure has then been reported to the requests it touched.
 bool Engine::Impl::RunStep() {
+  RecordBackToBackTiming();
   sched::Scheduler& s = *scheduler;
-  {
-    // The interval since the previous step's start is one back-to-back step: its wall time less
-    // the device time of its work is host time on the critical path.
-    const auto now = sched::Clock::now();
-    if (prev_step_start.has_value() && prev_step_decode && prev_device_span >= 0) {
-      const double wall = std::chrono::duration<double>(now - *prev_step_start).count();
-      std::lock_guard<std::mutex> lock(mu);
-      stats.RecordTiming(wall, prev_device_span);
-    }
-    prev_step_start = now;
-    prev_device_span = -1;
-  }
   s.ExpireDeadlines(sched::Clock::now());
   sched::StepPlan plan = s.Plan();
   EmitRetired(s.TakeRetired());
@@ -169,55 +180,89 @@ bool Engine::Impl::RunStep() {
     prev_step_start.reset();
     return false;
   }
+  StepTally tally;
+  runner::StepResult result;
+  if (!Forward(plan, &result, &tally)) return true;
+  s.StepCompleted(plan);
+  CountScheduled(plan, &tally);
+  EmitTokens(plan, result, &tally);
+  if (!Propose(&tally)) return true;
+  Record(tally);
+  EmitRetired(s.TakeRetired());
+  return true;
+}
 
+void Engine::Impl::RecordBackToBackTiming() {
+  // The interval since the previous step's start is one back-to-back step: its wall time less
+  // the device time of its work is host time on the critical path.
+  const auto now = sched::Clock::now();
+  if (prev_step_start.has_value() && prev_step_decode && prev_device_span >= 0) {
+    const double wall = std::chrono::duration<double>(now - *prev_step_start).count();
+    std::lock_guard<std::mutex> lock(mu);
+    stats.RecordTiming(wall, prev_device_span);
+  }
+  prev_step_start = now;
+  prev_device_span = -1;
+}
+
+bool Engine::Impl::Forward(const sched::StepPlan& plan, runner::StepResult* result,
+                           StepTally* tally) {
   kv::KvManager& kv = *parts->kv;
   runner::StepBatch batch = sched::BuildStepBatch(plan, kv);
   absl::Status st;
   if (kv.debug_validate()) st = sched::ValidatePlanReads(plan, kv);
-  runner::StepResult result;
-  const auto t0 = sched::Clock::now();
-  if (st.ok()) st = parts->runner->Forward(batch, &result);
+  tally->start = sched::Clock::now();
+  if (st.ok()) st = parts->runner->Forward(batch, result);
+  if (!st.ok()) {
+    FailStep(plan, st);
+    return false;
+  }
   // The device time of the forward (the runner marks its span; its results were copied, so the
   // span has ended).
-  double device_seconds = -1;
-  if (st.ok()) {
-    absl::StatusOr<double> span = parts->runner->LastStepDeviceSeconds();
-    if (span.ok()) device_seconds = *span;
-  }
-  if (!st.ok()) {
-    GANNET_LOG_ERROR("engine: step failed: {}", st.message());
-    if (IsDeviceLost(st)) {
-      // The device's state is gone: every later step would fail too (sticky DEVICE_LOST).
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        dead = st;
-      }
-      FailAll(dead);
-    } else {
-      for (const sched::ScheduledSeq& q : plan.seqs) {
-        if (q.request->state == sched::RequestState::kRunning) {
-          s.Finish(q.request, sched::FinishReason::kError);
-        }
-      }
-      std::vector<sched::Retired> retired = s.TakeRetired();
-      for (auto& r : retired) r.error = st;
-      EmitRetired(std::move(retired));
-    }
-    return true;
-  }
-  s.StepCompleted(plan);
+  absl::StatusOr<double> span = parts->runner->LastStepDeviceSeconds();
+  if (span.ok()) tally->device_seconds = *span;
+  return true;
+}
 
-  int64_t prompt_tokens = 0;
+void Engine::Impl::FailStep(const sched::StepPlan& plan, const absl::Status& st) {
+  GANNET_LOG_ERROR("engine: step failed: {}", st.message());
+  if (IsDeviceLost(st)) {
+    DeviceLost(st);
+    return;
+  }
+  for (const sched::ScheduledSeq& q : plan.seqs) {
+    if (q.request->state == sched::RequestState::kRunning) {
+      scheduler->Finish(q.request, sched::FinishReason::kError);
+    }
+  }
+  std::vector<sched::Retired> retired = scheduler->TakeRetired();
+  for (auto& r : retired) r.error = st;
+  EmitRetired(std::move(retired));
+}
+
+void Engine::Impl::DeviceLost(const absl::Status& st) {
+  // The device's state is gone: every later step would fail too (sticky DEVICE_LOST).
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    dead = st;
+  }
+  FailAll(st);
+}
+
+void Engine::Impl::CountScheduled(const sched::StepPlan& plan, StepTally* tally) {
   prev_step_decode = true;
   for (const sched::ScheduledSeq& q : plan.seqs) {
     if (q.start < q.request->prompt_len) {
-      prompt_tokens += std::min<int64_t>(q.num_tokens, q.request->prompt_len - q.start);
+      tally->prompt_tokens += std::min<int64_t>(q.num_tokens, q.request->prompt_len - q.start);
     }
     // Decode: from the last known token (one token, or a verify chunk behind it).
     prev_step_decode &= q.start == q.request->num_tokens() - 1;
   }
+}
+
+void Engine::Impl::EmitTokens(const sched::StepPlan& plan, const runner::StepResult& result,
+                              StepTally* tally) {
   // Rows come in plan order: one per sampling sequence, K + 1 per verify chunk.
-  int64_t generated = 0, verify_chunks = 0, drafts = 0, accepted = 0;
   propose.clear();
   int row = 0;
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
@@ -234,16 +279,16 @@ bool Engine::Impl::RunStep() {
     for (sampling::SampleResult& sr : out.tokens) {
       if (r->state != sched::RequestState::kRunning) break;  // stopped inside an accepted run
       EmitToken(r, std::move(sr));
-      ++generated;
+      ++tally->generated;
     }
     if (q.num_drafts > 0) {
-      ++verify_chunks;
-      drafts += q.num_drafts;
-      accepted += out.accepted;
-      absl::Status vst = s.CompleteVerify(q, out.accepted);
+      ++tally->verify_chunks;
+      tally->drafts += q.num_drafts;
+      tally->accepted += out.accepted;
+      absl::Status vst = scheduler->CompleteVerify(q, out.accepted);
       if (!vst.ok()) {
         GANNET_LOG_ERROR("engine: {}", vst.message());
-        s.Finish(r, sched::FinishReason::kError);
+        scheduler->Finish(r, sched::FinishReason::kError);
       }
     }
     // The drafter continues from the row that produced the request's newest token.
@@ -252,41 +297,36 @@ bool Engine::Impl::RunStep() {
     }
     row += q.num_drafts + 1;
   }
-  if (!propose.empty()) {
-    backend::Backend& be = *parts->backend;  // the drafter runs on the one device (no TP)
-    absl::Status pst = be.BeginDeviceSpan();
-    if (pst.ok()) pst = parts->spec->Propose(propose, kv, s.max_model_len());
-    if (pst.ok()) pst = be.EndDeviceSpan();
-    if (pst.ok() && device_seconds >= 0) {
-      // Drafting's device time, host gaps between its rounds included.
-      absl::StatusOr<double> span = be.DeviceSpanSeconds();
-      device_seconds = span.ok() ? device_seconds + *span : -1;
-    }
-    if (!pst.ok()) {
-      // Drafting is an optimisation: the requests go on without drafts, unless the device is gone.
-      for (const spec::ProposeFrom& f : propose) f.request->ClearDrafts();
-      GANNET_LOG_ERROR("engine: drafting failed: {}", pst.message());
-      if (IsDeviceLost(pst)) {
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          dead = pst;
-        }
-        FailAll(dead);
-        return true;
-      }
-    }
+}
+
+bool Engine::Impl::Propose(StepTally* tally) {
+  if (propose.empty()) return true;
+  backend::Backend& be = *parts->backend;  // the drafter runs on the one device (no TP)
+  absl::Status st = be.BeginDeviceSpan();
+  if (st.ok()) st = parts->spec->Propose(propose, *parts->kv, scheduler->max_model_len());
+  if (st.ok()) st = be.EndDeviceSpan();
+  if (st.ok() && tally->device_seconds >= 0) {
+    // Drafting's device time, host gaps between its rounds included.
+    absl::StatusOr<double> span = be.DeviceSpanSeconds();
+    tally->device_seconds = span.ok() ? tally->device_seconds + *span : -1;
   }
-  prev_device_span = device_seconds;
-  {
-    // Counted before the final events go out: whoever sees them sees these counts.
-    const double seconds = std::chrono::duration<double>(sched::Clock::now() - t0).count();
-    std::lock_guard<std::mutex> lock(mu);
-    stats.Record(prompt_tokens, generated, seconds);
-    stats.RecordSpec(verify_chunks, drafts, accepted,
-                     parts->spec != nullptr ? parts->spec->stats().rounds : 0);
-  }
-  EmitRetired(s.TakeRetired());
-  return true;
+  if (st.ok()) return true;
+  // Drafting is an optimisation: the requests go on without drafts, unless the device is gone.
+  for (const spec::ProposeFrom& f : propose) f.request->ClearDrafts();
+  GANNET_LOG_ERROR("engine: drafting failed: {}", st.message());
+  if (!IsDeviceLost(st)) return true;
+  DeviceLost(st);
+  return false;
+}
+
+void Engine::Impl::Record(const StepTally& tally) {
+  prev_device_span = tally.device_seconds;
+  // Counted before the final events go out: whoever sees them sees these counts.
+  const double seconds = std::chrono::duration<double>(sched::Clock::now() - tally.start).count();
+  std::lock_guard<std::mutex> lock(mu);
+  stats.Record(tally.prompt_tokens, tally.generated, seconds);
+  stats.RecordSpec(tally.verify_chunks, tally.drafts, tally.accepted,
+                   parts->spec != nullptr ? parts->spec->stats().rounds : 0);
 }
 
 sampling::SampleResult Engine::Impl::SampleRow(sched::Request& r, const runner::StepResult& result,
