@@ -18,12 +18,13 @@
 #include "lib/engine/chat_prompt.h"
 #include "lib/engine/model_setup.h"
 #include "lib/engine/request_check.h"
+#include "lib/engine/step_batch.h"
 #include "lib/engine/step_stats.h"
 #include "lib/engine/text_output.h"
 #include "lib/sampling/draw.h"
 #include "lib/sampling/row_policy.h"
 #include "lib/sched/scheduler.h"
-#include "lib/sched/step_batch.h"
+#include "lib/sched/plan_inputs.h"
 #include "lib/spec/verify.h"
 #include "lib/common/check.h"
 
@@ -208,7 +209,7 @@ void Engine::Impl::RecordBackToBackTiming() {
 bool Engine::Impl::Forward(const sched::StepPlan& plan, runner::StepResult* result,
                            StepTally* tally) {
   kv::KvManager& kv = *parts->kv;
-  runner::StepBatch batch = sched::BuildStepBatch(plan, kv);
+  runner::StepBatch batch = BuildStepBatch(plan, kv);
   absl::Status st;
   if (kv.debug_validate()) st = sched::ValidatePlanReads(plan, kv);
   tally->start = sched::Clock::now();

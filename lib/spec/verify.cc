@@ -5,7 +5,7 @@
 #include "lib/common/check.h"
 #include "lib/sampling/row_policy.h"
 #include "lib/sampling/speculative.h"
-#include "lib/sched/step_batch.h"
+#include "lib/sched/plan_inputs.h"
 
 namespace gannet::spec {
 

@@ -1,5 +1,6 @@
 #include "lib/sched/scheduler.h"
-#include "lib/sched/step_batch.h"
+#include "lib/engine/step_batch.h"
+#include "lib/sched/plan_inputs.h"
 
 #include <memory>
 
@@ -168,7 +169,7 @@ TEST_F(SchedulerTest, PlansBecomeRunnerBatches) {
   ASSERT_TRUE(sched_->Add(MakeRequest(2, 20)).ok());
   StepPlan plan = sched_->Plan();
   ASSERT_EQ(plan.seqs.size(), 2u);  // 10 tokens, then 6 of the second prompt
-  runner::StepBatch b = BuildStepBatch(plan, *kv_);
+  runner::StepBatch b = engine::BuildStepBatch(plan, *kv_);
   ASSERT_EQ(b.seqs.size(), 2u);
   EXPECT_EQ(b.seqs[0].tokens.size(), 10u);
   EXPECT_EQ(b.seqs[0].start_pos, 0);

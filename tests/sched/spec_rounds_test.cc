@@ -29,7 +29,8 @@
 #include "lib/kv/kv_manager.h"
 #include "lib/sched/request.h"
 #include "lib/sched/scheduler.h"
-#include "lib/sched/step_batch.h"
+#include "lib/engine/step_batch.h"
+#include "lib/sched/plan_inputs.h"
 #include "tests/kv/kv_test_layout.h"
 
 namespace gannet::sched {
@@ -402,7 +403,7 @@ class Harness {
 
   // The runner's view: tokens and page tables cover every position computed.
   void CheckBatch(const StepPlan& plan) {
-    const runner::StepBatch batch = BuildStepBatch(plan, *kv_);
+    const runner::StepBatch batch = engine::BuildStepBatch(plan, *kv_);
     ASSERT_EQ(batch.seqs.size(), plan.seqs.size()) << Where();
     size_t rows = 0;
     for (size_t i = 0; i < plan.seqs.size(); ++i) {

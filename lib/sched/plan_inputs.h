@@ -1,21 +1,15 @@
-// A scheduler plan as the runner's batch: per sequence its new tokens, first position, page
-// table per KV group and whether it wants logits; per logits row where and how it is sampled
-// (sampling/row_policy.h). Also the debug check of every page a step will read
-// (GANNET_DEBUG_KV, design.md §4).
-//
-// The batch points into the requests' tokens and the KV manager's tables: use it before either
-// changes (the step that follows the plan). Engine thread only.
+// What a plan's sequences read: each sampling request's row request (where and how its logits
+// row is sampled, sampling/row_policy.h) and, as a debug check, its KV pages (GANNET_DEBUG_KV,
+// design.md §4). The runner's batch is built above the scheduler (lib/engine/step_batch.h).
+// Engine thread only.
 #pragma once
 
 #include "absl/status/status.h"
 #include "lib/kv/kv_manager.h"
-#include "lib/runner/step.h"
 #include "lib/sampling/row_policy.h"
 #include "lib/sched/scheduler.h"
 
 namespace gannet::sched {
-
-runner::StepBatch BuildStepBatch(const StepPlan& plan, const kv::KvManager& kv);
 
 // The sampling request of the logits row of a scheduled sequence.
 sampling::RowRequest RowRequestOf(const Request& request);
