@@ -33,7 +33,7 @@ int64_t ArgMax(const float* logits, int64_t vocab);
 
 // The fixed-point masses a sampled (non-greedy) DrawToken draws from: (*mass)[i] = q_i for the
 // kept ids and 0 for the others (resized to vocab); returns their sum, <= vocab x 2^32. DrawToken
-// draws through this very function, so other code (speculative.h) sees exactly its distribution.
+// draws through this very function, so other code (spec/speculative.h) sees exactly its distribution.
 // The sum is 0 only when nothing is kept (min_p > 1, which ValidateSamplingParams rejects, or
 // non-finite logits); DrawToken then returns the arg-max. `params.seed` is not read.
 uint64_t KeptMass(const float* logits, int64_t vocab, const DrawParams& params,

@@ -4,15 +4,15 @@
 
 #include "lib/common/check.h"
 #include "lib/sampling/row_policy.h"
-#include "lib/sampling/speculative.h"
 #include "lib/sched/plan_inputs.h"
+#include "lib/spec/speculative.h"
 
 namespace gannet::spec {
 
 sampling::DrawParams DraftDrawParams(const sampling::SamplingParams& p, int64_t num_output, int k) {
   if (p.greedy()) return sampling::DrawParams::Greedy();
   sampling::DrawParams d = p;  // the draw part of the request's params
-  d.seed = sampling::DraftSeed(p.seed, num_output, k);
+  d.seed = DraftSeed(p.seed, num_output, k);
   return d;
 }
 
@@ -58,14 +58,14 @@ VerifiedTokens VerifyChunk(const sched::ScheduledSeq& q, const runner::StepResul
   std::vector<uint64_t> accept_seeds(k);
   for (int j = 0; j < k; ++j) {
     draft_draws[j] = DraftDrawParams(r.spec.sampling, row.num_output, j);
-    accept_seeds[j] = sampling::AcceptSeed(r.spec.sampling.seed, row.num_output, j);
+    accept_seeds[j] = AcceptSeed(r.spec.sampling.seed, row.num_output, j);
   }
   if (!r.spec.sampling.greedy()) {
     GANNET_CHECK(r.draft_logits.size() == static_cast<size_t>(k) * vocab);
     for (int j = 0; j < k; ++j) draft_rows.push_back(r.draft_logits.data() + j * vocab);
   }
-  const sampling::VerifyOutcome v =
-      sampling::VerifyDrafts(target_rows, vocab, target_draws, draft_rows, draft_draws, drafts,
+  const VerifyOutcome v =
+      VerifyDrafts(target_rows, vocab, target_draws, draft_rows, draft_draws, drafts,
                              accept_seeds);
   out.accepted = v.accepted;
   for (int j = 0; j <= v.accepted; ++j) {

@@ -6,7 +6,7 @@
 //    it -- token for token what decoding without drafts produces;
 //  - every other verify chunk on the host: each row prepared exactly as the plain host path
 //    prepares it (stop ids masked before min_tokens, penalties counting the drafts before it),
-//    then speculative sampling (sampling/speculative.h): the emitted tokens are distributed as
+//    then speculative sampling (spec/speculative.h): the emitted tokens are distributed as
 //    plain sampling's are, with top-k/top-p/min-p/temperature applied to both the target's and
 //    the drafter's rows.
 // Logprobs, when asked for, come from each emitted token's own target row.

@@ -1,8 +1,8 @@
-// Speculative verification (lib/sampling/speculative.h): the kept masses are DrawToken's, greedy
+// Speculative verification (lib/spec/speculative.h): the kept masses are DrawToken's, greedy
 // verification is prefix matching, and speculative sampling's output distribution equals
 // non-speculative sampling's (chi-square two-sample tests on a toy model, with a check that the
 // same test rejects deliberately wrong verifiers).
-#include "lib/sampling/speculative.h"
+#include "lib/spec/speculative.h"
 
 #include <algorithm>
 #include <cctype>
@@ -17,8 +17,14 @@
 #include "lib/common/hash.h"
 #include "tests/testing/chi_square.h"
 
-namespace gannet::sampling {
+namespace gannet::spec {
 namespace {
+
+using sampling::ArgMax;
+using sampling::DrawParams;
+using sampling::DrawToken;
+using sampling::KeptMass;
+using sampling::RowSeed;
 
 using testing::ChiSquareSurvival;
 using testing::GoodnessOfFitP;
@@ -545,4 +551,4 @@ TEST(SpeculativeDistributionTest, RejectsWrongVerifiers) {
 }
 
 }  // namespace
-}  // namespace gannet::sampling
+}  // namespace gannet::spec

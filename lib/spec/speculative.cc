@@ -1,11 +1,11 @@
-#include "lib/sampling/speculative.h"
+#include "lib/spec/speculative.h"
 
 #include <algorithm>
 
 #include "lib/common/check.h"
 #include "lib/common/hash.h"
 
-namespace gannet::sampling {
+namespace gannet::spec {
 namespace {
 
 // Products of a mass (<= 2^32) and a total (<= 2^50) need 83 bits.
@@ -18,14 +18,14 @@ constexpr uint64_t kAcceptSalt = 0xa54ff53a5f1d36f1ull;
 uint64_t U53(uint64_t seed) { return SplitMix64(seed) >> 11; }
 
 // Dense masses (size vocab) of the distribution DrawToken draws from; returns their sum (> 0).
-uint64_t DenseMasses(const float* row, int64_t vocab, const DrawParams& p,
+uint64_t DenseMasses(const float* row, int64_t vocab, const sampling::DrawParams& p,
                      std::vector<uint64_t>* m) {
   if (!p.greedy()) {
-    const uint64_t total = KeptMass(row, vocab, p, m);
+    const uint64_t total = sampling::KeptMass(row, vocab, p, m);
     if (total > 0) return total;
   }
   m->assign(vocab, 0);
-  (*m)[ArgMax(row, vocab)] = 1;
+  (*m)[sampling::ArgMax(row, vocab)] = 1;
   return 1;
 }
 
@@ -49,7 +49,7 @@ bool UniformBelow(uint64_t k, u128 a, u128 b) {
 // The replacement after rejecting a draft: a draw from max(0, p - q), i.e. the integer masses
 // mp·Tq - mq·Tp where positive, with the target's seed. floor(k·T / 2^53) is formed exactly
 // from T's two 64-bit halves (T < 2^101, so k·T_hi < 2^90 and k·T_lo < 2^117).
-int32_t DrawResidual(const float* row, int64_t vocab, const DrawParams& tp,
+int32_t DrawResidual(const float* row, int64_t vocab, const sampling::DrawParams& tp,
                      const std::vector<uint64_t>& p, uint64_t tp_total,
                      const std::vector<uint64_t>& q, uint64_t tq_total) {
   auto residual = [&](int64_t i) -> u128 {
@@ -58,7 +58,8 @@ int32_t DrawResidual(const float* row, int64_t vocab, const DrawParams& tp,
   };
   u128 total = 0;
   for (int64_t i = 0; i < vocab; ++i) total += residual(i);
-  if (total == 0) return DrawToken(row, vocab, tp);  // p == q: only after a q(d) == 0 rejection
+  // p == q: only after a q(d) == 0 rejection.
+  if (total == 0) return sampling::DrawToken(row, vocab, tp);
   const u128 k = U53(tp.seed);
   const u128 r = ((k * static_cast<uint64_t>(total >> 64)) << 11) +
                  ((k * static_cast<uint64_t>(total)) >> 53);
@@ -78,7 +79,7 @@ uint64_t KeptMasses::MassOf(int32_t id) const {
   return it != ids.end() && *it == id ? mass[it - ids.begin()] : 0;
 }
 
-KeptMasses ComputeKeptMasses(const float* logits, int64_t vocab, const DrawParams& p) {
+KeptMasses ComputeKeptMasses(const float* logits, int64_t vocab, const sampling::DrawParams& p) {
   std::vector<uint64_t> dense;
   KeptMasses out;
   out.total = DenseMasses(logits, vocab, p, &dense);
@@ -91,17 +92,19 @@ KeptMasses ComputeKeptMasses(const float* logits, int64_t vocab, const DrawParam
 }
 
 uint64_t DraftSeed(uint64_t request_seed, int64_t num_output, int k) {
-  return SplitMix64(RowSeed(request_seed, static_cast<uint64_t>(num_output + k)) ^ kDraftSalt);
+  return SplitMix64(sampling::RowSeed(request_seed, static_cast<uint64_t>(num_output + k)) ^
+                    kDraftSalt);
 }
 
 uint64_t AcceptSeed(uint64_t request_seed, int64_t num_output, int j) {
-  return SplitMix64(RowSeed(request_seed, static_cast<uint64_t>(num_output + j)) ^ kAcceptSalt);
+  return SplitMix64(sampling::RowSeed(request_seed, static_cast<uint64_t>(num_output + j)) ^
+                    kAcceptSalt);
 }
 
 VerifyOutcome VerifyDrafts(std::span<const float* const> target_rows, int64_t vocab,
-                           std::span<const DrawParams> target_draws,
+                           std::span<const sampling::DrawParams> target_draws,
                            std::span<const float* const> draft_rows,
-                           std::span<const DrawParams> draft_draws,
+                           std::span<const sampling::DrawParams> draft_draws,
                            std::span<const int32_t> drafts,
                            std::span<const uint64_t> accept_seeds) {
   const size_t num = drafts.size();
@@ -112,11 +115,11 @@ VerifyOutcome VerifyDrafts(std::span<const float* const> target_rows, int64_t vo
   for (size_t j = 0; j < num; ++j) {
     const int accepted = static_cast<int>(j);
     const float* row = target_rows[j];
-    const DrawParams& tp = target_draws[j];
+    const sampling::DrawParams& tp = target_draws[j];
     const int32_t d = drafts[j];
     const bool in_vocab = d >= 0 && d < vocab;
     if (tp.greedy()) {
-      const int32_t best = static_cast<int32_t>(ArgMax(row, vocab));
+      const int32_t best = static_cast<int32_t>(sampling::ArgMax(row, vocab));
       if (d != best) return {accepted, best};
       continue;
     }
@@ -137,7 +140,7 @@ VerifyOutcome VerifyDrafts(std::span<const float* const> target_rows, int64_t vo
     }
     return {accepted, DrawResidual(row, vocab, tp, p, tp_total, q, tq_total)};
   }
-  return {static_cast<int>(num), DrawToken(target_rows[num], vocab, target_draws[num])};
+  return {static_cast<int>(num), sampling::DrawToken(target_rows[num], vocab, target_draws[num])};
 }
 
-}  // namespace gannet::sampling
+}  // namespace gannet::spec

@@ -13,7 +13,7 @@
 // a multiple of 2^-53; the residual masses mp·Tq - mq·Tp (< 2^83 each, < 2^101 in total) are
 // drawn by an exact inverse CDF at floor(u·T_residual). Every probability is therefore the ideal
 // one to within ~2^-52 per token, as DrawToken's own are, and the speculative output
-// distribution equals non-speculative sampling's to that precision (tests/sampling/
+// distribution equals non-speculative sampling's to that precision (tests/spec/
 // speculative_test.cc compares the two on a toy model).
 //
 // Randomness is counter-based like the rest of sampling (sampling.h): keyed by the request seed
@@ -30,7 +30,7 @@
 
 #include "lib/sampling/draw.h"
 
-namespace gannet::sampling {
+namespace gannet::spec {
 
 // The distribution DrawToken draws from for these logits and params: the kept ids (in id order)
 // and their fixed-point masses (exactly DrawToken's), with their sum. Greedy params, and rows
@@ -42,7 +42,7 @@ struct KeptMasses {
   uint64_t total = 0;
   uint64_t MassOf(int32_t id) const;  // 0 if not kept
 };
-KeptMasses ComputeKeptMasses(const float* logits, int64_t vocab, const DrawParams& p);
+KeptMasses ComputeKeptMasses(const float* logits, int64_t vocab, const sampling::DrawParams& p);
 
 // Seeds of one speculative round of a request seeded `request_seed` whose next output index is
 // `num_output`: the draft draw of step k and the acceptance test of position j. Both are keyed by
@@ -70,10 +70,10 @@ struct VerifyOutcome {
 // DrawToken(target_rows[j], target_draws[j]).
 // Span sizes other than the above are a caller bug: GANNET_CHECK aborts.
 VerifyOutcome VerifyDrafts(std::span<const float* const> target_rows, int64_t vocab,
-                           std::span<const DrawParams> target_draws,
+                           std::span<const sampling::DrawParams> target_draws,
                            std::span<const float* const> draft_rows,
-                           std::span<const DrawParams> draft_draws,
+                           std::span<const sampling::DrawParams> draft_draws,
                            std::span<const int32_t> drafts,
                            std::span<const uint64_t> accept_seeds);
 
-}  // namespace gannet::sampling
+}  // namespace gannet::spec
