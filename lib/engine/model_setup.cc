@@ -55,50 +55,6 @@ absl::Status LoadModelFiles(const EngineConfig& cfg, LoadedEngineParts* p) {
   return absl::OkStatus();
 }
 
-// The MTP assistant of draft_model_dir: config checked against the target before any weight
-// loads, then its checkpoint (or synthetic weights for "dummy:<variant>-assistant").
-absl::Status LoadDraftFiles(const EngineConfig& cfg, LoadedEngineParts* p) {
-  const std::string& dir = cfg.draft_model_dir;
-  if (dir.empty()) {
-    if (cfg.num_speculative_tokens != 0) {
-      return InvalidArgumentError(
-          "engine: num_speculative_tokens is {} but no draft model is set (draft_model_dir)",
-          cfg.num_speculative_tokens);
-    }
-    return absl::OkStatus();
-  }
-  if (cfg.num_speculative_tokens < 0 || cfg.num_speculative_tokens > spec::kMaxSpeculativeTokens) {
-    return InvalidArgumentError("engine: num_speculative_tokens must be 1 to {} (0 = {}), got {}",
-                                spec::kMaxSpeculativeTokens, kDefaultSpeculativeTokens,
-                                cfg.num_speculative_tokens);
-  }
-  const bool dummy_variant = model::IsDummyModel(dir);
-  if (dummy_variant) {
-    GANNET_ASSIGN_OR_RETURN(p->draft_config, model::DummyModelConfig(dir));
-  } else {
-    GANNET_ASSIGN_OR_RETURN(p->draft_config, model::LoadModelConfig(dir));
-  }
-  if (p->draft_config.kind != model::ModelKind::kAssistant) {
-    return InvalidArgumentError(
-        "engine: the draft model {} is not a Gemma-4 MTP assistant (model_type '{}')", dir,
-        p->draft_config.model_type);
-  }
-  absl::Status fit = spec::CheckDrafterPair(p->draft_config, p->config);
-  if (!fit.ok()) {
-    return InvalidArgumentError("engine: the draft model {} cannot draft for {} ({}): {}", dir,
-                                cfg.model_dir, model::VariantName(p->config.variant),
-                                fit.message());
-  }
-  if (dummy_variant || cfg.load_format == "dummy") {
-    p->draft_weights = model::SyntheticWeights(p->draft_config, model::kDummyWeightSeed);
-  } else {
-    GANNET_ASSIGN_OR_RETURN(p->draft_checkpoint, model::Checkpoint::Open(dir));
-    GANNET_ASSIGN_OR_RETURN(p->draft_weights,
-                            model::BindWeights(p->draft_config, *p->draft_checkpoint));
-  }
-  return absl::OkStatus();
-}
-
 // The tensor-parallel group size the config asks for (1 = no tensor parallelism).
 absl::StatusOr<int> TensorParallelSize(const EngineConfig& cfg) {
   const int listed = static_cast<int>(cfg.device_ids.size());
@@ -194,10 +150,14 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   const auto start = Clock::now();
   auto p = std::make_unique<LoadedEngineParts>();
   GANNET_RETURN_IF_ERROR(LoadModelFiles(cfg, p.get()));
-  GANNET_RETURN_IF_ERROR(LoadDraftFiles(cfg, p.get()));
   const bool speculate = !cfg.draft_model_dir.empty();
-  const int num_spec = cfg.num_speculative_tokens > 0 ? cfg.num_speculative_tokens
-                                                      : kDefaultSpeculativeTokens;
+  GANNET_ASSIGN_OR_RETURN(const int num_spec,
+                          spec::ResolveSpeculativeTokens(cfg.num_speculative_tokens, speculate));
+  if (speculate) {
+    GANNET_ASSIGN_OR_RETURN(p->draft, spec::LoadDraftModel(cfg.draft_model_dir,
+                                                           cfg.load_format == "dummy", p->config,
+                                                           cfg.model_dir));
+  }
   GANNET_RETURN_IF_ERROR(CreateBackend(cfg, p.get()));
   if (p->tp_rank != 0) {
     // A rank other than 0 serves rank 0's steps; rank 0 decides every limit and sends them.
@@ -227,8 +187,8 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   // The CPU reads bf16 checkpoints in place (mmap): only synthetic weights take memory there.
   int64_t weight_bytes = cpu && p->checkpoint != nullptr ? 0 : 2 * model::CountParameters(p->config);
   if (world > 1 && !cpu) weight_bytes = 2 * model::ShardParameterCount(p->config, world);
-  if (speculate && !(cpu && p->draft_checkpoint != nullptr)) {
-    weight_bytes += 2 * model::CountParameters(p->draft_config);
+  if (speculate && !(cpu && p->draft.checkpoint != nullptr)) {
+    weight_bytes += 2 * model::CountParameters(p->draft.config);
   }
   const int64_t activation_bytes =
       runner::ActivationBytes(rank_config, ro, runner::ActivationTypes::Of(be));
@@ -278,18 +238,13 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   }
   if (speculate) {
     // Before the KV cache is sized: the drafter's weights and scratch come out of the same memory.
-    spec::DrafterOptions dopt;
-    dopt.max_seqs = limits.max_running_seqs;
-    dopt.max_steps = num_spec;
-    dopt.enable_graphs = cfg.enable_cuda_graphs;
-    GANNET_ASSIGN_OR_RETURN(auto drafter,
-                            spec::Drafter::Create(p->draft_config, p->draft_weights, p->config,
-                                                  single, &be, dopt));
-    spec::SpecOptions sopt;
-    sopt.num_speculative_tokens = num_spec;
-    sopt.max_seqs = limits.max_running_seqs;
-    sopt.override_drafts = cfg.override_drafts;
-    GANNET_ASSIGN_OR_RETURN(p->spec, spec::SpecDecoder::Create(std::move(drafter), sopt));
+    spec::SpecSetup setup;
+    setup.num_speculative_tokens = num_spec;
+    setup.max_seqs = limits.max_running_seqs;
+    setup.enable_graphs = cfg.enable_cuda_graphs;
+    setup.override_drafts = cfg.override_drafts;
+    GANNET_ASSIGN_OR_RETURN(p->spec,
+                            spec::CreateSpecDecoder(p->draft, p->config, single, &be, setup));
     GANNET_LOG_INFO("engine: speculative decoding with {} ({}), {} drafts per round",
                     cfg.draft_model_dir, FormatBytes(p->spec->drafter().weight_bytes()), num_spec);
   }

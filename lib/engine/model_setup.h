@@ -21,6 +21,7 @@
 #include "lib/parallel/step_channel.h"
 #include "lib/parallel/tp_worker.h"
 #include "lib/runner/model_runner.h"
+#include "lib/spec/draft_model.h"
 #include "lib/spec/spec_decoder.h"
 #include "lib/tokenizer/tokenizer.h"
 
@@ -47,10 +48,8 @@ struct LoadedEngineParts {
   KvSizing kv_sizing;
   std::unique_ptr<runner::StepRunner> runner;  // one device's ModelRunner or a TpRunner
   std::unique_ptr<kv::KvManager> kv;
-  // Speculative decoding (null without draft_model_dir). The drafter's files outlive its weights.
-  model::ModelConfig draft_config;
-  std::unique_ptr<model::Checkpoint> draft_checkpoint;
-  model::ModelWeights draft_weights;
+  // Speculative decoding (null without draft_model_dir), set up by lib/spec/draft_model.h.
+  spec::DraftModel draft;
   std::unique_ptr<spec::SpecDecoder> spec;
   // Resolved limits.
   int max_running_seqs = 0;
@@ -60,9 +59,6 @@ struct LoadedEngineParts {
   int page_size = 0;
   double load_seconds = 0;
 };
-
-// Drafts per round when EngineConfig::num_speculative_tokens is 0.
-inline constexpr int kDefaultSpeculativeTokens = 3;
 
 absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineConfig& config);
 
