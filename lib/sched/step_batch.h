@@ -1,7 +1,7 @@
 // A scheduler plan as the runner's batch: per sequence its new tokens, first position, page
 // table per KV group and whether it wants logits; per logits row where and how it is sampled
 // (sampling/row_policy.h). Also the debug check of every page a step will read
-// (GANNET_DEBUG_KV, design.md §4).
+// (GANNET_DEBUG_KV, docs/kv-memory.md).
 //
 // The batch points into the requests' tokens and the KV manager's tables: use it before either
 // changes (the step that follows the plan). Engine thread only.
