@@ -14,7 +14,8 @@
 //                 "identical for N" with N = --tokens means they never differed.
 // The runners run one after the other, so a full-size model needs its weights only once on the
 // device. With --min-top1 / --max-logit-error / --max-mean-logit-error the exit status says
-// whether the budget held (CI runs it on the tiny models with the budgets of bench/RESULTS_FP8_KV.md).
+// whether the budget held (CI runs it on the tiny models with the budgets of
+// docs/results-log/fp8-kv.md).
 //
 //   gannet-kv-accuracy --model dummy:31b --prompt-len 100 --tokens 1000
 //   gannet-kv-accuracy --model tests/data/tiny/trained --backend cpu --tokens 200 --min-top1 0.95

@@ -197,7 +197,8 @@ typedef struct gannet_engine_config {
    * before it gets the default. The most prompt tokens (prefill chunks, admissions) a step may carry while
    * sequences decode in it: smaller keeps decodes fast when prompts arrive (time per output
    * token), larger serves prompts sooner (time to first token) and, under full load, keeps the
-   * throughput (bench/RESULTS.md). 0 = no limit beyond max_step_tokens; at most max_step_tokens.
+   * throughput (docs/results-log/general.md). 0 = no limit beyond max_step_tokens; at most
+   * max_step_tokens.
    * Steps with no decode always take max_step_tokens of prompt. */
   int64_t max_prefill_tokens_while_decoding;
   /* Tensor parallelism in this process: the model split over tensor_parallel_size CUDA devices
@@ -224,7 +225,7 @@ typedef struct gannet_engine_config {
    * CUDA; the CPU backend keeps f32); "fp8" (or "fp8_e4m3") = FP8 E4M3 with one f32 scale per
    * token and KV head: about half the bytes, so about twice the sequences or context, and faster
    * decode where KV bytes dominate (many sequences), at an accuracy cost measured in
-   * bench/RESULTS_FP8_KV.md. */
+   * docs/results-log/fp8-kv.md. */
   const char* kv_cache_dtype;
   /* The full-attention layers of 31B and 26B-A4B use one projection for K and V (K=V). By default
    * their cache keeps ONE array, the normalised projection, and attention derives K from it (half
@@ -235,8 +236,8 @@ typedef struct gannet_engine_config {
    * (V100), which have no bf16 tensor cores: there f16; "bf16"; or "f16" (any GPU: weights are
    * converted to fp16 at load, activations are fp16, and every value that can leave fp16's range
    * -- the residual stream, the projections feeding a norm, the router input, the logits -- stays
-   * f32; agreement with bf16 in bench/RESULTS_ARCH.md). The CPU backend computes in f32 and takes
-   * only "auto". */
+   * f32; agreement with bf16 in docs/results-log/arch.md). The CPU backend computes in f32 and
+   * takes only "auto". */
   const char* compute_dtype;
   /* 1 = before gannet_engine_create returns, run one step of every shape the limits allow: each
    * row count at which the CUDA backend tunes its linear layers, and each decode batch size at

@@ -262,7 +262,7 @@ GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd512Fp8F16, "sm70_hd512_fp8_prefill_f16io",
 #if GANNET_HAVE_SM90A
 // wgmma is sm_90a's alone (sm_100 has none): the effective arch must be sm_90 exactly. The hd256
 // kernel beats the sm80 one (priority 3 over 2: 25-26% of the GEMM rate against 16-17%); the
-// hd512 one does not yet (14% against 19%, bench/RESULTS_ARCH.md), so it ranks below it and runs
+// hd512 one does not yet (14% against 19%, docs/results-log/arch.md), so it ranks below it and runs
 // when forced.
 const KernelEntry kSm90PrefillHd256 = {"sm90_hd256_bf16_prefill",
                                        Op::kAttentionPrefill,

@@ -27,7 +27,7 @@ inline constexpr uint32_t kGemvPrefetchBytes = 8192;
 // E4B's 2560 x 10240 ran at 55% of copy with four rows and 89% with two rows four deep). Which is
 // fastest in a step depends on the shape and the GPU, so the linear tuning times them at M = 1
 // (CudaLinear): with the prefetch capped (kGemvPrefetchBytes) that made E2B/E4B batch-1 steps ~3%
-// faster on an H200 (bench/RESULTS_DECODE.md, session 26). Every tile gives the same bits.
+// faster on an H200 (docs/results-log/decode.md, session 26). Every tile gives the same bits.
 enum class GemvTile : int {
   k4Rows = 0,      // 4 output rows a CTA, as many loads in flight as the compiler keeps (every M)
   k4RowsDeep = 1,  // 4 rows, 2 chunks of each loaded ahead (M = 1 only)

@@ -18,7 +18,7 @@ extern const KernelEntry kSm70MoePairGemvAnyMF16;  // and at any M
 // against the grouped GEMMs' 64x2 stages): the GEMVs are faster up to 24 tokens (186 vs 308 us at
 // 8, 313 vs 396 at 16, 432 vs 455 at 24) and slower from 32 (546 vs 474; 1042 vs 499 at 64): below
 // ~30 tokens most experts get one row, which the grouped kernels spend a whole 64-row tile on.
-// bench/RESULTS_TP.md.
+// docs/results-log/tp.md.
 inline constexpr int kMoePairGemvMaxTokens = 24;
 
 ProblemKey MoeExpertsProblem(const MoeExpertsParams& p);

@@ -36,7 +36,7 @@ constexpr int kBM = 64, kBN = 64, kThreads = 128;
 // The K depth of a stage and the pipeline depth, per arch build. sm_80+: 64-deep stages, two
 // of them (55 KB for gate/up, four CTAs an SM), measured on an H200 against 32x3 (the old
 // tiles), 64x3, 64x4, 32x5, 32x2 and 128x2: 1.1-1.35x faster than 32x3 from 64 to 2048 tokens
-// (moe_bench, bench/RESULTS_TP.md). sm_75: 32 x 3, within its 64 KB.
+// (moe_bench, docs/results-log/tp.md). sm_75: 32 x 3, within its 64 KB.
 template <int kMinArch>
 struct TileK {
   static constexpr int kBK = 64;

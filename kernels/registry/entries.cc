@@ -1,6 +1,7 @@
-// The hand-written list of every kernel entry compiled into this binary (design.md §5: explicit
-// registration, no static constructors). Order matters only as a tie-break after arch and
-// specificity (see registry.h); keep each op's entries together, best first.
+// The hand-written list of every kernel entry compiled into this binary (explicit registration,
+// no static constructors: docs/kernels-by-arch.md, "The kernel registry"). Order matters only as
+// a tie-break after arch and specificity (see registry.h); keep each op's entries together, best
+// first.
 #include <string_view>
 
 #include "kernels/attention/attention_entries.h"

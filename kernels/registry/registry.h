@@ -1,8 +1,9 @@
-// The kernel registry (design.md §5): an explicit, hand-written list of compiled kernel entries
-// (entries.cc; no static-constructor registration), and one selection function that runs at plan
-// time. Selection clamps the device's compute capability to the highest arch this binary carries,
-// filters entries by arch range, problem predicate and CanImplement, prefers the most specific
-// entry (then the highest priority, then the newest arch, then the list's order), honours GANNET_FORCE_KERNEL=<name>[,<name>...]
+// The kernel registry (docs/kernels-by-arch.md, "The kernel registry"): an explicit,
+// hand-written list of compiled kernel entries (entries.cc; no static-constructor registration),
+// and one selection function that runs at plan time. Selection clamps the device's compute
+// capability to the highest arch this binary carries, filters entries by arch range, problem
+// predicate and CanImplement, prefers the most specific entry (then the highest priority, then
+// the newest arch, then the list's order), honours GANNET_FORCE_KERNEL=<name>[,<name>...]
 // (the first named entry of the op that can implement the problem; an error naming each one's
 // reason when entries of the op are named and none can), and logs its choice once per
 // (op, problem class):

@@ -9,7 +9,7 @@
 
 namespace gannet::kernels {
 
-// The ordered-embedding ("centroid") head of the E2B/E4B drafters, gemma4-architecture.md §3.5:
+// The ordered-embedding ("centroid") head of the E2B/E4B drafters, docs/gemma4-model.md §3.5:
 // per row r, the top_k clusters by cluster_logits[r] (ties to the lower index) go to
 // selected[r * top_k ...] in ascending order; logits[r] is -inf except at the tokens of those
 // clusters,

@@ -286,7 +286,7 @@ class Backend {
   virtual absl::Status GatherRows(Tensor x, Tensor rows, Tensor out) = 0;
   // x = cap * tanh(x / cap), in place, f32.
   virtual absl::Status Softcap(Tensor x, float cap) = 0;
-  // The ordered-embedding ("centroid") head of the E2B/E4B MTP drafters (gemma4-architecture.md
+  // The ordered-embedding ("centroid") head of the E2B/E4B MTP drafters (docs/gemma4-model.md
   // §3.5): per row r, the top_k = selected.row_elems() clusters by cluster_logits[r] (ties to the
   // lower index) are written to selected[r] in ascending order; logits[r] is -inf except at the
   // tokens of those clusters (ordering[c] lists cluster c's ids), where it is h[r] . table[id].

@@ -1,5 +1,5 @@
 // CHECK for broken internal invariants only. Never use it on a path that input can reach: bad
-// input must come back as an absl::Status (design.md §6).
+// input must come back as an absl::Status (docs/errors-and-abi.md).
 #pragma once
 
 #include <cstdio>

@@ -1,7 +1,7 @@
 // Status plumbing shared by all host code.
 //
 // Debian's abseil (20220623) predates absl's own RETURN_IF_ERROR/ASSIGN_OR_RETURN, so gannet
-// carries its own. Canonical codes used throughout (design.md §6):
+// carries its own. Canonical codes used throughout (docs/errors-and-abi.md):
 //   bad input -> InvalidArgument, out of pages / queue full -> ResourceExhausted,
 //   unsupported model/arch -> Unimplemented, corrupt checkpoint -> DataLoss,
 //   CUDA/NCCL/cuBLASLt failures -> Internal (with the vendor's error name and call site).

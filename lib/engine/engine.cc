@@ -31,7 +31,7 @@
 namespace gannet::engine {
 namespace {
 
-// <eos>, <turn|>, <|tool_response>: Gemma-4's generation stop ids (gemma4-architecture.md §5).
+// <eos>, <turn|>, <|tool_response>: Gemma-4's generation stop ids (docs/gemma4-model.md §5).
 constexpr int32_t kDefaultStopIds[] = {1, 106, 50};
 
 // 64 bits of OS entropy for an unseeded request.

@@ -1,4 +1,4 @@
-// The engine: one loaded model served by a background engine thread (design.md §1).
+// The engine: one loaded model served by a background engine thread (docs/request-path.md).
 //
 // Submit() validates and tokenizes a request on the caller's thread, queues it and returns its id
 // at once. The engine thread drains the queue into the scheduler, runs steps (scheduler plan ->

@@ -67,8 +67,9 @@ absl::StatusOr<EngineLimits> ResolveLimits(const EngineConfig& cfg, const model:
   }
   // No separate limit by default: in a saturated closed loop the prompt work has to be done
   // anyway, and smaller chunks only run it less efficiently (31B on an H200, 64 x 1000/200: a
-  // 512-token cap made TPOT 9% worse and throughput 10% lower than none; bench/RESULTS.md). A
-  // small cap trades throughput and time to first token for time per output token.
+  // 512-token cap made TPOT 9% worse and throughput 10% lower than none;
+  // docs/results-log/general.md). A small cap trades throughput and time to first token for time
+  // per output token.
   l.max_prefill_tokens_while_decoding = cfg.max_prefill_tokens_while_decoding;
   return l;
 }

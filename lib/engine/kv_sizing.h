@@ -1,5 +1,5 @@
 // The engine's limits and KV cache size, decided from the user's settings, the model and the
-// memory the device has left (design.md §4; ARCHITECTURE.md "Limits the engine picks").
+// memory the device has left (docs/kv-memory.md; docs/loading-and-limits.md).
 //
 // ResolveLimits fills in the defaults a user did not set and remembers which were set.
 // SizeKvCache turns the memory left after the weights and activations into a KV budget, plans

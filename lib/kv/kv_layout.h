@@ -1,7 +1,7 @@
 // The KV cache's one layout value: page size, window, pages per pool, the padding page, and
-// every layer's K/V array (design.md §4). MakeKvLayout builds and validates it in one place; the
-// KV manager (host bookkeeping of page ids) and the runner's KV storage (device arrays) both
-// take it, so they can never disagree on a pool's size or a layer's geometry.
+// every layer's K/V array (docs/kv-memory.md). MakeKvLayout builds and validates it in one
+// place; the KV manager (host bookkeeping of page ids) and the runner's KV storage (device
+// arrays) both take it, so they can never disagree on a pool's size or a layer's geometry.
 //
 // Pages. Each group that has layers owning KV gets `num_pages[g]` pages that the KV manager hands
 // out (ids 0 .. num_pages - 1) plus ONE padding page (id num_pages[g]), stored but never handed

@@ -1,4 +1,4 @@
-// KvManager: the paged hybrid KV bookkeeping of one engine (design.md §4).
+// KvManager: the paged hybrid KV bookkeeping of one engine (docs/kv-memory.md).
 //
 // What it owns. Host-side state only: one page pool per KV group (sliding-window layers and
 // full-attention layers, see kv_types.h), one page table per group per sequence, and the prefix
@@ -50,7 +50,7 @@ bool DebugKvFromEnv();
 // storage is built from too; these are the manager's own switches.
 struct KvManagerOptions {
   bool enable_prefix_cache = true;
-  // Callers run ValidateRead before each kernel launch when set (design.md §4 debug mode).
+  // Callers run ValidateRead before each kernel launch when set (docs/kv-memory.md, "Debug mode").
   bool debug_validate = DebugKvFromEnv();
   BlockHashFn block_hash = nullptr;  // null = DefaultBlockHash; tests inject weak hashes
 };

@@ -1,4 +1,4 @@
-// KV pool sizing: how many pages each group's pool gets out of a memory budget (design.md §4).
+// KV pool sizing: how many pages each group's pool gets out of a memory budget (docs/kv-memory.md).
 //
 // The sliding pool gets exactly the worst case that max_running_seqs concurrent sequences can
 // hold at once (SlidingPagesWorstCase below); the full pool gets the rest of the budget. Either
@@ -15,7 +15,7 @@
 // A default running limit is also lowered where the windows it reserves would leave the full pool
 // short of that many sequences of kPlannedSeqTokens: such a limit only preempts.
 //
-// Scale (gemma4-architecture.md §2.12): for 31B bf16 a sliding token costs 800 KiB (50 layers)
+// Scale (docs/gemma4-model.md §2.12): for 31B bf16 a sliding token costs 800 KiB (50 layers)
 // and a full token 80 KiB (10 layers), so at high concurrency the sliding pool is what binds.
 // Pure functions on value types; thread-safe.
 #pragma once

@@ -1,6 +1,6 @@
 // Gemma-4 model configuration, parsed from a checkpoint folder's config.json.
 //
-// Three shapes of config.json are accepted (gemma4-architecture.md §1):
+// Three shapes of config.json are accepted (docs/gemma4-model.md §1):
 //   model_type "gemma4"            multimodal wrapper; the decoder is under "text_config" and its
 //                                  tensors under "model.language_model."
 //   model_type "gemma4_text"       text-only; tensors under "model."
@@ -147,7 +147,7 @@ absl::StatusOr<ModelConfig> ParseModelConfigText(std::string_view json_text,
                                                  std::string_view source);
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir);
 
-// bf16(sqrt(hidden)) as HF applies it to bf16 embedding weights (gemma4-architecture.md §2.2).
+// bf16(sqrt(hidden)) as HF applies it to bf16 embedding weights (docs/gemma4-model.md §2.2).
 float EmbeddingScale(int64_t hidden_size);
 
 }  // namespace gannet::model

@@ -27,7 +27,7 @@ struct Slice {
 }  // namespace
 
 MoeSplit DefaultMoeSplit(const ModelConfig& config, int world) {
-  // gannet-moe-split-bench on an H200 (26B-A4B, one layer, uniform routing; bench/RESULTS_TP.md
+  // gannet-moe-split-bench on an H200 (26B-A4B, one layer, uniform routing; docs/results-log/tp.md
   // "MoE split"): at 2 ranks whole experts per rank tie or win at every token count (0.80-1.03x
   // the intermediate split's time). At 4 and 8 ranks, steps of 64 tokens and more are 1.2-2x
   // faster with whole experts (the intermediate split leaves each expert 176 or 88 rows for

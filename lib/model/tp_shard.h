@@ -35,7 +35,7 @@ inline constexpr int kMaxTensorParallel = 8;
 enum class MoeSplit : uint8_t { kAuto, kIntermediate, kExperts };
 
 // The split a `world`-way group uses for `config`'s experts when none is asked for: the one that
-// measured faster (bench/RESULTS_TP.md, "MoE split"); kIntermediate for models without experts.
+// measured faster (docs/results-log/tp.md, "MoE split"); kIntermediate for models without experts.
 MoeSplit DefaultMoeSplit(const ModelConfig& config, int world);
 std::string_view MoeSplitName(MoeSplit split);
 

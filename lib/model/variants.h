@@ -1,7 +1,7 @@
 // config.json documents for the Gemma-4 family, at real size (for the synthetic "dummy" loader and
 // benchmarks) and at tiny size (for the committed test checkpoints).
 //
-// Real sizes follow gemma4-architecture.md §1.3/§1.4. Tiny sizes keep everything that changes the
+// Real sizes follow docs/gemma4-model.md §1.3/§1.4. Tiny sizes keep everything that changes the
 // computation — real head dims (256 sliding / 512 full), GQA, K=V full layers, a 16-token sliding
 // window, PLE, KV sharing, the double-wide MLP, MoE (8 experts, top-2), non-square hidden sizes
 // (so the bf16-rounded embedding scale matters) — and shrink widths, depth and vocabulary so each

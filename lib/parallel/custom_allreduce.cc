@@ -22,7 +22,7 @@ namespace {
 
 // Messages the custom kernels take by default: the push kernel's (up to 1 MB), one one-way NVLink
 // write a call; that covers every decode all-reduce of 31B up to batch 97 (bf16 [batch, 5376]).
-// On two H200s (gannet-allreduce-bench, bench/RESULTS_MULTIGPU.md, session 19) it takes 3.5-6.2
+// On two H200s (gannet-allreduce-bench, docs/results-log/multigpu.md, session 19) it takes 3.5-6.2
 // us from 1 to 256 KB where NCCL takes 7.1-12.5, and at 1 MB the two are even (12.8-15.9 against
 // 14.3-14.4 us). GANNET_ALLREDUCE=nccl or =custom pins either path.
 constexpr size_t kDefaultMaxBytes = kernels::kCustomAllReducePushMaxBytes;

@@ -37,7 +37,8 @@ absl::Status GatedMlp(backend::Backend* be, const DeviceLayer& layer, Tensor h, 
   Tensor gu = gate_up.Rows(0, n).Reshape({n, gate_up.dim(1)}).Cols(0, 2 * I);
   Tensor m = mlp.Rows(0, n).Reshape({n, mlp.dim(1)}).Cols(0, I);
   // The product where the gate/up projection is made (once per element), not in the down
-  // projection's GEMV, which would evaluate it in every CTA (bench/RESULTS_DECODE.md, session 29).
+  // projection's GEMV, which would evaluate it in every CTA (docs/results-log/decode.md, session
+  // 29).
   GANNET_RETURN_IF_ERROR(be->LinearGeluMul(h, layer.gate_up, gu, m));
   return be->Linear(m, layer.down, out);
 }

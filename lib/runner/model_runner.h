@@ -1,5 +1,5 @@
 // Runs Gemma-4 target models step by step over a Backend: the layer recipe of every variant
-// (dense 31B, MoE 26B-A4B, PLE + KV-sharing E2B/E4B), exactly as gemma4-architecture.md §2.
+// (dense 31B, MoE 26B-A4B, PLE + KV-sharing E2B/E4B), exactly as docs/gemma4-model.md §2.
 //
 // The runner owns the model's weights in backend memory, activation buffers sized for
 // `max_tokens` tokens and `max_seqs` sequences per step, and the KV storage, which AttachKv
@@ -52,7 +52,7 @@ struct RunnerOptions {
 };
 
 // The rotary embedding of a layer type as the config defines it (sliding: default RoPE; full:
-// proportional, gemma4-architecture.md §2.5).
+// proportional, docs/gemma4-model.md §2.5).
 backend::RopeSpec RopeSpecOf(const model::TextConfig& config, bool sliding);
 
 // The element types a backend allocates the step's buffers in (Backend::activation_dtype,

@@ -1,6 +1,6 @@
 // What a plan's sequences read: each sampling request's row request (where and how its logits
 // row is sampled, sampling/row_policy.h) and, as a debug check, its KV pages (GANNET_DEBUG_KV,
-// design.md §4). The runner's batch is built above the scheduler (lib/engine/step_batch.h).
+// docs/kv-memory.md). The runner's batch is built above the scheduler (lib/engine/step_batch.h).
 // Engine thread only.
 #pragma once
 

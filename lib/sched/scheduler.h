@@ -1,4 +1,4 @@
-// Continuous batching with chunked prefill (design.md §1 step 2).
+// Continuous batching with chunked prefill (docs/request-path.md, step 3).
 //
 // Every step the scheduler builds a plan under a token budget: first one token (or a verify chunk)
 // for each running sequence that is decoding, then prefill chunks for running sequences still

@@ -1,4 +1,4 @@
-// The MTP "assistant" drafter of a Gemma-4 target (gemma4-architecture.md §3) over a Backend: it
+// The MTP "assistant" drafter of a Gemma-4 target (docs/gemma4-model.md §3) over a Backend: it
 // proposes the next tokens of running sequences from the target's last hidden state and the
 // target's KV cache, which it reads and never writes.
 //
@@ -13,7 +13,7 @@
 // Step 1 takes the bonus token and the target's post-final-norm hidden state at the position
 // that produced it; step k > 1 takes draft k-1 and h_next of step k-1.
 //
-// Positions (HF's reference convention, gemma4-architecture.md §3.4): with L committed KV
+// Positions (HF's reference convention, docs/gemma4-model.md §3.4): with L committed KV
 // entries (positions 0 .. L-1), every draft query of the round is rotated at position L (the
 // bonus token's), and attends to keys 0 .. L-1 (full layer) or the last W of them (sliding
 // layers) -- exactly the committed keys, never a tentative one.

@@ -14,7 +14,7 @@ namespace {
 constexpr int kMinVocab = 512;
 constexpr int kNewlineId = 107;
 
-// Gemma-4 special tokens at their real ids (gemma4-architecture.md §5).
+// Gemma-4 special tokens at their real ids (docs/gemma4-model.md §5).
 const std::map<int, std::string>& GemmaSpecials() {
   static const auto* specials = new std::map<int, std::string>{
       {0, "<pad>"},

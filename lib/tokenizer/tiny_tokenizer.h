@@ -4,7 +4,7 @@
 // Replace(" " -> "▁"), pre-tokenizer Split(" ", MergedWithPrevious), decoder
 // Sequence[Replace("▁" -> " "), ByteFallback, Fuse], post-processor "<bos> $A".
 //
-// Layout: every Gemma-4 special token below vocab_size at its real id (gemma4-architecture.md
+// Layout: every Gemma-4 special token below vocab_size at its real id (docs/gemma4-model.md
 // §5: <pad> 0 … <turn|> 106, and <|image> 255999 … when the vocabulary is that large), <unusedN>
 // on the other ids below 107, "\n" at 107, the 256 byte tokens <0x00>..<0xFF> at 108..363, "▁",
 // "\t" and the printable ASCII characters, then a few dozen merges of common English pieces

@@ -15,7 +15,7 @@
 // BOS policy: Encode adds nothing unless add_special_tokens is set, and then only what the file's
 // post_processor says. Gemma-4 prompts must start with exactly one <bos> (id 2); chat prompts from
 // RenderChatTemplate already begin with the "<bos>" text, which encodes to id 2, so encode them
-// with add_special_tokens = false (a second BOS degrades the model; gemma4-architecture.md §5).
+// with add_special_tokens = false (a second BOS degrades the model; docs/gemma4-model.md §5).
 //
 // Ownership and thread safety: a Tokenizer owns all its tables and is immutable after loading
 // (apart from an internally synchronised word cache); share one instance across threads freely.

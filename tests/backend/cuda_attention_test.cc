@@ -20,7 +20,7 @@
 //
 // Tolerance: rel-L2 <= 1e-2 per case. The inputs are bf16 for both backends; the GPU rounds the
 // softmax weights P to bf16 before P.V (relative 2^-9 each) and its output to bf16 (2^-9), and sums
-// in another order; over <= 8k keys that is a few 1e-3 (METHOD.md: bf16 operands land between
+// in another order; over <= 8k keys that is a few 1e-3 (bf16 operands typically land between
 // 1e-3 and 1e-2).
 #include <algorithm>
 #include <cmath>

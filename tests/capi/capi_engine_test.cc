@@ -61,7 +61,7 @@ TEST_P(PerVariant, ConcurrentGreedyEqualsAlone) {
 // kv_cache_dtype "fp8": the engine serves from an FP8 cache (stats say so, every KV byte count
 // about halves), concurrent requests still equal running alone (the FP8 write and read do not
 // depend on the batch), and the trained model's greedy text mostly agrees with bf16 KV's
-// (bench/RESULTS_FP8_KV.md records the measurement).
+// (docs/results-log/fp8-kv.md records the measurement).
 TEST_P(PerVariant, Fp8KvCacheServes) {
   gannet_engine_t* ref = CreateTinyEngine(GetParam());
   gannet_engine_t* fp8 = CreateTinyEngine(GetParam(), [](gannet_engine_config_t* c) {

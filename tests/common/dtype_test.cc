@@ -18,7 +18,7 @@ TEST(DTypeTest, ParsesSafetensorsNames) {
 }
 
 TEST(DTypeTest, Bf16RoundsToNearestEven) {
-  // The Gemma-4 embedding scales of gemma4-architecture.md 2.2.
+  // The Gemma-4 embedding scales of docs/gemma4-model.md §2.2.
   EXPECT_EQ(RoundToBf16(std::sqrt(1536.0f)), 39.25f);
   EXPECT_EQ(RoundToBf16(std::sqrt(2560.0f)), 50.5f);
   EXPECT_EQ(RoundToBf16(std::sqrt(2816.0f)), 53.0f);

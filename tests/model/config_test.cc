@@ -10,7 +10,7 @@
 namespace gannet::model {
 namespace {
 
-// The released 31B config (gemma4-architecture.md 1.3) in the multimodal wrapper shape.
+// The released 31B config (docs/gemma4-model.md §1.3) in the multimodal wrapper shape.
 constexpr char k31B[] = R"({
   "model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"],
   "eos_token_id": [1, 106], "vision_config": {"hidden_size": 1152},

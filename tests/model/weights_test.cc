@@ -53,7 +53,7 @@ TEST(WeightsTest, TowersAreSkippedAndCounted) {
 }
 
 TEST(WeightsTest, RealSizeParameterCounts) {
-  // gemma4-architecture.md 1.3: 31B ~30.7 B, 26B-A4B ~25.2 B, E4B-assistant ~78.5 M.
+  // docs/gemma4-model.md §1.3: 31B ~30.7 B, 26B-A4B ~25.2 B, E4B-assistant ~78.5 M.
   auto count = [](const char* v) {
     auto c = ParseModelConfig(*VariantConfig(v, VariantSize::kReal), v);
     EXPECT_TRUE(c.ok()) << c.status();

@@ -8,7 +8,7 @@
 //  - a batched round equals single-sequence rounds;
 //  - the target's KV arrays are bit-identical before and after drafting;
 //  - pairing checks name the mismatch; the KV sources of the real geometries are the target's
-//    last sliding and full layers that own KV (gemma4-architecture.md §3.3).
+//    last sliding and full layers that own KV (docs/gemma4-model.md §3.3).
 #include "lib/spec/drafter.h"
 
 #include <algorithm>

@@ -8,11 +8,11 @@ For each tiny target checkpoint (tests/data/tiny/<variant>) this script:
   3. runs two fixed prompts, one shorter and one longer than the sliding window, and dumps the
      logits of every position plus a 16-token greedy continuation of each prompt.
 The greedy continuation is computed twice, with and without the KV cache, and the script fails if
-the two disagree (gemma4-architecture.md §7.16 warns that they once did for KV-shared models).
+the two disagree (docs/gemma4-model.md §7.16 warns that they once did for KV-shared models).
 
 For each target with a drafter (tests/data/tiny/<variant>-assistant) it also runs HF's
 Gemma4AssistantForCausalLM for three greedy draft steps after each prompt, in the convention
-gannet implements (gemma4-architecture.md §3.4, HF's reference positions):
+gannet implements (docs/gemma4-model.md §3.4, HF's reference positions):
   committed KV = the prompt's positions 0 .. L-1 (from the target's shared_kv_states; the sliding
   layers get exactly the last W committed keys), bonus b = the target's arg-max at L-1,
   h = the target's post-final-norm hidden state at L-1, every draft query at position L;

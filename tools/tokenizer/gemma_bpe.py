@@ -6,7 +6,7 @@ tools/train_tiny/train_tokenizer.py (the tiny trained Gemma-4's tokenizer).
 The tokenizer mirrors what transformers' GemmaConverter writes (convert_slow_tokenizer.py):
 normalizer Replace(" " -> "▁"), pre-tokenizer Split(" ", MergedWithPrevious), BPE with
 byte_fallback and fuse_unk, decoder Sequence[Replace("▁" -> " "), ByteFallback, Fuse]. Gemma-4
-special tokens sit at their real ids (gemma4-architecture.md §5), "\\n" is the ordinary vocab
+special tokens sit at their real ids (docs/gemma4-model.md §5), "\\n" is the ordinary vocab
 token 107, the other low ids are <unusedN> placeholders; then the 256 byte tokens <0x00>..<0xFF>,
 Gemma's whitespace runs, and the trained pieces. The post-processor prepends <bos>.
 """
@@ -16,7 +16,7 @@ import json
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
 from tokenizers import processors, trainers
 
-# Gemma-4 special tokens at their real ids (gemma4-architecture.md §5).
+# Gemma-4 special tokens at their real ids (docs/gemma4-model.md §5).
 SPECIALS = {
     0: "<pad>", 1: "<eos>", 2: "<bos>", 3: "<unk>", 4: "<mask>", 5: "[multimodal]",
     46: "<|tool>", 47: "<tool|>", 48: "<|tool_call>", 49: "<tool_call|>",

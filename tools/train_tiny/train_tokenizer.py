@@ -141,7 +141,7 @@ def main():
         "add_bos_token": True,  # like the post-processor; chat prompts are encoded without it
         "add_eos_token": False,
         "padding_side": "left",
-        # Gemma-4's named specials (gemma4-architecture.md §5), for code that looks them up.
+        # Gemma-4's named specials (docs/gemma4-model.md §5), for code that looks them up.
         "sot_token": "<|turn>", "eot_token": "<turn|>", "soc_token": "<|channel>",
         "eoc_token": "<channel|>", "think_token": "<|think|>", "escape_token": '<|"|>',
     }

@@ -4,7 +4,7 @@
 // scheduler puts decode rows before prompt chunks) run as one prefill launch gives each decode
 // row a mostly empty tile and no split of the keys: on an H200, 80 decode rows beside a
 // 2048-token chunk added 45 ms to 31B's sliding-layer prefill kernel a step, and the step took
-// 286.5 ms against 262.0 ms with those rows in the decode kernel (bench/RESULTS_MULTIGPU.md,
+// 286.5 ms against 262.0 ms with those rows in the decode kernel (docs/results-log/multigpu.md,
 // session 28). So such a step runs as two launches over disjoint rows of out.
 #pragma once
 

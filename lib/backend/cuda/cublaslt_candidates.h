@@ -4,7 +4,7 @@
 // reduction pass; the same tiles unsplit on a cluster of 4 (or 2) CTAs along N ran 6-17% faster
 // on an H200 (31B's down projection at TP=2, 80 rows: 37.3 -> 32.2 us). A search of every tile,
 // split and cluster the algo accepts found none faster than these by more than 1%
-// (tools/gpu/experiments/cublaslt_search.cu; bench/RESULTS_DECODE.md, session 36).
+// (docs/experiments.md, "cublaslt_search.cu"; docs/results-log/decode.md, session 36).
 #pragma once
 
 #include <cublasLt.h>

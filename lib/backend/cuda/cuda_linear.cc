@@ -305,7 +305,7 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
   // other tensor-parallel ranks tuning at the same moment, a clock change) neither lands on one
   // candidate nor decides a pick. With the mean of five runs one after the other, 11 of the 14
   // (shape, rank) picks of 31B's TP=2 step at 80 rows varied over 14 processes of one build, and
-  // 5 of 17 ran that step at 24.6-24.8 ms against 23.3-23.5 (bench/RESULTS_MULTIGPU.md,
+  // 5 of 17 ran that step at 24.6-24.8 ms against 23.3-23.5 (docs/results-log/multigpu.md,
   // session 25).
   cudaEvent_t start, stop;
   GANNET_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));

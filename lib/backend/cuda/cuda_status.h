@@ -1,5 +1,5 @@
-// CUDA / cuBLASLt errors as absl::Status (design.md §6: Internal, with the vendor's error name and
-// the call site), and the macros the CUDA backend wraps every runtime call in.
+// CUDA / cuBLASLt errors as absl::Status (docs/errors-and-abi.md: Internal, with the vendor's
+// error name and the call site), and the macros the CUDA backend wraps every runtime call in.
 #pragma once
 
 #include <cublasLt.h>
