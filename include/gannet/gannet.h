@@ -31,6 +31,13 @@
  *   gannet_engine_poll and never affects other requests.
  * - Text in and out is UTF-8. Invalid UTF-8 anywhere in a request (prompt text, chat content and
  *   roles, stop strings) is rejected with GANNET_ERR_INVALID_ARGUMENT, never repaired.
+ * - Untrusted sizes are capped before they cost memory, and what is accepted costs a stated
+ *   factor of its size at most (measured in issue 56): a prompt's text at most max_model_len x
+ *   the tokenizer's longest token (see gannet_engine_submit), refused before tokenization, about
+ *   2x its bytes at the peak (the caller's and submit's copy); a safetensors header at most
+ *   16 MB, parsed into about 5x its bytes. Still parsed as whole JSON trees (about 20-30x their
+ *   bytes while loading, at most about 1.3 GB: the parser's limit of 4 million values):
+ *   model.safetensors.index.json (at most 16 MB) and tokenizer.json (at most 256 MB).
  *
  * Growth rules (what keeps programs built against this header working with later libraries):
  * - Input structs start with `uint32_t struct_size` (set by the *_INIT macros) and gain fields only
@@ -277,7 +284,9 @@ typedef struct gannet_engine_config {
  * truncated or rewritten while the engine runs cannot crash the process (no SIGBUS) or change its
  * weights, and one that shrinks during the load is GANNET_ERR_DATA_LOSS naming it. The price: on
  * the CPU backend the weights are private memory of this process, not page cache shared with
- * other processes; a device backend holds the host copy only during the load. `config` and what
+ * other processes or evicted under pressure (and tensors the backend copies, such as fused
+ * projections, stay resident twice); a single-device CUDA engine gives the host copy back once
+ * the device holds the weights (tensor-parallel ranks keep theirs). `config` and what
  * it points to may be freed when the call returns. */
 GANNET_API gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
                                                 gannet_engine_t** engine_out);

@@ -1,6 +1,7 @@
 // What an engine in front of untrusted users must hold (issue 56), through the C ABI: admission
 // that stays atomic under concurrent submits, bounded undelivered events, sizes that end inside a
 // field, prompts too large to tokenize.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,6 +13,10 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "lib/common/file_util.h"
+#include "lib/common/host_memory.h"
+#include "lib/common/json.h"
+#include "lib/model/safetensors.h"
 #include "tests/testing/tiny_models.h"
 #include "tests/capi/capi_test_util.h"
 
@@ -265,6 +270,93 @@ TEST(CapiUntrustedTest, SplitSpecialTokensKeepsChatContentAsText) {
   EXPECT_EQ(gannet_request_check(&bad, nullptr), GANNET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(LastError().find("split_special_tokens"), std::string::npos) << LastError();
   gannet_engine_destroy(engine);
+}
+
+// A checkpoint larger than the host's available memory is refused by the CPU backend before a
+// weight is read, naming both sizes (a 32.5 GiB checkpoint loaded on a 23.5 GiB machine with no
+// check: the CPU read it in place, and the check counted no weights). The checkpoint is the
+// trained model with its MLP widened (to gannet's limit) and its 4-layer pattern repeated until
+// it is 1.5 times the available memory, written sparse.
+TEST(CapiUntrustedTest, TheCpuMemoryCheckCountsTheWeights) {
+  const int64_t available = HostAvailableMemoryBytes();
+  ASSERT_GT(available, 0);
+  char tmpl[] = "/tmp/gannet_big_XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl, src = TinyModelDir("trained");
+  auto config = ReadFileToString(src + "/config.json", 1 << 20, "config.json");
+  ASSERT_TRUE(config.ok());
+  auto cfg = Json::Parse(*config);
+  ASSERT_TRUE(cfg.ok());
+  auto file = model::SafetensorsFile::Open(src + "/model.safetensors", /*read_data=*/false);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const int64_t hidden = cfg->Find("hidden_size")->AsInt();
+  const Json::Array pattern = cfg->Find("layer_types")->AsArray();
+  const int64_t period = static_cast<int64_t>(pattern.size());
+  const int64_t inter = int64_t{1} << 20;
+  const int64_t mlp_layer_bytes = 3 * hidden * inter * 2;
+  const int64_t layers = ((available * 3 / 2) / mlp_layer_bytes / period + 1) * period;
+  cfg->Set("intermediate_size", Json::Int(inter));
+  cfg->Set("num_hidden_layers", Json::Int(layers));
+  Json types = Json::MakeArray();
+  for (int64_t l = 0; l < layers; ++l) types.Push(pattern[l % period]);
+  cfg->Set("layer_types", std::move(types));
+  ASSERT_TRUE(WriteStringToFile(dir + "/config.json", cfg->Dump()).ok());
+  Json header = Json::MakeObject();
+  uint64_t offset = 0;
+  auto add = [&](const std::string& name, const model::TensorInfo& t) {
+    std::vector<int64_t> shape = t.shape;
+    if (name.find(".mlp.") != std::string::npos) {
+      for (int64_t& d : shape) {
+        if (d != hidden) d = inter;
+      }
+    }
+    uint64_t bytes = 2;
+    for (int64_t d : shape) bytes *= static_cast<uint64_t>(d);
+    Json entry = Json::MakeObject();
+    entry.Set("dtype", Json::String("BF16"));
+    Json dims = Json::MakeArray();
+    for (int64_t d : shape) dims.Push(Json::Int(d));
+    entry.Set("shape", std::move(dims));
+    Json offsets = Json::MakeArray();
+    offsets.Push(Json::Int(static_cast<int64_t>(offset)));
+    offsets.Push(Json::Int(static_cast<int64_t>(offset + bytes)));
+    entry.Set("data_offsets", std::move(offsets));
+    header.Set(name, std::move(entry));
+    offset += bytes;
+  };
+  const std::string prefix = "model.layers.";
+  for (const model::TensorInfo& t : (*file)->tensors()) {
+    if (t.name.rfind(prefix, 0) != 0) {
+      add(t.name, t);
+      continue;
+    }
+    const size_t dot = t.name.find('.', prefix.size());
+    const int64_t l = std::stoll(t.name.substr(prefix.size(), dot - prefix.size()));
+    for (int64_t copy = l; copy < layers; copy += period) {
+      add(prefix + std::to_string(copy) + t.name.substr(dot), t);
+    }
+  }
+  std::string text = header.Dump();
+  while (text.size() % 8 != 0) text += ' ';
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((text.size() >> (8 * i)) & 0xFF);
+  const std::string weights = dir + "/model.safetensors";
+  ASSERT_TRUE(WriteStringToFile(weights, bytes + text).ok());
+  ASSERT_EQ(::truncate(weights.c_str(), static_cast<off_t>(8 + text.size() + offset)), 0);
+
+  gannet_engine_config_t c = GANNET_ENGINE_CONFIG_INIT;
+  c.model_dir = dir.c_str();
+  c.backend = "cpu";
+  c.max_model_len = 256;
+  gannet_engine_t* engine = nullptr;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(gannet_engine_create(&c, &engine), GANNET_ERR_RESOURCE_EXHAUSTED) << LastError();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_NE(LastError().find("of host memory before any KV cache (weights"), std::string::npos)
+      << LastError();
+  EXPECT_NE(LastError().find("free of"), std::string::npos) << LastError();
+  if (engine != nullptr) gannet_engine_destroy(engine);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
