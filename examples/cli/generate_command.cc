@@ -1,4 +1,5 @@
 // gannet generate: one prompt in, streamed text out.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -78,6 +79,10 @@ int GenerateCommand(int argc, char** argv) {
   } else {
     if (!info.has_tokenizer) {
       return Usage("this model has no tokenizer.json: give the prompt with --prompt-ids");
+    }
+    // A closed standard input is no prompt, not an empty one.
+    if (::fcntl(STDIN_FILENO, F_GETFD) == -1) {
+      return Usage("standard input is closed: give the prompt with -p TEXT or --prompt-ids IDS");
     }
     if (::isatty(STDIN_FILENO)) std::fprintf(stderr, "(reading the prompt from stdin; end with Ctrl-D)\n");
     if (!ReadAllBounded(std::cin, kMaxPromptBytes, &prompt)) {

@@ -1,6 +1,8 @@
 // gannet: the command-line interface to the engine, built only on the public C ABI
 // (include/gannet/gannet.h), like any other embedding program.
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -24,12 +26,7 @@ const char kHelp[] =
     "`gannet COMMAND --help` lists a command's options. Logging: GANNET_LOG_LEVEL=debug|info|\n"
     "warning|error|off (default warning for the CLI).\n";
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (std::getenv("GANNET_LOG_LEVEL") == nullptr) {
-    gannet_set_log_callback(nullptr, nullptr, GANNET_LOG_LEVEL_WARNING);
-  }
+int Dispatch(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
       !std::strcmp(argv[1], "help")) {
     std::fprintf(argc < 2 ? stderr : stdout, kHelp, gannet_version());
@@ -47,4 +44,26 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "gannet: unknown command '%s'\n\n", cmd.c_str());
   std::fprintf(stderr, kHelp, gannet_version());
   return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* level = std::getenv("GANNET_LOG_LEVEL");
+  if (level == nullptr) {
+    gannet_set_log_callback(nullptr, nullptr, GANNET_LOG_LEVEL_WARNING);
+  } else if (std::strcmp(level, "debug") && std::strcmp(level, "info") &&
+             std::strcmp(level, "warning") && std::strcmp(level, "warn") &&
+             std::strcmp(level, "error") && std::strcmp(level, "off")) {
+    std::fprintf(stderr, "gannet: GANNET_LOG_LEVEL must be one of debug, info, warning, error, "
+                         "off\n");
+    return 2;
+  }
+  const int rc = Dispatch(argc, argv);
+  // What was printed must have reached stdout: `gannet info DIR > /dev/full` is a failure.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "gannet: cannot write to standard output: %s\n", std::strerror(errno));
+    return rc != 0 ? rc : 1;
+  }
+  return rc;
 }

@@ -31,6 +31,13 @@
  *   gannet_engine_poll and never affects other requests.
  * - Text in and out is UTF-8. Invalid UTF-8 anywhere in a request (prompt text, chat content and
  *   roles, stop strings) is rejected with GANNET_ERR_INVALID_ARGUMENT, never repaired.
+ * - Untrusted sizes are capped before they cost memory, and what is accepted costs a stated
+ *   factor of its size at most (measured in issue 56): a prompt's text at most max_model_len x
+ *   the tokenizer's longest token (see gannet_engine_submit), refused before tokenization, about
+ *   2x its bytes at the peak (the caller's and submit's copy); a safetensors header at most
+ *   16 MB, parsed into about 5x its bytes. Still parsed as whole JSON trees (about 20-30x their
+ *   bytes while loading, at most about 1.3 GB: the parser's limit of 4 million values):
+ *   model.safetensors.index.json (at most 16 MB) and tokenizer.json (at most 256 MB).
  *
  * Growth rules (what keeps programs built against this header working with later libraries):
  * - Input structs start with `uint32_t struct_size` (set by the *_INIT macros) and gain fields only
@@ -94,7 +101,10 @@ typedef int32_t gannet_status_t;
 #define GANNET_ERR_RESOURCE_EXHAUSTED 4 /* KV pages, queue slots, a buffer or another limit */
 #define GANNET_ERR_UNIMPLEMENTED 5      /* unsupported model, dtype, architecture or option */
 #define GANNET_ERR_DATA_LOSS 6          /* a corrupt checkpoint */
-#define GANNET_ERR_DEVICE_LOST 7        /* unrecoverable GPU/NCCL failure; the engine is dead */
+#define GANNET_ERR_DEVICE_LOST 7        /* unrecoverable GPU/NCCL failure; the engine is dead:
+                                           every request in flight ends with an ERROR event of
+                                           this status, later submits return it, poll and
+                                           destroy still work */
 #define GANNET_ERR_CANCELLED 8          /* cancelled by the caller (or its progress callback) */
 #define GANNET_ERR_DEADLINE_EXCEEDED 9
 #define GANNET_ERR_FAILED_PRECONDITION 10 /* a call the current state cannot serve */
@@ -124,7 +134,9 @@ GANNET_API int32_t gannet_abi_version(void);
 /* Called from any gannet thread; messages never arrive concurrently. */
 typedef void (*gannet_log_fn)(void* user_data, int32_t level, const char* message);
 
-/* Process-wide: replaces the log sink (NULL restores stderr) and sets the minimum level. Call it
+/* The initial minimum level comes from the environment variable GANNET_LOG_LEVEL (debug, info,
+ * warning, error, off; default info); any other value is reported once on stderr and means info.
+ * Process-wide: replaces the log sink (NULL restores stderr) and sets the minimum level. Call it
  * before creating engines; replacing the sink while engines log is safe, but the old user data
  * may still be used by a message in flight until this call returns. */
 GANNET_API void gannet_set_log_callback(gannet_log_fn fn, void* user_data, int32_t min_level);
@@ -247,15 +259,36 @@ typedef struct gannet_engine_config {
    * longer (load_seconds counts it). Speculative verify steps and the drafter are not warmed.
    * 0 = the default, which is off; -1 = off. */
   int32_t startup_warmup;
+  /* Back-pressure on events (at offset 192, past the tail padding of the struct without it).
+   * TOKEN events wait in the engine until gannet_engine_poll hands them out; a host that stops
+   * polling (a stalled client, a forgotten request) must not grow the engine without bound. When
+   * a request has max_undelivered_tokens_per_request TOKEN events waiting, or the engine has
+   * max_undelivered_tokens of all requests together, the request whose next token would pass the
+   * bound ends instead: its KV pages are freed and it gets an ERROR event with status
+   * GANNET_ERR_RESOURCE_EXHAUSTED (the tokens already queued stay deliverable; the final event
+   * itself is always queued, and max_queued_requests bounds those). A host that polls as tokens
+   * come never meets either bound. 0 = 262144 for the engine (~40 MB of events; ~110 MB with 20
+   * logprobs each), 4096 per request; negative is an error. */
+  int64_t max_undelivered_tokens;
+  int32_t max_undelivered_tokens_per_request;
 } gannet_engine_config_t;
 
 #define GANNET_ENGINE_CONFIG_INIT                                                             \
   { (uint32_t)sizeof(gannet_engine_config_t), NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-    NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL, NULL, 0, NULL, 0 }
+    NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL, NULL, 0, NULL, 0, 0, 0 }
 
 /* Loads the model and starts the engine thread. Everything that can be checked (files, backend,
- * device, limits, memory) is checked before the weights load. `config` and what it points to may
- * be freed when the call returns. */
+ * device, limits, memory) is checked before the weights load: the CPU backend's check counts the
+ * checkpoint's weights (a model larger than the available RAM is RESOURCE_EXHAUSTED naming both
+ * sizes), and a device backend's also checks that the host can hold the checkpoint it reads.
+ * The weights are read (read(2), never mmap) into memory the process owns: a checkpoint file
+ * truncated or rewritten while the engine runs cannot crash the process (no SIGBUS) or change its
+ * weights, and one that shrinks during the load is GANNET_ERR_DATA_LOSS naming it. The price: on
+ * the CPU backend the weights are private memory of this process, not page cache shared with
+ * other processes or evicted under pressure (and tensors the backend copies, such as fused
+ * projections, stay resident twice); a single-device CUDA engine gives the host copy back once
+ * the device holds the weights (tensor-parallel ranks keep theirs). `config` and what
+ * it points to may be freed when the call returns. */
 GANNET_API gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
                                                 gannet_engine_t** engine_out);
 /* Stops the engine; requests in flight are dropped without events. NULL is a no-op. Must not race
@@ -362,17 +395,33 @@ typedef struct gannet_request {
   int32_t add_generation_prompt; /* chat: 0 or 1 = end with the model turn opener; 2 = don't */
   int32_t enable_thinking;      /* chat: 1 = thinking mode */
   int32_t disable_speculation;  /* 1 = decode without drafts (engines with a draft model) */
+  /* Chat messages from untrusted users (an int64_t only to start at offset 168, past the tail
+   * padding of the struct without it, which an older caller's struct_size covers). The chat template writes each message's content verbatim between its turn
+   * markers, and by default (0) the prompt is tokenized as the model's reference template does:
+   * text in a message that spells a control token ("<|turn>", "<turn|>", "<|channel>", any
+   * special token of the vocabulary) becomes that token, so one message can open and close turns
+   * of its own (a forged system or model turn). 1 = the content (and reasoning) of every message
+   * is tokenized as plain text: such spellings become the ordinary tokens of their characters and
+   * only the template's own markers are control tokens (HF's split_special_tokens, applied to the
+   * messages only). Content without such spellings gives the same tokens either way. No effect on
+   * prompt_text or prompt_tokens, which the caller renders. Servers facing users should set it. */
+  int64_t split_special_tokens;
 } gannet_request_t;
 
 #define GANNET_REQUEST_INIT                                                                  \
   { (uint32_t)sizeof(gannet_request_t), NULL, 0, NULL, NULL, 0, 0, 0, 0.0f, 0, 0.0f, 0.0f, \
-    0.0f, 0.0f, 0.0f, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0 }
+    0.0f, 0.0f, 0.0f, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Queues a request and returns its id at once. INVALID_ARGUMENT for a malformed request (no or
  * several prompts, bad sampling values, min_tokens > max_tokens, invalid UTF-8, text without a
- * tokenizer); RESOURCE_EXHAUSTED when max_queued_requests are unfinished or unpolled; problems
- * found later (a token id outside the vocabulary, a prompt longer than the context) arrive as an
- * ERROR event for this id. Any thread; the request may be freed when this returns. */
+ * tokenizer), and for prompt text (prompt_text, or the chat messages' content together) longer
+ * than the context could hold: more than max_model_len x the most bytes one token stands for (the
+ * longest token string of the vocabulary), checked before any tokenization, so an oversized text
+ * costs a pass over its bytes, never the tokenizer's time and memory; RESOURCE_EXHAUSTED when
+ * max_queued_requests are unfinished or unpolled (the slot is taken atomically: concurrent submits
+ * never pass the limit). Problems found later (a token id outside the vocabulary, a prompt longer
+ * than the context in tokens) arrive as an ERROR event for this id. Any thread; the request may be
+ * freed when this returns. */
 GANNET_API gannet_status_t gannet_engine_submit(gannet_engine_t* engine,
                                                 const gannet_request_t* request,
                                                 uint64_t* request_id_out);
@@ -426,7 +475,11 @@ typedef struct gannet_event {
 /* Waits up to timeout_ms (0 = don't wait, < 0 = forever) for events and hands out at most
  * max_events of them: *events_out points to an array of *num_events_out event pointers. They stay
  * valid until the next poll on this engine (or destroy). Returns GANNET_OK with
- * *num_events_out == 0 on timeout. One thread at a time. */
+ * *num_events_out == 0 on timeout. One thread at a time. Events wait in the engine until polled,
+ * within bounds (max_undelivered_tokens and max_undelivered_tokens_per_request of the config: a
+ * request that would pass one ends with a RESOURCE_EXHAUSTED ERROR event) so a host that stops
+ * polling cannot grow the engine without bound. Every request accepted by submit gets exactly one
+ * FINISH or ERROR event, last, unless the engine is destroyed first. */
 GANNET_API gannet_status_t gannet_engine_poll(gannet_engine_t* engine, int32_t timeout_ms,
                                               size_t max_events,
                                               const gannet_event_t* const** events_out,
@@ -549,7 +602,9 @@ GANNET_API gannet_status_t gannet_token_to_piece(const gannet_tokenizer_t* token
                                                  char* text_out, size_t capacity,
                                                  size_t* text_len_out);
 /* Renders chat messages into the prompt text the engine would build (Gemma-4's template for this
- * model's size class; it starts with "<bos>": tokenize it with add_special_tokens = 0).
+ * model's size class; it starts with "<bos>": tokenize it with add_special_tokens = 0). Text
+ * cannot carry the request's split_special_tokens: tokenizing it gives the reference (default)
+ * tokenization, in which markers spelled in the content are control tokens.
  * add_generation_prompt: 1 = end with the model turn opener, 0 = don't (unlike the request's
  * field, where 0 is the default "yes" and 2 is "no"); enable_thinking: 0 or 1. Other values of
  * these and of the other 0/1 flags are GANNET_ERR_INVALID_ARGUMENT. */

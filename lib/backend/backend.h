@@ -68,7 +68,7 @@ struct StepMetadata {
 };
 
 // A weight in backend memory; `buffer` is empty when the tensor aliases host memory that outlives
-// it (the CPU backend reads mmapped bf16 checkpoints in place).
+// it (the CPU backend reads bf16 checkpoints in place, from the Checkpoint's memory).
 struct OwnedTensor {
   Buffer buffer;
   Tensor tensor;

@@ -123,6 +123,13 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
                                 f.name, f.value));
       }
     }
+    if (c.max_undelivered_tokens < 0 || c.max_undelivered_tokens_per_request < 0) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                  fmt::format("gannet_engine_create: max_undelivered_tokens is {} and "
+                              "max_undelivered_tokens_per_request {}; they must be >= 0 "
+                              "(0 = default)",
+                              c.max_undelivered_tokens, c.max_undelivered_tokens_per_request));
+    }
     if (c.kv_memory_bytes < 0) {
       return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_engine_create: kv_memory_bytes < 0");
     }
@@ -187,6 +194,8 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
     ec.enable_prefix_cache = c.disable_prefix_cache == 0;
     ec.num_threads = c.num_threads;
     ec.max_queued_requests = c.max_queued_requests;
+    ec.max_undelivered_tokens = c.max_undelivered_tokens;
+    ec.max_undelivered_tokens_per_request = c.max_undelivered_tokens_per_request;
     ec.enable_cuda_graphs = c.disable_cuda_graphs == 0;
     ec.load_format = Str(c.load_format);
     ec.kv_cache_dtype = Str(c.kv_cache_dtype);

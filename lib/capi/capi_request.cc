@@ -41,6 +41,11 @@ gannet_status_t ReadRequest(const gannet_request_t* request, engine::RequestInpu
       st != GANNET_OK) {
     return st;
   }
+  if (r.split_special_tokens != 0 && r.split_special_tokens != 1) {
+    return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                fmt::format("request: split_special_tokens is {}; it must be in [0, 1]",
+                            r.split_special_tokens));
+  }
   if (r.num_prompt_tokens > 0) {
     if (r.prompt_tokens == nullptr) {
       return Fail(GANNET_ERR_INVALID_ARGUMENT, "request: prompt_tokens is NULL");
@@ -52,8 +57,10 @@ gannet_status_t ReadRequest(const gannet_request_t* request, engine::RequestInpu
     if (r.messages == nullptr) return Fail(GANNET_ERR_INVALID_ARGUMENT, "request: messages is NULL");
     // Every element has the first's size (the header that initialised the array).
     const uint32_t stride = r.messages[0].struct_size;
+    // A size that ends inside a field (not a multiple of the struct's alignment) is no version of
+    // the struct, as the growth rules say.
     if (stride < offsetof(gannet_chat_message_t, content) + sizeof(const char*) ||
-        stride > kMaxStructSize) {
+        stride > kMaxStructSize || stride % alignof(gannet_chat_message_t) != 0) {
       return Fail(GANNET_ERR_INVALID_ARGUMENT,
                   fmt::format("request: messages[0].struct_size is {}: initialise messages with "
                               "GANNET_CHAT_MESSAGE_INIT",
@@ -125,6 +132,7 @@ gannet_status_t ReadRequest(const gannet_request_t* request, engine::RequestInpu
   in->priority = r.priority;
   in->deadline_ms = r.deadline_ms;
   in->disable_speculation = r.disable_speculation == 1;
+  in->split_special_tokens = r.split_special_tokens == 1;
   return GANNET_OK;
 }
 

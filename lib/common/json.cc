@@ -166,6 +166,46 @@ class JsonParser {
  public:
   JsonParser(std::string_view text, int64_t max_nodes) : text_(text), nodes_left_(max_nodes) {}
 
+  absl::Status ParseMembers(int64_t max_nodes_per_member,
+                            const std::function<absl::Status(std::string, Json)>& fn) {
+    SkipWs();
+    if (pos_ >= text_.size() || text_[pos_] != '{') return Error("expected an object");
+    ++pos_;
+    SkipWs();
+    if (pos_ < text_.size() && text_[pos_] == '}') {
+      ++pos_;
+    } else {
+      while (true) {
+        SkipWs();
+        if (pos_ >= text_.size() || text_[pos_] != '"') return Error("expected a string key");
+        std::string key;
+        GANNET_RETURN_IF_ERROR(ParseString(&key));
+        SkipWs();
+        if (pos_ >= text_.size() || text_[pos_] != ':') return Error("expected ':' after key");
+        ++pos_;
+        SkipWs();
+        nodes_left_ = max_nodes_per_member;
+        Json value;
+        GANNET_RETURN_IF_ERROR(ParseValue(&value, 1));
+        GANNET_RETURN_IF_ERROR(fn(std::move(key), std::move(value)));
+        SkipWs();
+        if (pos_ >= text_.size()) return Error("unexpected end of input in object");
+        if (text_[pos_] == ',') {
+          ++pos_;
+          continue;
+        }
+        if (text_[pos_] == '}') {
+          ++pos_;
+          break;
+        }
+        return Error("expected ',' or '}' in object");
+      }
+    }
+    SkipWs();
+    if (pos_ != text_.size()) return Error("trailing characters after the JSON value");
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<Json> ParseDocument() {
     SkipWs();
     Json root;
@@ -439,6 +479,11 @@ class JsonParser {
 
 absl::StatusOr<Json> Json::Parse(std::string_view text, int64_t max_nodes) {
   return JsonParser(text, max_nodes).ParseDocument();
+}
+
+absl::Status Json::ParseMembers(std::string_view text, int64_t max_nodes_per_member,
+                                const std::function<absl::Status(std::string, Json)>& fn) {
+  return JsonParser(text, max_nodes_per_member).ParseMembers(max_nodes_per_member, fn);
 }
 
 }  // namespace gannet

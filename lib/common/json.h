@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -42,6 +43,14 @@ class Json {
   // tokenizer.json (~1.5M values) with room to spare.
   static constexpr int64_t kDefaultMaxNodes = 4'000'000;
   static absl::StatusOr<Json> Parse(std::string_view text, int64_t max_nodes = kDefaultMaxNodes);
+  // A document whose top level is an object, read one member at a time without building the
+  // whole tree: fn gets each key and its value (at most max_nodes_per_member values) in document
+  // order, and the value is gone before the next member is read, so the memory is one member's
+  // tree plus what fn keeps (safetensors headers: a few bytes of tensor description per entry,
+  // where the whole tree costs ~30 times the text). Duplicate keys are fn's to detect. An error
+  // of fn ends the parse and is returned as it is.
+  static absl::Status ParseMembers(std::string_view text, int64_t max_nodes_per_member,
+                                   const std::function<absl::Status(std::string key, Json value)>& fn);
 
   Type type() const { return type_; }
   bool is_null() const { return type_ == Type::kNull; }

@@ -5,19 +5,33 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 
 namespace gannet {
+
+std::optional<LogLevel> ParseLogLevel(std::string_view v) {
+  if (v == "debug") return LogLevel::kDebug;
+  if (v == "info") return LogLevel::kInfo;
+  if (v == "warning" || v == "warn") return LogLevel::kWarning;
+  if (v == "error") return LogLevel::kError;
+  if (v == "off") return LogLevel::kOff;
+  return std::nullopt;
+}
+
 namespace {
 
 LogLevel LevelFromEnv() {
   const char* v = std::getenv("GANNET_LOG_LEVEL");
   if (v == nullptr) return LogLevel::kInfo;
-  if (!std::strcmp(v, "debug")) return LogLevel::kDebug;
-  if (!std::strcmp(v, "info")) return LogLevel::kInfo;
-  if (!std::strcmp(v, "warning") || !std::strcmp(v, "warn")) return LogLevel::kWarning;
-  if (!std::strcmp(v, "error")) return LogLevel::kError;
-  if (!std::strcmp(v, "off")) return LogLevel::kOff;
+  std::optional<LogLevel> level = ParseLogLevel(v);
+  if (level.has_value()) return *level;
+  // Said once, at the first log call or level query, on stderr (the sink may not be set yet). The
+  // value is not echoed: it may be anything, control characters included.
+  std::fprintf(stderr,
+               "gannet [W] GANNET_LOG_LEVEL (%zu bytes) is not one of debug, info, warning, "
+               "error, off; using info\n",
+               std::strlen(v));
   return LogLevel::kInfo;
 }
 

@@ -2,10 +2,12 @@
 //
 // The default sink writes "gannet [I] message" lines to stderr. The C ABI installs the host's log
 // callback through SetLogSink. The level comes from GANNET_LOG_LEVEL (debug, info, warning,
-// error, off; default info) unless SetLogLevel is called. Thread-safe: the sink is called under a
+// error, off; default info; any other value is said on stderr and means info) unless SetLogLevel
+// is called. Thread-safe: the sink is called under a
 // mutex, so a sink never sees two messages at once.
 #pragma once
 
+#include <optional>
 #include <string_view>
 
 #include "fmt/format.h"
@@ -16,6 +18,9 @@ enum class LogLevel : int { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3, kOf
 
 // C-compatible sink so the C ABI can pass its callback straight through.
 using LogSinkFn = void (*)(void* user_data, int level, const char* message);
+
+// A GANNET_LOG_LEVEL value ("warn" is warning); nullopt for anything else.
+std::optional<LogLevel> ParseLogLevel(std::string_view value);
 
 void SetLogSink(LogSinkFn fn, void* user_data);  // nullptr restores the stderr sink
 void SetLogLevel(LogLevel level);

@@ -61,6 +61,9 @@ class Engine::Impl {
   std::vector<uint64_t> cancels;
   std::unordered_set<uint64_t> live;  // submitted and not yet finished
   size_t unpolled_terminal = 0;       // FINISH/ERROR events not yet handed out by Poll
+  // TOKEN events not yet handed out by Poll: per request, and in all.
+  std::unordered_map<uint64_t, int32_t> unpolled_tokens;
+  int64_t unpolled_tokens_total = 0;
   std::deque<Event> events;
   uint64_t next_id = 1;
   bool stopping = false;
@@ -70,6 +73,8 @@ class Engine::Impl {
   // Engine thread only.
   std::unordered_map<uint64_t, TextOutput> texts;
   std::vector<float> sample_row, sample_scratch;  // SampleRow's host buffers
+  // Why a request the engine ended itself (kError without a step error) failed.
+  std::unordered_map<uint64_t, absl::Status> failures;
   spec::VerifyScratch verify_scratch;
   std::vector<spec::ProposeFrom> propose;
   std::thread thread;
@@ -87,6 +92,36 @@ class Engine::Impl {
     }
     events.push_back(std::move(e));
     event_cv.notify_all();
+  }
+
+  // Queues a TOKEN event unless the request's or the engine's undelivered tokens are at their
+  // bound; then returns the RESOURCE_EXHAUSTED status that ends the request.
+  absl::Status EmitTokenEvent(Event e) {
+    std::lock_guard<std::mutex> lock(mu);
+    const int per_request = cfg.max_undelivered_tokens_per_request > 0
+                                ? cfg.max_undelivered_tokens_per_request
+                                : kDefaultMaxUndeliveredTokensPerRequest;
+    const int64_t total = cfg.max_undelivered_tokens > 0 ? cfg.max_undelivered_tokens
+                                                         : kDefaultMaxUndeliveredTokens;
+    int32_t& mine = unpolled_tokens[e.request_id];
+    if (mine >= per_request) {
+      return ResourceExhaustedError(
+          "request {}: {} generated tokens are waiting to be polled "
+          "(max_undelivered_tokens_per_request); the request was ended",
+          e.request_id, mine);
+    }
+    if (unpolled_tokens_total >= total) {
+      if (mine == 0) unpolled_tokens.erase(e.request_id);
+      return ResourceExhaustedError(
+          "request {}: the engine holds {} generated tokens waiting to be polled "
+          "(max_undelivered_tokens); the request was ended",
+          e.request_id, unpolled_tokens_total);
+    }
+    ++mine;
+    ++unpolled_tokens_total;
+    events.push_back(std::move(e));
+    event_cv.notify_all();
+    return absl::OkStatus();
   }
 
   void EmitRetired(std::vector<sched::Retired> retired);
@@ -140,6 +175,10 @@ void Engine::Impl::EmitRetired(std::vector<sched::Retired> retired) {
       e.type = EventType::kError;
       e.finish = EventFinish::kError;
       e.status = r.error.ok() ? absl::InternalError("request failed") : r.error;
+      if (auto f = failures.find(q.spec.id); f != failures.end()) {
+        if (r.error.ok()) e.status = f->second;
+        failures.erase(f);
+      }
     } else {
       e.type = EventType::kFinish;
       e.finish = q.finish == sched::FinishReason::kStop     ? EventFinish::kStop
@@ -358,7 +397,14 @@ void Engine::Impl::EmitToken(sched::Request* r, sampling::SampleResult sr) {
       stop_string = delta->stop_hit;
     }
   }
-  Emit(std::move(e));
+  const uint64_t id = e.request_id;
+  if (absl::Status full = EmitTokenEvent(std::move(e)); !full.ok()) {
+    // Nobody polls this request (or the engine) fast enough: it ends here, named, instead of
+    // growing the event queue without bound.
+    failures[id] = std::move(full);
+    scheduler->Finish(r, sched::FinishReason::kError);
+    return;
+  }
   scheduler->Append(r, sr.token, stop_string);
 }
 
@@ -472,13 +518,20 @@ absl::StatusOr<std::unique_ptr<sched::Request>> Engine::Impl::BuildRequest(Reque
   GANNET_RETURN_IF_ERROR(CheckRequest(in, facts));
   sched::RequestSpec spec;
   spec.id = id;
+  if (!in.messages.empty() || in.prompt_text) {
+    GANNET_RETURN_IF_ERROR(CheckPromptBytes(in, parts->max_model_len,
+                                            parts->tokenizer->max_token_bytes()));
+  }
   if (!in.messages.empty()) {
+    std::vector<std::pair<size_t, size_t>> content;
     GANNET_ASSIGN_OR_RETURN(std::string text,
                             tokenizer::RenderChatTemplate(
-                                in.messages, ChatOptions(parts->config.variant,
-                                                         in.add_generation_prompt,
-                                                         in.enable_thinking)));
-    spec.prompt = parts->tokenizer->Encode(text, {.add_special_tokens = false});
+                                in.messages,
+                                ChatOptions(parts->config.variant, in.add_generation_prompt,
+                                            in.enable_thinking),
+                                in.split_special_tokens ? &content : nullptr));
+    spec.prompt =
+        parts->tokenizer->Encode(text, {.add_special_tokens = false}, content);
   } else if (in.prompt_text) {
     spec.prompt = parts->tokenizer->Encode(*in.prompt_text, {.add_special_tokens = true});
     // Exactly one <bos>: a text that already starts with "<bos>" must not get a second one.
@@ -582,10 +635,27 @@ absl::StatusOr<uint64_t> Engine::Submit(RequestInput input) {
           limit);
     }
     id = m.next_id++;
+    // The slot is taken now, under the lock that checked it: the prompt is tokenized without the
+    // lock, and concurrent submitters must see this request counted meanwhile (issue 56: 64
+    // threads against a limit of 4 got 58 accepted when the id was counted only after it).
+    m.live.insert(id);
   }
-  GANNET_ASSIGN_OR_RETURN(auto request, m.BuildRequest(input, id));
-  GANNET_ASSIGN_OR_RETURN(TextOutput text,
-                          TextOutput::Create(m.parts->tokenizer.get(), input.stop_strings));
+  auto release = [&m, id] {
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.live.erase(id);
+  };
+  absl::StatusOr<std::unique_ptr<sched::Request>> built = m.BuildRequest(input, id);
+  if (!built.ok()) {
+    release();
+    return built.status();
+  }
+  std::unique_ptr<sched::Request> request = std::move(*built);
+  absl::StatusOr<TextOutput> made = TextOutput::Create(m.parts->tokenizer.get(), input.stop_strings);
+  if (!made.ok()) {
+    release();
+    return made.status();
+  }
+  TextOutput text = std::move(*made);
   // A token id outside the vocabulary is this request's error, reported as its event (the id is
   // valid and other requests are unaffected).
   const int64_t vocab = m.parts->config.text.vocab_size;
@@ -604,7 +674,6 @@ absl::StatusOr<uint64_t> Engine::Submit(RequestInput input) {
     return id;
   }
   std::lock_guard<std::mutex> lock(m.mu);
-  m.live.insert(id);
   m.submissions.push_back({std::move(request), std::move(text)});
   m.work_cv.notify_all();
   return id;
@@ -629,7 +698,13 @@ absl::Status Engine::Poll(int timeout_ms, size_t max_events, std::vector<Event>*
     impl_->event_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready);
   }
   while (!impl_->events.empty() && max_events > 0) {
-    if (impl_->events.front().type != EventType::kToken) --impl_->unpolled_terminal;
+    if (impl_->events.front().type != EventType::kToken) {
+      --impl_->unpolled_terminal;
+    } else {
+      auto it = impl_->unpolled_tokens.find(impl_->events.front().request_id);
+      if (it != impl_->unpolled_tokens.end() && --it->second == 0) impl_->unpolled_tokens.erase(it);
+      --impl_->unpolled_tokens_total;
+    }
     out->push_back(std::move(impl_->events.front()));
     impl_->events.pop_front();
     --max_events;

@@ -60,6 +60,13 @@ struct EngineConfig {
   bool enable_prefix_cache = true;
   int num_threads = 0;
   int max_queued_requests = 0;
+  // Bounds on TOKEN events generated but not yet handed out by Poll (a host that stops polling
+  // must not grow the engine without bound): one request's, and all requests' together (0 = the
+  // defaults below). A token that would pass either ends its request with an ERROR event,
+  // RESOURCE_EXHAUSTED, instead (the final event itself is always queued: max_queued_requests
+  // bounds those).
+  int max_undelivered_tokens_per_request = 0;
+  int64_t max_undelivered_tokens = 0;
   bool enable_cuda_graphs = true;
   std::string load_format;  // "" / "auto" (safetensors) or "dummy"
   // KV cache storage: "" / "bf16" = the backend's own type (bf16 on CUDA, f32 on the CPU), "fp8" /
@@ -95,6 +102,9 @@ struct EngineConfig {
       override_accept;
 };
 
+inline constexpr int kDefaultMaxUndeliveredTokensPerRequest = 4096;
+inline constexpr int64_t kDefaultMaxUndeliveredTokens = 262144;
+
 // How a request's sampling seed is chosen (GANNET_SEED_* of the C ABI).
 enum class SeedMode : int32_t { kRandom = 0, kFixed = 1, kRequestId = 2 };
 
@@ -116,6 +126,9 @@ struct RequestInput {
   int32_t priority = 0;
   int64_t deadline_ms = 0;
   bool disable_speculation = false;  // decode this request without drafts
+  // Chat messages: special tokens spelled in the content ("<|turn>") are tokenized as plain
+  // text, so a message cannot open or close turns (tokenizer::Tokenizer::Encode's plain_ranges).
+  bool split_special_tokens = false;
 };
 
 enum class EventType : int32_t { kToken = 1, kFinish = 2, kError = 3 };

@@ -92,12 +92,16 @@ absl::Status CheckWeightsFit(int64_t weight_bytes, int64_t activation_bytes, int
                              int64_t total_bytes, const std::string& device) {
   const int64_t need = weight_bytes + activation_bytes + kGiB;  // + the smallest KV budget
   if (free_bytes <= 0 || need <= free_bytes) return absl::OkStatus();
+  // The CPU's weights are the checkpoint read into memory (safetensors.h); there is no other
+  // backend to suggest.
+  const bool cpu = device.rfind("the CPU", 0) == 0;
   return ResourceExhaustedError(
-      "engine: the model needs {} of device memory before any KV cache (weights {}, activations "
-      "{}, 1 GiB reserve) but {} has {} free of {}. Use a device with more memory, or the cpu "
-      "backend",
-      FormatBytes(need), FormatBytes(weight_bytes), FormatBytes(activation_bytes), device,
-      FormatBytes(free_bytes), FormatBytes(total_bytes));
+      "engine: the model needs {} of {} memory before any KV cache (weights {}, activations "
+      "{}, 1 GiB reserve) but {} has {} free of {}. {}",
+      FormatBytes(need), cpu ? "host" : "device", FormatBytes(weight_bytes),
+      FormatBytes(activation_bytes), device, FormatBytes(free_bytes), FormatBytes(total_bytes),
+      cpu ? "Use a machine with more memory, or a smaller model"
+          : "Use a device with more memory, or the cpu backend");
 }
 
 absl::StatusOr<KvSizing> SizeKvCache(const model::TextConfig& c, const EngineLimits& l,

@@ -25,7 +25,7 @@ absl::StatusOr<ModelInfo> ReadModelInfo(const std::string& dir) {
     info.dtypes = "BF16";
   } else {
     GANNET_ASSIGN_OR_RETURN(config, model::LoadModelConfig(dir));
-    GANNET_ASSIGN_OR_RETURN(auto ckpt, model::Checkpoint::Open(dir));
+    GANNET_ASSIGN_OR_RETURN(auto ckpt, model::Checkpoint::Open(dir, {.read_data = false}));
     // Binding validates names and shapes, so `info` reports a broken checkpoint as broken.
     GANNET_ASSIGN_OR_RETURN(model::ModelWeights weights, model::BindWeights(config, *ckpt));
     std::set<std::string> dtypes;

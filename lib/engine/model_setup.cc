@@ -3,7 +3,9 @@
 #include <chrono>
 
 #include "lib/backend/backend_factory.h"
+#include "lib/backend/fault_injection_backend.h"
 #include "lib/common/file_util.h"
+#include "lib/common/host_memory.h"
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
 #include "lib/common/units.h"
@@ -20,6 +22,17 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Config, checkpoint headers and tokenizer: everything about the files, before any weight moves.
+// A device backend reads the checkpoint into host memory before uploading it (safetensors.h):
+// the host must hold it, or the load would end in the OOM killer instead of an error.
+absl::Status CheckHostHoldsCheckpoint(int64_t bytes) {
+  const int64_t available = HostAvailableMemoryBytes();
+  if (bytes <= 0 || available <= 0 || bytes <= available) return absl::OkStatus();
+  return ResourceExhaustedError(
+      "engine: the checkpoint's {} are read into host memory before they go to the device, but "
+      "the host has {} available (of {})",
+      FormatBytes(bytes), FormatBytes(available), FormatBytes(HostTotalMemoryBytes()));
+}
+
 absl::Status LoadModelFiles(const EngineConfig& cfg, LoadedEngineParts* p) {
   const std::string& dir = cfg.model_dir;
   if (dir.empty()) return InvalidArgumentError("engine: model_dir is not set");
@@ -42,7 +55,8 @@ absl::Status LoadModelFiles(const EngineConfig& cfg, LoadedEngineParts* p) {
   if (dummy) {
     p->weights = model::SyntheticWeights(p->config, model::kDummyWeightSeed);
   } else {
-    GANNET_ASSIGN_OR_RETURN(p->checkpoint, model::Checkpoint::Open(dir));
+    // Headers only: the weights are read after the memory check (LoadEngineParts).
+    GANNET_ASSIGN_OR_RETURN(p->checkpoint, model::Checkpoint::Open(dir, {.read_data = false}));
     GANNET_ASSIGN_OR_RETURN(p->weights, model::BindWeights(p->config, *p->checkpoint));
   }
   if (!dummy_variant && FileExists(dir + "/tokenizer.json")) {
@@ -136,6 +150,14 @@ absl::Status CreateBackend(const EngineConfig& cfg, LoadedEngineParts* p) {
   GANNET_ASSIGN_OR_RETURN(backend::BackendChoice choice, backend::CreateBackend(bo));
   p->backend = std::move(choice.backend);
   if (cfg.wrap_backend) p->backend = cfg.wrap_backend(std::move(p->backend));
+  GANNET_ASSIGN_OR_RETURN(const int64_t fault_step, backend::FaultInjectionStepFromEnv());
+  if (fault_step > 0) {
+    GANNET_LOG_WARNING("engine: GANNET_FAULT_INJECT_STEP={}: device span {} will fail as a lost "
+                       "device (a test-only fault hook)",
+                       fault_step, fault_step);
+    p->backend =
+        std::make_unique<backend::FaultInjectionBackend>(std::move(p->backend), fault_step);
+  }
   p->backend_fallback = std::move(choice.fallback_reason);
   if (!p->backend_fallback.empty()) {
     GANNET_LOG_WARNING("engine: running on the CPU backend (much slower) because {}",
@@ -160,6 +182,10 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   }
   GANNET_RETURN_IF_ERROR(CreateBackend(cfg, p.get()));
   if (p->tp_rank != 0) {
+    if (p->checkpoint != nullptr) {
+      GANNET_RETURN_IF_ERROR(CheckHostHoldsCheckpoint(p->checkpoint->total_bytes()));
+      GANNET_RETURN_IF_ERROR(p->checkpoint->ReadData());
+    }
     // A rank other than 0 serves rank 0's steps; rank 0 decides every limit and sends them.
     p->tp_worker = parallel::TpWorker::Start(p->config, p->weights, p->backend.get(),
                                              std::move(p->tp_collectives[0]),
@@ -184,11 +210,25 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
     ro.max_logit_rows = std::min<int>(limits.max_step_tokens,
                                       limits.max_running_seqs * (num_spec + 1));
   }
-  // The CPU reads bf16 checkpoints in place (mmap): only synthetic weights take memory there.
-  int64_t weight_bytes = cpu && p->checkpoint != nullptr ? 0 : 2 * model::CountParameters(p->config);
+  // The CPU computes from the checkpoint's bytes, read into its memory (bf16 matrices in place,
+  // other types converted): the checkpoint's size, the issue-56 check that a 32.5 GiB checkpoint
+  // does not start on a 23.5 GiB machine. Devices get bf16 (or f16) copies.
+  const auto checkpoint_bytes = [](const model::Checkpoint* c) {
+    return c != nullptr ? static_cast<int64_t>(c->total_bytes()) : 0;
+  };
+  int64_t weight_bytes = cpu && p->checkpoint != nullptr ? checkpoint_bytes(p->checkpoint.get())
+                                                        : 2 * model::CountParameters(p->config);
   if (world > 1 && !cpu) weight_bytes = 2 * model::ShardParameterCount(p->config, world);
-  if (speculate && !(cpu && p->draft.checkpoint != nullptr)) {
-    weight_bytes += 2 * model::CountParameters(p->draft.config);
+  if (speculate) {
+    weight_bytes += cpu && p->draft.checkpoint != nullptr
+                        ? checkpoint_bytes(p->draft.checkpoint.get())
+                        : 2 * model::CountParameters(p->draft.config);
+  }
+  if (!cpu) {
+    // A device backend reads the checkpoint into host memory, then uploads it.
+    const int64_t host_bytes =
+        checkpoint_bytes(p->checkpoint.get()) + checkpoint_bytes(p->draft.checkpoint.get());
+    GANNET_RETURN_IF_ERROR(CheckHostHoldsCheckpoint(host_bytes));
   }
   const int64_t activation_bytes =
       runner::ActivationBytes(rank_config, ro, runner::ActivationTypes::Of(be));
@@ -205,6 +245,10 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   if (world > 1) {
     device = fmt::format("{} ranks of tensor parallelism from {}", world, device);
   }
+  // Checked: now the weights are read (safetensors.h: into this process's memory, so a file
+  // changed later cannot fault the process).
+  if (p->checkpoint != nullptr) GANNET_RETURN_IF_ERROR(p->checkpoint->ReadData());
+  if (p->draft.checkpoint != nullptr) GANNET_RETURN_IF_ERROR(p->draft.checkpoint->ReadData());
 
   if (cfg.progress) {
     ro.on_weight_progress = [&cfg, start](int64_t done, int64_t total) {
@@ -290,6 +334,11 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   p->max_prefill_tokens_while_decoding = limits.max_prefill_tokens_while_decoding;
   p->max_model_len = kv.max_model_len;
   p->page_size = limits.page_size;
+  if (!cpu && world == 1) {
+    // The device holds the weights: the host copy goes back (safetensors.h).
+    if (p->checkpoint != nullptr) p->checkpoint->ReleaseData();
+    if (p->draft.checkpoint != nullptr) p->draft.checkpoint->ReleaseData();
+  }
   p->load_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   GANNET_LOG_INFO("engine: {} on {}: up to {} running sequences of {} tokens, KV {}, loaded in "
                   "{:.1f} s",

@@ -1,5 +1,6 @@
 // Everything the engine loads before it can serve, in order: the model config, tokenizer and
-// checkpoint (cheap: headers and mmaps), the backend, the limits, a check that the weights fit,
+// checkpoint (cheap: headers only), the backend, the limits, a check that the weights fit (on the
+// device, and on the host, which reads them; safetensors.h), the weights read into memory,
 // the runner (weights and activations), then the KV cache sized from the memory really left
 // (kv_sizing.h), its layout shared by the runner's storage and the KV manager. Everything that
 // can be checked is checked before the weights load. Used once by Engine::Create.

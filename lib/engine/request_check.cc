@@ -1,5 +1,7 @@
 #include "lib/engine/request_check.h"
 
+#include <algorithm>
+
 #include "lib/common/status.h"
 #include "lib/common/utf8.h"
 #include "lib/tokenizer/chat_template.h"
@@ -95,6 +97,24 @@ absl::Status CheckRequest(const RequestInput& in, const RequestModelFacts& model
         "request: the prompt has {} tokens but the context holds {}: at least one must remain "
         "for the output",
         in.prompt_tokens.size(), model.max_context);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPromptBytes(const RequestInput& in, int64_t max_model_len,
+                              int64_t max_token_bytes) {
+  if (max_token_bytes <= 0) return absl::OkStatus();  // the tokenizer gives no bound
+  uint64_t bytes = in.prompt_text ? in.prompt_text->size() : 0;
+  for (const tokenizer::ChatMessage& m : in.messages) {
+    bytes += m.content.size() + m.reasoning.size();
+  }
+  const uint64_t cap = static_cast<uint64_t>(std::max<int64_t>(max_model_len, 1)) *
+                       static_cast<uint64_t>(max_token_bytes);
+  if (bytes > cap) {
+    return InvalidArgumentError(
+        "request: the prompt's text is {} bytes; a context of {} tokens holds at most {} bytes "
+        "({} bytes per token at most)",
+        bytes, max_model_len, cap, max_token_bytes);
   }
   return absl::OkStatus();
 }

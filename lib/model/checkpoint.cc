@@ -80,7 +80,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
         return DataLossError("{}: shard '{}' (holding '{}') does not exist", index_path, shard,
                              *names.begin());
       }
-      GANNET_ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(path));
+      GANNET_ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(path, /*read_data=*/false));
       for (const std::string& n : names) {
         if (file->Find(n) == nullptr) {
           return DataLossError("{}: tensor '{}' is mapped to {} but that file does not contain it",
@@ -96,11 +96,12 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
       GANNET_RETURN_IF_ERROR(ckpt->AddFile(std::move(file), options));
     }
   } else if (FileExists(single_path)) {
-    GANNET_ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(single_path));
+    GANNET_ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(single_path, /*read_data=*/false));
     GANNET_RETURN_IF_ERROR(ckpt->AddFile(std::move(file), options));
   } else {
     return NotFoundError("{}: no {} or {} found", dir, kSingleFile, kIndexFile);
   }
+  if (options.read_data) GANNET_RETURN_IF_ERROR(ckpt->ReadData());
   if (ckpt->skipped_tensors_ > 0) {
     GANNET_LOG_INFO("{}: text-only load skipped {} vision/audio tensors ({:.1f} MiB)", dir,
                     ckpt->skipped_tensors_, ckpt->skipped_bytes_ / 1048576.0);
@@ -118,6 +119,19 @@ std::vector<std::string> Checkpoint::Names() const {
   out.reserve(tensors_.size());
   for (const auto& [n, _] : tensors_) out.push_back(n);
   return out;
+}
+
+absl::Status Checkpoint::ReadData() {
+  std::map<const SafetensorsFile*, std::vector<const TensorInfo*>> kept;
+  for (const auto& [_, t] : tensors_) kept[t.file].push_back(t.info);
+  for (const auto& file : files_) {
+    GANNET_RETURN_IF_ERROR(file->ReadTensors(std::move(kept[file.get()])));
+  }
+  return absl::OkStatus();
+}
+
+void Checkpoint::ReleaseData() {
+  for (const auto& file : files_) file->ReleaseData();
 }
 
 uint64_t Checkpoint::total_bytes() const {

@@ -32,6 +32,9 @@ struct TensorRef {
 
 struct CheckpointOptions {
   bool text_only = true;
+  // Read the kept tensors' bytes at Open; false: headers only (ReadData later, or never: model
+  // info), so that a memory check can run before any weight is read.
+  bool read_data = true;
 };
 
 class Checkpoint {
@@ -48,6 +51,10 @@ class Checkpoint {
   uint64_t skipped_bytes() const { return skipped_bytes_; }
   int64_t skipped_tensors() const { return skipped_tensors_; }
   uint64_t total_bytes() const;  // of the tensors kept
+  // Reads the kept tensors from their files into this process's memory (safetensors.h), once.
+  absl::Status ReadData();
+  // Gives that memory back once the device holds the weights (nothing may read them after).
+  void ReleaseData();
 
   // True for names under the vision/audio towers or their embedders.
   static bool IsTowerTensor(std::string_view name);

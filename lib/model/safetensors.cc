@@ -31,16 +31,21 @@ int64_t TensorInfo::numel() const {
 absl::StatusOr<std::vector<TensorInfo>> ParseSafetensorsHeader(
     std::string_view header, uint64_t data_size, std::string_view source,
     std::map<std::string, std::string>* metadata) {
-  auto parsed = Json::Parse(header);
-  if (!parsed.ok()) {
-    return DataLossError("{}: header is not valid JSON: {}", source, parsed.status().message());
+  const size_t first = header.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos || header[first] != '{') {
+    if (Json::Parse(header, 1 << 16).ok()) {
+      return DataLossError("{}: header must be a JSON object", source);
+    }
   }
-  const Json& root = *parsed;
-  if (!root.is_object()) return DataLossError("{}: header must be a JSON object", source);
-
+  // Member by member (Json::ParseMembers): only the tensors' descriptions are kept, never the
+  // whole JSON tree, which costs ~30 times the header's bytes (issue 56: a 61 MB header peaked
+  // at 1.65 GB).
   std::vector<TensorInfo> tensors;
-  for (const auto& [name, entry] : root.AsMembers()) {
+  bool seen_metadata = false;
+  auto add = [&](std::string name, Json entry) -> absl::Status {
     if (name == "__metadata__") {
+      if (seen_metadata) return DataLossError("{}: __metadata__ appears twice", source);
+      seen_metadata = true;
       if (!entry.is_object()) return DataLossError("{}: __metadata__ must be an object", source);
       for (const auto& [k, v] : entry.AsMembers()) {
         if (!v.is_string()) {
@@ -48,63 +53,92 @@ absl::StatusOr<std::vector<TensorInfo>> ParseSafetensorsHeader(
         }
         if (metadata) (*metadata)[k] = v.AsString();
       }
-      continue;
+      return absl::OkStatus();
     }
     if (!entry.is_object()) return DataLossError("{}: tensor '{}' entry is not an object", source, name);
     TensorInfo t;
-    t.name = name;
+    t.name = std::move(name);
+    const std::string& name_ref = t.name;
     const Json* dtype = entry.Find("dtype");
     const Json* shape = entry.Find("shape");
     const Json* offsets = entry.Find("data_offsets");
     if (dtype == nullptr || !dtype->is_string()) {
-      return DataLossError("{}: tensor '{}' has no string 'dtype'", source, name);
+      return DataLossError("{}: tensor '{}' has no string 'dtype'", source, name_ref);
     }
     auto dt = DTypeFromSafetensorsName(dtype->AsString());
-    if (!dt) return DataLossError("{}: tensor '{}' has unknown dtype '{}'", source, name, dtype->AsString());
+    if (!dt) {
+      return DataLossError("{}: tensor '{}' has unknown dtype '{}'", source, name_ref,
+                           dtype->AsString());
+    }
     t.dtype = *dt;
     if (shape == nullptr || !shape->is_array()) {
-      return DataLossError("{}: tensor '{}' has no 'shape' list", source, name);
+      return DataLossError("{}: tensor '{}' has no 'shape' list", source, name_ref);
     }
     uint64_t numel = 1;
     for (const Json& d : shape->AsArray()) {
       if (!d.is_int() || d.AsInt() < 0) {
-        return DataLossError("{}: tensor '{}' shape has a non-integer or negative dimension", source, name);
+        return DataLossError("{}: tensor '{}' shape has a non-integer or negative dimension",
+                             source, name_ref);
       }
       t.shape.push_back(d.AsInt());
       if (MulOverflow(numel, static_cast<uint64_t>(d.AsInt()), &numel)) {
-        return DataLossError("{}: tensor '{}' shape overflows", source, name);
+        return DataLossError("{}: tensor '{}' shape overflows", source, name_ref);
       }
     }
     if (offsets == nullptr || !offsets->is_array() || offsets->AsArray().size() != 2 ||
         !offsets->AsArray()[0].is_int() || !offsets->AsArray()[1].is_int()) {
-      return DataLossError("{}: tensor '{}' needs 'data_offsets' [begin, end] integers", source, name);
+      return DataLossError("{}: tensor '{}' needs 'data_offsets' [begin, end] integers", source,
+                           name_ref);
     }
     int64_t b = offsets->AsArray()[0].AsInt();
     int64_t e = offsets->AsArray()[1].AsInt();
     if (b < 0 || e < b) {
-      return DataLossError("{}: tensor '{}' has invalid data_offsets [{}, {}]", source, name, b, e);
+      return DataLossError("{}: tensor '{}' has invalid data_offsets [{}, {}]", source, name_ref,
+                           b, e);
     }
     t.begin = static_cast<uint64_t>(b);
     t.end = static_cast<uint64_t>(e);
     uint64_t bits;
     if (MulOverflow(numel, static_cast<uint64_t>(DTypeBits(t.dtype)), &bits)) {
-      return DataLossError("{}: tensor '{}' size overflows", source, name);
+      return DataLossError("{}: tensor '{}' size overflows", source, name_ref);
     }
     if (bits % 8 != 0) {
-      return DataLossError("{}: tensor '{}': {} elements of {} do not fill whole bytes", source, name,
-                           numel, DTypeName(t.dtype));
+      return DataLossError("{}: tensor '{}': {} elements of {} do not fill whole bytes", source,
+                           name_ref, numel, DTypeName(t.dtype));
     }
     if (bits / 8 != t.nbytes()) {
       return DataLossError(
           "{}: tensor '{}': dtype {} x shape [{}] is {} bytes but data_offsets span {} bytes",
-          source, name, DTypeName(t.dtype), fmt::join(t.shape, ", "), bits / 8, t.nbytes());
+          source, name_ref, DTypeName(t.dtype), fmt::join(t.shape, ", "), bits / 8, t.nbytes());
     }
     if (t.end > data_size) {
       return DataLossError(
           "{}: tensor '{}' data_offsets [{}, {}] lie outside the data buffer of {} bytes", source,
-          name, t.begin, t.end, data_size);
+          name_ref, t.begin, t.end, data_size);
     }
     tensors.push_back(std::move(t));
+    return absl::OkStatus();
+  };
+  // A tensor entry has a handful of values; __metadata__ may hold many strings.
+  absl::Status parsed = Json::ParseMembers(header, int64_t{1} << 20, add);
+  if (!parsed.ok()) {
+    if (parsed.code() == absl::StatusCode::kDataLoss) return parsed;
+    return DataLossError("{}: header is not valid JSON: {}", source, parsed.message());
+  }
+  {
+    // Each name once (the JSON parser's duplicate-key check, which member-by-member reading
+    // leaves to us).
+    std::vector<const TensorInfo*> by_name;
+    by_name.reserve(tensors.size());
+    for (const auto& t : tensors) by_name.push_back(&t);
+    std::sort(by_name.begin(), by_name.end(),
+              [](const TensorInfo* a, const TensorInfo* b) { return a->name < b->name; });
+    for (size_t i = 1; i < by_name.size(); ++i) {
+      if (by_name[i]->name == by_name[i - 1]->name) {
+        return DataLossError("{}: header is not valid JSON: duplicate key \"{}\"", source,
+                             by_name[i]->name);
+      }
+    }
   }
 
   // Tensors must tile [0, data_size) exactly: no overlap, no gap (as the reference validates).
@@ -134,38 +168,127 @@ absl::StatusOr<std::vector<TensorInfo>> ParseSafetensorsHeader(
   return tensors;
 }
 
-absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
+namespace {
+
+// pread until `n` bytes are in or the file ends: the bytes read; an I/O error is a status.
+absl::StatusOr<uint64_t> ReadAt(int fd, uint8_t* dst, uint64_t n, uint64_t offset,
+                                const std::string& path) {
+  uint64_t done = 0;
+  while (done < n) {
+    // At most 1 GiB a call: some kernels cap a read at 2 GiB.
+    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n - done, uint64_t{1} << 30));
+    const ssize_t got = ::pread(fd, dst + done, chunk, static_cast<off_t>(offset + done));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return DataLossError("{}: read error at byte {}: {}", path, offset + done,
+                           std::strerror(errno));
+    }
+    if (got == 0) break;  // the end of the file
+    done += static_cast<uint64_t>(got);
+  }
+  return done;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path,
+                                                                       bool read_data) {
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->path_ = path;
-  // A FIFO or directory in a shard's place is refused here, not waited on or mmap'ed.
+  // A FIFO or directory in a shard's place is refused here, not waited on.
   GANNET_ASSIGN_OR_RETURN(const OpenFile file, OpenRegularFile(path, "safetensors file"));
-  const int fd = file.fd;
+  f->fd_ = file.fd;  // closed by the destructor, or once the tensors are read
   f->file_size_ = static_cast<uint64_t>(file.size);
   if (f->file_size_ < 8) {
-    ::close(fd);
     return DataLossError("{}: truncated: {} bytes is shorter than the 8-byte header length", path,
                          f->file_size_);
   }
-  void* map = ::mmap(nullptr, f->file_size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  int map_err = errno;
-  ::close(fd);
-  if (map == MAP_FAILED) return InternalError("cannot mmap {}: {}", path, std::strerror(map_err));
-  f->map_ = map;
-  const uint8_t* base = static_cast<const uint8_t*>(map);
+  uint8_t prefix[8];
+  GANNET_ASSIGN_OR_RETURN(uint64_t got, ReadAt(f->fd_, prefix, 8, 0, path));
+  if (got != 8) return DataLossError("{}: the file shrank while it was opened", path);
   uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | base[i];
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | prefix[i];
+  // The number is not printed: in a file that is not safetensors it is just the first 8 bytes
+  // (of a config file, a key, /etc/passwd) read as an integer.
   if (header_len > f->file_size_ - 8) {
-    return DataLossError("{}: header length {} runs past the end of the file ({} bytes)", path,
-                         header_len, f->file_size_);
+    return DataLossError(
+        "{}: not a safetensors file: its header length (the first 8 bytes) runs past the end of "
+        "the file ({} bytes)",
+        path, f->file_size_);
   }
   if (header_len > kMaxHeaderBytes) {
-    return DataLossError("{}: header length {} exceeds the {} byte limit", path, header_len,
-                         kMaxHeaderBytes);
+    return DataLossError(
+        "{}: not a safetensors file gannet reads: its header length (the first 8 bytes) is over "
+        "the {} byte limit",
+        path, kMaxHeaderBytes);
   }
-  std::string_view header(reinterpret_cast<const char*>(base + 8), header_len);
-  f->data_ = base + 8 + header_len;
-  GANNET_RETURN_IF_ERROR(f->ParseHeader(header, f->file_size_ - 8 - header_len));
+  std::string header(header_len, '\0');
+  GANNET_ASSIGN_OR_RETURN(got, ReadAt(f->fd_, reinterpret_cast<uint8_t*>(header.data()),
+                                      header_len, 8, path));
+  if (got != header_len) return DataLossError("{}: the file shrank while it was opened", path);
+  const uint64_t data_size = f->file_size_ - 8 - header_len;
+  GANNET_RETURN_IF_ERROR(f->ParseHeader(header, data_size));
+  header.clear();
+  header.shrink_to_fit();
+  // The tensors' bytes live in anonymous memory of this process, read from the file (ReadTensors),
+  // never mapped from it: a file truncated or rewritten while an engine runs cannot raise SIGBUS
+  // or change the weights under it (issue 56). The mapping reserves address space only; pages
+  // are committed as tensors are read, so skipped tensors (towers) cost nothing. The data keeps
+  // the file's alignment modulo 64 (a misaligned tensor stays misaligned, as safetensors.h says).
+  f->shift_ = (8 + header_len) % 64;
+  f->region_size_ = f->shift_ + std::max<uint64_t>(data_size, 1);
+  void* region = ::mmap(nullptr, f->region_size_, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (region == MAP_FAILED) {
+    return ResourceExhaustedError("{}: cannot reserve {} bytes of address space for its tensors: {}",
+                                  path, f->region_size_, std::strerror(errno));
+  }
+  f->region_ = region;
+  f->data_ = static_cast<const uint8_t*>(region) + f->shift_;
+  f->data_offset_ = 8 + header_len;
+  if (read_data) {
+    std::vector<const TensorInfo*> all;
+    for (const TensorInfo& t : f->tensors_) all.push_back(&t);
+    GANNET_RETURN_IF_ERROR(f->ReadTensors(all));
+  }
   return f;
+}
+
+absl::Status SafetensorsFile::ReadTensors(std::vector<const TensorInfo*> tensors) {
+  if (fd_ < 0) return FailedPreconditionError("{}: tensors were already read", path_);
+  std::sort(tensors.begin(), tensors.end(),
+            [](const TensorInfo* a, const TensorInfo* b) { return a->begin < b->begin; });
+  uint8_t* data = static_cast<uint8_t*>(region_) + shift_;
+  size_t i = 0;
+  while (i < tensors.size()) {
+    // One read for each run of adjacent tensors.
+    const uint64_t begin = tensors[i]->begin;
+    uint64_t end = tensors[i]->end;
+    size_t j = i + 1;
+    while (j < tensors.size() && tensors[j]->begin == end) end = tensors[j++]->end;
+    GANNET_ASSIGN_OR_RETURN(uint64_t got,
+                            ReadAt(fd_, data + begin, end - begin, data_offset_ + begin, path_));
+    if (got != end - begin) {
+      return DataLossError(
+          "{}: the file ends at byte {} but was {} bytes when it was opened (it was truncated or "
+          "replaced while the weights loaded)",
+          path_, data_offset_ + begin + got, file_size_);
+    }
+    i = j;
+  }
+  ::close(fd_);
+  fd_ = -1;
+  // Read-only from here: nothing writes weights.
+  ::mprotect(region_, region_size_, PROT_READ);
+  return absl::OkStatus();
+}
+
+void SafetensorsFile::ReleaseData() {
+  if (region_ == nullptr) return;
+  // The pages go back to the system; a read of a released tensor faults (a bug: the device holds
+  // the weights now), it never sees stale or zero weights.
+  ::madvise(region_, region_size_, MADV_DONTNEED);
+  ::mprotect(region_, region_size_, PROT_NONE);
 }
 
 const uint8_t* SafetensorsFile::Data(const TensorInfo& t) const { return data_ + t.begin; }
@@ -177,7 +300,8 @@ absl::Status SafetensorsFile::ParseHeader(std::string_view header, uint64_t data
 }
 
 SafetensorsFile::~SafetensorsFile() {
-  if (map_ != nullptr) ::munmap(map_, file_size_);
+  if (region_ != nullptr) ::munmap(region_, region_size_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 const TensorInfo* SafetensorsFile::Find(std::string_view name) const {

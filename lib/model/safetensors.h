@@ -1,15 +1,22 @@
-// A memory-mapped safetensors file (https://github.com/huggingface/safetensors format).
+// A safetensors file (https://github.com/huggingface/safetensors format).
 //
 // Layout: 8-byte little-endian header length N, N bytes of JSON header, then the data buffer.
 // Open() validates everything before any tensor is used, and reports the first problem naming the
 // file and tensor: a file shorter than 8 bytes, a header length past the end of the file, bad
 // JSON, an unknown dtype, a shape/dtype/byte-size disagreement, offsets outside the data buffer,
 // overlapping tensors, or a gap (the reference implementation requires the tensors to tile the
-// buffer exactly). Tensor bytes are only touched when a caller reads them, so tensors that are
-// never bound (vision/audio towers) cost no I/O; the exception is a tensor whose bytes are not
-// aligned to its element size in the file (legal, though the reference writer avoids it), copied
-// at Open into aligned memory so that callers may read it through typed pointers. Immutable after
-// Open: safe to share across threads.
+// buffer exactly).
+//
+// Tensor bytes are READ into anonymous memory this process owns (pread), never mapped from the
+// file: a checkpoint truncated or rewritten in place while an engine runs (`cp new old`,
+// `rsync --inplace`, a re-download) can neither kill the process with SIGBUS nor change its
+// weights; a file that shrinks while it is being read is a DataLoss error naming it (issue 56).
+// Open reserves address space for the data buffer (no memory until pages are written) and, unless
+// told not to, reads every tensor; a Checkpoint opens its files without reading and reads only
+// the tensors it keeps (vision/audio towers cost no I/O and no memory). The cost: the weights are
+// private memory of the process, not page cache that other processes share or the kernel can
+// evict; on CUDA the host copy is given back once the device holds the weights (ReleaseData).
+// Immutable after the tensors are read: safe to share across threads.
 #pragma once
 
 #include <cstdint>
@@ -36,10 +43,15 @@ struct TensorInfo {
 
 class SafetensorsFile {
  public:
-  // Largest header we accept; the reference implementation uses the same 100 MB bound.
-  static constexpr uint64_t kMaxHeaderBytes = 100u << 20;
+  // Largest header we accept. The reference implementation allows 100 MB; Gemma-4's headers are
+  // well under 1 MB (a tensor's entry is ~150 bytes), and a header is parsed member by member
+  // into ~4x its bytes of tensor descriptions, kept while the file is open (a 16 MB header of the
+  // smallest entries: ~80 MB peak, measured in issue 56), never into a whole JSON tree (~30x).
+  static constexpr uint64_t kMaxHeaderBytes = 16u << 20;
 
-  static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
+  // read_data = false: headers only (model info, a Checkpoint that reads what it keeps).
+  static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path,
+                                                              bool read_data = true);
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
@@ -53,7 +65,14 @@ class SafetensorsFile {
   // readers on the host copy elements out (LoadUnaligned, common/dtype.h: the backends'
   // LoadWeight, the drafter's token ordering), and nothing is copied here (a checkpoint of many
   // gigabytes may be misaligned throughout).
+  // Its bytes are meaningful once ReadTensors read it (zeros before).
   const uint8_t* Data(const TensorInfo& t) const;
+  // Reads these tensors (of this file) from the file, once; then closes it. DataLoss when the
+  // file ends early (it was truncated or replaced since Open), naming the file.
+  absl::Status ReadTensors(std::vector<const TensorInfo*> tensors);
+  // Returns the tensors' memory to the system once nothing reads them again (the device holds
+  // the weights); reading a tensor afterwards faults.
+  void ReleaseData();
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
@@ -61,7 +80,11 @@ class SafetensorsFile {
   absl::Status ParseHeader(std::string_view header, uint64_t data_size);
 
   std::string path_;
-  void* map_ = nullptr;
+  int fd_ = -1;                 // open until the tensors are read
+  void* region_ = nullptr;      // anonymous memory holding the data buffer
+  uint64_t region_size_ = 0;
+  uint64_t shift_ = 0;          // data_ - region_: the file's data offset modulo 64
+  uint64_t data_offset_ = 0;    // where the data buffer starts in the file
   uint64_t file_size_ = 0;
   const uint8_t* data_ = nullptr;
   std::vector<TensorInfo> tensors_;

@@ -4,7 +4,8 @@
 // tensor name, shape and kind for the config's variant (target or assistant). The binder checks a
 // checkpoint against it; the tiny-checkpoint writer and the dummy (synthetic) loader generate
 // exactly it; `gannet info` counts parameters from it. Views point into memory owned by someone
-// else (the mmapped Checkpoint, or a synthetic buffer) and must not outlive it.
+// else (the Checkpoint, which reads its tensors into memory, or a synthetic buffer) and must not
+// outlive it.
 #pragma once
 
 #include <cstdint>

@@ -75,7 +75,7 @@ int64_t ActivationBytes(const model::ModelConfig& config, const RunnerOptions& o
 class ModelRunner : public StepRunner {
  public:
   // `weights` must stay valid while the runner lives when the backend reads them in place (the CPU
-  // backend reads mmapped bf16 checkpoints without copying).
+  // backend reads bf16 checkpoints in place, from the memory the Checkpoint read them into).
   static absl::StatusOr<std::unique_ptr<ModelRunner>> Create(const model::ModelConfig& config,
                                                              const model::ModelWeights& weights,
                                                              backend::Backend* backend,

@@ -45,7 +45,8 @@ absl::StatusOr<DraftModel> LoadDraftModel(const std::string& dir, bool dummy_wei
   if (dummy_variant || dummy_weights) {
     d.weights = model::SyntheticWeights(d.config, model::kDummyWeightSeed);
   } else {
-    GANNET_ASSIGN_OR_RETURN(d.checkpoint, model::Checkpoint::Open(dir));
+    // Headers only: the engine reads the bytes after its memory check (Checkpoint::ReadData).
+    GANNET_ASSIGN_OR_RETURN(d.checkpoint, model::Checkpoint::Open(dir, {.read_data = false}));
     GANNET_ASSIGN_OR_RETURN(d.weights, model::BindWeights(d.config, *d.checkpoint));
   }
   return d;

@@ -69,7 +69,20 @@ AddedVocabulary::AddedVocabulary(std::vector<AddedToken> tokens) : tokens_(std::
   }
 }
 
-void AddedVocabulary::Split(std::string_view text, bool raw, std::vector<Segment>* out) const {
+namespace {
+
+// Whether [begin, end) overlaps one of the sorted, disjoint ranges.
+bool Overlaps(absl::Span<const std::pair<size_t, size_t>> ranges, size_t begin, size_t end) {
+  auto it = std::upper_bound(ranges.begin(), ranges.end(), begin,
+                             [](size_t b, const std::pair<size_t, size_t>& r) { return b < r.second; });
+  return it != ranges.end() && it->first < end;
+}
+
+}  // namespace
+
+void AddedVocabulary::Split(std::string_view text, bool raw, std::vector<Segment>* out,
+                            absl::Span<const std::pair<size_t, size_t>> plain,
+                            bool no_special) const {
   const Trie& trie = raw ? raw_trie_ : normalized_trie_;
   if (trie.nodes.size() == 1) {
     out->push_back({-1, text});
@@ -89,6 +102,10 @@ void AddedVocabulary::Split(std::string_view text, bool raw, std::vector<Segment
       continue;
     }
     const AddedToken& t = tokens_[index];
+    if (t.special && (no_special || Overlaps(plain, pos, pos + len))) {
+      ++pos;  // text here is plain: the bytes go to the model like any other
+      continue;
+    }
     size_t start = pos, stop = pos + len;
     pos = stop;
     size_t cp_len;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/types/span.h"
 
 namespace gannet::tokenizer {
 
@@ -45,7 +46,12 @@ class AddedVocabulary {
 
   // Appends the segments of `text`; `raw` selects the normalized=false tokens (matched on the raw
   // input), otherwise the normalized=true ones. Text segments are views into `text`.
-  void Split(std::string_view text, bool raw, std::vector<Segment>* out) const;
+  // `plain`: byte ranges [begin, end) of `text`, sorted and disjoint, where special tokens are
+  // plain text (HF's split_special_tokens, for a part of the input only): a special token's match
+  // that overlaps one is not taken. `no_special`: no special token matches anywhere.
+  void Split(std::string_view text, bool raw, std::vector<Segment>* out,
+             absl::Span<const std::pair<size_t, size_t>> plain = {},
+             bool no_special = false) const;
 
   const AddedToken* FindById(int32_t id) const;
   const AddedToken* FindByContent(std::string_view content) const;

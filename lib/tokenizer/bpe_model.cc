@@ -88,6 +88,13 @@ absl::Status ParseMerge(const Json& m, const JsonWhere& where, std::string* a, s
 
 }  // namespace
 
+bool BpeModel::covers_every_character() const {
+  const bool all_bytes =
+      std::all_of(byte_ids_.begin(), byte_ids_.end(), [](int32_t id) { return id >= 0; });
+  if (byte_fallback_ && all_bytes) return true;
+  return unk_id_.has_value() && !fuse_unk_;
+}
+
 absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const Json& model,
                                                           const JsonWhere& where) {
   std::unique_ptr<BpeModel> bpe(new BpeModel());

@@ -47,6 +47,10 @@ class BpeModel {
   int32_t id_limit() const { return static_cast<int32_t>(id_to_token_.size()); }
   // Number of vocabulary entries (HF's get_vocab_size; equals id_limit unless ids have gaps).
   size_t num_entries() const { return vocab_.size(); }
+  // Whether every character becomes at least one token: it is in the vocabulary, or byte
+  // fallback covers all 256 bytes, or it becomes an unfused <unk>. Not so when unknown characters
+  // fuse into one <unk> or are dropped (no <unk>): any length of input in one token, or none.
+  bool covers_every_character() const;
   size_t num_merges() const { return merges_.size(); }
 
  private:

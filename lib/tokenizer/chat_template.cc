@@ -35,8 +35,9 @@ bool IsKnownChatRole(std::string_view role) {
          role == "model";
 }
 
-absl::StatusOr<std::string> RenderChatTemplate(absl::Span<const ChatMessage> messages,
-                                               const ChatTemplateOptions& options) {
+absl::StatusOr<std::string> RenderChatTemplate(
+    absl::Span<const ChatMessage> messages, const ChatTemplateOptions& options,
+    std::vector<std::pair<size_t, size_t>>* content_ranges) {
   if (messages.empty()) return InvalidArgumentError("chat template: no messages to render");
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
@@ -52,13 +53,21 @@ absl::StatusOr<std::string> RenderChatTemplate(absl::Span<const ChatMessage> mes
   }
 
   std::string out = options.bos_token;
+  // Appends text of the caller's messages, noting where it lies.
+  auto user_text = [&](std::string_view text) {
+    if (content_ranges != nullptr && !text.empty()) {
+      content_ranges->emplace_back(out.size(), out.size() + text.size());
+    }
+    out += text;
+  };
+  if (content_ranges != nullptr) content_ranges->clear();
   absl::Span<const ChatMessage> loop = messages;
   const bool leading_system = messages[0].role == "system" || messages[0].role == "developer";
   if (options.enable_thinking || leading_system) {
     out += "<|turn>system\n";
     if (options.enable_thinking) out += "<|think|>\n";
     if (leading_system) {
-      out += TrimPythonSpace(messages[0].content);
+      user_text(TrimPythonSpace(messages[0].content));
       loop = messages.subspan(1);
     }
     out += "<turn|>\n";
@@ -80,13 +89,13 @@ absl::StatusOr<std::string> RenderChatTemplate(absl::Span<const ChatMessage> mes
     }
     if (!m.reasoning.empty() && (static_cast<int>(i) > last_user || options.preserve_thinking)) {
       out += "<|channel>thought\n";
-      out += m.reasoning;
+      user_text(m.reasoning);
       out += "\n<channel|>";
     }
     if (role == "model") {
-      out += StripThinking(m.content);
+      user_text(StripThinking(m.content));
     } else {
-      out += TrimPythonSpace(m.content);
+      user_text(TrimPythonSpace(m.content));
     }
     out += "<turn|>\n";
   }

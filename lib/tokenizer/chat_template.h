@@ -22,6 +22,8 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -52,7 +54,11 @@ bool IsKnownChatRole(std::string_view role);
 
 // InvalidArgument for an empty conversation, an unknown role (tool messages are not supported),
 // or text that is not valid UTF-8.
-absl::StatusOr<std::string> RenderChatTemplate(absl::Span<const ChatMessage> messages,
-                                               const ChatTemplateOptions& options);
+// content_ranges (optional) receives the byte ranges [begin, end) of the result that came from
+// the messages' content and reasoning (sorted, disjoint): the text a user wrote, which
+// Tokenizer::Encode's plain_ranges can keep from being read as control tokens.
+absl::StatusOr<std::string> RenderChatTemplate(
+    absl::Span<const ChatMessage> messages, const ChatTemplateOptions& options,
+    std::vector<std::pair<size_t, size_t>>* content_ranges = nullptr);
 
 }  // namespace gannet::tokenizer

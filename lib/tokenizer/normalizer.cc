@@ -29,6 +29,10 @@ class ReplaceNormalizer final : public Normalizer {
     out.append(*text, start, std::string::npos);
     *text = std::move(out);
   }
+  int64_t MaxShrink() const override {
+    if (to_.size() >= from_.size()) return 1;
+    return to_.empty() ? 0 : static_cast<int64_t>((from_.size() + to_.size() - 1) / to_.size());
+  }
 
  private:
   std::string from_, to_;
@@ -40,6 +44,7 @@ class PrependNormalizer final : public Normalizer {
   void Normalize(std::string* text) const override {
     if (!text->empty()) text->insert(0, prefix_);
   }
+  int64_t MaxShrink() const override { return 1; }
 
  private:
   std::string prefix_;
@@ -59,6 +64,7 @@ class StripNormalizer final : public Normalizer {
     }
     if (s.size() != text->size()) *text = std::string(s);
   }
+  int64_t MaxShrink() const override { return left_ || right_ ? 0 : 1; }
 
  private:
   bool left_, right_;
@@ -70,6 +76,14 @@ class SequenceNormalizer final : public Normalizer {
       : steps_(std::move(steps)) {}
   void Normalize(std::string* text) const override {
     for (const auto& step : steps_) step->Normalize(text);
+  }
+  int64_t MaxShrink() const override {
+    int64_t f = 1;
+    for (const auto& step : steps_) {
+      const int64_t g = step->MaxShrink();
+      if (g == 0 || __builtin_mul_overflow(f, g, &f)) return 0;
+    }
+    return f;
   }
 
  private:

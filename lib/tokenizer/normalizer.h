@@ -10,6 +10,7 @@
 // Immutable after parsing; Normalize may be called concurrently.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -24,6 +25,10 @@ class Normalizer {
  public:
   virtual ~Normalizer() = default;
   virtual void Normalize(std::string* text) const = 0;
+  // How many times shorter Normalize can make a text, at most (1: never shorter); 0 when it can
+  // remove any amount (Strip, a Replace with empty content). Bounds the input bytes a token can
+  // stand for (Tokenizer::max_token_bytes).
+  virtual int64_t MaxShrink() const = 0;
 };
 
 // Parses a normalizer object; JSON null yields nullptr (no normalization).

@@ -99,6 +99,8 @@ class SplitPreTokenizer final : public PreTokenizer {
     *spans = std::move(out);
   }
 
+  bool Drops() const override { return behavior_ == SplitBehavior::kRemoved; }
+
   std::string pattern_;
   SplitBehavior behavior_;
   bool invert_;
@@ -110,6 +112,12 @@ class SequencePreTokenizer final : public PreTokenizer {
       : steps_(std::move(steps)) {}
   void Split(std::vector<std::string_view>* pieces) const override {
     for (const auto& step : steps_) step->Split(pieces);
+  }
+  bool Drops() const override {
+    for (const auto& step : steps_) {
+      if (step->Drops()) return true;
+    }
+    return false;
   }
 
  private:

@@ -26,6 +26,8 @@ class PreTokenizer {
   virtual ~PreTokenizer() = default;
   // Replaces *pieces with their sub-pieces, in order; empty pieces are dropped.
   virtual void Split(std::vector<std::string_view>* pieces) const = 0;
+  // Whether Split may drop text (a Removed split): then a token can stand for any amount of input.
+  virtual bool Drops() const = 0;
 };
 
 // Parses a pre_tokenizer object; JSON null yields nullptr (the text is one piece).

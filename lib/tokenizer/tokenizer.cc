@@ -206,7 +206,21 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromParsedJson(const Json&
   for (int32_t id = 0; id < vocab_size; ++id) {
     bool special;
     const std::string* s = tok->TokenString(id, &special);
-    if (s != nullptr) im.held_byte_token[id] = im.decoder.IsHeldByteToken(*s);
+    if (s != nullptr) {
+      im.held_byte_token[id] = im.decoder.IsHeldByteToken(*s);
+      tok->max_token_bytes_ = std::max<int64_t>(tok->max_token_bytes_, s->size());
+    }
+  }
+  // A normalizer that shortens text, or an added token that swallows the whitespace beside it,
+  // lets a token stand for more input than its string: scale the bound, or drop it (0: none).
+  const int64_t shrink = im.normalizer != nullptr ? im.normalizer->MaxShrink() : 1;
+  bool strips = false;
+  for (const AddedToken& t : im.added.tokens()) strips |= t.lstrip || t.rstrip;
+  strips |= im.pre_tokenizer != nullptr && im.pre_tokenizer->Drops();
+  strips |= !im.model->covers_every_character();
+  if (shrink == 0 || strips || __builtin_mul_overflow(tok->max_token_bytes_, shrink,
+                                                      &tok->max_token_bytes_)) {
+    tok->max_token_bytes_ = 0;
   }
   auto id_of = [&](std::string_view s) { return tok->TokenToId(s).value_or(-1); };
   tok->bos_id_ = id_of("<bos>");
@@ -219,9 +233,18 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromParsedJson(const Json&
 }
 
 std::vector<int32_t> Tokenizer::Encode(std::string_view text, const EncodeOptions& options) const {
+  return Encode(text, options, {});
+}
+
+std::vector<int32_t> Tokenizer::Encode(
+    std::string_view text, const EncodeOptions& options,
+    absl::Span<const std::pair<size_t, size_t>> plain) const {
   const Impl& im = *impl_;
   std::string sanitized;
-  if (ReplaceInvalidUtf8(text, &sanitized)) text = sanitized;
+  if (ReplaceInvalidUtf8(text, &sanitized)) {
+    text = sanitized;
+    plain = {};  // offsets into the caller's text no longer apply (callers validate UTF-8)
+  }
 
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
@@ -229,7 +252,7 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, const EncodeOption
   std::vector<AddedVocabulary::Segment> raw, normalized;
   std::vector<std::string_view> words;
   std::string buffer;
-  im.added.Split(text, /*raw=*/true, &raw);
+  im.added.Split(text, /*raw=*/true, &raw, plain);
   for (const auto& seg : raw) {
     if (seg.id >= 0) {
       ids.push_back(seg.id);
@@ -238,7 +261,13 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, const EncodeOption
     buffer.assign(seg.text);
     if (im.normalizer != nullptr) im.normalizer->Normalize(&buffer);
     normalized.clear();
-    im.added.Split(buffer, /*raw=*/false, &normalized);
+    // Normalizing moves offsets: a piece that holds plain text matches no special token at all.
+    const size_t at = static_cast<size_t>(seg.text.data() - text.data());
+    auto first = std::upper_bound(
+        plain.begin(), plain.end(), at,
+        [](size_t b, const std::pair<size_t, size_t>& r) { return b < r.second; });
+    const bool holds_plain = first != plain.end() && first->first < at + seg.text.size();
+    im.added.Split(buffer, /*raw=*/false, &normalized, {}, holds_plain);
     for (const auto& piece : normalized) {
       if (piece.id >= 0) {
         ids.push_back(piece.id);

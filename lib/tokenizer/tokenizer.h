@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -62,6 +63,14 @@ class Tokenizer {
   Tokenizer& operator=(const Tokenizer&) = delete;
 
   std::vector<int32_t> Encode(std::string_view text, const EncodeOptions& options = {}) const;
+  // `plain_ranges`: byte ranges [begin, end) of the text, sorted and disjoint, that are plain
+  // text: special tokens spelled inside them ("<|turn>" in a user's message) are tokenized as the
+  // characters they are, never as the control token (HF's split_special_tokens, for those ranges
+  // only). Text outside them tokenizes exactly as without; a text with no special token inside
+  // them gives the same ids. Ignored for text that is not valid UTF-8 (its byte offsets change
+  // when it is repaired).
+  std::vector<int32_t> Encode(std::string_view text, const EncodeOptions& options,
+                              absl::Span<const std::pair<size_t, size_t>> plain_ranges) const;
 
   // InvalidArgument for an id outside the vocabulary.
   absl::StatusOr<std::string> Decode(absl::Span<const int32_t> ids,
@@ -69,6 +78,11 @@ class Tokenizer {
 
   // One past the largest id of the model vocabulary and the added tokens.
   int32_t vocab_size() const { return vocab_size_; }
+  // The most bytes of input text one token can stand for: the longest token string (as stored:
+  // "▁the" is 6 bytes for 4 of input), times how much the normalizer can shorten text. A text
+  // longer than n times this cannot encode to n tokens or fewer (prompt caps). 0 when there is no
+  // such bound (a Strip normalizer, an added token with lstrip/rstrip).
+  int64_t max_token_bytes() const { return max_token_bytes_; }
   std::optional<int32_t> TokenToId(std::string_view token) const;
   // The token's string as stored in tokenizer.json ("▁the", "<0x0A>", "<bos>").
   absl::StatusOr<std::string_view> IdToToken(int32_t id) const;
@@ -95,6 +109,7 @@ class Tokenizer {
 
   std::unique_ptr<Impl> impl_;
   int32_t vocab_size_ = 0;
+  int64_t max_token_bytes_ = 1;
   int32_t bos_id_ = -1, eos_id_ = -1, pad_id_ = -1, unk_id_ = -1;
 };
 

@@ -20,6 +20,20 @@ contains "$tmp/help" "generate"; check "--help lists commands" $?
 check "unknown command is a usage error" $?
 "$gannet" generate --help > "$tmp/ghelp"; contains "$tmp/ghelp" "--max-tokens"; check "generate --help" $?
 
+# Output that cannot be written is a failure, not exit 0 (issue 56).
+if [ -w /dev/full ]; then
+  "$gannet" --help > /dev/full 2> "$tmp/full"; [ $? -ne 0 ] && contains "$tmp/full" "cannot write to standard output"
+  check "--help to a full device fails" $?
+  "$gannet" version > /dev/full 2> /dev/null; [ $? -ne 0 ]; check "version to a full device fails" $?
+  "$gannet" info "$tiny/e2b" > /dev/full 2> /dev/null; [ $? -ne 0 ]; check "info to a full device fails" $?
+fi
+GANNET_LOG_LEVEL=garbage "$gannet" version > /dev/null 2> "$tmp/level"; [ $? -eq 2 ] &&
+  contains "$tmp/level" "GANNET_LOG_LEVEL must be one of debug, info, warning, error, off"
+check "an unknown GANNET_LOG_LEVEL is named with the valid values" $?
+"$gannet" generate -m "$tiny/31b" -n 2 <&- > /dev/null 2> "$tmp/closed"; [ $? -eq 2 ] &&
+  contains "$tmp/closed" "standard input is closed"
+check "a closed stdin is not an empty prompt" $?
+
 "$gannet" info "$tiny/31b" > "$tmp/info"; check "info exits 0" $?
 contains "$tmp/info" "gemma4-31b" && contains "$tmp/info" "skipped:" && contains "$tmp/info" "KV per token"
 check "info describes the checkpoint" $?

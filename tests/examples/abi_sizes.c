@@ -59,6 +59,8 @@ int main(void) {
   FIELD(gannet_engine_config_t, kv_separate_k_eq_v);
   FIELD(gannet_engine_config_t, compute_dtype);
   FIELD(gannet_engine_config_t, startup_warmup);
+  FIELD(gannet_engine_config_t, max_undelivered_tokens);
+  FIELD(gannet_engine_config_t, max_undelivered_tokens_per_request);
 
   SIZE(gannet_tp_id_t);
   FIELD(gannet_tp_id_t, bytes);
@@ -125,6 +127,7 @@ int main(void) {
   FIELD(gannet_request_t, add_generation_prompt);
   FIELD(gannet_request_t, enable_thinking);
   FIELD(gannet_request_t, disable_speculation);
+  FIELD(gannet_request_t, split_special_tokens);
 
   SIZE(gannet_event_t);
   FIELD(gannet_event_t, struct_size);

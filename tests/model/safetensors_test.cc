@@ -113,12 +113,12 @@ TEST_F(SafetensorsTest, HeaderLengthPastEndOfFile) {
   ExpectError(WriteRaw("long.safetensors", "{}", "", 4096), "runs past the end");
 }
 
-// The 100 MB header limit (the file is sparse: 101 MB of holes), a shape whose element count
+// The header limit (the file is sparse: 101 MB of holes), a shape whose element count
 // overflows 64 bits, and metadata values that are not strings.
 TEST_F(SafetensorsTest, HeaderLimitShapeOverflowAndMetadataTypes) {
-  const std::string big = WriteRaw("big.safetensors", "{}", "", (100 << 20) + 1);
+  const std::string big = WriteRaw("big.safetensors", "{}", "", SafetensorsFile::kMaxHeaderBytes + 1);
   ASSERT_EQ(::truncate(big.c_str(), 101 << 20), 0);
-  ExpectError(big, "exceeds the 104857600 byte limit");
+  ExpectError(big, "is over the " + std::to_string(SafetensorsFile::kMaxHeaderBytes) + " byte limit");
   ExpectError(WriteRaw("ovf.safetensors",
                        R"({"w":{"dtype":"BF16","shape":[4294967296,4294967296],)"
                        R"("data_offsets":[0,2]}})",
@@ -126,6 +126,54 @@ TEST_F(SafetensorsTest, HeaderLimitShapeOverflowAndMetadataTypes) {
               "shape overflows");
   ExpectError(WriteRaw("meta.safetensors", R"({"__metadata__":{"format":1}})", ""),
               "__metadata__['format'] must be a string");
+}
+
+// A file that is not safetensors (here a symlinked /etc/passwd-like text): the message says so
+// without printing its first bytes read as a number ("header length 3475222254926655346" was
+// "root:x:0").
+TEST_F(SafetensorsTest, HeaderLengthErrorsDoNotEchoTheFile) {
+  const std::string path = dir_ + "/passwd.safetensors";
+  std::ofstream(path, std::ios::binary) << "root:x:0:0:root:/root:/bin/bash\n";
+  const std::string msg = ExpectError(path, "not a safetensors file");
+  EXPECT_EQ(msg.find("3475222254926655346"), std::string::npos) << msg;
+}
+
+// The weights are read into the process's memory: truncating or rewriting the file afterwards
+// changes nothing the process reads, and never raises SIGBUS (it did with the mmap, issue 56).
+TEST_F(SafetensorsTest, AFileChangedAfterReadingChangesNothing) {
+  const std::string path = dir_ + "/w.safetensors";
+  ASSERT_TRUE(WriteSafetensors(path, {{"a", DType::kF32, {1024}, std::string(4096, '\x11')},
+                                      {"b", DType::kBF16, {8}, std::string(16, '\x22')}})
+                  .ok());
+  auto f = SafetensorsFile::Open(path);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_TRUE(WriteSafetensors(path, {{"a", DType::kF32, {1024}, std::string(4096, '\x33')},
+                                      {"b", DType::kBF16, {8}, std::string(16, '\x44')}})
+                  .ok());  // rewritten in place, same size
+  const TensorInfo* a = (*f)->Find("a");
+  EXPECT_EQ((*f)->Data(*a)[4095], 0x11);
+  ASSERT_EQ(::truncate(path.c_str(), 0), 0);
+  uint64_t sum = 0;
+  for (uint64_t i = 0; i < a->nbytes(); ++i) sum += (*f)->Data(*a)[i];
+  EXPECT_EQ(sum, 0x11u * 4096);
+  EXPECT_EQ((*f)->Data(*(*f)->Find("b"))[15], 0x22);
+}
+
+// A file that shrinks between its header and its tensors being read is an error naming it.
+TEST_F(SafetensorsTest, AFileTruncatedBeforeItsTensorsAreReadIsAnError) {
+  const std::string path = dir_ + "/t.safetensors";
+  ASSERT_TRUE(WriteSafetensors(path, {{"a", DType::kF32, {1024}, std::string(4096, '\x11')}}).ok());
+  auto f = SafetensorsFile::Open(path, /*read_data=*/false);
+  ASSERT_TRUE(f.ok()) << f.status();
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  ASSERT_EQ(::truncate(path.c_str(), st.st_size - 100), 0);
+  absl::Status read = (*f)->ReadTensors({(*f)->Find("a")});
+  EXPECT_EQ(read.code(), absl::StatusCode::kDataLoss) << read;
+  EXPECT_NE(read.message().find("truncated or replaced while the weights loaded"),
+            std::string::npos)
+      << read;
+  EXPECT_NE(read.message().find(path), std::string::npos) << read;
 }
 
 TEST_F(SafetensorsTest, BadJson) {

@@ -9,6 +9,7 @@
 #include <new>
 
 #include "lib/backend/cpu/cpu_math.h"
+#include "lib/common/host_memory.h"
 #include "lib/common/status.h"
 #include "lib/model/synthetic.h"
 
@@ -47,23 +48,10 @@ std::string CpuBackend::DeviceName() const {
   return fmt::format("{} threads", pool_->num_threads());
 }
 
-int64_t CpuBackend::TotalMemoryBytes() const {
-  const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && size > 0 ? static_cast<int64_t>(pages) * size : 0;
-}
+int64_t CpuBackend::TotalMemoryBytes() const { return HostTotalMemoryBytes(); }
 
-int64_t CpuBackend::FreeMemoryBytes() const {
-  // MemAvailable counts reclaimable page cache (mmapped checkpoints) as available, as it is.
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (f == nullptr) return 0;
-  char line[256];
-  long long kib = 0;
-  while (std::fgets(line, sizeof(line), f) != nullptr) {
-    if (std::sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
-  }
-  std::fclose(f);
-  return static_cast<int64_t>(kib) * 1024;
-}
+// MemAvailable counts reclaimable page cache as available, as it is.
+int64_t CpuBackend::FreeMemoryBytes() const { return HostAvailableMemoryBytes(); }
 
 absl::StatusOr<Buffer> CpuBackend::Allocate(size_t bytes) {
   // 64-byte alignment keeps rows vector-friendly; zero-byte requests still get a valid pointer.

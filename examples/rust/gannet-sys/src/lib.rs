@@ -149,6 +149,10 @@ pub struct gannet_engine_config_t {
     /// layers' tuning and the decode graphs' recording happen at start, not in the first requests
     /// of each shape); 0 = the default (off); -1 = off.
     pub startup_warmup: i32,
+    /// Back-pressure: TOKEN events waiting to be polled, in all (0 = 262144) and per request
+    /// (0 = 4096); a token past either ends its request with RESOURCE_EXHAUSTED.
+    pub max_undelivered_tokens: i64,
+    pub max_undelivered_tokens_per_request: i32,
 }
 
 impl Default for gannet_engine_config_t {
@@ -185,6 +189,8 @@ impl Default for gannet_engine_config_t {
             kv_separate_k_eq_v: 0,
             compute_dtype: std::ptr::null(),
             startup_warmup: 0,
+            max_undelivered_tokens: 0,
+            max_undelivered_tokens_per_request: 0,
         }
     }
 }
@@ -293,6 +299,9 @@ pub struct gannet_request_t {
     pub enable_thinking: i32,
     /// 1 = decode without drafts (engines with a draft model).
     pub disable_speculation: i32,
+    /// 1 = chat message content is tokenized as plain text: a spelled control token ("<|turn>")
+    /// cannot open or close turns. 0 = the reference template's behaviour.
+    pub split_special_tokens: i64,
 }
 
 impl Default for gannet_request_t {
@@ -327,6 +336,7 @@ impl Default for gannet_request_t {
             add_generation_prompt: 0,
             enable_thinking: 0,
             disable_speculation: 0,
+            split_special_tokens: 0,
         }
     }
 }
@@ -612,7 +622,9 @@ const _: () = {
     assert!(offset_of!(gannet_engine_config_t, kv_separate_k_eq_v) == 168);
     assert!(offset_of!(gannet_engine_config_t, compute_dtype) == 176);
     assert!(offset_of!(gannet_engine_config_t, startup_warmup) == 184);
-    assert!(size_of::<gannet_engine_config_t>() == 192);
+    assert!(offset_of!(gannet_engine_config_t, max_undelivered_tokens) == 192);
+    assert!(offset_of!(gannet_engine_config_t, max_undelivered_tokens_per_request) == 200);
+    assert!(size_of::<gannet_engine_config_t>() == 208);
     assert!(size_of::<gannet_tp_id_t>() == 128);
 
     assert!(offset_of!(gannet_progress_t, stage) == 8);
@@ -640,7 +652,8 @@ const _: () = {
     assert!(offset_of!(gannet_request_t, deadline_ms) == 144);
     assert!(offset_of!(gannet_request_t, enable_thinking) == 156);
     assert!(offset_of!(gannet_request_t, disable_speculation) == 160);
-    assert!(size_of::<gannet_request_t>() == 168);
+    assert!(offset_of!(gannet_request_t, split_special_tokens) == 168);
+    assert!(size_of::<gannet_request_t>() == 176);
 
     assert!(offset_of!(gannet_event_t, r#type) == 4);
     assert!(offset_of!(gannet_event_t, request_id) == 8);

@@ -54,7 +54,8 @@ fn rust_layout() -> BTreeMap<String, (i64, i64)> {
             load_format, progress_callback, progress_user_data, draft_model_dir,
             num_speculative_tokens, max_prefill_tokens_while_decoding, tensor_parallel_size,
             num_device_ids, device_ids, tp_rank, tp_id, kv_cache_dtype, kv_separate_k_eq_v,
-            compute_dtype, startup_warmup,
+            compute_dtype, startup_warmup, max_undelivered_tokens,
+            max_undelivered_tokens_per_request,
         }
         gannet_tp_id_t { bytes }
         gannet_model_info_t {
@@ -72,7 +73,7 @@ fn rust_layout() -> BTreeMap<String, (i64, i64)> {
             presence_penalty, frequency_penalty, seed_mode, seed, stop_token_ids,
             num_stop_token_ids, ignore_default_stop_tokens, stop_strings, num_stop_strings,
             logprobs, priority, deadline_ms, add_generation_prompt, enable_thinking,
-            disable_speculation,
+            disable_speculation, split_special_tokens,
         }
         gannet_event_t {
             struct_size, r#type, request_id, token_id, num_top_logprobs, text, text_len, logprob,
