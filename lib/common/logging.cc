@@ -12,7 +12,8 @@ namespace {
 
 LogLevel LevelFromEnv() {
   const char* v = std::getenv("GANNET_LOG_LEVEL");
-  if (v == nullptr) return LogLevel::kInfo;
+  // Embedders get warnings and errors only unless they ask for more (issue 57).
+  if (v == nullptr) return LogLevel::kWarning;
   if (!std::strcmp(v, "debug")) return LogLevel::kDebug;
   if (!std::strcmp(v, "info")) return LogLevel::kInfo;
   if (!std::strcmp(v, "warning") || !std::strcmp(v, "warn")) return LogLevel::kWarning;

@@ -2,7 +2,7 @@
 //
 // The default sink writes "gannet [I] message" lines to stderr. The C ABI installs the host's log
 // callback through SetLogSink. The level comes from GANNET_LOG_LEVEL (debug, info, warning,
-// error, off; default info) unless SetLogLevel is called. Thread-safe: the sink is called under a
+// error, off; default warning: a library quiet for embedders) unless SetLogLevel is called. Thread-safe: the sink is called under a
 // mutex, so a sink never sees two messages at once.
 #pragma once
 
