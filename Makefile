@@ -1,5 +1,7 @@
 # Thin wrappers over CMake presets. The README's quick start is `make demo` and `make test`.
-#   make demo        install missing packages (as root), build, run the CLI on the trained tiny model
+#   make demo        install missing packages (as root), build the CLI for this machine only
+#                    (tools/demo_build.sh: no GPU, no CUDA code; a GPU, its arch), run it on the
+#                    trained tiny model
 #   make test        build and run the test suite (ctest)
 #   make sanitize    ASan+UBSan build of the engine/C-ABI tests and TSan on the concurrency tests
 #   make fuzz        build the libFuzzer targets (clang, ASan+UBSan) and run each FUZZ_SECONDS
@@ -7,14 +9,16 @@
 #   make dev         configure + build the sm_90-only developer preset
 #   make sm70        the Volta build: fetches Debian's CUDA 12.4 into .cuda12/ (CUDA 13 cannot
 #                    target sm_70; tools/sm70/install_cuda12.sh) and builds everything for sm_70
-# PRESET picks the CMake preset for demo/test (default: release, the full CUDA arch list when
+# PRESET picks the CMake preset for build/test (default: release, the full CUDA arch list when
 # nvcc is present; `make test PRESET=cpu` skips CUDA).
 
 PRESET ?= release
 JOBS ?= $(shell nproc)
 BUILD := build/$(PRESET)
 TINY := tests/data/tiny
-GANNET := $(BUILD)/examples/cli/gannet
+# Evaluated only by the demo (it asks nvidia-smi).
+DEMO_BUILD = $(shell tools/demo_build.sh --dir)
+GANNET = $(DEMO_BUILD)/examples/cli/gannet
 FUZZ_SECONDS ?= 60
 FUZZ_SEED ?=
 
@@ -33,18 +37,19 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+demo: deps
+	@tools/demo_build.sh $(JOBS)
 	@echo "== gannet info $(TINY)/trained   (a 3.6M-parameter Gemma-4 trained by tools/train_tiny on the KJV and WEB bibles)"
 	@$(GANNET) info $(TINY)/trained
 	@echo
 	@echo "== gannet generate (sampled, fixed seed)"
-	@$(GANNET) generate --backend cpu -m $(TINY)/trained -p "In the beginning God" -n 48 -t 0.8 --top-p 0.95 --seed 7
+	@$(GANNET) generate --backend cpu -m $(TINY)/trained -p "In the beginning God" -n 48 --temp 0.8 --top-p 0.95 --seed 7
 	@echo
 	@echo "== gannet generate --draft (greedy, speculative decoding with its trained MTP assistant)"
 	@$(GANNET) generate --backend cpu -m $(TINY)/trained --draft $(TINY)/trained-assistant -p "And Jesus said unto them," -n 48
 	@echo
 	@echo "== gannet chat (two turns, streamed; earlier turns come from the prefix cache)"
-	@printf 'The LORD is my shepherd.\nWho shall dwell in thy holy hill?\n' | $(GANNET) chat --backend cpu -m $(TINY)/trained -n 40 -t 0.7 --seed 3
+	@printf 'The LORD is my shepherd.\nWho shall dwell in thy holy hill?\n' | $(GANNET) chat --backend cpu -m $(TINY)/trained -n 40 --temp 0.7 --seed 3
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900

@@ -130,7 +130,9 @@ string(REPLACE ";" " " GANNET_PC_LIBS_PRIVATE "${_pc_libs}")
 file(RELATIVE_PATH GANNET_PC_TO_PREFIX "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
 string(REGEX REPLACE "/$" "" GANNET_PC_TO_PREFIX "${GANNET_PC_TO_PREFIX}")
 # gannet.pc is for the shared library, which carries its C++ dependencies inside: it requires
-# nothing, so a C program builds against it where abseil's and fmt's .pc files are absent.
+# nothing, so a C program builds against it where abseil's and fmt's .pc files are absent. Its
+# Libs carry the run path of the installed library, so a program linked through it (C, Go's cgo,
+# a Rust build script) starts without LD_LIBRARY_PATH or ldconfig wherever the prefix is.
 # gannet-static.pc names the archive itself (beside libgannet.so `-lgannet` would pick the shared
 # library) and requires what the archive needs: `cc app.c $(pkg-config --cflags --libs
 # gannet-static)`.
@@ -143,7 +145,7 @@ includedir=${prefix}/@CMAKE_INSTALL_INCLUDEDIR@
 Name: gannet
 Description: @PROJECT_DESCRIPTION@ (C ABI)
 Version: @PROJECT_VERSION@
-Libs: -L${libdir} -lgannet
+Libs: -L${libdir} -Wl,-rpath,${libdir} -lgannet
 Cflags: -I${includedir}
 ]=])
 file(WRITE ${PROJECT_BINARY_DIR}/gannet-static.pc.in [=[

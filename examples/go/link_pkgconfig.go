@@ -3,9 +3,10 @@
 package gannet
 
 // Linking, outside gannet's own build: pkg-config finds an installed gannet (gannet.pc gives
-// -I<prefix>/include and -L<prefix>/lib -lgannet); set PKG_CONFIG_PATH to <prefix>/lib/pkgconfig
-// for a prefix pkg-config does not search, and make libgannet.so findable at run time (ldconfig,
-// an rpath in CGO_LDFLAGS, or LD_LIBRARY_PATH).
+// -I<prefix>/include and -L<prefix>/lib -Wl,-rpath,<prefix>/lib -lgannet, so the program finds
+// libgannet.so at run time without LD_LIBRARY_PATH); set PKG_CONFIG_PATH to
+// <prefix>/lib/pkgconfig for a prefix pkg-config does not search. tests/install/install_test.sh
+// builds and runs ./cmd/generate this way.
 //
 // Inside the repository's CMake build (examples/go/CMakeLists.txt) the tag gannet_no_pkgconfig
 // selects link_in_tree.go instead: that build links the libgannet.so it just built, through

@@ -134,8 +134,12 @@ GANNET_API int32_t gannet_abi_version(void);
 /* Called from any gannet thread; messages never arrive concurrently. */
 typedef void (*gannet_log_fn)(void* user_data, int32_t level, const char* message);
 
-/* The initial minimum level comes from the environment variable GANNET_LOG_LEVEL (debug, info,
- * warning, error, off; default info); any other value is reported once on stderr and means info.
+/* The library logs to stderr ("gannet [W] ..."), warnings and errors only by default
+ * (GANNET_LOG_LEVEL_WARNING): creating an engine prints nothing when all is well. The environment
+ * variable GANNET_LOG_LEVEL (debug, info, warning, error or off), read when the library first
+ * logs, sets another default level; any other value is reported once on stderr and means warning;
+ * gannet_set_log_callback overrides both.
+ *
  * Process-wide: replaces the log sink (NULL restores stderr) and sets the minimum level. Call it
  * before creating engines; replacing the sink while engines log is safe, but the old user data
  * may still be used by a message in flight until this call returns. */
@@ -177,8 +181,9 @@ typedef struct gannet_engine_config {
   uint32_t struct_size;
   const char* model_dir;     /* HF checkpoint folder: config.json, safetensors, tokenizer.json;
                                 or "dummy:31b" (26b-a4b, e4b, e2b): real geometry, random weights */
-  const char* backend;       /* "cpu" or "cuda"; NULL = cuda if a GPU is usable, else cpu (said at
-                                warning level, and in the stats' backend_fallback) */
+  const char* backend;       /* "cpu" or "cuda"; NULL = cuda if a GPU is usable, else cpu (said in
+                                the stats' backend_fallback, and logged: at info level on a
+                                machine without an NVIDIA driver or GPU, else as a warning) */
   int32_t device_id;         /* CUDA device ordinal; one that does not exist is an error */
   int32_t max_running_seqs;  /* concurrent sequences; 0 = 64 per GPU of the tensor-parallel group
                                 (cpu: 16), lowered (with a warning) to what the memory holds with

@@ -94,6 +94,7 @@ absl::StatusOr<BackendChoice> CreateBackendUnprofiled(const BackendOptions& o) {
   }
   GANNET_RETURN_IF_ERROR(cpu_takes_it());
   c.fallback_reason = std::string(cuda.status().message());
+  c.no_gpu = absl::IsNotFound(cuda.status());
   c.backend = MakeCpu(o.num_threads);
   return c;
 #else

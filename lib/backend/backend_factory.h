@@ -32,6 +32,9 @@ struct BackendChoice {
   // Set when the kind was automatic, this build has CUDA, and the CPU was chosen: why CUDA was
   // not usable (no device, no driver, an architecture older than the build's).
   std::string fallback_reason;
+  // The fallback's reason is that the machine has no NVIDIA driver or no GPU: expected on a CPU
+  // machine, so said at info level (any other reason, a driver too old say, is a warning).
+  bool no_gpu = false;
 };
 
 // InvalidArgument for an unknown kind or a device ordinal that does not exist (never a silent

@@ -23,16 +23,17 @@ namespace {
 
 LogLevel LevelFromEnv() {
   const char* v = std::getenv("GANNET_LOG_LEVEL");
-  if (v == nullptr) return LogLevel::kInfo;
+  // Embedders get warnings and errors only unless they ask for more (issue 57).
+  if (v == nullptr) return LogLevel::kWarning;
   std::optional<LogLevel> level = ParseLogLevel(v);
   if (level.has_value()) return *level;
   // Said once, at the first log call or level query, on stderr (the sink may not be set yet). The
   // value is not echoed: it may be anything, control characters included.
   std::fprintf(stderr,
                "gannet [W] GANNET_LOG_LEVEL (%zu bytes) is not one of debug, info, warning, "
-               "error, off; using info\n",
+               "error, off; using warning\n",
                std::strlen(v));
-  return LogLevel::kInfo;
+  return LogLevel::kWarning;
 }
 
 struct LogState {

@@ -2,8 +2,8 @@
 //
 // The default sink writes "gannet [I] message" lines to stderr. The C ABI installs the host's log
 // callback through SetLogSink. The level comes from GANNET_LOG_LEVEL (debug, info, warning,
-// error, off; default info; any other value is said on stderr and means info) unless SetLogLevel
-// is called. Thread-safe: the sink is called under a
+// error, off; default warning: a library quiet for embedders; any other value is said on stderr
+// and means warning) unless SetLogLevel is called. Thread-safe: the sink is called under a
 // mutex, so a sink never sees two messages at once.
 #pragma once
 

@@ -89,19 +89,21 @@ int64_t KvBudgetFromFreeMemory(int64_t free_bytes) {
 }
 
 absl::Status CheckWeightsFit(int64_t weight_bytes, int64_t activation_bytes, int64_t free_bytes,
-                             int64_t total_bytes, const std::string& device) {
+                             int64_t total_bytes, const std::string& device, bool host) {
   const int64_t need = weight_bytes + activation_bytes + kGiB;  // + the smallest KV budget
   if (free_bytes <= 0 || need <= free_bytes) return absl::OkStatus();
-  // The CPU's weights are the checkpoint read into memory (safetensors.h); there is no other
-  // backend to suggest.
-  const bool cpu = device.rfind("the CPU", 0) == 0;
+  // What helps depends on where it runs: the CPU backend is no way out of the CPU's own memory.
+  const std::string_view what_to_do =
+      host ? "Use a machine with more memory, a smaller model, or fewer running sequences and "
+             "a smaller step (max_running_seqs, max_step_tokens: the activations)"
+           : "Use a device with more memory, split the model over several GPUs "
+             "(tensor_parallel_size), or the cpu backend";
   return ResourceExhaustedError(
       "engine: the model needs {} of {} memory before any KV cache (weights {}, activations "
       "{}, 1 GiB reserve) but {} has {} free of {}. {}",
-      FormatBytes(need), cpu ? "host" : "device", FormatBytes(weight_bytes),
+      FormatBytes(need), host ? "host" : "device", FormatBytes(weight_bytes),
       FormatBytes(activation_bytes), device, FormatBytes(free_bytes), FormatBytes(total_bytes),
-      cpu ? "Use a machine with more memory, or a smaller model"
-          : "Use a device with more memory, or the cpu backend");
+      what_to_do);
 }
 
 absl::StatusOr<KvSizing> SizeKvCache(const model::TextConfig& c, const EngineLimits& l,
@@ -123,13 +125,18 @@ absl::StatusOr<KvSizing> SizeKvCache(const model::TextConfig& c, const EngineLim
   req.user_budget = l.kv_memory_bytes > 0;
   if (po.budget_bytes <= 0) {
     if (memory.host) {
-      // Pages are zeroed lazily, so capacity nobody uses costs nothing.
-      const int64_t per_token = po.bytes_per_token[0] + po.bytes_per_token[1];
+      // What the limits can use at once: the sliding pool's worst case (every running
+      // sequence's window) and every running sequence at full length in the full pool. Pages
+      // are zeroed lazily, but a budget far past that only misleads: counting the sliding
+      // layers at full length, twice over, reserved 2 GiB for the 7 MB tiny model.
       const int64_t cap = std::max(kGiB, memory.host_total / 4);
-      po.budget_bytes = std::min<int64_t>(cap, 2 * static_cast<int64_t>(l.max_running_seqs) *
-                                                   l.max_model_len * per_token);
+      const int64_t full_seq_bytes = (l.max_model_len + l.page_size - 1) / l.page_size *
+                                     l.page_size * po.bytes_per_token[1];
+      po.budget_bytes = std::min<int64_t>(
+          cap, kv::KvMinimumBytes(po) + (l.max_running_seqs - 1) * full_seq_bytes);
       req.budget_origin = fmt::format(
-          "the CPU budget: the running sequences at full length twice, at most {}",
+          "the CPU budget: every running sequence at full length (sliding layers: their "
+          "window), at most {}",
           FormatBytes(cap));
     } else {
       po.budget_bytes = KvBudgetFromFreeMemory(memory.free_after_runner);

@@ -55,9 +55,10 @@ runner::RunnerOptions RunnerOptionsFor(const EngineLimits& limits);
 int64_t KvBudgetFromFreeMemory(int64_t free_bytes);
 
 // ResourceExhausted, before anything is loaded, when the weights and activations cannot fit in
-// the device's free memory (with the numbers and what to do).
+// the device's free memory (with the numbers and what to do, which differs for the host memory
+// of the CPU backend: `host`).
 absl::Status CheckWeightsFit(int64_t weight_bytes, int64_t activation_bytes, int64_t free_bytes,
-                             int64_t total_bytes, const std::string& device);
+                             int64_t total_bytes, const std::string& device, bool host);
 
 struct KvSizing {
   kv::KvLayout layout;
@@ -69,8 +70,9 @@ struct KvSizing {
 };
 
 // Where the KV cache will live. Device: the budget is what the weights and activations left,
-// less the workspace reserve. Host (the CPU backend, lazily zeroed pages): every running sequence
-// at full length twice over (the rest is prefix cache), at most max(1 GiB, a quarter of RAM).
+// less the workspace reserve. Host (the CPU backend, lazily zeroed pages): what the limits use at
+// once, every running sequence at full length (the sliding layers only their window; what
+// finished sequences leave is prefix cache), at most max(1 GiB, a quarter of RAM).
 struct KvMemory {
   bool host = false;
   int64_t free_after_runner = 0;  // device memory free once weights and activations are allocated

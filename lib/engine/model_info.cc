@@ -50,7 +50,7 @@ absl::StatusOr<ModelInfo> ReadModelInfo(const std::string& dir) {
   info.num_parameters = model::CountParameters(config);
   if (dummy) info.weight_bytes = 2 * info.num_parameters;
   info.model_type = config.model_type;
-  info.variant = std::string(model::VariantName(config.variant));
+  info.variant = model::ModelLabel(config);
   info.num_layers = c.num_hidden_layers;
   info.num_sliding_layers = c.NumLayersOfType(model::LayerType::kSliding);
   info.num_full_layers = c.NumLayersOfType(model::LayerType::kFull);

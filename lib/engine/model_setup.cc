@@ -159,7 +159,9 @@ absl::Status CreateBackend(const EngineConfig& cfg, LoadedEngineParts* p) {
         std::make_unique<backend::FaultInjectionBackend>(std::move(p->backend), fault_step);
   }
   p->backend_fallback = std::move(choice.fallback_reason);
-  if (!p->backend_fallback.empty()) {
+  if (choice.no_gpu) {
+    GANNET_LOG_INFO("engine: running on the CPU backend: {}", p->backend_fallback);
+  } else if (!p->backend_fallback.empty()) {
     GANNET_LOG_WARNING("engine: running on the CPU backend (much slower) because {}",
                        p->backend_fallback);
   }
@@ -236,11 +238,12 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
       cpu ? fmt::format("the CPU ({})", be.DeviceName())
           : fmt::format("{} device {} ({})", be.name(), be.device_id(), be.DeviceName());
   GANNET_RETURN_IF_ERROR(CheckWeightsFit(weight_bytes, activation_bytes, be.FreeMemoryBytes(),
-                                         be.TotalMemoryBytes(), device));
+                                         be.TotalMemoryBytes(), device, cpu));
   for (const auto& other : p->rank_backends) {
     GANNET_RETURN_IF_ERROR(CheckWeightsFit(
         weight_bytes, activation_bytes, other->FreeMemoryBytes(), other->TotalMemoryBytes(),
-        fmt::format("{} device {} ({})", other->name(), other->device_id(), other->DeviceName())));
+        fmt::format("{} device {} ({})", other->name(), other->device_id(), other->DeviceName()),
+        cpu));
   }
   if (world > 1) {
     device = fmt::format("{} ranks of tensor parallelism from {}", world, device);
@@ -342,7 +345,7 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   p->load_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   GANNET_LOG_INFO("engine: {} on {}: up to {} running sequences of {} tokens, KV {}, loaded in "
                   "{:.1f} s",
-                  model::VariantName(p->config.variant), device, p->max_running_seqs,
+                  model::ModelLabel(p->config), device, p->max_running_seqs,
                   p->max_model_len, FormatBytes(kv.layout.TotalBytes()), p->load_seconds);
   return p;
 }

@@ -10,6 +10,7 @@
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
 #include "lib/common/utf8.h"
+#include "lib/model/model_format.h"
 
 namespace gannet::model {
 namespace {
@@ -634,6 +635,14 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const Json& root, std::string_view 
   // A gemma4 config's own top-level list replaces text_config's: checked the same way.
   GANNET_RETURN_IF_ERROR(CheckEosIds(m.eos_token_ids, m.text.vocab_size, source, "eos_token_id"));
   m.variant = DetectVariant(m);
+  for (const char* key : {"quantization_config", "compression_config"}) {
+    const Json* q = root.Find(key);
+    if (q == nullptr || q->is_null() || !m.quantization_method.empty()) continue;
+    const Json* method = q->is_object() ? q->Find("quant_method") : nullptr;
+    m.quantization_method = method != nullptr && method->is_string() ? method->AsString()
+                            : std::string_view(key) == "compression_config" ? "compressed-tensors"
+                                                                            : "unknown";
+  }
   return m;
 }
 
@@ -649,6 +658,7 @@ absl::StatusOr<ModelConfig> ParseModelConfigText(std::string_view json_text,
 }
 
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
+  GANNET_RETURN_IF_ERROR(CheckModelPath(model_dir));
   std::string path = model_dir + "/config.json";
   GANNET_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, kMaxConfigJsonBytes, "config.json"));
   return ParseModelConfigText(text, path);

@@ -125,6 +125,11 @@ struct ModelConfig {
 
   // The end-of-generation ids: the wrapper's eos list if present, else the text config's.
   std::vector<int> eos_token_ids;
+
+  // quantization_config.quant_method ("compressed-tensors" for a compression_config, "unknown"
+  // when the object names none); "" without one. Quantized weights are refused when they are
+  // bound (model_format.h).
+  std::string quantization_method;
 };
 
 // What a config.json may hold, checked before anything is sized from it (a layer count of
@@ -145,6 +150,8 @@ inline constexpr int64_t kMaxEosIds = 64;
 absl::StatusOr<ModelConfig> ParseModelConfig(const Json& root, std::string_view source);
 absl::StatusOr<ModelConfig> ParseModelConfigText(std::string_view json_text,
                                                  std::string_view source);
+// Reads model_dir/config.json; a GGUF file or another file given as model_dir is an error that
+// names it (CheckModelPath, model_format.h).
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir);
 
 // bf16(sqrt(hidden)) as HF applies it to bf16 embedding weights (docs/gemma4-model.md §2.2).

@@ -1,6 +1,7 @@
 #include "lib/model/variants.h"
 
 #include "lib/common/status.h"
+#include "lib/model/weights.h"
 
 namespace gannet::model {
 namespace {
@@ -157,7 +158,34 @@ const Family kFamilies[] = {
      true, false, 256, 2048, 4, true},
 };
 
+// 3.6M, 31.3B: a parameter count as model names write it.
+std::string FormatCount(int64_t n) {
+  if (n >= 1'000'000'000) return fmt::format("{:.1f}B", static_cast<double>(n) / 1e9);
+  if (n >= 1'000'000) return fmt::format("{:.1f}M", static_cast<double>(n) / 1e6);
+  if (n >= 1'000) return fmt::format("{:.1f}K", static_cast<double>(n) / 1e3);
+  return fmt::format("{}", n);
+}
+
 }  // namespace
+
+std::string ModelLabel(const ModelConfig& m) {
+  const TextConfig& t = m.text;
+  if (m.kind == ModelKind::kTarget) {
+    for (const Family& f : kFamilies) {
+      if (t.hidden_size == f.real.hidden && t.num_hidden_layers == f.real.layers &&
+          t.intermediate_size == f.real.intermediate && t.vocab_size == f.real.vocab) {
+        return std::string(VariantName(m.variant));
+      }
+    }
+  } else {
+    return std::string(VariantName(m.variant));
+  }
+  std::string_view layout = VariantName(m.variant);  // "gemma4-31b (dense)" -> "dense"
+  layout = layout.substr(layout.find('(') + 1);
+  layout = layout.substr(0, layout.size() - 1);
+  return fmt::format("gemma4 custom ({} layers, hidden {}, {} parameters; {})",
+                     t.num_hidden_layers, t.hidden_size, FormatCount(CountParameters(m)), layout);
+}
 
 std::vector<std::string> KnownVariantNames() {
   std::vector<std::string> out;

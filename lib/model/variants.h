@@ -25,6 +25,13 @@ enum class VariantSize { kReal, kTiny };
 std::vector<std::string> KnownVariantNames();
 absl::StatusOr<Json> VariantConfig(std::string_view name, VariantSize size);
 
+// What to call a checkpoint in messages and `gannet info`: the family member's name
+// (VariantName) when its geometry is a released one (hidden size, layers, MLP width and
+// vocabulary of the real sizes above), else "gemma4 custom (4 layers, hidden 192, 3.6M
+// parameters; dense)". The Variant itself (chat template, drafter pairing) stays what the
+// config's features say.
+std::string ModelLabel(const ModelConfig& config);
+
 // "dummy:<variant>" (e.g. "dummy:31b") names a known variant at real size with synthetic weights
 // and no files: the engine's benchmark models.
 inline constexpr std::string_view kDummyModelPrefix = "dummy:";

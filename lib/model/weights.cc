@@ -7,6 +7,8 @@
 #include "fmt/ranges.h"
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
+#include "lib/model/model_format.h"
+#include "lib/model/variants.h"
 
 namespace gannet::model {
 
@@ -154,6 +156,8 @@ bool IsIgnorableExtraTensor(const ModelConfig& m, std::string_view name) {
 }
 
 absl::StatusOr<ModelWeights> BindWeights(const ModelConfig& m, const Checkpoint& ckpt) {
+  // A quantized checkpoint would otherwise fail on its first missing bf16 tensor.
+  GANNET_RETURN_IF_ERROR(CheckWeightFormat(m, ckpt));
   ModelWeights w;
   w.layers.resize(m.text.num_hidden_layers);
   for (int l = 0; l < m.text.num_hidden_layers; ++l) w.layers[l].index = l;
@@ -194,7 +198,7 @@ absl::StatusOr<ModelWeights> BindWeights(const ModelConfig& m, const Checkpoint&
       continue;
     }
     return InvalidArgumentError("{}: unexpected tensor '{}' (not part of a {} with this config)",
-                                ckpt.dir(), name, VariantName(m.variant));
+                                ckpt.dir(), name, ModelLabel(m));
   }
   return w;
 }

@@ -9,6 +9,7 @@
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
 #include "lib/common/units.h"
+#include "lib/model/variants.h"
 #include "lib/runner/device_weights.h"
 #include "lib/runner/graph_cache.h"
 #include "lib/runner/layer_blocks.h"
@@ -543,7 +544,7 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
   GANNET_RETURN_IF_ERROR(impl->meta.Init(backend, config, o));
   GANNET_RETURN_IF_ERROR(impl->AllocateActivations());
   GANNET_LOG_INFO("runner: {} on {}: weights {}, activations for {} tokens and {} sequences",
-                  model::VariantName(config.variant), backend->name(),
+                  model::ModelLabel(config), backend->name(),
                   FormatBytes(static_cast<int64_t>(impl->w.bytes)), o.max_tokens, o.max_seqs);
   return std::unique_ptr<ModelRunner>(new ModelRunner(std::move(impl)));
 }

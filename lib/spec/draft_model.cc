@@ -40,7 +40,7 @@ absl::StatusOr<DraftModel> LoadDraftModel(const std::string& dir, bool dummy_wei
   absl::Status fit = CheckDrafterPair(d.config, target);
   if (!fit.ok()) {
     return InvalidArgumentError("engine: the draft model {} cannot draft for {} ({}): {}", dir,
-                                target_dir, model::VariantName(target.variant), fit.message());
+                                target_dir, model::ModelLabel(target), fit.message());
   }
   if (dummy_variant || dummy_weights) {
     d.weights = model::SyntheticWeights(d.config, model::kDummyWeightSeed);

@@ -35,7 +35,7 @@ check "an unknown GANNET_LOG_LEVEL is named with the valid values" $?
 check "a closed stdin is not an empty prompt" $?
 
 "$gannet" info "$tiny/31b" > "$tmp/info"; check "info exits 0" $?
-contains "$tmp/info" "gemma4-31b" && contains "$tmp/info" "skipped:" && contains "$tmp/info" "KV per token"
+contains "$tmp/info" "gemma4 custom (8 layers, hidden 48" && contains "$tmp/info" "; dense)" && contains "$tmp/info" "skipped:" && contains "$tmp/info" "KV per token"
 check "info describes the checkpoint" $?
 "$gannet" info dummy:31b > "$tmp/info_dummy"; check "info on a dummy model exits 0" $?
 contains "$tmp/info_dummy" "gemma4-31b" && contains "$tmp/info_dummy" "30.70 B" &&

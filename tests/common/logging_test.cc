@@ -28,10 +28,10 @@ TEST(LoggingTest, AnUnknownLevelIsSaidOnStderr) {
       {
         ::setenv("GANNET_LOG_LEVEL", "garbage\x1b[31m", 1);
         GANNET_LOG_ERROR("first message");
-        std::exit(GetLogLevel() == LogLevel::kInfo ? 0 : 1);
+        std::exit(GetLogLevel() == LogLevel::kWarning ? 0 : 1);
       },
       ::testing::ExitedWithCode(0),
-      "GANNET_LOG_LEVEL \\(.* bytes\\) is not one of debug, info, warning, error, off; using info");
+      "GANNET_LOG_LEVEL \\(.* bytes\\) is not one of debug, info, warning, error, off; using warning");
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "lib/model/tp_shard.h"
 #include "lib/model/variants.h"
 #include "lib/model/weights.h"
+#include "lib/runner/kv_storage.h"
 
 namespace gannet::engine {
 namespace {
@@ -87,7 +88,7 @@ Replay ReplayCuda(const model::ModelConfig& config, int64_t total, const EngineC
                                          : model::CountParameters(config));
   const int64_t activations = runner::ActivationBytes(shard, ro, runner::ActivationTypes{});
   const int64_t free_before = total - kContextBytes;
-  r.weights_fit = CheckWeightsFit(weights, activations, free_before, total, "test device");
+  r.weights_fit = CheckWeightsFit(weights, activations, free_before, total, "test device", false);
   r.sizing = absl::UnknownError("not sized");
   if (r.weights_fit.ok()) {
     KvMemory m;
@@ -372,12 +373,12 @@ TEST(KvSizingTest, Fp8KvCacheHoldsAboutTwiceTheTokens) {
   }
 }
 
-TEST(KvSizingTest, HostBudgetCoversTheRunningSequencesTwiceUpToAQuarterOfRam) {
+TEST(KvSizingTest, HostBudgetCoversTheRunningSequencesUpToAQuarterOfRam) {
   KvMemory host;
   host.host = true;
   host.host_total = 24 * kGiB;
-  // E2B in fp32 on the CPU: 16 sequences x 32768 tokens x 2 x 36 KiB would be 36 GiB: capped at
-  // a quarter of 24 GiB; 16 sequences fit.
+  // E2B in fp32 on the CPU: 16 sequences x 32768 tokens x 12 KiB of full layers is 6 GiB, plus
+  // the sliding windows: capped at a quarter of 24 GiB; 16 sequences fit.
   const model::ModelConfig e2b = Dummy("e2b");
   auto l = ResolveLimits(EngineConfig(), e2b.text, true, 1);
   ASSERT_TRUE(l.ok());
@@ -398,6 +399,47 @@ TEST(KvSizingTest, HostBudgetCoversTheRunningSequencesTwiceUpToAQuarterOfRam) {
   const absl::Status none = SizeKvCache(b31.text, *l, host, 4).status();
   EXPECT_EQ(none.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(none.message().find("the CPU budget"), std::string::npos) << none;
+}
+
+// The tiny 31B-shaped model on the CPU (window 16, context 32768): the budget holds the 16
+// running sequences at full length in the full layers and only their windows in the sliding
+// ones. Counting every layer at full length twice over reserved 2 GiB for the 7 MB demo model.
+TEST(KvSizingTest, HostBudgetCountsSlidingLayersByTheirWindow) {
+  auto json = model::VariantConfig("31b", model::VariantSize::kTiny);
+  ASSERT_TRUE(json.ok()) << json.status();
+  auto tiny = model::ParseModelConfig(*json, "tiny 31b");
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  KvMemory host;
+  host.host = true;
+  host.host_total = 64 * kGiB;
+  auto l = ResolveLimits(EngineConfig(), tiny->text, true, 1);
+  ASSERT_TRUE(l.ok()) << l.status();
+  auto s = SizeKvCache(tiny->text, *l, host, 4);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->max_running_seqs, 16);
+  EXPECT_EQ(s->max_model_len, l->max_model_len);
+  EXPECT_TRUE(s->warning.empty()) << s->warning;
+  const kv::PerGroup<int64_t> per_token =
+      kv::KvBytesPerToken(runner::KvLayersOf(tiny->text, true), 4, kv::KvQuant::kNone);
+  ASSERT_GT(per_token[0], 0);
+  ASSERT_GT(per_token[1], 0);
+  const int64_t all_at_full_length = 16 * s->max_model_len * (per_token[0] + per_token[1]);
+  EXPECT_LT(s->budget_bytes, all_at_full_length / 2) << s->budget_bytes;
+  // Every running sequence at full length fits the full pool.
+  EXPECT_GE(s->plan.group(kv::KvGroup::kFull).tokens, 16 * s->max_model_len);
+}
+
+TEST(KvSizingTest, OutOfMemoryHintFitsTheBackend) {
+  const absl::Status device =
+      CheckWeightsFit(80 * kGiB, kGiB, 40 * kGiB, 80 * kGiB, "cuda device 0 (H100)", false);
+  EXPECT_EQ(device.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(device.message().find("or the cpu backend"), std::string::npos) << device;
+  const absl::Status host =
+      CheckWeightsFit(80 * kGiB, kGiB, 40 * kGiB, 64 * kGiB, "the CPU (x86)", true);
+  EXPECT_EQ(host.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(host.message().find("cpu backend"), std::string::npos) << host;
+  EXPECT_NE(host.message().find("host memory"), std::string::npos) << host;
+  EXPECT_NE(host.message().find("more memory"), std::string::npos) << host;
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs gannet into a temporary prefix and checks the layout, the exported symbols and the
-# archive, then builds examples/c/minimal.c against the installed tree four ways (pkg-config and
-# find_package(gannet), each with the shared and the static library) and runs each program on a
-# tiny model: all must print what the installed CLI prints.
+# archive, then follows the README's recipes against the installed tree: examples/c/minimal.c
+# four ways (pkg-config and find_package(gannet), each with the shared and the static library),
+# the Go example through `#cgo pkg-config: gannet`, and a Rust crate of a user's own
+# (tests/install/rust_app) through pkg-config, and runs each program on a tiny model without
+# LD_LIBRARY_PATH: all must print what the installed CLI prints. A recipe whose toolchain is
+# missing (pkg-config, go, cargo) is skipped with a message.
 # usage: install_test.sh BUILD_DIR SOURCE_DIR
 set -uo pipefail
 build=$1 src=$2
@@ -43,11 +46,17 @@ check "libgannet.a bundles the engine, tokenizer and backends" $?
 check "the installed CLI runs" $?
 [ -s "$tmp/expected" ] || { echo "FAIL the CLI printed nothing"; failures=$((failures + 1)); }
 
-run() {  # run NAME BINARY: it must print what the CLI printed
-  "$2" "$tiny" "$prompt" 16 > "$tmp/$1.out" 2> "$tmp/$1.err" && cmp -s "$tmp/expected" "$tmp/$1.out"
+# The programs must start as a user starts them: no LD_LIBRARY_PATH, the run path comes from the
+# installed pkg-config and CMake files.
+unset LD_LIBRARY_PATH
+run() {  # run NAME BINARY [ARGS...]: it must print what the CLI printed
+  local name=$1 binary=$2
+  shift 2
+  [ $# -gt 0 ] || set -- "$tiny" "$prompt" 16
+  "$binary" "$@" > "$tmp/$name.out" 2> "$tmp/$name.err" && cmp -s "$tmp/expected" "$tmp/$name.out"
   local rc=$?
-  [ $rc -eq 0 ] || { cat "$tmp/$1.err"; diff "$tmp/expected" "$tmp/$1.out" | head -5; }
-  check "$1 prints what the CLI prints" $rc
+  [ $rc -eq 0 ] || { cat "$tmp/$name.err"; diff "$tmp/expected" "$tmp/$name.out" | head -5; }
+  check "$name prints what the CLI prints" $rc
 }
 needs_libgannet() { readelf -d "$1" | grep -q 'NEEDED.*libgannet'; }
 
@@ -61,8 +70,9 @@ if command -v pkg-config > /dev/null; then
     ! grep -q -- '-labsl\|-lfmt' "$pc_dir/gannet.pc"
   check "gannet.pc requires nothing" $?
   # shellcheck disable=SC2046  # pkg-config output is a list of flags
+  # The README's line as written: gannet.pc carries the run path, so no -Wl,-rpath here.
   $cc -std=c99 -Wall -Wextra -pedantic -Werror "$minimal" -o "$tmp/pc_shared" \
-    $(pkg-config --cflags --libs gannet) -Wl,-rpath,"$libdir"
+    $(pkg-config --cflags --libs gannet)
   check "pkg-config gannet: build" $?
   needs_libgannet "$tmp/pc_shared"; check "pkg-config gannet: links libgannet.so" $?
   run pc_shared "$tmp/pc_shared"
@@ -72,8 +82,65 @@ if command -v pkg-config > /dev/null; then
   check "pkg-config gannet-static: build" $?
   ! needs_libgannet "$tmp/pc_static"; check "pkg-config gannet-static: no libgannet.so needed" $?
   run pc_static "$tmp/pc_static"
+  # Every library the archive uses must be named by gannet-static.pc (NCCL in CUDA builds).
+  if nm "$libdir/libgannet.a" 2> /dev/null | grep -q ' U ncclCommInitRank$'; then
+    pkg-config --libs gannet-static | grep -q -- '-lnccl'
+    check "gannet-static.pc links NCCL, which libgannet.a uses" $?
+  fi
+
+  if command -v go > /dev/null; then
+    # examples/go as a user builds it: the default build tags take `#cgo pkg-config: gannet`.
+    # The Go build cache of the build tree is reused (it is keyed by content, so it cannot
+    # hand back a program linked against the build tree).
+    (cd "$src/examples/go" && env GOCACHE="$build/examples/go/gocache" GOPATH="$tmp/gopath" \
+       GOFLAGS= GOPROXY=off GOTOOLCHAIN=local GO111MODULE=on CGO_ENABLED=1 \
+       go build -o "$tmp/go_generate" ./cmd/generate) > "$tmp/go.log" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || cat "$tmp/go.log"
+    check "go build through pkg-config gannet" $rc
+    needs_libgannet "$tmp/go_generate"; check "the Go program links libgannet.so" $?
+    run go_pkgconfig "$tmp/go_generate" -m "$tiny" --chat -p "$prompt" -n 16
+  else
+    echo "skip the Go recipe: go is not installed"
+  fi
+
+  cargo=$(command -v cargo || echo "${CARGO_HOME:-$HOME/.cargo}/bin/cargo")
+  if [ -x "$cargo" ]; then
+    # A crate of a user's own, depending on the `gannet` crate; gannet-sys finds the installed
+    # library through pkg-config (GANNET_LIB_DIR unset, no build tree searched: a copy of the
+    # crates outside the repository).
+    mkdir -p "$tmp/rust"
+    cp -r "$src/examples/rust" "$tmp/rust/examples-rust"
+    rm -rf "$tmp/rust/examples-rust/target"
+    mkdir -p "$tmp/rust/app"
+    cp -r "$src/tests/install/rust_app/src" "$src/tests/install/rust_app/Cargo.lock" "$tmp/rust/app/"
+    sed 's|path = "../../../examples/rust/gannet"|path = "../examples-rust/gannet"|' \
+      "$src/tests/install/rust_app/Cargo.toml" > "$tmp/rust/app/Cargo.toml"
+    (cd "$tmp/rust/app" && env -u GANNET_LIB_DIR CARGO_TARGET_DIR="$tmp/rust/target" \
+       "$cargo" build --offline --locked --quiet) > "$tmp/cargo.log" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || cat "$tmp/cargo.log"
+    check "cargo build of a crate of one's own through pkg-config gannet" $rc
+    # `cargo run` starts it as is; a binary started directly needs the run path, which the
+    # crate's README gives through RUSTFLAGS (link arguments of a dependency do not reach it).
+    (cd "$tmp/rust/app" && env -u GANNET_LIB_DIR CARGO_TARGET_DIR="$tmp/rust/target" \
+       "$cargo" run --offline --locked --quiet -- "$tiny" "$prompt" 16) > "$tmp/rust_run.out" \
+       2> "$tmp/rust_run.err" && cmp -s "$tmp/expected" "$tmp/rust_run.out"
+    rc=$?
+    [ $rc -eq 0 ] || { cat "$tmp/rust_run.err"; diff "$tmp/expected" "$tmp/rust_run.out" | head -5; }
+    check "cargo run of a crate of one's own prints what the CLI prints" $rc
+    (cd "$tmp/rust/app" && env -u GANNET_LIB_DIR CARGO_TARGET_DIR="$tmp/rust/target-rpath" \
+       RUSTFLAGS="-C link-arg=-Wl,-rpath,$(pkg-config --variable=libdir gannet)" \
+       "$cargo" build --offline --locked --quiet) > "$tmp/cargo_rpath.log" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || cat "$tmp/cargo_rpath.log"
+    check "cargo build with the README's RUSTFLAGS run path" $rc
+    run rust_pkgconfig "$tmp/rust/target-rpath/debug/gannet-install-app"
+  else
+    echo "skip the Rust recipe: cargo is not installed"
+  fi
 else
-  echo "skip the pkg-config builds: pkg-config is not installed"
+  echo "skip the pkg-config builds (C, Go, Rust): pkg-config is not installed"
 fi
 
 cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -G Ninja -DCMAKE_BUILD_TYPE=Release \

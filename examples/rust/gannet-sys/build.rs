@@ -5,7 +5,10 @@
 //!
 //! The folder is passed on to dependent crates as `DEP_GANNET_LIB_DIR` (the `links` key), so a
 //! crate with binaries can add it to their run path. This crate's own tests get it as their run
-//! path.
+//! path. Link arguments do not reach the binaries of other crates, so the library is also linked
+//! through links to it under OUT_DIR: cargo puts link folders inside its target folder on the
+//! loader's path of `cargo run` and `cargo test`, so those start the binaries of any crate that
+//! depends on this one without LD_LIBRARY_PATH.
 
 use std::env;
 use std::path::PathBuf;
@@ -53,6 +56,22 @@ fn from_build_tree() -> Option<PathBuf> {
     best.map(|(_, dir)| dir)
 }
 
+/// OUT_DIR/lib with a symbolic link to every `libgannet.so*` of `dir` (the file the linker reads
+/// and the soname the loader looks for).
+fn link_folder(dir: &std::path::Path) -> PathBuf {
+    let links = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("lib");
+    let _ = std::fs::remove_dir_all(&links);
+    std::fs::create_dir_all(&links).expect("cannot create OUT_DIR/lib");
+    for entry in std::fs::read_dir(dir).expect("cannot list the library folder").flatten() {
+        let name = entry.file_name();
+        if name.to_string_lossy().starts_with(LIB_FILE) {
+            std::os::unix::fs::symlink(entry.path(), links.join(&name))
+                .expect("cannot link the library into OUT_DIR/lib");
+        }
+    }
+    links
+}
+
 fn main() {
     println!("cargo:rerun-if-env-changed=GANNET_LIB_DIR");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
@@ -69,7 +88,7 @@ fn main() {
             )
         });
     let dir = dir.canonicalize().unwrap_or(dir);
-    println!("cargo:rustc-link-search=native={}", dir.display());
+    println!("cargo:rustc-link-search=native={}", link_folder(&dir).display());
     println!("cargo:rustc-link-lib=dylib=gannet");
     // This crate's own tests call into the library: give them the run path (dependents get
     // the folder through DEP_GANNET_LIB_DIR and choose their own).

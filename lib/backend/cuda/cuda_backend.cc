@@ -87,10 +87,24 @@ absl::Status CudaBackend::Init(int device, std::optional<DType> compute) {
   const cudaError_t counted = cudaGetDeviceCount(&count);
   if (counted != cudaSuccess || count == 0) {
     cudaGetLastError();
-    // No driver, an old driver, or no device: nothing to run on (the factory may fall back).
+    // Nothing to run on (the factory may fall back). A machine without an NVIDIA driver or GPU
+    // is NotFound: a CPU machine, nothing to warn about. A driver that cannot serve this build
+    // (too old, broken) is Unavailable, with the versions: that one deserves a warning.
+    int driver = 0;
+    if (cudaDriverGetVersion(&driver) == cudaSuccess && driver == 0) {
+      return absl::NotFoundError("no NVIDIA driver is installed, so no CUDA device");
+    }
+    if (counted == cudaErrorNoDevice || (counted == cudaSuccess && count == 0)) {
+      return absl::NotFoundError("no CUDA device (the NVIDIA driver reports none)");
+    }
+    int runtime = 0;
+    cudaRuntimeGetVersion(&runtime);
+    cudaGetLastError();
     return absl::UnavailableError(fmt::format(
-        "no usable CUDA device ({})",
-        counted != cudaSuccess ? cudaGetErrorString(counted) : "the driver reports 0 devices"));
+        "no usable CUDA device ({}; the NVIDIA driver supports CUDA {}.{}, this build needs "
+        "{}.{}: update the driver)",
+        cudaGetErrorString(counted), driver / 1000, driver % 1000 / 10, runtime / 1000,
+        runtime % 1000 / 10));
   }
   if (device < 0 || device >= count) {
     return InvalidArgumentError("cuda backend: device {} does not exist ({} device{})", device,

@@ -114,15 +114,37 @@ fn rust_layout() -> BTreeMap<String, (i64, i64)> {
     m
 }
 
+/// cargo runs a test in its package's folder (gannet-sys/), while a relative GANNET_ABI_SIZES is
+/// usually written from the workspace folder (examples/rust, where the README runs
+/// `cargo test`): a relative path is taken from this package's folder if it exists there, else
+/// from the workspace folder.
+fn abi_sizes_program(path: std::path::PathBuf) -> std::path::PathBuf {
+    if path.is_absolute() || path.exists() {
+        return path;
+    }
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let from_workspace = workspace.join(&path);
+    assert!(
+        from_workspace.exists(),
+        "GANNET_ABI_SIZES={} names no file (tried from {} and from {}); build the \
+         gannet_abi_sizes CMake target",
+        path.display(),
+        env!("CARGO_MANIFEST_DIR"),
+        workspace.display()
+    );
+    from_workspace
+}
+
 #[test]
 fn layout_matches_the_c_compiler() {
     let Some(program) = std::env::var_os("GANNET_ABI_SIZES") else {
         eprintln!("GANNET_ABI_SIZES is not set: nothing to compare against");
         return;
     };
+    let program = abi_sizes_program(std::path::PathBuf::from(program));
     let out = Command::new(&program)
         .output()
-        .expect("run the abi_sizes program");
+        .unwrap_or_else(|e| panic!("cannot run GANNET_ABI_SIZES={}: {e}", program.display()));
     assert!(out.status.success());
     let mut c = BTreeMap::new();
     for line in String::from_utf8(out.stdout).unwrap().lines() {

@@ -213,7 +213,12 @@ fn multi_process_tensor_parallel_arguments() {
 #[test]
 fn chat_text_stats_and_info() {
     let info = gannet::model_info(tiny("e4b")).unwrap();
-    assert!(info.variant().contains("e4b"), "{}", info.variant());
+    // A tiny checkpoint is no released model: its label says so, with its layout.
+    assert!(
+        info.variant().starts_with("gemma4 custom (") && info.variant().contains("ple"),
+        "{}",
+        info.variant()
+    );
     assert!(info.num_layers > 0);
 
     let mut stages = Vec::new();
