@@ -30,8 +30,9 @@ exists_from() {  # exists_from <naming file> <reference>
 while IFS= read -r hit; do
   file=${hit%%:*}; rest=${hit#*:}; line=${rest%%:*}; ref=${rest#*:}
   [[ $ref == *://* ]] && continue  # a URL, not a repository file
+  [[ $ref == *'$'* ]] && continue  # a path built from a variable ($src/README.md), not a name
   exists_from "$file" "$ref" || report "$file:$line: names $ref, which does not exist"
-done < <(git ls-files -z -- ':!:*.md' | xargs -0 grep -nIoE '[A-Za-z0-9_./:-]*[A-Za-z0-9_-]\.md\b' || true)
+done < <(git ls-files -z -- ':!:*.md' | xargs -0 grep -nIoE '[A-Za-z0-9_./:${}-]*[A-Za-z0-9_-]\.md\b' || true)
 
 # 3. Links and repository paths in Markdown files.
 while IFS= read -r hit; do
