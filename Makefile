@@ -38,13 +38,13 @@ demo: build
 	@$(GANNET) info $(TINY)/trained
 	@echo
 	@echo "== gannet generate (sampled, fixed seed)"
-	@$(GANNET) generate --backend cpu -m $(TINY)/trained -p "In the beginning God" -n 48 -t 0.8 --top-p 0.95 --seed 7
+	@$(GANNET) generate --backend cpu -m $(TINY)/trained -p "In the beginning God" -n 48 --temp 0.8 --top-p 0.95 --seed 7
 	@echo
 	@echo "== gannet generate --draft (greedy, speculative decoding with its trained MTP assistant)"
 	@$(GANNET) generate --backend cpu -m $(TINY)/trained --draft $(TINY)/trained-assistant -p "And Jesus said unto them," -n 48
 	@echo
 	@echo "== gannet chat (two turns, streamed; earlier turns come from the prefix cache)"
-	@printf 'The LORD is my shepherd.\nWho shall dwell in thy holy hill?\n' | $(GANNET) chat --backend cpu -m $(TINY)/trained -n 40 -t 0.7 --seed 3
+	@printf 'The LORD is my shepherd.\nWho shall dwell in thy holy hill?\n' | $(GANNET) chat --backend cpu -m $(TINY)/trained -n 40 --temp 0.7 --seed 3
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
