@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "examples/cli/commands.h"
+#include "examples/cli/json_output.h"
 #include "examples/cli/line_reader.h"
 #include "examples/cli/request_flags.h"
 #include "examples/cli/terminal.h"
@@ -34,7 +35,8 @@ const char kUsage[] =
     "error says how many. A message too long for the context alone is refused with the numbers.\n"
     "\n"
     "Thinking (--thinking): the model's reasoning is shown dimmed on standard error before the\n"
-    "answer and is not sent back in later turns (the chat template drops it).\n"
+    "answer and is not sent back in later turns (the chat template drops it). --json prints one\n"
+    "JSON object a line per answer instead (text, thinking, tokens, finish, token counts, timings).\n"
     "\n"
     "options:\n";
 
@@ -43,6 +45,7 @@ std::vector<FlagSpec> Flags() {
   return {
       {"system", 0, true, false, "TEXT", "system message", {"system-prompt"}, {"sys"}},
       {"thinking", 0, false, false, "", "enable thinking mode"},
+      {"json", 0, false, false, "", "one JSON object a line per answer (as generate --json), no prompt"},
       {"quiet", 'q', false, false, "", "no engine summary and no statistics after each answer"},
       {"help", 'h', false, false, "", "this help"},
   };
@@ -118,7 +121,8 @@ int ChatCommand(int argc, char** argv) {
   gannet_engine_t* engine = OpenEngine("chat", eo);
   if (engine == nullptr) return 1;
   const bool interactive = ::isatty(STDIN_FILENO) && StdoutIsTerminal();
-  LineReader reader(interactive, "> ", "... ");
+  const bool json = args.Has("json");
+  LineReader reader(interactive, json ? "" : "> ", json ? "" : "... ");
   if (interactive) {
     // The CLI's own text: raw (WriteOut escapes control bytes, which are meant for model text).
     WriteRaw("gannet chat (" + eo.model_dir +
@@ -198,9 +202,9 @@ int ChatCommand(int argc, char** argv) {
     req.messages = messages.data();
     req.num_messages = messages.size();
     req.enable_thinking = thinking;
-    RunResult r = RunRequest(engine, req, /*stream=*/true);
+    RunResult r = RunRequest(engine, req, /*stream=*/!json);
     if (r.thinking_shown && r.text.empty()) std::fputc('\n', stderr);
-    WriteOut("\n");
+    WriteOut(json ? RequestJson(r, -1, false) + "\n" : "\n");
     if (r.output_failed || !FlushOut()) break;
     if (r.status != GANNET_OK) {
       std::fprintf(stderr, "gannet chat: %s: %s\n", gannet_status_string(r.status), r.error.c_str());

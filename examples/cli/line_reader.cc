@@ -31,12 +31,9 @@ struct LineReader::Editor {
   }
 };
 
-bool HaveLineEditing() { return true; }
-
 #else
 
 struct LineReader::Editor {};
-bool HaveLineEditing() { return false; }
 
 #endif
 

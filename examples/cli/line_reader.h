@@ -42,9 +42,6 @@ class LineReader {
   std::unique_ptr<Editor> editor_;
 };
 
-// Whether this build has line editing (libedit).
-bool HaveLineEditing();
-
 // Whether more input is already waiting on the terminal on stdin within `wait_ms`: what a paste
 // leaves after its first line. False when stdin is not a terminal.
 bool TerminalInputPending(int wait_ms);

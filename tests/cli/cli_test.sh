@@ -284,6 +284,9 @@ PY
   "$gannet" tokenize -m "$trained" -p "Hello world" --pieces --json > "$tmp/tok.json"
   python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); assert o["ids"][0] == 2 and len(o["ids"]) == len(o["pieces"]) and "".join(o["pieces"][1:]) == "Hello world", o' "$tmp/tok.json"
   check "tokenize --pieces --json" $?
+  printf 'Hello there\nHow are you\n' | "$gannet" chat -m "$trained" --backend cpu -n 4 --ignore-eos --json -q > "$tmp/chat.json"
+  python3 -c 'import json,sys; ls=open(sys.argv[1]).read().splitlines(); os=[json.loads(l) for l in ls]; assert len(os) == 2 and all(o["generated_tokens"] == 4 for o in os) and os[1]["cached_prompt_tokens"] > 0, ls' "$tmp/chat.json"
+  check "chat --json: one object a line per answer" $?
 else
   echo "skip JSON checks: python3 not found"
 fi
