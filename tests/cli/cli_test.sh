@@ -231,8 +231,9 @@ fi
 
 # llama.cpp habits mean what they mean there (issue 57): -t threads, -s seed, -sys system prompt.
 trained="$tiny/trained"
-"$gannet" generate -m "$trained" --backend cpu -p hi -n 2 -t 2 > /dev/null 2> "$tmp/t2"
-[ $? -eq 0 ] && contains "$tmp/t2" "2 threads"; check "-t 2 is two CPU threads, as in llama.cpp" $?
+threads=$(( $(nproc) + 1 ))  # not the default (all cores)
+"$gannet" generate -m "$trained" --backend cpu -p hi -n 2 -t $threads > /dev/null 2> "$tmp/t2"
+[ $? -eq 0 ] && contains "$tmp/t2" "cpu $threads threads"; check "-t N is N CPU threads, as in llama.cpp" $?
 seeded() { "$gannet" generate -m "$trained" --backend cpu -p "Hello" -n 12 --ignore-eos --temp 1.5 --ids -q "$@" | tail -n 1; }
 a=$(seeded -s 42); b=$(seeded --seed 42)
 [ -n "$a" ] && [ "$a" = "$b" ]; check "-s 42 is the seed, as in llama.cpp" $?
