@@ -392,11 +392,11 @@ GANNET_API gannet_status_t gannet_engine_cancel(gannet_engine_t* engine, uint64_
 
 /* Thinking. Gemma-4 writes its reasoning as `<|channel>thought\n ... <channel|>` before the answer
  * (when the request sets enable_thinking; E2B/E4B may also do it unasked). The two markers are
- * special tokens: they arrive as TOKEN events with their token_id and empty text. The channel's
- * name line ("thought\n") is dropped, and the text between the markers arrives with thinking = 1;
- * everything else with thinking = 0. One event's text is never part thinking, part answer (text
- * held back for a stop string is released at a marker; stop strings apply to both and do not
- * span a marker). Thinking is not sent back to the model: the chat template drops it from earlier
+ * special tokens: they arrive as TOKEN events with their token_id, never as text (a marker's
+ * event carries only text held back before it, flagged as the side the marker closes). The
+ * channel's name line ("thought\n") is dropped, and the text between the markers arrives with
+ * thinking = 1; everything else with thinking = 0. One event's text is never part thinking, part
+ * answer (stop strings apply to both and do not span a marker). Thinking is not sent back to the model: the chat template drops it from earlier
  * model turns, so a host keeps a turn's answer text as its content. */
 
 #define GANNET_EVENT_TOKEN 1  /* one generated token (token_id, text delta, logprobs) */
