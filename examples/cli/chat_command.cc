@@ -125,7 +125,7 @@ int ChatCommand(int argc, char** argv) {
   LineReader reader(interactive, json ? "" : "> ", json ? "" : "... ");
   if (interactive) {
     // The CLI's own text: raw (WriteOut escapes control bytes, which are meant for model text).
-    WriteRaw("gannet chat (" + eo.model_dir +
+    WriteRaw("gannet chat (" + EscapeControls(eo.model_dir) +
              "). /exit to quit, /reset to start over, Ctrl-C stops an answer; a line ending in \\ "
              "goes on.\n");
     if (!reader.editing()) {
