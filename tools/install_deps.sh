@@ -17,6 +17,20 @@ if ! have golang-go && [ "$(id -u)" -eq 0 ]; then
   apt-get install -y -qq golang-go > /tmp/gannet-apt-go.log 2>&1 ||
     echo "could not install golang-go (see /tmp/gannet-apt-go.log); the Go example tests will skip"
 fi
+# Optional: libedit-dev gives `gannet chat` line editing and history (BSD licence; the CLI alone
+# links it, never libgannet; without it chat reads plain lines), and tmux drives the chat test
+# through a real terminal (without it that test skips). Installed only as root, like golang-go.
+opt=()
+for p in libedit-dev pkg-config tmux; do have "$p" || opt+=("$p"); done
+if [ ${#opt[@]} -gt 0 ] && [ "$(id -u)" -eq 0 ]; then
+  echo "installing: ${opt[*]} (optional: chat line editing and its terminal test)"
+  export DEBIAN_FRONTEND=noninteractive
+  [ -n "$(find /var/lib/apt/lists -name '*Packages*' 2>/dev/null | head -1)" ] || apt-get update -qq || true
+  apt-get install -y -qq "${opt[@]}" > /tmp/gannet-apt-opt.log 2>&1 ||
+    echo "could not install ${opt[*]} (see /tmp/gannet-apt-opt.log); chat builds without line editing, its terminal test skips"
+elif [ ${#opt[@]} -gt 0 ]; then
+  echo "optional, for chat line editing and its terminal test: sudo apt-get install -y ${opt[*]}"
+fi
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -eq 0 ]; then
   echo "installing: ${need[*]}"

@@ -7,6 +7,25 @@
 #include <sstream>
 
 namespace gannet_cli {
+namespace {
+
+// llama.cpp's single-dash words that have no gannet equivalent of that spelling: what to write
+// instead, so a llama-cli habit gets an answer rather than a bare "unknown option".
+const char* LlamaCppHint(const std::string& word) {
+  static const std::map<std::string, const char*> kHints = {
+      {"ngl", "gannet keeps the whole model on the GPU; there are no layers to offload: drop -ngl"},
+      {"cnv", "for a conversation run `gannet chat`"},
+      {"ctk", "the KV cache type is --kv-cache-dtype bf16|fp8"},
+      {"ctv", "the KV cache type is --kv-cache-dtype bf16|fp8"},
+      {"dev", "the CUDA device is --device N (an ordinal: 0 for CUDA0)"},
+      {"fa", "attention is always fused in gannet: drop -fa"},
+      {"sysf", "pass the system prompt's text: --system \"$(cat FILE)\""},
+  };
+  auto it = kHints.find(word);
+  return it == kHints.end() ? nullptr : it->second;
+}
+
+}  // namespace
 
 bool ParseInt64(const std::string& s, int64_t min, int64_t max, int64_t* out) {
   size_t i = s.size() > 0 && s[0] == '-' ? 1 : 0;
@@ -37,6 +56,14 @@ bool Args::Parse(const std::vector<FlagSpec>& specs, int argc, char** argv, int 
     }
     return nullptr;
   };
+  auto find_dash_word = [&](const std::string& w) -> const FlagSpec* {
+    for (const auto& s : specs) {
+      for (const auto& d : s.dash_words) {
+        if (d == w) return &s;
+      }
+    }
+    return nullptr;
+  };
   for (int i = first; i < argc; ++i) {
     const std::string a = argv[i];
     const FlagSpec* spec = nullptr;
@@ -59,6 +86,8 @@ bool Args::Parse(const std::vector<FlagSpec>& specs, int argc, char** argv, int 
         error_ = "unknown option " + a;
         return false;
       }
+    } else if (a.size() > 2 && a[0] == '-' && a[1] != '-' && find_dash_word(a.substr(1))) {
+      spec = find_dash_word(a.substr(1));
     } else if (a.size() > 2 && a[0] == '-' && a[1] != '-') {
       const FlagSpec* s = find_short(a[1]);
       int64_t number = 0;
@@ -66,6 +95,8 @@ bool Args::Parse(const std::vector<FlagSpec>& specs, int argc, char** argv, int 
       if (s != nullptr && s->takes_value && ParseInt64(a.substr(2), INT64_MIN, INT64_MAX, &number)) {
         error_ += " (write the value as the next argument: -" + std::string(1, a[1]) + " " +
                   a.substr(2) + ")";
+      } else if (const char* hint = LlamaCppHint(a.substr(1))) {
+        error_ += std::string(" (") + hint + ")";
       } else {
         error_ += " (single-dash options are one letter; long options take two dashes)";
       }
@@ -187,8 +218,9 @@ std::string FormatFlags(const std::vector<FlagSpec>& specs) {
     if (s.takes_value) left += " " + s.value_name;
     out << left;
     out << std::string(left.size() < 30 ? 30 - left.size() : 1, ' ') << s.help;
-    if (!s.aliases.empty()) {
+    if (!s.aliases.empty() || !s.dash_words.empty()) {
       out << " (also";
+      for (const auto& d : s.dash_words) out << " -" << d;
       for (const auto& a : s.aliases) out << " --" << a;
       out << ")";
     }

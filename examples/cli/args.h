@@ -1,7 +1,9 @@
 // The gannet CLI's argument parser. It never guesses: `--flag value`, `--flag=value` and `-x value`
-// (one-letter flags, value as the next argument) are the only spellings; an unknown flag, a
-// single-dash word (`-ngl`, `-n5`), a repeated flag, a value that is not a number in range, and
-// any positional argument are errors that say what was wrong and what to write instead.
+// (one-letter flags, value as the next argument) are the only spellings, plus the few single-dash
+// words llama.cpp users type that mean the same here (`-sys`, `-md`: FlagSpec::dash_words); an
+// unknown flag, any other single-dash word (`-ngl`, `-n5`), a repeated flag, a value that is not
+// a number in range, and any positional argument are errors that say what was wrong and what to
+// write instead.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,7 @@ struct FlagSpec {
   std::string value_name; // "N"
   std::string help;
   std::vector<std::string> aliases = {};  // other long spellings ("temp" for "temperature")
+  std::vector<std::string> dash_words = {};  // single-dash spellings: "sys" for -sys
 };
 
 class Args {

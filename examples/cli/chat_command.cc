@@ -3,11 +3,16 @@
 // Ctrl-C stops the current answer and returns to the prompt; Ctrl-C at the prompt exits.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdio>
-#include <iostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "examples/cli/commands.h"
+#include "examples/cli/json_output.h"
+#include "examples/cli/line_reader.h"
 #include "examples/cli/request_flags.h"
 #include "examples/cli/terminal.h"
 
@@ -21,13 +26,26 @@ const char kUsage[] =
     "Commands: /reset (forget the conversation), /stats (engine statistics), /exit (or Ctrl-D).\n"
     "Ctrl-C stops an answer and returns to the prompt; Ctrl-C at the prompt exits.\n"
     "\n"
+    "Input: on a terminal, arrow keys edit the line and up/down recall earlier lines (libedit;\n"
+    "~/.editrc applies). A line ending in \\ continues on the next line, and a pasted block of\n"
+    "several lines is one message. Piped input is one message a line.\n"
+    "\n"
+    "Context: every turn sends the conversation so far. When it would not leave room for the\n"
+    "answer (-n tokens, at most half of -c), the oldest turns are dropped, and a note on standard\n"
+    "error says how many. A message too long for the context alone is refused with the numbers.\n"
+    "\n"
+    "Thinking (--thinking): the model's reasoning is shown dimmed on standard error before the\n"
+    "answer and is not sent back in later turns (the chat template drops it). --json prints one\n"
+    "JSON object a line per answer instead (text, thinking, tokens, finish, token counts, timings).\n"
+    "\n"
     "options:\n";
 
 // Past CommonFlags().
 std::vector<FlagSpec> Flags() {
   return {
-      {"system", 's', true, false, "TEXT", "system message"},
+      {"system", 0, true, false, "TEXT", "system message", {"system-prompt"}, {"sys"}},
       {"thinking", 0, false, false, "", "enable thinking mode"},
+      {"json", 0, false, false, "", "one JSON object a line per answer (as generate --json), no prompt"},
       {"quiet", 'q', false, false, "", "no engine summary and no statistics after each answer"},
       {"help", 'h', false, false, "", "this help"},
   };
@@ -48,6 +66,33 @@ void PrintEngineStats(gannet_engine_t* engine) {
                 static_cast<long long>(s.total_generated_tokens),
                 static_cast<long long>(s.num_steps), s.backend, s.device_name, s.load_seconds);
   WriteOut(line);
+}
+
+// The prompt tokens the conversation takes as the engine will render it; -1 when it cannot say.
+int64_t CountPromptTokens(const gannet_tokenizer_t* tok,
+                          const std::vector<gannet_chat_message_t>& messages, int32_t thinking) {
+  size_t len = 0;
+  if (gannet_apply_chat_template(tok, messages.data(), messages.size(), 1, thinking, nullptr, 0,
+                                 &len) != GANNET_OK) {
+    return -1;
+  }
+  std::string text(len + 1, '\0');
+  if (gannet_apply_chat_template(tok, messages.data(), messages.size(), 1, thinking, text.data(),
+                                 text.size(), &len) != GANNET_OK) {
+    return -1;
+  }
+  size_t n = 0;
+  if (gannet_tokenize(tok, text.data(), len, 0, nullptr, 0, &n) != GANNET_OK) return -1;
+  return static_cast<int64_t>(n);
+}
+
+std::vector<gannet_chat_message_t> Messages(
+    const std::vector<std::pair<std::string, std::string>>& turns) {
+  std::vector<gannet_chat_message_t> messages;
+  for (const auto& [role, content] : turns) {
+    messages.push_back({sizeof(gannet_chat_message_t), role.c_str(), content.c_str()});
+  }
+  return messages;
 }
 
 }  // namespace
@@ -76,20 +121,36 @@ int ChatCommand(int argc, char** argv) {
   gannet_engine_t* engine = OpenEngine("chat", eo);
   if (engine == nullptr) return 1;
   const bool interactive = ::isatty(STDIN_FILENO) && StdoutIsTerminal();
+  const bool json = args.Has("json");
+  LineReader reader(interactive, json ? "" : "> ", json ? "" : "... ");
   if (interactive) {
-    std::printf("gannet chat (%s). /exit to quit, /reset to start over, Ctrl-C stops an answer.\n",
-                eo.model_dir.c_str());
+    // The CLI's own text: raw (WriteOut escapes control bytes, which are meant for model text).
+    WriteRaw("gannet chat (" + EscapeControls(eo.model_dir) +
+             "). /exit to quit, /reset to start over, Ctrl-C stops an answer; a line ending in \\ "
+             "goes on.\n");
+    if (!reader.editing()) {
+      WriteRaw("(built without libedit: no arrow-key editing or history; install libedit-dev and "
+               "rebuild for them)\n");
+    }
   }
+  const gannet_tokenizer_t* tok = nullptr;
+  gannet_engine_tokenizer(engine, &tok);  // chat needs text, so the model has one
+  gannet_engine_stats_t es = GANNET_ENGINE_STATS_INIT;
+  gannet_engine_get_stats(engine, &es);
+  const int64_t context = es.max_model_len;
+  // Room kept for the answer: -n tokens (0: no limit), at most half the context.
+  const int64_t reserve = std::min<int64_t>(base.max_tokens > 0 ? base.max_tokens : context,
+                                            context / 2);
+  const int32_t thinking = args.Has("thinking") ? 1 : 0;
   const size_t system_turns = turns.size();
   std::string line;
   int status = 0;
   while (true) {
-    WriteOut(interactive ? "\033[1m> \033[0m" : "> ");
+    const LineRead got = reader.ReadMessage(&line);
     if (!FlushOut()) break;
-    const LineRead got = ReadLineBounded(std::cin, kMaxPromptBytes, &line);
     if (got == LineRead::kEnd) break;
     if (got == LineRead::kTooLong || line.find('\0') != std::string::npos) {
-      std::fprintf(stderr, "gannet chat: a line %s; the line was ignored\n",
+      std::fprintf(stderr, "gannet chat: a message %s; it was ignored\n",
                    got == LineRead::kTooLong
                        ? ("longer than " + std::to_string(kMaxPromptBytes) + " bytes").c_str()
                        : "with a NUL byte");
@@ -107,16 +168,43 @@ int ChatCommand(int argc, char** argv) {
     }
     if (line.empty()) continue;
     turns.push_back({"user", line});
-    std::vector<gannet_chat_message_t> messages;
-    for (const auto& [role, content] : turns) {
-      messages.push_back({sizeof(gannet_chat_message_t), role.c_str(), content.c_str()});
+    // Context policy: drop the oldest exchanges until the prompt leaves room for the answer.
+    int64_t prompt_tokens = CountPromptTokens(tok, Messages(turns), thinking);
+    size_t dropped = 0;
+    while (prompt_tokens >= 0 && prompt_tokens + reserve > context &&
+           turns.size() >= system_turns + 3) {
+      // The oldest user turn and the answer after it.
+      turns.erase(turns.begin() + static_cast<std::ptrdiff_t>(system_turns),
+                  turns.begin() + static_cast<std::ptrdiff_t>(system_turns) + 2);
+      dropped += 2;
+      prompt_tokens = CountPromptTokens(tok, Messages(turns), thinking);
     }
+    if (dropped > 0) {
+      std::fprintf(stderr,
+                   "(context: dropped the oldest %zu turns to fit: the prompt is now %lld tokens, "
+                   "leaving %lld of the %lld-token context (-c) for the answer)\n",
+                   dropped, static_cast<long long>(prompt_tokens),
+                   static_cast<long long>(context - prompt_tokens), static_cast<long long>(context));
+    }
+    if (prompt_tokens >= context) {
+      std::fprintf(stderr,
+                   "gannet chat: this message makes a prompt of %lld tokens%s, and the context "
+                   "holds %lld (-c): it was not sent. Shorten it, or start gannet chat with a "
+                   "larger -c.\n",
+                   static_cast<long long>(prompt_tokens),
+                   system_turns > 0 ? " with the system message" : "",
+                   static_cast<long long>(context));
+      turns.pop_back();
+      continue;
+    }
+    std::vector<gannet_chat_message_t> messages = Messages(turns);
     gannet_request_t req = base;
     req.messages = messages.data();
     req.num_messages = messages.size();
-    req.enable_thinking = args.Has("thinking") ? 1 : 0;
-    RunResult r = RunRequest(engine, req, /*stream=*/true);
-    WriteOut("\n");
+    req.enable_thinking = thinking;
+    RunResult r = RunRequest(engine, req, /*stream=*/!json);
+    if (r.thinking_shown && r.text.empty()) std::fputc('\n', stderr);
+    WriteOut(json ? RequestJson(r, -1, false) + "\n" : "\n");
     if (r.output_failed || !FlushOut()) break;
     if (r.status != GANNET_OK) {
       std::fprintf(stderr, "gannet chat: %s: %s\n", gannet_status_string(r.status), r.error.c_str());
@@ -126,7 +214,7 @@ int ChatCommand(int argc, char** argv) {
     if (r.finish == GANNET_FINISH_CANCELLED) {
       turns.pop_back();  // an interrupted answer is not part of the conversation
     } else {
-      turns.push_back({"assistant", r.text});
+      turns.push_back({"assistant", r.text});  // the answer alone: thinking is not sent back
     }
     if (!args.Has("quiet")) PrintStats(r, -1);
   }

@@ -8,5 +8,6 @@ int GenerateCommand(int argc, char** argv);
 int ChatCommand(int argc, char** argv);
 int InfoCommand(int argc, char** argv);
 int TpIdCommand(int argc, char** argv);
+int TokenizeCommand(int argc, char** argv);
 
 }  // namespace gannet_cli

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "examples/cli/commands.h"
+#include "examples/cli/json_output.h"
 #include "gannet/gannet.h"
 
 namespace gannet_cli {
@@ -35,17 +36,25 @@ std::string Count(int64_t n) {
 }  // namespace
 
 int InfoCommand(int argc, char** argv) {
-  if (argc != 3 || std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h") {
-    std::fprintf(argc == 3 ? stdout : stderr, "usage: gannet info MODEL_DIR\n\n"
-                 "Shows a checkpoint's variant, size, dtypes and KV cost without loading weights.\n");
+  // `gannet info DIR` or `gannet info DIR --json` (either order).
+  const bool json = argc == 4 && (std::string(argv[2]) == "--json" || std::string(argv[3]) == "--json");
+  if ((argc != 3 && !json) || std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h") {
+    std::fprintf(argc == 3 ? stdout : stderr, "usage: gannet info MODEL_DIR [--json]\n\n"
+                 "Shows a checkpoint's variant, size, dtypes and KV cost without loading weights.\n"
+                 "--json prints every field of gannet_model_info_t as one JSON object.\n");
     return argc == 3 ? 0 : 2;
   }
+  const char* model = json && std::string(argv[2]) == "--json" ? argv[3] : argv[2];
   gannet_model_info_t info = GANNET_MODEL_INFO_INIT;
-  if (gannet_model_info(argv[2], &info) != GANNET_OK) {
+  if (gannet_model_info(model, &info) != GANNET_OK) {
     std::fprintf(stderr, "gannet info: %s\n", gannet_last_error_message());
     return 1;
   }
-  std::printf("model:        %s\n", argv[2]);
+  if (json) {
+    const std::string out = ModelInfoJson(model, info) + "\n";
+    return std::fwrite(out.data(), 1, out.size(), stdout) == out.size() && std::fflush(stdout) == 0 ? 0 : 1;
+  }
+  std::printf("model:        %s\n", model);
   std::printf("variant:      %s (model_type %s)\n", info.variant, info.model_type);
   if (info.num_shards > 0) {
     std::printf("parameters:   %s (%s of %s weights in %d file%s)\n", Count(info.num_parameters).c_str(),

@@ -20,6 +20,7 @@ const char kHelp[] =
     "  generate   complete a prompt and stream the text     gannet generate -m DIR -p \"Hello\"\n"
     "  chat       interactive multi-turn chat                 gannet chat -m DIR\n"
     "  info       describe a checkpoint folder                gannet info DIR\n"
+    "  tokenize   print a text's token ids                    gannet tokenize -m DIR -p \"Hi\"\n"
     "  tp-id      print a new tensor-parallel group id (256 hex characters) for --tp-id\n"
     "  version    print the library version\n"
     "\n"
@@ -37,6 +38,7 @@ int Dispatch(int argc, char** argv) {
   if (cmd == "chat") return gannet_cli::ChatCommand(argc, argv);
   if (cmd == "info") return gannet_cli::InfoCommand(argc, argv);
   if (cmd == "tp-id") return gannet_cli::TpIdCommand(argc, argv);
+  if (cmd == "tokenize") return gannet_cli::TokenizeCommand(argc, argv);
   if (cmd == "version" || cmd == "--version") {
     std::printf("gannet %s\n", gannet_version());
     return 0;

@@ -1,6 +1,7 @@
 #include "examples/cli/session.h"
 
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -163,25 +164,35 @@ std::string Piece(const gannet_tokenizer_t* tok, int32_t id) {
   return "#" + std::to_string(id);
 }
 
-void PrintLogprobs(const gannet_tokenizer_t* tok, const gannet_event_t& e) {
-  std::string line = "logprobs: " + Piece(tok, e.token_id);
-  char num[32];
-  std::snprintf(num, sizeof(num), " %.4f |", e.logprob);
-  line += num;
-  for (int32_t i = 0; i < e.num_top_logprobs; ++i) {
-    std::snprintf(num, sizeof(num), " %.4f", e.top_logprobs[i]);
-    line += " " + Piece(tok, e.top_token_ids[i]) + num;
-  }
-  std::fprintf(stderr, "%s\n", line.c_str());
+}  // namespace
+
+void WriteThinking(const char* text, size_t n) {
+  static const bool tty = StderrIsTerminal();
+  FlushOut();  // keep the order when stdout and stderr are one terminal
+  const std::string shown = tty ? "\033[2m" + EscapeControls(std::string(text, n)) + "\033[0m"
+                                : std::string(text, n);
+  std::fwrite(shown.data(), 1, shown.size(), stderr);
 }
 
-}  // namespace
+void PrintLogprobs(gannet_engine_t* engine, const RunResult& r) {
+  const gannet_tokenizer_t* tok = nullptr;
+  gannet_engine_tokenizer(engine, &tok);  // ids only without one
+  for (const TokenLogprobs& t : r.logprobs) {
+    std::string line = "logprobs: " + Piece(tok, t.id);
+    char num[32];
+    std::snprintf(num, sizeof(num), " %.4f |", t.logprob);
+    line += num;
+    for (const auto& [id, lp] : t.top) {
+      std::snprintf(num, sizeof(num), " %.4f", lp);
+      line += " " + Piece(tok, id) + num;
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+}
 
 RunResult RunRequest(gannet_engine_t* engine, const gannet_request_t& request, bool stream) {
   RunResult r;
   using Clock = std::chrono::steady_clock;
-  const gannet_tokenizer_t* tok = nullptr;
-  if (request.logprobs > 0) gannet_engine_tokenizer(engine, &tok);  // ids only without one
   const auto start = Clock::now();
   uint64_t id = 0;
   gannet_status_t st = gannet_engine_submit(engine, &request, &id);
@@ -207,7 +218,15 @@ RunResult RunRequest(gannet_engine_t* engine, const gannet_request_t& request, b
     for (size_t i = 0; i < n; ++i) {
       const gannet_event_t& e = *events[i];
       if (e.request_id != id) continue;
-      if (e.text_len > 0) {
+      // Events of an older library end before `thinking`: answer text.
+      const bool thinking =
+          e.struct_size > offsetof(gannet_event_t, thinking) && e.thinking != 0;
+      if (e.text_len > 0 && thinking) {
+        if (stream && r.thinking.empty()) r.thinking_shown = true;
+        r.thinking.append(e.text, e.text_len);
+        if (stream) WriteThinking(e.text, e.text_len);
+      } else if (e.text_len > 0) {
+        if (stream && r.thinking_shown && r.text.empty()) WriteThinking("\n", 1);
         r.text.append(e.text, e.text_len);
         if (stream && !r.output_failed) {
           r.output_failed = !WriteOut(e.text, e.text_len) || !FlushOut();
@@ -218,7 +237,13 @@ RunResult RunRequest(gannet_engine_t* engine, const gannet_request_t& request, b
           r.ttft_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
         }
         r.tokens.push_back(e.token_id);
-        if (request.logprobs > 0) PrintLogprobs(tok, e);
+        if (request.logprobs > 0) {
+          TokenLogprobs t{e.token_id, e.logprob, {}};
+          for (int32_t k = 0; k < e.num_top_logprobs; ++k) {
+            t.top.emplace_back(e.top_token_ids[k], e.top_logprobs[k]);
+          }
+          r.logprobs.push_back(std::move(t));
+        }
       } else {
         r.finish = e.finish_reason;
         r.status = e.status;

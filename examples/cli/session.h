@@ -1,10 +1,11 @@
 // The CLI's use of the C ABI: the model check before loading, engine creation with a progress
-// bar (bytes, rate, time left), one request streamed to stdout (cancellable with Ctrl-C, logprobs
-// on stderr), and the statistics line.
+// bar (bytes, rate, time left), one request streamed to stdout (cancellable with Ctrl-C; thinking
+// apart from the answer; logprobs collected), and the statistics line.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gannet/gannet.h"
@@ -54,9 +55,19 @@ inline bool ServesRankZero(const EngineOptions& o) { return o.has_tp_id && o.tp_
 // code: 0 when the group ended normally, 1 (message printed) otherwise.
 int ServeRankZero(const std::string& command, const EngineOptions& options);
 
+// One generated token's logprobs (requests with logprobs > 0).
+struct TokenLogprobs {
+  int32_t id = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // most likely first
+};
+
 struct RunResult {
   std::vector<int32_t> tokens;
-  std::string text;
+  std::string text;      // the answer
+  std::string thinking;  // the model's thinking (gannet_event_t.thinking), apart from the answer
+  std::vector<TokenLogprobs> logprobs;
+  bool thinking_shown = false;  // streamed thinking (a newline on stderr sets the answer apart)
   int32_t finish = 0;
   gannet_status_t status = GANNET_OK;
   std::string error;
@@ -72,9 +83,17 @@ struct RunResult {
   }
 };
 
-// Submits and streams the text (to stdout when `stream`) until the request ends; Ctrl-C cancels
-// it. With `logprobs` > 0 each token's logprobs go to stderr.
+// Submits and runs the request until it ends; Ctrl-C cancels it. With `stream` the answer goes to
+// stdout as it comes and the thinking to stderr (dimmed on a terminal), so stdout holds only the
+// answer. Logprobs are collected in the result (PrintLogprobs shows them).
 RunResult RunRequest(gannet_engine_t* engine, const gannet_request_t& request, bool stream);
+
+// Thinking text on stderr: dimmed on a terminal (each piece closes its style, so a cancelled
+// thought never leaves the terminal dim; control bytes escaped), as it is otherwise.
+void WriteThinking(const char* text, size_t n);
+
+// "logprobs: 'piece' -0.1234 | 'top1' -0.1234 ..." on stderr, one line per token.
+void PrintLogprobs(gannet_engine_t* engine, const RunResult& r);
 
 std::string FinishName(int32_t finish);
 // "[12 prompt tokens (0 from the prefix cache), 64 generated, finish: length | load 1.2 s |

@@ -102,6 +102,16 @@ bool WriteOut(const char* data, size_t n) {
   return true;
 }
 
+bool WriteRaw(const std::string& s) {
+  if (g_out_errno != 0) return false;
+  errno = 0;
+  if (std::fwrite(s.data(), 1, s.size(), stdout) != s.size()) {
+    g_out_errno = errno != 0 ? errno : EIO;
+    return false;
+  }
+  return true;
+}
+
 bool FlushOut() {
   if (g_out_errno == 0) {
     errno = 0;

@@ -20,6 +20,9 @@ namespace gannet_cli {
 // Writes text to stdout (escaped on a terminal). False once any write has failed.
 bool WriteOut(const char* data, size_t n);
 inline bool WriteOut(const std::string& s) { return WriteOut(s.data(), s.size()); }
+// Writes the CLI's own bytes to stdout as they are (its prompt and styling escapes), never
+// escaped: only text from the model is. Shares WriteOut's error state.
+bool WriteRaw(const std::string& s);
 // Flushes stdout; false (and the reason in OutError) if it or any earlier write failed.
 bool FlushOut();
 std::string OutError();

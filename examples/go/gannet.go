@@ -445,6 +445,7 @@ type Event struct {
 	Type         EventType
 	TokenID      int32  // EventToken
 	Text         string // UTF-8 completed by this event; may be empty
+	Thinking     bool   // Text is the model's thinking (<|channel>thought ... <channel|>), not the answer
 	Logprob      float32
 	TopLogprobs  []TokenLogprob
 	FinishReason FinishReason // EventFinish, EventError
@@ -477,6 +478,10 @@ func eventFromC(e *C.gannet_event_t) Event {
 	}
 	if e.text != nil && e.text_len > 0 {
 		ev.Text = C.GoStringN(e.text, C.int(e.text_len))
+	}
+	// An event of a library older than the thinking field ends before it.
+	if uintptr(e.struct_size) > unsafe.Offsetof(e.thinking) {
+		ev.Thinking = e.thinking != 0
 	}
 	if n := int(e.num_top_logprobs); n > 0 && e.top_token_ids != nil && e.top_logprobs != nil {
 		ids := unsafe.Slice((*int32)(unsafe.Pointer(e.top_token_ids)), n)

@@ -445,6 +445,15 @@ GANNET_API gannet_status_t gannet_engine_cancel(gannet_engine_t* engine, uint64_
 
 /* ---- events ---------------------------------------------------------------------------- */
 
+/* Thinking. Gemma-4 writes its reasoning as `<|channel>thought\n ... <channel|>` before the answer
+ * (when the request sets enable_thinking; E2B/E4B may also do it unasked). The two markers are
+ * special tokens: they arrive as TOKEN events with their token_id, never as text (a marker's
+ * event carries only text held back before it, flagged as the side the marker closes). The
+ * channel's name line ("thought\n") is dropped, and the text between the markers arrives with
+ * thinking = 1; everything else with thinking = 0. One event's text is never part thinking, part
+ * answer (stop strings apply to both and do not span a marker). Thinking is not sent back to the model: the chat template drops it from earlier
+ * model turns, so a host keeps a turn's answer text as its content. */
+
 #define GANNET_EVENT_TOKEN 1  /* one generated token (token_id, text delta, logprobs) */
 #define GANNET_EVENT_FINISH 2 /* the request is done: finish_reason; no more events follow */
 #define GANNET_EVENT_ERROR 3  /* the request failed: status, message; no more events follow */
@@ -475,6 +484,10 @@ typedef struct gannet_event {
   int32_t num_cached_prompt_tokens; /* FINISH: prompt tokens served from the prefix cache */
   int32_t num_draft_tokens;          /* FINISH: drafts verified for this request (speculation) */
   int32_t num_accepted_draft_tokens; /* FINISH: of which accepted */
+  /* TOKEN/FINISH: 1 = `text` is the model's thinking, 0 = its answer (see "Thinking" above).
+   * Present when struct_size > offsetof(gannet_event_t, thinking): earlier 0.2 libraries hand out
+   * 96-byte events without it (read it as 0). */
+  int32_t thinking;
 } gannet_event_t;
 
 /* Waits up to timeout_ms (0 = don't wait, < 0 = forever) for events and hands out at most

@@ -238,6 +238,7 @@ gannet_status_t gannet_engine_poll(gannet_engine_t* engine, int32_t timeout_ms, 
       v.num_cached_prompt_tokens = e.num_cached_prompt_tokens;
       v.num_draft_tokens = e.num_draft_tokens;
       v.num_accepted_draft_tokens = e.num_accepted_draft_tokens;
+      v.thinking = e.thinking ? 1 : 0;
     }
     for (const gannet_event_t& v : engine->views) engine->pointers.push_back(&v);
     *events_out = engine->pointers.empty() ? nullptr : engine->pointers.data();

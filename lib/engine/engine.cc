@@ -185,7 +185,9 @@ void Engine::Impl::EmitRetired(std::vector<sched::Retired> retired) {
                  : q.finish == sched::FinishReason::kLength ? EventFinish::kLength
                                                             : EventFinish::kCancelled;
       if (t != texts.end() && q.finish != sched::FinishReason::kCancelled) {
-        e.text = t->second.Finish();
+        TextOutput::Delta tail = t->second.Finish();
+        e.text = std::move(tail.text);
+        e.thinking = tail.thinking;
       }
     }
     if (t != texts.end()) texts.erase(t);
@@ -394,6 +396,7 @@ void Engine::Impl::EmitToken(sched::Request* r, sampling::SampleResult sr) {
     auto delta = t->second.Push(sr.token, r->spec.StopsAt(r->num_output() + 1));
     if (delta.ok()) {
       e.text = std::move(delta->text);
+      e.thinking = delta->thinking;
       stop_string = delta->stop_hit;
     }
   }

@@ -139,6 +139,7 @@ struct Event {
   EventType type = EventType::kToken;
   int32_t token_id = -1;
   std::string text;
+  bool thinking = false;  // text is from the model's thought channel (TextOutput)
   float logprob = 0.0f;
   std::vector<int32_t> top_ids;
   std::vector<float> top_logprobs;

@@ -87,7 +87,7 @@ usage_error "a positional argument is an error" "unexpected argument 'extra'" ge
 usage_error "-p with --prompt-ids is an error" "not both" generate -m "$tiny/31b" -p hi --prompt-ids 2,3
 usage_error "-n 4294967297 is out of range" "[0, 2147483647]" generate -m "$tiny/31b" -p hi -n 4294967297
 usage_error "--prompt-ids 4294967298 is out of range" "--prompt-ids" generate -m "$tiny/31b" --prompt-ids 4294967298
-usage_error "--seed -1 is out of range" "--seed" generate -m "$tiny/31b" -p hi --seed -1
+usage_error "--seed -2 is out of range" "--seed" generate -m "$tiny/31b" -p hi --seed -2
 usage_error "--top-p 2 is out of range" "--top-p" generate -m "$tiny/31b" -p hi --top-p 2
 usage_error "--stop-id -3 is out of range" "--stop-id" generate -m "$tiny/31b" -p hi --stop-id -3
 usage_error "--backend gpu is not a backend" "cpu or cuda" generate -m "$tiny/31b" -p hi --backend gpu
@@ -234,12 +234,107 @@ if command -v script > /dev/null; then
   printf 'Hi!\n/exit\n' | script -qec "'$gannet' chat -m '$tiny/e2b' -n 8" /dev/null > "$tmp/pty" 2>&1
   check "chat under a pty exits 0" $?
   contains "$tmp/pty" "gannet chat (" && contains "$tmp/pty" "/exit to quit"; check "pty shows the interactive banner" $?
+  ! contains "$tmp/pty" '\x1b[1m' && ! contains "$tmp/pty" '\x1b[0m'
+  check "the chat prompt's style is not shown as escaped text" $?
   printf 'Tell me a story\n' | script -qec "'$gannet' generate -m '$tiny/31b' -n 4" /dev/null > "$tmp/pty_gen" 2>&1
   contains "$tmp/pty_gen" "TTFT"; check "generate under a pty" $?
   contains "$tmp/pty_gen" "loading weights"; check "a terminal shows load progress" $?
 else
   echo "skip pty checks: util-linux 'script' not found"
 fi
+
+# llama.cpp habits mean what they mean there (issue 57): -t threads, -s seed, -sys system prompt.
+trained="$tiny/trained"
+threads=$(( $(nproc) + 1 ))  # not the default (all cores)
+"$gannet" generate -m "$trained" --backend cpu -p hi -n 2 -t $threads > /dev/null 2> "$tmp/t2"
+[ $? -eq 0 ] && contains "$tmp/t2" "cpu $threads threads"; check "-t N is N CPU threads, as in llama.cpp" $?
+seeded() { "$gannet" generate -m "$trained" --backend cpu -p "Hello" -n 12 --ignore-eos --temp 1.5 --ids -q "$@" | tail -n 1; }
+a=$(seeded -s 42); b=$(seeded --seed 42)
+[ -n "$a" ] && [ "$a" = "$b" ]; check "-s 42 is the seed, as in llama.cpp" $?
+"$gannet" generate -m "$trained" --backend cpu -p hi -n 1 -s 42 > /dev/null 2> "$tmp/s42"
+plain=$("$gannet" generate -m "$trained" --backend cpu -p hi -n 1 2>&1 >/dev/null | grep -o '^\[[0-9]* prompt')
+[ -n "$plain" ] && [ "$(grep -o '^\[[0-9]* prompt' "$tmp/s42")" = "$plain" ]; check "-s 42 adds no system message" $?
+sys_a=$("$gannet" generate -m "$trained" --backend cpu -p hi -n 1 -sys "Be brief." 2>&1 >/dev/null | grep -o '^\[[0-9]* prompt')
+sys_b=$("$gannet" generate -m "$trained" --backend cpu -p hi -n 1 --system-prompt "Be brief." 2>&1 >/dev/null | grep -o '^\[[0-9]* prompt')
+[ -n "$sys_a" ] && [ "$sys_a" = "$sys_b" ] && [ "$sys_a" != "$plain" ]; check "-sys and --system-prompt are the system message" $?
+"$gannet" generate -m "$trained" --backend cpu -p hi -n -1 -c 24 --ignore-eos -q --ids > "$tmp/n_minus1" 2>&1
+[ $? -eq 0 ] && [ "$(tail -n 1 "$tmp/n_minus1" | wc -w)" -ge 10 ]; check "-n -1 generates until the context is full" $?
+"$gannet" generate -m "$trained" --backend cpu -p hi -n 2 --seed -1 -c 0 -q > /dev/null 2>&1
+check "--seed -1 (random) and -c 0 (the model's context) are accepted" $?
+usage_error "--draft N names --spec-tokens" "--spec-tokens" generate -m "$trained" -p hi --draft 8
+usage_error "-ngl says why it is not needed" "no layers to offload" generate -m "$trained" -p hi -ngl 99
+usage_error "-t is no longer the temperature" "--threads" generate -m "$trained" -p hi -t 0.7
+
+# -f/--file: the prompt from a file.
+printf 'The quick brown fox' > "$tmp/prompt.txt"
+"$gannet" generate -m "$trained" --backend cpu -f "$tmp/prompt.txt" -n 6 --ids -q > "$tmp/from_file"
+"$gannet" generate -m "$trained" --backend cpu -p 'The quick brown fox' -n 6 --ids -q > "$tmp/from_p"
+[ -s "$tmp/from_file" ] && cmp -s "$tmp/from_file" "$tmp/from_p"; check "-f FILE is the prompt" $?
+usage_error "-f with a missing file names it" "/nonexistent/prompt.txt" generate -m "$trained" -f /nonexistent/prompt.txt
+usage_error "-f with -p is an error" "not both" generate -m "$trained" -f "$tmp/prompt.txt" -p hi
+
+# Machine-readable output, read back by a JSON parser.
+if command -v python3 > /dev/null; then
+  "$gannet" generate -m "$trained" --backend cpu -p "Hello" -n 5 --ignore-eos --logprobs 2 --json > "$tmp/gen.json" 2> /dev/null
+  check "generate --json exits 0" $?
+  python3 - "$tmp/gen.json" "$tmp/from_p" << 'PY'
+import json, sys
+lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
+assert len(lines) == 1, lines
+o = json.loads(lines[0])
+assert len(o["tokens"]) == 5 and o["generated_tokens"] == 5, o
+assert o["finish"] == "length" and isinstance(o["text"], str) and o["thinking"] == "", o
+assert len(o["logprobs"]) == 5 and all(len(t["top"]) == 2 for t in o["logprobs"]), o
+assert [t["id"] for t in o["logprobs"]] == o["tokens"], o
+assert all(t["logprob"] <= 0 for t in o["logprobs"]), o
+assert o["prompt_tokens"] > 0 and o["ttft_ms"] >= 0 and "load_s" in o, o
+PY
+  check "generate --json: text, thinking, tokens, logprobs, stats" $?
+  "$gannet" generate -m "$trained" --backend cpu -p "Hello" -n 5 --ignore-eos -q > "$tmp/gen.txt"
+  python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); t=open(sys.argv[2]).read(); assert t == o["text"] + "\n", (t, o["text"])' "$tmp/gen.json" "$tmp/gen.txt"
+  check "--json's text is the streamed text" $?
+  "$gannet" info "$trained" --json > "$tmp/info.json"
+  python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); assert o["has_tokenizer"] is True and o["num_layers"] == 4 and o["vocab_size"] > 0 and o["model"].endswith("trained"), o' "$tmp/info.json"
+  check "info --json" $?
+  "$gannet" tokenize -m "$trained" -p "Hello world" --pieces --json > "$tmp/tok.json"
+  python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); assert o["ids"][0] == 2 and len(o["ids"]) == len(o["pieces"]) and "".join(o["pieces"][1:]) == "Hello world", o' "$tmp/tok.json"
+  check "tokenize --pieces --json" $?
+  printf 'Hello there\nHow are you\n' | "$gannet" chat -m "$trained" --backend cpu -n 4 --ignore-eos --json -q > "$tmp/chat.json"
+  python3 -c 'import json,sys; ls=open(sys.argv[1]).read().splitlines(); os=[json.loads(l) for l in ls]; assert len(os) == 2 and all(o["generated_tokens"] == 4 for o in os) and os[1]["cached_prompt_tokens"] > 0, ls' "$tmp/chat.json"
+  check "chat --json: one object a line per answer" $?
+else
+  echo "skip JSON checks: python3 not found"
+fi
+
+# tokenize: ids ready for --prompt-ids.
+ids=$("$gannet" tokenize -m "$trained" -p "Hello world")
+[[ "$ids" =~ ^2(,[0-9]+)+$ ]]; check "tokenize prints comma-separated ids, <bos> first" $?
+"$gannet" generate -m "$trained" --backend cpu --prompt-ids "$ids" -n 6 --ids -q > "$tmp/by_ids"
+"$gannet" generate -m "$trained" --backend cpu -p "Hello world" -n 6 --ids -q > "$tmp/by_text"
+cmp -s "$tmp/by_ids" "$tmp/by_text"; check "tokenize's ids are the prompt generate sees" $?
+nobos=$("$gannet" tokenize -m "$trained" -p "Hello world" --no-bos)
+[ "2,$nobos" = "$ids" ]; check "tokenize --no-bos" $?
+"$gannet" tokenize -m "$trained" -p "Hello" --pieces > "$tmp/pieces"
+[ "$(head -n 1 "$tmp/pieces")" = $'2\t<bos>' ]; check "tokenize --pieces: id, tab, piece" $?
+echo "Hello world" | "$gannet" tokenize -m "$trained" > /dev/null; check "tokenize reads stdin" $?
+
+# --logprobs on a terminal: after the reply, never interleaved with it.
+if command -v script > /dev/null; then
+  script -qec "'$gannet' generate -m '$trained' --backend cpu -p Hello -n 5 --ignore-eos --logprobs 1 -q" /dev/null < /dev/null > "$tmp/pty_lp" 2>&1
+  [ "$(grep -ac '^logprobs: ' "$tmp/pty_lp")" -eq 5 ]; check "--logprobs lines are whole lines on a terminal" $?
+fi
+
+# Chat context policy: -c 64 and four short turns all answer, the oldest turns dropped with a note.
+printf 'Hello there\nHow are you\nTell me more\nAnd then\n' |
+  "$gannet" chat -m "$trained" --backend cpu -c 64 -n 12 --ignore-eos > /dev/null 2> "$tmp/ctx_err"
+[ $? -eq 0 ] && [ "$(grep -c ', 12 generated' "$tmp/ctx_err")" -eq 4 ]; check "chat -c 64: four turns, each answered in full" $?
+contains "$tmp/ctx_err" "dropped the oldest 2 turns"; check "chat says when it drops the oldest turns" $?
+long=$(printf 'word %.0s' $(seq 1 80))
+printf '%s\nHello\n' "$long" | "$gannet" chat -m "$trained" --backend cpu -c 64 -n 8 > /dev/null 2> "$tmp/ctx_long"
+[ $? -eq 0 ] && contains "$tmp/ctx_long" "it was not sent" && contains "$tmp/ctx_long" "context holds 64" &&
+  [ "$(grep -c 'prompt tokens' "$tmp/ctx_long")" -eq 1 ]
+check "chat refuses a message longer than the context, with the numbers, and goes on" $?
+usage_error "chat -s is the seed, not the system message" "--seed" chat -m "$trained" -s hello
 
 if [ "$failures" -ne 0 ]; then echo "$failures CLI check(s) failed"; exit 1; fi
 echo "all CLI checks passed"

@@ -46,6 +46,35 @@ TEST(CliArgsTest, OnlyTheDocumentedSpellingsParse) {
   EXPECT_NE(e.find("takes no value"), std::string::npos) << e;
 }
 
+TEST(CliArgsTest, LlamaCppDashWordsParseOrSayWhatToWrite) {
+  const std::vector<FlagSpec> specs = {
+      {"system", 0, true, false, "TEXT", "", {"system-prompt"}, {"sys"}},
+      {"threads", 't', true, false, "N", ""},
+      {"seed", 's', true, false, "S", ""},
+  };
+  auto parse = [&](std::vector<std::string> words, Args* args) {
+    words.insert(words.begin(), {"gannet", "chat"});
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(w.data());
+    return args->Parse(specs, static_cast<int>(argv.size()), argv.data(), 2);
+  };
+  Args a;
+  ASSERT_TRUE(parse({"-sys", "Be brief.", "-t", "8", "-s", "42"}, &a)) << a.error();
+  EXPECT_EQ(a.Get("system"), "Be brief.");
+  EXPECT_EQ(a.GetInt("threads", 0, 1, 64), 8);
+  EXPECT_EQ(a.GetU64("seed", 0), 42u);
+  Args b;
+  ASSERT_TRUE(parse({"--system-prompt", "x"}, &b));
+  EXPECT_EQ(b.Get("system"), "x");
+  Args c;
+  EXPECT_FALSE(parse({"-ngl", "99"}, &c));
+  EXPECT_NE(c.error().find("no layers to offload"), std::string::npos) << c.error();
+  Args d;
+  EXPECT_FALSE(parse({"-syss", "x"}, &d));  // only the listed words
+  EXPECT_NE(d.error().find("unknown option -syss"), std::string::npos) << d.error();
+  EXPECT_NE(FormatFlags(specs).find("(also -sys --system-prompt)"), std::string::npos);
+}
+
 TEST(CliArgsTest, NumbersAreRangeChecked) {
   int64_t v = 0;
   EXPECT_TRUE(ParseInt64("42", 0, 100, &v));

@@ -148,6 +148,7 @@ int main(void) {
   FIELD(gannet_event_t, num_cached_prompt_tokens);
   FIELD(gannet_event_t, num_draft_tokens);
   FIELD(gannet_event_t, num_accepted_draft_tokens);
+  FIELD(gannet_event_t, thinking);
 
   SIZE(gannet_engine_stats_t);
   FIELD(gannet_engine_stats_t, struct_size);

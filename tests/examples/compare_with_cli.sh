@@ -62,7 +62,10 @@ case $kind in
   generate)
     same() { local name=$1 ids=$2; shift 2; compare "$name" "$ids" "$@" -- "$@"; }
     same "token ids, 31b" 12 -m "$tiny/31b" --prompt-ids 2,120,130,140 -n 12 --ids --ignore-eos
-    same "system + chat, e4b" 0 -m "$tiny/e4b" -s "Be brief." -p "Hello there, who are you?" -n 16 --ids
+    same "system + chat, e4b" 0 -m "$tiny/e4b" --system "Be brief." -p "Hello there, who are you?" -n 16 --ids
+    # llama.cpp's short flags: -s is the seed, -t the CPU threads.
+    same "sampled with -s, 2 threads, e4b" 10 -m "$tiny/e4b" --prompt-ids 2,120,130,140 -n 10 --ids \
+      --ignore-eos --temp 0.9 -s 77 -t 2
     same "text, e2b" 8 -m "$tiny/e2b" -p "The quick brown fox" -n 8 --ids --ignore-eos
     # Unseeded sampling is random (GANNET_SEED_RANDOM): a sampled case must fix the seed.
     same "sampled with --seed, e4b" 10 -m "$tiny/e4b" --prompt-ids 2,120,130,140 -n 10 --ids \

@@ -377,6 +377,9 @@ pub struct gannet_event_t {
     pub num_draft_tokens: i32,
     /// FINISH: of which accepted.
     pub num_accepted_draft_tokens: i32,
+    /// TOKEN/FINISH: 1 = `text` is the model's thinking, 0 = its answer. Present when
+    /// `struct_size` covers it (earlier 0.2 libraries hand out 96-byte events).
+    pub thinking: i32,
 }
 
 // ---- statistics --------------------------------------------------------------------------
@@ -670,7 +673,8 @@ const _: () = {
     assert!(offset_of!(gannet_event_t, num_cached_prompt_tokens) == 84);
     assert!(offset_of!(gannet_event_t, num_draft_tokens) == 88);
     assert!(offset_of!(gannet_event_t, num_accepted_draft_tokens) == 92);
-    assert!(size_of::<gannet_event_t>() == 96);
+    assert!(offset_of!(gannet_event_t, thinking) == 96);
+    assert!(size_of::<gannet_event_t>() == 104);
 
     assert!(offset_of!(gannet_model_info_t, num_parameters) == 136);
     assert!(offset_of!(gannet_model_info_t, kv_bytes_per_token_full) == 248);

@@ -79,7 +79,7 @@ fn rust_layout() -> BTreeMap<String, (i64, i64)> {
             struct_size, r#type, request_id, token_id, num_top_logprobs, text, text_len, logprob,
             finish_reason, top_token_ids, top_logprobs, status, num_prompt_tokens, message,
             num_generated_tokens, num_cached_prompt_tokens, num_draft_tokens,
-            num_accepted_draft_tokens,
+            num_accepted_draft_tokens, thinking,
         }
         gannet_engine_stats_t {
             struct_size, num_running, num_waiting, kv_pages_total, kv_pages_used,
@@ -213,7 +213,8 @@ fn pinned_offsets_of_layout_test() {
     assert_eq!(offset_of!(gannet_event_t, message), 72);
     assert_eq!(offset_of!(gannet_event_t, num_draft_tokens), 88);
     assert_eq!(offset_of!(gannet_event_t, num_accepted_draft_tokens), 92);
-    assert_eq!(size_of::<gannet_event_t>(), 96);
+    assert_eq!(offset_of!(gannet_event_t, thinking), 96);
+    assert_eq!(size_of::<gannet_event_t>(), 104);
     assert_eq!(size_of::<gannet_model_info_t>(), 256);
     assert_eq!(offset_of!(gannet_engine_stats_t, backend_fallback), 296);
     assert_eq!(

@@ -778,6 +778,9 @@ pub struct Event {
     /// UTF-8 text completed by this event (may be empty; text that could start a stop string is
     /// held back and arrives with a later event).
     pub text: String,
+    /// `text` is the model's thinking (its `<|channel>thought ... <channel|>` block), not the
+    /// answer.
+    pub thinking: bool,
     pub kind: EventKind,
 }
 
@@ -851,9 +854,13 @@ impl Event {
                 }
             }
         };
+        // An event of a library older than the `thinking` field ends before it.
+        let has_thinking =
+            e.struct_size as usize > std::mem::offset_of!(sys::gannet_event_t, thinking);
         Event {
             request_id: RequestId(e.request_id),
             text,
+            thinking: has_thinking && e.thinking != 0,
             kind,
         }
     }
@@ -1182,6 +1189,7 @@ impl Iterator for Stream<'_> {
                     return Some(Event {
                         request_id: self.id,
                         text: String::new(),
+                        thinking: false,
                         kind: EventKind::Error { error, usage },
                     });
                 }
