@@ -75,7 +75,11 @@ void Hub::PollLoop() {
   while (!stop_.load()) {
     const gannet_event_t* const* events = nullptr;
     size_t n = 0;
-    if (gannet_engine_poll(engine_, 50, 1024, &events, &n) != GANNET_OK) continue;
+    if (gannet_engine_poll(engine_, 50, 1024, &events, &n) != GANNET_OK) {
+      // Only a dead engine fails poll; don't spin on it (its requests end in ERROR events).
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
     const auto now = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < n; ++i) {

@@ -104,6 +104,14 @@ int Serve(int argc, char** argv) {
   if (start.engine.has_tp_id) {
     return gannet_cli::UsageError("serve", "--tp-id (one process per rank) is not served yet; use --tp N");
   }
+  // The generate flags that only make sense per request are refused, never silently ignored.
+  for (const char* f : {"min-tokens", "presence-penalty", "frequency-penalty", "seed", "stop",
+                        "stop-id", "ignore-eos", "no-spec"}) {
+    if (args.Has(f)) {
+      return gannet_cli::UsageError("serve", std::string("--") + f + " is a per-request setting "
+                                    "for the server: give it in the request body");
+    }
+  }
   const std::string host = args.Get("host").value_or("127.0.0.1");
   const int port = static_cast<int>(args.GetInt("port", 8080, 0, 65535));
   const int64_t max_body = args.GetBytes("max-body", 16 << 20);

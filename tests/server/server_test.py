@@ -481,13 +481,13 @@ class ServeTest(unittest.TestCase):
                 results[i] = (p, text)
             except Exception as e:  # noqa: BLE001 (reported below)
                 errors.append(repr(e))
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(32)]
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(64)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         self.assertEqual(errors, [])
-        self.assertEqual(len(results), 32)
+        self.assertEqual(len(results), 64)
         for p, text in results.values():
             self.assertEqual(text, alone[p])
 
@@ -517,7 +517,8 @@ class BusyTest(unittest.TestCase):
 
     def test_bad_command_lines(self):
         for args, word in [(["--port", "99999"], "--port"), (["--api-key", "a", "--api-key-file", "/x"], "not both"),
-                           (["--api-key-file", "/nonexistent"], "/nonexistent"), ([], "-m")]:
+                           (["--api-key-file", "/nonexistent"], "/nonexistent"), ([], "-m"),
+                           (["--seed", "1"], "per-request")]:
             model = [] if word == "-m" else ["-m", MODEL]
             p = subprocess.run([GANNET, "serve"] + model + args, capture_output=True, text=True,
                                timeout=30)
