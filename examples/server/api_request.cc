@@ -340,11 +340,9 @@ Result ParseApiRequest(Endpoint endpoint, const std::string& body) {
       if (!k->is_object()) {
         f.WrongType("chat_template_kwargs", "an object", *k);
       } else {
-        auto t = k->find("enable_thinking");
-        if (t != k->end() && !t->is_null() && !(t->is_boolean() && !t->get<bool>())) {
-          f.Fail("chat_template_kwargs", "enable_thinking: true is not supported yet (the reply "
-                                         "would carry the thinking in its content)");
-        }
+        Fields kf(*k);
+        kf.Bool("enable_thinking", &r.enable_thinking);
+        if (kf.error) f.Fail("chat_template_kwargs", kf.error->message);
       }
     }
     if (const json* t = f.Find("tools")) {
@@ -400,6 +398,7 @@ void FillEngineRequest(const ApiRequest& r, const SamplingDefaults& d, size_t pr
     out->messages = storage->messages.data();
     out->num_messages = storage->messages.size();
     out->add_generation_prompt = r.add_generation_prompt ? 1 : 2;
+    out->enable_thinking = r.enable_thinking ? 1 : 0;
   } else {
     const Prompt& p = r.prompts[prompt_index];
     if (p.is_ids) {

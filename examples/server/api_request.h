@@ -52,6 +52,7 @@ struct ApiRequest {
   int32_t top_logprobs = 0;
   bool echo = false;            // completions: the prompt before the completion
   bool add_generation_prompt = true;
+  bool enable_thinking = false;  // chat_template_kwargs.enable_thinking
   std::string user;
 };
 

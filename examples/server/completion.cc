@@ -75,6 +75,8 @@ struct Choice {
   uint64_t id = 0;
   size_t prompt_index = 0;
   std::string text;
+  std::string reasoning;   // chat: the thinking, split out of the reply
+  ThinkingSplitter splitter;
   int32_t finish = 0;
   bool done = false;
   bool announced = false;  // streaming: the role chunk went out
@@ -173,15 +175,25 @@ std::vector<json> Exchange::Apply(const OwnedEvent& e) {
   if (e.type == GANNET_EVENT_ERROR) {
     late_error = ErrorForStatus(e.status, e.message);
   }
-  c.text += e.text;
-  if (stream && (!e.text.empty() || !lp_delta.is_null())) {
+  std::string content = e.text, reasoning;
+  if (chat()) {
+    ThinkingSplitter::Delta d =
+        c.splitter.Feed(e.type == GANNET_EVENT_TOKEN ? e.token_id : -1, e.text);
+    if (e.type != GANNET_EVENT_TOKEN) d.reasoning += c.splitter.Finish().reasoning;
+    content = std::move(d.content);
+    reasoning = std::move(d.reasoning);
+    c.reasoning += reasoning;
+  }
+  c.text += content;
+  if (stream && (!content.empty() || !reasoning.empty() || !lp_delta.is_null())) {
     if (chat()) {
       json delta = json::object();
-      if (!e.text.empty()) delta["content"] = e.text;
+      if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
+      if (!content.empty()) delta["content"] = content;
       out.push_back(Chunk({{"index", index}, {"delta", delta}, {"logprobs", lp_delta},
                            {"finish_reason", nullptr}}));
     } else {
-      out.push_back(Chunk({{"index", index}, {"text", e.text}, {"logprobs", lp_delta},
+      out.push_back(Chunk({{"index", index}, {"text", content}, {"logprobs", lp_delta},
                            {"finish_reason", nullptr}}));
     }
   }
@@ -228,6 +240,7 @@ json Exchange::Final() const {
     json one = {{"index", i}, {"finish_reason", FinishName(c.finish)}};
     if (chat()) {
       one["message"] = {{"role", "assistant"}, {"content", c.text}};
+      if (!c.reasoning.empty()) one["message"]["reasoning_content"] = c.reasoning;
       one["logprobs"] = request.logprobs ? json{{"content", c.chat_logprobs}} : json(nullptr);
     } else {
       std::string text = c.text;
@@ -305,6 +318,7 @@ void HandleCompletion(Hub& hub, const ServerInfo& info, Endpoint endpoint,
       FillEngineRequest(r, info.defaults, p, c, &storage[k], &requests[k]);
       Choice choice;
       choice.prompt_index = p;
+      choice.splitter = ThinkingSplitter(info.channel_open_id, info.channel_close_id);
       ex->choices.push_back(choice);
     }
   }
@@ -347,6 +361,7 @@ void HandleCompletion(Hub& hub, const ServerInfo& info, Endpoint endpoint,
       return sink.write(s.data(), s.size());
     };
     while (ex->open > 0) {
+      if (!ex->hub->Ready()) return false;  // shutting down: end the stream now
       // Checked on every event too: a non-streaming answer writes nothing while tokens flow.
       if (std::chrono::steady_clock::now() - *last_write >= kKeepAlive) {
         return write(stream ? ": keep-alive\n\n" : " ");
@@ -356,7 +371,6 @@ void HandleCompletion(Hub& hub, const ServerInfo& info, Endpoint endpoint,
         e = std::move(ex->pending.front());
         ex->pending.pop_front();
       } else if (!ex->channel->Pop(kPopSlice, &e)) {
-        if (!ex->hub->Ready()) return false;
         continue;
       }
       std::string out;

@@ -10,6 +10,7 @@
 #include "examples/server/api_request.h"
 #include "examples/server/gen_config.h"
 #include "examples/server/hub.h"
+#include "examples/server/thinking.h"
 
 namespace gannet_server {
 
@@ -18,6 +19,8 @@ struct ServerInfo {
   SamplingDefaults defaults;                // generation_config.json, then command-line flags
   const gannet_tokenizer_t* tokenizer = nullptr;  // null for models without tokenizer.json
   int64_t created = 0;                      // unix time the server started
+  int32_t channel_open_id = -1;             // <|channel> and <channel|>: thinking (-1: none)
+  int32_t channel_close_id = -1;
 };
 
 void HandleCompletion(Hub& hub, const ServerInfo& info, Endpoint endpoint,

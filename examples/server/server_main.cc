@@ -156,6 +156,18 @@ int Serve(int argc, char** argv) {
     return 1;
   }
   info.tokenizer = tokenizer;
+  // Thinking is split from the answer by these two special tokens' ids.
+  auto special_id = [&](const char* piece) -> int32_t {
+    int32_t id = -1;
+    size_t n = 0;
+    if (tokenizer && gannet_tokenize(tokenizer, piece, std::strlen(piece), 0, &id, 1, &n) == GANNET_OK &&
+        n == 1) {
+      return id;
+    }
+    return -1;
+  };
+  info.channel_open_id = special_id("<|channel>");
+  info.channel_close_id = special_id("<channel|>");
 
   // SIGINT/SIGTERM end the server from a thread of their own (httplib's stop() is not
   // async-signal-safe); SIGPIPE from a vanished client must not kill the process.

@@ -67,12 +67,13 @@ void HandleTokenize(const ServerInfo& info, Hub& hub, const httplib::Request& re
     }
     size_t len = 0;
     const int32_t agp = r.add_generation_prompt ? 1 : 0;
+    const int32_t think = r.enable_thinking ? 1 : 0;
     gannet_status_t st = gannet_apply_chat_template(info.tokenizer, messages.data(),
-                                                    messages.size(), agp, 0, nullptr, 0, &len);
+                                                    messages.size(), agp, think, nullptr, 0, &len);
     if (st == GANNET_OK) {
       text.assign(len + 1, '\0');
-      st = gannet_apply_chat_template(info.tokenizer, messages.data(), messages.size(), agp, 0,
-                                      text.data(), text.size(), &len);
+      st = gannet_apply_chat_template(info.tokenizer, messages.data(), messages.size(), agp,
+                                      think, text.data(), text.size(), &len);
       text.resize(len);
     }
     if (st != GANNET_OK) return SendError(res, ErrorForStatus(st, gannet_last_error_message()));

@@ -1,6 +1,7 @@
 // The OpenAI request parser of gannet serve: what each field becomes in the engine's request,
 // and which bodies are refused with which field named.
 #include "examples/server/api_request.h"
+#include "examples/server/thinking.h"
 
 #include <gtest/gtest.h>
 
@@ -128,6 +129,62 @@ TEST(ApiRequestTest, RefusalsNameTheField) {
   EXPECT_EQ(Fail(Endpoint::kCompletion, R"({"prompt": "x", "suffix": "y"})").param, "suffix");
   EXPECT_EQ(Fail(Endpoint::kCompletion, std::string(100000, '[')).http_status, 400);
   EXPECT_EQ(Fail(Endpoint::kCompletion, "").http_status, 400);
+}
+
+// <|channel> = 100, <channel|> = 101 (the tiny vocabulary's ids).
+std::pair<std::string, std::string> Split(
+    const std::vector<std::pair<int32_t, std::string>>& events) {
+  ThinkingSplitter s(100, 101);
+  std::string reasoning, content;
+  for (const auto& [id, text] : events) {
+    ThinkingSplitter::Delta d = s.Feed(id, text);
+    reasoning += d.reasoning;
+    content += d.content;
+  }
+  ThinkingSplitter::Delta d = s.Finish();
+  reasoning += d.reasoning;
+  content += d.content;
+  return {reasoning, content};
+}
+
+TEST(ThinkingSplitterTest, ThoughtsGoToReasoningNeverToContent) {
+  using P = std::pair<std::string, std::string>;
+  EXPECT_EQ(Split({{5, "Hello"}, {6, " world"}}), P("", "Hello world"));
+  EXPECT_EQ(Split({{100, ""}, {7, "thought"}, {8, "\n"}, {9, "Let me"}, {10, " see."},
+                   {101, ""}, {11, "Answer"}}),
+            P("Let me see.", "Answer"));
+  // the header split across tokens, and in one token with the first words
+  EXPECT_EQ(Split({{100, ""}, {7, "tho"}, {7, "ught\nhm"}, {101, ""}, {11, "A"}}), P("hm", "A"));
+  // text a special token completes belongs before it (held-back text released late)
+  EXPECT_EQ(Split({{5, "Hi"}, {100, " there"}, {7, "thought\n"}, {9, "x"}, {101, "y"}}),
+            P("xy", "Hi there"));
+  // malformed: never closed, no header newline, a stray close: every character is kept
+  EXPECT_EQ(Split({{100, ""}, {7, "thought\n"}, {9, "forever"}}), P("forever", ""));
+  EXPECT_EQ(Split({{100, ""}, {7, "no newline"}}), P("no newline", ""));
+  EXPECT_EQ(Split({{100, ""}, {7, std::string(40, 'x')}, {9, "y"}}),
+            P(std::string(40, 'x') + "y", ""));
+  EXPECT_EQ(Split({{100, ""}, {7, "x"}, {101, ""}, {9, "y"}}), P("x", "y"));
+  EXPECT_EQ(Split({{101, ""}, {9, "y"}}), P("", "y"));
+  // a second channel after the answer is thinking again
+  EXPECT_EQ(Split({{100, ""}, {7, "thought\na"}, {101, ""}, {9, "b"}, {100, ""},
+                   {7, "thought\nc"}, {101, ""}, {9, "d"}}),
+            P("ac", "bd"));
+  // a vocabulary without the tokens splits nothing
+  ThinkingSplitter none;
+  EXPECT_EQ(none.Feed(100, "x").content, "x");
+}
+
+TEST(ApiRequestTest, EnableThinkingReachesTheEngine) {
+  ApiRequest r = Parse(Endpoint::kChat, R"({"messages": [{"role": "user", "content": "x"}],
+                                            "chat_template_kwargs": {"enable_thinking": true}})");
+  RequestStorage storage;
+  gannet_request_t q;
+  FillEngineRequest(r, SamplingDefaults{}, 0, 0, &storage, &q);
+  EXPECT_EQ(q.enable_thinking, 1);
+  EXPECT_EQ(Fail(Endpoint::kChat, R"({"messages": [{"role": "user", "content": "x"}],
+                                      "chat_template_kwargs": {"enable_thinking": 1}})")
+                .param,
+            "chat_template_kwargs");
 }
 
 TEST(ApiRequestTest, ErrorJsonIsOpenAIShaped) {

@@ -232,6 +232,23 @@ class ServeTest(unittest.TestCase):
         self.assertEqual(chat["count"], r.usage.prompt_tokens)
         self.assertEqual(self.s.post("/detokenize", {"tokens": ["a"]})[0], 400)
 
+    def test_thinking_switch(self):
+        # enable_thinking renders <|think|> into the system turn (and, on this large-variant
+        # model, drops the empty thought channel that ends the prompt without it); the tiny
+        # model never opens a thought channel itself, so no
+        # reasoning_content comes back (the split itself: server_api_request_test).
+        _, off = self.s.post("/tokenize", {"messages": CHAT})
+        _, on = self.s.post("/tokenize", {"messages": CHAT,
+                                          "chat_template_kwargs": {"enable_thinking": True}})
+        self.assertIn(98, on["tokens"])  # <|think|>
+        self.assertNotIn(98, off["tokens"])
+        r = self.c.chat.completions.create(
+            model="x", messages=CHAT, extra_body={"chat_template_kwargs": {"enable_thinking": True},
+                                                  "ignore_eos": True},
+            temperature=0, max_tokens=8)
+        self.assertEqual(r.usage.prompt_tokens, on["count"])
+        self.assertIsNone(getattr(r.choices[0].message, "reasoning_content", None))
+
     def test_stop_strings(self):
         base = self.c.completions.create(model="x", prompt="Once upon a time", temperature=0,
                                          max_tokens=24, extra_body={"ignore_eos": True})
@@ -373,7 +390,7 @@ class ServeTest(unittest.TestCase):
                 ("presence_penalty", "9", "presence_penalty"), ("logit_bias", '{"5": 10}', "logit_bias"),
                 ("tools", '[{"type": "function"}]', "tool"), ("tool_choice", '"auto"', "tool"),
                 ("response_format", '{"type": "json_schema"}', "response_format"),
-                ("chat_template_kwargs", '{"enable_thinking": true}', "enable_thinking"),
+                ("chat_template_kwargs", '{"enable_thinking": "yes"}', "enable_thinking"),
                 ("stop_token_ids", "[-1]", "stop_token_ids"), ("user", "5", "user"),
                 ("min_p", "null", None)]:
             body = '{"messages": ' + json.dumps(m) + ', "max_tokens": 1, "' + field + '": ' + value + "}"
