@@ -294,8 +294,10 @@ Result ParseApiRequest(Endpoint endpoint, const std::string& body) {
   }
   // max_completion_tokens is the chat API's newer name; either may be given.
   std::optional<int64_t> max_tokens, max_completion_tokens;
-  f.Int("max_tokens", 0, kI32Max, &max_tokens);
-  f.Int("max_completion_tokens", 0, kI32Max, &max_completion_tokens);
+  // At least 1, as OpenAI and vLLM require (the engine's 0 would mean "until the context is
+  // full", a surprise for a client that asked for nothing); absent = the default below.
+  f.Int("max_tokens", 1, kI32Max, &max_tokens);
+  f.Int("max_completion_tokens", 1, kI32Max, &max_completion_tokens);
   if (max_completion_tokens) max_tokens = max_completion_tokens;
   if (max_tokens) r.max_tokens = static_cast<int32_t>(*max_tokens);
   i.reset();

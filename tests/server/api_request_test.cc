@@ -114,6 +114,7 @@ TEST(ApiRequestTest, RefusalsNameTheField) {
       {"{" + m + R"(, "temperature": "1"})", "temperature"},
       {"{" + m + R"(, "temperature": 2.5})", "temperature"},
       {"{" + m + R"(, "max_tokens": 1.5})", "max_tokens"},
+      {"{" + m + R"(, "max_tokens": 0})", "max_tokens"},
       {"{" + m + R"(, "max_tokens": 4294967296})", "max_tokens"},
       {"{" + m + R"(, "n": 129})", "n"},
       {"{" + m + R"(, "seed": 1.5})", "seed"},

@@ -382,7 +382,8 @@ class ServeTest(unittest.TestCase):
         ]
         for field, value, word in [
                 ("temperature", '"hot"', "temperature"), ("temperature", "3", "temperature"),
-                ("top_p", "-1", "top_p"), ("top_k", "1.5", "top_k"), ("max_tokens", "-1", "max_tokens"),
+                ("top_p", "-1", "top_p"), ("top_k", "1.5", "top_k"), ("max_tokens", "-1", "max_tokens"), ("max_tokens", "0", "max_tokens"),
+                ("max_completion_tokens", "0", "max_completion_tokens"),
                 ("max_tokens", "1e30", "max_tokens"), ("n", "0", "n"), ("n", "1000", "n"),
                 ("seed", '"x"', "seed"), ("stop", "5", "stop"), ("stop", "[1]", "stop"),
                 ("stream", '"yes"', "stream"), ("stream_options", "1", "stream_options"),
@@ -460,7 +461,7 @@ class ServeTest(unittest.TestCase):
 
     def test_disconnect_cancels(self):
         before = self.aborted()
-        body = json.dumps({"prompt": "Once", "max_tokens": 0, "stream": True,
+        body = json.dumps({"prompt": "Once", "max_tokens": 100000, "stream": True,
                            "ignore_eos": True, "temperature": 0}).encode()
         head = (f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
                 f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
@@ -472,7 +473,7 @@ class ServeTest(unittest.TestCase):
         sock.close()
         self.wait_idle(before, 1)
         # the same for a non-streaming request, closed before any byte of the answer
-        body = json.dumps({"prompt": "Once", "max_tokens": 0, "ignore_eos": True}).encode()
+        body = json.dumps({"prompt": "Once", "max_tokens": 100000, "ignore_eos": True}).encode()
         head = head.replace(b"Content-Length: " + str(len(body) + 15).encode(), b"")
         head = (f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
                 f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
@@ -515,7 +516,7 @@ class BusyTest(unittest.TestCase):
         try:
             c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
             c.request("POST", "/v1/completions", json.dumps(
-                {"prompt": "Once", "max_tokens": 0, "stream": True, "ignore_eos": True}),
+                {"prompt": "Once", "max_tokens": 100000, "stream": True, "ignore_eos": True}),
                 {"Content-Type": "application/json"})
             r = c.getresponse()
             self.assertEqual(r.status, 200)
