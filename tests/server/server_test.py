@@ -158,6 +158,8 @@ class ServeTest(unittest.TestCase):
         # the same prompt again is served from the prefix cache
         r3 = self.c.chat.completions.create(model="x", messages=CHAT, **GREEDY)
         self.assertEqual(r3.choices[0].message.content, r.choices[0].message.content)
+        self.assertGreater(r3.usage.prompt_tokens_details.cached_tokens, 0)
+        self.assertGreater(self.s.metric("gannet_prefix_cache_hits_total"), 0)
 
     def test_chat_streaming_equals_non_streaming(self):
         full = self.c.chat.completions.create(model="x", messages=CHAT, **GREEDY)
