@@ -101,6 +101,7 @@ struct Exchange {
   int64_t created = 0;
   size_t open = 0;                 // choices not done
   std::optional<ApiError> late_error;  // an ERROR event after the answer began
+  std::shared_ptr<void> in_flight;
   bool chat() const { return request.endpoint == Endpoint::kChat; }
 
   // Applies one event; returns the stream chunks it gives (empty when not streaming).
@@ -294,7 +295,8 @@ void SendError(httplib::Response& res, const ApiError& e) {
 }
 
 void HandleCompletion(Hub& hub, const ServerInfo& info, Endpoint endpoint,
-                      const httplib::Request& req, httplib::Response& res) {
+                      const httplib::Request& req, httplib::Response& res,
+                      std::shared_ptr<void> in_flight) {
   if (!hub.Ready()) {
     return SendError(res, ApiError{503, "the model is still loading", "server_error", ""});
   }
@@ -302,6 +304,7 @@ void HandleCompletion(Hub& hub, const ServerInfo& info, Endpoint endpoint,
   if (auto* err = std::get_if<ApiError>(&parsed)) return SendError(res, *err);
 
   auto ex = std::make_shared<Exchange>();
+  ex->in_flight = std::move(in_flight);
   ex->hub = &hub;
   ex->info = &info;
   ex->request = std::move(std::get<ApiRequest>(parsed));

@@ -23,8 +23,11 @@ struct ServerInfo {
   int32_t channel_close_id = -1;
 };
 
+// `in_flight` lives as long as the answer does (the streamed body outlives this call): its
+// release counts the request out of the active-requests gauge.
 void HandleCompletion(Hub& hub, const ServerInfo& info, Endpoint endpoint,
-                      const httplib::Request& req, httplib::Response& res);
+                      const httplib::Request& req, httplib::Response& res,
+                      std::shared_ptr<void> in_flight);
 
 // Writes an OpenAI-style error as the response.
 void SendError(httplib::Response& res, const ApiError& e);

@@ -114,7 +114,8 @@ std::string Metrics::Render(const gannet_engine_stats_t* s, int active_http_stre
     Line(&out, "gannet_spec_decode_num_accepted_tokens_total", "counter",
          "Speculative drafts accepted", static_cast<double>(s->spec_accepted_tokens));
   }
-  Line(&out, "gannet_http_streams_active", "gauge", "HTTP completion requests being answered",
+  Line(&out, "gannet_http_requests_active", "gauge",
+       "Completion requests being answered (waiting for their first token or streaming)",
        active_http_streams);
   Line(&out, "gannet_prompt_tokens_total", "counter", "Prompt tokens of finished requests",
        static_cast<double>(prompt_tokens_));

@@ -244,8 +244,8 @@ int Serve(int argc, char** argv) {
   auto completion = [&](Endpoint ep) {
     return [&, ep](const httplib::Request& req, httplib::Response& res) {
       ++active;
-      HandleCompletion(hub, info, ep, req, res);
-      --active;
+      std::shared_ptr<void> in_flight(nullptr, [&active](void*) { --active; });
+      HandleCompletion(hub, info, ep, req, res, std::move(in_flight));
     };
   };
   svr.Post("/v1/chat/completions", completion(Endpoint::kChat));

@@ -472,8 +472,13 @@ class ServeTest(unittest.TestCase):
         got = b""
         while got.count(b"data:") < 3:
             got += sock.recv(4096)
+        self.assertEqual(self.s.metric("gannet_http_requests_active"), 1)
         sock.close()
         self.wait_idle(before, 1)
+        deadline = time.time() + 10
+        while self.s.metric("gannet_http_requests_active") != 0 and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(self.s.metric("gannet_http_requests_active"), 0)
         # the same for a non-streaming request, closed before any byte of the answer
         body = json.dumps({"prompt": "Once", "max_tokens": 100000, "ignore_eos": True}).encode()
         head = head.replace(b"Content-Length: " + str(len(body) + 15).encode(), b"")
