@@ -1,8 +1,9 @@
 # System dependencies. Everything comes from the distribution (Debian: libabsl-dev, libfmt-dev,
-# libgtest-dev, libbenchmark-dev); CUDA is optional and detected by the top-level file.
+# nlohmann-json3-dev, libgtest-dev, libbenchmark-dev); CUDA is optional and detected by the top-level file.
 
 find_package(absl REQUIRED)
 find_package(fmt REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)  # nlohmann-json3-dev: the one JSON library
 find_package(Threads REQUIRED)
 
 if(GANNET_BUILD_TESTS)

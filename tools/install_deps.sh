@@ -4,7 +4,10 @@
 set -euo pipefail
 need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for p in cmake ninja-build g++ ccache libabsl-dev libfmt-dev libgtest-dev libbenchmark-dev; do
+# libcpp-httplib-dev (HTTP) and nlohmann-json3-dev (the project's JSON library) build
+# `gannet serve` (examples/server); pkg-config finds cpp-httplib.
+for p in cmake ninja-build g++ ccache libabsl-dev libfmt-dev libgtest-dev libbenchmark-dev \
+         libcpp-httplib-dev nlohmann-json3-dev pkg-config; do
   have "$p" || need+=("$p")
 done
 # Optional: Go builds and tests the cgo example (examples/go; its recommends bring pkg-config,
@@ -30,6 +33,14 @@ if [ ${#opt[@]} -gt 0 ] && [ "$(id -u)" -eq 0 ]; then
     echo "could not install ${opt[*]} (see /tmp/gannet-apt-opt.log); chat builds without line editing, its terminal test skips"
 elif [ ${#opt[@]} -gt 0 ]; then
   echo "optional, for chat line editing and its terminal test: sudo apt-get install -y ${opt[*]}"
+fi
+# Optional: the official `openai` Python client (PyPI) drives the server tests
+# (tests/server); without it they skip with a message. Installed only as root; never fails.
+if command -v python3 > /dev/null && ! python3 -c 'import openai' 2> /dev/null &&
+   [ "$(id -u)" -eq 0 ]; then
+  echo "installing: openai (optional, pip, for the gannet serve tests)"
+  python3 -m pip install -q openai > /tmp/gannet-pip-openai.log 2>&1 ||
+    echo "could not install openai (see /tmp/gannet-pip-openai.log); the server tests will skip"
 fi
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -eq 0 ]; then

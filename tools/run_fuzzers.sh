@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
-read -r -a targets <<< "${FUZZ_TARGETS:-safetensors_fuzz config_fuzz tokenizer_fuzz chat_template_fuzz request_fuzz}"
+read -r -a targets <<< "${FUZZ_TARGETS:-safetensors_fuzz config_fuzz tokenizer_fuzz chat_template_fuzz request_fuzz api_request_fuzz}"
 jobs=$(nproc)
 
 # -max_len per target: the largest seed fits (safetensors headers of the tiny checkpoints are up
@@ -34,6 +34,7 @@ dict() {
     config_fuzz) echo tests/fuzz/dict/config.dict ;;
     tokenizer_fuzz) echo tests/fuzz/dict/tokenizer.dict ;;
     chat_template_fuzz) echo tests/fuzz/dict/chat_template.dict ;;
+    api_request_fuzz) echo tests/fuzz/dict/api_request.dict ;;
     *) echo "" ;;
   esac
 }

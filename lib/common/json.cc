@@ -3,9 +3,12 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <iterator>
+#include <limits>
+
+#include <nlohmann/json.hpp>
 
 #include "lib/common/status.h"
-#include "lib/common/utf8.h"
 
 namespace gannet {
 
@@ -162,8 +165,53 @@ std::string Json::Dump() const {
   return out;
 }
 
+namespace {
+
+// nlohmann's lexer reads the text through this iterator, so the count of characters consumed is
+// known when a callback below refuses something (nlohmann reports positions only for its own
+// syntax errors).
+class CountingIterator {
+ public:
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
+
+  CountingIterator(const char* p, const char* base, size_t* consumed)
+      : p_(p), base_(base), consumed_(consumed) {}
+  reference operator*() const { return *p_; }
+  CountingIterator& operator++() {
+    ++p_;
+    *consumed_ = static_cast<size_t>(p_ - base_);
+    return *this;
+  }
+  CountingIterator operator++(int) {
+    CountingIterator old = *this;
+    ++*this;
+    return old;
+  }
+  bool operator==(const CountingIterator& o) const { return p_ == o.p_; }
+  bool operator!=(const CountingIterator& o) const { return p_ != o.p_; }
+
+ private:
+  const char* p_;
+  const char* base_;
+  size_t* consumed_;
+};
+
+}  // namespace
+
+// Parsing is nlohmann-json's (the project's one JSON library, nlohmann-json3-dev): its SAX events
+// build the Json tree whose interface the model and tokenizer code was written against.
+//
+// Builds a Json from nlohmann's SAX events. nlohmann checks the syntax, UTF-8, escapes and
+// surrogates; the rules it does not have (duplicate keys, the depth and value limits, finite
+// numbers) are checked here, and every error names the line and column.
 class JsonParser {
  public:
+  using json = nlohmann::json;
+
   JsonParser(std::string_view text, int64_t max_nodes) : text_(text), nodes_left_(max_nodes) {}
 
   absl::Status ParseMembers(int64_t max_nodes_per_member,
@@ -207,18 +255,72 @@ class JsonParser {
   }
 
   absl::StatusOr<Json> ParseDocument() {
-    SkipWs();
-    Json root;
-    GANNET_RETURN_IF_ERROR(ParseValue(&root, 0));
-    SkipWs();
-    if (pos_ != text_.size()) return Error("trailing characters after the JSON value");
-    return root;
+    CountingIterator first(text_.data(), text_.data(), &consumed_);
+    CountingIterator last(text_.data() + text_.size(), text_.data(), &consumed_);
+    const bool ok = json::sax_parse(first, last, this, nlohmann::detail::input_format_t::json,
+                                    /*strict=*/true, /*ignore_comments=*/false);
+    if (!ok || !status_.ok()) {
+      if (status_.ok()) status_ = Error(consumed_, "invalid JSON");
+      return status_;
+    }
+    return std::move(root_);
+  }
+
+  // nlohmann's SAX interface.
+  bool null() { return Value(Json()); }
+  bool boolean(bool b) { return Value(Json::Bool(b)); }
+  bool number_integer(json::number_integer_t v) { return Value(Json::Int(v)); }
+  bool number_unsigned(json::number_unsigned_t v) {
+    // Out of int64 range: kept as a double, as before.
+    if (v <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return Value(Json::Int(static_cast<int64_t>(v)));
+    }
+    return Value(Json::Number(static_cast<double>(v)));
+  }
+  bool number_float(json::number_float_t v, const std::string&) {
+    if (!std::isfinite(v)) return Fail("number out of range");
+    return Value(Json::Number(v));
+  }
+  bool string(std::string& s) { return Value(Json::String(std::move(s))); }
+  bool binary(json::binary_t&) { return Fail("binary values are not JSON"); }
+  bool start_object(std::size_t) { return Open(Json::MakeObject()); }
+  bool key(std::string& k) {
+    if (stack_.back()->Find(k) != nullptr) return Fail(fmt::format("duplicate key \"{}\"", k));
+    key_ = std::move(k);
+    return true;
+  }
+  bool end_object() {
+    stack_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) { return Open(Json::MakeArray()); }
+  bool end_array() {
+    stack_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) {
+    // e.what(): "[json.exception.parse_error.101] parse error at line 1, column 4: <what>; last
+    // read: '<input>'" (or "[json.exception.out_of_range.406] number overflow ..."): the id, the
+    // position (ours is computed the same way for every error) and the echoed input (possibly
+    // invalid UTF-8) are dropped.
+    std::string_view what = e.what();
+    if (const size_t id_end = what.find("] "); id_end != std::string_view::npos) {
+      what.remove_prefix(id_end + 2);
+    }
+    if (what.substr(0, 15) == "parse error at ") {
+      if (const size_t colon = what.find(": "); colon != std::string_view::npos) {
+        what.remove_prefix(colon + 2);
+      }
+    }
+    what = what.substr(0, what.find("; last read:"));
+    status_ = Error(position > 0 ? position - 1 : 0, what);
+    return false;
   }
 
  private:
-  absl::Status Error(std::string_view what) const {
+  absl::Status Error(size_t pos, std::string_view what) const {
     size_t line = 1, col = 1;
-    for (size_t i = 0; i < pos_ && i < text_.size(); ++i) {
+    for (size_t i = 0; i < pos && i < text_.size(); ++i) {
       if (text_[i] == '\n') {
         ++line;
         col = 1;
@@ -229,252 +331,57 @@ class JsonParser {
     return InvalidArgumentError("JSON line {}, column {}: {}", line, col, what);
   }
 
-  void SkipWs() {
-    while (pos_ < text_.size()) {
-      char c = text_[pos_];
-      if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
-        ++pos_;
-      } else {
-        break;
-      }
-    }
-  }
-
-  bool Consume(std::string_view lit) {
-    if (text_.substr(pos_, lit.size()) == lit) {
-      pos_ += lit.size();
-      return true;
-    }
+  bool Fail(std::string_view what) {
+    status_ = Error(consumed_, what);
     return false;
   }
 
-  absl::Status ParseValue(Json* out, int depth) {
-    if (depth > Json::kMaxDepth) return Error("nesting deeper than 128 levels");
+  // Places a value (a scalar, or a container about to be filled) at the current position;
+  // returns where it now lives.
+  Json* Place(Json v) {
+    if (stack_.empty()) {
+      root_ = std::move(v);
+      return &root_;
+    }
+    Json* parent = stack_.back();
+    if (parent->is_array()) return &parent->Push(std::move(v));
+    return &parent->Set(std::move(key_), std::move(v));
+  }
+
+  bool Count() {
+    if (static_cast<int>(stack_.size()) > Json::kMaxDepth) {
+      return Fail("nesting deeper than 128 levels");
+    }
     if (--nodes_left_ < 0) {
-      const absl::Status e = Error("more values than the parser's limit: the document is too large");
-      return absl::ResourceExhaustedError(e.message());
+      status_ = absl::ResourceExhaustedError(
+          Error(consumed_, "more values than the parser's limit: the document is too large")
+              .message());
+      return false;
     }
-    if (pos_ >= text_.size()) return Error("unexpected end of input, expected a value");
-    char c = text_[pos_];
-    switch (c) {
-      case '{': return ParseObject(out, depth);
-      case '[': return ParseArray(out, depth);
-      case '"': {
-        std::string s;
-        GANNET_RETURN_IF_ERROR(ParseString(&s));
-        *out = Json::String(std::move(s));
-        return absl::OkStatus();
-      }
-      case 't':
-        if (Consume("true")) {
-          *out = Json::Bool(true);
-          return absl::OkStatus();
-        }
-        return Error("invalid literal");
-      case 'f':
-        if (Consume("false")) {
-          *out = Json::Bool(false);
-          return absl::OkStatus();
-        }
-        return Error("invalid literal");
-      case 'n':
-        if (Consume("null")) {
-          *out = Json();
-          return absl::OkStatus();
-        }
-        return Error("invalid literal");
-      default:
-        if (c == '-' || (c >= '0' && c <= '9')) return ParseNumber(out);
-        return Error(fmt::format("unexpected character '{}'", c));
-    }
+    return true;
   }
 
-  absl::Status ParseObject(Json* out, int depth) {
-    ++pos_;  // '{'
-    *out = Json::MakeObject();
-    SkipWs();
-    if (pos_ < text_.size() && text_[pos_] == '}') {
-      ++pos_;
-      return absl::OkStatus();
-    }
-    while (true) {
-      SkipWs();
-      if (pos_ >= text_.size() || text_[pos_] != '"') return Error("expected a string key");
-      std::string key;
-      GANNET_RETURN_IF_ERROR(ParseString(&key));
-      if (out->Find(key) != nullptr) return Error(fmt::format("duplicate key \"{}\"", key));
-      SkipWs();
-      if (pos_ >= text_.size() || text_[pos_] != ':') return Error("expected ':' after key");
-      ++pos_;
-      SkipWs();
-      Json value;
-      GANNET_RETURN_IF_ERROR(ParseValue(&value, depth + 1));
-      out->Set(std::move(key), std::move(value));
-      SkipWs();
-      if (pos_ >= text_.size()) return Error("unexpected end of input in object");
-      if (text_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (text_[pos_] == '}') {
-        ++pos_;
-        return absl::OkStatus();
-      }
-      return Error("expected ',' or '}' in object");
-    }
+  bool Value(Json v) {
+    if (!Count()) return false;
+    Place(std::move(v));
+    return true;
   }
 
-  absl::Status ParseArray(Json* out, int depth) {
-    ++pos_;  // '['
-    *out = Json::MakeArray();
-    SkipWs();
-    if (pos_ < text_.size() && text_[pos_] == ']') {
-      ++pos_;
-      return absl::OkStatus();
-    }
-    while (true) {
-      SkipWs();
-      Json value;
-      GANNET_RETURN_IF_ERROR(ParseValue(&value, depth + 1));
-      out->Push(std::move(value));
-      SkipWs();
-      if (pos_ >= text_.size()) return Error("unexpected end of input in array");
-      if (text_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (text_[pos_] == ']') {
-        ++pos_;
-        return absl::OkStatus();
-      }
-      return Error("expected ',' or ']' in array");
-    }
-  }
-
-  absl::Status ParseHex4(uint32_t* out) {
-    if (pos_ + 4 > text_.size()) return Error("truncated \\u escape");
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) {
-      char c = text_[pos_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9') {
-        v |= c - '0';
-      } else if (c >= 'a' && c <= 'f') {
-        v |= c - 'a' + 10;
-      } else if (c >= 'A' && c <= 'F') {
-        v |= c - 'A' + 10;
-      } else {
-        return Error("invalid hex digit in \\u escape");
-      }
-    }
-    *out = v;
-    return absl::OkStatus();
-  }
-
-  absl::Status ParseString(std::string* out) {
-    ++pos_;  // opening quote
-    while (true) {
-      if (pos_ >= text_.size()) return Error("unterminated string");
-      unsigned char c = static_cast<unsigned char>(text_[pos_]);
-      if (c == '"') {
-        ++pos_;
-        return absl::OkStatus();
-      }
-      if (c < 0x20) return Error("control character in string");
-      if (c == '\\') {
-        ++pos_;
-        if (pos_ >= text_.size()) return Error("unterminated escape");
-        char e = text_[pos_++];
-        switch (e) {
-          case '"': out->push_back('"'); break;
-          case '\\': out->push_back('\\'); break;
-          case '/': out->push_back('/'); break;
-          case 'b': out->push_back('\b'); break;
-          case 'f': out->push_back('\f'); break;
-          case 'n': out->push_back('\n'); break;
-          case 'r': out->push_back('\r'); break;
-          case 't': out->push_back('\t'); break;
-          case 'u': {
-            uint32_t cp = 0;
-            GANNET_RETURN_IF_ERROR(ParseHex4(&cp));
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-              if (!Consume("\\u")) return Error("unpaired high surrogate in \\u escape");
-              uint32_t lo = 0;
-              GANNET_RETURN_IF_ERROR(ParseHex4(&lo));
-              if (lo < 0xDC00 || lo > 0xDFFF) return Error("invalid low surrogate");
-              cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-              return Error("unpaired low surrogate in \\u escape");
-            }
-            AppendUtf8(cp, out);
-            break;
-          }
-          default: return Error(fmt::format("invalid escape '\\{}'", e));
-        }
-        continue;
-      }
-      if (c < 0x80) {
-        out->push_back(static_cast<char>(c));
-        ++pos_;
-        continue;
-      }
-      size_t len = Utf8SequenceLength(text_.substr(pos_));
-      if (len == 0) return Error("invalid UTF-8 in string");
-      out->append(text_.substr(pos_, len));
-      pos_ += len;
-    }
-  }
-
-  absl::Status ParseNumber(Json* out) {
-    size_t start = pos_;
-    bool is_int = true;
-    if (text_[pos_] == '-') ++pos_;
-    if (pos_ >= text_.size()) return Error("truncated number");
-    if (text_[pos_] == '0') {
-      ++pos_;
-    } else if (text_[pos_] >= '1' && text_[pos_] <= '9') {
-      while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) ++pos_;
-    } else {
-      return Error("invalid number");
-    }
-    if (pos_ < text_.size() && text_[pos_] == '.') {
-      is_int = false;
-      ++pos_;
-      size_t digits = pos_;
-      while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) ++pos_;
-      if (pos_ == digits) return Error("expected digits after '.'");
-    }
-    if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
-      is_int = false;
-      ++pos_;
-      if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
-      size_t digits = pos_;
-      while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) ++pos_;
-      if (pos_ == digits) return Error("expected digits in exponent");
-    }
-    std::string_view lit = text_.substr(start, pos_ - start);
-    if (is_int) {
-      int64_t v = 0;
-      auto r = std::from_chars(lit.data(), lit.data() + lit.size(), v);
-      if (r.ec == std::errc() && r.ptr == lit.data() + lit.size()) {
-        *out = Json::Int(v);
-        return absl::OkStatus();
-      }
-      // Out of int64 range: keep it as a double.
-    }
-    double d = 0;
-    auto r = std::from_chars(lit.data(), lit.data() + lit.size(), d);
-    if (r.ec != std::errc() || !std::isfinite(d)) return Error("number out of range");
-    Json j;
-    j.type_ = Json::Type::kNumber;
-    j.number_ = d;
-    *out = std::move(j);
-    return absl::OkStatus();
+  // Ancestors' addresses stay valid while a child container is open: only the innermost
+  // container grows.
+  bool Open(Json container) {
+    if (!Count()) return false;
+    stack_.push_back(Place(std::move(container)));
+    return true;
   }
 
   std::string_view text_;
-  size_t pos_ = 0;
+  size_t consumed_ = 0;
   int64_t nodes_left_;
+  absl::Status status_;
+  Json root_;
+  std::vector<Json*> stack_;
+  std::string key_;
 };
 
 absl::StatusOr<Json> Json::Parse(std::string_view text, int64_t max_nodes) {

@@ -1,7 +1,7 @@
 // A strict JSON (RFC 8259) reader and writer for config.json, safetensors headers,
 // model.safetensors.index.json and tokenizer.json.
 //
-// Why our own: none of the project's chosen libraries parses JSON. The parser is strict on
+// nlohmann-json parses (json.cc); this tree keeps the interface the callers use. Strict on
 // purpose because its inputs are untrusted files: invalid UTF-8, duplicate object keys, trailing
 // garbage, nesting deeper than kMaxDepth and non-finite numbers are errors that name the line and
 // column. Integers keep their exact value up to int64 (safetensors offsets can exceed 2^53).

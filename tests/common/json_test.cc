@@ -3,6 +3,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "lib/common/utf8.h"
 
 namespace gannet {
 namespace {
@@ -41,6 +42,8 @@ TEST(JsonTest, RejectsMalformedInputWithPosition) {
     EXPECT_FALSE(j.ok()) << "accepted: " << text;
     if (!j.ok()) {
       EXPECT_NE(std::string(j.status().message()).find("JSON line"), std::string::npos);
+      // The message never echoes the input (which may be invalid UTF-8).
+      EXPECT_TRUE(IsValidUtf8(std::string(j.status().message()))) << j.status().message();
     }
   }
 }

@@ -12,6 +12,7 @@ Each target's input format is described at the top of its .cc file; the seeds he
   chat_template_fuzz  one seed per distinct conversation of tests/data/tokenizer/
                       chat_template_expected.json, with its options
   request_fuzz        requests in request_fuzz.cc's compact format
+  api_request_fuzz    OpenAI request bodies of gannet serve (chat and completions), valid and not
 
 Usage: tests/fuzz/make_corpus.py   (from anywhere; stdlib only)
 """
@@ -421,12 +422,49 @@ def request_seeds():
     ]
 
 
+# ---- api_request_fuzz -------------------------------------------------------------------------
+
+def api_request_seeds():
+    chat, completion = b"\x00", b"\x01"
+    user = [{"role": "user", "content": "Hi"}]
+    bodies = [
+        ("chat-min", chat, {"messages": user}),
+        ("chat-all", chat, {"model": "m", "messages": [
+            {"role": "system", "content": "Be brief."}, {"role": "developer", "content": "x"},
+            {"role": "user", "content": [{"type": "text", "text": "a"}]},
+            {"role": "assistant", "content": None}, {"role": "user", "content": "b"}],
+            "max_tokens": 5, "max_completion_tokens": 6, "temperature": 0.7, "top_p": 0.9,
+            "top_k": 40, "min_p": 0.05, "presence_penalty": 0.1, "frequency_penalty": 0.2,
+            "repetition_penalty": 1.1, "seed": 7, "stop": ["\n", "END"], "n": 2,
+            "logprobs": True, "top_logprobs": 3, "user": "u", "stream": True,
+            "stream_options": {"include_usage": True}, "stop_token_ids": [106],
+            "ignore_eos": False, "min_tokens": 1, "add_generation_prompt": True,
+            "chat_template_kwargs": {"enable_thinking": False}, "tool_choice": "none",
+            "response_format": {"type": "text"}, "logit_bias": {}}),
+        ("chat-tool-role", chat, {"messages": [{"role": "tool", "content": "1"}]}),
+        ("chat-image", chat, {"messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": "x"}}]}]}),
+        ("chat-bad-types", chat, {"messages": user, "temperature": "1", "n": 1.5,
+                                  "stop": [1]}),
+        ("completion-text", completion, {"prompt": "Once upon a time", "max_tokens": 8,
+                                         "echo": True, "logprobs": 2}),
+        ("completion-ids", completion, {"prompt": [2, 100, 200], "seed": -1}),
+        ("completion-batch", completion, {"prompt": ["a", [2, 3]], "n": 3, "best_of": 3}),
+        ("completion-bad", completion, {"prompt": [[]], "suffix": "s"}),
+    ]
+    seeds = [(name, ep + jdump(body).encode()) for name, ep, body in bodies]
+    seeds.append(("deep", chat + b'{"messages": ' + b"[" * 80))
+    seeds.append(("not-json", completion + b"{prompt: 'x'}"))
+    return seeds
+
+
 def main():
     write_corpus("safetensors_fuzz", safetensors_seeds())
     write_corpus("config_fuzz", config_seeds())
     write_corpus("tokenizer_fuzz", tokenizer_seeds())
     write_corpus("chat_template_fuzz", chat_seeds())
     write_corpus("request_fuzz", request_seeds())
+    write_corpus("api_request_fuzz", api_request_seeds())
     total = 0
     for target in sorted(os.listdir(OUT)):
         files = os.listdir(os.path.join(OUT, target))

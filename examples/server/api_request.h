@@ -1,0 +1,77 @@
+// Parsing of the OpenAI request bodies (/v1/chat/completions, /v1/completions) into what the
+// engine takes. This is the server's untrusted input: every field that maps onto the engine is
+// type- and range-checked and answered with a 400 naming the field; unknown fields are ignored
+// as OpenAI does; fields whose meaning the engine cannot honour yet (tools, response_format,
+// logit_bias, ...) are refused rather than silently dropped.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "examples/server/api_error.h"
+#include "examples/server/gen_config.h"
+#include "gannet/gannet.h"
+
+namespace gannet_server {
+
+enum class Endpoint { kChat, kCompletion };
+
+struct ChatMessage {
+  std::string role;
+  std::string content;
+};
+
+struct Prompt {
+  bool is_ids = false;
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+struct ApiRequest {
+  Endpoint endpoint = Endpoint::kChat;
+  std::string model;
+  std::vector<ChatMessage> messages;  // chat
+  std::vector<Prompt> prompts;        // completions: one or more (a batch)
+  int n = 1;
+  bool stream = false;
+  bool include_usage = false;
+  std::optional<int32_t> max_tokens;
+  int32_t min_tokens = 0;
+  std::optional<float> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int32_t> top_k;
+  float presence_penalty = 0, frequency_penalty = 0;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  // logprobs: chat `logprobs: true` (+ top_logprobs), completions `logprobs: N`.
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+  bool echo = false;            // completions: the prompt before the completion
+  bool add_generation_prompt = true;
+  bool enable_thinking = false;  // chat_template_kwargs.enable_thinking
+  std::string user;
+};
+
+// Largest n (choices per prompt) and prompts per completions batch.
+inline constexpr int kMaxChoices = 128;
+inline constexpr int kMaxJsonDepth = 64;
+
+// Parses a body. On failure returns the error (400, naming the field).
+std::variant<ApiRequest, ApiError> ParseApiRequest(Endpoint endpoint, const std::string& body);
+
+// Strings and arrays a gannet_request_t points into; must outlive the submit call.
+struct RequestStorage {
+  std::vector<gannet_chat_message_t> messages;
+  std::vector<const char*> stop_ptrs;
+};
+
+// Fills `out` for prompt `prompt_index` (completions; 0 for chat) and choice `choice` (n > 1:
+// a given seed becomes seed + choice so the choices differ yet stay repeatable).
+void FillEngineRequest(const ApiRequest& r, const SamplingDefaults& defaults, size_t prompt_index,
+                       int choice, RequestStorage* storage, gannet_request_t* out);
+
+}  // namespace gannet_server

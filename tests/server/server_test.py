@@ -1,0 +1,559 @@
+#!/usr/bin/env python3
+"""`gannet serve` against the official `openai` Python client and raw HTTP, on a tiny model.
+
+usage: server_test.py GANNET_BINARY MODEL_DIR
+Exits 77 (ctest's skip code) when the `openai` package is missing.
+"""
+import http.client
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+try:
+    import openai
+except ImportError:
+    print("SKIP: the `openai` Python package is missing (pip install openai; "
+          "tools/install_deps.sh installs it as root)")
+    sys.exit(77)
+
+GANNET = sys.argv[1] if len(sys.argv) > 1 else "gannet"
+MODEL = sys.argv[2] if len(sys.argv) > 2 else "tests/data/tiny/trained"
+KEY = "test-key-123"
+CTX = 8192
+
+
+class Server:
+    """A `gannet serve` process on 127.0.0.1 and a free port (--port 0)."""
+
+    def __init__(self, *extra, model=MODEL, key=KEY):
+        self.key = key
+        args = [GANNET, "serve", "-m", model, "--backend", "cpu", "--threads", "2",
+                "--port", "0", "-c", str(CTX), "-q"] + list(extra)
+        if key:
+            fd, self.key_file = tempfile.mkstemp()
+            os.write(fd, (key + "\n").encode())
+            os.close(fd)
+            args += ["--api-key-file", self.key_file]
+        self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+        self.log = []
+        line = self.proc.stderr.readline()
+        self.log.append(line)
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        if not m:
+            self.proc.kill()
+            raise RuntimeError("server did not start: " + line + self.proc.stderr.read())
+        self.port = int(m.group(1))
+        threading.Thread(target=self._drain, daemon=True).start()
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            status, _ = self.get("/health")
+            if status == 200:
+                break
+            assert status == 503, status
+            time.sleep(0.05)
+        else:
+            raise RuntimeError("the model did not load in 60 s")
+        self.client = openai.OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1",
+                                    api_key=key or "none", max_retries=0, timeout=120)
+
+    def _drain(self):
+        for line in self.proc.stderr:
+            self.log.append(line)
+
+    def request(self, method, path, body=None, headers=None, raw=False):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        h = {"Content-Type": "application/json"}
+        if self.key:
+            h["Authorization"] = "Bearer " + self.key
+        h.update(headers or {})
+        if body is not None and not raw:
+            body = json.dumps(body)
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r.status, data
+
+    def get(self, path):
+        return self.request("GET", path)
+
+    def post(self, path, body, **kw):
+        status, data = self.request("POST", path, body, **kw)
+        return status, json.loads(data) if data.strip() else None
+
+    def metric(self, name):
+        _, text = self.get("/metrics")
+        for line in text.decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        raise KeyError(name)
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            code = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError("the server did not stop within 30 s of SIGTERM")
+        self.proc.stderr.close()
+        if self.key:
+            os.unlink(self.key_file)
+        assert code == 0, f"exit code {code}: {''.join(self.log)}"
+
+
+CHAT = [{"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Tell me a story about a cat."}]
+GREEDY = {"temperature": 0, "max_tokens": 24, "extra_body": {"ignore_eos": True}}
+
+
+class ServeTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.s = Server("--max-body", "64K")
+        cls.c = cls.s.client
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.close()
+
+    # --- endpoints ---------------------------------------------------------------------------
+    def test_models_health_metrics(self):
+        models = self.c.models.list()
+        self.assertEqual(models.data[0].id, os.path.basename(MODEL.rstrip("/")))
+        self.assertEqual(self.s.get("/health")[0], 200)
+        status, text = self.s.get("/metrics")
+        self.assertEqual(status, 200)
+        for name in ["gannet_num_requests_running", "gannet_num_requests_waiting",
+                     "gannet_kv_cache_usage_perc", "gannet_prefix_cache_hits_total",
+                     "gannet_time_to_first_token_seconds_bucket",
+                     "gannet_time_per_output_token_seconds_count",
+                     "gannet_e2e_request_latency_seconds_sum",
+                     "gannet_spec_decode_num_draft_tokens_total", "gannet_prompt_tokens_total"]:
+            self.assertIn(name, text.decode())
+
+    def test_chat_non_streaming(self):
+        before = self.s.metric("gannet_generation_tokens_total")
+        r = self.c.chat.completions.create(model="x", messages=CHAT, **GREEDY)
+        self.assertEqual(r.object, "chat.completion")
+        self.assertEqual(r.choices[0].message.role, "assistant")
+        self.assertTrue(r.choices[0].message.content)
+        self.assertEqual(r.choices[0].finish_reason, "length")
+        self.assertEqual(r.usage.completion_tokens, 24)
+        self.assertGreater(r.usage.prompt_tokens, 10)
+        self.assertEqual(r.usage.total_tokens, r.usage.prompt_tokens + 24)
+        self.assertIsNotNone(r.usage.prompt_tokens_details.cached_tokens)
+        self.assertEqual(self.s.metric("gannet_generation_tokens_total"), before + 24)
+        # max_completion_tokens is the newer name of max_tokens
+        r2 = self.c.chat.completions.create(model="x", messages=CHAT, temperature=0,
+                                            max_completion_tokens=5,
+                                            extra_body={"ignore_eos": True})
+        self.assertEqual(r2.usage.completion_tokens, 5)
+        # the same prompt again is served from the prefix cache
+        r3 = self.c.chat.completions.create(model="x", messages=CHAT, **GREEDY)
+        self.assertEqual(r3.choices[0].message.content, r.choices[0].message.content)
+        self.assertGreater(r3.usage.prompt_tokens_details.cached_tokens, 0)
+        self.assertGreater(self.s.metric("gannet_prefix_cache_hits_total"), 0)
+
+    def test_chat_streaming_equals_non_streaming(self):
+        full = self.c.chat.completions.create(model="x", messages=CHAT, **GREEDY)
+        chunks = list(self.c.chat.completions.create(
+            model="x", messages=CHAT, stream=True, stream_options={"include_usage": True},
+            **GREEDY))
+        self.assertEqual(chunks[0].choices[0].delta.role, "assistant")
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        self.assertEqual(text, full.choices[0].message.content)
+        finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
+        self.assertEqual(finishes[-1], "length")
+        self.assertEqual(chunks[-1].choices, [])
+        self.assertEqual(chunks[-1].usage.completion_tokens, 24)
+        self.assertEqual(chunks[-1].usage.prompt_tokens, full.usage.prompt_tokens)
+        for c in chunks[:-1]:
+            self.assertIsNone(c.usage)
+
+    def test_stream_ends_with_done(self):
+        c = http.client.HTTPConnection("127.0.0.1", self.s.port, timeout=60)
+        c.request("POST", "/v1/completions", json.dumps(
+            {"prompt": "Once", "max_tokens": 4, "stream": True, "temperature": 0}),
+            {"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
+        r = c.getresponse()
+        self.assertEqual(r.status, 200)
+        self.assertTrue(r.getheader("Content-Type").startswith("text/event-stream"))
+        events = [e for e in r.read().decode().split("\n\n") if e]
+        c.close()
+        self.assertEqual(events[-1], "data: [DONE]")
+        for e in events[:-1]:
+            json.loads(e[len("data: "):])
+
+    def test_completions(self):
+        r = self.c.completions.create(model="x", prompt="Once upon a time", temperature=0,
+                                      max_tokens=12, extra_body={"ignore_eos": True})
+        self.assertEqual(r.object, "text_completion")
+        self.assertEqual(r.usage.completion_tokens, 12)
+        text = r.choices[0].text
+        streamed = "".join(c.choices[0].text for c in self.c.completions.create(
+            model="x", prompt="Once upon a time", temperature=0, max_tokens=12, stream=True,
+            extra_body={"ignore_eos": True}) if c.choices)
+        self.assertEqual(streamed, text)
+        # the default max_tokens of completions is OpenAI's 16
+        r16 = self.c.completions.create(model="x", prompt="Once upon a time", temperature=0,
+                                        extra_body={"ignore_eos": True})
+        self.assertEqual(r16.usage.completion_tokens, 16)
+        # token ids as the prompt, and a batch of prompts
+        _, tok = self.s.post("/tokenize", {"prompt": "Once upon a time"})
+        by_ids = self.c.completions.create(model="x", prompt=tok["tokens"], temperature=0,
+                                           max_tokens=12, extra_body={"ignore_eos": True})
+        self.assertEqual(by_ids.choices[0].text, text)
+        batch = self.c.completions.create(model="x", prompt=["Once upon a time", tok["tokens"]],
+                                          temperature=0, max_tokens=12,
+                                          extra_body={"ignore_eos": True})
+        self.assertEqual([c.index for c in batch.choices], [0, 1])
+        self.assertEqual([c.text for c in batch.choices], [text, text])
+        self.assertEqual(batch.usage.prompt_tokens, 2 * r.usage.prompt_tokens)
+        echo = self.c.completions.create(model="x", prompt="Once upon a time", temperature=0,
+                                         max_tokens=12, echo=True,
+                                         extra_body={"ignore_eos": True})
+        self.assertEqual(echo.choices[0].text, "Once upon a time" + text)
+
+    def test_tokenize_detokenize(self):
+        status, tok = self.s.post("/tokenize", {"prompt": "Hello world"})
+        self.assertEqual(status, 200)
+        self.assertEqual(tok["count"], len(tok["tokens"]))
+        self.assertEqual(tok["tokens"][0], 2)  # <bos>
+        self.assertEqual(tok["max_model_len"], CTX)
+        status, de = self.s.post("/detokenize", {"tokens": tok["tokens"][1:]})
+        self.assertEqual((status, de["prompt"]), (200, "Hello world"))
+        status, chat = self.s.post("/tokenize", {"messages": CHAT})
+        r = self.c.chat.completions.create(model="x", messages=CHAT, max_tokens=1)
+        self.assertEqual(chat["count"], r.usage.prompt_tokens)
+        self.assertEqual(self.s.post("/detokenize", {"tokens": ["a"]})[0], 400)
+
+    def test_thinking_switch(self):
+        # enable_thinking renders <|think|> into the system turn (and, on this large-variant
+        # model, drops the empty thought channel that ends the prompt without it); the tiny
+        # model never opens a thought channel itself, so no
+        # reasoning_content comes back (the split itself: server_api_request_test).
+        _, off = self.s.post("/tokenize", {"messages": CHAT})
+        _, on = self.s.post("/tokenize", {"messages": CHAT,
+                                          "chat_template_kwargs": {"enable_thinking": True}})
+        self.assertIn(98, on["tokens"])  # <|think|>
+        self.assertNotIn(98, off["tokens"])
+        r = self.c.chat.completions.create(
+            model="x", messages=CHAT, extra_body={"chat_template_kwargs": {"enable_thinking": True},
+                                                  "ignore_eos": True},
+            temperature=0, max_tokens=8)
+        self.assertEqual(r.usage.prompt_tokens, on["count"])
+        self.assertIsNone(getattr(r.choices[0].message, "reasoning_content", None))
+
+    def test_stop_strings(self):
+        base = self.c.completions.create(model="x", prompt="Once upon a time", temperature=0,
+                                         max_tokens=24, extra_body={"ignore_eos": True})
+        text = base.choices[0].text
+        stop = text[len(text) // 2:len(text) // 2 + 3]
+        self.assertTrue(stop.strip(), text)
+        r = self.c.completions.create(model="x", prompt="Once upon a time", temperature=0,
+                                      max_tokens=24, stop=[stop],
+                                      extra_body={"ignore_eos": True})
+        self.assertEqual(r.choices[0].finish_reason, "stop")
+        self.assertEqual(r.choices[0].text, text[:text.index(stop)])
+        streamed = "".join(c.choices[0].text for c in self.c.completions.create(
+            model="x", prompt="Once upon a time", temperature=0, max_tokens=24, stop=stop,
+            stream=True, extra_body={"ignore_eos": True}) if c.choices)
+        self.assertEqual(streamed, r.choices[0].text)
+
+    def test_seed_repeatable(self):
+        def sample(seed):
+            return self.c.chat.completions.create(
+                model="x", messages=CHAT, temperature=1.0, top_p=0.95, seed=seed,
+                max_tokens=24, extra_body={"ignore_eos": True, "top_k": 64}).choices[0].message.content
+        a = sample(1234)
+        self.assertEqual(sample(1234), a)
+        self.assertTrue(any(sample(s) != a for s in (1, 2, 3)))
+        r = self.c.chat.completions.create(model="x", messages=CHAT, n=3, seed=7,
+                                           temperature=1.0, max_tokens=16,
+                                           extra_body={"ignore_eos": True})
+        self.assertEqual([c.index for c in r.choices], [0, 1, 2])
+        self.assertEqual(r.usage.completion_tokens, 48)
+        again = self.c.chat.completions.create(model="x", messages=CHAT, n=3, seed=7,
+                                               temperature=1.0, max_tokens=16,
+                                               extra_body={"ignore_eos": True})
+        self.assertEqual([c.message.content for c in again.choices],
+                         [c.message.content for c in r.choices])
+        self.assertGreater(len({c.message.content for c in r.choices}), 1)
+
+    def test_logprobs(self):
+        r = self.c.chat.completions.create(model="x", messages=CHAT, logprobs=True,
+                                           top_logprobs=3, **GREEDY)
+        content = r.choices[0].logprobs.content
+        self.assertEqual(len(content), 24)
+        # special tokens (<turn|>) are named in logprobs but not part of the text
+        plain = []
+        for t in content:
+            if t.token.startswith("<"):
+                break
+            plain.append(t.token)
+        self.assertTrue(plain)
+        self.assertTrue(r.choices[0].message.content.startswith("".join(plain)))
+        for t in content:
+            self.assertLessEqual(t.logprob, 0.0)
+            self.assertEqual(bytes(t.bytes), t.token.encode())
+            self.assertEqual(len(t.top_logprobs), 3)
+            self.assertEqual(t.top_logprobs[0].token, t.token)  # greedy: the top one
+            self.assertAlmostEqual(t.top_logprobs[0].logprob, t.logprob, places=4)
+            lps = [x.logprob for x in t.top_logprobs]
+            self.assertEqual(lps, sorted(lps, reverse=True))
+        no_top = self.c.chat.completions.create(model="x", messages=CHAT, logprobs=True,
+                                                **GREEDY)
+        self.assertEqual(no_top.choices[0].logprobs.content[0].top_logprobs, [])
+        c = self.c.completions.create(model="x", prompt="Once", temperature=0, max_tokens=8,
+                                      logprobs=2, extra_body={"ignore_eos": True})
+        lp = c.choices[0].logprobs
+        self.assertEqual(len(lp.tokens), 8)
+        self.assertEqual(len(lp.top_logprobs[0]), 2)
+        self.assertEqual(lp.text_offset[0], 0)
+
+    def test_generation_config_defaults(self):
+        # No generation_config.json: the request's absent temperature is 1.0 (OpenAI's default),
+        # so unseeded runs differ; with one saying do_sample false they are greedy.
+        with tempfile.TemporaryDirectory() as d:
+            for f in os.listdir(MODEL):
+                os.symlink(os.path.abspath(os.path.join(MODEL, f)), os.path.join(d, f))
+            with open(os.path.join(d, "generation_config.json"), "w") as f:
+                json.dump({"do_sample": False, "temperature": 1.0, "top_k": 64}, f)
+            s = Server(model=d, key=None)
+            try:
+                outs = {s.client.chat.completions.create(
+                    model="x", messages=CHAT, max_tokens=16,
+                    extra_body={"ignore_eos": True}).choices[0].message.content
+                    for _ in range(3)}
+                greedy = s.client.chat.completions.create(model="x", messages=CHAT,
+                                                          **GREEDY).choices[0].message.content
+                self.assertEqual(len(outs), 1)
+                self.assertTrue(greedy.startswith(outs.pop()))
+            finally:
+                s.close()
+            with open(os.path.join(d, "generation_config.json"), "w") as f:
+                f.write('{"temperature": "hot"}')
+            p = subprocess.run([GANNET, "serve", "-m", d, "--port", "0", "--backend", "cpu"],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 1)
+            self.assertIn('"temperature" is not a number', p.stderr)
+
+    # --- errors --------------------------------------------------------------------------------
+    def assert_error(self, status, body, expect_status, *words):
+        self.assertEqual(status, expect_status, body)
+        self.assertIn("error", body)
+        for w in words:
+            self.assertIn(w, body["error"]["message"])
+
+    def test_openai_client_errors(self):
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.c.chat.completions.create(model="x", messages=CHAT, temperature="hot")
+        self.assertIn("temperature", str(e.exception))
+        with self.assertRaises(openai.BadRequestError):
+            self.c.chat.completions.create(model="x", messages=CHAT,
+                                           response_format={"type": "json_object"})
+        bad = openai.OpenAI(base_url=f"http://127.0.0.1:{self.s.port}/v1", api_key="wrong",
+                            max_retries=0)
+        with self.assertRaises(openai.AuthenticationError):
+            bad.models.list()
+
+    def test_bad_bodies(self):
+        chat = "/v1/chat/completions"
+        m = [{"role": "user", "content": "hi"}]
+        cases = [
+            ("not json", 400, "not valid JSON"),
+            ("[1, 2]", 400, "JSON object"),
+            ("{}", 400, "messages"),
+            ('{"messages": []}', 400, "messages"),
+            ('{"messages": "hi"}', 400, "messages"),
+            ('{"messages": [1]}', 400, "messages[0]"),
+            ('{"messages": [{"role": "user"}]}', 400, "content"),
+            ('{"messages": [{"role": "wizard", "content": "x"}]}', 400, "wizard"),
+            ('{"messages": [{"role": "tool", "content": "x"}]}', 400, "tool"),
+            ('{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}', 400, "image_url"),
+            ('{"messages": [{"role": "user", "content": 5}]}', 400, "content"),
+            ("[" * 60000, 400, "deeper"),
+            ('{"messages": ' + "[" * 70 + "]" * 70 + "}", 400, "deeper"),
+        ]
+        for field, value, word in [
+                ("temperature", '"hot"', "temperature"), ("temperature", "3", "temperature"),
+                ("top_p", "-1", "top_p"), ("top_k", "1.5", "top_k"), ("max_tokens", "-1", "max_tokens"), ("max_tokens", "0", "max_tokens"),
+                ("max_completion_tokens", "0", "max_completion_tokens"),
+                ("max_tokens", "1e30", "max_tokens"), ("n", "0", "n"), ("n", "1000", "n"),
+                ("seed", '"x"', "seed"), ("stop", "5", "stop"), ("stop", "[1]", "stop"),
+                ("stream", '"yes"', "stream"), ("stream_options", "1", "stream_options"),
+                ("logprobs", "3", "logprobs"), ("top_logprobs", "50", "top_logprobs"),
+                ("presence_penalty", "9", "presence_penalty"), ("logit_bias", '{"5": 10}', "logit_bias"),
+                ("tools", '[{"type": "function"}]', "tool"), ("tool_choice", '"auto"', "tool"),
+                ("response_format", '{"type": "json_schema"}', "response_format"),
+                ("chat_template_kwargs", '{"enable_thinking": "yes"}', "enable_thinking"),
+                ("stop_token_ids", "[-1]", "stop_token_ids"), ("user", "5", "user"),
+                ("min_p", "null", None)]:
+            body = '{"messages": ' + json.dumps(m) + ', "max_tokens": 1, "' + field + '": ' + value + "}"
+            cases.append((body, 200 if word is None else 400, word))
+        for body, status, word in cases:
+            got, data = self.s.request("POST", chat, body, raw=True)
+            reply = json.loads(data)
+            if status == 200:
+                self.assertEqual(got, 200, (body, reply))
+            else:
+                self.assert_error(got, reply, status, word)
+        for body, word in [('{"prompt": 5}', "prompt"), ('{"prompt": [[]]}', "prompt"),
+                           ('{"prompt": [-3]}', "prompt"), ('{"prompt": [1, "a"]}', "prompt"),
+                           ('{"prompt": "x", "suffix": "y"}', "suffix"),
+                           ('{"prompt": "x", "logprobs": true}', "logprobs"),
+                           ('{"prompt": [999999]}', "vocab")]:
+            got, data = self.s.request("POST", "/v1/completions", body, raw=True)
+            self.assert_error(got, json.loads(data), 400, word)
+        # unknown fields are ignored, as OpenAI does
+        got, _ = self.s.post(chat, {"messages": m, "max_tokens": 1, "frobnicate": {"a": [1]}})
+        self.assertEqual(got, 200)
+        got, data = self.s.request("POST", "/v1/nope", "{}", raw=True)
+        self.assert_error(got, json.loads(data), 404, "/v1/nope")
+        self.assertEqual(self.s.get("/health")[0], 200)
+
+    def test_context_overflow_names_both_numbers(self):
+        status, body = self.s.post("/v1/completions", {"prompt": [5] * 9000, "max_tokens": 1})
+        self.assert_error(status, body, 400, "9000", str(CTX))
+        status, body = self.s.post("/v1/completions",
+                                   {"prompt": [5] * 9000, "max_tokens": 1, "stream": True})
+        self.assert_error(status, body, 400, "9000", str(CTX))
+
+    def test_body_too_large(self):
+        status, data = self.s.request("POST", "/v1/chat/completions",
+                                      json.dumps({"messages": [{"role": "user",
+                                                                "content": "x" * 100000}]}),
+                                      raw=True)
+        self.assertEqual(status, 413)
+        self.assertIn("max-body", json.loads(data)["error"]["message"])
+
+    def test_api_key(self):
+        for headers in [{"Authorization": ""}, {"Authorization": "Bearer nope"},
+                        {"Authorization": "Bearer " + KEY + "x"}, {"Authorization": KEY}]:
+            status, data = self.s.request("GET", "/v1/models", headers=headers)
+            self.assertEqual(status, 401)
+            self.assertIn("API key", json.loads(data)["error"]["message"])
+        status, _ = self.s.request("POST", "/tokenize", {"prompt": "a"}, headers={"Authorization": ""})
+        self.assertEqual(status, 401)
+        self.assertEqual(self.s.request("GET", "/health", headers={"Authorization": ""})[0], 200)
+
+    # --- robustness -----------------------------------------------------------------------------
+    def wait_idle(self, aborted_before, want_aborted):
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if (self.s.metric("gannet_num_requests_running") == 0 and
+                    self.s.metric("gannet_num_requests_waiting") == 0 and
+                    self.aborted() >= aborted_before + want_aborted):
+                return
+            time.sleep(0.05)
+        self.fail("the abandoned request was not cancelled within 30 s")
+
+    def aborted(self):
+        _, text = self.s.get("/metrics")
+        m = re.search(r'gannet_request_success_total\{finished_reason="abort"\} (\d+)',
+                      text.decode())
+        return int(m.group(1))
+
+    def test_disconnect_cancels(self):
+        before = self.aborted()
+        body = json.dumps({"prompt": "Once", "max_tokens": 100000, "stream": True,
+                           "ignore_eos": True, "temperature": 0}).encode()
+        head = (f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+        sock = socket.create_connection(("127.0.0.1", self.s.port))
+        sock.sendall(head + body)
+        got = b""
+        while got.count(b"data:") < 3:
+            got += sock.recv(4096)
+        self.assertEqual(self.s.metric("gannet_http_requests_active"), 1)
+        sock.close()
+        self.wait_idle(before, 1)
+        deadline = time.time() + 10
+        while self.s.metric("gannet_http_requests_active") != 0 and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(self.s.metric("gannet_http_requests_active"), 0)
+        # the same for a non-streaming request, closed before any byte of the answer
+        body = json.dumps({"prompt": "Once", "max_tokens": 100000, "ignore_eos": True}).encode()
+        head = head.replace(b"Content-Length: " + str(len(body) + 15).encode(), b"")
+        head = (f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+        sock = socket.create_connection(("127.0.0.1", self.s.port))
+        sock.sendall(head + body)
+        time.sleep(0.3)
+        sock.close()
+        self.wait_idle(before, 2)
+
+    def test_concurrent_streams_equal_alone(self):
+        prompts = ["Once upon a time", "The cat", "In the morning", "She said"]
+        alone = {p: self.c.completions.create(model="x", prompt=p, temperature=0, max_tokens=32,
+                                              extra_body={"ignore_eos": True}).choices[0].text
+                 for p in prompts}
+        results, errors = {}, []
+
+        def client(i):
+            try:
+                p = prompts[i % len(prompts)]
+                text = "".join(c.choices[0].text for c in self.c.completions.create(
+                    model="x", prompt=p, temperature=0, max_tokens=32, stream=True,
+                    extra_body={"ignore_eos": True}) if c.choices)
+                results[i] = (p, text)
+            except Exception as e:  # noqa: BLE001 (reported below)
+                errors.append(repr(e))
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(64)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(len(results), 64)
+        for p, text in results.values():
+            self.assertEqual(text, alone[p])
+
+
+class BusyTest(unittest.TestCase):
+    def test_full_queue_answers_429(self):
+        s = Server("--max-queued", "1", "--max-running", "1", key=None)
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
+            c.request("POST", "/v1/completions", json.dumps(
+                {"prompt": "Once", "max_tokens": 100000, "stream": True, "ignore_eos": True}),
+                {"Content-Type": "application/json"})
+            r = c.getresponse()
+            self.assertEqual(r.status, 200)
+            r.fp.readline()  # the first chunk: the request is running
+            with self.assertRaises(openai.RateLimitError):
+                s.client.completions.create(model="x", prompt="Hi", max_tokens=1)
+            c.close()
+            deadline = time.time() + 30
+            while s.metric("gannet_num_requests_running") > 0 and time.time() < deadline:
+                time.sleep(0.05)
+            r = s.client.completions.create(model="x", prompt="Hi", max_tokens=1)
+            self.assertEqual(r.usage.completion_tokens, 1)
+            self.assertGreaterEqual(s.metric("gannet_http_rejected_busy_total"), 1)
+        finally:
+            s.close()
+
+    def test_bad_command_lines(self):
+        for args, word in [(["--port", "99999"], "--port"), (["--api-key", "a", "--api-key-file", "/x"], "not both"),
+                           (["--api-key-file", "/nonexistent"], "/nonexistent"), ([], "-m"),
+                           (["--seed", "1"], "per-request")]:
+            model = [] if word == "-m" else ["-m", MODEL]
+            p = subprocess.run([GANNET, "serve"] + model + args, capture_output=True, text=True,
+                               timeout=30)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(word, p.stderr)
+        p = subprocess.run([GANNET, "serve", "-m", "/nonexistent/model", "--port", "0"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("/nonexistent/model", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"])
