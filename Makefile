@@ -5,6 +5,8 @@
 #   make fuzz        build the libFuzzer targets (clang, ASan+UBSan) and run each FUZZ_SECONDS
 #                    (default 60) on a copy of its committed corpus; fails on any finding
 #   make dev         configure + build the sm_90-only developer preset
+#   make format      clang-format 14 over the tracked C/C++/CUDA sources (tools/format.sh)
+#   make format-check  fail listing the files `make format` would change (CI)
 #   make sm70        the Volta build: fetches Debian's CUDA 12.4 into .cuda12/ (CUDA 13 cannot
 #                    target sm_70; tools/sm70/install_cuda12.sh) and builds everything for sm_70
 # PRESET picks the CMake preset for demo/test (default: release, the full CUDA arch list when
@@ -18,7 +20,7 @@ GANNET := $(BUILD)/examples/cli/gannet
 FUZZ_SECONDS ?= 60
 FUZZ_SEED ?=
 
-.PHONY: all deps configure build demo test sanitize fuzz dev sm70 clean
+.PHONY: all deps configure build demo test sanitize fuzz dev sm70 format format-check clean
 
 all: build
 
@@ -57,6 +59,12 @@ fuzz: deps
 
 dev:
 	@cmake --preset dev && cmake --build build/dev -j $(JOBS)
+
+format: deps
+	@tools/format.sh
+
+format-check: deps
+	@tools/format.sh --check
 
 sm70: deps
 	@tools/sm70/install_cuda12.sh

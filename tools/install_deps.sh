@@ -17,6 +17,16 @@ if ! have golang-go && [ "$(id -u)" -eq 0 ]; then
   apt-get install -y -qq golang-go > /tmp/gannet-apt-go.log 2>&1 ||
     echo "could not install golang-go (see /tmp/gannet-apt-go.log); the Go example tests will skip"
 fi
+# Optional: clang-format-14 for `make format` / `make format-check` (CI); the version is pinned
+# (tools/format.sh refuses another major version). Installed only as root; without it only those
+# two targets fail, with a message saying what to install.
+if ! have clang-format-14 && [ "$(id -u)" -eq 0 ]; then
+  echo "installing: clang-format-14 (optional, for make format)"
+  export DEBIAN_FRONTEND=noninteractive
+  [ -n "$(find /var/lib/apt/lists -name '*Packages*' 2>/dev/null | head -1)" ] || apt-get update -qq || true
+  apt-get install -y -qq clang-format-14 > /tmp/gannet-apt-clang-format.log 2>&1 ||
+    echo "could not install clang-format-14 (see /tmp/gannet-apt-clang-format.log)"
+fi
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -eq 0 ]; then
   echo "installing: ${need[*]}"
