@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
@@ -13,6 +11,7 @@
 
 #include "lib/common/hash.h"
 #include "lib/common/logging.h"
+#include "lib/common/mutex.h"
 #include "lib/common/status.h"
 #include "lib/common/utf8.h"
 #include "lib/engine/chat_prompt.h"
@@ -52,18 +51,19 @@ class Engine::Impl {
   std::unique_ptr<sched::Scheduler> scheduler;
 
   // Shared with client threads.
-  mutable std::mutex mu;
-  std::condition_variable work_cv;   // engine thread: submissions, cancels, stop
-  std::condition_variable event_cv;  // pollers: events
-  std::vector<Submission> submissions;
-  std::vector<uint64_t> cancels;
-  std::unordered_set<uint64_t> live;  // submitted and not yet finished
-  size_t unpolled_terminal = 0;       // FINISH/ERROR events not yet handed out by Poll
-  std::deque<Event> events;
-  uint64_t next_id = 1;
-  bool stopping = false;
-  absl::Status dead;  // sticky device-lost status
-  StepStats stats;
+  mutable Mutex mu;
+  CondVar work_cv;   // engine thread: submissions, cancels, stop
+  CondVar event_cv;  // pollers: events
+  std::vector<Submission> submissions ABSL_GUARDED_BY(mu);
+  std::vector<uint64_t> cancels ABSL_GUARDED_BY(mu);
+  std::unordered_set<uint64_t> live ABSL_GUARDED_BY(mu);  // submitted and not yet finished
+  // FINISH/ERROR events not yet handed out by Poll.
+  size_t unpolled_terminal ABSL_GUARDED_BY(mu) = 0;
+  std::deque<Event> events ABSL_GUARDED_BY(mu);
+  uint64_t next_id ABSL_GUARDED_BY(mu) = 1;
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  absl::Status dead ABSL_GUARDED_BY(mu);  // sticky device-lost status
+  StepStats stats ABSL_GUARDED_BY(mu);
 
   // Engine thread only.
   std::unordered_map<uint64_t, TextOutput> texts;
@@ -77,13 +77,13 @@ class Engine::Impl {
   bool prev_step_decode = false;
 
   void Emit(Event e) {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     if (e.type != EventType::kToken) {
       live.erase(e.request_id);
       ++unpolled_terminal;
     }
     events.push_back(std::move(e));
-    event_cv.notify_all();
+    event_cv.NotifyAll();
   }
 
   void EmitRetired(std::vector<sched::Retired> retired);
@@ -131,7 +131,7 @@ void Engine::Impl::EmitRetired(std::vector<sched::Retired> retired) {
 void Engine::Impl::FailAll(const absl::Status& status) {
   std::vector<uint64_t> ids;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     ids.assign(live.begin(), live.end());
   }
   for (uint64_t id : ids) scheduler->Cancel(id);
@@ -151,7 +151,7 @@ bool Engine::Impl::RunStep() {
     const auto now = sched::Clock::now();
     if (prev_step_start.has_value() && prev_step_decode && prev_device_span >= 0) {
       const double wall = std::chrono::duration<double>(now - *prev_step_start).count();
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       stats.RecordTiming(wall, prev_device_span);
     }
     prev_step_start = now;
@@ -184,10 +184,10 @@ bool Engine::Impl::RunStep() {
     if (IsDeviceLost(st)) {
       // The device's state is gone: every later step would fail too (sticky DEVICE_LOST).
       {
-        std::lock_guard<std::mutex> lock(mu);
+        MutexLock lock(&mu);
         dead = st;
       }
-      FailAll(dead);
+      FailAll(st);
     } else {
       for (const sched::ScheduledSeq& q : plan.seqs) {
         if (q.request->state == sched::RequestState::kRunning) {
@@ -259,10 +259,10 @@ bool Engine::Impl::RunStep() {
       GANNET_LOG_ERROR("engine: drafting failed: {}", pst.message());
       if (IsDeviceLost(pst)) {
         {
-          std::lock_guard<std::mutex> lock(mu);
+          MutexLock lock(&mu);
           dead = pst;
         }
-        FailAll(dead);
+        FailAll(pst);
         return true;
       }
     }
@@ -271,7 +271,7 @@ bool Engine::Impl::RunStep() {
   {
     // Counted before the final events go out: whoever sees them sees these counts.
     const double seconds = std::chrono::duration<double>(sched::Clock::now() - t0).count();
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     stats.Record(prompt_tokens, generated, seconds);
     stats.RecordSpec(verify_chunks, drafts, accepted,
                      parts->spec != nullptr ? parts->spec->stats().rounds : 0);
@@ -303,7 +303,7 @@ void Engine::Impl::EmitToken(sched::Request* r, sampling::SampleResult sr) {
 
 void Engine::Impl::UpdateGauges() {
   const kv::KvManager& kv = *parts->kv;
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   EngineStats& g = stats.gauges();
   g.num_running = scheduler->num_running();
   g.num_waiting = scheduler->num_waiting() + static_cast<int32_t>(submissions.size());
@@ -355,10 +355,10 @@ void Engine::Impl::Loop() {
     std::vector<Submission> subs;
     std::vector<uint64_t> cancel_ids;
     {
-      std::unique_lock<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       if (scheduler->idle() && submissions.empty() && cancels.empty() && !stopping) {
         prev_step_start.reset();  // idle: the next step does not follow one back to back
-        work_cv.wait_for(lock, std::chrono::milliseconds(50));
+        work_cv.WaitFor(mu, std::chrono::milliseconds(50));
       }
       if (stopping) return;
       subs.swap(submissions);
@@ -383,13 +383,13 @@ void Engine::Impl::Loop() {
       }
       for (uint64_t id : cancel_ids) scheduler->Cancel(id);
       EmitRetired(scheduler->TakeRetired());
-      bool dead_now;
+      absl::Status dead_now;
       {
-        std::lock_guard<std::mutex> lock(mu);
-        dead_now = !dead.ok();
+        MutexLock lock(&mu);
+        dead_now = dead;
       }
-      if (dead_now) {
-        FailAll(dead);
+      if (!dead_now.ok()) {
+        FailAll(dead_now);
         continue;
       }
       if (!scheduler->idle()) RunStep();
@@ -475,11 +475,11 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Engine::~Engine() {
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(&impl_->mu);
     impl_->stopping = true;
   }
-  impl_->work_cv.notify_all();
-  impl_->event_cv.notify_all();
+  impl_->work_cv.NotifyAll();
+  impl_->event_cv.NotifyAll();
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
@@ -489,9 +489,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   GANNET_ASSIGN_OR_RETURN(impl->parts, LoadEngineParts(config));
   if (impl->parts->tp_worker != nullptr) {
     // A rank other than 0: no scheduler, no engine thread; requests go to rank 0.
-    impl->dead = FailedPreconditionError(
-        "engine: this is rank {} of a tensor-parallel group; submit requests to rank 0",
-        impl->parts->tp_rank);
+    {
+      MutexLock lock(&impl->mu);  // no other thread yet; taken for the analysis (tsa preset)
+      impl->dead = FailedPreconditionError(
+          "engine: this is rank {} of a tensor-parallel group; submit requests to rank 0",
+          impl->parts->tp_rank);
+    }
     return std::unique_ptr<Engine>(new Engine(std::move(impl)));
   }
   sched::SchedulerOptions so;
@@ -510,7 +513,7 @@ absl::StatusOr<uint64_t> Engine::Submit(RequestInput input) {
   Impl& m = *impl_;
   uint64_t id;
   {
-    std::lock_guard<std::mutex> lock(m.mu);
+    MutexLock lock(&m.mu);
     if (!m.dead.ok()) return m.dead;
     // Requests count until their terminal event is polled, so a caller that submits without
     // polling (or whose requests fail at once) cannot grow the engine without bound.
@@ -542,30 +545,32 @@ absl::StatusOr<uint64_t> Engine::Submit(RequestInput input) {
     m.Emit(std::move(e));
     return id;
   }
-  std::lock_guard<std::mutex> lock(m.mu);
+  MutexLock lock(&m.mu);
   m.live.insert(id);
   m.submissions.push_back({std::move(request), std::move(text)});
-  m.work_cv.notify_all();
+  m.work_cv.NotifyAll();
   return id;
 }
 
 absl::Status Engine::Cancel(uint64_t request_id) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   if (!impl_->live.count(request_id)) {
     return NotFoundError("request {} is unknown or already finished", request_id);
   }
   impl_->cancels.push_back(request_id);
-  impl_->work_cv.notify_all();
+  impl_->work_cv.NotifyAll();
   return absl::OkStatus();
 }
 
 absl::Status Engine::Poll(int timeout_ms, size_t max_events, std::vector<Event>* out) {
-  std::unique_lock<std::mutex> lock(impl_->mu);
-  auto ready = [&] { return !impl_->events.empty() || impl_->stopping; };
+  MutexLock lock(&impl_->mu);
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl_->mu) {
+    return !impl_->events.empty() || impl_->stopping;
+  };
   if (timeout_ms < 0) {
-    impl_->event_cv.wait(lock, ready);
+    impl_->event_cv.Wait(impl_->mu, ready);
   } else if (timeout_ms > 0) {
-    impl_->event_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready);
+    impl_->event_cv.WaitFor(impl_->mu, std::chrono::milliseconds(timeout_ms), ready);
   }
   while (!impl_->events.empty() && max_events > 0) {
     if (impl_->events.front().type != EventType::kToken) --impl_->unpolled_terminal;
@@ -588,7 +593,7 @@ absl::Status Engine::Serve(double timeout_s) {
 }
 
 EngineStats Engine::GetStats() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   return impl_->stats.Snapshot();
 }
 
