@@ -7,6 +7,9 @@
 #   make fuzz        build the libFuzzer targets (clang, ASan+UBSan) and run each FUZZ_SECONDS
 #                    (default 60) on a copy of its committed corpus; fails on any finding
 #   make dev         configure + build the sm_90-only developer preset
+#   make format      clang-format 14 over the tracked C/C++/CUDA sources (tools/format.sh)
+#   make format-check  fail listing the files `make format` would change (CI)
+#   make tsa         clang -Wthread-safety -Werror build of lib/ (CPU, the tsa preset; nothing runs)
 #   make sm70        the Volta build: fetches Debian's CUDA 12.4 into .cuda12/ (CUDA 13 cannot
 #                    target sm_70; tools/sm70/install_cuda12.sh) and builds everything for sm_70
 # PRESET picks the CMake preset for build/test (default: release, the full CUDA arch list when
@@ -22,7 +25,7 @@ GANNET = $(DEMO_BUILD)/examples/cli/gannet
 FUZZ_SECONDS ?= 60
 FUZZ_SEED ?=
 
-.PHONY: all deps configure build demo test sanitize fuzz dev sm70 clean
+.PHONY: all deps configure build demo test sanitize fuzz dev sm70 format format-check tsa clean
 
 all: build
 
@@ -62,6 +65,20 @@ fuzz: deps
 
 dev:
 	@cmake --preset dev && cmake --build build/dev -j $(JOBS)
+
+format: deps
+	@tools/format.sh
+
+format-check: deps
+	@tools/format.sh --check
+
+# Nothing runs: the analysis is the compiler's (lib/common/mutex.h says what it checks). lib/ (in
+# libgannet.so) and the tests of the annotated wrappers; the other tests hold no annotated state.
+tsa: deps
+	@command -v clang++ > /dev/null || { echo "make tsa needs clang: sudo apt-get install -y clang"; exit 1; }
+	@mkdir -p build && cmake --preset tsa > build/tsa.configure.log 2>&1 || \
+	  (cat build/tsa.configure.log; exit 1)
+	@cmake --build build/tsa -j $(JOBS) --target gannet common_test
 
 sm70: deps
 	@tools/sm70/install_cuda12.sh

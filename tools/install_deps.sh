@@ -42,6 +42,16 @@ if command -v python3 > /dev/null && ! python3 -c 'import openai' 2> /dev/null &
   python3 -m pip install -q openai > /tmp/gannet-pip-openai.log 2>&1 ||
     echo "could not install openai (see /tmp/gannet-pip-openai.log); the server tests will skip"
 fi
+# Optional: clang-format-14 for `make format` / `make format-check` (CI); the version is pinned
+# (tools/format.sh refuses another major version). Installed only as root; without it only those
+# two targets fail, with a message saying what to install.
+if ! have clang-format-14 && [ "$(id -u)" -eq 0 ]; then
+  echo "installing: clang-format-14 (optional, for make format)"
+  export DEBIAN_FRONTEND=noninteractive
+  [ -n "$(find /var/lib/apt/lists -name '*Packages*' 2>/dev/null | head -1)" ] || apt-get update -qq || true
+  apt-get install -y -qq clang-format-14 > /tmp/gannet-apt-clang-format.log 2>&1 ||
+    echo "could not install clang-format-14 (see /tmp/gannet-apt-clang-format.log)"
+fi
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -eq 0 ]; then
   echo "installing: ${need[*]}"

@@ -22,7 +22,9 @@ namespace gannet {
 namespace {
 
 int Run(int world, int iters) {
-  auto group = parallel::CreateTpGroup({"cuda", 0, 0}, world, {});
+  backend::BackendOptions cuda;
+  cuda.kind = "cuda";
+  auto group = parallel::CreateTpGroup(cuda, world, {});
   if (!group.ok()) {
     std::fprintf(stderr, "allreduce-bench: %s\n", std::string(group.status().message()).c_str());
     return 1;

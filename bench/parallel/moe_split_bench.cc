@@ -59,7 +59,9 @@ int Run(const std::string& model, int iters) {
     return 2;
   }
   const model::TextConfig& c = config->text;
-  auto made = backend::CreateBackend({"cuda", 0, 0});
+  backend::BackendOptions cuda;
+  cuda.kind = "cuda";
+  auto made = backend::CreateBackend(cuda);
   if (!made.ok()) {
     std::fprintf(stderr, "moe-split-bench: %s\n", std::string(made.status().message()).c_str());
     return 1;

@@ -21,7 +21,8 @@
 // targets have nearly flat logits, so the recorded oracle loses its truth wherever bf16 rows of
 // a verify chunk and of a plain step resolve a near-tie differently; forced acceptance is immune.
 //
-//   gannet-spec-sweep --model dummy:31b --draft dummy:31b-assistant --spec-tokens 3 \
+// For example (one command line):
+//   gannet-spec-sweep --model dummy:31b --draft dummy:31b-assistant --spec-tokens 3
 //       --input-len 1000 --output-len 256 --concurrency 1,16 --p 0,0.5,0.8,1
 #include <algorithm>
 #include <chrono>

@@ -16,23 +16,26 @@ ThreadPool::ThreadPool(int num_threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  work_cv_.notify_all();
+  work_cv_.NotifyAll();
   for (auto& t : workers_) t.join();
 }
 
 void ThreadPool::RunChunks() {
   while (true) {
-    int64_t begin;
+    int64_t begin, end;
+    const std::function<void(int64_t, int64_t)>* fn;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (next_ >= n_) return;
       begin = next_;
-      next_ = std::min(n_, next_ + chunk_);
+      end = std::min(n_, next_ + chunk_);
+      next_ = end;
+      fn = fn_;
     }
-    (*fn_)(begin, std::min(n_, begin + chunk_));
+    (*fn)(begin, end);
   }
 }
 
@@ -41,16 +44,17 @@ void ThreadPool::WorkerLoop() {
   t_inside_pool_job = true;  // a worker never fans out again
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      MutexLock lock(&mu_);
+      work_cv_.Wait(
+          mu_, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || generation_ != seen; });
       if (stop_) return;
       seen = generation_;
       ++active_;
     }
     RunChunks();
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--active_ == 0) done_cv_.notify_all();
+      MutexLock lock(&mu_);
+      if (--active_ == 0) done_cv_.NotifyAll();
     }
   }
 }
@@ -63,23 +67,24 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
     fn(0, n);
     return;
   }
-  std::lock_guard<std::mutex> call_lock(call_mu_);
+  MutexLock call_lock(&call_mu_);
   int64_t target_chunks = static_cast<int64_t>(num_threads()) * 4;
   int64_t chunk = std::max(grain, (n + target_chunks - 1) / target_chunks);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     fn_ = &fn;
     n_ = n;
     chunk_ = chunk;
     next_ = 0;
     ++generation_;
   }
-  work_cv_.notify_all();
+  work_cv_.NotifyAll();
   t_inside_pool_job = true;
   RunChunks();
   t_inside_pool_job = false;
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return active_ == 0 && next_ >= n_; });
+  MutexLock lock(&mu_);
+  done_cv_.Wait(mu_,
+                [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return active_ == 0 && next_ >= n_; });
   fn_ = nullptr;
 }
 

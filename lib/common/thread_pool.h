@@ -7,12 +7,12 @@
 // by GANNET_NUM_THREADS or the hardware concurrency.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "lib/common/mutex.h"
 
 namespace gannet {
 
@@ -33,17 +33,18 @@ class ThreadPool {
   void RunChunks();
 
   std::vector<std::thread> workers_;
-  std::mutex call_mu_;  // serializes ParallelFor callers
-  std::mutex mu_;
-  std::condition_variable work_cv_;
-  std::condition_variable done_cv_;
-  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
-  int64_t n_ = 0;
-  int64_t chunk_ = 0;
-  int64_t next_ = 0;       // next chunk start, guarded by mu_
-  int active_ = 0;         // workers inside the current job
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  Mutex call_mu_;  // serializes ParallelFor callers
+  Mutex mu_ ABSL_ACQUIRED_AFTER(call_mu_);
+  CondVar work_cv_;
+  CondVar done_cv_;
+  // The job: set under mu_ before generation_ moves, read by the workers that saw it move.
+  const std::function<void(int64_t, int64_t)>* fn_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int64_t n_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t chunk_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t next_ ABSL_GUARDED_BY(mu_) = 0;  // next chunk start
+  int active_ ABSL_GUARDED_BY(mu_) = 0;    // workers inside the current job
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 ThreadPool& DefaultThreadPool();

@@ -2,15 +2,14 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "lib/common/mutex.h"
 #include "lib/common/hash.h"
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
@@ -54,21 +53,22 @@ class Engine::Impl {
   std::unique_ptr<sched::Scheduler> scheduler;
 
   // Shared with client threads.
-  mutable std::mutex mu;
-  std::condition_variable work_cv;   // engine thread: submissions, cancels, stop
-  std::condition_variable event_cv;  // pollers: events
-  std::vector<Submission> submissions;
-  std::vector<uint64_t> cancels;
-  std::unordered_set<uint64_t> live;  // submitted and not yet finished
-  size_t unpolled_terminal = 0;       // FINISH/ERROR events not yet handed out by Poll
+  mutable Mutex mu;
+  CondVar work_cv;   // engine thread: submissions, cancels, stop
+  CondVar event_cv;  // pollers: events
+  std::vector<Submission> submissions ABSL_GUARDED_BY(mu);
+  std::vector<uint64_t> cancels ABSL_GUARDED_BY(mu);
+  std::unordered_set<uint64_t> live ABSL_GUARDED_BY(mu);  // submitted and not yet finished
+  // FINISH/ERROR events not yet handed out by Poll.
+  size_t unpolled_terminal ABSL_GUARDED_BY(mu) = 0;
   // TOKEN events not yet handed out by Poll: per request, and in all.
-  std::unordered_map<uint64_t, int32_t> unpolled_tokens;
-  int64_t unpolled_tokens_total = 0;
-  std::deque<Event> events;
-  uint64_t next_id = 1;
-  bool stopping = false;
-  absl::Status dead;  // sticky device-lost status
-  StepStats stats;
+  std::unordered_map<uint64_t, int32_t> unpolled_tokens ABSL_GUARDED_BY(mu);
+  int64_t unpolled_tokens_total ABSL_GUARDED_BY(mu) = 0;
+  std::deque<Event> events ABSL_GUARDED_BY(mu);
+  uint64_t next_id ABSL_GUARDED_BY(mu) = 1;
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  absl::Status dead ABSL_GUARDED_BY(mu);  // sticky device-lost status
+  StepStats stats ABSL_GUARDED_BY(mu);
 
   // Engine thread only.
   std::unordered_map<uint64_t, TextOutput> texts;
@@ -85,19 +85,19 @@ class Engine::Impl {
   bool prev_step_decode = false;
 
   void Emit(Event e) {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     if (e.type != EventType::kToken) {
       live.erase(e.request_id);
       ++unpolled_terminal;
     }
     events.push_back(std::move(e));
-    event_cv.notify_all();
+    event_cv.NotifyAll();
   }
 
   // Queues a TOKEN event unless the request's or the engine's undelivered tokens are at their
   // bound; then returns the RESOURCE_EXHAUSTED status that ends the request.
   absl::Status EmitTokenEvent(Event e) {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     const int per_request = cfg.max_undelivered_tokens_per_request > 0
                                 ? cfg.max_undelivered_tokens_per_request
                                 : kDefaultMaxUndeliveredTokensPerRequest;
@@ -120,7 +120,7 @@ class Engine::Impl {
     ++mine;
     ++unpolled_tokens_total;
     events.push_back(std::move(e));
-    event_cv.notify_all();
+    event_cv.NotifyAll();
     return absl::OkStatus();
   }
 
@@ -198,7 +198,7 @@ void Engine::Impl::EmitRetired(std::vector<sched::Retired> retired) {
 void Engine::Impl::FailAll(const absl::Status& status) {
   std::vector<uint64_t> ids;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     ids.assign(live.begin(), live.end());
   }
   for (uint64_t id : ids) scheduler->Cancel(id);
@@ -240,7 +240,7 @@ void Engine::Impl::RecordBackToBackTiming() {
   const auto now = sched::Clock::now();
   if (prev_step_start.has_value() && prev_step_decode && prev_device_span >= 0) {
     const double wall = std::chrono::duration<double>(now - *prev_step_start).count();
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     stats.RecordTiming(wall, prev_device_span);
   }
   prev_step_start = now;
@@ -285,7 +285,7 @@ void Engine::Impl::FailStep(const sched::StepPlan& plan, const absl::Status& st)
 void Engine::Impl::DeviceLost(const absl::Status& st) {
   // The device's state is gone: every later step would fail too (sticky DEVICE_LOST).
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     dead = st;
   }
   FailAll(st);
@@ -365,7 +365,7 @@ void Engine::Impl::Record(const StepTally& tally) {
   prev_device_span = tally.device_seconds;
   // Counted before the final events go out: whoever sees them sees these counts.
   const double seconds = std::chrono::duration<double>(sched::Clock::now() - tally.start).count();
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   stats.Record(tally.prompt_tokens, tally.generated, seconds);
   stats.RecordSpec(tally.verify_chunks, tally.drafts, tally.accepted,
                    parts->spec != nullptr ? parts->spec->stats().rounds : 0);
@@ -413,7 +413,7 @@ void Engine::Impl::EmitToken(sched::Request* r, sampling::SampleResult sr) {
 
 void Engine::Impl::UpdateGauges() {
   const kv::KvManager& kv = *parts->kv;
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   EngineStats& g = stats.gauges();
   g.num_running = scheduler->num_running();
   g.num_waiting = scheduler->num_waiting() + static_cast<int32_t>(submissions.size());
@@ -465,10 +465,10 @@ void Engine::Impl::Loop() {
     std::vector<Submission> subs;
     std::vector<uint64_t> cancel_ids;
     {
-      std::unique_lock<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       if (scheduler->idle() && submissions.empty() && cancels.empty() && !stopping) {
         prev_step_start.reset();  // idle: the next step does not follow one back to back
-        work_cv.wait_for(lock, std::chrono::milliseconds(50));
+        work_cv.WaitFor(mu, std::chrono::milliseconds(50));
       }
       if (stopping) return;
       subs.swap(submissions);
@@ -493,13 +493,13 @@ void Engine::Impl::Loop() {
       }
       for (uint64_t id : cancel_ids) scheduler->Cancel(id);
       EmitRetired(scheduler->TakeRetired());
-      bool dead_now;
+      absl::Status dead_now;
       {
-        std::lock_guard<std::mutex> lock(mu);
-        dead_now = !dead.ok();
+        MutexLock lock(&mu);
+        dead_now = dead;
       }
-      if (dead_now) {
-        FailAll(dead);
+      if (!dead_now.ok()) {
+        FailAll(dead_now);
         continue;
       }
       if (!scheduler->idle()) RunStep();
@@ -592,11 +592,11 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Engine::~Engine() {
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(&impl_->mu);
     impl_->stopping = true;
   }
-  impl_->work_cv.notify_all();
-  impl_->event_cv.notify_all();
+  impl_->work_cv.NotifyAll();
+  impl_->event_cv.NotifyAll();
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
@@ -606,9 +606,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   GANNET_ASSIGN_OR_RETURN(impl->parts, LoadEngineParts(config));
   if (impl->parts->tp_worker != nullptr) {
     // A rank other than 0: no scheduler, no engine thread; requests go to rank 0.
-    impl->dead = FailedPreconditionError(
-        "engine: this is rank {} of a tensor-parallel group; submit requests to rank 0",
-        impl->parts->tp_rank);
+    {
+      MutexLock lock(&impl->mu);  // no other thread yet; taken for the analysis (tsa preset)
+      impl->dead = FailedPreconditionError(
+          "engine: this is rank {} of a tensor-parallel group; submit requests to rank 0",
+          impl->parts->tp_rank);
+    }
     return std::unique_ptr<Engine>(new Engine(std::move(impl)));
   }
   sched::SchedulerOptions so;
@@ -627,7 +630,7 @@ absl::StatusOr<uint64_t> Engine::Submit(RequestInput input) {
   Impl& m = *impl_;
   uint64_t id;
   {
-    std::lock_guard<std::mutex> lock(m.mu);
+    MutexLock lock(&m.mu);
     if (!m.dead.ok()) return m.dead;
     // Requests count until their terminal event is polled, so a caller that submits without
     // polling (or whose requests fail at once) cannot grow the engine without bound.
@@ -644,7 +647,7 @@ absl::StatusOr<uint64_t> Engine::Submit(RequestInput input) {
     m.live.insert(id);
   }
   auto release = [&m, id] {
-    std::lock_guard<std::mutex> lock(m.mu);
+    MutexLock lock(&m.mu);
     m.live.erase(id);
   };
   absl::StatusOr<std::unique_ptr<sched::Request>> built = m.BuildRequest(input, id);
@@ -676,29 +679,31 @@ absl::StatusOr<uint64_t> Engine::Submit(RequestInput input) {
     m.Emit(std::move(e));
     return id;
   }
-  std::lock_guard<std::mutex> lock(m.mu);
+  MutexLock lock(&m.mu);
   m.submissions.push_back({std::move(request), std::move(text)});
-  m.work_cv.notify_all();
+  m.work_cv.NotifyAll();
   return id;
 }
 
 absl::Status Engine::Cancel(uint64_t request_id) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   if (!impl_->live.count(request_id)) {
     return NotFoundError("request {} is unknown or already finished", request_id);
   }
   impl_->cancels.push_back(request_id);
-  impl_->work_cv.notify_all();
+  impl_->work_cv.NotifyAll();
   return absl::OkStatus();
 }
 
 absl::Status Engine::Poll(int timeout_ms, size_t max_events, std::vector<Event>* out) {
-  std::unique_lock<std::mutex> lock(impl_->mu);
-  auto ready = [&] { return !impl_->events.empty() || impl_->stopping; };
+  MutexLock lock(&impl_->mu);
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl_->mu) {
+    return !impl_->events.empty() || impl_->stopping;
+  };
   if (timeout_ms < 0) {
-    impl_->event_cv.wait(lock, ready);
+    impl_->event_cv.Wait(impl_->mu, ready);
   } else if (timeout_ms > 0) {
-    impl_->event_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready);
+    impl_->event_cv.WaitFor(impl_->mu, std::chrono::milliseconds(timeout_ms), ready);
   }
   while (!impl_->events.empty() && max_events > 0) {
     if (impl_->events.front().type != EventType::kToken) {
@@ -727,7 +732,7 @@ absl::Status Engine::Serve(double timeout_s) {
 }
 
 EngineStats Engine::GetStats() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   return impl_->stats.Snapshot();
 }
 

@@ -117,15 +117,17 @@ std::unique_ptr<StepChannel> HostGroup::Channel(int rank) {
 }
 
 void HostGroup::Push(std::span<const uint8_t> msg) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (int r = 1; r < world_; ++r) queues_[r].emplace_back(msg.begin(), msg.end());
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 absl::StatusOr<std::vector<uint8_t>> HostGroup::Pop(int rank, double timeout_s) {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_for(lock, std::chrono::duration<double>(timeout_s),
-                    [&] { return aborted_ || !queues_[rank].empty(); })) {
+  MutexLock lock(&mu_);
+  if (!cv_.WaitFor(mu_, std::chrono::duration<double>(timeout_s),
+                   [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                     return aborted_ || !queues_[rank].empty();
+                   })) {
     return MarkDeviceLost(absl::DeadlineExceededError(fmt::format(
         "tensor parallel: no message from rank 0 for {} s", timeout_s)));
   }
@@ -141,23 +143,24 @@ std::unique_ptr<backend::Collectives> HostGroup::Rank(int rank) {
 }
 
 absl::Status HostGroup::Barrier() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (aborted_) return GroupAborted();
   if (++arrived_ == world_) {
     arrived_ = 0;
     ++generation_;
-    cv_.notify_all();
+    cv_.NotifyAll();
     return absl::OkStatus();
   }
   const uint64_t gen = generation_;
-  cv_.wait(lock, [&] { return generation_ != gen || aborted_; });
+  cv_.Wait(mu_,
+           [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return generation_ != gen || aborted_; });
   return generation_ != gen ? absl::OkStatus() : GroupAborted();
 }
 
 void HostGroup::Abort() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   aborted_ = true;
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 }  // namespace gannet::parallel

@@ -4,12 +4,11 @@
 // bit-identical results.
 #pragma once
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "lib/backend/collectives.h"
+#include "lib/common/mutex.h"
 #include "lib/parallel/step_channel.h"
 
 namespace gannet::parallel {
@@ -36,14 +35,16 @@ class HostGroup {
 
  private:
   const int world_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int arrived_ = 0;
-  uint64_t generation_ = 0;
-  bool aborted_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  int arrived_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
+  // Written by each rank between two barriers, read by all after the second: the barriers order
+  // them, not mu_.
   std::vector<backend::Tensor> slots_;
   std::vector<int64_t> values_;
-  std::vector<std::vector<std::vector<uint8_t>>> queues_;
+  std::vector<std::vector<std::vector<uint8_t>>> queues_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gannet::parallel

@@ -2,14 +2,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <cstdlib>
 #include <cstring>
 #include <future>
 #include <thread>
 
 #include "lib/common/logging.h"
+#include "lib/common/mutex.h"
 #include "lib/common/status.h"
 
 #if GANNET_HAVE_NCCL
@@ -387,11 +386,12 @@ absl::StatusOr<NcclRank> JoinNcclGroup(backend::Backend* backend, int rank, int 
   // the join runs on its own thread and is given up after GANNET_TP_JOIN_TIMEOUT_S (the thread
   // then aborts the communicator if the others ever arrive).
   struct Join {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false, abandoned = false;
-    ncclResult_t result = ncclSuccess;
-    ncclComm_t comm = nullptr;
+    Mutex mu;
+    CondVar cv;
+    bool done ABSL_GUARDED_BY(mu) = false;
+    bool abandoned ABSL_GUARDED_BY(mu) = false;
+    ncclResult_t result ABSL_GUARDED_BY(mu) = ncclSuccess;
+    ncclComm_t comm ABSL_GUARDED_BY(mu) = nullptr;
   };
   auto join = std::make_shared<Join>();
   const int device = cuda->device_id();
@@ -400,7 +400,7 @@ absl::StatusOr<NcclRank> JoinNcclGroup(backend::Backend* backend, int rank, int 
     const ncclResult_t r = cudaSetDevice(device) == cudaSuccess
                                ? ncclCommInitRank(&comm, world, uid, rank)
                                : ncclUnhandledCudaError;
-    std::lock_guard<std::mutex> lock(join->mu);
+    MutexLock lock(&join->mu);
     if (join->abandoned) {
       if (r == ncclSuccess) ncclCommAbort(comm);
       return;
@@ -408,21 +408,26 @@ absl::StatusOr<NcclRank> JoinNcclGroup(backend::Backend* backend, int rank, int 
     join->done = true;
     join->result = r;
     join->comm = comm;
-    join->cv.notify_all();
+    join->cv.NotifyAll();
   }).detach();
   const double timeout = JoinTimeoutSeconds();
+  ncclResult_t joined;
+  ncclComm_t comm;
   {
-    std::unique_lock<std::mutex> lock(join->mu);
-    if (!join->cv.wait_for(lock, std::chrono::duration<double>(timeout), [&] { return join->done; })) {
+    MutexLock lock(&join->mu);
+    if (!join->cv.WaitFor(join->mu, std::chrono::duration<double>(timeout),
+                          [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(join->mu) { return join->done; })) {
       join->abandoned = true;
       return absl::DeadlineExceededError(fmt::format(
           "tensor parallel: rank {} waited {} s for the other {} ranks of the group to join; is "
           "every rank's process started with the same id (GANNET_TP_JOIN_TIMEOUT_S sets the wait)?",
           rank, timeout, world - 1));
     }
+    joined = join->result;
+    comm = join->comm;
   }
-  GANNET_NCCL_RETURN_IF_ERROR(join->result, "joining the group (rank " + std::to_string(rank) + ")");
-  c->comm = join->comm;
+  GANNET_NCCL_RETURN_IF_ERROR(joined, "joining the group (rank " + std::to_string(rank) + ")");
+  c->comm = comm;
   NcclRank out;
   auto collectives = std::make_unique<NcclCollectives>(c);
   // The small all-reduces over CUDA IPC peer memory when every rank can map every other's.

@@ -36,65 +36,68 @@ RankWorker::RankWorker(backend::Backend* backend)
 
 RankWorker::~RankWorker() {
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return !busy_; });
+    MutexLock lock(&mu_);
+    cv_.Wait(mu_, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !busy_; });
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   thread_.join();
 }
 
 void RankWorker::Post(std::function<absl::Status()> task) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     task_ = std::move(task);
     busy_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
-std::unique_lock<std::mutex> RankWorker::LockWhen(const std::function<bool()>& ready) {
+void RankWorker::SpinBeforeWait(const std::function<bool()>& ready) {
   if (polls_) {
     SpinUntil([&] {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       return ready();
     });
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, ready);
-  return lock;
 }
 
 absl::Status RankWorker::Wait() {
   // The group's caller waits here for each rank's step to wind up (RunOnAll): blocking at once
   // would put a futex wake-up on every step's critical path whenever it arrives first.
-  std::unique_lock<std::mutex> lock = LockWhen([&] { return !busy_; });
+  auto idle = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !busy_; };
+  SpinBeforeWait(idle);
+  MutexLock lock(&mu_);
+  cv_.Wait(mu_, idle);
   return status_;
 }
 
 bool RankWorker::WaitFor(double seconds) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return !busy_; });
+  MutexLock lock(&mu_);
+  return cv_.WaitFor(mu_, std::chrono::duration<double>(seconds),
+                     [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !busy_; });
 }
 
 void RankWorker::Loop() {
   absl::Status bound = backend_->BindThread();
-  auto has_work = [&] { return stop_ || (busy_ && task_); };  // under mu_
+  auto has_work = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || (busy_ && task_); };
   for (;;) {
     std::function<absl::Status()> task;
     {
-      std::unique_lock<std::mutex> lock = LockWhen(has_work);
+      SpinBeforeWait(has_work);
+      MutexLock lock(&mu_);
+      cv_.Wait(mu_, has_work);
       if (stop_) return;
       task = std::move(task_);
       task_ = nullptr;
     }
     absl::Status st = bound.ok() ? task() : bound;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       status_ = std::move(st);
       busy_ = false;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 }
 

@@ -2,13 +2,12 @@
 // rank's device is driven at once, with its backend bound to the thread (Backend::BindThread).
 #pragma once
 
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <thread>
 
 #include "absl/status/status.h"
 #include "lib/backend/backend.h"
+#include "lib/common/mutex.h"
 
 namespace gannet::parallel {
 
@@ -38,16 +37,17 @@ class RankWorker {
 
  private:
   void Loop();
-  // mu_ held once ready() (read under it) holds: polled first where polls_ (SpinUntil), then
-  // waited for on cv_.
-  std::unique_lock<std::mutex> LockWhen(const std::function<bool()>& ready);
+  // Where polls_, polls ready() (read under mu_) for a while (SpinUntil) before the caller waits
+  // for it on cv_.
+  void SpinBeforeWait(const std::function<bool()>& ready) ABSL_LOCKS_EXCLUDED(mu_);
   backend::Backend* backend_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::function<absl::Status()> task_;
-  bool busy_ = false, stop_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  std::function<absl::Status()> task_ ABSL_GUARDED_BY(mu_);
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   const bool polls_;
-  absl::Status status_;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

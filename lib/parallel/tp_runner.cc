@@ -88,7 +88,10 @@ absl::StatusOr<std::unique_ptr<TpRunner>> TpRunner::Create(
                                                             : model::MoeSplit::kIntermediate))
                       : std::string());
   if (tp->remote_ != nullptr) {
-    tp->last_sent_ = std::chrono::steady_clock::now();
+    {
+      MutexLock lock(&tp->mu_);  // no other thread yet; taken for the analysis (tsa preset)
+      tp->last_sent_ = std::chrono::steady_clock::now();
+    }
     tp->heartbeat_ = std::thread([raw = tp.get()] { raw->Heartbeats(); });
   }
   return tp;
@@ -97,15 +100,18 @@ absl::StatusOr<std::unique_ptr<TpRunner>> TpRunner::Create(
 TpRunner::~TpRunner() {
   if (heartbeat_.joinable()) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       stop_ = true;
     }
-    stop_cv_.notify_all();
+    stop_cv_.NotifyAll();
     heartbeat_.join();
   }
-  if (remote_ != nullptr && !broken_ && !ranks_.empty() && ranks_[0].worker != nullptr) {
-    const std::vector<uint8_t> bye = EncodeOp(StepOp::kShutdown);
-    (void)RunOnAll([](int) { return absl::OkStatus(); }, &bye);
+  {
+    MutexLock lock(&mu_);
+    if (remote_ != nullptr && !broken_ && !ranks_.empty() && ranks_[0].worker != nullptr) {
+      const std::vector<uint8_t> bye = EncodeOp(StepOp::kShutdown);
+      (void)RunOnAll([](int) { return absl::OkStatus(); }, &bye);
+    }
   }
   // Each rank's runner and collectives are released on its own thread (its device current); the
   // backend's recorded steps go before the collectives they captured (backend.h, ReleaseGraphs).
@@ -124,10 +130,10 @@ TpRunner::~TpRunner() {
 }
 
 void TpRunner::Heartbeats() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const auto period = std::chrono::duration<double>(kHeartbeatSeconds);
   while (!stop_) {
-    stop_cv_.wait_for(lock, std::chrono::duration_cast<std::chrono::steady_clock::duration>(period));
+    stop_cv_.WaitFor(mu_, std::chrono::duration_cast<std::chrono::steady_clock::duration>(period));
     if (stop_ || broken_) continue;
     if (std::chrono::steady_clock::now() - last_sent_ < period) continue;
     const std::vector<uint8_t> beat = EncodeOp(StepOp::kHeartbeat);
@@ -146,54 +152,60 @@ absl::Status TpRunner::RunOnAll(const std::function<absl::Status(int)>& task,
   // so once one has failed the others get a grace period, then the group is aborted, which ends
   // their waits. The whole call has a deadline too.
   struct Progress {
-    std::mutex mu;
-    std::condition_variable cv;
-    int remaining = 0;
-    int failed = -1;
+    Mutex mu;
+    CondVar cv;
+    int remaining ABSL_GUARDED_BY(mu) = 0;
+    int failed ABSL_GUARDED_BY(mu) = -1;
   } progress;
-  progress.remaining = local;
+  {
+    MutexLock lock(&progress.mu);  // no worker has it yet; taken for the analysis (tsa preset)
+    progress.remaining = local;
+  }
   std::vector<absl::Status> st(local);
   for (int r = 0; r < local; ++r) {
     ranks_[r].worker->Post([this, &task, &progress, &st, message, r] {
       absl::Status s;
       if (r == 0 && message != nullptr) s = remote_->Send(*message);
       if (s.ok()) s = task(r);
-      std::lock_guard<std::mutex> lock(progress.mu);
+      MutexLock lock(&progress.mu);
       if (!s.ok() && progress.failed < 0) progress.failed = r;
       st[r] = std::move(s);
       --progress.remaining;
-      progress.cv.notify_all();
+      progress.cv.NotifyAll();
       return absl::OkStatus();
     });
   }
   if (message != nullptr) last_sent_ = std::chrono::steady_clock::now();
-  auto abort_all = [&] {
+  auto abort_all = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (Rank& rank : ranks_) rank.parts.collectives->Abort();
     broken_ = true;
   };
   int failed = -1;
   bool timed_out = false;
-  auto done_or_failed = [&] { return progress.remaining == 0 || progress.failed >= 0; };  // locked
+  auto done_or_failed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress.mu) {
+    return progress.remaining == 0 || progress.failed >= 0;
+  };
   if (ranks_[0].worker->polls()) {
     SpinUntil([&] {
-      std::lock_guard<std::mutex> lock(progress.mu);
+      MutexLock lock(&progress.mu);
       return done_or_failed();
     });
   }
   {
-    std::unique_lock<std::mutex> lock(progress.mu);
+    MutexLock lock(&progress.mu);
     // The deadline holds with every rank in this process too: a rank stuck in a collective or
     // in the driver (a lazy kernel load waiting on a collective of another rank) aborts the
     // group after it, which ends the collectives' waits, instead of hanging the engine.
-    if (!progress.cv.wait_for(lock, std::chrono::duration<double>(GroupTimeoutSeconds()),
-                              done_or_failed)) {
+    if (!progress.cv.WaitFor(progress.mu, std::chrono::duration<double>(GroupTimeoutSeconds()),
+                             done_or_failed)) {
       timed_out = true;
       abort_all();
     }
-    progress.cv.wait(lock, done_or_failed);
+    progress.cv.Wait(progress.mu, done_or_failed);
     if (progress.remaining > 0 &&
-        !progress.cv.wait_for(lock, std::chrono::duration<double>(kFailureGraceSeconds),
-                              [&] { return progress.remaining == 0; })) {
+        !progress.cv.WaitFor(
+            progress.mu, std::chrono::duration<double>(kFailureGraceSeconds),
+            [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress.mu) { return progress.remaining == 0; })) {
       abort_all();
     }
     failed = progress.failed;
@@ -217,7 +229,7 @@ absl::Status TpRunner::RunOnAll(const std::function<absl::Status(int)>& task,
 }
 
 absl::Status TpRunner::AttachKv(const kv::KvLayout& layout) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const std::vector<uint8_t> msg = EncodeAttachKv(layout);
   return RunOnAll(
       [&](int r) -> absl::Status {
@@ -231,12 +243,13 @@ absl::Status TpRunner::AttachKv(const kv::KvLayout& layout) {
 }
 
 absl::Status TpRunner::Forward(const runner::StepBatch& batch, runner::StepResult* result) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<uint8_t> msg;
   if (remote_ != nullptr) msg = EncodeStep(batch);
   last_span_ = absl::UnavailableError("tensor parallel: the last step did not complete");
   return RunOnAll(
-      [&](int r) {
+      // On the ranks' workers, while this thread holds mu_ and waits for them (RunOnAll).
+      [&](int r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         runner::ModelRunner& shard = *ranks_[r].shard.runner;
         absl::Status st = shard.Forward(batch, r == 0 ? result : nullptr);
         if (st.ok() && r == 0) last_span_ = shard.LastStepDeviceSeconds();
@@ -258,7 +271,7 @@ uint64_t TpRunner::weight_bytes() const {
 }
 
 absl::StatusOr<double> TpRunner::LastStepDeviceSeconds() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return last_span_;
 }
 

@@ -19,16 +19,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "lib/backend/backend.h"
 #include "lib/backend/collectives.h"
+#include "lib/common/mutex.h"
 #include "lib/model/config.h"
 #include "lib/model/tp_shard.h"
 #include "lib/model/weights.h"
@@ -79,7 +78,8 @@ class TpRunner : public runner::StepRunner {
   // Runs task(local rank) on every local rank's worker and applies the failure policy above;
   // `message` (multi-process mode) goes to the other processes first, from rank 0's worker.
   absl::Status RunOnAll(const std::function<absl::Status(int)>& task,
-                        const std::vector<uint8_t>* message = nullptr);
+                        const std::vector<uint8_t>* message = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Heartbeats();
 
   model::ModelConfig shard_config_;
@@ -88,15 +88,15 @@ class TpRunner : public runner::StepRunner {
   std::shared_ptr<void> shared_;
   std::unique_ptr<StepChannel> remote_;
   int64_t remote_free_bytes_ = std::numeric_limits<int64_t>::max();
-  std::mutex mu_;  // one call into the group at a time (the engine's steps, heartbeats)
-  bool broken_ = false;
-  std::chrono::steady_clock::time_point last_sent_;
+  Mutex mu_;  // one call into the group at a time (the engine's steps, heartbeats)
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point last_sent_ ABSL_GUARDED_BY(mu_);
   // Rank 0's device span of the last Forward, read on its worker as the step ends (a second
   // round trip to the worker after the step would put a thread hand-off on every step's critical
   // path).
-  absl::StatusOr<double> last_span_ = 0.0;
-  bool stop_ = false;
-  std::condition_variable stop_cv_;
+  absl::StatusOr<double> last_span_ ABSL_GUARDED_BY(mu_) = 0.0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  CondVar stop_cv_;
   std::thread heartbeat_;
 };
 

@@ -38,17 +38,17 @@ std::unique_ptr<TpWorker> TpWorker::Start(const model::ModelConfig& config,
       GANNET_LOG_ERROR("tensor parallel rank {}: {}", raw->rank_, st.message());
       raw->collectives_->Abort();
     }
-    std::lock_guard<std::mutex> lock(raw->mu_);
+    MutexLock lock(&raw->mu_);
     raw->finished_ = true;
     raw->result_ = st;
-    raw->cv_.notify_all();
+    raw->cv_.NotifyAll();
   });
   return w;
 }
 
 TpWorker::~TpWorker() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!finished_) collectives_->Abort();  // leaving a live group: the others fail, not hang
   }
   thread_.join();
@@ -61,10 +61,11 @@ TpWorker::~TpWorker() {
 }
 
 absl::Status TpWorker::Wait(double timeout_s) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
+  auto finished = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return finished_; };
   if (timeout_s < 0) {
-    cv_.wait(lock, [&] { return finished_; });
-  } else if (!cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return finished_; })) {
+    cv_.Wait(mu_, finished);
+  } else if (!cv_.WaitFor(mu_, std::chrono::duration<double>(timeout_s), finished)) {
     return absl::DeadlineExceededError("the tensor-parallel group is still serving");
   }
   return result_;

@@ -6,14 +6,13 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "absl/status/statusor.h"
 #include "lib/backend/backend.h"
 #include "lib/backend/collectives.h"
+#include "lib/common/mutex.h"
 #include "lib/model/config.h"
 #include "lib/model/tp_shard.h"
 #include "lib/model/weights.h"
@@ -54,10 +53,10 @@ class TpWorker {
   int rank_ = 0;
   RankRunner shard_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool finished_ = false;
-  absl::Status result_;
+  Mutex mu_;
+  CondVar cv_;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status result_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> step_started_ns_{0};  // 0 = not in a step
   std::atomic<bool> stop_watchdog_{false};
   std::thread thread_, watchdog_;

@@ -113,7 +113,9 @@ TEST(PlanWarmupTest, LeavesOutShapesThePoolsCannotHold) {
   l.pool_pages[0] = 64 * 65 - 1;  // one page short of 64 whole windows
   bool full_context_1024 = false;
   for (const WarmupStep& s : PlanWarmup(l, {1, 256, 2048}, false)) {
-    if (s.num_seqs == 64) EXPECT_LT(s.context, 1025);
+    if (s.num_seqs == 64) {
+      EXPECT_LT(s.context, 1025);
+    }
     full_context_1024 |= s.num_seqs == 64 && s.context == 1024;
   }
   EXPECT_TRUE(full_context_1024);

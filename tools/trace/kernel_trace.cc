@@ -5,7 +5,7 @@
 // neither shows what a CUDA-graph replay with programmatic dependent launch really spends: which
 // kernels overlap and how long each adds to the step. The driver loads this library into any
 // CUDA program named by CUDA_INJECTION64_PATH, so no binary needs changing:
-//   CUDA_INJECTION64_PATH=build/tools/trace/libgannet_kernel_trace.so \
+//   export CUDA_INJECTION64_PATH=build/tools/trace/libgannet_kernel_trace.so
 //   GANNET_KERNEL_TRACE=/tmp/trace.csv gannet-decode-bench ...
 //   python3 tools/trace/critical_path.py /tmp/trace.csv
 // Columns: device, correlation (one per launch API call: all kernels of one graph launch share it),
