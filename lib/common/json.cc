@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <iterator>
 #include <limits>
 
@@ -214,44 +215,14 @@ class JsonParser {
 
   JsonParser(std::string_view text, int64_t max_nodes) : text_(text), nodes_left_(max_nodes) {}
 
+  // Json::ParseMembers: the top-level object's members go to fn one at a time, each with a fresh
+  // budget of values, and none is kept in the tree.
   absl::Status ParseMembers(int64_t max_nodes_per_member,
                             const std::function<absl::Status(std::string, Json)>& fn) {
-    SkipWs();
-    if (pos_ >= text_.size() || text_[pos_] != '{') return Error("expected an object");
-    ++pos_;
-    SkipWs();
-    if (pos_ < text_.size() && text_[pos_] == '}') {
-      ++pos_;
-    } else {
-      while (true) {
-        SkipWs();
-        if (pos_ >= text_.size() || text_[pos_] != '"') return Error("expected a string key");
-        std::string key;
-        GANNET_RETURN_IF_ERROR(ParseString(&key));
-        SkipWs();
-        if (pos_ >= text_.size() || text_[pos_] != ':') return Error("expected ':' after key");
-        ++pos_;
-        SkipWs();
-        nodes_left_ = max_nodes_per_member;
-        Json value;
-        GANNET_RETURN_IF_ERROR(ParseValue(&value, 1));
-        GANNET_RETURN_IF_ERROR(fn(std::move(key), std::move(value)));
-        SkipWs();
-        if (pos_ >= text_.size()) return Error("unexpected end of input in object");
-        if (text_[pos_] == ',') {
-          ++pos_;
-          continue;
-        }
-        if (text_[pos_] == '}') {
-          ++pos_;
-          break;
-        }
-        return Error("expected ',' or '}' in object");
-      }
-    }
-    SkipWs();
-    if (pos_ != text_.size()) return Error("trailing characters after the JSON value");
-    return absl::OkStatus();
+    members_fn_ = &fn;
+    per_member_ = max_nodes_per_member;
+    absl::StatusOr<Json> top = ParseDocument();
+    return top.status();
   }
 
   absl::StatusOr<Json> ParseDocument() {
@@ -285,18 +256,24 @@ class JsonParser {
   bool binary(json::binary_t&) { return Fail("binary values are not JSON"); }
   bool start_object(std::size_t) { return Open(Json::MakeObject()); }
   bool key(std::string& k) {
+    if (TopMember()) {
+      // A member of the streamed object: its own budget; duplicates are fn's to detect.
+      nodes_left_ = per_member_;
+      member_key_ = std::move(k);
+      return true;
+    }
     if (stack_.back()->Find(k) != nullptr) return Fail(fmt::format("duplicate key \"{}\"", k));
     key_ = std::move(k);
     return true;
   }
   bool end_object() {
     stack_.pop_back();
-    return true;
+    return Delivered();
   }
   bool start_array(std::size_t) { return Open(Json::MakeArray()); }
   bool end_array() {
     stack_.pop_back();
-    return true;
+    return Delivered();
   }
   bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) {
     // e.what(): "[json.exception.parse_error.101] parse error at line 1, column 4: <what>; last
@@ -343,6 +320,10 @@ class JsonParser {
       root_ = std::move(v);
       return &root_;
     }
+    if (TopMember()) {
+      member_ = std::move(v);
+      return &member_;
+    }
     Json* parent = stack_.back();
     if (parent->is_array()) return &parent->Push(std::move(v));
     return &parent->Set(std::move(key_), std::move(v));
@@ -363,7 +344,24 @@ class JsonParser {
 
   bool Value(Json v) {
     if (!Count()) return false;
+    if (members_fn_ != nullptr && stack_.empty()) return Fail("expected an object");
     Place(std::move(v));
+    return Delivered();
+  }
+
+  // Streaming members (ParseMembers): the next value is a member of the top-level object.
+  bool TopMember() const { return members_fn_ != nullptr && stack_.size() == 1; }
+
+  // After a value ends: a completed member of the streamed object goes to fn, and is gone.
+  bool Delivered() {
+    if (!TopMember()) return true;
+    absl::Status st = (*members_fn_)(std::move(member_key_), std::move(member_));
+    member_key_.clear();
+    member_ = Json();
+    if (!st.ok()) {
+      status_ = std::move(st);
+      return false;
+    }
     return true;
   }
 
@@ -371,6 +369,9 @@ class JsonParser {
   // container grows.
   bool Open(Json container) {
     if (!Count()) return false;
+    if (members_fn_ != nullptr && stack_.empty() && !container.is_object()) {
+      return Fail("expected an object");
+    }
     stack_.push_back(Place(std::move(container)));
     return true;
   }
@@ -382,6 +383,11 @@ class JsonParser {
   Json root_;
   std::vector<Json*> stack_;
   std::string key_;
+  // ParseMembers only.
+  const std::function<absl::Status(std::string, Json)>* members_fn_ = nullptr;
+  int64_t per_member_ = 0;
+  std::string member_key_;
+  Json member_;
 };
 
 absl::StatusOr<Json> Json::Parse(std::string_view text, int64_t max_nodes) {

@@ -8,7 +8,7 @@
 # missing (pkg-config, go, cargo) is skipped with a message.
 # usage: install_test.sh BUILD_DIR SOURCE_DIR
 set -uo pipefail
-build=$1 src=$2
+build=$(cd "$1" && pwd) src=$(cd "$2" && pwd)
 tiny=$src/tests/data/tiny/e4b
 prompt="Hello there, who are you?"
 tmp=$(mktemp -d)
@@ -90,9 +90,9 @@ if command -v pkg-config > /dev/null; then
 
   if command -v go > /dev/null; then
     # examples/go as a user builds it: the default build tags take `#cgo pkg-config: gannet`.
-    # The Go build cache of the build tree is reused (it is keyed by content, so it cannot
-    # hand back a program linked against the build tree).
-    (cd "$src/examples/go" && env GOCACHE="$build/examples/go/gocache" GOPATH="$tmp/gopath" \
+    # A fresh build cache: a cached package keeps the -L folder pkg-config gave when it was
+    # built, and an earlier run's prefix is gone.
+    (cd "$src/examples/go" && env GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" \
        GOFLAGS= GOPROXY=off GOTOOLCHAIN=local GO111MODULE=on CGO_ENABLED=1 \
        go build -o "$tmp/go_generate" ./cmd/generate) > "$tmp/go.log" 2>&1
     rc=$?
