@@ -201,14 +201,20 @@ fn pinned_offsets_of_layout_test() {
     assert_eq!(offset_of!(gannet_engine_config_t, kv_separate_k_eq_v), 168);
     assert_eq!(offset_of!(gannet_engine_config_t, compute_dtype), 176);
     assert_eq!(offset_of!(gannet_engine_config_t, startup_warmup), 184);
-    assert_eq!(size_of::<gannet_engine_config_t>(), 192);
+    assert_eq!(offset_of!(gannet_engine_config_t, max_undelivered_tokens), 192);
+    assert_eq!(
+        offset_of!(gannet_engine_config_t, max_undelivered_tokens_per_request),
+        200
+    );
+    assert_eq!(size_of::<gannet_engine_config_t>(), 208);
     assert_eq!(size_of::<gannet_tp_id_t>(), 128);
     assert_eq!(size_of::<gannet_progress_t>(), 64);
     assert_eq!(size_of::<gannet_chat_message_t>(), 24);
     assert_eq!(offset_of!(gannet_request_t, seed_mode), 84);
     assert_eq!(offset_of!(gannet_request_t, seed), 88);
     assert_eq!(offset_of!(gannet_request_t, disable_speculation), 160);
-    assert_eq!(size_of::<gannet_request_t>(), 168);
+    assert_eq!(offset_of!(gannet_request_t, split_special_tokens), 168);
+    assert_eq!(size_of::<gannet_request_t>(), 176);
     assert_eq!(offset_of!(gannet_event_t, request_id), 8);
     assert_eq!(offset_of!(gannet_event_t, message), 72);
     assert_eq!(offset_of!(gannet_event_t, num_draft_tokens), 88);
@@ -236,11 +242,17 @@ fn pinned_offsets_of_layout_test() {
 
 #[test]
 fn defaults_are_the_init_macros() {
-    assert_eq!(gannet_request_t::default().struct_size, 168);
+    assert_eq!(gannet_request_t::default().struct_size, 176);
+    assert_eq!(gannet_request_t::default().split_special_tokens, 0);
     assert_eq!(gannet_request_t::default().seed_mode, GANNET_SEED_RANDOM);
     assert_eq!(gannet_request_t::default().disable_speculation, 0);
     assert_eq!(gannet_chat_message_t::default().struct_size, 24);
-    assert_eq!(gannet_engine_config_t::default().struct_size, 192);
+    assert_eq!(gannet_engine_config_t::default().struct_size, 208);
+    assert_eq!(gannet_engine_config_t::default().max_undelivered_tokens, 0);
+    assert_eq!(
+        gannet_engine_config_t::default().max_undelivered_tokens_per_request,
+        0
+    );
     assert_eq!(
         gannet_engine_config_t::default().max_prefill_tokens_while_decoding,
         0
