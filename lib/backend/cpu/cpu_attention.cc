@@ -96,11 +96,12 @@ absl::Status CpuBackend::QkvPrep(const QkvPrepArgs& a) {
     return InvalidArgumentError("QkvPrep: qkv row has {} values, heads imply {}",
                                 a.qkv.row_elems(), a.num_q_heads * d + kv_cols);
   }
-  if (a.kv.k_from_v && !a.k_eq_v) {
+  if (a.has_kv && a.kv.k_from_v && !a.k_eq_v) {  // without has_kv, kv is only read for its group
     return InvalidArgumentError("QkvPrep: a single K/V store needs a K=V layer");
   }
   if (a.has_kv) {
-    GANNET_RETURN_IF_ERROR(CheckKvCache("QkvPrep", a.kv, a.num_kv_heads, g.page_size, d, kv_dtype()));
+    GANNET_RETURN_IF_ERROR(
+        CheckKvCache("QkvPrep", a.kv, a.num_kv_heads, g.page_size, d, kv_dtype()));
   }
   std::vector<float> inv_freq(d / 2);
   ComputeInvFreq(a.rope, d, inv_freq.data());
@@ -149,7 +150,8 @@ absl::Status CpuBackend::Attention(const AttentionArgs& a) {
   const KvGroupView& g = meta.groups[a.kv.group];
   const int d = a.head_dim;
   GANNET_RETURN_IF_ERROR(cpu::RequireF32(a.q, "Attention q"));
-  GANNET_RETURN_IF_ERROR(CheckKvCache("Attention", a.kv, a.num_kv_heads, g.page_size, d, kv_dtype()));
+  GANNET_RETURN_IF_ERROR(
+      CheckKvCache("Attention", a.kv, a.num_kv_heads, g.page_size, d, kv_dtype()));
   if (a.kv.k_from_v) {
     GANNET_RETURN_IF_ERROR(CheckKFromV("Attention", a.kv.k_norm, a.kv.rope.rotated_pairs, d));
   }

@@ -77,7 +77,8 @@ absl::StatusOr<kernels::PagedAttentionParams> CudaBackend::AttentionParams(const
     return InvalidArgumentError("Attention: {} query heads do not group over {} kv heads",
                                 a.num_q_heads, a.num_kv_heads);
   }
-  GANNET_RETURN_IF_ERROR(CheckKvCache("Attention", a.kv, a.num_kv_heads, g.page_size, d, DType::kBF16));
+  GANNET_RETURN_IF_ERROR(
+      CheckKvCache("Attention", a.kv, a.num_kv_heads, g.page_size, d, DType::kBF16));
   if (a.kv.k_from_v) {
     GANNET_RETURN_IF_ERROR(CheckKFromV("Attention", a.kv.k_norm, a.kv.rope.rotated_pairs, d));
     if (a.kv.rope.rotated_pairs > kernels::kMaxKFromVRopePairs) {
@@ -147,11 +148,12 @@ absl::Status CudaBackend::QkvPrep(const QkvPrepArgs& a) {
     return InvalidArgumentError("QkvPrep: head_dim {} unsupported (even, <= {})", d,
                                 2 * kernels::kMaxRopePairs);
   }
-  if (a.kv.k_from_v && !a.k_eq_v) {
+  if (a.has_kv && a.kv.k_from_v && !a.k_eq_v) {  // without has_kv, kv is only read for its group
     return InvalidArgumentError("QkvPrep: a single K/V store needs a K=V layer");
   }
   if (a.has_kv) {
-    GANNET_RETURN_IF_ERROR(CheckKvCache("QkvPrep", a.kv, a.num_kv_heads, g.page_size, d, DType::kBF16));
+    GANNET_RETURN_IF_ERROR(
+        CheckKvCache("QkvPrep", a.kv, a.num_kv_heads, g.page_size, d, DType::kBF16));
     if (a.k_norm.valid()) GANNET_RETURN_IF_ERROR(RequireDType(a.k_norm, DType::kF32, "QkvPrep k_norm"));
   }
   kernels::QkvPrepParams p;
