@@ -9,6 +9,8 @@
 //  - configuration errors name what is wrong.
 #include <algorithm>
 #include <cstring>
+#include <unistd.h>
+
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -253,7 +255,10 @@ void MisalignByOneByte(const std::string& path) {
 TEST(SpecEngine, MisalignedCheckpointsGiveTheSameOutput) {
   for (const std::string variant : {"e2b", "26b-a4b"}) {
     SCOPED_TRACE(variant);
-    const std::string root = ::testing::TempDir() + "/misaligned_" + variant;
+    // Per process: ctest runs this binary twice at once (spec_engine_test and
+    // spec_engine_small_test), and one run's copy must not be rewritten under the other's reads.
+    const std::string root =
+        ::testing::TempDir() + "/misaligned_" + std::to_string(::getpid()) + "_" + variant;
     std::filesystem::remove_all(root);
     std::filesystem::create_directories(root);
     for (const std::string& dir : {variant, variant + "-assistant"}) {
