@@ -40,7 +40,8 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-demo: deps
+demo:
+	@tools/install_deps.sh --required
 	@tools/demo_build.sh $(JOBS)
 	@echo "== gannet info $(TINY)/trained   (a 3.6M-parameter Gemma-4 trained by tools/train_tiny on the KJV and WEB bibles)"
 	@$(GANNET) info $(TINY)/trained

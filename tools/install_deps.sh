@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages gannet builds with, when they are missing. As root it runs
 # apt-get; otherwise it prints the one command to run. CUDA is optional and never installed here.
+# --required: only what every build needs (`make demo`: a new user's first command should not wait
+# for Go, tmux or pip packages that only tests use).
 set -euo pipefail
+required_only=false
+[ "${1:-}" = "--required" ] && required_only=true
 need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 # libcpp-httplib-dev (HTTP) and nlohmann-json3-dev (the project's JSON library) build
@@ -10,6 +14,7 @@ for p in cmake ninja-build g++ ccache libabsl-dev libfmt-dev libgtest-dev libben
          libcpp-httplib-dev nlohmann-json3-dev pkg-config; do
   have "$p" || need+=("$p")
 done
+if ! $required_only; then
 # Optional: Go builds and tests the cgo example (examples/go; its recommends bring pkg-config,
 # which the install test uses); without it those tests skip. Installed only as root; a failed
 # install never fails the build. About 30 s on a fresh machine, nothing once installed.
@@ -51,6 +56,7 @@ if ! have clang-format-14 && [ "$(id -u)" -eq 0 ]; then
   [ -n "$(find /var/lib/apt/lists -name '*Packages*' 2>/dev/null | head -1)" ] || apt-get update -qq || true
   apt-get install -y -qq clang-format-14 > /tmp/gannet-apt-clang-format.log 2>&1 ||
     echo "could not install clang-format-14 (see /tmp/gannet-apt-clang-format.log)"
+fi
 fi
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -eq 0 ]; then
