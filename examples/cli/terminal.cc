@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "lib/common/utf8.h"
+
 namespace gannet_cli {
 namespace {
 
@@ -50,31 +52,11 @@ std::string EscapeControls(const std::string& text) {
   return out;
 }
 
-namespace {
-
-// Length of the valid UTF-8 sequence at s[i] (1..4), 0 when it is not one.
-size_t Utf8Length(const std::string& s, size_t i) {
-  const unsigned char c = static_cast<unsigned char>(s[i]);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-  if (n == 0 || i + n > s.size() || (n == 2 && c < 0xc2)) return 0;
-  uint32_t cp = n == 1 ? c : c & (0x7f >> n);
-  for (size_t k = 1; k < n; ++k) {
-    const unsigned char d = static_cast<unsigned char>(s[i + k]);
-    if ((d & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (d & 0x3f);
-  }
-  const bool overlong = (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000);
-  if (overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-  return n;
-}
-
-}  // namespace
-
 std::string EscapeForDisplay(const std::string& text) {
   std::string valid;
   char buf[8];
   for (size_t i = 0; i < text.size();) {
-    const size_t n = Utf8Length(text, i);
+    const size_t n = gannet::Utf8SequenceLength(std::string_view(text).substr(i));
     if (n == 0) {
       std::snprintf(buf, sizeof(buf), "\\x%02x", static_cast<unsigned char>(text[i]));
       valid += buf;
