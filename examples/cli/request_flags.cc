@@ -220,4 +220,27 @@ bool ApplyCommonFlags(Args& args, EngineOptions* engine, gannet_request_t* r,
   return args.error().empty();
 }
 
+gannet_engine_config_t EngineConfigOf(const EngineOptions& o) {
+  gannet_engine_config_t config = GANNET_ENGINE_CONFIG_INIT;
+  config.model_dir = o.model_dir.c_str();
+  config.backend = o.backend.empty() ? nullptr : o.backend.c_str();
+  config.device_id = o.device;
+  config.tensor_parallel_size = o.tensor_parallel_size;
+  config.num_device_ids = static_cast<int32_t>(o.device_ids.size());
+  config.device_ids = o.device_ids.empty() ? nullptr : o.device_ids.data();
+  config.tp_rank = o.tp_rank;
+  config.tp_id = o.has_tp_id ? &o.tp_id : nullptr;
+  config.num_threads = o.threads;
+  config.max_model_len = o.max_model_len;
+  config.max_running_seqs = o.max_running;
+  config.kv_memory_bytes = o.kv_memory;
+  config.kv_cache_dtype = o.kv_cache_dtype.empty() ? nullptr : o.kv_cache_dtype.c_str();
+  config.compute_dtype = o.compute_dtype.empty() ? nullptr : o.compute_dtype.c_str();
+  config.kv_separate_k_eq_v = o.kv_separate_k_eq_v ? 1 : 0;
+  config.startup_warmup = o.startup_warmup ? 1 : -1;
+  config.draft_model_dir = o.draft_dir.empty() ? nullptr : o.draft_dir.c_str();
+  config.num_speculative_tokens = o.spec_tokens;
+  return config;
+}
+
 }  // namespace gannet_cli

@@ -26,6 +26,10 @@ struct RequestStorage {
 bool ApplyCommonFlags(Args& args, EngineOptions* engine, gannet_request_t* request,
                       RequestStorage* storage);
 
+// The engine configuration the options ask for (strings point into `o`: keep it alive until the
+// engine is created). One mapping for the CLI's commands and gannet serve.
+gannet_engine_config_t EngineConfigOf(const EngineOptions& o);
+
 // What `gannet NAME` prints for a bad command line: the error and where the help is. Returns 2,
 // the exit code.
 int UsageError(const char* name, const std::string& error);

@@ -11,8 +11,8 @@ namespace {
 using nlohmann::json;
 using Result = std::variant<ApiRequest, ApiError>;
 
-// nlohmann builds the DOM without recursion, but a body of a million '[' still costs a node
-// each; anything nested deeper than any real request is refused before parsing.
+}  // namespace
+
 bool NestedTooDeep(const std::string& body) {
   int depth = 0;
   bool in_string = false;
@@ -31,6 +31,8 @@ bool NestedTooDeep(const std::string& body) {
   }
   return false;
 }
+
+namespace {
 
 const char* TypeName(const json& v) {
   switch (v.type()) {

@@ -59,6 +59,10 @@ struct ApiRequest {
 // Largest n (choices per prompt) and prompts per completions batch.
 inline constexpr int kMaxChoices = 128;
 inline constexpr int kMaxJsonDepth = 64;
+// nlohmann builds the DOM without recursion, but a body of a million '[' still costs a node
+// each: a body nested deeper than kMaxJsonDepth (any real request is far shallower) is refused
+// before parsing. Strings are skipped, escapes included.
+bool NestedTooDeep(const std::string& body);
 
 // Parses a body. On failure returns the error (400, naming the field).
 std::variant<ApiRequest, ApiError> ParseApiRequest(Endpoint endpoint, const std::string& body);

@@ -63,23 +63,7 @@ bool ConstantTimeEqual(const std::string& a, const std::string& b) {
 
 gannet_engine_t* CreateEngine(const gannet_cli::EngineOptions& o, int32_t max_queued,
                               std::string* error) {
-  gannet_engine_config_t config = GANNET_ENGINE_CONFIG_INIT;
-  config.model_dir = o.model_dir.c_str();
-  config.backend = o.backend.empty() ? nullptr : o.backend.c_str();
-  config.device_id = o.device;
-  config.tensor_parallel_size = o.tensor_parallel_size;
-  config.num_device_ids = static_cast<int32_t>(o.device_ids.size());
-  config.device_ids = o.device_ids.empty() ? nullptr : o.device_ids.data();
-  config.num_threads = o.threads;
-  config.max_model_len = o.max_model_len;
-  config.max_running_seqs = o.max_running;
-  config.kv_memory_bytes = o.kv_memory;
-  config.kv_cache_dtype = o.kv_cache_dtype.empty() ? nullptr : o.kv_cache_dtype.c_str();
-  config.compute_dtype = o.compute_dtype.empty() ? nullptr : o.compute_dtype.c_str();
-  config.kv_separate_k_eq_v = o.kv_separate_k_eq_v ? 1 : 0;
-  config.startup_warmup = o.startup_warmup ? 1 : -1;
-  config.draft_model_dir = o.draft_dir.empty() ? nullptr : o.draft_dir.c_str();
-  config.num_speculative_tokens = o.spec_tokens;
+  gannet_engine_config_t config = gannet_cli::EngineConfigOf(o);
   config.max_queued_requests = max_queued;
   gannet_engine_t* engine = nullptr;
   if (gannet_engine_create(&config, &engine) != GANNET_OK) {

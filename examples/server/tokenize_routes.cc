@@ -10,24 +10,7 @@ using nlohmann::json;
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 bool ParseObject(const std::string& body, json* out, httplib::Response& res) {
-  // The API parser refuses deep nesting before nlohmann sees it; reuse it through a tiny body
-  // check of its own here.
-  int depth = 0, max_depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < body.size(); ++i) {
-    const char c = body[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      max_depth = std::max(max_depth, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  if (max_depth > kMaxJsonDepth) {
+  if (NestedTooDeep(body)) {
     SendError(res, BadRequest("the body nests too deeply"));
     return false;
   }
