@@ -5,6 +5,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gannet::kernels {
@@ -97,24 +98,37 @@ cudaError_t DeviceInfo::Query(int device, DeviceInfo* out) {
 
 std::string ProblemKey::ClassString() const {
   std::string s;
-  auto add = [&s](const std::string& part) {
+  auto add = [&s](std::string_view part) {
     if (!s.empty()) s += ' ';
     s += part;
   };
+  // A word and its number, appended in place: `"n" + std::to_string(n)` (a literal plus a
+  // temporary) trips GCC 12's -Wrestrict false positive at -O3, an error in the release preset.
+  auto add_num = [&add, &s](std::string_view word, int64_t v) {
+    add(word);
+    s += std::to_string(v);
+  };
   if (op == Op::kAttentionDecode || op == Op::kAttentionPrefill) {
-    add("hd" + std::to_string(head_dim));
-    add("page" + std::to_string(page_size));
-    add("gqa" + std::to_string(group()));
+    add_num("hd", head_dim);
+    add_num("page", page_size);
+    add_num("gqa", group());
     add(window > 0 ? "window" : "full");
-    if (op == Op::kAttentionDecode) add("q" + std::to_string(max_query_len));
-    if (flags & kFlagKFromV) add("kfromv" + std::to_string(rope_pairs));
+    if (op == Op::kAttentionDecode) add_num("q", max_query_len);
+    if (flags & kFlagKFromV) add_num("kfromv", rope_pairs);
   } else {
-    add("n" + std::to_string(n));
-    add("k" + std::to_string(k));
-    if (op == Op::kMoeExperts) add("e" + std::to_string(num_experts) + "top" + std::to_string(top_k));
+    add_num("n", n);
+    add_num("k", k);
+    if (op == Op::kMoeExperts) {
+      add_num("e", num_experts);
+      s += "top";
+      s += std::to_string(top_k);
+    }
   }
-  add(std::string(DTypeShortName(in_type)) + "/" + std::string(DTypeShortName(kv_type)) + "->" +
-      std::string(DTypeShortName(out_type)));
+  add(DTypeShortName(in_type));
+  s += '/';
+  s += DTypeShortName(kv_type);
+  s += "->";
+  s += DTypeShortName(out_type);
   if (flags & kFlagAligned16) add("aligned16");
   return s;
 }
