@@ -3,7 +3,10 @@
 //   gannet-make-tiny OUT_DIR [VARIANT ...]
 //
 // VARIANT is one of 31b, 26b-a4b, e4b, e2b and their -assistant drafters (default: all). Each goes
-// to OUT_DIR/<variant>/ with config.json, safetensors weights and tokenizer.json. Output is
+// to OUT_DIR/<variant>/ with config.json, safetensors weights and tokenizer.json, and the target
+// models a chat_template.jinja: gannet's rendition of Gemma-4's (tools/make_tiny/
+// chat_template_{large,small}.jinja; tests/tokenizer/chat_corpus_test.cc checks it renders as
+// the reference template does). Output is
 // deterministic: rerunning reproduces the committed tests/data/tiny checkpoints bit for bit.
 #include <sys/stat.h>
 
@@ -32,7 +35,15 @@ absl::Status MakeOne(const std::string& out_dir, const std::string& variant) {
   options.tower_tensors = config.Find("vision_config") != nullptr;
   GANNET_RETURN_IF_ERROR(model::WriteSyntheticCheckpoint(config, dir, options));
   GANNET_ASSIGN_OR_RETURN(std::string tok, tokenizer::MakeTinyTokenizerJson(model::kTinyVocabSize));
-  return WriteStringToFile(dir + "/tokenizer.json", tok);
+  GANNET_RETURN_IF_ERROR(WriteStringToFile(dir + "/tokenizer.json", tok));
+  if (variant.find("assistant") != std::string::npos) return absl::OkStatus();
+  const bool small = variant == "e2b" || variant == "e4b";
+  GANNET_ASSIGN_OR_RETURN(
+      std::string chat_template,
+      ReadFileToString(std::string(GANNET_MAKE_TINY_DIR) + "/chat_template_" +
+                           (small ? "small" : "large") + ".jinja",
+                       int64_t{1} << 20, "chat template"));
+  return WriteStringToFile(dir + "/chat_template.jinja", chat_template);
 }
 
 }  // namespace
