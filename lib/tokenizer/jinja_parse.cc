@@ -159,6 +159,15 @@ class Lexer {
         ++pos_;
         while (pos_ < src_.size() && std::isdigit(static_cast<unsigned char>(src_[pos_]))) ++pos_;
       }
+      if (pos_ < src_.size() && (src_[pos_] == 'e' || src_[pos_] == 'E')) {
+        size_t q = pos_ + 1;
+        if (q < src_.size() && (src_[q] == '+' || src_[q] == '-')) ++q;
+        if (q < src_.size() && std::isdigit(static_cast<unsigned char>(src_[q]))) {
+          is_float = true;
+          pos_ = q;
+          while (pos_ < src_.size() && std::isdigit(static_cast<unsigned char>(src_[pos_]))) ++pos_;
+        }
+      }
       Emit(is_float ? Tok::T::kFloat : Tok::T::kInt, std::string(src_.substr(b, pos_ - b)));
       return;
     }
