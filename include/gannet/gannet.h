@@ -411,11 +411,22 @@ typedef struct gannet_request {
    * messages only). Content without such spellings gives the same tokens either way. No effect on
    * prompt_text or prompt_tokens, which the caller renders. Servers facing users should set it. */
   int64_t split_special_tokens;
+  /* A chat as one UTF-8 JSON object in the OpenAI chat shape, for what `messages` cannot say:
+   * {"messages": [{"role": "system"|"developer"|"user"|"assistant"|"tool", "content": string or
+   * [{"type": "text", "text": ...}], "tool_calls": [{"id", "type": "function", "function":
+   * {"name", "arguments": object}}], "tool_call_id", "reasoning_content"}, ...],
+   * "tools": [{"type": "function", "function": {"name", "description", "parameters"}}]}.
+   * The model's own chat template renders it (chat_template.jinja or tokenizer_config.json's
+   * chat_template; see gannet_tokenizer_has_chat_template); a model without one renders text
+   * messages only and refuses tools. A fourth kind of prompt: exactly one of prompt_tokens,
+   * prompt_text, messages and chat_json. add_generation_prompt, enable_thinking and
+   * split_special_tokens apply as to messages. */
+  const char* chat_json;
 } gannet_request_t;
 
 #define GANNET_REQUEST_INIT                                                                  \
   { (uint32_t)sizeof(gannet_request_t), NULL, 0, NULL, NULL, 0, 0, 0, 0.0f, 0, 0.0f, 0.0f, \
-    0.0f, 0.0f, 0.0f, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0 }
+    0.0f, 0.0f, 0.0f, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, NULL }
 
 /* Queues a request and returns its id at once. INVALID_ARGUMENT for a malformed request (no or
  * several prompts, bad sampling values, min_tokens > max_tokens, invalid UTF-8, text without a
@@ -619,8 +630,9 @@ GANNET_API gannet_status_t gannet_detokenize(const gannet_tokenizer_t* tokenizer
 GANNET_API gannet_status_t gannet_token_to_piece(const gannet_tokenizer_t* tokenizer, int32_t id,
                                                  char* text_out, size_t capacity,
                                                  size_t* text_len_out);
-/* Renders chat messages into the prompt text the engine would build (Gemma-4's template for this
- * model's size class; it starts with "<bos>": tokenize it with add_special_tokens = 0). Text
+/* Renders chat messages into the prompt text the engine would build (the model's own chat
+ * template when the checkpoint has one, else gannet's built-in Gemma-4 rendering for this model's
+ * size class; it starts with "<bos>": tokenize it with add_special_tokens = 0). Text
  * cannot carry the request's split_special_tokens: tokenizing it gives the reference (default)
  * tokenization, in which markers spelled in the content are control tokens.
  * add_generation_prompt: 1 = end with the model turn opener, 0 = don't (unlike the request's
@@ -632,6 +644,20 @@ GANNET_API gannet_status_t gannet_apply_chat_template(const gannet_tokenizer_t* 
                                                       int32_t add_generation_prompt,
                                                       int32_t enable_thinking, char* text_out,
                                                       size_t capacity, size_t* text_len_out);
+
+/* The same for a chat object in the OpenAI shape (gannet_request_t.chat_json: tools, tool calls,
+ * tool results): the prompt text a request with this chat_json gets. */
+GANNET_API gannet_status_t gannet_apply_chat_template_json(const gannet_tokenizer_t* tokenizer,
+                                                           const char* chat_json,
+                                                           int32_t add_generation_prompt,
+                                                           int32_t enable_thinking,
+                                                           char* text_out, size_t capacity,
+                                                           size_t* text_len_out);
+
+/* 1 when the model folder carries its own chat template (chat_template.jinja, or
+ * tokenizer_config.json's chat_template), which gannet renders; 0 when gannet's built-in Gemma-4
+ * rendering is used (text messages only), or for NULL. */
+GANNET_API int32_t gannet_tokenizer_has_chat_template(const gannet_tokenizer_t* tokenizer);
 
 #ifdef __cplusplus
 }  /* extern "C" */

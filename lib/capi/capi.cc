@@ -227,6 +227,7 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
     handle->engine = std::move(*engine);
     handle->tokenizer.tokenizer = handle->engine->tokenizer();
     handle->tokenizer.variant = handle->engine->variant();
+    handle->tokenizer.chat = handle->engine->chat_format();
     *engine_out = handle;
     return GANNET_OK;
   });

@@ -14,12 +14,15 @@
 #include "gannet/gannet.h"
 #include "lib/engine/engine.h"
 #include "lib/model/config.h"
+#include "lib/tokenizer/chat_format.h"
 #include "lib/tokenizer/tokenizer.h"
 
 struct gannet_tokenizer {
   std::unique_ptr<gannet::tokenizer::Tokenizer> owned;  // null for an engine's tokenizer
   const gannet::tokenizer::Tokenizer* tokenizer = nullptr;
   gannet::model::Variant variant = gannet::model::Variant::kDense31B;
+  std::optional<gannet::tokenizer::ChatFormat> owned_chat;  // set with `owned`
+  const gannet::tokenizer::ChatFormat* chat = nullptr;      // set with `tokenizer`
 };
 
 struct gannet_engine {

@@ -133,6 +133,14 @@ gannet_status_t ReadRequest(const gannet_request_t* request, engine::RequestInpu
   in->deadline_ms = r.deadline_ms;
   in->disable_speculation = r.disable_speculation == 1;
   in->split_special_tokens = r.split_special_tokens == 1;
+  if (r.chat_json != nullptr) {
+    auto chat = Json::Parse(r.chat_json);
+    if (!chat.ok()) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                  fmt::format("request: chat_json: {}", chat.status().message()));
+    }
+    in->chat = std::move(*chat);
+  }
   return GANNET_OK;
 }
 

@@ -65,10 +65,15 @@ gannet_status_t gannet_tokenizer_open(const char* model_dir, gannet_tokenizer_t*
     if (!config.ok()) return Fail(config.status());
     auto tok = gannet::tokenizer::Tokenizer::FromFile(path);
     if (!tok.ok()) return Fail(tok.status());
+    auto chat = gannet::tokenizer::ChatFormat::Load(model_dir,
+                                                    gannet::engine::ChatVariant(config->variant));
+    if (!chat.ok()) return Fail(chat.status());
     auto* t = new gannet_tokenizer();
     t->owned = std::move(*tok);
     t->tokenizer = t->owned.get();
     t->variant = config->variant;
+    t->owned_chat = std::move(*chat);
+    t->chat = &*t->owned_chat;
     *out = t;
     return GANNET_OK;
   });
@@ -228,13 +233,59 @@ gannet_status_t gannet_apply_chat_template(const gannet_tokenizer_t* tokenizer,
                     fmt::format("gannet_apply_chat_template: messages[{}] is not valid UTF-8", i));
       }
     }
-    auto text = gannet::tokenizer::RenderChatTemplate(
-        in.messages, gannet::engine::ChatOptions(tokenizer->variant, add_generation_prompt == 1,
-                                                 enable_thinking == 1));
+    auto text = tokenizer->chat->Render(
+        in.messages,
+        gannet::engine::ChatOptions(tokenizer->variant, add_generation_prompt == 1,
+                                    enable_thinking == 1),
+        nullptr);
     if (!text.ok()) return Fail(text.status());
     return gannet::capi::WriteBuffer(text->data(), text->size(), text_out, capacity, text_len_out,
                                      true, "gannet_apply_chat_template");
   });
+}
+
+gannet_status_t gannet_apply_chat_template_json(const gannet_tokenizer_t* tokenizer,
+                                                const char* chat_json,
+                                                int32_t add_generation_prompt,
+                                                int32_t enable_thinking, char* text_out,
+                                                size_t capacity, size_t* text_len_out) {
+  return Guard("gannet_apply_chat_template_json", [&]() -> gannet_status_t {
+    if (gannet_status_t st =
+            gannet::capi::RequireTokenizer(tokenizer, "gannet_apply_chat_template_json");
+        st != GANNET_OK) {
+      return st;
+    }
+    for (auto [name, flag] : {std::pair{"add_generation_prompt", add_generation_prompt},
+                              std::pair{"enable_thinking", enable_thinking}}) {
+      if (gannet_status_t st = gannet::capi::CheckFlag(
+              fmt::format("gannet_apply_chat_template_json: {}", name).c_str(), flag);
+          st != GANNET_OK) {
+        return st;
+      }
+    }
+    if (chat_json == nullptr) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_apply_chat_template_json: chat_json is NULL");
+    }
+    auto chat = gannet::Json::Parse(chat_json);
+    if (!chat.ok()) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                  fmt::format("gannet_apply_chat_template_json: {}", chat.status().message()));
+    }
+    auto text = tokenizer->chat->Render(
+        *chat,
+        gannet::engine::ChatOptions(tokenizer->variant, add_generation_prompt == 1,
+                                    enable_thinking == 1),
+        nullptr);
+    if (!text.ok()) return Fail(text.status());
+    return gannet::capi::WriteBuffer(text->data(), text->size(), text_out, capacity, text_len_out,
+                                     true, "gannet_apply_chat_template_json");
+  });
+}
+
+int32_t gannet_tokenizer_has_chat_template(const gannet_tokenizer_t* tokenizer) {
+  return tokenizer != nullptr && tokenizer->chat != nullptr && tokenizer->chat->has_template()
+             ? 1
+             : 0;
 }
 
 }  // extern "C"

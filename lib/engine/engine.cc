@@ -521,18 +521,18 @@ absl::StatusOr<std::unique_ptr<sched::Request>> Engine::Impl::BuildRequest(Reque
   GANNET_RETURN_IF_ERROR(CheckRequest(in, facts));
   sched::RequestSpec spec;
   spec.id = id;
-  if (!in.messages.empty() || in.prompt_text) {
+  if (!in.messages.empty() || in.prompt_text || in.chat) {
     GANNET_RETURN_IF_ERROR(CheckPromptBytes(in, parts->max_model_len,
                                             parts->tokenizer->max_token_bytes()));
   }
-  if (!in.messages.empty()) {
+  if (!in.messages.empty() || in.chat) {
     std::vector<std::pair<size_t, size_t>> content;
+    const tokenizer::ChatTemplateOptions options =
+        ChatOptions(parts->config.variant, in.add_generation_prompt, in.enable_thinking);
+    std::vector<std::pair<size_t, size_t>>* ranges = in.split_special_tokens ? &content : nullptr;
     GANNET_ASSIGN_OR_RETURN(std::string text,
-                            tokenizer::RenderChatTemplate(
-                                in.messages,
-                                ChatOptions(parts->config.variant, in.add_generation_prompt,
-                                            in.enable_thinking),
-                                in.split_special_tokens ? &content : nullptr));
+                            in.chat ? parts->chat_format->Render(*in.chat, options, ranges)
+                                    : parts->chat_format->Render(in.messages, options, ranges));
     spec.prompt =
         parts->tokenizer->Encode(text, {.add_special_tokens = false}, content);
   } else if (in.prompt_text) {
@@ -721,6 +721,9 @@ absl::Status Engine::Poll(int timeout_ms, size_t max_events, std::vector<Event>*
 }
 
 const tokenizer::Tokenizer* Engine::tokenizer() const { return impl_->parts->tokenizer.get(); }
+const tokenizer::ChatFormat* Engine::chat_format() const {
+  return impl_->parts->chat_format ? &*impl_->parts->chat_format : nullptr;
+}
 model::Variant Engine::variant() const { return impl_->parts->config.variant; }
 
 absl::Status Engine::Serve(double timeout_s) {

@@ -21,6 +21,7 @@
 #include "lib/sampling/sampling.h"
 #include "lib/backend/backend.h"
 #include "lib/model/config.h"
+#include "lib/tokenizer/chat_format.h"
 #include "lib/tokenizer/chat_template.h"
 #include "lib/tokenizer/tokenizer.h"
 
@@ -112,6 +113,9 @@ struct RequestInput {
   std::vector<int32_t> prompt_tokens;
   std::optional<std::string> prompt_text;
   std::vector<tokenizer::ChatMessage> messages;
+  // A chat in the OpenAI shape ({"messages", "tools"}, tokenizer/chat_format.h), for what
+  // `messages` cannot say: tool calls, tool results, content parts, tools.
+  std::optional<Json> chat;
   bool add_generation_prompt = true;
   bool enable_thinking = false;
   sampling::SamplingParams sampling;  // its seed is set from seed_mode at submit
@@ -219,6 +223,8 @@ class Engine {
   absl::Status Serve(double timeout_s);
   // The model's tokenizer (null without tokenizer.json) and variant; valid for the engine's life.
   const tokenizer::Tokenizer* tokenizer() const;
+  // How chat prompts are rendered (null without a tokenizer); valid for the engine's life.
+  const tokenizer::ChatFormat* chat_format() const;
   model::Variant variant() const;
 
   class Impl;

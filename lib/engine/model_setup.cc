@@ -1,5 +1,7 @@
 #include "lib/engine/model_setup.h"
 
+#include "lib/engine/chat_prompt.h"
+
 #include <chrono>
 
 #include "lib/backend/backend_factory.h"
@@ -65,6 +67,8 @@ absl::Status LoadModelFiles(const EngineConfig& cfg, LoadedEngineParts* p) {
       return InvalidArgumentError("{}/tokenizer.json has {} tokens but the model's vocab_size is {}",
                                   dir, p->tokenizer->vocab_size(), p->config.text.vocab_size);
     }
+    GANNET_ASSIGN_OR_RETURN(p->chat_format,
+                            tokenizer::ChatFormat::Load(dir, ChatVariant(p->config.variant)));
   }
   return absl::OkStatus();
 }

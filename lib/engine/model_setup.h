@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "lib/runner/model_runner.h"
 #include "lib/spec/draft_model.h"
 #include "lib/spec/spec_decoder.h"
+#include "lib/tokenizer/chat_format.h"
 #include "lib/tokenizer/tokenizer.h"
 
 namespace gannet::engine {
@@ -31,6 +33,8 @@ namespace gannet::engine {
 struct LoadedEngineParts {
   model::ModelConfig config;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null without tokenizer.json
+  // With a tokenizer: the checkpoint's chat template, or the built-in rendering.
+  std::optional<tokenizer::ChatFormat> chat_format;
   std::unique_ptr<model::Checkpoint> checkpoint;    // null for dummy weights
   model::ModelWeights weights;
   std::unique_ptr<backend::Backend> backend;  // rank 0's with tensor parallelism

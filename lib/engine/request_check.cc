@@ -4,6 +4,7 @@
 
 #include "lib/common/status.h"
 #include "lib/common/utf8.h"
+#include "lib/tokenizer/chat_format.h"
 #include "lib/tokenizer/chat_template.h"
 
 namespace gannet::engine {
@@ -23,11 +24,14 @@ absl::Status CheckIds(const std::vector<int32_t>& ids, int64_t vocab, const char
 
 absl::Status CheckRequest(const RequestInput& in, const RequestModelFacts& model) {
   const int sources =
-      (!in.prompt_tokens.empty()) + in.prompt_text.has_value() + (!in.messages.empty());
+      (!in.prompt_tokens.empty()) + in.prompt_text.has_value() + (!in.messages.empty()) +
+      in.chat.has_value();
   if (sources != 1) {
     return InvalidArgumentError(
-        "request: give exactly one prompt (token ids, text or chat messages); got {}", sources);
+        "request: give exactly one prompt (token ids, text, chat messages or chat JSON); got {}",
+        sources);
   }
+  if (in.chat) GANNET_RETURN_IF_ERROR(tokenizer::CheckChatJson(*in.chat));
   GANNET_RETURN_IF_ERROR(sampling::ValidateSamplingParams(in.sampling));
   if (in.max_tokens < 0 || in.min_tokens < 0) {
     return InvalidArgumentError("request: max_tokens ({}) and min_tokens ({}) must be >= 0",
@@ -78,7 +82,7 @@ absl::Status CheckRequest(const RequestInput& in, const RequestModelFacts& model
     return InvalidArgumentError("request: {} stop token ids (at most {})",
                                 in.stop_token_ids->size(), kMaxStopTokenIds);
   }
-  if ((in.prompt_text || !in.messages.empty() || !in.stop_strings.empty()) &&
+  if ((in.prompt_text || !in.messages.empty() || in.chat || !in.stop_strings.empty()) &&
       !model.has_tokenizer) {
     return FailedPreconditionError(
         "request: text prompts, chat messages and stop strings need the model's tokenizer.json, "
@@ -108,6 +112,8 @@ absl::Status CheckPromptBytes(const RequestInput& in, int64_t max_model_len,
   for (const tokenizer::ChatMessage& m : in.messages) {
     bytes += m.content.size() + m.reasoning.size();
   }
+  // A chat object's text: its JSON, a bound on the strings the template can write of it.
+  if (in.chat) bytes += in.chat->Dump().size();
   const uint64_t cap = static_cast<uint64_t>(std::max<int64_t>(max_model_len, 1)) *
                        static_cast<uint64_t>(max_token_bytes);
   if (bytes > cap) {

@@ -128,6 +128,7 @@ int main(void) {
   FIELD(gannet_request_t, enable_thinking);
   FIELD(gannet_request_t, disable_speculation);
   FIELD(gannet_request_t, split_special_tokens);
+  FIELD(gannet_request_t, chat_json);
 
   SIZE(gannet_event_t);
   FIELD(gannet_event_t, struct_size);

@@ -302,6 +302,9 @@ pub struct gannet_request_t {
     /// 1 = chat message content is tokenized as plain text: a spelled control token ("<|turn>")
     /// cannot open or close turns. 0 = the reference template's behaviour.
     pub split_special_tokens: i64,
+    /// A chat as one JSON object in the OpenAI shape (tools, tool calls, tool results), rendered
+    /// by the model's own chat template; NULL = unused.
+    pub chat_json: *const c_char,
 }
 
 impl Default for gannet_request_t {
@@ -337,6 +340,7 @@ impl Default for gannet_request_t {
             enable_thinking: 0,
             disable_speculation: 0,
             split_special_tokens: 0,
+            chat_json: std::ptr::null(),
         }
     }
 }
@@ -594,6 +598,16 @@ extern "C" {
         capacity: usize,
         text_len_out: *mut usize,
     ) -> gannet_status_t;
+    pub fn gannet_apply_chat_template_json(
+        tokenizer: *const gannet_tokenizer_t,
+        chat_json: *const c_char,
+        add_generation_prompt: i32,
+        enable_thinking: i32,
+        text_out: *mut c_char,
+        capacity: usize,
+        text_len_out: *mut usize,
+    ) -> gannet_status_t;
+    pub fn gannet_tokenizer_has_chat_template(tokenizer: *const gannet_tokenizer_t) -> i32;
 }
 
 // ---- layout: the numbers of tests/capi/layout_test.cc ------------------------------------
@@ -656,7 +670,8 @@ const _: () = {
     assert!(offset_of!(gannet_request_t, enable_thinking) == 156);
     assert!(offset_of!(gannet_request_t, disable_speculation) == 160);
     assert!(offset_of!(gannet_request_t, split_special_tokens) == 168);
-    assert!(size_of::<gannet_request_t>() == 176);
+    assert!(offset_of!(gannet_request_t, chat_json) == 176);
+    assert!(size_of::<gannet_request_t>() == 184);
 
     assert!(offset_of!(gannet_event_t, r#type) == 4);
     assert!(offset_of!(gannet_event_t, request_id) == 8);
