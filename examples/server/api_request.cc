@@ -167,7 +167,9 @@ void ReadPrompts(Fields& f, ApiRequest* r) {
   }
 }
 
-// content: "text" | [{"type": "text", "text": "..."}, ...]
+// content: "text" | [{"type": "text", "text": "..."}, ...]. *out gets the text (for the
+// built-in rendering and /tokenize); the chat object keeps the parts as given, which the
+// model's template renders part by part.
 bool ReadContent(Fields& f, const json& content, size_t index, std::string* out) {
   const std::string key = "messages[" + std::to_string(index) + "].content";
   if (content.is_string()) {
@@ -200,10 +202,59 @@ bool ReadContent(Fields& f, const json& content, size_t index, std::string* out)
   return true;
 }
 
+// An assistant message's tool_calls, normalised for the template: arguments become a JSON
+// object (OpenAI clients send them as a JSON string), ids are kept.
+bool ReadToolCalls(Fields& f, const json& calls, const std::string& key, json* out) {
+  if (!calls.is_array()) {
+    f.Fail(key, std::string("must be an array, got ") + TypeName(calls));
+    return false;
+  }
+  *out = json::array();
+  for (size_t j = 0; j < calls.size(); ++j) {
+    const json& c = calls[j];
+    const std::string ck = key + "[" + std::to_string(j) + "]";
+    auto fn = c.is_object() ? c.find("function") : c.end();
+    if (!c.is_object() || fn == c.end() || !fn->is_object()) {
+      f.Fail(ck, "must be an object with a \"function\" object");
+      return false;
+    }
+    auto type = c.find("type");
+    if (type != c.end() && !(type->is_string() && *type == "function")) {
+      f.Fail(ck + ".type", "must be \"function\"");
+      return false;
+    }
+    auto name = fn->find("name");
+    if (name == fn->end() || !name->is_string() || name->get<std::string>().empty()) {
+      f.Fail(ck + ".function.name", "must be a non-empty string");
+      return false;
+    }
+    json args = json::object();
+    auto a = fn->find("arguments");
+    if (a != fn->end() && a->is_string()) {
+      args = json::parse(a->get<std::string>(), nullptr, false);
+      if (args.is_discarded() || !args.is_object()) {
+        f.Fail(ck + ".function.arguments", "must be a JSON object (as a string or an object)");
+        return false;
+      }
+    } else if (a != fn->end() && a->is_object()) {
+      args = *a;
+    } else if (a != fn->end() && !a->is_null()) {
+      f.Fail(ck + ".function.arguments", "must be a JSON object (as a string or an object)");
+      return false;
+    }
+    json call = {{"type", "function"}, {"function", {{"name", *name}, {"arguments", args}}}};
+    auto id = c.find("id");
+    if (id != c.end() && id->is_string()) call["id"] = *id;
+    out->push_back(std::move(call));
+  }
+  return true;
+}
+
 void ReadMessages(Fields& f, ApiRequest* r) {
   const json* m = f.Find("messages");
   if (!m) return f.Fail("messages", "is required");
   if (!m->is_array() || m->empty()) return f.Fail("messages", "must be a non-empty array");
+  r->chat_messages = json::array();
   for (size_t i = 0; i < m->size(); ++i) {
     const json& msg = (*m)[i];
     const std::string key = "messages[" + std::to_string(i) + "]";
@@ -211,29 +262,84 @@ void ReadMessages(Fields& f, ApiRequest* r) {
     auto role = msg.find("role");
     if (role == msg.end() || !role->is_string()) return f.Fail(key + ".role", "must be a string");
     ChatMessage out{role->get<std::string>(), ""};
-    if (out.role == "tool" || out.role == "function") {
-      return f.Fail(key + ".role", "'" + out.role + "' needs tool calling, which this server "
-                                   "does not support yet");
+    if (out.role == "function") {
+      return f.Fail(key + ".role", "'function' is OpenAI's legacy form; use 'tool' messages");
     }
     if (out.role != "system" && out.role != "developer" && out.role != "user" &&
-        out.role != "assistant") {
-      return f.Fail(key + ".role", "must be system, developer, user or assistant, got '" +
+        out.role != "assistant" && out.role != "tool") {
+      return f.Fail(key + ".role", "must be system, developer, user, assistant or tool, got '" +
                                        out.role + "'");
     }
+    json norm = {{"role", out.role}};
     auto tool_calls = msg.find("tool_calls");
-    if (tool_calls != msg.end() && !tool_calls->is_null() &&
-        !(tool_calls->is_array() && tool_calls->empty())) {
-      return f.Fail(key + ".tool_calls", "needs tool calling, which this server does not "
-                                         "support yet");
+    if (tool_calls != msg.end() && !tool_calls->is_null()) {
+      if (out.role != "assistant") return f.Fail(key + ".tool_calls", "only assistant messages make tool calls");
+      json calls;
+      if (!ReadToolCalls(f, *tool_calls, key + ".tool_calls", &calls)) return;
+      if (!calls.empty()) norm["tool_calls"] = std::move(calls);
     }
     auto content = msg.find("content");
     if (content == msg.end() || content->is_null()) {
       if (out.role != "assistant") return f.Fail(key + ".content", "is required");
+      norm["content"] = nullptr;
     } else if (!ReadContent(f, *content, i, &out.content)) {
       return;
+    } else {
+      norm["content"] = *content;
     }
+    if (out.role == "tool") {
+      for (const char* k : {"tool_call_id", "name"}) {
+        auto v = msg.find(k);
+        if (v == msg.end() || v->is_null()) continue;
+        if (!v->is_string()) return f.Fail(key + "." + k, "must be a string");
+        norm[k] = *v;
+      }
+      if (!norm.contains("tool_call_id") && !norm.contains("name")) {
+        return f.Fail(key, "a tool message needs \"tool_call_id\" (or \"name\")");
+      }
+    }
+    if (out.role == "assistant") {
+      for (const char* k : {"reasoning_content", "reasoning"}) {
+        auto v = msg.find(k);
+        if (v == msg.end() || v->is_null()) continue;
+        if (!v->is_string()) return f.Fail(key + "." + k, "must be a string");
+        norm[k] = *v;
+      }
+    }
+    r->has_tool_messages |= out.role == "tool" || norm.contains("tool_calls");
+    r->chat_messages.push_back(std::move(norm));
     r->messages.push_back(std::move(out));
   }
+}
+
+// tools: [{"type": "function", "function": {"name", "description", "parameters"}}]
+void ReadTools(Fields& f, ApiRequest* r) {
+  const json* t = f.Find("tools");
+  if (!t || t->is_null()) return;
+  if (!t->is_array()) return f.WrongType("tools", "an array of tools", *t);
+  for (size_t i = 0; i < t->size(); ++i) {
+    const json& tool = (*t)[i];
+    const std::string key = "tools[" + std::to_string(i) + "]";
+    auto type = tool.is_object() ? tool.find("type") : tool.end();
+    if (!tool.is_object() || type == tool.end() || *type != "function") {
+      return f.Fail(key, "must be {\"type\": \"function\", \"function\": {...}}");
+    }
+    auto fn = tool.find("function");
+    if (fn == tool.end() || !fn->is_object()) return f.Fail(key + ".function", "must be an object");
+    auto name = fn->find("name");
+    if (name == fn->end() || !name->is_string() || name->get<std::string>().empty()) {
+      return f.Fail(key + ".function.name", "must be a non-empty string");
+    }
+    auto desc = fn->find("description");
+    if (desc != fn->end() && !desc->is_string() && !desc->is_null()) {
+      return f.Fail(key + ".function.description", "must be a string");
+    }
+    auto params = fn->find("parameters");
+    if (params != fn->end() && !params->is_object() && !params->is_null()) {
+      return f.Fail(key + ".function.parameters", "must be a JSON Schema object");
+    }
+  }
+  if (!t->empty()) r->tools = *t;
 }
 
 void ReadStop(Fields& f, ApiRequest* r) {
@@ -349,15 +455,26 @@ Result ParseApiRequest(Endpoint endpoint, const std::string& body) {
         if (kf.error) f.Fail("chat_template_kwargs", kf.error->message);
       }
     }
-    if (const json* t = f.Find("tools")) {
-      if (!(t->is_array() && t->empty())) f.Fail("tools", "tool calling is not supported yet");
-    }
-    if (const json* tc = f.Find("tool_choice")) {
-      if (!(tc->is_string() && *tc == "none")) {
-        f.Fail("tool_choice", "tool calling is not supported yet (only \"none\")");
+    ReadTools(f, &r);
+    if (const json* tc = f.Find("tool_choice"); tc && !tc->is_null()) {
+      if (tc->is_string() && (*tc == "auto" || *tc == "none")) {
+        r.tool_choice_none = *tc == "none";
+      } else if (tc->is_string() && *tc == "required") {
+        f.Fail("tool_choice", "\"required\" is not supported yet (it needs constrained "
+                              "decoding); use \"auto\" or \"none\"");
+      } else if (tc->is_object()) {
+        f.Fail("tool_choice", "naming a function is not supported yet (it needs constrained "
+                              "decoding); use \"auto\" or \"none\"");
+      } else {
+        f.Fail("tool_choice", "must be \"auto\", \"none\", \"required\" or an object");
       }
     }
-    f.Unsupported("functions", "function calling is not supported yet");
+    if (const json* p = f.Find("parallel_tool_calls"); p && !p->is_null() && !p->is_boolean()) {
+      f.WrongType("parallel_tool_calls", "a boolean", *p);
+    }
+    // "none": the model is not offered the tools, and its output is all content.
+    if (r.tool_choice_none) r.tools = nullptr;
+    f.Unsupported("functions", "is OpenAI's legacy form; use \"tools\"");
   } else {
     i.reset();
     f.Int("logprobs", 0, 20, &i);
@@ -388,21 +505,24 @@ Result ParseApiRequest(Endpoint endpoint, const std::string& body) {
   return r;
 }
 
+std::string ChatJson(const ApiRequest& r) {
+  json chat = {{"messages", r.chat_messages}};
+  if (!r.tools.is_null()) chat["tools"] = r.tools;
+  return chat.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 void FillEngineRequest(const ApiRequest& r, const SamplingDefaults& d, size_t prompt_index,
                        int choice, RequestStorage* storage, gannet_request_t* out) {
   *out = gannet_request_t GANNET_REQUEST_INIT;
   if (r.endpoint == Endpoint::kChat) {
-    storage->messages.clear();
-    for (const ChatMessage& m : r.messages) {
-      gannet_chat_message_t cm = GANNET_CHAT_MESSAGE_INIT;
-      cm.role = m.role.c_str();
-      cm.content = m.content.c_str();
-      storage->messages.push_back(cm);
-    }
-    out->messages = storage->messages.data();
-    out->num_messages = storage->messages.size();
+    // Always the chat object: the model's template sees tool calls, tool results and content
+    // parts as the client sent them.
+    storage->chat_json = ChatJson(r);
+    out->chat_json = storage->chat_json.c_str();
     out->add_generation_prompt = r.add_generation_prompt ? 1 : 2;
     out->enable_thinking = r.enable_thinking ? 1 : 0;
+    // Users' text cannot spell the template's control tokens (a forged turn or tool result).
+    out->split_special_tokens = 1;
   } else {
     const Prompt& p = r.prompts[prompt_index];
     if (p.is_ids) {

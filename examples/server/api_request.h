@@ -1,8 +1,8 @@
 // Parsing of the OpenAI request bodies (/v1/chat/completions, /v1/completions) into what the
 // engine takes. This is the server's untrusted input: every field that maps onto the engine is
 // type- and range-checked and answered with a 400 naming the field; unknown fields are ignored
-// as OpenAI does; fields whose meaning the engine cannot honour yet (tools, response_format,
-// logit_bias, ...) are refused rather than silently dropped.
+// as OpenAI does; fields whose meaning the engine cannot honour yet (response_format, a forced
+// tool_choice, logit_bias, ...) are refused rather than silently dropped.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,8 @@
 #include <string>
 #include <variant>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "examples/server/api_error.h"
 #include "examples/server/gen_config.h"
@@ -33,7 +35,13 @@ struct Prompt {
 struct ApiRequest {
   Endpoint endpoint = Endpoint::kChat;
   std::string model;
-  std::vector<ChatMessage> messages;  // chat
+  std::vector<ChatMessage> messages;  // chat: role and text of each message
+  // chat: the messages and tools normalised for the model's template (chat_json of the C ABI):
+  // tool_calls with object arguments, tool messages, content parts as sent.
+  nlohmann::json chat_messages;
+  nlohmann::json tools;               // null: none offered
+  bool tool_choice_none = false;
+  bool has_tool_messages = false;     // tool calls or results in the conversation
   std::vector<Prompt> prompts;        // completions: one or more (a batch)
   int n = 1;
   bool stream = false;
@@ -69,9 +77,12 @@ std::variant<ApiRequest, ApiError> ParseApiRequest(Endpoint endpoint, const std:
 
 // Strings and arrays a gannet_request_t points into; must outlive the submit call.
 struct RequestStorage {
-  std::vector<gannet_chat_message_t> messages;
+  std::string chat_json;
   std::vector<const char*> stop_ptrs;
 };
+
+// The chat object for the C ABI's chat_json: {"messages": ..., "tools": ...}.
+std::string ChatJson(const ApiRequest& r);
 
 // Fills `out` for prompt `prompt_index` (completions; 0 for chat) and choice `choice` (n > 1:
 // a given seed becomes seed + choice so the choices differ yet stay repeatable).

@@ -77,6 +77,9 @@ struct Choice {
   std::string text;
   std::string reasoning;   // chat: the thinking, split out of the reply
   ThinkingSplitter splitter;
+  bool parse_tools = false;  // chat with tools offered: tool calls are parsed out of the answer
+  ToolCallParser tools;
+  json tool_calls = json::array();  // chat: the calls parsed so far, OpenAI's shape
   int32_t finish = 0;
   bool done = false;
   bool announced = false;  // streaming: the role chunk went out
@@ -85,6 +88,12 @@ struct Choice {
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
        offsets = json::array();                          // completions
 };
+
+// "tool_calls" when a reply that stopped made tool calls (the model hands control back).
+const char* FinishReason(const Choice& c) {
+  if (c.finish == GANNET_FINISH_STOP && !c.tool_calls.empty()) return "tool_calls";
+  return FinishName(c.finish);
+}
 
 // Everything one HTTP request's answer needs; shared by the handler and the content provider,
 // which httplib may call after the handler returned.
@@ -185,12 +194,34 @@ std::vector<json> Exchange::Apply(const OwnedEvent& e) {
     reasoning = std::move(d.reasoning);
     c.reasoning += reasoning;
   }
+  json new_calls = json::array();
+  if (chat() && c.parse_tools) {
+    // The token counts for tool calls only where the answer (not thinking) goes on.
+    const int32_t token =
+        e.type == GANNET_EVENT_TOKEN && c.splitter.in_content() ? e.token_id : -1;
+    ToolCallParser::Delta td = c.tools.Feed(token, content);
+    if (e.type != GANNET_EVENT_TOKEN) {
+      ToolCallParser::Delta end = c.tools.Finish();
+      td.content += end.content;
+    }
+    content = std::move(td.content);
+    for (ToolCall& call : td.calls) {
+      json one = {{"index", c.tool_calls.size()},
+                  {"id", call.id},
+                  {"type", "function"},
+                  {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+      c.tool_calls.push_back(one);
+      new_calls.push_back(std::move(one));
+    }
+  }
   c.text += content;
-  if (stream && (!content.empty() || !reasoning.empty() || !lp_delta.is_null())) {
+  if (stream && (!content.empty() || !reasoning.empty() || !lp_delta.is_null() ||
+                 !new_calls.empty())) {
     if (chat()) {
       json delta = json::object();
       if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
       if (!content.empty()) delta["content"] = content;
+      if (!new_calls.empty()) delta["tool_calls"] = std::move(new_calls);
       out.push_back(Chunk({{"index", index}, {"delta", delta}, {"logprobs", lp_delta},
                            {"finish_reason", nullptr}}));
     } else {
@@ -209,7 +240,7 @@ std::vector<json> Exchange::Apply(const OwnedEvent& e) {
       json fin = chat() ? json{{"index", index}, {"delta", json::object()}}
                         : json{{"index", index}, {"text", ""}};
       fin["logprobs"] = nullptr;
-      fin["finish_reason"] = FinishName(c.finish);
+      fin["finish_reason"] = FinishReason(c);
       out.push_back(Chunk(fin));
     }
   }
@@ -238,9 +269,13 @@ json Exchange::Final() const {
   json list = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     const Choice& c = choices[i];
-    json one = {{"index", i}, {"finish_reason", FinishName(c.finish)}};
+    json one = {{"index", i}, {"finish_reason", FinishReason(c)}};
     if (chat()) {
       one["message"] = {{"role", "assistant"}, {"content", c.text}};
+      if (!c.tool_calls.empty()) {
+        one["message"]["tool_calls"] = c.tool_calls;
+        if (c.text.empty()) one["message"]["content"] = nullptr;
+      }
       if (!c.reasoning.empty()) one["message"]["reasoning_content"] = c.reasoning;
       one["logprobs"] = request.logprobs ? json{{"content", c.chat_logprobs}} : json(nullptr);
     } else {
@@ -322,6 +357,8 @@ void HandleCompletion(Hub& hub, const ServerInfo& info, Endpoint endpoint,
       Choice choice;
       choice.prompt_index = p;
       choice.splitter = ThinkingSplitter(info.channel_open_id, info.channel_close_id);
+      choice.parse_tools = endpoint == Endpoint::kChat && !r.tools.is_null();
+      choice.tools = ToolCallParser(info.tool_ids);
       ex->choices.push_back(choice);
     }
   }

@@ -11,6 +11,7 @@
 #include "examples/server/gen_config.h"
 #include "examples/server/hub.h"
 #include "examples/server/thinking.h"
+#include "examples/server/tool_calls.h"
 
 namespace gannet_server {
 
@@ -21,6 +22,7 @@ struct ServerInfo {
   int64_t created = 0;                      // unix time the server started
   int32_t channel_open_id = -1;             // <|channel> and <channel|>: thinking (-1: none)
   int32_t channel_close_id = -1;
+  ToolCallParser::Ids tool_ids;             // <|tool_call>, <tool_call|>, <|"|> (-1: none)
 };
 
 // `in_flight` lives as long as the answer does (the streamed body outlives this call): its

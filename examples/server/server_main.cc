@@ -152,6 +152,10 @@ int Serve(int argc, char** argv) {
   };
   info.channel_open_id = special_id("<|channel>");
   info.channel_close_id = special_id("<channel|>");
+  // Tool calls likewise (tool_calls.h).
+  info.tool_ids.call_open = special_id("<|tool_call>");
+  info.tool_ids.call_close = special_id("<tool_call|>");
+  info.tool_ids.quote = special_id("<|\"|>");
 
   // SIGINT/SIGTERM end the server from a thread of their own (httplib's stop() is not
   // async-signal-safe); SIGPIPE from a vanished client must not kill the process.

@@ -25,6 +25,8 @@ class ThinkingSplitter {
   Delta Feed(int32_t token_id, const std::string& text);
   // The end of the reply: a channel header still open is reasoning.
   Delta Finish();
+  // Whether text now would be answer (not thinking).
+  bool in_content() const { return state_ == State::kContent; }
 
  private:
   enum class State { kContent, kHeader, kThought };

@@ -41,22 +41,16 @@ void HandleTokenize(const ServerInfo& info, Hub& hub, const httplib::Request& re
     auto parsed = ParseApiRequest(Endpoint::kChat, req.body);
     if (auto* err = std::get_if<ApiError>(&parsed)) return SendError(res, *err);
     const ApiRequest& r = std::get<ApiRequest>(parsed);
-    std::vector<gannet_chat_message_t> messages;
-    for (const ChatMessage& m : r.messages) {
-      gannet_chat_message_t cm = GANNET_CHAT_MESSAGE_INIT;
-      cm.role = m.role.c_str();
-      cm.content = m.content.c_str();
-      messages.push_back(cm);
-    }
+    const std::string chat = ChatJson(r);
     size_t len = 0;
     const int32_t agp = r.add_generation_prompt ? 1 : 0;
     const int32_t think = r.enable_thinking ? 1 : 0;
-    gannet_status_t st = gannet_apply_chat_template(info.tokenizer, messages.data(),
-                                                    messages.size(), agp, think, nullptr, 0, &len);
+    gannet_status_t st = gannet_apply_chat_template_json(info.tokenizer, chat.c_str(), agp, think,
+                                                         nullptr, 0, &len);
     if (st == GANNET_OK) {
       text.assign(len + 1, '\0');
-      st = gannet_apply_chat_template(info.tokenizer, messages.data(), messages.size(), agp,
-                                      think, text.data(), text.size(), &len);
+      st = gannet_apply_chat_template_json(info.tokenizer, chat.c_str(), agp, think, text.data(),
+                                           text.size(), &len);
       text.resize(len);
     }
     if (st != GANNET_OK) return SendError(res, ErrorForStatus(st, gannet_last_error_message()));

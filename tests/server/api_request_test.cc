@@ -40,8 +40,14 @@ TEST(ApiRequestTest, ChatFieldsMapOntoTheEngineRequest) {
   RequestStorage storage;
   gannet_request_t q;
   FillEngineRequest(r, SamplingDefaults{}, 0, 1, &storage, &q);
-  EXPECT_EQ(q.num_messages, 3u);
-  EXPECT_STREQ(q.messages[0].role, "developer");
+  // The chat goes to the engine as one chat_json object, parts as sent.
+  ASSERT_NE(q.chat_json, nullptr);
+  EXPECT_EQ(nlohmann::json::parse(q.chat_json),
+            nlohmann::json::parse(R"({"messages": [{"role": "developer", "content": "be brief"},
+                {"role": "user", "content": [{"type": "text", "text": "a"},
+                                             {"type": "text", "text": "b"}]},
+                {"role": "assistant", "content": null}]})"));
+  EXPECT_EQ(q.split_special_tokens, 1);
   EXPECT_EQ(q.max_tokens, 7);  // max_completion_tokens wins
   EXPECT_FLOAT_EQ(q.temperature, 0.5f);
   EXPECT_FLOAT_EQ(q.top_p, 0.9f);
@@ -121,9 +127,22 @@ TEST(ApiRequestTest, RefusalsNameTheField) {
       {"{" + m + R"(, "top_logprobs": 2})", "top_logprobs"},
       {"{" + m + R"(, "logit_bias": {"1": 1}})", "logit_bias"},
       {"{" + m + R"(, "response_format": {"type": "json_object"}})", "response_format"},
-      {"{" + m + R"(, "tools": [{}]})", "tools"},
-      {R"({"messages": [{"role": "tool", "content": "x"}]})", "messages[0].role"},
-      {R"({"messages": [{"role": "assistant", "tool_calls": [{}]}]})", "messages[0].tool_calls"},
+      {"{" + m + R"(, "tools": [{}]})", "tools[0]"},
+      {"{" + m + R"(, "tools": {"type": "function"}})", "tools"},
+      {"{" + m + R"(, "tools": [{"type": "function", "function": {"name": ""}}]})",
+       "tools[0].function.name"},
+      {"{" + m + R"(, "tool_choice": "required"})", "tool_choice"},
+      {"{" + m + R"(, "tool_choice": {"type": "function", "function": {"name": "f"}}})",
+       "tool_choice"},
+      {R"({"messages": [{"role": "tool", "content": "x"}]})", "messages[0]"},
+      {R"({"messages": [{"role": "function", "content": "x"}]})", "messages[0].role"},
+      {R"({"messages": [{"role": "assistant", "tool_calls": [{}]}]})",
+       "messages[0].tool_calls[0]"},
+      {R"({"messages": [{"role": "assistant", "tool_calls": [{"type": "function",
+           "function": {"name": "f", "arguments": "not json"}}]}]})",
+       "messages[0].tool_calls[0].function.arguments"},
+      {R"({"messages": [{"role": "user", "content": "x", "tool_calls": []}]})",
+       "messages[0].tool_calls"},
   };
   for (const Case& c : cases) EXPECT_EQ(Fail(Endpoint::kChat, c.body).param, c.param) << c.body;
   EXPECT_EQ(Fail(Endpoint::kCompletion, R"({"prompt": [1, -1]})").param, "prompt");
@@ -192,6 +211,42 @@ TEST(ApiRequestTest, ErrorJsonIsOpenAIShaped) {
   ApiError e = BadRequest("bad \"x\"", "x");
   EXPECT_EQ(e.Json(),
             R"({"error":{"code":400,"message":"bad \"x\"","param":"x","type":"invalid_request_error"}})");
+}
+
+TEST(ApiRequestTest, ToolsAndToolMessagesBecomeTheChatObject) {
+  ApiRequest r = Parse(Endpoint::kChat, R"({
+    "messages": [{"role": "user", "content": "Weather?"},
+                 {"role": "assistant", "content": null, "reasoning_content": "call it",
+                  "tool_calls": [{"id": "c1", "type": "function",
+                                  "function": {"name": "get_weather",
+                                               "arguments": "{\"city\": \"Paris\"}"}}]},
+                 {"role": "tool", "tool_call_id": "c1", "content": "sunny"}],
+    "tools": [{"type": "function", "function": {"name": "get_weather",
+               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}],
+    "tool_choice": "auto", "parallel_tool_calls": true})");
+  EXPECT_TRUE(r.has_tool_messages);
+  auto chat = nlohmann::json::parse(ChatJson(r));
+  // Arguments sent as a JSON string reach the template as an object, as they are rendered.
+  EXPECT_EQ(chat["messages"][1]["tool_calls"][0]["function"]["arguments"],
+            nlohmann::json::parse(R"({"city": "Paris"})"));
+  EXPECT_EQ(chat["messages"][1]["tool_calls"][0]["id"], "c1");
+  EXPECT_EQ(chat["messages"][1]["reasoning_content"], "call it");
+  EXPECT_EQ(chat["messages"][2]["tool_call_id"], "c1");
+  ASSERT_TRUE(chat.contains("tools"));
+  EXPECT_EQ(chat["tools"][0]["function"]["name"], "get_weather");
+
+  // tool_choice "none": the tools are not offered.
+  ApiRequest none = Parse(Endpoint::kChat, R"({"messages": [{"role": "user", "content": "x"}],
+    "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "none"})");
+  EXPECT_FALSE(nlohmann::json::parse(ChatJson(none)).contains("tools"));
+}
+
+TEST(ApiRequestTest, ResponseFormatWithASchemaIsRefusedAsNotYetSupported) {
+  ApiError e = Fail(Endpoint::kChat, R"({"messages": [{"role": "user", "content": "x"}],
+    "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}})");
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_EQ(e.param, "response_format");
+  EXPECT_NE(e.message.find("not supported yet"), std::string::npos) << e.message;
 }
 
 }  // namespace
