@@ -672,7 +672,8 @@ class Renderer {
         Fail(line, e.what());
       }
     }
-    Fail(line, std::string("a ") + KindName(callee) + " is not callable");
+    Fail(line, std::string(callee.is_undefined() ? "an " : "a ") + KindName(callee) +
+                 " value is not callable");
   }
 
   Value Attr(const Value& obj, const std::string& name, int line) {
@@ -958,6 +959,10 @@ class Renderer {
         EvalArgs(e, &args, &kwargs);
         if (callee.is_undefined() && e.kids[0]->kind == Expr::Kind::kName) {
           Fail(e.line, "'" + e.kids[0]->name + "' is undefined (not a supported function)");
+        }
+        if (callee.is_undefined() && e.kids[0]->kind == Expr::Kind::kAttr) {
+          Fail(e.line, "cannot call '" + e.kids[0]->name + "': no such method of a " +
+                           KindName(Eval(*e.kids[0]->kids[0])));
         }
         return Call(callee, args, kwargs, e.line);
       }

@@ -391,7 +391,7 @@ class ServeTest(unittest.TestCase):
                 ("stream", '"yes"', "stream"), ("stream_options", "1", "stream_options"),
                 ("logprobs", "3", "logprobs"), ("top_logprobs", "50", "top_logprobs"),
                 ("presence_penalty", "9", "presence_penalty"), ("logit_bias", '{"5": 10}', "logit_bias"),
-                ("tools", '[{"type": "function"}]', "tool"), ("tool_choice", '"auto"', "tool"),
+                ("tools", '[{"type": "function"}]', "tool"), ("tool_choice", '"required"', "tool"), ("tool_choice", '"auto"', None),
                 ("response_format", '{"type": "json_schema"}', "response_format"),
                 ("chat_template_kwargs", '{"enable_thinking": "yes"}', "enable_thinking"),
                 ("stop_token_ids", "[-1]", "stop_token_ids"), ("user", "5", "user"),
@@ -554,6 +554,113 @@ class BusyTest(unittest.TestCase):
         self.assertEqual(p.returncode, 1)
         self.assertIn("/nonexistent/model", p.stderr)
 
+
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather for a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
+TOOL_CHAT = [
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function",
+         "function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 C"}]
+
+
+class ToolServeTest(unittest.TestCase):
+    """Tools and tool messages on a model folder that carries a chat template (the tiny E4B:
+    tests/data/tiny/e4b/chat_template.jinja, gannet's rendition of Gemma-4's). Its random
+    weights never write a tool call, so parsing the model's calls is tested on a corpus of
+    outputs instead (server_tool_calls_test); here: the request side, end to end."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = os.path.join(os.path.dirname(os.path.abspath(MODEL)), "e4b")
+        cls.s = Server(model=cls.model)
+        cls.c = cls.s.client
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.close()
+
+    def tokens(self, body):
+        status, t = self.s.post("/tokenize", body)
+        self.assertEqual(status, 200, t)
+        return t["tokens"]
+
+    def test_tools_are_rendered_by_the_template(self):
+        plain = self.tokens({"messages": TOOL_CHAT[:1]})
+        tools = self.tokens({"messages": TOOL_CHAT[:1], "tools": [WEATHER_TOOL]})
+        self.assertIn(46, tools)      # <|tool> opens the declaration in the system turn
+        self.assertNotIn(46, plain)
+        none = self.tokens({"messages": TOOL_CHAT[:1], "tools": [WEATHER_TOOL],
+                            "tool_choice": "none"})
+        self.assertEqual(none, plain)  # "none": the tools are not offered
+        # The declaration as the reference template writes it.
+        status, text = self.s.post("/detokenize", {"tokens": tools})
+        self.assertEqual(status, 200)
+        self.assertIn('<|tool>declaration:get_weather{description:<|"|>Current weather for a '
+                      'city.<|"|>,parameters:{properties:{city:{type:<|"|>STRING<|"|>}},'
+                      'required:[<|"|>city<|"|>],type:<|"|>OBJECT<|"|>}}<tool|>', text["prompt"])
+
+    def test_tool_round_trip_with_the_openai_client(self):
+        # The model's call and the tool's result go back in; the prompt holds both, rendered by
+        # the template (a call, then a tool response, and no new model turn opener).
+        expect = self.tokens({"messages": TOOL_CHAT, "tools": [WEATHER_TOOL]})
+        _, text = self.s.post("/detokenize", {"tokens": expect})
+        self.assertTrue(text["prompt"].endswith(
+            '<|turn>model\n<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>'
+            '<|tool_response>response:get_weather{value:<|"|>sunny, 21 C<|"|>}<tool_response|>'),
+            text["prompt"])
+        r = self.c.chat.completions.create(model="x", messages=TOOL_CHAT, tools=[WEATHER_TOOL],
+                                           temperature=0, max_tokens=4)
+        self.assertEqual(r.usage.prompt_tokens, len(expect))
+        self.assertIn(r.choices[0].finish_reason, ("stop", "length", "tool_calls"))
+        if r.choices[0].finish_reason != "tool_calls":
+            self.assertFalse(r.choices[0].message.tool_calls)
+        # Streaming gives the same reply.
+        chunks = list(self.c.chat.completions.create(
+            model="x", messages=TOOL_CHAT, tools=[WEATHER_TOOL], temperature=0, max_tokens=4,
+            stream=True))
+        streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        self.assertEqual(streamed, r.choices[0].message.content or "")
+
+    def test_refusals(self):
+        for kw, field, words in [
+                ({"tool_choice": "required"}, "tool_choice", "not supported yet"),
+                ({"tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
+                 "tool_choice", "not supported yet"),
+                ({"response_format": {"type": "json_schema", "json_schema": {
+                    "name": "w", "schema": {"type": "object"}}}}, "response_format",
+                 "not supported yet")]:
+            with self.assertRaises(openai.BadRequestError) as cm:
+                self.c.chat.completions.create(model="x", messages=TOOL_CHAT[:1],
+                                               tools=[WEATHER_TOOL], max_tokens=1, **kw)
+            self.assertIn(words, str(cm.exception))
+            self.assertIn(field, str(cm.exception))
+        with self.assertRaises(openai.BadRequestError) as cm:
+            self.c.chat.completions.create(model="x", max_tokens=1, messages=[
+                {"role": "user", "content": "x"},
+                {"role": "assistant", "tool_calls": [{"id": "a", "type": "function", "function": {
+                    "name": "f", "arguments": "{not json"}}]}])
+        self.assertIn("arguments", str(cm.exception))
+
+    def test_a_template_without_tools_refuses_them(self):
+        # The trained tiny model's own template knows no tool role: its error comes back as a
+        # 400, never a prompt rendered some other way.
+        s = Server(model=MODEL)
+        try:
+            with self.assertRaises(openai.BadRequestError) as cm:
+                s.client.chat.completions.create(model="x", max_tokens=1, messages=[
+                    {"role": "user", "content": "Weather?"},
+                    {"role": "assistant", "content": "Asking."},
+                    {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}])
+            self.assertIn("unsupported role tool", str(cm.exception))
+            # An assistant turn without content: the template's own type error, a 400.
+            with self.assertRaises(openai.BadRequestError):
+                s.client.chat.completions.create(model="x", messages=TOOL_CHAT, max_tokens=1)
+        finally:
+            s.close()
 
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0], "-v"])
