@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "examples/cli/request_flags.h"
+#include "examples/server/chat_page.h"
 #include "examples/server/completion.h"
 #include "examples/server/gen_config.h"
 #include "examples/server/hub.h"
@@ -210,6 +211,11 @@ int Serve(int argc, char** argv) {
     hub.metrics().RecordHttp(res.status);
   });
 
+  // The chat page: public like /health (the page asks for the API key the /v1 calls need).
+  svr.Get("/", [&](const httplib::Request&, httplib::Response& res) {
+    const std::string_view page = ChatPageHtml();
+    res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
+  });
   svr.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
     if (hub.Ready()) return SendJson(res, 200, {{"status", "ok"}});
     SendJson(res, 503, {{"status", "loading"}});

@@ -662,5 +662,57 @@ class ToolServeTest(unittest.TestCase):
         finally:
             s.close()
 
+class ChatPageTest(unittest.TestCase):
+    """The chat page at / (examples/server/chat_page.html, embedded in the binary)."""
+
+    def test_page_is_served_without_external_assets(self):
+        s = Server()  # with an API key: the page itself is public, the /v1 calls are not
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+            c.request("GET", "/")
+            r = c.getresponse()
+            page = r.read().decode()
+            self.assertEqual(r.status, 200)
+            self.assertIn("text/html", r.getheader("Content-Type"))
+            for word in ["<title>gannet chat</title>", "/v1/chat/completions", "reasoning_content",
+                         "include_usage", 'id="stop"', "AbortController"]:
+                self.assertIn(word, page)
+            for external in ["http://", "https://", "<link", " src="]:
+                self.assertNotIn(external, page)
+        finally:
+            s.close()
+
+    def test_page_streams_a_reply_in_headless_chromium(self):
+        browser = next((b for b in ("chromium", "chromium-browser", "google-chrome")
+                        if subprocess.run(["sh", "-c", "command -v " + b],
+                                          capture_output=True).returncode == 0), None)
+        if browser is None:
+            self.skipTest("no chromium (apt-get install chromium)")
+        s = Server(key=None)
+        try:
+            url = (f"http://127.0.0.1:{s.port}/?temperature=0&max_tokens=12"
+                   "&q=Who%20is%20the%20king%3F")
+            common = [browser, "--headless", "--no-sandbox", "--disable-gpu",
+                      "--virtual-time-budget=20000", "--window-size=1000,700"]
+            dom = subprocess.run(common + ["--dump-dom", url], capture_output=True, text=True,
+                                 timeout=120).stdout
+            m = re.search(r'<div class="msg user">(.*?)</div><div class="msg assistant">'
+                          r'<div>(.*?)</div>.*?<div class="stats">(.*?)</div>', dom, re.S)
+            self.assertIsNotNone(m, dom[-2000:])
+            print(f"\nchat page: {m.group(2)!r} / {m.group(3)}", file=sys.stderr)
+            self.assertEqual(m.group(1), "Who is the king?")
+            self.assertTrue(m.group(2).strip(), "no streamed text")
+            self.assertIn("first token", m.group(3))
+            self.assertRegex(m.group(3), r"\d+ tokens")
+            out_dir = os.environ.get("GANNET_TEST_OUTPUT_DIR", tempfile.gettempdir())
+            shot = os.path.join(out_dir, "gannet_chat_page.png")
+            subprocess.run(common + ["--screenshot=" + shot, url], capture_output=True,
+                           timeout=120)
+            self.assertTrue(os.path.getsize(shot) > 1000, shot)
+            print(f"\nchat page screenshot: {shot}", file=sys.stderr)
+        finally:
+            s.close()
+
+
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0], "-v"])
