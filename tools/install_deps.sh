@@ -47,6 +47,17 @@ if command -v python3 > /dev/null && ! python3 -c 'import openai' 2> /dev/null &
   python3 -m pip install -q openai > /tmp/gannet-pip-openai.log 2>&1 ||
     echo "could not install openai (see /tmp/gannet-pip-openai.log); the server tests will skip"
 fi
+# Optional: Chromium (headless) drives gannet serve's chat page in tests/server (cdp.py, over
+# the DevTools protocol); without it that one test skips. Installed only as root; never fails.
+# Chat templates need no package: Debian has no C++ Jinja, gannet interprets the subset itself
+# (lib/tokenizer/jinja_*, docs/chat-templates.md).
+if ! have chromium && [ "$(id -u)" -eq 0 ]; then
+  echo "installing: chromium (optional, for the chat page test)"
+  export DEBIAN_FRONTEND=noninteractive
+  [ -n "$(find /var/lib/apt/lists -name '*Packages*' 2>/dev/null | head -1)" ] || apt-get update -qq || true
+  apt-get install -y -qq --no-install-recommends chromium > /tmp/gannet-apt-chromium.log 2>&1 ||
+    echo "could not install chromium (see /tmp/gannet-apt-chromium.log); the chat page test will skip"
+fi
 # Optional: clang-format-14 for `make format` / `make format-check` (CI); the version is pinned
 # (tools/format.sh refuses another major version). Installed only as root; without it only those
 # two targets fail, with a message saying what to install.

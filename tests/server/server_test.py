@@ -682,37 +682,61 @@ class ChatPageTest(unittest.TestCase):
         finally:
             s.close()
 
-    def test_page_streams_a_reply_in_headless_chromium(self):
-        browser = next((b for b in ("chromium", "chromium-browser", "google-chrome")
-                        if subprocess.run(["sh", "-c", "command -v " + b],
-                                          capture_output=True).returncode == 0), None)
-        if browser is None:
-            self.skipTest("no chromium (apt-get install chromium)")
+    def test_page_in_headless_chromium(self):
+        # Load the page, send a message, see the streamed reply and its stats, stop a reply,
+        # save a screenshot (GANNET_TEST_OUTPUT_DIR, else the temp folder).
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import cdp
+        path = cdp.find_browser()
+        if path is None:
+            self.skipTest("no chromium (apt-get install chromium; tools/install_deps.sh)")
         s = Server(key=None)
+        b = cdp.Browser(path)
         try:
-            url = (f"http://127.0.0.1:{s.port}/?temperature=0&max_tokens=12"
-                   "&q=Who%20is%20the%20king%3F")
-            common = [browser, "--headless", "--no-sandbox", "--disable-gpu",
-                      "--virtual-time-budget=20000", "--window-size=1000,700"]
-            dom = subprocess.run(common + ["--dump-dom", url], capture_output=True, text=True,
-                                 timeout=120).stdout
-            m = re.search(r'<div class="msg user">(.*?)</div><div class="msg assistant">'
-                          r'<div>(.*?)</div>.*?<div class="stats">(.*?)</div>', dom, re.S)
-            self.assertIsNotNone(m, dom[-2000:])
-            print(f"\nchat page: {m.group(2)!r} / {m.group(3)}", file=sys.stderr)
-            self.assertEqual(m.group(1), "Who is the king?")
-            self.assertTrue(m.group(2).strip(), "no streamed text")
-            self.assertIn("first token", m.group(3))
-            self.assertRegex(m.group(3), r"\d+ tokens")
+            b.call("Page.enable")
+            b.call("Page.navigate", url=f"http://127.0.0.1:{s.port}/?temperature=0&max_tokens=12")
+            b.wait_for("document.readyState === 'complete' && !!document.getElementById('send')")
+            b.eval("document.getElementById('input').value = 'Who is the king?';"
+                   "document.getElementById('form').requestSubmit(); true")
+            stats = b.wait_for("(document.querySelector('.msg.assistant .stats') || {}).textContent")
+            self.assertIn("first token", stats)
+            self.assertRegex(stats, r"\b12 tokens\b")
+            self.assertIn("length", stats)
+            self.assertEqual(b.eval("document.querySelector('.msg.user').textContent"),
+                             "Who is the king?")
+            answer = b.eval("document.querySelector('.msg.assistant > div').textContent")
+            self.assertTrue(answer.strip(), "no streamed text")
+            # The same request through the API gives the same text (greedy).
+            r = s.client.chat.completions.create(
+                model="x", messages=[{"role": "user", "content": "Who is the king?"}],
+                temperature=0, max_tokens=12)
+            self.assertEqual(answer, r.choices[0].message.content)
+
+            # Stop: a long reply, stopped as soon as its first text shows.
+            b.eval("document.getElementById('max_tokens').value = 4000;"
+                   "document.getElementById('temperature').value = 1;"
+                   "document.getElementById('input').value = 'Tell me everything.';"
+                   "document.getElementById('form').requestSubmit(); true")
+            b.wait_for("!document.getElementById('stop').disabled")
+            b.wait_for("document.querySelectorAll('.msg.assistant').length === 2 && "
+                       "document.querySelectorAll('.msg.assistant')[1].firstChild.textContent.length > 0")
+            b.eval("document.getElementById('stop').click(); true")
+            stats = b.wait_for("document.querySelectorAll('.msg.assistant .stats')[1].textContent")
+            self.assertTrue(stats.endswith("stopped") or stats.endswith("stop"), stats)
+            self.assertFalse(b.eval("document.getElementById('send').disabled"))
+            deadline = time.time() + 30
+            while s.metric("gannet_num_requests_running") > 0 and time.time() < deadline:
+                time.sleep(0.05)
+            self.assertEqual(s.metric("gannet_num_requests_running"), 0)
+
             out_dir = os.environ.get("GANNET_TEST_OUTPUT_DIR", tempfile.gettempdir())
             shot = os.path.join(out_dir, "gannet_chat_page.png")
-            subprocess.run(common + ["--screenshot=" + shot, url], capture_output=True,
-                           timeout=120)
-            self.assertTrue(os.path.getsize(shot) > 1000, shot)
+            b.screenshot(shot)
+            self.assertGreater(os.path.getsize(shot), 1000)
             print(f"\nchat page screenshot: {shot}", file=sys.stderr)
         finally:
+            b.close()
             s.close()
-
 
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0], "-v"])
