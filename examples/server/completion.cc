@@ -1,5 +1,7 @@
 #include "examples/server/completion.h"
 
+#include "examples/server/chat_reply.h"
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -31,15 +33,6 @@ std::string NewId(const char* prefix) {
                 static_cast<unsigned long long>(salt),
                 static_cast<unsigned long long>(counter.fetch_add(1)));
   return buf;
-}
-
-const char* FinishName(int32_t reason) {
-  switch (reason) {
-    case GANNET_FINISH_STOP: return "stop";
-    case GANNET_FINISH_LENGTH: return "length";
-    case GANNET_FINISH_CANCELLED: return "abort";
-    default: return "error";
-  }
 }
 
 std::string Piece(const gannet_tokenizer_t* tok, int32_t id) {
@@ -74,12 +67,8 @@ std::string Detokenize(const gannet_tokenizer_t* tok, const std::vector<int32_t>
 struct Choice {
   uint64_t id = 0;
   size_t prompt_index = 0;
-  std::string text;
-  std::string reasoning;   // chat: the thinking, split out of the reply
-  ThinkingSplitter splitter;
-  bool parse_tools = false;  // chat with tools offered: tool calls are parsed out of the answer
-  ToolCallParser tools;
-  json tool_calls = json::array();  // chat: the calls parsed so far, OpenAI's shape
+  std::string text;         // completions: the text so far
+  ChatReply reply;          // chat: answer, reasoning and tool calls
   int32_t finish = 0;
   bool done = false;
   bool announced = false;  // streaming: the role chunk went out
@@ -89,10 +78,8 @@ struct Choice {
        offsets = json::array();                          // completions
 };
 
-// "tool_calls" when a reply that stopped made tool calls (the model hands control back).
-const char* FinishReason(const Choice& c) {
-  if (c.finish == GANNET_FINISH_STOP && !c.tool_calls.empty()) return "tool_calls";
-  return FinishName(c.finish);
+const char* FinishReason(const Choice& c, bool chat) {
+  return chat ? c.reply.FinishReason(c.finish) : FinishName(c.finish);
 }
 
 // Everything one HTTP request's answer needs; shared by the handler and the content provider,
@@ -186,35 +173,16 @@ std::vector<json> Exchange::Apply(const OwnedEvent& e) {
     late_error = ErrorForStatus(e.status, e.message);
   }
   std::string content = e.text, reasoning;
+  json new_calls = json::array();
   if (chat()) {
-    ThinkingSplitter::Delta d =
-        c.splitter.Feed(e.type == GANNET_EVENT_TOKEN ? e.token_id : -1, e.text);
-    if (e.type != GANNET_EVENT_TOKEN) d.reasoning += c.splitter.Finish().reasoning;
+    ChatReply::Delta d = c.reply.Feed(e.type == GANNET_EVENT_TOKEN ? e.token_id : -1, e.text,
+                                      e.type != GANNET_EVENT_TOKEN);
     content = std::move(d.content);
     reasoning = std::move(d.reasoning);
-    c.reasoning += reasoning;
+    new_calls = std::move(d.tool_calls);
+  } else {
+    c.text += content;
   }
-  json new_calls = json::array();
-  if (chat() && c.parse_tools) {
-    // The token counts for tool calls only where the answer (not thinking) goes on.
-    const int32_t token =
-        e.type == GANNET_EVENT_TOKEN && c.splitter.in_content() ? e.token_id : -1;
-    ToolCallParser::Delta td = c.tools.Feed(token, content);
-    if (e.type != GANNET_EVENT_TOKEN) {
-      ToolCallParser::Delta end = c.tools.Finish();
-      td.content += end.content;
-    }
-    content = std::move(td.content);
-    for (ToolCall& call : td.calls) {
-      json one = {{"index", c.tool_calls.size()},
-                  {"id", call.id},
-                  {"type", "function"},
-                  {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
-      c.tool_calls.push_back(one);
-      new_calls.push_back(std::move(one));
-    }
-  }
-  c.text += content;
   if (stream && (!content.empty() || !reasoning.empty() || !lp_delta.is_null() ||
                  !new_calls.empty())) {
     if (chat()) {
@@ -240,7 +208,7 @@ std::vector<json> Exchange::Apply(const OwnedEvent& e) {
       json fin = chat() ? json{{"index", index}, {"delta", json::object()}}
                         : json{{"index", index}, {"text", ""}};
       fin["logprobs"] = nullptr;
-      fin["finish_reason"] = FinishReason(c);
+      fin["finish_reason"] = FinishReason(c, chat());
       out.push_back(Chunk(fin));
     }
   }
@@ -269,14 +237,9 @@ json Exchange::Final() const {
   json list = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     const Choice& c = choices[i];
-    json one = {{"index", i}, {"finish_reason", FinishReason(c)}};
+    json one = {{"index", i}, {"finish_reason", FinishReason(c, chat())}};
     if (chat()) {
-      one["message"] = {{"role", "assistant"}, {"content", c.text}};
-      if (!c.tool_calls.empty()) {
-        one["message"]["tool_calls"] = c.tool_calls;
-        if (c.text.empty()) one["message"]["content"] = nullptr;
-      }
-      if (!c.reasoning.empty()) one["message"]["reasoning_content"] = c.reasoning;
+      one["message"] = c.reply.Message();
       one["logprobs"] = request.logprobs ? json{{"content", c.chat_logprobs}} : json(nullptr);
     } else {
       std::string text = c.text;
@@ -356,9 +319,9 @@ void HandleCompletion(Hub& hub, const ServerInfo& info, Endpoint endpoint,
       FillEngineRequest(r, info.defaults, p, c, &storage[k], &requests[k]);
       Choice choice;
       choice.prompt_index = p;
-      choice.splitter = ThinkingSplitter(info.channel_open_id, info.channel_close_id);
-      choice.parse_tools = endpoint == Endpoint::kChat && !r.tools.is_null();
-      choice.tools = ToolCallParser(info.tool_ids);
+      choice.reply = ChatReply(ThinkingSplitter(info.channel_open_id, info.channel_close_id),
+                               endpoint == Endpoint::kChat && !r.tools.is_null(),
+                               ToolCallParser(info.tool_ids));
       ex->choices.push_back(choice);
     }
   }

@@ -1,0 +1,122 @@
+// A chat reply event by event, as gannet serve streams it: thinking goes to reasoning_content,
+// the answer to content, Gemma-4 tool calls (when tools were offered) to tool_calls deltas, and
+// the finish reason becomes tool_calls. Ids are Gemma-4's: <|channel> 100, <channel|> 101,
+// <|tool_call> 48, <tool_call|> 49, <|"|> 52; -1 is a token whose text is plain.
+#include "examples/server/chat_reply.h"
+
+#include <gtest/gtest.h>
+
+#include "gannet/gannet.h"
+
+namespace gannet_server {
+namespace {
+
+using nlohmann::json;
+
+ChatReply Make(bool tools) {
+  return ChatReply(ThinkingSplitter(100, 101), tools, ToolCallParser({48, 49, 52}));
+}
+
+struct Ev {
+  int32_t token;
+  std::string text;
+};
+
+// Feeds the events and a FINISH; returns every non-empty delta.
+std::vector<ChatReply::Delta> Stream(ChatReply& r, const std::vector<Ev>& events) {
+  std::vector<ChatReply::Delta> out;
+  for (const Ev& e : events) {
+    ChatReply::Delta d = r.Feed(e.token, e.text, false);
+    if (!d.empty()) out.push_back(std::move(d));
+  }
+  ChatReply::Delta d = r.Feed(-1, "", true);
+  if (!d.empty()) out.push_back(std::move(d));
+  return out;
+}
+
+// Thinking, a sentence, then a call: the text before a special token arrives with it.
+const std::vector<Ev> kThinkThenCall = {{100, ""},
+                                        {-1, "thought\nI need"},
+                                        {-1, " the weather."},
+                                        {101, ""},
+                                        {-1, "Let me check."},
+                                        {48, ""},
+                                        {-1, "call:get_weather{city:"},
+                                        {52, ""},
+                                        {-1, "Paris"},
+                                        {52, ""},
+                                        {-1, "}"},
+                                        {49, ""}};
+
+TEST(ChatReplyTest, ThinkingContentAndToolCallDeltas) {
+  ChatReply r = Make(true);
+  std::vector<ChatReply::Delta> deltas = Stream(r, kThinkThenCall);
+  std::string reasoning, content;
+  json calls = json::array();
+  for (const auto& d : deltas) {
+    reasoning += d.reasoning;
+    content += d.content;
+    for (const json& c : d.tool_calls) calls.push_back(c);
+    // One event's delta is never part thinking, part answer.
+    EXPECT_FALSE(!d.reasoning.empty() && !d.content.empty());
+  }
+  EXPECT_EQ(reasoning, "I need the weather.");
+  EXPECT_EQ(content, "Let me check.");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0]["index"], 0);
+  EXPECT_EQ(calls[0]["type"], "function");
+  EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(calls[0]["function"]["arguments"].get<std::string>()),
+            json::parse(R"({"city": "Paris"})"));
+  EXPECT_EQ(r.FinishReason(GANNET_FINISH_STOP), std::string("tool_calls"));
+  EXPECT_EQ(r.FinishReason(GANNET_FINISH_LENGTH), std::string("length"));
+  json m = r.Message();
+  EXPECT_EQ(m["content"], "Let me check.");
+  EXPECT_EQ(m["reasoning_content"], "I need the weather.");
+  ASSERT_EQ(m["tool_calls"].size(), 1u);
+  EXPECT_FALSE(m["tool_calls"][0].contains("index"));
+  EXPECT_EQ(m["tool_calls"][0]["id"], calls[0]["id"]);
+}
+
+TEST(ChatReplyTest, OnlyToolCallsGiveNullContent) {
+  ChatReply r = Make(true);
+  Stream(r, {{48, ""}, {-1, "call:get_time{}"}, {49, ""}});
+  EXPECT_TRUE(r.Message()["content"].is_null());
+  EXPECT_EQ(r.tool_calls().size(), 1u);
+}
+
+TEST(ChatReplyTest, MarkersInsideThinkingAreReasoning) {
+  ChatReply r = Make(true);
+  Stream(r, {{100, ""},
+             {-1, "thought\nmaybe "},
+             {48, ""},
+             {-1, "call:x{}"},
+             {49, ""},
+             {101, ""},
+             {-1, "No call."}});
+  EXPECT_EQ(r.reasoning(), "maybe call:x{}");
+  EXPECT_EQ(r.content(), "No call.");
+  EXPECT_TRUE(r.tool_calls().empty());
+  EXPECT_EQ(r.FinishReason(GANNET_FINISH_STOP), std::string("stop"));
+}
+
+TEST(ChatReplyTest, AnUnclosedCallComesBackAsContentAtTheEnd) {
+  ChatReply r = Make(true);
+  std::vector<ChatReply::Delta> deltas =
+      Stream(r, {{-1, "Sure."}, {48, ""}, {-1, "call:f{a:"}, {52, ""}, {-1, "x"}});
+  ASSERT_FALSE(deltas.empty());
+  EXPECT_EQ(deltas.back().content, "<|tool_call>call:f{a:<|\"|>x");  // flushed by the FINISH
+  EXPECT_EQ(r.content(), "Sure.<|tool_call>call:f{a:<|\"|>x");
+  EXPECT_EQ(r.FinishReason(GANNET_FINISH_LENGTH), std::string("length"));
+}
+
+TEST(ChatReplyTest, WithoutToolsNothingIsParsed) {
+  ChatReply r = Make(false);
+  Stream(r, {{-1, "a"}, {48, ""}, {-1, "call:f{}"}, {49, ""}});
+  EXPECT_EQ(r.content(), "acall:f{}");  // the markers are special tokens: no text of their own
+  EXPECT_TRUE(r.tool_calls().empty());
+  EXPECT_FALSE(r.Message().contains("tool_calls"));
+}
+
+}  // namespace
+}  // namespace gannet_server
