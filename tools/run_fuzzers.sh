@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
-read -r -a targets <<< "${FUZZ_TARGETS:-safetensors_fuzz config_fuzz tokenizer_fuzz chat_template_fuzz request_fuzz api_request_fuzz}"
+read -r -a targets <<< "${FUZZ_TARGETS:-safetensors_fuzz config_fuzz tokenizer_fuzz chat_template_fuzz jinja_template_fuzz request_fuzz api_request_fuzz tool_calls_fuzz}"
 jobs=$(nproc)
 
 # -max_len per target: the largest seed fits (safetensors headers of the tiny checkpoints are up
@@ -25,6 +25,7 @@ max_len() {
     safetensors_fuzz) echo 32768 ;;
     tokenizer_fuzz) echo 24576 ;;
     config_fuzz) echo 8192 ;;
+    jinja_template_fuzz) echo 20480 ;;
     *) echo 4096 ;;
   esac
 }

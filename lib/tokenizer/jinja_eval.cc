@@ -483,7 +483,10 @@ enum class Flow { kNormal, kBreak, kContinue };
 
 class Renderer {
  public:
-  Renderer(size_t max_output) : max_output_(max_output) {}
+  // max_steps: statements and expressions evaluated, loop rounds and list items made. Gemma-4's
+  // template takes a few thousand for a chat (it scans earlier messages, so a 2000-message chat
+  // takes millions); nested loops over large ranges would otherwise not end.
+  Renderer(size_t max_output, int64_t max_steps) : max_output_(max_output), max_steps_(max_steps) {}
 
   Frame& globals() { return globals_; }
 
@@ -519,7 +522,15 @@ class Renderer {
     return Flow::kNormal;
   }
 
+  void Step(int64_t n = 1) {
+    steps_ += n;
+    if (steps_ > max_steps_) {
+      throw LimitError("the chat template ran more than " + std::to_string(max_steps_) + " steps");
+    }
+  }
+
   Flow ExecNode(const Node& n, Text* out) {
+    Step();
     switch (n.kind) {
       case Node::Kind::kText:
         Emit(out, Text{n.text, {}});
@@ -573,6 +584,7 @@ class Renderer {
     if (n.filter) {
       List kept;
       for (Value& item : items) {
+        Step();
         Frame f;
         Bind(n, item, &f);
         frames_.push_back(&f);
@@ -585,6 +597,7 @@ class Renderer {
     if (items.empty()) return Exec(n.else_body, out);
     const int64_t len = static_cast<int64_t>(items.size());
     for (int64_t k = 0; k < len; ++k) {
+      Step();
       Frame f;
       Bind(n, items[k], &f);
       Dict loop = {{"index", Value::Int(k + 1)},
@@ -667,13 +680,16 @@ class Renderer {
     if (callee.kind == Value::Kind::kMacro) return CallMacro(*callee.macro, args, kwargs, line);
     if (callee.kind == Value::Kind::kBuiltin) {
       try {
-        return (*callee.builtin)(args, kwargs);
+        Value v = (*callee.builtin)(args, kwargs);
+        // Building a list costs a step per item (range() in a loop).
+        if (v.kind == Value::Kind::kList) Step(static_cast<int64_t>(v.list->size()));
+        return v;
       } catch (const std::invalid_argument& e) {
         Fail(line, e.what());
       }
     }
     Fail(line, std::string(callee.is_undefined() ? "an " : "a ") + KindName(callee) +
-                 " value is not callable");
+                   " value is not callable");
   }
 
   Value Attr(const Value& obj, const std::string& name, int line) {
@@ -941,6 +957,7 @@ class Renderer {
   }
 
   Value Eval(const Expr& e) {
+    Step();
     switch (e.kind) {
       case Expr::Kind::kLiteral:
         return e.literal;
@@ -1246,6 +1263,8 @@ class Renderer {
   std::vector<Frame*> frames_;
   size_t max_output_;
   int depth_ = 0;
+  int64_t steps_ = 0;
+  int64_t max_steps_;
 };
 
 void AddGlobals(Frame* g) {
@@ -1257,13 +1276,18 @@ void AddGlobals(Frame* g) {
     int64_t start = a.size() == 1 ? 0 : a[0].i, stop = a.size() == 1 ? a[0].i : a[1].i,
             step = a.size() == 3 ? a[2].i : 1;
     if (step == 0) throw std::invalid_argument("range() step cannot be zero");
-    List l;
-    for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
-      if (static_cast<int64_t>(l.size()) >= kMaxRange) {
-        throw std::invalid_argument("range() longer than " + std::to_string(kMaxRange));
-      }
-      l.push_back(Value::Int(k));
+    // The length first, so an oversized range costs nothing (in 128 bits: no overflow).
+    const __int128 span = step > 0 ? __int128{stop} - start : __int128{start} - stop;
+    const __int128 len = span <= 0 ? 0
+                                   : (span + (step > 0 ? step : -__int128{step}) - 1) /
+                                         (step > 0 ? step : -__int128{step});
+    if (len > kMaxRange) {
+      throw std::invalid_argument("range() longer than " + std::to_string(kMaxRange));
     }
+    List l;
+    l.reserve(static_cast<size_t>(len));
+    for (int64_t k = 0; k < static_cast<int64_t>(len); ++k)
+      l.push_back(Value::Int(start + k * step));
     return Value::MakeList(std::move(l));
   });
   (*g)["namespace"] =
@@ -1313,11 +1337,11 @@ absl::StatusOr<JinjaTemplate> JinjaTemplate::Parse(std::string_view source) {
 
 absl::StatusOr<std::string> JinjaTemplate::Render(
     const Json& data, const Json& settings, size_t max_output_bytes,
-    std::vector<std::pair<size_t, size_t>>* data_ranges) const {
+    std::vector<std::pair<size_t, size_t>>* data_ranges, int64_t max_steps) const {
   if (!data.is_object() || !settings.is_object()) {
     return InvalidArgumentError("chat template: data and settings must be objects");
   }
-  jinja::Renderer r(max_output_bytes);
+  jinja::Renderer r(max_output_bytes, max_steps);
   jinja::AddGlobals(&r.globals());
   for (const auto& [k, v] : settings.AsMembers()) r.globals()[k] = jinja::FromJson(v, false);
   for (const auto& [k, v] : data.AsMembers()) r.globals()[k] = jinja::FromJson(v, true);

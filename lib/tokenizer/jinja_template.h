@@ -43,13 +43,16 @@ class JinjaTemplate {
   // holds the template's own parameters (bos_token, add_generation_prompt, enable_thinking, ...):
   // its strings count as the template's. InvalidArgument for a render error (a type error,
   // raise_exception(...), an unsupported filter) naming the line; ResourceExhausted when the
-  // output passes max_output_bytes or macros nest deeper than 256 calls.
+  // output passes max_output_bytes, macros nest deeper than 256 calls or the render takes more
+  // than max_steps steps (statements, expressions, loop rounds and list items made).
   // data_ranges (optional) receives the byte ranges of the result that came from `data`'s
   // strings, sorted and disjoint: what Tokenizer::Encode's plain_ranges keeps from being read as
   // control tokens.
+  static constexpr int64_t kDefaultMaxSteps = int64_t{1} << 24;
   absl::StatusOr<std::string> Render(const Json& data, const Json& settings,
                                      size_t max_output_bytes,
-                                     std::vector<std::pair<size_t, size_t>>* data_ranges) const;
+                                     std::vector<std::pair<size_t, size_t>>* data_ranges,
+                                     int64_t max_steps = kDefaultMaxSteps) const;
 
   const std::string& source() const { return *source_; }
 

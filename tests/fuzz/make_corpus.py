@@ -13,6 +13,9 @@ Each target's input format is described at the top of its .cc file; the seeds he
                       chat_template_expected.json, with its options
   request_fuzz        requests in request_fuzz.cc's compact format
   api_request_fuzz    OpenAI request bodies of gannet serve (chat and completions), valid and not
+  jinja_template_fuzz the tiny checkpoints' chat templates and small templates for each construct
+  tool_calls_fuzz     the model outputs of tests/data/chat_corpus/model_outputs.json, markers as
+                      bytes 1-3
 
 Usage: tests/fuzz/make_corpus.py   (from anywhere; stdlib only)
 """
@@ -458,6 +461,41 @@ def api_request_seeds():
     return seeds
 
 
+def jinja_seeds():
+    seeds = []
+    for name in ("large", "small"):
+        with open(os.path.join(ROOT, "tools", "make_tiny", f"chat_template_{name}.jinja"),
+                  encoding="utf-8") as f:
+            seeds.append(("gemma4-" + name, f.read()))
+    with open(os.path.join(DATA, "tiny", "trained", "chat_template.jinja"), encoding="utf-8") as f:
+        seeds.append(("trained", f.read()))
+    small = {
+        "loop": "{% for m in messages %}{{ loop.index }}{{ m.role | upper }}{% endfor %}",
+        "macro": "{% macro f(a, b=1) %}{{ a ~ b }}{% endmacro %}{{ f('x', b=2) }}",
+        "namespace": "{% set ns = namespace(n=0) %}{% for t in tools %}{% set ns.n = ns.n + 1 %}"
+                     "{% endfor %}{{ ns.n }}",
+        "filters": "{{ messages | length }}{{ tools[0] | tojson }}{{ (messages[0].content | trim)[1:5] }}"
+                   "{{ tools | map(attribute='type') | join(',') }}{{ {'b': 1, 'a': 2} | dictsort }}",
+        "tests": "{% if tools is defined and tools[0] is mapping and 'x' not in 'y' %}ok{% endif %}",
+        "raise": "{{ raise_exception('no') }}",
+        "whitespace": "  {%- if true -%}\n  a  {%+ if false %}b{% else %}c{% endif %}\n{# c #}"
+                      "{% endif %}",
+    }
+    seeds += sorted(small.items())
+    return seeds
+
+
+def tool_call_seeds():
+    with open(os.path.join(DATA, "chat_corpus", "model_outputs.json"), encoding="utf-8") as f:
+        cases = json.load(f)["cases"]
+    seeds = []
+    for k, c in enumerate(cases):
+        out = (c["output"].replace("<|tool_call>", "\x01").replace("<tool_call|>", "\x02")
+               .replace('<|"|>', "\x03"))
+        seeds.append((c["name"], bytes([k % 8]) + out.encode("utf-8")))
+    return seeds
+
+
 def main():
     write_corpus("safetensors_fuzz", safetensors_seeds())
     write_corpus("config_fuzz", config_seeds())
@@ -465,6 +503,8 @@ def main():
     write_corpus("chat_template_fuzz", chat_seeds())
     write_corpus("request_fuzz", request_seeds())
     write_corpus("api_request_fuzz", api_request_seeds())
+    write_corpus("jinja_template_fuzz", jinja_seeds())
+    write_corpus("tool_calls_fuzz", tool_call_seeds())
     total = 0
     for target in sorted(os.listdir(OUT)):
         files = os.listdir(os.path.join(OUT, target))

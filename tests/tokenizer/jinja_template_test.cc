@@ -15,12 +15,13 @@ namespace {
 
 absl::StatusOr<std::string> Render(const std::string& src, const Json& data = Json::MakeObject(),
                                    size_t limit = 1 << 20,
-                                   std::vector<std::pair<size_t, size_t>>* ranges = nullptr) {
+                                   std::vector<std::pair<size_t, size_t>>* ranges = nullptr,
+                                   int64_t max_steps = 1 << 16) {
   auto t = JinjaTemplate::Parse(src);
   if (!t.ok()) return t.status();
   Json settings = Json::MakeObject();
   settings.Set("x", Json::Bool(true));
-  return t->Render(data, settings, limit, ranges);
+  return t->Render(data, settings, limit, ranges, max_steps);
 }
 
 std::string Ok(const std::string& src, const Json& data = Json::MakeObject()) {
@@ -137,6 +138,10 @@ TEST(JinjaTemplateTest, OutputAndRecursionAreBounded) {
   auto range = Render("{% for i in range(100000000) %}{% endfor %}");
   ASSERT_FALSE(range.ok());
   EXPECT_EQ(range.status().code(), absl::StatusCode::kInvalidArgument);
+  // Loop rounds and the items range() makes count as steps (a 2^16-step budget here).
+  auto steps = Render("{% for i in range(300) %}{% for j in range(300) %}{% endfor %}{% endfor %}");
+  ASSERT_FALSE(steps.ok());
+  EXPECT_EQ(steps.status().code(), absl::StatusCode::kResourceExhausted);
 }
 
 }  // namespace
