@@ -1,0 +1,94 @@
+// Device helpers of the int4 kernels (int4_layout.h): scale and zero-point pair loads, and the
+// register dequantization of a lane's 32-bit word into m16n8k16 A fragments. Header-only.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "kernels/common/device_utils.cuh"
+#include "kernels/quant/int4_layout.h"
+
+namespace gannet::kernels::int4 {
+
+// The scales of rows g and g + 8 of row block `rb` and group `grp` (one 4- or 8-byte load).
+__device__ __forceinline__ float2 ScalePair(const bf16* s, int64_t pair) {
+  const uint32_t v = __ldg(reinterpret_cast<const unsigned int*>(s) + pair);
+  return make_float2(__uint_as_float(v << 16), __uint_as_float(v & 0xFFFF0000u));
+}
+__device__ __forceinline__ float2 ScalePair(const f16* s, int64_t pair) {
+  const uint32_t v = __ldg(reinterpret_cast<const unsigned int*>(s) + pair);
+  return __half22float2(*reinterpret_cast<const __half2*>(&v));
+}
+__device__ __forceinline__ float2 ScalePair(const float* s, int64_t pair) {
+  return __ldg(reinterpret_cast<const float2*>(s) + pair);
+}
+// The zero points of the same two rows (kU4), or the stored zero of kI4.
+template <bool kZp>
+__device__ __forceinline__ int2 ZeroPair(const uint8_t* z, int64_t pair) {
+  if constexpr (kZp) {
+    const uint16_t v = __ldg(reinterpret_cast<const unsigned short*>(z) + pair);
+    return make_int2(v & 0xFF, v >> 8);
+  }
+  return make_int2(kInt4SignedZero, kInt4SignedZero);
+}
+// Index of the pair (row g of row block rb, group grp) in units of pairs.
+__device__ __forceinline__ int64_t PairIndex(int64_t rb, int64_t groups, int64_t grp, int g) {
+  return (rb * groups + grp) * 8 + g;
+}
+
+// A register a_p's two nibbles as 16-bit floats 1024 + u (f16) or 128 + u (bf16): the nibbles sit
+// in the low bits of each half, and the OR supplies the exponent (one LOP3).
+template <typename T>
+struct Magic;
+template <>
+struct Magic<f16> {
+  static constexpr uint32_t kOr = 0x64006400u;  // 1024.0 in both halves
+  __device__ static uint32_t Bias(int zp) {     // 1024 + zp in both halves (exact)
+    const uint32_t h = 0x6400u + static_cast<uint32_t>(zp);
+    return h | (h << 16);
+  }
+  __device__ static uint32_t Sub(uint32_t a, uint32_t b) {
+    __half2 r =
+        __hsub2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
+    return *reinterpret_cast<uint32_t*>(&r);
+  }
+};
+template <>
+struct Magic<bf16> {
+  static constexpr uint32_t kOr = 0x43004300u;  // 128.0 in both halves
+  __device__ static uint32_t Bias(int zp) {     // 128 + zp (bf16 spacing is 1 in [128, 256))
+    const uint32_t h = 0x4300u + static_cast<uint32_t>(zp);
+    return h | (h << 16);
+  }
+  __device__ static uint32_t Sub(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    __nv_bfloat162 r = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&a),
+                               *reinterpret_cast<const __nv_bfloat162*>(&b));
+    return *reinterpret_cast<uint32_t*>(&r);
+#else
+    const float lo = __uint_as_float(a << 16) - __uint_as_float(b << 16);
+    const float hi = __uint_as_float(a & 0xFFFF0000u) - __uint_as_float(b & 0xFFFF0000u);
+    __nv_bfloat162 r = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&r);
+#endif
+  }
+};
+
+// The four A registers of one k-step from the lane's word: exact integers u - zero point; bias_lo
+// for the row-g registers (a0, a2), bias_hi for row g + 8 (a1, a3).
+template <typename T>
+__device__ __forceinline__ void DequantA(uint32_t word, uint32_t bias_lo, uint32_t bias_hi,
+                                         uint32_t (&a)[4]) {
+  a[0] = Magic<T>::Sub((word & 0x000F000Fu) | Magic<T>::kOr, bias_lo);
+  a[1] = Magic<T>::Sub(((word >> 4) & 0x000F000Fu) | Magic<T>::kOr, bias_hi);
+  a[2] = Magic<T>::Sub(((word >> 8) & 0x000F000Fu) | Magic<T>::kOr, bias_lo);
+  a[3] = Magic<T>::Sub(((word >> 12) & 0x000F000Fu) | Magic<T>::kOr, bias_hi);
+}
+
+__device__ __forceinline__ uint32_t Word(const uint4& v, int s) {
+  return s == 0 ? v.x : s == 1 ? v.y : s == 2 ? v.z : v.w;
+}
+
+}  // namespace gannet::kernels::int4

@@ -1,0 +1,309 @@
+// The sm_80+ int4 kernels (int4_linear.h): the MMA GEMV (M <= 8) and the MMA GEMM (any M). Both
+// take a lane's 16-byte weight load as its A fragments of four k16 steps (int4_layout.h), turn
+// them into exact integers (u - zero point) in f16/bf16 registers, and multiply them with x on
+// the tensor cores; per group the f32 partial sums are multiplied by the rows' scales and added
+// to the accumulators, so the only rounding besides f32 sums is the output's.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "kernels/common/device_utils.cuh"
+#include "kernels/common/launch.h"
+#include "kernels/common/mma_sm80.cuh"
+#include "kernels/quant/int4_device.cuh"
+#include "kernels/quant/int4_launchers.h"
+
+namespace gannet::kernels::int4 {
+namespace {
+
+constexpr int kGemvWarps = 8;
+[[maybe_unused]] constexpr int kGemvUnroll = 4;  // tiles a warp loads before it multiplies any
+
+template <typename T>
+__device__ __forceinline__ void Mma(float* d, const uint32_t* a, const uint32_t* b) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    sm80::MmaBf16(d, a, b);
+  } else {
+    sm80::MmaF16(d, a, b);
+  }
+}
+
+[[maybe_unused]] __device__ __forceinline__ uint32_t LdgU32(const void* p) {
+  return __ldg(reinterpret_cast<const unsigned int*>(p));
+}
+
+// One CTA: one 16-row block (blockIdx.x) and one K slice (blockIdx.y of gridDim.y); its warps take
+// the slice's tiles round robin. out (or, split, partial[split][m][n_pad] in f32) gets the sums.
+template <typename T, typename ST, typename OutT, bool kZp>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    GemvKernel(const uint8_t* __restrict__ w, const ST* __restrict__ scales,
+               const uint8_t* __restrict__ zps, const T* __restrict__ x, OutT* __restrict__ out,
+               float* __restrict__ partial, int m, int n, int64_t n_pad, int k_tiles, int groups,
+               int group, int64_t ldx, int64_t ldo) {
+  PdlEnter();
+#if GANNET_SM80_ENABLED
+  const int rb = blockIdx.x;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int per_split = (k_tiles + gridDim.y - 1) / gridDim.y;
+  const int kt0 = blockIdx.y * per_split, kt1 = min(k_tiles, kt0 + per_split);
+  const uint4* wt =
+      reinterpret_cast<const uint4*>(w + static_cast<int64_t>(rb) * k_tiles * kInt4TileBytes) +
+      lane;
+  const bool has_x = g < m;
+  const T* xr = x + (has_x ? g : 0) * ldx + 2 * t;
+  const int seg_steps = group >= 64 ? 4 : 2;  // k-steps of one scale within a tile
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int kb = kt0 + warp; kb < kt1; kb += kGemvWarps * kGemvUnroll) {
+    uint4 wv[kGemvUnroll];
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      const int kt = kb + u * kGemvWarps;
+      wv[u] = kt < kt1 ? __ldcs(wt + static_cast<int64_t>(kt) * 32) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      const int kt = kb + u * kGemvWarps;
+      if (kt >= kt1) break;
+      float tmp[4] = {0.f, 0.f, 0.f, 0.f};
+      float2 sc = make_float2(0.f, 0.f);
+      uint32_t bias_lo = 0, bias_hi = 0;
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        if (s % seg_steps == 0) {
+          const int64_t grp = (static_cast<int64_t>(kt) * kInt4TileK + s * 16) / group;
+          const int64_t pair = PairIndex(rb, groups, grp, g);
+          sc = ScalePair(scales, pair);
+          const int2 z = ZeroPair<kZp>(zps, pair);
+          bias_lo = Magic<T>::Bias(z.x);
+          bias_hi = Magic<T>::Bias(z.y);
+          tmp[0] = tmp[1] = tmp[2] = tmp[3] = 0.f;
+        }
+        uint32_t a[4];
+        DequantA<T>(Word(wv[u], s), bias_lo, bias_hi, a);
+        uint32_t b[2] = {0u, 0u};
+        if (has_x) {
+          const T* xs = xr + static_cast<int64_t>(kt) * kInt4TileK + s * 16;
+          b[0] = LdgU32(xs);
+          b[1] = LdgU32(xs + 8);
+        }
+        Mma<T>(tmp, a, b);
+        if ((s + 1) % seg_steps == 0) {
+          acc[0] += sc.x * tmp[0];
+          acc[1] += sc.x * tmp[1];
+          acc[2] += sc.y * tmp[2];
+          acc[3] += sc.y * tmp[3];
+        }
+      }
+    }
+  }
+  __shared__ float red[kGemvWarps][32][4];
+#pragma unroll
+  for (int c = 0; c < 4; ++c) red[warp][lane][c] = acc[c];
+  __syncthreads();
+  if (threadIdx.x < 128) {
+    const int l = threadIdx.x >> 2, c = threadIdx.x & 3;
+    float sum = 0.f;
+#pragma unroll
+    for (int wi = 0; wi < kGemvWarps; ++wi) sum += red[wi][l][c];
+    const int row = rb * kInt4RowBlock + (l >> 2) + 8 * (c >> 1);
+    const int mm = 2 * (l & 3) + (c & 1);
+    if (mm < m) {
+      if (partial != nullptr) {
+        partial[(static_cast<int64_t>(blockIdx.y) * m + mm) * n_pad + row] = sum;
+      } else if (row < n) {
+        out[mm * ldo + row] = FromFloat<OutT>(sum);
+      }
+    }
+  }
+#endif
+}
+
+// out[i][row] = the splits' partials summed in split order.
+template <typename OutT>
+__global__ void __launch_bounds__(256)
+    SplitReduceKernel(const float* __restrict__ partial, OutT* __restrict__ out, int m, int n,
+                      int64_t n_pad, int splits, int64_t ldo) {
+  PdlEnter();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<int64_t>(m) * n) return;
+  const int mm = static_cast<int>(i / n), row = static_cast<int>(i % n);
+  float s = 0.f;
+  for (int sp = 0; sp < splits; ++sp)
+    s += partial[(static_cast<int64_t>(sp) * m + mm) * n_pad + row];
+  out[mm * ldo + row] = FromFloat<OutT>(s);
+}
+
+constexpr int kGemmWarps = 4;  // 4 row blocks = 64 output rows of the weight per CTA
+constexpr int kGemmM = 64;     // x rows per CTA (8 MMA columns of 8)
+[[maybe_unused]] constexpr int kXStride =
+    kInt4TileK + 8;  // halves per staged x row: conflict-free B reads
+
+// One CTA: 64 weight rows (4 row blocks, one a warp) x 64 rows of x; x's k tile staged in shared
+// memory (double buffered through registers), the weights read straight into A fragments.
+template <typename T, typename ST, typename OutT, bool kZp>
+__global__ void __launch_bounds__(kGemmWarps * 32)
+    GemmKernel(const uint8_t* __restrict__ w, const ST* __restrict__ scales,
+               const uint8_t* __restrict__ zps, const T* __restrict__ x, OutT* __restrict__ out,
+               int m, int n, int row_blocks, int k_tiles, int groups, int group, int64_t ldx,
+               int64_t ldo) {
+  PdlEnter();
+#if GANNET_SM80_ENABLED
+  __shared__ __align__(16) T xs[2][kGemmM][kXStride];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int rb = blockIdx.x * kGemmWarps + warp;
+  const bool has_rows = rb < row_blocks;
+  const int m0 = blockIdx.y * kGemmM;
+  const uint4* wt = reinterpret_cast<const uint4*>(w + static_cast<int64_t>(has_rows ? rb : 0) *
+                                                           k_tiles * kInt4TileBytes) +
+                    lane;
+  const int seg_steps = group >= 64 ? 4 : 2;
+
+  // x's 64 x 64 tile: 512 16-byte chunks, 4 a thread.
+  uint4 xv[4];
+  auto load_x = [&](int kt) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int idx = threadIdx.x + i * kGemmWarps * 32, r = idx >> 3, c = idx & 7;
+      xv[i] = m0 + r < m ? __ldg(reinterpret_cast<const uint4*>(
+                               x + (m0 + r) * ldx + static_cast<int64_t>(kt) * kInt4TileK + c * 8))
+                         : make_uint4(0, 0, 0, 0);
+    }
+  };
+  auto store_x = [&](int buf) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int idx = threadIdx.x + i * kGemmWarps * 32, r = idx >> 3, c = idx & 7;
+      *reinterpret_cast<uint4*>(&xs[buf][r][c * 8]) = xv[i];
+    }
+  };
+
+  float acc[8][4];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+  load_x(0);
+  store_x(0);
+  __syncthreads();
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    const int buf = kt & 1;
+    if (kt + 1 < k_tiles) load_x(kt + 1);
+    const uint4 wv = has_rows ? __ldcs(wt + static_cast<int64_t>(kt) * 32) : make_uint4(0, 0, 0, 0);
+    float tmp[8][4];
+    float2 sc = make_float2(0.f, 0.f);
+    uint32_t bias_lo = 0, bias_hi = 0;
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      if (s % seg_steps == 0) {
+        const int64_t grp = (static_cast<int64_t>(kt) * kInt4TileK + s * 16) / group;
+        const int64_t pair = PairIndex(has_rows ? rb : 0, groups, grp, g);
+        sc = ScalePair(scales, pair);
+        const int2 z = ZeroPair<kZp>(zps, pair);
+        bias_lo = Magic<T>::Bias(z.x);
+        bias_hi = Magic<T>::Bias(z.y);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) tmp[j][0] = tmp[j][1] = tmp[j][2] = tmp[j][3] = 0.f;
+      }
+      uint32_t a[4];
+      DequantA<T>(Word(wv, s), bias_lo, bias_hi, a);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const T* xp = &xs[buf][j * 8 + g][s * 16 + 2 * t];
+        const uint32_t b[2] = {*reinterpret_cast<const uint32_t*>(xp),
+                               *reinterpret_cast<const uint32_t*>(xp + 8)};
+        Mma<T>(tmp[j], a, b);
+      }
+      if ((s + 1) % seg_steps == 0) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          acc[j][0] += sc.x * tmp[j][0];
+          acc[j][1] += sc.x * tmp[j][1];
+          acc[j][2] += sc.y * tmp[j][2];
+          acc[j][3] += sc.y * tmp[j][3];
+        }
+      }
+    }
+    if (kt + 1 < k_tiles) store_x(buf ^ 1);
+    __syncthreads();
+  }
+  if (!has_rows) return;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int row = rb * kInt4RowBlock + g + 8 * (c >> 1);
+      const int mm = m0 + j * 8 + 2 * t + (c & 1);
+      if (mm < m && row < n) out[mm * ldo + row] = FromFloat<OutT>(acc[j][c]);
+    }
+  }
+#endif
+}
+
+template <typename T, typename ST, typename OutT, bool kZp>
+cudaError_t GemvAs(const Int4LinearParams& p, cudaStream_t stream) {
+  const Int4Layout& l = p.layout;
+  const int splits = p.splits;
+  float* partial = splits > 1 ? static_cast<float*>(p.workspace) : nullptr;
+  const dim3 grid(static_cast<unsigned>(l.row_blocks()), static_cast<unsigned>(splits));
+  cudaError_t err =
+      Launch(GemvKernel<T, ST, OutT, kZp>, grid, kGemvWarps * 32, 0, stream, p.w,
+             static_cast<const ST*>(p.scales), p.zero_points, static_cast<const T*>(p.x),
+             static_cast<OutT*>(p.out), partial, p.m, static_cast<int>(l.n), l.n_pad,
+             static_cast<int>(l.k_tiles()), static_cast<int>(l.groups()), l.group, p.ldx, p.ldo);
+  if (err != cudaSuccess || splits <= 1) return err;
+  const int64_t total = static_cast<int64_t>(p.m) * l.n;
+  return Launch(SplitReduceKernel<OutT>, static_cast<unsigned>((total + 255) / 256), 256, 0, stream,
+                static_cast<const float*>(partial), static_cast<OutT*>(p.out), p.m,
+                static_cast<int>(l.n), l.n_pad, splits, p.ldo);
+}
+
+template <typename T, typename ST, typename OutT, bool kZp>
+cudaError_t GemmAs(const Int4LinearParams& p, cudaStream_t stream) {
+  const Int4Layout& l = p.layout;
+  const int row_blocks = static_cast<int>(l.row_blocks());
+  const dim3 grid(static_cast<unsigned>((row_blocks + kGemmWarps - 1) / kGemmWarps),
+                  static_cast<unsigned>((p.m + kGemmM - 1) / kGemmM));
+  return Launch(GemmKernel<T, ST, OutT, kZp>, grid, kGemmWarps * 32, 0, stream, p.w,
+                static_cast<const ST*>(p.scales), p.zero_points, static_cast<const T*>(p.x),
+                static_cast<OutT*>(p.out), p.m, static_cast<int>(l.n), row_blocks,
+                static_cast<int>(l.k_tiles()), static_cast<int>(l.groups()), l.group, p.ldx, p.ldo);
+}
+
+// Type dispatch: x (bf16 / f16), out (x's type / f32), scales (bf16 / f16 / f32), zero points.
+template <typename T, typename ST, typename OutT>
+cudaError_t ByZp(bool gemm, const Int4LinearParams& p, cudaStream_t s) {
+  if (p.layout.zero_point)
+    return gemm ? GemmAs<T, ST, OutT, true>(p, s) : GemvAs<T, ST, OutT, true>(p, s);
+  return gemm ? GemmAs<T, ST, OutT, false>(p, s) : GemvAs<T, ST, OutT, false>(p, s);
+}
+template <typename T, typename ST>
+cudaError_t ByOut(bool gemm, const Int4LinearParams& p, cudaStream_t s) {
+  return p.out_type == DType::kF32 ? ByZp<T, ST, float>(gemm, p, s) : ByZp<T, ST, T>(gemm, p, s);
+}
+template <typename T>
+cudaError_t ByScale(bool gemm, const Int4LinearParams& p, cudaStream_t s) {
+  switch (p.layout.scale) {
+    case DType::kBF16:
+      return ByOut<T, bf16>(gemm, p, s);
+    case DType::kF16:
+      return ByOut<T, f16>(gemm, p, s);
+    case DType::kF32:
+      return ByOut<T, float>(gemm, p, s);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+cudaError_t ByX(bool gemm, const Int4LinearParams& p, cudaStream_t s) {
+  return p.x_type == DType::kF16 ? ByScale<f16>(gemm, p, s) : ByScale<bf16>(gemm, p, s);
+}
+
+}  // namespace
+
+cudaError_t LaunchMmaGemv(const Int4LinearParams& p, cudaStream_t stream) {
+  return ByX(false, p, stream);
+}
+cudaError_t LaunchMmaGemm(const Int4LinearParams& p, cudaStream_t stream) {
+  return ByX(true, p, stream);
+}
+
+}  // namespace gannet::kernels::int4
