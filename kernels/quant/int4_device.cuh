@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/common/device_utils.cuh"
 #include "kernels/quant/int4_layout.h"
@@ -33,6 +34,46 @@ __device__ __forceinline__ int2 ZeroPair(const uint8_t* z, int64_t pair) {
   }
   return make_int2(kInt4SignedZero, kInt4SignedZero);
 }
+// The same pair loaded raw (so a loop can issue every load of several tiles before it uses any)
+// and converted where it is used.
+template <typename ST>
+struct ScaleLoad {  // 16-bit scales: one 32-bit word, row g in the low half
+  using Raw = uint32_t;
+  __device__ static Raw Load(const ST* s, int64_t pair) {
+    return __ldg(reinterpret_cast<const unsigned int*>(s) + pair);
+  }
+  __device__ static float2 Get(Raw v) {
+    if constexpr (sizeof(ST) == 2 && std::is_same_v<ST, bf16>) {
+      return make_float2(__uint_as_float(v << 16), __uint_as_float(v & 0xFFFF0000u));
+    } else {
+      return __half22float2(*reinterpret_cast<const __half2*>(&v));
+    }
+  }
+};
+template <>
+struct ScaleLoad<float> {
+  using Raw = float2;
+  __device__ static Raw Load(const float* s, int64_t pair) {
+    return __ldg(reinterpret_cast<const float2*>(s) + pair);
+  }
+  __device__ static float2 Get(Raw v) { return v; }
+};
+// Zero points loaded raw: two bytes (row g low); kI4 has none (its stored zero is 8).
+template <bool kZp>
+__device__ __forceinline__ uint32_t ZeroLoad(const uint8_t* z, int64_t pair) {
+  if constexpr (kZp) return __ldg(reinterpret_cast<const unsigned short*>(z) + pair);
+  return kInt4SignedZero | (kInt4SignedZero << 8);
+}
+
+// The group of k tile kt (kernels with groups of 64 or more: one scale per tile): kt >> shift,
+// where shift is log2(group / 64), or 31 for per-channel (one group: every kt maps to 0).
+inline int Int4GroupShift(int group, int64_t k) {
+  if (group == k) return 31;
+  int shift = 0;
+  while ((64 << shift) < group) ++shift;
+  return shift;
+}
+
 // Index of the pair (row g of row block rb, group grp) in units of pairs.
 __device__ __forceinline__ int64_t PairIndex(int64_t rb, int64_t groups, int64_t grp, int g) {
   return (rb * groups + grp) * 8 + g;
