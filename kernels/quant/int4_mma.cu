@@ -77,58 +77,79 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 #endif
   PdlEnter();
 #if GANNET_SM80_ENABLED
+  // Lanes of a row past m read row m - 1 (their MMA columns are never stored): no predicates.
+  const T* xr = x + min(g, m - 1) * ldx + 2 * t;
   const uint4* wt =
       reinterpret_cast<const uint4*>(w + static_cast<int64_t>(rb) * k_tiles * kInt4TileBytes) +
       lane;
-  const bool has_x = g < m;
-  const T* xr = x + (has_x ? g : 0) * ldx + 2 * t;
+  const typename SL::Raw* sr = nullptr;  // this lane's scale pairs of the row block
+  const uint16_t* zr = nullptr;
+  {
+    const int64_t pair0 = PairIndex(rb, groups, 0, g);
+    sr = reinterpret_cast<const typename SL::Raw*>(scales) + pair0;
+    if constexpr (kZp) zr = reinterpret_cast<const uint16_t*>(zps) + pair0;
+  }
+  // One tile's registers: the weights, its scales (and zero points) and x's B fragments.
+  struct Tile {
+    uint4 w;
+    typename SL::Raw s[kSegs];
+    uint32_t z[kSegs];
+    uint32_t b[4][2];
+  };
+  auto load = [&](int kt, Tile& r) {
+    r.w = __ldcs(wt + static_cast<int64_t>(kt) * 32);
+#pragma unroll
+    for (int seg = 0; seg < kSegs; ++seg) {
+      const int64_t off = GroupOf<kG32>(kt, seg, grp_shift) * 8;
+      r.s[seg] = SL::LoadAt(sr + off);
+      if constexpr (kZp) {
+        r.z[seg] = __ldg(reinterpret_cast<const unsigned short*>(zr + off));
+      } else {
+        r.z[seg] = kInt4SignedZero | (kInt4SignedZero << 8);
+      }
+    }
+    const T* xs = xr + static_cast<int64_t>(kt) * kInt4TileK;
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      r.b[s][0] = LdgU32(xs + s * 16);
+      r.b[s][1] = LdgU32(xs + s * 16 + 8);
+    }
+  };
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  for (int kb = kt0 + warp; kb < kt1; kb += kGemvWarps * kGemvUnroll) {
-    // Every load of the unrolled tiles first. A tile past the slice gets zero x fragments and
-    // zero scales, so it adds nothing (its weights are not loaded).
-    uint4 wv[kGemvUnroll];
-    uint32_t xb[kGemvUnroll][4][2];
-    typename SL::Raw sraw[kGemvUnroll][kSegs];
-    uint32_t zraw[kGemvUnroll][kSegs];
+  auto compute = [&](const Tile& r) {
 #pragma unroll
-    for (int u = 0; u < kGemvUnroll; ++u) {
-      const int kt = kb + u * kGemvWarps;
-      const bool ok = kt < kt1;
-      wv[u] = ok ? __ldcs(wt + static_cast<int64_t>(kt) * 32) : make_uint4(0, 0, 0, 0);
+    for (int seg = 0; seg < kSegs; ++seg) {
+      const float2 sc = SL::Get(r.s[seg]);
+      const uint32_t bias_lo = Magic<T>::Bias(r.z[seg] & 0xFF);
+      const uint32_t bias_hi = Magic<T>::Bias((r.z[seg] >> 8) & 0xFF);
+      float tmp[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-      for (int seg = 0; seg < kSegs; ++seg) {
-        const int64_t pair = PairIndex(rb, groups, ok ? GroupOf<kG32>(kt, seg, grp_shift) : 0, g);
-        sraw[u][seg] = ok ? SL::Load(scales, pair) : typename SL::Raw{};
-        zraw[u][seg] = ZeroLoad<kZp>(zps, pair);
+      for (int i = 0; i < kSegSteps; ++i) {
+        const int s = seg * kSegSteps + i;
+        uint32_t a[4];
+        DequantA<T>(Word(r.w, s), bias_lo, bias_hi, a);
+        Mma<T>(tmp, a, r.b[s]);
       }
-      const T* xs = xr + static_cast<int64_t>(ok ? kt : 0) * kInt4TileK;
-#pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        xb[u][s][0] = ok && has_x ? LdgU32(xs + s * 16) : 0u;
-        xb[u][s][1] = ok && has_x ? LdgU32(xs + s * 16 + 8) : 0u;
-      }
+      acc[0] += sc.x * tmp[0];
+      acc[1] += sc.x * tmp[1];
+      acc[2] += sc.y * tmp[2];
+      acc[3] += sc.y * tmp[3];
     }
+  };
+  // The body: kGemvUnroll whole tiles a warp, every load issued before any math; then the tail
+  // one tile at a time.
+  int kt = kt0 + warp;
+  for (; kt + (kGemvUnroll - 1) * kGemvWarps < kt1; kt += kGemvUnroll * kGemvWarps) {
+    Tile r[kGemvUnroll];
 #pragma unroll
-    for (int u = 0; u < kGemvUnroll; ++u) {
+    for (int u = 0; u < kGemvUnroll; ++u) load(kt + u * kGemvWarps, r[u]);
 #pragma unroll
-      for (int seg = 0; seg < kSegs; ++seg) {
-        const float2 sc = SL::Get(sraw[u][seg]);
-        const uint32_t bias_lo = Magic<T>::Bias(zraw[u][seg] & 0xFF);
-        const uint32_t bias_hi = Magic<T>::Bias((zraw[u][seg] >> 8) & 0xFF);
-        float tmp[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int i = 0; i < kSegSteps; ++i) {
-          const int s = seg * kSegSteps + i;
-          uint32_t a[4];
-          DequantA<T>(Word(wv[u], s), bias_lo, bias_hi, a);
-          Mma<T>(tmp, a, xb[u][s]);
-        }
-        acc[0] += sc.x * tmp[0];
-        acc[1] += sc.x * tmp[1];
-        acc[2] += sc.y * tmp[2];
-        acc[3] += sc.y * tmp[3];
-      }
-    }
+    for (int u = 0; u < kGemvUnroll; ++u) compute(r[u]);
+  }
+  for (; kt < kt1; kt += kGemvWarps) {
+    Tile r;
+    load(kt, r);
+    compute(r);
   }
   __shared__ float red[kGemvWarps][32][4];
 #pragma unroll
