@@ -129,21 +129,35 @@ void BM_Int4(benchmark::State& state) {
       return;
     }
   }
-  auto ws = gpu.Allocate(std::max<size_t>(16, entry->workspace_bytes(pk, dev)));
+  // A fifth argument > 0 runs the GEMV with that split over K instead of the entry's choice
+  // (Int4GemvSplits), to tune it.
+  const int forced_splits =
+      state.range(4) > 0 && path == kInt4Gemv ? static_cast<int>(state.range(4)) : 0;
+  const size_t ws_bytes = forced_splits > 0
+                              ? kernels::Int4GemvWorkspaceBytes(m, layout.n_pad, forced_splits)
+                              : entry->workspace_bytes(pk, dev);
+  auto ws = gpu.Allocate(std::max<size_t>(16, ws_bytes));
   CheckOk(ws.status(), "workspace");
   const bool gemv = std::string(entry->name).find("gemv") != std::string::npos;
-  state.SetLabel(
-      std::string(s.name) + " g" + std::to_string(group) + " " + entry->name +
-      (gemv ? " splits " + std::to_string(kernels::Int4GemvSplits(layout, dev.num_sms)) : ""));
+  const int splits =
+      forced_splits > 0 ? forced_splits : kernels::Int4GemvSplits(layout, dev.num_sms);
+  state.SetLabel(std::string(s.name) + " g" + std::to_string(group) + " " + entry->name +
+                 (gemv ? " splits " + std::to_string(splits) : ""));
   for (auto _ : state) {
     const double ms = TimeMs(
         [&](int i) {
           kernels::Int4LinearParams q = p;
           q.w = static_cast<const uint8_t*>(packed[i % copies].data());
           q.scales = scales[i % copies].data();
-          if (entry->launch(&q, pk, dev, ws->data(), gpu.stream()) != cudaSuccess) {
-            state.SkipWithError("launch failed");
+          cudaError_t err;
+          if (forced_splits > 0) {
+            q.splits = forced_splits;
+            q.workspace = ws->data();
+            err = kernels::LaunchInt4Linear(kernels::Int4Kernel::kMmaGemv, q, gpu.stream());
+          } else {
+            err = entry->launch(&q, pk, dev, ws->data(), gpu.stream());
           }
+          if (err != cudaSuccess) state.SkipWithError("launch failed");
         },
         reps);
     state.SetIterationTime(ms / 1e3);
@@ -153,32 +167,34 @@ void BM_Int4(benchmark::State& state) {
 
 // Every shape at every M: the registry's int4 choice and the bf16 layer.
 void MainArgs(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"shape", "m", "path", "group"});
+  b->ArgNames({"shape", "m", "path", "group", "splits"});
   for (int64_t si = 0; si < static_cast<int64_t>(std::size(kShapes)); ++si) {
     for (int64_t m : {1, 4, 8, 16, 64, 2048}) {
-      b->Args({si, m, kInt4Auto, 32});
-      b->Args({si, m, kBf16, 32});
+      b->Args({si, m, kInt4Auto, 32, 0});
+      b->Args({si, m, kBf16, 32, 0});
     }
   }
 }
 BENCHMARK(BM_Int4)->Apply(MainArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
 
 // Each kernel alone (M = 1 and 8: the GEMV against the Volta SIMT kernel; 16 and 64: the GEMM
-// against SIMT), and the other group sizes at M = 1 and 2048.
+// against SIMT), the GEMV at M = 1 with each split over K, and the other group sizes at M = 1
+// and 2048.
 void KernelArgs(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"shape", "m", "path", "group"});
+  b->ArgNames({"shape", "m", "path", "group", "splits"});
   for (int64_t si : {0, 4, 6, 7, 15, 19}) {
     for (int64_t m : {1, 8}) {
-      b->Args({si, m, kInt4Gemv, 32});
-      b->Args({si, m, kInt4Simt, 32});
+      b->Args({si, m, kInt4Gemv, 32, 0});
+      b->Args({si, m, kInt4Simt, 32, 0});
     }
+    for (int64_t splits : {1, 2, 4, 8}) b->Args({si, 1, kInt4Gemv, 32, splits});
     for (int64_t m : {16, 64}) {
-      b->Args({si, m, kInt4Gemm, 32});
-      b->Args({si, m, kInt4Simt, 32});
+      b->Args({si, m, kInt4Gemm, 32, 0});
+      b->Args({si, m, kInt4Simt, 32, 0});
     }
     for (int64_t g : {64, 128}) {
-      b->Args({si, 1, kInt4Auto, g});
-      b->Args({si, 2048, kInt4Auto, g});
+      b->Args({si, 1, kInt4Auto, g, 0});
+      b->Args({si, 2048, kInt4Auto, g, 0});
     }
   }
 }
