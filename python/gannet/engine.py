@@ -10,9 +10,11 @@ time inside gannet_engine_poll, where ctypes has released the GIL.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import ctypes
 import queue
 import threading
+import weakref
 from typing import Any, AsyncIterator, Callable, Iterator, Optional, Sequence, Union, overload
 
 from . import _ffi
@@ -21,6 +23,7 @@ from ._request import BuiltRequest, Prompt, is_batch
 from .errors import (
     FailedPreconditionError,
     GannetError,
+    InternalError,
     InvalidArgumentError,
     NotFoundError,
     check,
@@ -291,9 +294,13 @@ class Engine:
         self, model: str, *, progress: Optional[Callable[[LoadProgress], Any]] = None, **config: Any
     ) -> None:
         self._h: Optional[int] = None
-        self._lock = threading.Lock()  # sinks; serialises submit/cancel/stats against close
+        # Guards the sinks and serialises submit/cancel/stats against close. Re-entrant: a
+        # Stream dropped by the garbage collector may run its __del__ (which takes it) on a
+        # thread that holds it.
+        self._lock = threading.RLock()
         self._sinks: dict[int, Callable[[_Item], None]] = {}
         self._stopping = False
+        self._broken: Optional[GannetError] = None
         self._tokenizer: Optional[Tokenizer] = None
         if not isinstance(model, str):
             raise InvalidArgumentError(f"model must be a str (a folder or dummy:VARIANT), got {type(model).__name__}")
@@ -333,6 +340,7 @@ class Engine:
         self._h = h.value
         self._poller = threading.Thread(target=self._poll_loop, name="gannet-poll", daemon=True)
         self._poller.start()
+        _OPEN.add(self)
 
     # ---- lifetime -------------------------------------------------------------------------
 
@@ -372,11 +380,31 @@ class Engine:
     def _handle(self) -> int:
         if self._h is None or self._stopping:
             raise FailedPreconditionError("the engine is closed")
+        if self._broken is not None:
+            raise self._broken
         return self._h
 
     # ---- the poll thread --------------------------------------------------------------------
 
+    def _fail_all(self, err: GannetError) -> None:
+        with self._lock:
+            sinks = list(self._sinks.values())
+            self._sinks.clear()
+        for sink in sinks:
+            it = _Item()
+            it.kind = _ffi.EVENT_ERROR
+            it.error = err
+            sink(it)
+
     def _poll_loop(self) -> None:
+        try:
+            self._poll_events()
+        except BaseException as e:  # a bug here must not leave waiters hanging
+            self._broken = InternalError(f"the gannet poll thread failed: {e!r}")
+            self._fail_all(self._broken)
+            raise
+
+    def _poll_events(self) -> None:
         lib = _ffi.lib()
         events = ctypes.POINTER(ctypes.POINTER(_ffi.Event))()
         n = ctypes.c_size_t(0)
@@ -384,16 +412,7 @@ class Engine:
         while not self._stopping:
             status = lib.gannet_engine_poll(h, _POLL_MS, _POLL_BATCH, ctypes.byref(events), ctypes.byref(n))
             if status != _ffi.OK:  # poll fails only on misuse; end every waiter with the reason
-                err = error_for(status, "gannet_engine_poll failed")
-                with self._lock:
-                    sinks = list(self._sinks.values())
-                    self._sinks.clear()
-                for sink in sinks:
-                    it = _Item()
-                    it.kind = _ffi.EVENT_ERROR
-                    it.error = err
-                    sink(it)
-                continue
+                raise error_for(status, "gannet_engine_poll failed")
             for i in range(n.value):
                 e = events[i].contents
                 it = _copy(e)
@@ -555,6 +574,20 @@ class Engine:
         elif self.closed:
             raise FailedPreconditionError("the engine is closed")
         return self._tokenizer
+
+
+# Engines still open at exit are closed before the interpreter goes (the poll thread keeps an
+# engine alive until close(), so the garbage collector never frees one that is left open).
+_OPEN: "weakref.WeakSet[Engine]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_engines() -> None:
+    for e in list(_OPEN):
+        try:
+            e.close()
+        except Exception:
+            pass
 
 
 async def _acollect(s: AsyncStream) -> Completion:
