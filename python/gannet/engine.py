@@ -25,7 +25,6 @@ from .errors import (
     GannetError,
     InternalError,
     InvalidArgumentError,
-    NotFoundError,
     check,
     error_for,
 )
@@ -447,12 +446,6 @@ class Engine:
             self._sinks.pop(rid, None)
         self._cancel_quiet(rid)
 
-    def submit_stream(self, prompt: Prompt, **sampling: Any) -> Stream:
-        """As stream()."""
-        q: queue.SimpleQueue[_Item] = queue.SimpleQueue()
-        rid, lp = self._submit(prompt, sampling, q.put)
-        return Stream(self, rid, q, lp > 0)
-
     def stream(self, prompt: Prompt, **sampling: Any) -> Stream:
         """Submits one request and returns its events as they come (see Stream).
 
@@ -466,7 +459,9 @@ class Engine:
         priority, deadline_ms, add_generation_prompt, enable_thinking, disable_speculation,
         split_special_tokens (chat content from untrusted users).
         """
-        return self.submit_stream(prompt, **sampling)
+        q: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        rid, lp = self._submit(prompt, sampling, q.put)
+        return Stream(self, rid, q, lp > 0)
 
     @overload
     def generate(self, prompt: str | Sequence[int], **sampling: Any) -> Completion: ...
@@ -483,7 +478,7 @@ class Engine:
         """
         if is_batch(prompt):
             return self._generate_batch(prompt, sampling)
-        s = self.submit_stream(prompt, **sampling)
+        s = self.stream(prompt, **sampling)
         col = _Collector(s._logprobs)
         try:
             while True:
@@ -499,7 +494,7 @@ class Engine:
         streams: list[Stream] = []
         try:
             for p in prompts:
-                streams.append(self.submit_stream(p, **sampling))
+                streams.append(self.stream(p, **sampling))
             out = []
             for s in streams:
                 col = _Collector(s._logprobs)
@@ -658,4 +653,4 @@ def version() -> str:
     return _ffi.lib().gannet_version().decode()
 
 
-__all__ = ["Engine", "Stream", "AsyncStream", "model_info", "version", "CONFIG_KEYS", "NotFoundError"]
+__all__ = ["Engine", "Stream", "AsyncStream", "model_info", "version", "CONFIG_KEYS"]
