@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import pytest
@@ -153,3 +154,23 @@ def test_load_progress_and_abort():
 
     with pytest.raises(Stop):
         gannet.Engine(TRAINED, backend="cpu", progress=abort)
+
+
+def test_gil_released_while_waiting(engine):
+    """Waiting never holds the GIL. ctypes releases it around every call through a CDLL (a PyDLL
+    keeps it), so the poll thread inside gannet_engine_poll and a caller inside submit leave
+    Python free; callers wait on queues, which release it too. (Timing it is unreliable on a
+    loaded 2-core machine, so this checks the mechanism, and that Python runs meanwhile.)"""
+    import ctypes
+
+    from gannet import _ffi
+
+    assert isinstance(_ffi.lib(), ctypes.CDLL) and not isinstance(_ffi.lib(), ctypes.PyDLL)
+    worker = threading.Thread(target=engine.generate, args=("In the beginning",),
+                              kwargs={"max_tokens": 64, "ignore_eos": True})
+    worker.start()
+    spins = 0
+    while worker.is_alive():
+        spins += 1
+    worker.join()
+    assert spins > 0
