@@ -57,8 +57,12 @@ if command -v python3 > /dev/null && [ "$(id -u)" -eq 0 ]; then
   python3 -c 'import scikit_build_core' 2> /dev/null || py_need+=(scikit-build-core)
   if [ ${#py_need[@]} -gt 0 ]; then
     echo "installing: ${py_need[*]} (optional, pip, for the Python package and its tests)"
+    # Debian's own python3 refuses pip installs (PEP 668): pytest then comes from apt
+    # (python3-pytest); scikit-build-core has no Debian package, so the pip-install test skips.
     python3 -m pip install -q "${py_need[@]}" > /tmp/gannet-pip-python.log 2>&1 ||
-      echo "could not install ${py_need[*]} (see /tmp/gannet-pip-python.log); the Python tests will skip"
+      { python3 -c 'import pytest' 2> /dev/null ||
+          DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pytest >> /tmp/gannet-pip-python.log 2>&1
+        echo "could not pip install ${py_need[*]} (see /tmp/gannet-pip-python.log); Python tests without them skip"; }
   fi
 fi
 # Optional: clang-format-14 for `make format` / `make format-check` (CI); the version is pinned

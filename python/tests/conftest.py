@@ -21,6 +21,11 @@ TINY = DATA / "tiny"
 TRAINED = str(TINY / "trained")
 THREADS = 2  # the CI machine's cores; the CLI runs with the same
 
+# Paths given relative to where pytest started stay right in subprocesses run elsewhere.
+for _var in ("GANNET_LIBRARY", "GANNET_CLI", "GANNET_ABI_SIZES"):
+    if os.environ.get(_var):
+        os.environ[_var] = os.path.abspath(os.environ[_var])
+
 
 @pytest.fixture(scope="session")
 def cli() -> str:
