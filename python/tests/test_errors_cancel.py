@@ -174,3 +174,24 @@ def test_gil_released_while_waiting(engine):
         spins += 1
     worker.join()
     assert spins > 0
+
+
+def test_deadline_and_queue_limit_raise_typed_errors(engine):
+    # A deadline that passes mid-request: the request's ERROR event, raised as a TimeoutError.
+    with pytest.raises(gannet.DeadlineExceededError) as info:
+        engine.generate("In the beginning", deadline_ms=1, **LONG)
+    assert isinstance(info.value, TimeoutError)
+    # A full queue refuses at submit; a batch that meets it cancels what it submitted.
+    with gannet.Engine(TRAINED, backend="cpu", num_threads=THREADS, max_queued_requests=1) as e:
+        with pytest.raises(gannet.ResourceExhaustedError):
+            e.generate(["In the beginning", "And God said"], **LONG)
+        # The cancelled request's slot frees once the poll thread has taken its final event.
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                assert e.generate("In the beginning", max_tokens=2).finish_reason == "length"
+                break
+            except gannet.ResourceExhaustedError:
+                assert time.monotonic() < deadline, "the cancelled request kept its queue slot"
+                time.sleep(0.01)
+    _idle(engine)
