@@ -49,15 +49,30 @@ def _same_as_cli(c: gannet.Completion, want: dict) -> None:
     assert c.usage.completion_tokens == want["generated_tokens"] == len(c.tokens)
 
 
+# Engine config for a case, by name (the CLI flags above say the same).
+CONFIGS = {
+    "speculative, trained": {"draft_model_dir": str(TINY / "trained-assistant"),
+                             "num_speculative_tokens": 2},
+}
+CASES.append(
+    ("speculative, trained", TRAINED,
+     ["--draft", str(TINY / "trained-assistant"), "--spec-tokens", "2", "-p", "And Jesus said",
+      "-n", "24", "--ignore-eos"],
+     "And Jesus said", {"max_tokens": 24, "ignore_eos": True}))
+
+
 @pytest.mark.parametrize("name,model,flags,prompt,sampling", CASES, ids=[c[0] for c in CASES])
 def test_generate_equals_cli(cli, name, model, flags, prompt, sampling):
     want = run_cli(cli, "-m", model, *flags)
     assert want["tokens"], f"{name}: the CLI generated nothing"
     if "thinking" in name:
         assert want["thinking"], f"{name}: the case no longer thinks; pick another prompt"
-    with gannet.Engine(model, backend="cpu", num_threads=THREADS) as e:
+    with gannet.Engine(model, backend="cpu", num_threads=THREADS, **CONFIGS.get(name, {})) as e:
         got = e.generate(prompt, **sampling)
         _same_as_cli(got, want)
+        if name in CONFIGS:  # speculation ran, with the CLI's drafts
+            assert got.usage.draft_tokens == want["draft_tokens"] > 0
+            assert got.usage.accepted_draft_tokens == want["accepted_draft_tokens"]
         # Streaming gives the same tokens and text, split into events.
         events = list(e.stream(prompt, **sampling))
     assert [ev.type for ev in events[:-1]] == ["token"] * (len(events) - 1)
