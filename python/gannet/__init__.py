@@ -21,6 +21,7 @@ from .errors import (
     ResourceExhaustedError,
     UnimplementedError,
 )
+from .log import log_to_python, log_to_stderr
 from .tokenizer import Tokenizer
 from .types import Completion, LoadProgress, Stats, StreamEvent, TokenLogprob, TopLogprob, Usage
 
@@ -28,6 +29,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "Engine", "Stream", "AsyncStream", "Tokenizer", "model_info", "version", "CONFIG_KEYS",
+    "log_to_python", "log_to_stderr",
     "Completion", "StreamEvent", "Usage", "Stats", "TokenLogprob", "TopLogprob", "LoadProgress",
     "GannetError", "InvalidArgumentError", "NotFoundError", "OutOfMemoryError",
     "ResourceExhaustedError", "UnimplementedError", "DataLossError", "DeviceLostError",

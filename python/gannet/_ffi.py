@@ -307,6 +307,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "gannet_version": (c_char_p, []),
         "gannet_version_code": (c_int32, []),
         "gannet_abi_version": (c_int32, []),
+        "gannet_set_log_callback": (None, [c_void_p, c_void_p, c_int32]),
         "gannet_engine_create": (st, [POINTER(EngineConfig), POINTER(c_void_p)]),
         "gannet_engine_destroy": (None, [c_void_p]),
         "gannet_model_info": (st, [c_char_p, POINTER(ModelInfo)]),

@@ -195,3 +195,23 @@ def test_deadline_and_queue_limit_raise_typed_errors(engine):
                 assert time.monotonic() < deadline, "the cancelled request kept its queue slot"
                 time.sleep(0.01)
     _idle(engine)
+
+
+def test_log_to_python(caplog):
+    import logging
+
+    gannet.log_to_python(level=logging.INFO)
+    try:
+        with caplog.at_level(logging.INFO, logger="gannet"):
+            with gannet.Engine(TRAINED, backend="cpu", num_threads=THREADS):
+                pass
+        msgs = [r.getMessage() for r in caplog.records if r.name == "gannet"]
+        assert any("engine:" in m and "loaded in" in m for m in msgs), msgs
+        assert all(r.levelno == logging.INFO for r in caplog.records if r.name == "gannet")
+    finally:
+        gannet.log_to_stderr()
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="gannet"):
+        with gannet.Engine(TRAINED, backend="cpu", num_threads=THREADS):
+            pass
+    assert not [r for r in caplog.records if r.name == "gannet"]  # back on stderr
