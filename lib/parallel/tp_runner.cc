@@ -118,6 +118,7 @@ TpRunner::~TpRunner() {
   for (Rank& rank : ranks_) {
     if (rank.worker == nullptr) continue;
     rank.worker->Post([&rank] {
+      rank.drafter.drafter.reset();  // it reads the runner's KV
       rank.shard.runner.reset();
       if (rank.parts.backend != nullptr) rank.parts.backend->ReleaseGraphs();
       rank.parts.collectives.reset();
@@ -254,6 +255,71 @@ absl::Status TpRunner::Forward(const runner::StepBatch& batch, runner::StepResul
         absl::Status st = shard.Forward(batch, r == 0 ? result : nullptr);
         if (st.ok() && r == 0) last_span_ = shard.LastStepDeviceSeconds();
         return st;
+      },
+      remote_ != nullptr ? &msg : nullptr);
+}
+
+namespace {
+
+// The DraftRunner of a group: every round through TpRunner::Draft.
+class TpDrafter : public spec::DraftRunner {
+ public:
+  TpDrafter(TpRunner* tp, const model::ModelConfig& config, uint64_t bytes)
+      : tp_(tp), config_(config), bytes_(bytes) {}
+  absl::Status Draft(std::span<const spec::DraftSeq> seqs, int steps,
+                     spec::DraftResult* result) override {
+    return tp_->Draft(seqs, steps, result);
+  }
+  const model::ModelConfig& config() const override { return config_; }
+  uint64_t weight_bytes() const override { return bytes_; }
+
+ private:
+  TpRunner* tp_;  // outlives this (the engine drops its speculative decoder first)
+  model::ModelConfig config_;
+  uint64_t bytes_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<spec::DraftRunner>> TpRunner::AttachDrafter(
+    const model::ModelConfig& config, const model::ModelWeights& weights,
+    const spec::DrafterOptions& options) {
+  MutexLock lock(&mu_);
+  if (ranks_[0].drafter.drafter != nullptr) {
+    return FailedPreconditionError("tensor parallel: the drafter is already attached");
+  }
+  const std::vector<uint8_t> msg = EncodeAttachDrafter(options);
+  GANNET_RETURN_IF_ERROR(RunOnAll(
+      [&](int r) -> absl::Status {
+        Rank& rank = ranks_[r];
+        absl::StatusOr<RankDrafter> made =
+            CreateRankDrafter(config, weights, rank.parts.collectives.get(), rank.parts.backend,
+                              rank.shard.runner.get(), options);
+        if (made.ok()) rank.drafter = *std::move(made);
+        if (remote_ == nullptr) return made.status();
+        // Every process says whether its drafter exists: all go on, or none.
+        return AgreeOverRanks(*rank.parts.collectives, made.status(), 0, "create its drafter")
+            .status();
+      },
+      remote_ != nullptr ? &msg : nullptr));
+  const uint64_t bytes = ranks_[0].drafter.drafter->weight_bytes() * world_;
+  GANNET_LOG_INFO("tensor parallel: the drafter on {} ranks, {} weights per rank", world_,
+                  FormatBytes(static_cast<int64_t>(ranks_[0].drafter.drafter->weight_bytes())));
+  return std::unique_ptr<spec::DraftRunner>(new TpDrafter(this, config, bytes));
+}
+
+absl::Status TpRunner::Draft(std::span<const spec::DraftSeq> seqs, int steps,
+                             spec::DraftResult* result) {
+  MutexLock lock(&mu_);
+  if (ranks_[0].drafter.drafter == nullptr) {
+    return FailedPreconditionError("tensor parallel: a draft round before AttachDrafter");
+  }
+  std::vector<uint8_t> msg;
+  if (remote_ != nullptr) msg = EncodeDraft(seqs, steps);
+  return RunOnAll(
+      [&](int r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        RankDrafter& d = ranks_[r].drafter;
+        return d.drafter->Draft(seqs, steps, r == 0 ? result : &d.scratch);
       },
       remote_ != nullptr ? &msg : nullptr);
 }

@@ -7,7 +7,7 @@
 
 namespace gannet::spec {
 
-absl::StatusOr<std::unique_ptr<SpecDecoder>> SpecDecoder::Create(std::unique_ptr<Drafter> drafter,
+absl::StatusOr<std::unique_ptr<SpecDecoder>> SpecDecoder::Create(std::unique_ptr<DraftRunner> drafter,
                                                                  const SpecOptions& options) {
   if (drafter == nullptr) return InvalidArgumentError("spec: no drafter");
   if (options.num_speculative_tokens < 1 ||
