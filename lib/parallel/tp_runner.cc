@@ -324,6 +324,12 @@ absl::Status TpRunner::Draft(std::span<const spec::DraftSeq> seqs, int steps,
       remote_ != nullptr ? &msg : nullptr);
 }
 
+std::vector<std::vector<int32_t>> TpRunner::RankDraftTokens(int r) {
+  MutexLock lock(&mu_);
+  if (r < 1 || r >= static_cast<int>(ranks_.size())) return {};
+  return ranks_[r].drafter.scratch.tokens;
+}
+
 int64_t TpRunner::MinFreeMemoryBytes() {
   int64_t m = remote_free_bytes_;  // the other processes' least, when the runners were made
   for (Rank& rank : ranks_) m = std::min(m, rank.parts.backend->FreeMemoryBytes());

@@ -77,6 +77,8 @@ class TpRunner : public runner::StepRunner {
       const spec::DrafterOptions& options);
   // One draft round on every rank (the DraftRunner's Draft); rank 0's result.
   absl::Status Draft(std::span<const spec::DraftSeq> seqs, int steps, spec::DraftResult* result);
+  // The tokens local rank r > 0 drew in the last round (tests: every rank draws the same).
+  std::vector<std::vector<int32_t>> RankDraftTokens(int r);
 
   int world_size() const { return world_; }
   // The least memory any rank of the group has free (after its weights and activations).
