@@ -18,77 +18,22 @@
 #include "lib/parallel/step_message.h"
 #include "lib/parallel/tp_worker.h"
 #include "lib/spec/drafter.h"
+#include "tests/parallel/tp_draft_util.h"
 #include "tests/parallel/tp_test_util.h"
 
 namespace gannet {
 namespace {
 
-constexpr int kPage = 16;
-constexpr int kSteps = 3;
-
-struct Pair {
-  std::unique_ptr<testing::LoadedModel> target, drafter;
-};
-
-Pair LoadPair(const std::string& variant) {
-  Pair p;
-  auto t = testing::LoadTinyModel(variant);
-  auto d = testing::LoadTinyModel(variant + "-assistant");
-  EXPECT_TRUE(t.ok() && d.ok());
-  if (t.ok()) p.target = std::move(*t);
-  if (d.ok()) p.drafter = std::move(*d);
-  return p;
-}
-
-spec::DrafterOptions Options() {
-  spec::DrafterOptions o;
-  o.max_seqs = testing::kTpSeqs;
-  o.max_steps = kSteps;
-  return o;
-}
-
-// kTpSeqs prompts prefilled in one step (a logits row each), then the round that drafts from it:
-// each sequence's bonus token is its row's arg-max.
-struct Round {
-  std::vector<std::vector<int32_t>> prompts, tables;
-  std::vector<spec::DraftSeq> seqs;
-};
-
-Round PrefillAndPlan(runner::StepRunner& r, bool sampled) {
-  Round round;
-  const int pages = testing::kTpMaxLen / kPage;
-  runner::StepBatch b;
-  for (int s = 0; s < testing::kTpSeqs; ++s) {
-    round.prompts.push_back(testing::TpPrompt(s, 6 + 7 * s));
-    round.tables.push_back(testing::IdentityPageTable(s, pages));
-  }
-  for (int s = 0; s < testing::kTpSeqs; ++s) {
-    b.seqs.push_back(testing::OneSequenceStep(round.prompts[s], round.tables[s]).seqs[0]);
-  }
-  runner::StepResult res;
-  absl::Status st = r.Forward(b, &res);
-  EXPECT_TRUE(st.ok()) << st;
-  if (!st.ok()) return round;
-  for (int s = 0; s < testing::kTpSeqs; ++s) {
-    const auto row = res.Row(s);
-    spec::DraftSeq d;
-    d.token = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-    d.hidden_row = s;
-    d.committed = static_cast<int64_t>(round.prompts[s].size());
-    d.page_table[0] = round.tables[s];
-    d.page_table[1] = round.tables[s];
-    for (int k = 0; k < kSteps; ++k) {
-      d.draws.push_back(sampled && s != 1 ? sampling::DrawParams{1.0f, 0, 1.0f, 0.0f, 77u + s}
-                                          : sampling::DrawParams::Greedy());
-    }
-    d.want_logits = sampled && s != 1;
-    round.seqs.push_back(d);
-  }
-  return round;
-}
+constexpr int kPage = testing::kTpDraftPage;
+constexpr int kSteps = testing::kTpDraftSteps;
+using testing::LoadPair;
+using testing::TpDrafterOptions;
+using testing::TinyPair;
+using testing::PrefillAndPlan;
+using testing::DraftRound;
 
 // One device's round: the reference.
-spec::DraftResult OneDevice(const Pair& p, bool sampled) {
+spec::DraftResult OneDevice(const TinyPair& p, bool sampled) {
   backend::CpuBackend be;
   auto r = testing::CreateTinyRunner(
       p.target->config, p.target->weights, &be,
@@ -99,10 +44,10 @@ spec::DraftResult OneDevice(const Pair& p, bool sampled) {
   spec::DraftResult res;
   if (!r.ok()) return res;
   auto d = spec::Drafter::Create(p.drafter->config, p.drafter->weights, p.target->config, r->get(),
-                                 &be, Options());
+                                 &be, TpDrafterOptions());
   EXPECT_TRUE(d.ok()) << d.status();
   if (!d.ok()) return res;
-  const Round round = PrefillAndPlan(**r, sampled);
+  const DraftRound round = PrefillAndPlan(**r, sampled);
   absl::Status st = (*d)->Draft(round.seqs, kSteps, &res);
   EXPECT_TRUE(st.ok()) << st;
   return res;
@@ -116,7 +61,7 @@ struct RemoteGroup {
   std::unique_ptr<parallel::TpRunner> runner;
 };
 
-std::unique_ptr<RemoteGroup> MakeRemoteGroup(const Pair& p, int world) {
+std::unique_ptr<RemoteGroup> MakeRemoteGroup(const TinyPair& p, int world) {
   auto g = std::make_unique<RemoteGroup>();
   g->group = std::make_shared<parallel::HostGroup>(world);
   for (int r = 0; r < world; ++r) g->backends.push_back(std::make_unique<backend::CpuBackend>());
@@ -162,7 +107,7 @@ class TpDrafterTest : public ::testing::TestWithParam<std::tuple<std::string, in
 
 TEST_P(TpDrafterTest, RoundsOfOneDeviceInOneProcessAndAcrossTheChannel) {
   const auto& [variant, world] = GetParam();
-  const Pair p = LoadPair(variant);
+  const TinyPair p = LoadPair(variant);
   ASSERT_NE(p.drafter, nullptr);
   for (bool sampled : {false, true}) {
     const std::string what =
@@ -173,10 +118,10 @@ TEST_P(TpDrafterTest, RoundsOfOneDeviceInOneProcessAndAcrossTheChannel) {
     testing::HostTpGroup local = testing::MakeHostTpGroup(
         *p.target, world, kPage, [](int) { return std::make_unique<backend::CpuBackend>(); });
     ASSERT_NE(local.runner, nullptr);
-    auto drafter = local.runner->AttachDrafter(p.drafter->config, p.drafter->weights, Options());
+    auto drafter = local.runner->AttachDrafter(p.drafter->config, p.drafter->weights, TpDrafterOptions());
     ASSERT_TRUE(drafter.ok()) << drafter.status();
     EXPECT_EQ((*drafter)->config().text.vocab_size, p.drafter->config.text.vocab_size);
-    const Round round = PrefillAndPlan(*local.runner, sampled);
+    const DraftRound round = PrefillAndPlan(*local.runner, sampled);
     spec::DraftResult in_process;
     ASSERT_TRUE((*drafter)->Draft(round.seqs, kSteps, &in_process).ok());
     ExpectSameRound(in_process, want, what + " in one process");
@@ -186,9 +131,9 @@ TEST_P(TpDrafterTest, RoundsOfOneDeviceInOneProcessAndAcrossTheChannel) {
 
     auto remote = MakeRemoteGroup(p, world);
     ASSERT_NE(remote, nullptr);
-    auto rd = remote->runner->AttachDrafter(p.drafter->config, p.drafter->weights, Options());
+    auto rd = remote->runner->AttachDrafter(p.drafter->config, p.drafter->weights, TpDrafterOptions());
     ASSERT_TRUE(rd.ok()) << rd.status();
-    const Round rround = PrefillAndPlan(*remote->runner, sampled);
+    const DraftRound rround = PrefillAndPlan(*remote->runner, sampled);
     spec::DraftResult across;
     ASSERT_TRUE((*rd)->Draft(rround.seqs, kSteps, &across).ok());
     // The same arithmetic as in one process (rank-order sums): the same bits.
@@ -226,7 +171,7 @@ class FailingBackend final : public backend::ForwardingBackend {
 };
 
 TEST(TpDrafterFailureTest, ARankFailingMidRoundBreaksTheGroupWithoutHanging) {
-  const Pair p = LoadPair("31b");
+  const TinyPair p = LoadPair("31b");
   ASSERT_NE(p.drafter, nullptr);
   // The prefill step makes one Attention call per target layer; the next fails in the drafter's
   // second layer, while rank 0 waits for rank 1 in that layer's all-reduce.
@@ -237,9 +182,9 @@ TEST(TpDrafterFailureTest, ARankFailingMidRoundBreaksTheGroupWithoutHanging) {
     return b;
   });
   ASSERT_NE(g.runner, nullptr);
-  auto drafter = g.runner->AttachDrafter(p.drafter->config, p.drafter->weights, Options());
+  auto drafter = g.runner->AttachDrafter(p.drafter->config, p.drafter->weights, TpDrafterOptions());
   ASSERT_TRUE(drafter.ok()) << drafter.status();
-  const Round round = PrefillAndPlan(*g.runner, false);
+  const DraftRound round = PrefillAndPlan(*g.runner, false);
   spec::DraftResult res;
   absl::Status st = (*drafter)->Draft(round.seqs, kSteps, &res);
   EXPECT_TRUE(IsDeviceLost(st)) << st;
@@ -252,13 +197,13 @@ TEST(TpDrafterFailureTest, ARankFailingMidRoundBreaksTheGroupWithoutHanging) {
 }
 
 TEST(TpDrafterFailureTest, AVanishedRankFailsTheRoundWithDeviceLost) {
-  const Pair p = LoadPair("e2b");
+  const TinyPair p = LoadPair("e2b");
   ASSERT_NE(p.drafter, nullptr);
   auto g = MakeRemoteGroup(p, 2);
   ASSERT_NE(g, nullptr);
-  auto drafter = g->runner->AttachDrafter(p.drafter->config, p.drafter->weights, Options());
+  auto drafter = g->runner->AttachDrafter(p.drafter->config, p.drafter->weights, TpDrafterOptions());
   ASSERT_TRUE(drafter.ok()) << drafter.status();
-  const Round round = PrefillAndPlan(*g->runner, false);
+  const DraftRound round = PrefillAndPlan(*g->runner, false);
   g->workers[0].reset();  // rank 1 leaves between the step and the round
   spec::DraftResult res;
   absl::Status st = (*drafter)->Draft(round.seqs, kSteps, &res);
@@ -266,7 +211,7 @@ TEST(TpDrafterFailureTest, AVanishedRankFailsTheRoundWithDeviceLost) {
 }
 
 TEST(TpDrafterFailureTest, ARankWithoutTheDraftModelIsNamed) {
-  const Pair p = LoadPair("31b");
+  const TinyPair p = LoadPair("31b");
   ASSERT_NE(p.drafter, nullptr);
   auto group = std::make_shared<parallel::HostGroup>(2);
   backend::CpuBackend be0, be1;
@@ -281,7 +226,7 @@ TEST(TpDrafterFailureTest, ARankWithoutTheDraftModelIsNamed) {
                                    256),
       group->Channel(0));
   ASSERT_TRUE(tp.ok()) << tp.status();
-  auto drafter = (*tp)->AttachDrafter(p.drafter->config, p.drafter->weights, Options());
+  auto drafter = (*tp)->AttachDrafter(p.drafter->config, p.drafter->weights, TpDrafterOptions());
   ASSERT_FALSE(drafter.ok());
   EXPECT_TRUE(IsDeviceLost(drafter.status())) << drafter.status();
   EXPECT_NE(drafter.status().message().find("create its drafter"), std::string::npos)
@@ -324,7 +269,7 @@ TEST(StepMessageTest, DraftRoundsRoundTripAndRejectTornMessages) {
   for (size_t n = 0; n < msg.size(); ++n) {
     EXPECT_FALSE(parallel::DecodeDraft(std::span<const uint8_t>(msg.data(), n), &d).ok()) << n;
   }
-  auto o = parallel::DecodeAttachDrafter(parallel::EncodeAttachDrafter(Options()));
+  auto o = parallel::DecodeAttachDrafter(parallel::EncodeAttachDrafter(TpDrafterOptions()));
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->max_seqs, testing::kTpSeqs);
   EXPECT_EQ(o->max_steps, kSteps);
