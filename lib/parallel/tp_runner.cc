@@ -272,6 +272,7 @@ class TpDrafter : public spec::DraftRunner {
   }
   const model::ModelConfig& config() const override { return config_; }
   uint64_t weight_bytes() const override { return bytes_; }
+  absl::StatusOr<double> TakeDeviceSeconds() override { return tp_->TakeDraftDeviceSeconds(); }
 
  private:
   TpRunner* tp_;  // outlives this (the engine drops its speculative decoder first)
@@ -317,11 +318,26 @@ absl::Status TpRunner::Draft(std::span<const spec::DraftSeq> seqs, int steps,
   std::vector<uint8_t> msg;
   if (remote_ != nullptr) msg = EncodeDraft(seqs, steps);
   return RunOnAll(
-      [&](int r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      [&](int r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
         RankDrafter& d = ranks_[r].drafter;
-        return d.drafter->Draft(seqs, steps, r == 0 ? result : &d.scratch);
+        if (r != 0) return d.drafter->Draft(seqs, steps, &d.scratch);
+        // Rank 0's device span, on its own thread (as Forward's).
+        backend::Backend& be = *ranks_[0].parts.backend;
+        GANNET_RETURN_IF_ERROR(be.BeginDeviceSpan());
+        GANNET_RETURN_IF_ERROR(d.drafter->Draft(seqs, steps, result));
+        GANNET_RETURN_IF_ERROR(be.EndDeviceSpan());
+        GANNET_ASSIGN_OR_RETURN(const double span, be.DeviceSpanSeconds());
+        draft_seconds_ += span;
+        return absl::OkStatus();
       },
       remote_ != nullptr ? &msg : nullptr);
+}
+
+double TpRunner::TakeDraftDeviceSeconds() {
+  MutexLock lock(&mu_);
+  const double s = draft_seconds_;
+  draft_seconds_ = 0;
+  return s;
 }
 
 std::vector<std::vector<int32_t>> TpRunner::RankDraftTokens(int r) {

@@ -77,6 +77,8 @@ class TpRunner : public runner::StepRunner {
       const spec::DrafterOptions& options);
   // One draft round on every rank (the DraftRunner's Draft); rank 0's result.
   absl::Status Draft(std::span<const spec::DraftSeq> seqs, int steps, spec::DraftResult* result);
+  // Rank 0's device time of the rounds since the last call (measured on its worker).
+  double TakeDraftDeviceSeconds();
   // The tokens local rank r > 0 drew in the last round (tests: every rank draws the same).
   std::vector<std::vector<int32_t>> RankDraftTokens(int r);
 
@@ -114,6 +116,7 @@ class TpRunner : public runner::StepRunner {
   // round trip to the worker after the step would put a thread hand-off on every step's critical
   // path).
   absl::StatusOr<double> last_span_ ABSL_GUARDED_BY(mu_) = 0.0;
+  double draft_seconds_ ABSL_GUARDED_BY(mu_) = 0;  // rank 0's device time of the draft rounds
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   CondVar stop_cv_;
   std::thread heartbeat_;

@@ -83,6 +83,12 @@ class DraftRunner {
   virtual const model::ModelConfig& config() const = 0;
   // Bytes of weights, over all devices.
   virtual uint64_t weight_bytes() const = 0;
+  // The device time of the rounds since the last call, where the runner measures it itself (a
+  // group: rank 0's device, on the thread that drives it); Unavailable where the caller measures
+  // it on its own device around Draft (one device).
+  virtual absl::StatusOr<double> TakeDeviceSeconds() {
+    return absl::UnavailableError("the caller measures the drafter's device time");
+  }
 };
 
 class Drafter : public DraftRunner {

@@ -59,6 +59,8 @@ class SpecDecoder {
 
   int num_speculative_tokens() const { return options_.num_speculative_tokens; }
   const DraftRunner& drafter() const { return *drafter_; }
+  // DraftRunner::TakeDeviceSeconds of the drafter.
+  absl::StatusOr<double> TakeDeviceSeconds() { return drafter_->TakeDeviceSeconds(); }
   const SpecStats& stats() const { return stats_; }
 
  private:
