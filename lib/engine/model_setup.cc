@@ -88,7 +88,8 @@ absl::StatusOr<int> TensorParallelSize(const EngineConfig& cfg) {
 absl::Status CheckTensorParallel(const EngineConfig& cfg, const LoadedEngineParts& p, int world) {
   GANNET_RETURN_IF_ERROR(model::CheckTpShardable(p.config, world));
   if (cfg.draft_model_dir.empty()) return absl::OkStatus();
-  absl::Status draft = model::CheckTpShardable(p.draft.config, world, model::MoeSplit::kIntermediate);
+  absl::Status draft =
+      model::CheckTpShardable(p.draft.config, world, model::MoeSplit::kIntermediate);
   if (!draft.ok()) {
     return InvalidArgumentError("engine: the draft model {} does not split over {} ranks: {}",
                                 cfg.draft_model_dir, world, draft.message());
@@ -198,9 +199,9 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
     }
     parallel::DraftModelRef draft;
     if (speculate) draft = {&p->draft.config, &p->draft.weights};
-    p->tp_worker = parallel::TpWorker::Start(p->config, p->weights, p->backend.get(),
-                                             std::move(p->tp_collectives[0]),
-                                             std::move(p->tp_channel), draft);
+    p->tp_worker =
+        parallel::TpWorker::Start(p->config, p->weights, p->backend.get(),
+                                  std::move(p->tp_collectives[0]), std::move(p->tp_channel), draft);
     GANNET_LOG_INFO("engine: rank {} of a tensor-parallel group of {} on {}, serving rank 0",
                     p->tp_rank, p->tensor_parallel_size, p->backend->DeviceName());
     return p;
@@ -301,8 +302,9 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
     setup.override_drafts = cfg.override_drafts;
     if (tp_runner != nullptr) {
       // Every rank drafts with its shard of the assistant (lib/parallel/tp_runner.h).
-      GANNET_ASSIGN_OR_RETURN(auto drafter, tp_runner->AttachDrafter(p->draft.config, p->draft.weights,
-                                                                     spec::DrafterOptionsFor(setup)));
+      GANNET_ASSIGN_OR_RETURN(auto drafter,
+                              tp_runner->AttachDrafter(p->draft.config, p->draft.weights,
+                                                       spec::DrafterOptionsFor(setup)));
       GANNET_ASSIGN_OR_RETURN(p->spec, spec::CreateSpecDecoder(std::move(drafter), setup));
     } else {
       GANNET_ASSIGN_OR_RETURN(p->spec,

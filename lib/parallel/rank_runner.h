@@ -37,9 +37,9 @@ struct RankDrafter {
   spec::DraftResult scratch;  // the result of a rank other than 0 (only rank 0's is returned)
 };
 
-// The shard of the MTP assistant `config`/`weights` for the rank of `collectives` (model/tp_shard.h:
-// its q heads those that read the rank's KV heads), drafting for `target`, the rank's runner
-// (whose config is the target's shard geometry).
+// The shard of the MTP assistant `config`/`weights` for the rank of `collectives`
+// (model/tp_shard.h: its q heads those that read the rank's KV heads), drafting for `target`, the
+// rank's runner (whose config is the target's shard geometry).
 absl::StatusOr<RankDrafter> CreateRankDrafter(const model::ModelConfig& config,
                                               const model::ModelWeights& weights,
                                               backend::Collectives* collectives,

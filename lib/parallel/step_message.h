@@ -1,8 +1,8 @@
 // What rank 0 of a multi-process tensor-parallel group tells the other ranks, as bytes: the
 // runner limits (once), the KV layout (once), the drafter's limits (once, with speculative
-// decoding), every step's batch and every draft round, heartbeats while idle, and the end. The receiving ranks rebuild the same values and run their shard of each step. Decoding
-// checks every length against the message, so a corrupt message is an error, never a read past
-// its end.
+// decoding), every step's batch and every draft round, heartbeats while idle, and the end. The
+// receiving ranks rebuild the same values and run their shard of each step. Decoding checks every
+// length against the message, so a corrupt message is an error, never a read past its end.
 #pragma once
 
 #include <cstdint>
@@ -18,11 +18,11 @@
 namespace gannet::parallel {
 
 enum class StepOp : int32_t {
-  kInit = 1,       // runner options
-  kAttachKv = 2,   // the KV layout
-  kStep = 3,       // a StepBatch
-  kHeartbeat = 4,  // nothing; rank 0 is alive and idle
-  kShutdown = 5,   // rank 0 is destroying the engine
+  kInit = 1,           // runner options
+  kAttachKv = 2,       // the KV layout
+  kStep = 3,           // a StepBatch
+  kHeartbeat = 4,      // nothing; rank 0 is alive and idle
+  kShutdown = 5,       // rank 0 is destroying the engine
   kAttachDrafter = 6,  // the drafter's options (speculative decoding)
   kDraft = 7,          // a draft round: its sequences and steps
 };

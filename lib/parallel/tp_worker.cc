@@ -145,13 +145,17 @@ absl::Status TpWorker::Handle(std::span<const uint8_t> msg, bool* done) {
       return AgreeOverRanks(*collectives_, made.status(), 0, "create its drafter").status();
     }
     case StepOp::kDraft: {
-      if (drafter_.drafter == nullptr) return InternalError("tensor parallel: a draft round before the drafter");
+      if (drafter_.drafter == nullptr) {
+        return InternalError("tensor parallel: a draft round before the drafter");
+      }
       DecodedDraft round;
       GANNET_RETURN_IF_ERROR(DecodeDraft(msg, &round));
       absl::Status st = drafter_.drafter->Draft(round.seqs, round.steps, &drafter_.scratch);
       // As a step: a round every rank rejects alike leaves the group usable; anything else not.
       if (!st.ok() && IsDeviceLost(st)) return st;
-      if (!st.ok()) GANNET_LOG_WARNING("tensor parallel rank {}: draft round failed: {}", rank_, st.message());
+      if (!st.ok()) {
+        GANNET_LOG_WARNING("tensor parallel rank {}: draft round failed: {}", rank_, st.message());
+      }
       return absl::OkStatus();
     }
     case StepOp::kHeartbeat:

@@ -65,9 +65,9 @@ absl::StatusOr<std::unique_ptr<SpecDecoder>> CreateSpecDecoder(const DraftModel&
                                                                runner::ModelRunner* target_runner,
                                                                backend::Backend* backend,
                                                                const SpecSetup& setup) {
-  GANNET_ASSIGN_OR_RETURN(auto drafter,
-                          Drafter::Create(draft.config, draft.weights, target, target_runner,
-                                          backend, DrafterOptionsFor(setup)));
+  GANNET_ASSIGN_OR_RETURN(
+      auto drafter, Drafter::Create(draft.config, draft.weights, target, target_runner, backend,
+                                    DrafterOptionsFor(setup)));
   return CreateSpecDecoder(std::move(drafter), setup);
 }
 

@@ -138,12 +138,12 @@ class Drafter::Impl {
   bool kv_attached = false;
   // Tensor parallelism (the target runner's group; null on one device).
   backend::Collectives* tp = nullptr;
-  int64_t head_cols = 0;       // vocabulary columns of this rank's LM head
-  int64_t vocab_begin = 0;     // the first token id of the rank's embedding shard
-  Tensor emb;                  // [S, Hb]: the input tokens' embedding rows before their sum
-  Tensor local_ids;            // [S, 1] int32: step k > 0's input ids as rows of the rank's shard
-  Tensor logits_shard;         // [world, S, V / world] f32: every rank's head block (dense head)
-  Tensor pick_blocks, picks;   // [world * S, 2] and [S, 2 * world]: the ranks' arg-maxes
+  int64_t head_cols = 0;      // vocabulary columns of this rank's LM head
+  int64_t vocab_begin = 0;    // the first token id of the rank's embedding shard
+  Tensor emb;                 // [S, Hb]: the input tokens' embedding rows before their sum
+  Tensor local_ids;           // [S, 1] int32: step k > 0's input ids as rows of the rank's shard
+  Tensor logits_shard;        // [world, S, V / world] f32: every rank's head block (dense head)
+  Tensor pick_blocks, picks;  // [world * S, 2] and [S, 2 * world]: the ranks' arg-maxes
 
   // The block of the rank's LM head output for n rows, and all ranks' blocks.
   Tensor HeadBlock(int n) const {
@@ -156,7 +156,9 @@ class Drafter::Impl {
   // PostNormResidual of the sum over the group's ranks (of y itself on one device).
   absl::Status SumPostNormResidual(Tensor y, Tensor post_w, Tensor residual, Tensor scalar,
                                    Tensor next_w, Tensor next_out, float eps) {
-    if (tp == nullptr) return be->PostNormResidual(y, post_w, residual, scalar, next_w, next_out, eps);
+    if (tp == nullptr) {
+      return be->PostNormResidual(y, post_w, residual, scalar, next_w, next_out, eps);
+    }
     return tp->AllReducePostNormResidual(*be, y, post_w, residual, scalar, next_w, next_out, eps);
   }
 
@@ -299,7 +301,8 @@ absl::Status Drafter::Impl::Step(int n, int k, const backend::StepMetadata& attn
   } else {
     // The target's table is vocabulary-parallel: each rank embeds the ids of its shard (others
     // are -1, zero rows) and the sum puts every row together on every rank.
-    const Tensor local = k == 0 ? meta.token_ids(n) : local_ids.Reshape({local_ids.numel()}).Rows(0, n);
+    const Tensor local =
+        k == 0 ? meta.token_ids(n) : local_ids.Reshape({local_ids.numel()}).Rows(0, n);
     Tensor e = emb.Rows(0, n);
     GANNET_RETURN_IF_ERROR(
         be->Embed(local, target_runner->embed_table(), target_runner->embed_scale(), e));
@@ -530,8 +533,8 @@ absl::Status Drafter::Impl::RoundWithHostDraws(std::span<const DraftSeq> seqs, i
   return absl::OkStatus();
 }
 
-absl::Status Drafter::Impl::DrawFullRows(std::span<const DraftSeq> seqs, int k,
-                                         DraftResult* result, std::vector<int32_t>* tokens) {
+absl::Status Drafter::Impl::DrawFullRows(std::span<const DraftSeq> seqs, int k, DraftResult* result,
+                                         std::vector<int32_t>* tokens) {
   const int n = static_cast<int>(seqs.size());
   const int64_t vocab = config.text.vocab_size;
   GANNET_RETURN_IF_ERROR(UploadDraws(seqs, n, k));

@@ -109,9 +109,8 @@ TEST(CudaTpTest, OneGpuDrafterThroughTheNcclPathDraftsAsThePlainDrafter) {
     ASSERT_TRUE(group_drafter.ok()) << group_drafter.status();
     auto opts = testing::SimpleRunnerOptions(p.target->config, kPage, testing::kTpMaxLen,
                                              testing::kTpSeqs, 256);
-    auto plain = testing::CreateTinyRunner(p.target->config, p.target->weights,
-                                           g.backends[0].get(), opts, testing::kTpMaxLen,
-                                           testing::kTpSeqs);
+    auto plain = testing::CreateTinyRunner(p.target->config, p.target->weights, g.backends[0].get(),
+                                           opts, testing::kTpMaxLen, testing::kTpSeqs);
     ASSERT_TRUE(plain.ok()) << plain.status();
     auto plain_drafter =
         spec::Drafter::Create(p.drafter->config, p.drafter->weights, p.target->config, plain->get(),
@@ -129,7 +128,8 @@ TEST(CudaTpTest, OneGpuDrafterThroughTheNcclPathDraftsAsThePlainDrafter) {
       for (size_t i = 0; i < want.logits.size(); ++i) {
         ASSERT_EQ(got.logits[i].size(), want.logits[i].size());
         float scale = 0;
-        for (float x : want.logits[i]) scale = std::isinf(x) ? scale : std::max(scale, std::fabs(x));
+        for (float x : want.logits[i])
+          scale = std::isinf(x) ? scale : std::max(scale, std::fabs(x));
         for (size_t j = 0; j < want.logits[i].size(); ++j) {
           if (std::isinf(want.logits[i][j])) {
             EXPECT_EQ(got.logits[i][j], want.logits[i][j]);

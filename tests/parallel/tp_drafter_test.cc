@@ -26,11 +26,11 @@ namespace {
 
 constexpr int kPage = testing::kTpDraftPage;
 constexpr int kSteps = testing::kTpDraftSteps;
-using testing::LoadPair;
-using testing::TpDrafterOptions;
-using testing::TinyPair;
-using testing::PrefillAndPlan;
 using testing::DraftRound;
+using testing::LoadPair;
+using testing::PrefillAndPlan;
+using testing::TinyPair;
+using testing::TpDrafterOptions;
 
 // One device's round: the reference.
 spec::DraftResult OneDevice(const TinyPair& p, bool sampled) {
@@ -118,7 +118,8 @@ TEST_P(TpDrafterTest, RoundsOfOneDeviceInOneProcessAndAcrossTheChannel) {
     testing::HostTpGroup local = testing::MakeHostTpGroup(
         *p.target, world, kPage, [](int) { return std::make_unique<backend::CpuBackend>(); });
     ASSERT_NE(local.runner, nullptr);
-    auto drafter = local.runner->AttachDrafter(p.drafter->config, p.drafter->weights, TpDrafterOptions());
+    auto drafter =
+        local.runner->AttachDrafter(p.drafter->config, p.drafter->weights, TpDrafterOptions());
     ASSERT_TRUE(drafter.ok()) << drafter.status();
     EXPECT_EQ((*drafter)->config().text.vocab_size, p.drafter->config.text.vocab_size);
     const DraftRound round = PrefillAndPlan(*local.runner, sampled);
@@ -131,7 +132,8 @@ TEST_P(TpDrafterTest, RoundsOfOneDeviceInOneProcessAndAcrossTheChannel) {
 
     auto remote = MakeRemoteGroup(p, world);
     ASSERT_NE(remote, nullptr);
-    auto rd = remote->runner->AttachDrafter(p.drafter->config, p.drafter->weights, TpDrafterOptions());
+    auto rd =
+        remote->runner->AttachDrafter(p.drafter->config, p.drafter->weights, TpDrafterOptions());
     ASSERT_TRUE(rd.ok()) << rd.status();
     const DraftRound rround = PrefillAndPlan(*remote->runner, sampled);
     spec::DraftResult across;
@@ -201,7 +203,8 @@ TEST(TpDrafterFailureTest, AVanishedRankFailsTheRoundWithDeviceLost) {
   ASSERT_NE(p.drafter, nullptr);
   auto g = MakeRemoteGroup(p, 2);
   ASSERT_NE(g, nullptr);
-  auto drafter = g->runner->AttachDrafter(p.drafter->config, p.drafter->weights, TpDrafterOptions());
+  auto drafter =
+      g->runner->AttachDrafter(p.drafter->config, p.drafter->weights, TpDrafterOptions());
   ASSERT_TRUE(drafter.ok()) << drafter.status();
   const DraftRound round = PrefillAndPlan(*g->runner, false);
   g->workers[0].reset();  // rank 1 leaves between the step and the round

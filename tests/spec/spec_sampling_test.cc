@@ -133,10 +133,11 @@ TEST(SpecSamplingTp, TwoRanksDistributedAsPlainSampling) {
   const auto b = Sample(*spec, 1.0f, 1.0f, 10'000'000, &ss, draws);
   const double joint = TwoSample(a, b), second = TwoSample(a, b, 1, 2),
                third = TwoSample(a, b, 2, 3);
-  std::printf("tp 2, %d draws: %zu and %zu distinct outputs; p joint %.4f, 2nd token %.4f, 3rd "
-              "token %.4f; %ld drafts, %ld accepted\n",
-              draws, a.size(), b.size(), joint, second, third,
-              static_cast<long>(ss.spec_draft_tokens), static_cast<long>(ss.spec_accepted_tokens));
+  std::printf(
+      "tp 2, %d draws: %zu and %zu distinct outputs; p joint %.4f, 2nd token %.4f, 3rd "
+      "token %.4f; %ld drafts, %ld accepted\n",
+      draws, a.size(), b.size(), joint, second, third, static_cast<long>(ss.spec_draft_tokens),
+      static_cast<long>(ss.spec_accepted_tokens));
   EXPECT_GT(joint, 1e-3);
   EXPECT_GT(second, 1e-3);
   EXPECT_GT(third, 1e-3);

@@ -90,7 +90,7 @@ struct EngineSetup {
   int kv_full_pages = 0, kv_sliding_pages = 0;
   std::function<void(uint64_t, int64_t, std::vector<int32_t>*)> override_drafts = {};
   std::string backend = "cpu";
-  int tensor_parallel_size = 1;  // CPU: ranks as threads (lib/parallel)
+  int tensor_parallel_size = 1;     // CPU: ranks as threads (lib/parallel)
   std::string kv_cache_dtype = {};  // "" = the backend's default
   int max_model_len = 160;
 };
