@@ -333,6 +333,11 @@ absl::Status TpRunner::Draft(std::span<const spec::DraftSeq> seqs, int steps,
       remote_ != nullptr ? &msg : nullptr);
 }
 
+int TpRunner::num_graphs() {
+  MutexLock lock(&mu_);  // no step in flight
+  return ranks_[0].shard.runner->num_graphs();
+}
+
 double TpRunner::TakeDraftDeviceSeconds() {
   MutexLock lock(&mu_);
   const double s = draft_seconds_;

@@ -77,6 +77,8 @@ class TpRunner : public runner::StepRunner {
       const spec::DrafterOptions& options);
   // One draft round on every rank (the DraftRunner's Draft); rank 0's result.
   absl::Status Draft(std::span<const spec::DraftSeq> seqs, int steps, spec::DraftResult* result);
+  // Graphs rank 0's runner has recorded so far (its steps; tests).
+  int num_graphs();
   // Rank 0's device time of the rounds since the last call (measured on its worker).
   double TakeDraftDeviceSeconds();
   // The tokens local rank r > 0 drew in the last round (tests: every rank draws the same).

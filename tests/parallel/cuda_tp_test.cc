@@ -93,6 +93,35 @@ TEST(CudaTpTest, OneGpuThroughTheNcclPathIsThePlainRunner) {
   }
 }
 
+// The verify step of `drafts` after `round` (each sequence's chunk [bonus, d1..dK] at its
+// committed length, a greedy device-sampled row per token); `sampled` gets the rows' tokens.
+absl::Status VerifyStep(runner::StepRunner& r, const testing::DraftRound& round,
+                        const spec::DraftResult& drafts, std::vector<int32_t>* sampled) {
+  std::vector<std::vector<int32_t>> chunks;
+  runner::StepBatch b;
+  for (size_t s = 0; s < round.seqs.size(); ++s) {
+    chunks.push_back({round.seqs[s].token});
+    chunks.back().insert(chunks.back().end(), drafts.tokens[s].begin(), drafts.tokens[s].end());
+  }
+  for (size_t s = 0; s < round.seqs.size(); ++s) {
+    runner::SeqStep q;
+    q.tokens = chunks[s];
+    q.start_pos = static_cast<int32_t>(round.seqs[s].committed);
+    q.page_table[0] = round.tables[s];
+    q.page_table[1] = round.tables[s];
+    q.logits = runner::SeqStep::Logits::kAll;
+    b.seqs.push_back(q);
+    for (size_t t = 0; t < chunks[s].size(); ++t) {
+      b.device_sampling.push_back(sampling::DrawParams::Greedy());
+      b.host_logits.push_back(0);
+    }
+  }
+  runner::StepResult res;
+  GANNET_RETURN_IF_ERROR(r.Forward(b, &res));
+  *sampled = res.sampled;
+  return absl::OkStatus();
+}
+
 // A draft round of the group's drafter (eager: the rank-local embedding ids go through the host,
 // the dense head's arg-max through ShardArgmax and the pair exchange) against the plain drafter
 // over a plain runner on the same GPU (its greedy rounds replayed from graphs): the same tokens;
@@ -124,6 +153,18 @@ TEST(CudaTpTest, OneGpuDrafterThroughTheNcclPathDraftsAsThePlainDrafter) {
       spec::DraftResult got;
       ASSERT_TRUE((*group_drafter)->Draft(b.seqs, testing::kTpDraftSteps, &got).ok());
       EXPECT_EQ(got.tokens, want.tokens) << variant << (sampled ? " sampled" : " greedy");
+      if (!sampled) {
+        // The verify chunks of these drafts ([bonus, d1..dK], a greedy row each): a uniform step,
+        // recorded as a graph by the group as by one device, and replayed the second time.
+        const int before = g.runner->num_graphs();
+        std::vector<int32_t> a_tokens, b_tokens;
+        ASSERT_TRUE(VerifyStep(**plain, a, want, &a_tokens).ok());
+        ASSERT_TRUE(VerifyStep(*g.runner, b, want, &b_tokens).ok());
+        EXPECT_EQ(g.runner->num_graphs(), before + 1) << variant << ": the verify step was not recorded";
+        ASSERT_TRUE(VerifyStep(*g.runner, b, want, &b_tokens).ok());
+        EXPECT_EQ(g.runner->num_graphs(), before + 1) << variant << ": recorded again";
+        EXPECT_EQ(b_tokens, a_tokens) << variant;
+      }
       ASSERT_EQ(got.logits.size(), want.logits.size());
       for (size_t i = 0; i < want.logits.size(); ++i) {
         ASSERT_EQ(got.logits[i].size(), want.logits[i].size());
