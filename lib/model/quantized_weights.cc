@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <span>
 
 #include "fmt/format.h"
 #include "fmt/ranges.h"
@@ -222,10 +223,16 @@ absl::StatusOr<std::optional<WeightView>> BindCompressedTensors(
   const bool down = s.layer_slot == &LayerWeights::experts_down;
   if (gate_up || down) {
     const std::string base = s.name.substr(0, s.name.rfind("experts.") + 8);  // "...experts."
-    const bool per_expert = ckpt.Find(base + "0.gate_proj.weight") != nullptr ||
-                            ckpt.Find(base + "0.gate_proj.weight_packed") != nullptr ||
-                            ckpt.Find(base + "0.down_proj.weight") != nullptr ||
-                            ckpt.Find(base + "0.down_proj.weight_packed") != nullptr;
+    // Each fused tensor on its own: a checkpoint may split one (down_proj) and not the other.
+    bool per_expert = false;
+    static constexpr const char* kGateUp[] = {"gate_proj", "up_proj"};
+    static constexpr const char* kDown[] = {"down_proj"};
+    for (const char* proj :
+         gate_up ? std::span<const char* const>(kGateUp) : std::span<const char* const>(kDown)) {
+      for (const char* t : {".weight", ".weight_packed"}) {
+        per_expert |= ckpt.Find(fmt::format("{}0.{}{}", base, proj, t)) != nullptr;
+      }
+    }
     if (!per_expert) {
       if (ckpt.Find(s.name) == nullptr) {
         return InvalidArgumentError(
