@@ -64,7 +64,9 @@ fn rust_layout() -> BTreeMap<String, (i64, i64)> {
             num_full_layers, num_kv_shared_layers, hidden_size, vocab_size,
             max_position_embeddings, sliding_window, num_attention_heads, num_kv_heads,
             num_full_kv_heads, head_dim, full_head_dim, num_experts, top_k_experts,
-            kv_bytes_per_token_sliding, kv_bytes_per_token_full,
+            kv_bytes_per_token_sliding, kv_bytes_per_token_full, weight_format,
+            weight_bytes_attention, weight_bytes_mlp, weight_bytes_experts,
+            weight_bytes_embeddings, weight_bytes_other, kept_plain,
         }
         gannet_chat_message_t { struct_size, role, content }
         gannet_request_t {
