@@ -15,6 +15,7 @@
 
 #include "gtest/gtest.h"
 #include "lib/backend/cpu/cpu_backend.h"
+#include "lib/common/file_util.h"
 #include "lib/common/status.h"
 #include "lib/model/checkpoint.h"
 #include "lib/model/config.h"
@@ -186,6 +187,71 @@ INSTANTIATE_TEST_SUITE_P(
       for (char& ch : s) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
       return s;
     });
+
+// A MoE checkpoint whose experts are plain per-expert modules (experts.{i}.gate_proj.weight, ...,
+// the layout compressed-tensors checkpoints use when `ignore` keeps the experts) gathers them into
+// the fused weights: logits equal those of the same checkpoint with fused 3-D expert tensors.
+TEST(QuantizedPerExpert, PlainPerExpertModulesEqualTheFusedTensors) {
+  TempDir tmp;
+  ASSERT_FALSE(tmp.path.empty());
+  const std::string fused = tmp.path + "/fused", split = tmp.path + "/split";
+  // int4-g32 keeps 26b-a4b's gate_up experts fused in bf16 (width 40 is not a multiple of 32).
+  ASSERT_TRUE(
+      model::QuantizeCheckpoint(testing::TinyModelDir("26b-a4b"), fused, model::QuantizeOptions{})
+          .ok());
+  auto ckpt = model::Checkpoint::Open(fused, {.text_only = false});
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  std::vector<model::TensorToWrite> out;
+  int split_tensors = 0;
+  for (const std::string& name : (*ckpt)->Names()) {
+    const model::TensorRef& t = *(*ckpt)->Find(name);
+    const char* bytes = reinterpret_cast<const char*>(t.data());
+    const std::string suffix = "experts.gate_up_proj";
+    if (name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix) {
+      const std::string base = name.substr(0, name.size() - 12);  // "...experts."
+      const int64_t e_count = t.info->shape[0], rows = t.info->shape[1], k = t.info->shape[2];
+      const size_t half = static_cast<size_t>(rows / 2 * k) * 2;  // bf16 bytes of one half
+      for (int64_t e = 0; e < e_count; ++e) {
+        const char* ex = bytes + static_cast<size_t>(e) * 2 * half;
+        out.push_back({base + std::to_string(e) + ".gate_proj.weight",
+                       t.info->dtype,
+                       {rows / 2, k},
+                       std::string(ex, half)});
+        out.push_back({base + std::to_string(e) + ".up_proj.weight",
+                       t.info->dtype,
+                       {rows / 2, k},
+                       std::string(ex + half, half)});
+      }
+      ++split_tensors;
+      continue;
+    }
+    out.push_back({name, t.info->dtype, t.info->shape, std::string(bytes, t.info->nbytes())});
+  }
+  ASSERT_GT(split_tensors, 0);
+  fs::create_directories(split);
+  ASSERT_TRUE(model::WriteSafetensors(split + "/model.safetensors", out).ok());
+  // The per-expert gate/up modules stay plain: `ignore` must say so, as compressed-tensors'.
+  auto text = ReadFileToString(fused + "/config.json", 1 << 20, "config");
+  ASSERT_TRUE(text.ok());
+  std::string cfg = *text;
+  const size_t at = cfg.find("\"ignore\":[");
+  ASSERT_NE(at, std::string::npos);
+  cfg.insert(at + 10, "\"re:.*experts[.][0-9]+[.](gate|up)_proj$\",");
+  ASSERT_TRUE(WriteStringToFile(split + "/config.json", cfg).ok());
+
+  auto a = Load(fused);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = Load(split);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_FALSE(b->get()->weights.layers[0].experts_gate_up.pieces.empty());
+  const std::vector<int32_t> ids = Prompt((*a)->config.text.vocab_size, 20);
+  auto la = Logits(**a, ids);
+  auto lb = Logits(**b, ids);
+  ASSERT_TRUE(la.ok() && lb.ok());
+  EXPECT_EQ(testing::MaxRelativeLogitError(lb->data(), la->data(), static_cast<int>(ids.size()),
+                                           (*a)->config.text.vocab_size),
+            0.0);
+}
 
 // HF's logits for the same int4 checkpoints (tools/gpu/int4_oracle.sh on the GPU machine:
 // compressed-tensors decompresses, HF's Gemma-4 runs in f32): gannet's within 1e-3 of max |logit|,
