@@ -223,7 +223,9 @@ fn pinned_offsets_of_layout_test() {
     assert_eq!(offset_of!(gannet_event_t, num_accepted_draft_tokens), 92);
     assert_eq!(offset_of!(gannet_event_t, thinking), 96);
     assert_eq!(size_of::<gannet_event_t>(), 104);
-    assert_eq!(size_of::<gannet_model_info_t>(), 256);
+    assert_eq!(offset_of!(gannet_model_info_t, weight_format), 256);
+    assert_eq!(offset_of!(gannet_model_info_t, kept_plain), 360);
+    assert_eq!(size_of::<gannet_model_info_t>(), 488);
     assert_eq!(offset_of!(gannet_engine_stats_t, backend_fallback), 296);
     assert_eq!(
         offset_of!(gannet_engine_stats_t, num_speculative_tokens),
@@ -274,7 +276,7 @@ fn defaults_are_the_init_macros() {
     assert_eq!(gannet_engine_stats_t::default().struct_size, 648);
     assert_eq!(gannet_engine_stats_t::default().kv_cache_dtype, [0; 16]);
     assert_eq!(gannet_engine_stats_t::default().compute_dtype, [0; 8]);
-    assert_eq!(gannet_model_info_t::default().struct_size, 256);
+    assert_eq!(gannet_model_info_t::default().struct_size, 488);
     assert_eq!(gannet_tokenizer_info_t::default().struct_size, 32);
 }
 
