@@ -188,6 +188,66 @@ INSTANTIATE_TEST_SUITE_P(
       return s;
     });
 
+// The CPU backend's Linear on a canonical int4 tensor equals Linear on the dequantized f32 matrix,
+// for several rows at once, every scheme, and a Rows() view of the weight; ops that read tables
+// by row refuse it.
+TEST(CpuInt4, LinearEqualsTheDequantizedMatrix) {
+  constexpr int64_t kN = 40, kK = 256, kM = 5;
+  std::vector<float> w(kN * kK), x(kM * kK);
+  uint32_t r = 12345;
+  auto rnd = [&]() {
+    r = r * 1664525u + 1013904223u;
+    return static_cast<float>(r >> 8) / 16777216.0f - 0.5f;
+  };
+  for (float& v : w) v = rnd() * 0.2f + 0.01f;
+  for (float& v : x) v = rnd();
+  for (const char* spec : {"int4-g32", "int4-g128-asym", "int4-channel", "int4-g64-asym"}) {
+    auto o = model::ParseWeightDtype(spec);
+    ASSERT_TRUE(o.ok());
+    WeightFormat f = WeightFormat::Int4(o->group_size == 0 ? kK : o->group_size, DType::kBF16);
+    if (!o->symmetric) {
+      f.elem = DType::kU4;
+      f.zero_point = true;
+    }
+    const int64_t groups = kK / f.group_size;
+    std::vector<uint8_t> packed(kN * kK / 2), zeros(kN * groups);
+    std::vector<uint16_t> scales(kN * groups);
+    quant::QuantizeInt4Rows(f, w.data(), kN, kK, packed.data(), scales.data(), zeros.data());
+    std::vector<float> deq(kN * kK);
+    for (int64_t n = 0; n < kN; ++n) {
+      quant::DequantizeInt4Row(f, packed.data() + n * kK / 2, scales.data() + n * groups,
+                               zeros.data() + n * groups, kK, deq.data() + n * kK);
+    }
+    backend::Tensor wq = backend::Tensor::Make(packed.data(), f.elem, {kN, kK});
+    wq.format = f;
+    wq.scales = scales.data();
+    wq.zero_points = f.zero_point ? zeros.data() : nullptr;
+    backend::Tensor wd = backend::Tensor::Make(deq.data(), DType::kF32, {kN, kK});
+    backend::Tensor xt = backend::Tensor::Make(x.data(), DType::kF32, {kM, kK});
+    std::vector<float> oq(kM * kN), od(kM * kN);
+    backend::CpuBackend be;
+    ASSERT_TRUE(be.Linear(xt, wq, backend::Tensor::Make(oq.data(), DType::kF32, {kM, kN})).ok());
+    ASSERT_TRUE(be.Linear(xt, wd, backend::Tensor::Make(od.data(), DType::kF32, {kM, kN})).ok());
+    EXPECT_EQ(oq, od) << spec;
+    // Rows [8, 24) of the weight: the scale and zero-point pointers move with the packed rows.
+    std::vector<float> oq2(kM * 16), od2(kM * 16);
+    ASSERT_TRUE(
+        be.Linear(xt, wq.Rows(8, 16), backend::Tensor::Make(oq2.data(), DType::kF32, {kM, 16}))
+            .ok());
+    ASSERT_TRUE(
+        be.Linear(xt, wd.Rows(8, 16), backend::Tensor::Make(od2.data(), DType::kF32, {kM, 16}))
+            .ok());
+    EXPECT_EQ(oq2, od2) << spec;
+    // An embedding lookup does not read int4 tables.
+    int32_t id = 3;
+    std::vector<float> row(kK);
+    const absl::Status st = be.Embed(backend::Tensor::Make(&id, DType::kI32, {1}), wq, 1.0f,
+                                     backend::Tensor::Make(row.data(), DType::kF32, {1, kK}));
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_NE(std::string(st.message()).find("Embed table is quantized"), std::string::npos) << st;
+  }
+}
+
 // A MoE checkpoint whose experts are plain per-expert modules (experts.{i}.gate_proj.weight, ...,
 // the layout compressed-tensors checkpoints use when `ignore` keeps the experts) gathers them into
 // the fused weights: logits equal those of the same checkpoint with fused 3-D expert tensors.
