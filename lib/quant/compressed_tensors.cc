@@ -125,13 +125,26 @@ absl::Status ParseWeights(const Json& w, std::string_view source, const std::str
   }
   const Json* strategy = w.Find("strategy");
   const Json* group = w.Find("group_size");
-  if (strategy == nullptr || !strategy->is_string()) {
-    return InvalidArgumentError(
-        "{}.strategy: missing or not a string (expected 'group' or "
-        "'channel')",
-        Where(source, path));
+  // compressed-tensors infers an absent strategy from the group size: > 0 group, -1 channel,
+  // none tensor.
+  std::string st;
+  if (IsAbsent(strategy)) {
+    if (group != nullptr && group->is_int() && group->AsInt() > 0) {
+      st = "group";
+    } else if (group != nullptr && group->is_int() && group->AsInt() == -1) {
+      st = "channel";
+    } else if (IsAbsent(group)) {
+      st = "tensor";
+    } else {
+      return InvalidArgumentError("{}.group_size: expected a positive integer, -1 or null",
+                                  Where(source, path));
+    }
+  } else if (!strategy->is_string()) {
+    return InvalidArgumentError("{}.strategy: not a string (expected 'group' or 'channel')",
+                                Where(source, path));
+  } else {
+    st = strategy->AsString();
   }
-  const std::string& st = strategy->AsString();
   if (st == "group") {
     if (group == nullptr || !group->is_int()) {
       return InvalidArgumentError(

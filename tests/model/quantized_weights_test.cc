@@ -114,6 +114,27 @@ TEST(CompressedTensorsConfig, AsymmetricAndPerChannel) {
   EXPECT_EQ(WeightFormatError(f), nullptr);
 }
 
+TEST(CompressedTensorsConfig, AnAbsentStrategyFollowsTheGroupSize) {
+  // As compressed-tensors infers it: group_size > 0 group, -1 channel, none tensor.
+  auto g = ParseEdited([](Json& q) {
+    SetWeightField("strategy", Json())(q);
+    SetWeightField("group_size", Json::Int(128))(q);
+  });
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->schemes[0].group_size, 128);
+  auto c = ParseEdited([](Json& q) {
+    SetWeightField("strategy", Json())(q);
+    SetWeightField("group_size", Json::Int(-1))(q);
+  });
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->schemes[0].per_channel);
+  ExpectError(ParseEdited([](Json& q) {
+                SetWeightField("strategy", Json())(q);
+                SetWeightField("group_size", Json())(q);
+              }),
+              absl::StatusCode::kUnimplemented, "weights.strategy: 'tensor'");
+}
+
 TEST(CompressedTensorsConfig, EveryMeaningfulFieldIsChecked) {
   using C = absl::StatusCode;
   ExpectError(ParseEdited([](Json& q) { q.Set("format", Json::String("float-quantized")); }),
