@@ -1,5 +1,6 @@
 #include "lib/quant/compressed_tensors.h"
 
+#include <algorithm>
 #include <optional>
 #include <regex>
 #include <set>
@@ -32,6 +33,9 @@ absl::Status CheckKnownKeys(const Json& obj, std::initializer_list<std::string_v
   return absl::OkStatus();
 }
 
+constexpr size_t kMaxRegexChars = 512;
+constexpr int kMaxRegexNesting = 8;
+
 bool IsAbsent(const Json* v) { return v == nullptr || v->is_null(); }
 
 absl::StatusOr<std::vector<std::string>> StringList(const Json* v, std::string_view source,
@@ -53,6 +57,19 @@ absl::StatusOr<std::vector<std::string>> StringList(const Json* v, std::string_v
     }
     const std::string& s = e.AsString();
     if (s.rfind("re:", 0) == 0) {
+      // std::regex compiles and matches recursively: an untrusted config's pattern is bounded in
+      // length and nesting before it is compiled (real ones are a few dozen characters).
+      int depth = 0, max_depth = 0;
+      for (char ch : s) {
+        if (ch == '(' || ch == '[') max_depth = std::max(max_depth, ++depth);
+        if (ch == ')' || ch == ']') --depth;
+      }
+      if (s.size() > kMaxRegexChars || max_depth > kMaxRegexNesting) {
+        return InvalidArgumentError(
+            "{}: regular expression of {} characters nested {} deep; at "
+            "most {} characters and {} levels",
+            Where(source, path), s.size(), max_depth, kMaxRegexChars, kMaxRegexNesting);
+      }
       try {
         std::regex re(s.substr(3));
       } catch (const std::regex_error& err) {

@@ -154,6 +154,11 @@ TEST(CompressedTensorsConfig, EveryMeaningfulFieldIsChecked) {
   ExpectError(
       ParseEdited([](Json& q) { q.Set("ignore", Json::MakeArray({Json::String("re:([")})); }),
       C::kInvalidArgument, "quantization_config.ignore");
+  ExpectError(ParseEdited([](Json& q) {
+                q.Set("ignore", Json::MakeArray({Json::String("re:" + std::string(100, '(') + "a" +
+                                                              std::string(100, ')'))}));
+              }),
+              C::kInvalidArgument, "nested 100 deep");
   ExpectError(ParseEdited(SetWeightField("num_bits", Json::Int(8))), C::kUnimplemented,
               "config_groups.group_0.weights.num_bits");
   ExpectError(ParseEdited(SetWeightField("type", Json::String("float"))), C::kUnimplemented,
