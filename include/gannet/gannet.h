@@ -340,11 +340,21 @@ typedef struct gannet_model_info {
   int64_t kv_bytes_per_token_sliding; /* bf16 K and V over the layers that own KV (one array on
                                        * K=V layers: the default single store) */
   int64_t kv_bytes_per_token_full;
+  /* How the weights are stored (since quantized checkpoints, issue 53). Bytes as loaded: packed
+   * int4 with its scales and zero points. */
+  char weight_format[64];           /* matrices: "bf16", "int4 g32 (bf16 scales), compressed-tensors" */
+  int64_t weight_bytes_attention;   /* q/k/v/o projections */
+  int64_t weight_bytes_mlp;         /* dense MLP gate/up/down */
+  int64_t weight_bytes_experts;     /* MoE experts */
+  int64_t weight_bytes_embeddings;  /* token embeddings, LM head, PLE tables and projections */
+  int64_t weight_bytes_other;       /* norms, router, scalars, drafter projections */
+  char kept_plain[128];             /* quantized checkpoints: kinds of matrices kept unquantized,
+                                     * e.g. "embeddings,lm_head,router"; "" otherwise */
 } gannet_model_info_t;
 
 #define GANNET_MODEL_INFO_INIT                                                                \
   { (uint32_t)sizeof(gannet_model_info_t), "", "", "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-    0, 0, 0, 0, 0, 0, 0, 0, 0 }
+    0, 0, 0, 0, 0, 0, 0, 0, 0, "", 0, 0, 0, 0, 0, "" }
 
 /* Reads config.json, tokenizer.json (validated, when present) and the safetensors headers of a
  * checkpoint folder (no weights are read), or describes "dummy:<variant>" (the real geometry, bf16

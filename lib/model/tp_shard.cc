@@ -145,6 +145,16 @@ absl::StatusOr<std::unique_ptr<ShardedWeights>> ShardWeights(const ModelConfig& 
                                                              const ModelWeights& w,
                                                              TpShard shard) {
   GANNET_RETURN_IF_ERROR(CheckTpShardable(config, shard.world, shard.moe));
+  for (const WeightView* view : AllViews(w)) {
+    // Shards slice rows and columns of plain tensors; packed int4 and its scales are not sliced
+    // yet (issue 53).
+    if (view->quantized() || !view->pieces.empty()) {
+      return UnimplementedError("tensor parallelism: '{}' is {}; only plain bf16/f16/f32 weights "
+                                "are sharded so far",
+                                view->name,
+                                view->quantized() ? "quantized (int4)" : "gathered from per-expert modules");
+    }
+  }
   if (shard.rank < 0 || shard.rank >= shard.world) {
     return InvalidArgumentError("tensor parallel rank {} outside [0, {})", shard.rank, shard.world);
   }

@@ -406,9 +406,15 @@ absl::StatusOr<std::unique_ptr<Drafter>> Drafter::Create(const model::ModelConfi
     }
   }
   auto load = [&](const model::WeightView& v, backend::OwnedTensor* out) -> absl::Status {
+    // The centroid table is read by row (CentroidLogits), which no backend does in int4.
+    if (&v == &weights.centroids && v.quantized()) {
+      return UnimplementedError("'{}' is quantized; the drafter reads its centroids in "
+                                "bf16/f16/f32 only",
+                                v.name);
+    }
     const model::WeightView* parts[] = {&v};
     GANNET_ASSIGN_OR_RETURN(*out, backend->LoadWeight(parts));
-    impl->w.bytes += v.nbytes();
+    impl->w.bytes += v.nbytes() + v.scale_bytes();
     return absl::OkStatus();
   };
   GANNET_RETURN_IF_ERROR(load(weights.pre_projection, &impl->pre));
