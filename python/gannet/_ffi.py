@@ -253,6 +253,13 @@ class ModelInfo(Structure):
         ("top_k_experts", c_int32),
         ("kv_bytes_per_token_sliding", c_int64),
         ("kv_bytes_per_token_full", c_int64),
+        ("weight_format", c_char * 64),
+        ("weight_bytes_attention", c_int64),
+        ("weight_bytes_mlp", c_int64),
+        ("weight_bytes_experts", c_int64),
+        ("weight_bytes_embeddings", c_int64),
+        ("weight_bytes_other", c_int64),
+        ("kept_plain", c_char * 128),
     ]
 
 
