@@ -58,6 +58,24 @@ if ! have chromium && [ "$(id -u)" -eq 0 ]; then
   apt-get install -y -qq --no-install-recommends chromium > /tmp/gannet-apt-chromium.log 2>&1 ||
     echo "could not install chromium (see /tmp/gannet-apt-chromium.log); the chat page test will skip"
 fi
+# Optional: pytest runs the Python package's tests (python/tests, ctest python_pytest) and
+# scikit-build-core builds the package (`pip install --no-build-isolation ./python`, offline once
+# it is here; ctest python_pip_install); without them those tests skip with a message. Installed
+# only as root, from PyPI like openai; never fails.
+if command -v python3 > /dev/null && [ "$(id -u)" -eq 0 ]; then
+  py_need=()
+  python3 -c 'import pytest' 2> /dev/null || py_need+=(pytest)
+  python3 -c 'import scikit_build_core' 2> /dev/null || py_need+=(scikit-build-core)
+  if [ ${#py_need[@]} -gt 0 ]; then
+    echo "installing: ${py_need[*]} (optional, pip, for the Python package and its tests)"
+    # Debian's own python3 refuses pip installs (PEP 668): pytest then comes from apt
+    # (python3-pytest); scikit-build-core has no Debian package, so the pip-install test skips.
+    python3 -m pip install -q "${py_need[@]}" > /tmp/gannet-pip-python.log 2>&1 ||
+      { python3 -c 'import pytest' 2> /dev/null ||
+          DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pytest >> /tmp/gannet-pip-python.log 2>&1 || true
+        echo "could not pip install ${py_need[*]} (see /tmp/gannet-pip-python.log); Python tests without them skip"; }
+  fi
+fi
 # Optional: clang-format-14 for `make format` / `make format-check` (CI); the version is pinned
 # (tools/format.sh refuses another major version). Installed only as root; without it only those
 # two targets fail, with a message saying what to install.

@@ -64,6 +64,24 @@ int InfoCommand(int argc, char** argv) {
     std::printf("parameters:   %s (%s of %s weights, generated on load)\n",
                 Count(info.num_parameters).c_str(), Bytes(info.weight_bytes).c_str(), info.dtypes);
   }
+  std::printf("weights:      %s\n", info.weight_format);
+  {
+    std::string kinds;
+    const struct {
+      const char* name;
+      int64_t bytes;
+    } parts[] = {{"attention", info.weight_bytes_attention},
+                 {"mlp", info.weight_bytes_mlp},
+                 {"experts", info.weight_bytes_experts},
+                 {"embeddings", info.weight_bytes_embeddings},
+                 {"other", info.weight_bytes_other}};
+    for (const auto& p : parts) {
+      if (p.bytes == 0) continue;
+      kinds += (kinds.empty() ? "" : ", ") + std::string(p.name) + " " + Bytes(p.bytes);
+    }
+    std::printf("by kind:      %s\n", kinds.c_str());
+  }
+  if (info.kept_plain[0] != '\0') std::printf("kept plain:   %s\n", info.kept_plain);
   if (info.skipped_tower_bytes > 0) {
     std::printf("skipped:      %s of vision/audio tower tensors (text-only load)\n",
                 Bytes(info.skipped_tower_bytes).c_str());

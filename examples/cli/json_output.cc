@@ -111,6 +111,13 @@ std::string ModelInfoJson(const std::string& model, const gannet_model_info_t& i
   o.Set("top_k_experts", Json::Int(i.top_k_experts));
   o.Set("kv_bytes_per_token_sliding", Json::Int(i.kv_bytes_per_token_sliding));
   o.Set("kv_bytes_per_token_full", Json::Int(i.kv_bytes_per_token_full));
+  o.Set("weight_format", Json::String(i.weight_format));
+  o.Set("weight_bytes_attention", Json::Int(i.weight_bytes_attention));
+  o.Set("weight_bytes_mlp", Json::Int(i.weight_bytes_mlp));
+  o.Set("weight_bytes_experts", Json::Int(i.weight_bytes_experts));
+  o.Set("weight_bytes_embeddings", Json::Int(i.weight_bytes_embeddings));
+  o.Set("weight_bytes_other", Json::Int(i.weight_bytes_other));
+  o.Set("kept_plain", Json::String(i.kept_plain));
   return o.Dump();
 }
 

@@ -23,6 +23,7 @@ const char kHelp[] =
     "  chat       interactive multi-turn chat                 gannet chat -m DIR\n"
     "  serve      OpenAI-compatible HTTP server               gannet serve -m DIR --port 8080\n"
     "  info       describe a checkpoint folder                gannet info DIR\n"
+    "  quantize   write an int4 (W4A16) checkpoint            gannet quantize SRC DST --weight-dtype int4-g32\n"
     "  tokenize   print a text's token ids                    gannet tokenize -m DIR -p \"Hi\"\n"
     "  tp-id      print a new tensor-parallel group id (256 hex characters) for --tp-id\n"
     "  version    print the library version\n"
@@ -30,21 +31,21 @@ const char kHelp[] =
     "`gannet COMMAND --help` lists a command's options. Logging: GANNET_LOG_LEVEL=debug|info|\n"
     "warning|error|off (default warning for the CLI).\n";
 
-// `gannet serve` is its own binary (it links the HTTP and JSON libraries the CLI does not
-// need): gannet-serve, next to this one.
-int ExecServe(char** argv) {
+// `gannet serve` and `gannet quantize` are their own binaries, next to this one: gannet-serve
+// links the HTTP and JSON libraries the CLI does not need, gannet-quantize the checkpoint
+// reader and writer (the CLI itself uses the C ABI alone).
+int ExecSibling(const char* command, const char* binary, const char* hint, char** argv) {
   std::string self(4096, '\0');
   const ssize_t n = readlink("/proc/self/exe", self.data(), self.size() - 1);
-  std::string path = "gannet-serve";
+  std::string path = binary;
   if (n > 0) {
     self.resize(static_cast<size_t>(n));
-    path = self.substr(0, self.rfind('/') + 1) + "gannet-serve";
+    path = self.substr(0, self.rfind('/') + 1) + binary;
   }
   argv[0] = path.data();
   execv(path.c_str(), argv);
-  std::fprintf(stderr, "gannet serve: cannot run %s: %s (it is built where Debian's "
-                       "libcpp-httplib-dev and nlohmann-json3-dev are installed: "
-                       "tools/install_deps.sh)\n", path.c_str(), std::strerror(errno));
+  std::fprintf(stderr, "gannet %s: cannot run %s: %s%s\n", command, path.c_str(),
+               std::strerror(errno), hint);
   return 1;
 }
 
@@ -58,7 +59,13 @@ int Dispatch(int argc, char** argv) {
   if (cmd == "generate") return gannet_cli::GenerateCommand(argc, argv);
   if (cmd == "chat") return gannet_cli::ChatCommand(argc, argv);
   if (cmd == "info") return gannet_cli::InfoCommand(argc, argv);
-  if (cmd == "serve") return ExecServe(argv);
+  if (cmd == "serve") {
+    return ExecSibling("serve", "gannet-serve",
+                       " (it is built where Debian's libcpp-httplib-dev and nlohmann-json3-dev "
+                       "are installed: tools/install_deps.sh)",
+                       argv);
+  }
+  if (cmd == "quantize") return ExecSibling("quantize", "gannet-quantize", "", argv + 1);
   if (cmd == "tp-id") return gannet_cli::TpIdCommand(argc, argv);
   if (cmd == "tokenize") return gannet_cli::TokenizeCommand(argc, argv);
   if (cmd == "version" || cmd == "--version") {

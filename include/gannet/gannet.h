@@ -223,8 +223,8 @@ typedef struct gannet_engine_config {
    * multicast is never used). device_ids (num_device_ids entries; NULL = devices 0 .. size - 1)
    * names the devices, rank 0 first; with device_ids the size may be left 0. Heads, the MLP and
    * the vocabulary are split (a dimension that does not divide is an error naming it); each
-   * device's KV cache holds its heads. Not with draft_model_dir yet. On the CPU backend the ranks
-   * are threads (tests). */
+   * device's KV cache holds its heads. With draft_model_dir every device drafts with its shard
+   * of the assistant. On the CPU backend the ranks are threads (tests). */
   int32_t tensor_parallel_size;
   int32_t num_device_ids;
   const int32_t* device_ids;
@@ -234,8 +234,9 @@ typedef struct gannet_engine_config {
    * rank has joined (it waits for them, at most 300 s: GANNET_TP_JOIN_TIMEOUT_S; then it fails
    * with GANNET_ERR_DEADLINE_EXCEEDED). Rank 0 accepts requests and decides every limit; the
    * others load their shard and serve rank 0 (see gannet_engine_serve) until rank 0's engine is
-   * destroyed. A rank that dies makes the others fail with GANNET_ERR_DEVICE_LOST within the
-   * group timeout (30 s; GANNET_TP_TIMEOUT_S), never hang. NULL = one process. */
+   * destroyed. With speculative decoding every rank needs the same draft_model_dir. A rank that
+   * dies makes the others fail with GANNET_ERR_DEVICE_LOST within the group timeout (30 s;
+   * GANNET_TP_TIMEOUT_S), never hang. NULL = one process. */
   int32_t tp_rank;
   const gannet_tp_id_t* tp_id;
   /* How the KV cache stores keys and values: NULL or "bf16" = the model's precision (bf16 on
@@ -339,11 +340,21 @@ typedef struct gannet_model_info {
   int64_t kv_bytes_per_token_sliding; /* bf16 K and V over the layers that own KV (one array on
                                        * K=V layers: the default single store) */
   int64_t kv_bytes_per_token_full;
+  /* How the weights are stored (since quantized checkpoints, issue 53). Bytes as loaded: packed
+   * int4 with its scales and zero points. */
+  char weight_format[64];           /* matrices: "bf16", "int4 g32 (bf16 scales), compressed-tensors" */
+  int64_t weight_bytes_attention;   /* q/k/v/o projections */
+  int64_t weight_bytes_mlp;         /* dense MLP gate/up/down */
+  int64_t weight_bytes_experts;     /* MoE experts */
+  int64_t weight_bytes_embeddings;  /* token embeddings, LM head, PLE tables and projections */
+  int64_t weight_bytes_other;       /* norms, router, scalars, drafter projections */
+  char kept_plain[128];             /* quantized checkpoints: kinds of matrices kept unquantized,
+                                     * e.g. "embeddings,lm_head,router"; "" otherwise */
 } gannet_model_info_t;
 
 #define GANNET_MODEL_INFO_INIT                                                                \
   { (uint32_t)sizeof(gannet_model_info_t), "", "", "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-    0, 0, 0, 0, 0, 0, 0, 0, 0 }
+    0, 0, 0, 0, 0, 0, 0, 0, 0, "", 0, 0, 0, 0, 0, "" }
 
 /* Reads config.json, tokenizer.json (validated, when present) and the safetensors headers of a
  * checkpoint folder (no weights are read), or describes "dummy:<variant>" (the real geometry, bf16

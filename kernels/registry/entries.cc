@@ -7,6 +7,7 @@
 #include "kernels/attention/attention_entries.h"
 #include "kernels/gemm/gemm_entries.h"
 #include "kernels/moe/moe_entries.h"
+#include "kernels/quant/int4_entries.h"
 #include "kernels/registry/registry.h"
 
 namespace gannet::kernels {
@@ -79,6 +80,19 @@ std::span<const KernelEntry* const> AllEntries() {
       &kSm70MoePairGemvAnyM,
       &kSm70MoePairGemvF16,
       &kSm70MoePairGemvAnyMF16,
+      // linear.int4
+      &kSm80Int4GemvBf16I4,
+      &kSm80Int4GemvBf16U4,
+      &kSm80Int4GemvF16I4,
+      &kSm80Int4GemvF16U4,
+      &kSm80Int4GemmBf16I4,
+      &kSm80Int4GemmBf16U4,
+      &kSm80Int4GemmF16I4,
+      &kSm80Int4GemmF16U4,
+      &kSm70Int4SimtBf16I4,
+      &kSm70Int4SimtBf16U4,
+      &kSm70Int4SimtF16I4,
+      &kSm70Int4SimtF16U4,
   };
   return kEntries;
 }

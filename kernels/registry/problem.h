@@ -22,6 +22,7 @@ enum class Op : uint8_t {
   kAttentionPrefill,  // paged attention, any number of query tokens (prefill / extend / mixed)
   kGemv,              // out[M, N] = x[M, K] w[N, K]^T for small M
   kMoeExperts,        // the experts' gated MLPs of a routed token batch
+  kLinearInt4,        // out[M, N] = x[M, K] w[N, K]^T, w W4A16 int4 (kernels/quant), any M
   kCount,
 };
 const char* OpName(Op op);  // "attention.decode", ...
@@ -60,6 +61,10 @@ struct ProblemKey {
   int k = 0;
   int num_experts = 0;
   int top_k = 0;
+  // Quantized weights (kv_type kI4 / kU4): input elements per scale (k for per-channel) and the
+  // scales' type.
+  int group_size = 0;
+  DType scale_type = DType::kBF16;
   // Sizes (workspace and grid only).
   int num_seqs = 0;
   int num_tokens = 0;  // also GEMM M

@@ -80,6 +80,7 @@ const char* OpName(Op op) {
     case Op::kAttentionPrefill: return "attention.prefill";
     case Op::kGemv: return "linear.gemv";
     case Op::kMoeExperts: return "moe.experts";
+    case Op::kLinearInt4: return "linear.int4";
     case Op::kCount: break;
   }
   return "unknown";
@@ -122,6 +123,11 @@ std::string ProblemKey::ClassString() const {
       add_num("e", num_experts);
       s += "top";
       s += std::to_string(top_k);
+    }
+    if (op == Op::kLinearInt4) {
+      add_num("g", group_size);
+      add("scale");
+      s += DTypeShortName(scale_type);
     }
   }
   add(DTypeShortName(in_type));

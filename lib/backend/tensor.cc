@@ -24,13 +24,19 @@ int64_t Tensor::row_elems() const {
 Tensor Tensor::Rows(int64_t begin, int64_t count) const {
   GANNET_CHECK(rank >= 1 && begin >= 0 && begin + count <= shape[0]);
   Tensor t = *this;
-  t.data = static_cast<char*>(data) + begin * stride0() * static_cast<int64_t>(elem_bytes());
+  // Bits, not bytes: packed int4 rows are half a byte per element (and even in length).
+  t.data = static_cast<char*>(data) + begin * stride0() * DTypeBits(dtype) / 8;
+  if (quantized()) {
+    const int64_t groups = row_elems() / format.group_size;
+    t.scales = static_cast<const char*>(scales) + begin * groups * DTypeBits(format.scale) / 8;
+    if (zero_points != nullptr) t.zero_points = zero_points + begin * groups;
+  }
   t.shape[0] = count;
   return t;
 }
 
 Tensor Tensor::Cols(int64_t begin, int64_t count) const {
-  GANNET_CHECK(rank == 2 && begin >= 0 && begin + count <= shape[1]);
+  GANNET_CHECK(rank == 2 && begin >= 0 && begin + count <= shape[1] && !quantized());
   Tensor t = *this;
   t.row_stride = stride0();
   t.data = static_cast<char*>(data) + begin * static_cast<int64_t>(elem_bytes());
@@ -39,7 +45,7 @@ Tensor Tensor::Cols(int64_t begin, int64_t count) const {
 }
 
 Tensor Tensor::Reshape(std::initializer_list<int64_t> dims) const {
-  GANNET_CHECK(contiguous());
+  GANNET_CHECK(contiguous() && !quantized());
   Tensor t = Make(data, dtype, dims);
   GANNET_CHECK(t.numel() == numel());
   return t;

@@ -26,6 +26,14 @@ struct Tensor {
   int rank = 0;
   std::array<int64_t, kMaxRank> shape = {0, 0, 0, 0};
   int64_t row_stride = 0;  // elements between rows of dim 0; 0 = contiguous
+  // A quantized weight (format.quantized(); docs/quantized-formats.md): `data` holds the packed
+  // elements of dtype == format.elem in the canonical layout of lib/quant/int4.h, `scales` one
+  // scale per format.group_size elements of a row, `zero_points` (kU4) one byte per scale;
+  // shape is the logical [rows, k] (or [E, rows, k]). Contiguous only. Ops that do not handle
+  // the format refuse it (cpu::RequireDenseWeight, the CUDA backend's LoadWeight).
+  WeightFormat format = {};
+  const void* scales = nullptr;
+  const uint8_t* zero_points = nullptr;
 
   static Tensor Make(void* data, DType dtype, std::initializer_list<int64_t> dims);
 
@@ -37,6 +45,7 @@ struct Tensor {
   int64_t numel() const { return rows() * row_elems(); }
   int64_t stride0() const { return row_stride ? row_stride : row_elems(); }
   size_t elem_bytes() const { return static_cast<size_t>(DTypeBits(dtype) / 8); }
+  bool quantized() const { return format.quantized(); }
   bool contiguous() const { return row_stride == 0 || row_stride == row_elems(); }
 
   template <typename T>

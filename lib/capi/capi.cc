@@ -300,6 +300,13 @@ gannet_status_t gannet_model_info(const char* model_dir, gannet_model_info_t* ou
     full.top_k_experts = info->top_k_experts;
     full.kv_bytes_per_token_sliding = info->kv_bytes_per_token[0];
     full.kv_bytes_per_token_full = info->kv_bytes_per_token[1];
+    gannet::capi::CopyString(info->weight_format, full.weight_format);
+    full.weight_bytes_attention = info->bytes_attention;
+    full.weight_bytes_mlp = info->bytes_mlp;
+    full.weight_bytes_experts = info->bytes_experts;
+    full.weight_bytes_embeddings = info->bytes_embeddings;
+    full.weight_bytes_other = info->bytes_other;
+    gannet::capi::CopyString(info->kept_plain, full.kept_plain);
     return gannet::capi::WriteVersioned(full, out, "gannet_model_info_t");
   });
 }

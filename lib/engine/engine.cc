@@ -343,13 +343,16 @@ void Engine::Impl::EmitTokens(const sched::StepPlan& plan, const runner::StepRes
 
 bool Engine::Impl::Propose(StepTally* tally) {
   if (propose.empty()) return true;
-  backend::Backend& be = *parts->backend;  // the drafter runs on the one device (no TP)
-  absl::Status st = be.BeginDeviceSpan();
+  // One device: its span around the rounds. A tensor-parallel group measures rank 0's on the
+  // thread that drives that device (lib/parallel/tp_runner.h) and hands it over.
+  backend::Backend& be = *parts->backend;
+  const bool group = parts->tensor_parallel_size > 1;
+  absl::Status st = group ? absl::OkStatus() : be.BeginDeviceSpan();
   if (st.ok()) st = parts->spec->Propose(propose, *parts->kv, scheduler->max_model_len());
-  if (st.ok()) st = be.EndDeviceSpan();
+  if (st.ok() && !group) st = be.EndDeviceSpan();
   if (st.ok() && tally->device_seconds >= 0) {
     // Drafting's device time, host gaps between its rounds included.
-    absl::StatusOr<double> span = be.DeviceSpanSeconds();
+    absl::StatusOr<double> span = group ? parts->spec->TakeDeviceSeconds() : be.DeviceSpanSeconds();
     tally->device_seconds = span.ok() ? tally->device_seconds + *span : -1;
   }
   if (st.ok()) return true;

@@ -10,10 +10,25 @@
 #include "lib/model/checkpoint.h"
 #include "lib/model/config.h"
 #include "lib/model/variants.h"
+#include "lib/model/weight_summary.h"
 #include "lib/model/weights.h"
 #include "lib/tokenizer/tokenizer.h"
 
 namespace gannet::engine {
+namespace {
+
+void AddSummary(const model::ModelWeights& weights, ModelInfo* info) {
+  const model::WeightSummary s = model::SummarizeWeights(weights);
+  info->weight_format = s.format;
+  info->kept_plain = s.kept_plain;
+  info->bytes_attention = s.attention;
+  info->bytes_mlp = s.mlp;
+  info->bytes_experts = s.experts;
+  info->bytes_embeddings = s.embeddings;
+  info->bytes_other = s.other;
+}
+
+}  // namespace
 
 absl::StatusOr<ModelInfo> ReadModelInfo(const std::string& dir) {
   ModelInfo info;
@@ -23,11 +38,13 @@ absl::StatusOr<ModelInfo> ReadModelInfo(const std::string& dir) {
     // The engine's synthetic-weight models: bf16 weights it generates, no files.
     GANNET_ASSIGN_OR_RETURN(config, model::DummyModelConfig(dir));
     info.dtypes = "BF16";
+    AddSummary(model::SyntheticWeights(config, 0), &info);
   } else {
     GANNET_ASSIGN_OR_RETURN(config, model::LoadModelConfig(dir));
     GANNET_ASSIGN_OR_RETURN(auto ckpt, model::Checkpoint::Open(dir, {.read_data = false}));
     // Binding validates names and shapes, so `info` reports a broken checkpoint as broken.
     GANNET_ASSIGN_OR_RETURN(model::ModelWeights weights, model::BindWeights(config, *ckpt));
+    AddSummary(weights, &info);
     std::set<std::string> dtypes;
     for (const std::string& name : ckpt->Names()) {
       dtypes.insert(std::string(DTypeName(ckpt->Find(name)->info->dtype)));

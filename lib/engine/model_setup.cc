@@ -87,19 +87,23 @@ absl::StatusOr<int> TensorParallelSize(const EngineConfig& cfg) {
   return std::max({1, cfg.tensor_parallel_size, listed});
 }
 
-// What a tensor-parallel group of `world` ranks cannot serve, before any device is touched.
-absl::Status CheckTensorParallel(const EngineConfig& cfg, const model::ModelConfig& config,
-                                 int world) {
-  if (!cfg.draft_model_dir.empty()) {
-    return UnimplementedError("engine: speculative decoding (draft_model_dir) with tensor "
-                              "parallelism is not supported yet; use one of them");
+// What a tensor-parallel group of `world` ranks cannot serve, before any device is touched: the
+// model, and the draft model, which every rank holds a shard of (lib/model/tp_shard.h).
+absl::Status CheckTensorParallel(const EngineConfig& cfg, const LoadedEngineParts& p, int world) {
+  GANNET_RETURN_IF_ERROR(model::CheckTpShardable(p.config, world));
+  if (cfg.draft_model_dir.empty()) return absl::OkStatus();
+  absl::Status draft =
+      model::CheckTpShardable(p.draft.config, world, model::MoeSplit::kIntermediate);
+  if (!draft.ok()) {
+    return InvalidArgumentError("engine: the draft model {} does not split over {} ranks: {}",
+                                cfg.draft_model_dir, world, draft.message());
   }
-  return model::CheckTpShardable(config, world);
+  return absl::OkStatus();
 }
 
 // A tensor-parallel group: rank 0's backend becomes the engine's, the others the group's.
 absl::Status CreateTpBackends(const EngineConfig& cfg, int world, LoadedEngineParts* p) {
-  GANNET_RETURN_IF_ERROR(CheckTensorParallel(cfg, p->config, world));
+  GANNET_RETURN_IF_ERROR(CheckTensorParallel(cfg, *p, world));
   backend::BackendOptions bo;
   bo.kind = cfg.backend;
   bo.num_threads = cfg.num_threads;
@@ -125,7 +129,7 @@ absl::Status JoinTpGroup(const EngineConfig& cfg, LoadedEngineParts* p) {
     return InvalidArgumentError("engine: a rank of a multi-process group runs on one device; {} "
                                 "device ids given", cfg.device_ids.size());
   }
-  GANNET_RETURN_IF_ERROR(CheckTensorParallel(cfg, p->config, world));
+  GANNET_RETURN_IF_ERROR(CheckTensorParallel(cfg, *p, world));
   backend::BackendOptions bo;
   bo.kind = cfg.backend.empty() ? "cuda" : cfg.backend;
   bo.device_id = cfg.device_ids.empty() ? cfg.device_id : cfg.device_ids[0];
@@ -193,9 +197,15 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
       GANNET_RETURN_IF_ERROR(p->checkpoint->ReadData());
     }
     // A rank other than 0 serves rank 0's steps; rank 0 decides every limit and sends them.
-    p->tp_worker = parallel::TpWorker::Start(p->config, p->weights, p->backend.get(),
-                                             std::move(p->tp_collectives[0]),
-                                             std::move(p->tp_channel));
+    if (p->draft.checkpoint != nullptr) {
+      GANNET_RETURN_IF_ERROR(CheckHostHoldsCheckpoint(p->draft.checkpoint->total_bytes()));
+      GANNET_RETURN_IF_ERROR(p->draft.checkpoint->ReadData());
+    }
+    parallel::DraftModelRef draft;
+    if (speculate) draft = {&p->draft.config, &p->draft.weights};
+    p->tp_worker =
+        parallel::TpWorker::Start(p->config, p->weights, p->backend.get(),
+                                  std::move(p->tp_collectives[0]), std::move(p->tp_channel), draft);
     GANNET_LOG_INFO("engine: rank {} of a tensor-parallel group of {} on {}, serving rank 0",
                     p->tp_rank, p->tensor_parallel_size, p->backend->DeviceName());
     return p;
@@ -294,8 +304,16 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
     setup.max_seqs = limits.max_running_seqs;
     setup.enable_graphs = cfg.enable_cuda_graphs;
     setup.override_drafts = cfg.override_drafts;
-    GANNET_ASSIGN_OR_RETURN(p->spec,
-                            spec::CreateSpecDecoder(p->draft, p->config, single, &be, setup));
+    if (tp_runner != nullptr) {
+      // Every rank drafts with its shard of the assistant (lib/parallel/tp_runner.h).
+      GANNET_ASSIGN_OR_RETURN(auto drafter,
+                              tp_runner->AttachDrafter(p->draft.config, p->draft.weights,
+                                                       spec::DrafterOptionsFor(setup)));
+      GANNET_ASSIGN_OR_RETURN(p->spec, spec::CreateSpecDecoder(std::move(drafter), setup));
+    } else {
+      GANNET_ASSIGN_OR_RETURN(p->spec,
+                              spec::CreateSpecDecoder(p->draft, p->config, single, &be, setup));
+    }
     GANNET_LOG_INFO("engine: speculative decoding with {} ({}), {} drafts per round",
                     cfg.draft_model_dir, FormatBytes(p->spec->drafter().weight_bytes()), num_spec);
   }

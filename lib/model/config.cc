@@ -642,6 +642,11 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const Json& root, std::string_view 
     m.quantization_method = method != nullptr && method->is_string() ? method->AsString()
                             : std::string_view(key) == "compression_config" ? "compressed-tensors"
                                                                             : "unknown";
+    if (m.quantization_method == "compressed-tensors") {
+      // Every compressed-tensors config is read strictly: a format or scheme gannet does not run
+      // is refused here, naming the field, before any tensor is looked at.
+      GANNET_ASSIGN_OR_RETURN(m.compressed_tensors, quant::ParseCompressedTensorsConfig(*q, source));
+    }
   }
   return m;
 }

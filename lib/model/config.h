@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "lib/common/json.h"
+#include "lib/quant/compressed_tensors.h"
 
 namespace gannet::model {
 
@@ -128,8 +129,10 @@ struct ModelConfig {
 
   // quantization_config.quant_method ("compressed-tensors" for a compression_config, "unknown"
   // when the object names none); "" without one. Quantized weights are refused when they are
-  // bound (model_format.h).
+  // bound (model_format.h), except compressed-tensors pack-quantized int4, parsed strictly
+  // (lib/quant/compressed_tensors.h) into `compressed_tensors` and bound by weights.h.
   std::string quantization_method;
+  std::optional<quant::CtConfig> compressed_tensors;
 };
 
 // What a config.json may hold, checked before anything is sized from it (a layer count of

@@ -20,8 +20,9 @@ constexpr std::string_view kWhatGannetLoads =
     "gannet loads Hugging Face checkpoint folders (config.json, *.safetensors, tokenizer.json) "
     "with bf16 weights, such as google/gemma-4-e4b-it";
 constexpr std::string_view kNotYet =
-    "quantized checkpoints (GPTQ, AWQ, compressed-tensors, FP8, NVFP4, bitsandbytes, GGUF) are not "
-    "supported yet: use the original bf16 checkpoint";
+    "of the quantized formats gannet loads only compressed-tensors pack-quantized int4 (W4A16); "
+    "GPTQ, AWQ, FP8, NVFP4, bitsandbytes and GGUF are not supported yet: use the original bf16 "
+    "checkpoint";
 
 bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -118,6 +119,9 @@ absl::Status CheckModelPath(const std::string& model_dir) {
 }
 
 absl::Status CheckWeightFormat(const ModelConfig& config, const Checkpoint& checkpoint) {
+  // compressed-tensors pack-quantized int4: its config parsed strictly, its tensors are checked
+  // one by one as they are bound (quantized_weights.h).
+  if (config.compressed_tensors.has_value()) return absl::OkStatus();
   const std::string named =
       config.quantization_method.empty()
           ? std::string()

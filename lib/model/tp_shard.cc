@@ -58,10 +58,6 @@ absl::Status CheckTpShardable(const ModelConfig& config, int world, MoeSplit moe
     return InvalidArgumentError("tensor parallel size must be 1 to {}, got {}", kMaxTensorParallel,
                                 world);
   }
-  if (config.kind != ModelKind::kTarget) {
-    return InvalidArgumentError("tensor parallelism shards target models, not '{}'",
-                                config.model_type);
-  }
   const TextConfig& c = config.text;
   GANNET_RETURN_IF_ERROR(CheckDivides(c.num_attention_heads, world, "num_attention_heads"));
   GANNET_RETURN_IF_ERROR(CheckDivides(c.vocab_size, world, "vocab_size"));
@@ -149,6 +145,16 @@ absl::StatusOr<std::unique_ptr<ShardedWeights>> ShardWeights(const ModelConfig& 
                                                              const ModelWeights& w,
                                                              TpShard shard) {
   GANNET_RETURN_IF_ERROR(CheckTpShardable(config, shard.world, shard.moe));
+  for (const WeightView* view : AllViews(w)) {
+    // Shards slice rows and columns of plain tensors; packed int4 and its scales are not sliced
+    // yet (issue 53).
+    if (view->quantized() || !view->pieces.empty()) {
+      return UnimplementedError("tensor parallelism: '{}' is {}; only plain bf16/f16/f32 weights "
+                                "are sharded so far",
+                                view->name,
+                                view->quantized() ? "quantized (int4)" : "gathered from per-expert modules");
+    }
+  }
   if (shard.rank < 0 || shard.rank >= shard.world) {
     return InvalidArgumentError("tensor parallel rank {} outside [0, {})", shard.rank, shard.world);
   }
@@ -159,7 +165,11 @@ absl::StatusOr<std::unique_ptr<ShardedWeights>> ShardWeights(const ModelConfig& 
   v = w;
   const int64_t vs = VocabShardSize(config, world);
   const Slice vocab{0, shard.rank * vs, vs};
-  GANNET_ASSIGN_OR_RETURN(v.embed_tokens, Take(w.embed_tokens, vocab, shard, out.get()));
+  // An assistant with the centroid head (E2B/E4B) keeps its whole token table: the head scores
+  // the top clusters' tokens, which scatter over every vocabulary shard (see the header).
+  const bool whole_table = config.kind == ModelKind::kAssistant && config.use_ordered_embeddings;
+  GANNET_ASSIGN_OR_RETURN(v.embed_tokens,
+                          Take(w.embed_tokens, whole_table ? Slice{} : vocab, shard, out.get()));
   GANNET_ASSIGN_OR_RETURN(v.lm_head, Take(w.lm_head, vocab, shard, out.get()));
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerWeights& lw = w.layers[l];

@@ -1,5 +1,5 @@
-// Megatron-style tensor-parallel sharding of a Gemma-4 target model: what one rank of a
-// `world`-way group holds and computes.
+// Megatron-style tensor-parallel sharding of a Gemma-4 target model, or of its MTP assistant
+// (drafter): what one rank of a `world`-way group holds and computes.
 //
 // - Attention: q heads split evenly (column-parallel q/k/v, row-parallel o_proj); KV heads split
 //   evenly, or, where a layer has fewer KV heads than ranks (31B full layers have 4), each rank
@@ -11,6 +11,14 @@
 //   and either way the experts' output is one all-reduce of [T, H] partial sums.
 // - Embedding and LM head: vocabulary-parallel (rows [begin, end) of the table per rank).
 // - Norms, scalars, the router and the per-layer-embedding (PLE) block: replicated.
+// - An assistant splits the same way: its q heads contiguously, which puts on each rank exactly
+//   the q heads that read the target's KV heads that rank holds (the drafter reads the target's
+//   KV, docs/speculative.md); its MLP like the target's; its dense LM head (the tied token
+//   table) vocabulary-parallel. The centroid head (E2B/E4B assistants) stays whole on every
+//   rank: it picks the top clusters from all cluster scores and their tokens fall in every
+//   vocabulary shard, so a split head would need a kernel that masks to the rank's shard; the
+//   table is small (vocabulary x the drafter's width). pre/post projections, centroids and the
+//   token ordering are replicated.
 //
 // A rank's geometry is the model's with the split dimensions divided (ShardConfig); every rank
 // has the same geometry, so one KV layout and one set of runner limits fit them all. The rank's

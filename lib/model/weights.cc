@@ -8,6 +8,7 @@
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
 #include "lib/model/model_format.h"
+#include "lib/model/quantized_weights.h"
 #include "lib/model/variants.h"
 
 namespace gannet::model {
@@ -16,6 +17,12 @@ int64_t WeightView::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
+}
+
+uint64_t WeightView::scale_bytes() const {
+  if (!quantized() || shape.empty() || format.group_size <= 0) return 0;
+  const uint64_t groups = static_cast<uint64_t>(numel() / format.group_size);
+  return groups * DTypeBits(format.scale) / 8 + (format.zero_point ? groups : 0);
 }
 
 namespace {
@@ -145,11 +152,21 @@ std::vector<WeightSpec> ExpectedWeights(const ModelConfig& m) {
 }
 
 bool IsIgnorableExtraTensor(const ModelConfig& m, std::string_view name) {
-  if (m.text.tie_word_embeddings && name == "lm_head.weight") return true;
+  // A quantized module's tensors (weight_packed, weight_scale, ...) go with its weight.
+  std::string weight(name);
+  if (m.compressed_tensors.has_value()) {
+    for (std::string_view suffix : kCtModuleTensorSuffixes) {
+      if (name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix) {
+        weight = std::string(name.substr(0, name.size() - suffix.size())) + ".weight";
+        break;
+      }
+    }
+  }
+  if (m.text.tie_word_embeddings && weight == "lm_head.weight") return true;
   const std::string& p = m.text_tensor_prefix;
   for (int l = m.text.FirstKvSharedLayer(); l < m.text.num_hidden_layers; ++l) {
     for (const char* t : {"k_proj.weight", "v_proj.weight", "k_norm.weight", "v_norm.weight"}) {
-      if (name == fmt::format("{}layers.{}.self_attn.{}", p, l, t)) return true;
+      if (weight == fmt::format("{}layers.{}.self_attn.{}", p, l, t)) return true;
     }
   }
   return false;
@@ -163,6 +180,18 @@ absl::StatusOr<ModelWeights> BindWeights(const ModelConfig& m, const Checkpoint&
   for (int l = 0; l < m.text.num_hidden_layers; ++l) w.layers[l].index = l;
   std::set<std::string, std::less<>> bound;
   for (const WeightSpec& s : ExpectedWeights(m)) {
+    if (m.compressed_tensors.has_value()) {
+      GANNET_ASSIGN_OR_RETURN(std::optional<WeightView> gathered,
+                              BindCompressedTensors(m, ckpt, s, &bound));
+      if (gathered.has_value()) {
+        if (s.layer >= 0) {
+          w.layers[s.layer].*(s.layer_slot) = *std::move(gathered);
+        } else {
+          w.*(s.global_slot) = *std::move(gathered);
+        }
+        continue;
+      }
+    }
     const TensorRef* t = ckpt.Find(s.name);
     if (t == nullptr) {
       return InvalidArgumentError("{}: missing tensor '{}' (expected shape [{}])", ckpt.dir(),
@@ -231,17 +260,11 @@ int64_t CountParameters(const ModelConfig& config) {
   return n;
 }
 
-int64_t ViewBytes(const ModelWeights& w) {
-  int64_t bytes = 0;
-  auto add = [&](const WeightView& v) {
-    if (v.present()) bytes += static_cast<int64_t>(v.nbytes());
-  };
-  for (const WeightView* v : {&w.embed_tokens, &w.lm_head, &w.final_norm, &w.embed_tokens_per_layer,
-                              &w.per_layer_model_projection, &w.per_layer_projection_norm,
-                              &w.pre_projection, &w.post_projection, &w.centroids,
-                              &w.token_ordering}) {
-    add(*v);
-  }
+std::vector<const WeightView*> AllViews(const ModelWeights& w) {
+  std::vector<const WeightView*> out = {
+      &w.embed_tokens, &w.lm_head, &w.final_norm, &w.embed_tokens_per_layer,
+      &w.per_layer_model_projection, &w.per_layer_projection_norm, &w.pre_projection,
+      &w.post_projection, &w.centroids, &w.token_ordering};
   for (const LayerWeights& l : w.layers) {
     for (const WeightView* v :
          {&l.input_layernorm, &l.post_attention_layernorm, &l.pre_feedforward_layernorm,
@@ -251,8 +274,16 @@ int64_t ViewBytes(const ModelWeights& w) {
           &l.router_proj, &l.router_scale, &l.router_per_expert_scale, &l.experts_gate_up,
           &l.experts_down, &l.pre_feedforward_layernorm_2, &l.post_feedforward_layernorm_1,
           &l.post_feedforward_layernorm_2}) {
-      add(*v);
+      out.push_back(v);
     }
+  }
+  return out;
+}
+
+int64_t ViewBytes(const ModelWeights& w) {
+  int64_t bytes = 0;
+  for (const WeightView* v : AllViews(w)) {
+    if (v->present()) bytes += static_cast<int64_t>(v->nbytes() + v->scale_bytes());
   }
   return bytes;
 }

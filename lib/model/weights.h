@@ -32,6 +32,21 @@ enum class WeightInit : uint8_t {
   kPermutation,    // a permutation of [0, n) (token_ordering)
 };
 
+// One checkpoint module a weight is gathered from, when the weight is not one plain tensor: a
+// compressed-tensors int4 module (weight_packed words, weight_scale, weight_zero_point), or one
+// expert's plain 2-D matrix of a per-expert MoE checkpoint. Its rows follow the previous piece's.
+struct WeightPiece {
+  std::string module;  // the checkpoint's module name, for errors
+  int64_t rows = 0;
+  DType dtype = DType::kBF16;  // plain pieces: the tensor's type
+  const void* data = nullptr;  // plain: [rows, k]; int4: weight_packed int32 [rows, words_per_row]
+  int64_t words_per_row = 0;
+  const void* scales = nullptr;       // int4: weight_scale [rows, k / group] of format.scale
+  const void* zero_points = nullptr;  // int4 asymmetric: int32 [ceil(rows / 8), k / group]
+  const void* weight_shape = nullptr;  // int4: weight_shape [2] of weight_shape_dtype (I64/I32)
+  DType weight_shape_dtype = DType::kI64;
+};
+
 // A weight in host memory, or a synthetic one: no data, generated on demand (by the backend, on
 // its own device) from (seed, name, init) -- the "dummy" load format for real-size geometries.
 struct WeightView {
@@ -42,10 +57,19 @@ struct WeightView {
   bool synthetic = false;
   uint64_t seed = 0;                     // synthetic only
   WeightInit init = WeightInit::kMatrix;  // synthetic only
+  // A weight gathered from checkpoint modules (quantized_weights.h): `data` is null and the
+  // backend's LoadWeight assembles the pieces. A quantized view's `format` is the canonical
+  // int4 form it becomes (lib/quant/int4.h), `dtype` its element type (kI4 / kU4).
+  WeightFormat format = {};
+  std::vector<WeightPiece> pieces = {};
 
-  bool present() const { return data != nullptr || synthetic; }
+  bool present() const { return data != nullptr || synthetic || !pieces.empty(); }
+  bool quantized() const { return format.quantized(); }
   int64_t numel() const;
+  // Bytes of the elements (packed int4: half a byte each), then of a quantized view's scales and
+  // zero points in their canonical form.
   uint64_t nbytes() const { return static_cast<uint64_t>(numel()) * DTypeBits(dtype) / 8; }
+  uint64_t scale_bytes() const;
   int64_t dim(int i) const { return shape[i]; }
 };
 
@@ -124,6 +148,9 @@ absl::StatusOr<ModelWeights> BindWeights(const ModelConfig& config, const Checkp
 // Synthetic weights for every expected tensor of the config (bf16 matrices and vectors, int64
 // index tensors): nothing is read or allocated until a backend loads them.
 ModelWeights SyntheticWeights(const ModelConfig& config, uint64_t seed);
+
+// Every view of `w` (globals, then each layer's), present or not.
+std::vector<const WeightView*> AllViews(const ModelWeights& w);
 
 // Sum of elements over ExpectedWeights (the parameter count, tied head counted once).
 int64_t CountParameters(const ModelConfig& config);

@@ -214,10 +214,76 @@ absl::Status DecodeStep(std::span<const uint8_t> msg, DecodedStep* out) {
   return r.Done();
 }
 
+std::vector<uint8_t> EncodeAttachDrafter(const spec::DrafterOptions& o) {
+  Writer w(StepOp::kAttachDrafter);
+  w.Put<int32_t>(o.max_seqs);
+  w.Put<int32_t>(o.max_steps);
+  w.Put<uint8_t>(o.enable_graphs);
+  return w.Take();
+}
+
+absl::StatusOr<spec::DrafterOptions> DecodeAttachDrafter(std::span<const uint8_t> msg) {
+  Reader r(msg);
+  GANNET_RETURN_IF_ERROR(Expect(msg, StepOp::kAttachDrafter, &r));
+  spec::DrafterOptions o;
+  GANNET_ASSIGN_OR_RETURN(o.max_seqs, r.Get<int32_t>());
+  GANNET_ASSIGN_OR_RETURN(o.max_steps, r.Get<int32_t>());
+  GANNET_ASSIGN_OR_RETURN(uint8_t graphs, r.Get<uint8_t>());
+  o.enable_graphs = graphs != 0;
+  GANNET_RETURN_IF_ERROR(r.Done());
+  return o;
+}
+
+std::vector<uint8_t> EncodeDraft(std::span<const spec::DraftSeq> seqs, int steps) {
+  Writer w(StepOp::kDraft);
+  w.Put<int32_t>(steps);
+  w.Put<int64_t>(static_cast<int64_t>(seqs.size()));
+  for (const spec::DraftSeq& s : seqs) {
+    w.Put<int32_t>(s.token);
+    w.Put<int32_t>(s.hidden_row);
+    w.Put<int64_t>(s.committed);
+    w.PutArray<int32_t>(s.page_table[0]);
+    w.PutArray<int32_t>(s.page_table[1]);
+    w.PutArray<sampling::DrawParams>(s.draws);
+    w.Put<uint8_t>(s.want_logits);
+  }
+  return w.Take();
+}
+
+absl::Status DecodeDraft(std::span<const uint8_t> msg, DecodedDraft* out) {
+  Reader r(msg);
+  GANNET_RETURN_IF_ERROR(Expect(msg, StepOp::kDraft, &r));
+  out->seqs.clear();
+  out->storage.clear();
+  GANNET_ASSIGN_OR_RETURN(out->steps, r.Get<int32_t>());
+  GANNET_ASSIGN_OR_RETURN(int64_t n, r.Get<int64_t>());
+  // Every sequence takes at least 3 array headers: a count beyond the message is corrupt.
+  if (n < 0 || n > static_cast<int64_t>(msg.size() / 24)) {
+    return InternalError("tensor parallel: {} sequences in a draft message", n);
+  }
+  out->storage.reserve(2 * n);
+  for (int64_t i = 0; i < n; ++i) {
+    spec::DraftSeq s;
+    GANNET_ASSIGN_OR_RETURN(s.token, r.Get<int32_t>());
+    GANNET_ASSIGN_OR_RETURN(s.hidden_row, r.Get<int32_t>());
+    GANNET_ASSIGN_OR_RETURN(s.committed, r.Get<int64_t>());
+    for (int g = 0; g < 2; ++g) {
+      out->storage.emplace_back();
+      GANNET_RETURN_IF_ERROR(r.GetArray(&out->storage.back()));
+      s.page_table[g] = std::span<const int32_t>(out->storage.back());
+    }
+    GANNET_RETURN_IF_ERROR(r.GetArray(&s.draws));
+    GANNET_ASSIGN_OR_RETURN(uint8_t want, r.Get<uint8_t>());
+    s.want_logits = want != 0;
+    out->seqs.push_back(std::move(s));
+  }
+  return r.Done();
+}
+
 absl::StatusOr<StepOp> MessageOp(std::span<const uint8_t> msg) {
   Reader r(msg);
   GANNET_ASSIGN_OR_RETURN(int32_t op, r.Get<int32_t>());
-  if (op < static_cast<int32_t>(StepOp::kInit) || op > static_cast<int32_t>(StepOp::kShutdown)) {
+  if (op < static_cast<int32_t>(StepOp::kInit) || op > static_cast<int32_t>(StepOp::kDraft)) {
     return InternalError("tensor parallel: unknown message {}", op);
   }
   return static_cast<StepOp>(op);

@@ -118,6 +118,7 @@ TpRunner::~TpRunner() {
   for (Rank& rank : ranks_) {
     if (rank.worker == nullptr) continue;
     rank.worker->Post([&rank] {
+      rank.drafter.drafter.reset();  // it reads the runner's KV
       rank.shard.runner.reset();
       if (rank.parts.backend != nullptr) rank.parts.backend->ReleaseGraphs();
       rank.parts.collectives.reset();
@@ -256,6 +257,98 @@ absl::Status TpRunner::Forward(const runner::StepBatch& batch, runner::StepResul
         return st;
       },
       remote_ != nullptr ? &msg : nullptr);
+}
+
+namespace {
+
+// The DraftRunner of a group: every round through TpRunner::Draft.
+class TpDrafter : public spec::DraftRunner {
+ public:
+  TpDrafter(TpRunner* tp, const model::ModelConfig& config, uint64_t bytes)
+      : tp_(tp), config_(config), bytes_(bytes) {}
+  absl::Status Draft(std::span<const spec::DraftSeq> seqs, int steps,
+                     spec::DraftResult* result) override {
+    return tp_->Draft(seqs, steps, result);
+  }
+  const model::ModelConfig& config() const override { return config_; }
+  uint64_t weight_bytes() const override { return bytes_; }
+  absl::StatusOr<double> TakeDeviceSeconds() override { return tp_->TakeDraftDeviceSeconds(); }
+
+ private:
+  TpRunner* tp_;  // outlives this (the engine drops its speculative decoder first)
+  model::ModelConfig config_;
+  uint64_t bytes_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<spec::DraftRunner>> TpRunner::AttachDrafter(
+    const model::ModelConfig& config, const model::ModelWeights& weights,
+    const spec::DrafterOptions& options) {
+  MutexLock lock(&mu_);
+  if (ranks_[0].drafter.drafter != nullptr) {
+    return FailedPreconditionError("tensor parallel: the drafter is already attached");
+  }
+  const std::vector<uint8_t> msg = EncodeAttachDrafter(options);
+  GANNET_RETURN_IF_ERROR(RunOnAll(
+      [&](int r) -> absl::Status {
+        Rank& rank = ranks_[r];
+        absl::StatusOr<RankDrafter> made =
+            CreateRankDrafter(config, weights, rank.parts.collectives.get(), rank.parts.backend,
+                              rank.shard.runner.get(), options);
+        if (made.ok()) rank.drafter = *std::move(made);
+        if (remote_ == nullptr) return made.status();
+        // Every process says whether its drafter exists: all go on, or none.
+        return AgreeOverRanks(*rank.parts.collectives, made.status(), 0, "create its drafter")
+            .status();
+      },
+      remote_ != nullptr ? &msg : nullptr));
+  const uint64_t bytes = ranks_[0].drafter.drafter->weight_bytes() * world_;
+  GANNET_LOG_INFO("tensor parallel: the drafter on {} ranks, {} weights per rank", world_,
+                  FormatBytes(static_cast<int64_t>(ranks_[0].drafter.drafter->weight_bytes())));
+  return std::unique_ptr<spec::DraftRunner>(new TpDrafter(this, config, bytes));
+}
+
+absl::Status TpRunner::Draft(std::span<const spec::DraftSeq> seqs, int steps,
+                             spec::DraftResult* result) {
+  MutexLock lock(&mu_);
+  if (ranks_[0].drafter.drafter == nullptr) {
+    return FailedPreconditionError("tensor parallel: a draft round before AttachDrafter");
+  }
+  std::vector<uint8_t> msg;
+  if (remote_ != nullptr) msg = EncodeDraft(seqs, steps);
+  return RunOnAll(
+      [&](int r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+        RankDrafter& d = ranks_[r].drafter;
+        if (r != 0) return d.drafter->Draft(seqs, steps, &d.scratch);
+        // Rank 0's device span, on its own thread (as Forward's).
+        backend::Backend& be = *ranks_[0].parts.backend;
+        GANNET_RETURN_IF_ERROR(be.BeginDeviceSpan());
+        GANNET_RETURN_IF_ERROR(d.drafter->Draft(seqs, steps, result));
+        GANNET_RETURN_IF_ERROR(be.EndDeviceSpan());
+        GANNET_ASSIGN_OR_RETURN(const double span, be.DeviceSpanSeconds());
+        draft_seconds_ += span;
+        return absl::OkStatus();
+      },
+      remote_ != nullptr ? &msg : nullptr);
+}
+
+int TpRunner::num_graphs() {
+  MutexLock lock(&mu_);  // no step in flight
+  return ranks_[0].shard.runner->num_graphs();
+}
+
+double TpRunner::TakeDraftDeviceSeconds() {
+  MutexLock lock(&mu_);
+  const double s = draft_seconds_;
+  draft_seconds_ = 0;
+  return s;
+}
+
+std::vector<std::vector<int32_t>> TpRunner::RankDraftTokens(int r) {
+  MutexLock lock(&mu_);
+  if (r < 1 || r >= static_cast<int>(ranks_.size())) return {};
+  return ranks_[r].drafter.scratch.tokens;
 }
 
 int64_t TpRunner::MinFreeMemoryBytes() {

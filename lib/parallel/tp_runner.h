@@ -10,6 +10,13 @@
 // first to the other ranks through a StepChannel (step_message.h), where a TpWorker runs the same
 // runner calls on its shard; while idle it sends a heartbeat every kHeartbeatSeconds.
 //
+// Speculative decoding: AttachDrafter gives every rank its shard of the MTP assistant over its
+// runner (rank_runner.h) and returns the DraftRunner the engine's SpecDecoder drafts with: each
+// round goes to every rank like a step (a kDraft message to the other processes), every rank's
+// drafter computes its shard and draws the same tokens, and rank 0's are returned. Verify,
+// acceptance and rollback need nothing more: a verify chunk is a step, and rank 0's scheduler
+// decides what is kept (the KV manager's page tables, which every step and round carries).
+//
 // A rank that fails while the others complete, or that is still running 2 s after another rank
 // failed (waiting in a collective), breaks the group: every rank's collectives are aborted and
 // the step fails with a device-lost status, so the engine stops instead of hanging. A failure
@@ -36,6 +43,7 @@
 #include "lib/parallel/step_channel.h"
 #include "lib/runner/model_runner.h"
 #include "lib/runner/step_runner.h"
+#include "lib/spec/drafter.h"
 
 namespace gannet::parallel {
 
@@ -62,6 +70,20 @@ class TpRunner : public runner::StepRunner {
   uint64_t weight_bytes() const override;
   absl::StatusOr<double> LastStepDeviceSeconds() override;
 
+  // Every rank's shard of the assistant `config`/`weights` (the whole model's, outliving this
+  // runner), drafting for its runner. Once; before AttachKv or after.
+  absl::StatusOr<std::unique_ptr<spec::DraftRunner>> AttachDrafter(
+      const model::ModelConfig& config, const model::ModelWeights& weights,
+      const spec::DrafterOptions& options);
+  // One draft round on every rank (the DraftRunner's Draft); rank 0's result.
+  absl::Status Draft(std::span<const spec::DraftSeq> seqs, int steps, spec::DraftResult* result);
+  // Graphs rank 0's runner has recorded so far (its steps; tests).
+  int num_graphs();
+  // Rank 0's device time of the rounds since the last call (measured on its worker).
+  double TakeDraftDeviceSeconds();
+  // The tokens local rank r > 0 drew in the last round (tests: every rank draws the same).
+  std::vector<std::vector<int32_t>> RankDraftTokens(int r);
+
   int world_size() const { return world_; }
   // The least memory any rank of the group has free (after its weights and activations).
   int64_t MinFreeMemoryBytes();
@@ -72,6 +94,7 @@ class TpRunner : public runner::StepRunner {
   struct Rank {
     TpRankParts parts;
     RankRunner shard;
+    RankDrafter drafter;  // with speculative decoding
     std::unique_ptr<RankWorker> worker;
   };
   TpRunner() = default;
@@ -95,6 +118,7 @@ class TpRunner : public runner::StepRunner {
   // round trip to the worker after the step would put a thread hand-off on every step's critical
   // path).
   absl::StatusOr<double> last_span_ ABSL_GUARDED_BY(mu_) = 0.0;
+  double draft_seconds_ ABSL_GUARDED_BY(mu_) = 0;  // rank 0's device time of the draft rounds
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   CondVar stop_cv_;
   std::thread heartbeat_;

@@ -22,8 +22,10 @@ std::unique_ptr<TpWorker> TpWorker::Start(const model::ModelConfig& config,
                                           const model::ModelWeights& weights,
                                           backend::Backend* backend,
                                           std::unique_ptr<backend::Collectives> collectives,
-                                          std::unique_ptr<StepChannel> channel) {
+                                          std::unique_ptr<StepChannel> channel,
+                                          DraftModelRef draft) {
   std::unique_ptr<TpWorker> w(new TpWorker());
+  w->draft_ = draft;
   w->config_ = &config;
   w->weights_ = &weights;
   w->backend_ = backend;
@@ -54,6 +56,7 @@ TpWorker::~TpWorker() {
   thread_.join();
   stop_watchdog_ = true;
   watchdog_.join();
+  drafter_.drafter.reset();  // it reads the runner's KV
   shard_.runner.reset();
   // Recorded steps go before the collectives they captured (backend.h, ReleaseGraphs).
   if (backend_ != nullptr) backend_->ReleaseGraphs();
@@ -125,6 +128,34 @@ absl::Status TpWorker::Handle(std::span<const uint8_t> msg, bool* done) {
       // A step every rank rejects alike (its batch) leaves the group usable; anything else not.
       if (!st.ok() && IsDeviceLost(st)) return st;
       if (!st.ok()) GANNET_LOG_WARNING("tensor parallel rank {}: step failed: {}", rank_, st.message());
+      return absl::OkStatus();
+    }
+    case StepOp::kAttachDrafter: {
+      absl::StatusOr<spec::DrafterOptions> o = DecodeAttachDrafter(msg);
+      absl::StatusOr<RankDrafter> made =
+          !o.ok() ? absl::StatusOr<RankDrafter>(o.status())
+          : draft_.config == nullptr
+              ? absl::StatusOr<RankDrafter>(FailedPreconditionError(
+                    "tensor parallel rank {}: rank 0 drafts but this process has no draft model "
+                    "(give every rank the same draft_model_dir)",
+                    rank_))
+              : CreateRankDrafter(*draft_.config, *draft_.weights, collectives_.get(), backend_,
+                                  shard_.runner.get(), *o);
+      if (made.ok()) drafter_ = *std::move(made);
+      return AgreeOverRanks(*collectives_, made.status(), 0, "create its drafter").status();
+    }
+    case StepOp::kDraft: {
+      if (drafter_.drafter == nullptr) {
+        return InternalError("tensor parallel: a draft round before the drafter");
+      }
+      DecodedDraft round;
+      GANNET_RETURN_IF_ERROR(DecodeDraft(msg, &round));
+      absl::Status st = drafter_.drafter->Draft(round.seqs, round.steps, &drafter_.scratch);
+      // As a step: a round every rank rejects alike leaves the group usable; anything else not.
+      if (!st.ok() && IsDeviceLost(st)) return st;
+      if (!st.ok()) {
+        GANNET_LOG_WARNING("tensor parallel rank {}: draft round failed: {}", rank_, st.message());
+      }
       return absl::OkStatus();
     }
     case StepOp::kHeartbeat:

@@ -22,6 +22,13 @@
 
 namespace gannet::parallel {
 
+// The MTP assistant a rank drafts with when rank 0 attaches one (the whole model's config and
+// weights, outliving the worker); null members: none.
+struct DraftModelRef {
+  const model::ModelConfig* config = nullptr;
+  const model::ModelWeights* weights = nullptr;
+};
+
 class TpWorker {
  public:
   // Starts serving on a thread of its own. `config` and `weights` are the whole model's (they must
@@ -30,7 +37,8 @@ class TpWorker {
                                          const model::ModelWeights& weights,
                                          backend::Backend* backend,
                                          std::unique_ptr<backend::Collectives> collectives,
-                                         std::unique_ptr<StepChannel> channel);
+                                         std::unique_ptr<StepChannel> channel,
+                                         DraftModelRef draft = {});
   // Leaving while the group still serves aborts it (rank 0 then fails with device lost).
   ~TpWorker();
 
@@ -52,6 +60,8 @@ class TpWorker {
   std::unique_ptr<StepChannel> channel_;
   int rank_ = 0;
   RankRunner shard_;
+  DraftModelRef draft_;
+  RankDrafter drafter_;
 
   Mutex mu_;
   CondVar cv_;

@@ -43,11 +43,21 @@ absl::StatusOr<DeviceWeights> LoadDeviceWeights(const model::ModelConfig& config
     if (on_progress && !on_progress(std::min(done, total), total)) {
       return absl::CancelledError("loading the weights was cancelled by the progress callback");
     }
-    d.bytes += static_cast<uint64_t>(t.tensor.numel()) * t.tensor.elem_bytes();
+    d.bytes += static_cast<uint64_t>(t.tensor.numel()) * DTypeBits(t.tensor.dtype) / 8;
+    for (const model::WeightView* p : v) d.bytes += p->scale_bytes();
     d.storage.push_back(std::move(t));
     return absl::OkStatus();
   };
   const model::TextConfig& c = config.text;
+  // The embedding tables are gathered by row (and the tied LM head is the same table): only the
+  // matrices the linear layers and the MoE experts read may be quantized.
+  for (const model::WeightView* v : {&w.embed_tokens, &w.embed_tokens_per_layer}) {
+    if (v->present() && v->quantized()) {
+      return UnimplementedError("'{}' is quantized ({} g{}); gannet reads embedding tables in "
+                                "bf16/f16/f32 only (compressed-tensors: list it in `ignore`)",
+                                v->name, DTypeShortName(v->format.elem), v->format.group_size);
+    }
+  }
   GANNET_RETURN_IF_ERROR(load({&w.embed_tokens}, &d.embed));
   d.lm_head = d.embed;
   if (w.lm_head.present()) GANNET_RETURN_IF_ERROR(load({&w.lm_head}, &d.lm_head));

@@ -52,17 +52,27 @@ absl::StatusOr<DraftModel> LoadDraftModel(const std::string& dir, bool dummy_wei
   return d;
 }
 
+DrafterOptions DrafterOptionsFor(const SpecSetup& setup) {
+  DrafterOptions dopt;
+  dopt.max_seqs = setup.max_seqs;
+  dopt.max_steps = setup.num_speculative_tokens;
+  dopt.enable_graphs = setup.enable_graphs;
+  return dopt;
+}
+
 absl::StatusOr<std::unique_ptr<SpecDecoder>> CreateSpecDecoder(const DraftModel& draft,
                                                                const model::ModelConfig& target,
                                                                runner::ModelRunner* target_runner,
                                                                backend::Backend* backend,
                                                                const SpecSetup& setup) {
-  DrafterOptions dopt;
-  dopt.max_seqs = setup.max_seqs;
-  dopt.max_steps = setup.num_speculative_tokens;
-  dopt.enable_graphs = setup.enable_graphs;
-  GANNET_ASSIGN_OR_RETURN(auto drafter, Drafter::Create(draft.config, draft.weights, target,
-                                                        target_runner, backend, dopt));
+  GANNET_ASSIGN_OR_RETURN(
+      auto drafter, Drafter::Create(draft.config, draft.weights, target, target_runner, backend,
+                                    DrafterOptionsFor(setup)));
+  return CreateSpecDecoder(std::move(drafter), setup);
+}
+
+absl::StatusOr<std::unique_ptr<SpecDecoder>> CreateSpecDecoder(std::unique_ptr<DraftRunner> drafter,
+                                                               const SpecSetup& setup) {
   SpecOptions sopt;
   sopt.num_speculative_tokens = setup.num_speculative_tokens;
   sopt.max_seqs = setup.max_seqs;

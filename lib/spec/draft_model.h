@@ -44,6 +44,9 @@ struct SpecSetup {
   DraftOverride override_drafts;                           // tests and benchmarks only
 };
 
+// The drafter's limits for `setup`.
+DrafterOptions DrafterOptionsFor(const SpecSetup& setup);
+
 // The drafter of `draft` over `target_runner` (one device: its KV and hidden states) and the
 // SpecDecoder that runs it. Its weights and scratch come out of the device's memory: build it
 // before the KV cache is sized.
@@ -51,6 +54,10 @@ absl::StatusOr<std::unique_ptr<SpecDecoder>> CreateSpecDecoder(const DraftModel&
                                                                const model::ModelConfig& target,
                                                                runner::ModelRunner* target_runner,
                                                                backend::Backend* backend,
+                                                               const SpecSetup& setup);
+// The SpecDecoder over a drafter made elsewhere (a tensor-parallel group's, made with
+// DrafterOptionsFor(setup)).
+absl::StatusOr<std::unique_ptr<SpecDecoder>> CreateSpecDecoder(std::unique_ptr<DraftRunner> drafter,
                                                                const SpecSetup& setup);
 
 }  // namespace gannet::spec

@@ -136,6 +136,31 @@ class Drafter::Impl {
   int hidden_rows = 0;                     // rows of the target's last_hidden buffer
   std::vector<int32_t> h_rope_positions;
   bool kv_attached = false;
+  // Tensor parallelism (the target runner's group; null on one device).
+  backend::Collectives* tp = nullptr;
+  int64_t head_cols = 0;      // vocabulary columns of this rank's LM head
+  int64_t vocab_begin = 0;    // the first token id of the rank's embedding shard
+  Tensor emb;                 // [S, Hb]: the input tokens' embedding rows before their sum
+  Tensor local_ids;           // [S, 1] int32: step k > 0's input ids as rows of the rank's shard
+  Tensor logits_shard;        // [world, S, V / world] f32: every rank's head block (dense head)
+  Tensor pick_blocks, picks;  // [world * S, 2] and [S, 2 * world]: the ranks' arg-maxes
+
+  // The block of the rank's LM head output for n rows, and all ranks' blocks.
+  Tensor HeadBlock(int n) const {
+    return Tensor::Make(static_cast<float*>(logits_shard.data) + tp->rank() * n * head_cols,
+                        DType::kF32, {n, head_cols});
+  }
+  Tensor HeadBlocks(int n) const {
+    return Tensor::Make(logits_shard.data, DType::kF32, {tp->world_size(), n, head_cols});
+  }
+  // PostNormResidual of the sum over the group's ranks (of y itself on one device).
+  absl::Status SumPostNormResidual(Tensor y, Tensor post_w, Tensor residual, Tensor scalar,
+                                   Tensor next_w, Tensor next_out, float eps) {
+    if (tp == nullptr) {
+      return be->PostNormResidual(y, post_w, residual, scalar, next_w, next_out, eps);
+    }
+    return tp->AllReducePostNormResidual(*be, y, post_w, residual, scalar, next_w, next_out, eps);
+  }
 
   absl::Status Alloc(Tensor* t, DType dt, int64_t rows_n, int64_t cols) {
     GANNET_ASSIGN_OR_RETURN(backend::Buffer b,
@@ -154,6 +179,12 @@ class Drafter::Impl {
   absl::Status RoundFromGraph(std::span<const DraftSeq> seqs, int steps);
   // One round with the draws of want_logits rows made on the host (eager).
   absl::Status RoundWithHostDraws(std::span<const DraftSeq> seqs, int steps, DraftResult* result);
+  // One round of a tensor-parallel rank (eager): every rank ends with the same tokens.
+  absl::Status RoundOfRank(std::span<const DraftSeq> seqs, int steps, DraftResult* result);
+  // Step k's tokens of a rank from its full logits rows: the device draw, then want_logits rows
+  // drawn on the host (as RoundWithHostDraws does); `tokens` gets them.
+  absl::Status DrawFullRows(std::span<const DraftSeq> seqs, int k, DraftResult* result,
+                            std::vector<int32_t>* tokens);
 };
 
 absl::Status Drafter::Impl::Init() {
@@ -188,6 +219,16 @@ absl::Status Drafter::Impl::Init() {
   GANNET_RETURN_IF_ERROR(Alloc(&rows, DType::kI32, S, 1));
   GANNET_RETURN_IF_ERROR(Alloc(&identity, DType::kI32, S, 1));
   GANNET_RETURN_IF_ERROR(Alloc(&rope_positions, DType::kI32, S, 1));
+  if (tp != nullptr) {
+    const int64_t world = tp->world_size();
+    GANNET_RETURN_IF_ERROR(Alloc(&emb, act, S, Hb));
+    GANNET_RETURN_IF_ERROR(Alloc(&local_ids, DType::kI32, S, 1));
+    if (!config.use_ordered_embeddings) {
+      GANNET_RETURN_IF_ERROR(Alloc(&logits_shard, DType::kF32, S, c.vocab_size));
+      GANNET_RETURN_IF_ERROR(Alloc(&pick_blocks, DType::kF32, world * S, 2));
+      GANNET_RETURN_IF_ERROR(Alloc(&picks, DType::kF32, S, 2 * world));
+    }
+  }
   params.resize(options.max_steps);
   for (Tensor& t : params) {
     GANNET_RETURN_IF_ERROR(Alloc(&t, DType::kU8, S, sizeof(sampling::DrawParams)));
@@ -254,8 +295,21 @@ absl::Status Drafter::Impl::Step(int n, int k, const backend::StepMetadata& attn
   // Input: [E_target[t] * scale, h].
   const Tensor in_ids = k == 0 ? meta.token_ids(n) : ids[k - 1].Rows(0, n);
   Tensor cat = concat.Rows(0, n);
-  GANNET_RETURN_IF_ERROR(be->Embed(in_ids, target_runner->embed_table(),
-                                   target_runner->embed_scale(), cat.Cols(0, Hb)));
+  if (tp == nullptr) {
+    GANNET_RETURN_IF_ERROR(be->Embed(in_ids, target_runner->embed_table(),
+                                     target_runner->embed_scale(), cat.Cols(0, Hb)));
+  } else {
+    // The target's table is vocabulary-parallel: each rank embeds the ids of its shard (others
+    // are -1, zero rows) and the sum puts every row together on every rank.
+    const Tensor local =
+        k == 0 ? meta.token_ids(n) : local_ids.Reshape({local_ids.numel()}).Rows(0, n);
+    Tensor e = emb.Rows(0, n);
+    GANNET_RETURN_IF_ERROR(
+        be->Embed(local, target_runner->embed_table(), target_runner->embed_scale(), e));
+    GANNET_RETURN_IF_ERROR(tp->AllReduceSum(e));
+    GANNET_RETURN_IF_ERROR(
+        be->GatherRows(e, identity.Reshape({identity.numel()}).Rows(0, n), cat.Cols(0, Hb)));
+  }
   // The whole buffer as the source: a recorded round stays valid whatever rows it gathers.
   const Tensor src = k == 0 ? target_runner->last_hidden(hidden_rows) : hid[(k - 1) % 2].Rows(0, n);
   const Tensor idx = (k == 0 ? rows : identity).Reshape({rows.numel()}).Rows(0, n);
@@ -289,13 +343,13 @@ absl::Status Drafter::Impl::Step(int n, int k, const backend::StepMetadata& attn
     GANNET_RETURN_IF_ERROR(
         runner::AttendAndProject(be, c, l, prep.q_out, tkv, attn_md, attn, L.o_proj, o_t));
     GANNET_RETURN_IF_ERROR(
-        be->PostNormResidual(o_t, L.post_attn_norm, x_t, Tensor(), L.pre_ff_norm, h_t, eps));
+        SumPostNormResidual(o_t, L.post_attn_norm, x_t, Tensor(), L.pre_ff_norm, h_t, eps));
     Tensor y_t = y.Rows(0, n);
     GANNET_RETURN_IF_ERROR(runner::GatedMlp(be, L, h_t, gate_up, mlp, y_t));
     const bool last = l + 1 == c.num_hidden_layers;
-    GANNET_RETURN_IF_ERROR(be->PostNormResidual(y_t, L.post_ff_norm, x_t, L.layer_scalar,
-                                                last ? w.final_norm : w.layers[l + 1].input_norm,
-                                                h_t, eps));
+    GANNET_RETURN_IF_ERROR(SumPostNormResidual(y_t, L.post_ff_norm, x_t, L.layer_scalar,
+                                               last ? w.final_norm : w.layers[l + 1].input_norm,
+                                               h_t, eps));
   }
   // h_t = RMS_norm(x): the next hidden state and the logits.
   GANNET_RETURN_IF_ERROR(be->Linear(h_t, post.tensor, hid[k % 2].Rows(0, n)));
@@ -307,7 +361,8 @@ absl::Status Drafter::Impl::Step(int n, int k, const backend::StepMetadata& attn
     GANNET_RETURN_IF_ERROR(
         be->CentroidLogits(h_t, w.lm_head, cl, ordering, selected.Rows(0, n), lg));
   } else {
-    GANNET_RETURN_IF_ERROR(be->Linear(h_t, w.lm_head, lg));
+    // A rank projects onto its vocabulary shard; its round exchanges or gathers the blocks.
+    GANNET_RETURN_IF_ERROR(be->Linear(h_t, w.lm_head, tp != nullptr ? HeadBlock(n) : lg));
   }
   // No soft-cap: HF's assistant applies none (the released drafters set none either).
   return absl::OkStatus();
@@ -336,11 +391,30 @@ absl::StatusOr<std::unique_ptr<Drafter>> Drafter::Create(const model::ModelConfi
   impl->options = options;
   impl->be = backend;
   impl->target_runner = target_runner;
+  impl->tp = target_runner->options().collectives;
   GANNET_ASSIGN_OR_RETURN(impl->w, runner::LoadDeviceWeights(drafter, weights, backend));
+  if (impl->tp != nullptr) {
+    // The shard of model/tp_shard.h: the dense head's vocabulary rows, or the whole centroid head.
+    const int world = impl->tp->world_size();
+    const int64_t vocab = drafter.text.vocab_size;
+    impl->head_cols = drafter.use_ordered_embeddings ? vocab : vocab / world;
+    impl->vocab_begin = vocab / world * impl->tp->rank();
+    if (vocab % world != 0 || impl->w.lm_head.dim(0) != impl->head_cols) {
+      return InvalidArgumentError(
+          "drafter: rank {} of {}: the LM head has {} rows, not the {} of its shard of {}",
+          impl->tp->rank(), world, impl->w.lm_head.dim(0), impl->head_cols, vocab);
+    }
+  }
   auto load = [&](const model::WeightView& v, backend::OwnedTensor* out) -> absl::Status {
+    // The centroid table is read by row (CentroidLogits), which no backend does in int4.
+    if (&v == &weights.centroids && v.quantized()) {
+      return UnimplementedError("'{}' is quantized; the drafter reads its centroids in "
+                                "bf16/f16/f32 only",
+                                v.name);
+    }
     const model::WeightView* parts[] = {&v};
     GANNET_ASSIGN_OR_RETURN(*out, backend->LoadWeight(parts));
-    impl->w.bytes += v.nbytes();
+    impl->w.bytes += v.nbytes() + v.scale_bytes();
     return absl::OkStatus();
   };
   GANNET_RETURN_IF_ERROR(load(weights.pre_projection, &impl->pre));
@@ -361,6 +435,7 @@ absl::StatusOr<std::unique_ptr<Drafter>> Drafter::Create(const model::ModelConfi
   ro.max_logit_rows = options.max_seqs;
   ro.page_size = target_runner->options().page_size;
   ro.max_pages_per_seq = target_runner->options().max_pages_per_seq;
+  ro.collectives = impl->tp;  // token ids become rows of the rank's embedding shard
   GANNET_RETURN_IF_ERROR(impl->meta.Init(backend, target, ro));
   const runner::RunnerOptions& tro = target_runner->options();
   impl->hidden_rows = tro.max_logit_rows > 0 ? tro.max_logit_rows : tro.max_seqs;
@@ -386,6 +461,7 @@ absl::Status Drafter::Draft(std::span<const DraftSeq> seqs, int steps, DraftResu
   for (int i = 0; i < n; ++i) any_host = any_host || seqs[i].want_logits;
   result->tokens.assign(n, std::vector<int32_t>(steps));
   result->logits.assign(n, {});
+  if (m.tp != nullptr) return m.RoundOfRank(seqs, steps, result);
   const bool graph = m.options.enable_graphs && m.be->SupportsGraphs() && !any_host;
   if (graph) {
     GANNET_RETURN_IF_ERROR(m.RoundFromGraph(seqs, steps));
@@ -463,6 +539,80 @@ absl::Status Drafter::Impl::RoundWithHostDraws(std::span<const DraftSeq> seqs, i
   return absl::OkStatus();
 }
 
+absl::Status Drafter::Impl::DrawFullRows(std::span<const DraftSeq> seqs, int k, DraftResult* result,
+                                         std::vector<int32_t>* tokens) {
+  const int n = static_cast<int>(seqs.size());
+  const int64_t vocab = config.text.vocab_size;
+  GANNET_RETURN_IF_ERROR(UploadDraws(seqs, n, k));
+  const Tensor ids_k = ids[k].Rows(0, n);
+  GANNET_RETURN_IF_ERROR(be->Sample(logits.Rows(0, n), params[k].Rows(0, n), Tensor(), ids_k));
+  GANNET_RETURN_IF_ERROR(be->CopyToHost(tokens->data(), ids_k.data, n * sizeof(int32_t)));
+  for (int i = 0; i < n; ++i) {
+    if (!seqs[i].want_logits) continue;
+    std::vector<float>& dst = result->logits[i];
+    dst.resize(static_cast<size_t>(result->tokens[i].size()) * vocab);
+    float* row = dst.data() + k * vocab;
+    GANNET_RETURN_IF_ERROR(be->CopyToHost(row, logits.Rows(i, 1).data, vocab * sizeof(float)));
+    (*tokens)[i] = sampling::DrawToken(row, vocab, seqs[i].draws[k]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Drafter::Impl::RoundOfRank(std::span<const DraftSeq> seqs, int steps,
+                                        DraftResult* result) {
+  const int n = static_cast<int>(seqs.size());
+  const int world = tp->world_size();
+  const bool dense = !config.use_ordered_embeddings;
+  // Rows that all take the arg-max need only the ranks' winners (8 bytes a row per rank), as the
+  // target's greedy steps; other rounds gather the dense head's shards into full rows.
+  bool picks_only = dense;
+  for (int i = 0; i < n && picks_only; ++i) {
+    picks_only = !seqs[i].want_logits;
+    for (int k = 0; k < steps && picks_only; ++k) picks_only = seqs[i].draws[k].greedy();
+  }
+  backend::StepMetadata attn_md, rope_md;
+  GANNET_RETURN_IF_ERROR(Prepare(seqs, &attn_md, &rope_md));
+  std::vector<int32_t> tokens(n), local(n);
+  std::vector<float> picks_host;
+  for (int k = 0; k < steps; ++k) {
+    GANNET_RETURN_IF_ERROR(Step(n, k, attn_md, rope_md));
+    if (picks_only) {
+      Tensor mine = Tensor::Make(static_cast<float*>(pick_blocks.data) + tp->rank() * n * 2,
+                                 DType::kF32, {n, 2});
+      GANNET_RETURN_IF_ERROR(be->ShardArgmax(HeadBlock(n), Tensor(), vocab_begin, mine));
+      GANNET_RETURN_IF_ERROR(tp->AllGatherColumns(
+          Tensor::Make(pick_blocks.data, DType::kF32, {world, n, 2}), picks.Rows(0, n)));
+      picks_host.resize(static_cast<size_t>(n) * 2 * world);
+      GANNET_RETURN_IF_ERROR(
+          be->CopyToHost(picks_host.data(), picks.data, picks_host.size() * sizeof(float)));
+      for (int i = 0; i < n; ++i) {
+        // The best winner, equal values to the lower rank (lower ids): the full row's arg-max
+        // with ties to the lowest id, as Sample takes it.
+        const float* p = picks_host.data() + static_cast<size_t>(i) * 2 * world;
+        int best = 0;
+        for (int r = 1; r < world; ++r) {
+          if (p[2 * r] > p[2 * best]) best = r;
+        }
+        std::memcpy(&tokens[i], &p[2 * best + 1], sizeof(int32_t));
+      }
+    } else {
+      if (dense) GANNET_RETURN_IF_ERROR(tp->AllGatherColumns(HeadBlocks(n), logits.Rows(0, n)));
+      GANNET_RETURN_IF_ERROR(DrawFullRows(seqs, k, result, &tokens));
+    }
+    const int64_t shard = target.text.vocab_size / world;
+    for (int i = 0; i < n; ++i) {
+      result->tokens[i][k] = tokens[i];
+      local[i] = tokens[i] >= vocab_begin && tokens[i] < vocab_begin + shard
+                     ? tokens[i] - static_cast<int32_t>(vocab_begin)
+                     : -1;
+    }
+    if (k + 1 < steps) {
+      GANNET_RETURN_IF_ERROR(be->CopyToDevice(local_ids.data, local.data(), n * sizeof(int32_t)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Drafter::FirstStep(std::span<const DraftSeq> seqs, std::vector<float>* logits,
                                 std::vector<float>* next_hidden) {
   Impl& m = *impl_;
@@ -471,6 +621,9 @@ absl::Status Drafter::FirstStep(std::span<const DraftSeq> seqs, std::vector<floa
   backend::StepMetadata attn_md, rope_md;
   GANNET_RETURN_IF_ERROR(m.Prepare(seqs, &attn_md, &rope_md));
   GANNET_RETURN_IF_ERROR(m.Step(n, 0, attn_md, rope_md));
+  if (m.tp != nullptr && !m.config.use_ordered_embeddings) {
+    GANNET_RETURN_IF_ERROR(m.tp->AllGatherColumns(m.HeadBlocks(n), m.logits.Rows(0, n)));
+  }
   const int64_t vocab = m.config.text.vocab_size, hb = m.config.backbone_hidden_size;
   logits->resize(static_cast<size_t>(n) * vocab);
   GANNET_RETURN_IF_ERROR(m.be->CopyToHost(logits->data(), m.logits.data, logits->size() * 4));

@@ -18,6 +18,14 @@
 // bonus token's), and attends to keys 0 .. L-1 (full layer) or the last W of them (sliding
 // layers) -- exactly the committed keys, never a tentative one.
 //
+// Tensor parallelism: when the target runner is a rank of a group (RunnerOptions::collectives),
+// the drafter is that rank's shard of the assistant (model/tp_shard.h: its q heads read only the
+// rank's KV heads) and meets the other ranks' drafters in the same collectives: after o_proj and
+// the MLP (all-reduce), after the vocabulary-parallel embedding of its input tokens, and at the
+// head (the ranks' arg-maxes exchanged, or the vocabulary shards gathered into full rows). Every
+// rank draws the same tokens from the same rows; each step's tokens go through the host to
+// become the next step's rank-local embedding ids, so such rounds run eagerly (no graphs).
+//
 // Owns the drafter's weights and scratch in backend memory; one thread at a time.
 #pragma once
 
@@ -63,7 +71,27 @@ struct DraftResult {
   std::vector<std::vector<float>> logits;
 };
 
-class Drafter {
+// What the engine's speculative decoder drafts with: one device's Drafter, or a tensor-parallel
+// group's (parallel::TpRunner::AttachDrafter), which runs every rank's Drafter and returns rank
+// 0's result.
+class DraftRunner {
+ public:
+  virtual ~DraftRunner() = default;
+  // Runs `steps` draft steps for every sequence, right after the target's Forward whose
+  // last_hidden() rows the sequences name.
+  virtual absl::Status Draft(std::span<const DraftSeq> seqs, int steps, DraftResult* result) = 0;
+  virtual const model::ModelConfig& config() const = 0;
+  // Bytes of weights, over all devices.
+  virtual uint64_t weight_bytes() const = 0;
+  // The device time of the rounds since the last call, where the runner measures it itself (a
+  // group: rank 0's device, on the thread that drives it); Unavailable where the caller measures
+  // it on its own device around Draft (one device).
+  virtual absl::StatusOr<double> TakeDeviceSeconds() {
+    return absl::UnavailableError("the caller measures the drafter's device time");
+  }
+};
+
+class Drafter : public DraftRunner {
  public:
   // Checks that the drafter fits the target (backbone width, vocabulary, heads, KV heads, head
   // dims, window, layer types) and loads its weights. InvalidArgument naming the mismatch. The
@@ -74,19 +102,17 @@ class Drafter {
                                                          runner::ModelRunner* target_runner,
                                                          backend::Backend* backend,
                                                          const DrafterOptions& options);
-  ~Drafter();
+  ~Drafter() override;
 
-  // Runs `steps` draft steps for every sequence, right after the target's Forward whose
-  // last_hidden() rows the sequences name.
-  absl::Status Draft(std::span<const DraftSeq> seqs, int steps, DraftResult* result);
+  absl::Status Draft(std::span<const DraftSeq> seqs, int steps, DraftResult* result) override;
 
   // Step 1 only, for tests: the drafter's logits [seqs, vocab] (after the cluster mask) and
   // h_next [seqs, backbone hidden], both on the host as f32.
   absl::Status FirstStep(std::span<const DraftSeq> seqs, std::vector<float>* logits,
                          std::vector<float>* next_hidden);
 
-  const model::ModelConfig& config() const;
-  uint64_t weight_bytes() const;
+  const model::ModelConfig& config() const override;
+  uint64_t weight_bytes() const override;
 
   class Impl;
 

@@ -7,8 +7,8 @@
 
 namespace gannet::spec {
 
-absl::StatusOr<std::unique_ptr<SpecDecoder>> SpecDecoder::Create(std::unique_ptr<Drafter> drafter,
-                                                                 const SpecOptions& options) {
+absl::StatusOr<std::unique_ptr<SpecDecoder>> SpecDecoder::Create(
+    std::unique_ptr<DraftRunner> drafter, const SpecOptions& options) {
   if (drafter == nullptr) return InvalidArgumentError("spec: no drafter");
   if (options.num_speculative_tokens < 1 ||
       options.num_speculative_tokens > kMaxSpeculativeTokens) {

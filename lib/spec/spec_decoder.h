@@ -49,7 +49,7 @@ struct SpecStats {
 
 class SpecDecoder {
  public:
-  static absl::StatusOr<std::unique_ptr<SpecDecoder>> Create(std::unique_ptr<Drafter> drafter,
+  static absl::StatusOr<std::unique_ptr<SpecDecoder>> Create(std::unique_ptr<DraftRunner> drafter,
                                                              const SpecOptions& options);
 
   // Sets request->drafts (and draft_logits) for every listed request, from the target step that
@@ -58,14 +58,16 @@ class SpecDecoder {
                        int64_t max_model_len);
 
   int num_speculative_tokens() const { return options_.num_speculative_tokens; }
-  const Drafter& drafter() const { return *drafter_; }
+  const DraftRunner& drafter() const { return *drafter_; }
+  // DraftRunner::TakeDeviceSeconds of the drafter.
+  absl::StatusOr<double> TakeDeviceSeconds() { return drafter_->TakeDeviceSeconds(); }
   const SpecStats& stats() const { return stats_; }
 
  private:
-  SpecDecoder(std::unique_ptr<Drafter> drafter, const SpecOptions& options)
+  SpecDecoder(std::unique_ptr<DraftRunner> drafter, const SpecOptions& options)
       : drafter_(std::move(drafter)), options_(options) {}
 
-  std::unique_ptr<Drafter> drafter_;
+  std::unique_ptr<DraftRunner> drafter_;
   SpecOptions options_;
   SpecStats stats_;
   std::vector<DraftSeq> seqs_;

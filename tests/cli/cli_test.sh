@@ -46,6 +46,26 @@ check "info on an unknown dummy variant names it" $?
 "$gannet" info /nonexistent/model > "$tmp/info_bad" 2>&1; [ $? -eq 1 ] && contains "$tmp/info_bad" "/nonexistent/model/config.json"
 check "info on a missing folder names the file" $?
 
+# gannet quantize (gannet-quantize): an int4 checkpoint that info describes and generate runs.
+"$gannet" quantize "$tiny/trained" "$tmp/trained-int4" --weight-dtype int4-g32 > "$tmp/quantize" 2>&1 &&
+  contains "$tmp/quantize" "27 modules quantized, 0 kept" && [ -f "$tmp/trained-int4/tokenizer.json" ]
+check "quantize writes an int4 g32 checkpoint with the tokenizer" $?
+"$gannet" info "$tmp/trained-int4" > "$tmp/info_q" &&
+  contains "$tmp/info_q" "weights:      int4 g32 (bf16 scales), compressed-tensors" &&
+  contains "$tmp/info_q" "kept plain:   embeddings" && contains "$tmp/info_q" "by kind:      attention"
+check "info shows the int4 format, bytes by kind and what stayed plain" $?
+"$gannet" info "$tiny/trained" > "$tmp/info_bf16" && contains "$tmp/info_bf16" "weights:      bf16" &&
+  ! contains "$tmp/info_bf16" "kept plain"
+check "info shows a bf16 checkpoint as bf16" $?
+"$gannet" generate -m "$tmp/trained-int4" --backend cpu -p hi -n 4 --ignore-eos -q > "$tmp/gen_q" 2>&1
+check "generate runs the int4 checkpoint on the CPU backend" $?
+"$gannet" quantize "$tiny/trained" "$tmp/bad" --weight-dtype int4-g16 > "$tmp/quantize_bad" 2>&1
+[ $? -eq 2 ] && contains "$tmp/quantize_bad" "weight dtype 'int4-g16': expected int4-g32"
+check "quantize names a bad --weight-dtype" $?
+"$gannet" quantize "$tmp/trained-int4" "$tmp/twice" > "$tmp/quantize_twice" 2>&1
+[ $? -eq 1 ] && contains "$tmp/quantize_twice" "is already quantized"
+check "quantize refuses a quantized checkpoint" $?
+
 "$gannet" generate -m "$tiny/e4b" --prompt-ids 2,120,130,140 -n 8 --ids --ignore-eos -q > "$tmp/g1"
 check "generate by token ids" $?
 ids=$(tail -n 1 "$tmp/g1")

@@ -92,6 +92,13 @@ int main(void) {
   FIELD(gannet_model_info_t, top_k_experts);
   FIELD(gannet_model_info_t, kv_bytes_per_token_sliding);
   FIELD(gannet_model_info_t, kv_bytes_per_token_full);
+  FIELD(gannet_model_info_t, weight_format);
+  FIELD(gannet_model_info_t, weight_bytes_attention);
+  FIELD(gannet_model_info_t, weight_bytes_mlp);
+  FIELD(gannet_model_info_t, weight_bytes_experts);
+  FIELD(gannet_model_info_t, weight_bytes_embeddings);
+  FIELD(gannet_model_info_t, weight_bytes_other);
+  FIELD(gannet_model_info_t, kept_plain);
 
   SIZE(gannet_chat_message_t);
   FIELD(gannet_chat_message_t, struct_size);

@@ -1,15 +1,17 @@
 cmake_minimum_required(VERSION 3.25)
 # cmake -DROOT=<repo> -P check_layering.cmake: fails naming every include of lib/<folder>/ that
 # the folder's row below does not allow (capi -> engine -> sched / spec / parallel -> runner ->
-# backend -> kernels; common, model, kv, sampling and tokenizer below them). kernels/ is the
+# backend -> kernels, parallel above spec: a rank runs its shard of the drafter; common, model,
+# kv, sampling and tokenizer below them). kernels/ is the
 # lowest layer and includes nothing of lib/.
-set(allowed_backend common model sampling)
+set(allowed_backend common model quant sampling)
 set(allowed_capi common engine model parallel tokenizer)
 set(allowed_common "")
 set(allowed_engine backend common kv model parallel runner sampling sched spec tokenizer)
 set(allowed_kv common)
-set(allowed_model common)
-set(allowed_parallel backend common kv model runner)
+set(allowed_model common quant)
+set(allowed_quant common)
+set(allowed_parallel backend common kv model runner spec)
 set(allowed_runner backend common kv model)
 set(allowed_sampling common)
 # The scheduler plans; the runner's batch is built above it (lib/engine/step_batch.h).

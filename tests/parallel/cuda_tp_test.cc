@@ -1,6 +1,8 @@
 // Tensor parallelism on CUDA devices over NCCL.
 //  - label gpu (one device): TP = 1 through the NCCL path (a one-rank communicator, the
-//    vocabulary "gather", the worker thread) gives bit-identical logits to the plain runner.
+//    vocabulary "gather", the worker thread) gives bit-identical logits to the plain runner, and
+//    its drafter (every rank's shard of the assistant, lib/parallel/tp_runner.h) the plain
+//    drafter's tokens.
 //  - label multigpu (skips below 2 devices): TP = 2 (and 4 with 4 devices) on every tiny variant
 //    against the f32 CPU reference, which replays every step on the group's own tokens: a token
 //    that differs must be a near-tie of the reference's own logits, and the decode steps' logits
@@ -28,6 +30,7 @@
 #include "lib/parallel/nccl_collectives.h"
 #include "tests/backend/bf16_cpu_backend.h"
 #include "tests/backend/cuda_test_util.h"
+#include "tests/parallel/tp_draft_util.h"
 #include "tests/parallel/tp_test_util.h"
 
 namespace gannet {
@@ -87,6 +90,96 @@ TEST(CudaTpTest, OneGpuThroughTheNcclPathIsThePlainRunner) {
     const testing::TpRun b = testing::RunGreedySteps(*g.runner, 8, kPage);
     EXPECT_EQ(a.tokens, b.tokens) << variant;
     EXPECT_EQ(a.logits, b.logits) << variant << ": not bit-identical";
+  }
+}
+
+// The verify step of `drafts` after `round` (each sequence's chunk [bonus, d1..dK] at its
+// committed length, a greedy device-sampled row per token); `sampled` gets the rows' tokens.
+absl::Status VerifyStep(runner::StepRunner& r, const testing::DraftRound& round,
+                        const spec::DraftResult& drafts, std::vector<int32_t>* sampled) {
+  std::vector<std::vector<int32_t>> chunks;
+  runner::StepBatch b;
+  for (size_t s = 0; s < round.seqs.size(); ++s) {
+    chunks.push_back({round.seqs[s].token});
+    chunks.back().insert(chunks.back().end(), drafts.tokens[s].begin(), drafts.tokens[s].end());
+  }
+  for (size_t s = 0; s < round.seqs.size(); ++s) {
+    runner::SeqStep q;
+    q.tokens = chunks[s];
+    q.start_pos = static_cast<int32_t>(round.seqs[s].committed);
+    q.page_table[0] = round.tables[s];
+    q.page_table[1] = round.tables[s];
+    q.logits = runner::SeqStep::Logits::kAll;
+    b.seqs.push_back(q);
+    for (size_t t = 0; t < chunks[s].size(); ++t) {
+      b.device_sampling.push_back(sampling::DrawParams::Greedy());
+      b.host_logits.push_back(0);
+    }
+  }
+  runner::StepResult res;
+  GANNET_RETURN_IF_ERROR(r.Forward(b, &res));
+  *sampled = res.sampled;
+  return absl::OkStatus();
+}
+
+// A draft round of the group's drafter (eager: the rank-local embedding ids go through the host,
+// the dense head's arg-max through ShardArgmax and the pair exchange) against the plain drafter
+// over a plain runner on the same GPU (its greedy rounds replayed from graphs): the same tokens;
+// sampled rows bring their logits rows to the host, within bf16 rounding of each other.
+TEST(CudaTpTest, OneGpuDrafterThroughTheNcclPathDraftsAsThePlainDrafter) {
+  GANNET_REQUIRE_GPU();
+  for (const std::string& variant : testing::TargetVariants()) {
+    const testing::TinyPair p = testing::LoadPair(variant);
+    ASSERT_NE(p.drafter, nullptr);
+    GpuGroup g = MakeGpuGroup(*p.target, 1);
+    ASSERT_NE(g.runner, nullptr);
+    auto group_drafter =
+        g.runner->AttachDrafter(p.drafter->config, p.drafter->weights, testing::TpDrafterOptions());
+    ASSERT_TRUE(group_drafter.ok()) << group_drafter.status();
+    auto opts = testing::SimpleRunnerOptions(p.target->config, kPage, testing::kTpMaxLen,
+                                             testing::kTpSeqs, 256);
+    auto plain = testing::CreateTinyRunner(p.target->config, p.target->weights, g.backends[0].get(),
+                                           opts, testing::kTpMaxLen, testing::kTpSeqs);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    auto plain_drafter =
+        spec::Drafter::Create(p.drafter->config, p.drafter->weights, p.target->config, plain->get(),
+                              g.backends[0].get(), testing::TpDrafterOptions());
+    ASSERT_TRUE(plain_drafter.ok()) << plain_drafter.status();
+    for (bool sampled : {false, true}) {
+      const testing::DraftRound a = testing::PrefillAndPlan(**plain, sampled);
+      spec::DraftResult want;
+      ASSERT_TRUE((*plain_drafter)->Draft(a.seqs, testing::kTpDraftSteps, &want).ok());
+      const testing::DraftRound b = testing::PrefillAndPlan(*g.runner, sampled);
+      spec::DraftResult got;
+      ASSERT_TRUE((*group_drafter)->Draft(b.seqs, testing::kTpDraftSteps, &got).ok());
+      EXPECT_EQ(got.tokens, want.tokens) << variant << (sampled ? " sampled" : " greedy");
+      if (!sampled) {
+        // The verify chunks of these drafts ([bonus, d1..dK], a greedy row each): a uniform step,
+        // recorded as a graph by the group as by one device, and replayed the second time.
+        const int before = g.runner->num_graphs();
+        std::vector<int32_t> a_tokens, b_tokens;
+        ASSERT_TRUE(VerifyStep(**plain, a, want, &a_tokens).ok());
+        ASSERT_TRUE(VerifyStep(*g.runner, b, want, &b_tokens).ok());
+        EXPECT_EQ(g.runner->num_graphs(), before + 1) << variant << ": the verify step was not recorded";
+        ASSERT_TRUE(VerifyStep(*g.runner, b, want, &b_tokens).ok());
+        EXPECT_EQ(g.runner->num_graphs(), before + 1) << variant << ": recorded again";
+        EXPECT_EQ(b_tokens, a_tokens) << variant;
+      }
+      ASSERT_EQ(got.logits.size(), want.logits.size());
+      for (size_t i = 0; i < want.logits.size(); ++i) {
+        ASSERT_EQ(got.logits[i].size(), want.logits[i].size());
+        float scale = 0;
+        for (float x : want.logits[i])
+          scale = std::isinf(x) ? scale : std::max(scale, std::fabs(x));
+        for (size_t j = 0; j < want.logits[i].size(); ++j) {
+          if (std::isinf(want.logits[i][j])) {
+            EXPECT_EQ(got.logits[i][j], want.logits[i][j]);
+          } else {
+            ASSERT_NEAR(got.logits[i][j], want.logits[i][j], 1e-2f * scale) << variant;
+          }
+        }
+      }
+    }
   }
 }
 

@@ -4,7 +4,9 @@
 // environment: it creates its engine with tp_rank 1 and serves until rank 0 ends the group.
 //  - two processes give the tokens of the same two GPUs driven by one process;
 //  - a rank killed mid-run makes rank 0's requests end in GANNET_ERR_DEVICE_LOST within the group
-//    timeout, and rank 0's engine is destroyed without hanging.
+//    timeout, and rank 0's engine is destroyed without hanging;
+//  - both again with speculative decoding (every process given the tiny 31B's assistant: each
+//    rank drafts with its shard, rank 0's rounds reach rank 1 as kDraft messages).
 #include <cuda_runtime_api.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -24,6 +26,7 @@ namespace gannet {
 namespace {
 
 constexpr const char* kChildEnv = "GANNET_TP_TEST_CHILD_ID";
+constexpr const char* kChildDraftEnv = "GANNET_TP_TEST_CHILD_DRAFT";  // "1": rank 1 drafts too
 
 int DeviceCount() {
   int n = 0;
@@ -50,9 +53,12 @@ bool FromHex(const char* hex, gannet_tp_id_t* id) {
   return true;
 }
 
-gannet_engine_config_t RankConfig(const std::string& model, int rank, const gannet_tp_id_t* id) {
+// `draft`: the assistant's folder (kept alive by the caller), or empty.
+gannet_engine_config_t RankConfig(const std::string& model, int rank, const gannet_tp_id_t* id,
+                                  const std::string& draft = "") {
   gannet_engine_config_t c = GANNET_ENGINE_CONFIG_INIT;
   c.model_dir = model.c_str();
+  if (!draft.empty()) c.draft_model_dir = draft.c_str();
   c.backend = "cuda";
   c.device_id = rank;
   c.max_model_len = 512;
@@ -69,7 +75,10 @@ TEST(TpMultiProcessTest, WorkerRank) {
   gannet_tp_id_t id;
   if (!FromHex(hex, &id)) std::_Exit(3);
   const std::string model = testing::TinyModelDir("31b");
-  gannet_engine_config_t c = RankConfig(model, 1, &id);
+  const char* drafts = std::getenv(kChildDraftEnv);
+  const std::string draft =
+      drafts != nullptr && std::string(drafts) == "1" ? testing::TinyModelDir("31b-assistant") : "";
+  gannet_engine_config_t c = RankConfig(model, 1, &id, draft);
   gannet_engine_t* e = nullptr;
   if (gannet_engine_create(&c, &e) != GANNET_OK) {
     std::fprintf(stderr, "rank 1: %s\n", gannet_last_error_message());
@@ -80,10 +89,11 @@ TEST(TpMultiProcessTest, WorkerRank) {
   std::_Exit(st == GANNET_OK ? 0 : 10 + st);
 }
 
-pid_t SpawnRank1(const gannet_tp_id_t& id) {
+pid_t SpawnRank1(const gannet_tp_id_t& id, bool drafts = false) {
   const pid_t pid = fork();
   if (pid == 0) {
     setenv(kChildEnv, Hex(id).c_str(), 1);
+    setenv(kChildDraftEnv, drafts ? "1" : "0", 1);
     char self[4096];
     const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) std::_Exit(2);
@@ -133,14 +143,48 @@ TEST(TpMultiProcessTest, TwoProcessesGiveTheTokensOfOne) {
   unsetenv("GANNET_ALLREDUCE");
 }
 
-TEST(TpMultiProcessTest, AKilledRankEndsInDeviceLost) {
+TEST(TpMultiProcessTest, TwoProcessesWithDraftsGiveTheTokensOfOne) {
   if (DeviceCount() < 2) GTEST_SKIP() << "needs 2 GPUs";
-  setenv("GANNET_TP_TIMEOUT_S", "5", 1);  // inherited by rank 1
+  setenv("GANNET_ALLREDUCE", "nccl", 1);  // the same reduction in both modes
   const std::string model = testing::TinyModelDir("31b");
+  const std::string draft = testing::TinyModelDir("31b-assistant");
+  std::vector<int32_t> one;
+  {
+    gannet_engine_config_t c = GANNET_ENGINE_CONFIG_INIT;
+    c.model_dir = model.c_str();
+    c.draft_model_dir = draft.c_str();
+    c.backend = "cuda";
+    c.max_model_len = 512;
+    c.tensor_parallel_size = 2;
+    gannet_engine_t* e = nullptr;
+    ASSERT_EQ(gannet_engine_create(&c, &e), GANNET_OK) << gannet_last_error_message();
+    one = Generate(e, 32);
+    gannet_engine_destroy(e);
+  }
   gannet_tp_id_t id;
   ASSERT_EQ(gannet_tp_create_id(&id), GANNET_OK) << gannet_last_error_message();
-  const pid_t child = SpawnRank1(id);
-  gannet_engine_config_t c = RankConfig(model, 0, &id);
+  const pid_t child = SpawnRank1(id, /*drafts=*/true);
+  ASSERT_GT(child, 0);
+  gannet_engine_config_t c = RankConfig(model, 0, &id, draft);
+  gannet_engine_t* e = nullptr;
+  ASSERT_EQ(gannet_engine_create(&c, &e), GANNET_OK) << gannet_last_error_message();
+  EXPECT_EQ(Generate(e, 32), one);
+  gannet_engine_destroy(e);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank 1 exit " << status;
+  unsetenv("GANNET_ALLREDUCE");
+}
+
+// Rank 1 killed while rank 0 serves a long request (with drafts: mid-step or mid-round).
+void KillRankOne(bool drafts) {
+  setenv("GANNET_TP_TIMEOUT_S", "5", 1);  // inherited by rank 1
+  const std::string model = testing::TinyModelDir("31b");
+  const std::string draft = drafts ? testing::TinyModelDir("31b-assistant") : "";
+  gannet_tp_id_t id;
+  ASSERT_EQ(gannet_tp_create_id(&id), GANNET_OK) << gannet_last_error_message();
+  const pid_t child = SpawnRank1(id, drafts);
+  gannet_engine_config_t c = RankConfig(model, 0, &id, draft);
   gannet_engine_t* e = nullptr;
   ASSERT_EQ(gannet_engine_create(&c, &e), GANNET_OK) << gannet_last_error_message();
   EXPECT_EQ(Generate(e, 4).size(), 4u);  // the group serves
@@ -172,6 +216,16 @@ TEST(TpMultiProcessTest, AKilledRankEndsInDeviceLost) {
   }
   gannet_engine_destroy(e);  // must return
   unsetenv("GANNET_TP_TIMEOUT_S");
+}
+
+TEST(TpMultiProcessTest, AKilledRankEndsInDeviceLost) {
+  if (DeviceCount() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  KillRankOne(false);
+}
+
+TEST(TpMultiProcessTest, AKilledRankEndsInDeviceLostWithDrafts) {
+  if (DeviceCount() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  KillRankOne(true);
 }
 
 }  // namespace

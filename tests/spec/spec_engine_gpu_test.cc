@@ -15,6 +15,13 @@
 // move logits by ~0.4 (tests/backend/cuda_runner_test.cc measures it), which the different
 // prefill chunking of a run with verify chunks in its step budget triggers; it is held to the
 // share of identical sequences only.
+//
+// MultiGpuSpecEngine (label multigpu, ctest multigpu_spec_engine_test; skips below 2 GPUs): the
+// same comparison with tensor parallelism 2 over NCCL, every rank drafting with its shard of the
+// assistant: the TP 2 engine with drafts against the TP 2 engine without, for the four pairs and
+// the trained pair, real and oracle drafts, chunked prefill.
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -118,6 +125,56 @@ INSTANTIATE_TEST_SUITE_P(
       std::replace(v.begin(), v.end(), '-', '_');
       return v + "_page" + std::to_string(std::get<1>(info.param));
     });
+
+class MultiGpuSpecEngineTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MultiGpuSpecEngineTest, GreedyWithDraftsAtTp2EqualsWithout) {
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < 2) {
+    GTEST_SKIP() << "needs 2 GPUs, have " << gpus;
+  }
+  const std::string variant = GetParam();
+  Workload w = Mixed(40);
+  EngineSetup plain{variant, 16};
+  plain.backend = "cuda";
+  plain.tensor_parallel_size = 2;
+  plain.max_step_tokens = 24;
+  std::vector<RequestInput> with_logprobs = w.inputs;
+  for (RequestInput& in : with_logprobs) in.logprobs = 2;
+  auto base = MakeEngine(plain);
+  ASSERT_NE(base, nullptr);
+  const std::vector<Outcome> expected = RunAll(*base, with_logprobs);
+  base.reset();
+  for (bool oracle : {false, true}) {
+    const Oracle orc = Oracle::From(expected);
+    EngineSetup s = plain;
+    s.spec_tokens = 3;
+    if (oracle) s = orc.Drafting(s);
+    auto engine = MakeEngine(s);
+    ASSERT_NE(engine, nullptr);
+    const std::vector<Outcome> got = RunAll(*engine, w.inputs);
+    const std::string what = variant + " tp 2" + (oracle ? " oracle" : " drafter");
+    ExpectSameUpToNearTies(got, expected, what, variant == "26b-a4b",
+                           variant == "e4b" ? kNearTieE4b : kNearTie);
+    const EngineStats st = engine->GetStats();
+    std::printf("%s: drafts %ld, accepted %ld, %.2f tokens per verify chunk\n", what.c_str(),
+                static_cast<long>(st.spec_draft_tokens), static_cast<long>(st.spec_accepted_tokens),
+                st.spec_mean_accepted_length);
+    EXPECT_GT(st.spec_draft_tokens, 0) << what;
+    if (oracle || variant == "trained") {
+      EXPECT_GT(st.spec_accepted_tokens, 0) << what;
+    }
+    EXPECT_EQ(st.kv_pages_used[0] + st.kv_pages_used[1], 0) << what << ": pages leaked";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Pairs, MultiGpuSpecEngineTest,
+                         ::testing::Values("31b", "26b-a4b", "e4b", "e2b", "trained"),
+                         [](const auto& info) {
+                           std::string v = info.param;
+                           std::replace(v.begin(), v.end(), '-', '_');
+                           return v;
+                         });
 
 TEST(SpecEngineGpu, PreemptionKeepsTheOutput) {
   if (!testing::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";

@@ -90,6 +90,9 @@ struct EngineSetup {
   int kv_full_pages = 0, kv_sliding_pages = 0;
   std::function<void(uint64_t, int64_t, std::vector<int32_t>*)> override_drafts = {};
   std::string backend = "cpu";
+  int tensor_parallel_size = 1;     // CPU: ranks as threads (lib/parallel)
+  std::string kv_cache_dtype = {};  // "" = the backend's default
+  int max_model_len = 160;
 };
 
 inline std::unique_ptr<Engine> MakeEngine(const EngineSetup& s) {
@@ -97,8 +100,10 @@ inline std::unique_ptr<Engine> MakeEngine(const EngineSetup& s) {
   c.model_dir = testing::TinyModelDir(s.variant);
   c.backend = s.backend;
   c.num_threads = s.backend == "cpu" ? 2 : 0;
-  c.max_model_len = 160;
+  c.max_model_len = s.max_model_len;
   c.page_size = s.page_size;
+  c.tensor_parallel_size = s.tensor_parallel_size;
+  c.kv_cache_dtype = s.kv_cache_dtype;
   c.max_step_tokens = s.max_step_tokens;
   c.max_running_seqs = s.max_running_seqs;
   c.kv_full_pages = s.kv_full_pages;

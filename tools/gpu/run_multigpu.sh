@@ -52,6 +52,10 @@ multigpu_tests() {
   note "${p}multigpu_tp_test: exit $?"
   run_watched "${p}tp_multiprocess_test" "$lim" "$build/tests/parallel/tp_multiprocess_test"
   note "${p}tp_multiprocess_test: exit $?"
+  # Speculative decoding with tensor parallelism (every rank drafting with its assistant shard).
+  run_watched "${p}multigpu_spec_engine_test" "$lim" "$build/tests/spec/spec_engine_gpu_test" \
+    --gtest_filter='*MultiGpu*'
+  note "${p}multigpu_spec_engine_test: exit $?"
   # The custom all-reduce itself: every rank on one GPU, and two processes over CUDA IPC.
   run_watched "${p}custom_allreduce_test" "$lim" "$build/tests/parallel/cuda_custom_allreduce_test"
   note "${p}custom_allreduce_test: exit $?"
@@ -61,6 +65,7 @@ multigpu_tests() {
   # than meant passed quietly before: 'MultiGpu*' missed the parameterized Variants/MultiGpuTpTest).
   grep -hE "^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z]|^\[  (PASSED|FAILED) |note|Failure|DEVICE_LOST" \
     "$out/${p}multigpu_tp_test.log" "$out/${p}tp_multiprocess_test.log" \
+    "$out/${p}multigpu_spec_engine_test.log" \
     "$out/${p}custom_allreduce_test.log" "$out/${p}custom_allreduce_ipc_test.log" | tail -60 |
     sed -u "s/^/[${p:-lazy}] /" | tee -a "$summary"
 }
@@ -72,7 +77,7 @@ for stage in "$@"; do
         > "$out/build.log" 2>&1 &&
         ninja -C "$build" -j"$(nproc)" gannet gannet-serving-bench gannet-decode-bench \
           gannet-allreduce-bench cuda_tp_test cuda_custom_allreduce_test tp_multiprocess_test \
-          cuda_custom_allreduce_ipc_test \
+          cuda_custom_allreduce_ipc_test spec_engine_gpu_test \
           >> "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
       ;;
     test)

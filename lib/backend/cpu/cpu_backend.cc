@@ -11,6 +11,7 @@
 #include "lib/backend/cpu/cpu_math.h"
 #include "lib/common/host_memory.h"
 #include "lib/common/status.h"
+#include "lib/model/quantized_weights.h"
 #include "lib/model/synthetic.h"
 
 namespace gannet::backend {
@@ -116,6 +117,51 @@ absl::StatusOr<OwnedTensor> CpuBackend::LoadWeight(
     t.shape[0] = rows;
     return t;
   };
+  if (first.quantized()) {
+    // int4 in the canonical form (lib/quant/int4.h): one buffer of packed bytes, then scales,
+    // then zero points; the parts' rows one after the other in each.
+    for (const model::WeightView* p : parts) {
+      if (!(p->format == first.format) || p->pieces.empty()) {
+        return InvalidArgumentError("LoadWeight: '{}' ({} g{}) and '{}' ({} g{}) cannot be "
+                                    "concatenated: fused weights need one quantized format",
+                                    first.name, DTypeShortName(first.format.elem),
+                                    first.format.group_size, p->name,
+                                    DTypeShortName(p->format.elem), p->format.group_size);
+      }
+    }
+    const int64_t k = first.shape.back();
+    int64_t numel = 0;
+    for (const model::WeightView* p : parts) numel += p->numel();
+    const int64_t groups = numel / first.format.group_size;
+    const size_t packed_bytes = (static_cast<size_t>(numel / 2) + 15) / 16 * 16;
+    const size_t scale_bytes = (static_cast<size_t>(groups) * DTypeBits(first.format.scale) / 8 + 15) / 16 * 16;
+    const size_t zero_bytes = first.format.zero_point ? static_cast<size_t>(groups) : 0;
+    GANNET_ASSIGN_OR_RETURN(Buffer buf, Allocate(packed_bytes + scale_bytes + zero_bytes));
+    uint8_t* packed = static_cast<uint8_t*>(buf.data());
+    uint8_t* scales = packed + packed_bytes;
+    uint8_t* zeros = first.format.zero_point ? scales + scale_bytes : nullptr;
+    int64_t row = 0;
+    for (const model::WeightView* p : parts) {
+      const int64_t prow = p->numel() / k;
+      GANNET_RETURN_IF_ERROR(model::WriteCanonicalInt4(
+          *p, packed + row * (k / 2), scales + row * (k / first.format.group_size) *
+                                                   DTypeBits(first.format.scale) / 8,
+          zeros != nullptr ? zeros + row * (k / first.format.group_size) : nullptr));
+      row += prow;
+    }
+    Tensor t = make_tensor(packed, first.format.elem);
+    t.format = first.format;
+    t.scales = scales;
+    t.zero_points = zeros;
+    return OwnedTensor{std::move(buf), t};
+  }
+  for (const model::WeightView* p : parts) {
+    if (p->quantized()) {
+      return InvalidArgumentError("LoadWeight: '{}' is plain but '{}' is quantized: fused weights "
+                                  "need one format",
+                                  first.name, p->name);
+    }
+  }
   // Vectors (norm weights, scales) become f32 copies so ops read them directly; matrices stay in
   // their checkpoint type and are read in place when no concatenation is needed and they start
   // at a multiple of their element size (the format does not promise it: else a copy).
@@ -124,7 +170,7 @@ absl::StatusOr<OwnedTensor> CpuBackend::LoadWeight(
   for (const model::WeightView* p : parts) same_type &= p->dtype == first.dtype;
   const bool aligned =
       reinterpret_cast<uintptr_t>(first.data) % std::max(1, DTypeBits(first.dtype) / 8) == 0;
-  if (!is_vector && parts.size() == 1 && !first.synthetic && aligned &&
+  if (!is_vector && parts.size() == 1 && !first.synthetic && first.pieces.empty() && aligned &&
       (first.dtype == DType::kBF16 || first.dtype == DType::kF32)) {
     return OwnedTensor{Buffer(), make_tensor(const_cast<void*>(first.data), first.dtype)};
   }
@@ -146,7 +192,10 @@ absl::StatusOr<OwnedTensor> CpuBackend::LoadWeight(
                                generated.data());
       src = generated.data();
     }
-    if (out_type == DType::kBF16) {
+    if (!p->pieces.empty()) {  // gathered from per-expert modules
+      GANNET_RETURN_IF_ERROR(model::WriteGatheredDense(*p, out_type, dst));
+      dst += p->numel() * DTypeBits(out_type) / 8;
+    } else if (out_type == DType::kBF16) {
       std::memcpy(dst, src, p->nbytes());
       dst += p->nbytes();
     } else {

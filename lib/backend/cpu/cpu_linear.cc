@@ -1,16 +1,55 @@
 // out = x @ w^T on the CPU: each task converts a block of weight rows to f32 once and reuses it
-// for every input row, so bf16 weights are decoded once per call.
+// for every input row, so bf16 weights are decoded (int4 weights dequantized) once per call.
 #include <algorithm>
 #include <vector>
 
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/backend/cpu/cpu_math.h"
+#include "lib/quant/int4.h"
 
 namespace gannet::backend {
+namespace cpu {
+
+void WeightRowToF32(const Tensor& w, int64_t row, int64_t k, float* out) {
+  if (!w.quantized()) {
+    RowToF32(static_cast<const char*>(w.data) + row * k * static_cast<int64_t>(w.elem_bytes()),
+             w.dtype, k, out);
+    return;
+  }
+  const int64_t groups = k / w.format.group_size;
+  quant::DequantizeInt4Row(
+      w.format, static_cast<const uint8_t*>(w.data) + row * (k / 2),
+      static_cast<const char*>(w.scales) + row * groups * DTypeBits(w.format.scale) / 8,
+      w.zero_points != nullptr ? w.zero_points + row * groups : nullptr, k, out);
+}
+
+absl::Status RequireReadableWeight(const Tensor& w, const char* what) {
+  if (!w.quantized()) return absl::OkStatus();
+  const WeightFormat& f = w.format;
+  const bool int4 = (f.elem == DType::kI4 && !f.zero_point) || (f.elem == DType::kU4 && f.zero_point);
+  if (!int4 || f.granularity != ScaleGranularity::kGroup || f.group_size <= 0 ||
+      w.row_elems() % f.group_size != 0 || w.scales == nullptr ||
+      (f.zero_point && w.zero_points == nullptr) || !w.contiguous()) {
+    return InvalidArgumentError("cpu backend: {} has quantized format {} g{} (scales {}), which "
+                                "the CPU backend does not read",
+                                what, DTypeName(f.elem), f.group_size, DTypeName(f.scale));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RequireDenseWeight(const Tensor& w, const char* what) {
+  if (!w.quantized()) return absl::OkStatus();
+  return InvalidArgumentError("cpu backend: {} is quantized ({} g{}); this op reads plain bf16, "
+                              "f16 or f32 tables only",
+                              what, DTypeShortName(w.format.elem), w.format.group_size);
+}
+
+}  // namespace cpu
 
 absl::Status CpuBackend::Linear(Tensor x, Tensor w, Tensor out) {
   GANNET_RETURN_IF_ERROR(cpu::RequireF32(x, "Linear input"));
   GANNET_RETURN_IF_ERROR(cpu::RequireF32(out, "Linear output"));
+  GANNET_RETURN_IF_ERROR(cpu::RequireReadableWeight(w, "Linear weight"));
   const int64_t m = x.rows();
   const int64_t k = x.row_elems();
   const int64_t n = w.dim(0);
@@ -20,15 +59,13 @@ absl::Status CpuBackend::Linear(Tensor x, Tensor w, Tensor out) {
   }
   if (m == 0) return absl::OkStatus();
   constexpr int64_t kRowsPerTask = 16;
-  const size_t wbytes = w.elem_bytes();
   pool().ParallelFor((n + kRowsPerTask - 1) / kRowsPerTask, 1, [&](int64_t b, int64_t e) {
     std::vector<float> wrows(static_cast<size_t>(kRowsPerTask * k));
     for (int64_t blk = b; blk < e; ++blk) {
       const int64_t n0 = blk * kRowsPerTask;
       const int64_t n1 = std::min(n, n0 + kRowsPerTask);
       for (int64_t j = n0; j < n1; ++j) {
-        cpu::RowToF32(static_cast<const char*>(w.data) + j * k * wbytes, w.dtype, k,
-                      wrows.data() + (j - n0) * k);
+        cpu::WeightRowToF32(w, j, k, wrows.data() + (j - n0) * k);
       }
       for (int64_t i = 0; i < m; ++i) {
         const float* xi = x.as<float>() + i * x.stride0();

@@ -23,6 +23,16 @@ inline float LoadF32(const void* p, DType t, int64_t i) {
 // Converts n elements starting at p to f32 in out.
 void RowToF32(const void* p, DType t, int64_t n, float* out);
 
+// Row `row` of the weight `w` (rows of k elements; a 3-D [E, R, k] weight has E * R rows) as
+// f32: plain types converted, int4 dequantized from the canonical bytes (lib/quant/int4.h).
+// The caller checked the format with RequireReadableWeight.
+void WeightRowToF32(const Tensor& w, int64_t row, int64_t k, float* out);
+// OK for plain weights and the int4 formats WeightRowToF32 reads; else InvalidArgument naming
+// `what` and the format.
+absl::Status RequireReadableWeight(const Tensor& w, const char* what);
+// OK for plain (unquantized) weights only: ops that read tables by element (embeddings, gathers).
+absl::Status RequireDenseWeight(const Tensor& w, const char* what);
+
 // Dot product of two f32 vectors (several accumulators, vectorizable).
 float Dot(const float* a, const float* b, int64_t n);
 

@@ -12,6 +12,7 @@ namespace gannet::backend {
 
 absl::Status CpuBackend::MoeRoute(const MoeRouteArgs& a) {
   GANNET_RETURN_IF_ERROR(CheckMoeRouteShapes(a));
+  GANNET_RETURN_IF_ERROR(cpu::RequireReadableWeight(a.router_proj, "MoeRoute router_proj"));
   const int64_t tokens = a.x.rows();
   const int64_t hidden = a.x.row_elems();
   const int64_t experts = a.router_proj.dim(0);
@@ -26,9 +27,7 @@ absl::Status CpuBackend::MoeRoute(const MoeRouteArgs& a) {
       float inv = cpu::RmsInvScale(x, hidden, a.eps);
       for (int64_t i = 0; i < hidden; ++i) u[i] = ((x[i] * inv) * scale[i]) * root;
       for (int64_t ex = 0; ex < experts; ++ex) {
-        cpu::RowToF32(static_cast<const char*>(a.router_proj.data) +
-                          ex * hidden * a.router_proj.elem_bytes(),
-                      a.router_proj.dtype, hidden, w.data());
+        cpu::WeightRowToF32(a.router_proj, ex, hidden, w.data());
         logits[ex] = cpu::Dot(u.data(), w.data(), hidden);
       }
       float mx = *std::max_element(logits.begin(), logits.end());
@@ -61,12 +60,13 @@ absl::Status CpuBackend::MoeExperts(const MoeExpertsArgs& a) {
   const int64_t inter = a.gate_up.dim(1) / 2;
   const int64_t top_k = a.topk_ids.row_elems();
   GANNET_RETURN_IF_ERROR(CheckMoeExpertsShapes(a));
+  GANNET_RETURN_IF_ERROR(cpu::RequireReadableWeight(a.gate_up, "MoeExperts gate_up"));
+  GANNET_RETURN_IF_ERROR(cpu::RequireReadableWeight(a.down, "MoeExperts down"));
   const int64_t total = MoeTotalExperts(a);
   for (int64_t i = 0; i < tokens * top_k; ++i) {
     int32_t ex = a.topk_ids.as<int32_t>()[i];
     if (ex < 0 || ex >= total) return InvalidArgumentError("MoeExperts: expert id {}", ex);
   }
-  const size_t eb = a.gate_up.elem_bytes();
   pool().ParallelFor(tokens, 1, [&](int64_t b, int64_t e) {
     std::vector<float> w(std::max(hidden, inter)), h(inter), gu(2 * inter);
     for (int64_t t = b; t < e; ++t) {
@@ -77,15 +77,13 @@ absl::Status CpuBackend::MoeExperts(const MoeExpertsArgs& a) {
         const int64_t ex = a.topk_ids.as<int32_t>()[t * top_k + k] - a.expert_begin;
         if (ex < 0 || ex >= experts) continue;  // another rank's expert
         const float weight = a.topk_weights.as<float>()[t * top_k + k];
-        const char* gu_base = static_cast<const char*>(a.gate_up.data) + ex * 2 * inter * hidden * eb;
         for (int64_t r = 0; r < 2 * inter; ++r) {
-          cpu::RowToF32(gu_base + r * hidden * eb, a.gate_up.dtype, hidden, w.data());
+          cpu::WeightRowToF32(a.gate_up, ex * 2 * inter + r, hidden, w.data());
           gu[r] = cpu::Dot(x, w.data(), hidden);
         }
         for (int64_t i = 0; i < inter; ++i) h[i] = cpu::GeluTanh(gu[i]) * gu[inter + i];
-        const char* dn_base = static_cast<const char*>(a.down.data) + ex * hidden * inter * eb;
         for (int64_t r = 0; r < hidden; ++r) {
-          cpu::RowToF32(dn_base + r * inter * eb, a.down.dtype, inter, w.data());
+          cpu::WeightRowToF32(a.down, ex * hidden + r, inter, w.data());
           o[r] += cpu::Dot(h.data(), w.data(), inter) * weight;
         }
       }

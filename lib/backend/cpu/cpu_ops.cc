@@ -10,10 +10,12 @@
 namespace gannet::backend {
 
 using cpu::LoadF32;
+using cpu::RequireDenseWeight;
 using cpu::RequireF32;
 
 absl::Status CpuBackend::Embed(Tensor ids, Tensor table, float scale, Tensor out) {
   GANNET_RETURN_IF_ERROR(RequireF32(out, "Embed output"));
+  GANNET_RETURN_IF_ERROR(RequireDenseWeight(table, "Embed table"));
   const int64_t n = ids.numel();
   const int64_t vocab = table.dim(0);
   const int64_t width = table.row_elems();
@@ -154,6 +156,7 @@ absl::Status CpuBackend::PleCombine(Tensor proj, Tensor token_part, Tensor norm_
 
 absl::Status CpuBackend::GatherRows(Tensor x, Tensor rows, Tensor out) {
   GANNET_RETURN_IF_ERROR(CheckGatherRowsArgs(x, rows, out));
+  GANNET_RETURN_IF_ERROR(RequireDenseWeight(x, "GatherRows source"));
   const int64_t n = x.row_elems();
   for (int64_t i = 0; i < rows.numel(); ++i) {
     int32_t r = rows.as<int32_t>()[i];
@@ -184,6 +187,7 @@ absl::Status CpuBackend::CentroidLogits(Tensor h, Tensor table, Tensor clusters,
                                         Tensor selected, Tensor logits) {
   GANNET_RETURN_IF_ERROR(CheckCentroidLogitsArgs(h, table, clusters, ordering, selected, logits));
   GANNET_RETURN_IF_ERROR(RequireF32(h, "CentroidLogits h"));
+  GANNET_RETURN_IF_ERROR(RequireDenseWeight(table, "CentroidLogits table"));
   const int64_t vocab = logits.row_elems(), width = h.row_elems(), per = ordering.dim(1);
   const int32_t* ids = ordering.as<int32_t>();
   for (int64_t i = 0; i < ordering.numel(); ++i) {

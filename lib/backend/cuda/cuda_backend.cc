@@ -359,6 +359,19 @@ absl::StatusOr<OwnedTensor> CudaBackend::LoadWeight(std::span<const model::Weigh
   int64_t rows = 0, total = 0;
   for (const model::WeightView* p : parts) {
     if (!p->present()) return InvalidArgumentError("LoadWeight: tensor '{}' is absent", p->name);
+    if (p->quantized()) {
+      return UnimplementedError("LoadWeight: '{}' is quantized ({} g{}, {} scales{}); the CUDA "
+                                "backend has no int4 kernels yet: run it on the CPU backend or "
+                                "load the bf16 checkpoint",
+                                p->name, DTypeShortName(p->format.elem), p->format.group_size,
+                                DTypeShortName(p->format.scale),
+                                p->format.zero_point ? ", zero points" : "");
+    }
+    if (!p->pieces.empty()) {
+      return UnimplementedError("LoadWeight: '{}' is gathered from per-expert modules ({} ...), "
+                                "which the CUDA backend does not load yet",
+                                p->name, p->pieces[0].module);
+    }
     if (p->shape.size() != first.shape.size() ||
         !std::equal(p->shape.begin() + 1, p->shape.end(), first.shape.begin() + 1)) {
       return InvalidArgumentError("LoadWeight: '{}' and '{}' cannot be concatenated", first.name,

@@ -226,6 +226,13 @@ pub struct gannet_model_info_t {
     pub top_k_experts: i32,
     pub kv_bytes_per_token_sliding: i64,
     pub kv_bytes_per_token_full: i64,
+    pub weight_format: [c_char; 64],
+    pub weight_bytes_attention: i64,
+    pub weight_bytes_mlp: i64,
+    pub weight_bytes_experts: i64,
+    pub weight_bytes_embeddings: i64,
+    pub weight_bytes_other: i64,
+    pub kept_plain: [c_char; 128],
 }
 
 impl Default for gannet_model_info_t {
@@ -693,7 +700,9 @@ const _: () = {
 
     assert!(offset_of!(gannet_model_info_t, num_parameters) == 136);
     assert!(offset_of!(gannet_model_info_t, kv_bytes_per_token_full) == 248);
-    assert!(size_of::<gannet_model_info_t>() == 256);
+    assert!(offset_of!(gannet_model_info_t, weight_format) == 256);
+    assert!(offset_of!(gannet_model_info_t, kept_plain) == 360);
+    assert!(size_of::<gannet_model_info_t>() == 488);
 
     assert!(offset_of!(gannet_engine_stats_t, kv_pages_total) == 12);
     assert!(offset_of!(gannet_engine_stats_t, prefix_cache_hit_tokens) == 48);

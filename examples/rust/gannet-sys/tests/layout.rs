@@ -64,7 +64,9 @@ fn rust_layout() -> BTreeMap<String, (i64, i64)> {
             num_full_layers, num_kv_shared_layers, hidden_size, vocab_size,
             max_position_embeddings, sliding_window, num_attention_heads, num_kv_heads,
             num_full_kv_heads, head_dim, full_head_dim, num_experts, top_k_experts,
-            kv_bytes_per_token_sliding, kv_bytes_per_token_full,
+            kv_bytes_per_token_sliding, kv_bytes_per_token_full, weight_format,
+            weight_bytes_attention, weight_bytes_mlp, weight_bytes_experts,
+            weight_bytes_embeddings, weight_bytes_other, kept_plain,
         }
         gannet_chat_message_t { struct_size, role, content }
         gannet_request_t {
@@ -222,7 +224,9 @@ fn pinned_offsets_of_layout_test() {
     assert_eq!(offset_of!(gannet_event_t, num_accepted_draft_tokens), 92);
     assert_eq!(offset_of!(gannet_event_t, thinking), 96);
     assert_eq!(size_of::<gannet_event_t>(), 104);
-    assert_eq!(size_of::<gannet_model_info_t>(), 256);
+    assert_eq!(offset_of!(gannet_model_info_t, weight_format), 256);
+    assert_eq!(offset_of!(gannet_model_info_t, kept_plain), 360);
+    assert_eq!(size_of::<gannet_model_info_t>(), 488);
     assert_eq!(offset_of!(gannet_engine_stats_t, backend_fallback), 296);
     assert_eq!(
         offset_of!(gannet_engine_stats_t, num_speculative_tokens),
@@ -273,7 +277,7 @@ fn defaults_are_the_init_macros() {
     assert_eq!(gannet_engine_stats_t::default().struct_size, 648);
     assert_eq!(gannet_engine_stats_t::default().kv_cache_dtype, [0; 16]);
     assert_eq!(gannet_engine_stats_t::default().compute_dtype, [0; 8]);
-    assert_eq!(gannet_model_info_t::default().struct_size, 256);
+    assert_eq!(gannet_model_info_t::default().struct_size, 488);
     assert_eq!(gannet_tokenizer_info_t::default().struct_size, 32);
 }
 

@@ -1,0 +1,361 @@
+#include "lib/model/quantized_weights.h"
+
+#include <cmath>
+#include <cstring>
+#include <span>
+
+#include "fmt/format.h"
+#include "fmt/ranges.h"
+#include "lib/common/status.h"
+#include "lib/quant/int4.h"
+
+namespace gannet::model {
+namespace {
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// The class compressed-tensors would see for a matrix of ExpectedWeights.
+std::string_view ClassOf(const WeightSpec& s) {
+  if (s.global_slot == &ModelWeights::embed_tokens ||
+      s.global_slot == &ModelWeights::embed_tokens_per_layer) {
+    return "Embedding";
+  }
+  return "Linear";
+}
+
+struct Ctx {
+  const ModelConfig& config;
+  const Checkpoint& ckpt;
+  std::set<std::string, std::less<>>* bound;
+};
+
+// Module `module` ([n, k]) as a piece: quantized by `scheme` (nullptr: plain). Checks every
+// tensor; sets *format (quantized) or *dtype (plain) for the caller to compare across pieces.
+absl::StatusOr<WeightPiece> ReadModule(const Ctx& c, const quant::CtScheme* scheme,
+                                       const std::string& module, int64_t n, int64_t k,
+                                       WeightFormat* format) {
+  const std::string dir = c.ckpt.dir();
+  const TensorRef* plain = c.ckpt.Find(module + ".weight");
+  const TensorRef* packed = c.ckpt.Find(module + ".weight_packed");
+  WeightPiece p;
+  p.module = module;
+  p.rows = n;
+  if (scheme == nullptr) {
+    if (packed != nullptr) {
+      return InvalidArgumentError(
+          "{}: tensor '{}.weight_packed' is quantized, but quantization_config does not quantize "
+          "module '{}' (no config group targets it, or `ignore` names it)",
+          dir, module, module);
+    }
+    if (plain == nullptr) {
+      return InvalidArgumentError("{}: missing tensor '{}.weight' (expected shape [{}, {}])", dir,
+                                  module, n, k);
+    }
+    if (plain->info->shape != std::vector<int64_t>{n, k}) {
+      return InvalidArgumentError(
+          "{}: tensor '{}.weight' has shape [{}] but the config implies "
+          "[{}, {}]",
+          dir, module, fmt::join(plain->info->shape, ", "), n, k);
+    }
+    const DType dt = plain->info->dtype;
+    if (!WeightFormatIsLoadable(WeightFormat::Dense(dt))) {
+      return UnimplementedError(
+          "{}: tensor '{}.weight' has dtype {}; gannet loads BF16, F16 and "
+          "F32",
+          dir, module, DTypeName(dt));
+    }
+    p.dtype = dt;
+    p.data = plain->data();
+    *format = WeightFormat::Dense(dt);
+    c.bound->insert(module + ".weight");
+    return p;
+  }
+  const std::string by = fmt::format("quantization_config.config_groups.{}", scheme->name);
+  if (plain != nullptr) {
+    return InvalidArgumentError(
+        "{}: module '{}' is quantized by {} but holds a plain '{}.weight' "
+        "(expected '{}.weight_packed', '.weight_scale', '.weight_shape')",
+        dir, module, by, module, module);
+  }
+  if (packed == nullptr) {
+    return InvalidArgumentError(
+        "{}: module '{}' is quantized by {} but tensor "
+        "'{}.weight_packed' is missing",
+        dir, module, by, module);
+  }
+  if (k % 2 != 0) {
+    return UnimplementedError(
+        "{}: module '{}' has an odd input width {}: int4 rows must fill "
+        "whole bytes",
+        dir, module, k);
+  }
+  const int64_t words = (k + 7) / 8;
+  if (packed->info->dtype != DType::kI32 || packed->info->shape != std::vector<int64_t>{n, words}) {
+    return InvalidArgumentError(
+        "{}: tensor '{}.weight_packed' is {} [{}], expected I32 [{}, {}] "
+        "(int4 weight [{}, {}], 8 per int32)",
+        dir, module, DTypeName(packed->info->dtype), fmt::join(packed->info->shape, ", "), n, words,
+        n, k);
+  }
+  const TensorRef* shape = c.ckpt.Find(module + ".weight_shape");
+  if (shape == nullptr) {
+    return InvalidArgumentError(
+        "{}: module '{}' is quantized by {} but tensor '{}.weight_shape' "
+        "is missing",
+        dir, module, by, module);
+  }
+  if ((shape->info->dtype != DType::kI64 && shape->info->dtype != DType::kI32) ||
+      shape->info->shape != std::vector<int64_t>{2}) {
+    return InvalidArgumentError("{}: tensor '{}.weight_shape' is {} [{}], expected I64 [2]", dir,
+                                module, DTypeName(shape->info->dtype),
+                                fmt::join(shape->info->shape, ", "));
+  }
+  // weight_shape's values are checked when the data is read (WriteCanonicalInt4): the bytes are
+  // not in memory yet while binding.
+  const TensorRef* scale = c.ckpt.Find(module + ".weight_scale");
+  if (scale == nullptr) {
+    return InvalidArgumentError(
+        "{}: module '{}' is quantized by {} but tensor '{}.weight_scale' "
+        "is missing",
+        dir, module, by, module);
+  }
+  const DType st = scale->info->dtype;
+  if (st != DType::kBF16 && st != DType::kF16 && st != DType::kF32) {
+    return InvalidArgumentError(
+        "{}: tensor '{}.weight_scale' has dtype {}, expected BF16, F16 or "
+        "F32",
+        dir, module, DTypeName(st));
+  }
+  if (!scheme->per_channel && k % scheme->group_size != 0) {
+    return UnimplementedError(
+        "{}: module '{}' has input width {}, not a multiple of the group "
+        "size {} ({})",
+        dir, module, k, scheme->group_size, by);
+  }
+  const WeightFormat f = scheme->Format(k, st);
+  const int64_t groups = k / f.group_size;
+  if (scale->info->shape != std::vector<int64_t>{n, groups}) {
+    return InvalidArgumentError(
+        "{}: tensor '{}.weight_scale' has shape [{}], expected [{}, {}] "
+        "({})",
+        dir, module, fmt::join(scale->info->shape, ", "), n, groups,
+        scheme->per_channel ? "one scale per output row"
+                            : fmt::format("one per {} inputs", f.group_size));
+  }
+  const TensorRef* zp = c.ckpt.Find(module + ".weight_zero_point");
+  if (scheme->symmetric && zp != nullptr) {
+    return InvalidArgumentError(
+        "{}: tensor '{}.weight_zero_point' in a symmetric scheme ({} has "
+        "symmetric: true, which stores no zero points)",
+        dir, module, by);
+  }
+  if (!scheme->symmetric) {
+    if (zp == nullptr) {
+      return InvalidArgumentError(
+          "{}: module '{}' is quantized asymmetrically by {} but tensor "
+          "'{}.weight_zero_point' is missing",
+          dir, module, by, module);
+    }
+    const std::vector<int64_t> want{(n + 7) / 8, groups};
+    if (zp->info->dtype != DType::kI32 || zp->info->shape != want) {
+      return InvalidArgumentError(
+          "{}: tensor '{}.weight_zero_point' is {} [{}], expected I32 "
+          "[{}, {}] (int4 zero points packed 8 per int32 along the rows)",
+          dir, module, DTypeName(zp->info->dtype), fmt::join(zp->info->shape, ", "), want[0],
+          want[1]);
+    }
+    p.zero_points = zp->data();
+    c.bound->insert(module + ".weight_zero_point");
+  }
+  p.weight_shape = shape->data();
+  p.weight_shape_dtype = shape->info->dtype;
+  p.dtype = f.elem;
+  p.data = packed->data();
+  p.words_per_row = words;
+  p.scales = scale->data();
+  *format = f;
+  for (const char* t : {".weight_packed", ".weight_shape", ".weight_scale"}) {
+    c.bound->insert(module + t);
+  }
+  return p;
+}
+
+std::string FormatName(const WeightFormat& f) {
+  if (!f.quantized()) return std::string(DTypeName(f.elem));
+  return fmt::format("{} g{} {} scales{}", DTypeShortName(f.elem), f.group_size,
+                     DTypeShortName(f.scale), f.zero_point ? " + zero points" : "");
+}
+
+// Gathers `pieces` (each [rows_i, k]) into one view of spec `s`, all of one format.
+absl::StatusOr<WeightView> Gather(const Ctx& c, const WeightSpec& s,
+                                  std::vector<WeightPiece> pieces,
+                                  const std::vector<WeightFormat>& formats) {
+  for (size_t i = 1; i < pieces.size(); ++i) {
+    // Per-channel formats differ only by width, which pieces of one weight share.
+    if (!(formats[i] == formats[0])) {
+      return UnimplementedError(
+          "{}: '{}' is gathered from modules of different formats: '{}' is "
+          "{}, '{}' is {}",
+          c.ckpt.dir(), s.name, pieces[0].module, FormatName(formats[0]), pieces[i].module,
+          FormatName(formats[i]));
+    }
+  }
+  WeightView v;
+  v.name = s.name;
+  v.shape = s.shape;
+  v.format = formats[0].quantized() ? formats[0] : WeightFormat{};
+  v.dtype = formats[0].quantized() ? formats[0].elem : pieces[0].dtype;
+  v.pieces = std::move(pieces);
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<WeightView>> BindCompressedTensors(
+    const ModelConfig& config, const Checkpoint& ckpt, const WeightSpec& s,
+    std::set<std::string, std::less<>>* bound) {
+  if (s.is_index || s.shape.size() < 2) return std::nullopt;  // vectors are never quantized
+  const quant::CtConfig& ct = *config.compressed_tensors;
+  Ctx c{config, ckpt, bound};
+  const bool gate_up = s.layer_slot == &LayerWeights::experts_gate_up;
+  const bool down = s.layer_slot == &LayerWeights::experts_down;
+  if (gate_up || down) {
+    const std::string base = s.name.substr(0, s.name.rfind("experts.") + 8);  // "...experts."
+    // Each fused tensor on its own: a checkpoint may split one (down_proj) and not the other.
+    bool per_expert = false;
+    static constexpr const char* kGateUp[] = {"gate_proj", "up_proj"};
+    static constexpr const char* kDown[] = {"down_proj"};
+    for (const char* proj :
+         gate_up ? std::span<const char* const>(kGateUp) : std::span<const char* const>(kDown)) {
+      for (const char* t : {".weight", ".weight_packed"}) {
+        per_expert |= ckpt.Find(fmt::format("{}0.{}{}", base, proj, t)) != nullptr;
+      }
+    }
+    if (!per_expert) {
+      if (ckpt.Find(s.name) == nullptr) {
+        return InvalidArgumentError(
+            "{}: missing tensor '{}' (expected the fused [{}] experts or "
+            "per-expert '{}{{i}}.{}' modules)",
+            ckpt.dir(), s.name, fmt::join(s.shape, ", "), base,
+            gate_up ? "gate_proj / up_proj" : "down_proj");
+      }
+      return std::nullopt;  // the fused 3-D parameter, plain (compressed-tensors cannot pack it)
+    }
+    if (ckpt.Find(s.name) != nullptr) {
+      return InvalidArgumentError(
+          "{}: both the fused '{}' and per-expert '{}{{i}}' modules are "
+          "present",
+          ckpt.dir(), s.name, base);
+    }
+    const int64_t experts = s.shape[0], rows = s.shape[1], k = s.shape[2];
+    std::vector<WeightPiece> pieces;
+    std::vector<WeightFormat> formats;
+    for (int64_t e = 0; e < experts; ++e) {
+      std::vector<std::pair<std::string, int64_t>> mods;
+      if (gate_up) {
+        mods = {{fmt::format("{}{}.gate_proj", base, e), rows / 2},
+                {fmt::format("{}{}.up_proj", base, e), rows / 2}};
+      } else {
+        mods = {{fmt::format("{}{}.down_proj", base, e), rows}};
+      }
+      for (const auto& [module, n] : mods) {
+        WeightFormat f;
+        GANNET_ASSIGN_OR_RETURN(
+            WeightPiece p,
+            ReadModule(c, quant::CtSchemeFor(ct, module, "Linear"), module, n, k, &f));
+        pieces.push_back(std::move(p));
+        formats.push_back(f);
+      }
+    }
+    GANNET_ASSIGN_OR_RETURN(WeightView v, Gather(c, s, std::move(pieces), formats));
+    return v;
+  }
+  if (s.shape.size() != 2 || !EndsWith(s.name, ".weight")) return std::nullopt;
+  const std::string module = s.name.substr(0, s.name.size() - 7);
+  const quant::CtScheme* scheme = quant::CtSchemeFor(ct, module, ClassOf(s));
+  if (scheme == nullptr && ckpt.Find(module + ".weight_packed") == nullptr) return std::nullopt;
+  WeightFormat f;
+  GANNET_ASSIGN_OR_RETURN(WeightPiece p, ReadModule(c, scheme, module, s.shape[0], s.shape[1], &f));
+  std::vector<WeightPiece> pieces;
+  pieces.push_back(std::move(p));
+  GANNET_ASSIGN_OR_RETURN(WeightView v, Gather(c, s, std::move(pieces), {f}));
+  return v;
+}
+
+absl::Status WriteCanonicalInt4(const WeightView& v, uint8_t* packed, void* scales,
+                                uint8_t* zeros) {
+  if (!v.quantized() || v.pieces.empty()) {
+    return InvalidArgumentError("'{}' is not a quantized checkpoint weight", v.name);
+  }
+  const WeightFormat& f = v.format;
+  const int64_t k = v.shape.back();
+  const int64_t groups = k / f.group_size;
+  const size_t scale_elem = static_cast<size_t>(DTypeBits(f.scale) / 8);
+  int64_t row = 0;
+  for (const WeightPiece& p : v.pieces) {
+    // weight_shape, read now that the bytes are in memory: it must agree with the config.
+    int64_t dims[2];
+    for (int i = 0; i < 2; ++i) {
+      dims[i] = p.weight_shape_dtype == DType::kI64 ? LoadUnaligned<int64_t>(p.weight_shape, i)
+                                                    : LoadUnaligned<int32_t>(p.weight_shape, i);
+    }
+    if (dims[0] != p.rows || dims[1] != k) {
+      return InvalidArgumentError("'{}.weight_shape' is [{}, {}] but the config implies [{}, {}]",
+                                  p.module, dims[0], dims[1], p.rows, k);
+    }
+    for (int64_t i = 0; i < p.rows * groups; ++i) {
+      const float sc = quant::ScaleToF32(p.scales, f.scale, i);
+      if (!std::isfinite(sc)) {
+        return DataLossError("'{}.weight_scale' element {} is {} (scales must be finite)", p.module,
+                             i, sc);
+      }
+    }
+    quant::CtWordsToCanonical(static_cast<const uint8_t*>(p.data), p.rows, p.words_per_row, k,
+                              f.elem == DType::kI4, packed + row * (k / 2));
+    std::memcpy(static_cast<char*>(scales) + row * groups * scale_elem, p.scales,
+                static_cast<size_t>(p.rows * groups) * scale_elem);
+    if (f.zero_point) {
+      quant::CtZeroPointsToCanonical(static_cast<const uint8_t*>(p.zero_points), p.rows, groups,
+                                     zeros + row * groups);
+    }
+    row += p.rows;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteGatheredDense(const WeightView& v, DType out_type, void* out) {
+  const int64_t k = v.shape.back();
+  char* dst = static_cast<char*>(out);
+  for (const WeightPiece& p : v.pieces) {
+    const int64_t n = p.rows * k;
+    if (out_type == p.dtype) {
+      const size_t bytes = static_cast<size_t>(n) * DTypeBits(p.dtype) / 8;
+      std::memcpy(dst, p.data, bytes);
+      dst += bytes;
+    } else if (out_type == DType::kF32) {
+      float* o = reinterpret_cast<float*>(dst);
+      for (int64_t i = 0; i < n; ++i) {
+        switch (p.dtype) {
+          case DType::kBF16:
+            o[i] = Bf16ToFloat(LoadUnaligned<uint16_t>(p.data, i));
+            break;
+          case DType::kF16:
+            o[i] = F16ToFloat(LoadUnaligned<uint16_t>(p.data, i));
+            break;
+          default:
+            o[i] = LoadUnaligned<float>(p.data, i);
+            break;
+        }
+      }
+      dst += n * 4;
+    } else {
+      return InvalidArgumentError("'{}': cannot write {} pieces as {}", v.name, DTypeName(p.dtype),
+                                  DTypeName(out_type));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gannet::model

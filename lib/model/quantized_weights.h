@@ -1,0 +1,48 @@
+// Binding the weights of a compressed-tensors pack-quantized checkpoint, and assembling them in
+// their canonical form (lib/quant/int4.h) once the checkpoint's bytes are read.
+//
+// A module (`<name>` of a `<name>.weight` in ExpectedWeights) that quantization_config quantizes
+// (a config group targets it by class or name and `ignore` does not name it) must hold exactly
+// weight_packed (I32 [n, ceil(k/8)]), weight_shape (I64/I32 [2] = [n, k]), weight_scale
+// (BF16/F16/F32 [n, k/group] or [n, 1] per channel) and, asymmetric only, weight_zero_point (I32
+// [ceil(n/8), k/group]); one it does not quantize holds the plain `.weight`. Anything else is an
+// error naming the module, the tensor and what was expected. Classes as compressed-tensors sees
+// Gemma-4's modules: the token embeddings are `Embedding`, every other matrix `Linear`, the fused
+// 3-D expert parameters belong to `Gemma4TextExperts` (compressed-tensors quantizes only Linear
+// and Embedding modules, so it never quantizes them: quantized MoE checkpoints hold per-expert
+// `experts.{i}.{gate,up,down}_proj` Linear modules, which are gathered into the fused
+// [E, 2I, H] / [E, H, I] weights, plain or quantized).
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "lib/model/checkpoint.h"
+#include "lib/model/config.h"
+#include "lib/model/weights.h"
+
+namespace gannet::model {
+
+// The tensors a compressed-tensors module may hold beside (instead of) `.weight`.
+inline constexpr std::string_view kCtModuleTensorSuffixes[] = {
+    ".weight_packed", ".weight_scale", ".weight_shape", ".weight_zero_point"};
+
+// For a checkpoint with config.compressed_tensors: the view of spec `s` when it is quantized or
+// gathered from per-expert modules (the names of every tensor it uses are added to `bound`);
+// nullopt when `s` is one plain tensor, bound as in an unquantized checkpoint.
+absl::StatusOr<std::optional<WeightView>> BindCompressedTensors(
+    const ModelConfig& config, const Checkpoint& checkpoint, const WeightSpec& s,
+    std::set<std::string, std::less<>>* bound);
+
+// A quantized view's canonical bytes: packed [rows, k/2], scales [rows, k/group] of
+// v.format.scale, zeros [rows, k/group] (kU4 only; else unused), rows = numel / k. DataLoss when
+// a scale is not finite (names the module). The checkpoint's data must have been read.
+absl::Status WriteCanonicalInt4(const WeightView& v, uint8_t* packed, void* scales, uint8_t* zeros);
+// A plain view gathered from pieces (per-expert matrices), converted to f32 or copied as bf16
+// (`out_type`, kF32 or the pieces' own kBF16).
+absl::Status WriteGatheredDense(const WeightView& v, DType out_type, void* out);
+
+}  // namespace gannet::model

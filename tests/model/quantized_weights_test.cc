@@ -1,0 +1,413 @@
+// compressed-tensors int4 (pack-quantized) checkpoints: the strict quantization_config reader,
+// the packing conversions, and the binder's checks of each quantized module's tensors. Every
+// error is a typed status whose message names the field or tensor that is wrong.
+#include "lib/model/quantized_weights.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "lib/common/file_util.h"
+#include "lib/common/json.h"
+#include "lib/model/checkpoint.h"
+#include "lib/model/config.h"
+#include "lib/model/quantize_checkpoint.h"
+#include "lib/model/safetensors.h"
+#include "lib/model/weights.h"
+#include "lib/quant/compressed_tensors.h"
+#include "lib/quant/int4.h"
+#include "tests/testing/tiny_models.h"
+
+namespace gannet {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kGoodConfig[] = R"({
+  "quant_method": "compressed-tensors", "format": "pack-quantized",
+  "quantization_status": "compressed", "global_compression_ratio": null, "version": "0.20.1",
+  "kv_cache_scheme": null, "sparsity_config": {}, "transform_config": null,
+  "ignore": ["lm_head", "re:.*vision.*"],
+  "config_groups": {"group_0": {"targets": ["Linear"], "format": "pack-quantized",
+    "input_activations": null, "output_activations": null,
+    "weights": {"num_bits": 4, "type": "int", "symmetric": true, "group_size": 32,
+                "strategy": "group", "block_structure": null, "dynamic": false,
+                "actorder": null, "scale_dtype": null, "zp_dtype": null,
+                "observer": "minmax", "observer_kwargs": {}}}}})";
+
+Json Parse(std::string_view text) {
+  auto j = Json::Parse(text);
+  EXPECT_TRUE(j.ok()) << j.status();
+  return j.ok() ? *j : Json();
+}
+
+// kGoodConfig with `edit` applied to its tree.
+absl::StatusOr<quant::CtConfig> ParseEdited(const std::function<void(Json&)>& edit) {
+  Json q = Parse(kGoodConfig);
+  edit(q);
+  return quant::ParseCompressedTensorsConfig(q, "cfg");
+}
+
+// Replaces quantization_config.config_groups.group_0.weights.<key> with `value` (null: erase by
+// setting null).
+std::function<void(Json&)> SetWeightField(const std::string& key, Json value) {
+  return [key, value](Json& q) {
+    Json groups = *q.Find("config_groups");
+    Json g0 = *groups.Find("group_0");
+    Json w = *g0.Find("weights");
+    w.Set(key, value);
+    g0.Set("weights", std::move(w));
+    groups.Set("group_0", std::move(g0));
+    q.Set("config_groups", std::move(groups));
+  };
+}
+
+std::function<void(Json&)> SetGroupField(const std::string& key, Json value) {
+  return [key, value](Json& q) {
+    Json groups = *q.Find("config_groups");
+    Json g0 = *groups.Find("group_0");
+    g0.Set(key, value);
+    groups.Set("group_0", std::move(g0));
+    q.Set("config_groups", std::move(groups));
+  };
+}
+
+void ExpectError(const absl::StatusOr<quant::CtConfig>& r, absl::StatusCode code,
+                 const std::string& names) {
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), code) << r.status();
+  EXPECT_NE(std::string(r.status().message()).find(names), std::string::npos) << r.status();
+}
+
+TEST(CompressedTensorsConfig, ParsesGoogleStyleW4A16) {
+  auto r = ParseEdited([](Json&) {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->schemes.size(), 1u);
+  EXPECT_EQ(r->schemes[0].group_size, 32);
+  EXPECT_TRUE(r->schemes[0].symmetric);
+  EXPECT_EQ(r->schemes[0].Format(256, DType::kBF16), WeightFormat::Int4(32, DType::kBF16));
+  // Targets by class, ignore by exact name and by regex (matched at the start, like re.match).
+  EXPECT_NE(quant::CtSchemeFor(*r, "model.layers.0.mlp.up_proj", "Linear"), nullptr);
+  EXPECT_EQ(quant::CtSchemeFor(*r, "lm_head", "Linear"), nullptr);
+  EXPECT_EQ(quant::CtSchemeFor(*r, "model.vision_tower.x.q_proj", "Linear"), nullptr);
+  EXPECT_EQ(quant::CtSchemeFor(*r, "model.embed_tokens", "Embedding"), nullptr);
+  EXPECT_TRUE(quant::CtNameMatches("model.layers.1.mlp", "re:model\\.layers\\.[0-9]+"));
+  EXPECT_FALSE(quant::CtNameMatches("x.model.layers.1", "re:model"));
+}
+
+TEST(CompressedTensorsConfig, AsymmetricAndPerChannel) {
+  auto r = ParseEdited([](Json& q) {
+    SetWeightField("symmetric", Json::Bool(false))(q);
+    SetWeightField("strategy", Json::String("channel"))(q);
+    SetWeightField("group_size", Json())(q);
+  });
+  ASSERT_TRUE(r.ok()) << r.status();
+  const WeightFormat f = r->schemes[0].Format(96, DType::kF16);
+  EXPECT_EQ(f.elem, DType::kU4);
+  EXPECT_TRUE(f.zero_point);
+  EXPECT_EQ(f.group_size, 96);
+  EXPECT_EQ(WeightFormatError(f), nullptr);
+}
+
+TEST(CompressedTensorsConfig, AnAbsentStrategyFollowsTheGroupSize) {
+  // As compressed-tensors infers it: group_size > 0 group, -1 channel, none tensor.
+  auto g = ParseEdited([](Json& q) {
+    SetWeightField("strategy", Json())(q);
+    SetWeightField("group_size", Json::Int(128))(q);
+  });
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->schemes[0].group_size, 128);
+  auto c = ParseEdited([](Json& q) {
+    SetWeightField("strategy", Json())(q);
+    SetWeightField("group_size", Json::Int(-1))(q);
+  });
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->schemes[0].per_channel);
+  ExpectError(ParseEdited([](Json& q) {
+                SetWeightField("strategy", Json())(q);
+                SetWeightField("group_size", Json())(q);
+              }),
+              absl::StatusCode::kUnimplemented, "weights.strategy: 'tensor'");
+}
+
+TEST(CompressedTensorsConfig, EveryMeaningfulFieldIsChecked) {
+  using C = absl::StatusCode;
+  ExpectError(ParseEdited([](Json& q) { q.Set("format", Json::String("float-quantized")); }),
+              C::kUnimplemented, "quantization_config.format");
+  ExpectError(ParseEdited([](Json& q) { q.Set("quant_method", Json::String("gptq")); }),
+              C::kUnimplemented, "quant_method");
+  ExpectError(ParseEdited([](Json& q) { q.Set("quantization_status", Json::String("frozen")); }),
+              C::kInvalidArgument, "quantization_status");
+  ExpectError(ParseEdited([](Json& q) { q.Set("new_field", Json::Int(1)); }), C::kUnimplemented,
+              "quantization_config.new_field: unknown field");
+  ExpectError(ParseEdited([](Json& q) {
+                q.Set("kv_cache_scheme", Json::MakeObject().Set("x", Json::Int(1)));
+              }),
+              C::kUnimplemented, "kv_cache_scheme");
+  ExpectError(ParseEdited([](Json& q) { q.Set("config_groups", Json::MakeObject()); }),
+              C::kInvalidArgument, "config_groups");
+  ExpectError(
+      ParseEdited([](Json& q) { q.Set("ignore", Json::MakeArray({Json::String("re:([")})); }),
+      C::kInvalidArgument, "quantization_config.ignore");
+  ExpectError(ParseEdited([](Json& q) {
+                q.Set("ignore", Json::MakeArray({Json::String("re:" + std::string(100, '(') + "a" +
+                                                              std::string(100, ')'))}));
+              }),
+              C::kInvalidArgument, "nested 100 deep");
+  ExpectError(ParseEdited(SetWeightField("num_bits", Json::Int(8))), C::kUnimplemented,
+              "config_groups.group_0.weights.num_bits");
+  ExpectError(ParseEdited(SetWeightField("type", Json::String("float"))), C::kUnimplemented,
+              "weights.type");
+  ExpectError(ParseEdited(SetWeightField("group_size", Json::Int(16))), C::kUnimplemented,
+              "weights.group_size: 16");
+  ExpectError(ParseEdited(SetWeightField("strategy", Json::String("tensor"))), C::kUnimplemented,
+              "weights.strategy");
+  ExpectError(ParseEdited(SetWeightField("strategy", Json::String("rows"))), C::kInvalidArgument,
+              "weights.strategy");
+  ExpectError(ParseEdited(SetWeightField("actorder", Json::String("group"))), C::kUnimplemented,
+              "weights.actorder");
+  ExpectError(ParseEdited(SetWeightField("dynamic", Json::Bool(true))), C::kUnimplemented,
+              "weights.dynamic");
+  ExpectError(ParseEdited(SetWeightField("block_structure", Json::MakeArray({Json::Int(128)}))),
+              C::kUnimplemented, "weights.block_structure");
+  ExpectError(ParseEdited(SetWeightField("scale_dtype", Json::String("torch.float8_e4m3fn"))),
+              C::kUnimplemented, "weights.scale_dtype");
+  ExpectError(ParseEdited(SetWeightField("zero_bits", Json::Int(1))), C::kUnimplemented,
+              "weights.zero_bits: unknown field");
+  ExpectError(ParseEdited(SetGroupField("input_activations", Parse(R"({"num_bits": 8})"))),
+              C::kUnimplemented, "group_0.input_activations");
+  ExpectError(ParseEdited(SetGroupField("targets", Json::MakeArray())), C::kInvalidArgument,
+              "group_0.targets");
+  ExpectError(ParseEdited(SetGroupField("format", Json::String("nvfp4-pack-quantized"))),
+              C::kUnimplemented, "group_0.format");
+}
+
+TEST(Int4Packing, CompressedTensorsWordsAreOffsetBinaryLowNibbleFirst) {
+  // Row of 8 values -8..7 in steps: compressed-tensors stores q + 8 at bits 4*i of the word.
+  const int8_t q[8] = {-8, -1, 0, 1, 7, 3, -5, 2};
+  uint32_t word = 0;
+  for (int i = 0; i < 8; ++i) word |= static_cast<uint32_t>(q[i] + 8) << (4 * i);
+  uint8_t canon[4];
+  quant::CtWordsToCanonical(reinterpret_cast<const uint8_t*>(&word), 1, 1, 8, true, canon);
+  for (int i = 0; i < 8; ++i) {
+    const int nib = (canon[i / 2] >> (4 * (i % 2))) & 0xF;
+    EXPECT_EQ((nib ^ 8) - 8, q[i]) << i;  // two's complement
+  }
+  uint32_t back = 0;
+  quant::CanonicalToCtWords(canon, 1, 8, true, 1, reinterpret_cast<uint8_t*>(&back));
+  EXPECT_EQ(back, word);
+  // Dequantized with one bf16 scale per 8 (a group of 8 for the test).
+  WeightFormat f = WeightFormat::Int4(8, DType::kF32);
+  const float scale = 0.5f;
+  float out[8];
+  quant::DequantizeInt4Row(f, canon, &scale, nullptr, 8, out);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(out[i], q[i] * 0.5f);
+}
+
+TEST(Int4Packing, ZeroPointsArePackedAlongRows) {
+  // 10 rows x 2 groups: word (r/8, g) holds zp(r, g) at bits 4*(r%8).
+  std::vector<uint8_t> zp(20);
+  for (int i = 0; i < 20; ++i) zp[i] = static_cast<uint8_t>((i * 7) % 16);
+  std::vector<uint32_t> words(2 * 2);
+  quant::CanonicalZeroPointsToCt(zp.data(), 10, 2, reinterpret_cast<uint8_t*>(words.data()));
+  EXPECT_EQ((words[0 * 2 + 1] >> (4 * 3)) & 0xF, zp[3 * 2 + 1]);
+  EXPECT_EQ((words[1 * 2 + 0] >> (4 * 1)) & 0xF, zp[9 * 2 + 0]);
+  std::vector<uint8_t> back(20);
+  quant::CtZeroPointsToCanonical(reinterpret_cast<const uint8_t*>(words.data()), 10, 2,
+                                 back.data());
+  EXPECT_EQ(back, zp);
+}
+
+TEST(Int4Packing, QuantizeMatchesCompressedTensorsRounding) {
+  // Symmetric: scale = amax / 7.5, q = round-half-even(w / scale) clamped to [-8, 7].
+  std::vector<float> w(32);
+  for (int i = 0; i < 32; ++i) w[i] = (i - 16) * 0.25f;  // amax 4 -> scale 8/15
+  WeightFormat f = WeightFormat::Int4(32, DType::kF32);
+  uint8_t packed[16];
+  float scale = 0;
+  quant::QuantizeInt4Rows(f, w.data(), 1, 32, packed, &scale, nullptr);
+  EXPECT_FLOAT_EQ(scale, 4.0f / 7.5f);
+  float out[32];
+  quant::DequantizeInt4Row(f, packed, &scale, nullptr, 32, out);
+  for (int i = 0; i < 32; ++i) {
+    const float q = std::min(7.0f, std::max(-8.0f, std::nearbyint(w[i] / scale)));
+    EXPECT_EQ(out[i], q * scale) << i;
+    EXPECT_LE(std::fabs(out[i] - w[i]), scale * 0.5f + 1e-6f) << i;
+  }
+  // Asymmetric over [min(w, 0), max(w, 0)]: the zero point puts 0 on the grid.
+  f.elem = DType::kU4;
+  f.zero_point = true;
+  for (int i = 0; i < 32; ++i) w[i] = 0.1f + i * 0.05f;
+  uint8_t zero = 0;
+  quant::QuantizeInt4Rows(f, w.data(), 1, 32, packed, &scale, &zero);
+  quant::DequantizeInt4Row(f, packed, &scale, &zero, 32, out);
+  for (int i = 0; i < 32; ++i) EXPECT_LE(std::fabs(out[i] - w[i]), scale * 0.5f + 1e-6f) << i;
+}
+
+// A quantized copy of a tiny checkpoint, edited tensor by tensor, then bound.
+class QuantizedBinding : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gannet_qbind_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    auto r = model::QuantizeCheckpoint(testing::TinyModelDir("e4b"), dir_ + "/q",
+                                       model::QuantizeOptions{});
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_GT(r->quantized_modules, 0);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Rewrites q/model.safetensors with `edit` applied to its tensors, then binds.
+  absl::Status EditAndBind(
+      const std::function<void(std::map<std::string, model::TensorToWrite>&)>& edit) {
+    const std::string path = dir_ + "/q/model.safetensors";
+    std::map<std::string, model::TensorToWrite> tensors;
+    {
+      auto f = model::SafetensorsFile::Open(path);
+      if (!f.ok()) return f.status();
+      for (const model::TensorInfo& t : (*f)->tensors()) {
+        tensors[t.name] = {t.name, t.dtype, t.shape,
+                           std::string(reinterpret_cast<const char*>((*f)->Data(t)), t.nbytes())};
+      }
+    }
+    edit(tensors);
+    std::vector<model::TensorToWrite> out;
+    for (auto& [name, t] : tensors) out.push_back(t);
+    if (auto st = model::WriteSafetensors(path, out); !st.ok()) return st;
+    return Bind();
+  }
+  absl::Status Bind() {
+    auto config = model::LoadModelConfig(dir_ + "/q");
+    if (!config.ok()) return config.status();
+    auto ckpt = model::Checkpoint::Open(dir_ + "/q");
+    if (!ckpt.ok()) return ckpt.status();
+    auto w = model::BindWeights(*config, **ckpt);
+    return w.status();
+  }
+
+  std::string dir_;
+  const std::string m_ = "model.language_model.layers.0.mlp.down_proj";
+};
+
+void ExpectStatus(const absl::Status& st, absl::StatusCode code, const std::string& names) {
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), code) << st;
+  EXPECT_NE(std::string(st.message()).find(names), std::string::npos) << st;
+}
+
+TEST_F(QuantizedBinding, BindsAsWritten) {
+  auto config = model::LoadModelConfig(dir_ + "/q");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_TRUE(config->compressed_tensors.has_value());
+  auto ckpt = model::Checkpoint::Open(dir_ + "/q");
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  auto w = model::BindWeights(*config, **ckpt);
+  ASSERT_TRUE(w.ok()) << w.status();
+  const model::WeightView& down = w->layers[0].down_proj;
+  EXPECT_TRUE(down.quantized());
+  EXPECT_EQ(down.format, WeightFormat::Int4(32, DType::kBF16));
+  EXPECT_EQ(down.shape, (std::vector<int64_t>{32, 128}));
+  EXPECT_EQ(down.nbytes(), 32u * 128 / 2);
+  EXPECT_EQ(down.scale_bytes(), 32u * 4 * 2);
+  EXPECT_FALSE(w->embed_tokens.quantized());                    // an Embedding, not a Linear
+  EXPECT_FALSE(w->layers[0].per_layer_projection.quantized());  // width 16: in `ignore`
+}
+
+TEST_F(QuantizedBinding, MissingScaleIsNamed) {
+  ExpectStatus(EditAndBind([&](auto& t) { t.erase(m_ + ".weight_scale"); }),
+               absl::StatusCode::kInvalidArgument, m_ + ".weight_scale' is missing");
+}
+
+TEST_F(QuantizedBinding, MissingPackedIsNamed) {
+  ExpectStatus(EditAndBind([&](auto& t) { t.erase(m_ + ".weight_packed"); }),
+               absl::StatusCode::kInvalidArgument, m_ + ".weight_packed' is missing");
+}
+
+TEST_F(QuantizedBinding, BadPackedShapeIsNamed) {
+  ExpectStatus(EditAndBind([&](auto& t) {
+                 auto& p = t[m_ + ".weight_packed"];
+                 p.shape = {16, 32};  // same bytes, wrong shape
+               }),
+               absl::StatusCode::kInvalidArgument, m_ + ".weight_packed' is I32 [16, 32]");
+}
+
+TEST_F(QuantizedBinding, BadScaleShapeAndDtypeAreNamed) {
+  ExpectStatus(EditAndBind([&](auto& t) {
+                 t[m_ + ".weight_scale"].shape = {64, 2};
+               }),
+               absl::StatusCode::kInvalidArgument, m_ + ".weight_scale' has shape [64, 2]");
+}
+
+TEST_F(QuantizedBinding, ScaleDtypeIsChecked) {
+  ExpectStatus(EditAndBind([&](auto& t) {
+                 auto& s = t[m_ + ".weight_scale"];
+                 s.dtype = DType::kI16;
+               }),
+               absl::StatusCode::kInvalidArgument, m_ + ".weight_scale' has dtype I16");
+}
+
+TEST_F(QuantizedBinding, ZeroPointInASymmetricSchemeIsRefused) {
+  ExpectStatus(EditAndBind([&](auto& t) {
+                 t[m_ + ".weight_zero_point"] = {
+                     m_ + ".weight_zero_point", DType::kI32, {4, 4}, std::string(64, '\0')};
+               }),
+               absl::StatusCode::kInvalidArgument, m_ + ".weight_zero_point' in a symmetric");
+}
+
+TEST_F(QuantizedBinding, PlainWeightOfATargetedModuleIsRefused) {
+  ExpectStatus(EditAndBind([&](auto& t) {
+                 for (const char* s : {".weight_packed", ".weight_scale", ".weight_shape"})
+                   t.erase(m_ + s);
+                 t[m_ + ".weight"] = {
+                     m_ + ".weight", DType::kBF16, {32, 128}, std::string(32 * 128 * 2, '\0')};
+               }),
+               absl::StatusCode::kInvalidArgument, "module '" + m_ + "' is quantized by");
+}
+
+TEST_F(QuantizedBinding, QuantizedTensorOfAnIgnoredModuleIsRefused) {
+  // lm_head-like: the PLE projection of layer 0 is in `ignore` (width 16), so packed tensors
+  // for it contradict the config.
+  const std::string p = "model.language_model.layers.0.per_layer_projection";
+  ExpectStatus(EditAndBind([&](auto& t) {
+                 t[p + ".weight_packed"] = {
+                     p + ".weight_packed", DType::kI32, {32, 2}, std::string(32 * 2 * 4, '\0')};
+               }),
+               absl::StatusCode::kInvalidArgument, p + ".weight_packed' is quantized, but");
+}
+
+TEST_F(QuantizedBinding, WeightShapeValuesAreCheckedWhenRead) {
+  ASSERT_TRUE(EditAndBind([&](auto& t) {
+                const int64_t wrong[2] = {32, 96};
+                t[m_ + ".weight_shape"].bytes =
+                    std::string(reinterpret_cast<const char*>(wrong), 16);
+              }).ok());
+  auto config = model::LoadModelConfig(dir_ + "/q");
+  auto ckpt = model::Checkpoint::Open(dir_ + "/q");
+  ASSERT_TRUE(config.ok() && ckpt.ok());
+  auto w = model::BindWeights(*config, **ckpt);
+  ASSERT_TRUE(w.ok()) << w.status();
+  const model::WeightView& v = w->layers[0].down_proj;
+  std::vector<uint8_t> packed(v.nbytes()), scales(v.scale_bytes());
+  ExpectStatus(model::WriteCanonicalInt4(v, packed.data(), scales.data(), nullptr),
+               absl::StatusCode::kInvalidArgument, m_ + ".weight_shape' is [32, 96]");
+}
+
+TEST_F(QuantizedBinding, UnknownSchemeInConfigIsRefusedAtConfigRead) {
+  auto text = ReadFileToString(dir_ + "/q/config.json", 1 << 20, "config");
+  ASSERT_TRUE(text.ok());
+  std::string s = *text;
+  const size_t at = s.find("\"num_bits\":4");
+  ASSERT_NE(at, std::string::npos);
+  s.replace(at, 12, "\"num_bits\":3");
+  ASSERT_TRUE(WriteStringToFile(dir_ + "/q/config.json", s).ok());
+  ExpectStatus(Bind(), absl::StatusCode::kUnimplemented, "weights.num_bits: 3");
+}
+
+}  // namespace
+}  // namespace gannet
