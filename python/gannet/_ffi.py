@@ -153,6 +153,7 @@ class Request(Structure):
         ("enable_thinking", c_int32),
         ("disable_speculation", c_int32),
         ("split_special_tokens", c_int64),
+        ("chat_json", c_char_p),
     ]
 
 
@@ -355,6 +356,11 @@ def _declare(lib: ctypes.CDLL) -> None:
                 POINTER(c_size_t),
             ],
         ),
+        "gannet_apply_chat_template_json": (
+            st,
+            [c_void_p, c_char_p, c_int32, c_int32, c_void_p, c_size_t, POINTER(c_size_t)],
+        ),
+        "gannet_tokenizer_has_chat_template": (c_int32, [c_void_p]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
