@@ -571,8 +571,8 @@ absl::Status Drafter::Impl::RoundOfRank(std::span<const DraftSeq> seqs, int step
     GANNET_RETURN_IF_ERROR(Step(n, k, attn_md, rope_md));
     if (picks_only) {
       // The target's best-pick exchange (runner::TpHooks): each row's full arg-max.
-      GANNET_RETURN_IF_ERROR(
-          tp->ExchangeBestPicks(*be, HeadBlock(n), Tensor(), vocab_begin, pick_blocks, picks.Rows(0, n)));
+      GANNET_RETURN_IF_ERROR(tp->ExchangeBestPicks(*be, HeadBlock(n), Tensor(), vocab_begin,
+                                                   pick_blocks, picks.Rows(0, n)));
       GANNET_RETURN_IF_ERROR(tp->ReadBestPicks(*be, picks, tokens));
     } else {
       if (dense) GANNET_RETURN_IF_ERROR(tp->GatherVocabShards(HeadBlocks(n), logits.Rows(0, n)));

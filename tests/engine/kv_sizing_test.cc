@@ -15,8 +15,8 @@
 #include "lib/kv/kv_pool_plan.h"
 #include "lib/model/tp_shard.h"
 #include "lib/model/variants.h"
-#include "lib/parallel/group_tp_hooks.h"
 #include "lib/model/weights.h"
+#include "lib/parallel/group_tp_hooks.h"
 #include "lib/runner/kv_storage.h"
 
 namespace gannet::engine {
