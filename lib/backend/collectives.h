@@ -1,5 +1,6 @@
 // Collective operations between the ranks of a tensor-parallel group, each rank computing on its
-// own Backend. The runner calls them between its ops (lib/runner/model_runner.cc); they run in the
+// own Backend. The runner calls them between its ops through its tensor-parallel hooks
+// (lib/runner/tp_hooks.h, implemented by lib/parallel/group_tp_hooks.cc); they run in the
 // rank's backend's order of work (CUDA: on its stream, and so inside recorded graphs), like ops.
 // Implementations: lib/parallel (threads on the host; NCCL between GPUs).
 //

@@ -13,6 +13,7 @@
 #include "lib/common/units.h"
 #include "lib/model/tp_shard.h"
 #include "lib/model/variants.h"
+#include "lib/parallel/group_tp_hooks.h"
 #include "lib/parallel/nccl_collectives.h"
 #include "lib/parallel/tp_runner.h"
 #include "lib/parallel/tp_setup.h"
@@ -219,7 +220,6 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   runner::RunnerOptions ro = RunnerOptionsFor(limits);
   // What each device holds: the whole model, or a rank's shard (every rank's is the same size).
   const model::ModelConfig rank_config = world > 1 ? model::ShardConfig(p->config, world) : p->config;
-  if (world > 1) ro.collectives = p->tp_collectives[0].get();  // sizes the logits shards
   ro.enable_graphs = cfg.enable_cuda_graphs;
   if (speculate) {
     // Verify chunks want a logits row per token: K + 1 per sequence.
@@ -246,8 +246,16 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
         checkpoint_bytes(p->checkpoint.get()) + checkpoint_bytes(p->draft.checkpoint.get());
     GANNET_RETURN_IF_ERROR(CheckHostHoldsCheckpoint(host_bytes));
   }
+  // A rank's activations include its logits shards: sized with the group's hooks (each rank's
+  // own hooks are made with its runner, parallel::CreateRankRunner).
+  std::unique_ptr<parallel::GroupTpHooks> sizing_tp;
+  runner::RunnerOptions sizing = ro;
+  if (world > 1) {
+    sizing_tp = std::make_unique<parallel::GroupTpHooks>(p->tp_collectives[0].get());
+    sizing.tp = sizing_tp.get();
+  }
   const int64_t activation_bytes =
-      runner::ActivationBytes(rank_config, ro, runner::ActivationTypes::Of(be));
+      runner::ActivationBytes(rank_config, sizing, runner::ActivationTypes::Of(be));
   std::string device =
       cpu ? fmt::format("the CPU ({})", be.DeviceName())
           : fmt::format("{} device {} ({})", be.name(), be.device_id(), be.DeviceName());

@@ -14,7 +14,8 @@ absl::StatusOr<RankRunner> CreateRankRunner(const model::ModelConfig& config,
   GANNET_ASSIGN_OR_RETURN(r.weights, model::ShardWeights(config, weights,
                                                           {collectives->rank(), world,
                                                            options.moe_split}));
-  options.collectives = collectives;
+  r.tp = std::make_unique<GroupTpHooks>(collectives);
+  options.tp = r.tp.get();
   GANNET_ASSIGN_OR_RETURN(r.runner, runner::ModelRunner::Create(
                                         model::ShardConfig(config, world, options.moe_split),
                                                                 r.weights->views, backend, options));

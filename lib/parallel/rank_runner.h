@@ -13,6 +13,7 @@
 #include "lib/model/config.h"
 #include "lib/model/tp_shard.h"
 #include "lib/model/weights.h"
+#include "lib/parallel/group_tp_hooks.h"
 #include "lib/runner/model_runner.h"
 #include "lib/spec/drafter.h"
 
@@ -20,11 +21,12 @@ namespace gannet::parallel {
 
 struct RankRunner {
   std::unique_ptr<model::ShardedWeights> weights;  // outlives the runner (the CPU reads in place)
+  std::unique_ptr<GroupTpHooks> tp;                // the runner's (and its drafter's) hooks
   std::unique_ptr<runner::ModelRunner> runner;
 };
 
 // The shard of `config`/`weights` for the rank of `collectives` and its runner on `backend`
-// (options.collectives is set to `collectives`).
+// (options.tp is set to hooks over `collectives`, which must outlive the runner).
 absl::StatusOr<RankRunner> CreateRankRunner(const model::ModelConfig& config,
                                             const model::ModelWeights& weights,
                                             backend::Collectives* collectives,

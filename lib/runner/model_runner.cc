@@ -58,10 +58,10 @@ class ModelRunner::Impl {
   Tensor logits_shard;  // tensor parallel: [world, rows, V / world], every rank's vocabulary shard
   Tensor pick_blocks, picks;  // tensor parallel greedy: [world, rows, 2] and [rows, 2 * world]
   backend::RopeSpec rope[2];
-  backend::Collectives* tp = nullptr;  // options.collectives
+  TpHooks* tp = nullptr;  // options.tp
 
   // The sum over the group's ranks of a row-parallel output (no-op on one device).
-  absl::Status AllReduce(Tensor t) { return tp != nullptr ? tp->AllReduceSum(t) : absl::OkStatus(); }
+  absl::Status AllReduce(Tensor t) { return tp != nullptr ? tp->SumPartials(t) : absl::OkStatus(); }
   // PostNormResidual of that sum: on a group, one collective the group may fuse with the update.
   absl::Status AllReducePostNormResidual(Tensor y, Tensor post_weight, Tensor residual,
                                          Tensor scalar, Tensor next_weight, Tensor next_out,
@@ -69,8 +69,8 @@ class ModelRunner::Impl {
     if (tp == nullptr) {
       return be->PostNormResidual(y, post_weight, residual, scalar, next_weight, next_out, eps);
     }
-    return tp->AllReducePostNormResidual(*be, y, post_weight, residual, scalar, next_weight,
-                                         next_out, eps);
+    return tp->SumPostNormResidual(*be, y, post_weight, residual, scalar, next_weight, next_out,
+                                   eps);
   }
 
   absl::Status Alloc(Tensor* t, DType dt, std::initializer_list<int64_t> dims) {
@@ -167,8 +167,8 @@ std::vector<ActivationSpec> ActivationSpecs(const model::ModelConfig& config,
   }
   const int64_t rows = options.max_logit_rows > 0 ? options.max_logit_rows : options.max_seqs;
   v.insert(v.end(), {{at(&I::last_h), act, rows, H}, {at(&I::logits), DType::kF32, rows, c.vocab_size}});
-  if (options.collectives != nullptr) {
-    const int64_t world = options.collectives->world_size();
+  if (options.tp != nullptr) {
+    const int64_t world = options.tp->world_size();
     v.push_back({at(&I::logits_shard), DType::kF32, rows, c.vocab_size});  // [world, rows, V/world]
     v.push_back({at(&I::pick_blocks), DType::kF32, world * rows, 2});
     v.push_back({at(&I::picks), DType::kF32, rows, 2 * world});
@@ -351,15 +351,11 @@ absl::Status ModelRunner::Impl::Execute(int n, int rows, bool sample, bool greed
     GANNET_RETURN_IF_ERROR(be->Softcap(head_out, static_cast<float>(*c.final_logit_softcapping)));
   }
   if (tp != nullptr && greedy_picks) {
-    // Each rank's winner (value, id): [world, rows, 2] gathered to [rows, 2 * world] (8 bytes a
-    // row per rank instead of its vocabulary shard); Forward picks the best on the host.
-    Tensor mine = Tensor::Make(static_cast<float*>(pick_blocks.data) + tp->rank() * rows * 2,
-                               DType::kF32, {rows, 2});
-    GANNET_RETURN_IF_ERROR(be->ShardArgmax(head_out, meta.banned_ids(rows), tp->rank() * cols, mine));
-    return tp->AllGatherColumns(Tensor::Make(pick_blocks.data, DType::kF32, {world, rows, 2}),
-                                picks.Rows(0, rows));
+    // The ranks' winners (value, id) only; Forward picks the best on the host.
+    return tp->ExchangeBestPicks(*be, head_out, meta.banned_ids(rows), tp->rank() * cols,
+                                 pick_blocks, picks.Rows(0, rows));
   }
-  if (tp != nullptr) GANNET_RETURN_IF_ERROR(tp->AllGatherColumns(blocks, lg));
+  if (tp != nullptr) GANNET_RETURN_IF_ERROR(tp->GatherVocabShards(blocks, lg));
   if (sample && (tp == nullptr || tp->rank() == 0)) {
     GANNET_RETURN_IF_ERROR(be->Sample(lg, meta.sampling_params(rows), meta.banned_ids(rows),
                                       meta.sampled_ids(rows)));
@@ -454,21 +450,8 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result)
   result->row_pos.assign(meta.logit_row_pos().begin(), meta.logit_row_pos().begin() + real_rows);
   result->sampled.clear();
   if (sample && greedy_picks) {
-    // The best of the ranks' winners; equal values go to the lower rank (its ids are lower), so
-    // the token is the full row's arg-max with ties to the lowest id, as Sample picks it.
-    const int world = tp->world_size();
-    std::vector<float> picks_host(static_cast<size_t>(real_rows) * 2 * world);
-    GANNET_RETURN_IF_ERROR(be->CopyToHost(picks_host.data(), picks.data,
-                                          picks_host.size() * sizeof(float)));
     result->sampled.resize(real_rows);
-    for (int r = 0; r < real_rows; ++r) {
-      const float* p = picks_host.data() + static_cast<size_t>(r) * 2 * world;
-      int best = 0;
-      for (int k = 1; k < world; ++k) {
-        if (p[2 * k] > p[2 * best]) best = k;
-      }
-      std::memcpy(&result->sampled[r], &p[2 * best + 1], sizeof(int32_t));
-    }
+    GANNET_RETURN_IF_ERROR(tp->ReadBestPicks(*be, picks, result->sampled));
   } else if (sample) {
     result->sampled.resize(real_rows);
     GANNET_RETURN_IF_ERROR(be->CopyToHost(result->sampled.data(), meta.sampled_ids(rows).data,
@@ -528,7 +511,7 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
         static_cast<int>((c.max_position_embeddings + o.page_size - 1) / o.page_size);
   }
   impl->be = backend;
-  impl->tp = o.collectives;
+  impl->tp = o.tp;
   GANNET_ASSIGN_OR_RETURN(impl->w,
                           LoadDeviceWeights(config, weights, backend, o.on_weight_progress));
   if (impl->tp != nullptr) {

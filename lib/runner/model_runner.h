@@ -15,7 +15,6 @@
 
 #include "absl/status/statusor.h"
 #include "lib/backend/backend.h"
-#include "lib/backend/collectives.h"
 #include "lib/model/config.h"
 #include "lib/model/tp_shard.h"
 #include "lib/model/weights.h"
@@ -23,6 +22,7 @@
 #include "lib/runner/kv_storage.h"
 #include "lib/runner/step.h"
 #include "lib/runner/step_runner.h"
+#include "lib/runner/tp_hooks.h"
 
 namespace gannet::runner {
 
@@ -39,12 +39,14 @@ struct RunnerOptions {
   // (tests check padded steps compute what unpadded ones do).
   bool enable_graphs = true;
   bool pad_decode_batches = false;
-  // Tensor parallelism: this runner is one rank of a group (not owned; null = the whole model on
-  // one backend). The config and weights given to Create are then the rank's shard
-  // (model/tp_shard.h); the runner all-reduces after o_proj and the MLP/MoE down projections and
-  // after the vocabulary-parallel embedding, and gathers the LM head's vocabulary shards into full
-  // logits rows, which rank 0 samples and returns (other ranks' Forward returns no result).
-  backend::Collectives* collectives = nullptr;
+  // Tensor parallelism: this runner is one rank of a group, whose hooks (tp_hooks.h, implemented
+  // by lib/parallel; not owned) it calls; null = the whole model on one backend. The config and
+  // weights given to Create are then the rank's shard (model/tp_shard.h); the runner sums the
+  // partials after o_proj, the MLP/MoE down projections and the vocabulary-parallel embedding,
+  // and either exchanges the ranks' best picks (all-greedy steps) or gathers the LM head's
+  // vocabulary shards into full logits rows, which rank 0 samples and returns (other ranks'
+  // Forward returns no result).
+  TpHooks* tp = nullptr;
   // How a tensor-parallel group splits MoE experts (lib/model/tp_shard.h). Every rank of a group
   // must use the same; kAuto (DefaultMoeSplit) is what the engine uses, the others are for
   // measuring the two against each other and for tests.

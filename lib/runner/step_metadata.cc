@@ -15,9 +15,9 @@ absl::Status StepMetadataBuilder::Init(backend::Backend* be, const model::ModelC
   vocab_ = c.vocab_size;
   // A tensor-parallel rank embeds only its vocabulary shard: other ids become -1 (a zero row,
   // which the all-reduce after the embedding fills from the rank that holds it).
-  if (o.collectives != nullptr) {
-    const int64_t shard = vocab_ / o.collectives->world_size();
-    vocab_begin_ = shard * o.collectives->rank();
+  if (o.tp != nullptr) {
+    const int64_t shard = vocab_ / o.tp->world_size();
+    vocab_begin_ = shard * o.tp->rank();
     vocab_end_ = vocab_begin_ + shard;
   } else {
     vocab_begin_ = 0;

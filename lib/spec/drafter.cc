@@ -137,7 +137,7 @@ class Drafter::Impl {
   std::vector<int32_t> h_rope_positions;
   bool kv_attached = false;
   // Tensor parallelism (the target runner's group; null on one device).
-  backend::Collectives* tp = nullptr;
+  runner::TpHooks* tp = nullptr;
   int64_t head_cols = 0;      // vocabulary columns of this rank's LM head
   int64_t vocab_begin = 0;    // the first token id of the rank's embedding shard
   Tensor emb;                 // [S, Hb]: the input tokens' embedding rows before their sum
@@ -159,7 +159,7 @@ class Drafter::Impl {
     if (tp == nullptr) {
       return be->PostNormResidual(y, post_w, residual, scalar, next_w, next_out, eps);
     }
-    return tp->AllReducePostNormResidual(*be, y, post_w, residual, scalar, next_w, next_out, eps);
+    return tp->SumPostNormResidual(*be, y, post_w, residual, scalar, next_w, next_out, eps);
   }
 
   absl::Status Alloc(Tensor* t, DType dt, int64_t rows_n, int64_t cols) {
@@ -306,7 +306,7 @@ absl::Status Drafter::Impl::Step(int n, int k, const backend::StepMetadata& attn
     Tensor e = emb.Rows(0, n);
     GANNET_RETURN_IF_ERROR(
         be->Embed(local, target_runner->embed_table(), target_runner->embed_scale(), e));
-    GANNET_RETURN_IF_ERROR(tp->AllReduceSum(e));
+    GANNET_RETURN_IF_ERROR(tp->SumPartials(e));
     GANNET_RETURN_IF_ERROR(
         be->GatherRows(e, identity.Reshape({identity.numel()}).Rows(0, n), cat.Cols(0, Hb)));
   }
@@ -391,7 +391,7 @@ absl::StatusOr<std::unique_ptr<Drafter>> Drafter::Create(const model::ModelConfi
   impl->options = options;
   impl->be = backend;
   impl->target_runner = target_runner;
-  impl->tp = target_runner->options().collectives;
+  impl->tp = target_runner->options().tp;
   GANNET_ASSIGN_OR_RETURN(impl->w, runner::LoadDeviceWeights(drafter, weights, backend));
   if (impl->tp != nullptr) {
     // The shard of model/tp_shard.h: the dense head's vocabulary rows, or the whole centroid head.
@@ -435,7 +435,7 @@ absl::StatusOr<std::unique_ptr<Drafter>> Drafter::Create(const model::ModelConfi
   ro.max_logit_rows = options.max_seqs;
   ro.page_size = target_runner->options().page_size;
   ro.max_pages_per_seq = target_runner->options().max_pages_per_seq;
-  ro.collectives = impl->tp;  // token ids become rows of the rank's embedding shard
+  ro.tp = impl->tp;  // token ids become rows of the rank's embedding shard
   GANNET_RETURN_IF_ERROR(impl->meta.Init(backend, target, ro));
   const runner::RunnerOptions& tro = target_runner->options();
   impl->hidden_rows = tro.max_logit_rows > 0 ? tro.max_logit_rows : tro.max_seqs;
@@ -573,30 +573,15 @@ absl::Status Drafter::Impl::RoundOfRank(std::span<const DraftSeq> seqs, int step
   backend::StepMetadata attn_md, rope_md;
   GANNET_RETURN_IF_ERROR(Prepare(seqs, &attn_md, &rope_md));
   std::vector<int32_t> tokens(n), local(n);
-  std::vector<float> picks_host;
   for (int k = 0; k < steps; ++k) {
     GANNET_RETURN_IF_ERROR(Step(n, k, attn_md, rope_md));
     if (picks_only) {
-      Tensor mine = Tensor::Make(static_cast<float*>(pick_blocks.data) + tp->rank() * n * 2,
-                                 DType::kF32, {n, 2});
-      GANNET_RETURN_IF_ERROR(be->ShardArgmax(HeadBlock(n), Tensor(), vocab_begin, mine));
-      GANNET_RETURN_IF_ERROR(tp->AllGatherColumns(
-          Tensor::Make(pick_blocks.data, DType::kF32, {world, n, 2}), picks.Rows(0, n)));
-      picks_host.resize(static_cast<size_t>(n) * 2 * world);
-      GANNET_RETURN_IF_ERROR(
-          be->CopyToHost(picks_host.data(), picks.data, picks_host.size() * sizeof(float)));
-      for (int i = 0; i < n; ++i) {
-        // The best winner, equal values to the lower rank (lower ids): the full row's arg-max
-        // with ties to the lowest id, as Sample takes it.
-        const float* p = picks_host.data() + static_cast<size_t>(i) * 2 * world;
-        int best = 0;
-        for (int r = 1; r < world; ++r) {
-          if (p[2 * r] > p[2 * best]) best = r;
-        }
-        std::memcpy(&tokens[i], &p[2 * best + 1], sizeof(int32_t));
-      }
+      // The target's best-pick exchange (runner::TpHooks): each row's full arg-max.
+      GANNET_RETURN_IF_ERROR(tp->ExchangeBestPicks(*be, HeadBlock(n), Tensor(), vocab_begin,
+                                                   pick_blocks, picks.Rows(0, n)));
+      GANNET_RETURN_IF_ERROR(tp->ReadBestPicks(*be, picks, tokens));
     } else {
-      if (dense) GANNET_RETURN_IF_ERROR(tp->AllGatherColumns(HeadBlocks(n), logits.Rows(0, n)));
+      if (dense) GANNET_RETURN_IF_ERROR(tp->GatherVocabShards(HeadBlocks(n), logits.Rows(0, n)));
       GANNET_RETURN_IF_ERROR(DrawFullRows(seqs, k, result, &tokens));
     }
     const int64_t shard = target.text.vocab_size / world;
@@ -622,7 +607,7 @@ absl::Status Drafter::FirstStep(std::span<const DraftSeq> seqs, std::vector<floa
   GANNET_RETURN_IF_ERROR(m.Prepare(seqs, &attn_md, &rope_md));
   GANNET_RETURN_IF_ERROR(m.Step(n, 0, attn_md, rope_md));
   if (m.tp != nullptr && !m.config.use_ordered_embeddings) {
-    GANNET_RETURN_IF_ERROR(m.tp->AllGatherColumns(m.HeadBlocks(n), m.logits.Rows(0, n)));
+    GANNET_RETURN_IF_ERROR(m.tp->GatherVocabShards(m.HeadBlocks(n), m.logits.Rows(0, n)));
   }
   const int64_t vocab = m.config.text.vocab_size, hb = m.config.backbone_hidden_size;
   logits->resize(static_cast<size_t>(n) * vocab);

@@ -18,7 +18,7 @@
 // bonus token's), and attends to keys 0 .. L-1 (full layer) or the last W of them (sliding
 // layers) -- exactly the committed keys, never a tentative one.
 //
-// Tensor parallelism: when the target runner is a rank of a group (RunnerOptions::collectives),
+// Tensor parallelism: when the target runner is a rank of a group (RunnerOptions::tp),
 // the drafter is that rank's shard of the assistant (model/tp_shard.h: its q heads read only the
 // rank's KV heads) and meets the other ranks' drafters in the same collectives: after o_proj and
 // the MLP (all-reduce), after the vocabulary-parallel embedding of its input tokens, and at the

@@ -16,6 +16,7 @@
 #include "lib/model/tp_shard.h"
 #include "lib/model/variants.h"
 #include "lib/model/weights.h"
+#include "lib/parallel/group_tp_hooks.h"
 #include "lib/runner/kv_storage.h"
 
 namespace gannet::engine {
@@ -82,7 +83,8 @@ Replay ReplayCuda(const model::ModelConfig& config, int64_t total, const EngineC
   r.limits = *limits;
   SizeOnlyCollectives group(world);
   runner::RunnerOptions ro = RunnerOptionsFor(r.limits);
-  if (world > 1) ro.collectives = &group;
+  parallel::GroupTpHooks tp(&group);
+  if (world > 1) ro.tp = &tp;
   const model::ModelConfig shard = world > 1 ? model::ShardConfig(config, world) : config;
   const int64_t weights = 2 * (world > 1 ? model::ShardParameterCount(config, world)
                                          : model::CountParameters(config));
