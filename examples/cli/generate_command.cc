@@ -173,7 +173,10 @@ int GenerateCommand(int argc, char** argv) {
   WriteOut("\n");
   if (args.Has("ids")) {
     std::string line;
-    for (size_t i = 0; i < r.tokens.size(); ++i) line += (i ? " " : "") + std::to_string(r.tokens[i]);
+    for (size_t i = 0; i < r.tokens.size(); ++i) {
+      if (i > 0) line += ' ';
+      line += std::to_string(r.tokens[i]);  // appended: see Piece in session.cc (GCC 12)
+    }
     WriteOut(line + "\n");
   }
   if (!FlushOut()) {

@@ -142,9 +142,16 @@ std::string Piece(const gannet_tokenizer_t* tok, int32_t id) {
   char buf[256];
   size_t n = 0;
   if (tok != nullptr && gannet_token_to_piece(tok, id, buf, sizeof(buf) - 1, &n) == GANNET_OK) {
-    return "'" + EscapeForDisplay(std::string(buf, n)) + "'";
+    // Appended, not "'" + s: GCC 12 at -O3 reports operator+(const char*, string&&) as an
+    // overlapping copy (-Wrestrict, a false positive); so below and in the CLI's other lines.
+    std::string piece = "'";
+    piece += EscapeForDisplay(std::string(buf, n));
+    piece += '\'';
+    return piece;
   }
-  return "#" + std::to_string(id);
+  std::string piece = "#";
+  piece += std::to_string(id);
+  return piece;
 }
 
 }  // namespace
@@ -167,7 +174,9 @@ void PrintLogprobs(gannet_engine_t* engine, const RunResult& r) {
     line += num;
     for (const auto& [id, lp] : t.top) {
       std::snprintf(num, sizeof(num), " %.4f", lp);
-      line += " " + Piece(tok, id) + num;
+      line += ' ';
+      line += Piece(tok, id);
+      line += num;
     }
     std::fprintf(stderr, "%s\n", line.c_str());
   }

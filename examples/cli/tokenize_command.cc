@@ -114,7 +114,10 @@ int TokenizeCommand(int argc, char** argv) {
       out += std::to_string(ids[i]) + "\t" + EscapeForDisplay(pieces[i]) + "\n";
     }
   } else {
-    for (size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i > 0) out += ',';
+      out += std::to_string(ids[i]);  // appended: see Piece in session.cc (GCC 12)
+    }
     out += "\n";
   }
   WriteOut(out);

@@ -35,9 +35,12 @@
  *   factor of its size at most (measured in issue 56): a prompt's text at most max_model_len x
  *   the tokenizer's longest token (see gannet_engine_submit), refused before tokenization, about
  *   2x its bytes at the peak (the caller's and submit's copy); a safetensors header at most
- *   16 MB, parsed into about 5x its bytes. Still parsed as whole JSON trees (about 20-30x their
- *   bytes while loading, at most about 1.3 GB: the parser's limit of 4 million values):
- *   model.safetensors.index.json (at most 16 MB) and tokenizer.json (at most 256 MB).
+ *   16 MB, parsed into about 5x its bytes; tokenizer.json (at most 256 MB) read member by
+ *   member into the tokenizer's tables: a Gemma-4-size file (33.5 MB) peaks at +85 MB beyond its
+ *   text (a whole JSON tree: +322 MB), and the worst case, a vocabulary of the shortest entries,
+ *   costs about 11x its bytes (64 MB: 760 MB peak), the tables' ~150 bytes per token. Still
+ *   parsed as a whole JSON tree (about 20-30x its bytes while loading):
+ *   model.safetensors.index.json (at most 16 MB).
  *
  * Growth rules (what keeps programs built against this header working with later libraries):
  * - Input structs start with `uint32_t struct_size` (set by the *_INIT macros) and gain fields only

@@ -209,20 +209,20 @@ class CountingIterator {
 // Builds a Json from nlohmann's SAX events. nlohmann checks the syntax, UTF-8, escapes and
 // surrogates; the rules it does not have (duplicate keys, the depth and value limits, finite
 // numbers) are checked here, and every error names the line and column.
+//
+// Streaming (Json::Stream, ParseMembers): the open containers form a stack of frames; a streamed
+// frame keeps no values, only the path to it, and each child of a streamed frame is either
+// streamed itself (the handler's descend) or built into member_ and handed over when it ends.
 class JsonParser {
  public:
   using json = nlohmann::json;
 
   JsonParser(std::string_view text, int64_t max_nodes) : text_(text), nodes_left_(max_nodes) {}
 
-  // Json::ParseMembers: the top-level object's members go to fn one at a time, each with a fresh
-  // budget of values, and none is kept in the tree.
-  absl::Status ParseMembers(int64_t max_nodes_per_member,
-                            const std::function<absl::Status(std::string, Json)>& fn) {
-    members_fn_ = &fn;
-    per_member_ = max_nodes_per_member;
-    absl::StatusOr<Json> top = ParseDocument();
-    return top.status();
+  absl::Status Stream(int64_t max_nodes_per_value, const Json::StreamHandler& handler) {
+    handler_ = &handler;
+    per_value_ = max_nodes_per_value;
+    return ParseDocument().status();
   }
 
   absl::StatusOr<Json> ParseDocument() {
@@ -256,25 +256,19 @@ class JsonParser {
   bool binary(json::binary_t&) { return Fail("binary values are not JSON"); }
   bool start_object(std::size_t) { return Open(Json::MakeObject()); }
   bool key(std::string& k) {
-    if (TopMember()) {
-      // A member of the streamed object: its own budget; duplicates are fn's to detect.
-      nodes_left_ = per_member_;
-      member_key_ = std::move(k);
+    Frame& top = frames_.back();
+    if (top.node == nullptr) {
+      // A member of a streamed object: duplicates are the handler's to detect.
+      child_key_ = std::move(k);
       return true;
     }
-    if (stack_.back()->Find(k) != nullptr) return Fail(fmt::format("duplicate key \"{}\"", k));
+    if (top.node->Find(k) != nullptr) return Fail(fmt::format("duplicate key \"{}\"", k));
     key_ = std::move(k);
     return true;
   }
-  bool end_object() {
-    stack_.pop_back();
-    return Delivered();
-  }
+  bool end_object() { return Close(); }
   bool start_array(std::size_t) { return Open(Json::MakeArray()); }
-  bool end_array() {
-    stack_.pop_back();
-    return Delivered();
-  }
+  bool end_array() { return Close(); }
   bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) {
     // e.what(): "[json.exception.parse_error.101] parse error at line 1, column 4: <what>; last
     // read: '<input>'" (or "[json.exception.out_of_range.406] number overflow ..."): the id, the
@@ -295,6 +289,14 @@ class JsonParser {
   }
 
  private:
+  // An open container: built into the tree (node), or streamed (node == nullptr: its children
+  // go to the handler; index counts an array's elements so far).
+  struct Frame {
+    Json* node = nullptr;
+    bool is_array = false;
+    int64_t index = 0;
+  };
+
   absl::Status Error(size_t pos, std::string_view what) const {
     size_t line = 1, col = 1;
     for (size_t i = 0; i < pos && i < text_.size(); ++i) {
@@ -313,24 +315,36 @@ class JsonParser {
     return false;
   }
 
-  // Places a value (a scalar, or a container about to be filled) at the current position;
+  bool Streaming() const { return handler_ != nullptr; }
+  // Whether the next value is a child of a streamed container.
+  bool InStreamed() const { return !frames_.empty() && frames_.back().node == nullptr; }
+
+  // The name of the next child of the (streamed) top frame: its key, or its index.
+  std::string ChildName() const {
+    const Frame& top = frames_.back();
+    return top.is_array ? std::to_string(top.index) : child_key_;
+  }
+
+  // Places a value (a scalar, or a container about to be filled) in the tree being built;
   // returns where it now lives.
   Json* Place(Json v) {
-    if (stack_.empty()) {
+    if (frames_.empty()) {
       root_ = std::move(v);
       return &root_;
     }
-    if (TopMember()) {
+    if (InStreamed()) {
       member_ = std::move(v);
       return &member_;
     }
-    Json* parent = stack_.back();
+    Json* parent = frames_.back().node;
     if (parent->is_array()) return &parent->Push(std::move(v));
     return &parent->Set(std::move(key_), std::move(v));
   }
 
   bool Count() {
-    if (static_cast<int>(stack_.size()) > Json::kMaxDepth) {
+    // Each child of a streamed container has a budget of its own.
+    if (InStreamed()) nodes_left_ = per_value_;
+    if (static_cast<int>(frames_.size()) > Json::kMaxDepth) {
       return Fail("nesting deeper than 128 levels");
     }
     if (--nodes_left_ < 0) {
@@ -344,20 +358,20 @@ class JsonParser {
 
   bool Value(Json v) {
     if (!Count()) return false;
-    if (members_fn_ != nullptr && stack_.empty()) return Fail("expected an object");
+    if (Streaming() && frames_.empty()) return Fail("the top-level value must be an object");
+    if (InStreamed()) return Deliver(std::move(v));
     Place(std::move(v));
-    return Delivered();
+    return true;
   }
 
-  // Streaming members (ParseMembers): the next value is a member of the top-level object.
-  bool TopMember() const { return members_fn_ != nullptr && stack_.size() == 1; }
-
-  // After a value ends: a completed member of the streamed object goes to fn, and is gone.
-  bool Delivered() {
-    if (!TopMember()) return true;
-    absl::Status st = (*members_fn_)(std::move(member_key_), std::move(member_));
-    member_key_.clear();
-    member_ = Json();
+  // Hands a completed child of the streamed top frame to the handler.
+  bool Deliver(Json v) {
+    path_.push_back(ChildName());
+    absl::Status st = handler_->value(path_, std::move(v));
+    path_.pop_back();
+    Frame& top = frames_.back();
+    ++top.index;
+    child_key_.clear();
     if (!st.ok()) {
       status_ = std::move(st);
       return false;
@@ -369,10 +383,36 @@ class JsonParser {
   // container grows.
   bool Open(Json container) {
     if (!Count()) return false;
-    if (members_fn_ != nullptr && stack_.empty() && !container.is_object()) {
-      return Fail("expected an object");
+    const bool is_array = container.is_array();
+    if (Streaming() && frames_.empty()) {
+      if (is_array) return Fail("the top-level value must be an object");
+      frames_.push_back(Frame{nullptr, false, 0});  // the top level is always streamed
+      return true;
     }
-    stack_.push_back(Place(std::move(container)));
+    if (InStreamed()) {
+      path_.push_back(ChildName());
+      if (handler_->descend(path_, container.type())) {
+        frames_.push_back(Frame{nullptr, is_array, 0});
+        child_key_.clear();
+        return true;
+      }
+      path_.pop_back();
+    }
+    frames_.push_back(Frame{Place(std::move(container)), is_array, 0});
+    return true;
+  }
+
+  bool Close() {
+    const bool was_streamed = frames_.back().node == nullptr;
+    frames_.pop_back();
+    if (was_streamed) {
+      if (frames_.empty()) return true;  // the end of the document
+      path_.pop_back();
+      ++frames_.back().index;
+      return true;
+    }
+    // A built value whose parent is streamed is complete: hand it over.
+    if (InStreamed()) return Deliver(std::move(member_));
     return true;
   }
 
@@ -381,22 +421,76 @@ class JsonParser {
   int64_t nodes_left_;
   absl::Status status_;
   Json root_;
-  std::vector<Json*> stack_;
+  std::vector<Frame> frames_;
   std::string key_;
-  // ParseMembers only.
-  const std::function<absl::Status(std::string, Json)>* members_fn_ = nullptr;
-  int64_t per_member_ = 0;
-  std::string member_key_;
-  Json member_;
+  // Streaming only.
+  const Json::StreamHandler* handler_ = nullptr;
+  int64_t per_value_ = 0;
+  std::vector<std::string> path_;  // to the streamed top frame
+  std::string child_key_;          // the key of the streamed top frame's next child
+  Json member_;                    // the child being built
 };
 
 absl::StatusOr<Json> Json::Parse(std::string_view text, int64_t max_nodes) {
   return JsonParser(text, max_nodes).ParseDocument();
 }
 
+absl::Status Json::Stream(std::string_view text, int64_t max_nodes_per_value,
+                          const StreamHandler& handler) {
+  return JsonParser(text, max_nodes_per_value).Stream(max_nodes_per_value, handler);
+}
+
 absl::Status Json::ParseMembers(std::string_view text, int64_t max_nodes_per_member,
                                 const std::function<absl::Status(std::string, Json)>& fn) {
-  return JsonParser(text, max_nodes_per_member).ParseMembers(max_nodes_per_member, fn);
+  StreamHandler handler;
+  handler.descend = [](const std::vector<std::string>&, Type) { return false; };
+  handler.value = [&fn](const std::vector<std::string>& path, Json value) {
+    return fn(path.front(), std::move(value));
+  };
+  return Stream(text, max_nodes_per_member, handler);
+}
+
+namespace {
+
+absl::Status WalkChildren(const Json& node, std::vector<std::string>* path,
+                          const Json::StreamHandler& handler);
+
+// One child of a streamed container: streamed in turn where the handler descends, else handed
+// over as a copy (Stream hands over values it built and drops).
+absl::Status WalkChild(const Json& child, std::vector<std::string>* path,
+                       const Json::StreamHandler& handler) {
+  if ((child.is_object() || child.is_array()) && handler.descend(*path, child.type())) {
+    return WalkChildren(child, path, handler);
+  }
+  return handler.value(*path, child);
+}
+
+absl::Status WalkChildren(const Json& node, std::vector<std::string>* path,
+                          const Json::StreamHandler& handler) {
+  if (node.is_array()) {
+    for (size_t i = 0; i < node.AsArray().size(); ++i) {
+      path->push_back(std::to_string(i));
+      absl::Status st = WalkChild(node.AsArray()[i], path, handler);
+      path->pop_back();
+      GANNET_RETURN_IF_ERROR(st);
+    }
+    return absl::OkStatus();
+  }
+  for (const auto& [k, v] : node.AsMembers()) {
+    path->push_back(k);
+    absl::Status st = WalkChild(v, path, handler);
+    path->pop_back();
+    GANNET_RETURN_IF_ERROR(st);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Json::Walk(const StreamHandler& handler) const {
+  if (!is_object()) return InvalidArgumentError("JSON: expected an object");
+  std::vector<std::string> path;
+  return WalkChildren(*this, &path, handler);
 }
 
 }  // namespace gannet

@@ -40,7 +40,7 @@ class Json {
   // Every value (number, string, array, object, ...) is one node of ~240 bytes, so a document of
   // n bytes could expand ~100x in memory: Parse refuses documents with more than max_nodes
   // values (ResourceExhausted), before allocating them. The default fits Gemma's 33 MB
-  // tokenizer.json (~1.5M values) with room to spare.
+  // tokenizer.json (~1.5M values) as a tree with room to spare (its loader streams it: Stream).
   static constexpr int64_t kDefaultMaxNodes = 4'000'000;
   static absl::StatusOr<Json> Parse(std::string_view text, int64_t max_nodes = kDefaultMaxNodes);
   // A document whose top level is an object, read one member at a time without building the
@@ -51,6 +51,23 @@ class Json {
   // of fn ends the parse and is returned as it is.
   static absl::Status ParseMembers(std::string_view text, int64_t max_nodes_per_member,
                                    const std::function<absl::Status(std::string key, Json value)>& fn);
+  // The general form of ParseMembers, for documents whose bulk sits deeper (tokenizer.json:
+  // model.vocab, model.merges): the top-level object is streamed, and so is every container for
+  // which `descend` returns true (it is asked for each container whose parent is streamed, with
+  // the container's path and type); every other value whose parent is streamed is built (at most
+  // max_nodes_per_value values) and handed to `value` with its path, then dropped. A path is the
+  // keys and array indexes (in decimal) from the top level down to the value. Duplicate keys of
+  // streamed objects are the handler's to detect. An error of either callback ends the parse and
+  // is returned as it is; the memory is the innermost built value plus what the handler keeps.
+  struct StreamHandler {
+    std::function<bool(const std::vector<std::string>& path, Type type)> descend;
+    std::function<absl::Status(const std::vector<std::string>& path, Json value)> value;
+  };
+  static absl::Status Stream(std::string_view text, int64_t max_nodes_per_value,
+                             const StreamHandler& handler);
+  // Feeds a built tree to a StreamHandler as Stream would feed its text (same paths, same
+  // values), so one reader serves both a file and a tree built in code.
+  absl::Status Walk(const StreamHandler& handler) const;
 
   Type type() const { return type_; }
   bool is_null() const { return type_ == Type::kNull; }

@@ -285,6 +285,15 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
       return cfg.progress(lp);
     };
   }
+  if (cpu && world == 1 && p->checkpoint != nullptr) {
+    // The CPU reads most matrices in place; the ones it copies (fused QKV and gate/up, converted
+    // types) give their checkpoint bytes back as soon as the copy exists, so the weights are
+    // held once, and the peak is the weights plus one fused matrix (safetensors.h ReleaseRange).
+    model::Checkpoint* checkpoint = p->checkpoint.get();
+    ro.on_weight_copied = [checkpoint](const model::WeightView& v) {
+      checkpoint->ReleaseRange(v.data, v.nbytes());
+    };
+  }
   runner::ModelRunner* single = nullptr;  // the runner of a single device (the drafter's target)
   parallel::TpRunner* tp_runner = nullptr;
   if (world > 1) {

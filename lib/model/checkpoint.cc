@@ -134,6 +134,12 @@ void Checkpoint::ReleaseData() {
   for (const auto& file : files_) file->ReleaseData();
 }
 
+uint64_t Checkpoint::ReleaseRange(const void* p, uint64_t n) {
+  uint64_t released = 0;
+  for (const auto& file : files_) released += file->ReleaseRange(p, n);
+  return released;
+}
+
 uint64_t Checkpoint::total_bytes() const {
   uint64_t n = 0;
   for (const auto& [_, t] : tensors_) n += t.info->nbytes();

@@ -55,6 +55,8 @@ class Checkpoint {
   absl::Status ReadData();
   // Gives that memory back once the device holds the weights (nothing may read them after).
   void ReleaseData();
+  // SafetensorsFile::ReleaseRange on the file holding [p, p + n); 0 when none does.
+  uint64_t ReleaseRange(const void* p, uint64_t n);
 
   // True for names under the vision/audio towers or their embedders.
   static bool IsTowerTensor(std::string_view name);

@@ -291,6 +291,21 @@ void SafetensorsFile::ReleaseData() {
   ::mprotect(region_, region_size_, PROT_NONE);
 }
 
+uint64_t SafetensorsFile::ReleaseRange(const void* p, uint64_t n) {
+  if (region_ == nullptr || fd_ >= 0) return 0;  // nothing read yet, or still being read
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  const auto region = reinterpret_cast<uintptr_t>(region_);
+  if (begin < region || n > region_size_ || begin - region > region_size_ - n) return 0;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = (begin + n) / page * page;
+  if (last <= first) return 0;
+  void* at = reinterpret_cast<void*>(first);
+  ::madvise(at, last - first, MADV_DONTNEED);
+  ::mprotect(at, last - first, PROT_NONE);
+  return last - first;
+}
+
 const uint8_t* SafetensorsFile::Data(const TensorInfo& t) const { return data_ + t.begin; }
 
 absl::Status SafetensorsFile::ParseHeader(std::string_view header, uint64_t data_size) {

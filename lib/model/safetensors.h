@@ -73,6 +73,12 @@ class SafetensorsFile {
   // Returns the tensors' memory to the system once nothing reads them again (the device holds
   // the weights); reading a tensor afterwards faults.
   void ReleaseData();
+  // Gives back the pages wholly inside [p, p + n) when that range lies in this file's tensor
+  // bytes (else nothing): a backend that copied a tensor into its own form no longer needs it
+  // (the CPU's fused QKV and gate/up matrices), so the weights are not held twice. Pages shared
+  // with a neighbouring tensor stay. A read of a released page faults, as after ReleaseData.
+  // Returns the bytes given back.
+  uint64_t ReleaseRange(const void* p, uint64_t n);
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:

@@ -51,6 +51,8 @@ absl::StatusOr<std::unique_ptr<TpRunner>> TpRunner::Create(
     Rank& rank = tp->ranks_[r];
     runner::RunnerOptions o = options;
     if (r != 0) o.on_weight_progress = nullptr;
+    // Ranks may share checkpoint bytes (tp_shard.h views): none may give them back.
+    o.on_weight_copied = nullptr;
     GANNET_ASSIGN_OR_RETURN(rank.shard, CreateRankRunner(config, weights,
                                                          rank.parts.collectives.get(),
                                                          rank.parts.backend, o));

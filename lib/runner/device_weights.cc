@@ -19,7 +19,8 @@ float RoundScaleToDType(double v, DType dtype) {
 absl::StatusOr<DeviceWeights> LoadDeviceWeights(const model::ModelConfig& config,
                                                 const model::ModelWeights& w,
                                                 backend::Backend* backend,
-                                                const WeightProgressFn& on_progress) {
+                                                const WeightProgressFn& on_progress,
+                                                const WeightCopiedFn& on_copied) {
   DeviceWeights d;
   // Progress is measured against the bytes of the tensors given (a tensor-parallel rank's shard
   // is smaller than its geometry's expected tensors: its embedding holds a vocabulary shard).
@@ -39,6 +40,13 @@ absl::StatusOr<DeviceWeights> LoadDeviceWeights(const model::ModelConfig& config
     }
     backend::OwnedTensor t = *std::move(loaded);
     *out = t.tensor;
+    // Each checkpoint tensor is one load's part (none is fused in two), so a copied source is
+    // never read again.
+    if (on_copied && t.buffer.data() != nullptr) {
+      for (const model::WeightView* p : v) {
+        if (!p->synthetic) on_copied(*p);
+      }
+    }
     for (const model::WeightView* p : v) done += p->nbytes();
     if (on_progress && !on_progress(std::min(done, total), total)) {
       return absl::CancelledError("loading the weights was cancelled by the progress callback");

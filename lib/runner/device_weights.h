@@ -43,10 +43,17 @@ struct DeviceWeights {
 // Called after each weight with the bytes loaded so far and in all (bf16 sizes); returning false
 // cancels the load (Cancelled).
 using WeightProgressFn = std::function<bool(int64_t done, int64_t total)>;
+// Called for each checkpoint tensor the backend copied into memory of its own (fused parts,
+// converted types) once the copy exists and nothing will read the source again: the engine
+// gives those bytes back on the CPU, where the rest is read in place, so that the weights are
+// not held twice (Checkpoint::ReleaseRange). Not called for tensors used in place.
+using WeightCopiedFn = std::function<void(const model::WeightView& source)>;
 
-absl::StatusOr<DeviceWeights> LoadDeviceWeights(
-    const model::ModelConfig& config, const model::ModelWeights& weights,
-    backend::Backend* backend, const WeightProgressFn& on_progress = {});
+absl::StatusOr<DeviceWeights> LoadDeviceWeights(const model::ModelConfig& config,
+                                                const model::ModelWeights& weights,
+                                                backend::Backend* backend,
+                                                const WeightProgressFn& on_progress = {},
+                                                const WeightCopiedFn& on_copied = {});
 
 // v rounded to the precision of dtype, as HF casts its scale buffers to the weight dtype.
 float RoundScaleToDType(double v, DType dtype);

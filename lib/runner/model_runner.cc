@@ -512,8 +512,8 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
   }
   impl->be = backend;
   impl->tp = o.tp;
-  GANNET_ASSIGN_OR_RETURN(impl->w,
-                          LoadDeviceWeights(config, weights, backend, o.on_weight_progress));
+  GANNET_ASSIGN_OR_RETURN(impl->w, LoadDeviceWeights(config, weights, backend, o.on_weight_progress,
+                                                     o.on_weight_copied));
   if (impl->tp != nullptr) {
     const int world = impl->tp->world_size();
     if (world < 1 || c.vocab_size % world != 0 || impl->w.lm_head.dim(0) != c.vocab_size / world) {

@@ -34,6 +34,8 @@ struct RunnerOptions {
   int page_size = 16;          // KV page size in tokens (AttachKv's layout must agree)
   // Called while weights load (device_weights.h); returning false cancels the load.
   WeightProgressFn on_weight_progress;
+  // Called for each checkpoint tensor the backend copied (device_weights.h).
+  WeightCopiedFn on_weight_copied;
   // Decode-only steps are padded to a batch-size bucket and, on backends with graphs, recorded
   // once per (bucket, context-length bucket) and replayed. pad_decode_batches pads without graphs
   // (tests check padded steps compute what unpadded ones do).

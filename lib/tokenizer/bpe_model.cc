@@ -95,8 +95,23 @@ bool BpeModel::covers_every_character() const {
   return unk_id_.has_value() && !fuse_unk_;
 }
 
-absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const Json& model,
-                                                          const JsonWhere& where) {
+void BpeModel::Builder::AddVocab(std::string token, const Json& id) {
+  vocab_.emplace_back(std::move(token), id.is_int() ? id.AsInt() : -1);
+}
+
+absl::Status BpeModel::Builder::AddMerge(const Json& merge, const JsonWhere& where) {
+  std::string a, b;
+  GANNET_RETURN_IF_ERROR(ParseMerge(merge, where, &a, &b));
+  merge_text_ += a;
+  merge_ends_.push_back(static_cast<uint32_t>(merge_text_.size()));
+  merge_text_ += b;
+  merge_ends_.push_back(static_cast<uint32_t>(merge_text_.size()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Builder::Finish(const Json& model,
+                                                                    bool has_vocab, bool has_merges,
+                                                                    const JsonWhere& where) {
   std::unique_ptr<BpeModel> bpe(new BpeModel());
   GANNET_ASSIGN_OR_RETURN(bpe->byte_fallback_,
                           internal::GetBool(model, "byte_fallback", false, where));
@@ -118,42 +133,47 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const Json& model,
   }
 
   // Vocabulary.
-  const Json* vocab = model.Find("vocab");
   JsonWhere vw = where.Child("vocab");
-  if (vocab == nullptr || !vocab->is_object()) return vw.Error("must be an object");
-  bpe->vocab_.reserve(vocab->AsMembers().size());
+  if (!has_vocab) return vw.Error("must be an object");
+  bpe->vocab_.reserve(vocab_.size());
   // Ids index a table sized by the largest: they must be nearly dense (real vocabularies are), so
   // one entry with id 16777215 cannot make a 512 MiB table.
   const int64_t id_limit =
-      std::min<int64_t>(kMaxTokenId, 2 * static_cast<int64_t>(vocab->AsMembers().size()) + 1024);
-  for (const auto& [token, id_json] : vocab->AsMembers()) {
-    if (!id_json.is_int() || id_json.AsInt() < 0 || id_json.AsInt() >= id_limit) {
+      std::min<int64_t>(kMaxTokenId, 2 * static_cast<int64_t>(vocab_.size()) + 1024);
+  for (const auto& [token, id] : vocab_) {
+    if (id < 0 || id >= id_limit) {
       return vw.Error(
           fmt::format("token \"{}\" must map to an id in [0, {}) (a vocabulary of {} entries)",
-                      EscapeForMessage(token), id_limit, vocab->AsMembers().size()));
+                      EscapeForMessage(token), id_limit, vocab_.size()));
     }
-    int32_t id = static_cast<int32_t>(id_json.AsInt());
     if (static_cast<size_t>(id) >= bpe->id_to_token_.size()) {
       bpe->id_to_token_.resize(id + 1);
       bpe->has_id_.resize(id + 1, false);
     }
+  }
+  for (auto& [token, id] : vocab_) {
     if (bpe->has_id_[id]) {
-      return vw.Error(
-          fmt::format("id {} is used by both \"{}\" and \"{}\"", id, bpe->id_to_token_[id], token));
+      return vw.Error(fmt::format("id {} is used by both \"{}\" and \"{}\"", id,
+                                  EscapeForMessage(bpe->id_to_token_[id]),
+                                  EscapeForMessage(token)));
+    }
+    // The file's JSON object cannot repeat a key (the tree reader refuses it; streamed, it is
+    // refused here).
+    if (!bpe->vocab_.emplace(token, static_cast<int32_t>(id)).second) {
+      return vw.Error(fmt::format("duplicate key \"{}\"", EscapeForMessage(token)));
     }
     bpe->has_id_[id] = true;
-    bpe->id_to_token_[id] = token;
-    bpe->vocab_.emplace(token, id);
-    unsigned char byte;
     if (token.size() == 6 && token.compare(0, 3, "<0x") == 0 && token[5] == '>' &&
         std::string_view(token).find_first_not_of("0123456789ABCDEF", 3) == 5) {
-      byte = static_cast<unsigned char>(std::stoi(token.substr(3, 2), nullptr, 16));
-      bpe->byte_ids_[byte] = id;
+      const auto byte = static_cast<unsigned char>(std::stoi(token.substr(3, 2), nullptr, 16));
+      bpe->byte_ids_[byte] = static_cast<int32_t>(id);
     }
     if (token.size() == 1 && static_cast<unsigned char>(token[0]) < 128) {
-      bpe->ascii_ids_[static_cast<unsigned char>(token[0])] = id;
+      bpe->ascii_ids_[static_cast<unsigned char>(token[0])] = static_cast<int32_t>(id);
     }
+    bpe->id_to_token_[id] = std::move(token);
   }
+  std::vector<std::pair<std::string, int64_t>>().swap(vocab_);
 
   // Unknown token.
   GANNET_ASSIGN_OR_RETURN(std::string unk, OptionalString(model, "unk_token", where));
@@ -169,22 +189,25 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const Json& model,
   }
 
   // Merges.
-  const Json* merges = model.Find("merges");
   JsonWhere mw = where.Child("merges");
-  if (merges == nullptr || !merges->is_array()) return mw.Error("must be an array");
-  bpe->merges_.reserve(merges->AsArray().size());
+  if (!has_merges) return mw.Error("must be an array");
+  const size_t num_merges = merge_ends_.size() / 2;
+  bpe->merges_.reserve(num_merges);
   const size_t prefix_len = bpe->continuing_subword_prefix_.size();
-  std::string a, b;
-  for (size_t rank = 0; rank < merges->AsArray().size(); ++rank) {
+  const std::string_view text = merge_text_;
+  for (size_t rank = 0; rank < num_merges; ++rank) {
     JsonWhere w = mw.Index(rank);
-    GANNET_RETURN_IF_ERROR(ParseMerge(merges->AsArray()[rank], w, &a, &b));
+    const size_t a_begin = rank == 0 ? 0 : merge_ends_[2 * rank - 1];
+    const std::string_view a = text.substr(a_begin, merge_ends_[2 * rank] - a_begin);
+    const std::string_view b =
+        text.substr(merge_ends_[2 * rank], merge_ends_[2 * rank + 1] - merge_ends_[2 * rank]);
     auto a_id = bpe->Lookup(a), b_id = bpe->Lookup(b);
     if (!a_id) return w.Error(fmt::format("token \"{}\" is not in the vocabulary", a));
     if (!b_id) return w.Error(fmt::format("token \"{}\" is not in the vocabulary", b));
     if (b.size() < prefix_len) {
       return w.Error(fmt::format("token \"{}\" lacks the continuing-subword prefix", b));
     }
-    std::string merged = a + b.substr(prefix_len);
+    std::string merged = std::string(a) + std::string(b.substr(prefix_len));
     auto new_id = bpe->Lookup(merged);
     if (!new_id) {
       return w.Error(fmt::format("merged token \"{}\" is not in the vocabulary", merged));
@@ -192,6 +215,8 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const Json& model,
     // A repeated pair keeps its last rank, as HF's HashMap collect does.
     bpe->merges_[PairKey(*a_id, *b_id)] = {static_cast<int32_t>(rank), *new_id};
   }
+  std::string().swap(merge_text_);
+  std::vector<uint32_t>().swap(merge_ends_);
   bpe->split_at_metaspace_ = bpe->CanSplitAtMetaspace();
   return bpe;
 }

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -33,8 +34,26 @@ class BpeModel {
   // Ids at or above this are rejected as corrupt (Gemma's vocabulary is 262144).
   static constexpr int64_t kMaxTokenId = int64_t{1} << 24;
 
-  static absl::StatusOr<std::unique_ptr<BpeModel>> Parse(const Json& model,
-                                                         const internal::JsonWhere& where);
+  // Reads a model from tokenizer.json member by member (Tokenizer streams the file: its vocab
+  // and merges are ~all of it, and a JSON tree of them costs ~40x their text). The vocabulary
+  // and merges are held compactly until Finish, in whatever order the file gives them.
+  class Builder {
+   public:
+    // One entry of "vocab" (token -> id) and one of "merges", in document order.
+    void AddVocab(std::string token, const Json& id);
+    absl::Status AddMerge(const Json& merge, const internal::JsonWhere& where);
+    // `options`: the model object's other members (type, byte_fallback, unk_token, ...);
+    // has_vocab / has_merges: whether "vocab" was an object and "merges" an array.
+    absl::StatusOr<std::unique_ptr<BpeModel>> Finish(const Json& options, bool has_vocab,
+                                                     bool has_merges,
+                                                     const internal::JsonWhere& where);
+
+   private:
+    std::vector<std::pair<std::string, int64_t>> vocab_;  // id -1: not an integer
+    // Merge i is merge_text_[merge_ends_[2i-1] .. merge_ends_[2i]) and on to merge_ends_[2i+1].
+    std::string merge_text_;
+    std::vector<uint32_t> merge_ends_;
+  };
   ~BpeModel();
 
   // Appends the ids of one pre-tokenized piece.

@@ -4,8 +4,10 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "lib/common/file_util.h"
 #include "lib/common/status.h"
+#include "lib/common/utf8.h"
 #include "lib/tokenizer/added_vocabulary.h"
 #include "lib/tokenizer/bpe_model.h"
 #include "lib/tokenizer/decoder.h"
@@ -37,29 +39,39 @@ const Json& FieldOrNull(const Json& root, std::string_view key) {
   return v == nullptr ? kNull : *v;
 }
 
-absl::StatusOr<std::vector<AddedToken>> ParseAddedTokens(const Json& root, const BpeModel& model,
-                                                         const JsonWhere& where) {
+// One entry of "added_tokens" with the id the file gives it (checked once the model is read).
+struct FileAddedToken {
+  AddedToken token;
+  int64_t file_id = 0;
+};
+
+absl::StatusOr<FileAddedToken> ReadAddedToken(const Json& j, const JsonWhere& w) {
+  GANNET_RETURN_IF_ERROR(internal::ExpectObject(j, w));
+  FileAddedToken f;
+  AddedToken& t = f.token;
+  GANNET_ASSIGN_OR_RETURN(f.file_id, internal::GetInt(j, "id", w));
+  GANNET_ASSIGN_OR_RETURN(t.content, internal::GetString(j, "content", w));
+  GANNET_ASSIGN_OR_RETURN(t.special, internal::GetBool(j, "special", false, w));
+  GANNET_ASSIGN_OR_RETURN(t.normalized, internal::GetBool(j, "normalized", true, w));
+  GANNET_ASSIGN_OR_RETURN(t.lstrip, internal::GetBool(j, "lstrip", false, w));
+  GANNET_ASSIGN_OR_RETURN(t.rstrip, internal::GetBool(j, "rstrip", false, w));
+  GANNET_ASSIGN_OR_RETURN(t.single_word, internal::GetBool(j, "single_word", false, w));
+  return f;
+}
+
+absl::StatusOr<std::vector<AddedToken>> ResolveAddedTokens(std::vector<FileAddedToken> list,
+                                                           const BpeModel& model,
+                                                           const JsonWhere& where) {
   std::vector<AddedToken> tokens;
-  const Json* list = root.Find("added_tokens");
-  if (list == nullptr || list->is_null()) return tokens;
-  if (!list->is_array()) return where.Error("must be an array");
   // Ids are assigned the way HF tokenizers assigns them on load (a model id when the content is
   // in the vocabulary, else sequentially after it); a file that disagrees is rejected.
   int64_t max_added = -1;
   absl::flat_hash_map<std::string, int32_t> seen;  // content -> id
   const int64_t model_size = static_cast<int64_t>(model.num_entries());
-  for (size_t i = 0; i < list->AsArray().size(); ++i) {
-    const Json& j = list->AsArray()[i];
+  for (size_t i = 0; i < list.size(); ++i) {
     JsonWhere w = where.Index(i);
-    GANNET_RETURN_IF_ERROR(internal::ExpectObject(j, w));
-    AddedToken t;
-    GANNET_ASSIGN_OR_RETURN(int64_t file_id, internal::GetInt(j, "id", w));
-    GANNET_ASSIGN_OR_RETURN(t.content, internal::GetString(j, "content", w));
-    GANNET_ASSIGN_OR_RETURN(t.special, internal::GetBool(j, "special", false, w));
-    GANNET_ASSIGN_OR_RETURN(t.normalized, internal::GetBool(j, "normalized", true, w));
-    GANNET_ASSIGN_OR_RETURN(t.lstrip, internal::GetBool(j, "lstrip", false, w));
-    GANNET_ASSIGN_OR_RETURN(t.rstrip, internal::GetBool(j, "rstrip", false, w));
-    GANNET_ASSIGN_OR_RETURN(t.single_word, internal::GetBool(j, "single_word", false, w));
+    AddedToken& t = list[i].token;
+    const int64_t file_id = list[i].file_id;
     auto dup = seen.find(t.content);
     int64_t id;
     if (auto model_id = model.TokenToId(t.content)) {
@@ -134,6 +146,108 @@ absl::Status ParsePostProcessor(const Json& json, const JsonWhere& where,
 
 }  // namespace
 
+namespace internal {
+
+// What a tokenizer.json holds, gathered member by member (Json::Stream, or Json::Walk over a
+// tree): the bulk (model.vocab, model.merges, added_tokens) goes straight into compact form, and
+// only the small members are kept as JSON. So a file costs a small multiple of its bytes (issue
+// 56: a whole tree of Gemma-4's 32 MB file peaked at ~1.3 GB).
+class TokenizerJsonReader {
+ public:
+  // The most values one kept member (a normalizer, a decoder, one added token) may have: real
+  // ones have tens; this keeps any one of them under ~16 MB of tree.
+  static constexpr int64_t kMaxValuesPerMember = 1 << 16;
+
+  explicit TokenizerJsonReader(std::string_view source) : where_{source, ""} {
+    handler_.descend = [this](const std::vector<std::string>& path, Json::Type type) {
+      return Descend(path, type);
+    };
+    handler_.value = [this](const std::vector<std::string>& path, Json value) {
+      return Value(path, std::move(value));
+    };
+  }
+  const Json::StreamHandler& handler() const { return handler_; }
+
+ private:
+  bool Descend(const std::vector<std::string>& path, Json::Type type) {
+    const bool object = type == Json::Type::kObject;
+    if (path.size() == 1 && path[0] == "model") {
+      return object && NewKey(&top_keys_, "model").ok() && (has_model_ = true);
+    }
+    if (path.size() == 1 && path[0] == "added_tokens") {
+      return !object && NewKey(&top_keys_, "added_tokens").ok();
+    }
+    if (path.size() == 2 && path[0] == "model" && (path[1] == "vocab" || path[1] == "merges")) {
+      // Both kinds of container stream, so a wrong one costs no memory; only an object vocab
+      // and an array of merges count (a non-BPE model's vocab is reported as such in Finish).
+      if (!NewKey(&model_keys_, path[1]).ok()) return false;
+      (path[1] == "vocab" ? has_vocab_ : has_merges_) = object == (path[1] == "vocab");
+      return true;
+    }
+    return false;
+  }
+
+  // Duplicate keys of the streamed objects (the tree reader refuses them in any object).
+  absl::Status NewKey(absl::flat_hash_map<std::string, bool>* seen, const std::string& key) {
+    if (!seen->emplace(key, true).second) {
+      return where_.Error(fmt::format("duplicate key \"{}\"", EscapeForMessage(key)));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Value(const std::vector<std::string>& path, Json value) {
+    const std::string& key = path.back();
+    if (path.size() == 1) {
+      GANNET_RETURN_IF_ERROR(NewKey(&top_keys_, key));
+      if (key == "model") return internal::ExpectObject(value, where_.Child("model"));
+      if (key == "added_tokens") {
+        if (value.is_null()) return absl::OkStatus();
+        return where_.Child(key).Error("must be an array");
+      }
+      if (key == "normalizer" || key == "pre_tokenizer" || key == "decoder" ||
+          key == "post_processor") {
+        kept_.Set(key, std::move(value));
+      }
+      return absl::OkStatus();  // other members (version, truncation, padding) are not used
+    }
+    if (path[0] == "added_tokens") {
+      GANNET_ASSIGN_OR_RETURN(
+          FileAddedToken t,
+          ReadAddedToken(value, where_.Child("added_tokens").Index(added_.size())));
+      added_.push_back(std::move(t));
+      return absl::OkStatus();
+    }
+    // Under "model".
+    if (path.size() == 2) {
+      GANNET_RETURN_IF_ERROR(NewKey(&model_keys_, key));
+      // A vocab or merges that is not a container: absent for Finish's checks.
+      if (key != "vocab" && key != "merges") model_options_.Set(key, std::move(value));
+      return absl::OkStatus();
+    }
+    if (path[1] == "vocab") {
+      if (has_vocab_) bpe_.AddVocab(key, value);
+      return absl::OkStatus();
+    }
+    if (!has_merges_) return absl::OkStatus();
+    return bpe_.AddMerge(value, where_.Child("model").Child("merges").Index(num_merges_++));
+  }
+
+  JsonWhere where_;
+  Json::StreamHandler handler_;
+  absl::flat_hash_map<std::string, bool> top_keys_, model_keys_;
+  bool has_model_ = false, has_vocab_ = false, has_merges_ = false;
+  Json kept_ = Json::MakeObject();           // normalizer, pre_tokenizer, decoder, post_processor
+  Json model_options_ = Json::MakeObject();  // the model's members but vocab and merges
+  BpeModel::Builder bpe_;
+  size_t num_merges_ = 0;
+  std::vector<FileAddedToken> added_;
+  friend class gannet::tokenizer::Tokenizer;
+};
+
+}  // namespace internal
+
+using internal::TokenizerJsonReader;
+
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Tokenizer::~Tokenizer() = default;
 
@@ -144,30 +258,42 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromFile(const std::string
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view json_text,
                                                                std::string_view source) {
-  auto root = Json::Parse(json_text);
-  if (!root.ok()) return Annotate(root.status(), std::string(source));
-  return FromParsedJson(*root, source);
+  TokenizerJsonReader reader(source);
+  absl::Status st =
+      Json::Stream(json_text, TokenizerJsonReader::kMaxValuesPerMember, reader.handler());
+  // JSON syntax errors name the line and column; the reader's own errors name the file already.
+  if (!st.ok())
+    return absl::StartsWith(st.message(), "JSON ") ? Annotate(st, std::string(source)) : st;
+  return FromReader(reader);
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromParsedJson(const Json& root,
                                                                      std::string_view source) {
   JsonWhere where{source, ""};
   GANNET_RETURN_IF_ERROR(internal::ExpectObject(root, where));
-  auto impl = std::make_unique<Impl>();
+  TokenizerJsonReader reader(source);
+  GANNET_RETURN_IF_ERROR(root.Walk(reader.handler()));
+  return FromReader(reader);
+}
 
-  const Json* model = root.Find("model");
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromReader(TokenizerJsonReader& reader) {
+  const JsonWhere& where = reader.where_;
+  const std::string_view source = where.source;
+  auto impl = std::make_unique<Impl>();
+  const Json& root = reader.kept_;
+  const Json* model = &reader.model_options_;
   JsonWhere mw = where.Child("model");
-  if (model == nullptr) return mw.Error("missing");
-  GANNET_RETURN_IF_ERROR(internal::ExpectObject(*model, mw));
+  if (!reader.has_model_) return mw.Error("missing");
   const Json* type = model->Find("type");
   if (type != nullptr && !(type->is_string() && type->AsString() == "BPE")) {
     return UnimplementedError("{}: model.type: unknown model type {} (only BPE is supported)",
                               source, type->Dump());
   }
-  if (type == nullptr && (model->Find("vocab") == nullptr || model->Find("merges") == nullptr)) {
+  if (type == nullptr && !(reader.has_vocab_ && reader.has_merges_)) {
     return mw.Error("no type, and not a BPE model (vocab + merges)");
   }
-  GANNET_ASSIGN_OR_RETURN(impl->model, BpeModel::Parse(*model, mw));
+  GANNET_ASSIGN_OR_RETURN(impl->model,
+                          reader.bpe_.Finish(*model, reader.has_vocab_, reader.has_merges_, mw));
   GANNET_ASSIGN_OR_RETURN(impl->normalizer, ParseNormalizer(FieldOrNull(root, "normalizer"),
                                                             where.Child("normalizer")));
   GANNET_ASSIGN_OR_RETURN(impl->pre_tokenizer, ParsePreTokenizer(FieldOrNull(root, "pre_tokenizer"),
@@ -178,8 +304,9 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromParsedJson(const Json&
                                             where.Child("post_processor"), &impl->prefix_ids,
                                             &impl->suffix_ids));
 
-  GANNET_ASSIGN_OR_RETURN(std::vector<AddedToken> added,
-                          ParseAddedTokens(root, *impl->model, where.Child("added_tokens")));
+  GANNET_ASSIGN_OR_RETURN(
+      std::vector<AddedToken> added,
+      ResolveAddedTokens(std::move(reader.added_), *impl->model, where.Child("added_tokens")));
   for (AddedToken& t : added) {
     t.normalized_content = t.content;
     if (t.normalized && impl->normalizer != nullptr) {

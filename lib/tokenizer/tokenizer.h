@@ -35,6 +35,10 @@
 
 namespace gannet::tokenizer {
 
+namespace internal {
+class TokenizerJsonReader;
+}
+
 struct EncodeOptions {
   // Apply the tokenizer.json post-processor (Gemma-style files: prepend <bos>).
   bool add_special_tokens = false;
@@ -51,7 +55,9 @@ inline constexpr int64_t kMaxTokenizerJsonBytes = int64_t{256} << 20;
 class Tokenizer {
  public:
   // Errors: NotFound / DataLoss for an unreadable file, InvalidArgument naming the JSON path of
-  // malformed content, Unimplemented naming an unsupported model or pipeline type.
+  // malformed content, Unimplemented naming an unsupported model or pipeline type. The text is
+  // read member by member (Json::Stream), never as a whole tree: Gemma-4's 33 MB file costs
+  // ~85 MB beyond its text at the peak (tests/tokenizer/tokenizer_memory_test.cc).
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromFile(const std::string& path);
   // `source` names the document in error messages.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromJson(std::string_view json_text,
@@ -105,6 +111,8 @@ class Tokenizer {
  private:
   struct Impl;
   explicit Tokenizer(std::unique_ptr<Impl> impl);
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromReader(
+      internal::TokenizerJsonReader& reader);
   const std::string* TokenString(int32_t id, bool* special) const;
 
   std::unique_ptr<Impl> impl_;

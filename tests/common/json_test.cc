@@ -1,7 +1,11 @@
 #include "lib/common/json.h"
 
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "lib/common/utf8.h"
 
@@ -70,6 +74,82 @@ TEST(JsonTest, DumpRoundTrips) {
   EXPECT_EQ(back->Find("list")->AsArray()[0].AsInt(), -7);
   EXPECT_DOUBLE_EQ(back->Find("list")->AsArray()[1].AsDouble(), 0.25);
   EXPECT_EQ(o.Dump(), back->Dump());
+}
+
+// Json::Stream hands each value below the streamed containers over with its path; Walk does the
+// same for a tree, so one reader serves both.
+std::vector<std::string> StreamEvents(std::string_view text, bool walk, int64_t budget = 1000) {
+  std::vector<std::string> events;
+  Json::StreamHandler h;
+  h.descend = [&](const std::vector<std::string>& path, Json::Type type) {
+    std::string p = absl::StrJoin(path, "/");
+    events.push_back("descend " + p + " " + std::string(Json::TypeName(type)));
+    return p == "big" || p == "big/list";
+  };
+  h.value = [&](const std::vector<std::string>& path, Json value) {
+    events.push_back(absl::StrJoin(path, "/") + "=" + value.Dump());
+    return absl::OkStatus();
+  };
+  absl::Status st;
+  if (walk) {
+    auto tree = Json::Parse(text);
+    EXPECT_TRUE(tree.ok()) << tree.status();
+    st = tree->Walk(h);
+  } else {
+    st = Json::Stream(text, budget, h);
+  }
+  if (!st.ok()) events.push_back(std::string(st.message()));
+  return events;
+}
+
+TEST(JsonTest, StreamHandsOverValuesWithTheirPaths) {
+  const std::string text =
+      R"({"a": 1, "big": {"x": [1, {"y": 2}], "list": ["p", ["q", "r"], {}], "z": null},)"
+      R"( "b": {"c": true}})";
+  const std::vector<std::string> want = {
+      "a=1",
+      "descend big object",
+      "descend big/x array",
+      R"(big/x=[1,{"y":2}])",
+      "descend big/list array",
+      R"(big/list/0="p")",
+      "descend big/list/1 array",
+      R"(big/list/1=["q","r"])",
+      "descend big/list/2 object",
+      "big/list/2={}",
+      "big/z=null",
+      "descend b object",
+      R"(b={"c":true})",
+  };
+  EXPECT_EQ(StreamEvents(text, /*walk=*/false), want);
+  EXPECT_EQ(StreamEvents(text, /*walk=*/true), want);
+}
+
+TEST(JsonTest, StreamChecksWhatParseChecks) {
+  // Each value handed over has its own budget; the streamed containers cost none.
+  EXPECT_EQ(StreamEvents(R"({"big": {"list": [[1, 2], [3, 4]]}})", false, 3).back(),
+            R"(big/list/1=[3,4])");
+  EXPECT_TRUE(absl::StrContains(StreamEvents(R"({"big": {"list": [[1, 2, 3]]}})", false, 3).back(),
+                                "limit"));
+  // Duplicate keys inside a built value, bad syntax and a top level that is not an object are
+  // errors naming the place.
+  EXPECT_TRUE(
+      absl::StrContains(StreamEvents(R"({"b": {"c": 1, "c": 2}})", false).back(), "duplicate key"));
+  EXPECT_TRUE(
+      absl::StrContains(StreamEvents(R"({"big": {"list": [1,]}})", false).back(), "line 1"));
+  EXPECT_TRUE(
+      absl::StrContains(StreamEvents("[1]", false).back(), "top-level value must be an object"));
+  // A handler's error ends the parse and comes back as it is.
+  Json::StreamHandler h;
+  h.descend = [](const std::vector<std::string>&, Json::Type) { return false; };
+  int calls = 0;
+  h.value = [&](const std::vector<std::string>&, Json) {
+    ++calls;
+    return absl::DataLossError("stop");
+  };
+  absl::Status st = Json::Stream(R"({"a": 1, "b": 2})", 10, h);
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(calls, 1);
 }
 
 }  // namespace

@@ -180,6 +180,50 @@ TEST(TokenizerLoadTest, MalformedFilesAreClearErrors) {
               absl::StatusCode::kInvalidArgument, "<nope>");
 }
 
+// The file is read member by member (issue 56), so nothing may depend on the order HF writes
+// members in, and what the JSON tree refused (duplicate keys) is still refused.
+TEST(TokenizerLoadTest, MemberOrderDoesNotMatterAndKeysAreUnique) {
+  const std::string json = MakeJson();
+  auto reference = Load(json);
+  ASSERT_NE(reference, nullptr);
+  // Merges before the vocabulary, and the model before the added tokens.
+  std::string reordered =
+      ReplaceOnce(json, R"("merges": ["a b", "ab c", "b c"])", R"("merges_": 0)");
+  reordered =
+      ReplaceOnce(reordered, R"("vocab": {)", R"("merges": ["a b", "ab c", "b c"], "vocab": {)");
+  const size_t model_at = reordered.find(R"("model": )");
+  const std::string model = reordered.substr(model_at, reordered.size() - 1 - model_at);
+  reordered = "{" + model + ", " + reordered.substr(1, model_at - 1);
+  reordered.resize(reordered.find_last_not_of(", \n") + 1);
+  reordered += "}";
+  auto tok = Load(reordered);
+  ASSERT_NE(tok, nullptr) << reordered;
+  EXPECT_EQ(reordered.find(R"("model")"), 1u) << reordered;
+  for (const char* text : {"abc", "a b c", "<bos>ab<eos>", "xyz"}) {
+    EXPECT_EQ(tok->Encode(text, {.add_special_tokens = true}),
+              reference->Encode(text, {.add_special_tokens = true}))
+        << text;
+  }
+  // The same document as a tree gives the same tokenizer.
+  auto tree = Json::Parse(json);
+  ASSERT_TRUE(tree.ok());
+  auto from_tree = Tokenizer::FromParsedJson(*tree, "test.json");
+  ASSERT_TRUE(from_tree.ok()) << from_tree.status();
+  EXPECT_EQ((*from_tree)->Encode("abc ab"), reference->Encode("abc ab"));
+  EXPECT_EQ((*from_tree)->vocab_size(), reference->vocab_size());
+
+  ExpectError(ReplaceOnce(json, R"("a": 4,)", R"("a": 4, "a": 11,)"),
+              absl::StatusCode::kInvalidArgument, "duplicate key \"a\"");
+  ExpectError(ReplaceOnce(json, R"("version": "1.0",)", R"("model": {}, "version": "1.0",)"),
+              absl::StatusCode::kInvalidArgument, "duplicate key \"model\"");
+  ExpectError(ReplaceOnce(json, R"("vocab": {)", R"("vocab": [], "vocab": {)"),
+              absl::StatusCode::kInvalidArgument, "duplicate key \"vocab\"");
+  ExpectError(ReplaceOnce(json, R"("version": "1.0",)", R"("added_tokens": {}, "version": "1.0",)"),
+              absl::StatusCode::kInvalidArgument, "added_tokens");
+  ExpectError(ReplaceOnce(json, R"("merges": [)", R"("merges": {"a": 1}, "x": [)"),
+              absl::StatusCode::kInvalidArgument, "model.merges: must be an array");
+}
+
 TEST(TokenizerLoadTest, UnsupportedPipelinePiecesAreNamed) {
   std::string json = MakeJson();
   // Replaces the object value of `key` (found by brace matching) with `value`.
