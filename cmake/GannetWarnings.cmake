@@ -1,10 +1,12 @@
 # Warning flags for our own host C/C++ (gannet_warnings, linked by every target of this project)
 # and for CUDA translation units. Third-party code (abseil, fmt, GoogleTest) is compiled elsewhere
-# or included as system headers, so GANNET_WERROR (on in the release, asan, tsan, fuzz and tsa
-# presets) applies to ours only. At -O3 GCC 12 reports -Wrestrict and -Wstringop-overflow false
-# positives on short string and vector appends ("x" + s, vector::resize then memcpy); the sites
-# are written as appends instead (lib/parallel/step_message.cc, examples/cli, tests/model), each
-# with a comment, and a new one fails the release build.
+# or included as system headers, so GANNET_WERROR (on in the asan, tsan, fuzz and tsa presets)
+# applies to ours only. At -O3 GCC 12 reports -Wrestrict and -Wstringop-overflow false positives
+# on short string and vector appends ("x" + s, vector::resize then memcpy); the known sites are
+# written as appends instead (lib/parallel/step_message.cc, examples/cli, tests/model), each with
+# a comment, and a CPU-only -O3 build is warning-free. The release preset (CUDA, every
+# architecture) turns GANNET_WERROR on once a whole release build has been seen warning-free:
+# until then its warnings show in the build log without failing it.
 # CUDA translation units (.cu) get -Wall for their host code but not -Werror: nvcc's
 # `-Werror all-warnings` would also make its own and the CUDA headers' diagnostics errors, for
 # every architecture of the release list and every CUDA update; the .cc files of the CUDA
