@@ -89,8 +89,8 @@ double MeasureGemmTflops() {
       cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||
       cublasLtMatrixLayoutCreate(&layout, CUDA_R_16BF, n, n, n) != CUBLAS_STATUS_SUCCESS ||
       cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS ||
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
-                                           sizeof(ws_bytes)) != CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                           &ws_bytes, sizeof(ws_bytes)) != CUBLAS_STATUS_SUCCESS ||
       cublasLtMatmulAlgoGetHeuristic(lt, desc, layout, layout, layout, layout, pref, 1, &heur,
                                      &found) != CUBLAS_STATUS_SUCCESS ||
       found == 0) {

@@ -151,10 +151,12 @@ void BM_AttentionDecode(benchmark::State& state) {
   Build(s, sh, batch, ctx, 1, copies);
   Label(state, s.args);
   for (auto _ : state) {
-    const double ms = TimeMs([&](int i) {
-      s.args.meta = &s.metas[i % copies];
-      CheckOk(Gpu().Attention(s.args), "attention");
-    }, 50);
+    const double ms = TimeMs(
+        [&](int i) {
+          s.args.meta = &s.metas[i % copies];
+          CheckOk(Gpu().Attention(s.args), "attention");
+        },
+        50);
     state.SetIterationTime(ms / 1e3);
     Report(state, ms, io_bytes, 4.0 * batch * sh.nq * sh.d * kv_len);
   }
@@ -230,10 +232,12 @@ void BM_AttentionDecodeEntry(benchmark::State& state) {
   }
   state.SetLabel(entry->name);
   for (auto _ : state) {
-    const double ms = TimeMs([&](int i) {
-      s.args.meta = &s.metas[i % copies];
-      CheckOk(Gpu().RunAttentionEntry(*entry, s.args, 0), "attention");
-    }, 50);
+    const double ms = TimeMs(
+        [&](int i) {
+          s.args.meta = &s.metas[i % copies];
+          CheckOk(Gpu().RunAttentionEntry(*entry, s.args, 0), "attention");
+        },
+        50);
     state.SetIterationTime(ms / 1e3);
     Report(state, ms, io_bytes, 4.0 * batch * sh.nq * sh.d * kv_len);
   }
@@ -243,7 +247,8 @@ void DecodeEntryArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"hd", "nkv", "window", "batch", "ctx", "entry"});
   for (auto shape : {std::vector<int64_t>{256, 16, 1024}, {512, 4, 0}}) {
     for (int64_t batch : {16, 64}) {
-      for (int64_t nth = 0; nth < 6; ++nth) b->Args({shape[0], shape[1], shape[2], batch, 1500, nth});
+      for (int64_t nth = 0; nth < 6; ++nth)
+        b->Args({shape[0], shape[1], shape[2], batch, 1500, nth});
     }
   }
 }
@@ -271,8 +276,8 @@ void BM_AttentionPrefillEntry(benchmark::State& state) {
   const double flops = 4.0 * sh.nq * sh.d * pairs;
   const int reps = flops > 5e13 ? 2 : (flops > 5e12 ? 5 : 20);
   for (auto _ : state) {
-    const double ms =
-        TimeMs([&](int) { CheckOk(Gpu().RunAttentionEntry(*entry, s.args, 0), "attention"); }, reps);
+    const double ms = TimeMs(
+        [&](int) { CheckOk(Gpu().RunAttentionEntry(*entry, s.args, 0), "attention"); }, reps);
     state.SetIterationTime(ms / 1e3);
     const double bytes = 2.0 * ctx * sh.nq * sh.d * 2 + 4.0 * ctx * sh.nkv * sh.d;
     Report(state, ms, bytes, flops);
@@ -313,10 +318,12 @@ void BM_AttentionDecodeSplits(benchmark::State& state) {
   }
   state.SetLabel(std::string((*entry)->name) + " splits=" + std::to_string(splits));
   for (auto _ : state) {
-    const double ms = TimeMs([&](int i) {
-      s.args.meta = &s.metas[i % copies];
-      CheckOk(Gpu().RunAttentionEntry(**entry, s.args, splits), "attention");
-    }, 50);
+    const double ms = TimeMs(
+        [&](int i) {
+          s.args.meta = &s.metas[i % copies];
+          CheckOk(Gpu().RunAttentionEntry(**entry, s.args, splits), "attention");
+        },
+        50);
     state.SetIterationTime(ms / 1e3);
     Report(state, ms, io_bytes, 4.0 * batch * sh.nq * sh.d * kv_len);
   }
@@ -368,11 +375,31 @@ void PrefillArgs(benchmark::internal::Benchmark* b) {
   }
 }
 
-BENCHMARK(BM_AttentionDecode)->Apply(DecodeArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_AttentionDecodeSplits)->Apply(SplitArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_AttentionDecodeEntry)->Apply(DecodeEntryArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_AttentionPrefill)->Apply(PrefillArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_AttentionPrefillEntry)->Apply(PrefillEntryArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionDecode)
+    ->Apply(DecodeArgs)
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionDecodeSplits)
+    ->Apply(SplitArgs)
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionDecodeEntry)
+    ->Apply(DecodeEntryArgs)
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionPrefill)
+    ->Apply(PrefillArgs)
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionPrefillEntry)
+    ->Apply(PrefillEntryArgs)
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace gannet::bench

@@ -72,8 +72,9 @@ void FillRandomBf16(void* data, size_t count, uint64_t seed, float scale) {
   // The synthetic-weight generator gives normal(0, 1/sqrt(fan_in)) values: pick fan_in so the
   // scale comes out as asked.
   const int64_t fan_in = std::max<int64_t>(1, static_cast<int64_t>(1.0f / (scale * scale)));
-  const cudaError_t err = kernels::LaunchFillSynthetic(data, DType::kBF16, 0, static_cast<int64_t>(count), seed,
-                                                       kernels::SyntheticInit::kMatrix, fan_in, Gpu().stream());
+  const cudaError_t err =
+      kernels::LaunchFillSynthetic(data, DType::kBF16, 0, static_cast<int64_t>(count), seed,
+                                   kernels::SyntheticInit::kMatrix, fan_in, Gpu().stream());
   if (err != cudaSuccess) {
     std::fprintf(stderr, "bench: fill: %s\n", cudaGetErrorName(err));
     std::exit(1);
@@ -113,7 +114,8 @@ const References& Refs() {
     cudaMalloc(&src, bytes);
     cudaMalloc(&dst, bytes);
     cudaMemsetAsync(src, 1, bytes, gpu.stream());
-    const double copy_ms = TimeMsEager([&] { cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, gpu.stream()); }, 10);
+    const double copy_ms = TimeMsEager(
+        [&] { cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, gpu.stream()); }, 10);
     r.copy_gbs = 2.0 * bytes / (copy_ms * 1e6);
     cudaFree(src);
     cudaFree(dst);
@@ -130,8 +132,10 @@ const References& Refs() {
     CheckOk(gpu.Linear(ta, tw, to), "gemm reference");  // tunes the shape
     const double gemm_ms = TimeMsEager([&] { CheckOk(gpu.Linear(ta, tw, to), "gemm"); }, 10);
     r.gemm_tflops = 2.0 * n * n * n / (gemm_ms * 1e9);
-    std::printf("references (eager): device-to-device copy %.0f GB/s (read + write), cuBLASLt bf16 8192^3 %.0f TFLOP/s\n",
-                r.copy_gbs, r.gemm_tflops);
+    std::printf(
+        "references (eager): device-to-device copy %.0f GB/s (read + write), cuBLASLt bf16 8192^3 "
+        "%.0f TFLOP/s\n",
+        r.copy_gbs, r.gemm_tflops);
     return r;
   }();
   return refs;

@@ -19,7 +19,7 @@ namespace gannet::bench {
 backend::CudaBackend& Gpu();
 
 struct References {
-  double copy_gbs = 0;   // GB/s, bytes read + bytes written, 2 GiB copies
+  double copy_gbs = 0;     // GB/s, bytes read + bytes written, 2 GiB copies
   double gemm_tflops = 0;  // cuBLASLt bf16 8192 x 8192 x 8192, f32 accumulation
 };
 const References& Refs();  // measured once, on first use

@@ -74,11 +74,13 @@ void BM_Linear(benchmark::State& state) {
   CheckOk(x.status(), "x");
   CheckOk(out.status(), "out");
   FillRandomBf16(x->data(), m * g.k, 3, 1.0f);
-  const backend::Tensor tx = x->View(DType::kBF16, {m, g.k}), to = out->View(DType::kBF16, {m, g.n});
+  const backend::Tensor tx = x->View(DType::kBF16, {m, g.k}),
+                        to = out->View(DType::kBF16, {m, g.n});
   backend::CudaLinear& lin = gpu.linear();
   lin.Force(path == kAuto ? std::nullopt
                           : std::optional<backend::CudaLinear::Path>(
-                                path == kGemv ? backend::CudaLinear::Path::kGemv : backend::CudaLinear::Path::kCublasLt));
+                                path == kGemv ? backend::CudaLinear::Path::kGemv
+                                              : backend::CudaLinear::Path::kCublasLt));
   auto first = lin.Run(tx, ws[0].View(DType::kBF16, {g.n, g.k}), to);  // tunes the shape
   CheckOk(first.status(), "linear");
   state.SetLabel(std::string(g.name) +
@@ -89,9 +91,12 @@ void BM_Linear(benchmark::State& state) {
   const double flops = 2.0 * m * g.n * g.k;
   const int reps = flops > 1e13 ? 3 : (flops > 1e11 ? 10 : 50);
   for (auto _ : state) {
-    const double ms = TimeMs([&](int i) {
-      CheckOk(lin.Run(tx, ws[i % copies].View(DType::kBF16, {g.n, g.k}), to).status(), "linear");
-    }, reps);
+    const double ms = TimeMs(
+        [&](int i) {
+          CheckOk(lin.Run(tx, ws[i % copies].View(DType::kBF16, {g.n, g.k}), to).status(),
+                  "linear");
+        },
+        reps);
     state.SetIterationTime(ms / 1e3);
     Report(state, ms, w_bytes + 2.0 * m * (g.n + g.k), flops);
   }
@@ -121,7 +126,12 @@ void SmallMArgs(benchmark::internal::Benchmark* b) {
     }
   }
 }
-BENCHMARK(BM_Linear)->Name("BM_LinearSmallM")->Apply(SmallMArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Linear)
+    ->Name("BM_LinearSmallM")
+    ->Apply(SmallMArgs)
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMicrosecond);
 
 // The smaller models' projections at the batches where the GEMV competes.
 void SmallModelArgs(benchmark::internal::Benchmark* b) {
@@ -133,7 +143,12 @@ void SmallModelArgs(benchmark::internal::Benchmark* b) {
     }
   }
 }
-BENCHMARK(BM_Linear)->Name("BM_LinearSmallModels")->Apply(SmallModelArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Linear)
+    ->Name("BM_LinearSmallModels")
+    ->Apply(SmallModelArgs)
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMicrosecond);
 
 // 31B's projections (TP=1 and one TP=2 rank) at the batched-decode sizes, where cuBLASLt's pick
 // among its heuristic candidates (GANNET_LINEAR_ALGOS of them) sets a step's projection time.

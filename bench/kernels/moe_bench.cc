@@ -99,7 +99,8 @@ void BM_MoeExpertsEntry(benchmark::State& state) {
     cudaMemcpy(h.data(), ids, h.size() * 4, cudaMemcpyDeviceToHost);
     distinct.insert(h.begin(), h.end());
   }
-  const double bytes = static_cast<double>(distinct.size()) * expert_elems * 2 + 2.0 * tokens * kH * 2;
+  const double bytes =
+      static_cast<double>(distinct.size()) * expert_elems * 2 + 2.0 * tokens * kH * 2;
   const double flops = 2.0 * tokens * kK * 3 * kI * kH;
   for (auto _ : state) state.SetIterationTime(ms * 1e-3);
   state.SetLabel(entry->name);
@@ -113,7 +114,11 @@ void MoeArgs(benchmark::internal::Benchmark* b) {
   }
 }
 
-BENCHMARK(BM_MoeExpertsEntry)->Apply(MoeArgs)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MoeExpertsEntry)
+    ->Apply(MoeArgs)
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace gannet::bench

@@ -30,7 +30,8 @@ int Run(int world, int iters) {
     return 1;
   }
   std::printf("allreduce-bench: %d ranks, bf16 in place, %d calls per size (NCCL_NVLS_ENABLE=%s)\n",
-              world, iters, std::getenv("NCCL_NVLS_ENABLE") ? std::getenv("NCCL_NVLS_ENABLE") : "unset");
+              world, iters,
+              std::getenv("NCCL_NVLS_ENABLE") ? std::getenv("NCCL_NVLS_ENABLE") : "unset");
   std::printf("  %10s %10s %12s %12s\n", "bytes", "us/call", "algbw GB/s", "busbw GB/s");
   std::vector<backend::Buffer> bufs(world);
   const size_t max_bytes = 256u << 20;
@@ -73,7 +74,8 @@ int Run(int world, int iters) {
     }
     const double s = *std::max_element(seconds.begin(), seconds.end()) / iters;
     const double alg = bytes / s / 1e9;
-    std::printf("  %10zu %10.1f %12.1f %12.1f\n", bytes, s * 1e6, alg, alg * 2 * (world - 1) / world);
+    std::printf("  %10zu %10.1f %12.1f %12.1f\n", bytes, s * 1e6, alg,
+                alg * 2 * (world - 1) / world);
     std::fflush(stdout);
   }
   return 0;

@@ -36,7 +36,8 @@ struct Device {
 };
 
 // Median seconds of one MoeExperts call (after two warm-ups).
-absl::StatusOr<double> TimeExperts(backend::Backend& be, const backend::MoeExpertsArgs& a, int iters) {
+absl::StatusOr<double> TimeExperts(backend::Backend& be, const backend::MoeExpertsArgs& a,
+                                   int iters) {
   for (int i = 0; i < 2; ++i) GANNET_RETURN_IF_ERROR(be.MoeExperts(a));
   std::vector<double> s;
   for (int i = 0; i < iters; ++i) {
@@ -54,8 +55,9 @@ absl::StatusOr<double> TimeExperts(backend::Backend& be, const backend::MoeExper
 int Run(const std::string& model, int iters) {
   auto config = model::DummyModelConfig(model);
   if (!config.ok() || !config->text.enable_moe_block) {
-    std::fprintf(stderr, "moe-split-bench: %s\n",
-                 config.ok() ? "the model has no experts" : std::string(config.status().message()).c_str());
+    std::fprintf(
+        stderr, "moe-split-bench: %s\n",
+        config.ok() ? "the model has no experts" : std::string(config.status().message()).c_str());
     return 2;
   }
   const model::TextConfig& c = config->text;
@@ -67,7 +69,8 @@ int Run(const std::string& model, int iters) {
     return 1;
   }
   backend::Backend& be = *made->backend;
-  const int64_t H = c.hidden_size, I = c.moe_intermediate_size, E = c.num_experts, K = c.top_k_experts;
+  const int64_t H = c.hidden_size, I = c.moe_intermediate_size, E = c.num_experts,
+                K = c.top_k_experts;
   const std::vector<int> tokens = {1, 2, 4, 8, 16, 64, 256, 1024, 4096};
   const int64_t max_t = tokens.back();
   const int64_t expert_bytes = 3 * I * H * 2;  // gate, up, down rows of one expert, bf16
@@ -97,10 +100,11 @@ int Run(const std::string& model, int iters) {
   }
   if (!be.CopyToDevice(ids.data(), host_ids.data(), host_ids.size() * 4).ok()) return 1;
 
-  std::printf("moe-split-bench: %s on %s, one layer's experts (E %lld, top-%lld, I %lld, H %lld), "
-              "uniform random routing, median of %d\n",
-              model.c_str(), be.DeviceName().c_str(), static_cast<long long>(E),
-              static_cast<long long>(K), static_cast<long long>(I), static_cast<long long>(H), iters);
+  std::printf(
+      "moe-split-bench: %s on %s, one layer's experts (E %lld, top-%lld, I %lld, H %lld), "
+      "uniform random routing, median of %d\n",
+      model.c_str(), be.DeviceName().c_str(), static_cast<long long>(E), static_cast<long long>(K),
+      static_cast<long long>(I), static_cast<long long>(H), iters);
   std::printf("  %4s %6s %16s %16s %10s %8s\n", "N", "T", "intermediate us", "experts us",
               "exp/int", "default");
   for (int world : {2, 4, 8}) {
@@ -128,8 +132,8 @@ int Run(const std::string& model, int iters) {
       for (int r = 0; r < world && st.ok(); ++r) {
         backend::MoeExpertsArgs ep = a;
         ep.gate_up = Tensor::Make(weights.data(), DType::kBF16, {El, 2 * I, H});
-        ep.down = Tensor::Make(static_cast<char*>(weights.data()) + El * 2 * I * H * 2, DType::kBF16,
-                               {El, H, I});
+        ep.down = Tensor::Make(static_cast<char*>(weights.data()) + El * 2 * I * H * 2,
+                               DType::kBF16, {El, H, I});
         ep.expert_begin = static_cast<int>(r * El);
         ep.total_experts = static_cast<int>(E);
         auto tr = TimeExperts(be, ep, iters);

@@ -62,15 +62,15 @@ struct Options {
   int spread = 0;  // contexts uniform in [context - spread, context + spread]
   int steps = 20;
   int page = 16;
-  bool fp8_kv = false;  // --kv fp8: the FP8 E4M3 KV cache (1 byte + a scale per row)
-  bool random_kv = false;  // --random-kv: KV arrays hold random values instead of zeros
+  bool fp8_kv = false;           // --kv fp8: the FP8 E4M3 KV cache (1 byte + a scale per row)
+  bool random_kv = false;        // --random-kv: KV arrays hold random values instead of zeros
   bool separate_k_eq_v = false;  // --kv-separate-k-eq-v: K=V layers store K and V (not V alone)
   bool graphs = true;
   // --scatter N: pools of N times the pages the batch needs, each sequence's pages drawn at random
   // from all of them, as a served pool after many admissions and window releases (1: each
   // sequence's pages side by side).
   int scatter = 1;
-  int tp = 0;  // 0: one device, plain runner; N >= 1: TpRunner over N devices
+  int tp = 0;          // 0: one device, plain runner; N >= 1: TpRunner over N devices
   int prefill = 0;     // --prefill N: a prompt chunk of N tokens in every step
   int prefill_at = 0;  // --prefill-at P: the chunk's first position
 };
@@ -237,7 +237,8 @@ int Run(const Options& o) {
   }
   absl::Status attached = runner.status();
   if (runner.ok()) {
-    const kv::PerGroup<bool> present = kv::KvGroupsPresent(runner::KvLayersOf(rc, !o.separate_k_eq_v));
+    const kv::PerGroup<bool> present =
+        kv::KvGroupsPresent(runner::KvLayersOf(rc, !o.separate_k_eq_v));
     auto layout =
         kv::MakeKvLayout(runner::KvLayersOf(rc, !o.separate_k_eq_v), o.page, window,
                          kv::KvElementBytes(quant, kv_native_bytes),
@@ -378,11 +379,12 @@ int Run(const Options& o) {
     // the PLE rows it gathers (model::DecodeStepWeightBytes).
     const double read = model::DecodeStepWeightBytes(*config, batch);
     const double gbs = (read + kv) / (med * 1e-3) / 1e9 / devices;  // per device
-    std::printf("  batch %3d ctx %5d: %8.2f ms/step (min %.2f, max %.2f)  %7.1f tok/s  "
-                "weights read %.2f GB + KV %.2f GB  %6.0f GB/s = %5.1f%% of copy  ideal %.2f ms\n",
-                batch, o.context, med, step_ms.front(), step_ms.back(), batch * 1e3 / med,
-                read / 1e9, kv / 1e9, gbs, copy_gbs > 0 ? 100 * gbs / copy_gbs : 0.0,
-                copy_gbs > 0 ? (read + kv) / (devices * copy_gbs * 1e9) * 1e3 : 0.0);
+    std::printf(
+        "  batch %3d ctx %5d: %8.2f ms/step (min %.2f, max %.2f)  %7.1f tok/s  "
+        "weights read %.2f GB + KV %.2f GB  %6.0f GB/s = %5.1f%% of copy  ideal %.2f ms\n",
+        batch, o.context, med, step_ms.front(), step_ms.back(), batch * 1e3 / med, read / 1e9,
+        kv / 1e9, gbs, copy_gbs > 0 ? 100 * gbs / copy_gbs : 0.0,
+        copy_gbs > 0 ? (read + kv) / (devices * copy_gbs * 1e9) * 1e3 : 0.0);
     std::fflush(stdout);
   }
   return 0;

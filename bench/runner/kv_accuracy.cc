@@ -51,7 +51,7 @@ struct Options {
   double min_top1 = -1;         // < 0: not checked
   double max_logit_error = -1;  // < 0: not checked
   double max_mean_logit_error = -1;
-  int layers = 0;  // > 0: dummy models keep only their first N layers (depth sweeps)
+  int layers = 0;            // > 0: dummy models keep only their first N layers (depth sweeps)
   bool f16_compute = false;  // --compare f16-compute (else fp8-kv)
 };
 
@@ -63,7 +63,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->model = v, ++i;
     } else if (a == "--backend" && v) {
       o->backend = v, ++i;
-    } else if (a == "--compare" && v && (std::string(v) == "fp8-kv" || std::string(v) == "f16-compute")) {
+    } else if (a == "--compare" && v &&
+               (std::string(v) == "fp8-kv" || std::string(v) == "f16-compute")) {
       o->f16_compute = std::string(v) == "f16-compute", ++i;
     } else if (a == "--prompt-len" && v) {
       o->prompt_len = std::atoi(v), ++i;
@@ -108,7 +109,8 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& dir, int lay
       // The first `layers` layers of the synthetic model (their weights do not change: the
       // generator keys every tensor by name). Models with KV sharing keep theirs out of reach.
       if (c.num_kv_shared_layers > 0) {
-        return InvalidArgumentError("--layers: {} shares KV across layers; use a model without", dir);
+        return InvalidArgumentError("--layers: {} shares KV across layers; use a model without",
+                                    dir);
       }
       c.num_hidden_layers = layers;
       c.layer_types.resize(layers);
@@ -145,9 +147,10 @@ absl::Status Run(const Model& m, backend::Backend* be, const Options& o, kv::KvQ
   const std::vector<kv::KvLayerGeometry> layers = runner::KvLayersOf(c);
   const kv::PerGroup<bool> present = kv::KvGroupsPresent(layers);
   const int32_t bytes = kv::KvElementBytes(quant, DTypeBits(be->kv_dtype()) / 8);
-  GANNET_ASSIGN_OR_RETURN(kv::KvLayout layout,
-                          kv::MakeKvLayout(layers, o.page, c.sliding_window, bytes,
-                                           {present[0] ? pages : 0, present[1] ? pages : 0}, quant));
+  GANNET_ASSIGN_OR_RETURN(
+      kv::KvLayout layout,
+      kv::MakeKvLayout(layers, o.page, c.sliding_window, bytes,
+                       {present[0] ? pages : 0, present[1] ? pages : 0}, quant));
   GANNET_RETURN_IF_ERROR(runner->AttachKv(layout));
   std::vector<int32_t> table(pages);
   for (int i = 0; i < pages; ++i) table[i] = i;
@@ -166,7 +169,8 @@ absl::Status Run(const Model& m, backend::Backend* be, const Options& o, kv::KvQ
     const std::span<const float> row = res.Row(0);
     on_row(start + n - 1, row);
     if (extend && step < o.tokens) {
-      tokens->push_back(static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
+      tokens->push_back(
+          static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
     }
   }
   return absl::OkStatus();
@@ -207,7 +211,8 @@ int Main(const Options& o) {
   int row_index = 0;
   absl::Status st = Run(**m, be->backend.get(), o, kv::KvQuant::kNone, true, &tokens,
                         [&](int, std::span<const float> row) {
-                          std::copy(row.begin(), row.end(), ref.begin() + static_cast<size_t>(row_index++) * vocab);
+                          std::copy(row.begin(), row.end(),
+                                    ref.begin() + static_cast<size_t>(row_index++) * vocab);
                         });
   double max_err = 0, sum_err = 0;
   int agree = 0, rows = 0, first_diverge = -1;
@@ -235,16 +240,17 @@ int Main(const Options& o) {
     return 1;
   }
   const double top1 = static_cast<double>(agree) / rows;
-  const std::string what =
-      o.f16_compute ? "f16 compute (f32 residual, norm inputs, logits) vs bf16 compute"
-                    : std::string("FP8 E4M3 KV (per-row scales) vs ") +
-                          DTypeName(be->backend->kv_dtype()).data() + " KV";
-  std::printf("kv-accuracy %s%s on %s: %s, prompt %d + %d greedy "
-              "tokens: logit error max %.4f mean %.4f | top-1 agreement %.4f (%d/%d) | greedy "
-              "tokens identical for %d\n",
-              o.model.c_str(), o.layers > 0 ? (" (" + std::to_string(o.layers) + " layers)").c_str() : "",
-              be->backend->DeviceName().c_str(), what.c_str(), o.prompt_len, o.tokens, max_err,
-              sum_err / rows, top1, agree, rows, first_diverge < 0 ? o.tokens : first_diverge);
+  const std::string what = o.f16_compute
+                               ? "f16 compute (f32 residual, norm inputs, logits) vs bf16 compute"
+                               : std::string("FP8 E4M3 KV (per-row scales) vs ") +
+                                     DTypeName(be->backend->kv_dtype()).data() + " KV";
+  std::printf(
+      "kv-accuracy %s%s on %s: %s, prompt %d + %d greedy "
+      "tokens: logit error max %.4f mean %.4f | top-1 agreement %.4f (%d/%d) | greedy "
+      "tokens identical for %d\n",
+      o.model.c_str(), o.layers > 0 ? (" (" + std::to_string(o.layers) + " layers)").c_str() : "",
+      be->backend->DeviceName().c_str(), what.c_str(), o.prompt_len, o.tokens, max_err,
+      sum_err / rows, top1, agree, rows, first_diverge < 0 ? o.tokens : first_diverge);
   bool ok = true;
   if (o.min_top1 >= 0 && top1 < o.min_top1) {
     std::printf("FAIL: top-1 agreement %.4f below the budget %.4f\n", top1, o.min_top1);

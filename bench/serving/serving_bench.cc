@@ -44,18 +44,18 @@ struct Options {
   int64_t max_prefill_while_decoding = 0;
   int max_model_len = 0;
   long long kv_bytes = 0;
-  std::string kv_cache_dtype;  // "" = the engine's default (bf16)
-  std::string compute_dtype;   // "" = the engine's default (auto)
-  bool capacity_only = false;  // print the KV line and stop
+  std::string kv_cache_dtype;    // "" = the engine's default (bf16)
+  std::string compute_dtype;     // "" = the engine's default (auto)
+  bool capacity_only = false;    // print the KV line and stop
   bool separate_k_eq_v = false;  // --kv-separate-k-eq-v: K=V layers keep K and V apart
   bool no_graphs = false;
   bool prefix_cache = false;
   int warmup = 1;  // requests run (and not timed) first: kernel tuning, graph recording
   int rounds = 1;  // the timed workload this many times on one engine (the first is cold)
   bool startup_warmup = false;  // the engine's warm-up of every step shape at create
-  std::string draft;    // speculative decoding with this MTP assistant
-  int spec_tokens = 0;  // drafts per round (0 = the library's default)
-  int tp = 0;           // tensor_parallel_size (0 = one device)
+  std::string draft;            // speculative decoding with this MTP assistant
+  int spec_tokens = 0;          // drafts per round (0 = the library's default)
+  int tp = 0;                   // tensor_parallel_size (0 = one device)
 };
 
 struct Tracked {
@@ -79,33 +79,54 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     std::string a = argv[i];
     auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     const char* v = nullptr;
-    if (a == "--model" && (v = next())) o->model = v;
-    else if (a == "--backend" && (v = next())) o->backend = v;
-    else if (a == "--name" && (v = next())) o->name = v;
-    else if (a == "--input-len" && (v = next())) o->input_len = std::atoi(v);
-    else if (a == "--output-len" && (v = next())) o->output_len = std::atoi(v);
-    else if (a == "--concurrency" && (v = next())) o->concurrency = std::atoi(v);
-    else if (a == "--requests" && (v = next())) o->requests = std::atoi(v);
-    else if (a == "--max-running" && (v = next())) o->max_running = std::atoi(v);
-    else if (a == "--max-step-tokens" && (v = next())) o->max_step_tokens = std::atoi(v);
+    if (a == "--model" && (v = next()))
+      o->model = v;
+    else if (a == "--backend" && (v = next()))
+      o->backend = v;
+    else if (a == "--name" && (v = next()))
+      o->name = v;
+    else if (a == "--input-len" && (v = next()))
+      o->input_len = std::atoi(v);
+    else if (a == "--output-len" && (v = next()))
+      o->output_len = std::atoi(v);
+    else if (a == "--concurrency" && (v = next()))
+      o->concurrency = std::atoi(v);
+    else if (a == "--requests" && (v = next()))
+      o->requests = std::atoi(v);
+    else if (a == "--max-running" && (v = next()))
+      o->max_running = std::atoi(v);
+    else if (a == "--max-step-tokens" && (v = next()))
+      o->max_step_tokens = std::atoi(v);
     else if (a == "--max-prefill-while-decoding" && (v = next()))
       o->max_prefill_while_decoding = std::atoll(v);
-    else if (a == "--max-model-len" && (v = next())) o->max_model_len = std::atoi(v);
-    else if (a == "--kv-bytes" && (v = next())) o->kv_bytes = std::atoll(v);
-    else if (a == "--kv-cache-dtype" && (v = next())) o->kv_cache_dtype = v;
-    else if (a == "--compute-dtype" && (v = next())) o->compute_dtype = v;
-    else if (a == "--capacity-only") o->capacity_only = true;
-    else if (a == "--kv-separate-k-eq-v") o->separate_k_eq_v = true;
-    else if (a == "--no-graphs") o->no_graphs = true;
-    else if (a == "--prefix-cache") o->prefix_cache = true;
-    else if (a == "--warmup" && (v = next())) o->warmup = std::atoi(v);
+    else if (a == "--max-model-len" && (v = next()))
+      o->max_model_len = std::atoi(v);
+    else if (a == "--kv-bytes" && (v = next()))
+      o->kv_bytes = std::atoll(v);
+    else if (a == "--kv-cache-dtype" && (v = next()))
+      o->kv_cache_dtype = v;
+    else if (a == "--compute-dtype" && (v = next()))
+      o->compute_dtype = v;
+    else if (a == "--capacity-only")
+      o->capacity_only = true;
+    else if (a == "--kv-separate-k-eq-v")
+      o->separate_k_eq_v = true;
+    else if (a == "--no-graphs")
+      o->no_graphs = true;
+    else if (a == "--prefix-cache")
+      o->prefix_cache = true;
+    else if (a == "--warmup" && (v = next()))
+      o->warmup = std::atoi(v);
     else if (a == "--rounds" && (v = next()))
       o->rounds = std::atoi(v);
     else if (a == "--startup-warmup")
       o->startup_warmup = true;
-    else if (a == "--draft" && (v = next())) o->draft = v;
-    else if (a == "--spec-tokens" && (v = next())) o->spec_tokens = std::atoi(v);
-    else if (a == "--tp" && (v = next())) o->tp = std::atoi(v);
+    else if (a == "--draft" && (v = next()))
+      o->draft = v;
+    else if (a == "--spec-tokens" && (v = next()))
+      o->spec_tokens = std::atoi(v);
+    else if (a == "--tp" && (v = next()))
+      o->tp = std::atoi(v);
     else {
       std::fprintf(stderr,
                    "usage: gannet-serving-bench [--model DIR|dummy:VARIANT] [--backend cpu|cuda]\n"
@@ -211,23 +232,26 @@ int main(int argc, char** argv) {
     const int64_t len = o.input_len + o.output_len;
     const int64_t page = std::max(1, stats0.page_size);
     const int64_t full_per_seq = (len + page - 1) / page;
-    const int64_t slide_per_seq =
-        std::min(full_per_seq, (std::min<int64_t>(len, stats0.sliding_window) + page - 1) / page + 1);
+    const int64_t slide_per_seq = std::min(
+        full_per_seq, (std::min<int64_t>(len, stats0.sliding_window) + page - 1) / page + 1);
     const int64_t seq_bytes = page * (full_per_seq * stats0.kv_bytes_per_token[1] +
                                       slide_per_seq * stats0.kv_bytes_per_token[0]);
     const long long cap = seq_bytes > 0 ? static_cast<long long>(stats0.kv_bytes / seq_bytes) : 0;
     auto pools_hold = [&](const gannet_engine_stats_t& st) {
       long long held = cap;
-      if (st.kv_bytes_per_token[0] > 0) held = std::min<long long>(held, st.kv_pages_total[0] / slide_per_seq);
-      if (st.kv_bytes_per_token[1] > 0) held = std::min<long long>(held, st.kv_pages_total[1] / full_per_seq);
+      if (st.kv_bytes_per_token[0] > 0)
+        held = std::min<long long>(held, st.kv_pages_total[0] / slide_per_seq);
+      if (st.kv_bytes_per_token[1] > 0)
+        held = std::min<long long>(held, st.kv_pages_total[1] / full_per_seq);
       return held;
     };
-    std::printf("  KV %s: %.2f GiB, %lld + %lld bytes/token (sliding, full) | budget holds %lld "
-                "sequences of %lld tokens | running limit %d: the pools hold %lld\n",
-                stats0.kv_cache_dtype, stats0.kv_bytes / double(1 << 30),
-                static_cast<long long>(stats0.kv_bytes_per_token[0]),
-                static_cast<long long>(stats0.kv_bytes_per_token[1]), cap,
-                static_cast<long long>(len), stats0.max_running_seqs, pools_hold(stats0));
+    std::printf(
+        "  KV %s: %.2f GiB, %lld + %lld bytes/token (sliding, full) | budget holds %lld "
+        "sequences of %lld tokens | running limit %d: the pools hold %lld\n",
+        stats0.kv_cache_dtype, stats0.kv_bytes / double(1 << 30),
+        static_cast<long long>(stats0.kv_bytes_per_token[0]),
+        static_cast<long long>(stats0.kv_bytes_per_token[1]), cap, static_cast<long long>(len),
+        stats0.max_running_seqs, pools_hold(stats0));
     if (o.capacity_only) {
       // The largest running limit whose pools hold that many sequences, one engine per try (its
       // planner sizes the pools, nothing is estimated). Holding is monotone in the limit (a lower
@@ -249,16 +273,20 @@ int main(int argc, char** argv) {
       };
       long long lo = 0, hi = cap;  // lo holds (0 trivially), hi + 1 does not
       const long long dflt = stats0.max_running_seqs;
-      if (dflt <= cap && pools_hold(stats0) >= dflt) lo = dflt;
-      else hi = std::min(hi, dflt - 1);
+      if (dflt <= cap && pools_hold(stats0) >= dflt)
+        lo = dflt;
+      else
+        hi = std::min(hi, dflt - 1);
       while (lo < hi) {
         const long long mid = lo + (hi - lo + 1) / 2;
-        if (holds(mid)) lo = mid;
-        else hi = mid - 1;
+        if (holds(mid))
+          lo = mid;
+        else
+          hi = mid - 1;
       }
       const long long fits = lo;
-      std::printf("  capacity: %lld concurrent sequences of %lld tokens (--max-running %lld)\n", fits,
-                  static_cast<long long>(len), fits);
+      std::printf("  capacity: %lld concurrent sequences of %lld tokens (--max-running %lld)\n",
+                  fits, static_cast<long long>(len), fits);
       gannet_engine_destroy(engine);
       return 0;
     }
@@ -305,7 +333,8 @@ int main(int argc, char** argv) {
       const gannet_event_t* const* ev;
       size_t n;
       gannet_engine_poll(engine, 1000, 64, &ev, &n);
-      for (size_t i = 0; i < n; ++i) finished |= ev[i]->request_id == id && ev[i]->type != GANNET_EVENT_TOKEN;
+      for (size_t i = 0; i < n; ++i)
+        finished |= ev[i]->request_id == id && ev[i]->type != GANNET_EVENT_TOKEN;
     }
   }
   // Rounds: the same closed-loop workload again on the same engine. The first round meets every
@@ -407,8 +436,9 @@ int main(int argc, char** argv) {
              (info.num_experts > 0 || std::strstr(info.variant, "ple") != nullptr)) {
     // A step reads only the experts its token routes to and one row of the PLE table: counting
     // every weight would print 245% for 26B-A4B. gannet-decode-bench counts what a step reads.
-    std::printf("  decode bandwidth: see gannet-decode-bench (it counts the routed experts and "
-                "gathered PLE rows a step reads)\n");
+    std::printf(
+        "  decode bandwidth: see gannet-decode-bench (it counts the routed experts and "
+        "gathered PLE rows a step reads)\n");
   } else if (o.concurrency == 1 && copy_gbs > 0 && tpot_med > 0) {
     // Bytes one decode step reads: every weight (the tied embedding as the LM head) plus the KV
     // of the context: sliding layers their window, full layers everything, at the mean length.
@@ -416,11 +446,14 @@ int main(int argc, char** argv) {
     // With tensor parallelism the stats give every rank's weights together and one rank's KV per
     // token (each holds its heads): the rate is per device, against one device's copy rate.
     const int devices = std::max(1, o.tp);
-    const double kv = devices * (stats.kv_bytes_per_token[0] * std::min<double>(ctx, stats.sliding_window) +
-                                 stats.kv_bytes_per_token[1] * ctx);
+    const double kv =
+        devices * (stats.kv_bytes_per_token[0] * std::min<double>(ctx, stats.sliding_window) +
+                   stats.kv_bytes_per_token[1] * ctx);
     const double gbs = (stats.weight_bytes + kv) / (tpot_med * 1e-3) / 1e9 / devices;
-    std::printf("  decode bandwidth: %.1f GB/s per device = %.1f%% of the %.1f GB/s device copy (weights %.2f GB + KV %.3f GB per step over %d device(s))\n",
-                gbs, 100.0 * gbs / copy_gbs, copy_gbs, stats.weight_bytes / 1e9, kv / 1e9, devices);
+    std::printf(
+        "  decode bandwidth: %.1f GB/s per device = %.1f%% of the %.1f GB/s device copy (weights "
+        "%.2f GB + KV %.3f GB per step over %d device(s))\n",
+        gbs, 100.0 * gbs / copy_gbs, copy_gbs, stats.weight_bytes / 1e9, kv / 1e9, devices);
   }
   if (o.concurrency == 1 && gemm_tflops > 0 && info.num_experts == 0 &&
       std::strstr(info.variant, "ple") == nullptr) {
@@ -440,11 +473,12 @@ int main(int argc, char** argv) {
     // one device's GEMM rate (a TP=2 prefill once printed 129% of one GPU).
     const int devices = std::max(1, o.tp);
     const double tflops = (linear * L + attention) / ttft_s / 1e12 / devices;
-    std::printf("  prefill: %d tokens in %.1f ms (TTFT p50) = %.0f tok/s, %.0f TFLOP/s per device "
-                "= %.1f%% of the %.0f TFLOP/s cuBLASLt bf16 8192^3 GEMM (%.1f linear + %.2f "
-                "attention GFLOP/token, over %d device(s))\n",
-                o.input_len, ttft_s * 1e3, L / ttft_s, tflops, 100.0 * tflops / gemm_tflops,
-                gemm_tflops, linear / 1e9, attention / L / 1e9, devices);
+    std::printf(
+        "  prefill: %d tokens in %.1f ms (TTFT p50) = %.0f tok/s, %.0f TFLOP/s per device "
+        "= %.1f%% of the %.0f TFLOP/s cuBLASLt bf16 8192^3 GEMM (%.1f linear + %.2f "
+        "attention GFLOP/token, over %d device(s))\n",
+        o.input_len, ttft_s * 1e3, L / ttft_s, tflops, 100.0 * tflops / gemm_tflops, gemm_tflops,
+        linear / 1e9, attention / L / 1e9, devices);
   }
   return errors ? 1 : 0;
 }

@@ -83,17 +83,28 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
     if (v == nullptr) return false;
     ++i;
-    if (a == "--model") o->model = v;
-    else if (a == "--draft") o->draft = v;
-    else if (a == "--backend") o->backend = v;
-    else if (a == "--spec-tokens") o->spec_tokens = std::atoi(v);
-    else if (a == "--input-len") o->input_len = std::atoi(v);
-    else if (a == "--output-len") o->output_len = std::atoi(v);
-    else if (a == "--concurrency") o->concurrency = ParseList<int>(v);
-    else if (a == "--p") o->p = ParseList<double>(v);
-    else if (a == "--requests-per-slot") o->requests_per_slot = std::atoi(v);
-    else if (a == "--mode") o->mode = v;
-    else return false;
+    if (a == "--model")
+      o->model = v;
+    else if (a == "--draft")
+      o->draft = v;
+    else if (a == "--backend")
+      o->backend = v;
+    else if (a == "--spec-tokens")
+      o->spec_tokens = std::atoi(v);
+    else if (a == "--input-len")
+      o->input_len = std::atoi(v);
+    else if (a == "--output-len")
+      o->output_len = std::atoi(v);
+    else if (a == "--concurrency")
+      o->concurrency = ParseList<int>(v);
+    else if (a == "--p")
+      o->p = ParseList<double>(v);
+    else if (a == "--requests-per-slot")
+      o->requests_per_slot = std::atoi(v);
+    else if (a == "--mode")
+      o->mode = v;
+    else
+      return false;
   }
   return o->input_len > 1 && o->output_len > 1 && !o->concurrency.empty() &&
          (o->mode == "recorded" || o->mode == "forced" || o->mode == "both");
@@ -205,7 +216,8 @@ Run RunPrompts(Engine& engine, Oracle& oracle, const std::vector<std::vector<int
         continue;
       }
       if (e.type == EventType::kError) {
-        std::fprintf(stderr, "spec-sweep: request failed: %s\n", std::string(e.status.message()).c_str());
+        std::fprintf(stderr, "spec-sweep: request failed: %s\n",
+                     std::string(e.status.message()).c_str());
         std::exit(1);
       }
       if (l.tokens > 1) {
@@ -265,11 +277,12 @@ int main(int argc, char** argv) {
   }
   auto vocab = gannet::model::DummyModelConfig(o.model);
   const int64_t v = vocab.ok() ? vocab->text.vocab_size : 512;
-  std::printf("ACCEPTANCE SWEEP (synthetic: recorded = each draft replaced by the target's own "
-              "recorded greedy token with probability p; forced = each draft counted accepted with "
-              "probability p)\n%s + %s, K %d, input %d, output %d, %s\n",
-              o.model.c_str(), o.draft.c_str(), o.spec_tokens, o.input_len, o.output_len,
-              (*engine)->GetStats().device_name.c_str());
+  std::printf(
+      "ACCEPTANCE SWEEP (synthetic: recorded = each draft replaced by the target's own "
+      "recorded greedy token with probability p; forced = each draft counted accepted with "
+      "probability p)\n%s + %s, K %d, input %d, output %d, %s\n",
+      o.model.c_str(), o.draft.c_str(), o.spec_tokens, o.input_len, o.output_len,
+      (*engine)->GetStats().device_name.c_str());
   for (int conc : o.concurrency) {
     std::mt19937 rng(77 + conc);
     std::uniform_int_distribution<int64_t> tok(108, v - 1);
@@ -287,41 +300,43 @@ int main(int argc, char** argv) {
     const Run truth = RunPrompts(**engine, oracle, prompts, conc, o.output_len, true, nullptr);
     int near_ties = 0;
     for (size_t i = 0; i < prompts.size(); ++i) near_ties += truth.outputs[i] != plain.outputs[i];
-    std::printf("conc %3d  plain            | TPOT %8.2f ms | verify-path outputs differing from "
-                "plain decode (bf16 near-ties): %d of %zu\n",
-                conc, plain_tpot, near_ties, prompts.size());
+    std::printf(
+        "conc %3d  plain            | TPOT %8.2f ms | verify-path outputs differing from "
+        "plain decode (bf16 near-ties): %d of %zu\n",
+        conc, plain_tpot, near_ties, prompts.size());
     for (const char* mode : {"recorded", "forced"}) {
-    if (o.mode != "both" && o.mode != mode) continue;
-    const bool forced = std::string(mode) == "forced";
-    for (double p : o.p) {
-      {
-        std::lock_guard<std::mutex> lock(oracle.mu);
-        oracle.p = p;
-        oracle.forced = forced;
+      if (o.mode != "both" && o.mode != mode) continue;
+      const bool forced = std::string(mode) == "forced";
+      for (double p : o.p) {
+        {
+          std::lock_guard<std::mutex> lock(oracle.mu);
+          oracle.p = p;
+          oracle.forced = forced;
+        }
+        const Run r = RunPrompts(**engine, oracle, prompts, conc, o.output_len, true,
+                                 forced ? nullptr : &truth.outputs);
+        int differ = 0;
+        for (size_t i = 0; i < prompts.size(); ++i) differ += r.outputs[i] != truth.outputs[i];
+        const double tpot = Median(r.tpot_ms);
+        const double per_chunk =
+            r.delta.spec_verify_chunks > 0
+                ? static_cast<double>(r.delta.spec_accepted_tokens + r.delta.spec_verify_chunks) /
+                      r.delta.spec_verify_chunks
+                : 0;
+        std::printf(
+            "conc %3d  %-8s p %.2f  | TPOT %8.2f ms = %.3fx plain | %.2f tokens per verify "
+            "chunk | accepted %.1f%% of %lld drafts | outputs differing from the truth: %d of "
+            "%zu\n",
+            conc, mode, p, tpot, plain_tpot > 0 ? tpot / plain_tpot : 0, per_chunk,
+            r.delta.spec_draft_tokens > 0
+                ? 100.0 * r.delta.spec_accepted_tokens / r.delta.spec_draft_tokens
+                : 0.0,
+            static_cast<long long>(r.delta.spec_draft_tokens), differ, prompts.size());
+        {
+          std::lock_guard<std::mutex> lock(oracle.mu);
+          oracle.truth.clear();
+        }
       }
-      const Run r = RunPrompts(**engine, oracle, prompts, conc, o.output_len, true,
-                               forced ? nullptr : &truth.outputs);
-      int differ = 0;
-      for (size_t i = 0; i < prompts.size(); ++i) differ += r.outputs[i] != truth.outputs[i];
-      const double tpot = Median(r.tpot_ms);
-      const double per_chunk =
-          r.delta.spec_verify_chunks > 0
-              ? static_cast<double>(r.delta.spec_accepted_tokens + r.delta.spec_verify_chunks) /
-                    r.delta.spec_verify_chunks
-              : 0;
-      std::printf("conc %3d  %-8s p %.2f  | TPOT %8.2f ms = %.3fx plain | %.2f tokens per verify "
-                  "chunk | accepted %.1f%% of %lld drafts | outputs differing from the truth: %d of "
-                  "%zu\n",
-                  conc, mode, p, tpot, plain_tpot > 0 ? tpot / plain_tpot : 0, per_chunk,
-                  r.delta.spec_draft_tokens > 0
-                      ? 100.0 * r.delta.spec_accepted_tokens / r.delta.spec_draft_tokens
-                      : 0.0,
-                  static_cast<long long>(r.delta.spec_draft_tokens), differ, prompts.size());
-      {
-        std::lock_guard<std::mutex> lock(oracle.mu);
-        oracle.truth.clear();
-      }
-    }
     }
   }
   return 0;

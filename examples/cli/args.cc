@@ -92,7 +92,8 @@ bool Args::Parse(const std::vector<FlagSpec>& specs, int argc, char** argv, int 
       const FlagSpec* s = find_short(a[1]);
       int64_t number = 0;
       error_ = "unknown option " + a;
-      if (s != nullptr && s->takes_value && ParseInt64(a.substr(2), INT64_MIN, INT64_MAX, &number)) {
+      if (s != nullptr && s->takes_value &&
+          ParseInt64(a.substr(2), INT64_MIN, INT64_MAX, &number)) {
         error_ += " (write the value as the next argument: -" + std::string(1, a[1]) + " " +
                   a.substr(2) + ")";
       } else if (const char* hint = LlamaCppHint(a.substr(1))) {
@@ -162,8 +163,8 @@ double Args::GetDouble(const std::string& name, double def, double min, double m
   if (v->empty() || end == v->c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(x) ||
       x < min || x > max) {
     std::ostringstream o;
-    o << "option --" << name << " expects a number in [" << min << ", " << max << "], got '"
-      << *v << "'";
+    o << "option --" << name << " expects a number in [" << min << ", " << max << "], got '" << *v
+      << "'";
     SetError(o.str());
     return def;
   }
@@ -178,8 +179,8 @@ uint64_t Args::GetU64(const std::string& name, uint64_t def) {
   errno = 0;
   const unsigned long long x = digits ? std::strtoull(v->c_str(), nullptr, 10) : 0;
   if (!digits || errno == ERANGE) {
-    SetError("option --" + name + " expects an integer in [0, 18446744073709551615], got '" +
-             *v + "'");
+    SetError("option --" + name + " expects an integer in [0, 18446744073709551615], got '" + *v +
+             "'");
     return def;
   }
   return x;
@@ -192,11 +193,24 @@ int64_t Args::GetBytes(const std::string& name, int64_t def) {
   int shift = 0;
   if (!digits.empty()) {
     switch (digits.back()) {
-      case 'K': case 'k': shift = 10; break;
-      case 'M': case 'm': shift = 20; break;
-      case 'G': case 'g': shift = 30; break;
-      case 'T': case 't': shift = 40; break;
-      default: break;
+      case 'K':
+      case 'k':
+        shift = 10;
+        break;
+      case 'M':
+      case 'm':
+        shift = 20;
+        break;
+      case 'G':
+      case 'g':
+        shift = 30;
+        break;
+      case 'T':
+      case 't':
+        shift = 40;
+        break;
+      default:
+        break;
     }
     if (shift > 0) digits.pop_back();
   }

@@ -15,13 +15,13 @@
 namespace gannet_cli {
 
 struct FlagSpec {
-  std::string name;       // "max-tokens"
-  char short_name = 0;    // 'n'
+  std::string name;     // "max-tokens"
+  char short_name = 0;  // 'n'
   bool takes_value = true;
   bool repeatable = false;
-  std::string value_name; // "N"
+  std::string value_name;  // "N"
   std::string help;
-  std::vector<std::string> aliases = {};  // other long spellings ("temp" for "temperature")
+  std::vector<std::string> aliases = {};     // other long spellings ("temp" for "temperature")
   std::vector<std::string> dash_words = {};  // single-dash spellings: "sys" for -sys
 };
 

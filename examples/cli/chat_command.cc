@@ -36,7 +36,8 @@ const char kUsage[] =
     "\n"
     "Thinking (--thinking): the model's reasoning is shown dimmed on standard error before the\n"
     "answer and is not sent back in later turns (the chat template drops it). --json prints one\n"
-    "JSON object a line per answer instead (text, thinking, tokens, finish, token counts, timings).\n"
+    "JSON object a line per answer instead (text, thinking, tokens, finish, token counts, "
+    "timings).\n"
     "\n"
     "options:\n";
 
@@ -45,7 +46,8 @@ std::vector<FlagSpec> Flags() {
   return {
       {"system", 0, true, false, "TEXT", "system message", {"system-prompt"}, {"sys"}},
       {"thinking", 0, false, false, "", "enable thinking mode"},
-      {"json", 0, false, false, "", "one JSON object a line per answer (as generate --json), no prompt"},
+      {"json", 0, false, false, "",
+       "one JSON object a line per answer (as generate --json), no prompt"},
       {"quiet", 'q', false, false, "", "no engine summary and no statistics after each answer"},
       {"help", 'h', false, false, "", "this help"},
   };
@@ -55,16 +57,17 @@ void PrintEngineStats(gannet_engine_t* engine) {
   gannet_engine_stats_t s = GANNET_ENGINE_STATS_INIT;
   if (gannet_engine_get_stats(engine, &s) != GANNET_OK) return;
   char line[640];
-  std::snprintf(line, sizeof(line),
-                "KV pages used: sliding %d/%d, full %d/%d (page = %d tokens); prefix cache: %lld of "
-                "%lld prompt tokens reused (%.0f%%); %lld prompt + %lld generated tokens in %lld "
-                "steps; %s %s, loaded in %.1f s\n",
-                s.kv_pages_used[0], s.kv_pages_total[0], s.kv_pages_used[1], s.kv_pages_total[1],
-                s.page_size, static_cast<long long>(s.prefix_cache_hit_tokens),
-                static_cast<long long>(s.prefix_cache_query_tokens), 100 * s.prefix_cache_hit_rate,
-                static_cast<long long>(s.total_prompt_tokens),
-                static_cast<long long>(s.total_generated_tokens),
-                static_cast<long long>(s.num_steps), s.backend, s.device_name, s.load_seconds);
+  std::snprintf(
+      line, sizeof(line),
+      "KV pages used: sliding %d/%d, full %d/%d (page = %d tokens); prefix cache: %lld of "
+      "%lld prompt tokens reused (%.0f%%); %lld prompt + %lld generated tokens in %lld "
+      "steps; %s %s, loaded in %.1f s\n",
+      s.kv_pages_used[0], s.kv_pages_total[0], s.kv_pages_used[1], s.kv_pages_total[1], s.page_size,
+      static_cast<long long>(s.prefix_cache_hit_tokens),
+      static_cast<long long>(s.prefix_cache_query_tokens), 100 * s.prefix_cache_hit_rate,
+      static_cast<long long>(s.total_prompt_tokens),
+      static_cast<long long>(s.total_generated_tokens), static_cast<long long>(s.num_steps),
+      s.backend, s.device_name, s.load_seconds);
   WriteOut(line);
 }
 
@@ -129,8 +132,9 @@ int ChatCommand(int argc, char** argv) {
              "). /exit to quit, /reset to start over, Ctrl-C stops an answer; a line ending in \\ "
              "goes on.\n");
     if (!reader.editing()) {
-      WriteRaw("(built without libedit: no arrow-key editing or history; install libedit-dev and "
-               "rebuild for them)\n");
+      WriteRaw(
+          "(built without libedit: no arrow-key editing or history; install libedit-dev and "
+          "rebuild for them)\n");
     }
   }
   const gannet_tokenizer_t* tok = nullptr;
@@ -139,8 +143,8 @@ int ChatCommand(int argc, char** argv) {
   gannet_engine_get_stats(engine, &es);
   const int64_t context = es.max_model_len;
   // Room kept for the answer: -n tokens (0: no limit), at most half the context.
-  const int64_t reserve = std::min<int64_t>(base.max_tokens > 0 ? base.max_tokens : context,
-                                            context / 2);
+  const int64_t reserve =
+      std::min<int64_t>(base.max_tokens > 0 ? base.max_tokens : context, context / 2);
   const int32_t thinking = args.Has("thinking") ? 1 : 0;
   const size_t system_turns = turns.size();
   std::string line;
@@ -184,7 +188,8 @@ int ChatCommand(int argc, char** argv) {
                    "(context: dropped the oldest %zu turns to fit: the prompt is now %lld tokens, "
                    "leaving %lld of the %lld-token context (-c) for the answer)\n",
                    dropped, static_cast<long long>(prompt_tokens),
-                   static_cast<long long>(context - prompt_tokens), static_cast<long long>(context));
+                   static_cast<long long>(context - prompt_tokens),
+                   static_cast<long long>(context));
     }
     if (prompt_tokens >= context) {
       std::fprintf(stderr,
@@ -207,7 +212,8 @@ int ChatCommand(int argc, char** argv) {
     WriteOut(json ? RequestJson(r, -1, false) + "\n" : "\n");
     if (r.output_failed || !FlushOut()) break;
     if (r.status != GANNET_OK) {
-      std::fprintf(stderr, "gannet chat: %s: %s\n", gannet_status_string(r.status), r.error.c_str());
+      std::fprintf(stderr, "gannet chat: %s: %s\n", gannet_status_string(r.status),
+                   r.error.c_str());
       turns.pop_back();
       continue;
     }

@@ -25,7 +25,8 @@ const char kUsage[] =
     "given) and streams the text to standard output. Statistics go to standard error. Ctrl-C\n"
     "stops the reply (statistics still print); a second Ctrl-C exits at once.\n"
     "\n"
-    "Thinking (--thinking; small models may think unasked): the model's reasoning goes to standard\n"
+    "Thinking (--thinking; small models may think unasked): the model's reasoning goes to "
+    "standard\n"
     "error (dimmed on a terminal), so standard output holds only the answer; --json gives it as\n"
     "\"thinking\". --json prints one JSON object instead of streaming: text, thinking, tokens,\n"
     "finish, logprobs (with --logprobs N), prompt/cached/generated token counts and timings.\n"
@@ -42,12 +43,23 @@ std::vector<FlagSpec> Flags() {
   return {
       {"prompt", 'p', true, false, "TEXT", "the prompt (UTF-8)"},
       {"file", 'f', true, false, "FILE", "read the prompt from FILE"},
-      {"prompt-ids", 0, true, false, "IDS", "the prompt as comma-separated token ids (`gannet tokenize` prints them)"},
+      {"prompt-ids", 0, true, false, "IDS",
+       "the prompt as comma-separated token ids (`gannet tokenize` prints them)"},
       {"chat", 0, false, false, "", "treat the prompt as a user message (Gemma-4 chat template)"},
-      {"system", 0, true, false, "TEXT", "system message (implies --chat)", {"system-prompt"}, {"sys"}},
+      {"system",
+       0,
+       true,
+       false,
+       "TEXT",
+       "system message (implies --chat)",
+       {"system-prompt"},
+       {"sys"}},
       {"thinking", 0, false, false, "", "chat: enable thinking mode"},
-      {"logprobs", 0, true, false, "N", "each token's logprob and the top-N, 0 (off) to 20: on stderr after the reply, or in --json"},
-      {"json", 0, false, false, "", "print one JSON object (text, thinking, tokens, logprobs, stats) instead of streaming"},
+      {"logprobs", 0, true, false, "N",
+       "each token's logprob and the top-N, 0 (off) to 20: on stderr after the reply, or in "
+       "--json"},
+      {"json", 0, false, false, "",
+       "print one JSON object (text, thinking, tokens, logprobs, stats) instead of streaming"},
       {"ids", 0, false, false, "", "also print the generated token ids (one line, stdout)"},
       {"no-stream", 0, false, false, "", "print the text once at the end"},
       {"quiet", 'q', false, false, "", "no engine summary and no statistics line"},
@@ -108,7 +120,8 @@ int GenerateCommand(int argc, char** argv) {
     if (::fcntl(STDIN_FILENO, F_GETFD) == -1) {
       return Usage("standard input is closed: give the prompt with -p TEXT or --prompt-ids IDS");
     }
-    if (::isatty(STDIN_FILENO)) std::fprintf(stderr, "(reading the prompt from stdin; end with Ctrl-D)\n");
+    if (::isatty(STDIN_FILENO))
+      std::fprintf(stderr, "(reading the prompt from stdin; end with Ctrl-D)\n");
     if (!ReadAllBounded(std::cin, kMaxPromptBytes, &prompt)) {
       return Usage("the prompt on standard input is longer than " +
                    std::to_string(kMaxPromptBytes) + " bytes");
@@ -125,7 +138,8 @@ int GenerateCommand(int argc, char** argv) {
   const std::string system = args.Get("system").value_or("");
   if (req.prompt_tokens == nullptr) {
     if (args.Has("chat") || args.Has("system")) {
-      if (!system.empty()) messages.push_back({sizeof(gannet_chat_message_t), "system", system.c_str()});
+      if (!system.empty())
+        messages.push_back({sizeof(gannet_chat_message_t), "system", system.c_str()});
       messages.push_back({sizeof(gannet_chat_message_t), "user", prompt.c_str()});
       req.messages = messages.data();
       req.num_messages = messages.size();
@@ -152,7 +166,8 @@ int GenerateCommand(int argc, char** argv) {
       return 1;
     }
     if (r.status != GANNET_OK) {
-      std::fprintf(stderr, "gannet generate: %s: %s\n", gannet_status_string(r.status), r.error.c_str());
+      std::fprintf(stderr, "gannet generate: %s: %s\n", gannet_status_string(r.status),
+                   r.error.c_str());
       return 1;
     }
     if (!args.Has("quiet")) PrintStats(r, load_s);
@@ -161,7 +176,8 @@ int GenerateCommand(int argc, char** argv) {
   if (r.status != GANNET_OK) {
     if (stream && !r.text.empty()) WriteOut("\n");
     FlushOut();
-    std::fprintf(stderr, "gannet generate: %s: %s\n", gannet_status_string(r.status), r.error.c_str());
+    std::fprintf(stderr, "gannet generate: %s: %s\n", gannet_status_string(r.status),
+                 r.error.c_str());
     return 1;
   }
   if (!stream) {

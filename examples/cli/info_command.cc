@@ -37,9 +37,11 @@ std::string Count(int64_t n) {
 
 int InfoCommand(int argc, char** argv) {
   // `gannet info DIR` or `gannet info DIR --json` (either order).
-  const bool json = argc == 4 && (std::string(argv[2]) == "--json" || std::string(argv[3]) == "--json");
+  const bool json =
+      argc == 4 && (std::string(argv[2]) == "--json" || std::string(argv[3]) == "--json");
   if ((argc != 3 && !json) || std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h") {
-    std::fprintf(argc == 3 ? stdout : stderr, "usage: gannet info MODEL_DIR [--json]\n\n"
+    std::fprintf(argc == 3 ? stdout : stderr,
+                 "usage: gannet info MODEL_DIR [--json]\n\n"
                  "Shows a checkpoint's variant, size, dtypes and KV cost without loading weights.\n"
                  "--json prints every field of gannet_model_info_t as one JSON object.\n");
     return argc == 3 ? 0 : 2;
@@ -52,14 +54,16 @@ int InfoCommand(int argc, char** argv) {
   }
   if (json) {
     const std::string out = ModelInfoJson(model, info) + "\n";
-    return std::fwrite(out.data(), 1, out.size(), stdout) == out.size() && std::fflush(stdout) == 0 ? 0 : 1;
+    return std::fwrite(out.data(), 1, out.size(), stdout) == out.size() && std::fflush(stdout) == 0
+               ? 0
+               : 1;
   }
   std::printf("model:        %s\n", model);
   std::printf("variant:      %s (model_type %s)\n", info.variant, info.model_type);
   if (info.num_shards > 0) {
-    std::printf("parameters:   %s (%s of %s weights in %d file%s)\n", Count(info.num_parameters).c_str(),
-                Bytes(info.weight_bytes).c_str(), info.dtypes, info.num_shards,
-                info.num_shards == 1 ? "" : "s");
+    std::printf("parameters:   %s (%s of %s weights in %d file%s)\n",
+                Count(info.num_parameters).c_str(), Bytes(info.weight_bytes).c_str(), info.dtypes,
+                info.num_shards, info.num_shards == 1 ? "" : "s");
   } else {
     std::printf("parameters:   %s (%s of %s weights, generated on load)\n",
                 Count(info.num_parameters).c_str(), Bytes(info.weight_bytes).c_str(), info.dtypes);
@@ -89,9 +93,11 @@ int InfoCommand(int argc, char** argv) {
   std::printf("layers:       %d (%d sliding-window, %d full-attention, %d KV-shared)\n",
               info.num_layers, info.num_sliding_layers, info.num_full_layers,
               info.num_kv_shared_layers);
-  std::printf("attention:    %d query heads; sliding: %d KV heads x %d, window %d; full: %d KV heads x %d\n",
-              info.num_attention_heads, info.num_kv_heads, info.head_dim, info.sliding_window,
-              info.num_full_kv_heads, info.full_head_dim);
+  std::printf(
+      "attention:    %d query heads; sliding: %d KV heads x %d, window %d; full: %d KV heads x "
+      "%d\n",
+      info.num_attention_heads, info.num_kv_heads, info.head_dim, info.sliding_window,
+      info.num_full_kv_heads, info.full_head_dim);
   std::printf("width:        hidden %lld, vocabulary %lld, context %lld\n",
               static_cast<long long>(info.hidden_size), static_cast<long long>(info.vocab_size),
               static_cast<long long>(info.max_position_embeddings));
@@ -103,7 +109,8 @@ int InfoCommand(int argc, char** argv) {
                 Bytes(info.kv_bytes_per_token_sliding).c_str(), info.sliding_window,
                 Bytes(info.kv_bytes_per_token_full).c_str());
   }
-  std::printf("tokenizer:    %s\n", info.has_tokenizer ? "tokenizer.json" : "none (token ids only)");
+  std::printf("tokenizer:    %s\n",
+              info.has_tokenizer ? "tokenizer.json" : "none (token ids only)");
   return 0;
 }
 

@@ -18,7 +18,6 @@ Json Ids(const std::vector<int32_t>& ids) {
   return a;
 }
 
-
 }  // namespace
 
 std::string ValidUtf8(const std::string& s) {

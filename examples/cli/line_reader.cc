@@ -45,7 +45,9 @@ std::string Bold(const std::string& s) { return "\033[1m" + s + "\033[0m"; }
 }  // namespace
 
 LineReader::LineReader(bool interactive, std::string prompt, std::string continuation)
-    : interactive_(interactive), prompt_(std::move(prompt)), continuation_(std::move(continuation)) {
+    : interactive_(interactive),
+      prompt_(std::move(prompt)),
+      continuation_(std::move(continuation)) {
 #if GANNET_HAVE_LIBEDIT
   if (interactive_) {
     auto e = std::make_unique<Editor>();
@@ -129,7 +131,8 @@ LineRead LineReader::ReadMessage(std::string* message) {
       if (first) return LineRead::kEnd;
       break;  // the end of input ends the message
     }
-    too_long = too_long || got == LineRead::kTooLong || message->size() + line.size() > kMaxPromptBytes;
+    too_long =
+        too_long || got == LineRead::kTooLong || message->size() + line.size() > kMaxPromptBytes;
     const bool continued = !line.empty() && line.back() == '\\';
     if (continued) line.pop_back();
     if (!too_long) {
@@ -139,7 +142,8 @@ LineRead LineReader::ReadMessage(std::string* message) {
     // Typed continuation (`\`), or the rest of a paste already waiting (the libedit reader reads
     // byte by byte, so a paste's later lines are still queued on the terminal; std::cin may
     // hold them in its buffer).
-    const bool pasted = interactive_ && (std::cin.rdbuf()->in_avail() > 0 || TerminalInputPending(25));
+    const bool pasted =
+        interactive_ && (std::cin.rdbuf()->in_avail() > 0 || TerminalInputPending(25));
     if (!continued && !pasted) break;
   }
   return too_long ? LineRead::kTooLong : LineRead::kLine;

@@ -23,7 +23,8 @@ const char kHelp[] =
     "  chat       interactive multi-turn chat                 gannet chat -m DIR\n"
     "  serve      OpenAI-compatible HTTP server               gannet serve -m DIR --port 8080\n"
     "  info       describe a checkpoint folder                gannet info DIR\n"
-    "  quantize   write an int4 (W4A16) checkpoint            gannet quantize SRC DST --weight-dtype int4-g32\n"
+    "  quantize   write an int4 (W4A16) checkpoint            gannet quantize SRC DST "
+    "--weight-dtype int4-g32\n"
     "  tokenize   print a text's token ids                    gannet tokenize -m DIR -p \"Hi\"\n"
     "  tp-id      print a new tensor-parallel group id (256 hex characters) for --tp-id\n"
     "  version    print the library version\n"
@@ -86,8 +87,9 @@ int main(int argc, char** argv) {
   } else if (std::strcmp(level, "debug") && std::strcmp(level, "info") &&
              std::strcmp(level, "warning") && std::strcmp(level, "warn") &&
              std::strcmp(level, "error") && std::strcmp(level, "off")) {
-    std::fprintf(stderr, "gannet: GANNET_LOG_LEVEL must be one of debug, info, warning, error, "
-                         "off\n");
+    std::fprintf(stderr,
+                 "gannet: GANNET_LOG_LEVEL must be one of debug, info, warning, error, "
+                 "off\n");
     return 2;
   }
   const int rc = Dispatch(argc, argv);

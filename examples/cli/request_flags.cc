@@ -47,31 +47,75 @@ std::optional<int> StartCommand(const char* name, const char* usage,
 
 std::vector<FlagSpec> CommonFlags() {
   return {
-      {"model", 'm', true, false, "DIR", "checkpoint folder (config.json, safetensors, tokenizer.json) or dummy:VARIANT"},
+      {"model", 'm', true, false, "DIR",
+       "checkpoint folder (config.json, safetensors, tokenizer.json) or dummy:VARIANT"},
       {"backend", 0, true, false, "NAME", "cpu or cuda (default: cuda when a GPU is usable)"},
       {"device", 0, true, false, "N", "CUDA device ordinal, 0 or CUDA0 (default 0)"},
-      {"tp", 0, true, false, "N", "tensor parallelism: split the model over N devices, 1 to 8 (default 1)", {"tensor-parallel-size"}},
-      {"devices", 0, true, false, "IDS", "the devices of --tp, rank 0 first, e.g. 0,1 (default 0 to N-1; at most 8)"},
-      {"tp-id", 0, true, false, "HEX", "one process per rank: join the --tp group with this id (the 256 hex characters of `gannet tp-id`); ranks above 0 serve rank 0 instead of generating"},
-      {"tp-rank", 0, true, false, "N", "this process's rank in the --tp-id group, 0 to --tp - 1 (default 0; rank 0 takes the prompt)"},
+      {"tp",
+       0,
+       true,
+       false,
+       "N",
+       "tensor parallelism: split the model over N devices, 1 to 8 (default 1)",
+       {"tensor-parallel-size"}},
+      {"devices", 0, true, false, "IDS",
+       "the devices of --tp, rank 0 first, e.g. 0,1 (default 0 to N-1; at most 8)"},
+      {"tp-id", 0, true, false, "HEX",
+       "one process per rank: join the --tp group with this id (the 256 hex characters of `gannet "
+       "tp-id`); ranks above 0 serve rank 0 instead of generating"},
+      {"tp-rank", 0, true, false, "N",
+       "this process's rank in the --tp-id group, 0 to --tp - 1 (default 0; rank 0 takes the "
+       "prompt)"},
       {"threads", 't', true, false, "N", "CPU backend threads (default: all cores; at most 1024)"},
-      {"ctx-size", 'c', true, false, "N", "longest sequence in tokens (default or 0: min(model, 32768))", {"max-model-len"}},
-      {"max-running", 0, true, false, "N", "concurrent sequences (default: what the memory holds, at most 64 per GPU)"},
-      {"kv-memory", 0, true, false, "SIZE", "KV cache memory, e.g. 8G (default: what the device has left)"},
-      {"kv-cache-dtype", 0, true, false, "TYPE", "bf16 (default) or fp8: FP8 E4M3 keys and values, about half the KV memory"},
-      {"compute-dtype", 0, true, false, "TYPE", "auto (default: f16 on V100, else bf16), bf16 or f16: what the GPU computes in"},
-      {"kv-separate-k-eq-v", 0, false, false, "", "31B/26B-A4B full layers: keep K and V apart (default: one array, K derived from it)"},
-      {"startup-warmup", 0, false, false, "", "run every step shape once at start: GPU tuning and graph recording before the first request"},
-      {"draft", 0, true, false, "DIR", "speculative decoding with this MTP assistant (folder or dummy:VARIANT-assistant)", {"draft-model", "model-draft"}, {"md"}},
+      {"ctx-size",
+       'c',
+       true,
+       false,
+       "N",
+       "longest sequence in tokens (default or 0: min(model, 32768))",
+       {"max-model-len"}},
+      {"max-running", 0, true, false, "N",
+       "concurrent sequences (default: what the memory holds, at most 64 per GPU)"},
+      {"kv-memory", 0, true, false, "SIZE",
+       "KV cache memory, e.g. 8G (default: what the device has left)"},
+      {"kv-cache-dtype", 0, true, false, "TYPE",
+       "bf16 (default) or fp8: FP8 E4M3 keys and values, about half the KV memory"},
+      {"compute-dtype", 0, true, false, "TYPE",
+       "auto (default: f16 on V100, else bf16), bf16 or f16: what the GPU computes in"},
+      {"kv-separate-k-eq-v", 0, false, false, "",
+       "31B/26B-A4B full layers: keep K and V apart (default: one array, K derived from it)"},
+      {"startup-warmup", 0, false, false, "",
+       "run every step shape once at start: GPU tuning and graph recording before the first "
+       "request"},
+      {"draft",
+       0,
+       true,
+       false,
+       "DIR",
+       "speculative decoding with this MTP assistant (folder or dummy:VARIANT-assistant)",
+       {"draft-model", "model-draft"},
+       {"md"}},
       {"spec-tokens", 0, true, false, "N", "drafts per round with --draft, 1 to 8 (default 3)"},
       {"no-spec", 0, false, false, "", "decode this request without drafts (with --draft)"},
-      {"max-tokens", 'n', true, false, "N", "tokens to generate (default 128; 0, -1 or -2 = until the context is full)", {"n-predict", "predict"}},
+      {"max-tokens",
+       'n',
+       true,
+       false,
+       "N",
+       "tokens to generate (default 128; 0, -1 or -2 = until the context is full)",
+       {"n-predict", "predict"}},
       {"min-tokens", 0, true, false, "N", "generate at least N tokens before stopping"},
       {"temperature", 0, true, false, "T", "0 = greedy (default), else sample", {"temp"}},
       {"top-k", 0, true, false, "K", "sample from the K most likely tokens (0 = off)"},
       {"top-p", 0, true, false, "P", "nucleus sampling threshold in (0, 1] (0 or 1 = off)"},
       {"min-p", 0, true, false, "P", "drop tokens below P x the top probability"},
-      {"repetition-penalty", 0, true, false, "R", "penalise tokens seen in prompt and output", {"repeat-penalty"}},
+      {"repetition-penalty",
+       0,
+       true,
+       false,
+       "R",
+       "penalise tokens seen in prompt and output",
+       {"repeat-penalty"}},
       {"presence-penalty", 0, true, false, "X", "subtract X from seen output tokens"},
       {"frequency-penalty", 0, true, false, "X", "subtract X per occurrence in the output"},
       {"seed", 's', true, false, "S", "sampling seed: repeatable output (default or -1: random)"},
@@ -121,21 +165,27 @@ bool ApplyCommonFlags(Args& args, EngineOptions* engine, gannet_request_t* r,
                       RequestStorage* storage) {
   if (auto m = args.Get("model")) engine->model_dir = *m;
   if (auto b = args.Get("backend")) {
-    if (*b != "cpu" && *b != "cuda") args.SetError("option --backend expects cpu or cuda, got '" + *b + "'");
+    if (*b != "cpu" && *b != "cuda")
+      args.SetError("option --backend expects cpu or cuda, got '" + *b + "'");
     engine->backend = *b;
   }
   if (auto d = args.Get("device"); d && d->rfind("CUDA", 0) == 0) {
     int64_t n = 0;  // llama.cpp names devices CUDA0, CUDA1, ...
-    if (ParseInt64(d->substr(4), 0, 1023, &n)) engine->device = static_cast<int32_t>(n);
-    else args.SetError("option --device expects a CUDA device ordinal like 0 (or CUDA0), got '" + *d + "'");
+    if (ParseInt64(d->substr(4), 0, 1023, &n))
+      engine->device = static_cast<int32_t>(n);
+    else
+      args.SetError("option --device expects a CUDA device ordinal like 0 (or CUDA0), got '" + *d +
+                    "'");
   } else {
     engine->device = static_cast<int32_t>(args.GetInt("device", 0, 0, 1023));
   }
   engine->tensor_parallel_size = static_cast<int32_t>(args.GetInt("tp", 0, 1, 8));
   if (auto d = args.Get("devices")) {
     if (!ParseIds(*d, &engine->device_ids) || engine->device_ids.size() > 8) {
-      args.SetError("option --devices expects 1 to 8 comma-separated device ordinals like 0,1, "
-                    "got '" + *d + "'");
+      args.SetError(
+          "option --devices expects 1 to 8 comma-separated device ordinals like 0,1, "
+          "got '" +
+          *d + "'");
     }
   }
   engine->tp_rank = static_cast<int32_t>(args.GetInt("tp-rank", 0, 0, 7));
@@ -155,10 +205,12 @@ bool ApplyCommonFlags(Args& args, EngineOptions* engine, gannet_request_t* r,
   }
   engine->threads = static_cast<int32_t>(args.GetInt("threads", 0, 1, 1024));
   engine->max_model_len = static_cast<int32_t>(args.GetInt("ctx-size", 0, 0, kInt32Max));
-  if (engine->max_model_len == 1) args.SetError("option --ctx-size 1 leaves no room to generate (2 or more; 0 = the default)");
+  if (engine->max_model_len == 1)
+    args.SetError("option --ctx-size 1 leaves no room to generate (2 or more; 0 = the default)");
   engine->max_running = static_cast<int32_t>(args.GetInt("max-running", 0, 1, 65536));
   engine->kv_memory = args.GetBytes("kv-memory", 0);
-  if (auto d = args.Get("kv-cache-dtype")) engine->kv_cache_dtype = *d;  // the library names a bad one
+  if (auto d = args.Get("kv-cache-dtype"))
+    engine->kv_cache_dtype = *d;  // the library names a bad one
   if (auto d = args.Get("compute-dtype")) engine->compute_dtype = *d;
   engine->kv_separate_k_eq_v = args.Has("kv-separate-k-eq-v");
   engine->startup_warmup = args.Has("startup-warmup");
@@ -189,7 +241,8 @@ bool ApplyCommonFlags(Args& args, EngineOptions* engine, gannet_request_t* r,
   r->min_p = static_cast<float>(args.GetDouble("min-p", 0.0, 0.0, 1.0));
   r->repetition_penalty = static_cast<float>(args.GetDouble("repetition-penalty", 0.0, 0.0, 100.0));
   r->presence_penalty = static_cast<float>(args.GetDouble("presence-penalty", 0.0, -100.0, 100.0));
-  r->frequency_penalty = static_cast<float>(args.GetDouble("frequency-penalty", 0.0, -100.0, 100.0));
+  r->frequency_penalty =
+      static_cast<float>(args.GetDouble("frequency-penalty", 0.0, -100.0, 100.0));
   if (args.Has("seed") && args.Get("seed") != "-1") {  // -1 is llama.cpp's "random"
     r->seed_mode = GANNET_SEED_FIXED;
     r->seed = args.GetU64("seed", 0);

@@ -30,7 +30,8 @@ int32_t DrawProgress(void* /*user*/, const gannet_progress_t* p) {
   std::fprintf(stderr, "\r\033[2Kloading %s [%s%s] %5.1f%% %s of %s, %.2f GiB/s%s", p->stage,
                std::string(filled, '#').c_str(), std::string(width - filled, ' ').c_str(),
                p->fraction * 100, Gib(static_cast<double>(p->bytes_done)).c_str(),
-               Gib(static_cast<double>(p->bytes_total)).c_str(), p->bytes_per_s / 1073741824.0, eta);
+               Gib(static_cast<double>(p->bytes_total)).c_str(), p->bytes_per_s / 1073741824.0,
+               eta);
   if (p->bytes_done >= p->bytes_total) {
     std::fprintf(stderr, "\r\033[2K");
     last = -1;
@@ -78,13 +79,14 @@ gannet_engine_t* OpenEngine(const std::string& command, const EngineOptions& o) 
   const gannet_status_t st = gannet_engine_create(&config, &engine);
   if (st != GANNET_OK) {
     const std::string message = gannet_last_error_message();
-    std::fprintf(stderr, "gannet %s: cannot load the model: %s\n", command.c_str(), message.c_str());
+    std::fprintf(stderr, "gannet %s: cannot load the model: %s\n", command.c_str(),
+                 message.c_str());
     if (st == GANNET_ERR_UNIMPLEMENTED && o.backend != "cpu") {
       std::fprintf(stderr, "  hint: this build or GPU cannot run it on CUDA: try --backend cpu\n");
     } else if (st == GANNET_ERR_NOT_FOUND && o.backend == "cuda") {
-      std::fprintf(stderr, "  hint: no usable CUDA device: drop --backend cuda to run on the CPU\n");
-    } else if (st == GANNET_ERR_RESOURCE_EXHAUSTED &&
-               message.find("max_") != std::string::npos) {
+      std::fprintf(stderr,
+                   "  hint: no usable CUDA device: drop --backend cuda to run on the CPU\n");
+    } else if (st == GANNET_ERR_RESOURCE_EXHAUSTED && message.find("max_") != std::string::npos) {
       std::fprintf(stderr, "%s", kSettingNames);
     }
     return nullptr;
@@ -98,12 +100,11 @@ gannet_engine_t* OpenEngine(const std::string& command, const EngineOptions& o) 
       std::fprintf(stderr,
                    "[gannet: %s %s, %s of memory | weights %s, KV %s%s %s | up to %d sequences of "
                    "%d tokens | loaded in %.1f s]\n",
-                   where.c_str(), s.device_name, Gib(static_cast<double>(s.device_memory_bytes)).c_str(),
+                   where.c_str(), s.device_name,
+                   Gib(static_cast<double>(s.device_memory_bytes)).c_str(),
                    Gib(static_cast<double>(s.weight_bytes)).c_str(),
                    s.device_id < 0 ? "up to " : "", Gib(static_cast<double>(s.kv_bytes)).c_str(),
-                   s.kv_cache_dtype,
-                   s.max_running_seqs,
-                   s.max_model_len, s.load_seconds);
+                   s.kv_cache_dtype, s.max_running_seqs, s.max_model_len, s.load_seconds);
       if (s.num_speculative_tokens > 0) {
         std::fprintf(stderr, "[gannet: speculative decoding with %s, %d drafts per round]\n",
                      o.draft_dir.c_str(), s.num_speculative_tokens);
@@ -159,8 +160,8 @@ std::string Piece(const gannet_tokenizer_t* tok, int32_t id) {
 void WriteThinking(const char* text, size_t n) {
   static const bool tty = StderrIsTerminal();
   FlushOut();  // keep the order when stdout and stderr are one terminal
-  const std::string shown = tty ? "\033[2m" + EscapeControls(std::string(text, n)) + "\033[0m"
-                                : std::string(text, n);
+  const std::string shown =
+      tty ? "\033[2m" + EscapeControls(std::string(text, n)) + "\033[0m" : std::string(text, n);
   std::fwrite(shown.data(), 1, shown.size(), stderr);
 }
 
@@ -211,8 +212,7 @@ RunResult RunRequest(gannet_engine_t* engine, const gannet_request_t& request, b
       const gannet_event_t& e = *events[i];
       if (e.request_id != id) continue;
       // Events of an older library end before `thinking`: answer text.
-      const bool thinking =
-          e.struct_size > offsetof(gannet_event_t, thinking) && e.thinking != 0;
+      const bool thinking = e.struct_size > offsetof(gannet_event_t, thinking) && e.thinking != 0;
       if (e.text_len > 0 && thinking) {
         if (stream && r.thinking.empty()) r.thinking_shown = true;
         r.thinking.append(e.text, e.text_len);
@@ -255,11 +255,16 @@ RunResult RunRequest(gannet_engine_t* engine, const gannet_request_t& request, b
 
 std::string FinishName(int32_t finish) {
   switch (finish) {
-    case GANNET_FINISH_STOP: return "stop";
-    case GANNET_FINISH_LENGTH: return "length";
-    case GANNET_FINISH_CANCELLED: return "cancelled";
-    case GANNET_FINISH_ERROR: return "error";
-    default: return "?";
+    case GANNET_FINISH_STOP:
+      return "stop";
+    case GANNET_FINISH_LENGTH:
+      return "length";
+    case GANNET_FINISH_CANCELLED:
+      return "cancelled";
+    case GANNET_FINISH_ERROR:
+      return "error";
+    default:
+      return "?";
   }
 }
 

@@ -25,19 +25,18 @@ struct EngineOptions {
   int32_t max_model_len = 0;
   int32_t max_running = 0;
   int64_t kv_memory = 0;
-  std::string kv_cache_dtype;  // "" = the library's default (bf16)
-  std::string compute_dtype;   // "" = the library's default (auto)
+  std::string kv_cache_dtype;       // "" = the library's default (bf16)
+  std::string compute_dtype;        // "" = the library's default (auto)
   bool kv_separate_k_eq_v = false;  // K=V layers keep K and V apart
   bool startup_warmup = false;      // every step shape once before the first request
-  std::string draft_dir;    // speculative decoding with this MTP assistant ("" = off)
-  int32_t spec_tokens = 0;  // drafts per round (0 = the library's default)
-  bool progress = true;  // draw a progress bar on stderr when it is a terminal
-  bool quiet = false;    // no engine summary line
+  std::string draft_dir;            // speculative decoding with this MTP assistant ("" = off)
+  int32_t spec_tokens = 0;          // drafts per round (0 = the library's default)
+  bool progress = true;             // draw a progress bar on stderr when it is a terminal
+  bool quiet = false;               // no engine summary line
 };
 
 // gannet_model_info with the CLI's hints on failure; false (message printed) when unreadable.
-bool ReadModel(const std::string& command, const std::string& model_dir,
-               gannet_model_info_t* info);
+bool ReadModel(const std::string& command, const std::string& model_dir, gannet_model_info_t* info);
 
 // Checks a request against the model before anything loads; false (message printed) if bad.
 bool CheckRequest(const std::string& command, const gannet_request_t& request,
@@ -76,7 +75,7 @@ struct RunResult {
   int32_t cached_tokens = 0;
   int32_t draft_tokens = 0;     // drafts verified (speculative decoding)
   int32_t accepted_drafts = 0;  // of which accepted
-  double ttft_ms = 0;  // submit -> first token
+  double ttft_ms = 0;           // submit -> first token
   double total_ms = 0;
   double tpot_ms() const {
     return tokens.size() > 1 ? (total_ms - ttft_ms) / (tokens.size() - 1) : 0.0;

@@ -103,8 +103,9 @@ bool FlushOut() {
 }
 
 std::string OutError() {
-  return g_out_errno == 0 ? "" : std::string("cannot write to standard output: ") +
-                                     std::strerror(g_out_errno);
+  return g_out_errno == 0
+             ? ""
+             : std::string("cannot write to standard output: ") + std::strerror(g_out_errno);
 }
 
 void InstallInterruptHandler() {

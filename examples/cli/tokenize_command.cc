@@ -25,7 +25,8 @@ const char kUsage[] =
     "Prints the token ids of TEXT (or of FILE, or of standard input) as `gannet generate` would\n"
     "see it as a prompt: comma-separated on one line, ready for --prompt-ids. With --pieces, one\n"
     "token a line: its id, a tab and its text (control bytes and bytes that are not UTF-8 on\n"
-    "their own escaped). --json prints {\"ids\": [...], \"pieces\": [...]} (pieces with --pieces).\n"
+    "their own escaped). --json prints {\"ids\": [...], \"pieces\": [...]} (pieces with "
+    "--pieces).\n"
     "Only tokenizer.json is read; no weights load.\n"
     "\n"
     "options:\n";

@@ -19,8 +19,10 @@ bool NestedTooDeep(const std::string& body) {
   for (size_t i = 0; i < body.size(); ++i) {
     const char c = body[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -36,13 +38,20 @@ namespace {
 
 const char* TypeName(const json& v) {
   switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    case json::value_t::number_float: return "a number";
-    default: return "an integer";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::number_float:
+      return "a number";
+    default:
+      return "an integer";
   }
 }
 
@@ -94,13 +103,13 @@ class Fields {
     if (!v) return;
     if (!v->is_number_integer()) return WrongType(key, "an integer", *v);
     if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(hi)) {
-      return Fail(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                           "], got " + v->dump());
+      return Fail(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                           v->dump());
     }
     const int64_t x = v->get<int64_t>();
     if (x < lo || x > hi) {
-      return Fail(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                           "], got " + v->dump());
+      return Fail(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                           v->dump());
     }
     *out = x;
   }
@@ -177,8 +186,8 @@ bool ReadContent(Fields& f, const json& content, size_t index, std::string* out)
     return true;
   }
   if (!content.is_array()) {
-    f.Fail(key, std::string("must be a string or an array of content parts, got ") +
-                    TypeName(content));
+    f.Fail(key,
+           std::string("must be a string or an array of content parts, got ") + TypeName(content));
     return false;
   }
   for (const json& part : content) {
@@ -188,8 +197,9 @@ bool ReadContent(Fields& f, const json& content, size_t index, std::string* out)
       return false;
     }
     if (*type != "text") {
-      f.Fail(key, "part of type " + type->dump() + " is not supported (text only: images and "
-                  "audio are not served yet)");
+      f.Fail(key, "part of type " + type->dump() +
+                      " is not supported (text only: images and "
+                      "audio are not served yet)");
       return false;
     }
     auto text = part.find("text");
@@ -267,13 +277,14 @@ void ReadMessages(Fields& f, ApiRequest* r) {
     }
     if (out.role != "system" && out.role != "developer" && out.role != "user" &&
         out.role != "assistant" && out.role != "tool") {
-      return f.Fail(key + ".role", "must be system, developer, user, assistant or tool, got '" +
-                                       out.role + "'");
+      return f.Fail(key + ".role",
+                    "must be system, developer, user, assistant or tool, got '" + out.role + "'");
     }
     json norm = {{"role", out.role}};
     auto tool_calls = msg.find("tool_calls");
     if (tool_calls != msg.end() && !tool_calls->is_null()) {
-      if (out.role != "assistant") return f.Fail(key + ".tool_calls", "only assistant messages make tool calls");
+      if (out.role != "assistant")
+        return f.Fail(key + ".tool_calls", "only assistant messages make tool calls");
       json calls;
       if (!ReadToolCalls(f, *tool_calls, key + ".tool_calls", &calls)) return;
       if (!calls.empty()) norm["tool_calls"] = std::move(calls);
@@ -367,8 +378,8 @@ std::string ApiError::Json() const {
 
 Result ParseApiRequest(Endpoint endpoint, const std::string& body) {
   if (NestedTooDeep(body)) {
-    return BadRequest("the body nests arrays/objects deeper than " +
-                      std::to_string(kMaxJsonDepth) + " levels");
+    return BadRequest("the body nests arrays/objects deeper than " + std::to_string(kMaxJsonDepth) +
+                      " levels");
   }
   const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return BadRequest("the body is not valid JSON");
@@ -428,8 +439,8 @@ Result ParseApiRequest(Endpoint endpoint, const std::string& body) {
     if (!s->is_number_integer()) {
       f.WrongType("seed", "an integer", *s);
     } else {
-      r.seed = s->is_number_unsigned() ? s->get<uint64_t>()
-                                       : static_cast<uint64_t>(s->get<int64_t>());
+      r.seed =
+          s->is_number_unsigned() ? s->get<uint64_t>() : static_cast<uint64_t>(s->get<int64_t>());
     }
   }
   ReadStop(f, &r);
@@ -460,11 +471,13 @@ Result ParseApiRequest(Endpoint endpoint, const std::string& body) {
       if (tc->is_string() && (*tc == "auto" || *tc == "none")) {
         r.tool_choice_none = *tc == "none";
       } else if (tc->is_string() && *tc == "required") {
-        f.Fail("tool_choice", "\"required\" is not supported yet (it needs constrained "
-                              "decoding); use \"auto\" or \"none\"");
+        f.Fail("tool_choice",
+               "\"required\" is not supported yet (it needs constrained "
+               "decoding); use \"auto\" or \"none\"");
       } else if (tc->is_object()) {
-        f.Fail("tool_choice", "naming a function is not supported yet (it needs constrained "
-                              "decoding); use \"auto\" or \"none\"");
+        f.Fail("tool_choice",
+               "naming a function is not supported yet (it needs constrained "
+               "decoding); use \"auto\" or \"none\"");
       } else {
         f.Fail("tool_choice", "must be \"auto\", \"none\", \"required\" or an object");
       }
@@ -491,8 +504,9 @@ Result ParseApiRequest(Endpoint endpoint, const std::string& body) {
   if (const json* rf = f.Find("response_format")) {
     auto type = rf->is_object() ? rf->find("type") : rf->end();
     if (!rf->is_object() || type == rf->end() || *type != "text") {
-      f.Fail("response_format", "constrained output (json_object, json_schema) is not supported "
-                                "yet; only {\"type\": \"text\"}");
+      f.Fail("response_format",
+             "constrained output (json_object, json_schema) is not supported "
+             "yet; only {\"type\": \"text\"}");
     }
   }
   if (const json* lb = f.Find("logit_bias")) {

@@ -39,10 +39,10 @@ struct ApiRequest {
   // chat: the messages and tools normalised for the model's template (chat_json of the C ABI):
   // tool_calls with object arguments, tool messages, content parts as sent.
   nlohmann::json chat_messages;
-  nlohmann::json tools;               // null: none offered
+  nlohmann::json tools;  // null: none offered
   bool tool_choice_none = false;
-  bool has_tool_messages = false;     // tool calls or results in the conversation
-  std::vector<Prompt> prompts;        // completions: one or more (a batch)
+  bool has_tool_messages = false;  // tool calls or results in the conversation
+  std::vector<Prompt> prompts;     // completions: one or more (a batch)
   int n = 1;
   bool stream = false;
   bool include_usage = false;
@@ -58,7 +58,7 @@ struct ApiRequest {
   // logprobs: chat `logprobs: true` (+ top_logprobs), completions `logprobs: N`.
   bool logprobs = false;
   int32_t top_logprobs = 0;
-  bool echo = false;            // completions: the prompt before the completion
+  bool echo = false;  // completions: the prompt before the completion
   bool add_generation_prompt = true;
   bool enable_thinking = false;  // chat_template_kwargs.enable_thinking
   std::string user;

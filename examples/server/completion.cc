@@ -29,8 +29,7 @@ std::string NewId(const char* prefix) {
   static std::atomic<uint64_t> counter{0};
   static const uint64_t salt = std::random_device{}();
   char buf[64];
-  std::snprintf(buf, sizeof(buf), "%s%016llx%08llx", prefix,
-                static_cast<unsigned long long>(salt),
+  std::snprintf(buf, sizeof(buf), "%s%016llx%08llx", prefix, static_cast<unsigned long long>(salt),
                 static_cast<unsigned long long>(counter.fetch_add(1)));
   return buf;
 }
@@ -67,15 +66,15 @@ std::string Detokenize(const gannet_tokenizer_t* tok, const std::vector<int32_t>
 struct Choice {
   uint64_t id = 0;
   size_t prompt_index = 0;
-  std::string text;         // completions: the text so far
-  ChatReply reply;          // chat: answer, reasoning and tool calls
+  std::string text;  // completions: the text so far
+  ChatReply reply;   // chat: answer, reasoning and tool calls
   int32_t finish = 0;
   bool done = false;
   bool announced = false;  // streaming: the role chunk went out
   int32_t prompt_tokens = 0, generated = 0, cached = 0;
-  json chat_logprobs = json::array();                    // chat: logprobs.content
+  json chat_logprobs = json::array();  // chat: logprobs.content
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
-       offsets = json::array();                          // completions
+       offsets = json::array();  // completions
 };
 
 const char* FinishReason(const Choice& c, bool chat) {
@@ -95,7 +94,7 @@ struct Exchange {
   std::deque<OwnedEvent> pending;  // popped while waiting for each request's first event
   std::string id;
   int64_t created = 0;
-  size_t open = 0;                 // choices not done
+  size_t open = 0;                     // choices not done
   std::optional<ApiError> late_error;  // an ERROR event after the answer began
   std::shared_ptr<void> in_flight;
   bool chat() const { return request.endpoint == Endpoint::kChat; }
@@ -149,8 +148,8 @@ std::vector<json> Exchange::Apply(const OwnedEvent& e) {
         const std::string p = Piece(info->tokenizer, e.top_ids[k]);
         top.push_back({{"token", p}, {"logprob", e.top_logprobs[k]}, {"bytes", Bytes(p)}});
       }
-      json entry = {{"token", piece}, {"logprob", e.logprob}, {"bytes", Bytes(piece)},
-                    {"top_logprobs", top}};
+      json entry = {
+          {"token", piece}, {"logprob", e.logprob}, {"bytes", Bytes(piece)}, {"top_logprobs", top}};
       c.chat_logprobs.push_back(entry);
       lp_delta = {{"content", json::array({entry})}};
     } else {
@@ -183,17 +182,21 @@ std::vector<json> Exchange::Apply(const OwnedEvent& e) {
   } else {
     c.text += content;
   }
-  if (stream && (!content.empty() || !reasoning.empty() || !lp_delta.is_null() ||
-                 !new_calls.empty())) {
+  if (stream &&
+      (!content.empty() || !reasoning.empty() || !lp_delta.is_null() || !new_calls.empty())) {
     if (chat()) {
       json delta = json::object();
       if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
       if (!content.empty()) delta["content"] = content;
       if (!new_calls.empty()) delta["tool_calls"] = std::move(new_calls);
-      out.push_back(Chunk({{"index", index}, {"delta", delta}, {"logprobs", lp_delta},
+      out.push_back(Chunk({{"index", index},
+                           {"delta", delta},
+                           {"logprobs", lp_delta},
                            {"finish_reason", nullptr}}));
     } else {
-      out.push_back(Chunk({{"index", index}, {"text", content}, {"logprobs", lp_delta},
+      out.push_back(Chunk({{"index", index},
+                           {"text", content},
+                           {"logprobs", lp_delta},
                            {"finish_reason", nullptr}}));
     }
   }
@@ -256,12 +259,9 @@ json Exchange::Final() const {
     }
     list.push_back(one);
   }
-  return {{"id", id},
-          {"object", chat() ? "chat.completion" : "text_completion"},
-          {"created", created},
-          {"model", info->model_name},
-          {"choices", list},
-          {"usage", Usage()}};
+  return {{"id", id},           {"object", chat() ? "chat.completion" : "text_completion"},
+          {"created", created}, {"model", info->model_name},
+          {"choices", list},    {"usage", Usage()}};
 }
 
 std::string Sse(const json& j) { return "data: " + Dump(j) + "\n\n"; }
@@ -273,8 +273,8 @@ ApiError ErrorForStatus(gannet_status_t status, const std::string& message) {
     case GANNET_ERR_INVALID_ARGUMENT:
       return ApiError{400, message, "invalid_request_error", ""};
     case GANNET_ERR_RESOURCE_EXHAUSTED:
-      return ApiError{429, "the server is busy (" + message + "); retry later",
-                      "rate_limit_error", ""};
+      return ApiError{429, "the server is busy (" + message + "); retry later", "rate_limit_error",
+                      ""};
     case GANNET_ERR_DEADLINE_EXCEEDED:
       return ApiError{504, message, "timeout", ""};
     case GANNET_ERR_UNIMPLEMENTED:
@@ -356,8 +356,8 @@ void HandleCompletion(Hub& hub, const ServerInfo& info, Endpoint endpoint,
   }
 
   const bool stream = r.stream;
-  auto last_write = std::make_shared<std::chrono::steady_clock::time_point>(
-      std::chrono::steady_clock::now());
+  auto last_write =
+      std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
   auto provider = [ex, stream, last_write](size_t, httplib::DataSink& sink) -> bool {
     auto write = [&](const std::string& s) {
       *last_write = std::chrono::steady_clock::now();

@@ -16,13 +16,13 @@
 namespace gannet_server {
 
 struct ServerInfo {
-  std::string model_name;                   // what responses and /v1/models call the model
-  SamplingDefaults defaults;                // generation_config.json, then command-line flags
+  std::string model_name;                         // what responses and /v1/models call the model
+  SamplingDefaults defaults;                      // generation_config.json, then command-line flags
   const gannet_tokenizer_t* tokenizer = nullptr;  // null for models without tokenizer.json
-  int64_t created = 0;                      // unix time the server started
-  int32_t channel_open_id = -1;             // <|channel> and <channel|>: thinking (-1: none)
+  int64_t created = 0;                            // unix time the server started
+  int32_t channel_open_id = -1;                   // <|channel> and <channel|>: thinking (-1: none)
   int32_t channel_close_id = -1;
-  ToolCallParser::Ids tool_ids;             // <|tool_call>, <tool_call|>, <|"|> (-1: none)
+  ToolCallParser::Ids tool_ids;  // <|tool_call>, <tool_call|>, <|"|> (-1: none)
 };
 
 // `in_flight` lives as long as the answer does (the streamed body outlives this call): its

@@ -43,12 +43,12 @@ std::string Histogram::Render(const std::string& name, const std::string& help) 
 }
 
 Metrics::Metrics()
-    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
-             7.5, 10.0, 20.0, 40.0, 80.0}),
-      tpot_({0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075,
-             0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}),
-      e2e_({0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
-            50.0, 60.0, 120.0, 240.0, 480.0}) {}
+    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+             10.0, 20.0, 40.0, 80.0}),
+      tpot_({0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
+             0.075, 0.1,    0.15,  0.2,    0.3,  0.4,   0.5,  0.75,  1.0,  2.5}),
+      e2e_({0.05, 0.1,  0.3,  0.5,  0.8,  1.0,  1.5,  2.0,   2.5,   5.0,
+            10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0}) {}
 
 void Metrics::RecordFinished(double ttft, double e2e, int32_t generated, int32_t prompt,
                              int32_t cached, int32_t finish_reason, bool error) {
@@ -59,18 +59,25 @@ void Metrics::RecordFinished(double ttft, double e2e, int32_t generated, int32_t
   prompt_tokens_ += prompt;
   generated_tokens_ += generated;
   cached_tokens_ += cached;
-  if (error) ++finished_error_;
-  else if (finish_reason == GANNET_FINISH_STOP) ++finished_stop_;
-  else if (finish_reason == GANNET_FINISH_LENGTH) ++finished_length_;
-  else if (finish_reason == GANNET_FINISH_CANCELLED) ++finished_cancelled_;
+  if (error)
+    ++finished_error_;
+  else if (finish_reason == GANNET_FINISH_STOP)
+    ++finished_stop_;
+  else if (finish_reason == GANNET_FINISH_LENGTH)
+    ++finished_length_;
+  else if (finish_reason == GANNET_FINISH_CANCELLED)
+    ++finished_cancelled_;
 }
 
 void Metrics::RecordHttp(int status) {
   std::lock_guard<std::mutex> lock(mu_);
   if (status == 429) ++http_429_;
-  if (status >= 500) ++http_5xx_;
-  else if (status >= 400) ++http_4xx_;
-  else ++http_2xx_;
+  if (status >= 500)
+    ++http_5xx_;
+  else if (status >= 400)
+    ++http_4xx_;
+  else
+    ++http_2xx_;
 }
 
 std::string Metrics::Render(const gannet_engine_stats_t* s, int active_http_streams) const {
@@ -88,7 +95,8 @@ std::string Metrics::Render(const gannet_engine_stats_t* s, int active_http_stre
     Line(&out, "gannet_kv_cache_usage_perc", "gauge",
          "Fraction of KV pages held by running sequences (both pools)",
          total > 0 ? used / total : 0);
-    out += "# HELP gannet_kv_pages KV cache pages by pool and state\n# TYPE gannet_kv_pages gauge\n";
+    out +=
+        "# HELP gannet_kv_pages KV cache pages by pool and state\n# TYPE gannet_kv_pages gauge\n";
     const char* pools[2] = {"sliding", "full"};
     for (int p = 0; p < 2; ++p) {
       out += std::string("gannet_kv_pages{pool=\"") + pools[p] + "\",state=\"total\"} " +
@@ -99,9 +107,11 @@ std::string Metrics::Render(const gannet_engine_stats_t* s, int active_http_stre
              std::to_string(s->kv_pages_cached[p]) + "\n";
     }
     Line(&out, "gannet_prefix_cache_queries_total", "counter",
-         "Prompt tokens looked up in the prefix cache", static_cast<double>(s->prefix_cache_query_tokens));
+         "Prompt tokens looked up in the prefix cache",
+         static_cast<double>(s->prefix_cache_query_tokens));
     Line(&out, "gannet_prefix_cache_hits_total", "counter",
-         "Prompt tokens served from the prefix cache", static_cast<double>(s->prefix_cache_hit_tokens));
+         "Prompt tokens served from the prefix cache",
+         static_cast<double>(s->prefix_cache_hit_tokens));
     Line(&out, "gannet_num_preemptions_total", "counter", "Sequences preempted (recomputed)",
          static_cast<double>(s->num_preemptions));
     Line(&out, "gannet_engine_prompt_tokens_total", "counter",
@@ -124,15 +134,20 @@ std::string Metrics::Render(const gannet_engine_stats_t* s, int active_http_stre
   Line(&out, "gannet_cached_prompt_tokens_total", "counter",
        "Prompt tokens of finished requests served from the prefix cache",
        static_cast<double>(cached_tokens_));
-  out += "# HELP gannet_request_success_total Finished requests by finish reason\n"
-         "# TYPE gannet_request_success_total counter\n";
-  out += "gannet_request_success_total{finished_reason=\"stop\"} " + std::to_string(finished_stop_) + "\n";
-  out += "gannet_request_success_total{finished_reason=\"length\"} " + std::to_string(finished_length_) + "\n";
-  out += "gannet_request_success_total{finished_reason=\"abort\"} " + std::to_string(finished_cancelled_) + "\n";
+  out +=
+      "# HELP gannet_request_success_total Finished requests by finish reason\n"
+      "# TYPE gannet_request_success_total counter\n";
+  out += "gannet_request_success_total{finished_reason=\"stop\"} " +
+         std::to_string(finished_stop_) + "\n";
+  out += "gannet_request_success_total{finished_reason=\"length\"} " +
+         std::to_string(finished_length_) + "\n";
+  out += "gannet_request_success_total{finished_reason=\"abort\"} " +
+         std::to_string(finished_cancelled_) + "\n";
   Line(&out, "gannet_request_failure_total", "counter", "Requests that ended in an error event",
        static_cast<double>(finished_error_));
-  out += "# HELP gannet_http_responses_total HTTP responses by status class\n"
-         "# TYPE gannet_http_responses_total counter\n";
+  out +=
+      "# HELP gannet_http_responses_total HTTP responses by status class\n"
+      "# TYPE gannet_http_responses_total counter\n";
   out += "gannet_http_responses_total{code=\"2xx\"} " + std::to_string(http_2xx_) + "\n";
   out += "gannet_http_responses_total{code=\"4xx\"} " + std::to_string(http_4xx_) + "\n";
   out += "gannet_http_responses_total{code=\"5xx\"} " + std::to_string(http_5xx_) + "\n";

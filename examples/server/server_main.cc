@@ -37,13 +37,19 @@ const char kUsage[] =
 
 std::vector<gannet_cli::FlagSpec> ServeFlags() {
   return {
-      {"host", 0, true, false, "ADDR", "address to listen on (default 127.0.0.1; 0.0.0.0 = every interface)"},
+      {"host", 0, true, false, "ADDR",
+       "address to listen on (default 127.0.0.1; 0.0.0.0 = every interface)"},
       {"port", 0, true, false, "N", "TCP port (default 8080; 0 = any free port, printed at start)"},
-      {"api-key", 0, true, false, "KEY", "require `Authorization: Bearer KEY` on /v1/*, /tokenize and /detokenize"},
-      {"api-key-file", 0, true, false, "FILE", "as --api-key, the key read from FILE (first line), kept out of `ps`"},
-      {"served-model-name", 0, true, false, "NAME", "the model's name in responses and /v1/models (default: the folder's name)"},
-      {"max-body", 0, true, false, "SIZE", "largest request body, e.g. 16M (default); larger ones get 413"},
-      {"max-queued", 0, true, false, "N", "unfinished requests the engine holds; more get 429 (default 4096)"},
+      {"api-key", 0, true, false, "KEY",
+       "require `Authorization: Bearer KEY` on /v1/*, /tokenize and /detokenize"},
+      {"api-key-file", 0, true, false, "FILE",
+       "as --api-key, the key read from FILE (first line), kept out of `ps`"},
+      {"served-model-name", 0, true, false, "NAME",
+       "the model's name in responses and /v1/models (default: the folder's name)"},
+      {"max-body", 0, true, false, "SIZE",
+       "largest request body, e.g. 16M (default); larger ones get 413"},
+      {"max-queued", 0, true, false, "N",
+       "unfinished requests the engine holds; more get 429 (default 4096)"},
       {"http-threads", 0, true, false, "N", "connections served at once (default 256)"},
       {"quiet", 'q', false, false, "", "no engine summary line"},
       {"help", 'h', false, false, "", "this help"},
@@ -87,14 +93,16 @@ int Serve(int argc, char** argv) {
   }
   gannet_cli::Args& args = start.args;
   if (start.engine.has_tp_id) {
-    return gannet_cli::UsageError("serve", "--tp-id (one process per rank) is not served yet; use --tp N");
+    return gannet_cli::UsageError("serve",
+                                  "--tp-id (one process per rank) is not served yet; use --tp N");
   }
   // The generate flags that only make sense per request are refused, never silently ignored.
   for (const char* f : {"min-tokens", "presence-penalty", "frequency-penalty", "seed", "stop",
                         "stop-id", "ignore-eos", "no-spec"}) {
     if (args.Has(f)) {
-      return gannet_cli::UsageError("serve", std::string("--") + f + " is a per-request setting "
-                                    "for the server: give it in the request body");
+      return gannet_cli::UsageError("serve", std::string("--") + f +
+                                                 " is a per-request setting "
+                                                 "for the server: give it in the request body");
     }
   }
   const std::string host = args.Get("host").value_or("127.0.0.1");
@@ -109,7 +117,8 @@ int Serve(int argc, char** argv) {
     if (!in || !std::getline(in, api_key) || api_key.empty()) {
       args.SetError("option --api-key-file: cannot read a key from '" + *f + "'");
     }
-    while (!api_key.empty() && (api_key.back() == '\r' || api_key.back() == ' ')) api_key.pop_back();
+    while (!api_key.empty() && (api_key.back() == '\r' || api_key.back() == ' '))
+      api_key.pop_back();
   }
   if (!args.error().empty()) return gannet_cli::UsageError("serve", args.error());
 
@@ -137,7 +146,8 @@ int Serve(int argc, char** argv) {
   gannet_tokenizer_t* tokenizer = nullptr;
   if (model.has_tokenizer &&
       gannet_tokenizer_open(start.engine.model_dir.c_str(), &tokenizer) != GANNET_OK) {
-    std::fprintf(stderr, "gannet serve: cannot read the tokenizer: %s\n", gannet_last_error_message());
+    std::fprintf(stderr, "gannet serve: cannot read the tokenizer: %s\n",
+                 gannet_last_error_message());
     return 1;
   }
   info.tokenizer = tokenizer;
@@ -145,7 +155,8 @@ int Serve(int argc, char** argv) {
   auto special_id = [&](const char* piece) -> int32_t {
     int32_t id = -1;
     size_t n = 0;
-    if (tokenizer && gannet_tokenize(tokenizer, piece, std::strlen(piece), 0, &id, 1, &n) == GANNET_OK &&
+    if (tokenizer &&
+        gannet_tokenize(tokenizer, piece, std::strlen(piece), 0, &id, 1, &n) == GANNET_OK &&
         n == 1) {
       return id;
     }
@@ -193,20 +204,22 @@ int Serve(int argc, char** argv) {
     if (!res.body.empty()) return;
     std::string message = "HTTP " + std::to_string(res.status);
     if (res.status == 404) message = "no route " + req.method + " " + req.path;
-    if (res.status == 413) message = "the body is larger than --max-body (" + std::to_string(max_body) + " bytes)";
+    if (res.status == 413)
+      message = "the body is larger than --max-body (" + std::to_string(max_body) + " bytes)";
     SendError(res, ApiError{res.status, message,
                             res.status >= 500 ? "server_error" : "invalid_request_error", ""});
   });
-  svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    SendError(res, ApiError{500, "internal error: " + what, "server_error", ""});
-  });
+  svr.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown";
+        try {
+          if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        SendError(res, ApiError{500, "internal error: " + what, "server_error", ""});
+      });
   svr.set_logger([&](const httplib::Request&, const httplib::Response& res) {
     hub.metrics().RecordHttp(res.status);
   });
@@ -222,8 +235,11 @@ int Serve(int argc, char** argv) {
   });
   svr.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) {
     gannet_engine_stats_t s = GANNET_ENGINE_STATS_INIT;
-    nlohmann::json m = {{"id", info.model_name}, {"object", "model"}, {"created", info.created},
-                        {"owned_by", "gannet"}, {"root", start.engine.model_dir}};
+    nlohmann::json m = {{"id", info.model_name},
+                        {"object", "model"},
+                        {"created", info.created},
+                        {"owned_by", "gannet"},
+                        {"root", start.engine.model_dir}};
     if (hub.Ready() && gannet_engine_get_stats(hub.engine(), &s) == GANNET_OK) {
       m["max_model_len"] = s.max_model_len;
     }
@@ -258,8 +274,10 @@ int Serve(int argc, char** argv) {
     bound = -1;
   }
   if (bound < 0) {
-    std::fprintf(stderr, "gannet serve: cannot listen on %s:%d (in use, or not an address of "
-                         "this host)\n", host.c_str(), port);
+    std::fprintf(stderr,
+                 "gannet serve: cannot listen on %s:%d (in use, or not an address of "
+                 "this host)\n",
+                 host.c_str(), port);
     gannet_tokenizer_close(tokenizer);
     return 1;
   }
@@ -285,9 +303,10 @@ int Serve(int argc, char** argv) {
     if (!args.Has("quiet")) {
       gannet_engine_stats_t s = GANNET_ENGINE_STATS_INIT;
       gannet_engine_get_stats(engine, &s);
-      std::fprintf(stderr, "gannet serve: ready: %s %s, up to %d sequences of %d tokens, loaded "
-                           "in %.1f s\n", s.backend, s.device_name, s.max_running_seqs,
-                   s.max_model_len, s.load_seconds);
+      std::fprintf(stderr,
+                   "gannet serve: ready: %s %s, up to %d sequences of %d tokens, loaded "
+                   "in %.1f s\n",
+                   s.backend, s.device_name, s.max_running_seqs, s.max_model_len, s.load_seconds);
       std::fflush(stderr);
     }
   });

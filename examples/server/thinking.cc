@@ -4,8 +4,12 @@ namespace gannet_server {
 
 void ThinkingSplitter::Route(const std::string& text, Delta* d) {
   switch (state_) {
-    case State::kContent: d->content += text; break;
-    case State::kThought: d->reasoning += text; break;
+    case State::kContent:
+      d->content += text;
+      break;
+    case State::kThought:
+      d->reasoning += text;
+      break;
     case State::kHeader: {
       header_ += text;
       const size_t nl = header_.find('\n');

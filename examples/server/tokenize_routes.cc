@@ -45,8 +45,8 @@ void HandleTokenize(const ServerInfo& info, Hub& hub, const httplib::Request& re
     size_t len = 0;
     const int32_t agp = r.add_generation_prompt ? 1 : 0;
     const int32_t think = r.enable_thinking ? 1 : 0;
-    gannet_status_t st = gannet_apply_chat_template_json(info.tokenizer, chat.c_str(), agp, think,
-                                                         nullptr, 0, &len);
+    gannet_status_t st =
+        gannet_apply_chat_template_json(info.tokenizer, chat.c_str(), agp, think, nullptr, 0, &len);
     if (st == GANNET_OK) {
       text.assign(len + 1, '\0');
       st = gannet_apply_chat_template_json(info.tokenizer, chat.c_str(), agp, think, text.data(),
@@ -64,7 +64,8 @@ void HandleTokenize(const ServerInfo& info, Hub& hub, const httplib::Request& re
     auto a = body.find("add_special_tokens");
     if (a != body.end() && !a->is_null()) {
       if (!a->is_boolean()) {
-        return SendError(res, BadRequest("'add_special_tokens' must be a boolean", "add_special_tokens"));
+        return SendError(
+            res, BadRequest("'add_special_tokens' must be a boolean", "add_special_tokens"));
       }
       add_special = a->get<bool>() ? 1 : 0;
     }
@@ -86,8 +87,7 @@ void HandleTokenize(const ServerInfo& info, Hub& hub, const httplib::Request& re
   res.set_content(Dump(out), "application/json");
 }
 
-void HandleDetokenize(const ServerInfo& info, const httplib::Request& req,
-                      httplib::Response& res) {
+void HandleDetokenize(const ServerInfo& info, const httplib::Request& req, httplib::Response& res) {
   json body;
   if (!ParseObject(req.body, &body, res) || !HaveTokenizer(info, res)) return;
   auto t = body.find("tokens");
@@ -104,10 +104,12 @@ void HandleDetokenize(const ServerInfo& info, const httplib::Request& req,
   }
   if (!ok) return SendError(res, BadRequest("'tokens' must be an array of token ids", "tokens"));
   size_t len = 0;
-  gannet_status_t st = gannet_detokenize(info.tokenizer, ids.data(), ids.size(), 0, nullptr, 0, &len);
+  gannet_status_t st =
+      gannet_detokenize(info.tokenizer, ids.data(), ids.size(), 0, nullptr, 0, &len);
   std::string text(len + 1, '\0');
   if (st == GANNET_OK) {
-    st = gannet_detokenize(info.tokenizer, ids.data(), ids.size(), 0, text.data(), text.size(), &len);
+    st = gannet_detokenize(info.tokenizer, ids.data(), ids.size(), 0, text.data(), text.size(),
+                           &len);
     text.resize(len);
   }
   if (st != GANNET_OK) return SendError(res, ErrorForStatus(st, gannet_last_error_message()));

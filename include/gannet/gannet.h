@@ -104,11 +104,12 @@ typedef int32_t gannet_status_t;
 #define GANNET_ERR_RESOURCE_EXHAUSTED 4 /* KV pages, queue slots, a buffer or another limit */
 #define GANNET_ERR_UNIMPLEMENTED 5      /* unsupported model, dtype, architecture or option */
 #define GANNET_ERR_DATA_LOSS 6          /* a corrupt checkpoint */
-#define GANNET_ERR_DEVICE_LOST 7        /* unrecoverable GPU/NCCL failure; the engine is dead:
-                                           every request in flight ends with an ERROR event of
-                                           this status, later submits return it, poll and
-                                           destroy still work */
-#define GANNET_ERR_CANCELLED 8          /* cancelled by the caller (or its progress callback) */
+#define GANNET_ERR_DEVICE_LOST                                                        \
+  7                            /* unrecoverable GPU/NCCL failure; the engine is dead: \
+                                  every request in flight ends with an ERROR event of \
+                                  this status, later submits return it, poll and      \
+                                  destroy still work */
+#define GANNET_ERR_CANCELLED 8 /* cancelled by the caller (or its progress callback) */
 #define GANNET_ERR_DEADLINE_EXCEEDED 9
 #define GANNET_ERR_FAILED_PRECONDITION 10 /* a call the current state cannot serve */
 #define GANNET_ERR_INTERNAL 11
@@ -165,14 +166,14 @@ GANNET_API gannet_status_t gannet_tp_create_id(gannet_tp_id_t* id_out);
 
 /* Loading progress of one stage. */
 typedef struct gannet_progress {
-  uint32_t struct_size;   /* the library's sizeof(gannet_progress_t) */
-  const char* stage;      /* static label: "weights" */
-  double fraction;        /* 0 .. 1 */
+  uint32_t struct_size; /* the library's sizeof(gannet_progress_t) */
+  const char* stage;    /* static label: "weights" */
+  double fraction;      /* 0 .. 1 */
   int64_t bytes_done;
   int64_t bytes_total;
-  double elapsed_s;       /* since gannet_engine_create began */
-  double bytes_per_s;     /* average rate of this stage so far */
-  double eta_s;           /* estimated seconds left in this stage; < 0 while unknown */
+  double elapsed_s;   /* since gannet_engine_create began */
+  double bytes_per_s; /* average rate of this stage so far */
+  double eta_s;       /* estimated seconds left in this stage; < 0 while unknown */
 } gannet_progress_t;
 
 /* Return 0 to continue, anything else to abort the load: gannet_engine_create then returns
@@ -182,30 +183,30 @@ typedef int32_t (*gannet_progress_fn)(void* user_data, const gannet_progress_t* 
 
 typedef struct gannet_engine_config {
   uint32_t struct_size;
-  const char* model_dir;     /* HF checkpoint folder: config.json, safetensors, tokenizer.json;
-                                or "dummy:31b" (26b-a4b, e4b, e2b): real geometry, random weights */
-  const char* backend;       /* "cpu" or "cuda"; NULL = cuda if a GPU is usable, else cpu (said in
-                                the stats' backend_fallback, and logged: at info level on a
-                                machine without an NVIDIA driver or GPU, else as a warning) */
-  int32_t device_id;         /* CUDA device ordinal; one that does not exist is an error */
-  int32_t max_running_seqs;  /* concurrent sequences; 0 = 64 per GPU of the tensor-parallel group
-                                (cpu: 16), lowered (with a warning) to what the memory holds with
-                                every running sequence at 2048 tokens; an explicit value that
-                                cannot fit is an error naming the value that would */
-  int32_t max_step_tokens;   /* per-step token budget (chunked prefill); 0 = 2048 (cpu: 256) */
-  int32_t max_model_len;     /* longest sequence; 0 = min(max_position_embeddings, 32768) */
-  int32_t page_size;         /* KV page size in tokens; 0 = 16; at most 1024 */
-  int64_t kv_memory_bytes;   /* KV budget; 0 = what the device has free after the weights and
-                                activations, less max(10%, 1 GiB) for workspaces (cpu: the running
-                                sequences at full length twice, at most a quarter of the RAM) */
-  int32_t kv_sliding_pages;  /* override the sliding-window pool; 0 = from the budget */
-  int32_t kv_full_pages;     /* override the full-attention pool; 0 = from the budget */
+  const char* model_dir;    /* HF checkpoint folder: config.json, safetensors, tokenizer.json;
+                               or "dummy:31b" (26b-a4b, e4b, e2b): real geometry, random weights */
+  const char* backend;      /* "cpu" or "cuda"; NULL = cuda if a GPU is usable, else cpu (said in
+                               the stats' backend_fallback, and logged: at info level on a
+                               machine without an NVIDIA driver or GPU, else as a warning) */
+  int32_t device_id;        /* CUDA device ordinal; one that does not exist is an error */
+  int32_t max_running_seqs; /* concurrent sequences; 0 = 64 per GPU of the tensor-parallel group
+                               (cpu: 16), lowered (with a warning) to what the memory holds with
+                               every running sequence at 2048 tokens; an explicit value that
+                               cannot fit is an error naming the value that would */
+  int32_t max_step_tokens;  /* per-step token budget (chunked prefill); 0 = 2048 (cpu: 256) */
+  int32_t max_model_len;    /* longest sequence; 0 = min(max_position_embeddings, 32768) */
+  int32_t page_size;        /* KV page size in tokens; 0 = 16; at most 1024 */
+  int64_t kv_memory_bytes;  /* KV budget; 0 = what the device has free after the weights and
+                               activations, less max(10%, 1 GiB) for workspaces (cpu: the running
+                               sequences at full length twice, at most a quarter of the RAM) */
+  int32_t kv_sliding_pages; /* override the sliding-window pool; 0 = from the budget */
+  int32_t kv_full_pages;    /* override the full-attention pool; 0 = from the budget */
   int32_t disable_prefix_cache; /* 1 = off */
-  int32_t num_threads;       /* CPU backend threads; 0 = hardware concurrency; at most 1024 */
-  int32_t max_queued_requests; /* submit fails with RESOURCE_EXHAUSTED beyond it (requests whose
-                                  terminal event has not been polled yet); 0 = 4096 */
-  int32_t disable_cuda_graphs; /* 1 = run decode steps without CUDA graphs */
-  const char* load_format;   /* NULL/"auto" = safetensors; "dummy" = random weights (benchmarks) */
+  int32_t num_threads;          /* CPU backend threads; 0 = hardware concurrency; at most 1024 */
+  int32_t max_queued_requests;  /* submit fails with RESOURCE_EXHAUSTED beyond it (requests whose
+                                   terminal event has not been polled yet); 0 = 4096 */
+  int32_t disable_cuda_graphs;  /* 1 = run decode steps without CUDA graphs */
+  const char* load_format; /* NULL/"auto" = safetensors; "dummy" = random weights (benchmarks) */
   gannet_progress_fn progress_callback; /* optional */
   void* progress_user_data;
   /* Speculative decoding with the target's Gemma-4 MTP assistant: its folder, or
@@ -214,10 +215,10 @@ typedef struct gannet_engine_config {
   const char* draft_model_dir;
   int32_t num_speculative_tokens; /* drafts per round, 1..8; 0 = 3 (needs draft_model_dir) */
   /* At offset 120, past the tail padding of the struct without it: a caller whose struct_size ends
-   * before it gets the default. The most prompt tokens (prefill chunks, admissions) a step may carry while
-   * sequences decode in it: smaller keeps decodes fast when prompts arrive (time per output
-   * token), larger serves prompts sooner (time to first token) and, under full load, keeps the
-   * throughput (docs/results-log/general.md). 0 = no limit beyond max_step_tokens; at most
+   * before it gets the default. The most prompt tokens (prefill chunks, admissions) a step may
+   * carry while sequences decode in it: smaller keeps decodes fast when prompts arrive (time per
+   * output token), larger serves prompts sooner (time to first token) and, under full load, keeps
+   * the throughput (docs/results-log/general.md). 0 = no limit beyond max_step_tokens; at most
    * max_step_tokens.
    * Steps with no decode always take max_step_tokens of prompt. */
   int64_t max_prefill_tokens_while_decoding;
@@ -283,8 +284,10 @@ typedef struct gannet_engine_config {
 } gannet_engine_config_t;
 
 #define GANNET_ENGINE_CONFIG_INIT                                                             \
-  { (uint32_t)sizeof(gannet_engine_config_t), NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-    NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL, NULL, 0, NULL, 0, 0, 0 }
+  {                                                                                           \
+    (uint32_t)sizeof(gannet_engine_config_t), NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+        NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL, NULL, 0, NULL, 0, 0, 0             \
+  }
 
 /* Loads the model and starts the engine thread. Everything that can be checked (files, backend,
  * device, limits, memory) is checked before the weights load: the CPU backend's check counts the
@@ -316,13 +319,13 @@ GANNET_API gannet_status_t gannet_engine_serve(gannet_engine_t* engine, int32_t 
 /* ---- model information (no engine needed) ---------------------------------------------- */
 
 typedef struct gannet_model_info {
-  uint32_t struct_size;          /* set by the caller; the library fills what fits */
-  char model_type[32];           /* "gemma4", "gemma4_text", "gemma4_assistant" */
-  char variant[64];              /* e.g. "gemma4-e4b (ple, kv-sharing)" */
-  char dtypes[32];               /* weight dtypes found, e.g. "BF16" */
-  int64_t num_parameters;        /* text decoder, tied head counted once */
-  int64_t weight_bytes;          /* of the tensors gannet loads */
-  int64_t skipped_tower_bytes;   /* vision/audio tower tensors a text-only load skips */
+  uint32_t struct_size;        /* set by the caller; the library fills what fits */
+  char model_type[32];         /* "gemma4", "gemma4_text", "gemma4_assistant" */
+  char variant[64];            /* e.g. "gemma4-e4b (ple, kv-sharing)" */
+  char dtypes[32];             /* weight dtypes found, e.g. "BF16" */
+  int64_t num_parameters;      /* text decoder, tied head counted once */
+  int64_t weight_bytes;        /* of the tensors gannet loads */
+  int64_t skipped_tower_bytes; /* vision/audio tower tensors a text-only load skips */
   int32_t num_shards;
   int32_t has_tokenizer;
   int32_t num_layers;
@@ -334,30 +337,32 @@ typedef struct gannet_model_info {
   int64_t max_position_embeddings;
   int32_t sliding_window;
   int32_t num_attention_heads;
-  int32_t num_kv_heads;          /* sliding layers */
-  int32_t num_full_kv_heads;     /* full-attention layers */
-  int32_t head_dim;              /* sliding layers */
-  int32_t full_head_dim;         /* full-attention layers */
-  int32_t num_experts;           /* 0 unless MoE */
+  int32_t num_kv_heads;      /* sliding layers */
+  int32_t num_full_kv_heads; /* full-attention layers */
+  int32_t head_dim;          /* sliding layers */
+  int32_t full_head_dim;     /* full-attention layers */
+  int32_t num_experts;       /* 0 unless MoE */
   int32_t top_k_experts;
   int64_t kv_bytes_per_token_sliding; /* bf16 K and V over the layers that own KV (one array on
                                        * K=V layers: the default single store) */
   int64_t kv_bytes_per_token_full;
   /* How the weights are stored (since quantized checkpoints, issue 53). Bytes as loaded: packed
    * int4 with its scales and zero points. */
-  char weight_format[64];           /* matrices: "bf16", "int4 g32 (bf16 scales), compressed-tensors" */
-  int64_t weight_bytes_attention;   /* q/k/v/o projections */
-  int64_t weight_bytes_mlp;         /* dense MLP gate/up/down */
-  int64_t weight_bytes_experts;     /* MoE experts */
-  int64_t weight_bytes_embeddings;  /* token embeddings, LM head, PLE tables and projections */
-  int64_t weight_bytes_other;       /* norms, router, scalars, drafter projections */
-  char kept_plain[128];             /* quantized checkpoints: kinds of matrices kept unquantized,
-                                     * e.g. "embeddings,lm_head,router"; "" otherwise */
+  char weight_format[64]; /* matrices: "bf16", "int4 g32 (bf16 scales), compressed-tensors" */
+  int64_t weight_bytes_attention;  /* q/k/v/o projections */
+  int64_t weight_bytes_mlp;        /* dense MLP gate/up/down */
+  int64_t weight_bytes_experts;    /* MoE experts */
+  int64_t weight_bytes_embeddings; /* token embeddings, LM head, PLE tables and projections */
+  int64_t weight_bytes_other;      /* norms, router, scalars, drafter projections */
+  char kept_plain[128];            /* quantized checkpoints: kinds of matrices kept unquantized,
+                                    * e.g. "embeddings,lm_head,router"; "" otherwise */
 } gannet_model_info_t;
 
-#define GANNET_MODEL_INFO_INIT                                                                \
-  { (uint32_t)sizeof(gannet_model_info_t), "", "", "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-    0, 0, 0, 0, 0, 0, 0, 0, 0, "", 0, 0, 0, 0, 0, "" }
+#define GANNET_MODEL_INFO_INIT                                                                   \
+  {                                                                                              \
+    (uint32_t)sizeof(gannet_model_info_t), "", "", "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+        0, 0, 0, 0, 0, 0, 0, 0, "", 0, 0, 0, 0, 0, ""                                            \
+  }
 
 /* Reads config.json, tokenizer.json (validated, when present) and the safetensors headers of a
  * checkpoint folder (no weights are read), or describes "dummy:<variant>" (the real geometry, bf16
@@ -372,14 +377,17 @@ typedef struct gannet_chat_message {
   const char* content;  /* UTF-8 */
 } gannet_chat_message_t;
 
-#define GANNET_CHAT_MESSAGE_INIT { (uint32_t)sizeof(gannet_chat_message_t), NULL, NULL }
+#define GANNET_CHAT_MESSAGE_INIT \
+  { (uint32_t)sizeof(gannet_chat_message_t), NULL, NULL }
 
 /* How a request's sampling seed is chosen (gannet_request_t.seed_mode). */
-#define GANNET_SEED_RANDOM 0     /* default: fresh entropy from the OS for every request */
-#define GANNET_SEED_FIXED 1      /* `seed`: same seed + same request => same output, whatever
-                                    else is running */
-#define GANNET_SEED_REQUEST_ID 2 /* derived from the request id: repeatable runs of one engine
-                                    without choosing seeds */
+#define GANNET_SEED_RANDOM 0 /* default: fresh entropy from the OS for every request */
+#define GANNET_SEED_FIXED                                        \
+  1 /* `seed`: same seed + same request => same output, whatever \
+       else is running */
+#define GANNET_SEED_REQUEST_ID                                    \
+  2 /* derived from the request id: repeatable runs of one engine \
+       without choosing seeds */
 
 typedef struct gannet_request {
   uint32_t struct_size;
@@ -389,41 +397,43 @@ typedef struct gannet_request {
   const char* prompt_text;
   const gannet_chat_message_t* messages;
   size_t num_messages;
-  int32_t max_tokens;           /* 0 = until the context is full */
-  int32_t min_tokens;           /* stop tokens/strings are ignored before this many tokens */
+  int32_t max_tokens; /* 0 = until the context is full */
+  int32_t min_tokens; /* stop tokens/strings are ignored before this many tokens */
   /* Sampling. */
-  float temperature;            /* 0 = greedy (argmax, lowest id on ties) */
-  int32_t top_k;                /* 0 = off */
-  float top_p;                  /* 0 or 1 = off; else in (0, 1] */
-  float min_p;                  /* 0 = off; else in [0, 1] */
-  float repetition_penalty;     /* 0 or 1 = off; applies to prompt and output tokens (HF rule) */
-  float presence_penalty;       /* 0 = off; output tokens */
-  float frequency_penalty;      /* 0 = off; output tokens */
-  int32_t seed_mode;            /* GANNET_SEED_* */
-  uint64_t seed;                /* with GANNET_SEED_FIXED */
+  float temperature;        /* 0 = greedy (argmax, lowest id on ties) */
+  int32_t top_k;            /* 0 = off */
+  float top_p;              /* 0 or 1 = off; else in (0, 1] */
+  float min_p;              /* 0 = off; else in [0, 1] */
+  float repetition_penalty; /* 0 or 1 = off; applies to prompt and output tokens (HF rule) */
+  float presence_penalty;   /* 0 = off; output tokens */
+  float frequency_penalty;  /* 0 = off; output tokens */
+  int32_t seed_mode;        /* GANNET_SEED_* */
+  uint64_t seed;            /* with GANNET_SEED_FIXED */
   /* Stops. */
-  const int32_t* stop_token_ids; /* NULL: the defaults (<eos> 1, <turn|> 106, <|tool_response> 50) */
+  const int32_t*
+      stop_token_ids; /* NULL: the defaults (<eos> 1, <turn|> 106, <|tool_response> 50) */
   size_t num_stop_token_ids;
   int32_t ignore_default_stop_tokens; /* 1: only stop_token_ids stop */
   const char* const* stop_strings;    /* UTF-8; may span tokens; not included in the output */
   size_t num_stop_strings;
-  int32_t logprobs;             /* 0..20: > 0 gives the chosen token's logprob and this many top */
-  int32_t priority;             /* higher is scheduled first; ties in arrival order */
-  int64_t deadline_ms;          /* > 0: fail with DEADLINE_EXCEEDED this long after submit
-                                   (saturating: INT64_MAX means never) */
+  int32_t logprobs;              /* 0..20: > 0 gives the chosen token's logprob and this many top */
+  int32_t priority;              /* higher is scheduled first; ties in arrival order */
+  int64_t deadline_ms;           /* > 0: fail with DEADLINE_EXCEEDED this long after submit
+                                    (saturating: INT64_MAX means never) */
   int32_t add_generation_prompt; /* chat: 0 or 1 = end with the model turn opener; 2 = don't */
-  int32_t enable_thinking;      /* chat: 1 = thinking mode */
-  int32_t disable_speculation;  /* 1 = decode without drafts (engines with a draft model) */
+  int32_t enable_thinking;       /* chat: 1 = thinking mode */
+  int32_t disable_speculation;   /* 1 = decode without drafts (engines with a draft model) */
   /* Chat messages from untrusted users (an int64_t only to start at offset 168, past the tail
-   * padding of the struct without it, which an older caller's struct_size covers). The chat template writes each message's content verbatim between its turn
-   * markers, and by default (0) the prompt is tokenized as the model's reference template does:
-   * text in a message that spells a control token ("<|turn>", "<turn|>", "<|channel>", any
-   * special token of the vocabulary) becomes that token, so one message can open and close turns
-   * of its own (a forged system or model turn). 1 = the content (and reasoning) of every message
-   * is tokenized as plain text: such spellings become the ordinary tokens of their characters and
-   * only the template's own markers are control tokens (HF's split_special_tokens, applied to the
-   * messages only). Content without such spellings gives the same tokens either way. No effect on
-   * prompt_text or prompt_tokens, which the caller renders. Servers facing users should set it. */
+   * padding of the struct without it, which an older caller's struct_size covers). The chat
+   * template writes each message's content verbatim between its turn markers, and by default (0)
+   * the prompt is tokenized as the model's reference template does: text in a message that spells a
+   * control token ("<|turn>", "<turn|>", "<|channel>", any special token of the vocabulary) becomes
+   * that token, so one message can open and close turns of its own (a forged system or model turn).
+   * 1 = the content (and reasoning) of every message is tokenized as plain text: such spellings
+   * become the ordinary tokens of their characters and only the template's own markers are control
+   * tokens (HF's split_special_tokens, applied to the messages only). Content without such
+   * spellings gives the same tokens either way. No effect on prompt_text or prompt_tokens, which
+   * the caller renders. Servers facing users should set it. */
   int64_t split_special_tokens;
   /* A chat as one UTF-8 JSON object in the OpenAI chat shape, for what `messages` cannot say:
    * {"messages": [{"role": "system"|"developer"|"user"|"assistant"|"tool", "content": string or
@@ -438,9 +448,11 @@ typedef struct gannet_request {
   const char* chat_json;
 } gannet_request_t;
 
-#define GANNET_REQUEST_INIT                                                                  \
-  { (uint32_t)sizeof(gannet_request_t), NULL, 0, NULL, NULL, 0, 0, 0, 0.0f, 0, 0.0f, 0.0f, \
-    0.0f, 0.0f, 0.0f, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, NULL }
+#define GANNET_REQUEST_INIT                                                                      \
+  {                                                                                              \
+    (uint32_t)sizeof(gannet_request_t), NULL, 0, NULL, NULL, 0, 0, 0, 0.0f, 0, 0.0f, 0.0f, 0.0f, \
+        0.0f, 0.0f, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, NULL                         \
+  }
 
 /* Queues a request and returns its id at once. INVALID_ARGUMENT for a malformed request (no or
  * several prompts, bad sampling values, min_tokens > max_tokens, invalid UTF-8, text without a
@@ -476,37 +488,38 @@ GANNET_API gannet_status_t gannet_engine_cancel(gannet_engine_t* engine, uint64_
  * event carries only text held back before it, flagged as the side the marker closes). The
  * channel's name line ("thought\n") is dropped, and the text between the markers arrives with
  * thinking = 1; everything else with thinking = 0. One event's text is never part thinking, part
- * answer (stop strings apply to both and do not span a marker). Thinking is not sent back to the model: the chat template drops it from earlier
- * model turns, so a host keeps a turn's answer text as its content. */
+ * answer (stop strings apply to both and do not span a marker). Thinking is not sent back to the
+ * model: the chat template drops it from earlier model turns, so a host keeps a turn's answer text
+ * as its content. */
 
 #define GANNET_EVENT_TOKEN 1  /* one generated token (token_id, text delta, logprobs) */
 #define GANNET_EVENT_FINISH 2 /* the request is done: finish_reason; no more events follow */
 #define GANNET_EVENT_ERROR 3  /* the request failed: status, message; no more events follow */
 
-#define GANNET_FINISH_STOP 1      /* a stop token or stop string */
-#define GANNET_FINISH_LENGTH 2    /* max_tokens or the context length */
+#define GANNET_FINISH_STOP 1   /* a stop token or stop string */
+#define GANNET_FINISH_LENGTH 2 /* max_tokens or the context length */
 #define GANNET_FINISH_CANCELLED 3
-#define GANNET_FINISH_ERROR 4     /* only on ERROR events */
+#define GANNET_FINISH_ERROR 4 /* only on ERROR events */
 
 typedef struct gannet_event {
-  uint32_t struct_size;   /* the library's sizeof(gannet_event_t) */
-  int32_t type;           /* GANNET_EVENT_* */
+  uint32_t struct_size; /* the library's sizeof(gannet_event_t) */
+  int32_t type;         /* GANNET_EVENT_* */
   uint64_t request_id;
-  int32_t token_id;       /* TOKEN: the generated id */
+  int32_t token_id; /* TOKEN: the generated id */
   int32_t num_top_logprobs;
-  const char* text;       /* TOKEN/FINISH: UTF-8 text completed by this event (may be ""),
-                             NUL-terminated; held back while it could start a stop string */
+  const char* text; /* TOKEN/FINISH: UTF-8 text completed by this event (may be ""),
+                       NUL-terminated; held back while it could start a stop string */
   size_t text_len;
-  float logprob;          /* TOKEN with logprobs: log-probability of token_id */
-  int32_t finish_reason;  /* FINISH/ERROR: GANNET_FINISH_* */
-  const int32_t* top_token_ids;  /* [num_top_logprobs], most likely first */
+  float logprob;                /* TOKEN with logprobs: log-probability of token_id */
+  int32_t finish_reason;        /* FINISH/ERROR: GANNET_FINISH_* */
+  const int32_t* top_token_ids; /* [num_top_logprobs], most likely first */
   const float* top_logprobs;
-  gannet_status_t status; /* ERROR: why */
-  int32_t num_prompt_tokens;     /* FINISH/ERROR: the prompt's length in tokens once it was
-                                    tokenized (0 when it never was) */
-  const char* message;    /* ERROR: what was wrong (never NULL; "" otherwise) */
-  int32_t num_generated_tokens;  /* FINISH/ERROR */
-  int32_t num_cached_prompt_tokens; /* FINISH: prompt tokens served from the prefix cache */
+  gannet_status_t status;            /* ERROR: why */
+  int32_t num_prompt_tokens;         /* FINISH/ERROR: the prompt's length in tokens once it was
+                                        tokenized (0 when it never was) */
+  const char* message;               /* ERROR: what was wrong (never NULL; "" otherwise) */
+  int32_t num_generated_tokens;      /* FINISH/ERROR */
+  int32_t num_cached_prompt_tokens;  /* FINISH: prompt tokens served from the prefix cache */
   int32_t num_draft_tokens;          /* FINISH: drafts verified for this request (speculation) */
   int32_t num_accepted_draft_tokens; /* FINISH: of which accepted */
   /* TOKEN/FINISH: 1 = `text` is the model's thinking, 0 = its answer (see "Thinking" above).
@@ -531,43 +544,43 @@ GANNET_API gannet_status_t gannet_engine_poll(gannet_engine_t* engine, int32_t t
 /* ---- statistics ------------------------------------------------------------------------ */
 
 typedef struct gannet_engine_stats {
-  uint32_t struct_size;          /* set by the caller; the library fills what fits */
+  uint32_t struct_size; /* set by the caller; the library fills what fits */
   int32_t num_running;
   int32_t num_waiting;
-  int32_t kv_pages_total[2];     /* [0] sliding-window pool, [1] full-attention pool */
-  int32_t kv_pages_used[2];      /* held by running sequences */
-  int32_t kv_pages_cached[2];    /* free but holding reusable prefix-cache blocks */
+  int32_t kv_pages_total[2];  /* [0] sliding-window pool, [1] full-attention pool */
+  int32_t kv_pages_used[2];   /* held by running sequences */
+  int32_t kv_pages_cached[2]; /* free but holding reusable prefix-cache blocks */
   int32_t kv_pages_free[2];
   int32_t page_size;
   int64_t prefix_cache_hit_tokens;
   int64_t prefix_cache_query_tokens;
-  double prefix_cache_hit_rate;  /* hit tokens / query tokens */
-  int64_t total_prompt_tokens;   /* computed (not served from the cache) */
+  double prefix_cache_hit_rate; /* hit tokens / query tokens */
+  int64_t total_prompt_tokens;  /* computed (not served from the cache) */
   int64_t total_generated_tokens;
   int64_t num_preemptions;
   int64_t num_steps;
-  double prompt_tokens_per_s;    /* over the last few seconds */
+  double prompt_tokens_per_s; /* over the last few seconds */
   double generated_tokens_per_s;
   int64_t weight_bytes;          /* model weights in backend memory */
   int64_t kv_bytes_per_token[2]; /* [0] sliding-window layers, [1] full-attention layers */
   int32_t sliding_window;
   int32_t max_model_len;
-  int32_t max_running_seqs;      /* after any lowering to what the memory holds */
-  int32_t device_id;             /* CUDA ordinal; -1 on the CPU */
-  int64_t kv_bytes;              /* KV cache arrays in backend memory */
-  int64_t device_memory_bytes;   /* of the device (cpu: the host's RAM) */
-  double load_seconds;           /* gannet_engine_create, start to ready */
-  char backend[16];              /* "cpu", "cuda" */
-  char device_name[96];          /* "NVIDIA H100 80GB HBM3 (sm_90)", "16 threads"; rank 0's, then
-                                    ", tensor parallel over N ranks" */
-  char backend_fallback[256];    /* why an automatic backend choice ran on the CPU; "" otherwise */
+  int32_t max_running_seqs;    /* after any lowering to what the memory holds */
+  int32_t device_id;           /* CUDA ordinal; -1 on the CPU */
+  int64_t kv_bytes;            /* KV cache arrays in backend memory */
+  int64_t device_memory_bytes; /* of the device (cpu: the host's RAM) */
+  double load_seconds;         /* gannet_engine_create, start to ready */
+  char backend[16];            /* "cpu", "cuda" */
+  char device_name[96];        /* "NVIDIA H100 80GB HBM3 (sm_90)", "16 threads"; rank 0's, then
+                                  ", tensor parallel over N ranks" */
+  char backend_fallback[256];  /* why an automatic backend choice ran on the CPU; "" otherwise */
   /* Speculative decoding (zeros without a draft model). */
-  int32_t num_speculative_tokens; /* drafts per round (K) */
-  int64_t spec_verify_chunks;     /* steps' chunks that verified drafts */
-  int64_t spec_draft_tokens;      /* drafts verified */
-  int64_t spec_accepted_tokens;   /* drafts accepted */
+  int32_t num_speculative_tokens;   /* drafts per round (K) */
+  int64_t spec_verify_chunks;       /* steps' chunks that verified drafts */
+  int64_t spec_draft_tokens;        /* drafts verified */
+  int64_t spec_accepted_tokens;     /* drafts accepted */
   double spec_mean_accepted_length; /* tokens emitted per verify chunk (accepted + 1) */
-  int64_t spec_draft_rounds;      /* drafter rounds (one per step with proposing requests) */
+  int64_t spec_draft_rounds;        /* drafter rounds (one per step with proposing requests) */
   /* Decode steps (no prompt tokens) that ran back to back, each from its start to the next step's:
    * their count, wall time, and the device time from each step's first device op to its last. The
    * difference is host work on the critical path (planning, batches, events, text) during which
@@ -576,14 +589,16 @@ typedef struct gannet_engine_stats {
   int64_t timed_decode_steps;
   double timed_decode_seconds;
   double timed_decode_device_seconds;
-  char kv_cache_dtype[16];       /* what the KV cache stores: "bf16", "f32" (cpu), "fp8_e4m3" */
-  char compute_dtype[8];         /* what activations and weights are: "bf16", "f16", "f32" (cpu) */
+  char kv_cache_dtype[16]; /* what the KV cache stores: "bf16", "f32" (cpu), "fp8_e4m3" */
+  char compute_dtype[8];   /* what activations and weights are: "bf16", "f16", "f32" (cpu) */
 } gannet_engine_stats_t;
 
-#define GANNET_ENGINE_STATS_INIT                                                                \
-  { (uint32_t)sizeof(gannet_engine_stats_t), 0, 0, {0, 0}, {0, 0}, {0, 0}, {0, 0}, 0, 0, 0, 0.0, \
-    0, 0, 0, 0, 0.0, 0.0, 0, {0, 0}, 0, 0, 0, 0, 0, 0, 0.0, "", "", "", 0, 0, 0, 0, 0.0, 0,    \
-    0, 0.0, 0.0, "", "" }
+#define GANNET_ENGINE_STATS_INIT                                                                   \
+  {                                                                                                \
+    (uint32_t)sizeof(gannet_engine_stats_t), 0, 0, {0, 0}, {0, 0}, {0, 0}, {0, 0}, 0, 0, 0, 0.0,   \
+        0, 0, 0, 0, 0.0, 0.0, 0, {0, 0}, 0, 0, 0, 0, 0, 0, 0.0, "", "", "", 0, 0, 0, 0, 0.0, 0, 0, \
+        0.0, 0.0, "", ""                                                                           \
+  }
 
 /* A consistent snapshot. Any thread, also concurrently with poll and submit. */
 GANNET_API gannet_status_t gannet_engine_get_stats(gannet_engine_t* engine,
@@ -607,9 +622,9 @@ GANNET_API gannet_status_t gannet_engine_tokenizer(gannet_engine_t* engine,
                                                    const gannet_tokenizer_t** tokenizer_out);
 
 typedef struct gannet_tokenizer_info {
-  uint32_t struct_size;   /* set by the caller; the library fills what fits */
-  int32_t vocab_size;     /* one past the largest id */
-  int32_t bos_id;         /* -1 when the vocabulary lacks the token */
+  uint32_t struct_size; /* set by the caller; the library fills what fits */
+  int32_t vocab_size;   /* one past the largest id */
+  int32_t bos_id;       /* -1 when the vocabulary lacks the token */
   int32_t eos_id;
   int32_t pad_id;
   int32_t unk_id;
@@ -632,8 +647,7 @@ GANNET_API gannet_status_t gannet_tokenizer_get_info(const gannet_tokenizer_t* t
  * tokenizer's post-processor adds (Gemma: <bos>). */
 GANNET_API gannet_status_t gannet_tokenize(const gannet_tokenizer_t* tokenizer, const char* text,
                                            size_t text_len, int32_t add_special_tokens,
-                                           int32_t* ids_out, size_t capacity,
-                                           size_t* num_ids_out);
+                                           int32_t* ids_out, size_t capacity, size_t* num_ids_out);
 /* ids -> UTF-8 text; skip_special_tokens = 1 drops <bos>, <|turn> and the like. */
 GANNET_API gannet_status_t gannet_detokenize(const gannet_tokenizer_t* tokenizer,
                                              const int32_t* ids, size_t num_ids,
@@ -664,9 +678,8 @@ GANNET_API gannet_status_t gannet_apply_chat_template(const gannet_tokenizer_t* 
 GANNET_API gannet_status_t gannet_apply_chat_template_json(const gannet_tokenizer_t* tokenizer,
                                                            const char* chat_json,
                                                            int32_t add_generation_prompt,
-                                                           int32_t enable_thinking,
-                                                           char* text_out, size_t capacity,
-                                                           size_t* text_len_out);
+                                                           int32_t enable_thinking, char* text_out,
+                                                           size_t capacity, size_t* text_len_out);
 
 /* 1 when the model folder carries its own chat template (chat_template.jinja, or
  * tokenizer_config.json's chat_template), which gannet renders; 0 when gannet's built-in Gemma-4
@@ -674,7 +687,7 @@ GANNET_API gannet_status_t gannet_apply_chat_template_json(const gannet_tokenize
 GANNET_API int32_t gannet_tokenizer_has_chat_template(const gannet_tokenizer_t* tokenizer);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 #endif /* GANNET_GANNET_H_ */

@@ -14,7 +14,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxGridY = 65535;
 
-
 // Calls f(row, col) for every element; rows beyond gridDim.y are covered by striding.
 template <typename F>
 __device__ __forceinline__ void ForEach(int rows, int n, F f) {
@@ -62,7 +61,8 @@ bool Vectorizable8(const Mat& m) {
 
 __global__ void AddKernel(Mat a, Mat b, Mat out, int rows, int n) {
   PdlEnter();
-  ForEach(rows, n, [&](int64_t r, int64_t i) { StoreAt(out, r, i, LoadAt(a, r, i) + LoadAt(b, r, i)); });
+  ForEach(rows, n,
+          [&](int64_t r, int64_t i) { StoreAt(out, r, i, LoadAt(a, r, i) + LoadAt(b, r, i)); });
 }
 
 __global__ void SoftcapKernel(float* x, int64_t ld, float cap, int rows, int n) {
@@ -73,7 +73,8 @@ __global__ void SoftcapKernel(float* x, int64_t ld, float cap, int rows, int n) 
   });
 }
 
-__global__ void FillKernel(void* data, int64_t ld, int rows, int n, DType type, bool is_int, float value) {
+__global__ void FillKernel(void* data, int64_t ld, int rows, int n, DType type, bool is_int,
+                           float value) {
   PdlEnter();
   ForEach(rows, n, [&](int64_t r, int64_t i) {
     if (is_int) {
@@ -103,8 +104,9 @@ __global__ void EmbedKernel(const int32_t* ids, Mat table, int vocab, int width,
   });
 }
 
-__global__ void GatherRowsKernel(const char* x, int64_t x_row_bytes, int num_rows, const int32_t* rows,
-                                 char* out, int64_t out_row_bytes, int64_t row_bytes) {
+__global__ void GatherRowsKernel(const char* x, int64_t x_row_bytes, int num_rows,
+                                 const int32_t* rows, char* out, int64_t out_row_bytes,
+                                 int64_t row_bytes) {
   PdlEnter();
   const int i = blockIdx.x;
   const int r = rows[i];

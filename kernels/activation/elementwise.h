@@ -27,7 +27,8 @@ cudaError_t LaunchEmbed(const int32_t* ids, int num_tokens,
                         const void* table /* [vocab, width] bf16 or f16, contiguous */,
                         DType table_type, int vocab, int width, float scale, Mat out,
                         cudaStream_t stream);
-// out[i] = x[rows[i]] for i < count, `row_bytes` bytes each; rows outside [0, num_rows) are skipped.
+// out[i] = x[rows[i]] for i < count, `row_bytes` bytes each; rows outside [0, num_rows) are
+// skipped.
 cudaError_t LaunchGatherRows(const void* x, int64_t x_row_bytes, int num_rows, const int32_t* rows,
                              int count, void* out, int64_t out_row_bytes, int64_t row_bytes,
                              cudaStream_t stream);

@@ -77,12 +77,14 @@ KernelStatus FlashCanImplement(const ProblemKey& pk, const DeviceInfo& dev) {
     return KernelStatus::Fail("query heads not a multiple of kv heads");
   }
   if (c.smem_bytes > dev.max_smem_optin) {
-    return KernelStatus::Fail("needs " + std::to_string(c.smem_bytes) + " B shared memory, device allows " +
+    return KernelStatus::Fail("needs " + std::to_string(c.smem_bytes) +
+                              " B shared memory, device allows " +
                               std::to_string(dev.max_smem_optin));
   }
   if ((pk.flags & kFlagKFromV) &&
       !FlashSupportsKFromV(pk.rope_pairs, pk.head_dim, pk.kv_type == DType::kF8E4M3, c.threads)) {
-    return KernelStatus::Fail("cannot derive K over " + std::to_string(pk.rope_pairs) + " rotated pairs");
+    return KernelStatus::Fail("cannot derive K over " + std::to_string(pk.rope_pairs) +
+                              " rotated pairs");
   }
   return KernelStatus::Ok();
 }
@@ -110,13 +112,15 @@ cudaError_t FlashLaunch(const void* args, const ProblemKey& pk, const DeviceInfo
 }
 
 KernelStatus GenericCanImplement(const ProblemKey& pk, const DeviceInfo&) {
-  if (pk.head_dim % 8 != 0 || pk.head_dim > 512) return KernelStatus::Fail("head_dim must be a multiple of 8 <= 512");
+  if (pk.head_dim % 8 != 0 || pk.head_dim > 512)
+    return KernelStatus::Fail("head_dim must be a multiple of 8 <= 512");
   if (pk.num_kv_heads <= 0 || pk.num_q_heads % pk.num_kv_heads != 0) {
     return KernelStatus::Fail("query heads not a multiple of kv heads");
   }
   if ((pk.flags & kFlagKFromV) && (pk.rope_pairs < 0 || pk.rope_pairs > kMaxKFromVRopePairs ||
                                    pk.rope_pairs > pk.head_dim / 2)) {
-    return KernelStatus::Fail("cannot derive K over " + std::to_string(pk.rope_pairs) + " rotated pairs");
+    return KernelStatus::Fail("cannot derive K over " + std::to_string(pk.rope_pairs) +
+                              " rotated pairs");
   }
   return KernelStatus::Ok();
 }
@@ -129,8 +133,9 @@ cudaError_t GenericLaunch(const void* args, const ProblemKey&, const DeviceInfo&
 }
 
 // sm_80 through the newest arch: mma.sync / ldmatrix / cp.async exist on all of them. The sm75
-// entries run from sm_75 up, the sm70 (m8n8k4) ones from sm_70 up (newer devices prefer the sm80 entries: selection ranks the newer
-// min arch first among equally specific entries, and forcing one runs its PTX under JIT).
+// entries run from sm_75 up, the sm70 (m8n8k4) ones from sm_70 up (newer devices prefer the sm80
+// entries: selection ranks the newer min arch first among equally specific entries, and forcing one
+// runs its PTX under JIT).
 constexpr int kSm70 = 70;
 constexpr int kSm75 = 75;
 constexpr int kSm80 = 80;
@@ -154,15 +159,15 @@ ProblemPredicate AnyPredicate(DType kv, DType in) {
   return p;
 }
 
-#define GANNET_FLASH_ENTRY_FROM(min_sm, var, entry_name, op, name, hd, rows, prio, ...)      \
-  const KernelEntry var = {entry_name,                                                     \
-                           op,                                                             \
-                           min_sm,                                                         \
-                           kAnyNewer,                                                      \
-                           FlashPredicate(hd, rows __VA_OPT__(, ) __VA_ARGS__),            \
-                           prio,                                                           \
-                           FlashCanImplement<FlashConfig##name>,                           \
-                           FlashWorkspace<FlashConfig##name>,                              \
+#define GANNET_FLASH_ENTRY_FROM(min_sm, var, entry_name, op, name, hd, rows, prio, ...) \
+  const KernelEntry var = {entry_name,                                                  \
+                           op,                                                          \
+                           min_sm,                                                      \
+                           kAnyNewer,                                                   \
+                           FlashPredicate(hd, rows __VA_OPT__(, ) __VA_ARGS__),         \
+                           prio,                                                        \
+                           FlashCanImplement<FlashConfig##name>,                        \
+                           FlashWorkspace<FlashConfig##name>,                           \
                            FlashLaunch<FlashConfig##name, LaunchFlash##name>};
 #define GANNET_FLASH_ENTRY(...) GANNET_FLASH_ENTRY_FROM(kSm80, __VA_ARGS__)
 #define GANNET_FLASH_ENTRY_SM75(...) GANNET_FLASH_ENTRY_FROM(kSm75, __VA_ARGS__)
@@ -214,100 +219,189 @@ const KernelEntry kSm80DecodeHd256Split = {"sm80_hd256_bf16_split",
                                            FlashCanImplement<FlashConfigDecodeHd256>,
                                            DecodeHd256Workspace,
                                            DecodeHd256Launch};
-GANNET_FLASH_ENTRY(kSm80DecodeHd256SplitSmall, "sm80_hd256_bf16_split_small", Op::kAttentionDecode, DecodeHd256Small, 256, 16, 1)
-GANNET_FLASH_ENTRY(kSm80DecodeHd512Split, "sm80_hd512_bf16_split", Op::kAttentionDecode, DecodeHd512, 512, 16, 2)
-GANNET_FLASH_ENTRY(kSm80DecodeHd512SplitDeep, "sm80_hd512_bf16_split_deep", Op::kAttentionDecode, DecodeHd512Deep, 512, 16, 1)
-GANNET_FLASH_ENTRY(kSm80PrefillHd256, "sm80_hd256_bf16_prefill", Op::kAttentionPrefill, PrefillHd256, 256, 0, 2)
-GANNET_FLASH_ENTRY(kSm80PrefillHd256Small, "sm80_hd256_bf16_prefill_small", Op::kAttentionPrefill, PrefillHd256Small, 256, 0, 1)
-GANNET_FLASH_ENTRY(kSm80PrefillHd512, "sm80_hd512_bf16_prefill", Op::kAttentionPrefill, PrefillHd512, 512, 0, 2)
-GANNET_FLASH_ENTRY(kSm80PrefillHd512Small, "sm80_hd512_bf16_prefill_small", Op::kAttentionPrefill, PrefillHd512Small, 512, 0, 1)
-GANNET_FLASH_ENTRY(kSm80DecodeHd256Fp8, "sm80_hd256_fp8_split", Op::kAttentionDecode, DecodeHd256Fp8, 256, 16, 2, DType::kF8E4M3)
-GANNET_FLASH_ENTRY(kSm80DecodeHd512Fp8, "sm80_hd512_fp8_split", Op::kAttentionDecode, DecodeHd512Fp8, 512, 16, 2, DType::kF8E4M3)
-GANNET_FLASH_ENTRY(kSm80DecodeHd256Fp8Small, "sm80_hd256_fp8_split_small", Op::kAttentionDecode, DecodeHd256Fp8Small, 256, 16, 1, DType::kF8E4M3)
-GANNET_FLASH_ENTRY(kSm80DecodeHd512Fp8Small, "sm80_hd512_fp8_split_small", Op::kAttentionDecode, DecodeHd512Fp8Small, 512, 16, 1, DType::kF8E4M3)
-GANNET_FLASH_ENTRY(kSm80PrefillHd256Fp8, "sm80_hd256_fp8_prefill", Op::kAttentionPrefill, PrefillHd256Fp8, 256, 0, 2, DType::kF8E4M3)
-GANNET_FLASH_ENTRY(kSm80PrefillHd512Fp8, "sm80_hd512_fp8_prefill", Op::kAttentionPrefill, PrefillHd512Fp8, 512, 0, 2, DType::kF8E4M3)
-GANNET_FLASH_ENTRY(kSm80PrefillHd256Fp8Small, "sm80_hd256_fp8_prefill_small", Op::kAttentionPrefill, PrefillHd256Fp8Small, 256, 0, 1, DType::kF8E4M3)
-GANNET_FLASH_ENTRY(kSm80PrefillHd512Fp8Small, "sm80_hd512_fp8_prefill_small", Op::kAttentionPrefill, PrefillHd512Fp8Small, 512, 0, 1, DType::kF8E4M3)
-GANNET_FLASH_ENTRY_SM75(kSm75DecodeHd256Split, "sm75_hd256_bf16_split", Op::kAttentionDecode, DecodeHd256Sm75, 256, 16, 1)
-GANNET_FLASH_ENTRY_SM75(kSm75DecodeHd512Split, "sm75_hd512_bf16_split", Op::kAttentionDecode, DecodeHd512Sm75, 512, 16, 1)
-GANNET_FLASH_ENTRY_SM75(kSm75DecodeHd256Fp8, "sm75_hd256_fp8_split", Op::kAttentionDecode, DecodeHd256Fp8Sm75, 256, 16, 1, DType::kF8E4M3)
-GANNET_FLASH_ENTRY_SM75(kSm75DecodeHd512Fp8, "sm75_hd512_fp8_split", Op::kAttentionDecode, DecodeHd512Fp8Sm75, 512, 16, 1, DType::kF8E4M3)
-GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd256, "sm75_hd256_bf16_prefill", Op::kAttentionPrefill, PrefillHd256Sm75, 256, 0, 1)
-GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd512, "sm75_hd512_bf16_prefill", Op::kAttentionPrefill, PrefillHd512Sm75, 512, 0, 1)
-GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd256Fp8, "sm75_hd256_fp8_prefill", Op::kAttentionPrefill, PrefillHd256Fp8Sm75, 256, 0, 1, DType::kF8E4M3)
-GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd512Fp8, "sm75_hd512_fp8_prefill", Op::kAttentionPrefill, PrefillHd512Fp8Sm75, 512, 0, 1, DType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80DecodeHd256SplitSmall, "sm80_hd256_bf16_split_small", Op::kAttentionDecode,
+                   DecodeHd256Small, 256, 16, 1)
+GANNET_FLASH_ENTRY(kSm80DecodeHd512Split, "sm80_hd512_bf16_split", Op::kAttentionDecode,
+                   DecodeHd512, 512, 16, 2)
+GANNET_FLASH_ENTRY(kSm80DecodeHd512SplitDeep, "sm80_hd512_bf16_split_deep", Op::kAttentionDecode,
+                   DecodeHd512Deep, 512, 16, 1)
+GANNET_FLASH_ENTRY(kSm80PrefillHd256, "sm80_hd256_bf16_prefill", Op::kAttentionPrefill,
+                   PrefillHd256, 256, 0, 2)
+GANNET_FLASH_ENTRY(kSm80PrefillHd256Small, "sm80_hd256_bf16_prefill_small", Op::kAttentionPrefill,
+                   PrefillHd256Small, 256, 0, 1)
+GANNET_FLASH_ENTRY(kSm80PrefillHd512, "sm80_hd512_bf16_prefill", Op::kAttentionPrefill,
+                   PrefillHd512, 512, 0, 2)
+GANNET_FLASH_ENTRY(kSm80PrefillHd512Small, "sm80_hd512_bf16_prefill_small", Op::kAttentionPrefill,
+                   PrefillHd512Small, 512, 0, 1)
+GANNET_FLASH_ENTRY(kSm80DecodeHd256Fp8, "sm80_hd256_fp8_split", Op::kAttentionDecode,
+                   DecodeHd256Fp8, 256, 16, 2, DType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80DecodeHd512Fp8, "sm80_hd512_fp8_split", Op::kAttentionDecode,
+                   DecodeHd512Fp8, 512, 16, 2, DType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80DecodeHd256Fp8Small, "sm80_hd256_fp8_split_small", Op::kAttentionDecode,
+                   DecodeHd256Fp8Small, 256, 16, 1, DType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80DecodeHd512Fp8Small, "sm80_hd512_fp8_split_small", Op::kAttentionDecode,
+                   DecodeHd512Fp8Small, 512, 16, 1, DType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80PrefillHd256Fp8, "sm80_hd256_fp8_prefill", Op::kAttentionPrefill,
+                   PrefillHd256Fp8, 256, 0, 2, DType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80PrefillHd512Fp8, "sm80_hd512_fp8_prefill", Op::kAttentionPrefill,
+                   PrefillHd512Fp8, 512, 0, 2, DType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80PrefillHd256Fp8Small, "sm80_hd256_fp8_prefill_small", Op::kAttentionPrefill,
+                   PrefillHd256Fp8Small, 256, 0, 1, DType::kF8E4M3)
+GANNET_FLASH_ENTRY(kSm80PrefillHd512Fp8Small, "sm80_hd512_fp8_prefill_small", Op::kAttentionPrefill,
+                   PrefillHd512Fp8Small, 512, 0, 1, DType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM75(kSm75DecodeHd256Split, "sm75_hd256_bf16_split", Op::kAttentionDecode,
+                        DecodeHd256Sm75, 256, 16, 1)
+GANNET_FLASH_ENTRY_SM75(kSm75DecodeHd512Split, "sm75_hd512_bf16_split", Op::kAttentionDecode,
+                        DecodeHd512Sm75, 512, 16, 1)
+GANNET_FLASH_ENTRY_SM75(kSm75DecodeHd256Fp8, "sm75_hd256_fp8_split", Op::kAttentionDecode,
+                        DecodeHd256Fp8Sm75, 256, 16, 1, DType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM75(kSm75DecodeHd512Fp8, "sm75_hd512_fp8_split", Op::kAttentionDecode,
+                        DecodeHd512Fp8Sm75, 512, 16, 1, DType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd256, "sm75_hd256_bf16_prefill", Op::kAttentionPrefill,
+                        PrefillHd256Sm75, 256, 0, 1)
+GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd512, "sm75_hd512_bf16_prefill", Op::kAttentionPrefill,
+                        PrefillHd512Sm75, 512, 0, 1)
+GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd256Fp8, "sm75_hd256_fp8_prefill", Op::kAttentionPrefill,
+                        PrefillHd256Fp8Sm75, 256, 0, 1, DType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM75(kSm75PrefillHd512Fp8, "sm75_hd512_fp8_prefill", Op::kAttentionPrefill,
+                        PrefillHd512Fp8Sm75, 512, 0, 1, DType::kF8E4M3)
 // Volta: priority 1, like the sm75 entries (a Turing part prefers those, the newer min arch), and
 // above the CUDA-core kernel, which keeps unaligned operands and head dims without a tile.
-GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd256Split, "sm70_hd256_bf16_split", Op::kAttentionDecode, DecodeHd256Sm70, 256, 16, 1)
-GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd512Split, "sm70_hd512_bf16_split", Op::kAttentionDecode, FlashHd512Sm70, 512, 16, 1)
-GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd256Fp8, "sm70_hd256_fp8_split", Op::kAttentionDecode, DecodeHd256Fp8Sm70, 256, 16, 1, DType::kF8E4M3)
-GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd512Fp8, "sm70_hd512_fp8_split", Op::kAttentionDecode, FlashHd512Fp8Sm70, 512, 16, 1, DType::kF8E4M3)
-GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd256, "sm70_hd256_bf16_prefill", Op::kAttentionPrefill, PrefillHd256Sm70, 256, 0, 1)
-GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd512, "sm70_hd512_bf16_prefill", Op::kAttentionPrefill, FlashHd512Sm70, 512, 0, 1)
-GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd256Fp8, "sm70_hd256_fp8_prefill", Op::kAttentionPrefill, PrefillHd256Fp8Sm70, 256, 0, 1, DType::kF8E4M3)
-GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd512Fp8, "sm70_hd512_fp8_prefill", Op::kAttentionPrefill, FlashHd512Fp8Sm70, 512, 0, 1, DType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd256Split, "sm70_hd256_bf16_split", Op::kAttentionDecode,
+                        DecodeHd256Sm70, 256, 16, 1)
+GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd512Split, "sm70_hd512_bf16_split", Op::kAttentionDecode,
+                        FlashHd512Sm70, 512, 16, 1)
+GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd256Fp8, "sm70_hd256_fp8_split", Op::kAttentionDecode,
+                        DecodeHd256Fp8Sm70, 256, 16, 1, DType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd512Fp8, "sm70_hd512_fp8_split", Op::kAttentionDecode,
+                        FlashHd512Fp8Sm70, 512, 16, 1, DType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd256, "sm70_hd256_bf16_prefill", Op::kAttentionPrefill,
+                        PrefillHd256Sm70, 256, 0, 1)
+GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd512, "sm70_hd512_bf16_prefill", Op::kAttentionPrefill,
+                        FlashHd512Sm70, 512, 0, 1)
+GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd256Fp8, "sm70_hd256_fp8_prefill", Op::kAttentionPrefill,
+                        PrefillHd256Fp8Sm70, 256, 0, 1, DType::kF8E4M3)
+GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd512Fp8, "sm70_hd512_fp8_prefill", Op::kAttentionPrefill,
+                        FlashHd512Fp8Sm70, 512, 0, 1, DType::kF8E4M3)
 // The fp16 compute path (q and out f16, PagedAttentionParams::io_f16): the same Volta kernels,
 // which compute in fp16 anyway; the only tensor-core entries that take f16 q.
 constexpr DType kBf = DType::kBF16, kF8 = DType::kF8E4M3, kF16 = DType::kF16;
-GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd256SplitF16, "sm70_hd256_bf16_split_f16io", Op::kAttentionDecode, DecodeHd256Sm70, 256, 16, 1, kBf, kF16)
-GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd512SplitF16, "sm70_hd512_bf16_split_f16io", Op::kAttentionDecode, FlashHd512Sm70, 512, 16, 1, kBf, kF16)
-GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd256Fp8F16, "sm70_hd256_fp8_split_f16io", Op::kAttentionDecode, DecodeHd256Fp8Sm70, 256, 16, 1, kF8, kF16)
-GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd512Fp8F16, "sm70_hd512_fp8_split_f16io", Op::kAttentionDecode, FlashHd512Fp8Sm70, 512, 16, 1, kF8, kF16)
-GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd256F16, "sm70_hd256_bf16_prefill_f16io", Op::kAttentionPrefill, PrefillHd256Sm70, 256, 0, 1, kBf, kF16)
-GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd512F16, "sm70_hd512_bf16_prefill_f16io", Op::kAttentionPrefill, FlashHd512Sm70, 512, 0, 1, kBf, kF16)
-GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd256Fp8F16, "sm70_hd256_fp8_prefill_f16io", Op::kAttentionPrefill, PrefillHd256Fp8Sm70, 256, 0, 1, kF8, kF16)
-GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd512Fp8F16, "sm70_hd512_fp8_prefill_f16io", Op::kAttentionPrefill, FlashHd512Fp8Sm70, 512, 0, 1, kF8, kF16)
+GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd256SplitF16, "sm70_hd256_bf16_split_f16io",
+                        Op::kAttentionDecode, DecodeHd256Sm70, 256, 16, 1, kBf, kF16)
+GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd512SplitF16, "sm70_hd512_bf16_split_f16io",
+                        Op::kAttentionDecode, FlashHd512Sm70, 512, 16, 1, kBf, kF16)
+GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd256Fp8F16, "sm70_hd256_fp8_split_f16io", Op::kAttentionDecode,
+                        DecodeHd256Fp8Sm70, 256, 16, 1, kF8, kF16)
+GANNET_FLASH_ENTRY_SM70(kSm70DecodeHd512Fp8F16, "sm70_hd512_fp8_split_f16io", Op::kAttentionDecode,
+                        FlashHd512Fp8Sm70, 512, 16, 1, kF8, kF16)
+GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd256F16, "sm70_hd256_bf16_prefill_f16io",
+                        Op::kAttentionPrefill, PrefillHd256Sm70, 256, 0, 1, kBf, kF16)
+GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd512F16, "sm70_hd512_bf16_prefill_f16io",
+                        Op::kAttentionPrefill, FlashHd512Sm70, 512, 0, 1, kBf, kF16)
+GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd256Fp8F16, "sm70_hd256_fp8_prefill_f16io",
+                        Op::kAttentionPrefill, PrefillHd256Fp8Sm70, 256, 0, 1, kF8, kF16)
+GANNET_FLASH_ENTRY_SM70(kSm70PrefillHd512Fp8F16, "sm70_hd512_fp8_prefill_f16io",
+                        Op::kAttentionPrefill, FlashHd512Fp8Sm70, 512, 0, 1, kF8, kF16)
 
 #if GANNET_HAVE_SM90A
 // wgmma is sm_90a's alone (sm_100 has none): the effective arch must be sm_90 exactly. The hd256
 // kernel beats the sm80 one (priority 3 over 2: 25-26% of the GEMM rate against 16-17%); the
 // hd512 one does not yet (14% against 19%, docs/results-log/arch.md), so it ranks below it and runs
 // when forced.
-const KernelEntry kSm90PrefillHd256 = {"sm90_hd256_bf16_prefill",
-                                       Op::kAttentionPrefill,
-                                       90,
-                                       90,
-                                       FlashPredicate(256, 0),
-                                       3,
-                                       FlashCanImplement<FlashConfigPrefillHd256Sm90>,
-                                       FlashWorkspace<FlashConfigPrefillHd256Sm90>,
-                                       FlashLaunch<FlashConfigPrefillHd256Sm90, LaunchFlashPrefillHd256Sm90>};
-const KernelEntry kSm90PrefillHd512 = {"sm90_hd512_bf16_prefill",
-                                       Op::kAttentionPrefill,
-                                       90,
-                                       90,
-                                       FlashPredicate(512, 0),
-                                       1,
-                                       FlashCanImplement<FlashConfigPrefillHd512Sm90>,
-                                       FlashWorkspace<FlashConfigPrefillHd512Sm90>,
-                                       FlashLaunch<FlashConfigPrefillHd512Sm90, LaunchFlashPrefillHd512Sm90>};
+const KernelEntry kSm90PrefillHd256 = {
+    "sm90_hd256_bf16_prefill",
+    Op::kAttentionPrefill,
+    90,
+    90,
+    FlashPredicate(256, 0),
+    3,
+    FlashCanImplement<FlashConfigPrefillHd256Sm90>,
+    FlashWorkspace<FlashConfigPrefillHd256Sm90>,
+    FlashLaunch<FlashConfigPrefillHd256Sm90, LaunchFlashPrefillHd256Sm90>};
+const KernelEntry kSm90PrefillHd512 = {
+    "sm90_hd512_bf16_prefill",
+    Op::kAttentionPrefill,
+    90,
+    90,
+    FlashPredicate(512, 0),
+    1,
+    FlashCanImplement<FlashConfigPrefillHd512Sm90>,
+    FlashWorkspace<FlashConfigPrefillHd512Sm90>,
+    FlashLaunch<FlashConfigPrefillHd512Sm90, LaunchFlashPrefillHd512Sm90>};
 #endif
 
-const KernelEntry kSm70GenericDecode = {
-    "sm70_generic_bf16_decode", Op::kAttentionDecode, 70, kAnyNewer, ProblemPredicate{}, 0,
-    GenericCanImplement, NoWorkspace, GenericLaunch};
-const KernelEntry kSm70GenericPrefill = {
-    "sm70_generic_bf16_prefill", Op::kAttentionPrefill, 70, kAnyNewer, ProblemPredicate{}, 0,
-    GenericCanImplement, NoWorkspace, GenericLaunch};
-const KernelEntry kSm70GenericFp8Decode = {
-    "sm70_generic_fp8_decode", Op::kAttentionDecode, 70, kAnyNewer, AnyPredicate(DType::kF8E4M3, DType::kBF16), 0,
-    GenericCanImplement, NoWorkspace, GenericLaunch};
-const KernelEntry kSm70GenericFp8Prefill = {
-    "sm70_generic_fp8_prefill", Op::kAttentionPrefill, 70, kAnyNewer, AnyPredicate(DType::kF8E4M3, DType::kBF16), 0,
-    GenericCanImplement, NoWorkspace, GenericLaunch};
-const KernelEntry kSm70GenericDecodeF16 = {
-    "sm70_generic_bf16_decode_f16io", Op::kAttentionDecode, 70, kAnyNewer, AnyPredicate(kBf, kF16), 0,
-    GenericCanImplement, NoWorkspace, GenericLaunch};
-const KernelEntry kSm70GenericPrefillF16 = {
-    "sm70_generic_bf16_prefill_f16io", Op::kAttentionPrefill, 70, kAnyNewer, AnyPredicate(kBf, kF16), 0,
-    GenericCanImplement, NoWorkspace, GenericLaunch};
-const KernelEntry kSm70GenericFp8DecodeF16 = {
-    "sm70_generic_fp8_decode_f16io", Op::kAttentionDecode, 70, kAnyNewer, AnyPredicate(kF8, kF16), 0,
-    GenericCanImplement, NoWorkspace, GenericLaunch};
-const KernelEntry kSm70GenericFp8PrefillF16 = {
-    "sm70_generic_fp8_prefill_f16io", Op::kAttentionPrefill, 70, kAnyNewer, AnyPredicate(kF8, kF16), 0,
-    GenericCanImplement, NoWorkspace, GenericLaunch};
+const KernelEntry kSm70GenericDecode = {"sm70_generic_bf16_decode",
+                                        Op::kAttentionDecode,
+                                        70,
+                                        kAnyNewer,
+                                        ProblemPredicate{},
+                                        0,
+                                        GenericCanImplement,
+                                        NoWorkspace,
+                                        GenericLaunch};
+const KernelEntry kSm70GenericPrefill = {"sm70_generic_bf16_prefill",
+                                         Op::kAttentionPrefill,
+                                         70,
+                                         kAnyNewer,
+                                         ProblemPredicate{},
+                                         0,
+                                         GenericCanImplement,
+                                         NoWorkspace,
+                                         GenericLaunch};
+const KernelEntry kSm70GenericFp8Decode = {"sm70_generic_fp8_decode",
+                                           Op::kAttentionDecode,
+                                           70,
+                                           kAnyNewer,
+                                           AnyPredicate(DType::kF8E4M3, DType::kBF16),
+                                           0,
+                                           GenericCanImplement,
+                                           NoWorkspace,
+                                           GenericLaunch};
+const KernelEntry kSm70GenericFp8Prefill = {"sm70_generic_fp8_prefill",
+                                            Op::kAttentionPrefill,
+                                            70,
+                                            kAnyNewer,
+                                            AnyPredicate(DType::kF8E4M3, DType::kBF16),
+                                            0,
+                                            GenericCanImplement,
+                                            NoWorkspace,
+                                            GenericLaunch};
+const KernelEntry kSm70GenericDecodeF16 = {"sm70_generic_bf16_decode_f16io",
+                                           Op::kAttentionDecode,
+                                           70,
+                                           kAnyNewer,
+                                           AnyPredicate(kBf, kF16),
+                                           0,
+                                           GenericCanImplement,
+                                           NoWorkspace,
+                                           GenericLaunch};
+const KernelEntry kSm70GenericPrefillF16 = {"sm70_generic_bf16_prefill_f16io",
+                                            Op::kAttentionPrefill,
+                                            70,
+                                            kAnyNewer,
+                                            AnyPredicate(kBf, kF16),
+                                            0,
+                                            GenericCanImplement,
+                                            NoWorkspace,
+                                            GenericLaunch};
+const KernelEntry kSm70GenericFp8DecodeF16 = {"sm70_generic_fp8_decode_f16io",
+                                              Op::kAttentionDecode,
+                                              70,
+                                              kAnyNewer,
+                                              AnyPredicate(kF8, kF16),
+                                              0,
+                                              GenericCanImplement,
+                                              NoWorkspace,
+                                              GenericLaunch};
+const KernelEntry kSm70GenericFp8PrefillF16 = {"sm70_generic_fp8_prefill_f16io",
+                                               Op::kAttentionPrefill,
+                                               70,
+                                               kAnyNewer,
+                                               AnyPredicate(kF8, kF16),
+                                               0,
+                                               GenericCanImplement,
+                                               NoWorkspace,
+                                               GenericLaunch};
 
 namespace {
 
@@ -317,49 +411,49 @@ FlashConfig (*FlashConfigOf(const KernelEntry& entry))() {
     FlashConfig (*config)();
   };
   static const Known known[] = {
-      {&kSm80DecodeHd256Split, FlashConfigDecodeHd256},
-      {&kSm80DecodeHd256SplitSmall, FlashConfigDecodeHd256Small},
-      {&kSm80DecodeHd512Split, FlashConfigDecodeHd512},
-      {&kSm80DecodeHd512SplitDeep, FlashConfigDecodeHd512Deep},
-      {&kSm80PrefillHd256, FlashConfigPrefillHd256},
-      {&kSm80PrefillHd256Small, FlashConfigPrefillHd256Small},
-      {&kSm80PrefillHd512, FlashConfigPrefillHd512},
-      {&kSm80PrefillHd512Small, FlashConfigPrefillHd512Small},
-      {&kSm80DecodeHd256Fp8, FlashConfigDecodeHd256Fp8},
-      {&kSm80DecodeHd512Fp8, FlashConfigDecodeHd512Fp8},
-      {&kSm80DecodeHd256Fp8Small, FlashConfigDecodeHd256Fp8Small},
-      {&kSm80DecodeHd512Fp8Small, FlashConfigDecodeHd512Fp8Small},
-      {&kSm80PrefillHd256Fp8, FlashConfigPrefillHd256Fp8},
-      {&kSm80PrefillHd512Fp8, FlashConfigPrefillHd512Fp8},
-      {&kSm80PrefillHd256Fp8Small, FlashConfigPrefillHd256Fp8Small},
-      {&kSm80PrefillHd512Fp8Small, FlashConfigPrefillHd512Fp8Small},
-      {&kSm75DecodeHd256Split, FlashConfigDecodeHd256Sm75},
-      {&kSm75DecodeHd512Split, FlashConfigDecodeHd512Sm75},
-      {&kSm75DecodeHd256Fp8, FlashConfigDecodeHd256Fp8Sm75},
-      {&kSm75DecodeHd512Fp8, FlashConfigDecodeHd512Fp8Sm75},
-      {&kSm75PrefillHd256, FlashConfigPrefillHd256Sm75},
-      {&kSm75PrefillHd512, FlashConfigPrefillHd512Sm75},
-      {&kSm75PrefillHd256Fp8, FlashConfigPrefillHd256Fp8Sm75},
-      {&kSm75PrefillHd512Fp8, FlashConfigPrefillHd512Fp8Sm75},
-      {&kSm70DecodeHd256Split, FlashConfigDecodeHd256Sm70},
-      {&kSm70DecodeHd512Split, FlashConfigFlashHd512Sm70},
-      {&kSm70DecodeHd256Fp8, FlashConfigDecodeHd256Fp8Sm70},
-      {&kSm70DecodeHd512Fp8, FlashConfigFlashHd512Fp8Sm70},
-      {&kSm70PrefillHd256, FlashConfigPrefillHd256Sm70},
-      {&kSm70PrefillHd512, FlashConfigFlashHd512Sm70},
-      {&kSm70PrefillHd256Fp8, FlashConfigPrefillHd256Fp8Sm70},
-      {&kSm70PrefillHd512Fp8, FlashConfigFlashHd512Fp8Sm70},
-      {&kSm70DecodeHd256SplitF16, FlashConfigDecodeHd256Sm70},
-      {&kSm70DecodeHd512SplitF16, FlashConfigFlashHd512Sm70},
-      {&kSm70DecodeHd256Fp8F16, FlashConfigDecodeHd256Fp8Sm70},
-      {&kSm70DecodeHd512Fp8F16, FlashConfigFlashHd512Fp8Sm70},
-      {&kSm70PrefillHd256F16, FlashConfigPrefillHd256Sm70},
-      {&kSm70PrefillHd512F16, FlashConfigFlashHd512Sm70},
-      {&kSm70PrefillHd256Fp8F16, FlashConfigPrefillHd256Fp8Sm70},
-      {&kSm70PrefillHd512Fp8F16, FlashConfigFlashHd512Fp8Sm70},
+    {&kSm80DecodeHd256Split, FlashConfigDecodeHd256},
+    {&kSm80DecodeHd256SplitSmall, FlashConfigDecodeHd256Small},
+    {&kSm80DecodeHd512Split, FlashConfigDecodeHd512},
+    {&kSm80DecodeHd512SplitDeep, FlashConfigDecodeHd512Deep},
+    {&kSm80PrefillHd256, FlashConfigPrefillHd256},
+    {&kSm80PrefillHd256Small, FlashConfigPrefillHd256Small},
+    {&kSm80PrefillHd512, FlashConfigPrefillHd512},
+    {&kSm80PrefillHd512Small, FlashConfigPrefillHd512Small},
+    {&kSm80DecodeHd256Fp8, FlashConfigDecodeHd256Fp8},
+    {&kSm80DecodeHd512Fp8, FlashConfigDecodeHd512Fp8},
+    {&kSm80DecodeHd256Fp8Small, FlashConfigDecodeHd256Fp8Small},
+    {&kSm80DecodeHd512Fp8Small, FlashConfigDecodeHd512Fp8Small},
+    {&kSm80PrefillHd256Fp8, FlashConfigPrefillHd256Fp8},
+    {&kSm80PrefillHd512Fp8, FlashConfigPrefillHd512Fp8},
+    {&kSm80PrefillHd256Fp8Small, FlashConfigPrefillHd256Fp8Small},
+    {&kSm80PrefillHd512Fp8Small, FlashConfigPrefillHd512Fp8Small},
+    {&kSm75DecodeHd256Split, FlashConfigDecodeHd256Sm75},
+    {&kSm75DecodeHd512Split, FlashConfigDecodeHd512Sm75},
+    {&kSm75DecodeHd256Fp8, FlashConfigDecodeHd256Fp8Sm75},
+    {&kSm75DecodeHd512Fp8, FlashConfigDecodeHd512Fp8Sm75},
+    {&kSm75PrefillHd256, FlashConfigPrefillHd256Sm75},
+    {&kSm75PrefillHd512, FlashConfigPrefillHd512Sm75},
+    {&kSm75PrefillHd256Fp8, FlashConfigPrefillHd256Fp8Sm75},
+    {&kSm75PrefillHd512Fp8, FlashConfigPrefillHd512Fp8Sm75},
+    {&kSm70DecodeHd256Split, FlashConfigDecodeHd256Sm70},
+    {&kSm70DecodeHd512Split, FlashConfigFlashHd512Sm70},
+    {&kSm70DecodeHd256Fp8, FlashConfigDecodeHd256Fp8Sm70},
+    {&kSm70DecodeHd512Fp8, FlashConfigFlashHd512Fp8Sm70},
+    {&kSm70PrefillHd256, FlashConfigPrefillHd256Sm70},
+    {&kSm70PrefillHd512, FlashConfigFlashHd512Sm70},
+    {&kSm70PrefillHd256Fp8, FlashConfigPrefillHd256Fp8Sm70},
+    {&kSm70PrefillHd512Fp8, FlashConfigFlashHd512Fp8Sm70},
+    {&kSm70DecodeHd256SplitF16, FlashConfigDecodeHd256Sm70},
+    {&kSm70DecodeHd512SplitF16, FlashConfigFlashHd512Sm70},
+    {&kSm70DecodeHd256Fp8F16, FlashConfigDecodeHd256Fp8Sm70},
+    {&kSm70DecodeHd512Fp8F16, FlashConfigFlashHd512Fp8Sm70},
+    {&kSm70PrefillHd256F16, FlashConfigPrefillHd256Sm70},
+    {&kSm70PrefillHd512F16, FlashConfigFlashHd512Sm70},
+    {&kSm70PrefillHd256Fp8F16, FlashConfigPrefillHd256Fp8Sm70},
+    {&kSm70PrefillHd512Fp8F16, FlashConfigFlashHd512Fp8Sm70},
 #if GANNET_HAVE_SM90A
-      {&kSm90PrefillHd256, FlashConfigPrefillHd256Sm90},
-      {&kSm90PrefillHd512, FlashConfigPrefillHd512Sm90},
+    {&kSm90PrefillHd256, FlashConfigPrefillHd256Sm90},
+    {&kSm90PrefillHd512, FlashConfigPrefillHd512Sm90},
 #endif
   };
   for (const Known& k : known) {

@@ -27,8 +27,8 @@
 namespace gannet::kernels {
 
 struct PagedAttentionParams {
-  const void* q = nullptr;        // [num_tokens, n_q, d] bf16, or f16 with io_f16
-  bool io_f16 = false;            // q and out are fp16 (the fp16 compute path; sm70 and generic entries)
+  const void* q = nullptr;  // [num_tokens, n_q, d] bf16, or f16 with io_f16
+  bool io_f16 = false;      // q and out are fp16 (the fp16 compute path; sm70 and generic entries)
   const void* k_cache = nullptr;
   const void* v_cache = nullptr;
   bool kv_fp8 = false;
@@ -60,8 +60,8 @@ struct PagedAttentionParams {
 };
 inline constexpr int kMaxKFromVRopePairs = 64;
 
-// Whether the flash kernels (sm80, sm75 and sm70 entries) derive K for this rotation: head_dim 512 (the K=V layers' width,
-// the only one with a K-from-V instantiation), the rotated dims [0, R) and
+// Whether the flash kernels (sm80, sm75 and sm70 entries) derive K for this rotation: head_dim 512
+// (the K=V layers' width, the only one with a K-from-V instantiation), the rotated dims [0, R) and
 // [h, h + R) (R = rope_pairs, h = head_dim / 2) are whole 32-dim blocks, each thread of a CTA
 // keeps one pair's frequency and weights (threads % R == 0), and under FP8 the derived dims fit
 // the stage's K row as fp16 (4 R <= head_dim + 32). The generic kernel takes any rotation.
@@ -75,8 +75,8 @@ inline bool FlashSupportsKFromV(int rope_pairs, int head_dim, bool kv_fp8, int t
 // sm80/flash_prefill_sm80.cuh).
 struct FlashConfig {
   int head_dim;
-  int block_m;   // query rows per CTA: (token, head-of-group) pairs, GQA-packed
-  int block_n;   // keys per pipeline stage
+  int block_m;  // query rows per CTA: (token, head-of-group) pairs, GQA-packed
+  int block_n;  // keys per pipeline stage
   int threads;
   int stages;
   int smem_bytes;
@@ -142,8 +142,8 @@ inline size_t FlashWorkspaceBytes(const FlashConfig& c, int grid_tiles, int num_
   X(FlashHd512Fp8Sm70)
 
 // Per configuration: its FlashConfig and its launcher. `num_splits` >= 1; workspace as above.
-#define GANNET_DECLARE_FLASH(name)                                                         \
-  FlashConfig FlashConfig##name();                                                         \
+#define GANNET_DECLARE_FLASH(name)                                                              \
+  FlashConfig FlashConfig##name();                                                              \
   cudaError_t LaunchFlash##name(const PagedAttentionParams& p, int num_splits, void* workspace, \
                                 cudaStream_t stream);
 GANNET_FLASH_CONFIGS(GANNET_DECLARE_FLASH)

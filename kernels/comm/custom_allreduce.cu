@@ -22,9 +22,10 @@ constexpr int kThreads = 256;
 constexpr int kPushBlocks = 32;
 
 // Workspace layout (bytes): flags [kMaxBlocks][kMaxRanks] u32 | epochs [kMaxBlocks] u32 |
-// push call counter and its blocks-done count (2 u32) | padding to 256 | data [2][kCustomAllReduceMaxBytes] |
-// push slots [2][kMaxRanks][kCustomAllReducePushMaxBytes].
-constexpr size_t kFlagsBytes = sizeof(uint32_t) * kCustomAllReduceMaxBlocks * kCustomAllReduceMaxRanks;
+// push call counter and its blocks-done count (2 u32) | padding to 256 | data
+// [2][kCustomAllReduceMaxBytes] | push slots [2][kMaxRanks][kCustomAllReducePushMaxBytes].
+constexpr size_t kFlagsBytes =
+    sizeof(uint32_t) * kCustomAllReduceMaxBlocks * kCustomAllReduceMaxRanks;
 constexpr size_t kEpochOffset = kFlagsBytes;
 constexpr size_t kPushCallOffset = kEpochOffset + sizeof(uint32_t) * kCustomAllReduceMaxBlocks;
 constexpr size_t kDataOffset = (kPushCallOffset + sizeof(uint32_t) * 2 + 255) / 256 * 256;
@@ -91,7 +92,8 @@ __device__ __forceinline__ uint4 ReadChunk(const T* x, int64_t n, int64_t c, boo
 }
 
 template <typename T>
-__device__ __forceinline__ void WriteChunk(T* x, int64_t n, int64_t c, bool aligned, const float (&f)[Chunk<T>::kElems]) {
+__device__ __forceinline__ void WriteChunk(T* x, int64_t n, int64_t c, bool aligned,
+                                           const float (&f)[Chunk<T>::kElems]) {
   constexpr int kE = Chunk<T>::kElems;
   const int64_t i0 = c * kE;
   T v[kE];
@@ -105,8 +107,8 @@ __device__ __forceinline__ void WriteChunk(T* x, int64_t n, int64_t c, bool alig
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads) PullKernel(T* x, int64_t n, int rank, int world,
-                                                          Peers peers, const volatile int* abort) {
+__global__ void __launch_bounds__(kThreads)
+    PullKernel(T* x, int64_t n, int rank, int world, Peers peers, const volatile int* abort) {
   constexpr int kE = Chunk<T>::kElems;
   // Launched like every kernel of a step (kernels::Launch): resident while the kernel before it
   // drains, and the next one (its weights' L2 prefetch) resident while this one waits for peers.
@@ -126,7 +128,8 @@ __global__ void __launch_bounds__(kThreads) PullKernel(T* x, int64_t n, int rank
   const int64_t per = (chunks + gridDim.x - 1) / gridDim.x;
   const int64_t begin = min(chunks, per * b), end = min(chunks, begin + per);
   uint4* mine = reinterpret_cast<uint4*>(own + kDataOffset + half);
-  for (int64_t c = begin + threadIdx.x; c < end; c += kThreads) mine[c] = ReadChunk(x, n, c, aligned);
+  for (int64_t c = begin + threadIdx.x; c < end; c += kThreads)
+    mine[c] = ReadChunk(x, n, c, aligned);
   // Every writer fences its own stores at system scope before the barrier: a fence orders only
   // the calling thread's writes, so the flag (below, after the barrier) cannot overtake any.
   __threadfence_system();
@@ -150,11 +153,13 @@ __global__ void __launch_bounds__(kThreads) PullKernel(T* x, int64_t n, int rank
     uint4 v[kCustomAllReduceMaxRanks];
 #pragma unroll
     for (int p = 0; p < kCustomAllReduceMaxRanks; ++p) {  // every peer's load in flight at once
-      if (p < world) v[p] = LoadPeer(reinterpret_cast<const uint4*>(peers.ws[p] + kDataOffset + half) + c);
+      if (p < world)
+        v[p] = LoadPeer(reinterpret_cast<const uint4*>(peers.ws[p] + kDataOffset + half) + c);
     }
     float s[kE] = {};
 #pragma unroll
-    for (int p = 0; p < kCustomAllReduceMaxRanks; ++p) {  // in rank order: bit-identical on every rank
+    for (int p = 0; p < kCustomAllReduceMaxRanks;
+         ++p) {  // in rank order: bit-identical on every rank
       if (p < world) {
         float f[kE];
         ToFloats(v[p], f, static_cast<const T*>(nullptr));
@@ -294,7 +299,8 @@ __device__ __forceinline__ bool GatherChunk(const uint4& mine, int64_t c, int ra
 #pragma unroll
   for (int i = 0; i < kE; ++i) s[i] = 0.f;
 #pragma unroll
-  for (int p = 0; p < kCustomAllReduceMaxRanks; ++p) {  // in rank order: bit-identical on every rank
+  for (int p = 0; p < kCustomAllReduceMaxRanks;
+       ++p) {  // in rank order: bit-identical on every rank
     if (p < world) {
       if (p != rank) {
         uint4* slot = PushSlot(own, pc, p, c);
@@ -315,8 +321,8 @@ __device__ __forceinline__ bool GatherChunk(const uint4& mine, int64_t c, int ra
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads) PushKernel(T* x, int64_t n, int rank, int world,
-                                                       Peers peers, const volatile int* abort) {
+__global__ void __launch_bounds__(kThreads)
+    PushKernel(T* x, int64_t n, int rank, int world, Peers peers, const volatile int* abort) {
   constexpr int kE = Chunk<T>::kElems;
   PdlEnter();  // x is the previous kernel's output
   char* own = peers.ws[rank];
@@ -344,10 +350,12 @@ __global__ void __launch_bounds__(kThreads) PushKernel(T* x, int64_t n, int rank
 constexpr int kFusedMaxHidden = 8 * kPostNormRowThreads;
 
 template <int kPer, typename OT>
-__global__ void __launch_bounds__(kPostNormRowThreads) PushPostNormResidualKernel(
-    const __nv_bfloat16* __restrict__ x, int n, int rank, int world, Peers peers,
-    const volatile int* abort, const float* __restrict__ post_w, float* res, int64_t ldr,
-    const float* scalar, const float* next_w, OT* next_out, int64_t ldo, float eps) {
+__global__ void __launch_bounds__(kPostNormRowThreads)
+    PushPostNormResidualKernel(const __nv_bfloat16* __restrict__ x, int n, int rank, int world,
+                               Peers peers, const volatile int* abort,
+                               const float* __restrict__ post_w, float* res, int64_t ldr,
+                               const float* scalar, const float* next_w, OT* next_out, int64_t ldo,
+                               float eps) {
   __shared__ __nv_bfloat16 row_sum[kFusedMaxHidden];
   __shared__ float red[32];
   float xv[kPer], rv[kPer];
@@ -402,7 +410,8 @@ cudaError_t LaunchCustomAllReduce(void* x, int64_t n, AllReduceType type, int ra
                                   void* const* workspaces, const volatile int* abort,
                                   cudaStream_t stream) {
   const size_t elem = type == AllReduceType::kF32 ? 4 : 2;
-  if (n < 0 || !RankInGroup(rank, world) || static_cast<size_t>(n) * elem > kCustomAllReduceMaxBytes) {
+  if (n < 0 || !RankInGroup(rank, world) ||
+      static_cast<size_t>(n) * elem > kCustomAllReduceMaxBytes) {
     return cudaErrorInvalidValue;
   }
   if (n == 0) return cudaSuccess;
@@ -444,10 +453,9 @@ cudaError_t LaunchCustomAllReducePostNormResidual(const PostNormResidualArgs& a,
   const Peers peers = PeersOf(workspaces, world);
   return WithRowPer(a.n, [&](auto per) {
     return Launch(PushPostNormResidualKernel<decltype(per)::value, __nv_bfloat16>, dim3(a.rows),
-                  dim3(kPostNormRowThreads), 0, stream, static_cast<const __nv_bfloat16*>(a.x),
-                  a.n, rank, world, peers, abort, a.post_weight, a.residual, a.residual_ld,
-                  a.scalar, a.next_weight, static_cast<__nv_bfloat16*>(a.next_out), a.next_out_ld,
-                  a.eps);
+                  dim3(kPostNormRowThreads), 0, stream, static_cast<const __nv_bfloat16*>(a.x), a.n,
+                  rank, world, peers, abort, a.post_weight, a.residual, a.residual_ld, a.scalar,
+                  a.next_weight, static_cast<__nv_bfloat16*>(a.next_out), a.next_out_ld, a.eps);
   });
 }
 

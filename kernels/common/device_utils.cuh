@@ -34,11 +34,17 @@ __device__ __forceinline__ f16 SaturateToF16(float x) {
 template <typename T>
 __device__ __forceinline__ T FromFloat(float x);
 template <>
-__device__ __forceinline__ float FromFloat<float>(float x) { return x; }
+__device__ __forceinline__ float FromFloat<float>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ bf16 FromFloat<bf16>(float x) { return __float2bfloat16_rn(x); }
+__device__ __forceinline__ bf16 FromFloat<bf16>(float x) {
+  return __float2bfloat16_rn(x);
+}
 template <>
-__device__ __forceinline__ f16 FromFloat<f16>(float x) { return SaturateToF16(x); }
+__device__ __forceinline__ f16 FromFloat<f16>(float x) {
+  return SaturateToF16(x);
+}
 
 // Programmatic dependent launch (PDL, sm_90+; the host side is kernels::Launch in launch.h).
 // Every kernel launched through Launch calls this before it touches memory that another kernel
@@ -101,8 +107,14 @@ __device__ __forceinline__ void Load8(const f16* p, float* out) {
 __device__ __forceinline__ void Load8(const float* p, float* out) {
   float4 a = reinterpret_cast<const float4*>(p)[0];
   float4 b = reinterpret_cast<const float4*>(p)[1];
-  out[0] = a.x; out[1] = a.y; out[2] = a.z; out[3] = a.w;
-  out[4] = b.x; out[5] = b.y; out[6] = b.z; out[7] = b.w;
+  out[0] = a.x;
+  out[1] = a.y;
+  out[2] = a.z;
+  out[3] = a.w;
+  out[4] = b.x;
+  out[5] = b.y;
+  out[6] = b.z;
+  out[7] = b.w;
 }
 // FP8 E4M3 (the FP8 KV cache): 8 values as one 8-byte access; the conversions round to nearest
 // even and saturate (the CPU reference's FloatToFp8E4M3, bit for bit).

@@ -78,7 +78,9 @@ static_assert(sizeof(kTraits) / sizeof(kTraits[0]) == static_cast<size_t>(DType:
 
 constexpr const Traits& Of(DType t) {
   // Rows are in enum order (checked below), so the value indexes its row.
-  return kTraits[static_cast<size_t>(t) < static_cast<size_t>(DType::kCount) ? static_cast<size_t>(t) : 0];
+  return kTraits[static_cast<size_t>(t) < static_cast<size_t>(DType::kCount)
+                     ? static_cast<size_t>(t)
+                     : 0];
 }
 constexpr bool RowsInEnumOrder() {
   for (size_t i = 0; i < sizeof(kTraits) / sizeof(kTraits[0]); ++i) {
@@ -131,11 +133,11 @@ enum class ScaleGranularity : uint8_t { kNone, kTensor, kChannel, kGroup, kBlock
 struct WeightFormat {
   DType elem = DType::kBF16;
   ScaleGranularity granularity = ScaleGranularity::kNone;
-  int group_size = 0;               // kGroup / kBlock: input elements per scale
-  DType scale = DType::kF32;        // the scales' element type (unused with kNone)
-  int block_rows = 0;               // kBlock: output rows per scale
-  bool zero_point = false;          // asymmetric: a zero point per scale (unsigned elements)
-  bool global_scale = false;        // an f32 per-tensor scale on top of the others (NVFP4)
+  int group_size = 0;         // kGroup / kBlock: input elements per scale
+  DType scale = DType::kF32;  // the scales' element type (unused with kNone)
+  int block_rows = 0;         // kBlock: output rows per scale
+  bool zero_point = false;    // asymmetric: a zero point per scale (unsigned elements)
+  bool global_scale = false;  // an f32 per-tensor scale on top of the others (NVFP4)
 
   static constexpr WeightFormat Dense(DType t) { return WeightFormat{t}; }
   static constexpr WeightFormat Int4(int group, DType scale_type = DType::kBF16) {
@@ -145,7 +147,8 @@ struct WeightFormat {
     return WeightFormat{DType::kF8E4M3, ScaleGranularity::kChannel, 0, DType::kF32};
   }
   static constexpr WeightFormat Nvfp4() {
-    return WeightFormat{DType::kF4E2M1, ScaleGranularity::kGroup, 16, DType::kF8E4M3, 0, false, true};
+    return WeightFormat{
+        DType::kF4E2M1, ScaleGranularity::kGroup, 16, DType::kF8E4M3, 0, false, true};
   }
   constexpr bool quantized() const { return granularity != ScaleGranularity::kNone; }
   constexpr bool operator==(const WeightFormat&) const = default;

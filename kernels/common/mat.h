@@ -12,7 +12,9 @@ namespace gannet::kernels {
 // path), f16 (those of the fp16 compute path: GPUs without bf16 tensor cores,
 // lib/backend/cuda/cuda_backend.h) and f32 (the residual stream, norm inputs on the fp16 path,
 // logits). Launchers refuse other types with cudaErrorInvalidValue.
-constexpr bool IsMatType(DType t) { return t == DType::kBF16 || t == DType::kF16 || t == DType::kF32; }
+constexpr bool IsMatType(DType t) {
+  return t == DType::kBF16 || t == DType::kF16 || t == DType::kF32;
+}
 
 // A strided row-major 2-D view handed to the elementwise kernels.
 struct Mat {

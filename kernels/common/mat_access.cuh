@@ -14,18 +14,26 @@ namespace gannet::kernels {
 __device__ __forceinline__ float LoadAt(const Mat& m, int64_t row, int64_t i) {
   const int64_t at = row * m.ld + i;
   switch (m.type) {
-    case DType::kF32: return static_cast<const float*>(m.data)[at];
-    case DType::kF16: return __half2float(static_cast<const f16*>(m.data)[at]);
-    default: return __bfloat162float(static_cast<const bf16*>(m.data)[at]);
+    case DType::kF32:
+      return static_cast<const float*>(m.data)[at];
+    case DType::kF16:
+      return __half2float(static_cast<const f16*>(m.data)[at]);
+    default:
+      return __bfloat162float(static_cast<const bf16*>(m.data)[at]);
   }
 }
 
 __device__ __forceinline__ void StoreAt(const Mat& m, int64_t row, int64_t i, float v) {
   const int64_t at = row * m.ld + i;
   switch (m.type) {
-    case DType::kF32: static_cast<float*>(m.data)[at] = v; break;
-    case DType::kF16: static_cast<f16*>(m.data)[at] = SaturateToF16(v); break;
-    default: static_cast<bf16*>(m.data)[at] = __float2bfloat16_rn(v);
+    case DType::kF32:
+      static_cast<float*>(m.data)[at] = v;
+      break;
+    case DType::kF16:
+      static_cast<f16*>(m.data)[at] = SaturateToF16(v);
+      break;
+    default:
+      static_cast<bf16*>(m.data)[at] = __float2bfloat16_rn(v);
   }
 }
 

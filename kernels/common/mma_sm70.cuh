@@ -29,30 +29,36 @@ namespace gannet::kernels::sm70 {
 // The A row / B column (col-major B) a lane supplies within its quad pair.
 __device__ __forceinline__ int QpOperandRow(int lane) { return (lane & 3) + 4 * ((lane >> 4) & 1); }
 // Row of accumulator half h (registers {0, 1, 4, 5} for h 0, {2, 3, 6, 7} for h 1) in the QP's 8.
-__device__ __forceinline__ int QpAccRow(int lane, int h) { return (lane & 1) + 2 * h + 4 * ((lane >> 4) & 1); }
+__device__ __forceinline__ int QpAccRow(int lane, int h) {
+  return (lane & 1) + 2 * h + 4 * ((lane >> 4) & 1);
+}
 // Column of accumulator register i in the QP's 8.
-__device__ __forceinline__ int QpAccCol(int lane, int i) { return (i & 1) + 2 * ((lane >> 1) & 1) + 4 * (i >> 2); }
+__device__ __forceinline__ int QpAccCol(int lane, int i) {
+  return (i & 1) + 2 * ((lane >> 1) & 1) + 4 * (i >> 2);
+}
 
 // D = A B + D, B column-major (S = Q K^T: K rows are B's columns).
-__device__ __forceinline__ void MmaM8n8k4RowCol(float (&d)[8], uint32_t a0, uint32_t a1, uint32_t b0,
-                                                uint32_t b1) {
+__device__ __forceinline__ void MmaM8n8k4RowCol(float (&d)[8], uint32_t a0, uint32_t a1,
+                                                uint32_t b0, uint32_t b1) {
 #if GANNET_SM70_MMA_ENABLED
   asm volatile(
       "mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9}, "
       "{%10, %11}, {%0, %1, %2, %3, %4, %5, %6, %7};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7])
       : "r"(a0), "r"(a1), "r"(b0), "r"(b1));
 #endif
 }
 
 // D = A B + D, B row-major (O += P V: four dims of one V row per lane).
-__device__ __forceinline__ void MmaM8n8k4RowRow(float (&d)[8], uint32_t a0, uint32_t a1, uint32_t b0,
-                                                uint32_t b1) {
+__device__ __forceinline__ void MmaM8n8k4RowRow(float (&d)[8], uint32_t a0, uint32_t a1,
+                                                uint32_t b0, uint32_t b1) {
 #if GANNET_SM70_MMA_ENABLED
   asm volatile(
       "mma.sync.aligned.m8n8k4.row.row.f32.f16.f16.f32 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9}, "
       "{%10, %11}, {%0, %1, %2, %3, %4, %5, %6, %7};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7])
       : "r"(a0), "r"(a1), "r"(b0), "r"(b1));
 #endif
 }

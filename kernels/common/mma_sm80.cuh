@@ -47,8 +47,8 @@ __device__ __forceinline__ uint32_t SmemAddr(const void* p) {
 // src_bytes == 0 global memory is not read at all (how masked rows never touch a KV hole).
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, int src_bytes) {
 #if GANNET_SM80_ENABLED
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)),
-               "l"(gmem), "r"(src_bytes));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)), "l"(gmem),
+               "r"(src_bytes));
 #elif GANNET_SYNC_COPY_ENABLED
   uint4 v = make_uint4(0u, 0u, 0u, 0u);
   if (src_bytes != 0) v = *static_cast<const uint4*>(gmem);
@@ -121,7 +121,8 @@ __device__ __forceinline__ void MmaF16K8(float* d, uint32_t a0, uint32_t a1, uin
 
 // One register of two bf16 -> two fp16 (sm_75 has no bf16 MMA).
 __device__ __forceinline__ uint32_t Bf16x2ToF16x2(uint32_t two) {
-  const __half2 h = __floats2half2_rn(__uint_as_float(two << 16), __uint_as_float(two & 0xFFFF0000u));
+  const __half2 h =
+      __floats2half2_rn(__uint_as_float(two << 16), __uint_as_float(two & 0xFFFF0000u));
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 

@@ -44,17 +44,27 @@ __global__ void FillSyntheticKernel(void* out, DType out_type, int64_t offset, i
     const int64_t idx = offset + i;
     float v = 0.f;
     switch (init) {
-      case SyntheticInit::kMatrix: v = __fmul_rn(Normal(key, idx), mat_scale); break;
+      case SyntheticInit::kMatrix:
+        v = __fmul_rn(Normal(key, idx), mat_scale);
+        break;
       case SyntheticInit::kEmbedding:
         v = __fmul_rn(__fmul_rn(Normal(key, idx), 2.0f), mat_scale);
         break;
-      case SyntheticInit::kNorm: v = __fadd_rn(1.0f, __fmul_rn(0.25f, Normal(key, idx))); break;
+      case SyntheticInit::kNorm:
+        v = __fadd_rn(1.0f, __fmul_rn(0.25f, Normal(key, idx)));
+        break;
       case SyntheticInit::kQkNorm:
         v = __fdiv_rn(__fadd_rn(1.0f, __fmul_rn(0.25f, Normal(key, idx))), qk_scale);
         break;
-      case SyntheticInit::kLayerScalar: v = __fadd_rn(0.6f, __fmul_rn(0.4f, Uniform(key, idx))); break;
-      case SyntheticInit::kPositiveScale: v = __fadd_rn(0.5f, Uniform(key, idx)); break;
-      case SyntheticInit::kPermutation: v = 0.f; break;
+      case SyntheticInit::kLayerScalar:
+        v = __fadd_rn(0.6f, __fmul_rn(0.4f, Uniform(key, idx)));
+        break;
+      case SyntheticInit::kPositiveScale:
+        v = __fadd_rn(0.5f, Uniform(key, idx));
+        break;
+      case SyntheticInit::kPermutation:
+        v = 0.f;
+        break;
     }
     const __nv_bfloat16 h = __float2bfloat16_rn(v);
     if (out_type == DType::kF32) {

@@ -30,18 +30,24 @@ ProblemPredicate GemvPredicate(DType in, DType w = DType::kBF16) {
 
 }  // namespace
 
-const KernelEntry kSm70GemvBf16 = {"sm70_gemv_bf16_m8", Op::kGemv, 70, 1000,
-                                   GemvPredicate(DType::kBF16), 0, GemvCanImplement,
-                                   GemvWorkspace, GemvLaunch};
-const KernelEntry kSm70GemvF32In = {"sm70_gemv_f32in_m8", Op::kGemv, 70, 1000,
-                                    GemvPredicate(DType::kF32), 0, GemvCanImplement,
-                                    GemvWorkspace, GemvLaunch};
-const KernelEntry kSm70GemvF16 = {"sm70_gemv_f16_m8", Op::kGemv, 70, 1000,
-                                  GemvPredicate(DType::kF16, DType::kF16), 0,
-                                  GemvCanImplement, GemvWorkspace, GemvLaunch};
-const KernelEntry kSm70GemvF32InF16 = {"sm70_gemv_f32in_f16_m8", Op::kGemv, 70, 1000,
-                                       GemvPredicate(DType::kF32, DType::kF16), 0,
-                                       GemvCanImplement, GemvWorkspace, GemvLaunch};
+const KernelEntry kSm70GemvBf16 = {
+    "sm70_gemv_bf16_m8", Op::kGemv,     70,        1000, GemvPredicate(DType::kBF16), 0,
+    GemvCanImplement,    GemvWorkspace, GemvLaunch};
+const KernelEntry kSm70GemvF32In = {
+    "sm70_gemv_f32in_m8", Op::kGemv,     70,        1000, GemvPredicate(DType::kF32), 0,
+    GemvCanImplement,     GemvWorkspace, GemvLaunch};
+const KernelEntry kSm70GemvF16 = {
+    "sm70_gemv_f16_m8", Op::kGemv,     70,        1000, GemvPredicate(DType::kF16, DType::kF16), 0,
+    GemvCanImplement,   GemvWorkspace, GemvLaunch};
+const KernelEntry kSm70GemvF32InF16 = {"sm70_gemv_f32in_f16_m8",
+                                       Op::kGemv,
+                                       70,
+                                       1000,
+                                       GemvPredicate(DType::kF32, DType::kF16),
+                                       0,
+                                       GemvCanImplement,
+                                       GemvWorkspace,
+                                       GemvLaunch};
 
 ProblemKey GemvProblem(const GemvParams& p) {
   ProblemKey pk;

@@ -280,9 +280,12 @@ cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   }
   switch (p.w_type) {
-    case DType::kBF16: return LaunchFor<bf16>(p, stream);
-    case DType::kF16: return LaunchFor<f16>(p, stream);
-    default: return cudaErrorInvalidValue;
+    case DType::kBF16:
+      return LaunchFor<bf16>(p, stream);
+    case DType::kF16:
+      return LaunchFor<f16>(p, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

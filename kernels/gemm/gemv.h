@@ -1,6 +1,7 @@
 // Small-M linear layers: out[M, N] = x[M, K] w[N, K]^T for M <= 8, streaming the bf16 (or, on the
 // fp16 compute path, f16) weight once with 16-byte loads (the decode-time shape where cuBLASLt's
-// tensor-core tiles, padded to M = 64, leave most of the GPU idle). Host-callable declarations only.
+// tensor-core tiles, padded to M = 64, leave most of the GPU idle). Host-callable declarations
+// only.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -15,11 +15,11 @@ namespace gannet::kernels {
 // p = softmax(logits) over all experts; top-k by p (ties to the lower index); weights =
 // p / sum(top-k p) * per_expert_scale.
 struct MoeRouteParams {
-  const float* x = nullptr;                 // [num_tokens, hidden] f32 (the residual stream)
+  const float* x = nullptr;  // [num_tokens, hidden] f32 (the residual stream)
   int64_t ldx = 0;
   const float* router_scale = nullptr;      // [hidden]
   const void* router_proj = nullptr;        // [num_experts, hidden] of router_type
-  DType router_type = DType::kBF16;   // bf16, or f16 on the fp16 compute path
+  DType router_type = DType::kBF16;         // bf16, or f16 on the fp16 compute path
   const float* per_expert_scale = nullptr;  // [num_experts]
   int32_t* topk_ids = nullptr;              // [num_tokens, top_k]
   float* topk_weights = nullptr;            // [num_tokens, top_k]
@@ -43,13 +43,13 @@ struct MoeExpertsParams {
   // (fp16 path: the sum feeds a norm) f32. The grouped kernels take bf16 alone.
   DType w_type = DType::kBF16;
   DType out_type = DType::kBF16;
-  const void* x = nullptr;               // [num_tokens, hidden], row stride ldx
+  const void* x = nullptr;  // [num_tokens, hidden], row stride ldx
   int64_t ldx = 0;
-  const int32_t* topk_ids = nullptr;     // [num_tokens, top_k]
-  const float* topk_weights = nullptr;   // [num_tokens, top_k]
-  const void* gate_up = nullptr;         // [num_experts, 2 * inter, hidden]
-  const void* down = nullptr;            // [num_experts, hidden, inter]
-  void* out = nullptr;                   // [num_tokens, hidden], row stride ldo
+  const int32_t* topk_ids = nullptr;    // [num_tokens, top_k]
+  const float* topk_weights = nullptr;  // [num_tokens, top_k]
+  const void* gate_up = nullptr;        // [num_experts, 2 * inter, hidden]
+  const void* down = nullptr;           // [num_experts, hidden, inter]
+  void* out = nullptr;                  // [num_tokens, hidden], row stride ldo
   int64_t ldo = 0;
   int num_tokens = 0;
   int hidden = 0;

@@ -5,9 +5,9 @@
 namespace gannet::kernels {
 namespace {
 
-
 KernelStatus MoeCanImplement(const ProblemKey& pk, const DeviceInfo&) {
-  if (pk.k % 8 != 0 || pk.n % 8 != 0) return KernelStatus::Fail("hidden and inter must be multiples of 8");
+  if (pk.k % 8 != 0 || pk.n % 8 != 0)
+    return KernelStatus::Fail("hidden and inter must be multiples of 8");
   // num_experts counts the experts held here (fewer than top_k under expert parallelism).
   if (pk.top_k < 1 || pk.top_k > 256) return KernelStatus::Fail("bad top_k");
   if (pk.num_experts > 1024) return KernelStatus::Fail("more than 1024 experts");
@@ -45,27 +45,51 @@ ProblemPredicate MoePredicate(int max_m, DType t = DType::kBF16) {
 
 }  // namespace
 
-const KernelEntry kSm80MoeGroupedGemm = {"sm80_moe_grouped_bf16", Op::kMoeExperts, 80, 1000,
-                                         MoePredicate(0), 0, MoeCanImplement, GroupedWorkspace,
-                                         GroupedLaunch};
-const KernelEntry kSm75MoeGroupedGemm = {"sm75_moe_grouped_bf16", Op::kMoeExperts, 75, 1000,
-                                         MoePredicate(0), 0, MoeCanImplement, GroupedWorkspace,
-                                         GroupedSm75Launch};
-const KernelEntry kSm70MoePairGemv = {"sm70_moe_pair_gemv_bf16", Op::kMoeExperts, 70, 1000,
-                                      MoePredicate(kMoePairGemvMaxTokens), 0, MoeCanImplement,
-                                      PairWorkspace, PairLaunch};
+const KernelEntry kSm80MoeGroupedGemm = {
+    "sm80_moe_grouped_bf16", Op::kMoeExperts,  80,           1000, MoePredicate(0), 0,
+    MoeCanImplement,         GroupedWorkspace, GroupedLaunch};
+const KernelEntry kSm75MoeGroupedGemm = {
+    "sm75_moe_grouped_bf16", Op::kMoeExperts,  75, 1000, MoePredicate(0), 0, MoeCanImplement,
+    GroupedWorkspace,        GroupedSm75Launch};
+const KernelEntry kSm70MoePairGemv = {"sm70_moe_pair_gemv_bf16",
+                                      Op::kMoeExperts,
+                                      70,
+                                      1000,
+                                      MoePredicate(kMoePairGemvMaxTokens),
+                                      0,
+                                      MoeCanImplement,
+                                      PairWorkspace,
+                                      PairLaunch};
 // The same GEMVs for any number of tokens: Volta's only MoE kernel above 24 tokens (no grouped
 // tensor-core kernel runs on sm_70). Every newer arch ranks its grouped kernel above it.
-const KernelEntry kSm70MoePairGemvAnyM = {"sm70_moe_pair_gemv_any_bf16", Op::kMoeExperts, 70, 1000,
-                                          MoePredicate(0), 0, MoeCanImplement, PairWorkspace,
+const KernelEntry kSm70MoePairGemvAnyM = {"sm70_moe_pair_gemv_any_bf16",
+                                          Op::kMoeExperts,
+                                          70,
+                                          1000,
+                                          MoePredicate(0),
+                                          0,
+                                          MoeCanImplement,
+                                          PairWorkspace,
                                           PairLaunch};
 // The fp16 compute path: f16 activations and weights, f32 out (it feeds post_ff_norm_2).
-const KernelEntry kSm70MoePairGemvF16 = {"sm70_moe_pair_gemv_f16", Op::kMoeExperts, 70, 1000,
-                                         MoePredicate(kMoePairGemvMaxTokens, DType::kF16), 0,
-                                         MoeCanImplement, PairWorkspace, PairLaunch};
-const KernelEntry kSm70MoePairGemvAnyMF16 = {"sm70_moe_pair_gemv_any_f16", Op::kMoeExperts, 70,
-                                             1000, MoePredicate(0, DType::kF16), 0,
-                                             MoeCanImplement, PairWorkspace, PairLaunch};
+const KernelEntry kSm70MoePairGemvF16 = {"sm70_moe_pair_gemv_f16",
+                                         Op::kMoeExperts,
+                                         70,
+                                         1000,
+                                         MoePredicate(kMoePairGemvMaxTokens, DType::kF16),
+                                         0,
+                                         MoeCanImplement,
+                                         PairWorkspace,
+                                         PairLaunch};
+const KernelEntry kSm70MoePairGemvAnyMF16 = {"sm70_moe_pair_gemv_any_f16",
+                                             Op::kMoeExperts,
+                                             70,
+                                             1000,
+                                             MoePredicate(0, DType::kF16),
+                                             0,
+                                             MoeCanImplement,
+                                             PairWorkspace,
+                                             PairLaunch};
 
 ProblemKey MoeExpertsProblem(const MoeExpertsParams& p) {
   ProblemKey pk;

@@ -7,11 +7,11 @@
 
 namespace gannet::kernels {
 
-extern const KernelEntry kSm80MoeGroupedGemm;  // prefill: sorted pairs, grouped mma GEMMs
-extern const KernelEntry kSm75MoeGroupedGemm;  // the same on sm_75 (fp16 MMAs)
-extern const KernelEntry kSm70MoePairGemv;     // decode: per-(token, expert) GEMVs, M <= 24
-extern const KernelEntry kSm70MoePairGemvAnyM;  // the same at any M (sm_70's prefill)
-extern const KernelEntry kSm70MoePairGemvF16;     // the fp16 compute path's, M <= 24
+extern const KernelEntry kSm80MoeGroupedGemm;      // prefill: sorted pairs, grouped mma GEMMs
+extern const KernelEntry kSm75MoeGroupedGemm;      // the same on sm_75 (fp16 MMAs)
+extern const KernelEntry kSm70MoePairGemv;         // decode: per-(token, expert) GEMVs, M <= 24
+extern const KernelEntry kSm70MoePairGemvAnyM;     // the same at any M (sm_70's prefill)
+extern const KernelEntry kSm70MoePairGemvF16;      // the fp16 compute path's, M <= 24
 extern const KernelEntry kSm70MoePairGemvAnyMF16;  // and at any M
 
 // The most tokens the per-pair GEMVs take. moe_bench (H200, 26B-A4B geometry, uniform routing,

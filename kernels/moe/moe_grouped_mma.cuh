@@ -76,9 +76,9 @@ inline Workspace Carve(const MoeExpertsParams& p, void* base) {
 }
 
 template <int kMinArch>
-__global__ void __launch_bounds__(kSortThreads) MoeSortPairsKernel(const int32_t* ids, int pairs,
-                                                                  int num_experts, int expert_begin,
-                                                                  int* offsets, int* sorted) {
+__global__ void __launch_bounds__(kSortThreads)
+    MoeSortPairsKernel(const int32_t* ids, int pairs, int num_experts, int expert_begin,
+                       int* offsets, int* sorted) {
   PdlEnter();
   __shared__ int counts[kMaxExperts];
   __shared__ int starts[kMaxExperts + 1];
@@ -113,12 +113,12 @@ struct GroupedGemmArgs {
   bool a_by_token;  // A row of sorted position s: token sorted[s] / top_k (else row s itself)
   const bf16* b;    // expert e's rows start at b + e * b_expert_stride; row stride = k
   int64_t b_expert_stride;
-  int up_offset;    // kDual: the second B matrix starts this many rows further
+  int up_offset;  // kDual: the second B matrix starts this many rows further
   int n;
   int k;
   bf16* c;
   int64_t ldc;
-  bool c_by_pair;   // C row = pair id sorted[s] (else sorted position s)
+  bool c_by_pair;  // C row = pair id sorted[s] (else sorted position s)
   const int* offsets;
   const int* sorted;
   int num_experts;
@@ -199,7 +199,8 @@ __device__ __forceinline__ void MoeGroupedGemmCta(const GroupedGemmArgs& g) {
       uint32_t bf[4][4], uf[4][4];
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt) {
-        const int off = (st * kBN + wn * 32 + nt * 8 + (lane & 7)) * kSStride + kh * 32 + (lane >> 3) * 8;
+        const int off =
+            (st * kBN + wn * 32 + nt * 8 + (lane & 7)) * kSStride + kh * 32 + (lane >> 3) * 8;
         LdMatrixX4(bf[nt][0], bf[nt][1], bf[nt][2], bf[nt][3], sB + off);
         if (kDual) LdMatrixX4(uf[nt][0], uf[nt][1], uf[nt][2], uf[nt][3], sU + off);
       }
@@ -209,8 +210,8 @@ __device__ __forceinline__ void MoeGroupedGemmCta(const GroupedGemmArgs& g) {
         for (int m = 0; m < 2; ++m) {
           uint32_t a[4];
           LdMatrixX4(a[0], a[1], a[2], a[3],
-                     sA + (st * kBM + wm * 32 + m * 16 + (lane & 15)) * kSStride + kh * 32 + kk * 16 +
-                         (lane >> 4) * 8);
+                     sA + (st * kBM + wm * 32 + m * 16 + (lane & 15)) * kSStride + kh * 32 +
+                         kk * 16 + (lane >> 4) * 8);
 #pragma unroll
           for (int nt = 0; nt < 4; ++nt) {
             MmaBf16(acc[m][nt], a, &bf[nt][2 * kk]);

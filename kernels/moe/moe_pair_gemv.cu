@@ -25,7 +25,8 @@ constexpr int kRowsPerCta = kWarps * kRowsPerWarp;
 // T: x's and the weights' type (bf16, or f16 on the fp16 compute path).
 // h[pair, i] = gelu_tanh(gate_e[i] . x[t]) * (up_e[i] . x[t]), f32.
 template <typename T>
-__global__ void __launch_bounds__(kWarps * 32) MoePairGateUpKernel(const MoeExpertsParams p, float* h) {
+__global__ void __launch_bounds__(kWarps * 32)
+    MoePairGateUpKernel(const MoeExpertsParams p, float* h) {
   PdlEnter();
   const int pair = blockIdx.x;
   const int t = pair / p.top_k;
@@ -57,7 +58,8 @@ __global__ void __launch_bounds__(kWarps * 32) MoePairGateUpKernel(const MoeExpe
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const float gs = WarpSum(g[r]);
     const float us = WarpSum(u[r]);
-    if (lane == 0 && i0 + r < p.inter) h[static_cast<int64_t>(pair) * p.inter + i0 + r] = GeluTanh(gs) * us;
+    if (lane == 0 && i0 + r < p.inter)
+      h[static_cast<int64_t>(pair) * p.inter + i0 + r] = GeluTanh(gs) * us;
   }
 }
 
@@ -67,7 +69,8 @@ __global__ void __launch_bounds__(kWarps * 32) MoePairGateUpKernel(const MoeExpe
 constexpr int kDownRows = 8;
 
 template <typename T, typename Out>
-__global__ void __launch_bounds__(kWarps * 32) MoePairDownKernel(const MoeExpertsParams p, const float* h) {
+__global__ void __launch_bounds__(kWarps * 32)
+    MoePairDownKernel(const MoeExpertsParams p, const float* h) {
   __shared__ float red[kWarps][kDownRows];
   PdlEnter();
   const int t = blockIdx.x;

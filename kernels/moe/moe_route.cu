@@ -56,8 +56,8 @@ __device__ __forceinline__ void WarpArgMaxKey(uint32_t key, uint32_t expert, uin
 constexpr int kMaxTokenGroups = 16384;  // 65536 tokens per call
 constexpr size_t kCounterBytes = kMaxTokenGroups * sizeof(int);
 
-__global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams p, int* counters,
-                                                           float* logits) {
+__global__ void __launch_bounds__(kThreads)
+    MoeRouteKernel(const MoeRouteParams p, int* counters, float* logits) {
   extern __shared__ float su[];  // [kTokens, hidden], then router_scale [hidden]
   __shared__ float red[32];
   __shared__ int is_last;
@@ -73,8 +73,9 @@ __global__ void __launch_bounds__(kThreads) MoeRouteKernel(const MoeRouteParams 
   // hold, and the other warps' rows while theirs are in flight).
   if (threadIdx.x == 0) {
     const int e0 = blockIdx.y * kWarps, rows = min(kWarps, p.num_experts - e0);
-    PrefetchL2(static_cast<const char*>(p.router_proj) + static_cast<size_t>(e0) * p.hidden * w_bytes,
-               static_cast<uint32_t>(rows * p.hidden * w_bytes));
+    PrefetchL2(
+        static_cast<const char*>(p.router_proj) + static_cast<size_t>(e0) * p.hidden * w_bytes,
+        static_cast<uint32_t>(rows * p.hidden * w_bytes));
   }
   // The other constants too: the norm's scale (each thread reads back only the elements it
   // stored, so no barrier) and the experts' scales (read after the barriers below). Loaded after
@@ -238,16 +239,16 @@ size_t MoeRouteWorkspaceBytes(int num_tokens, int num_experts) {
 }
 
 cudaError_t LaunchMoeRoute(const MoeRouteParams& p, void* workspace, cudaStream_t stream) {
-  if (p.num_experts < 1 || p.num_experts > 32 * kMaxExpertsPerLane || p.top_k < 1 ||
-      p.top_k > 32 || p.top_k > p.num_experts || p.hidden % 8 != 0 || workspace == nullptr ||
-      p.num_tokens < 0 || p.num_tokens > kMaxTokenGroups * kTokens ||
+  if (p.num_experts < 1 || p.num_experts > 32 * kMaxExpertsPerLane || p.top_k < 1 || p.top_k > 32 ||
+      p.top_k > p.num_experts || p.hidden % 8 != 0 || workspace == nullptr || p.num_tokens < 0 ||
+      p.num_tokens > kMaxTokenGroups * kTokens ||
       (p.router_type != DType::kBF16 && p.router_type != DType::kF16)) {
     return cudaErrorInvalidValue;
   }
   if (p.num_tokens == 0) return cudaSuccess;
   const size_t smem = static_cast<size_t>(kTokens + 1) * p.hidden * sizeof(float);
-  cudaError_t err = cudaFuncSetAttribute(MoeRouteKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem));
+  cudaError_t err = cudaFuncSetAttribute(
+      MoeRouteKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   int* counters = static_cast<int*>(workspace);
   float* logits = reinterpret_cast<float*>(static_cast<char*>(workspace) + kCounterBytes);

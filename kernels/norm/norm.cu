@@ -17,7 +17,8 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void __launch_bounds__(kThreads) RmsNormKernel(Mat x, const float* w, float eps, Mat out, int n) {
+__global__ void __launch_bounds__(kThreads)
+    RmsNormKernel(Mat x, const float* w, float eps, Mat out, int n) {
   PdlEnter();
   __shared__ float red[32];
   const int64_t row = blockIdx.x;
@@ -33,9 +34,9 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(Mat x, const float* w,
   }
 }
 
-__global__ void __launch_bounds__(kThreads) PostNormResidualKernel(Mat x, const float* post_w, Mat res,
-                                                                   const float* scalar, const float* next_w,
-                                                                   Mat next_out, float eps, int n) {
+__global__ void __launch_bounds__(kThreads)
+    PostNormResidualKernel(Mat x, const float* post_w, Mat res, const float* scalar,
+                           const float* next_w, Mat next_out, float eps, int n) {
   PdlEnter();
   __shared__ float red[32];
   const int64_t row = blockIdx.x;
@@ -70,10 +71,12 @@ __global__ void __launch_bounds__(kThreads) PostNormResidualKernel(Mat x, const 
 constexpr int kRegThreads = kPostNormRowThreads;
 
 template <int kPer, typename XT, typename OT>
-__global__ void __launch_bounds__(kRegThreads) PostNormResidualRegKernel(
-    const XT* __restrict__ x, int64_t ldx, const float* __restrict__ post_w,
-    float* __restrict__ res, int64_t ldr, const float* __restrict__ scalar,
-    const float* __restrict__ next_w, OT* __restrict__ next_out, int64_t ldo, float eps, int n) {
+__global__ void __launch_bounds__(kRegThreads)
+    PostNormResidualRegKernel(const XT* __restrict__ x, int64_t ldx,
+                              const float* __restrict__ post_w, float* __restrict__ res,
+                              int64_t ldr, const float* __restrict__ scalar,
+                              const float* __restrict__ next_w, OT* __restrict__ next_out,
+                              int64_t ldo, float eps, int n) {
   const PostNormConsts<kPer> c = LoadPostNormConsts<kPer>(post_w, scalar, next_w, n);
   PdlEnter();
   __shared__ float red[32];
@@ -128,11 +131,13 @@ cudaError_t LaunchPostNormResidualReg(Mat x, const float* post_w, Mat res, const
 // RmsNorm(a) * a_w + RmsNorm(b) * b_w, rounded as RmsNormRegKernel and AddKernel round (the same
 // weight loads and row statistics as RmsNormRegKernel), then the PostNormResidual row arithmetic.
 template <int kPer>
-__global__ void __launch_bounds__(kRegThreads) NormAddPostNormResidualKernel(
-    const bf16* __restrict__ a, int64_t lda, const float* __restrict__ a_w,
-    const bf16* __restrict__ b, int64_t ldb, const float* __restrict__ b_w,
-    const float* __restrict__ post_w, float* res, int64_t ldr, const float* scalar,
-    const float* next_w, bf16* next_out, int64_t ldo, float eps, int n) {
+__global__ void __launch_bounds__(kRegThreads)
+    NormAddPostNormResidualKernel(const bf16* __restrict__ a, int64_t lda,
+                                  const float* __restrict__ a_w, const bf16* __restrict__ b,
+                                  int64_t ldb, const float* __restrict__ b_w,
+                                  const float* __restrict__ post_w, float* res, int64_t ldr,
+                                  const float* scalar, const float* next_w, bf16* next_out,
+                                  int64_t ldo, float eps, int n) {
   float wa[kPer], wb[kPer];  // constants: read while the previous kernel drains
   LoadNormWeight(a_w, n, wa);
   LoadNormWeight(b_w, n, wb);
@@ -157,10 +162,9 @@ __global__ void __launch_bounds__(kRegThreads) NormAddPostNormResidualKernel(
                             next_out == nullptr ? nullptr : next_out + row * ldo, eps, n, red);
 }
 
-__global__ void __launch_bounds__(kThreads) PleCombineKernel(Mat proj, Mat tok, const float* w,
-                                                             float proj_scale, float combine_scale,
-                                                             float eps, Mat out, int group,
-                                                             int num_groups) {
+__global__ void __launch_bounds__(kThreads)
+    PleCombineKernel(Mat proj, Mat tok, const float* w, float proj_scale, float combine_scale,
+                     float eps, Mat out, int group, int num_groups) {
   PdlEnter();
   // One warp per (row, group): blockIdx.x = row, blockIdx.y * 8 + warp = group.
   const int64_t row = blockIdx.x;
@@ -224,9 +228,8 @@ cudaError_t LaunchNormAddPostNormResidual(Mat a, const float* a_w, Mat b, const 
                                           const float* post_w, Mat residual, const float* scalar,
                                           const float* next_w, Mat next_out, float eps, int rows,
                                           int n, cudaStream_t stream) {
-  if (!NormAddPostNormResidualFuses(rows, n) || a.type != DType::kBF16 ||
-      b.type != DType::kBF16 || residual.type != DType::kF32 ||
-      (next_out.data != nullptr && next_out.type != DType::kBF16)) {
+  if (!NormAddPostNormResidualFuses(rows, n) || a.type != DType::kBF16 || b.type != DType::kBF16 ||
+      residual.type != DType::kF32 || (next_out.data != nullptr && next_out.type != DType::kBF16)) {
     return cudaErrorInvalidValue;
   }
   return WithRowPer(n, [&](auto per) {

@@ -27,14 +27,13 @@ enum class Op : uint8_t {
 };
 const char* OpName(Op op);  // "attention.decode", ...
 
-
 // Problem flags.
 inline constexpr uint32_t kFlagAligned16 = 1u << 0;  // every pointer and row stride 16-B aligned
-inline constexpr uint32_t kFlagKFromV = 1u << 1;     // attention derives K from V (single-store K=V)
+inline constexpr uint32_t kFlagKFromV = 1u << 1;  // attention derives K from V (single-store K=V)
 
 struct DeviceInfo {
-  int device = 0;          // CUDA ordinal
-  int sm = 0;              // compute capability as major * 10 + minor (90 on H100)
+  int device = 0;  // CUDA ordinal
+  int sm = 0;      // compute capability as major * 10 + minor (90 on H100)
   int num_sms = 0;
   int max_smem_optin = 0;  // bytes of dynamic shared memory one block may opt into
   static cudaError_t Query(int device, DeviceInfo* out);
@@ -44,8 +43,8 @@ struct ProblemKey {
   Op op = Op::kCount;
   // Element types (kernels/common/dtype.h); each entry's predicate names those it runs, so a
   // type no entry takes (a quantized weight today) fails selection with "dtypes ... unsupported".
-  DType in_type = DType::kBF16;   // q / x (kF16: the fp16 compute path's activations)
-  DType kv_type = DType::kBF16;   // KV cache (kF8E4M3: with per-row scales) / weights
+  DType in_type = DType::kBF16;  // q / x (kF16: the fp16 compute path's activations)
+  DType kv_type = DType::kBF16;  // KV cache (kF8E4M3: with per-row scales) / weights
   DType out_type = DType::kBF16;
   uint32_t flags = 0;
   // Attention.

@@ -76,12 +76,18 @@ std::vector<std::string> ForcedNames() {
 
 const char* OpName(Op op) {
   switch (op) {
-    case Op::kAttentionDecode: return "attention.decode";
-    case Op::kAttentionPrefill: return "attention.prefill";
-    case Op::kGemv: return "linear.gemv";
-    case Op::kMoeExperts: return "moe.experts";
-    case Op::kLinearInt4: return "linear.int4";
-    case Op::kCount: break;
+    case Op::kAttentionDecode:
+      return "attention.decode";
+    case Op::kAttentionPrefill:
+      return "attention.prefill";
+    case Op::kGemv:
+      return "linear.gemv";
+    case Op::kMoeExperts:
+      return "moe.experts";
+    case Op::kLinearInt4:
+      return "linear.int4";
+    case Op::kCount:
+      break;
   }
   return "unknown";
 }
@@ -192,8 +198,8 @@ KernelStatus CheckEntry(const KernelEntry& e, const ProblemKey& pk, const Device
                               std::string(DTypeShortName(pk.kv_type)) + " unsupported");
   }
   if (p.head_dim != 0 && pk.head_dim != p.head_dim) {
-    return KernelStatus::Fail("head_dim " + std::to_string(pk.head_dim) + " != " +
-                              std::to_string(p.head_dim));
+    return KernelStatus::Fail("head_dim " + std::to_string(pk.head_dim) +
+                              " != " + std::to_string(p.head_dim));
   }
   if (p.max_group_rows != 0 && pk.max_query_len * pk.group() > p.max_group_rows) {
     return KernelStatus::Fail("query_len x group " + std::to_string(pk.max_query_len * pk.group()) +
@@ -250,16 +256,17 @@ Selection Select(const ProblemKey& pk, const DeviceInfo& dev, std::span<const in
       }
       // The most specific entry first, then the highest priority (the measured preference among
       // entries that do the same), then the newest arch, then the list's order.
-      const long score = (static_cast<long>(Specificity(e->predicate)) * 100 + e->priority) * 10000 + e->min_sm;
+      const long score =
+          (static_cast<long>(Specificity(e->predicate)) * 100 + e->priority) * 10000 + e->min_sm;
       if (score > best) {
         sel.entry = e;
         best = score;
       }
     }
     if (sel.entry == nullptr) {
-      sel.error = std::string(OpName(pk.op)) + ": no kernel for " + pk.ClassString() +
-                  " on sm_" + std::to_string(dev.sm) + " (" +
-                  (sel.error.empty() ? "no entries" : sel.error) + ")";
+      sel.error = std::string(OpName(pk.op)) + ": no kernel for " + pk.ClassString() + " on sm_" +
+                  std::to_string(dev.sm) + " (" + (sel.error.empty() ? "no entries" : sel.error) +
+                  ")";
       return sel;
     }
     sel.error.clear();

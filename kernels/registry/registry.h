@@ -36,11 +36,11 @@ struct KernelStatus {
 struct ProblemPredicate {
   DType in_type = DType::kBF16;
   DType kv_type = DType::kBF16;
-  int head_dim = 0;             // exact head_dim, 0 = any
-  int max_group_rows = 0;       // max_query_len * GQA group must fit, 0 = any
-  int page_size_multiple = 0;   // page_size % this == 0, 0 = any
-  int window = -1;              // -1 = windowed and full both fine, 0 = full only
-  int max_m = 0;                // GEMM/MoE rows (num_tokens) at most this, 0 = any
+  int head_dim = 0;            // exact head_dim, 0 = any
+  int max_group_rows = 0;      // max_query_len * GQA group must fit, 0 = any
+  int page_size_multiple = 0;  // page_size % this == 0, 0 = any
+  int window = -1;             // -1 = windowed and full both fine, 0 = full only
+  int max_m = 0;               // GEMM/MoE rows (num_tokens) at most this, 0 = any
   uint32_t required_flags = 0;
 };
 
@@ -50,7 +50,8 @@ struct KernelEntry {
   int min_sm;  // arch range [min_sm, max_sm] of the *effective* (clamped) arch
   int max_sm;
   ProblemPredicate predicate;
-  int priority;  // measured preference among equally specific entries (larger first), before the arch
+  int priority;  // measured preference among equally specific entries (larger first), before the
+                 // arch
   // Resource checks beyond the predicate (shared memory against the device's opt-in limit...).
   KernelStatus (*can_implement)(const ProblemKey& problem, const DeviceInfo& device);
   size_t (*workspace_bytes)(const ProblemKey& problem, const DeviceInfo& device);

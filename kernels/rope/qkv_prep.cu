@@ -121,7 +121,8 @@ __device__ __forceinline__ void StoreHead(const HeadRegs<kPairs>& h, int d, Out*
 
 // The FP8 row of backend.h: FP8(x * 448 / amax) and the scale amax / 448 (0 for a zero row).
 template <int kPairs>
-__device__ __forceinline__ void StoreFp8(const HeadRegs<kPairs>& h, int d, uint8_t* out, float* scale) {
+__device__ __forceinline__ void StoreFp8(const HeadRegs<kPairs>& h, int d, uint8_t* out,
+                                         float* scale) {
   const int lane = threadIdx.x & 31;
   float amax = 0.f;
 #pragma unroll
@@ -171,8 +172,9 @@ __global__ void __launch_bounds__(kWarps * 32) QkvPrepKernel(const QkvPrepParams
   const int h = head - p.num_q_heads;
   const In* k_raw = row + static_cast<int64_t>(p.num_q_heads) * d;
   const In* v_raw = p.k_eq_v ? k_raw : k_raw + static_cast<int64_t>(p.num_kv_heads) * d;
-  const int64_t row_id = (static_cast<int64_t>(slot / p.page_size) * p.num_kv_heads + h) * p.page_size +
-                         slot % p.page_size;
+  const int64_t row_id =
+      (static_cast<int64_t>(slot / p.page_size) * p.num_kv_heads + h) * p.page_size +
+      slot % p.page_size;
   const bool store_k = p.k_cache != nullptr;  // null: single-store K=V, attention derives K from V
   const HeadRegs<kPairs> v_in = LoadHead<kPairs>(v_raw + h * d, d);
   const HeadRegs<kPairs> k_in = store_k ? LoadHead<kPairs>(k_raw + h * d, d) : HeadRegs<kPairs>{};

@@ -13,9 +13,9 @@ namespace gannet::kernels {
 struct DrawParams {
   // The default is greedy, as gannet.h documents for gannet_request_t.temperature (0 = greedy).
   float temperature = 0.0f;
-  int32_t top_k = 0;    // <= 0 or >= vocab: off
-  float top_p = 1.0f;   // >= 1: off
-  float min_p = 0.0f;   // <= 0: off
+  int32_t top_k = 0;   // <= 0 or >= vocab: off
+  float top_p = 1.0f;  // >= 1: off
+  float min_p = 0.0f;  // <= 0: off
   // A request's seed in its SamplingParams; a row's, RowSeed(request seed, output index), once
   // the request becomes rows (sampling::RowDrawParams).
   uint64_t seed = 0;

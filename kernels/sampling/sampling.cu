@@ -140,10 +140,9 @@ __device__ uint64_t BlockInclusiveScan(uint64_t v, uint64_t* warp_sums) {
   return v + (warp > 0 ? warp_sums[warp - 1] : 0);
 }
 
-__global__ void __launch_bounds__(kThreads) SampleKernel(float* logits, int64_t ld, int vocab,
-                                                         const DrawParams* params,
-                                                         const int32_t* banned, int ban_slots,
-                                                         int32_t* out_ids) {
+__global__ void __launch_bounds__(kThreads)
+    SampleKernel(float* logits, int64_t ld, int vocab, const DrawParams* params,
+                 const int32_t* banned, int ban_slots, int32_t* out_ids) {
   PdlEnter();
   __shared__ uint64_t hist[256];
   __shared__ uint64_t warp_sums[32];
@@ -181,7 +180,8 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(float* logits, int64_t 
 
   RowCtx c{x, vocab, max_logit, sp.temperature, sp.min_p > 0.f ? sp.min_p : 0.f, 0u};
   if (sp.top_k > 0 && sp.top_k < vocab) {
-    c.topk_key = RadixSelect<false>(c, static_cast<uint64_t>(sp.top_k), hist, &s_prefix, &s_remaining);
+    c.topk_key =
+        RadixSelect<false>(c, static_cast<uint64_t>(sp.top_k), hist, &s_prefix, &s_remaining);
   }
   uint32_t threshold = c.topk_key;
   if (sp.top_p < 1.f) {
@@ -197,7 +197,8 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(float* logits, int64_t 
     __shared__ uint64_t s_total;
     if (threadIdx.x == kThreads - 1) s_total = total;
     __syncthreads();
-    uint64_t target = static_cast<uint64_t>(static_cast<double>(sp.top_p) * static_cast<double>(s_total));
+    uint64_t target =
+        static_cast<uint64_t>(static_cast<double>(sp.top_p) * static_cast<double>(s_total));
     if (target == 0) target = 1;
     const uint32_t tp = RadixSelect<true>(no_minp, target, hist, &s_prefix, &s_remaining);
     threshold = tp > threshold ? tp : threshold;
@@ -233,9 +234,9 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(float* logits, int64_t 
 
 }  // namespace
 
-cudaError_t LaunchSample(float* logits, int64_t ld, int rows, int vocab,
-                         const DrawParams* params, const int32_t* banned, int ban_slots,
-                         int32_t* out_ids, cudaStream_t stream) {
+cudaError_t LaunchSample(float* logits, int64_t ld, int rows, int vocab, const DrawParams* params,
+                         const int32_t* banned, int ban_slots, int32_t* out_ids,
+                         cudaStream_t stream) {
   if (vocab < 1 || ban_slots < 0 || ban_slots > kThreads) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
   Launch(SampleKernel, rows, kThreads, 0, stream, logits, ld, vocab, params, banned, ban_slots,
@@ -245,10 +246,9 @@ cudaError_t LaunchSample(float* logits, int64_t ld, int rows, int vocab,
 
 namespace {
 
-__global__ void __launch_bounds__(kThreads) ShardArgmaxKernel(float* logits, int64_t ld, int cols,
-                                                              int64_t id_offset,
-                                                              const int32_t* banned, int ban_slots,
-                                                              float* out, int64_t out_ld) {
+__global__ void __launch_bounds__(kThreads)
+    ShardArgmaxKernel(float* logits, int64_t ld, int cols, int64_t id_offset, const int32_t* banned,
+                      int ban_slots, float* out, int64_t out_ld) {
   PdlEnter();
   __shared__ float fred[32];
   __shared__ int ired[32];
@@ -274,7 +274,8 @@ __global__ void __launch_bounds__(kThreads) ShardArgmaxKernel(float* logits, int
   if (threadIdx.x == 0) {
     const bool found = ired[0] < cols;
     out[blockIdx.x * out_ld] = found ? fred[0] : x[0];
-    out[blockIdx.x * out_ld + 1] = __int_as_float(static_cast<int>((found ? ired[0] : 0) + id_offset));
+    out[blockIdx.x * out_ld + 1] =
+        __int_as_float(static_cast<int>((found ? ired[0] : 0) + id_offset));
   }
 }
 

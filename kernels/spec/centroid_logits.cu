@@ -63,9 +63,9 @@ __global__ void FillKernel(float* logits, int64_t ld, int rows, int vocab) {
 // One CTA per row: the top_k clusters by an 8-bit radix select of the k-th largest key (4
 // histogram passes), then every key above it and the lowest-index keys equal to it, written to
 // `selected` in ascending cluster order. Thread t owns clusters [t * per, (t + 1) * per).
-__global__ void __launch_bounds__(kThreads) SelectClustersKernel(const float* clusters, int64_t ldc,
-                                                                 int num_clusters, int top_k,
-                                                                 int32_t* selected) {
+__global__ void __launch_bounds__(kThreads)
+    SelectClustersKernel(const float* clusters, int64_t ldc, int num_clusters, int top_k,
+                         int32_t* selected) {
   PdlEnter();
   __shared__ int hist[256];
   __shared__ int scan_a[kThreads], scan_b[kThreads];
@@ -88,7 +88,8 @@ __global__ void __launch_bounds__(kThreads) SelectClustersKernel(const float* cl
     const uint32_t prefix = s_prefix;
 #pragma unroll
     for (int j = 0; j < kMaxPerThread; ++j) {
-      if (begin + j < end && (keys[j] & mask) == prefix) atomicAdd(&hist[(keys[j] >> shift) & 0xFF], 1);
+      if (begin + j < end && (keys[j] & mask) == prefix)
+        atomicAdd(&hist[(keys[j] >> shift) & 0xFF], 1);
     }
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -134,10 +135,9 @@ __device__ __forceinline__ float2 Pair(const f16* w) {
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads) ClusterDotsKernel(Mat h, const T* table, int width,
-                                                              const int32_t* ordering, int per,
-                                                              const int32_t* selected, int top_k,
-                                                              float* logits, int64_t ld) {
+__global__ void __launch_bounds__(kThreads)
+    ClusterDotsKernel(Mat h, const T* table, int width, const int32_t* ordering, int per,
+                      const int32_t* selected, int top_k, float* logits, int64_t ld) {
   PdlEnter();
   extern __shared__ float hs[];  // [width]
   const int row = blockIdx.x / top_k;
@@ -167,14 +167,15 @@ cudaError_t LaunchCentroidLogits(Mat h, int rows, const void* table, DType table
                                  const int32_t* ordering, int per_cluster, int top_k,
                                  int32_t* selected, float* logits, int64_t ld, int vocab,
                                  cudaStream_t stream) {
-  if (num_clusters < 1 || num_clusters > kThreads * kMaxPerThread || top_k < 1 || top_k > num_clusters ||
-      width < 2 || width % 2 != 0 || width > 12 * 1024 || per_cluster < 1 || vocab < 1 ||
-      (table_type != DType::kBF16 && table_type != DType::kF16)) {
+  if (num_clusters < 1 || num_clusters > kThreads * kMaxPerThread || top_k < 1 ||
+      top_k > num_clusters || width < 2 || width % 2 != 0 || width > 12 * 1024 || per_cluster < 1 ||
+      vocab < 1 || (table_type != DType::kBF16 && table_type != DType::kF16)) {
     return cudaErrorInvalidValue;
   }
   if (rows == 0) return cudaSuccess;
   const int64_t cells = static_cast<int64_t>(rows) * vocab;
-  const int fill_blocks = static_cast<int>(std::min<int64_t>((cells + kThreads * 8 - 1) / (kThreads * 8), 4096));
+  const int fill_blocks =
+      static_cast<int>(std::min<int64_t>((cells + kThreads * 8 - 1) / (kThreads * 8), 4096));
   Launch(FillKernel, fill_blocks, kThreads, 0, stream, logits, ld, rows, vocab);
   Launch(SelectClustersKernel, rows, kThreads, 0, stream, cluster_logits, ldc, num_clusters, top_k,
          selected);

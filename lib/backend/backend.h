@@ -36,9 +36,9 @@ struct RopeSpec {
 
 // One KV group (sliding or full layers) as seen by one step.
 struct KvGroupView {
-  int page_size = 0;           // tokens per page
-  int num_pages = 0;           // pool capacity
-  int max_pages_per_seq = 0;   // columns of page_table
+  int page_size = 0;                      // tokens per page
+  int num_pages = 0;                      // pool capacity
+  int max_pages_per_seq = 0;              // columns of page_table
   const int32_t* page_table = nullptr;    // [num_seqs, max_pages_per_seq]; -1 = no page
   const int32_t* slot_mapping = nullptr;  // [num_tokens] page * page_size + offset; -1 = skip
   // Host mirrors of the two arrays above (always valid; used for planning and validation).
@@ -102,7 +102,7 @@ struct LayerKvView {
 };
 
 struct QkvPrepArgs {
-  Tensor qkv;        // [T, (n_q + n_kv * (k_eq_v ? 1 : 2)) * d] (n_kv terms absent if !has_kv)
+  Tensor qkv;  // [T, (n_q + n_kv * (k_eq_v ? 1 : 2)) * d] (n_kv terms absent if !has_kv)
   int num_q_heads = 0;
   int num_kv_heads = 0;
   int head_dim = 0;
@@ -112,7 +112,7 @@ struct QkvPrepArgs {
   Tensor q_norm;  // [d]
   Tensor k_norm;  // [d]
   RopeSpec rope;
-  Tensor q_out;    // [T, n_q, d]
+  Tensor q_out;  // [T, n_q, d]
   // Where K and V go (with has_kv; kv.k_from_v with k_eq_v: V alone), and kv.group: the
   // metadata group of the slots and positions (read without has_kv too).
   LayerKvView kv;
@@ -126,7 +126,7 @@ struct AttentionArgs {
   int num_q_heads = 0;
   int num_kv_heads = 0;
   int head_dim = 0;
-  int window = 0;     // sliding window W: keys pos - W + 1 .. pos; 0 = full causal
+  int window = 0;      // sliding window W: keys pos - W + 1 .. pos; 0 = full causal
   float scale = 1.0f;  // Gemma-4 uses 1.0 (q/k norms replace 1/sqrt(d))
   const StepMetadata* meta = nullptr;
 };
@@ -290,8 +290,8 @@ class Backend {
   // §3.5): per row r, the top_k = selected.row_elems() clusters by cluster_logits[r] (ties to the
   // lower index) are written to selected[r] in ascending order; logits[r] is -inf except at the
   // tokens of those clusters (ordering[c] lists cluster c's ids), where it is h[r] . table[id].
-  // Reads only those table rows. h [rows, D] activations; table [V, D] (a weight); cluster_logits [rows, C] f32;
-  // ordering [C, V / C] int32; selected [rows, top_k] int32; logits [rows, V] f32.
+  // Reads only those table rows. h [rows, D] activations; table [V, D] (a weight); cluster_logits
+  // [rows, C] f32; ordering [C, V / C] int32; selected [rows, top_k] int32; logits [rows, V] f32.
   virtual absl::Status CentroidLogits(Tensor h, Tensor table, Tensor cluster_logits,
                                       Tensor ordering, Tensor selected, Tensor logits) = 0;
 
@@ -337,12 +337,12 @@ class Backend {
     if (!s.ok()) return s;
     return main();
   }
-  // One token id per logits row. logits [rows, V] f32; params [rows, 24] u8 viewing sampling::DrawParams;
-  // out_ids [rows] int32. Definition (every backend gives the same ids up to float rounding of exp):
-  // greedy = arg-max, ties to the lowest id. Otherwise w = exp((x - max x) / temperature), in
-  // fixed point q = floor(w * 2^32); keep logits >= the top_k-th largest; then keep logits >= the
-  // largest threshold whose kept q-mass reaches top_p x the top-k q-mass; then keep w >= min_p;
-  // the token is the first, in id order, at which the running kept q-mass exceeds
+  // One token id per logits row. logits [rows, V] f32; params [rows, 24] u8 viewing
+  // sampling::DrawParams; out_ids [rows] int32. Definition (every backend gives the same ids up to
+  // float rounding of exp): greedy = arg-max, ties to the lowest id. Otherwise w = exp((x - max x)
+  // / temperature), in fixed point q = floor(w * 2^32); keep logits >= the top_k-th largest; then
+  // keep logits >= the largest threshold whose kept q-mass reaches top_p x the top-k q-mass; then
+  // keep w >= min_p; the token is the first, in id order, at which the running kept q-mass exceeds
   // floor(u x total kept q-mass). Deterministic given the seed.
   // banned: empty, or int32 [rows, kSampleBanSlots] token ids (-1: unused slot) whose logits are
   // set to -inf in place first, so they are never drawn (and read -inf if copied out afterwards).

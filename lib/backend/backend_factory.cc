@@ -55,8 +55,10 @@ absl::StatusOr<BackendChoice> CreateBackend(const BackendOptions& o) {
 absl::StatusOr<std::optional<DType>> ParseComputeDType(std::string_view name) {
   if (name.empty() || name == "auto") return std::optional<DType>();
   if (name == "bf16") return std::optional<DType>(DType::kBF16);
-  if (name == "f16" || name == "fp16" || name == "float16") return std::optional<DType>(DType::kF16);
-  return InvalidArgumentError("compute_dtype '{}' is not one of auto (the default), bf16, f16", name);
+  if (name == "f16" || name == "fp16" || name == "float16")
+    return std::optional<DType>(DType::kF16);
+  return InvalidArgumentError("compute_dtype '{}' is not one of auto (the default), bf16, f16",
+                              name);
 }
 
 absl::StatusOr<BackendChoice> CreateBackendUnprofiled(const BackendOptions& o) {

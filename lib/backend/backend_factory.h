@@ -14,9 +14,9 @@
 namespace gannet::backend {
 
 struct BackendOptions {
-  std::string kind;    // "cpu", "cuda" or "" (auto)
-  int device_id = 0;   // CUDA device ordinal
-  int num_threads = 0; // CPU threads; 0 = hardware concurrency
+  std::string kind;     // "cpu", "cuda" or "" (auto)
+  int device_id = 0;    // CUDA device ordinal
+  int num_threads = 0;  // CPU threads; 0 = hardware concurrency
   // What CUDA computes in (ParseComputeDType): "" or "auto" (f16 on GPUs older than sm_75, which
   // have no bf16 tensor cores; else bf16), "bf16" or "f16". The CPU backend computes in f32 and
   // takes only the automatic choice.

@@ -11,7 +11,8 @@ absl::Status FaultInjectionBackend::EndDeviceSpan() {
   GANNET_RETURN_IF_ERROR(ForwardingBackend::EndDeviceSpan());
   if (++spans_ == fail_at_) {
     return MarkDeviceLost(InternalError(
-        "injected device fault at device span {} (GANNET_FAULT_INJECT_STEP; tests only)", fail_at_));
+        "injected device fault at device span {} (GANNET_FAULT_INJECT_STEP; tests only)",
+        fail_at_));
   }
   return absl::OkStatus();
 }

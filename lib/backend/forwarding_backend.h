@@ -24,9 +24,15 @@ class ForwardingBackend : public Backend {
   DType residual_dtype() const override { return inner_->residual_dtype(); }
   DType kv_dtype() const override { return inner_->kv_dtype(); }
   absl::StatusOr<Buffer> Allocate(size_t bytes) override { return inner_->Allocate(bytes); }
-  absl::StatusOr<Buffer> AllocateZeroed(size_t bytes) override { return inner_->AllocateZeroed(bytes); }
-  absl::Status CopyToDevice(void* d, const void* s, size_t n) override { return inner_->CopyToDevice(d, s, n); }
-  absl::Status CopyToHost(void* d, const void* s, size_t n) override { return inner_->CopyToHost(d, s, n); }
+  absl::StatusOr<Buffer> AllocateZeroed(size_t bytes) override {
+    return inner_->AllocateZeroed(bytes);
+  }
+  absl::Status CopyToDevice(void* d, const void* s, size_t n) override {
+    return inner_->CopyToDevice(d, s, n);
+  }
+  absl::Status CopyToHost(void* d, const void* s, size_t n) override {
+    return inner_->CopyToHost(d, s, n);
+  }
   absl::Status Fill(Tensor t, float v) override { return inner_->Fill(t, v); }
   absl::Status Synchronize() override { return inner_->Synchronize(); }
   int64_t FreeMemoryBytes() const override { return inner_->FreeMemoryBytes(); }
@@ -74,8 +80,7 @@ class ForwardingBackend : public Backend {
     return inner_->GatherRows(x, rows, out);
   }
   absl::Status Softcap(Tensor x, float cap) override { return inner_->Softcap(x, cap); }
-  absl::Status CentroidLogits(Tensor h, Tensor t, Tensor c, Tensor o, Tensor s,
-                              Tensor l) override {
+  absl::Status CentroidLogits(Tensor h, Tensor t, Tensor c, Tensor o, Tensor s, Tensor l) override {
     return inner_->CentroidLogits(h, t, c, o, s, l);
   }
   absl::Status Sample(Tensor logits, Tensor params, Tensor banned, Tensor out) override {

@@ -24,13 +24,16 @@ absl::Status CheckKvCache(std::string_view op, const LayerKvView& kv, int num_kv
   }
   if ((!k_from_v && k.dtype != v.dtype) || (v.dtype != native && v.dtype != DType::kF8E4M3)) {
     return InvalidArgumentError("{}: KV cache of {}/{}; this backend stores {} or F8_E4M3", op,
-                                k_from_v ? "-" : DTypeName(k.dtype), DTypeName(v.dtype), DTypeName(native));
+                                k_from_v ? "-" : DTypeName(k.dtype), DTypeName(v.dtype),
+                                DTypeName(native));
   }
   const bool fp8 = v.dtype == DType::kF8E4M3;
   for (const Tensor* s : {&k_scale, &v_scale}) {
     if (k_from_v && s == &k_scale) continue;
     if (!fp8) {
-      if (s->valid()) return InvalidArgumentError("{}: scale arrays given for a {} KV cache", op, DTypeName(v.dtype));
+      if (s->valid())
+        return InvalidArgumentError("{}: scale arrays given for a {} KV cache", op,
+                                    DTypeName(v.dtype));
       continue;
     }
     if (!s->valid() || s->dtype != DType::kF32 || s->rank != 3 || s->dim(0) != v.dim(0) ||
@@ -43,9 +46,11 @@ absl::Status CheckKvCache(std::string_view op, const LayerKvView& kv, int num_kv
   return absl::OkStatus();
 }
 
-absl::Status CheckKFromV(std::string_view op, const Tensor& k_norm, int rotated_pairs, int head_dim) {
+absl::Status CheckKFromV(std::string_view op, const Tensor& k_norm, int rotated_pairs,
+                         int head_dim) {
   if (!k_norm.valid() || k_norm.dtype != DType::kF32 || k_norm.numel() != head_dim) {
-    return InvalidArgumentError("{}: deriving K from V needs a [{}] f32 k_norm weight", op, head_dim);
+    return InvalidArgumentError("{}: deriving K from V needs a [{}] f32 k_norm weight", op,
+                                head_dim);
   }
   if (head_dim % 2 != 0 || rotated_pairs < 0 || rotated_pairs > head_dim / 2) {
     return InvalidArgumentError("{}: {} rotated pairs on head dim {}", op, rotated_pairs, head_dim);

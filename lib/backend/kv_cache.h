@@ -16,6 +16,7 @@ absl::Status CheckKvCache(std::string_view op, const LayerKvView& kv, int num_kv
 
 // Attention's derivation of K from V (single-store K=V): a [head_dim] f32 k_norm weight and a
 // rotation of at most head_dim / 2 pairs on an even head_dim.
-absl::Status CheckKFromV(std::string_view op, const Tensor& k_norm, int rotated_pairs, int head_dim);
+absl::Status CheckKFromV(std::string_view op, const Tensor& k_norm, int rotated_pairs,
+                         int head_dim);
 
 }  // namespace gannet::backend

@@ -28,7 +28,8 @@ absl::Status ProfilingBackend::Timed(const std::string& op, Fn&& fn) {
   absl::Status st = fn();
   absl::Status sync = inner().Synchronize();
   Total& t = totals_[op];
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // The first call of an op shape carries one-time work (cuBLASLt algorithm timing, workspace
   // growth): keep it out of the averages.
   if (t.first_seconds < 0) {
@@ -48,9 +49,10 @@ ProfilingBackend::~ProfilingBackend() {
             [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
   GANNET_LOG_WARNING("profile: {:.3f} s in ops (synchronised after each; first calls apart)", all);
   for (const auto& [op, t] : rows) {
-    GANNET_LOG_WARNING("profile: {:<34} {:9.3f} s {:5.1f}% {:9} calls {:9.2f} us/call (first {:.1f} ms)",
-                       op, t.seconds, all > 0 ? 100 * t.seconds / all : 0.0, t.calls,
-                       t.calls ? 1e6 * t.seconds / t.calls : 0.0, 1e3 * t.first_seconds);
+    GANNET_LOG_WARNING(
+        "profile: {:<34} {:9.3f} s {:5.1f}% {:9} calls {:9.2f} us/call (first {:.1f} ms)", op,
+        t.seconds, all > 0 ? 100 * t.seconds / all : 0.0, t.calls,
+        t.calls ? 1e6 * t.seconds / t.calls : 0.0, 1e3 * t.first_seconds);
   }
 }
 

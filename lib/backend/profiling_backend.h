@@ -41,8 +41,7 @@ class ProfilingBackend final : public ForwardingBackend {
   absl::Status MoeExperts(const MoeExpertsArgs& a) override;
   absl::Status GatherRows(Tensor x, Tensor rows, Tensor out) override;
   absl::Status Softcap(Tensor x, float cap) override;
-  absl::Status CentroidLogits(Tensor h, Tensor t, Tensor c, Tensor o, Tensor s,
-                              Tensor l) override;
+  absl::Status CentroidLogits(Tensor h, Tensor t, Tensor c, Tensor o, Tensor s, Tensor l) override;
   absl::Status Sample(Tensor logits, Tensor params, Tensor banned, Tensor out) override;
 
  private:

@@ -22,7 +22,8 @@ void ComputeInvFreq(const RopeSpec& rope, int head_dim, float* inv_freq) {
 absl::StatusOr<Buffer> Backend::AllocateZeroed(size_t bytes) {
   GANNET_ASSIGN_OR_RETURN(Buffer b, Allocate((bytes + 3) / 4 * 4));
   if (bytes > 0) {
-    GANNET_RETURN_IF_ERROR(Fill(b.View(DType::kF32, {static_cast<int64_t>((bytes + 3) / 4)}), 0.0f));
+    GANNET_RETURN_IF_ERROR(
+        Fill(b.View(DType::kF32, {static_cast<int64_t>((bytes + 3) / 4)}), 0.0f));
   }
   return b;
 }

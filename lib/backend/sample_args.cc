@@ -9,11 +9,10 @@ absl::Status CheckSampleArgs(int64_t rows, Tensor params, Tensor banned, Tensor 
   if (params.numel() * static_cast<int64_t>(params.elem_bytes()) <
           rows * static_cast<int64_t>(sizeof(sampling::DrawParams)) ||
       out_ids.dtype != DType::kI32 || out_ids.numel() < rows) {
-    return InvalidArgumentError("Sample: params must hold {} DrawParams and out_ids {} int32",
-                                rows, rows);
+    return InvalidArgumentError("Sample: params must hold {} DrawParams and out_ids {} int32", rows,
+                                rows);
   }
-  if (banned.valid() &&
-      (banned.dtype != DType::kI32 || banned.numel() < rows * kSampleBanSlots)) {
+  if (banned.valid() && (banned.dtype != DType::kI32 || banned.numel() < rows * kSampleBanSlots)) {
     return InvalidArgumentError("Sample: banned must hold {} x {} int32 token ids", rows,
                                 kSampleBanSlots);
   }
@@ -50,7 +49,8 @@ absl::Status CheckShardArgmaxArgs(const Tensor& logits, const Tensor& banned, co
     return InvalidArgumentError("ShardArgmax: out must be [{}, 2] f32", rows);
   }
   if (banned.valid() && (banned.dtype != DType::kI32 || banned.numel() != rows * kSampleBanSlots)) {
-    return InvalidArgumentError("ShardArgmax: banned must be [{}, {}] int32", rows, kSampleBanSlots);
+    return InvalidArgumentError("ShardArgmax: banned must be [{}, {}] int32", rows,
+                                kSampleBanSlots);
   }
   return absl::OkStatus();
 }

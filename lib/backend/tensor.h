@@ -49,7 +49,9 @@ struct Tensor {
   bool contiguous() const { return row_stride == 0 || row_stride == row_elems(); }
 
   template <typename T>
-  T* as() const { return static_cast<T*>(data); }
+  T* as() const {
+    return static_cast<T*>(data);
+  }
   // Rows [begin, begin + count) of dim 0.
   Tensor Rows(int64_t begin, int64_t count) const;
   // Columns [begin, begin + count) of a rank-2 view (keeps the row stride).

@@ -22,18 +22,29 @@ thread_local std::string t_last_error;
 gannet_status_t ToStatus(const absl::Status& st) {
   if (IsDeviceLost(st)) return GANNET_ERR_DEVICE_LOST;
   switch (st.code()) {
-    case absl::StatusCode::kOk: return GANNET_OK;
+    case absl::StatusCode::kOk:
+      return GANNET_OK;
     case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange: return GANNET_ERR_INVALID_ARGUMENT;
-    case absl::StatusCode::kNotFound: return GANNET_ERR_NOT_FOUND;
-    case absl::StatusCode::kResourceExhausted: return GANNET_ERR_RESOURCE_EXHAUSTED;
-    case absl::StatusCode::kUnimplemented: return GANNET_ERR_UNIMPLEMENTED;
-    case absl::StatusCode::kDataLoss: return GANNET_ERR_DATA_LOSS;
-    case absl::StatusCode::kCancelled: return GANNET_ERR_CANCELLED;
-    case absl::StatusCode::kDeadlineExceeded: return GANNET_ERR_DEADLINE_EXCEEDED;
-    case absl::StatusCode::kFailedPrecondition: return GANNET_ERR_FAILED_PRECONDITION;
-    case absl::StatusCode::kUnavailable: return GANNET_ERR_NOT_FOUND;  // no usable device
-    default: return GANNET_ERR_INTERNAL;
+    case absl::StatusCode::kOutOfRange:
+      return GANNET_ERR_INVALID_ARGUMENT;
+    case absl::StatusCode::kNotFound:
+      return GANNET_ERR_NOT_FOUND;
+    case absl::StatusCode::kResourceExhausted:
+      return GANNET_ERR_RESOURCE_EXHAUSTED;
+    case absl::StatusCode::kUnimplemented:
+      return GANNET_ERR_UNIMPLEMENTED;
+    case absl::StatusCode::kDataLoss:
+      return GANNET_ERR_DATA_LOSS;
+    case absl::StatusCode::kCancelled:
+      return GANNET_ERR_CANCELLED;
+    case absl::StatusCode::kDeadlineExceeded:
+      return GANNET_ERR_DEADLINE_EXCEEDED;
+    case absl::StatusCode::kFailedPrecondition:
+      return GANNET_ERR_FAILED_PRECONDITION;
+    case absl::StatusCode::kUnavailable:
+      return GANNET_ERR_NOT_FOUND;  // no usable device
+    default:
+      return GANNET_ERR_INTERNAL;
   }
 }
 
@@ -43,7 +54,9 @@ gannet_status_t Fail(gannet_status_t code, std::string message) {
   return code;
 }
 
-gannet_status_t Fail(const absl::Status& st) { return Fail(ToStatus(st), std::string(st.message())); }
+gannet_status_t Fail(const absl::Status& st) {
+  return Fail(ToStatus(st), std::string(st.message()));
+}
 
 const char* LastError() { return t_last_error.c_str(); }
 
@@ -57,19 +70,32 @@ extern "C" {
 
 const char* gannet_status_string(gannet_status_t status) {
   switch (status) {
-    case GANNET_OK: return "GANNET_OK";
-    case GANNET_ERR_INVALID_ARGUMENT: return "GANNET_ERR_INVALID_ARGUMENT";
-    case GANNET_ERR_NOT_FOUND: return "GANNET_ERR_NOT_FOUND";
-    case GANNET_ERR_OUT_OF_MEMORY: return "GANNET_ERR_OUT_OF_MEMORY";
-    case GANNET_ERR_RESOURCE_EXHAUSTED: return "GANNET_ERR_RESOURCE_EXHAUSTED";
-    case GANNET_ERR_UNIMPLEMENTED: return "GANNET_ERR_UNIMPLEMENTED";
-    case GANNET_ERR_DATA_LOSS: return "GANNET_ERR_DATA_LOSS";
-    case GANNET_ERR_DEVICE_LOST: return "GANNET_ERR_DEVICE_LOST";
-    case GANNET_ERR_CANCELLED: return "GANNET_ERR_CANCELLED";
-    case GANNET_ERR_DEADLINE_EXCEEDED: return "GANNET_ERR_DEADLINE_EXCEEDED";
-    case GANNET_ERR_FAILED_PRECONDITION: return "GANNET_ERR_FAILED_PRECONDITION";
-    case GANNET_ERR_INTERNAL: return "GANNET_ERR_INTERNAL";
-    default: return "GANNET_ERR_UNKNOWN";
+    case GANNET_OK:
+      return "GANNET_OK";
+    case GANNET_ERR_INVALID_ARGUMENT:
+      return "GANNET_ERR_INVALID_ARGUMENT";
+    case GANNET_ERR_NOT_FOUND:
+      return "GANNET_ERR_NOT_FOUND";
+    case GANNET_ERR_OUT_OF_MEMORY:
+      return "GANNET_ERR_OUT_OF_MEMORY";
+    case GANNET_ERR_RESOURCE_EXHAUSTED:
+      return "GANNET_ERR_RESOURCE_EXHAUSTED";
+    case GANNET_ERR_UNIMPLEMENTED:
+      return "GANNET_ERR_UNIMPLEMENTED";
+    case GANNET_ERR_DATA_LOSS:
+      return "GANNET_ERR_DATA_LOSS";
+    case GANNET_ERR_DEVICE_LOST:
+      return "GANNET_ERR_DEVICE_LOST";
+    case GANNET_ERR_CANCELLED:
+      return "GANNET_ERR_CANCELLED";
+    case GANNET_ERR_DEADLINE_EXCEEDED:
+      return "GANNET_ERR_DEADLINE_EXCEEDED";
+    case GANNET_ERR_FAILED_PRECONDITION:
+      return "GANNET_ERR_FAILED_PRECONDITION";
+    case GANNET_ERR_INTERNAL:
+      return "GANNET_ERR_INTERNAL";
+    default:
+      return "GANNET_ERR_UNKNOWN";
   }
 }
 
@@ -95,7 +121,8 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
                                      gannet_engine_t** engine_out) {
   return Guard("gannet_engine_create", [&]() -> gannet_status_t {
     if (config == nullptr || engine_out == nullptr) {
-      return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_engine_create: config and engine_out are required");
+      return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                  "gannet_engine_create: config and engine_out are required");
     }
     gannet_engine_config_t c;
     if (!gannet::capi::ReadVersioned(config, gannet_engine_config_t GANNET_ENGINE_CONFIG_INIT, &c,
@@ -108,10 +135,14 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
     const struct {
       const char* name;
       int32_t value;
-    } fields[] = {{"device_id", c.device_id},           {"max_running_seqs", c.max_running_seqs},
-                  {"max_step_tokens", c.max_step_tokens}, {"max_model_len", c.max_model_len},
-                  {"page_size", c.page_size},           {"kv_sliding_pages", c.kv_sliding_pages},
-                  {"kv_full_pages", c.kv_full_pages},   {"num_threads", c.num_threads},
+    } fields[] = {{"device_id", c.device_id},
+                  {"max_running_seqs", c.max_running_seqs},
+                  {"max_step_tokens", c.max_step_tokens},
+                  {"max_model_len", c.max_model_len},
+                  {"page_size", c.page_size},
+                  {"kv_sliding_pages", c.kv_sliding_pages},
+                  {"kv_full_pages", c.kv_full_pages},
+                  {"num_threads", c.num_threads},
                   {"max_queued_requests", c.max_queued_requests},
                   {"num_speculative_tokens", c.num_speculative_tokens},
                   {"tensor_parallel_size", c.tensor_parallel_size},
@@ -133,7 +164,8 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
     if (c.kv_memory_bytes < 0) {
       return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_engine_create: kv_memory_bytes < 0");
     }
-    if (c.max_prefill_tokens_while_decoding < 0 || c.max_prefill_tokens_while_decoding > INT32_MAX) {
+    if (c.max_prefill_tokens_while_decoding < 0 ||
+        c.max_prefill_tokens_while_decoding > INT32_MAX) {
       return Fail(GANNET_ERR_INVALID_ARGUMENT,
                   fmt::format("gannet_engine_create: max_prefill_tokens_while_decoding is {}; it "
                               "must be 0 (default) to max_step_tokens",
@@ -149,18 +181,19 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
                               "most 8, and the array is required when it is > 0",
                               c.num_device_ids, c.device_ids == nullptr ? "NULL" : "set"));
     }
-    if (c.tp_id != nullptr && (c.tp_rank < 0 || c.tensor_parallel_size < 1 ||
-                               c.tp_rank >= c.tensor_parallel_size)) {
+    if (c.tp_id != nullptr &&
+        (c.tp_rank < 0 || c.tensor_parallel_size < 1 || c.tp_rank >= c.tensor_parallel_size)) {
       return Fail(GANNET_ERR_INVALID_ARGUMENT,
                   fmt::format("gannet_engine_create: tp_rank {} of tensor_parallel_size {}: a "
                               "multi-process group needs 0 <= tp_rank < tensor_parallel_size",
                               c.tp_rank, c.tensor_parallel_size));
     }
     if (c.kv_separate_k_eq_v != 0 && c.kv_separate_k_eq_v != 1) {
-      return Fail(GANNET_ERR_INVALID_ARGUMENT,
-                  fmt::format("gannet_engine_create: kv_separate_k_eq_v is {}; 0 (one K=V array, the "
-                              "default) or 1 (K and V apart)",
-                              c.kv_separate_k_eq_v));
+      return Fail(
+          GANNET_ERR_INVALID_ARGUMENT,
+          fmt::format("gannet_engine_create: kv_separate_k_eq_v is {}; 0 (one K=V array, the "
+                      "default) or 1 (K and V apart)",
+                      c.kv_separate_k_eq_v));
     }
     if (c.startup_warmup < -1 || c.startup_warmup > 1) {
       return Fail(GANNET_ERR_INVALID_ARGUMENT,
@@ -235,7 +268,8 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
 
 gannet_status_t gannet_tp_create_id(gannet_tp_id_t* id_out) {
   return Guard("gannet_tp_create_id", [&]() -> gannet_status_t {
-    if (id_out == nullptr) return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_tp_create_id: id_out is NULL");
+    if (id_out == nullptr)
+      return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_tp_create_id: id_out is NULL");
     auto id = gannet::parallel::CreateNcclId();
     if (!id.ok()) return Fail(id.status());
     static_assert(sizeof(id_out->bytes) == gannet::parallel::kTpIdBytes);
@@ -246,7 +280,8 @@ gannet_status_t gannet_tp_create_id(gannet_tp_id_t* id_out) {
 
 gannet_status_t gannet_engine_serve(gannet_engine_t* engine, int32_t timeout_ms) {
   return Guard("gannet_engine_serve", [&]() -> gannet_status_t {
-    if (engine == nullptr) return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_engine_serve: engine is NULL");
+    if (engine == nullptr)
+      return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_engine_serve: engine is NULL");
     if (timeout_ms < -1) {
       return Fail(GANNET_ERR_INVALID_ARGUMENT,
                   fmt::format("gannet_engine_serve: timeout_ms is {}; -1 or >= 0", timeout_ms));
@@ -269,7 +304,8 @@ void gannet_engine_destroy(gannet_engine_t* engine) {
 gannet_status_t gannet_model_info(const char* model_dir, gannet_model_info_t* out) {
   return Guard("gannet_model_info", [&]() -> gannet_status_t {
     if (model_dir == nullptr || out == nullptr) {
-      return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_model_info: model_dir and info_out are required");
+      return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                  "gannet_model_info: model_dir and info_out are required");
     }
     auto info = gannet::engine::ReadModelInfo(model_dir);
     if (!info.ok()) return Fail(info.status());
@@ -314,7 +350,8 @@ gannet_status_t gannet_model_info(const char* model_dir, gannet_model_info_t* ou
 gannet_status_t gannet_engine_get_stats(gannet_engine_t* engine, gannet_engine_stats_t* out) {
   return Guard("gannet_engine_get_stats", [&]() -> gannet_status_t {
     if (engine == nullptr || out == nullptr) {
-      return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_engine_get_stats: engine and stats_out are required");
+      return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                  "gannet_engine_get_stats: engine and stats_out are required");
     }
     const gannet::engine::EngineStats s = engine->engine->GetStats();
     gannet_engine_stats_t full{};

@@ -71,9 +71,9 @@ bool ReadVersioned(const T* in, const T& defaults, T* out, const char* what) {
   *out = defaults;
   const uint32_t size = in->struct_size;
   if (size < kMinStructSize || size > kMaxStructSize || size % alignof(T) != 0) {
-    Fail(GANNET_ERR_INVALID_ARGUMENT,
-         std::string(what) + ".struct_size is " + std::to_string(size) +
-             ": initialise the struct with its _INIT macro");
+    Fail(GANNET_ERR_INVALID_ARGUMENT, std::string(what) + ".struct_size is " +
+                                          std::to_string(size) +
+                                          ": initialise the struct with its _INIT macro");
     return false;
   }
   std::memcpy(out, in, std::min<size_t>(size, sizeof(T)));
@@ -93,9 +93,9 @@ inline gannet_status_t CheckFlag(const char* what, int32_t value, int32_t max = 
 template <typename T>
 gannet_status_t WriteVersioned(const T& full, T* out, const char* what) {
   if (out->struct_size < kMinStructSize || out->struct_size > kMaxStructSize) {
-    return Fail(GANNET_ERR_INVALID_ARGUMENT,
-                std::string(what) + ".struct_size is " + std::to_string(out->struct_size) +
-                    ": initialise the struct with its _INIT macro");
+    return Fail(GANNET_ERR_INVALID_ARGUMENT, std::string(what) + ".struct_size is " +
+                                                 std::to_string(out->struct_size) +
+                                                 ": initialise the struct with its _INIT macro");
   }
   const uint32_t size = out->struct_size;
   std::memcpy(out, &full, std::min<size_t>(size, sizeof(T)));

@@ -54,7 +54,8 @@ gannet_status_t ReadRequest(const gannet_request_t* request, engine::RequestInpu
   }
   if (r.prompt_text != nullptr) in->prompt_text = std::string(r.prompt_text);
   if (r.num_messages > 0) {
-    if (r.messages == nullptr) return Fail(GANNET_ERR_INVALID_ARGUMENT, "request: messages is NULL");
+    if (r.messages == nullptr)
+      return Fail(GANNET_ERR_INVALID_ARGUMENT, "request: messages is NULL");
     // Every element has the first's size (the header that initialised the array).
     const uint32_t stride = r.messages[0].struct_size;
     // A size that ends inside a field (not a multiple of the struct's alignment) is no version of
@@ -192,7 +193,8 @@ gannet_status_t gannet_request_check(const gannet_request_t* request,
 
 gannet_status_t gannet_engine_cancel(gannet_engine_t* engine, uint64_t request_id) {
   return Guard("gannet_engine_cancel", [&]() -> gannet_status_t {
-    if (engine == nullptr) return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_engine_cancel: engine is NULL");
+    if (engine == nullptr)
+      return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_engine_cancel: engine is NULL");
     absl::Status st = engine->engine->Cancel(request_id);
     return st.ok() ? GANNET_OK : Fail(st);
   });

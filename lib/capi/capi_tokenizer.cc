@@ -108,7 +108,8 @@ gannet_status_t gannet_tokenizer_get_info(const gannet_tokenizer_t* tokenizer,
         st != GANNET_OK) {
       return st;
     }
-    if (out == nullptr) return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_tokenizer_get_info: info_out is NULL");
+    if (out == nullptr)
+      return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_tokenizer_get_info: info_out is NULL");
     const gannet::tokenizer::Tokenizer& t = *tokenizer->tokenizer;
     gannet_tokenizer_info_t full = GANNET_TOKENIZER_INFO_INIT;
     full.vocab_size = t.vocab_size();
@@ -144,8 +145,8 @@ gannet_status_t gannet_tokenize(const gannet_tokenizer_t* tokenizer, const char*
     }
     const std::vector<int32_t> ids =
         tokenizer->tokenizer->Encode(s, {.add_special_tokens = add_special_tokens == 1});
-    return gannet::capi::WriteBuffer(ids.data(), ids.size(), ids_out, capacity, num_ids_out,
-                                     false, "gannet_tokenize");
+    return gannet::capi::WriteBuffer(ids.data(), ids.size(), ids_out, capacity, num_ids_out, false,
+                                     "gannet_tokenize");
   });
 }
 
@@ -165,8 +166,8 @@ gannet_status_t gannet_detokenize(const gannet_tokenizer_t* tokenizer, const int
         st != GANNET_OK) {
       return st;
     }
-    auto text = tokenizer->tokenizer->Decode(
-        absl::Span<const int32_t>(ids, num_ids), {.skip_special_tokens = skip_special_tokens == 1});
+    auto text = tokenizer->tokenizer->Decode(absl::Span<const int32_t>(ids, num_ids),
+                                             {.skip_special_tokens = skip_special_tokens == 1});
     if (!text.ok()) return Fail(text.status());
     return gannet::capi::WriteBuffer(text->data(), text->size(), text_out, capacity, text_len_out,
                                      true, "gannet_detokenize");
@@ -200,8 +201,8 @@ gannet_status_t gannet_token_to_piece(const gannet_tokenizer_t* tokenizer, int32
 gannet_status_t gannet_apply_chat_template(const gannet_tokenizer_t* tokenizer,
                                            const gannet_chat_message_t* messages,
                                            size_t num_messages, int32_t add_generation_prompt,
-                                           int32_t enable_thinking, char* text_out,
-                                           size_t capacity, size_t* text_len_out) {
+                                           int32_t enable_thinking, char* text_out, size_t capacity,
+                                           size_t* text_len_out) {
   return Guard("gannet_apply_chat_template", [&]() -> gannet_status_t {
     if (gannet_status_t st =
             gannet::capi::RequireTokenizer(tokenizer, "gannet_apply_chat_template");
@@ -228,7 +229,8 @@ gannet_status_t gannet_apply_chat_template(const gannet_tokenizer_t* tokenizer,
       return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_apply_chat_template: no messages");
     }
     for (size_t i = 0; i < in.messages.size(); ++i) {
-      if (!gannet::IsValidUtf8(in.messages[i].role) || !gannet::IsValidUtf8(in.messages[i].content)) {
+      if (!gannet::IsValidUtf8(in.messages[i].role) ||
+          !gannet::IsValidUtf8(in.messages[i].content)) {
         return Fail(GANNET_ERR_INVALID_ARGUMENT,
                     fmt::format("gannet_apply_chat_template: messages[{}] is not valid UTF-8", i));
       }
@@ -264,7 +266,8 @@ gannet_status_t gannet_apply_chat_template_json(const gannet_tokenizer_t* tokeni
       }
     }
     if (chat_json == nullptr) {
-      return Fail(GANNET_ERR_INVALID_ARGUMENT, "gannet_apply_chat_template_json: chat_json is NULL");
+      return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                  "gannet_apply_chat_template_json: chat_json is NULL");
     }
     auto chat = gannet::Json::Parse(chat_json);
     if (!chat.ok()) {
@@ -283,9 +286,8 @@ gannet_status_t gannet_apply_chat_template_json(const gannet_tokenizer_t* tokeni
 }
 
 int32_t gannet_tokenizer_has_chat_template(const gannet_tokenizer_t* tokenizer) {
-  return tokenizer != nullptr && tokenizer->chat != nullptr && tokenizer->chat->has_template()
-             ? 1
-             : 0;
+  return tokenizer != nullptr && tokenizer->chat != nullptr && tokenizer->chat->has_template() ? 1
+                                                                                               : 0;
 }
 
 }  // extern "C"

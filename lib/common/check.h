@@ -5,21 +5,20 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define GANNET_CHECK(cond)                                                              \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      std::fprintf(stderr, "gannet: CHECK failed at %s:%d: %s\n", __FILE__, __LINE__, \
-                   #cond);                                                              \
-      std::abort();                                                                     \
-    }                                                                                   \
+#define GANNET_CHECK(cond)                                                                    \
+  do {                                                                                        \
+    if (!(cond)) {                                                                            \
+      std::fprintf(stderr, "gannet: CHECK failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+      std::abort();                                                                           \
+    }                                                                                         \
   } while (0)
 
-#define GANNET_CHECK_OK(expr)                                                             \
-  do {                                                                                    \
-    auto gannet_check_status_ = (expr);                                                   \
-    if (!gannet_check_status_.ok()) {                                                     \
+#define GANNET_CHECK_OK(expr)                                                            \
+  do {                                                                                   \
+    auto gannet_check_status_ = (expr);                                                  \
+    if (!gannet_check_status_.ok()) {                                                    \
       std::fprintf(stderr, "gannet: CHECK_OK failed at %s:%d: %s\n", __FILE__, __LINE__, \
                    std::string(gannet_check_status_.message()).c_str());                 \
-      std::abort();                                                                       \
-    }                                                                                     \
+      std::abort();                                                                      \
+    }                                                                                    \
   } while (0)

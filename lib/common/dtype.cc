@@ -7,7 +7,8 @@
 namespace gannet {
 
 bool WeightFormatIsLoadable(const WeightFormat& f) {
-  return !f.quantized() && (f.elem == DType::kBF16 || f.elem == DType::kF16 || f.elem == DType::kF32);
+  return !f.quantized() &&
+         (f.elem == DType::kBF16 || f.elem == DType::kF16 || f.elem == DType::kF32);
 }
 
 float F16ToFloat(uint16_t h) {

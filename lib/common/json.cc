@@ -77,12 +77,18 @@ Json& Json::Push(Json value) {
 
 std::string_view Json::TypeName(Type t) {
   switch (t) {
-    case Type::kNull: return "null";
-    case Type::kBool: return "bool";
-    case Type::kNumber: return "number";
-    case Type::kString: return "string";
-    case Type::kArray: return "array";
-    case Type::kObject: return "object";
+    case Type::kNull:
+      return "null";
+    case Type::kBool:
+      return "bool";
+    case Type::kNumber:
+      return "number";
+    case Type::kString:
+      return "string";
+    case Type::kArray:
+      return "array";
+    case Type::kObject:
+      return "object";
   }
   return "?";
 }
@@ -91,13 +97,27 @@ void AppendJsonString(std::string_view s, std::string* out) {
   out->push_back('"');
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
-      case '\b': out->append("\\b"); break;
-      case '\f': out->append("\\f"); break;
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
+      case '\b':
+        out->append("\\b");
+        break;
+      case '\f':
+        out->append("\\f");
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -115,8 +135,12 @@ namespace {
 
 void DumpTo(const Json& j, std::string* out) {
   switch (j.type()) {
-    case Json::Type::kNull: out->append("null"); break;
-    case Json::Type::kBool: out->append(j.AsBool() ? "true" : "false"); break;
+    case Json::Type::kNull:
+      out->append("null");
+      break;
+    case Json::Type::kBool:
+      out->append(j.AsBool() ? "true" : "false");
+      break;
     case Json::Type::kNumber:
       if (j.is_int()) {
         out->append(std::to_string(j.AsInt()));
@@ -130,7 +154,9 @@ void DumpTo(const Json& j, std::string* out) {
         if (lit.find_first_of(".eEn") == std::string_view::npos) out->append(".0");
       }
       break;
-    case Json::Type::kString: AppendJsonString(j.AsString(), out); break;
+    case Json::Type::kString:
+      AppendJsonString(j.AsString(), out);
+      break;
     case Json::Type::kArray: {
       out->push_back('[');
       bool first = true;

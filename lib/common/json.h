@@ -49,8 +49,9 @@ class Json {
   // tree plus what fn keeps (safetensors headers: a few bytes of tensor description per entry,
   // where the whole tree costs ~30 times the text). Duplicate keys are fn's to detect. An error
   // of fn ends the parse and is returned as it is.
-  static absl::Status ParseMembers(std::string_view text, int64_t max_nodes_per_member,
-                                   const std::function<absl::Status(std::string key, Json value)>& fn);
+  static absl::Status ParseMembers(
+      std::string_view text, int64_t max_nodes_per_member,
+      const std::function<absl::Status(std::string key, Json value)>& fn);
   // The general form of ParseMembers, for documents whose bulk sits deeper (tokenizer.json:
   // model.vocab, model.merges): the top-level object is streamed, and so is every container for
   // which `descend` returns true (it is asked for each container whose parent is streamed, with

@@ -12,9 +12,8 @@ constexpr absl::string_view kDeviceLostUrl = "gannet/device-lost";
 absl::Status Annotate(const absl::Status& status, std::string_view context) {
   if (status.ok()) return status;
   absl::Status out(status.code(), fmt::format("{}: {}", context, status.message()));
-  status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
-    out.SetPayload(url, payload);
-  });
+  status.ForEachPayload(
+      [&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
   return out;
 }
 

@@ -28,10 +28,10 @@ struct fmt::formatter<absl::string_view> : fmt::formatter<fmt::string_view> {
 #define GANNET_CONCAT_INNER_(a, b) a##b
 #define GANNET_CONCAT_(a, b) GANNET_CONCAT_INNER_(a, b)
 
-#define GANNET_RETURN_IF_ERROR(expr)                              \
-  do {                                                            \
-    ::absl::Status gannet_status_ = (expr);                       \
-    if (!gannet_status_.ok()) return gannet_status_;              \
+#define GANNET_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::absl::Status gannet_status_ = (expr);          \
+    if (!gannet_status_.ok()) return gannet_status_; \
   } while (0)
 
 #define GANNET_ASSIGN_OR_RETURN(lhs, rexpr) \

@@ -101,8 +101,8 @@ class Engine::Impl {
     const int per_request = cfg.max_undelivered_tokens_per_request > 0
                                 ? cfg.max_undelivered_tokens_per_request
                                 : kDefaultMaxUndeliveredTokensPerRequest;
-    const int64_t total = cfg.max_undelivered_tokens > 0 ? cfg.max_undelivered_tokens
-                                                         : kDefaultMaxUndeliveredTokens;
+    const int64_t total =
+        cfg.max_undelivered_tokens > 0 ? cfg.max_undelivered_tokens : kDefaultMaxUndeliveredTokens;
     int32_t& mine = unpolled_tokens[e.request_id];
     if (mine >= per_request) {
       return ResourceExhaustedError(
@@ -142,8 +142,7 @@ class Engine::Impl {
   void CountScheduled(const sched::StepPlan& plan, StepTally* tally);
   // Each sampling sequence's tokens (SampleRow, or spec::VerifyChunk for one with drafts), and
   // the requests the drafter continues (`propose`).
-  void EmitTokens(const sched::StepPlan& plan, const runner::StepResult& result,
-                  StepTally* tally);
+  void EmitTokens(const sched::StepPlan& plan, const runner::StepResult& result, StepTally* tally);
   // Drafts for `propose`; false only when the device was lost.
   bool Propose(StepTally* tally);
   void Record(const StepTally& tally);
@@ -436,7 +435,8 @@ void Engine::Impl::UpdateGauges() {
   g.weight_bytes = static_cast<int64_t>(parts->runner->weight_bytes());
   const kv::KvLayout& layout = parts->kv_sizing.layout;
   for (kv::KvGroup grp : kv::kAllKvGroups) {
-    g.kv_bytes_per_token[kv::GroupIndex(grp)] = layout.has_group(grp) ? layout.bytes_per_token(grp) : 0;
+    g.kv_bytes_per_token[kv::GroupIndex(grp)] =
+        layout.has_group(grp) ? layout.bytes_per_token(grp) : 0;
   }
   g.sliding_window = parts->config.text.sliding_window;
   g.max_model_len = static_cast<int32_t>(parts->max_model_len);
@@ -447,9 +447,14 @@ void Engine::Impl::UpdateGauges() {
                          ? std::string(kv::KvQuantName(layout.quant))
                          : (parts->backend->kv_dtype() == DType::kF32 ? "f32" : "bf16");
   switch (parts->backend->activation_dtype()) {
-    case DType::kF16: g.compute_dtype = "f16"; break;
-    case DType::kF32: g.compute_dtype = "f32"; break;
-    default: g.compute_dtype = "bf16";
+    case DType::kF16:
+      g.compute_dtype = "f16";
+      break;
+    case DType::kF32:
+      g.compute_dtype = "f32";
+      break;
+    default:
+      g.compute_dtype = "bf16";
   }
   g.device_id = parts->backend->device_id();
   g.device_name = parts->backend->DeviceName();
@@ -525,8 +530,8 @@ absl::StatusOr<std::unique_ptr<sched::Request>> Engine::Impl::BuildRequest(Reque
   sched::RequestSpec spec;
   spec.id = id;
   if (!in.messages.empty() || in.prompt_text || in.chat) {
-    GANNET_RETURN_IF_ERROR(CheckPromptBytes(in, parts->max_model_len,
-                                            parts->tokenizer->max_token_bytes()));
+    GANNET_RETURN_IF_ERROR(
+        CheckPromptBytes(in, parts->max_model_len, parts->tokenizer->max_token_bytes()));
   }
   if (!in.messages.empty() || in.chat) {
     std::vector<std::pair<size_t, size_t>> content;
@@ -536,8 +541,7 @@ absl::StatusOr<std::unique_ptr<sched::Request>> Engine::Impl::BuildRequest(Reque
     GANNET_ASSIGN_OR_RETURN(std::string text,
                             in.chat ? parts->chat_format->Render(*in.chat, options, ranges)
                                     : parts->chat_format->Render(in.messages, options, ranges));
-    spec.prompt =
-        parts->tokenizer->Encode(text, {.add_special_tokens = false}, content);
+    spec.prompt = parts->tokenizer->Encode(text, {.add_special_tokens = false}, content);
   } else if (in.prompt_text) {
     spec.prompt = parts->tokenizer->Encode(*in.prompt_text, {.add_special_tokens = true});
     // Exactly one <bos>: a text that already starts with "<bos>" must not get a second one.
@@ -550,9 +554,15 @@ absl::StatusOr<std::unique_ptr<sched::Request>> Engine::Impl::BuildRequest(Reque
   }
   spec.sampling = in.sampling;
   switch (in.seed_mode) {
-    case SeedMode::kFixed: spec.sampling.seed = in.seed; break;
-    case SeedMode::kRequestId: spec.sampling.seed = SplitMix64(id); break;
-    case SeedMode::kRandom: spec.sampling.seed = RandomSeed(); break;
+    case SeedMode::kFixed:
+      spec.sampling.seed = in.seed;
+      break;
+    case SeedMode::kRequestId:
+      spec.sampling.seed = SplitMix64(id);
+      break;
+    case SeedMode::kRandom:
+      spec.sampling.seed = RandomSeed();
+      break;
   }
   spec.max_tokens = in.max_tokens;
   spec.min_tokens = in.min_tokens;
@@ -568,9 +578,9 @@ absl::StatusOr<std::unique_ptr<sched::Request>> Engine::Impl::BuildRequest(Reque
   {
     std::vector<int32_t>& stops = spec.stop_token_ids;
     const int64_t vocab = parts->config.text.vocab_size;
-    stops.erase(std::remove_if(stops.begin(), stops.end(),
-                               [&](int32_t t) { return t < 0 || t >= vocab; }),
-                stops.end());
+    stops.erase(
+        std::remove_if(stops.begin(), stops.end(), [&](int32_t t) { return t < 0 || t >= vocab; }),
+        stops.end());
     std::sort(stops.begin(), stops.end());
     stops.erase(std::unique(stops.begin(), stops.end()), stops.end());
   }
@@ -659,7 +669,8 @@ absl::StatusOr<uint64_t> Engine::Submit(RequestInput input) {
     return built.status();
   }
   std::unique_ptr<sched::Request> request = std::move(*built);
-  absl::StatusOr<TextOutput> made = TextOutput::Create(m.parts->tokenizer.get(), input.stop_strings);
+  absl::StatusOr<TextOutput> made =
+      TextOutput::Create(m.parts->tokenizer.get(), input.stop_strings);
   if (!made.ok()) {
     release();
     return made.status();
@@ -675,9 +686,10 @@ absl::StatusOr<uint64_t> Engine::Submit(RequestInput input) {
     e.request_id = id;
     e.type = EventType::kError;
     e.finish = EventFinish::kError;
-    e.status = InvalidArgumentError("request {}: prompt token {} (id {}) is outside the "
-                                    "vocabulary [0, {})",
-                                    id, bad - request->tokens.begin(), *bad, vocab);
+    e.status = InvalidArgumentError(
+        "request {}: prompt token {} (id {}) is outside the "
+        "vocabulary [0, {})",
+        id, bad - request->tokens.begin(), *bad, vocab);
     e.num_prompt_tokens = static_cast<int32_t>(request->prompt_len);
     m.Emit(std::move(e));
     return id;
@@ -731,8 +743,9 @@ model::Variant Engine::variant() const { return impl_->parts->config.variant; }
 
 absl::Status Engine::Serve(double timeout_s) {
   if (impl_->parts->tp_worker == nullptr) {
-    return FailedPreconditionError("engine: Serve is for ranks other than 0 of a multi-process "
-                                   "tensor-parallel group; this engine serves requests itself");
+    return FailedPreconditionError(
+        "engine: Serve is for ranks other than 0 of a multi-process "
+        "tensor-parallel group; this engine serves requests itself");
   }
   return impl_->parts->tp_worker->Wait(timeout_s);
 }

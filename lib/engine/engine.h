@@ -177,23 +177,23 @@ struct EngineStats {
   int64_t kv_bytes_per_token[2] = {0, 0};
   int32_t sliding_window = 0;
   int32_t max_model_len = 0;
-  int32_t max_running_seqs = 0;    // after any lowering to what the memory holds
-  int64_t kv_bytes = 0;            // KV arrays in backend memory
-  std::string backend;             // "cpu", "cuda"
-  std::string kv_cache_dtype;      // what the KV cache stores: "bf16", "f32" (cpu), "fp8_e4m3"
-  std::string compute_dtype;       // what the activations and matrices are: "bf16", "f16", "f32" (cpu)
-  int32_t device_id = -1;          // CUDA ordinal; -1 on the CPU
-  std::string device_name;         // "NVIDIA H100 80GB HBM3 (sm_90)", "16 threads"
-  int64_t device_memory_bytes = 0; // 0 on the CPU
-  std::string backend_fallback;    // why an automatic choice ran on the CPU; "" otherwise
-  double load_seconds = 0;         // Create, from start to ready
+  int32_t max_running_seqs = 0;  // after any lowering to what the memory holds
+  int64_t kv_bytes = 0;          // KV arrays in backend memory
+  std::string backend;           // "cpu", "cuda"
+  std::string kv_cache_dtype;    // what the KV cache stores: "bf16", "f32" (cpu), "fp8_e4m3"
+  std::string compute_dtype;  // what the activations and matrices are: "bf16", "f16", "f32" (cpu)
+  int32_t device_id = -1;     // CUDA ordinal; -1 on the CPU
+  std::string device_name;    // "NVIDIA H100 80GB HBM3 (sm_90)", "16 threads"
+  int64_t device_memory_bytes = 0;  // 0 on the CPU
+  std::string backend_fallback;     // why an automatic choice ran on the CPU; "" otherwise
+  double load_seconds = 0;          // Create, from start to ready
   // Speculative decoding (zero without a drafter).
-  int32_t num_speculative_tokens = 0;  // K
-  int64_t spec_verify_chunks = 0;      // chunks that verified drafts
-  int64_t spec_draft_tokens = 0;       // drafts verified
-  int64_t spec_accepted_tokens = 0;    // of which accepted
+  int32_t num_speculative_tokens = 0;    // K
+  int64_t spec_verify_chunks = 0;        // chunks that verified drafts
+  int64_t spec_draft_tokens = 0;         // drafts verified
+  int64_t spec_accepted_tokens = 0;      // of which accepted
   double spec_mean_accepted_length = 0;  // tokens per verify chunk: accepted drafts + 1
-  int64_t spec_draft_rounds = 0;       // drafter rounds run
+  int64_t spec_draft_rounds = 0;         // drafter rounds run
   // Decode steps (no prompt tokens) run back to back, each from its start to the next step's: their
   // wall time, and the device time from the step's first device op to its last (CUDA events). The
   // rest is host work on the critical path (planning, batch building, events, text): the device

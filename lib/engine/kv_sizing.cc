@@ -18,8 +18,8 @@ absl::StatusOr<EngineLimits> ResolveLimits(const EngineConfig& cfg, const model:
   EngineLimits l;
   l.user_running_seqs = cfg.max_running_seqs > 0;
   l.user_max_model_len = cfg.max_model_len > 0;
-  l.max_running_seqs = cfg.max_running_seqs > 0 ? cfg.max_running_seqs
-                                                : (cpu ? 16 : 64 * std::max(1, world));
+  l.max_running_seqs =
+      cfg.max_running_seqs > 0 ? cfg.max_running_seqs : (cpu ? 16 : 64 * std::max(1, world));
   l.max_step_tokens = cfg.max_step_tokens > 0 ? cfg.max_step_tokens : (cpu ? 256 : 2048);
   l.max_model_len = cfg.max_model_len > 0 ? cfg.max_model_len
                                           : std::min<int64_t>(c.max_position_embeddings, 32768);
@@ -130,8 +130,8 @@ absl::StatusOr<KvSizing> SizeKvCache(const model::TextConfig& c, const EngineLim
       // are zeroed lazily, but a budget far past that only misleads: counting the sliding
       // layers at full length, twice over, reserved 2 GiB for the 7 MB tiny model.
       const int64_t cap = std::max(kGiB, memory.host_total / 4);
-      const int64_t full_seq_bytes = (l.max_model_len + l.page_size - 1) / l.page_size *
-                                     l.page_size * po.bytes_per_token[1];
+      const int64_t full_seq_bytes =
+          (l.max_model_len + l.page_size - 1) / l.page_size * l.page_size * po.bytes_per_token[1];
       po.budget_bytes = std::min<int64_t>(
           cap, kv::KvMinimumBytes(po) + (l.max_running_seqs - 1) * full_seq_bytes);
       req.budget_origin = fmt::format(
@@ -140,9 +140,9 @@ absl::StatusOr<KvSizing> SizeKvCache(const model::TextConfig& c, const EngineLim
           FormatBytes(cap));
     } else {
       po.budget_bytes = KvBudgetFromFreeMemory(memory.free_after_runner);
-      req.budget_origin = fmt::format(
-          "what {} of free device memory leaves after a workspace reserve",
-          FormatBytes(memory.free_after_runner));
+      req.budget_origin =
+          fmt::format("what {} of free device memory leaves after a workspace reserve",
+                      FormatBytes(memory.free_after_runner));
       if (po.budget_bytes <= 0) {
         return ResourceExhaustedError(
             "engine: after the weights and activations only {} of device memory is free; the KV "
@@ -158,9 +158,9 @@ absl::StatusOr<KvSizing> SizeKvCache(const model::TextConfig& c, const EngineLim
   s.max_model_len = planned.max_seq_len;
   s.budget_bytes = po.budget_bytes;
   s.warning = std::move(planned.warning);
-  GANNET_ASSIGN_OR_RETURN(s.layout, kv::MakeKvLayout(std::move(layers), l.page_size,
-                                                     c.sliding_window, dtype_bytes,
-                                                     s.plan.num_pages(), l.kv_quant));
+  GANNET_ASSIGN_OR_RETURN(
+      s.layout, kv::MakeKvLayout(std::move(layers), l.page_size, c.sliding_window, dtype_bytes,
+                                 s.plan.num_pages(), l.kv_quant));
   return s;
 }
 

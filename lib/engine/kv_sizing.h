@@ -30,7 +30,7 @@ struct EngineLimits {
   int64_t kv_memory_bytes = 0;  // 0 = from the free device memory
   kv::PerGroup<int32_t> kv_pages_override = {0, 0};
   kv::KvQuant kv_quant = kv::KvQuant::kNone;  // EngineConfig::kv_cache_dtype
-  bool k_eq_v_single_store = true;             // !EngineConfig::kv_separate_k_eq_v
+  bool k_eq_v_single_store = true;            // !EngineConfig::kv_separate_k_eq_v
   bool user_running_seqs = false;
   bool user_max_model_len = false;
 };

@@ -58,8 +58,9 @@ absl::StatusOr<ModelInfo> ReadModelInfo(const std::string& dir) {
       // Validated like everything else `info` reports: a broken tokenizer is reported as broken.
       GANNET_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::FromFile(dir + "/tokenizer.json"));
       if (tok->vocab_size() > config.text.vocab_size) {
-        return InvalidArgumentError("{}/tokenizer.json has {} tokens but the model's vocab_size is {}",
-                                    dir, tok->vocab_size(), config.text.vocab_size);
+        return InvalidArgumentError(
+            "{}/tokenizer.json has {} tokens but the model's vocab_size is {}", dir,
+            tok->vocab_size(), config.text.vocab_size);
       }
     }
   }

@@ -65,8 +65,9 @@ absl::Status LoadModelFiles(const EngineConfig& cfg, LoadedEngineParts* p) {
   if (!dummy_variant && FileExists(dir + "/tokenizer.json")) {
     GANNET_ASSIGN_OR_RETURN(p->tokenizer, tokenizer::Tokenizer::FromFile(dir + "/tokenizer.json"));
     if (p->tokenizer->vocab_size() > p->config.text.vocab_size) {
-      return InvalidArgumentError("{}/tokenizer.json has {} tokens but the model's vocab_size is {}",
-                                  dir, p->tokenizer->vocab_size(), p->config.text.vocab_size);
+      return InvalidArgumentError(
+          "{}/tokenizer.json has {} tokens but the model's vocab_size is {}", dir,
+          p->tokenizer->vocab_size(), p->config.text.vocab_size);
     }
     GANNET_ASSIGN_OR_RETURN(p->chat_format,
                             tokenizer::ChatFormat::Load(dir, ChatVariant(p->config.variant)));
@@ -123,12 +124,16 @@ absl::Status CreateTpBackends(const EngineConfig& cfg, int world, LoadedEnginePa
 absl::Status JoinTpGroup(const EngineConfig& cfg, LoadedEngineParts* p) {
   const int world = cfg.tensor_parallel_size;
   if (world < 1 || cfg.tp_rank < 0 || cfg.tp_rank >= world) {
-    return InvalidArgumentError("engine: tp_rank {} of tensor_parallel_size {} (a multi-process "
-                                "group needs 0 <= rank < size)", cfg.tp_rank, world);
+    return InvalidArgumentError(
+        "engine: tp_rank {} of tensor_parallel_size {} (a multi-process "
+        "group needs 0 <= rank < size)",
+        cfg.tp_rank, world);
   }
   if (cfg.device_ids.size() > 1) {
-    return InvalidArgumentError("engine: a rank of a multi-process group runs on one device; {} "
-                                "device ids given", cfg.device_ids.size());
+    return InvalidArgumentError(
+        "engine: a rank of a multi-process group runs on one device; {} "
+        "device ids given",
+        cfg.device_ids.size());
   }
   GANNET_RETURN_IF_ERROR(CheckTensorParallel(cfg, *p, world));
   backend::BackendOptions bo;
@@ -137,9 +142,9 @@ absl::Status JoinTpGroup(const EngineConfig& cfg, LoadedEngineParts* p) {
   bo.compute_dtype = cfg.compute_dtype;
   GANNET_ASSIGN_OR_RETURN(backend::BackendChoice choice, backend::CreateBackend(bo));
   p->backend = std::move(choice.backend);
-  GANNET_ASSIGN_OR_RETURN(parallel::NcclRank joined, parallel::JoinNcclGroup(
-                                                         p->backend.get(), cfg.tp_rank, world,
-                                                         cfg.tp_group_id));
+  GANNET_ASSIGN_OR_RETURN(
+      parallel::NcclRank joined,
+      parallel::JoinNcclGroup(p->backend.get(), cfg.tp_rank, world, cfg.tp_group_id));
   p->tp_collectives.push_back(std::move(joined.collectives));
   p->tp_channel = std::move(joined.channel);
   p->tensor_parallel_size = world;
@@ -161,9 +166,10 @@ absl::Status CreateBackend(const EngineConfig& cfg, LoadedEngineParts* p) {
   if (cfg.wrap_backend) p->backend = cfg.wrap_backend(std::move(p->backend));
   GANNET_ASSIGN_OR_RETURN(const int64_t fault_step, backend::FaultInjectionStepFromEnv());
   if (fault_step > 0) {
-    GANNET_LOG_WARNING("engine: GANNET_FAULT_INJECT_STEP={}: device span {} will fail as a lost "
-                       "device (a test-only fault hook)",
-                       fault_step, fault_step);
+    GANNET_LOG_WARNING(
+        "engine: GANNET_FAULT_INJECT_STEP={}: device span {} will fail as a lost "
+        "device (a test-only fault hook)",
+        fault_step, fault_step);
     p->backend =
         std::make_unique<backend::FaultInjectionBackend>(std::move(p->backend), fault_step);
   }
@@ -187,9 +193,9 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   GANNET_ASSIGN_OR_RETURN(const int num_spec,
                           spec::ResolveSpeculativeTokens(cfg.num_speculative_tokens, speculate));
   if (speculate) {
-    GANNET_ASSIGN_OR_RETURN(p->draft, spec::LoadDraftModel(cfg.draft_model_dir,
-                                                           cfg.load_format == "dummy", p->config,
-                                                           cfg.model_dir));
+    GANNET_ASSIGN_OR_RETURN(
+        p->draft, spec::LoadDraftModel(cfg.draft_model_dir, cfg.load_format == "dummy", p->config,
+                                       cfg.model_dir));
   }
   GANNET_RETURN_IF_ERROR(CreateBackend(cfg, p.get()));
   if (p->tp_rank != 0) {
@@ -219,12 +225,13 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   // The weights go to the device in bf16 (matrices) whatever the checkpoint stores.
   runner::RunnerOptions ro = RunnerOptionsFor(limits);
   // What each device holds: the whole model, or a rank's shard (every rank's is the same size).
-  const model::ModelConfig rank_config = world > 1 ? model::ShardConfig(p->config, world) : p->config;
+  const model::ModelConfig rank_config =
+      world > 1 ? model::ShardConfig(p->config, world) : p->config;
   ro.enable_graphs = cfg.enable_cuda_graphs;
   if (speculate) {
     // Verify chunks want a logits row per token: K + 1 per sequence.
-    ro.max_logit_rows = std::min<int>(limits.max_step_tokens,
-                                      limits.max_running_seqs * (num_spec + 1));
+    ro.max_logit_rows =
+        std::min<int>(limits.max_step_tokens, limits.max_running_seqs * (num_spec + 1));
   }
   // The CPU computes from the checkpoint's bytes, read into its memory (bf16 matrices in place,
   // other types converted): the checkpoint's size, the issue-56 check that a 32.5 GiB checkpoint
@@ -233,7 +240,7 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
     return c != nullptr ? static_cast<int64_t>(c->total_bytes()) : 0;
   };
   int64_t weight_bytes = cpu && p->checkpoint != nullptr ? checkpoint_bytes(p->checkpoint.get())
-                                                        : 2 * model::CountParameters(p->config);
+                                                         : 2 * model::CountParameters(p->config);
   if (world > 1 && !cpu) weight_bytes = 2 * model::ShardParameterCount(p->config, world);
   if (speculate) {
     weight_bytes += cpu && p->draft.checkpoint != nullptr
@@ -304,9 +311,9 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
       ranks[r].backend = r == 0 ? &be : p->rank_backends[r - 1].get();
       ranks[r].collectives = std::move(p->tp_collectives[r]);
     }
-    GANNET_ASSIGN_OR_RETURN(auto tp, parallel::TpRunner::Create(p->config, p->weights,
-                                                                std::move(ranks), p->tp_shared, ro,
-                                                                std::move(p->tp_channel)));
+    GANNET_ASSIGN_OR_RETURN(
+        auto tp, parallel::TpRunner::Create(p->config, p->weights, std::move(ranks), p->tp_shared,
+                                            ro, std::move(p->tp_channel)));
     tp_runner = tp.get();
     p->runner = std::move(tp);
   } else {
@@ -339,11 +346,11 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   KvMemory memory;
   memory.host = cpu;
   // With tensor parallelism every rank holds the same pools: the least free memory sizes them.
-  memory.free_after_runner = tp_runner != nullptr ? tp_runner->MinFreeMemoryBytes()
-                                                  : be.FreeMemoryBytes();
+  memory.free_after_runner =
+      tp_runner != nullptr ? tp_runner->MinFreeMemoryBytes() : be.FreeMemoryBytes();
   memory.host_total = cpu ? be.TotalMemoryBytes() : 0;
-  GANNET_ASSIGN_OR_RETURN(p->kv_sizing, SizeKvCache(rank_config.text, limits, memory,
-                                                    DTypeBits(be.kv_dtype()) / 8));
+  GANNET_ASSIGN_OR_RETURN(
+      p->kv_sizing, SizeKvCache(rank_config.text, limits, memory, DTypeBits(be.kv_dtype()) / 8));
   const KvSizing& kv = p->kv_sizing;
   if (!kv.warning.empty()) GANNET_LOG_WARNING("engine: {}", kv.warning);
   for (kv::KvGroup g : kv::kAllKvGroups) {
@@ -382,10 +389,11 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
     if (p->draft.checkpoint != nullptr) p->draft.checkpoint->ReleaseData();
   }
   p->load_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  GANNET_LOG_INFO("engine: {} on {}: up to {} running sequences of {} tokens, KV {}, loaded in "
-                  "{:.1f} s",
-                  model::ModelLabel(p->config), device, p->max_running_seqs,
-                  p->max_model_len, FormatBytes(kv.layout.TotalBytes()), p->load_seconds);
+  GANNET_LOG_INFO(
+      "engine: {} on {}: up to {} running sequences of {} tokens, KV {}, loaded in "
+      "{:.1f} s",
+      model::ModelLabel(p->config), device, p->max_running_seqs, p->max_model_len,
+      FormatBytes(kv.layout.TotalBytes()), p->load_seconds);
   return p;
 }
 

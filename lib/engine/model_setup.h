@@ -35,7 +35,7 @@ struct LoadedEngineParts {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null without tokenizer.json
   // With a tokenizer: the checkpoint's chat template, or the built-in rendering.
   std::optional<tokenizer::ChatFormat> chat_format;
-  std::unique_ptr<model::Checkpoint> checkpoint;    // null for dummy weights
+  std::unique_ptr<model::Checkpoint> checkpoint;  // null for dummy weights
   model::ModelWeights weights;
   std::unique_ptr<backend::Backend> backend;  // rank 0's with tensor parallelism
   // Tensor parallelism: the other ranks' backends, and until the runner takes them the ranks'

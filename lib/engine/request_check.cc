@@ -23,9 +23,8 @@ absl::Status CheckIds(const std::vector<int32_t>& ids, int64_t vocab, const char
 }  // namespace
 
 absl::Status CheckRequest(const RequestInput& in, const RequestModelFacts& model) {
-  const int sources =
-      (!in.prompt_tokens.empty()) + in.prompt_text.has_value() + (!in.messages.empty()) +
-      in.chat.has_value();
+  const int sources = (!in.prompt_tokens.empty()) + in.prompt_text.has_value() +
+                      (!in.messages.empty()) + in.chat.has_value();
   if (sources != 1) {
     return InvalidArgumentError(
         "request: give exactly one prompt (token ids, text, chat messages or chat JSON); got {}",

@@ -38,8 +38,8 @@ absl::Status CheckPromptBytes(const RequestInput& in, int64_t max_model_len,
 // What a request is checked against; zero values are unknown and skip their checks.
 struct RequestModelFacts {
   int64_t vocab_size = 0;
-  int64_t max_context = 0;    // max_model_len (engine) or max_position_embeddings (info)
-  bool has_tokenizer = true;  // unknown counts as present
+  int64_t max_context = 0;       // max_model_len (engine) or max_position_embeddings (info)
+  bool has_tokenizer = true;     // unknown counts as present
   bool check_prompt_ids = true;  // Submit reports bad prompt ids as an ERROR event instead
 };
 

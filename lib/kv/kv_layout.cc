@@ -15,8 +15,8 @@ PerGroup<int64_t> KvBytesPerToken(absl::Span<const KvLayerGeometry> layers, int6
   PerGroup<int64_t> bytes = {0, 0};
   for (const KvLayerGeometry& layer : layers) {
     if (!layer.owns_kv()) continue;
-    bytes[GroupIndex(layer.group)] +=
-        layer.arrays() * static_cast<int64_t>(layer.num_kv_heads) * KvRowBytes(layer.head_dim, dtype_bytes, quant);
+    bytes[GroupIndex(layer.group)] += layer.arrays() * static_cast<int64_t>(layer.num_kv_heads) *
+                                      KvRowBytes(layer.head_dim, dtype_bytes, quant);
   }
   return bytes;
 }
@@ -47,7 +47,8 @@ int64_t KvLayout::ArrayElements(int layer) const {
 int64_t KvLayout::TotalBytes() const {
   int64_t total = 0;
   for (int l = 0; l < static_cast<int>(layers.size()); ++l) {
-    if (layers[l].owns_kv()) total += layers[l].arrays() * (ArrayBytes(l) + ScaleElements(l) * kKvScaleBytes);
+    if (layers[l].owns_kv())
+      total += layers[l].arrays() * (ArrayBytes(l) + ScaleElements(l) * kKvScaleBytes);
   }
   return total;
 }
@@ -98,8 +99,8 @@ absl::StatusOr<KvLayout> MakeKvLayout(std::vector<KvLayerGeometry> layers, int32
           "kv layout: the {} pool has {} pages but the model {} {} layers owning KV",
           KvGroupName(grp), num_pages[gi], present[gi] ? "has" : "has no", KvGroupName(grp));
     }
-    const int64_t stored_tokens = (static_cast<int64_t>(num_pages[gi]) + (present[gi] ? 1 : 0)) *
-                                  page_size;
+    const int64_t stored_tokens =
+        (static_cast<int64_t>(num_pages[gi]) + (present[gi] ? 1 : 0)) * page_size;
     if (stored_tokens > kMaxPoolTokens) {
       return InvalidArgumentError(
           "kv layout: the {} pool's {} pages (+1 padding page) of {} tokens hold {} tokens, more "

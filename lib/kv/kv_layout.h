@@ -9,8 +9,9 @@
 // step metadata and kernels, so a pool's storage holds at most kMaxPoolTokens tokens.
 //
 // Arrays. A layer that owns KV has a K and a V array of [storage pages, kv heads, page size,
-// head dim] elements (only V when k_from_v); a KV-shared layer reads its source layer's arrays. Sizes are int64: one
-// layer's array can exceed 2^31 elements (E2B's full layers on an H200 hold ~5e9).
+// head dim] elements (only V when k_from_v); a KV-shared layer reads its source layer's arrays.
+// Sizes are int64: one layer's array can exceed 2^31 elements (E2B's full layers on an H200 hold
+// ~5e9).
 //
 // Plain value type: copy freely, thread-compatible.
 #pragma once
@@ -68,9 +69,9 @@ PerGroup<bool> KvGroupsPresent(absl::Span<const KvLayerGeometry> layers);
 
 struct KvLayout {
   int32_t page_size = 0;
-  int32_t sliding_window = 0;  // W (0 when the model has no sliding layers)
-  int32_t dtype_bytes = 0;     // bytes per cached element
-  KvQuant quant = KvQuant::kNone;  // kFp8E4M3: 1-byte elements + per-row f32 scale arrays
+  int32_t sliding_window = 0;            // W (0 when the model has no sliding layers)
+  int32_t dtype_bytes = 0;               // bytes per cached element
+  KvQuant quant = KvQuant::kNone;        // kFp8E4M3: 1-byte elements + per-row f32 scale arrays
   PerGroup<int32_t> num_pages = {0, 0};  // pages the KV manager hands out, per GroupIndex()
   std::vector<KvLayerGeometry> layers;
 
@@ -78,9 +79,7 @@ struct KvLayout {
   // The page padded decode rows use: past the managed pages, stored but never handed out.
   int32_t padding_page(KvGroup g) const { return num_pages[GroupIndex(g)]; }
   // Pages the storage holds for the group (managed + padding; 0 for an absent group).
-  int32_t storage_pages(KvGroup g) const {
-    return has_group(g) ? num_pages[GroupIndex(g)] + 1 : 0;
-  }
+  int32_t storage_pages(KvGroup g) const { return has_group(g) ? num_pages[GroupIndex(g)] + 1 : 0; }
   int64_t bytes_per_token(KvGroup g) const;
   // Elements of ONE of layer l's K or V arrays (of its source layer when it shares KV).
   int64_t ArrayElements(int layer) const;
@@ -93,14 +92,13 @@ struct KvLayout {
 };
 
 // Validates and builds the layout. InvalidArgument naming the field for: a page size outside
-// [1, kMaxPageSize], a dtype size outside {1, 2, 4} (1 exactly when quant is kFp8E4M3), a layer with non-positive heads or head dim,
-// a source that is not an earlier layer owning KV in the same group with the same geometry, pages
-// for a group without layers or no pages for a group with layers, a sliding group without a
-// window, and a pool whose storage would pass kMaxPoolTokens tokens or whose arrays would pass
-// int64 bytes.
+// [1, kMaxPageSize], a dtype size outside {1, 2, 4} (1 exactly when quant is kFp8E4M3), a layer
+// with non-positive heads or head dim, a source that is not an earlier layer owning KV in the same
+// group with the same geometry, pages for a group without layers or no pages for a group with
+// layers, a sliding group without a window, and a pool whose storage would pass kMaxPoolTokens
+// tokens or whose arrays would pass int64 bytes.
 absl::StatusOr<KvLayout> MakeKvLayout(std::vector<KvLayerGeometry> layers, int32_t page_size,
                                       int32_t sliding_window, int32_t dtype_bytes,
-                                      PerGroup<int32_t> num_pages,
-                                      KvQuant quant = KvQuant::kNone);
+                                      PerGroup<int32_t> num_pages, KvQuant quant = KvQuant::kNone);
 
 }  // namespace gannet::kv

@@ -25,8 +25,7 @@ absl::StatusOr<std::unique_ptr<KvManager>> KvManager::Create(const KvLayout& lay
   if (!layout.has_group(KvGroup::kSliding) && !layout.has_group(KvGroup::kFull)) {
     return InvalidArgumentError("kv: both KV pools are empty; at least one group needs pages");
   }
-  if (layout.page_size < 1 ||
-      (layout.has_group(KvGroup::kSliding) && layout.sliding_window < 1)) {
+  if (layout.page_size < 1 || (layout.has_group(KvGroup::kSliding) && layout.sliding_window < 1)) {
     return InvalidArgumentError("kv: page size {} and window {} must be >= 1 (use MakeKvLayout)",
                                 layout.page_size, layout.sliding_window);
   }

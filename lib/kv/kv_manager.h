@@ -73,7 +73,7 @@ class KvManager {
   // Manages layout.num_pages[g] pages per group (the layout's padding page is not handed out).
   // The layout was validated by MakeKvLayout; InvalidArgument if it has no pages at all.
   static absl::StatusOr<std::unique_ptr<KvManager>> Create(const KvLayout& layout,
-                                                            const KvManagerOptions& options = {});
+                                                           const KvManagerOptions& options = {});
   KvManager(const KvManager&) = delete;
   KvManager& operator=(const KvManager&) = delete;
 

@@ -92,11 +92,11 @@ int64_t KvMinimumBytes(const KvPoolPlanOptions& o) {
   for (KvGroup g : kAllKvGroups) {
     const int gi = GroupIndex(g);
     if (o.bytes_per_token[gi] <= 0) continue;
-    const int64_t pages = g == KvGroup::kSliding
-                              ? SlidingPagesWorstCase(o.sliding_window, o.page_size,
-                                                      o.max_running_seqs, o.max_step_tokens,
-                                                      o.max_seq_len)
-                              : CeilDiv(o.max_seq_len, o.page_size);
+    const int64_t pages =
+        g == KvGroup::kSliding
+            ? SlidingPagesWorstCase(o.sliding_window, o.page_size, o.max_running_seqs,
+                                    o.max_step_tokens, o.max_seq_len)
+            : CeilDiv(o.max_seq_len, o.page_size);
     total += (pages + 1) * o.page_size * o.bytes_per_token[gi];  // + the padding page
   }
   return total;
@@ -167,8 +167,8 @@ absl::StatusOr<KvPoolPlan> PlanKvPools(const KvPoolPlanOptions& o) {
     const int gi = GroupIndex(g);
     KvPoolCapacity& cap = plan.groups[gi];
     if (!present[gi] || cap.overridden || (sliding_gets_min && g == KvGroup::kSliding)) continue;
-    cap.pages = static_cast<int32_t>(
-        std::min(std::max<int64_t>(remaining, 0) / page_bytes[gi], max_pages));
+    cap.pages =
+        static_cast<int32_t>(std::min(std::max<int64_t>(remaining, 0) / page_bytes[gi], max_pages));
   }
   for (KvGroup g : kAllKvGroups) {
     const KvPoolCapacity& cap = plan.groups[GroupIndex(g)];
@@ -186,8 +186,8 @@ absl::StatusOr<KvPoolPlan> PlanKvPools(const KvPoolPlanOptions& o) {
         "{} pages = {} ({} sequences at window {} plus {} step tokens, page size {}), full {} "
         "pages = {} (one {}-token sequence); together with the padding pages {}{}",
         FormatBytes(o.budget_bytes), KvGroupName(g), cap.min_pages, sliding.min_pages,
-        FormatBytes(sliding.min_pages * page_bytes[kSliding]), o.max_running_seqs,
-        o.sliding_window, o.max_step_tokens, o.page_size, full.min_pages,
+        FormatBytes(sliding.min_pages * page_bytes[kSliding]), o.max_running_seqs, o.sliding_window,
+        o.max_step_tokens, o.page_size, full.min_pages,
         FormatBytes(full.min_pages * page_bytes[kFull]), o.max_seq_len,
         FormatBytes(KvMinimumBytes(o)),
         sliding.overridden || full.overridden ? " (the other pool is overridden)" : "");
@@ -262,8 +262,8 @@ absl::StatusOr<KvPlanResult> PlanKvPoolsWithDefaults(const KvPlanRequest& r) {
   const std::string budget_note =
       r.user_budget || r.budget_origin.empty() ? "" : fmt::format(" ({})", r.budget_origin);
   const std::string budget = FormatBytes(o.budget_bytes);
-  const int64_t seqs = LargestFitting(1, o.max_running_seqs - 1,
-                                      [&](int64_t s) { return fits(s, o.max_seq_len); });
+  const int64_t seqs =
+      LargestFitting(1, o.max_running_seqs - 1, [&](int64_t s) { return fits(s, o.max_seq_len); });
   if (plan.ok()) {
     // The windows of the default limit fit, but leave the full pool short of its sequences. One
     // sequence always follows (the full pool's minimum is one max_seq_len sequence).
@@ -299,9 +299,9 @@ absl::StatusOr<KvPlanResult> PlanKvPoolsWithDefaults(const KvPlanRequest& r) {
     const int64_t s = r.user_running_seqs ? o.max_running_seqs : 1;
     const int64_t len = LargestFitting(1, o.max_seq_len - 1, [&](int64_t l) { return fits(s, l); });
     // A default context is not lowered into uselessness: below this it is an error.
-    const int64_t shortest =
-        r.user_max_seq_len ? 2 * static_cast<int64_t>(o.page_size)
-                           : std::min<int64_t>(kShortestDefaultContext, o.max_seq_len);
+    const int64_t shortest = r.user_max_seq_len
+                                 ? 2 * static_cast<int64_t>(o.page_size)
+                                 : std::min<int64_t>(kShortestDefaultContext, o.max_seq_len);
     if (len < shortest) {
       return ResourceExhaustedError(
           "kv: the {} KV budget{} cannot hold even {} sequence(s) of {} tokens (they need {}). "

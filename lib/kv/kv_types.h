@@ -51,7 +51,9 @@ struct PageCopy {
 enum class KvQuant : uint8_t { kNone = 0, kFp8E4M3 = 1 };
 inline constexpr int32_t kKvScaleBytes = 4;  // per row, kFp8E4M3 only
 
-constexpr std::string_view KvQuantName(KvQuant q) { return q == KvQuant::kNone ? "none" : "fp8_e4m3"; }
+constexpr std::string_view KvQuantName(KvQuant q) {
+  return q == KvQuant::kNone ? "none" : "fp8_e4m3";
+}
 
 // Page accounting of one group's pool: capacity == free + owned + cached.
 struct PoolUsage {

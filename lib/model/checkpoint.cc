@@ -54,7 +54,8 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
   std::string single_path = dir + "/" + std::string(kSingleFile);
 
   if (FileExists(index_path)) {
-    GANNET_ASSIGN_OR_RETURN(std::string text, ReadFileToString(index_path, kMaxIndexJsonBytes, "safetensors index"));
+    GANNET_ASSIGN_OR_RETURN(std::string text,
+                            ReadFileToString(index_path, kMaxIndexJsonBytes, "safetensors index"));
     auto json = Json::Parse(text);
     if (!json.ok()) return DataLossError("{}: {}", index_path, json.status().message());
     const Json* wm = json->Find("weight_map");

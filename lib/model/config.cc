@@ -154,11 +154,11 @@ absl::Status ApplyPerLayerConfig(const Json& plc, const FieldReader& r, TextConf
     int64_t layer = -1;
     if (key == "full_attention" || key == "sliding_attention") continue;  // per-type views
     // Digits only (stoi would read "5abc" as 5), at most 9 of them: no overflow.
-    const bool digits = !key.empty() && key.size() <= 9 &&
-                        key.find_first_not_of("0123456789") == std::string::npos;
+    const bool digits =
+        !key.empty() && key.size() <= 9 && key.find_first_not_of("0123456789") == std::string::npos;
     if (!digits) {
-      return InvalidArgumentError("{}: per_layer_config key '{}' is not a layer index",
-                                  r.source(), EscapeForMessage(key));
+      return InvalidArgumentError("{}: per_layer_config key '{}' is not a layer index", r.source(),
+                                  EscapeForMessage(key));
     }
     layer = std::stoll(key);
     if (layer < 0 || layer >= c->num_hidden_layers) {
@@ -191,8 +191,8 @@ absl::Status ApplyPerLayerConfig(const Json& plc, const FieldReader& r, TextConf
     *saw_full_hd_override = true;
     if (kv != -1) {
       if (*saw_full_kv_override && kv != c->num_global_key_value_heads) {
-        return UnimplementedError(
-            "{}: per_layer_config gives full layers different KV head counts", r.source());
+        return UnimplementedError("{}: per_layer_config gives full layers different KV head counts",
+                                  r.source());
       }
       c->num_global_key_value_heads = kv;
       *saw_full_kv_override = true;
@@ -408,13 +408,15 @@ absl::Status ValidateTextConfig(const TextConfig& c, const std::string& source, 
         source);
   }
   if (!c.use_bidirectional_attention.empty() && c.use_bidirectional_attention != "vision") {
-    return InvalidArgumentError("{}: use_bidirectional_attention '{}' is not one of null, "
-                                "'vision', 'all'",
-                                source, c.use_bidirectional_attention);
+    return InvalidArgumentError(
+        "{}: use_bidirectional_attention '{}' is not one of null, "
+        "'vision', 'all'",
+        source, c.use_bidirectional_attention);
   }
   if (c.num_kv_shared_layers < 0 || c.num_kv_shared_layers > c.num_hidden_layers) {
-    return InvalidArgumentError("{}: num_kv_shared_layers ({}) must be in [0, num_hidden_layers={}]",
-                                source, c.num_kv_shared_layers, c.num_hidden_layers);
+    return InvalidArgumentError(
+        "{}: num_kv_shared_layers ({}) must be in [0, num_hidden_layers={}]", source,
+        c.num_kv_shared_layers, c.num_hidden_layers);
   }
   if (kind == ModelKind::kTarget) {
     if (c.num_kv_shared_layers == c.num_hidden_layers) {
@@ -452,9 +454,8 @@ absl::Status ValidateTextConfig(const TextConfig& c, const std::string& source, 
         "{}: hidden_size_per_layer_input > 0 needs vocab_size_per_layer_input > 0", source);
   }
   if (c.has_ple() && c.vocab_size_per_layer_input > c.vocab_size) {
-    return InvalidArgumentError(
-        "{}: vocab_size_per_layer_input ({}) exceeds vocab_size ({})", source,
-        c.vocab_size_per_layer_input, c.vocab_size);
+    return InvalidArgumentError("{}: vocab_size_per_layer_input ({}) exceeds vocab_size ({})",
+                                source, c.vocab_size_per_layer_input, c.vocab_size);
   }
   if (c.bos_token_id < 0 || c.bos_token_id >= c.vocab_size || c.pad_token_id < 0 ||
       c.pad_token_id >= c.vocab_size) {
@@ -480,11 +481,16 @@ std::string_view LayerTypeName(LayerType t) {
 
 std::string_view VariantName(Variant v) {
   switch (v) {
-    case Variant::kDense31B: return "gemma4-31b (dense)";
-    case Variant::kMoe26BA4B: return "gemma4-26b-a4b (moe)";
-    case Variant::kE4B: return "gemma4-e4b (ple, kv-sharing)";
-    case Variant::kE2B: return "gemma4-e2b (ple, kv-sharing, double-wide mlp)";
-    case Variant::kAssistant: return "gemma4-assistant (mtp drafter)";
+    case Variant::kDense31B:
+      return "gemma4-31b (dense)";
+    case Variant::kMoe26BA4B:
+      return "gemma4-26b-a4b (moe)";
+    case Variant::kE4B:
+      return "gemma4-e4b (ple, kv-sharing)";
+    case Variant::kE2B:
+      return "gemma4-e2b (ple, kv-sharing, double-wide mlp)";
+    case Variant::kAssistant:
+      return "gemma4-assistant (mtp drafter)";
   }
   return "?";
 }
@@ -639,13 +645,14 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const Json& root, std::string_view 
     const Json* q = root.Find(key);
     if (q == nullptr || q->is_null() || !m.quantization_method.empty()) continue;
     const Json* method = q->is_object() ? q->Find("quant_method") : nullptr;
-    m.quantization_method = method != nullptr && method->is_string() ? method->AsString()
+    m.quantization_method = method != nullptr && method->is_string()        ? method->AsString()
                             : std::string_view(key) == "compression_config" ? "compressed-tensors"
                                                                             : "unknown";
     if (m.quantization_method == "compressed-tensors") {
       // Every compressed-tensors config is read strictly: a format or scheme gannet does not run
       // is refused here, naming the field, before any tensor is looked at.
-      GANNET_ASSIGN_OR_RETURN(m.compressed_tensors, quant::ParseCompressedTensorsConfig(*q, source));
+      GANNET_ASSIGN_OR_RETURN(m.compressed_tensors,
+                              quant::ParseCompressedTensorsConfig(*q, source));
     }
   }
   return m;
@@ -665,7 +672,8 @@ absl::StatusOr<ModelConfig> ParseModelConfigText(std::string_view json_text,
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
   GANNET_RETURN_IF_ERROR(CheckModelPath(model_dir));
   std::string path = model_dir + "/config.json";
-  GANNET_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, kMaxConfigJsonBytes, "config.json"));
+  GANNET_ASSIGN_OR_RETURN(std::string text,
+                          ReadFileToString(path, kMaxConfigJsonBytes, "config.json"));
   return ParseModelConfigText(text, path);
 }
 

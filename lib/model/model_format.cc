@@ -77,8 +77,14 @@ constexpr QuantSignature kQuantSignatures[] = {
 
 bool IsQuantizedDType(DType t) {
   switch (t) {
-    case DType::kU8: case DType::kI8: case DType::kF8E4M3: case DType::kF8E5M2:
-    case DType::kF8E8M0: case DType::kF6E2M3: case DType::kF6E3M2: case DType::kF4E2M1:
+    case DType::kU8:
+    case DType::kI8:
+    case DType::kF8E4M3:
+    case DType::kF8E5M2:
+    case DType::kF8E8M0:
+    case DType::kF6E2M3:
+    case DType::kF6E3M2:
+    case DType::kF4E2M1:
       return true;
     default:
       return false;

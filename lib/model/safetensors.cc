@@ -55,7 +55,8 @@ absl::StatusOr<std::vector<TensorInfo>> ParseSafetensorsHeader(
       }
       return absl::OkStatus();
     }
-    if (!entry.is_object()) return DataLossError("{}: tensor '{}' entry is not an object", source, name);
+    if (!entry.is_object())
+      return DataLossError("{}: tensor '{}' entry is not an object", source, name);
     TensorInfo t;
     t.name = std::move(name);
     const std::string& name_ref = t.name;
@@ -93,8 +94,8 @@ absl::StatusOr<std::vector<TensorInfo>> ParseSafetensorsHeader(
     int64_t b = offsets->AsArray()[0].AsInt();
     int64_t e = offsets->AsArray()[1].AsInt();
     if (b < 0 || e < b) {
-      return DataLossError("{}: tensor '{}' has invalid data_offsets [{}, {}]", source, name_ref,
-                           b, e);
+      return DataLossError("{}: tensor '{}' has invalid data_offsets [{}, {}]", source, name_ref, b,
+                           e);
     }
     t.begin = static_cast<uint64_t>(b);
     t.end = static_cast<uint64_t>(e);
@@ -155,8 +156,8 @@ absl::StatusOr<std::vector<TensorInfo>> ParseSafetensorsHeader(
                            t->name, t->begin, cursor);
     }
     if (t->begin > cursor) {
-      return DataLossError("{}: {} bytes before tensor '{}' (offset {}) belong to no tensor", source,
-                           t->begin - cursor, t->name, t->begin);
+      return DataLossError("{}: {} bytes before tensor '{}' (offset {}) belong to no tensor",
+                           source, t->begin - cursor, t->name, t->begin);
     }
     cursor = t->end;
     prev = t;
@@ -223,8 +224,8 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
         path, kMaxHeaderBytes);
   }
   std::string header(header_len, '\0');
-  GANNET_ASSIGN_OR_RETURN(got, ReadAt(f->fd_, reinterpret_cast<uint8_t*>(header.data()),
-                                      header_len, 8, path));
+  GANNET_ASSIGN_OR_RETURN(
+      got, ReadAt(f->fd_, reinterpret_cast<uint8_t*>(header.data()), header_len, 8, path));
   if (got != header_len) return DataLossError("{}: the file shrank while it was opened", path);
   const uint64_t data_size = f->file_size_ - 8 - header_len;
   GANNET_RETURN_IF_ERROR(f->ParseHeader(header, data_size));
@@ -240,8 +241,9 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
   void* region = ::mmap(nullptr, f->region_size_, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (region == MAP_FAILED) {
-    return ResourceExhaustedError("{}: cannot reserve {} bytes of address space for its tensors: {}",
-                                  path, f->region_size_, std::strerror(errno));
+    return ResourceExhaustedError(
+        "{}: cannot reserve {} bytes of address space for its tensors: {}", path, f->region_size_,
+        std::strerror(errno));
   }
   f->region_ = region;
   f->data_ = static_cast<const uint8_t*>(region) + f->shift_;
@@ -362,7 +364,8 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorT
   for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
   out.write(len, 8);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  for (const auto& t : tensors) out.write(t.bytes.data(), static_cast<std::streamsize>(t.bytes.size()));
+  for (const auto& t : tensors)
+    out.write(t.bytes.data(), static_cast<std::streamsize>(t.bytes.size()));
   if (!out) return InternalError("error writing {}", path);
   return absl::OkStatus();
 }

@@ -51,7 +51,7 @@ class SafetensorsFile {
 
   // read_data = false: headers only (model info, a Checkpoint that reads what it keeps).
   static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path,
-                                                              bool read_data = true);
+                                                               bool read_data = true);
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
@@ -86,11 +86,11 @@ class SafetensorsFile {
   absl::Status ParseHeader(std::string_view header, uint64_t data_size);
 
   std::string path_;
-  int fd_ = -1;                 // open until the tensors are read
-  void* region_ = nullptr;      // anonymous memory holding the data buffer
+  int fd_ = -1;             // open until the tensors are read
+  void* region_ = nullptr;  // anonymous memory holding the data buffer
   uint64_t region_size_ = 0;
-  uint64_t shift_ = 0;          // data_ - region_: the file's data offset modulo 64
-  uint64_t data_offset_ = 0;    // where the data buffer starts in the file
+  uint64_t shift_ = 0;        // data_ - region_: the file's data offset modulo 64
+  uint64_t data_offset_ = 0;  // where the data buffer starts in the file
   uint64_t file_size_ = 0;
   const uint8_t* data_ = nullptr;
   std::vector<TensorInfo> tensors_;

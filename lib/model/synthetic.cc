@@ -43,15 +43,27 @@ void FillSyntheticBf16(std::string_view name, WeightInit init, int64_t fan_in, u
     const int64_t idx = offset + i;
     float v = 0;
     switch (init) {
-      case WeightInit::kMatrix: v = Normal(key, idx) * mat_scale; break;
-      case WeightInit::kEmbedding: v = Normal(key, idx) * 2.0f * mat_scale; break;
-      case WeightInit::kNorm: v = 1.0f + 0.25f * Normal(key, idx); break;
+      case WeightInit::kMatrix:
+        v = Normal(key, idx) * mat_scale;
+        break;
+      case WeightInit::kEmbedding:
+        v = Normal(key, idx) * 2.0f * mat_scale;
+        break;
+      case WeightInit::kNorm:
+        v = 1.0f + 0.25f * Normal(key, idx);
+        break;
       case WeightInit::kQkNorm:
         v = (1.0f + 0.25f * Normal(key, idx)) / std::sqrt(std::sqrt(static_cast<float>(fan_in)));
         break;
-      case WeightInit::kLayerScalar: v = 0.6f + 0.4f * Uniform(key, idx); break;
-      case WeightInit::kPositiveScale: v = 0.5f + Uniform(key, idx); break;
-      case WeightInit::kPermutation: v = 0; break;  // index tensors are written separately
+      case WeightInit::kLayerScalar:
+        v = 0.6f + 0.4f * Uniform(key, idx);
+        break;
+      case WeightInit::kPositiveScale:
+        v = 0.5f + Uniform(key, idx);
+        break;
+      case WeightInit::kPermutation:
+        v = 0;
+        break;  // index tensors are written separately
     }
     out[i] = FloatToBf16(v);
   }
@@ -100,8 +112,10 @@ absl::Status WriteSyntheticCheckpoint(const Json& config_json, const std::string
         {"model.embed_vision.embedding_projection.weight", {config.text.hidden_size, 64}},
     };
     if (config.has_audio_config) {
-      towers.push_back({"model.audio_tower.layers.0.feed_forward1.ffw_layer_1.linear.weight", {64, 32}});
-      towers.push_back({"model.embed_audio.embedding_projection.weight", {config.text.hidden_size, 32}});
+      towers.push_back(
+          {"model.audio_tower.layers.0.feed_forward1.ffw_layer_1.linear.weight", {64, 32}});
+      towers.push_back(
+          {"model.embed_audio.embedding_projection.weight", {config.text.hidden_size, 32}});
     }
     for (auto& [name, shape] : towers) {
       TensorToWrite t{name, DType::kBF16, shape, {}};

@@ -40,9 +40,12 @@ MoeSplit DefaultMoeSplit(const ModelConfig& config, int world) {
 
 std::string_view MoeSplitName(MoeSplit split) {
   switch (split) {
-    case MoeSplit::kAuto: return "auto";
-    case MoeSplit::kIntermediate: return "intermediate";
-    case MoeSplit::kExperts: return "experts";
+    case MoeSplit::kAuto:
+      return "auto";
+    case MoeSplit::kIntermediate:
+      return "intermediate";
+    case MoeSplit::kExperts:
+      return "experts";
   }
   return "?";
 }
@@ -73,7 +76,8 @@ absl::Status CheckTpShardable(const ModelConfig& config, int world, MoeSplit moe
     if (kv % world != 0 && world % kv != 0) {
       return InvalidArgumentError(
           "tensor parallel size {} and {} KV heads: one must divide the other (KV heads are split, "
-          "or replicated when there are fewer than ranks)", world, kv);
+          "or replicated when there are fewer than ranks)",
+          world, kv);
     }
   }
   return absl::OkStatus();
@@ -96,7 +100,9 @@ ModelConfig ShardConfig(const ModelConfig& config, int world, MoeSplit moe) {
   return s;
 }
 
-int64_t VocabShardSize(const ModelConfig& config, int world) { return config.text.vocab_size / world; }
+int64_t VocabShardSize(const ModelConfig& config, int world) {
+  return config.text.vocab_size / world;
+}
 
 int KvHeadBegin(int num_kv_heads, TpShard shard) {
   if (num_kv_heads >= shard.world) return shard.rank * (num_kv_heads / shard.world);
@@ -142,17 +148,16 @@ absl::StatusOr<WeightView> Take(const WeightView& v, const Slice& s, TpShard sha
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ShardedWeights>> ShardWeights(const ModelConfig& config,
-                                                             const ModelWeights& w,
-                                                             TpShard shard) {
+                                                             const ModelWeights& w, TpShard shard) {
   GANNET_RETURN_IF_ERROR(CheckTpShardable(config, shard.world, shard.moe));
   for (const WeightView* view : AllViews(w)) {
     // Shards slice rows and columns of plain tensors; packed int4 and its scales are not sliced
     // yet (issue 53).
     if (view->quantized() || !view->pieces.empty()) {
-      return UnimplementedError("tensor parallelism: '{}' is {}; only plain bf16/f16/f32 weights "
-                                "are sharded so far",
-                                view->name,
-                                view->quantized() ? "quantized (int4)" : "gathered from per-expert modules");
+      return UnimplementedError(
+          "tensor parallelism: '{}' is {}; only plain bf16/f16/f32 weights "
+          "are sharded so far",
+          view->name, view->quantized() ? "quantized (int4)" : "gathered from per-expert modules");
     }
   }
   if (shard.rank < 0 || shard.rank >= shard.world) {
@@ -183,15 +188,15 @@ absl::StatusOr<std::unique_ptr<ShardedWeights>> ShardWeights(const ModelConfig& 
     GANNET_ASSIGN_OR_RETURN(o.q_proj, Take(lw.q_proj, q_rows, shard, out.get()));
     GANNET_ASSIGN_OR_RETURN(o.k_proj, Take(lw.k_proj, kv_rows, shard, out.get()));
     GANNET_ASSIGN_OR_RETURN(o.v_proj, Take(lw.v_proj, kv_rows, shard, out.get()));
-    GANNET_ASSIGN_OR_RETURN(o.o_proj, Take(lw.o_proj, {1, q_rows.begin, q_rows.len}, shard,
-                                           out.get()));
+    GANNET_ASSIGN_OR_RETURN(o.o_proj,
+                            Take(lw.o_proj, {1, q_rows.begin, q_rows.len}, shard, out.get()));
     if (lw.gate_proj.present()) {
       const int64_t I = lw.gate_proj.dim(0) / world;
       const Slice rows{0, shard.rank * I, I};
       GANNET_ASSIGN_OR_RETURN(o.gate_proj, Take(lw.gate_proj, rows, shard, out.get()));
       GANNET_ASSIGN_OR_RETURN(o.up_proj, Take(lw.up_proj, rows, shard, out.get()));
-      GANNET_ASSIGN_OR_RETURN(o.down_proj, Take(lw.down_proj, {1, rows.begin, rows.len}, shard,
-                                                out.get()));
+      GANNET_ASSIGN_OR_RETURN(o.down_proj,
+                              Take(lw.down_proj, {1, rows.begin, rows.len}, shard, out.get()));
     }
     if (lw.experts_gate_up.present() && Resolve(config, world, shard.moe) == MoeSplit::kExperts) {
       // Expert parallelism: a contiguous block of whole experts, rows of dim 0 (views).
@@ -224,8 +229,8 @@ absl::StatusOr<std::unique_ptr<ShardedWeights>> ShardWeights(const ModelConfig& 
         out->storage.push_back(std::move(buf));
         o.experts_gate_up = gu;
       }
-      GANNET_ASSIGN_OR_RETURN(o.experts_down, Take(lw.experts_down, {2, shard.rank * Il, Il},
-                                                   shard, out.get()));
+      GANNET_ASSIGN_OR_RETURN(o.experts_down,
+                              Take(lw.experts_down, {2, shard.rank * Il, Il}, shard, out.get()));
     }
   }
   return out;

@@ -55,8 +55,7 @@ struct TpShard {
 
 // Whether `config` splits `world` ways (1 <= world <= kMaxTensorParallel); the error names the
 // dimension that does not divide.
-absl::Status CheckTpShardable(const ModelConfig& config, int world,
-                              MoeSplit moe = MoeSplit::kAuto);
+absl::Status CheckTpShardable(const ModelConfig& config, int world, MoeSplit moe = MoeSplit::kAuto);
 
 // The geometry every rank of a `world`-way group computes with: heads, KV heads, intermediate
 // sizes divided (and local_experts set when the experts are split). vocab_size stays the model's
@@ -68,7 +67,7 @@ int64_t VocabShardSize(const ModelConfig& config, int world);
 int KvHeadBegin(int num_kv_heads, TpShard shard);
 
 struct ShardedWeights {
-  ModelWeights views;  // shaped for ShardConfig(config, world)
+  ModelWeights views;                               // shaped for ShardConfig(config, world)
   std::vector<std::unique_ptr<uint8_t[]>> storage;  // the copied (column) slices
   int64_t copied_bytes = 0;
 };

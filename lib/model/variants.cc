@@ -138,24 +138,45 @@ struct Family {
   bool ordered;
 };
 
-//                      hidden inter  layers heads kv gkv window maxpos   vocab   keqv  shared dw  ple  E   k  Im   every
+//                      hidden inter  layers heads kv gkv window maxpos   vocab   keqv  shared dw
+//                      ple  E   k  Im   every
 const Family kFamilies[] = {
     {"31b",
      {5376, 21504, 60, 32, 16, 4, 1024, 262144, 262144, true, 0, false, 0, 0, 0, 0, 6},
      {48, 192, 8, 4, 2, 1, 16, 262144, kTinyVocabSize, true, 0, false, 0, 0, 0, 0, 6},
-     false, true, 1024, 8192, 32, false},
+     false,
+     true,
+     1024,
+     8192,
+     32,
+     false},
     {"26b-a4b",
      {2816, 2112, 30, 16, 8, 2, 1024, 262144, 262144, true, 0, false, 0, 128, 8, 704, 6},
      {40, 64, 6, 4, 2, 1, 16, 262144, kTinyVocabSize, true, 0, false, 0, 8, 2, 32, 6},
-     false, true, 1024, 8192, 16, false},
+     false,
+     true,
+     1024,
+     8192,
+     16,
+     false},
     {"e4b",
      {2560, 10240, 42, 8, 2, 2, 512, 131072, 262144, false, 18, false, 256, 0, 0, 0, 6},
      {32, 128, 12, 4, 2, 2, 16, 131072, kTinyVocabSize, false, 6, false, 16, 0, 0, 0, 6},
-     true, true, 256, 2048, 4, true},
+     true,
+     true,
+     256,
+     2048,
+     4,
+     true},
     {"e2b",
      {1536, 6144, 35, 8, 1, 1, 512, 131072, 262144, false, 20, true, 256, 0, 0, 0, 5},
      {24, 96, 10, 4, 1, 1, 16, 131072, kTinyVocabSize, false, 5, true, 16, 0, 0, 0, 5},
-     true, false, 256, 2048, 4, true},
+     true,
+     false,
+     256,
+     2048,
+     4,
+     true},
 };
 
 // 3.6M, 31.3B: a parameter count as model names write it.
@@ -183,8 +204,8 @@ std::string ModelLabel(const ModelConfig& m) {
   std::string_view layout = VariantName(m.variant);  // "gemma4-31b (dense)" -> "dense"
   layout = layout.substr(layout.find('(') + 1);
   layout = layout.substr(0, layout.size() - 1);
-  return fmt::format("gemma4 custom ({} layers, hidden {}, {} parameters; {})",
-                     t.num_hidden_layers, t.hidden_size, FormatCount(CountParameters(m)), layout);
+  return fmt::format("gemma4 custom ({} layers, hidden {}, {} parameters; {})", t.num_hidden_layers,
+                     t.hidden_size, FormatCount(CountParameters(m)), layout);
 }
 
 std::vector<std::string> KnownVariantNames() {
@@ -226,17 +247,18 @@ absl::StatusOr<Json> VariantConfig(std::string_view name, VariantSize size) {
       return Assistant(d, s.hidden, f.ordered, centroids, top_k);
     }
   }
-  return InvalidArgumentError("unknown Gemma-4 variant '{}' (known: 31b, 26b-a4b, e4b, e2b and "
-                              "their -assistant drafters)",
-                              name);
+  return InvalidArgumentError(
+      "unknown Gemma-4 variant '{}' (known: 31b, 26b-a4b, e4b, e2b and "
+      "their -assistant drafters)",
+      name);
 }
 
 absl::StatusOr<ModelConfig> DummyModelConfig(std::string_view model_dir) {
   if (!IsDummyModel(model_dir)) {
     return InvalidArgumentError("'{}' is not a dummy:<variant> model", model_dir);
   }
-  GANNET_ASSIGN_OR_RETURN(Json json, VariantConfig(model_dir.substr(kDummyModelPrefix.size()),
-                                                   VariantSize::kReal));
+  GANNET_ASSIGN_OR_RETURN(
+      Json json, VariantConfig(model_dir.substr(kDummyModelPrefix.size()), VariantSize::kReal));
   return ParseModelConfig(json, model_dir);
 }
 

@@ -33,8 +33,8 @@ using MW = ModelWeights;
 class SpecBuilder {
  public:
   explicit SpecBuilder(std::vector<WeightSpec>* out) : out_(out) {}
-  void Global(std::string name, std::vector<int64_t> shape, WeightInit init,
-              WeightView MW::*slot, bool is_index = false) {
+  void Global(std::string name, std::vector<int64_t> shape, WeightInit init, WeightView MW::*slot,
+              bool is_index = false) {
     WeightSpec s;
     s.name = std::move(name);
     s.shape = std::move(shape);
@@ -111,8 +111,7 @@ std::vector<WeightSpec> ExpectedWeights(const ModelConfig& m) {
     if (!c.IsKvShared(l)) {
       b.Layer(l, lp + "self_attn.k_proj.weight", {nkv * d, H}, WeightInit::kMatrix, &LW::k_proj);
       if (!c.LayerKEqV(l)) {
-        b.Layer(l, lp + "self_attn.v_proj.weight", {nkv * d, H}, WeightInit::kMatrix,
-                &LW::v_proj);
+        b.Layer(l, lp + "self_attn.v_proj.weight", {nkv * d, H}, WeightInit::kMatrix, &LW::v_proj);
       }
       b.Layer(l, lp + "self_attn.k_norm.weight", {d}, WeightInit::kQkNorm, &LW::k_norm);
     }
@@ -261,19 +260,42 @@ int64_t CountParameters(const ModelConfig& config) {
 }
 
 std::vector<const WeightView*> AllViews(const ModelWeights& w) {
-  std::vector<const WeightView*> out = {
-      &w.embed_tokens, &w.lm_head, &w.final_norm, &w.embed_tokens_per_layer,
-      &w.per_layer_model_projection, &w.per_layer_projection_norm, &w.pre_projection,
-      &w.post_projection, &w.centroids, &w.token_ordering};
+  std::vector<const WeightView*> out = {&w.embed_tokens,
+                                        &w.lm_head,
+                                        &w.final_norm,
+                                        &w.embed_tokens_per_layer,
+                                        &w.per_layer_model_projection,
+                                        &w.per_layer_projection_norm,
+                                        &w.pre_projection,
+                                        &w.post_projection,
+                                        &w.centroids,
+                                        &w.token_ordering};
   for (const LayerWeights& l : w.layers) {
-    for (const WeightView* v :
-         {&l.input_layernorm, &l.post_attention_layernorm, &l.pre_feedforward_layernorm,
-          &l.post_feedforward_layernorm, &l.q_proj, &l.q_norm, &l.k_proj, &l.v_proj, &l.k_norm,
-          &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj, &l.layer_scalar,
-          &l.per_layer_input_gate, &l.per_layer_projection, &l.post_per_layer_input_norm,
-          &l.router_proj, &l.router_scale, &l.router_per_expert_scale, &l.experts_gate_up,
-          &l.experts_down, &l.pre_feedforward_layernorm_2, &l.post_feedforward_layernorm_1,
-          &l.post_feedforward_layernorm_2}) {
+    for (const WeightView* v : {&l.input_layernorm,
+                                &l.post_attention_layernorm,
+                                &l.pre_feedforward_layernorm,
+                                &l.post_feedforward_layernorm,
+                                &l.q_proj,
+                                &l.q_norm,
+                                &l.k_proj,
+                                &l.v_proj,
+                                &l.k_norm,
+                                &l.o_proj,
+                                &l.gate_proj,
+                                &l.up_proj,
+                                &l.down_proj,
+                                &l.layer_scalar,
+                                &l.per_layer_input_gate,
+                                &l.per_layer_projection,
+                                &l.post_per_layer_input_norm,
+                                &l.router_proj,
+                                &l.router_scale,
+                                &l.router_per_expert_scale,
+                                &l.experts_gate_up,
+                                &l.experts_down,
+                                &l.pre_feedforward_layernorm_2,
+                                &l.post_feedforward_layernorm_1,
+                                &l.post_feedforward_layernorm_2}) {
       out.push_back(v);
     }
   }

@@ -41,8 +41,8 @@ struct WeightPiece {
   DType dtype = DType::kBF16;  // plain pieces: the tensor's type
   const void* data = nullptr;  // plain: [rows, k]; int4: weight_packed int32 [rows, words_per_row]
   int64_t words_per_row = 0;
-  const void* scales = nullptr;       // int4: weight_scale [rows, k / group] of format.scale
-  const void* zero_points = nullptr;  // int4 asymmetric: int32 [ceil(rows / 8), k / group]
+  const void* scales = nullptr;        // int4: weight_scale [rows, k / group] of format.scale
+  const void* zero_points = nullptr;   // int4 asymmetric: int32 [ceil(rows / 8), k / group]
   const void* weight_shape = nullptr;  // int4: weight_shape [2] of weight_shape_dtype (I64/I32)
   DType weight_shape_dtype = DType::kI64;
 };
@@ -55,7 +55,7 @@ struct WeightView {
   std::vector<int64_t> shape;
   const void* data = nullptr;
   bool synthetic = false;
-  uint64_t seed = 0;                     // synthetic only
+  uint64_t seed = 0;                      // synthetic only
   WeightInit init = WeightInit::kMatrix;  // synthetic only
   // A weight gathered from checkpoint modules (quantized_weights.h): `data` is null and the
   // backend's LoadWeight assembles the pieces. A quantized view's `format` is the canonical
@@ -78,17 +78,17 @@ struct WeightView {
 // variants without them.
 struct LayerWeights {
   int index = 0;
-  WeightView input_layernorm, post_attention_layernorm;      // [H]
+  WeightView input_layernorm, post_attention_layernorm;              // [H]
   WeightView pre_feedforward_layernorm, post_feedforward_layernorm;  // [H]
-  WeightView q_proj;   // [n_q * d, H]
-  WeightView q_norm;   // [d]
-  WeightView k_proj;   // [n_kv * d, H]
-  WeightView v_proj;   // [n_kv * d, H]
-  WeightView k_norm;   // [d]
-  WeightView o_proj;   // [H, n_q * d]
-  WeightView gate_proj, up_proj;  // [I, H]
-  WeightView down_proj;           // [H, I]
-  WeightView layer_scalar;        // [1]
+  WeightView q_proj;                                                 // [n_q * d, H]
+  WeightView q_norm;                                                 // [d]
+  WeightView k_proj;                                                 // [n_kv * d, H]
+  WeightView v_proj;                                                 // [n_kv * d, H]
+  WeightView k_norm;                                                 // [d]
+  WeightView o_proj;                                                 // [H, n_q * d]
+  WeightView gate_proj, up_proj;                                     // [I, H]
+  WeightView down_proj;                                              // [H, I]
+  WeightView layer_scalar;                                           // [1]
   // PLE (E2B/E4B)
   WeightView per_layer_input_gate;       // [P, H]
   WeightView per_layer_projection;       // [H, P]
@@ -121,8 +121,6 @@ struct ModelWeights {
   // The LM head matrix: lm_head when untied, else embed_tokens.
   const WeightView& lm_head_matrix() const { return lm_head.present() ? lm_head : embed_tokens; }
 };
-
-
 
 struct WeightSpec {
   std::string name;

@@ -147,15 +147,18 @@ absl::StatusOr<std::shared_ptr<CustomAllReduce>> CustomAllReduce::CreateAcrossPr
     const cudaError_t e = cudaIpcOpenMemHandle(&peer, h, cudaIpcMemLazyEnablePeerAccess);
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
-      GANNET_LOG_INFO("tensor parallel rank {}: cannot map rank {}'s workspace ({}); all-reduce "
-                      "by NCCL", rank, p, cudaGetErrorString(e));
+      GANNET_LOG_INFO(
+          "tensor parallel rank {}: cannot map rank {}'s workspace ({}); all-reduce "
+          "by NCCL",
+          rank, p, cudaGetErrorString(e));
       want = 0;
       break;
     }
     c->workspaces_[p] = peer;
     c->imported_[p] = true;
   }
-  GANNET_ASSIGN_OR_RETURN(const int64_t agreed, exchange.min_over_ranks(static_cast<int64_t>(want)));
+  GANNET_ASSIGN_OR_RETURN(const int64_t agreed,
+                          exchange.min_over_ranks(static_cast<int64_t>(want)));
   GANNET_RETURN_IF_ERROR(requested.status());
   if (agreed <= 0) return nullptr;  // the destructor closes and frees what was set up
   c->max_bytes_ = static_cast<size_t>(agreed);
@@ -185,13 +188,13 @@ bool CustomAllReduce::Takes(const backend::Tensor& x) const {
 }
 
 absl::Status CustomAllReduce::Run(int rank, backend::Tensor x, void* stream) const {
-  return Cuda(kernels::LaunchCustomAllReduce(
-                  x.data, x.numel(),
-                  x.dtype == DType::kF32 ? kernels::AllReduceType::kF32
-                                         : kernels::AllReduceType::kBF16,
-                  rank, static_cast<int>(workspaces_.size()), workspaces_.data(), abort_,
-                  static_cast<cudaStream_t>(stream)),
-              "launch");
+  return Cuda(
+      kernels::LaunchCustomAllReduce(
+          x.data, x.numel(),
+          x.dtype == DType::kF32 ? kernels::AllReduceType::kF32 : kernels::AllReduceType::kBF16,
+          rank, static_cast<int>(workspaces_.size()), workspaces_.data(), abort_,
+          static_cast<cudaStream_t>(stream)),
+      "launch");
 }
 
 bool CustomAllReduce::TakesPostNormResidual(const backend::Tensor& x,

@@ -60,7 +60,7 @@ class CustomAllReduce {
  private:
   CustomAllReduce() = default;
   absl::Status AllocateAbortFlag();
-  std::vector<int> devices_;        // this process's devices, rank order (one across processes)
+  std::vector<int> devices_;       // this process's devices, rank order (one across processes)
   std::vector<void*> workspaces_;  // rank order; each device reaches every one (peer access)
   std::vector<bool> imported_;     // opened from a peer process's IPC handle (closed, not freed)
   size_t max_bytes_ = 0;

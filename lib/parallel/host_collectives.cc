@@ -23,8 +23,10 @@ class HostCollectives : public backend::Collectives {
 
   absl::Status AllReduceSum(backend::Tensor x) override {
     if (x.dtype != DType::kF32 || !x.contiguous()) {
-      return InvalidArgumentError("tensor parallel (host): all-reduce of f32 contiguous tensors "
-                                  "only, got {}", DTypeName(x.dtype));
+      return InvalidArgumentError(
+          "tensor parallel (host): all-reduce of f32 contiguous tensors "
+          "only, got {}",
+          DTypeName(x.dtype));
     }
     GANNET_RETURN_IF_ERROR(Publish(x));
     const int64_t n = x.numel();
@@ -53,8 +55,10 @@ class HostCollectives : public backend::Collectives {
     const int64_t rows = full.rows(), cols = full.row_elems() / world;
     if (blocks.dtype != DType::kF32 || full.dtype != DType::kF32 || !blocks.contiguous() ||
         blocks.numel() != rows * cols * world || full.row_elems() != cols * world) {
-      return InvalidArgumentError("tensor parallel (host): gather of {} f32 block elements into "
-                                  "[{}, {}]", blocks.numel(), rows, full.row_elems());
+      return InvalidArgumentError(
+          "tensor parallel (host): gather of {} f32 block elements into "
+          "[{}, {}]",
+          blocks.numel(), rows, full.row_elems());
     }
     GANNET_RETURN_IF_ERROR(Publish(blocks));
     const int64_t block = rows * cols;
@@ -128,15 +132,14 @@ absl::StatusOr<std::vector<uint8_t>> HostGroup::Pop(int rank, double timeout_s) 
                    [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
                      return aborted_ || !queues_[rank].empty();
                    })) {
-    return MarkDeviceLost(absl::DeadlineExceededError(fmt::format(
-        "tensor parallel: no message from rank 0 for {} s", timeout_s)));
+    return MarkDeviceLost(absl::DeadlineExceededError(
+        fmt::format("tensor parallel: no message from rank 0 for {} s", timeout_s)));
   }
   if (aborted_) return GroupAborted();
   std::vector<uint8_t> msg = std::move(queues_[rank].front());
   queues_[rank].erase(queues_[rank].begin());
   return msg;
 }
-
 
 std::unique_ptr<backend::Collectives> HostGroup::Rank(int rank) {
   return std::make_unique<HostCollectives>(this, rank);

@@ -26,8 +26,8 @@ namespace gannet::parallel {
 namespace {
 
 absl::Status NcclError(ncclResult_t r, std::string_view what) {
-  absl::Status st = InternalError("NCCL {}: {} ({})", what, ncclGetErrorString(r),
-                                  ncclGetLastError(nullptr));
+  absl::Status st =
+      InternalError("NCCL {}: {} ({})", what, ncclGetErrorString(r), ncclGetLastError(nullptr));
   // A peer that vanished or an aborted communicator leaves the group unusable.
   if (r == ncclRemoteError || r == ncclSystemError || r == ncclInternalError) {
     return MarkDeviceLost(st);
@@ -48,10 +48,14 @@ absl::Status CudaError(cudaError_t e, std::string_view what) {
 
 absl::StatusOr<ncclDataType_t> NcclType(DType t) {
   switch (t) {
-    case DType::kF32: return ncclFloat32;
-    case DType::kBF16: return ncclBfloat16;
-    case DType::kF16: return ncclFloat16;
-    default: return InvalidArgumentError("NCCL: no reduction for {} tensors", DTypeName(t));
+    case DType::kF32:
+      return ncclFloat32;
+    case DType::kBF16:
+      return ncclBfloat16;
+    case DType::kF16:
+      return ncclFloat16;
+    default:
+      return InvalidArgumentError("NCCL: no reduction for {} tensors", DTypeName(t));
   }
 }
 
@@ -66,7 +70,7 @@ struct Comm {
   cudaEvent_t done = nullptr;  // host waits with a deadline
   void* dev = nullptr;         // device staging: header and payload
   size_t dev_bytes = 0;
-  void* host = nullptr;        // pinned staging
+  void* host = nullptr;  // pinned staging
   size_t host_bytes = 0;
 
   // ncclCommAbort first sets the flags that end the device's waits (its kernels quit), then, in
@@ -84,8 +88,10 @@ struct Comm {
       if (abort_finished.wait_for(std::chrono::seconds(30)) == std::future_status::ready) {
         aborter.join();
       } else {
-        GANNET_LOG_WARNING("tensor parallel: rank {}'s NCCL abort has not finished after 30 s (a "
-                           "recorded graph still holds the communicator); leaving it", rank);
+        GANNET_LOG_WARNING(
+            "tensor parallel: rank {}'s NCCL abort has not finished after 30 s (a "
+            "recorded graph still holds the communicator); leaving it",
+            rank);
         aborter.detach();
       }
     }
@@ -102,7 +108,8 @@ struct Comm {
     }
   }
   absl::Status Usable() const {
-    if (aborted) return MarkDeviceLost(absl::AbortedError("tensor parallel: the NCCL group was aborted"));
+    if (aborted)
+      return MarkDeviceLost(absl::AbortedError("tensor parallel: the NCCL group was aborted"));
     return absl::OkStatus();
   }
   absl::Status Reserve(size_t bytes) {
@@ -126,10 +133,12 @@ struct Comm {
   // is presumed to have lost a rank and is aborted (device lost).
   absl::Status Wait(double timeout_s, std::string_view what) {
     if (done == nullptr) {
-      GANNET_RETURN_IF_ERROR(CudaError(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "event"));
+      GANNET_RETURN_IF_ERROR(
+          CudaError(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "event"));
     }
     GANNET_RETURN_IF_ERROR(CudaError(cudaEventRecord(done, be->stream()), "event"));
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     for (int spins = 0;; ++spins) {
       const cudaError_t e = cudaEventQuery(done);
       if (e == cudaSuccess) return Usable();
@@ -154,12 +163,12 @@ absl::StatusOr<std::vector<std::string>> AllGatherBytes(Comm& c, const std::stri
   cudaStream_t s = c.be->stream();
   auto* dev = static_cast<uint8_t*>(c.dev);
   std::memcpy(c.host, mine.data(), n);
-  GANNET_RETURN_IF_ERROR(CudaError(cudaMemcpyAsync(dev + c.rank * n, c.host, n,
-                                                   cudaMemcpyHostToDevice, s), "copy"));
+  GANNET_RETURN_IF_ERROR(
+      CudaError(cudaMemcpyAsync(dev + c.rank * n, c.host, n, cudaMemcpyHostToDevice, s), "copy"));
   GANNET_NCCL_RETURN_IF_ERROR(ncclAllGather(dev + c.rank * n, dev, n, ncclUint8, c.comm, s),
                               "all-gather");
-  GANNET_RETURN_IF_ERROR(CudaError(cudaMemcpyAsync(c.host, dev, n * c.world,
-                                                   cudaMemcpyDeviceToHost, s), "copy"));
+  GANNET_RETURN_IF_ERROR(
+      CudaError(cudaMemcpyAsync(c.host, dev, n * c.world, cudaMemcpyDeviceToHost, s), "copy"));
   GANNET_RETURN_IF_ERROR(c.Wait(GroupTimeoutSeconds(), "exchanging the all-reduce workspaces"));
   std::vector<std::string> all(c.world);
   for (int r = 0; r < c.world; ++r) all[r].assign(static_cast<const char*>(c.host) + r * n, n);
@@ -216,11 +225,11 @@ class NcclCollectives : public backend::Collectives {
                                               c_->comm, c_->be->stream()),
                                 "all-gather");
     for (int r = 0; r < world; ++r) {
-      GANNET_RETURN_IF_ERROR(CudaError(
-          cudaMemcpy2DAsync(full.as<float>() + r * cols, full.stride0() * sizeof(float),
-                            base + r * block, cols * sizeof(float), cols * sizeof(float), rows,
-                            cudaMemcpyDeviceToDevice, c_->be->stream()),
-          "gathering a rank's logits block"));
+      GANNET_RETURN_IF_ERROR(
+          CudaError(cudaMemcpy2DAsync(full.as<float>() + r * cols, full.stride0() * sizeof(float),
+                                      base + r * block, cols * sizeof(float), cols * sizeof(float),
+                                      rows, cudaMemcpyDeviceToDevice, c_->be->stream()),
+                    "gathering a rank's logits block"));
     }
     return absl::OkStatus();
   }
@@ -230,12 +239,12 @@ class NcclCollectives : public backend::Collectives {
     GANNET_RETURN_IF_ERROR(c_->Reserve(sizeof(int64_t)));
     std::memcpy(c_->host, &v, sizeof v);
     cudaStream_t s = c_->be->stream();
-    GANNET_RETURN_IF_ERROR(CudaError(cudaMemcpyAsync(c_->dev, c_->host, sizeof v,
-                                                     cudaMemcpyHostToDevice, s), "copy"));
+    GANNET_RETURN_IF_ERROR(
+        CudaError(cudaMemcpyAsync(c_->dev, c_->host, sizeof v, cudaMemcpyHostToDevice, s), "copy"));
     GANNET_NCCL_RETURN_IF_ERROR(ncclAllReduce(c_->dev, c_->dev, 1, ncclInt64, ncclMin, c_->comm, s),
                                 "min over ranks");
-    GANNET_RETURN_IF_ERROR(CudaError(cudaMemcpyAsync(c_->host, c_->dev, sizeof v,
-                                                     cudaMemcpyDeviceToHost, s), "copy"));
+    GANNET_RETURN_IF_ERROR(
+        CudaError(cudaMemcpyAsync(c_->host, c_->dev, sizeof v, cudaMemcpyDeviceToHost, s), "copy"));
     GANNET_RETURN_IF_ERROR(c_->Wait(GroupTimeoutSeconds(), "the min over ranks"));
     std::memcpy(&v, c_->host, sizeof v);
     return v;
@@ -287,10 +296,10 @@ class NcclChannel : public StepChannel {
   absl::Status Broadcast(size_t bytes, bool to_host) {
     cudaStream_t s = c_->be->stream();
     if (!to_host) {
-      GANNET_RETURN_IF_ERROR(CudaError(cudaMemcpyAsync(c_->dev, c_->host, bytes,
-                                                       cudaMemcpyHostToDevice, s), "copy"));
-      GANNET_NCCL_RETURN_IF_ERROR(ncclBroadcast(c_->dev, c_->dev, sizeof(int64_t), ncclUint8, 0,
-                                                c_->comm, s), "broadcast");
+      GANNET_RETURN_IF_ERROR(
+          CudaError(cudaMemcpyAsync(c_->dev, c_->host, bytes, cudaMemcpyHostToDevice, s), "copy"));
+      GANNET_NCCL_RETURN_IF_ERROR(
+          ncclBroadcast(c_->dev, c_->dev, sizeof(int64_t), ncclUint8, 0, c_->comm, s), "broadcast");
       if (bytes > sizeof(int64_t)) return BroadcastPayload(bytes - sizeof(int64_t), false);
       return absl::OkStatus();
     }
@@ -304,7 +313,8 @@ class NcclChannel : public StepChannel {
     GANNET_NCCL_RETURN_IF_ERROR(ncclBroadcast(dev, dev, n, ncclUint8, 0, c_->comm, s), "broadcast");
     if (!to_host) return absl::OkStatus();
     return CudaError(cudaMemcpyAsync(static_cast<uint8_t*>(c_->host) + sizeof(int64_t), dev, n,
-                                     cudaMemcpyDeviceToHost, s), "copy");
+                                     cudaMemcpyDeviceToHost, s),
+                     "copy");
   }
 
   std::shared_ptr<Comm> c_;
@@ -338,7 +348,8 @@ absl::StatusOr<std::vector<std::unique_ptr<backend::Collectives>>> CreateNcclGro
   std::vector<ncclComm_t> comms(world);
   GANNET_NCCL_RETURN_IF_ERROR(ncclCommInitAll(comms.data(), world, devices.data()),
                               "creating the communicators");
-  GANNET_ASSIGN_OR_RETURN(std::shared_ptr<CustomAllReduce> custom, CustomAllReduce::Create(devices));
+  GANNET_ASSIGN_OR_RETURN(std::shared_ptr<CustomAllReduce> custom,
+                          CustomAllReduce::Create(devices));
   std::vector<std::unique_ptr<backend::Collectives>> out;
   for (int r = 0; r < world; ++r) {
     auto c = std::make_shared<Comm>();
@@ -450,10 +461,12 @@ absl::StatusOr<std::vector<std::unique_ptr<backend::Collectives>>> CreateNcclGro
   return absl::UnimplementedError("tensor parallelism on CUDA needs NCCL, which this build lacks");
 }
 absl::StatusOr<std::string> CreateNcclId() {
-  return absl::UnimplementedError("tensor parallelism across processes needs NCCL, which this build lacks");
+  return absl::UnimplementedError(
+      "tensor parallelism across processes needs NCCL, which this build lacks");
 }
 absl::StatusOr<NcclRank> JoinNcclGroup(backend::Backend*, int, int, std::string_view) {
-  return absl::UnimplementedError("tensor parallelism across processes needs NCCL, which this build lacks");
+  return absl::UnimplementedError(
+      "tensor parallelism across processes needs NCCL, which this build lacks");
 }
 
 #endif

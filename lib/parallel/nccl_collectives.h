@@ -1,8 +1,9 @@
 // The collectives of a tensor-parallel group of CUDA devices over NCCL, issued on each rank's
 // backend stream (so they are recorded into the step graphs with the ops around them); small
 // all-reduces go through the one-shot kernel (custom_allreduce.h) when the devices can reach each
-// other's memory: peer access in one process, CUDA IPC with one process per rank. NVLink multicast (NVLS) is never requested: NCCL_NVLS_ENABLE=0 in the environment
-// is honoured and, when unset, set to 0 for this process before the first communicator.
+// other's memory: peer access in one process, CUDA IPC with one process per rank. NVLink multicast
+// (NVLS) is never requested: NCCL_NVLS_ENABLE=0 in the environment is honoured and, when unset, set
+// to 0 for this process before the first communicator.
 #pragma once
 
 #include <memory>

@@ -11,14 +11,14 @@ absl::StatusOr<RankRunner> CreateRankRunner(const model::ModelConfig& config,
                                             runner::RunnerOptions options) {
   const int world = collectives->world_size();
   RankRunner r;
-  GANNET_ASSIGN_OR_RETURN(r.weights, model::ShardWeights(config, weights,
-                                                          {collectives->rank(), world,
-                                                           options.moe_split}));
+  GANNET_ASSIGN_OR_RETURN(
+      r.weights,
+      model::ShardWeights(config, weights, {collectives->rank(), world, options.moe_split}));
   r.tp = std::make_unique<GroupTpHooks>(collectives);
   options.tp = r.tp.get();
-  GANNET_ASSIGN_OR_RETURN(r.runner, runner::ModelRunner::Create(
-                                        model::ShardConfig(config, world, options.moe_split),
-                                                                r.weights->views, backend, options));
+  GANNET_ASSIGN_OR_RETURN(
+      r.runner, runner::ModelRunner::Create(model::ShardConfig(config, world, options.moe_split),
+                                            r.weights->views, backend, options));
   return r;
 }
 

@@ -93,8 +93,8 @@ std::vector<uint8_t> EncodeInit(const runner::RunnerOptions& o) {
 absl::Status DecodeInit(std::span<const uint8_t> msg, runner::RunnerOptions* o) {
   Reader r(msg);
   GANNET_RETURN_IF_ERROR(Expect(msg, StepOp::kInit, &r));
-  for (int* v : {&o->max_tokens, &o->max_seqs, &o->max_logit_rows, &o->max_pages_per_seq,
-                 &o->page_size}) {
+  for (int* v :
+       {&o->max_tokens, &o->max_seqs, &o->max_logit_rows, &o->max_pages_per_seq, &o->page_size}) {
     GANNET_ASSIGN_OR_RETURN(const int32_t x, r.Get<int32_t>());
     *v = x;
   }
@@ -115,8 +115,8 @@ std::vector<uint8_t> EncodeAttachKv(const kv::KvLayout& l) {
   w.Put<int32_t>(l.num_pages[1]);
   std::vector<int32_t> layers;
   for (const kv::KvLayerGeometry& g : l.layers) {
-    layers.insert(layers.end(), {static_cast<int32_t>(g.group), g.num_kv_heads, g.head_dim, g.source,
-                                 g.k_from_v ? 1 : 0});
+    layers.insert(layers.end(), {static_cast<int32_t>(g.group), g.num_kv_heads, g.head_dim,
+                                 g.source, g.k_from_v ? 1 : 0});
   }
   w.PutArray<int32_t>(layers);
   return w.Take();

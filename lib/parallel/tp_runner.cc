@@ -17,18 +17,21 @@ constexpr double kFailureGraceSeconds = 2.0;
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TpRunner>> TpRunner::Create(
-    const model::ModelConfig& config, const model::ModelWeights& weights,
-    std::vector<TpRankParts> parts, std::shared_ptr<void> shared,
-    const runner::RunnerOptions& options, std::unique_ptr<StepChannel> remote) {
+absl::StatusOr<std::unique_ptr<TpRunner>> TpRunner::Create(const model::ModelConfig& config,
+                                                           const model::ModelWeights& weights,
+                                                           std::vector<TpRankParts> parts,
+                                                           std::shared_ptr<void> shared,
+                                                           const runner::RunnerOptions& options,
+                                                           std::unique_ptr<StepChannel> remote) {
   if (parts.empty() || parts[0].collectives == nullptr) {
     return InvalidArgumentError("tensor parallel: no ranks");
   }
   const int world = parts[0].collectives->world_size();
   const int local = static_cast<int>(parts.size());
   if (remote != nullptr ? local != 1 : local != world) {
-    return InvalidArgumentError("tensor parallel: {} local ranks of a group of {}{}", local, world,
-                                remote != nullptr ? " with remote ranks (rank 0 alone is local)" : "");
+    return InvalidArgumentError(
+        "tensor parallel: {} local ranks of a group of {}{}", local, world,
+        remote != nullptr ? " with remote ranks (rank 0 alone is local)" : "");
   }
   GANNET_RETURN_IF_ERROR(model::CheckTpShardable(config, world, options.moe_split));
   std::unique_ptr<TpRunner> tp(new TpRunner());
@@ -42,8 +45,10 @@ absl::StatusOr<std::unique_ptr<TpRunner>> TpRunner::Create(
     rank.parts = std::move(parts[r]);
     if (rank.parts.backend == nullptr || rank.parts.collectives == nullptr ||
         rank.parts.collectives->rank() != r || rank.parts.collectives->world_size() != world) {
-      return InvalidArgumentError("tensor parallel: rank {} of {} has no backend or collectives of "
-                                  "its rank", r, world);
+      return InvalidArgumentError(
+          "tensor parallel: rank {} of {} has no backend or collectives of "
+          "its rank",
+          r, world);
     }
     rank.worker = std::make_unique<RankWorker>(rank.parts.backend);
   }
@@ -53,9 +58,9 @@ absl::StatusOr<std::unique_ptr<TpRunner>> TpRunner::Create(
     if (r != 0) o.on_weight_progress = nullptr;
     // Ranks may share checkpoint bytes (tp_shard.h views): none may give them back.
     o.on_weight_copied = nullptr;
-    GANNET_ASSIGN_OR_RETURN(rank.shard, CreateRankRunner(config, weights,
-                                                         rank.parts.collectives.get(),
-                                                         rank.parts.backend, o));
+    GANNET_ASSIGN_OR_RETURN(
+        rank.shard,
+        CreateRankRunner(config, weights, rank.parts.collectives.get(), rank.parts.backend, o));
     return absl::OkStatus();
   };
   for (int r = 1; r < local; ++r) tp->ranks_[r].worker->Post([&create, r] { return create(r); });
@@ -79,16 +84,17 @@ absl::StatusOr<std::unique_ptr<TpRunner>> TpRunner::Create(
     for (Rank& rank : tp->ranks_) rank.parts.collectives->Abort();
     return first;
   }
-  GANNET_LOG_INFO("tensor parallel: {} ranks ({} in this process), {} weights per rank, {} copied "
-                  "to slice{}", world, local,
-                  FormatBytes(static_cast<int64_t>(tp->ranks_[0].shard.runner->weight_bytes())),
-                  FormatBytes(tp->ranks_[0].shard.weights->copied_bytes),
-                  config.text.enable_moe_block
-                      ? fmt::format(", MoE experts split by {}",
-                                    model::MoeSplitName(tp->shard_config_.text.local_experts > 0
-                                                            ? model::MoeSplit::kExperts
-                                                            : model::MoeSplit::kIntermediate))
-                      : std::string());
+  GANNET_LOG_INFO(
+      "tensor parallel: {} ranks ({} in this process), {} weights per rank, {} copied "
+      "to slice{}",
+      world, local, FormatBytes(static_cast<int64_t>(tp->ranks_[0].shard.runner->weight_bytes())),
+      FormatBytes(tp->ranks_[0].shard.weights->copied_bytes),
+      config.text.enable_moe_block
+          ? fmt::format(", MoE experts split by {}",
+                        model::MoeSplitName(tp->shard_config_.text.local_experts > 0
+                                                ? model::MoeSplit::kExperts
+                                                : model::MoeSplit::kIntermediate))
+          : std::string());
   if (tp->remote_ != nullptr) {
     {
       MutexLock lock(&tp->mu_);  // no other thread yet; taken for the analysis (tsa preset)
@@ -227,8 +233,8 @@ absl::Status TpRunner::RunOnAll(const std::function<absl::Status(int)>& task,
   }
   if (alike) return st[0];
   if (!broken_) abort_all();
-  return MarkDeviceLost(Annotate(st[failed], fmt::format("tensor parallel rank {} of {} failed",
-                                                         failed, world_)));
+  return MarkDeviceLost(
+      Annotate(st[failed], fmt::format("tensor parallel rank {} of {} failed", failed, world_)));
 }
 
 absl::Status TpRunner::AttachKv(const kv::KvLayout& layout) {

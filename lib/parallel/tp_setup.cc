@@ -27,8 +27,8 @@ absl::StatusOr<TpGroup> CreateTpGroup(const backend::BackendOptions& options, in
     if (!device_ids.empty()) {
       return InvalidArgumentError("device ids name CUDA devices; the CPU backend has none");
     }
-    const int threads = o.num_threads > 0 ? o.num_threads
-                                          : static_cast<int>(std::thread::hardware_concurrency());
+    const int threads =
+        o.num_threads > 0 ? o.num_threads : static_cast<int>(std::thread::hardware_concurrency());
     o.kind = "cpu";
     o.num_threads = std::max(1, threads / world);
   }

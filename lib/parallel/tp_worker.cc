@@ -80,8 +80,10 @@ void TpWorker::Watchdog() {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const int64_t started = step_started_ns_.load();
     if (started != 0 && NowNs() - started > limit) {
-      GANNET_LOG_ERROR("tensor parallel rank {}: a step did not finish within {} s; leaving the "
-                       "group", rank_, GroupTimeoutSeconds());
+      GANNET_LOG_ERROR(
+          "tensor parallel rank {}: a step did not finish within {} s; leaving the "
+          "group",
+          rank_, GroupTimeoutSeconds());
       collectives_->Abort();
       step_started_ns_ = 0;
     }
@@ -121,13 +123,15 @@ absl::Status TpWorker::Handle(std::span<const uint8_t> msg, bool* done) {
       return AgreeOverRanks(*collectives_, st, 0, "allocate its KV storage").status();
     }
     case StepOp::kStep: {
-      if (shard_.runner == nullptr) return InternalError("tensor parallel: a step before the runner");
+      if (shard_.runner == nullptr)
+        return InternalError("tensor parallel: a step before the runner");
       DecodedStep step;
       GANNET_RETURN_IF_ERROR(DecodeStep(msg, &step));
       absl::Status st = shard_.runner->Forward(step.batch, nullptr);
       // A step every rank rejects alike (its batch) leaves the group usable; anything else not.
       if (!st.ok() && IsDeviceLost(st)) return st;
-      if (!st.ok()) GANNET_LOG_WARNING("tensor parallel rank {}: step failed: {}", rank_, st.message());
+      if (!st.ok())
+        GANNET_LOG_WARNING("tensor parallel rank {}: step failed: {}", rank_, st.message());
       return absl::OkStatus();
     }
     case StepOp::kAttachDrafter: {

@@ -10,9 +10,12 @@ namespace gannet::runner {
 
 float RoundScaleToDType(double v, DType dtype) {
   switch (dtype) {
-    case DType::kBF16: return RoundToBf16(static_cast<float>(v));
-    case DType::kF16: return F16ToFloat(FloatToF16(static_cast<float>(v)));
-    default: return static_cast<float>(v);
+    case DType::kBF16:
+      return RoundToBf16(static_cast<float>(v));
+    case DType::kF16:
+      return F16ToFloat(FloatToF16(static_cast<float>(v)));
+    default:
+      return static_cast<float>(v);
   }
 }
 
@@ -34,9 +37,10 @@ absl::StatusOr<DeviceWeights> LoadDeviceWeights(const model::ModelConfig& config
     }
     absl::StatusOr<backend::OwnedTensor> loaded = backend->LoadWeight(v);
     if (!loaded.ok()) {
-      return Annotate(loaded.status(), fmt::format("loading weight '{}' ({} of {} weight bytes "
-                                                   "loaded so far)",
-                                                   v[0]->name, FormatBytes(done), FormatBytes(total)));
+      return Annotate(loaded.status(),
+                      fmt::format("loading weight '{}' ({} of {} weight bytes "
+                                  "loaded so far)",
+                                  v[0]->name, FormatBytes(done), FormatBytes(total)));
     }
     backend::OwnedTensor t = *std::move(loaded);
     *out = t.tensor;
@@ -61,24 +65,25 @@ absl::StatusOr<DeviceWeights> LoadDeviceWeights(const model::ModelConfig& config
   // matrices the linear layers and the MoE experts read may be quantized.
   for (const model::WeightView* v : {&w.embed_tokens, &w.embed_tokens_per_layer}) {
     if (v->present() && v->quantized()) {
-      return UnimplementedError("'{}' is quantized ({} g{}); gannet reads embedding tables in "
-                                "bf16/f16/f32 only (compressed-tensors: list it in `ignore`)",
-                                v->name, DTypeShortName(v->format.elem), v->format.group_size);
+      return UnimplementedError(
+          "'{}' is quantized ({} g{}); gannet reads embedding tables in "
+          "bf16/f16/f32 only (compressed-tensors: list it in `ignore`)",
+          v->name, DTypeShortName(v->format.elem), v->format.group_size);
     }
   }
   GANNET_RETURN_IF_ERROR(load({&w.embed_tokens}, &d.embed));
   d.lm_head = d.embed;
   if (w.lm_head.present()) GANNET_RETURN_IF_ERROR(load({&w.lm_head}, &d.lm_head));
   GANNET_RETURN_IF_ERROR(load({&w.final_norm}, &d.final_norm));
-  d.embed_scale = RoundScaleToDType(std::sqrt(static_cast<double>(c.hidden_size)),
-                                    w.embed_tokens.dtype);
+  d.embed_scale =
+      RoundScaleToDType(std::sqrt(static_cast<double>(c.hidden_size)), w.embed_tokens.dtype);
   if (c.has_ple()) {
     GANNET_RETURN_IF_ERROR(load({&w.embed_tokens_per_layer}, &d.ple_table));
     GANNET_RETURN_IF_ERROR(load({&w.per_layer_model_projection}, &d.ple_model_proj));
     GANNET_RETURN_IF_ERROR(load({&w.per_layer_projection_norm}, &d.ple_proj_norm));
-    d.ple_token_scale = RoundScaleToDType(
-        std::sqrt(static_cast<double>(c.hidden_size_per_layer_input)),
-        w.embed_tokens_per_layer.dtype);
+    d.ple_token_scale =
+        RoundScaleToDType(std::sqrt(static_cast<double>(c.hidden_size_per_layer_input)),
+                          w.embed_tokens_per_layer.dtype);
   }
   d.layers.resize(c.num_hidden_layers);
   for (int l = 0; l < c.num_hidden_layers; ++l) {

@@ -14,11 +14,11 @@ namespace gannet::runner {
 
 struct DeviceLayer {
   backend::Tensor input_norm, post_attn_norm, pre_ff_norm, post_ff_norm;
-  backend::Tensor qkv;       // [n_q*d + (k, v | k) rows, H]
+  backend::Tensor qkv;  // [n_q*d + (k, v | k) rows, H]
   backend::Tensor q_norm, k_norm;
-  backend::Tensor o_proj;    // [H, n_q*d]
-  backend::Tensor gate_up;   // [2I, H]
-  backend::Tensor down;      // [H, I]
+  backend::Tensor o_proj;   // [H, n_q*d]
+  backend::Tensor gate_up;  // [2I, H]
+  backend::Tensor down;     // [H, I]
   backend::Tensor layer_scalar;
   backend::Tensor ple_gate, ple_proj, ple_post_norm;
   backend::Tensor router_proj, router_scale, per_expert_scale;

@@ -9,8 +9,9 @@
 namespace gannet::runner {
 
 int BatchBucket(int num_seqs, int max_seqs) {
-  const int b = num_seqs <= 4 ? (num_seqs <= 1 ? 1 : (num_seqs <= 2 ? 2 : 4))
-                              : (num_seqs <= 64 ? (num_seqs + 7) / 8 * 8 : (num_seqs + 15) / 16 * 16);
+  const int b = num_seqs <= 4
+                    ? (num_seqs <= 1 ? 1 : (num_seqs <= 2 ? 2 : 4))
+                    : (num_seqs <= 64 ? (num_seqs + 7) / 8 * 8 : (num_seqs + 15) / 16 * 16);
   return std::min(b, max_seqs);
 }
 

@@ -22,14 +22,15 @@ absl::StatusOr<std::unique_ptr<KvStorage>> KvStorage::Create(const model::TextCo
                                                              const kv::KvLayout& layout,
                                                              backend::Backend* backend) {
   if (layout.layers != KvLayersOf(c, true) && layout.layers != KvLayersOf(c, false)) {
-    return InvalidArgumentError("KV storage: the KV layout does not describe this model's {} layers",
-                                c.num_hidden_layers);
+    return InvalidArgumentError(
+        "KV storage: the KV layout does not describe this model's {} layers", c.num_hidden_layers);
   }
   const bool fp8 = layout.quant == kv::KvQuant::kFp8E4M3;
   const DType dt = fp8 ? DType::kF8E4M3 : backend->kv_dtype();
   if (layout.dtype_bytes != DTypeBits(dt) / 8) {
-    return InvalidArgumentError("KV storage: the layout has {}-byte elements, the backend stores {}",
-                                layout.dtype_bytes, DTypeName(dt));
+    return InvalidArgumentError(
+        "KV storage: the layout has {}-byte elements, the backend stores {}", layout.dtype_bytes,
+        DTypeName(dt));
   }
   auto s = std::make_unique<KvStorage>();
   s->layout_ = layout;
@@ -48,8 +49,10 @@ absl::StatusOr<std::unique_ptr<KvStorage>> KvStorage::Create(const model::TextCo
       const char* name;
       bool scale;
     };
-    const Array arrays[] = {{&kv.k, "K", false}, {&kv.v, "V", false},
-                            {&kv.k_scale, "K scale", true}, {&kv.v_scale, "V scale", true}};
+    const Array arrays[] = {{&kv.k, "K", false},
+                            {&kv.v, "V", false},
+                            {&kv.k_scale, "K scale", true},
+                            {&kv.v_scale, "V scale", true}};
     for (const Array& a : arrays) {
       if (a.scale && !fp8) continue;
       if (g.k_from_v && (a.t == &kv.k || a.t == &kv.k_scale)) continue;
@@ -76,13 +79,14 @@ absl::StatusOr<std::unique_ptr<KvStorage>> KvStorage::Create(const model::TextCo
   return s;
 }
 
-absl::Status KvStorage::BindKDerivation(int layer, backend::Tensor k_norm, const backend::RopeSpec& rope) {
+absl::Status KvStorage::BindKDerivation(int layer, backend::Tensor k_norm,
+                                        const backend::RopeSpec& rope) {
   if (layer < 0 || layer >= static_cast<int>(layers_.size()) || !layout_.layers[layer].owns_kv() ||
       !layers_[layer].k_from_v) {
     return InvalidArgumentError("KV storage: layer {} does not derive K from its V array", layer);
   }
   GANNET_RETURN_IF_ERROR(backend::CheckKFromV(fmt::format("KV storage: layer {}", layer), k_norm,
-                                               rope.rotated_pairs, layout_.layers[layer].head_dim));
+                                              rope.rotated_pairs, layout_.layers[layer].head_dim));
   for (int l = 0; l < static_cast<int>(layers_.size()); ++l) {
     if (l == layer || layout_.layers[l].source == layer) {
       layers_[l].k_norm = k_norm;

@@ -30,8 +30,8 @@ class KvStorage {
   // the backend's KV type's.
   // ResourceExhausted names the layer and bytes when the backend cannot allocate.
   static absl::StatusOr<std::unique_ptr<KvStorage>> Create(const model::TextConfig& config,
-                                                            const kv::KvLayout& layout,
-                                                            backend::Backend* backend);
+                                                           const kv::KvLayout& layout,
+                                                           backend::Backend* backend);
   // Layer `layer`'s arrays ([storage pages, ...]; a KV-shared layer's are its donor's), as
   // QkvPrep and Attention take them (and a drafter attending into them).
   const backend::LayerKvView& Layer(int layer) const { return layers_[layer]; }

@@ -6,10 +6,9 @@ namespace gannet::runner {
 
 using backend::Tensor;
 
-absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, int layer,
-                              Tensor q, backend::LayerKvView kv,
-                              const backend::StepMetadata& md, Tensor attn, Tensor o_proj,
-                              Tensor out) {
+absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, int layer, Tensor q,
+                              backend::LayerKvView kv, const backend::StepMetadata& md, Tensor attn,
+                              Tensor o_proj, Tensor out) {
   const int64_t n = q.dim(0);
   const bool sliding = c.is_sliding(layer);
   const int d = c.LayerHeadDim(layer), nq = c.num_attention_heads;

@@ -33,7 +33,8 @@ int StepBatch::uniform_query_len() const {
   if (q < 1 || q > static_cast<size_t>(kMaxUniformQueryLen)) return 0;
   const SeqStep::Logits want = q == 1 ? SeqStep::Logits::kLast : SeqStep::Logits::kAll;
   for (const SeqStep& s : seqs) {
-    if (s.tokens.size() != q || (s.logits != want && !(q == 1 && s.logits == SeqStep::Logits::kAll))) {
+    if (s.tokens.size() != q ||
+        (s.logits != want && !(q == 1 && s.logits == SeqStep::Logits::kAll))) {
       return 0;
     }
   }
@@ -115,8 +116,7 @@ std::vector<ActivationSpec> ActivationSpecs(const model::ModelConfig& config,
 }  // namespace
 
 absl::Status ModelRunner::Impl::AllocateActivations() {
-  for (const ActivationSpec& a :
-       ActivationSpecs(config, options, ActivationTypes::Of(*be), this)) {
+  for (const ActivationSpec& a : ActivationSpecs(config, options, ActivationTypes::Of(*be), this)) {
     GANNET_RETURN_IF_ERROR(Alloc(a.target, a.dtype, {a.rows, a.cols}));
   }
   return absl::OkStatus();
@@ -144,10 +144,14 @@ std::vector<ActivationSpec> ActivationSpecs(const model::ModelConfig& config,
   }
   using I = ModelRunner::Impl;
   std::vector<ActivationSpec> v = {
-      {at(&I::x), residual, T, H},         {at(&I::h), act, T, H},
-      {at(&I::qkv), wide, T, max_qkv},     {at(&I::q), act, T, max_q},
-      {at(&I::attn), act, T, max_q},       {at(&I::o), wide, T, H},
-      {at(&I::gate_up), act, T, 2 * max_inter}, {at(&I::mlp), act, T, max_inter},
+      {at(&I::x), residual, T, H},
+      {at(&I::h), act, T, H},
+      {at(&I::qkv), wide, T, max_qkv},
+      {at(&I::q), act, T, max_q},
+      {at(&I::attn), act, T, max_q},
+      {at(&I::o), wide, T, H},
+      {at(&I::gate_up), act, T, 2 * max_inter},
+      {at(&I::mlp), act, T, max_inter},
       {at(&I::mlp_out), wide, T, H},
   };
   if (c.has_ple()) {
@@ -166,7 +170,8 @@ std::vector<ActivationSpec> ActivationSpecs(const model::ModelConfig& config,
                        {at(&I::moe_y2), wide, T, H}});
   }
   const int64_t rows = options.max_logit_rows > 0 ? options.max_logit_rows : options.max_seqs;
-  v.insert(v.end(), {{at(&I::last_h), act, rows, H}, {at(&I::logits), DType::kF32, rows, c.vocab_size}});
+  v.insert(v.end(),
+           {{at(&I::last_h), act, rows, H}, {at(&I::logits), DType::kF32, rows, c.vocab_size}});
   if (options.tp != nullptr) {
     const int64_t world = options.tp->world_size();
     v.push_back({at(&I::logits_shard), DType::kF32, rows, c.vocab_size});  // [world, rows, V/world]
@@ -192,9 +197,9 @@ int64_t ActivationBytes(const model::ModelConfig& config, const RunnerOptions& o
                             ? options.max_pages_per_seq
                             : (config.text.max_position_embeddings + options.page_size - 1) /
                                   std::max(1, options.page_size);
-  bytes += 4 * (6 * T + 2 * S + 1 + 2 * rows + 2 * S * pages) +
-           rows * (static_cast<int64_t>(sizeof(sampling::DrawParams)) +
-                   4 * backend::kSampleBanSlots);
+  bytes +=
+      4 * (6 * T + 2 * S + 1 + 2 * rows + 2 * S * pages) +
+      rows * (static_cast<int64_t>(sizeof(sampling::DrawParams)) + 4 * backend::kSampleBanSlots);
   return bytes;
 }
 
@@ -328,8 +333,8 @@ absl::Status ModelRunner::Impl::Execute(int n, int rows, bool sample, bool greed
         static_cast<float>(1.0 / std::sqrt(2.0)), static_cast<float>(c.rms_norm_eps),
         ple_in.Rows(0, n)));
   }
-  GANNET_RETURN_IF_ERROR(be->RmsNorm(x_t, w.layers[0].input_norm,
-                                     static_cast<float>(c.rms_norm_eps), h.Rows(0, n)));
+  GANNET_RETURN_IF_ERROR(
+      be->RmsNorm(x_t, w.layers[0].input_norm, static_cast<float>(c.rms_norm_eps), h.Rows(0, n)));
   for (int l = 0; l < c.num_hidden_layers; ++l) GANNET_RETURN_IF_ERROR(RunLayer(l, n, md));
   if (rows == 0) return absl::OkStatus();
   // h now holds final_norm(x); project only the rows whose logits were asked for.
@@ -357,12 +362,11 @@ absl::Status ModelRunner::Impl::Execute(int n, int rows, bool sample, bool greed
   }
   if (tp != nullptr) GANNET_RETURN_IF_ERROR(tp->GatherVocabShards(blocks, lg));
   if (sample && (tp == nullptr || tp->rank() == 0)) {
-    GANNET_RETURN_IF_ERROR(be->Sample(lg, meta.sampling_params(rows), meta.banned_ids(rows),
-                                      meta.sampled_ids(rows)));
+    GANNET_RETURN_IF_ERROR(
+        be->Sample(lg, meta.sampling_params(rows), meta.banned_ids(rows), meta.sampled_ids(rows)));
   }
   return absl::OkStatus();
 }
-
 
 StepBatch ModelRunner::Impl::Pad(const StepBatch& batch, int bucket, int q) {
   StepBatch padded = batch;
@@ -398,7 +402,7 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result)
                    bucket * q <= options.max_tokens && bucket * q <= max_rows;
   StepBatch padded;
   const StepBatch& batch = pad ? (padded = Pad(in, bucket, q)) : in;
-  GANNET_ASSIGN_OR_RETURN(backend::StepMetadata* md, meta.Build(batch));
+  GANNET_ASSIGN_OR_RETURN(backend::StepMetadata * md, meta.Build(batch));
   const int n = md->num_tokens;
   const int rows = meta.num_logit_rows();
   const bool sample = !batch.device_sampling.empty();
@@ -427,7 +431,9 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result)
   GANNET_RETURN_IF_ERROR(be->BeginDeviceSpan());
   if (graphs && pad) {
     GANNET_RETURN_IF_ERROR(graph_cache.Run(
-        be, {static_cast<int>(batch.seqs.size()), len_bucket, sample ? (greedy_picks ? 2 : 1) : 0, q, 0},
+        be,
+        {static_cast<int>(batch.seqs.size()), len_bucket, sample ? (greedy_picks ? 2 : 1) : 0, q,
+         0},
         [&] { return Execute(n, rows, sample, greedy_picks, *md); },
         "runner: step (sequences, length, sample, q)"));
   } else {
@@ -435,7 +441,8 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result)
   }
   GANNET_RETURN_IF_ERROR(be->EndDeviceSpan());
   if (result == nullptr) {
-    if (tp == nullptr || tp->rank() == 0) return InvalidArgumentError("runner: Forward without a result");
+    if (tp == nullptr || tp->rank() == 0)
+      return InvalidArgumentError("runner: Forward without a result");
     return be->Synchronize();  // a non-zero rank: its part of the step is done
   }
 
@@ -469,8 +476,9 @@ absl::Status ModelRunner::Impl::Forward(const StepBatch& in, StepResult* result)
   }
   for (int r = 0; r < real_rows; ++r) {
     if (result->host_row[r] < 0) continue;
-    GANNET_RETURN_IF_ERROR(be->CopyToHost(result->logits.data() + result->host_row[r] * c.vocab_size,
-                                          logits.Rows(r, 1).data, row_bytes));
+    GANNET_RETURN_IF_ERROR(
+        be->CopyToHost(result->logits.data() + result->host_row[r] * c.vocab_size,
+                       logits.Rows(r, 1).data, row_bytes));
   }
   return absl::OkStatus();
 }
@@ -486,9 +494,10 @@ backend::RopeSpec RopeSpecOf(const model::TextConfig& c, bool sliding) {
 ModelRunner::ModelRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ModelRunner::~ModelRunner() = default;
 
-absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
-    const model::ModelConfig& config, const model::ModelWeights& weights,
-    backend::Backend* backend, const RunnerOptions& options_in) {
+absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const model::ModelConfig& config,
+                                                                 const model::ModelWeights& weights,
+                                                                 backend::Backend* backend,
+                                                                 const RunnerOptions& options_in) {
   if (config.kind != model::ModelKind::kTarget) {
     return InvalidArgumentError("ModelRunner runs target models; '{}' is an assistant",
                                 config.model_type);
@@ -543,8 +552,8 @@ absl::Status ModelRunner::AttachKv(const kv::KvLayout& layout) {
   for (int l = 0; l < m.config.text.num_hidden_layers; ++l) {
     const kv::KvLayerGeometry& g = layout.layers[l];
     if (g.owns_kv() && g.k_from_v) {
-      GANNET_RETURN_IF_ERROR(m.kv->BindKDerivation(l, m.w.layers[l].k_norm,
-                                                   m.rope[kv::GroupIndex(g.group)]));
+      GANNET_RETURN_IF_ERROR(
+          m.kv->BindKDerivation(l, m.w.layers[l].k_norm, m.rope[kv::GroupIndex(g.group)]));
     }
   }
   for (kv::KvGroup g : kv::kAllKvGroups) {
@@ -572,7 +581,9 @@ backend::Tensor ModelRunner::embed_table() const { return impl_->w.embed; }
 float ModelRunner::embed_scale() const { return impl_->w.embed_scale; }
 backend::Tensor ModelRunner::last_hidden(int rows) const { return impl_->last_h.Rows(0, rows); }
 uint64_t ModelRunner::weight_bytes() const { return impl_->w.bytes; }
-absl::StatusOr<double> ModelRunner::LastStepDeviceSeconds() { return impl_->be->DeviceSpanSeconds(); }
+absl::StatusOr<double> ModelRunner::LastStepDeviceSeconds() {
+  return impl_->be->DeviceSpanSeconds();
+}
 int ModelRunner::num_graphs() const { return impl_->graph_cache.num_graphs(); }
 
 }  // namespace gannet::runner

@@ -27,11 +27,11 @@
 namespace gannet::runner {
 
 struct RunnerOptions {
-  int max_tokens = 256;        // tokens per step (prefill chunk budget + decodes)
-  int max_seqs = 16;           // sequences per step
-  int max_logit_rows = 0;      // logits rows per step; 0 = max_seqs
-  int max_pages_per_seq = 0;   // page-table columns; 0 = enough for max_position_embeddings
-  int page_size = 16;          // KV page size in tokens (AttachKv's layout must agree)
+  int max_tokens = 256;       // tokens per step (prefill chunk budget + decodes)
+  int max_seqs = 16;          // sequences per step
+  int max_logit_rows = 0;     // logits rows per step; 0 = max_seqs
+  int max_pages_per_seq = 0;  // page-table columns; 0 = enough for max_position_embeddings
+  int page_size = 16;         // KV page size in tokens (AttachKv's layout must agree)
   // Called while weights load (device_weights.h); returning false cancels the load.
   WeightProgressFn on_weight_progress;
   // Called for each checkpoint tensor the backend copied (device_weights.h).

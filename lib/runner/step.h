@@ -34,7 +34,7 @@ inline constexpr int kMaxUniformQueryLen = 16;
 struct StepBatch {
   std::vector<SeqStep> seqs;
   std::vector<sampling::DrawParams> device_sampling;  // empty, or one per logits row
-  std::vector<uint8_t> host_logits;                      // with device_sampling: rows to copy
+  std::vector<uint8_t> host_logits;                   // with device_sampling: rows to copy
   // With device_sampling: empty, or per row the token ids the draw must not pick (at most
   // backend::kSampleBanSlots; a request's stop tokens before min_tokens).
   std::vector<std::span<const int32_t>> banned_tokens;
@@ -48,11 +48,11 @@ struct StepBatch {
 
 struct StepResult {
   int vocab_size = 0;
-  std::vector<int32_t> row_seq;  // sequence index (into StepBatch::seqs) of each logits row
-  std::vector<int32_t> row_pos;  // position of the token each row predicts from
-  std::vector<int32_t> sampled;  // [rows] with device_sampling
-  std::vector<float> logits;     // [host rows, vocab_size], after the final softcap
-  std::vector<int32_t> host_row; // [rows]: index into logits, or -1 when not copied
+  std::vector<int32_t> row_seq;   // sequence index (into StepBatch::seqs) of each logits row
+  std::vector<int32_t> row_pos;   // position of the token each row predicts from
+  std::vector<int32_t> sampled;   // [rows] with device_sampling
+  std::vector<float> logits;      // [host rows, vocab_size], after the final softcap
+  std::vector<int32_t> host_row;  // [rows]: index into logits, or -1 when not copied
   int rows() const { return static_cast<int>(row_seq.size()); }
   bool has_logits(int r) const { return host_row[r] >= 0; }
   std::span<const float> Row(int r) const {

@@ -50,8 +50,9 @@ absl::Status StepMetadataBuilder::Init(backend::Backend* be, const model::ModelC
     GANNET_RETURN_IF_ERROR(alloc(&slots_[g], max_tokens_));
   }
   GANNET_RETURN_IF_ERROR(alloc(&sampled_, max_rows_));
-  const int64_t sp_bytes = static_cast<int64_t>(max_rows_) *
-                           (sizeof(sampling::DrawParams) + backend::kSampleBanSlots * sizeof(int32_t));
+  const int64_t sp_bytes =
+      static_cast<int64_t>(max_rows_) *
+      (sizeof(sampling::DrawParams) + backend::kSampleBanSlots * sizeof(int32_t));
   GANNET_ASSIGN_OR_RETURN(backend::Buffer b, be->Allocate(static_cast<size_t>(sp_bytes)));
   sampling_ = b.View(DType::kU8, {sp_bytes});
   buffers_.push_back(std::move(b));
@@ -105,8 +106,8 @@ absl::StatusOr<backend::StepMetadata*> StepMetadataBuilder::Build(const StepBatc
                                 batch.seqs.size(), max_seqs_);
   }
   if (batch.num_tokens() > max_tokens_) {
-    return InvalidArgumentError("step: {} tokens exceed the runner limit of {}",
-                                batch.num_tokens(), max_tokens_);
+    return InvalidArgumentError("step: {} tokens exceed the runner limit of {}", batch.num_tokens(),
+                                max_tokens_);
   }
   const int num_seqs = static_cast<int>(batch.seqs.size());
   const int n = static_cast<int>(batch.num_tokens());
@@ -129,7 +130,8 @@ absl::StatusOr<backend::StepMetadata*> StepMetadataBuilder::Build(const StepBatc
     const SeqStep& seq = batch.seqs[s];
     const int q = static_cast<int>(seq.tokens.size());
     if (q == 0) return InvalidArgumentError("step: sequence {} has no tokens", s);
-    if (seq.start_pos < 0) return InvalidArgumentError("step: sequence {} starts at {}", s, seq.start_pos);
+    if (seq.start_pos < 0)
+      return InvalidArgumentError("step: sequence {} starts at {}", s, seq.start_pos);
     const int64_t end = static_cast<int64_t>(seq.start_pos) + q;
     if (end > max_positions_) {
       return InvalidArgumentError(
@@ -157,11 +159,13 @@ absl::StatusOr<backend::StepMetadata*> StepMetadataBuilder::Build(const StepBatc
     for (int i = 0; i < q; ++i, ++t) {
       const int32_t id = seq.tokens[i];
       if (id < 0 || id >= vocab_) {
-        return InvalidArgumentError("step: sequence {} token {} (id {}) is outside the vocabulary [0, {})",
-                                    s, i, id, vocab_);
+        return InvalidArgumentError(
+            "step: sequence {} token {} (id {}) is outside the vocabulary [0, {})", s, i, id,
+            vocab_);
       }
       const int32_t pos = seq.start_pos + i;
-      h_ids_[t] = id >= vocab_begin_ && id < vocab_end_ ? id - static_cast<int32_t>(vocab_begin_) : -1;
+      h_ids_[t] =
+          id >= vocab_begin_ && id < vocab_end_ ? id - static_cast<int32_t>(vocab_begin_) : -1;
       // PLE tables may be smaller than the vocabulary; like vLLM, map other ids to 0.
       h_ple_ids_[t] = id < ple_vocab_ ? id : 0;
       h_positions_[t] = pos;
@@ -177,8 +181,8 @@ absl::StatusOr<backend::StepMetadata*> StepMetadataBuilder::Build(const StepBatc
               g == 0 ? "sliding" : "full", col, page, num_pages_[g]);
         }
         // < kMaxPoolTokens: the layout keeps every stored page's slots within int32.
-        h_slots_[g][t] = static_cast<int32_t>(static_cast<int64_t>(page) * page_size_ +
-                                              pos % page_size_);
+        h_slots_[g][t] =
+            static_cast<int32_t>(static_cast<int64_t>(page) * page_size_ + pos % page_size_);
       }
     }
     if (seq.logits != SeqStep::Logits::kNone) {

@@ -29,7 +29,8 @@ void ApplyPenalties(const SamplingParams& p, const TokenCounts& counts, std::vec
   if (p.repetition_penalty != 1.0f) {
     auto penalise = [&](int32_t t) {
       if (t < 0 || t >= static_cast<int32_t>(logits.size())) return;
-      logits[t] = logits[t] > 0 ? logits[t] / p.repetition_penalty : logits[t] * p.repetition_penalty;
+      logits[t] =
+          logits[t] > 0 ? logits[t] / p.repetition_penalty : logits[t] * p.repetition_penalty;
     };
     for (const auto& [t, n] : counts.prompt()) penalise(t);
     for (const auto& [t, n] : counts.output()) {
@@ -85,8 +86,7 @@ SampleResult Sample(std::span<const float> logits, const SamplingParams& p,
     ApplyPenalties(p, *counts, scratch);
     work = *scratch;
   }
-  r.token = p.greedy() ? Argmax(work)
-                      : DrawToken(work.data(), vocab, RowDrawParams(p, step));
+  r.token = p.greedy() ? Argmax(work) : DrawToken(work.data(), vocab, RowDrawParams(p, step));
   if (top_logprobs > 0) FillLogprobs(logits, top_logprobs, &r);
   return r;
 }

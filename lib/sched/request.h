@@ -43,7 +43,7 @@ struct Request {
 
   RequestSpec spec;
   RequestState state = RequestState::kWaiting;
-  uint64_t arrival = 0;  // submission order, for FCFS among equal priorities
+  uint64_t arrival = 0;         // submission order, for FCFS among equal priorities
   std::vector<int32_t> tokens;  // prompt followed by the generated tokens
   int64_t prompt_len = 0;
   // Tokens whose KV is computed: a prefix of `tokens`. After each decode step the newest sampled
@@ -52,13 +52,13 @@ struct Request {
   int32_t num_cached_prompt = 0;  // prompt tokens served from the prefix cache
   bool has_kv_sequence = false;   // a KV-manager sequence exists for this request
   int32_t num_preemptions = 0;
-  sampling::TokenCounts counts;   // filled only when penalties are used
+  sampling::TokenCounts counts;  // filled only when penalties are used
   FinishReason finish = FinishReason::kNone;
 
   // Speculative decoding (lib/spec). A decoding request may carry drafts: tokens proposed to
   // follow `tokens`, verified by the next step that schedules it ([tokens.back(), drafts...] in
   // one chunk, verify_input) and then cleared. Drafts are never part of `tokens`.
-  bool speculate = false;             // the engine has a drafter and the request did not opt out
+  bool speculate = false;  // the engine has a drafter and the request did not opt out
   std::vector<int32_t> drafts;
   std::vector<float> draft_logits;    // [drafts, vocab]: the drafter's rows, for rejection sampling
   std::vector<int32_t> verify_input;  // set by the plan that verifies the drafts

@@ -32,8 +32,8 @@ absl::Status Scheduler::Add(std::unique_ptr<Request> r) {
     const int64_t capacity = kv_->Usage(kv::KvGroup::kFull).capacity;
     if (pages > capacity) {
       return ResourceExhaustedError(
-          "request {}: the prompt needs {} full-attention KV pages but the pool has {}",
-          r->spec.id, pages, capacity);
+          "request {}: the prompt needs {} full-attention KV pages but the pool has {}", r->spec.id,
+          pages, capacity);
     }
   }
   if (requests_.contains(r->spec.id)) {
@@ -82,9 +82,9 @@ void Scheduler::ExpireDeadlines(Clock::time_point now) {
   }
   for (Request* r : expired) {
     Retire(r, FinishReason::kError,
-           absl::DeadlineExceededError(fmt::format(
-               "request {}: deadline exceeded after {} generated tokens", r->spec.id,
-               r->num_output())));
+           absl::DeadlineExceededError(
+               fmt::format("request {}: deadline exceeded after {} generated tokens", r->spec.id,
+                           r->num_output())));
   }
 }
 
@@ -98,8 +98,8 @@ void Scheduler::Preempt(Request* r) {
   preempted_now_.push_back(r);
   running_.erase(std::remove(running_.begin(), running_.end(), r), running_.end());
   waiting_.push_back(r);
-  GANNET_LOG_DEBUG("scheduler: preempted request {} after {} tokens (recompute later)",
-                   r->spec.id, r->num_tokens());
+  GANNET_LOG_DEBUG("scheduler: preempted request {} after {} tokens (recompute later)", r->spec.id,
+                   r->num_tokens());
 }
 
 int64_t Scheduler::SlidingFirstNeeded(int64_t next_pos) const {
@@ -137,9 +137,9 @@ void Scheduler::PlanRunning(bool decoding, int32_t* budget, StepPlan* plan,
     // context and max_tokens.
     int32_t drafts = 0;
     if (remaining == 1 && !r->drafts.empty()) {
-      drafts = static_cast<int32_t>(std::min<int64_t>(
-          {static_cast<int64_t>(r->drafts.size()), *budget - 1,
-           MaxUsefulDrafts(*r, options_.max_model_len)}));
+      drafts = static_cast<int32_t>(
+          std::min<int64_t>({static_cast<int64_t>(r->drafts.size()), *budget - 1,
+                             MaxUsefulDrafts(*r, options_.max_model_len)}));
     }
     absl::Status st = EnsurePages(r, r->num_computed + n + drafts);
     if (!st.ok() && drafts > 0 && absl::IsResourceExhausted(st)) {

@@ -4,13 +4,14 @@
 // for each running sequence that is decoding, then prefill chunks for running sequences still
 // prefilling, then new sequences admitted from the queue (priority, then arrival order) while the
 // running limit, the budget and free KV pages allow — prefill and decode mixed in one step, decodes
-// first, and prompt tokens capped while decodes share the step (max_prefill_tokens_while_decoding). It asks the KV
-// manager for pages before a sequence enters the plan, so a plan never references a page it does
-// not own. When pages run out for a running sequence, the lowest-priority, latest-arrived running
-// sequence is preempted by recompute: its pages are freed (full blocks stay in the prefix cache)
-// and it re-enters the queue with its output so far, to be recomputed and continued later with
-// the same tokens (sampling is counter-based, sampling.h). A request that could not run even
-// alone on the whole pool fails with ResourceExhausted instead of waiting forever.
+// first, and prompt tokens capped while decodes share the step (max_prefill_tokens_while_decoding).
+// It asks the KV manager for pages before a sequence enters the plan, so a plan never references a
+// page it does not own. When pages run out for a running sequence, the lowest-priority,
+// latest-arrived running sequence is preempted by recompute: its pages are freed (full blocks stay
+// in the prefix cache) and it re-enters the queue with its output so far, to be recomputed and
+// continued later with the same tokens (sampling is counter-based, sampling.h). A request that
+// could not run even alone on the whole pool fails with ResourceExhausted instead of waiting
+// forever.
 //
 // Cancellation frees a request's pages at once. Not thread-safe: the engine thread owns it.
 #pragma once
@@ -39,9 +40,9 @@ struct SchedulerOptions {
 
 struct ScheduledSeq {
   Request* request = nullptr;
-  int64_t start = 0;      // first position computed this step
+  int64_t start = 0;  // first position computed this step
   int32_t num_tokens = 0;
-  bool sample = false;    // this step completes the known tokens: sample the next one
+  bool sample = false;  // this step completes the known tokens: sample the next one
   // > 0: a verify chunk, [tokens.back(), request->drafts...] (request->verify_input), with a
   // logits row per token; the engine completes it with CompleteVerify.
   int32_t num_drafts = 0;

@@ -22,7 +22,6 @@ int DrafterKvSource(const model::TextConfig& target, model::LayerType type) {
   return -1;
 }
 
-
 absl::Status CheckDrafterPair(const model::ModelConfig& d, const model::ModelConfig& t) {
   if (d.kind != model::ModelKind::kAssistant) {
     return InvalidArgumentError("drafter: model_type '{}' is not gemma4_assistant", d.model_type);
@@ -48,15 +47,17 @@ absl::Status CheckDrafterPair(const model::ModelConfig& d, const model::ModelCon
   }
   for (int l = 0; l < dc.num_hidden_layers; ++l) {
     if (!dc.IsKvShared(l)) {
-      return InvalidArgumentError("drafter: layer {} has its own KV; every drafter layer reads "
-                                  "the target's",
-                                  l);
+      return InvalidArgumentError(
+          "drafter: layer {} has its own KV; every drafter layer reads "
+          "the target's",
+          l);
     }
     const int src = DrafterKvSource(tc, dc.layer_type(l));
     if (src < 0) {
-      return InvalidArgumentError("drafter: layer {} is {} but the target has no such layer "
-                                  "owning KV",
-                                  l, model::LayerTypeName(dc.layer_type(l)));
+      return InvalidArgumentError(
+          "drafter: layer {} is {} but the target has no such layer "
+          "owning KV",
+          l, model::LayerTypeName(dc.layer_type(l)));
     }
     if (dc.LayerHeadDim(l) != tc.LayerHeadDim(src) ||
         dc.LayerNumKvHeads(l) != tc.LayerNumKvHeads(src) ||
@@ -71,9 +72,8 @@ absl::Status CheckDrafterPair(const model::ModelConfig& d, const model::ModelCon
   if (d.use_ordered_embeddings &&
       (d.num_centroids <= 0 || dc.vocab_size % d.num_centroids != 0 ||
        d.centroid_intermediate_top_k < 1 || d.centroid_intermediate_top_k > d.num_centroids)) {
-    return InvalidArgumentError(
-        "drafter: {} centroids (top {}) do not divide the vocabulary of {}", d.num_centroids,
-        d.centroid_intermediate_top_k, dc.vocab_size);
+    return InvalidArgumentError("drafter: {} centroids (top {}) do not divide the vocabulary of {}",
+                                d.num_centroids, d.centroid_intermediate_top_k, dc.vocab_size);
   }
   return absl::OkStatus();
 }
@@ -129,11 +129,11 @@ class Drafter::Impl {
   // Scratch, sized for options.max_seqs rows.
   Tensor concat, x, h, q, qn, attn, o, gate_up, mlp, y, hid[2], logits, clusters, selected;
   Tensor rows, identity, rope_positions;
-  Tensor ids_all;                          // [max_steps, S] int32: every step's draws
-  std::vector<Tensor> ids, params;         // per step: views of ids_all; DrawParams [S]
-  runner::GraphCache graphs;               // greedy rounds replay from graphs
-  std::vector<int32_t> pad_table[2];       // the padding page of each pool (padding rows)
-  int hidden_rows = 0;                     // rows of the target's last_hidden buffer
+  Tensor ids_all;                     // [max_steps, S] int32: every step's draws
+  std::vector<Tensor> ids, params;    // per step: views of ids_all; DrawParams [S]
+  runner::GraphCache graphs;          // greedy rounds replay from graphs
+  std::vector<int32_t> pad_table[2];  // the padding page of each pool (padding rows)
+  int hidden_rows = 0;                // rows of the target's last_hidden buffer
   std::vector<int32_t> h_rope_positions;
   bool kv_attached = false;
   // Tensor parallelism (the target runner's group; null on one device).
@@ -194,7 +194,8 @@ absl::Status Drafter::Impl::Init() {
   const DType act = be->activation_dtype(), wide = be->norm_input_dtype();
   int64_t max_q = 0, max_inter = 0;
   for (int l = 0; l < c.num_hidden_layers; ++l) {
-    max_q = std::max<int64_t>(max_q, static_cast<int64_t>(c.num_attention_heads) * c.LayerHeadDim(l));
+    max_q =
+        std::max<int64_t>(max_q, static_cast<int64_t>(c.num_attention_heads) * c.LayerHeadDim(l));
     max_inter = std::max(max_inter, c.LayerIntermediateSize(l));
     kv_source.push_back(DrafterKvSource(target.text, c.layer_type(l)));
   }
@@ -264,8 +265,8 @@ absl::Status Drafter::Impl::Prepare(std::span<const DraftSeq> seqs, backend::Ste
     const DraftSeq& s = seqs[i];
     if (s.committed < 1) return InvalidArgumentError("drafter: sequence {} has no committed KV", i);
     if (s.hidden_row < 0 || s.hidden_row >= hidden_rows) {
-      return InvalidArgumentError("drafter: sequence {} names hidden row {} of {}", i,
-                                  s.hidden_row, hidden_rows);
+      return InvalidArgumentError("drafter: sequence {} names hidden row {} of {}", i, s.hidden_row,
+                                  hidden_rows);
     }
     runner::SeqStep step;
     step.tokens = std::span<const int32_t>(&s.token, 1);
@@ -277,11 +278,11 @@ absl::Status Drafter::Impl::Prepare(std::span<const DraftSeq> seqs, backend::Ste
     h_rows[i] = s.hidden_row;
     h_rope_positions[i] = static_cast<int32_t>(s.committed);  // the bonus token's position
   }
-  GANNET_ASSIGN_OR_RETURN(backend::StepMetadata* md, meta.Build(batch));
+  GANNET_ASSIGN_OR_RETURN(backend::StepMetadata * md, meta.Build(batch));
   *attn_md = *md;
   *rope_md = *md;
-  GANNET_RETURN_IF_ERROR(be->CopyToDevice(rope_positions.data, h_rope_positions.data(),
-                                          n * sizeof(int32_t)));
+  GANNET_RETURN_IF_ERROR(
+      be->CopyToDevice(rope_positions.data, h_rope_positions.data(), n * sizeof(int32_t)));
   rope_md->positions = rope_positions.as<int32_t>();
   rope_md->host_positions = h_rope_positions.data();
   return be->CopyToDevice(rows.data, h_rows.data(), n * sizeof(int32_t));
@@ -408,9 +409,10 @@ absl::StatusOr<std::unique_ptr<Drafter>> Drafter::Create(const model::ModelConfi
   auto load = [&](const model::WeightView& v, backend::OwnedTensor* out) -> absl::Status {
     // The centroid table is read by row (CentroidLogits), which no backend does in int4.
     if (&v == &weights.centroids && v.quantized()) {
-      return UnimplementedError("'{}' is quantized; the drafter reads its centroids in "
-                                "bf16/f16/f32 only",
-                                v.name);
+      return UnimplementedError(
+          "'{}' is quantized; the drafter reads its centroids in "
+          "bf16/f16/f32 only",
+          v.name);
     }
     const model::WeightView* parts[] = {&v};
     GANNET_ASSIGN_OR_RETURN(*out, backend->LoadWeight(parts));
@@ -424,8 +426,7 @@ absl::StatusOr<std::unique_ptr<Drafter>> Drafter::Create(const model::ModelConfi
     GANNET_ASSIGN_OR_RETURN(std::vector<int32_t> ordering,
                             TokenOrdering(weights.token_ordering, drafter.text.vocab_size));
     const int64_t per = drafter.text.vocab_size / drafter.num_centroids;
-    GANNET_RETURN_IF_ERROR(
-        impl->Alloc(&impl->ordering, DType::kI32, drafter.num_centroids, per));
+    GANNET_RETURN_IF_ERROR(impl->Alloc(&impl->ordering, DType::kI32, drafter.num_centroids, per));
     GANNET_RETURN_IF_ERROR(backend->CopyToDevice(impl->ordering.data, ordering.data(),
                                                  ordering.size() * sizeof(int32_t)));
   }
@@ -469,7 +470,8 @@ absl::Status Drafter::Draft(std::span<const DraftSeq> seqs, int steps, DraftResu
     GANNET_RETURN_IF_ERROR(m.RoundWithHostDraws(seqs, steps, result));
   }
   std::vector<int32_t> host(static_cast<size_t>(steps) * m.options.max_seqs);
-  GANNET_RETURN_IF_ERROR(m.be->CopyToHost(host.data(), m.ids_all.data, host.size() * sizeof(int32_t)));
+  GANNET_RETURN_IF_ERROR(
+      m.be->CopyToHost(host.data(), m.ids_all.data, host.size() * sizeof(int32_t)));
   for (int k = 0; k < steps; ++k) {
     for (int i = 0; i < n; ++i) result->tokens[i][k] = host[k * m.options.max_seqs + i];
   }

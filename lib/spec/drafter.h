@@ -54,9 +54,9 @@ struct DrafterOptions {
 
 // One sequence of a drafting round.
 struct DraftSeq {
-  int32_t token = 0;        // input of step 1: the bonus token
-  int32_t hidden_row = 0;   // the row of the target's last_hidden() holding h at its position
-  int64_t committed = 0;    // L: KV positions 0 .. L-1 are committed
+  int32_t token = 0;       // input of step 1: the bonus token
+  int32_t hidden_row = 0;  // the row of the target's last_hidden() holding h at its position
+  int64_t committed = 0;   // L: KV positions 0 .. L-1 are committed
   std::span<const int32_t> page_table[2];  // the target's tables (sliding, full)
   // The draw of each step (temperature, filters, seed); greedy rows take the arg-max.
   std::vector<sampling::DrawParams> draws;  // one per step of the round

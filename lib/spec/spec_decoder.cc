@@ -28,8 +28,8 @@ absl::Status SpecDecoder::Propose(std::span<const ProposeFrom> from, const kv::K
     sched::Request& r = *f.request;
     r.ClearDrafts();
     if (!r.speculate || r.state != sched::RequestState::kRunning) continue;
-    const int cap = static_cast<int>(
-        std::min<int64_t>(options_.num_speculative_tokens, sched::MaxUsefulDrafts(r, max_model_len)));
+    const int cap = static_cast<int>(std::min<int64_t>(options_.num_speculative_tokens,
+                                                       sched::MaxUsefulDrafts(r, max_model_len)));
     if (cap < 1) continue;
     DraftSeq d;
     d.token = r.tokens.back();

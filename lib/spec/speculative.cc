@@ -61,8 +61,8 @@ int32_t DrawResidual(const float* row, int64_t vocab, const sampling::DrawParams
   // p == q: only after a q(d) == 0 rejection.
   if (total == 0) return sampling::DrawToken(row, vocab, tp);
   const u128 k = U53(tp.seed);
-  const u128 r = ((k * static_cast<uint64_t>(total >> 64)) << 11) +
-                 ((k * static_cast<uint64_t>(total)) >> 53);
+  const u128 r =
+      ((k * static_cast<uint64_t>(total >> 64)) << 11) + ((k * static_cast<uint64_t>(total)) >> 53);
   u128 run = 0;
   for (int64_t i = 0; i < vocab; ++i) {
     run += residual(i);

@@ -73,7 +73,6 @@ VerifyOutcome VerifyDrafts(std::span<const float* const> target_rows, int64_t vo
                            std::span<const sampling::DrawParams> target_draws,
                            std::span<const float* const> draft_rows,
                            std::span<const sampling::DrawParams> draft_draws,
-                           std::span<const int32_t> drafts,
-                           std::span<const uint64_t> accept_seeds);
+                           std::span<const int32_t> drafts, std::span<const uint64_t> accept_seeds);
 
 }  // namespace gannet::spec

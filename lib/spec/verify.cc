@@ -65,8 +65,7 @@ VerifiedTokens VerifyChunk(const sched::ScheduledSeq& q, const runner::StepResul
     for (int j = 0; j < k; ++j) draft_rows.push_back(r.draft_logits.data() + j * vocab);
   }
   const VerifyOutcome v =
-      VerifyDrafts(target_rows, vocab, target_draws, draft_rows, draft_draws, drafts,
-                             accept_seeds);
+      VerifyDrafts(target_rows, vocab, target_draws, draft_rows, draft_draws, drafts, accept_seeds);
   out.accepted = v.accepted;
   for (int j = 0; j <= v.accepted; ++j) {
     sampling::SampleResult sr;

@@ -23,7 +23,7 @@
 namespace gannet::spec {
 
 struct VerifiedTokens {
-  int accepted = 0;  // drafts accepted
+  int accepted = 0;                            // drafts accepted
   std::vector<sampling::SampleResult> tokens;  // accepted drafts, then one more token
 };
 
@@ -37,8 +37,8 @@ struct VerifyScratch {
 // [0, drafts]. The chunk then emits the drafts up to there and the target's arg-max after them:
 // a consistent output (the chunk computed exactly those tokens' KV), though not the target's
 // own greedy one, so it measures what a given acceptance rate costs and buys.
-using AcceptOverride = std::function<int(uint64_t request_id, int64_t first_output, int accepted,
-                                         int num_drafts)>;
+using AcceptOverride =
+    std::function<int(uint64_t request_id, int64_t first_output, int accepted, int num_drafts)>;
 
 // `q` has q.num_drafts > 0 (GANNET_CHECK); `first_row`: its first logits row in `result` (rows
 // are in plan order).

@@ -73,8 +73,9 @@ namespace {
 
 // Whether [begin, end) overlaps one of the sorted, disjoint ranges.
 bool Overlaps(absl::Span<const std::pair<size_t, size_t>> ranges, size_t begin, size_t end) {
-  auto it = std::upper_bound(ranges.begin(), ranges.end(), begin,
-                             [](size_t b, const std::pair<size_t, size_t>& r) { return b < r.second; });
+  auto it =
+      std::upper_bound(ranges.begin(), ranges.end(), begin,
+                       [](size_t b, const std::pair<size_t, size_t>& r) { return b < r.second; });
   return it != ranges.end() && it->first < end;
 }
 

@@ -50,8 +50,7 @@ class AddedVocabulary {
   // plain text (HF's split_special_tokens, for a part of the input only): a special token's match
   // that overlaps one is not taken. `no_special`: no special token matches anywhere.
   void Split(std::string_view text, bool raw, std::vector<Segment>* out,
-             absl::Span<const std::pair<size_t, size_t>> plain = {},
-             bool no_special = false) const;
+             absl::Span<const std::pair<size_t, size_t>> plain = {}, bool no_special = false) const;
 
   const AddedToken* FindById(int32_t id) const;
   const AddedToken* FindByContent(std::string_view content) const;

@@ -252,7 +252,8 @@ Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Tokenizer::~Tokenizer() = default;
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromFile(const std::string& path) {
-  GANNET_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, kMaxTokenizerJsonBytes, "tokenizer.json"));
+  GANNET_ASSIGN_OR_RETURN(std::string text,
+                          ReadFileToString(path, kMaxTokenizerJsonBytes, "tokenizer.json"));
   return FromJson(text, path);
 }
 
@@ -345,8 +346,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromReader(TokenizerJsonRe
   for (const AddedToken& t : im.added.tokens()) strips |= t.lstrip || t.rstrip;
   strips |= im.pre_tokenizer != nullptr && im.pre_tokenizer->Drops();
   strips |= !im.model->covers_every_character();
-  if (shrink == 0 || strips || __builtin_mul_overflow(tok->max_token_bytes_, shrink,
-                                                      &tok->max_token_bytes_)) {
+  if (shrink == 0 || strips ||
+      __builtin_mul_overflow(tok->max_token_bytes_, shrink, &tok->max_token_bytes_)) {
     tok->max_token_bytes_ = 0;
   }
   auto id_of = [&](std::string_view s) { return tok->TokenToId(s).value_or(-1); };
@@ -363,9 +364,8 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, const EncodeOption
   return Encode(text, options, {});
 }
 
-std::vector<int32_t> Tokenizer::Encode(
-    std::string_view text, const EncodeOptions& options,
-    absl::Span<const std::pair<size_t, size_t>> plain) const {
+std::vector<int32_t> Tokenizer::Encode(std::string_view text, const EncodeOptions& options,
+                                       absl::Span<const std::pair<size_t, size_t>> plain) const {
   const Impl& im = *impl_;
   std::string sanitized;
   if (ReplaceInvalidUtf8(text, &sanitized)) {
@@ -390,9 +390,9 @@ std::vector<int32_t> Tokenizer::Encode(
     normalized.clear();
     // Normalizing moves offsets: a piece that holds plain text matches no special token at all.
     const size_t at = static_cast<size_t>(seg.text.data() - text.data());
-    auto first = std::upper_bound(
-        plain.begin(), plain.end(), at,
-        [](size_t b, const std::pair<size_t, size_t>& r) { return b < r.second; });
+    auto first =
+        std::upper_bound(plain.begin(), plain.end(), at,
+                         [](size_t b, const std::pair<size_t, size_t>& r) { return b < r.second; });
     const bool holds_plain = first != plain.end() && first->first < at + seg.text.size();
     im.added.Split(buffer, /*raw=*/false, &normalized, {}, holds_plain);
     for (const auto& piece : normalized) {

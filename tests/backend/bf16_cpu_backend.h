@@ -20,12 +20,14 @@ class Bf16ActivationCpuBackend final : public backend::CpuBackend {
   // vocab: Linear outputs of this width are logits (kept f32).
   Bf16ActivationCpuBackend(int64_t hidden, int64_t vocab) : hidden_(hidden), vocab_(vocab) {}
 
-  absl::Status Embed(backend::Tensor ids, backend::Tensor table, float scale, backend::Tensor out) override {
+  absl::Status Embed(backend::Tensor ids, backend::Tensor table, float scale,
+                     backend::Tensor out) override {
     absl::Status st = CpuBackend::Embed(ids, table, scale, out);
     if (st.ok() && out.row_elems() != hidden_) Round(out);
     return st;
   }
-  absl::Status RmsNorm(backend::Tensor x, backend::Tensor w, float eps, backend::Tensor out) override {
+  absl::Status RmsNorm(backend::Tensor x, backend::Tensor w, float eps,
+                       backend::Tensor out) override {
     return Rounded(CpuBackend::RmsNorm(x, w, eps, out), out);
   }
   absl::Status PostNormResidual(backend::Tensor x, backend::Tensor pw, backend::Tensor res,

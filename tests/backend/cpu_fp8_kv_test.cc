@@ -74,19 +74,26 @@ TEST(CpuFp8KvTest, StorageIsTheHostQuantisationAndAttentionReadsItBack) {
   constexpr size_t kElems = kRows * Fixture::kD;
   backend::CpuBackend cpu;
   // f32 cache.
-  std::vector<float> q(Fixture::kT * Fixture::kNq * Fixture::kD), k32(kElems, 0.f), v32(kElems, 0.f);
+  std::vector<float> q(Fixture::kT * Fixture::kNq * Fixture::kD), k32(kElems, 0.f),
+      v32(kElems, 0.f);
   backend::QkvPrepArgs a = s.Prep(q);
-  a.kv.k = Tensor::Make(k32.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
-  a.kv.v = Tensor::Make(v32.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
+  a.kv.k = Tensor::Make(k32.data(), DType::kF32,
+                        {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
+  a.kv.v = Tensor::Make(v32.data(), DType::kF32,
+                        {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
   ASSERT_TRUE(cpu.QkvPrep(a).ok());
   // FP8 cache: bytes and scales are exactly the host quantisation of the f32 rows.
   std::vector<uint8_t> k8(kElems, 0), v8(kElems, 0);
   std::vector<float> ks(kRows, 0.f), vs(kRows, 0.f), q2(q.size());
   backend::QkvPrepArgs b = s.Prep(q2);
-  b.kv.k = Tensor::Make(k8.data(), DType::kF8E4M3, {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
-  b.kv.v = Tensor::Make(v8.data(), DType::kF8E4M3, {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
-  b.kv.k_scale = Tensor::Make(ks.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage});
-  b.kv.v_scale = Tensor::Make(vs.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage});
+  b.kv.k = Tensor::Make(k8.data(), DType::kF8E4M3,
+                        {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
+  b.kv.v = Tensor::Make(v8.data(), DType::kF8E4M3,
+                        {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
+  b.kv.k_scale =
+      Tensor::Make(ks.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage});
+  b.kv.v_scale =
+      Tensor::Make(vs.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage});
   ASSERT_TRUE(cpu.QkvPrep(b).ok());
   const testing::Fp8Rows kq = testing::QuantizeFp8Rows(k32, Fixture::kD);
   const testing::Fp8Rows vq = testing::QuantizeFp8Rows(v32, Fixture::kD);
@@ -113,8 +120,10 @@ TEST(CpuFp8KvTest, StorageIsTheHostQuantisationAndAttentionReadsItBack) {
     backend::AttentionArgs a8 = at, ad = at, a32 = at;
     a8.kv.k = b.kv.k, a8.kv.v = b.kv.v, a8.kv.k_scale = b.kv.k_scale, a8.kv.v_scale = b.kv.v_scale;
     a8.out = Tensor::Make(out8.data(), DType::kF32, {Fixture::kT, Fixture::kNq, Fixture::kD});
-    ad.kv.k = Tensor::Make(kd.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
-    ad.kv.v = Tensor::Make(vd.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
+    ad.kv.k = Tensor::Make(kd.data(), DType::kF32,
+                           {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
+    ad.kv.v = Tensor::Make(vd.data(), DType::kF32,
+                           {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
     ad.out = Tensor::Make(outd.data(), DType::kF32, {Fixture::kT, Fixture::kNq, Fixture::kD});
     a32.kv.k = a.kv.k, a32.kv.v = a.kv.v;
     a32.out = Tensor::Make(out32.data(), DType::kF32, {Fixture::kT, Fixture::kNq, Fixture::kD});
@@ -139,7 +148,8 @@ TEST(CpuFp8KvTest, StorageIsTheHostQuantisationAndAttentionReadsItBack) {
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("scale arrays"), std::string::npos) << st;
   bad = b;
-  bad.kv.v_scale = Tensor::Make(vs.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage - 1});
+  bad.kv.v_scale =
+      Tensor::Make(vs.data(), DType::kF32, {Fixture::kPages, Fixture::kNkv, Fixture::kPage - 1});
   EXPECT_EQ(cpu.QkvPrep(bad).code(), absl::StatusCode::kInvalidArgument);
   bad = a;
   bad.kv.k_scale = b.kv.k_scale;  // scales for an f32 cache
@@ -149,7 +159,8 @@ TEST(CpuFp8KvTest, StorageIsTheHostQuantisationAndAttentionReadsItBack) {
   EXPECT_EQ(cpu.QkvPrep(bad).code(), absl::StatusCode::kInvalidArgument);
   std::vector<uint16_t> bf(kElems);
   bad = a;
-  bad.kv.k = Tensor::Make(bf.data(), DType::kBF16, {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
+  bad.kv.k = Tensor::Make(bf.data(), DType::kBF16,
+                          {Fixture::kPages, Fixture::kNkv, Fixture::kPage, Fixture::kD});
   bad.kv.v = bad.kv.k;
   st = cpu.QkvPrep(bad);
   EXPECT_NE(st.message().find("this backend stores F32 or F8_E4M3"), std::string::npos) << st;

@@ -34,8 +34,8 @@ TEST(CpuOpChecksTest, PostNormResidual) {
   ExpectNamed(cpu.PostNormResidual(Host(x, {m, n}), Host(short_w, {n - 1}), Host(res, {m, n}),
                                    Tensor(), Tensor(), Tensor(), 1e-6f),
               "PostNormResidual");
-  ExpectNamed(cpu.PostNormResidual(Host(x, {m, n}), Host(w, {n}), Host(res, {m, n}),
-                                   Host(two, {2}), Tensor(), Tensor(), 1e-6f),
+  ExpectNamed(cpu.PostNormResidual(Host(x, {m, n}), Host(w, {n}), Host(res, {m, n}), Host(two, {2}),
+                                   Tensor(), Tensor(), 1e-6f),
               "PostNormResidual");
   ExpectNamed(cpu.PostNormResidual(Host(x, {m, n}), Host(w, {n}), Host(res, {m, n}), Tensor(),
                                    Host(short_w, {n - 1}), Host(next, {m, n}), 1e-6f),
@@ -59,11 +59,11 @@ TEST(CpuOpChecksTest, PleCombine) {
                              Tensor::Make(none.data(), DType::kF32, {0}), 1.f, 1.f, 1e-6f,
                              Host(out, {m, width})),
               "PleCombine");
-  ExpectNamed(cpu.PleCombine(Host(proj, {m, width}), Host(few, {1, width}), Host(w, {p}), 1.f,
-                             1.f, 1e-6f, Host(out, {m, width})),
+  ExpectNamed(cpu.PleCombine(Host(proj, {m, width}), Host(few, {1, width}), Host(w, {p}), 1.f, 1.f,
+                             1e-6f, Host(out, {m, width})),
               "PleCombine");
-  ExpectNamed(cpu.PleCombine(Host(proj, {m, width}), Host(tok, {m, width}), Host(w, {p}), 1.f,
-                             1.f, 1e-6f, Host(few, {1, width})),
+  ExpectNamed(cpu.PleCombine(Host(proj, {m, width}), Host(tok, {m, width}), Host(w, {p}), 1.f, 1.f,
+                             1e-6f, Host(few, {1, width})),
               "PleCombine");
   // The norm weight is read as f32: an i32 one of the right length is refused, not reinterpreted.
   std::vector<int32_t> wi(p, 1);
@@ -71,8 +71,8 @@ TEST(CpuOpChecksTest, PleCombine) {
                              Tensor::Make(wi.data(), DType::kI32, {p}), 1.f, 1.f, 1e-6f,
                              Host(out, {m, width})),
               "PleCombine");
-  EXPECT_TRUE(cpu.PleCombine(Host(proj, {m, width}), Host(tok, {m, width}), Host(w, {p}), 1.f,
-                             1.f, 1e-6f, Host(out, {m, width}))
+  EXPECT_TRUE(cpu.PleCombine(Host(proj, {m, width}), Host(tok, {m, width}), Host(w, {p}), 1.f, 1.f,
+                             1e-6f, Host(out, {m, width}))
                   .ok());
 }
 

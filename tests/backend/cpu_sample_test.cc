@@ -18,16 +18,15 @@ class CpuSampleTest : public ::testing::Test {
  protected:
   // banned: empty, or [rows x kSampleBanSlots]; masked_out receives the logits after the call.
   std::vector<int32_t> Run(const std::vector<float>& logits, int vocab,
-                           const std::vector<DrawParams>& params,
-                           std::vector<int32_t> banned = {},
+                           const std::vector<DrawParams>& params, std::vector<int32_t> banned = {},
                            std::vector<float>* masked_out = nullptr) {
     const int rows = static_cast<int>(params.size());
     std::vector<float> x = logits;
     std::vector<DrawParams> p = params;
     std::vector<int32_t> ids(rows, -1);
-    const Tensor ban = banned.empty() ? Tensor()
-                                      : Tensor::Make(banned.data(), DType::kI32,
-                                                     {rows, kSampleBanSlots});
+    const Tensor ban = banned.empty()
+                           ? Tensor()
+                           : Tensor::Make(banned.data(), DType::kI32, {rows, kSampleBanSlots});
     absl::Status st = be_.Sample(Tensor::Make(x.data(), DType::kF32, {rows, vocab}),
                                  Tensor::Make(p.data(), DType::kU8, {rows, 24}), ban,
                                  Tensor::Make(ids.data(), DType::kI32, {rows}));
@@ -136,8 +135,8 @@ TEST_F(CpuSampleTest, BannedTokensAreNeverDrawn) {
   DrawParams greedy;
   greedy.temperature = 0.f;
   std::vector<int32_t> banned(2 * kSampleBanSlots, -1);
-  banned[0] = 1;  // row 0 bans its arg-max
-  banned[1] = 99; // outside the vocabulary: ignored
+  banned[0] = 1;   // row 0 bans its arg-max
+  banned[1] = 99;  // outside the vocabulary: ignored
   std::vector<float> masked;
   EXPECT_EQ(Run(x, 5, {greedy, greedy}, banned, &masked), (std::vector<int32_t>{3, 1}));
   EXPECT_EQ(masked[1], -INFINITY);
@@ -161,9 +160,9 @@ TEST_F(CpuSampleTest, RejectsWrongShapes) {
   std::vector<float> x(10, 0.f);
   std::vector<int32_t> ids(2);
   DrawParams p[2];
-  absl::Status st = be_.Sample(Tensor::Make(x.data(), DType::kF32, {2, 5}),
-                               Tensor::Make(p, DType::kU8, {1, 24}), Tensor(),
-                               Tensor::Make(ids.data(), DType::kI32, {2}));
+  absl::Status st =
+      be_.Sample(Tensor::Make(x.data(), DType::kF32, {2, 5}), Tensor::Make(p, DType::kU8, {1, 24}),
+                 Tensor(), Tensor::Make(ids.data(), DType::kI32, {2}));
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   std::vector<int32_t> short_ban(kSampleBanSlots, -1);  // one row's worth for two rows
   st = be_.Sample(Tensor::Make(x.data(), DType::kF32, {2, 5}), Tensor::Make(p, DType::kU8, {2, 24}),

@@ -179,10 +179,12 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
 
   // GPU copies.
   const DType kv_type = fp8 ? DType::kF8E4M3 : DType::kBF16;
-  DeviceTensor dk = fp8 ? testing::UploadBytes(gpu, k8.bytes, kv_type, {num_pages, c.nkv, c.page, c.d})
-                        : testing::Upload(gpu, k, kv_type, {num_pages, c.nkv, c.page, c.d});
-  DeviceTensor dv = fp8 ? testing::UploadBytes(gpu, v8.bytes, kv_type, {num_pages, c.nkv, c.page, c.d})
-                        : testing::Upload(gpu, v, kv_type, {num_pages, c.nkv, c.page, c.d});
+  DeviceTensor dk =
+      fp8 ? testing::UploadBytes(gpu, k8.bytes, kv_type, {num_pages, c.nkv, c.page, c.d})
+          : testing::Upload(gpu, k, kv_type, {num_pages, c.nkv, c.page, c.d});
+  DeviceTensor dv =
+      fp8 ? testing::UploadBytes(gpu, v8.bytes, kv_type, {num_pages, c.nkv, c.page, c.d})
+          : testing::Upload(gpu, v, kv_type, {num_pages, c.nkv, c.page, c.d});
   DeviceTensor dks, dvs;
   if (fp8) {
     dks = testing::Upload(gpu, k8.scales, DType::kF32, {num_pages, c.nkv, c.page});
@@ -195,8 +197,8 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
                                       {num_tokens, c.nq, c.d});
   // The fp16 compute path's q and out (the f16io entries); q is bf16-exact, so also fp16-exact.
   DeviceTensor dq16 = testing::Upload(gpu, q, DType::kF16, {num_tokens, c.nq, c.d});
-  DeviceTensor dout16 = testing::Upload(gpu, std::vector<float>(q.size(), 0.f), DType::kF16,
-                                        {num_tokens, c.nq, c.d});
+  DeviceTensor dout16 =
+      testing::Upload(gpu, std::vector<float>(q.size(), 0.f), DType::kF16, {num_tokens, c.nq, c.d});
   DeviceTensor dqs = testing::UploadI32(gpu, query_start, {num_seqs + 1});
   DeviceTensor dlens = testing::UploadI32(gpu, seq_lens, {num_seqs});
   DeviceTensor dpos = testing::UploadI32(gpu, positions, {num_tokens});
@@ -230,7 +232,8 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
   };
   for (const kernels::KernelEntry* e : kernels::AllEntries()) {
     if (e->op != kernels::Op::kAttentionDecode && e->op != kernels::Op::kAttentionPrefill) continue;
-    // GANNET_TEST_ENTRY_PREFIX=sm75_ runs those entries alone (memcheck runs of one arch's entries).
+    // GANNET_TEST_ENTRY_PREFIX=sm75_ runs those entries alone (memcheck runs of one arch's
+    // entries).
     const char* only = std::getenv("GANNET_TEST_ENTRY_PREFIX");
     if (only != nullptr && std::string(e->name).rfind(only, 0) != 0) continue;
     const bool f16 = e->predicate.in_type == DType::kF16;
@@ -280,7 +283,8 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
     if (ran == 0) GTEST_SKIP() << "no entry with the prefix runs " << c.name;
   } else {
     EXPECT_GE(ran, 1);
-    EXPECT_GE(ran_f16, 1) << c.name;  // every case has an fp16-path entry (at least the CUDA-core one)
+    EXPECT_GE(ran_f16, 1)
+        << c.name;  // every case has an fp16-path entry (at least the CUDA-core one)
     if (kernels::EffectiveArch(gpu.device_info().sm) >= 80) {
       EXPECT_GE(ran_flash, 1) << c.name;
     }
@@ -306,23 +310,27 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
     const std::vector<float> ref_tail(ref.begin() + skip * row, ref.end());
     int ran_tail = 0;
     for (const kernels::KernelEntry* e : kernels::AllEntries()) {
-      if (e->op != kernels::Op::kAttentionDecode && e->op != kernels::Op::kAttentionPrefill) continue;
+      if (e->op != kernels::Op::kAttentionDecode && e->op != kernels::Op::kAttentionPrefill)
+        continue;
       const bool f16 = e->predicate.in_type == DType::kF16;
       AttentionArgs ta = f16 ? a16 : a;
       ta.meta = &tail;
       const DeviceTensor& out = f16 ? dout16 : dout;
       auto probe = gpu.AttentionParams(ta);
       ASSERT_TRUE(probe.ok()) << probe.status();
-      if (!kernels::CheckEntry(*e, kernels::AttentionProblem(e->op, *probe), gpu.device_info()).ok) continue;
+      if (!kernels::CheckEntry(*e, kernels::AttentionProblem(e->op, *probe), gpu.device_info()).ok)
+        continue;
       ASSERT_TRUE(gpu.Fill(out.t.Reshape({num_tokens, c.nq * c.d}), NAN).ok());
       const absl::Status st = gpu.RunAttentionEntry(*e, ta);
       ASSERT_TRUE(st.ok()) << e->name << ": " << st;
       std::vector<float> got = testing::Download(gpu, out.t);
       for (size_t i = 0; i < skip * row; ++i) {
-        ASSERT_TRUE(std::isnan(got[i])) << e->name << " wrote row " << i / row << " of the first sequence";
+        ASSERT_TRUE(std::isnan(got[i]))
+            << e->name << " wrote row " << i / row << " of the first sequence";
       }
       got.erase(got.begin(), got.begin() + skip * row);
-      EXPECT_LE(testing::RelL2(got, ref_tail), kTolerance) << c.name << " / later sequences / " << e->name;
+      EXPECT_LE(testing::RelL2(got, ref_tail), kTolerance)
+          << c.name << " / later sequences / " << e->name;
       ++ran_tail;
     }
     EXPECT_GE(ran_tail, 2) << c.name;
@@ -341,9 +349,29 @@ TEST_P(AttentionEntriesTest, MatchesCpuReference) {
 std::vector<Case> Cases() {
   std::vector<Case> v;
   // Decode, 31B full layer: hd512, GQA 8, contexts up to 8k, three sequences in a batch.
-  v.push_back({"decode_31b_full_hd512", 32, 4, 512, 16, 0, {8192, 1000, 17}, {1, 1, 1}, 0.f, false, {0, 1, 7, 64}});
+  v.push_back({"decode_31b_full_hd512",
+               32,
+               4,
+               512,
+               16,
+               0,
+               {8192, 1000, 17},
+               {1, 1, 1},
+               0.f,
+               false,
+               {0, 1, 7, 64}});
   // Decode, 31B sliding layer: hd256, GQA 2, window 1024 crossed, released pages.
-  v.push_back({"decode_31b_sliding_hd256", 32, 16, 256, 32, 1024, {8192, 1500, 5}, {1, 1, 1}, 0.f, false, {0, 1, 13}});
+  v.push_back({"decode_31b_sliding_hd256",
+               32,
+               16,
+               256,
+               32,
+               1024,
+               {8192, 1500, 5},
+               {1, 1, 1},
+               0.f,
+               false,
+               {0, 1, 13}});
   // 64 sequences of a 31B sliding layer: 1024 CTAs, which kSm80DecodeHd256Split runs on its
   // 16-key tiles (Hd256DecodeUsesNarrowTile); contexts 1 to 1500, the window crossed.
   {
@@ -354,42 +382,152 @@ std::vector<Case> Cases() {
     }
     v.push_back(many);
     // 80 of them: 2.42 waves of 16-key CTAs on a 132-SM GPU, which the heuristic splits.
-    Case split{"decode_narrow_split_31b_sliding_b80", 32, 16, 256, 16, 1024, {}, {}, 0.f, false, {0}};
+    Case split{
+        "decode_narrow_split_31b_sliding_b80", 32, 16, 256, 16, 1024, {}, {}, 0.f, false, {0}};
     for (int i = 0; i < 80; ++i) {
       split.seq_lens.push_back(1 + (i * 389) % 1500);
       split.q_lens.push_back(1);
     }
     v.push_back(split);
   }
-  v.push_back({"decode_sliding_minus_one_holes", 32, 16, 256, 16, 1024, {3000, 1025}, {1, 1}, 0.f, true, {0, 3}});
+  v.push_back({"decode_sliding_minus_one_holes",
+               32,
+               16,
+               256,
+               16,
+               1024,
+               {3000, 1025},
+               {1, 1},
+               0.f,
+               true,
+               {0, 3}});
   // E2B/E4B style heads, both head dims, page 16, Gemma's scale 1.0 on small q.
-  v.push_back({"decode_8q2kv_hd256_window512", 8, 2, 256, 16, 512, {700, 512, 513, 1}, {1, 1, 1, 1}, 0.f, false, {0, 5}});
+  v.push_back({"decode_8q2kv_hd256_window512",
+               8,
+               2,
+               256,
+               16,
+               512,
+               {700, 512, 513, 1},
+               {1, 1, 1, 1},
+               0.f,
+               false,
+               {0, 5}});
   v.push_back({"decode_8q2kv_hd512", 8, 2, 512, 32, 0, {2049, 31}, {1, 1}, 0.f, false, {0, 4}});
   // Speculative-decode shaped: 2 query tokens x GQA 8 = 16 rows still fit a decode CTA.
   v.push_back({"decode_q2_hd512", 32, 4, 512, 16, 0, {4000, 300}, {2, 2}, 0.f, false, {0, 9}});
   // Verify chunks of K + 1 = 4..8 tokens: 31B sliding (GQA 2, window crossed inside the chunk),
   // E4B-like full (GQA 4: 16 rows), and a chunk wider than a decode CTA (prefill entries).
-  v.push_back({"verify_31b_sliding_q4", 32, 16, 256, 16, 1024, {5000, 1026, 9}, {4, 4, 4}, 0.f, false, {0, 1, 11}});
-  v.push_back({"verify_31b_sliding_q8", 32, 16, 256, 1, 1024, {2000, 1030}, {8, 8}, 0.f, false, {0, 5}});
+  v.push_back({"verify_31b_sliding_q4",
+               32,
+               16,
+               256,
+               16,
+               1024,
+               {5000, 1026, 9},
+               {4, 4, 4},
+               0.f,
+               false,
+               {0, 1, 11}});
+  v.push_back(
+      {"verify_31b_sliding_q8", 32, 16, 256, 1, 1024, {2000, 1030}, {8, 8}, 0.f, false, {0, 5}});
   v.push_back({"verify_e4b_full_q4", 8, 2, 512, 32, 0, {3000, 40}, {4, 4}, 0.f, false, {0, 7}});
   v.push_back({"verify_31b_full_q4", 32, 4, 512, 16, 0, {6000, 700}, {4, 4}, 0.f, false, {0, 3}});
   // Prefill from scratch and chunked prefill over cached pages.
-  v.push_back({"prefill_31b_full_hd512", 32, 4, 512, 16, 0, {300, 2100}, {300, 100}, 0.f, false, {0, 3}});
-  v.push_back({"prefill_31b_sliding_hd256", 32, 16, 256, 32, 1024, {2200, 40}, {700, 40}, 0.f, false, {0, 2}});
+  v.push_back(
+      {"prefill_31b_full_hd512", 32, 4, 512, 16, 0, {300, 2100}, {300, 100}, 0.f, false, {0, 3}});
+  v.push_back({"prefill_31b_sliding_hd256",
+               32,
+               16,
+               256,
+               32,
+               1024,
+               {2200, 40},
+               {700, 40},
+               0.f,
+               false,
+               {0, 2}});
   // Mixed batch: a prefill chunk next to decodes, window crossing inside the chunk.
-  v.push_back({"mixed_8q2kv_hd256", 8, 2, 256, 16, 512, {1300, 900, 77}, {333, 1, 1}, 0.f, false, {0}});
+  v.push_back(
+      {"mixed_8q2kv_hd256", 8, 2, 256, 16, 512, {1300, 900, 77}, {333, 1, 1}, 0.f, false, {0}});
   v.push_back({"mixed_8q2kv_hd512", 8, 2, 512, 32, 0, {640, 5000}, {129, 1}, 0.f, false, {0, 6}});
   // Decode rows first, then a prompt chunk (the scheduler's order): 31B's sliding and full layers.
-  v.push_back({"mixed_decode_first_31b_sliding", 32, 16, 256, 16, 1024, {1500, 900, 3000, 2100}, {1, 1, 1, 700}, 0.f, false, {0}});
-  v.push_back({"mixed_decode_first_31b_full", 32, 4, 512, 16, 0, {5000, 1200, 2100}, {1, 1, 300}, 0.f, false, {0}});
+  v.push_back({"mixed_decode_first_31b_sliding",
+               32,
+               16,
+               256,
+               16,
+               1024,
+               {1500, 900, 3000, 2100},
+               {1, 1, 1, 700},
+               0.f,
+               false,
+               {0}});
+  v.push_back({"mixed_decode_first_31b_full",
+               32,
+               4,
+               512,
+               16,
+               0,
+               {5000, 1200, 2100},
+               {1, 1, 300},
+               0.f,
+               false,
+               {0}});
   // Single-store K=V full layers: 31B (32q/4kv) and 26B-A4B (16q/2kv), decode with forced splits,
   // a verify chunk, prefill from scratch and over cached pages, a mixed batch.
-  v.push_back({"kfromv_decode_31b_hd512", 32, 4, 512, 16, 0, {8192, 1000, 17}, {1, 1, 1}, 0.f, false, {0, 1, 7, 64}, true});
-  v.push_back({"kfromv_decode_26b_hd512", 16, 2, 512, 32, 0, {3001, 64}, {1, 1}, 0.f, false, {0, 5}, true});
-  v.push_back({"kfromv_verify_31b_q4", 32, 4, 512, 16, 0, {6000, 700}, {4, 4}, 0.f, false, {0, 3}, true});
-  v.push_back({"kfromv_prefill_31b_hd512", 32, 4, 512, 16, 0, {300, 2100}, {300, 100}, 0.f, false, {0, 3}, true});
-  v.push_back({"kfromv_mixed_26b_hd512", 16, 2, 512, 16, 0, {640, 5000}, {129, 1}, 0.f, false, {0, 6}, true});
-  v.push_back({"kfromv_mixed_decode_first_31b", 32, 4, 512, 16, 0, {5000, 1200, 2100}, {1, 1, 300}, 0.f, false, {0}, true});
+  v.push_back({"kfromv_decode_31b_hd512",
+               32,
+               4,
+               512,
+               16,
+               0,
+               {8192, 1000, 17},
+               {1, 1, 1},
+               0.f,
+               false,
+               {0, 1, 7, 64},
+               true});
+  v.push_back(
+      {"kfromv_decode_26b_hd512", 16, 2, 512, 32, 0, {3001, 64}, {1, 1}, 0.f, false, {0, 5}, true});
+  v.push_back(
+      {"kfromv_verify_31b_q4", 32, 4, 512, 16, 0, {6000, 700}, {4, 4}, 0.f, false, {0, 3}, true});
+  v.push_back({"kfromv_prefill_31b_hd512",
+               32,
+               4,
+               512,
+               16,
+               0,
+               {300, 2100},
+               {300, 100},
+               0.f,
+               false,
+               {0, 3},
+               true});
+  v.push_back({"kfromv_mixed_26b_hd512",
+               16,
+               2,
+               512,
+               16,
+               0,
+               {640, 5000},
+               {129, 1},
+               0.f,
+               false,
+               {0, 6},
+               true});
+  v.push_back({"kfromv_mixed_decode_first_31b",
+               32,
+               4,
+               512,
+               16,
+               0,
+               {5000, 1200, 2100},
+               {1, 1, 300},
+               0.f,
+               false,
+               {0},
+               true});
   return v;
 }
 

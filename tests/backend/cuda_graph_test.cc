@@ -26,7 +26,8 @@ constexpr int kMaxSeqs = 12;
 // logits of every decode step.
 // With q > 1 each step is a speculative verify chunk: the last token and q - 1 made-up drafts,
 // a logits row for each, all kept (the next chunk starts after them).
-std::vector<std::vector<float>> Decode(runner::ModelRunner& r, int num_seqs, int steps, int qlen = 1) {
+std::vector<std::vector<float>> Decode(runner::ModelRunner& r, int num_seqs, int steps,
+                                       int qlen = 1) {
   const int pages = (kMaxLen + 15) / 16;
   std::vector<std::vector<int32_t>> tokens, tables;
   for (int s = 0; s < num_seqs; ++s) {
@@ -62,7 +63,8 @@ std::vector<std::vector<float>> Decode(runner::ModelRunner& r, int num_seqs, int
     for (int s = 0; s < num_seqs; ++s) {
       // The last row of the sequence gives the next token; q - 1 made-up drafts follow it.
       auto row = res.Row(i == 0 ? s : s * qlen + qlen - 1);
-      tokens[s].push_back(static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
+      tokens[s].push_back(
+          static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
       for (int d = 1; d < qlen; ++d) tokens[s].push_back(108 + (i * 31 + s * 7 + d * 13) % 400);
     }
     res = run(false);
@@ -141,9 +143,12 @@ TEST(CudaConcurrentBranchesTest, CapturedBranchesForkAndJoin) {
   const int64_t rows = 1024, cols = 4096;
   const std::vector<float> xh = testing::RandomNormal(rows * cols, 5);
   testing::DeviceTensor x = testing::Upload(gpu, xh, DType::kF32, {rows, cols});
-  testing::DeviceTensor a = testing::Upload(gpu, std::vector<float>(rows * cols), DType::kF32, {rows, cols});
-  testing::DeviceTensor b = testing::Upload(gpu, std::vector<float>(rows * cols), DType::kF32, {rows, cols});
-  testing::DeviceTensor c = testing::Upload(gpu, std::vector<float>(rows * cols), DType::kF32, {rows, cols});
+  testing::DeviceTensor a =
+      testing::Upload(gpu, std::vector<float>(rows * cols), DType::kF32, {rows, cols});
+  testing::DeviceTensor b =
+      testing::Upload(gpu, std::vector<float>(rows * cols), DType::kF32, {rows, cols});
+  testing::DeviceTensor c =
+      testing::Upload(gpu, std::vector<float>(rows * cols), DType::kF32, {rows, cols});
   constexpr int kChain = 40;
   auto step = [&]() -> absl::Status {
     auto side = [&]() -> absl::Status {  // a = 2x, then kChain - 1 more x: (kChain + 1) x
@@ -160,7 +165,8 @@ TEST(CudaConcurrentBranchesTest, CapturedBranchesForkAndJoin) {
   };
   ASSERT_TRUE(step().ok());
   const std::vector<float> eager = testing::Download(gpu, c.t);
-  for (size_t i = 0; i < eager.size(); i += 4099) ASSERT_NEAR(eager[i], (kChain + 4) * xh[i], 1e-3f * (kChain + 4));
+  for (size_t i = 0; i < eager.size(); i += 4099)
+    ASSERT_NEAR(eager[i], (kChain + 4) * xh[i], 1e-3f * (kChain + 4));
   ASSERT_TRUE(gpu.Fill(c.t, NAN).ok());
   ASSERT_TRUE(gpu.Fill(a.t, NAN).ok());
   ASSERT_TRUE(gpu.BeginGraphCapture().ok());
@@ -176,9 +182,9 @@ TEST(CudaConcurrentBranchesTest, CapturedBranchesForkAndJoin) {
   // A failing side branch: the call reports it, the capture still ends (the fork was joined),
   // and the backend issues on its own stream again.
   ASSERT_TRUE(gpu.BeginGraphCapture().ok());
-  const absl::Status failed = gpu.RunConcurrently(
-      [] { return absl::InvalidArgumentError("side branch failed"); },
-      [&] { return gpu.Add(x.t, x.t, b.t); });
+  const absl::Status failed =
+      gpu.RunConcurrently([] { return absl::InvalidArgumentError("side branch failed"); },
+                          [&] { return gpu.Add(x.t, x.t, b.t); });
   EXPECT_EQ(failed.code(), absl::StatusCode::kInvalidArgument);
   auto abandoned = gpu.EndGraphCapture();
   if (abandoned.ok()) gpu.ReleaseGraph(*abandoned);
@@ -186,8 +192,8 @@ TEST(CudaConcurrentBranchesTest, CapturedBranchesForkAndJoin) {
   EXPECT_EQ(testing::Download(gpu, c.t), eager);
 }
 
-INSTANTIATE_TEST_SUITE_P(TinyModels, CudaGraphTest, ::testing::Values("31b", "26b-a4b", "e4b", "e2b"),
-                         [](const auto& info) {
+INSTANTIATE_TEST_SUITE_P(TinyModels, CudaGraphTest,
+                         ::testing::Values("31b", "26b-a4b", "e4b", "e2b"), [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
                            return "v" + n;

@@ -114,16 +114,19 @@ TEST_P(LargeKvTest, LastPagesAreWrittenAndReadLikeTheCpuReference) {
 
   const int cols = (c.nq + 2 * c.nkv) * c.d;
   const std::vector<float> qkv = testing::RandomNormal(static_cast<size_t>(total) * cols, 21, 2.f);
-  std::vector<float> qn = testing::RandomNormal(c.d, 22, 0.1f), kn = testing::RandomNormal(c.d, 23, 0.1f);
+  std::vector<float> qn = testing::RandomNormal(c.d, 22, 0.1f),
+                     kn = testing::RandomNormal(c.d, 23, 0.1f);
   for (float& v : qn) v += 0.25f;
   for (float& v : kn) v += 0.25f;
   DeviceTensor dqkv = testing::Upload(gpu, qkv, DType::kBF16, {total, cols});
   DeviceTensor dqn = testing::Upload(gpu, qn, DType::kF32, {c.d});
   DeviceTensor dkn = testing::Upload(gpu, kn, DType::kF32, {c.d});
-  DeviceTensor dq = testing::Upload(gpu, std::vector<float>(static_cast<size_t>(total) * c.nq * c.d),
-                                    DType::kBF16, {total, c.nq, c.d});
-  DeviceTensor dout = testing::Upload(gpu, std::vector<float>(static_cast<size_t>(total) * c.nq * c.d),
-                                      DType::kBF16, {total, c.nq, c.d});
+  DeviceTensor dq =
+      testing::Upload(gpu, std::vector<float>(static_cast<size_t>(total) * c.nq * c.d),
+                      DType::kBF16, {total, c.nq, c.d});
+  DeviceTensor dout =
+      testing::Upload(gpu, std::vector<float>(static_cast<size_t>(total) * c.nq * c.d),
+                      DType::kBF16, {total, c.nq, c.d});
 
   // The CPU reference: the same blocks on pages 0.. of a small f32 cache.
   std::vector<int32_t> cpu_table(blocks);

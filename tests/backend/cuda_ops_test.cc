@@ -62,7 +62,8 @@ TEST_F(CudaOpsTest, EmbedScalesRowsExactly) {
   for (size_t i = 0; i < table.size(); ++i) table_bf16[i] = FloatToBf16(table[i]);
   ASSERT_TRUE(cpu_.Embed(Tensor::Make(ids.data(), DType::kI32, {n}),
                          Tensor::Make(table_bf16.data(), DType::kBF16, {vocab, width}), 73.5f,
-                         Host(ref, {n, width})).ok());
+                         Host(ref, {n, width}))
+                  .ok());
   DeviceTensor dt = Upload(*gpu_, table, DType::kBF16, {vocab, width});
   DeviceTensor di = UploadI32(*gpu_, ids, {n});
   DeviceTensor out = Upload(*gpu_, std::vector<float>(n * width), DType::kF32, {n, width});
@@ -96,19 +97,22 @@ TEST_F(CudaOpsTest, CentroidLogitsMatchCpu) {
     for (size_t i = 0; i < table.size(); ++i) table_bf16[i] = FloatToBf16(table[i]);
     std::vector<float> ref(static_cast<size_t>(g.rows) * g.vocab);
     std::vector<int32_t> ref_sel(static_cast<size_t>(g.rows) * g.top_k);
-    ASSERT_TRUE(cpu_.CentroidLogits(Host(h, {g.rows, g.width}),
-                                    Tensor::Make(table_bf16.data(), DType::kBF16, {g.vocab, g.width}),
-                                    Host(cl, {g.rows, g.clusters}),
-                                    Tensor::Make(ordering.data(), DType::kI32, {g.clusters, per}),
-                                    Tensor::Make(ref_sel.data(), DType::kI32, {g.rows, g.top_k}),
-                                    Host(ref, {g.rows, g.vocab}))
-                    .ok());
+    ASSERT_TRUE(
+        cpu_.CentroidLogits(Host(h, {g.rows, g.width}),
+                            Tensor::Make(table_bf16.data(), DType::kBF16, {g.vocab, g.width}),
+                            Host(cl, {g.rows, g.clusters}),
+                            Tensor::Make(ordering.data(), DType::kI32, {g.clusters, per}),
+                            Tensor::Make(ref_sel.data(), DType::kI32, {g.rows, g.top_k}),
+                            Host(ref, {g.rows, g.vocab}))
+            .ok());
     DeviceTensor dh = Upload(*gpu_, h, DType::kBF16, {g.rows, g.width});
     DeviceTensor dt = Upload(*gpu_, table, DType::kBF16, {g.vocab, g.width});
     DeviceTensor dc = Upload(*gpu_, cl, DType::kF32, {g.rows, g.clusters});
     DeviceTensor dord = UploadI32(*gpu_, ordering, {g.clusters, per});
-    DeviceTensor dsel = UploadI32(*gpu_, std::vector<int32_t>(ref_sel.size(), -1), {g.rows, g.top_k});
-    DeviceTensor dout = Upload(*gpu_, std::vector<float>(ref.size(), 7.0f), DType::kF32, {g.rows, g.vocab});
+    DeviceTensor dsel =
+        UploadI32(*gpu_, std::vector<int32_t>(ref_sel.size(), -1), {g.rows, g.top_k});
+    DeviceTensor dout =
+        Upload(*gpu_, std::vector<float>(ref.size(), 7.0f), DType::kF32, {g.rows, g.vocab});
     ASSERT_TRUE(gpu_->CentroidLogits(dh.t, dt.t, dc.t, dord.t, dsel.t, dout.t).ok());
     const std::vector<float> got = Download(*gpu_, dout.t);
     std::vector<int32_t> sel(ref_sel.size());
@@ -157,7 +161,8 @@ TEST_P(CudaNormTest, RmsNormAndPostNormResidual) {
   std::vector<float> scalar = {0.75f};
   std::vector<float> res_ref = x, next_ref(t * h);
   ASSERT_TRUE(cpu_.PostNormResidual(Host(branch, {t, h}), Host(w, {h}), Host(res_ref, {t, h}),
-                                    Host(scalar, {1}), Host(nw, {h}), Host(next_ref, {t, h}), 1e-6f).ok());
+                                    Host(scalar, {1}), Host(nw, {h}), Host(next_ref, {t, h}), 1e-6f)
+                  .ok());
   DeviceTensor db = Upload(*gpu_, branch, DType::kBF16, {t, h});
   DeviceTensor dnw = Upload(*gpu_, nw, DType::kF32, {h});
   DeviceTensor ds = Upload(*gpu_, scalar, DType::kF32, {1});
@@ -166,8 +171,9 @@ TEST_P(CudaNormTest, RmsNormAndPostNormResidual) {
   EXPECT_LE(RelL2(Download(*gpu_, dout.t), next_ref), kBf16Tol);
   // Without scalar and next norm (the PLE path's first call).
   std::vector<float> res2 = res_ref;
-  ASSERT_TRUE(cpu_.PostNormResidual(Host(branch, {t, h}), Host(w, {h}), Host(res2, {t, h}), Tensor(),
-                                    Tensor(), Tensor(), 1e-6f).ok());
+  ASSERT_TRUE(cpu_.PostNormResidual(Host(branch, {t, h}), Host(w, {h}), Host(res2, {t, h}),
+                                    Tensor(), Tensor(), Tensor(), 1e-6f)
+                  .ok());
   ASSERT_TRUE(gpu_->PostNormResidual(db.t, dw.t, dx.t, Tensor(), Tensor(), Tensor(), 1e-6f).ok());
   EXPECT_LE(RelL2(Download(*gpu_, dx.t), res2), kF32Tol);
   // A next norm weight or scalar of the wrong length is named, not read past.
@@ -249,44 +255,52 @@ TEST_F(CudaOpsTest, LinearMatchesCpuOnEveryPath) {
     int m, n, k;
     bool x_f32, out_f32, col_view;
   };
-  const Shape shapes[] = {{1, 4096, 5376, false, false, false},  {4, 5376, 8192, false, false, false},
-                          {8, 1000, 2816, false, true, true},    {16, 768, 5376, false, false, false},
-                          {128, 512, 2560, true, false, false},  {3, 256, 40, true, true, false},
-                          {5, 48, 24, false, false, true},       {2, 2560, 1536, true, false, true},
-                          {6, 520, 704, false, true, false}};
+  const Shape shapes[] = {
+      {1, 4096, 5376, false, false, false}, {4, 5376, 8192, false, false, false},
+      {8, 1000, 2816, false, true, true},   {16, 768, 5376, false, false, false},
+      {128, 512, 2560, true, false, false}, {3, 256, 40, true, true, false},
+      {5, 48, 24, false, false, true},      {2, 2560, 1536, true, false, true},
+      {6, 520, 704, false, true, false}};
   for (const DType wt : {DType::kBF16, DType::kF16})
-  for (const Shape& s : shapes) {
-    std::vector<float> x = RandomNormal(s.m * s.k, 6);
-    std::vector<float> w = RandomNormal(static_cast<size_t>(s.n) * s.k, 7, 1.0f / std::sqrt(s.k));
-    std::vector<float> ref(s.m * s.n);
-    std::vector<uint16_t> wb(w.size());
-    for (size_t i = 0; i < w.size(); ++i) wb[i] = FloatToBf16(w[i]);
-    ASSERT_TRUE(cpu_.Linear(Host(x, {s.m, s.k}), Tensor::Make(wb.data(), DType::kBF16, {s.n, s.k}),
-                            Host(ref, {s.m, s.n})).ok());
-    DeviceTensor dw = Upload(*gpu_, w, wt, {s.n, s.k});
-    // A column view: x and out live inside wider matrices (the fused QKV layout).
-    const int pad = s.col_view ? 24 : 0;
-    std::vector<float> xw(static_cast<size_t>(s.m) * (s.k + pad), 0.f);
-    for (int i = 0; i < s.m; ++i) std::copy(x.begin() + i * s.k, x.begin() + (i + 1) * s.k, xw.begin() + i * (s.k + pad));
-    DeviceTensor dx = Upload(*gpu_, xw, s.x_f32 ? DType::kF32 : wt, {s.m, s.k + pad});
-    DeviceTensor dout = Upload(*gpu_, std::vector<float>(static_cast<size_t>(s.m) * (s.n + pad)),
-                               s.out_f32 ? DType::kF32 : wt, {s.m, s.n + pad});
-    Tensor xv = s.col_view ? dx.t.Cols(0, s.k) : dx.t;
-    Tensor ov = s.col_view ? dout.t.Cols(0, s.n) : dout.t;
-    for (auto path : {std::optional<backend::CudaLinear::Path>(backend::CudaLinear::Path::kGemv),
-                      std::optional<backend::CudaLinear::Path>(backend::CudaLinear::Path::kCublasLt),
-                      std::optional<backend::CudaLinear::Path>()}) {
-      gpu_->linear().Force(path);
-      auto used = gpu_->linear().Run(xv, dw.t, ov);
-      ASSERT_TRUE(used.ok()) << used.status();
-      std::vector<float> got = Download(*gpu_, dout.t), gv(s.m * s.n);
-      for (int i = 0; i < s.m; ++i) std::copy(got.begin() + i * (s.n + pad), got.begin() + i * (s.n + pad) + s.n, gv.begin() + i * s.n);
-      // f32 x is rounded to bf16 on the cuBLASLt path (the CPU multiplies it in f32).
-      const double tol = s.out_f32 && !s.x_f32 ? kF32Tol * 10 : kBf16Tol;
-      EXPECT_LE(RelL2(gv, ref), tol) << DTypeName(wt) << " M=" << s.m << " N=" << s.n << " K=" << s.k << " path "
-                                     << (used->path == backend::CudaLinear::Path::kGemv ? "gemv" : "cublasLt");
+    for (const Shape& s : shapes) {
+      std::vector<float> x = RandomNormal(s.m * s.k, 6);
+      std::vector<float> w = RandomNormal(static_cast<size_t>(s.n) * s.k, 7, 1.0f / std::sqrt(s.k));
+      std::vector<float> ref(s.m * s.n);
+      std::vector<uint16_t> wb(w.size());
+      for (size_t i = 0; i < w.size(); ++i) wb[i] = FloatToBf16(w[i]);
+      ASSERT_TRUE(cpu_.Linear(Host(x, {s.m, s.k}),
+                              Tensor::Make(wb.data(), DType::kBF16, {s.n, s.k}),
+                              Host(ref, {s.m, s.n}))
+                      .ok());
+      DeviceTensor dw = Upload(*gpu_, w, wt, {s.n, s.k});
+      // A column view: x and out live inside wider matrices (the fused QKV layout).
+      const int pad = s.col_view ? 24 : 0;
+      std::vector<float> xw(static_cast<size_t>(s.m) * (s.k + pad), 0.f);
+      for (int i = 0; i < s.m; ++i)
+        std::copy(x.begin() + i * s.k, x.begin() + (i + 1) * s.k, xw.begin() + i * (s.k + pad));
+      DeviceTensor dx = Upload(*gpu_, xw, s.x_f32 ? DType::kF32 : wt, {s.m, s.k + pad});
+      DeviceTensor dout = Upload(*gpu_, std::vector<float>(static_cast<size_t>(s.m) * (s.n + pad)),
+                                 s.out_f32 ? DType::kF32 : wt, {s.m, s.n + pad});
+      Tensor xv = s.col_view ? dx.t.Cols(0, s.k) : dx.t;
+      Tensor ov = s.col_view ? dout.t.Cols(0, s.n) : dout.t;
+      for (auto path :
+           {std::optional<backend::CudaLinear::Path>(backend::CudaLinear::Path::kGemv),
+            std::optional<backend::CudaLinear::Path>(backend::CudaLinear::Path::kCublasLt),
+            std::optional<backend::CudaLinear::Path>()}) {
+        gpu_->linear().Force(path);
+        auto used = gpu_->linear().Run(xv, dw.t, ov);
+        ASSERT_TRUE(used.ok()) << used.status();
+        std::vector<float> got = Download(*gpu_, dout.t), gv(s.m * s.n);
+        for (int i = 0; i < s.m; ++i)
+          std::copy(got.begin() + i * (s.n + pad), got.begin() + i * (s.n + pad) + s.n,
+                    gv.begin() + i * s.n);
+        // f32 x is rounded to bf16 on the cuBLASLt path (the CPU multiplies it in f32).
+        const double tol = s.out_f32 && !s.x_f32 ? kF32Tol * 10 : kBf16Tol;
+        EXPECT_LE(RelL2(gv, ref), tol)
+            << DTypeName(wt) << " M=" << s.m << " N=" << s.n << " K=" << s.k << " path "
+            << (used->path == backend::CudaLinear::Path::kGemv ? "gemv" : "cublasLt");
+      }
     }
-  }
   gpu_->linear().Force(std::nullopt);
 }
 
@@ -307,31 +321,32 @@ TEST_F(CudaOpsTest, EveryCublasCandidateMatchesCpu) {
     for (size_t i = 0; i < w.size(); ++i) wb[i] = FloatToBf16(w[i]);
     for (float& v : x) v = Bf16ToFloat(FloatToBf16(v));  // as the GPU's bf16 x holds it
     ASSERT_TRUE(cpu_.Linear(Host(x, {s.m, s.k}), Tensor::Make(wb.data(), DType::kBF16, {s.n, s.k}),
-                            Host(ref, {s.m, s.n})).ok());
+                            Host(ref, {s.m, s.n}))
+                    .ok());
     // bf16 weights, and the fp16 compute path's f16; out of the weight's type or f32 (logits).
     for (const DType wt : {DType::kBF16, DType::kF16})
-    for (const bool out_f32 : {false, true}) {
-      DeviceTensor dw = Upload(*gpu_, w, wt, {s.n, s.k});
-      DeviceTensor dx = Upload(*gpu_, x, wt, {s.m, s.k});
-      DeviceTensor dout = Upload(*gpu_, std::vector<float>(s.m * s.n), out_f32 ? DType::kF32 : wt,
-                                 {s.m, s.n});
-      int candidates = 1;
-      for (int r = 0; r < candidates; ++r) {
-        gpu_->linear().PinCandidate(r);
-        auto used = gpu_->linear().Run(dx.t, dw.t, dout.t);
-        ASSERT_TRUE(used.ok()) << used.status();
-        ASSERT_EQ(used->algo_rank, r);
-        candidates = used->candidates;
-        if (r == 0) variants += used->variants;
-        EXPECT_LE(RelL2(Download(*gpu_, dout.t), ref), kBf16Tol)
-            << DTypeName(wt) << (out_f32 ? " out f32" : "") << " M=" << s.m << " N=" << s.n
-            << " K=" << s.k << " candidate " << r << " of " << candidates
-            << (r >= candidates - used->variants ? " (variant)" : "");
+      for (const bool out_f32 : {false, true}) {
+        DeviceTensor dw = Upload(*gpu_, w, wt, {s.n, s.k});
+        DeviceTensor dx = Upload(*gpu_, x, wt, {s.m, s.k});
+        DeviceTensor dout =
+            Upload(*gpu_, std::vector<float>(s.m * s.n), out_f32 ? DType::kF32 : wt, {s.m, s.n});
+        int candidates = 1;
+        for (int r = 0; r < candidates; ++r) {
+          gpu_->linear().PinCandidate(r);
+          auto used = gpu_->linear().Run(dx.t, dw.t, dout.t);
+          ASSERT_TRUE(used.ok()) << used.status();
+          ASSERT_EQ(used->algo_rank, r);
+          candidates = used->candidates;
+          if (r == 0) variants += used->variants;
+          EXPECT_LE(RelL2(Download(*gpu_, dout.t), ref), kBf16Tol)
+              << DTypeName(wt) << (out_f32 ? " out f32" : "") << " M=" << s.m << " N=" << s.n
+              << " K=" << s.k << " candidate " << r << " of " << candidates
+              << (r >= candidates - used->variants ? " (variant)" : "");
+        }
+        gpu_->linear().PinCandidate(candidates);
+        auto past = gpu_->linear().Run(dx.t, dw.t, dout.t);
+        EXPECT_EQ(past.status().code(), absl::StatusCode::kOutOfRange) << past.status();
       }
-      gpu_->linear().PinCandidate(candidates);
-      auto past = gpu_->linear().Run(dx.t, dw.t, dout.t);
-      EXPECT_EQ(past.status().code(), absl::StatusCode::kOutOfRange) << past.status();
-    }
   }
   gpu_->linear().PinCandidate(std::nullopt);
   if (gpu_->device_info().sm / 10 == 9) {
@@ -590,9 +605,11 @@ TEST_F(CudaOpsTest, GeluMulAddSoftcapGatherFill) {
     const int rows = 7;
     std::vector<float> gate = RandomNormal(rows * 2 * width, 8, 2.0f), ref(rows * width);
     Tensor hg = Host(gate, {rows, 2 * width});
-    ASSERT_TRUE(cpu_.GeluTanhMul(hg.Cols(0, width), hg.Cols(width, width), Host(ref, {rows, width})).ok());
+    ASSERT_TRUE(
+        cpu_.GeluTanhMul(hg.Cols(0, width), hg.Cols(width, width), Host(ref, {rows, width})).ok());
     DeviceTensor dg = Upload(*gpu_, gate, DType::kBF16, {rows, 2 * width});
-    DeviceTensor dout = Upload(*gpu_, std::vector<float>(rows * width), DType::kBF16, {rows, width});
+    DeviceTensor dout =
+        Upload(*gpu_, std::vector<float>(rows * width), DType::kBF16, {rows, width});
     ASSERT_TRUE(gpu_->GeluTanhMul(dg.t.Cols(0, width), dg.t.Cols(width, width), dout.t).ok());
     EXPECT_LE(RelL2(Download(*gpu_, dout.t), ref), kBf16Tol) << width;
   }
@@ -601,7 +618,8 @@ TEST_F(CudaOpsTest, GeluMulAddSoftcapGatherFill) {
 
   std::vector<float> a = RandomNormal(t * n, 9), b = RandomNormal(t * n, 10), sum(t * n);
   ASSERT_TRUE(cpu_.Add(Host(a, {t, n}), Host(b, {t, n}), Host(sum, {t, n})).ok());
-  DeviceTensor da = Upload(*gpu_, a, DType::kBF16, {t, n}), db = Upload(*gpu_, b, DType::kBF16, {t, n});
+  DeviceTensor da = Upload(*gpu_, a, DType::kBF16, {t, n}),
+               db = Upload(*gpu_, b, DType::kBF16, {t, n});
   ASSERT_TRUE(gpu_->Add(da.t, db.t, dout.t).ok());
   EXPECT_LE(RelL2(Download(*gpu_, dout.t), sum), kBf16Tol);
 
@@ -617,7 +635,8 @@ TEST_F(CudaOpsTest, GeluMulAddSoftcapGatherFill) {
   ASSERT_TRUE(gpu_->GatherRows(da.t, dr.t, dgat.t).ok());
   std::vector<float> got = Download(*gpu_, dgat.t), all = Download(*gpu_, da.t);
   for (int i = 0; i < 4; ++i) {
-    EXPECT_TRUE(std::equal(got.begin() + i * n, got.begin() + (i + 1) * n, all.begin() + rows[i] * n));
+    EXPECT_TRUE(
+        std::equal(got.begin() + i * n, got.begin() + (i + 1) * n, all.begin() + rows[i] * n));
   }
 
   ASSERT_TRUE(gpu_->Fill(dgat.t, 2.5f).ok());
@@ -629,15 +648,18 @@ TEST_F(CudaOpsTest, GeluMulAddSoftcapGatherFill) {
 
 TEST_F(CudaOpsTest, PleCombine) {
   const int t = 5, layers = 42, p = 256;
-  std::vector<float> proj = RandomNormal(t * layers * p, 12, 4.0f), tok = RandomNormal(t * layers * p, 13);
+  std::vector<float> proj = RandomNormal(t * layers * p, 12, 4.0f),
+                     tok = RandomNormal(t * layers * p, 13);
   std::vector<float> w = RandomNormal(p, 14, 0.2f), ref(t * layers * p);
   for (float& v : w) v += 1.f;
   ASSERT_TRUE(cpu_.PleCombine(Host(proj, {t, layers * p}), Host(tok, {t, layers * p}), Host(w, {p}),
-                              0.02f, 0.70710677f, 1e-6f, Host(ref, {t, layers * p})).ok());
+                              0.02f, 0.70710677f, 1e-6f, Host(ref, {t, layers * p}))
+                  .ok());
   DeviceTensor dp = Upload(*gpu_, proj, DType::kBF16, {t, layers * p});
   DeviceTensor dt = Upload(*gpu_, tok, DType::kBF16, {t, layers * p});
   DeviceTensor dw = Upload(*gpu_, w, DType::kF32, {p});
-  DeviceTensor dout = Upload(*gpu_, std::vector<float>(t * layers * p), DType::kBF16, {t, layers * p});
+  DeviceTensor dout =
+      Upload(*gpu_, std::vector<float>(t * layers * p), DType::kBF16, {t, layers * p});
   ASSERT_TRUE(gpu_->PleCombine(dp.t, dt.t, dw.t, 0.02f, 0.70710677f, 1e-6f, dout.t).ok());
   EXPECT_LE(RelL2(Download(*gpu_, dout.t), ref), kBf16Tol);
 }
@@ -706,10 +728,14 @@ TEST_F(CudaOpsTest, QkvPrep) {
       ASSERT_TRUE(cpu_.QkvPrep(c).ok());
     }
     DeviceTensor dqkv = Upload(*gpu_, qkv, DType::kBF16, {t, cols});
-    DeviceTensor dqn = Upload(*gpu_, qn, DType::kF32, {L.d}), dkn = Upload(*gpu_, kn, DType::kF32, {L.d});
-    DeviceTensor dq = Upload(*gpu_, std::vector<float>(t * L.nq * L.d), DType::kBF16, {t, L.nq, L.d});
-    DeviceTensor dk = Upload(*gpu_, std::vector<float>(cache), DType::kBF16, {pages, L.nkv, page, L.d});
-    DeviceTensor dv = Upload(*gpu_, std::vector<float>(cache), DType::kBF16, {pages, L.nkv, page, L.d});
+    DeviceTensor dqn = Upload(*gpu_, qn, DType::kF32, {L.d}),
+                 dkn = Upload(*gpu_, kn, DType::kF32, {L.d});
+    DeviceTensor dq =
+        Upload(*gpu_, std::vector<float>(t * L.nq * L.d), DType::kBF16, {t, L.nq, L.d});
+    DeviceTensor dk =
+        Upload(*gpu_, std::vector<float>(cache), DType::kBF16, {pages, L.nkv, page, L.d});
+    DeviceTensor dv =
+        Upload(*gpu_, std::vector<float>(cache), DType::kBF16, {pages, L.nkv, page, L.d});
     a.qkv = dqkv.t;
     a.q_norm = dqn.t;
     a.k_norm = dkn.t;
@@ -768,10 +794,13 @@ TEST_F(CudaOpsTest, QkvPrepWritesFp8Rows) {
       ASSERT_TRUE(cpu_.QkvPrep(c).ok());
     }
     DeviceTensor dqkv = Upload(*gpu_, qkv, DType::kBF16, {t, cols});
-    DeviceTensor dqn = Upload(*gpu_, qn, DType::kF32, {L.d}), dkn = Upload(*gpu_, kn, DType::kF32, {L.d});
+    DeviceTensor dqn = Upload(*gpu_, qn, DType::kF32, {L.d}),
+                 dkn = Upload(*gpu_, kn, DType::kF32, {L.d});
     DeviceTensor dq = Upload(*gpu_, std::vector<float>(t * nq * L.d), DType::kBF16, {t, nq, L.d});
-    DeviceTensor dk = testing::UploadBytes(*gpu_, std::vector<uint8_t>(cache), DType::kF8E4M3, {pages, L.nkv, page, L.d});
-    DeviceTensor dv = testing::UploadBytes(*gpu_, std::vector<uint8_t>(cache), DType::kF8E4M3, {pages, L.nkv, page, L.d});
+    DeviceTensor dk = testing::UploadBytes(*gpu_, std::vector<uint8_t>(cache), DType::kF8E4M3,
+                                           {pages, L.nkv, page, L.d});
+    DeviceTensor dv = testing::UploadBytes(*gpu_, std::vector<uint8_t>(cache), DType::kF8E4M3,
+                                           {pages, L.nkv, page, L.d});
     DeviceTensor dks = Upload(*gpu_, std::vector<float>(rows), DType::kF32, {pages, L.nkv, page});
     DeviceTensor dvs = Upload(*gpu_, std::vector<float>(rows), DType::kF32, {pages, L.nkv, page});
     a.qkv = dqkv.t;
@@ -803,7 +832,8 @@ TEST_F(CudaOpsTest, QkvPrepWritesFp8Rows) {
       }
       EXPECT_GE(same, cache - cache / 200) << arr.name << " d=" << L.d;  // >= 99.5% bit-equal
       const std::vector<float> deq = testing::DequantizeFp8Rows({got, got_s}, L.d);
-      const std::vector<float> ref = testing::DequantizeFp8Rows({arr.ref_bytes, arr.ref_scales}, L.d);
+      const std::vector<float> ref =
+          testing::DequantizeFp8Rows({arr.ref_bytes, arr.ref_scales}, L.d);
       EXPECT_LE(RelL2(deq, ref), 1e-2) << arr.name << " d=" << L.d;
       EXPECT_GT(zero_rows, 0u);  // untouched rows and the zero head keep scale 0
     }
@@ -823,7 +853,8 @@ TEST_F(CudaOpsTest, MoeRouteAndEveryExpertsEntry) {
     std::vector<float> scale = RandomNormal(s.h, 20, 0.2f), per = RandomNormal(s.experts, 21, 0.2f);
     for (float& v : scale) v += 1.f;
     for (float& v : per) v += 1.f;
-    std::vector<float> router = RandomNormal(static_cast<size_t>(s.experts) * s.h, 22, 1.f / std::sqrt(s.h));
+    std::vector<float> router =
+        RandomNormal(static_cast<size_t>(s.experts) * s.h, 22, 1.f / std::sqrt(s.h));
     if (s.twin_rows) {
       // Every pick is then a tie, which both sides must break to the lower expert index.
       for (int e = 1; e < s.experts; e += 2) {
@@ -831,15 +862,18 @@ TEST_F(CudaOpsTest, MoeRouteAndEveryExpertsEntry) {
                     router.begin() + static_cast<size_t>(e) * s.h);
       }
     }
-    std::vector<float> gu = RandomNormal(static_cast<size_t>(s.experts) * 2 * s.inter * s.h, 23, 1.f / std::sqrt(s.h));
-    std::vector<float> dn = RandomNormal(static_cast<size_t>(s.experts) * s.h * s.inter, 24, 1.f / std::sqrt(s.inter));
+    std::vector<float> gu =
+        RandomNormal(static_cast<size_t>(s.experts) * 2 * s.inter * s.h, 23, 1.f / std::sqrt(s.h));
+    std::vector<float> dn =
+        RandomNormal(static_cast<size_t>(s.experts) * s.h * s.inter, 24, 1.f / std::sqrt(s.inter));
     auto bf = [](const std::vector<float>& v) {
       std::vector<uint16_t> b(v.size());
       for (size_t i = 0; i < v.size(); ++i) b[i] = FloatToBf16(v[i]);
       return b;
     };
     std::vector<uint16_t> router_b = bf(router), gu_b = bf(gu), dn_b = bf(dn);
-    DeviceTensor d_scale = Upload(*gpu_, scale, DType::kF32, {s.h}), d_per = Upload(*gpu_, per, DType::kF32, {s.experts});
+    DeviceTensor d_scale = Upload(*gpu_, scale, DType::kF32, {s.h}),
+                 d_per = Upload(*gpu_, per, DType::kF32, {s.experts});
     DeviceTensor d_router = Upload(*gpu_, router, DType::kBF16, {s.experts, s.h});
     DeviceTensor d_gu = Upload(*gpu_, gu, DType::kBF16, {s.experts, 2 * s.inter, s.h});
     DeviceTensor d_dn = Upload(*gpu_, dn, DType::kBF16, {s.experts, s.h, s.inter});
@@ -910,8 +944,8 @@ TEST_F(CudaOpsTest, MoeRouteAndEveryExpertsEntry) {
       p.num_experts = s.experts;
       p.top_k = s.top_k;
       // Every MoE entry on `params` (whatever its M limit) against `want`; returns how many ran.
-      auto run_every_entry = [&](const kernels::MoeExpertsParams& params, const std::vector<float>& want,
-                                 const std::string& what) {
+      auto run_every_entry = [&](const kernels::MoeExpertsParams& params,
+                                 const std::vector<float>& want, const std::string& what) {
         const kernels::ProblemKey pk = kernels::MoeExpertsProblem(params);
         int ran = 0;
         for (const kernels::KernelEntry* entry : kernels::AllEntries()) {
@@ -919,13 +953,16 @@ TEST_F(CudaOpsTest, MoeRouteAndEveryExpertsEntry) {
           kernels::ProblemKey any = pk;
           any.num_tokens = std::min(pk.num_tokens, 1);
           if (!kernels::CheckEntry(*entry, any, gpu_->device_info()).ok) continue;
-          auto ws = gpu_->Workspace(backend::CudaBackend::WorkspaceId::kMoeExperts,
-                                    std::max<size_t>(1, entry->workspace_bytes(pk, gpu_->device_info())));
+          auto ws =
+              gpu_->Workspace(backend::CudaBackend::WorkspaceId::kMoeExperts,
+                              std::max<size_t>(1, entry->workspace_bytes(pk, gpu_->device_info())));
           EXPECT_TRUE(ws.ok());
           if (!ws.ok()) return ran;
           EXPECT_TRUE(gpu_->Fill(dout.t, NAN).ok());
-          EXPECT_EQ(entry->launch(&params, pk, gpu_->device_info(), *ws, gpu_->stream()), cudaSuccess);
-          EXPECT_LE(RelL2(Download(*gpu_, dout.t), want), kBf16Tol) << entry->name << what << ", tokens " << t;
+          EXPECT_EQ(entry->launch(&params, pk, gpu_->device_info(), *ws, gpu_->stream()),
+                    cudaSuccess);
+          EXPECT_LE(RelL2(Download(*gpu_, dout.t), want), kBf16Tol)
+              << entry->name << what << ", tokens " << t;
           ++ran;
         }
         return ran;
@@ -965,7 +1002,8 @@ TEST_F(CudaOpsTest, MoeRouteAndEveryExpertsEntry) {
       backend::MoeExpertsArgs half = e;
       half.gate_up = Tensor::Make(gu_b.data() + held * 2 * s.inter * s.h, DType::kBF16,
                                   {held, 2 * s.inter, s.h});
-      half.down = Tensor::Make(dn_b.data() + held * s.h * s.inter, DType::kBF16, {held, s.h, s.inter});
+      half.down =
+          Tensor::Make(dn_b.data() + held * s.h * s.inter, DType::kBF16, {held, s.h, s.inter});
       half.expert_begin = held;
       half.total_experts = s.experts;
       std::vector<float> ref_half(t * s.h);
@@ -995,13 +1033,19 @@ TEST_F(CudaOpsTest, SyntheticWeightsMatchHostGenerator) {
     std::vector<int64_t> shape;
   };
   const W weights[] = {
-      {"model.language_model.layers.3.self_attn.q_proj.weight", model::WeightInit::kMatrix, {1024, 5376}},
+      {"model.language_model.layers.3.self_attn.q_proj.weight",
+       model::WeightInit::kMatrix,
+       {1024, 5376}},
       {"model.language_model.embed_tokens.weight", model::WeightInit::kEmbedding, {4096, 2816}},
       {"model.language_model.layers.0.input_layernorm.weight", model::WeightInit::kNorm, {5376}},
       {"model.language_model.layers.0.self_attn.q_norm.weight", model::WeightInit::kQkNorm, {512}},
       {"model.language_model.layers.7.layer_scalar", model::WeightInit::kLayerScalar, {1}},
-      {"model.language_model.layers.1.router.per_expert_scale", model::WeightInit::kPositiveScale, {128}},
-      {"model.language_model.layers.1.experts.down_proj", model::WeightInit::kMatrix, {4, 2816, 704}},
+      {"model.language_model.layers.1.router.per_expert_scale",
+       model::WeightInit::kPositiveScale,
+       {128}},
+      {"model.language_model.layers.1.experts.down_proj",
+       model::WeightInit::kMatrix,
+       {4, 2816, 704}},
   };
   for (const W& w : weights) {
     model::WeightView v;
@@ -1043,7 +1087,8 @@ TEST_F(CudaOpsTest, DependentKernelChainSeesEveryEarlierWrite) {
   }
   // A kernel that ran early would have missed at least one whole +1.
   const std::vector<float> got = Download(*gpu_, x.t);
-  for (size_t i = 0; i < got.size(); i += 4099) ASSERT_NEAR(got[i], 2.0f * adds, 1e-3) << "element " << i;
+  for (size_t i = 0; i < got.size(); i += 4099)
+    ASSERT_NEAR(got[i], 2.0f * adds, 1e-3) << "element " << i;
   ASSERT_NEAR(got.back(), 2.0f * adds, 1e-3);
 }
 
@@ -1051,17 +1096,21 @@ TEST_F(CudaOpsTest, DependentKernelChainSeesEveryEarlierWrite) {
 // workspaces and tunes the GEMMs) and replayed twice: capture must succeed (no allocation, sync or
 // pageable copy inside an op) and the replays must reproduce the eager results bit for bit.
 TEST_F(CudaOpsTest, DecodeStepOpsReplayFromACudaGraph) {
-  const int h = 256, nq = 8, nkv = 2, d = 256, page = 16, vocab = 1000, experts = 8, top_k = 2, inter = 64;
+  const int h = 256, nq = 8, nkv = 2, d = 256, page = 16, vocab = 1000, experts = 8, top_k = 2,
+            inter = 64;
   const std::vector<int32_t> lens = {300, 45};
   const int seqs = 2, pages_per_seq = 20, pages = seqs * pages_per_seq;
   const int qkv_cols = (nq + 2 * nkv) * d;
   // Step metadata: one decode token per sequence at position len - 1.
-  std::vector<int32_t> qs = {0, 1, 2}, pos = {lens[0] - 1, lens[1] - 1}, tok_seq = {0, 1}, table(seqs * pages_per_seq);
+  std::vector<int32_t> qs = {0, 1, 2}, pos = {lens[0] - 1, lens[1] - 1}, tok_seq = {0, 1},
+                       table(seqs * pages_per_seq);
   for (int i = 0; i < seqs * pages_per_seq; ++i) table[i] = (i * 7) % pages;  // shuffled, distinct
   std::vector<int32_t> slots = {table[pos[0] / page] * page + pos[0] % page,
                                 table[pages_per_seq + pos[1] / page] * page + pos[1] % page};
-  DeviceTensor dqs = UploadI32(*gpu_, qs, {3}), dlens = UploadI32(*gpu_, lens, {2}), dpos = UploadI32(*gpu_, pos, {2});
-  DeviceTensor dts = UploadI32(*gpu_, tok_seq, {2}), dtab = UploadI32(*gpu_, table, {seqs * pages_per_seq});
+  DeviceTensor dqs = UploadI32(*gpu_, qs, {3}), dlens = UploadI32(*gpu_, lens, {2}),
+               dpos = UploadI32(*gpu_, pos, {2});
+  DeviceTensor dts = UploadI32(*gpu_, tok_seq, {2}),
+               dtab = UploadI32(*gpu_, table, {seqs * pages_per_seq});
   DeviceTensor dslots = UploadI32(*gpu_, slots, {2});
   backend::StepMetadata meta;
   meta.num_seqs = seqs;
@@ -1086,25 +1135,34 @@ TEST_F(CudaOpsTest, DecodeStepOpsReplayFromACudaGraph) {
 
   DeviceTensor x = Upload(*gpu_, RandomNormal(2 * h, 50, 3.f, false), DType::kF32, {2, h});
   DeviceTensor norm_w = Upload(*gpu_, RandomNormal(h, 51, 0.1f), DType::kF32, {h});
-  DeviceTensor w_qkv = Upload(*gpu_, RandomNormal(qkv_cols * h, 52, 0.06f), DType::kBF16, {qkv_cols, h});
+  DeviceTensor w_qkv =
+      Upload(*gpu_, RandomNormal(qkv_cols * h, 52, 0.06f), DType::kBF16, {qkv_cols, h});
   DeviceTensor w_o = Upload(*gpu_, RandomNormal(h * nq * d, 53, 0.02f), DType::kBF16, {h, nq * d});
   DeviceTensor qn = Upload(*gpu_, RandomNormal(d, 54, 0.1f), DType::kF32, {d});
-  DeviceTensor kc = Upload(*gpu_, RandomNormal(pages * nkv * page * d, 55), DType::kBF16, {pages, nkv, page, d});
-  DeviceTensor vc = Upload(*gpu_, RandomNormal(pages * nkv * page * d, 56), DType::kBF16, {pages, nkv, page, d});
-  DeviceTensor router = Upload(*gpu_, RandomNormal(experts * h, 57, 0.06f), DType::kBF16, {experts, h});
+  DeviceTensor kc =
+      Upload(*gpu_, RandomNormal(pages * nkv * page * d, 55), DType::kBF16, {pages, nkv, page, d});
+  DeviceTensor vc =
+      Upload(*gpu_, RandomNormal(pages * nkv * page * d, 56), DType::kBF16, {pages, nkv, page, d});
+  DeviceTensor router =
+      Upload(*gpu_, RandomNormal(experts * h, 57, 0.06f), DType::kBF16, {experts, h});
   DeviceTensor rscale = Upload(*gpu_, RandomNormal(h, 58, 0.1f), DType::kF32, {h});
   DeviceTensor per = Upload(*gpu_, RandomNormal(experts, 59, 0.1f), DType::kF32, {experts});
-  DeviceTensor gu = Upload(*gpu_, RandomNormal(experts * 2 * inter * h, 60, 0.06f), DType::kBF16, {experts, 2 * inter, h});
-  DeviceTensor dn = Upload(*gpu_, RandomNormal(experts * h * inter, 61, 0.1f), DType::kBF16, {experts, h, inter});
+  DeviceTensor gu = Upload(*gpu_, RandomNormal(experts * 2 * inter * h, 60, 0.06f), DType::kBF16,
+                           {experts, 2 * inter, h});
+  DeviceTensor dn =
+      Upload(*gpu_, RandomNormal(experts * h * inter, 61, 0.1f), DType::kBF16, {experts, h, inter});
   DeviceTensor head = Upload(*gpu_, RandomNormal(vocab * h, 62, 0.06f), DType::kBF16, {vocab, h});
   auto act = [&](std::initializer_list<int64_t> dims, DType dt = DType::kBF16) {
     int64_t n = 1;
     for (int64_t v : dims) n *= v;
     return Upload(*gpu_, std::vector<float>(n, 0.f), dt, dims);
   };
-  DeviceTensor hb = act({2, h}), qkv = act({2, qkv_cols}), q = act({2, nq, d}), attn = act({2, nq, d});
-  DeviceTensor o = act({2, h}), ids = act({2, top_k}, DType::kI32), wts = act({2, top_k}, DType::kF32);
-  DeviceTensor moe = act({2, h}), logits = act({2, vocab}, DType::kF32), sampled = act({2}, DType::kI32);
+  DeviceTensor hb = act({2, h}), qkv = act({2, qkv_cols}), q = act({2, nq, d}),
+               attn = act({2, nq, d});
+  DeviceTensor o = act({2, h}), ids = act({2, top_k}, DType::kI32),
+               wts = act({2, top_k}, DType::kF32);
+  DeviceTensor moe = act({2, h}), logits = act({2, vocab}, DType::kF32),
+               sampled = act({2}, DType::kI32);
   std::vector<sampling::DrawParams> sp(2);
   sp[0].temperature = 1.0f;  // row 0 samples, row 1 samples with filters
   sp[1].temperature = 0.8f, sp[1].top_k = 20, sp[1].seed = 99;
@@ -1142,7 +1200,8 @@ TEST_F(CudaOpsTest, DecodeStepOpsReplayFromACudaGraph) {
     aa.meta = &meta;
     GANNET_RETURN_IF_ERROR(gpu_->Attention(aa));
     GANNET_RETURN_IF_ERROR(gpu_->Linear(attn.t.Reshape({2, nq * d}), w_o.t, o.t));
-    GANNET_RETURN_IF_ERROR(gpu_->PostNormResidual(o.t, norm_w.t, x.t, Tensor(), norm_w.t, hb.t, 1e-6f));
+    GANNET_RETURN_IF_ERROR(
+        gpu_->PostNormResidual(o.t, norm_w.t, x.t, Tensor(), norm_w.t, hb.t, 1e-6f));
     backend::MoeRouteArgs ra;
     ra.x = x.t;
     ra.router_scale = rscale.t;
@@ -1165,20 +1224,28 @@ TEST_F(CudaOpsTest, DecodeStepOpsReplayFromACudaGraph) {
     return gpu_->Sample(logits.t, params, Tensor(), sampled.t);
   };
   // The step writes x (residual) and the KV slot; restore them before every run.
-  const std::vector<float> x0 = Download(*gpu_, x.t), k0 = Download(*gpu_, kc.t), v0 = Download(*gpu_, vc.t);
+  const std::vector<float> x0 = Download(*gpu_, x.t), k0 = Download(*gpu_, kc.t),
+                           v0 = Download(*gpu_, vc.t);
   auto reset = [&] {
     DeviceTensor nx = Upload(*gpu_, x0, DType::kF32, {2, h});
     DeviceTensor nk = Upload(*gpu_, k0, DType::kBF16, {pages, nkv, page, d});
     DeviceTensor nv = Upload(*gpu_, v0, DType::kBF16, {pages, nkv, page, d});
-    ASSERT_EQ(cudaMemcpyAsync(x.t.data, nx.t.data, 2 * h * 4, cudaMemcpyDeviceToDevice, gpu_->stream()), cudaSuccess);
-    ASSERT_EQ(cudaMemcpyAsync(kc.t.data, nk.t.data, k0.size() * 2, cudaMemcpyDeviceToDevice, gpu_->stream()), cudaSuccess);
-    ASSERT_EQ(cudaMemcpyAsync(vc.t.data, nv.t.data, v0.size() * 2, cudaMemcpyDeviceToDevice, gpu_->stream()), cudaSuccess);
+    ASSERT_EQ(
+        cudaMemcpyAsync(x.t.data, nx.t.data, 2 * h * 4, cudaMemcpyDeviceToDevice, gpu_->stream()),
+        cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(kc.t.data, nk.t.data, k0.size() * 2, cudaMemcpyDeviceToDevice,
+                              gpu_->stream()),
+              cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(vc.t.data, nv.t.data, v0.size() * 2, cudaMemcpyDeviceToDevice,
+                              gpu_->stream()),
+              cudaSuccess);
     ASSERT_TRUE(gpu_->Synchronize().ok());
   };
   ASSERT_TRUE(step().ok());  // warm-up: workspaces, GEMM tuning
   reset();
   ASSERT_TRUE(step().ok());
-  const std::vector<float> eager_logits = Download(*gpu_, logits.t), eager_ids = Download(*gpu_, sampled.t);
+  const std::vector<float> eager_logits = Download(*gpu_, logits.t),
+                           eager_ids = Download(*gpu_, sampled.t);
   const std::vector<float> eager_x = Download(*gpu_, x.t);
 
   cudaGraph_t graph = nullptr;
@@ -1212,12 +1279,24 @@ TEST_F(CudaOpsTest, SampleMatchesCpuDefinition) {
     sampling::DrawParams& p = params[r];
     p.seed = 0x1234567ull * (r + 1);
     switch (r % 6) {
-      case 0: p.temperature = 0.f; break;
-      case 1: p.temperature = 1.0f; break;
-      case 2: p.temperature = 0.7f, p.top_k = 64; break;
-      case 3: p.temperature = 1.0f, p.top_k = 64, p.top_p = 0.95f; break;
-      case 4: p.temperature = 1.3f, p.top_p = 0.5f, p.min_p = 0.05f; break;
-      case 5: p.temperature = 0.9f, p.min_p = 0.2f; break;
+      case 0:
+        p.temperature = 0.f;
+        break;
+      case 1:
+        p.temperature = 1.0f;
+        break;
+      case 2:
+        p.temperature = 0.7f, p.top_k = 64;
+        break;
+      case 3:
+        p.temperature = 1.0f, p.top_k = 64, p.top_p = 0.95f;
+        break;
+      case 4:
+        p.temperature = 1.3f, p.top_p = 0.5f, p.min_p = 0.05f;
+        break;
+      case 5:
+        p.temperature = 0.9f, p.min_p = 0.2f;
+        break;
     }
   }
   std::vector<int32_t> banned(static_cast<size_t>(rows) * backend::kSampleBanSlots, -1);
@@ -1232,12 +1311,15 @@ TEST_F(CudaOpsTest, SampleMatchesCpuDefinition) {
   std::vector<float> host_logits = logits;
   ASSERT_TRUE(cpu_.Sample(Host(host_logits, {rows, vocab}),
                           Tensor::Make(params.data(), DType::kU8, {rows, 24}), Tensor(),
-                          Tensor::Make(unbanned.data(), DType::kI32, {rows})).ok());
+                          Tensor::Make(unbanned.data(), DType::kI32, {rows}))
+                  .ok());
   std::vector<int32_t> ref(rows);
-  ASSERT_TRUE(cpu_.Sample(Host(host_logits, {rows, vocab}),
-                          Tensor::Make(params.data(), DType::kU8, {rows, 24}),
-                          Tensor::Make(banned.data(), DType::kI32, {rows, backend::kSampleBanSlots}),
-                          Tensor::Make(ref.data(), DType::kI32, {rows})).ok());
+  ASSERT_TRUE(
+      cpu_.Sample(Host(host_logits, {rows, vocab}),
+                  Tensor::Make(params.data(), DType::kU8, {rows, 24}),
+                  Tensor::Make(banned.data(), DType::kI32, {rows, backend::kSampleBanSlots}),
+                  Tensor::Make(ref.data(), DType::kI32, {rows}))
+          .ok());
   for (int r = 1; r < rows; r += 2) {
     if (params[r].temperature == 0.f) {
       EXPECT_NE(ref[r], unbanned[r]) << "banned arg-max, row " << r;
@@ -1246,7 +1328,8 @@ TEST_F(CudaOpsTest, SampleMatchesCpuDefinition) {
   DeviceTensor dl = Upload(*gpu_, logits, DType::kF32, {rows, vocab});
   auto pbuf = gpu_->Allocate(rows * sizeof(sampling::DrawParams));
   ASSERT_TRUE(pbuf.ok());
-  ASSERT_TRUE(gpu_->CopyToDevice(pbuf->data(), params.data(), rows * sizeof(sampling::DrawParams)).ok());
+  ASSERT_TRUE(
+      gpu_->CopyToDevice(pbuf->data(), params.data(), rows * sizeof(sampling::DrawParams)).ok());
   DeviceTensor dids = UploadI32(*gpu_, std::vector<int32_t>(rows, -1), {rows});
   const Tensor tp = pbuf->View(DType::kU8, {rows, 24});
   DeviceTensor dban = UploadI32(*gpu_, banned, {rows, backend::kSampleBanSlots});

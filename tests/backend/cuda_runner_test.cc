@@ -76,15 +76,16 @@ class CudaRunnerTest : public ::testing::TestWithParam<std::tuple<std::string, i
                                        kMaxLen, 2);
     ASSERT_TRUE(b.ok()) << b.status();
     bf16_ = std::move(*b);
-    auto r = testing::CreateTinyRunner(model_->config, model_->weights, gpu_be_.get(), opts,
-                                       kMaxLen, 2);
+    auto r =
+        testing::CreateTinyRunner(model_->config, model_->weights, gpu_be_.get(), opts, kMaxLen, 2);
     ASSERT_TRUE(r.ok()) << r.status();
     gpu_ = std::move(*r);
     pages_per_seq_ = (kMaxLen + page - 1) / page;
     for (int s = 0; s < 2; ++s) tables_[s] = testing::IdentityPageTable(s, pages_per_seq_);
   }
 
-  SeqStep Seq(const std::vector<int32_t>& tokens, int begin, int end, SeqStep::Logits want, int s = 0) {
+  SeqStep Seq(const std::vector<int32_t>& tokens, int begin, int end, SeqStep::Logits want,
+              int s = 0) {
     SeqStep q;
     q.tokens = std::span<const int32_t>(tokens.data() + begin, end - begin);
     q.start_pos = begin;
@@ -129,8 +130,9 @@ TEST_P(CudaRunnerTest, PrefillLogitsMatchCpu) {
   std::unique_ptr<runner::ModelRunner> separate;
   if (model_->config.text.attention_k_eq_v) {
     const auto opts = testing::SimpleRunnerOptions(model_->config, page_, kMaxLen, 2, kMaxLen);
-    auto r = testing::CreateTinyRunner(model_->config, model_->weights, gpu_be_.get(), opts, kMaxLen, 2,
-                                       kv::KvQuant::kNone, /*k_eq_v_single_store=*/false);
+    auto r =
+        testing::CreateTinyRunner(model_->config, model_->weights, gpu_be_.get(), opts, kMaxLen, 2,
+                                  kv::KvQuant::kNone, /*k_eq_v_single_store=*/false);
     ASSERT_TRUE(r.ok()) << r.status();
     separate = std::move(*r);
   }
@@ -142,15 +144,22 @@ TEST_P(CudaRunnerTest, PrefillLogitsMatchCpu) {
     StepResult b = Step(*bf16_, golden->input_ids, 0, n, SeqStep::Logits::kAll);
     StepResult g = Step(*gpu_, golden->input_ids, 0, n, SeqStep::Logits::kAll);
     ASSERT_EQ(g.rows(), n);
-    const double err = testing::MaxRelativeLogitError(g.logits.data(), c.logits.data(), n, c.vocab_size);
-    const double err_bf16 = testing::MaxRelativeLogitError(g.logits.data(), b.logits.data(), n, c.vocab_size);
-    const double ref_gap = testing::MaxRelativeLogitError(b.logits.data(), c.logits.data(), n, c.vocab_size);
-    std::printf("[ note ] %s/%s: max rel logit error vs f32 CPU %.4f, vs bf16 CPU %.4f (bf16 CPU vs f32 CPU %.4f)\n",
-                Name().c_str(), prompt, err, err_bf16, ref_gap);
+    const double err =
+        testing::MaxRelativeLogitError(g.logits.data(), c.logits.data(), n, c.vocab_size);
+    const double err_bf16 =
+        testing::MaxRelativeLogitError(g.logits.data(), b.logits.data(), n, c.vocab_size);
+    const double ref_gap =
+        testing::MaxRelativeLogitError(b.logits.data(), c.logits.data(), n, c.vocab_size);
+    std::printf(
+        "[ note ] %s/%s: max rel logit error vs f32 CPU %.4f, vs bf16 CPU %.4f (bf16 CPU vs f32 "
+        "CPU %.4f)\n",
+        Name().c_str(), prompt, err, err_bf16, ref_gap);
     if (separate != nullptr) {
       StepResult s = Step(*separate, golden->input_ids, 0, n, SeqStep::Logits::kAll);
-      std::printf("[ note ] %s/%s: K and V stored apart: max rel logit error vs f32 CPU %.4f\n", Name().c_str(),
-                  prompt, testing::MaxRelativeLogitError(s.logits.data(), c.logits.data(), n, c.vocab_size));
+      std::printf(
+          "[ note ] %s/%s: K and V stored apart: max rel logit error vs f32 CPU %.4f\n",
+          Name().c_str(), prompt,
+          testing::MaxRelativeLogitError(s.logits.data(), c.logits.data(), n, c.vocab_size));
     }
     EXPECT_LE(err, Bound(ref_gap)) << Name() << "/" << prompt;
     RecordProperty(std::string(prompt) + "_max_rel_err_f32", std::to_string(err));
@@ -184,12 +193,16 @@ TEST_P(CudaRunnerTest, Fp8KvPrefillLogitsMatchCpuFp8) {
     StepResult g = Step(*gpu8, golden->input_ids, 0, n, SeqStep::Logits::kAll);
     StepResult c16 = Step(*cpu_, golden->input_ids, 0, n, SeqStep::Logits::kAll);
     ASSERT_EQ(g.rows(), n);
-    const double err = testing::MaxRelativeLogitError(g.logits.data(), b.logits.data(), n, c.vocab_size);
-    const double ref_gap = testing::MaxRelativeLogitError(b.logits.data(), c.logits.data(), n, c.vocab_size);
-    const double fp8_cost = testing::MaxRelativeLogitError(c.logits.data(), c16.logits.data(), n, c.vocab_size);
-    std::printf("[ note ] %s/%s FP8 KV: GPU vs bf16 CPU %.4f (bf16 CPU vs f32 CPU, both FP8 KV: %.4f); "
-                "FP8 vs f32 KV on the CPU %.4f\n",
-                Name().c_str(), prompt, err, ref_gap, fp8_cost);
+    const double err =
+        testing::MaxRelativeLogitError(g.logits.data(), b.logits.data(), n, c.vocab_size);
+    const double ref_gap =
+        testing::MaxRelativeLogitError(b.logits.data(), c.logits.data(), n, c.vocab_size);
+    const double fp8_cost =
+        testing::MaxRelativeLogitError(c.logits.data(), c16.logits.data(), n, c.vocab_size);
+    std::printf(
+        "[ note ] %s/%s FP8 KV: GPU vs bf16 CPU %.4f (bf16 CPU vs f32 CPU, both FP8 KV: %.4f); "
+        "FP8 vs f32 KV on the CPU %.4f\n",
+        Name().c_str(), prompt, err, ref_gap, fp8_cost);
     EXPECT_LE(err, std::max(kAbsFloor, kGapFactor * ref_gap)) << Name() << "/" << prompt;
   }
 }
@@ -197,7 +210,8 @@ TEST_P(CudaRunnerTest, Fp8KvPrefillLogitsMatchCpuFp8) {
 // Greedy continuation of `ref` and the GPU from the same prompt; returns the first step where they
 // part (kGreedyTokens if never), checking that a parting is a near-tie in ref's own logits.
 int CompareGreedy(CudaRunnerTest* t, runner::ModelRunner& ref, runner::ModelRunner& gpu,
-                  const std::vector<int32_t>& prompt, bool expect_near_tie, const std::string& what);
+                  const std::vector<int32_t>& prompt, bool expect_near_tie,
+                  const std::string& what);
 
 TEST_P(CudaRunnerTest, Greedy64TokensMatchCpu) {
   auto golden = testing::LoadGolden(std::get<0>(GetParam()), "long");
@@ -208,14 +222,16 @@ TEST_P(CudaRunnerTest, Greedy64TokensMatchCpu) {
   // 26B-A4B router near-ties of Bound).
   const int vs_f32 =
       CompareGreedy(this, *cpu_, *gpu_, golden->input_ids, vs_bf16 < kGreedyTokens, "f32 CPU");
-  std::printf("[ note ] %s: greedy tokens identical to the f32 CPU for %d of %d, to the bf16 CPU for %d\n",
-              Name().c_str(), vs_f32, kGreedyTokens, vs_bf16);
+  std::printf(
+      "[ note ] %s: greedy tokens identical to the f32 CPU for %d of %d, to the bf16 CPU for %d\n",
+      Name().c_str(), vs_f32, kGreedyTokens, vs_bf16);
   RecordProperty("identical_tokens_bf16_cpu", vs_bf16);
   RecordProperty("identical_tokens_f32_cpu", vs_f32);
 }
 
 int CompareGreedy(CudaRunnerTest* t, runner::ModelRunner& ref, runner::ModelRunner& gpu,
-                  const std::vector<int32_t>& prompt, bool expect_near_tie, const std::string& what) {
+                  const std::vector<int32_t>& prompt, bool expect_near_tie,
+                  const std::string& what) {
   std::vector<int32_t> rt = prompt, gt = prompt;
   const int n = static_cast<int>(rt.size());
   StepResult r = t->Step(ref, rt, 0, n, SeqStep::Logits::kLast);
@@ -231,8 +247,9 @@ int CompareGreedy(CudaRunnerTest* t, runner::ModelRunner& ref, runner::ModelRunn
       double max_abs = 0;
       for (float v : row) max_abs = std::max(max_abs, static_cast<double>(std::fabs(v)));
       const double gap = row[rn] - row[gn];
-      std::printf("[ note ] %s: vs %s, near-tie at token %d (ref %d, gpu %d, gap %.3g of max %.3g)\n",
-                  t->Name().c_str(), what.c_str(), i, rn, gn, gap, max_abs);
+      std::printf(
+          "[ note ] %s: vs %s, near-tie at token %d (ref %d, gpu %d, gap %.3g of max %.3g)\n",
+          t->Name().c_str(), what.c_str(), i, rn, gn, gap, max_abs);
       if (expect_near_tie) {
         EXPECT_LE(gap, kNearTie * max_abs) << t->Name() << " token " << i;
       }
@@ -262,10 +279,12 @@ TEST_P(CudaRunnerTest, ChunkedPrefillAndMixedBatchMatchCpu) {
       logits[k].insert(logits[k].end(), r.logits.begin(), r.logits.end());
     }
   }
-  const double chunk_err = testing::MaxRelativeLogitError(logits[2].data(), logits[0].data(), n, vocab);
-  const double chunk_gap = testing::MaxRelativeLogitError(logits[1].data(), logits[0].data(), n, vocab);
-  std::printf("[ note ] %s: chunked prefill max rel logit error %.4f (bf16 CPU %.4f)\n", Name().c_str(),
-              chunk_err, chunk_gap);
+  const double chunk_err =
+      testing::MaxRelativeLogitError(logits[2].data(), logits[0].data(), n, vocab);
+  const double chunk_gap =
+      testing::MaxRelativeLogitError(logits[1].data(), logits[0].data(), n, vocab);
+  std::printf("[ note ] %s: chunked prefill max rel logit error %.4f (bf16 CPU %.4f)\n",
+              Name().c_str(), chunk_err, chunk_gap);
   // 26B-A4B: 1-32-token steps run the per-pair MoE GEMVs, which land on the other side of the
   // long prompt's router near-ties (rows 13-16) from the f32 CPU, whatever the chunk size (Bound).
   EXPECT_LE(chunk_err, Bound(chunk_gap));
@@ -282,8 +301,10 @@ TEST_P(CudaRunnerTest, ChunkedPrefillAndMixedBatchMatchCpu) {
   batch.seqs.push_back(Seq(seq1, 0, static_cast<int>(seq1.size()), SeqStep::Logits::kAll, 1));
   StepResult c = Run(*cpu_, batch), b = Run(*bf16_, batch), g = Run(*gpu_, batch);
   ASSERT_EQ(c.rows(), g.rows());
-  const double mixed_err = testing::MaxRelativeLogitError(g.logits.data(), c.logits.data(), c.rows(), vocab);
-  const double mixed_gap = testing::MaxRelativeLogitError(b.logits.data(), c.logits.data(), c.rows(), vocab);
+  const double mixed_err =
+      testing::MaxRelativeLogitError(g.logits.data(), c.logits.data(), c.rows(), vocab);
+  const double mixed_gap =
+      testing::MaxRelativeLogitError(b.logits.data(), c.logits.data(), c.rows(), vocab);
   std::printf("[ note ] %s: mixed batch max rel logit error %.4f (bf16 CPU %.4f)\n", Name().c_str(),
               mixed_err, mixed_gap);
   EXPECT_LE(mixed_err, Bound(mixed_gap));
@@ -291,9 +312,9 @@ TEST_P(CudaRunnerTest, ChunkedPrefillAndMixedBatchMatchCpu) {
 
 TEST_P(CudaRunnerTest, SyntheticWeightsReproduceTheCheckpoint) {
   const model::ModelWeights synth = model::SyntheticWeights(model_->config, 0x9a77e7);
-  auto r = testing::CreateTinyRunner(model_->config, synth, gpu_be_.get(),
-                                     testing::SimpleRunnerOptions(model_->config, page_, kMaxLen, 2, kMaxLen),
-                                     kMaxLen, 2);
+  auto r = testing::CreateTinyRunner(
+      model_->config, synth, gpu_be_.get(),
+      testing::SimpleRunnerOptions(model_->config, page_, kMaxLen, 2, kMaxLen), kMaxLen, 2);
   ASSERT_TRUE(r.ok()) << r.status();
   auto golden = testing::LoadGolden(std::get<0>(GetParam()), "short");
   ASSERT_TRUE(golden.ok());
@@ -312,7 +333,8 @@ std::string ParamName(const ::testing::TestParamInfo<std::tuple<std::string, int
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, CudaRunnerTest,
                          ::testing::Combine(::testing::ValuesIn(testing::TargetVariants()),
-                                            ::testing::Values(16, 32), ::testing::Values(DType::kBF16)),
+                                            ::testing::Values(16, 32),
+                                            ::testing::Values(DType::kBF16)),
                          ParamName);
 INSTANTIATE_TEST_SUITE_P(TinyModelsF16Compute, CudaRunnerTest,
                          ::testing::Combine(::testing::ValuesIn(testing::TargetVariants()),

@@ -23,8 +23,8 @@ inline bool CudaDeviceAvailable() {
 }
 
 // Every GPU test starts with this: CI builds these binaries on machines without a GPU.
-#define GANNET_REQUIRE_GPU()                                                   \
-  do {                                                                         \
+#define GANNET_REQUIRE_GPU()                                                         \
+  do {                                                                               \
     if (!::gannet::testing::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device"; \
   } while (0)
 
@@ -104,7 +104,8 @@ inline std::vector<float> Download(backend::Backend& be, const backend::Tensor& 
   return out;
 }
 
-inline std::vector<float> RandomNormal(size_t n, uint32_t seed, float scale = 1.0f, bool bf16 = true) {
+inline std::vector<float> RandomNormal(size_t n, uint32_t seed, float scale = 1.0f,
+                                       bool bf16 = true) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.f, scale);
   std::vector<float> v(n);

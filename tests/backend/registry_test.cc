@@ -133,10 +133,11 @@ TEST_F(RegistryTest, Fp8CachesGetFp8EntriesOnly) {
       ProblemKey pk;
       const char* name;
     };
-    for (const Want& w : {Want{Attention(Op::kAttentionDecode, 256, 32, 16), "sm80_hd256_fp8_split"},
-                          Want{Attention(Op::kAttentionDecode, 512, 32, 4), "sm80_hd512_fp8_split"},
-                          Want{Attention(Op::kAttentionPrefill, 256, 32, 16, 300), "sm80_hd256_fp8_prefill"},
-                          Want{Attention(Op::kAttentionPrefill, 512, 32, 4, 300), "sm80_hd512_fp8_prefill"}}) {
+    for (const Want& w :
+         {Want{Attention(Op::kAttentionDecode, 256, 32, 16), "sm80_hd256_fp8_split"},
+          Want{Attention(Op::kAttentionDecode, 512, 32, 4), "sm80_hd512_fp8_split"},
+          Want{Attention(Op::kAttentionPrefill, 256, 32, 16, 300), "sm80_hd256_fp8_prefill"},
+          Want{Attention(Op::kAttentionPrefill, 512, 32, 4, 300), "sm80_hd512_fp8_prefill"}}) {
       Selection s = Select(fp8(w.pk), hopper);
       ASSERT_NE(s.entry, nullptr) << s.error;
       EXPECT_STREQ(s.entry->name, w.name);
@@ -159,7 +160,8 @@ TEST_F(RegistryTest, Fp8CachesGetFp8EntriesOnly) {
   }
   {
     const std::vector<int> archs = {75, 90};
-    Selection s = Select(fp8(Attention(Op::kAttentionPrefill, 256, 8, 2, 50)), Device(75, 65536), archs);
+    Selection s =
+        Select(fp8(Attention(Op::kAttentionPrefill, 256, 8, 2, 50)), Device(75, 65536), archs);
     ASSERT_NE(s.entry, nullptr) << s.error;
     EXPECT_STREQ(s.entry->name, "sm75_hd256_fp8_prefill");
   }
@@ -240,7 +242,8 @@ TEST_F(RegistryTest, ForcedKernelIsUsedOrRefusedWithAReason) {
 
   // Several names: the first of the op that can run the problem (here the hd512 one), so one
   // list can force an arch's entries for every head dim.
-  setenv("GANNET_FORCE_KERNEL", "sm80_hd256_bf16_split,sm75_hd512_bf16_split,sm80_hd512_bf16_split", 1);
+  setenv("GANNET_FORCE_KERNEL", "sm80_hd256_bf16_split,sm75_hd512_bf16_split,sm80_hd512_bf16_split",
+         1);
   s = Select(Attention(Op::kAttentionDecode, 512, 32, 4), Device(90), archs);
   ASSERT_NE(s.entry, nullptr) << s.error;
   EXPECT_STREQ(s.entry->name, "sm75_hd512_bf16_split");
@@ -306,7 +309,9 @@ TEST_F(RegistryTest, QuantizedWeightTypesAreRefusedByName) {
 TEST_F(RegistryTest, SplitCountFillsTheGpuOnlyWhenNeeded) {
   const DeviceInfo h100 = Device(90);
   // Batch 1, 4 kv heads, 8k context: one CTA per kv head would leave 128 SMs idle.
-  EXPECT_GE(FlashAttentionSplits(kSm80DecodeHd512Split, Attention(Op::kAttentionDecode, 512, 32, 4), h100), 16);
+  EXPECT_GE(FlashAttentionSplits(kSm80DecodeHd512Split, Attention(Op::kAttentionDecode, 512, 32, 4),
+                                 h100),
+            16);
   // 64 sequences x 16 kv heads already fill the GPU.
   ProblemKey wide = Attention(Op::kAttentionDecode, 256, 32, 16);
   wide.num_seqs = wide.num_tokens = 64;
@@ -415,7 +420,8 @@ void AddVariantProblems(const std::string& variant, const model::TextConfig& c,
           pk.rope_pairs = rope_pairs;
         }
         // A verify chunk wider than a decode CTA's 16 rows runs on the prefill entries.
-        if (sh.op == Op::kAttentionDecode && sh.qlen * pk.group() > 16) pk.op = Op::kAttentionPrefill;
+        if (sh.op == Op::kAttentionDecode && sh.qlen * pk.group() > 16)
+          pk.op = Op::kAttentionPrefill;
         out.push_back({pk, true,
                        variant + " " + sh.what + (sliding ? " sliding" : " full") + " " +
                            std::string(DTypeShortName(kv)) + (k_from_v ? " k_from_v" : "")});
@@ -522,7 +528,8 @@ TEST_F(RegistryTest, VoltaBuildRunsEveryOpOnItsOwnEntries) {
     ProblemKey pk = Attention(e->op, e->predicate.head_dim, 32, 4);
     pk.kv_type = e->predicate.kv_type;
     pk.in_type = pk.out_type = e->predicate.in_type;  // the f16io twins take fp16 q
-    EXPECT_TRUE(CheckEntry(*e, pk, v100, volta_build).ok) << e->name << ": " << CheckEntry(*e, pk, v100, volta_build).reason;
+    EXPECT_TRUE(CheckEntry(*e, pk, v100, volta_build).ok)
+        << e->name << ": " << CheckEntry(*e, pk, v100, volta_build).reason;
   }
   ProblemKey moe = Moe26bA4b(512);
   EXPECT_STREQ(Select(moe, v100, volta_build).entry->name, "sm70_moe_pair_gemv_any_bf16");
@@ -571,12 +578,14 @@ TEST_F(RegistryTest, Fp16ComputePathHasAnEntryForEveryOpOnEveryArch) {
         ASSERT_NE(s.entry, nullptr) << "sm_" << d.sm << " f16 " << p.what << ": " << s.error;
         const std::string name = s.entry->name;
         EXPECT_EQ(s.entry->predicate.in_type, pk.in_type) << name;
-        EXPECT_NE(name.find("_f16"), std::string::npos) << "sm_" << d.sm << " " << p.what << ": " << name;
+        EXPECT_NE(name.find("_f16"), std::string::npos)
+            << "sm_" << d.sm << " " << p.what << ": " << name;
         // A T4's 64 KB cannot hold the Volta hd512 tiles (87 KB): there hd512 runs the CUDA-core
         // kernel under f16 (a T4 computes in bf16 with its sm75 entries by default).
         const bool t4_hd512 = d.sm == 75 && pk.head_dim == 512;
         if ((pk.op == Op::kAttentionDecode || pk.op == Op::kAttentionPrefill) && !t4_hd512) {
-          EXPECT_TRUE(IsFlashEntry(*s.entry)) << "sm_" << d.sm << " " << p.what << " fell back to " << name;
+          EXPECT_TRUE(IsFlashEntry(*s.entry))
+              << "sm_" << d.sm << " " << p.what << " fell back to " << name;
           EXPECT_EQ(name.find("_fp8_") != std::string::npos, pk.kv_type == DType::kF8E4M3) << name;
         }
       }
@@ -585,7 +594,8 @@ TEST_F(RegistryTest, Fp16ComputePathHasAnEntryForEveryOpOnEveryArch) {
   EXPECT_GE(checked, 5 * 4 * 18);
   // And a bf16 problem never gets an f16 entry.
   const std::vector<int> volta_build = {70};
-  const Selection bf16 = Select(Attention(Op::kAttentionDecode, 256, 32, 16), Device(70, 98304, 80), volta_build);
+  const Selection bf16 =
+      Select(Attention(Op::kAttentionDecode, 256, 32, 16), Device(70, 98304, 80), volta_build);
   ASSERT_NE(bf16.entry, nullptr);
   EXPECT_EQ(std::string(bf16.entry->name).find("_f16"), std::string::npos) << bf16.entry->name;
 }
@@ -593,7 +603,8 @@ TEST_F(RegistryTest, Fp16ComputePathHasAnEntryForEveryOpOnEveryArch) {
 // A newer GPU never prefers the Volta entries: a T4 takes its sm75 ones, an H100 the sm80 ones.
 TEST_F(RegistryTest, VoltaEntriesRankBelowNewerOnes) {
   const std::vector<int> archs = {70, 75, 90};
-  for (const ProblemKey& pk : {Attention(Op::kAttentionDecode, 256, 32, 16), Attention(Op::kAttentionPrefill, 512, 32, 4, 300)}) {
+  for (const ProblemKey& pk : {Attention(Op::kAttentionDecode, 256, 32, 16),
+                               Attention(Op::kAttentionPrefill, 512, 32, 4, 300)}) {
     const Selection t4 = Select(pk, Device(75, 65536, 40), archs);
     ASSERT_NE(t4.entry, nullptr) << t4.error;
     EXPECT_EQ(std::string(t4.entry->name).rfind("sm75_", 0), 0u) << t4.entry->name;
@@ -614,11 +625,12 @@ TEST_F(RegistryTest, TuringGetsItsTensorCoreEntries) {
     pk.kv_type = DType::kF8E4M3;
     return pk;
   };
-  for (const Want& w : {Want{Attention(Op::kAttentionDecode, 512, 32, 4), "sm75_hd512_bf16_split"},
-                        Want{Attention(Op::kAttentionDecode, 256, 32, 16), "sm75_hd256_bf16_split"},
-                        Want{fp8(Attention(Op::kAttentionDecode, 512, 32, 4)), "sm75_hd512_fp8_split"},
-                        Want{Attention(Op::kAttentionPrefill, 512, 32, 4, 300), "sm75_hd512_bf16_prefill"},
-                        Want{fp8(Attention(Op::kAttentionPrefill, 256, 32, 16, 300)), "sm75_hd256_fp8_prefill"}}) {
+  for (const Want& w :
+       {Want{Attention(Op::kAttentionDecode, 512, 32, 4), "sm75_hd512_bf16_split"},
+        Want{Attention(Op::kAttentionDecode, 256, 32, 16), "sm75_hd256_bf16_split"},
+        Want{fp8(Attention(Op::kAttentionDecode, 512, 32, 4)), "sm75_hd512_fp8_split"},
+        Want{Attention(Op::kAttentionPrefill, 512, 32, 4, 300), "sm75_hd512_bf16_prefill"},
+        Want{fp8(Attention(Op::kAttentionPrefill, 256, 32, 16, 300)), "sm75_hd256_fp8_prefill"}}) {
     const Selection s = Select(w.pk, t4, archs);
     ASSERT_NE(s.entry, nullptr) << s.error;
     EXPECT_STREQ(s.entry->name, w.name);
@@ -628,7 +640,8 @@ TEST_F(RegistryTest, TuringGetsItsTensorCoreEntries) {
     if (std::string(e->name).rfind("sm75_", 0) != 0 || !IsFlashEntry(*e)) continue;
     ProblemKey pk = Attention(e->op, e->predicate.head_dim, 32, 4);
     pk.kv_type = e->predicate.kv_type;
-    EXPECT_TRUE(CheckEntry(*e, pk, t4, archs).ok) << e->name << ": " << CheckEntry(*e, pk, t4, archs).reason;
+    EXPECT_TRUE(CheckEntry(*e, pk, t4, archs).ok)
+        << e->name << ": " << CheckEntry(*e, pk, t4, archs).reason;
   }
   // A newer GPU prefers the sm80 entries, and a binary without sm_75 code cannot serve a T4.
   const Selection h = Select(Attention(Op::kAttentionDecode, 512, 32, 4), Device(90), archs);

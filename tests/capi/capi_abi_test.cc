@@ -48,7 +48,10 @@ TEST_F(CapiAbiTest, EventsArePointersAndCarryTheirSize) {
       ASSERT_NE(events[i], nullptr);
       EXPECT_EQ(events[i]->struct_size, sizeof(gannet_event_t));
       EXPECT_EQ(events[i]->request_id, id);
-      if (events[i]->type == GANNET_EVENT_TOKEN) ++tokens; else ++terminal;
+      if (events[i]->type == GANNET_EVENT_TOKEN)
+        ++tokens;
+      else
+        ++terminal;
     }
   }
   EXPECT_EQ(tokens, 3);
@@ -190,9 +193,8 @@ TEST_F(CapiAbiTest, HugeDeadlinesMeanNever) {
 }
 
 TEST(CapiQueueTest, FailedRequestsCountUntilTheirEventIsPolled) {
-  gannet_engine_t* e = CreateTinyEngine("e2b", [](gannet_engine_config_t* c) {
-    c->max_queued_requests = 8;
-  });
+  gannet_engine_t* e =
+      CreateTinyEngine("e2b", [](gannet_engine_config_t* c) { c->max_queued_requests = 8; });
   ASSERT_NE(e, nullptr);
   const std::vector<int32_t> bad = {2, 100000};  // outside the 512-token vocabulary
   gannet_request_t r = GreedyRequest(bad, 2);
@@ -311,7 +313,8 @@ TEST_F(CapiAbiTest, TokenizerApiMatchesWhatTheEngineDoes) {
             GANNET_ERR_RESOURCE_EXHAUSTED);
   EXPECT_EQ(needed, n);
   ids.resize(n);
-  ASSERT_EQ(gannet_tokenize(tok, text.data(), text.size(), 1, ids.data(), ids.size(), &n), GANNET_OK);
+  ASSERT_EQ(gannet_tokenize(tok, text.data(), text.size(), 1, ids.data(), ids.size(), &n),
+            GANNET_OK);
   EXPECT_EQ(ids[0], 2);
   // The engine counts the same prompt the same way.
   gannet_request_t r = GANNET_REQUEST_INIT;

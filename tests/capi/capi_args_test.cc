@@ -71,7 +71,8 @@ TEST(CapiArgsTest, CreateRejectsBadArguments) {
   config.kv_cache_dtype = nullptr;
   config.compute_dtype = "int8";
   EXPECT_EQ(gannet_engine_create(&config, &engine), GANNET_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(LastError().find("compute_dtype 'int8' is not one of auto"), std::string::npos) << LastError();
+  EXPECT_NE(LastError().find("compute_dtype 'int8' is not one of auto"), std::string::npos)
+      << LastError();
   config.compute_dtype = nullptr;
   config.kv_separate_k_eq_v = 2;
   EXPECT_EQ(gannet_engine_create(&config, &engine), GANNET_ERR_INVALID_ARGUMENT);
@@ -326,7 +327,8 @@ TEST(CapiArgsTest, OnlyRegularFilesAreReadAndMessagesAreEscaped) {
   fs::create_directories(dir / "config.json");  // a directory where the file should be
   gannet_model_info_t info = GANNET_MODEL_INFO_INIT;
   EXPECT_EQ(gannet_model_info(dir.c_str(), &info), GANNET_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(LastError().find("is a directory, not a regular file"), std::string::npos) << LastError();
+  EXPECT_NE(LastError().find("is a directory, not a regular file"), std::string::npos)
+      << LastError();
   fs::remove(dir / "config.json");
   ASSERT_EQ(::mkfifo((dir / "config.json").c_str(), 0600), 0);
   const auto start = std::chrono::steady_clock::now();

@@ -64,9 +64,8 @@ TEST_P(PerVariant, ConcurrentGreedyEqualsAlone) {
 // (docs/results-log/fp8-kv.md records the measurement).
 TEST_P(PerVariant, Fp8KvCacheServes) {
   gannet_engine_t* ref = CreateTinyEngine(GetParam());
-  gannet_engine_t* fp8 = CreateTinyEngine(GetParam(), [](gannet_engine_config_t* c) {
-    c->kv_cache_dtype = "fp8";
-  });
+  gannet_engine_t* fp8 =
+      CreateTinyEngine(GetParam(), [](gannet_engine_config_t* c) { c->kv_cache_dtype = "fp8"; });
   ASSERT_NE(ref, nullptr);
   ASSERT_NE(fp8, nullptr);
   gannet_engine_stats_t a = GANNET_ENGINE_STATS_INIT, b = GANNET_ENGINE_STATS_INIT;
@@ -107,9 +106,8 @@ TEST_P(PerVariant, Fp8KvCacheServes) {
 // same greedy tokens. Other variants have no K=V layers and are unaffected.
 TEST_P(PerVariant, SingleStoreKEqVHalvesFullLayerKv) {
   gannet_engine_t* single = CreateTinyEngine(GetParam());
-  gannet_engine_t* separate = CreateTinyEngine(GetParam(), [](gannet_engine_config_t* c) {
-    c->kv_separate_k_eq_v = 1;
-  });
+  gannet_engine_t* separate =
+      CreateTinyEngine(GetParam(), [](gannet_engine_config_t* c) { c->kv_separate_k_eq_v = 1; });
   ASSERT_NE(single, nullptr);
   ASSERT_NE(separate, nullptr);
   gannet_engine_stats_t a = GANNET_ENGINE_STATS_INIT, b = GANNET_ENGINE_STATS_INIT;
@@ -173,9 +171,8 @@ TEST_P(PerVariant, StartupWarmupServesTheSameTokens) {
 
 TEST(CapiEngineTest, Fp8KvKeepsTheTrainedModelsGreedyText) {
   gannet_engine_t* ref = CreateTinyEngine("trained");
-  gannet_engine_t* fp8 = CreateTinyEngine("trained", [](gannet_engine_config_t* c) {
-    c->kv_cache_dtype = "fp8_e4m3";
-  });
+  gannet_engine_t* fp8 = CreateTinyEngine(
+      "trained", [](gannet_engine_config_t* c) { c->kv_cache_dtype = "fp8_e4m3"; });
   ASSERT_NE(ref, nullptr);
   ASSERT_NE(fp8, nullptr);
   int same = 0, total = 0;
@@ -190,8 +187,10 @@ TEST(CapiEngineTest, Fp8KvKeepsTheTrainedModelsGreedyText) {
     same += static_cast<int>(k);
     total += static_cast<int>(x.tokens.size());
   }
-  std::printf("[ note ] trained model, FP8 vs f32 KV: %d of %d greedy tokens before the first "
-              "difference\n", same, total);
+  std::printf(
+      "[ note ] trained model, FP8 vs f32 KV: %d of %d greedy tokens before the first "
+      "difference\n",
+      same, total);
   EXPECT_GE(same * 2, total) << same << " of " << total;  // at least half (measured 190 of 256)
   gannet_engine_destroy(fp8);
   gannet_engine_destroy(ref);
@@ -205,9 +204,8 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, PerVariant, ::testing::ValuesIn(TargetVaria
                          });
 
 TEST(CapiEngineTest, PerRequestErrorsDoNotDisturbOthers) {
-  gannet_engine_t* engine = CreateTinyEngine("31b", [](gannet_engine_config_t* c) {
-    c->max_model_len = 64;
-  });
+  gannet_engine_t* engine =
+      CreateTinyEngine("31b", [](gannet_engine_config_t* c) { c->max_model_len = 64; });
   ASSERT_NE(engine, nullptr);
   std::set<uint64_t> good;
   std::vector<std::vector<int32_t>> prompts;

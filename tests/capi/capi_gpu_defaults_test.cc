@@ -27,12 +27,12 @@ bool HaveGpu() {
 void Describe(gannet_engine_t* e, const std::string& what) {
   gannet_engine_stats_t s = GANNET_ENGINE_STATS_INIT;
   ASSERT_EQ(gannet_engine_get_stats(e, &s), GANNET_OK);
-  std::printf("%s: %s:%d %s (%.1f GiB) | weights %.1f GiB, KV %.1f GiB | %d sequences x %d "
-              "tokens | pages %d sliding + %d full | loaded in %.1f s\n",
-              what.c_str(), s.backend, s.device_id, s.device_name,
-              s.device_memory_bytes / 1073741824.0, s.weight_bytes / 1073741824.0,
-              s.kv_bytes / 1073741824.0, s.max_running_seqs, s.max_model_len,
-              s.kv_pages_total[0], s.kv_pages_total[1], s.load_seconds);
+  std::printf(
+      "%s: %s:%d %s (%.1f GiB) | weights %.1f GiB, KV %.1f GiB | %d sequences x %d "
+      "tokens | pages %d sliding + %d full | loaded in %.1f s\n",
+      what.c_str(), s.backend, s.device_id, s.device_name, s.device_memory_bytes / 1073741824.0,
+      s.weight_bytes / 1073741824.0, s.kv_bytes / 1073741824.0, s.max_running_seqs, s.max_model_len,
+      s.kv_pages_total[0], s.kv_pages_total[1], s.load_seconds);
   EXPECT_STREQ(s.backend, "cuda");
 }
 
@@ -55,8 +55,8 @@ TEST_P(DefaultsTest, StartsWithDefaultsAndGenerates32Tokens) {
   gannet_engine_destroy(e);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dummy, DefaultsTest,
-                         ::testing::Values("e2b", "e4b", "26b-a4b", "31b"), [](const auto& info) {
+INSTANTIATE_TEST_SUITE_P(Dummy, DefaultsTest, ::testing::Values("e2b", "e4b", "26b-a4b", "31b"),
+                         [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n) ch = ch == '-' ? '_' : ch;
                            return n;

@@ -77,7 +77,8 @@ void ExpectSameUpToNearTies(const std::vector<Outcome>& gpu, const std::vector<O
       if (ref[s].top_ids[i][k] == a[i]) gap = ref[s].top_logprobs[i][0] - ref[s].top_logprobs[i][k];
     }
     EXPECT_LT(gap, kNearTie) << what << ": sequence " << s << " diverges at token " << i << " ("
-                             << a[i] << " vs " << b[i] << "), not a near-tie of the reference's top "
+                             << a[i] << " vs " << b[i]
+                             << "), not a near-tie of the reference's top "
                              << ref[s].top_ids[i].size() << " (top-2 gap "
                              << ref[s].top_logprobs[i][0] - ref[s].top_logprobs[i][1] << ")";
   }
@@ -97,9 +98,8 @@ TEST_P(CapiGpuTest, GreedyMatchesCpuWithAndWithoutGraphs) {
   ASSERT_NE(eager, nullptr);
   auto without = RunBatch(eager, 16, 16);
   gannet_engine_destroy(eager);
-  gannet_engine_t* cpu = CreateTinyEngine(GetParam(), [](gannet_engine_config_t* c) {
-    c->max_running_seqs = 16;
-  });
+  gannet_engine_t* cpu =
+      CreateTinyEngine(GetParam(), [](gannet_engine_config_t* c) { c->max_running_seqs = 16; });
   auto reference = RunBatch(cpu, 16, 16, /*logprobs=*/4);
   gannet_engine_destroy(cpu);
   // Every run is held to the fp32 reference like any bf16 run. The two graph passes are not
@@ -130,12 +130,11 @@ TEST_P(CapiGpuTest, StartupWarmupServesTheSameTokens) {
 
 // The tiny 31B only: bf16 moves the tiny 26B-A4B's expert choices and E4B's logits by more than
 // their top-2 gaps (tests/backend/cuda_runner_test.cc measures and bounds that per variant).
-INSTANTIATE_TEST_SUITE_P(TinyModels, CapiGpuTest, ::testing::Values("31b"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return "v" + n;
-                         });
+INSTANTIATE_TEST_SUITE_P(TinyModels, CapiGpuTest, ::testing::Values("31b"), [](const auto& info) {
+  std::string n = info.param;
+  std::replace(n.begin(), n.end(), '-', '_');
+  return "v" + n;
+});
 
 TEST(CapiGpuDummyTest, RealSizeDummyModelServes) {
   gannet_engine_config_t c = GANNET_ENGINE_CONFIG_INIT;

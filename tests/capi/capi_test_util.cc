@@ -74,7 +74,8 @@ std::map<uint64_t, Outcome> WaitAll(gannet_engine_t* engine, const std::set<uint
           o.num_prompt_tokens = e.num_prompt_tokens;
           if (++o.terminal_events == 1) ++done;
           break;
-        default: ADD_FAILURE() << "unknown event type " << e.type;
+        default:
+          ADD_FAILURE() << "unknown event type " << e.type;
       }
     }
   }

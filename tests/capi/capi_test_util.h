@@ -22,7 +22,7 @@ struct Outcome {
   int32_t finish = 0;          // GANNET_FINISH_*
   gannet_status_t status = 0;  // ERROR events
   std::string message;
-  int32_t terminal_events = 0; // FINISH + ERROR events seen (must be exactly 1)
+  int32_t terminal_events = 0;  // FINISH + ERROR events seen (must be exactly 1)
   int32_t num_cached_prompt_tokens = 0;
   int32_t num_prompt_tokens = 0;
 };

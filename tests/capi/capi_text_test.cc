@@ -99,7 +99,8 @@ TEST_F(CapiTextTest, StopStringsSpanningTokens) {
   ASSERT_EQ(full.status, GANNET_OK);
   // Pick a stop string that starts inside one token's text and ends inside a later one.
   std::vector<std::string> pieces;
-  for (int32_t t : full.tokens) pieces.push_back(*tok_->Decode(std::vector<int32_t>{t}, {.skip_special_tokens = true}));
+  for (int32_t t : full.tokens)
+    pieces.push_back(*tok_->Decode(std::vector<int32_t>{t}, {.skip_special_tokens = true}));
   size_t begin = 0, i = 0;
   for (; i + 2 < pieces.size(); ++i) {
     if (pieces[i].size() >= 2 && !pieces[i + 1].empty() && !pieces[i + 2].empty()) break;

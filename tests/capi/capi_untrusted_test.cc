@@ -70,9 +70,8 @@ TEST(CapiUntrustedTest, QueueLimitHoldsUnderConcurrentSubmits) {
 
 // A submit that fails after taking its slot (bad UTF-8 found while building) gives it back.
 TEST(CapiUntrustedTest, AFailedSubmitReleasesItsSlot) {
-  gannet_engine_t* engine = CreateTinyEngine("e4b", [](gannet_engine_config_t* c) {
-    c->max_queued_requests = 1;
-  });
+  gannet_engine_t* engine =
+      CreateTinyEngine("e4b", [](gannet_engine_config_t* c) { c->max_queued_requests = 1; });
   ASSERT_NE(engine, nullptr);
   gannet_chat_message_t m = GANNET_CHAT_MESSAGE_INIT;
   m.role = "narrator";  // not a Gemma-4 role: refused while rendering
@@ -95,9 +94,8 @@ TEST(CapiUntrustedTest, AFailedSubmitReleasesItsSlot) {
 // Nobody polls: a request stops at its bound of undelivered tokens with RESOURCE_EXHAUSTED; the
 // tokens it made are still delivered, and exactly one final event follows them.
 TEST(CapiUntrustedTest, UnpolledTokensAreBoundedPerRequest) {
-  gannet_engine_t* engine = CreateTinyEngine("e2b", [](gannet_engine_config_t* c) {
-    c->max_undelivered_tokens_per_request = 8;
-  });
+  gannet_engine_t* engine = CreateTinyEngine(
+      "e2b", [](gannet_engine_config_t* c) { c->max_undelivered_tokens_per_request = 8; });
   ASSERT_NE(engine, nullptr);
   std::vector<int32_t> prompt = MakePrompt(2, 4);
   gannet_request_t r = GreedyRequest(prompt, 100);
@@ -124,9 +122,8 @@ TEST(CapiUntrustedTest, UnpolledTokensAreBoundedPerRequest) {
 
 // The engine-wide bound: unpolled requests together may not pass it; the one that would ends.
 TEST(CapiUntrustedTest, UnpolledTokensAreBoundedPerEngine) {
-  gannet_engine_t* engine = CreateTinyEngine("e2b", [](gannet_engine_config_t* c) {
-    c->max_undelivered_tokens = 20;
-  });
+  gannet_engine_t* engine =
+      CreateTinyEngine("e2b", [](gannet_engine_config_t* c) { c->max_undelivered_tokens = 20; });
   ASSERT_NE(engine, nullptr);
   std::vector<int32_t> prompt = MakePrompt(3, 4);
   std::set<uint64_t> ids;
@@ -227,8 +224,7 @@ TEST(CapiUntrustedTest, AnOversizedPromptIsRefusedBeforeTokenizing) {
   // loaded machines and sanitizer builds.
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(gannet_engine_submit(engine, &r, &id), GANNET_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(LastError().find("tokens holds at most"), std::string::npos)
-      << LastError();
+  EXPECT_NE(LastError().find("tokens holds at most"), std::string::npos) << LastError();
   // Chat messages count together.
   std::vector<gannet_chat_message_t> m(2, gannet_chat_message_t GANNET_CHAT_MESSAGE_INIT);
   m[0].role = "user";

@@ -94,7 +94,9 @@ TEST(CliArgsTest, NumbersAreRangeChecked) {
 TEST(CliTerminalTest, ControlBytesAreEscapedAndTextKept) {
   EXPECT_EQ(EscapeControls("a\x1b[2Jb\n\tc"), "a\\x1b[2Jb\n\tc");
   EXPECT_EQ(EscapeControls("\x7f"), "\\x7f");
-  EXPECT_EQ(EscapeControls("\xc2\x9b" "31m"), "\\u009b31m");  // C1 CSI
+  EXPECT_EQ(EscapeControls("\xc2\x9b"
+                           "31m"),
+            "\\u009b31m");  // C1 CSI
   EXPECT_EQ(EscapeControls("h\xc3\xa9llo \xe2\x96\x81"), "h\xc3\xa9llo \xe2\x96\x81");
   EXPECT_EQ(EscapeForDisplay("\xe2\x96"), "\\xe2\\x96");  // half a character
   EXPECT_EQ(EscapeForDisplay("ok\xff"), "ok\\xff");

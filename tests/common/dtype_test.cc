@@ -42,9 +42,8 @@ TEST(DTypeTest, Fp8E4M3Codes) {
     }
     ++finite;
     const int e = (b >> 3) & 0xF, m = b & 7;
-    const float want = (b & 0x80 ? -1.f : 1.f) *
-                       (e == 0 ? std::ldexp(static_cast<float>(m), -9)
-                               : std::ldexp(1.f + m / 8.f, e - 7));
+    const float want = (b & 0x80 ? -1.f : 1.f) * (e == 0 ? std::ldexp(static_cast<float>(m), -9)
+                                                         : std::ldexp(1.f + m / 8.f, e - 7));
     EXPECT_EQ(f, want) << b;
     if (f == 0.f) {
       EXPECT_EQ(FloatToFp8E4M3(f) & 0x7F, 0) << b;
@@ -55,7 +54,7 @@ TEST(DTypeTest, Fp8E4M3Codes) {
   EXPECT_EQ(finite, 254);
   EXPECT_EQ(Fp8E4M3ToFloat(0x7E), 448.f);
   EXPECT_EQ(FloatToFp8E4M3(448.f), 0x7E);
-  EXPECT_EQ(FloatToFp8E4M3(1e9f), 0x7E);    // saturates, never NaN
+  EXPECT_EQ(FloatToFp8E4M3(1e9f), 0x7E);  // saturates, never NaN
   EXPECT_EQ(FloatToFp8E4M3(-470.f), 0xFE);
   EXPECT_EQ(FloatToFp8E4M3(INFINITY), 0x7E);
   EXPECT_EQ(FloatToFp8E4M3(NAN) & 0x7F, 0x7F);

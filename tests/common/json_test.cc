@@ -37,9 +37,9 @@ TEST(JsonTest, KeepsLargeIntegersExact) {
 
 TEST(JsonTest, RejectsMalformedInputWithPosition) {
   const char* bad[] = {
-      "",       "{",          "[1,]",        "{\"a\":1,}",   "{\"a\" 1}", "tru",
-      "01",     "1.",         "\"abc",       "[1] x",        "{\"a\":1, \"a\":2}",
-      "\"\\x\"", "\"\\ud800\"", "\"\xff\"",   "nan",          "1e999",
+      "",    "{",     "[1,]",  "{\"a\":1,}",         "{\"a\" 1}", "tru",         "01",
+      "1.",  "\"abc", "[1] x", "{\"a\":1, \"a\":2}", "\"\\x\"",   "\"\\ud800\"", "\"\xff\"",
+      "nan", "1e999",
   };
   for (const char* text : bad) {
     auto j = Json::Parse(text);

@@ -31,7 +31,8 @@ TEST(LoggingTest, AnUnknownLevelIsSaidOnStderr) {
         std::exit(GetLogLevel() == LogLevel::kWarning ? 0 : 1);
       },
       ::testing::ExitedWithCode(0),
-      "GANNET_LOG_LEVEL \\(.* bytes\\) is not one of debug, info, warning, error, off; using warning");
+      "GANNET_LOG_LEVEL \\(.* bytes\\) is not one of debug, info, warning, error, off; using "
+      "warning");
 }
 
 }  // namespace

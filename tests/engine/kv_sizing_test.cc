@@ -65,7 +65,9 @@ class SizeOnlyCollectives : public backend::Collectives {
   absl::Status AllGatherColumns(backend::Tensor, backend::Tensor) override {
     return absl::UnimplementedError("size");
   }
-  absl::StatusOr<int64_t> MinOverRanks(int64_t) override { return absl::UnimplementedError("size"); }
+  absl::StatusOr<int64_t> MinOverRanks(int64_t) override {
+    return absl::UnimplementedError("size");
+  }
   void Abort() override {}
 
  private:
@@ -86,8 +88,8 @@ Replay ReplayCuda(const model::ModelConfig& config, int64_t total, const EngineC
   parallel::GroupTpHooks tp(&group);
   if (world > 1) ro.tp = &tp;
   const model::ModelConfig shard = world > 1 ? model::ShardConfig(config, world) : config;
-  const int64_t weights = 2 * (world > 1 ? model::ShardParameterCount(config, world)
-                                         : model::CountParameters(config));
+  const int64_t weights =
+      2 * (world > 1 ? model::ShardParameterCount(config, world) : model::CountParameters(config));
   const int64_t activations = runner::ActivationBytes(shard, ro, runner::ActivationTypes{});
   const int64_t free_before = total - kContextBytes;
   r.weights_fit = CheckWeightsFit(weights, activations, free_before, total, "test device", false);
@@ -187,8 +189,7 @@ TEST(KvSizingTest, TheCasesOfIssue9) {
     ASSERT_TRUE(r.sizing.ok()) << r.sizing.status();
     EXPECT_LT(r.sizing->max_running_seqs, 64);
     EXPECT_GE(r.sizing->max_running_seqs, 8);
-    EXPECT_NE(r.sizing->warning.find("not the default 64"), std::string::npos)
-        << r.sizing->warning;
+    EXPECT_NE(r.sizing->warning.find("not the default 64"), std::string::npos) << r.sizing->warning;
   }
   // ... and with a 100,000-token max_model_len it still starts (fewer sequences).
   {
@@ -340,7 +341,8 @@ TEST(KvSizingTest, Fp8KvCacheHoldsAboutTwiceTheTokens) {
     cfg.kv_cache_dtype = "int4";
     auto bad = ResolveLimits(cfg, config.text, false, 1);
     ASSERT_FALSE(bad.ok());
-    EXPECT_NE(bad.status().message().find("kv_cache_dtype 'int4'"), std::string::npos) << bad.status();
+    EXPECT_NE(bad.status().message().find("kv_cache_dtype 'int4'"), std::string::npos)
+        << bad.status();
     cfg.kv_cache_dtype = "fp8_e4m3";
     EXPECT_EQ(ResolveLimits(cfg, config.text, false, 1)->kv_quant, kv::KvQuant::kFp8E4M3);
     cfg.kv_cache_dtype = "fp8";

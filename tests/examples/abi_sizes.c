@@ -10,9 +10,8 @@
 #include "gannet/gannet.h"
 
 #define SIZE(type) printf("size %s %zu\n", #type, sizeof(type))
-#define FIELD(type, field)                                                \
-  printf("field %s.%s %zu %zu\n", #type, #field, offsetof(type, field), \
-         sizeof(((type*)0)->field))
+#define FIELD(type, field) \
+  printf("field %s.%s %zu %zu\n", #type, #field, offsetof(type, field), sizeof(((type*)0)->field))
 #define CONST(name) printf("const %s %lld\n", #name, (long long)(name))
 
 int main(void) {

@@ -43,8 +43,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FillEngineRequest(r, defaults, p, r.n - 1, &storage, &q);
     const gannet_status_t st = gannet_request_check(&q, nullptr);
     if (st != GANNET_OK && st != GANNET_ERR_INVALID_ARGUMENT) {
-      gannet::fuzz::Fail("api_request_fuzz: gannet_request_check returned a status the server "
-                         "does not answer 400");
+      gannet::fuzz::Fail(
+          "api_request_fuzz: gannet_request_check returned a status the server "
+          "does not answer 400");
     }
   }
   return 0;

@@ -61,8 +61,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.preserve_thinking = flags & 8;
   if (flags & 16) options.bos_token.clear();
 
-  static constexpr const char* kRoles[] = {"system", "developer", "user",
-                                           "assistant", "model", "tool"};
+  static constexpr const char* kRoles[] = {"system",    "developer", "user",
+                                           "assistant", "model",     "tool"};
   std::vector<ChatMessage> messages;
   if (!body.empty()) {
     for (std::string_view m : Split(body, '\x1e')) {

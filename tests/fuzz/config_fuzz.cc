@@ -95,7 +95,8 @@ bool SyntheticCheckpointHeader(const model::ModelConfig& config, std::string* ou
       if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return false;
       shape.Push(Json::Int(d));
     }
-    if (__builtin_add_overflow(offset, n, &offset) || offset > kMaxSyntheticWeightBytes) return false;
+    if (__builtin_add_overflow(offset, n, &offset) || offset > kMaxSyntheticWeightBytes)
+      return false;
     Json entry = Json::MakeObject();
     entry.Set("dtype", Json::String(s.is_index ? "I64" : "BF16"));
     entry.Set("shape", std::move(shape));

@@ -120,8 +120,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     r.prompt_text = s.prompt_text.c_str();
   }
   if (what & 64) {
-    static constexpr const char* kRoles[] = {"system", "developer", "user", "assistant", "model",
-                                             "tool", "", "USER"};
+    static constexpr const char* kRoles[] = {"system", "developer", "user", "assistant",
+                                             "model",  "tool",      "",     "USER"};
     const uint32_t stride = in.U32();
     const size_t n = in.U8() % (kMaxMessages + 1);
     // A stride the library accepts gets exactly n x stride bytes; any other one is rejected after
@@ -204,7 +204,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // INTERNAL or OUT_OF_MEMORY would be an exception caught by the C ABI's firewall: a finding.
   auto valid = [](gannet_status_t st) {
-    return st >= GANNET_OK && st <= GANNET_ERR_FAILED_PRECONDITION && st != GANNET_ERR_OUT_OF_MEMORY;
+    return st >= GANNET_OK && st <= GANNET_ERR_FAILED_PRECONDITION &&
+           st != GANNET_ERR_OUT_OF_MEMORY;
   };
   const gannet_status_t alone = gannet_request_check(req, nullptr);
   if (!valid(alone)) fuzz::Fail("unexpected status", gannet_last_error_message());

@@ -98,7 +98,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       parsed_in_memory = true;
       num_parsed = tensors->size();
       for (const model::TensorInfo& t : *tensors) {
-        if (t.end > data_len || t.begin > t.end) fuzz::Fail("tensor outside the data buffer", t.name);
+        if (t.end > data_len || t.begin > t.end)
+          fuzz::Fail("tensor outside the data buffer", t.name);
       }
     }
   }
@@ -127,7 +128,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // A bound model has every expected tensor, with the config's shape.
     for (const model::WeightSpec& spec : model::ExpectedWeights(config)) {
       const model::TensorRef* t = c.Find(spec.name);
-      if (t == nullptr || t->info->shape != spec.shape) fuzz::Fail("bound a wrong tensor", spec.name);
+      if (t == nullptr || t->info->shape != spec.shape)
+        fuzz::Fail("bound a wrong tensor", spec.name);
     }
     if (!weights->lm_head_matrix().present()) fuzz::Fail("bound model without an LM head");
   }

@@ -121,17 +121,20 @@ void DecodeAndStream(const Tokenizer& tok, const std::vector<int32_t>& ids, bool
 void EncodeDecode(const Tokenizer& tok, std::string_view text, uint8_t flags, bool round_trip) {
   const bool add_special = flags & 4;
   const bool skip = flags & 8;
-  const std::vector<int32_t> ids = tok.Encode(text, EncodeOptions{.add_special_tokens = add_special});
+  const std::vector<int32_t> ids =
+      tok.Encode(text, EncodeOptions{.add_special_tokens = add_special});
   for (int32_t id : ids) {
-    if (id < 0 || id >= tok.vocab_size()) fuzz::Fail("Encode produced an id outside the vocabulary");
+    if (id < 0 || id >= tok.vocab_size())
+      fuzz::Fail("Encode produced an id outside the vocabulary");
   }
   DecodeAndStream(tok, ids, skip);
   if (round_trip && !add_special && !skip && IsValidUtf8(text) &&
       text.find("\u2581") == std::string_view::npos) {
     auto back = tok.Decode(ids);
     if (!back.ok() || *back != text) {
-      fuzz::Fail("Decode(Encode(text)) != text",
-                 "ids: " + Join(ids) + "\ndecoded: " + (back.ok() ? *back : back.status().ToString()));
+      fuzz::Fail(
+          "Decode(Encode(text)) != text",
+          "ids: " + Join(ids) + "\ndecoded: " + (back.ok() ? *back : back.status().ToString()));
     }
   }
 }
@@ -152,8 +155,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 0: {
       const std::string payload = in.Rest();
       const size_t nul = payload.find('\0');
-      auto tok = Tokenizer::FromJson(std::string_view(payload).substr(0, nul),
-                                     "fuzz tokenizer.json");
+      auto tok =
+          Tokenizer::FromJson(std::string_view(payload).substr(0, nul), "fuzz tokenizer.json");
       if (!tok.ok()) return 0;
       const Tokenizer& t = **tok;
       (void)t.special_prefix_ids();

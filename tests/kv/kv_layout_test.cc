@@ -35,8 +35,7 @@ TEST(KvLayoutTest, ArraysPast2To31ElementsAreSizedIn64Bits) {
   // Shared layer 34 reads layer 14's arrays.
   EXPECT_EQ(layout->ArrayElements(34), layout->ArrayElements(14));
   // 12 sliding + 3 full layers own KV, K and V each.
-  EXPECT_EQ(layout->TotalBytes(),
-            2 * (12 * layout->ArrayBytes(0) + 3 * layout->ArrayBytes(4)));
+  EXPECT_EQ(layout->TotalBytes(), 2 * (12 * layout->ArrayBytes(0) + 3 * layout->ArrayBytes(4)));
   EXPECT_EQ(layout->bytes_per_token(KvGroup::kSliding), 12 * 2 * 256 * 2);
   EXPECT_EQ(layout->bytes_per_token(KvGroup::kFull), 3 * 2 * 512 * 2);
 }
@@ -70,14 +69,16 @@ TEST(KvLayoutTest, SingleStoreKEqVLayersKeepOneArray) {
   std::vector<KvLayerGeometry> layers;
   for (int i = 0; i < 12; ++i) {
     const bool full = i % 6 == 5;
-    layers.push_back({full ? KvGroup::kFull : KvGroup::kSliding, full ? 4 : 16, full ? 512 : 256, -1, full});
+    layers.push_back(
+        {full ? KvGroup::kFull : KvGroup::kSliding, full ? 4 : 16, full ? 512 : 256, -1, full});
   }
   for (KvQuant quant : {KvQuant::kNone, KvQuant::kFp8E4M3}) {
     const int32_t bytes = KvElementBytes(quant, 2);
     auto layout = MakeKvLayout(layers, 16, 1024, bytes, {100, 200}, quant);
     ASSERT_TRUE(layout.ok()) << layout.status();
     EXPECT_EQ(layout->bytes_per_token(KvGroup::kFull), 2 * 4 * KvRowBytes(512, bytes, quant));
-    EXPECT_EQ(layout->bytes_per_token(KvGroup::kSliding), 10 * 2 * 16 * KvRowBytes(256, bytes, quant));
+    EXPECT_EQ(layout->bytes_per_token(KvGroup::kSliding),
+              10 * 2 * 16 * KvRowBytes(256, bytes, quant));
     const int64_t full_array = layout->ArrayBytes(5) + layout->ScaleElements(5) * kKvScaleBytes;
     const int64_t sliding_array = layout->ArrayBytes(0) + layout->ScaleElements(0) * kKvScaleBytes;
     EXPECT_EQ(layout->TotalBytes(), 2 * full_array + 10 * 2 * sliding_array);
@@ -85,7 +86,8 @@ TEST(KvLayoutTest, SingleStoreKEqVLayersKeepOneArray) {
   layers.push_back({KvGroup::kFull, 4, 512, 5, false});  // reads a single-store layer as two arrays
   auto bad = MakeKvLayout(layers, 16, 1024, 2, {100, 200});
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("layer 12 reads the KV of layer 5"), std::string::npos) << bad.status();
+  EXPECT_NE(bad.status().message().find("layer 12 reads the KV of layer 5"), std::string::npos)
+      << bad.status();
   layers.back().k_from_v = true;
   EXPECT_TRUE(MakeKvLayout(layers, 16, 1024, 2, {100, 200}).ok());
 }

@@ -19,8 +19,8 @@ std::unique_ptr<KvManager> MakeManager(int32_t page_size, int32_t window, int32_
   KvManagerOptions options;
   options.debug_validate = true;
   options.block_hash = hash;
-  auto manager = KvManager::Create(TestKvLayout(page_size, window, sliding_pages, full_pages),
-                                   options);
+  auto manager =
+      KvManager::Create(TestKvLayout(page_size, window, sliding_pages, full_pages), options);
   EXPECT_TRUE(manager.ok()) << manager.status();
   return std::move(manager).value();
 }

@@ -201,8 +201,8 @@ TEST(KvPoolPlanTest, BytesPerTokenFromLayers) {
   layers.clear();
   for (int i = 0; i < 42; ++i) {
     const bool full = i % 6 == 5;
-    layers.push_back(KvLayerGeometry{full ? KvGroup::kFull : KvGroup::kSliding, 2,
-                                     full ? 512 : 256, i < 24 ? -1 : (full ? 23 : 22)});
+    layers.push_back(KvLayerGeometry{full ? KvGroup::kFull : KvGroup::kSliding, 2, full ? 512 : 256,
+                                     i < 24 ? -1 : (full ? 23 : 22)});
   }
   // 20 sliding layers x 2048 B = 40960; 4 full layers (5, 11, 17, 23) x 4096 B = 16384.
   EXPECT_EQ(KvBytesPerToken(layers, 2), (PerGroup<int64_t>{40960, 16384}));

@@ -177,11 +177,14 @@ std::string With(std::string json, const std::string& key, const std::string& va
 // Bounded input: counts and sizes are checked before anything is sized from them, fast.
 TEST(ConfigBoundsTest, HugeCountsFailAtOnceNamingTheField) {
   const auto start = std::chrono::steady_clock::now();
-  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-           {"num_hidden_layers", "2147483647"}, {"num_attention_heads", "100000"},
-           {"vocab_size", "2000000000"}, {"num_experts", "1000000"},
-           {"max_position_embeddings", "9000000000"}, {"head_dim", "65536"},
-           {"hidden_size", "10000000"}}) {
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, std::string>>{{"num_hidden_layers", "2147483647"},
+                                                        {"num_attention_heads", "100000"},
+                                                        {"vocab_size", "2000000000"},
+                                                        {"num_experts", "1000000"},
+                                                        {"max_position_embeddings", "9000000000"},
+                                                        {"head_dim", "65536"},
+                                                        {"hidden_size", "10000000"}}) {
     std::string json = kE2B;
     const std::string anchor = "\"num_hidden_layers\": 35, ";
     if (key != "num_hidden_layers") {
@@ -200,14 +203,17 @@ TEST(ConfigBoundsTest, EosListsAndPerLayerKeysAreRangeChecked) {
   std::string many = "[";
   for (int i = 0; i < 100; ++i) many += (i ? ",1" : "1");
   many += "]";
-  EXPECT_NE(ParseModelConfigText(With(kE2B, "eos_token_id", many), "c").status().message().find(
-                "eos_token_id"),
+  EXPECT_NE(ParseModelConfigText(With(kE2B, "eos_token_id", many), "c")
+                .status()
+                .message()
+                .find("eos_token_id"),
             std::string::npos);
   EXPECT_FALSE(ParseModelConfigText(With(kE2B, "eos_token_id", "[1, 999999]"), "c").ok());
   for (const char* key : {"\"4abc\"", "\"99999999999999\"", "\"-1\"", "\"\""}) {
-    const absl::Status st = ParseModelConfigText(
-        With(kE2B, "per_layer_config", std::string("{") + key + ": {\"head_dim\": 512}}"), "c")
-                                .status();
+    const absl::Status st =
+        ParseModelConfigText(
+            With(kE2B, "per_layer_config", std::string("{") + key + ": {\"head_dim\": 512}}"), "c")
+            .status();
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << key << " " << st;
   }
 }

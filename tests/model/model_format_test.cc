@@ -45,7 +45,8 @@ TEST(ModelFormatTest, AGgufFileIsNamedAsLlamaCppsFormat) {
   // Recognised by its magic too, whatever the file is called.
   const std::string renamed = dir + "/model.bin";
   WriteFile(renamed, std::string("GGUF\x03\0\0\0", 8));
-  EXPECT_TRUE(Contains(LoadModelConfig(renamed).status(), "GGUF")) << LoadModelConfig(renamed).status();
+  EXPECT_TRUE(Contains(LoadModelConfig(renamed).status(), "GGUF"))
+      << LoadModelConfig(renamed).status();
 }
 
 TEST(ModelFormatTest, AFolderOfGgufFilesIsNamedToo) {
@@ -109,10 +110,11 @@ TEST(ModelFormatTest, AnAwqCheckpointIsNamedNotAMissingTensor) {
 TEST(ModelFormatTest, Fp8WeightsAreNamed) {
   const std::string dir = FreshDir("fp8");
   WriteFile(dir + "/config.json", TinyConfig("").Dump());
-  ASSERT_TRUE(WriteSafetensors(dir + "/model.safetensors",
-                               {{"model.layers.0.mlp.down_proj.weight", DType::kF8E4M3, {4, 4},
-                                 std::string(16, '\0')}})
-                  .ok());
+  ASSERT_TRUE(
+      WriteSafetensors(
+          dir + "/model.safetensors",
+          {{"model.layers.0.mlp.down_proj.weight", DType::kF8E4M3, {4, 4}, std::string(16, '\0')}})
+          .ok());
   const absl::Status s = Bind(dir);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
   EXPECT_TRUE(Contains(s, "F8_E4M3")) << s;

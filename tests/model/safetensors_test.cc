@@ -116,9 +116,11 @@ TEST_F(SafetensorsTest, HeaderLengthPastEndOfFile) {
 // The header limit (the file is sparse: 101 MB of holes), a shape whose element count
 // overflows 64 bits, and metadata values that are not strings.
 TEST_F(SafetensorsTest, HeaderLimitShapeOverflowAndMetadataTypes) {
-  const std::string big = WriteRaw("big.safetensors", "{}", "", SafetensorsFile::kMaxHeaderBytes + 1);
+  const std::string big =
+      WriteRaw("big.safetensors", "{}", "", SafetensorsFile::kMaxHeaderBytes + 1);
   ASSERT_EQ(::truncate(big.c_str(), 101 << 20), 0);
-  ExpectError(big, "is over the " + std::to_string(SafetensorsFile::kMaxHeaderBytes) + " byte limit");
+  ExpectError(big,
+              "is over the " + std::to_string(SafetensorsFile::kMaxHeaderBytes) + " byte limit");
   ExpectError(WriteRaw("ovf.safetensors",
                        R"({"w":{"dtype":"BF16","shape":[4294967296,4294967296],)"
                        R"("data_offsets":[0,2]}})",
@@ -193,9 +195,9 @@ TEST_F(SafetensorsTest, DtypeShapeSizeMismatch) {
                std::string(10, 'x')),
       "'w'");
   EXPECT_NE(msg.find("12 bytes"), std::string::npos) << msg;
-  ExpectError(WriteRaw("f4.safetensors", R"({"w":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})",
-                       "xx"),
-              "whole bytes");
+  ExpectError(
+      WriteRaw("f4.safetensors", R"({"w":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})", "xx"),
+      "whole bytes");
   ExpectError(WriteRaw("neg.safetensors",
                        R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", "xxxx"),
               "negative");
@@ -219,14 +221,14 @@ TEST_F(SafetensorsTest, OverlappingOffsets) {
 }
 
 TEST_F(SafetensorsTest, GapsAndTrailingBytes) {
-  ExpectError(WriteRaw("gap.safetensors",
-                       R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
-                       std::string(8, 'x')),
-              "belong to no tensor");
-  ExpectError(WriteRaw("tail.safetensors",
-                       R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
-                       std::string(8, 'x')),
-              "cover 4 bytes");
+  ExpectError(
+      WriteRaw("gap.safetensors", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+               std::string(8, 'x')),
+      "belong to no tensor");
+  ExpectError(
+      WriteRaw("tail.safetensors", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+               std::string(8, 'x')),
+      "cover 4 bytes");
 }
 
 TEST_F(SafetensorsTest, RandomCorruptionNeverCrashes) {
@@ -245,9 +247,15 @@ TEST_F(SafetensorsTest, RandomCorruptionNeverCrashes) {
     for (int e = 0; e < edits; ++e) {
       size_t pos = rng() % bytes.size();
       switch (rng() % 3) {
-        case 0: bytes[pos] = static_cast<char>(rng()); break;
-        case 1: bytes.erase(pos, 1 + rng() % 8); break;
-        case 2: bytes.insert(pos, 1, static_cast<char>(rng())); break;
+        case 0:
+          bytes[pos] = static_cast<char>(rng());
+          break;
+        case 1:
+          bytes.erase(pos, 1 + rng() % 8);
+          break;
+        case 2:
+          bytes.insert(pos, 1, static_cast<char>(rng()));
+          break;
       }
       // assign(1, 'x'), not = "x": GCC 12 at -O3 reports that copy as overlapping (-Wrestrict,
       // a false positive).
@@ -269,9 +277,9 @@ TEST_F(SafetensorsTest, RandomCorruptionNeverCrashes) {
 class ShardedTest : public SafetensorsTest {
  protected:
   void WriteShards() {
-    ASSERT_TRUE(WriteSafetensors(dir_ + "/s1.safetensors",
-                                 {{"x", DType::kF32, {1}, std::string(4, 'a')}})
-                    .ok());
+    ASSERT_TRUE(
+        WriteSafetensors(dir_ + "/s1.safetensors", {{"x", DType::kF32, {1}, std::string(4, 'a')}})
+            .ok());
     ASSERT_TRUE(WriteSafetensors(dir_ + "/s2.safetensors",
                                  {{"y", DType::kF32, {1}, std::string(4, 'b')},
                                   {"model.vision_tower.w", DType::kF32, {2}, std::string(8, 'c')}})
@@ -291,7 +299,8 @@ class ShardedTest : public SafetensorsTest {
 
 TEST_F(ShardedTest, LoadsAndSkipsTowers) {
   WriteShards();
-  WriteIndex(R"({"x":"s1.safetensors","y":"s2.safetensors","model.vision_tower.w":"s2.safetensors"})");
+  WriteIndex(
+      R"({"x":"s1.safetensors","y":"s2.safetensors","model.vision_tower.w":"s2.safetensors"})");
   auto c = Checkpoint::Open(dir_);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ((*c)->num_shards(), 2u);

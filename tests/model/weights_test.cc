@@ -156,7 +156,8 @@ TEST_F(BrokenCheckpointTest, ExtraTensor) {
   std::string msg = BindError([](auto* t) {
     t->push_back({"model.layers.0.self_attn.bias", DType::kBF16, {4}, std::string(8, '\0')});
   });
-  EXPECT_NE(msg.find("unexpected tensor 'model.layers.0.self_attn.bias'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("unexpected tensor 'model.layers.0.self_attn.bias'"), std::string::npos)
+      << msg;
 }
 
 TEST_F(BrokenCheckpointTest, MisShapedTensor) {
@@ -188,8 +189,10 @@ TEST_F(BrokenCheckpointTest, SharedLayerKvTensorsAreIgnored) {
     tensors.push_back({s.name, DType::kBF16, s.shape, std::string(n * 2, '\0')});
   }
   const int shared = config_.text.FirstKvSharedLayer();
-  tensors.push_back({fmt::format("model.layers.{}.self_attn.k_proj.weight", shared), DType::kBF16,
-                     {256, 24}, std::string(256 * 24 * 2, '\0')});
+  tensors.push_back({fmt::format("model.layers.{}.self_attn.k_proj.weight", shared),
+                     DType::kBF16,
+                     {256, 24},
+                     std::string(256 * 24 * 2, '\0')});
   ASSERT_TRUE(WriteSafetensors(dir_ + "/model.safetensors", tensors).ok());
   auto ckpt = Checkpoint::Open(dir_);
   ASSERT_TRUE(ckpt.ok());
@@ -207,7 +210,8 @@ TEST(SyntheticTest, TinyCheckpointsRegenerateBitForBit) {
     o.tower_tensors = config.Find("vision_config") != nullptr;
     ASSERT_TRUE(WriteSyntheticCheckpoint(config, dir, o).ok());
     auto fresh = ReadFileToString(dir + "/model.safetensors", int64_t{1} << 30, "test data");
-    auto committed = ReadFileToString(gannet::testing::TinyModelDir(v) + "/model.safetensors", int64_t{1} << 30, "test data");
+    auto committed = ReadFileToString(gannet::testing::TinyModelDir(v) + "/model.safetensors",
+                                      int64_t{1} << 30, "test data");
     ASSERT_TRUE(fresh.ok() && committed.ok());
     EXPECT_TRUE(*fresh == *committed) << v;
   }

@@ -43,11 +43,10 @@ class FileExchange {
  public:
   FileExchange(std::string dir, int rank) : dir_(std::move(dir)), rank_(rank) {}
 
-  absl::StatusOr<std::vector<std::string>> AllGather(const std::string& kind, const std::string& mine) {
+  absl::StatusOr<std::vector<std::string>> AllGather(const std::string& kind,
+                                                     const std::string& mine) {
     const std::string stem = dir_ + "/" + kind + std::to_string(calls_++) + ".";
-    {
-      std::ofstream(stem + "tmp" + std::to_string(rank_), std::ios::binary) << mine;
-    }
+    { std::ofstream(stem + "tmp" + std::to_string(rank_), std::ios::binary) << mine; }
     fs::rename(stem + "tmp" + std::to_string(rank_), stem + std::to_string(rank_));
     std::vector<std::string> all(kWorld);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -109,7 +108,9 @@ int RunRank(const std::string& dir, int rank) {
     DType type;
     int64_t n;
   };
-  const Msg msgs[] = {{DType::kF32, 256}, {DType::kBF16, 5377}, {DType::kF32, 30000},
+  const Msg msgs[] = {{DType::kF32, 256},
+                      {DType::kBF16, 5377},
+                      {DType::kF32, 30000},
                       {DType::kBF16, 64 * 1024 - 3}};
   int call = 0;
   for (int round = 0; round < 3; ++round) {

@@ -140,8 +140,9 @@ TEST(CustomAllReduceTest, SumsOfEveryRankInRankOrder) {
           const Case c = MakeCase(world, n, dt, call);
           Upload(g, c, dt);
           for (int r = 0; r < world; ++r) {
-            ASSERT_EQ(g.Launch(r, n, dt == DType::kF32 ? kernels::AllReduceType::kF32
-                                                       : kernels::AllReduceType::kBF16),
+            ASSERT_EQ(g.Launch(r, n,
+                               dt == DType::kF32 ? kernels::AllReduceType::kF32
+                                                 : kernels::AllReduceType::kBF16),
                       cudaSuccess);
           }
           CUDA_OK(cudaDeviceSynchronize());
@@ -184,7 +185,8 @@ TEST(CustomAllReduceTest, UnalignedInputsAndTailsLeaveTheRestAlone) {
     for (int64_t i = 0; i < n; ++i) {
       ASSERT_EQ(Bf16ToFloat(h[r + i]), c.want[i]) << "rank " << r << " elem " << i;
     }
-    for (int64_t i = r + n; i < n + 16; ++i) EXPECT_EQ(h[i], kSentinel) << "rank " << r << " past n";
+    for (int64_t i = r + n; i < n + 16; ++i)
+      EXPECT_EQ(h[i], kSentinel) << "rank " << r << " past n";
   }
 }
 
@@ -382,8 +384,8 @@ TEST(CustomAllReduceTest, FusedPostNormResidualIsTheTwoOpsBitForBit) {
         kernels::Mat next0{sh.next ? b[r].next[0] : nullptr, DType::kBF16, sh.n};
         CUDA_OK(kernels::LaunchPostNormResidual(
             {b[r].x[0], DType::kBF16, sh.n}, static_cast<const float*>(b[r].post_w),
-            {b[r].res[0], DType::kF32, sh.n}, sc,
-            static_cast<const float*>(b[r].next_w), next0, 1e-6f, sh.rows, sh.n, g.streams[r]));
+            {b[r].res[0], DType::kF32, sh.n}, sc, static_cast<const float*>(b[r].next_w), next0,
+            1e-6f, sh.rows, sh.n, g.streams[r]));
         // Fused.
         kernels::PostNormResidualArgs a;
         a.x = b[r].x[1];

@@ -160,7 +160,8 @@ TEST(CudaTpTest, OneGpuDrafterThroughTheNcclPathDraftsAsThePlainDrafter) {
         std::vector<int32_t> a_tokens, b_tokens;
         ASSERT_TRUE(VerifyStep(**plain, a, want, &a_tokens).ok());
         ASSERT_TRUE(VerifyStep(*g.runner, b, want, &b_tokens).ok());
-        EXPECT_EQ(g.runner->num_graphs(), before + 1) << variant << ": the verify step was not recorded";
+        EXPECT_EQ(g.runner->num_graphs(), before + 1)
+            << variant << ": the verify step was not recorded";
         ASSERT_TRUE(VerifyStep(*g.runner, b, want, &b_tokens).ok());
         EXPECT_EQ(g.runner->num_graphs(), before + 1) << variant << ": recorded again";
         EXPECT_EQ(b_tokens, a_tokens) << variant;
@@ -198,14 +199,16 @@ TEST(CudaTpTest, OneGpuThroughTheMultiProcessPathIsThePlainRunner) {
   std::vector<parallel::TpRankParts> ranks(1);
   ranks[0].backend = be->get();
   ranks[0].collectives = std::move(joined->collectives);
-  auto opts = testing::SimpleRunnerOptions((*m)->config, kPage, testing::kTpMaxLen,
-                                           testing::kTpSeqs, 256);
+  auto opts =
+      testing::SimpleRunnerOptions((*m)->config, kPage, testing::kTpMaxLen, testing::kTpSeqs, 256);
   auto tp = parallel::TpRunner::Create((*m)->config, (*m)->weights, std::move(ranks), nullptr, opts,
                                        std::move(joined->channel));
   ASSERT_TRUE(tp.ok()) << tp.status();
   EXPECT_GT((*tp)->MinFreeMemoryBytes(), 0);
-  ASSERT_TRUE((*tp)->AttachKv(testing::SimpleKvLayout((*tp)->shard_config(), **be, kPage,
-                                                      testing::kTpMaxLen, testing::kTpSeqs)).ok());
+  ASSERT_TRUE((*tp)
+                  ->AttachKv(testing::SimpleKvLayout((*tp)->shard_config(), **be, kPage,
+                                                     testing::kTpMaxLen, testing::kTpSeqs))
+                  .ok());
   auto plain = testing::CreateTinyRunner((*m)->config, (*m)->weights, be->get(), opts,
                                          testing::kTpMaxLen, testing::kTpSeqs);
   ASSERT_TRUE(plain.ok());
@@ -227,8 +230,8 @@ TEST(CudaTpTest, ShardArgmaxMatchesTheCpu) {
   for (float& v : x) v = std::round(u(rng) * 4) / 4;  // many equal values: the ties matter
   for (int64_t i = 0; i < cols; ++i) x[3 * cols + i] = -INFINITY;  // a row with nothing left
   std::vector<float> banned(rows * backend::kSampleBanSlots, -1.f);
-  banned[0] = static_cast<float>(offset + 7);       // inside the shard
-  banned[1] = 3.f;                                  // another shard's id
+  banned[0] = static_cast<float>(offset + 7);  // inside the shard
+  banned[1] = 3.f;                             // another shard's id
   banned[backend::kSampleBanSlots] = static_cast<float>(offset + cols - 1);
   x[7] = 100.f;  // row 0: the banned id would win
   auto gx = testing::Upload(**be, x, DType::kF32, {rows, cols});
@@ -347,8 +350,8 @@ TEST_P(MultiGpuTpTest, GreedyMatchesTheCpuReference) {
   auto m = testing::LoadTinyModel(variant);
   ASSERT_TRUE(m.ok()) << m.status();
   RouterMarginCpuBackend cpu;
-  auto opts = testing::SimpleRunnerOptions((*m)->config, kPage, testing::kTpMaxLen,
-                                           testing::kTpSeqs, 256);
+  auto opts =
+      testing::SimpleRunnerOptions((*m)->config, kPage, testing::kTpMaxLen, testing::kTpSeqs, 256);
   auto ref = testing::CreateTinyRunner((*m)->config, (*m)->weights, &cpu, opts, testing::kTpMaxLen,
                                        testing::kTpSeqs);
   ASSERT_TRUE(ref.ok()) << ref.status();
@@ -387,8 +390,9 @@ TEST_P(MultiGpuTpTest, GreedyMatchesTheCpuReference) {
       const int got = gpu.tokens[s][7 + 5 * s + i];
       if (want != got) {
         const double gap = row[want] - row[got];
-        std::printf("[ note ] %s tp%d: near-tie at step %d seq %d (cpu %d, gpu %d, gap %.3g of %.3g)\n",
-                    variant.c_str(), world, i, s, want, got, gap, MaxAbs(row));
+        std::printf(
+            "[ note ] %s tp%d: near-tie at step %d seq %d (cpu %d, gpu %d, gap %.3g of %.3g)\n",
+            variant.c_str(), world, i, s, want, got, gap, MaxAbs(row));
         EXPECT_LE(gap, kNearTie * MaxAbs(row)) << "step " << i << " seq " << s;
         parted = std::min(parted, i);
       }
@@ -421,14 +425,15 @@ TEST_P(MultiGpuTpTest, GreedyMatchesTheCpuReference) {
       variant.c_str(), world, parted, kSteps, worst, worst_gap, worst_one, excused);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Variants, MultiGpuTpTest,
-    ::testing::Combine(::testing::ValuesIn(testing::TargetVariants()), ::testing::Values(2, 4)),
-    [](const auto& info) {
-      std::string n = std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param));
-      for (char& c : n) c = c == '-' ? '_' : c;
-      return n;
-    });
+INSTANTIATE_TEST_SUITE_P(Variants, MultiGpuTpTest,
+                         ::testing::Combine(::testing::ValuesIn(testing::TargetVariants()),
+                                            ::testing::Values(2, 4)),
+                         [](const auto& info) {
+                           std::string n = std::get<0>(info.param) + "_tp" +
+                                           std::to_string(std::get<1>(info.param));
+                           for (char& c : n) c = c == '-' ? '_' : c;
+                           return n;
+                         });
 
 TEST(MultiGpuCollectivesTest, NcclMatchesHostSums) {
   const int world = std::min(DeviceCount(), 4);
@@ -444,81 +449,84 @@ TEST(MultiGpuCollectivesTest, NcclMatchesHostSums) {
   // The group's all-reduce takes the custom one-shot kernel up to its limit and NCCL above it
   // (auto); GANNET_ALLREDUCE=nccl gives NCCL alone: both must give the exact sums.
   for (const char* mode : {"auto", "nccl", "custom"}) {
-  setenv("GANNET_ALLREDUCE", mode, 1);
-  auto comms = parallel::CreateNcclGroup(raw);
-  unsetenv("GANNET_ALLREDUCE");
-  ASSERT_TRUE(comms.ok()) << comms.status();
-  for (int64_t bytes = 1024; bytes <= (64 << 20); bytes *= 8) {
-    for (DType dt : {DType::kF32, DType::kBF16}) {
-      const int64_t n = bytes / (DTypeBits(dt) / 8);
-      std::vector<std::vector<float>> in(world, std::vector<float>(n));
-      std::vector<testing::DeviceTensor> dev;
-      std::vector<double> want(n, 0.0);
-      for (int r = 0; r < world; ++r) {
-        for (int64_t i = 0; i < n; ++i) {
-          // bf16-exact small integers: the sum is exact in either type.
-          in[r][i] = static_cast<float>(((i * 7 + r * 13) % 64) - 32);
-          want[i] += in[r][i];
+    setenv("GANNET_ALLREDUCE", mode, 1);
+    auto comms = parallel::CreateNcclGroup(raw);
+    unsetenv("GANNET_ALLREDUCE");
+    ASSERT_TRUE(comms.ok()) << comms.status();
+    for (int64_t bytes = 1024; bytes <= (64 << 20); bytes *= 8) {
+      for (DType dt : {DType::kF32, DType::kBF16}) {
+        const int64_t n = bytes / (DTypeBits(dt) / 8);
+        std::vector<std::vector<float>> in(world, std::vector<float>(n));
+        std::vector<testing::DeviceTensor> dev;
+        std::vector<double> want(n, 0.0);
+        for (int r = 0; r < world; ++r) {
+          for (int64_t i = 0; i < n; ++i) {
+            // bf16-exact small integers: the sum is exact in either type.
+            in[r][i] = static_cast<float>(((i * 7 + r * 13) % 64) - 32);
+            want[i] += in[r][i];
+          }
+          ASSERT_TRUE(raw[r]->BindThread().ok());
+          dev.push_back(testing::Upload(*raw[r], in[r], dt, {n}));
         }
-        ASSERT_TRUE(raw[r]->BindThread().ok());
-        dev.push_back(testing::Upload(*raw[r], in[r], dt, {n}));
-      }
-      // Each rank's call from its own thread, as the engine's workers issue them.
-      std::vector<absl::Status> st(world);
-      std::vector<std::thread> threads;
-      for (int r = 0; r < world; ++r) {
-        threads.emplace_back([&, r] {
-          st[r] = raw[r]->BindThread();
-          if (st[r].ok()) st[r] = (*comms)[r]->AllReduceSum(dev[r].t);
-          if (st[r].ok()) st[r] = raw[r]->Synchronize();
-        });
-      }
-      for (auto& t : threads) t.join();
-      for (int r = 0; r < world; ++r) ASSERT_TRUE(st[r].ok()) << st[r];
-      for (int r = 0; r < world; ++r) {
-        ASSERT_TRUE(raw[r]->BindThread().ok());
-        const std::vector<float> got = testing::Download(*raw[r], dev[r].t);
-        for (int64_t i = 0; i < n; ++i) {
-          ASSERT_EQ(got[i], want[i]) << mode << " rank " << r << " elem " << i << " bytes " << bytes;
+        // Each rank's call from its own thread, as the engine's workers issue them.
+        std::vector<absl::Status> st(world);
+        std::vector<std::thread> threads;
+        for (int r = 0; r < world; ++r) {
+          threads.emplace_back([&, r] {
+            st[r] = raw[r]->BindThread();
+            if (st[r].ok()) st[r] = (*comms)[r]->AllReduceSum(dev[r].t);
+            if (st[r].ok()) st[r] = raw[r]->Synchronize();
+          });
+        }
+        for (auto& t : threads) t.join();
+        for (int r = 0; r < world; ++r) ASSERT_TRUE(st[r].ok()) << st[r];
+        for (int r = 0; r < world; ++r) {
+          ASSERT_TRUE(raw[r]->BindThread().ok());
+          const std::vector<float> got = testing::Download(*raw[r], dev[r].t);
+          for (int64_t i = 0; i < n; ++i) {
+            ASSERT_EQ(got[i], want[i])
+                << mode << " rank " << r << " elem " << i << " bytes " << bytes;
+          }
         }
       }
     }
-  }
-  if (std::string(mode) != "auto") continue;
+    if (std::string(mode) != "auto") continue;
 
-  // The vocabulary gather: [rows, cols] blocks side by side.
-  const int64_t rows = 5, cols = 1000;
-  std::vector<testing::DeviceTensor> blocks, full;
-  for (int r = 0; r < world; ++r) {
-    ASSERT_TRUE(raw[r]->BindThread().ok());
-    std::vector<float> b(world * rows * cols, -1.0f);
-    for (int64_t i = 0; i < rows * cols; ++i) b[r * rows * cols + i] = static_cast<float>(r * 100000 + i);
-    blocks.push_back(testing::Upload(*raw[r], b, DType::kF32, {world, rows, cols}));
-    full.push_back(testing::Upload(*raw[r], std::vector<float>(rows * cols * world, 0.0f),
-                                   DType::kF32, {rows, world * cols}));
-  }
-  std::vector<absl::Status> st(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      st[r] = raw[r]->BindThread();
-      if (st[r].ok()) st[r] = (*comms)[r]->AllGatherColumns(blocks[r].t, full[r].t);
-      if (st[r].ok()) st[r] = raw[r]->Synchronize();
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < world; ++r) {
-    ASSERT_TRUE(st[r].ok()) << st[r];
-    ASSERT_TRUE(raw[r]->BindThread().ok());
-    const std::vector<float> got = testing::Download(*raw[r], full[r].t);
-    for (int64_t i = 0; i < rows; ++i) {
-      for (int q = 0; q < world; ++q) {
-        for (int64_t j = 0; j < cols; ++j) {
-          ASSERT_EQ(got[i * world * cols + q * cols + j], static_cast<float>(q * 100000 + i * cols + j));
+    // The vocabulary gather: [rows, cols] blocks side by side.
+    const int64_t rows = 5, cols = 1000;
+    std::vector<testing::DeviceTensor> blocks, full;
+    for (int r = 0; r < world; ++r) {
+      ASSERT_TRUE(raw[r]->BindThread().ok());
+      std::vector<float> b(world * rows * cols, -1.0f);
+      for (int64_t i = 0; i < rows * cols; ++i)
+        b[r * rows * cols + i] = static_cast<float>(r * 100000 + i);
+      blocks.push_back(testing::Upload(*raw[r], b, DType::kF32, {world, rows, cols}));
+      full.push_back(testing::Upload(*raw[r], std::vector<float>(rows * cols * world, 0.0f),
+                                     DType::kF32, {rows, world * cols}));
+    }
+    std::vector<absl::Status> st(world);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; ++r) {
+      threads.emplace_back([&, r] {
+        st[r] = raw[r]->BindThread();
+        if (st[r].ok()) st[r] = (*comms)[r]->AllGatherColumns(blocks[r].t, full[r].t);
+        if (st[r].ok()) st[r] = raw[r]->Synchronize();
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < world; ++r) {
+      ASSERT_TRUE(st[r].ok()) << st[r];
+      ASSERT_TRUE(raw[r]->BindThread().ok());
+      const std::vector<float> got = testing::Download(*raw[r], full[r].t);
+      for (int64_t i = 0; i < rows; ++i) {
+        for (int q = 0; q < world; ++q) {
+          for (int64_t j = 0; j < cols; ++j) {
+            ASSERT_EQ(got[i * world * cols + q * cols + j],
+                      static_cast<float>(q * 100000 + i * cols + j));
+          }
         }
       }
     }
-  }
   }  // mode
 }
 

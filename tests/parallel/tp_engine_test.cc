@@ -54,8 +54,9 @@ std::vector<Output> Serve(const std::string& variant, int tp, const std::string&
   EXPECT_TRUE(e.ok()) << e.status();
   if (!e.ok()) return {};
   if (tp > 1) {
-    EXPECT_NE((*e)->GetStats().device_name.find("tensor parallel over " + std::to_string(tp) + " ranks"),
-              std::string::npos)
+    EXPECT_NE(
+        (*e)->GetStats().device_name.find("tensor parallel over " + std::to_string(tp) + " ranks"),
+        std::string::npos)
         << (*e)->GetStats().device_name;
   }
   std::vector<RequestInput> reqs = Requests();

@@ -42,9 +42,8 @@ std::unique_ptr<RemoteGroup> MakeRemoteGroup(const testing::LoadedModel& m, int 
                                        g->group->Channel(0));
   EXPECT_TRUE(tp.ok()) << tp.status();
   if (!tp.ok()) return nullptr;
-  absl::Status st = (*tp)->AttachKv(testing::SimpleKvLayout((*tp)->shard_config(), *g->backends[0],
-                                                            kPage, testing::kTpMaxLen,
-                                                            testing::kTpSeqs));
+  absl::Status st = (*tp)->AttachKv(testing::SimpleKvLayout(
+      (*tp)->shard_config(), *g->backends[0], kPage, testing::kTpMaxLen, testing::kTpSeqs));
   EXPECT_TRUE(st.ok()) << st;
   g->runner = std::move(*tp);
   return g;
@@ -65,14 +64,15 @@ TEST_P(TpRemoteTest, MatchesOneDeviceAndEndsCleanly) {
   for (auto& w : g->workers) EXPECT_TRUE(w->Wait(10).ok()) << w->Wait(0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Variants, TpRemoteTest,
-    ::testing::Combine(::testing::Values("31b", "26b-a4b", "e2b"), ::testing::Values(2, 4)),
-    [](const auto& info) {
-      std::string n = std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param));
-      for (char& c : n) c = c == '-' ? '_' : c;
-      return n;
-    });
+INSTANTIATE_TEST_SUITE_P(Variants, TpRemoteTest,
+                         ::testing::Combine(::testing::Values("31b", "26b-a4b", "e2b"),
+                                            ::testing::Values(2, 4)),
+                         [](const auto& info) {
+                           std::string n = std::get<0>(info.param) + "_tp" +
+                                           std::to_string(std::get<1>(info.param));
+                           for (char& c : n) c = c == '-' ? '_' : c;
+                           return n;
+                         });
 
 TEST(TpRemoteFailureTest, AVanishedRankFailsRankZeroWithDeviceLost) {
   auto m = testing::LoadTinyModel("31b");
@@ -100,8 +100,8 @@ TEST(TpRemoteFailureTest, RankZeroSilentMeansDeviceLostAfterTheTimeout) {
   // Rank 0 says hello and joins the first agreement, then goes silent (its process died).
   auto channel0 = group->Channel(0);
   auto coll0 = group->Rank(0);
-  runner::RunnerOptions o = testing::SimpleRunnerOptions((*m)->config, kPage, testing::kTpMaxLen,
-                                                         testing::kTpSeqs, 256);
+  runner::RunnerOptions o =
+      testing::SimpleRunnerOptions((*m)->config, kPage, testing::kTpMaxLen, testing::kTpSeqs, 256);
   ASSERT_TRUE(channel0->Send(parallel::EncodeInit(o)).ok());
   ASSERT_TRUE(coll0->MinOverRanks(1).ok());
   const auto t0 = std::chrono::steady_clock::now();
@@ -136,7 +136,8 @@ TEST(StepMessageTest, RoundTripsAndRejectsTornMessages) {
   EXPECT_EQ(s.logits, runner::SeqStep::Logits::kAll);
   EXPECT_EQ(d.batch.device_sampling[0].seed, 42u);
   EXPECT_EQ(d.batch.host_logits, std::vector<uint8_t>{1});
-  EXPECT_EQ(std::vector<int32_t>(d.batch.banned_tokens[0].begin(), d.batch.banned_tokens[0].end()), ban);
+  EXPECT_EQ(std::vector<int32_t>(d.batch.banned_tokens[0].begin(), d.batch.banned_tokens[0].end()),
+            ban);
   // Every truncation is an error, never a read past the end.
   for (size_t n = 0; n < msg.size(); ++n) {
     EXPECT_FALSE(parallel::DecodeStep(std::span<const uint8_t>(msg.data(), n), &d).ok()) << n;

@@ -28,10 +28,11 @@ constexpr int kSteps = 6;
 using CpuGroup = testing::HostTpGroup;
 
 // `wrap` (optional) wraps rank `wrapped`'s backend.
-CpuGroup MakeCpuGroup(const testing::LoadedModel& m, int world,
-                      std::function<std::unique_ptr<backend::Backend>(
-                          std::unique_ptr<backend::Backend>)> wrap = nullptr,
-                      int wrapped = -1, model::MoeSplit moe = model::MoeSplit::kAuto) {
+CpuGroup MakeCpuGroup(
+    const testing::LoadedModel& m, int world,
+    std::function<std::unique_ptr<backend::Backend>(std::unique_ptr<backend::Backend>)> wrap =
+        nullptr,
+    int wrapped = -1, model::MoeSplit moe = model::MoeSplit::kAuto) {
   return testing::MakeHostTpGroup(
       m, world, kPage,
       [&](int r) {
@@ -61,14 +62,15 @@ TEST_P(TpRunnerTest, MatchesOneDevice) {
   EXPECT_EQ(2 * model::ShardParameterCount((*m)->config, world), model::ViewBytes((*shard)->views));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Variants, TpRunnerTest,
-    ::testing::Combine(::testing::ValuesIn(testing::TargetVariants()), ::testing::Values(2, 4)),
-    [](const auto& info) {
-      std::string n = std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param));
-      for (char& c : n) c = c == '-' ? '_' : c;
-      return n;
-    });
+INSTANTIATE_TEST_SUITE_P(Variants, TpRunnerTest,
+                         ::testing::Combine(::testing::ValuesIn(testing::TargetVariants()),
+                                            ::testing::Values(2, 4)),
+                         [](const auto& info) {
+                           std::string n = std::get<0>(info.param) + "_tp" +
+                                           std::to_string(std::get<1>(info.param));
+                           for (char& c : n) c = c == '-' ? '_' : c;
+                           return n;
+                         });
 
 // 26B-A4B under both MoE splits, whatever DefaultMoeSplit picks: the experts themselves split
 // (expert parallelism: 4 of the tiny model's 8 experts per rank at TP 2, 2 at TP 4, as many as a
@@ -86,7 +88,8 @@ TEST(TpRunnerTest, BothMoeSplitsMatchOneDevice) {
       ASSERT_NE(g.runner, nullptr) << "tp " << world;
       const model::TextConfig& s = g.runner->shard_config().text;
       EXPECT_EQ(s.local_experts, ep ? c.num_experts / world : 0);
-      EXPECT_EQ(s.moe_intermediate_size, ep ? c.moe_intermediate_size : c.moe_intermediate_size / world);
+      EXPECT_EQ(s.moe_intermediate_size,
+                ep ? c.moe_intermediate_size : c.moe_intermediate_size / world);
       testing::ExpectSameRun(testing::RunGreedySteps(*g.runner, kSteps, kPage), ref,
                              static_cast<int>(c.vocab_size), 1e-4);
     }
@@ -264,9 +267,12 @@ class FailingBackend final : public backend::ForwardingBackend {
 TEST(TpGroupTest, ARankFailingMidStepBreaksTheGroupWithoutHanging) {
   auto m = testing::LoadTinyModel("31b");
   ASSERT_TRUE(m.ok());
-  CpuGroup g = MakeCpuGroup(**m, 2, [](std::unique_ptr<backend::Backend> b) {
-    return std::unique_ptr<backend::Backend>(std::make_unique<FailingBackend>(std::move(b), 3));
-  }, /*wrapped=*/1);
+  CpuGroup g = MakeCpuGroup(
+      **m, 2,
+      [](std::unique_ptr<backend::Backend> b) {
+        return std::unique_ptr<backend::Backend>(std::make_unique<FailingBackend>(std::move(b), 3));
+      },
+      /*wrapped=*/1);
   ASSERT_NE(g.runner, nullptr);
   const std::vector<int32_t> prompt = testing::TpPrompt(0, 9);
   const std::vector<int32_t> table = testing::IdentityPageTable(0, testing::kTpMaxLen / kPage);
@@ -353,9 +359,13 @@ TEST(TpGroupTest, AStuckRankInThisProcessEndsTheStepAtTheGroupDeadline) {
   auto m = testing::LoadTinyModel("31b");
   ASSERT_TRUE(m.ok());
   setenv("GANNET_TP_TIMEOUT_S", "1", 1);
-  CpuGroup g = MakeCpuGroup(**m, 2, [](std::unique_ptr<backend::Backend> b) {
-    return std::unique_ptr<backend::Backend>(std::make_unique<StallingBackend>(std::move(b), 4.0));
-  }, /*wrapped=*/1);
+  CpuGroup g = MakeCpuGroup(
+      **m, 2,
+      [](std::unique_ptr<backend::Backend> b) {
+        return std::unique_ptr<backend::Backend>(
+            std::make_unique<StallingBackend>(std::move(b), 4.0));
+      },
+      /*wrapped=*/1);
   ASSERT_NE(g.runner, nullptr);
   const std::vector<int32_t> prompt = testing::TpPrompt(0, 9);
   const std::vector<int32_t> table = testing::IdentityPageTable(0, testing::kTpMaxLen / kPage);
@@ -425,8 +435,8 @@ TEST(TpGroupTest, TeardownReleasesEveryRanksGraphsBeforeItsCollectives) {
   std::vector<backend::Backend*> raw;
   std::vector<std::unique_ptr<backend::Collectives>> comms;
   for (int r = 0; r < kWorld; ++r) {
-    backends.push_back(std::make_unique<GraphLoggingBackend>(
-        std::make_unique<backend::CpuBackend>(), r, &log));
+    backends.push_back(
+        std::make_unique<GraphLoggingBackend>(std::make_unique<backend::CpuBackend>(), r, &log));
     raw.push_back(backends.back().get());
     comms.push_back(std::make_unique<LoggingCollectives>(group->Rank(r), &log));
   }

@@ -20,8 +20,8 @@ using runner::SeqStep;
 using runner::StepBatch;
 using runner::StepResult;
 
-constexpr double kHfTolerance = 1e-3;       // issue requirement, relative to max |logit|
-constexpr double kSelfTolerance = 2e-5;     // decode vs prefill on the same backend (fp32 order)
+constexpr double kHfTolerance = 1e-3;    // issue requirement, relative to max |logit|
+constexpr double kSelfTolerance = 2e-5;  // decode vs prefill on the same backend (fp32 order)
 constexpr int kMaxLen = 64;
 
 class ParityTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {
@@ -79,8 +79,8 @@ TEST_P(ParityTest, PrefillLogitsMatchHf) {
     const int n = static_cast<int>(golden->input_ids.size());
     StepResult r = Step(golden->input_ids, 0, n, SeqStep::Logits::kAll);
     ASSERT_EQ(r.rows(), n);
-    double err = testing::MaxRelativeLogitError(r.logits.data(), golden->logits.data(), n,
-                                                r.vocab_size);
+    double err =
+        testing::MaxRelativeLogitError(r.logits.data(), golden->logits.data(), n, r.vocab_size);
     EXPECT_LE(err, kHfTolerance) << variant << "/" << prompt;
     RecordProperty(std::string(prompt) + "_max_rel_err", std::to_string(err));
   }

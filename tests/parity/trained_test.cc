@@ -65,9 +65,9 @@ TEST(TrainedTiny, PerplexityAndLongContextLogitsMatchHf) {
     ASSERT_GT(n, 4 * (*m)->config.text.sliding_window) << "the passage must pass the window";
 
     backend::CpuBackend backend;
-    auto r = testing::CreateTinyRunner(
-        (*m)->config, (*m)->weights, &backend,
-        testing::SimpleRunnerOptions((*m)->config, 16, n, 1, n), n, 1);
+    auto r =
+        testing::CreateTinyRunner((*m)->config, (*m)->weights, &backend,
+                                  testing::SimpleRunnerOptions((*m)->config, 16, n, 1, n), n, 1);
     ASSERT_TRUE(r.ok()) << r.status();
     StepBatch batch;
     SeqStep s;
@@ -135,7 +135,8 @@ TEST(TrainedTiny, TokenizerAndGreedyContinuationsMatchHf) {
     ASSERT_TRUE(golden->Ints("prompt" + std::to_string(i) + ".text_utf8", &text).ok());
     const std::string s(text.begin(), text.end());
     EXPECT_EQ((*tok)->Encode(s, {.add_special_tokens = true}), p.ids[i]) << s;
-    engine::RequestInput in = engine::spectest::Greedy(p.ids[i], static_cast<int>(p.greedy[i].size()));
+    engine::RequestInput in =
+        engine::spectest::Greedy(p.ids[i], static_cast<int>(p.greedy[i].size()));
     in.ignore_default_stop_tokens = true;  // HF generated with no stop token
     inputs.push_back(in);
   }

@@ -60,7 +60,8 @@ std::vector<std::vector<float>> Decode(runner::ModelRunner& r, int num_seqs, int
     for (int s = 0; s < num_seqs; ++s) {
       // The last row of the sequence gives the next token; q - 1 made-up drafts follow it.
       auto row = res.Row(i == 0 ? s : s * qlen + qlen - 1);
-      tokens[s].push_back(static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
+      tokens[s].push_back(
+          static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
       for (int d = 1; d < qlen; ++d) tokens[s].push_back(108 + (i * 31 + s * 7 + d * 13) % 400);
     }
     res = step(false);
@@ -104,13 +105,17 @@ TEST(RunnerTest, SingleStoreKEqVMatchesSeparateStore) {
     const int pages = (kMaxLen + 15) / 16;
     for (kv::KvQuant quant : {kv::KvQuant::kNone, kv::KvQuant::kFp8E4M3}) {
       const auto opts = testing::SimpleRunnerOptions((*m)->config, 16, kMaxLen, 4, 64);
-      auto single = testing::CreateTinyRunner((*m)->config, (*m)->weights, &be, opts, kMaxLen, 4, quant, true);
-      auto separate = testing::CreateTinyRunner((*m)->config, (*m)->weights, &be, opts, kMaxLen, 4, quant, false);
+      auto single = testing::CreateTinyRunner((*m)->config, (*m)->weights, &be, opts, kMaxLen, 4,
+                                              quant, true);
+      auto separate = testing::CreateTinyRunner((*m)->config, (*m)->weights, &be, opts, kMaxLen, 4,
+                                                quant, false);
       ASSERT_TRUE(single.ok() && separate.ok()) << single.status() << separate.status();
       const kv::KvLayout& ls = (*single)->kv()->layout();
       const kv::KvLayout& lp = (*separate)->kv()->layout();
-      EXPECT_EQ(2 * ls.bytes_per_token(kv::KvGroup::kFull), lp.bytes_per_token(kv::KvGroup::kFull)) << variant;
-      EXPECT_EQ(ls.bytes_per_token(kv::KvGroup::kSliding), lp.bytes_per_token(kv::KvGroup::kSliding));
+      EXPECT_EQ(2 * ls.bytes_per_token(kv::KvGroup::kFull), lp.bytes_per_token(kv::KvGroup::kFull))
+          << variant;
+      EXPECT_EQ(ls.bytes_per_token(kv::KvGroup::kSliding),
+                lp.bytes_per_token(kv::KvGroup::kSliding));
       for (int qlen : {1, 3}) {
         const auto a = Decode(**single, 3, 5, pages, qlen);
         const auto b = Decode(**separate, 3, 5, pages, qlen);
@@ -178,7 +183,8 @@ TEST(RunnerTest, DeviceSamplingAndSelectiveLogits) {
   }
   StepResult all;
   ASSERT_TRUE((*r)->Forward(b, &all).ok());
-  b.device_sampling = {{0.0f, 0, 1.0f, 0.0f, 0}, {0.0f, 0, 1.0f, 0.0f, 0}, {0.0f, 0, 1.0f, 0.0f, 0}};
+  b.device_sampling = {
+      {0.0f, 0, 1.0f, 0.0f, 0}, {0.0f, 0, 1.0f, 0.0f, 0}, {0.0f, 0, 1.0f, 0.0f, 0}};
   b.host_logits = {0, 1, 0};
   StepResult some;
   ASSERT_TRUE((*r)->Forward(b, &some).ok());
@@ -239,7 +245,8 @@ TEST(RunnerTest, SyntheticWeightsEqualTheTinyCheckpoint) {
   // dummy load format must reproduce them exactly.
   auto m = testing::LoadTinyModel("26b-a4b");
   ASSERT_TRUE(m.ok());
-  model::ModelWeights synthetic = model::SyntheticWeights((*m)->config, model::SyntheticOptions{}.seed);
+  model::ModelWeights synthetic =
+      model::SyntheticWeights((*m)->config, model::SyntheticOptions{}.seed);
   backend::CpuBackend be;
   auto opts = testing::SimpleRunnerOptions((*m)->config, 16, kMaxLen, 1, 64);
   auto from_file = testing::CreateTinyRunner((*m)->config, (*m)->weights, &be, opts, kMaxLen, 1);

@@ -99,7 +99,7 @@ TEST(PlanWarmupTest, LeavesOutShapesThePoolsCannotHold) {
   // 64 sequences' windows: a decode step holds the blocks of 1024 positions, 65 at the worst
   // alignment (kv::SlidingPagesHeld), 64 while the whole context is 1024.
   l.pool_pages[0] = 64 * 65;
-  l.pool_pages[1] = 10000;    // 160000 tokens
+  l.pool_pages[1] = 10000;  // 160000 tokens
   std::set<std::pair<int, int>> shapes;
   for (const WarmupStep& s : PlanWarmup(l, {1, 256, 2048}, false)) {
     EXPECT_LE(static_cast<int64_t>(s.num_seqs) * ((s.context + 15) / 16), 10000);

@@ -27,7 +27,8 @@ TEST(SamplingTest, ValidatesParameters) {
   SamplingParams p;
   EXPECT_TRUE(ValidateSamplingParams(p).ok());
   p.temperature = -0.1f;
-  EXPECT_NE(std::string(ValidateSamplingParams(p).message()).find("temperature"), std::string::npos);
+  EXPECT_NE(std::string(ValidateSamplingParams(p).message()).find("temperature"),
+            std::string::npos);
   p = {};
   p.top_p = 0;
   EXPECT_FALSE(ValidateSamplingParams(p).ok());
@@ -128,7 +129,8 @@ TEST(SamplingTest, CounterBasedDeterminism) {
   std::vector<int> first, second;
   for (int i = 0; i < 50; ++i) first.push_back(Sample(logits, p, nullptr, i, 0, &scratch).token);
   // Same (seed, step) pairs in a different order give the same draws.
-  for (int i = 49; i >= 0; --i) second.insert(second.begin(), Sample(logits, p, nullptr, i, 0, &scratch).token);
+  for (int i = 49; i >= 0; --i)
+    second.insert(second.begin(), Sample(logits, p, nullptr, i, 0, &scratch).token);
   EXPECT_EQ(first, second);
   EXPECT_NE(RowSeed(1, 0), RowSeed(2, 0));
   EXPECT_NE(RowSeed(1, 0), RowSeed(1, 1));
@@ -147,8 +149,9 @@ TEST(SamplingTest, HostSamplerUsesTheBackendDraw) {
   p.seed = 5;
   std::vector<float> scratch;
   for (uint64_t step = 0; step < 64; ++step) {
-    EXPECT_EQ(Sample(logits, p, nullptr, step, 0, &scratch).token,
-              DrawToken(logits.data(), static_cast<int64_t>(logits.size()), RowDrawParams(p, step)));
+    EXPECT_EQ(
+        Sample(logits, p, nullptr, step, 0, &scratch).token,
+        DrawToken(logits.data(), static_cast<int64_t>(logits.size()), RowDrawParams(p, step)));
   }
 }
 

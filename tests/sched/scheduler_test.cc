@@ -73,10 +73,13 @@ TEST_F(SchedulerTest, PrefillAndDecodeShareAStep) {
 // step that decodes, but not of one that does not.
 TEST_F(SchedulerTest, DecodesFirstAndPromptTokensCappedWhileDecoding) {
   for (int32_t cap : {0, 4}) {
-    Init(64, 64, {.max_running_seqs = 4, .max_step_tokens = 10, .max_model_len = 128,
-                  .max_prefill_tokens_while_decoding = cap});
+    Init(64, 64,
+         {.max_running_seqs = 4,
+          .max_step_tokens = 10,
+          .max_model_len = 128,
+          .max_prefill_tokens_while_decoding = cap});
     ASSERT_TRUE(sched_->Add(MakeRequest(1, 5)).ok());
-    Complete(sched_->Plan());                                 // 1 prefilled, now decoding
+    Complete(sched_->Plan());                                           // 1 prefilled, now decoding
     ASSERT_TRUE(sched_->Add(MakeRequest(2, 40, /*priority=*/9)).ok());  // ahead of 1 in order
     StepPlan plan = sched_->Plan();
     ASSERT_EQ(plan.seqs.size(), 2u) << "cap " << cap;
@@ -176,8 +179,8 @@ TEST_F(SchedulerTest, PlansBecomeRunnerBatches) {
   EXPECT_EQ(b.seqs[0].logits, runner::SeqStep::Logits::kLast);  // the prompt is complete
   EXPECT_EQ(b.seqs[1].tokens.size(), 6u);
   EXPECT_EQ(b.seqs[1].logits, runner::SeqStep::Logits::kNone);  // still prefilling
-  EXPECT_EQ(b.seqs[0].page_table[1].size(), 3u);                 // 10 tokens, pages of 4
-  ASSERT_EQ(b.device_sampling.size(), 1u);                       // one logits row
+  EXPECT_EQ(b.seqs[0].page_table[1].size(), 3u);                // 10 tokens, pages of 4
+  ASSERT_EQ(b.device_sampling.size(), 1u);                      // one logits row
   EXPECT_EQ(std::vector<int32_t>(b.banned_tokens[0].begin(), b.banned_tokens[0].end()),
             (std::vector<int32_t>{1, 106}));  // short of min_tokens: stops masked on the device
   EXPECT_TRUE(ValidatePlanReads(plan, *kv_).ok());

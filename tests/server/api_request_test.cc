@@ -136,8 +136,7 @@ TEST(ApiRequestTest, RefusalsNameTheField) {
        "tool_choice"},
       {R"({"messages": [{"role": "tool", "content": "x"}]})", "messages[0]"},
       {R"({"messages": [{"role": "function", "content": "x"}]})", "messages[0].role"},
-      {R"({"messages": [{"role": "assistant", "tool_calls": [{}]}]})",
-       "messages[0].tool_calls[0]"},
+      {R"({"messages": [{"role": "assistant", "tool_calls": [{}]}]})", "messages[0].tool_calls[0]"},
       {R"({"messages": [{"role": "assistant", "tool_calls": [{"type": "function",
            "function": {"name": "f", "arguments": "not json"}}]}]})",
        "messages[0].tool_calls[0].function.arguments"},
@@ -170,8 +169,13 @@ std::pair<std::string, std::string> Split(
 TEST(ThinkingSplitterTest, ThoughtsGoToReasoningNeverToContent) {
   using P = std::pair<std::string, std::string>;
   EXPECT_EQ(Split({{5, "Hello"}, {6, " world"}}), P("", "Hello world"));
-  EXPECT_EQ(Split({{100, ""}, {7, "thought"}, {8, "\n"}, {9, "Let me"}, {10, " see."},
-                   {101, ""}, {11, "Answer"}}),
+  EXPECT_EQ(Split({{100, ""},
+                   {7, "thought"},
+                   {8, "\n"},
+                   {9, "Let me"},
+                   {10, " see."},
+                   {101, ""},
+                   {11, "Answer"}}),
             P("Let me see.", "Answer"));
   // the header split across tokens, and in one token with the first words
   EXPECT_EQ(Split({{100, ""}, {7, "tho"}, {7, "ught\nhm"}, {101, ""}, {11, "A"}}), P("hm", "A"));
@@ -186,8 +190,14 @@ TEST(ThinkingSplitterTest, ThoughtsGoToReasoningNeverToContent) {
   EXPECT_EQ(Split({{100, ""}, {7, "x"}, {101, ""}, {9, "y"}}), P("x", "y"));
   EXPECT_EQ(Split({{101, ""}, {9, "y"}}), P("", "y"));
   // a second channel after the answer is thinking again
-  EXPECT_EQ(Split({{100, ""}, {7, "thought\na"}, {101, ""}, {9, "b"}, {100, ""},
-                   {7, "thought\nc"}, {101, ""}, {9, "d"}}),
+  EXPECT_EQ(Split({{100, ""},
+                   {7, "thought\na"},
+                   {101, ""},
+                   {9, "b"},
+                   {100, ""},
+                   {7, "thought\nc"},
+                   {101, ""},
+                   {9, "d"}}),
             P("ac", "bd"));
   // a vocabulary without the tokens splits nothing
   ThinkingSplitter none;
@@ -209,8 +219,9 @@ TEST(ApiRequestTest, EnableThinkingReachesTheEngine) {
 
 TEST(ApiRequestTest, ErrorJsonIsOpenAIShaped) {
   ApiError e = BadRequest("bad \"x\"", "x");
-  EXPECT_EQ(e.Json(),
-            R"({"error":{"code":400,"message":"bad \"x\"","param":"x","type":"invalid_request_error"}})");
+  EXPECT_EQ(
+      e.Json(),
+      R"({"error":{"code":400,"message":"bad \"x\"","param":"x","type":"invalid_request_error"}})");
 }
 
 TEST(ApiRequestTest, ToolsAndToolMessagesBecomeTheChatObject) {

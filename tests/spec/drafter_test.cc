@@ -39,8 +39,8 @@ TEST(DrafterKvSource, RealGeometries) {
     const char* variant;
     int sliding, full;
   };
-  for (const Case& c : {Case{"e2b", 13, 14}, Case{"e4b", 22, 23}, Case{"31b", 58, 59},
-                        Case{"26b-a4b", 28, 29}}) {
+  for (const Case& c :
+       {Case{"e2b", 13, 14}, Case{"e4b", 22, 23}, Case{"31b", 58, 59}, Case{"26b-a4b", 28, 29}}) {
     auto t = model::DummyModelConfig(std::string("dummy:") + c.variant);
     ASSERT_TRUE(t.ok()) << t.status();
     EXPECT_EQ(spec::DrafterKvSource(t->text, model::LayerType::kSliding), c.sliding) << c.variant;
@@ -81,7 +81,8 @@ double DraftLogitError(const float* ours, const float* hf, int64_t vocab, bool o
   for (int64_t v = 0; v < vocab; ++v) {
     const bool scored = !ordered || hf[v] > fill + 0.5f;
     if (!scored) {
-      if (!(std::isinf(ours[v]) && ours[v] < 0)) *problem = "token " + std::to_string(v) + " not masked";
+      if (!(std::isinf(ours[v]) && ours[v] < 0))
+        *problem = "token " + std::to_string(v) + " not masked";
       continue;
     }
     if (!std::isfinite(ours[v])) *problem = "token " + std::to_string(v) + " masked";
@@ -277,14 +278,14 @@ TEST_P(DrafterTest, RejectsBadRounds) {
   EXPECT_TRUE(absl::IsInvalidArgument(drafter_->Draft(short_draws, 2, &res)));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Pairs, DrafterTest,
-    ::testing::Combine(::testing::ValuesIn(testing::TargetVariants()), ::testing::Values(1, 16)),
-    [](const auto& info) {
-      std::string v = std::get<0>(info.param);
-      std::replace(v.begin(), v.end(), '-', '_');
-      return v + "_page" + std::to_string(std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Pairs, DrafterTest,
+                         ::testing::Combine(::testing::ValuesIn(testing::TargetVariants()),
+                                            ::testing::Values(1, 16)),
+                         [](const auto& info) {
+                           std::string v = std::get<0>(info.param);
+                           std::replace(v.begin(), v.end(), '-', '_');
+                           return v + "_page" + std::to_string(std::get<1>(info.param));
+                         });
 
 }  // namespace
 }  // namespace gannet

@@ -70,7 +70,8 @@ void ExpectSameUpToNearTies(const std::vector<Outcome>& got, const std::vector<O
     }
   }
   std::printf("%s: %d of %zu sequences identical\n", what.c_str(), identical, got.size());
-  EXPECT_GE(identical, static_cast<int>(got.size()) * (expert_flips ? 9 : 3) / (expert_flips ? 10 : 4))
+  EXPECT_GE(identical,
+            static_cast<int>(got.size()) * (expert_flips ? 9 : 3) / (expert_flips ? 10 : 4))
       << what;
 }
 
@@ -106,8 +107,8 @@ TEST_P(SpecEngineGpuTest, GreedyWithDraftsEqualsWithout) {
                              variant == "e4b" ? kNearTieE4b : kNearTie);
       const EngineStats st = engine->GetStats();
       std::printf("%s: drafts %ld, accepted %ld, %.2f tokens per verify chunk\n", what.c_str(),
-                  static_cast<long>(st.spec_draft_tokens), static_cast<long>(st.spec_accepted_tokens),
-                  st.spec_mean_accepted_length);
+                  static_cast<long>(st.spec_draft_tokens),
+                  static_cast<long>(st.spec_accepted_tokens), st.spec_mean_accepted_length);
       EXPECT_GT(st.spec_draft_tokens, 0);
       if (oracle) {
         EXPECT_GT(st.spec_mean_accepted_length, 1.5) << what;
@@ -117,14 +118,14 @@ TEST_P(SpecEngineGpuTest, GreedyWithDraftsEqualsWithout) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Pairs, SpecEngineGpuTest,
-    ::testing::Combine(::testing::ValuesIn(testing::TargetVariants()), ::testing::Values(1, 16, 32)),
-    [](const auto& info) {
-      std::string v = std::get<0>(info.param);
-      std::replace(v.begin(), v.end(), '-', '_');
-      return v + "_page" + std::to_string(std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Pairs, SpecEngineGpuTest,
+                         ::testing::Combine(::testing::ValuesIn(testing::TargetVariants()),
+                                            ::testing::Values(1, 16, 32)),
+                         [](const auto& info) {
+                           std::string v = std::get<0>(info.param);
+                           std::replace(v.begin(), v.end(), '-', '_');
+                           return v + "_page" + std::to_string(std::get<1>(info.param));
+                         });
 
 class MultiGpuSpecEngineTest : public ::testing::TestWithParam<std::string> {};
 

@@ -79,14 +79,14 @@ TEST_P(SpecEngineTest, GreedyWithDraftsEqualsWithout) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Pairs, SpecEngineTest,
-    ::testing::Combine(::testing::ValuesIn(testing::TargetVariants()), ::testing::Values(1, 16, 32)),
-    [](const auto& info) {
-      std::string v = std::get<0>(info.param);
-      std::replace(v.begin(), v.end(), '-', '_');
-      return v + "_page" + std::to_string(std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Pairs, SpecEngineTest,
+                         ::testing::Combine(::testing::ValuesIn(testing::TargetVariants()),
+                                            ::testing::Values(1, 16, 32)),
+                         [](const auto& info) {
+                           std::string v = std::get<0>(info.param);
+                           std::replace(v.begin(), v.end(), '-', '_');
+                           return v + "_page" + std::to_string(std::get<1>(info.param));
+                         });
 
 TEST(SpecEngine, PreemptionKeepsTheOutput) {
   EngineSetup plain{"e4b", 16};
@@ -149,7 +149,8 @@ TEST(SpecEngine, StopsInsideAcceptedRuns) {
   auto engine = MakeEngine(s);
   ASSERT_NE(engine, nullptr);
   const std::vector<Outcome> got = RunAll(*engine, {stopping, short_max, opted_out, in});
-  EXPECT_EQ(got[0].tokens, std::vector<int32_t>(full.tokens.begin(), full.tokens.begin() + cut + 1));
+  EXPECT_EQ(got[0].tokens,
+            std::vector<int32_t>(full.tokens.begin(), full.tokens.begin() + cut + 1));
   EXPECT_EQ(got[0].finish, EventFinish::kStop);
   EXPECT_EQ(got[1].tokens, std::vector<int32_t>(full.tokens.begin(), full.tokens.begin() + 11));
   EXPECT_EQ(got[1].finish, EventFinish::kLength);

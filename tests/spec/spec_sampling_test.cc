@@ -104,10 +104,11 @@ TEST(SpecSampling, FirstThreeTokensDistributedAsPlainSampling) {
     const auto b = Sample(*spec, 1.0f, top_p, 10'000'000, &ss);
     const double joint = TwoSample(a, b), second = TwoSample(a, b, 1, 2),
                  third = TwoSample(a, b, 2, 3);
-    std::printf("top_p %.1f: %zu and %zu distinct outputs; p joint %.4f, 2nd token %.4f, 3rd "
-                "token %.4f; %ld drafts, %ld accepted\n",
-                top_p, a.size(), b.size(), joint, second, third,
-                static_cast<long>(ss.spec_draft_tokens), static_cast<long>(ss.spec_accepted_tokens));
+    std::printf(
+        "top_p %.1f: %zu and %zu distinct outputs; p joint %.4f, 2nd token %.4f, 3rd "
+        "token %.4f; %ld drafts, %ld accepted\n",
+        top_p, a.size(), b.size(), joint, second, third, static_cast<long>(ss.spec_draft_tokens),
+        static_cast<long>(ss.spec_accepted_tokens));
     EXPECT_GT(joint, 1e-3) << "top_p " << top_p;
     EXPECT_GT(second, 1e-3) << "top_p " << top_p;
     EXPECT_GT(third, 1e-3) << "top_p " << top_p;

@@ -71,10 +71,18 @@ int32_t InverseCdf(const KeptMasses& km, uint64_t seed) {
 // --- ComputeKeptMasses ------------------------------------------------------------------------
 
 TEST(KeptMassesTest, IsExactlyWhatDrawTokenDrawsFrom) {
-  const std::vector<DrawParams> params = {
-      Params(0), Params(1, 1), Params(0.7f), Params(1), Params(1.5f), Params(1, 5),
-      Params(0.7f, 0, 0.8f), Params(1.5f, 0, 1, 0.1f), Params(1, 8, 0.9f, 0.05f),
-      Params(0.7f, 3, 0.5f), Params(1.5f, 0, 0.3f, 0.2f), Params(1, 1000)};
+  const std::vector<DrawParams> params = {Params(0),
+                                          Params(1, 1),
+                                          Params(0.7f),
+                                          Params(1),
+                                          Params(1.5f),
+                                          Params(1, 5),
+                                          Params(0.7f, 0, 0.8f),
+                                          Params(1.5f, 0, 1, 0.1f),
+                                          Params(1, 8, 0.9f, 0.05f),
+                                          Params(0.7f, 3, 0.5f),
+                                          Params(1.5f, 0, 0.3f, 0.2f),
+                                          Params(1, 1000)};
   int rows = 0;
   for (int64_t vocab : {1, 7, 40, 300}) {
     for (uint64_t r = 0; r < 12; ++r, ++rows) {
@@ -174,8 +182,8 @@ TEST(VerifyDraftsTest, GreedyAcceptsTheLongestMatchingPrefix) {
   std::vector<int32_t> best;
   for (int j = 0; j <= kK; ++j) {
     rows.push_back(RandomRow(kV, 300 + j, j % 2 == 0));
-    best.push_back(static_cast<int32_t>(std::max_element(rows[j].begin(), rows[j].end()) -
-                                        rows[j].begin()));
+    best.push_back(
+        static_cast<int32_t>(std::max_element(rows[j].begin(), rows[j].end()) - rows[j].begin()));
   }
   for (int j = 0; j <= kK; ++j) target_rows.push_back(rows[j].data());
   for (int j = 0; j < kK; ++j) draft_rows.push_back(rows[(j + 3) % (kK + 1)].data());
@@ -189,10 +197,10 @@ TEST(VerifyDraftsTest, GreedyAcceptsTheLongestMatchingPrefix) {
       for (const DrawParams& draft : {Params(0), Params(1, 0, 0.5f)}) {
         const std::vector<DrawParams> draft_draws(kK, draft);
         for (bool with_rows : {false, true}) {
-          const VerifyOutcome o = VerifyDrafts(
-              target_rows, kV, target_draws,
-              with_rows ? std::span<const float* const>(draft_rows) : std::span<const float* const>(),
-              draft_draws, drafts, accept_seeds);
+          const VerifyOutcome o = VerifyDrafts(target_rows, kV, target_draws,
+                                               with_rows ? std::span<const float* const>(draft_rows)
+                                                         : std::span<const float* const>(),
+                                               draft_draws, drafts, accept_seeds);
           EXPECT_EQ(o.accepted, m);
           EXPECT_EQ(o.next, best[m]);
         }
@@ -227,8 +235,7 @@ TEST(VerifyDraftsTest, EqualDistributionsAlwaysAccept) {
         drafts.push_back(DrawToken(ptrs[j], kV, dd[j]));
         as.push_back(AcceptSeed(s, 0, j));
       }
-      const VerifyOutcome o =
-          VerifyDrafts(ptrs, kV, td, std::span(ptrs).first(kK), dd, drafts, as);
+      const VerifyOutcome o = VerifyDrafts(ptrs, kV, td, std::span(ptrs).first(kK), dd, drafts, as);
       ASSERT_EQ(o.accepted, kK);
       ASSERT_EQ(o.next, DrawToken(ptrs[kK], kV, td[kK]));
     }
@@ -244,7 +251,8 @@ TEST(VerifyDraftsTest, AcceptanceRateIsMinOfOneAndTheRatio) {
   const KeptMasses q = ComputeKeptMasses(draft.data(), kV, Params(1));
   int checked = 0;
   for (int32_t d = 0; d < kV; ++d) {
-    const double ratio = (double(p.MassOf(d)) / double(p.total)) / (double(q.MassOf(d)) / double(q.total));
+    const double ratio =
+        (double(p.MassOf(d)) / double(p.total)) / (double(q.MassOf(d)) / double(q.total));
     if (ratio > 0.95) continue;
     ++checked;
     constexpr int kN = 20000;
@@ -274,8 +282,8 @@ TEST(VerifyDraftsTest, UndrawableDraftIsARejectionAndTheResidualIsDrawn) {
   std::vector<double> residual(kV, 0);
   double z = 0;
   for (int32_t i = 0; i < kV; ++i) {
-    residual[i] = std::max(0.0, double(p.MassOf(i)) / double(p.total) -
-                                    double(q.MassOf(i)) / double(q.total));
+    residual[i] = std::max(
+        0.0, double(p.MassOf(i)) / double(p.total) - double(q.MassOf(i)) / double(q.total));
     z += residual[i];
   }
   for (double& r : residual) r /= z;
@@ -542,7 +550,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(SpeculativeDistributionTest, RejectsWrongVerifiers) {
   const DrawParams params = Params(1);
   const std::vector<int64_t> reference = NonSpeculative(params, 0);
-  const double always = TwoSampleP(reference, Speculative(params, params, 2, 5000000, AlwaysAccept).counts);
+  const double always =
+      TwoSampleP(reference, Speculative(params, params, 2, 5000000, AlwaysAccept).counts);
   const double resample =
       TwoSampleP(reference, Speculative(params, params, 2, 6000000, ResampleFromTarget).counts);
   std::printf("wrong verifiers: always-accept p %.3g, resample-from-p p %.3g\n", always, resample);

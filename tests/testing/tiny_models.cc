@@ -51,9 +51,9 @@ kv::KvLayout SimpleKvLayout(const model::ModelConfig& config, const backend::Bac
 }
 
 absl::StatusOr<std::unique_ptr<runner::ModelRunner>> CreateTinyRunner(
-    const model::ModelConfig& config, const model::ModelWeights& weights,
-    backend::Backend* backend, const runner::RunnerOptions& options, int max_len, int max_seqs,
-    kv::KvQuant quant, bool k_eq_v_single_store) {
+    const model::ModelConfig& config, const model::ModelWeights& weights, backend::Backend* backend,
+    const runner::RunnerOptions& options, int max_len, int max_seqs, kv::KvQuant quant,
+    bool k_eq_v_single_store) {
   GANNET_ASSIGN_OR_RETURN(auto r, runner::ModelRunner::Create(config, weights, backend, options));
   GANNET_RETURN_IF_ERROR(r->AttachKv(SimpleKvLayout(config, *backend, options.page_size, max_len,
                                                     max_seqs, quant, k_eq_v_single_store)));
@@ -98,13 +98,13 @@ absl::StatusOr<GoldenPrompt> LoadGolden(const std::string& variant, const std::s
   return g;
 }
 
-absl::StatusOr<GoldenDraft> LoadGoldenDraft(const std::string& variant,
-                                            const std::string& prompt) {
+absl::StatusOr<GoldenDraft> LoadGoldenDraft(const std::string& variant, const std::string& prompt) {
   GANNET_ASSIGN_OR_RETURN(GoldenFile file, GoldenFile::Open(variant + "-assistant"));
   GoldenDraft g;
   std::vector<int32_t> bonus;
   GANNET_RETURN_IF_ERROR(file.Ints(prompt + ".bonus", &bonus));
-  if (bonus.size() != 1) return DataLossError("{}-assistant: {}.bonus is not one id", variant, prompt);
+  if (bonus.size() != 1)
+    return DataLossError("{}-assistant: {}.bonus is not one id", variant, prompt);
   g.bonus = bonus[0];
   GANNET_RETURN_IF_ERROR(file.Ints(prompt + ".draft_tokens", &g.tokens));
   GANNET_RETURN_IF_ERROR(file.Floats(prompt + ".draft_logits", &g.logits));
@@ -118,7 +118,8 @@ double MaxRelativeLogitError(const float* a, const float* b, int rows, int vocab
     double max_ref = 0, max_diff = 0;
     for (int v = 0; v < vocab; ++v) {
       max_ref = std::max(max_ref, std::fabs(static_cast<double>(b[r * vocab + v])));
-      max_diff = std::max(max_diff, std::fabs(static_cast<double>(a[r * vocab + v]) - b[r * vocab + v]));
+      max_diff =
+          std::max(max_diff, std::fabs(static_cast<double>(a[r * vocab + v]) - b[r * vocab + v]));
     }
     worst = std::max(worst, max_ref > 0 ? max_diff / max_ref : max_diff);
   }

@@ -17,7 +17,7 @@
 
 namespace gannet::testing {
 
-std::string TestDataDir();                       // $GANNET_TEST_DATA or the source tree's
+std::string TestDataDir();  // $GANNET_TEST_DATA or the source tree's
 std::string TinyModelDir(const std::string& variant);
 inline const std::vector<std::string>& TargetVariants() {
   static const std::vector<std::string> v = {"31b", "26b-a4b", "e4b", "e2b"};
@@ -40,11 +40,12 @@ runner::RunnerOptions SimpleRunnerOptions(const model::ModelConfig& config, int 
 // `k_eq_v_single_store`: runner::KvLayersOf's choice for K=V layers.
 kv::KvLayout SimpleKvLayout(const model::ModelConfig& config, const backend::Backend& backend,
                             int page_size, int max_len, int max_seqs,
-                            kv::KvQuant quant = kv::KvQuant::kNone, bool k_eq_v_single_store = true);
+                            kv::KvQuant quant = kv::KvQuant::kNone,
+                            bool k_eq_v_single_store = true);
 // ModelRunner::Create with those options, then AttachKv(SimpleKvLayout(...)).
 absl::StatusOr<std::unique_ptr<runner::ModelRunner>> CreateTinyRunner(
-    const model::ModelConfig& config, const model::ModelWeights& weights,
-    backend::Backend* backend, const runner::RunnerOptions& options, int max_len, int max_seqs,
+    const model::ModelConfig& config, const model::ModelWeights& weights, backend::Backend* backend,
+    const runner::RunnerOptions& options, int max_len, int max_seqs,
     kv::KvQuant quant = kv::KvQuant::kNone, bool k_eq_v_single_store = true);
 
 // A trivial KV layout for tests without a KV manager: sequence s gets pages
@@ -73,8 +74,8 @@ absl::StatusOr<GoldenPrompt> LoadGolden(const std::string& variant, const std::s
 // HF's drafter steps after a golden prompt (tests/data/golden/<variant>-assistant.safetensors).
 struct GoldenDraft {
   int32_t bonus = 0;
-  std::vector<float> logits;  // [steps, vocab]; tokens outside the top clusters hold min - 1
-  std::vector<float> hidden;  // [steps, backbone hidden]: h_next of each step
+  std::vector<float> logits;    // [steps, vocab]; tokens outside the top clusters hold min - 1
+  std::vector<float> hidden;    // [steps, backbone hidden]: h_next of each step
   std::vector<int32_t> tokens;  // [steps]
 };
 absl::StatusOr<GoldenDraft> LoadGoldenDraft(const std::string& variant, const std::string& prompt);

@@ -38,11 +38,10 @@ absl::Status MakeOne(const std::string& out_dir, const std::string& variant) {
   GANNET_RETURN_IF_ERROR(WriteStringToFile(dir + "/tokenizer.json", tok));
   if (variant.find("assistant") != std::string::npos) return absl::OkStatus();
   const bool small = variant == "e2b" || variant == "e4b";
-  GANNET_ASSIGN_OR_RETURN(
-      std::string chat_template,
-      ReadFileToString(std::string(GANNET_MAKE_TINY_DIR) + "/chat_template_" +
-                           (small ? "small" : "large") + ".jinja",
-                       int64_t{1} << 20, "chat template"));
+  GANNET_ASSIGN_OR_RETURN(std::string chat_template,
+                          ReadFileToString(std::string(GANNET_MAKE_TINY_DIR) + "/chat_template_" +
+                                               (small ? "small" : "large") + ".jinja",
+                                           int64_t{1} << 20, "chat template"));
   return WriteStringToFile(dir + "/chat_template.jinja", chat_template);
 }
 
@@ -60,7 +59,8 @@ int main(int argc, char** argv) {
   for (const std::string& v : variants) {
     absl::Status st = MakeOne(argv[1], v);
     if (!st.ok()) {
-      std::fprintf(stderr, "gannet-make-tiny: %s: %s\n", v.c_str(), std::string(st.message()).c_str());
+      std::fprintf(stderr, "gannet-make-tiny: %s: %s\n", v.c_str(),
+                   std::string(st.message()).c_str());
       return 1;
     }
     std::printf("wrote %s/%s\n", argv[1], v.c_str());

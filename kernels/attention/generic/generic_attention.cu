@@ -74,8 +74,9 @@ __global__ void GenericAttentionKernel(const PagedAttentionParams p) {
   float m = -INFINITY, l = 0.f;
   for (int key = lo; key <= pos; ++key) {
     const int page = table[key / p.page_size];
-    const int64_t off = ((static_cast<int64_t>(page) * p.num_kv_heads + kvh) * p.page_size +
-                         key % p.page_size) * p.head_dim;
+    const int64_t off =
+        ((static_cast<int64_t>(page) * p.num_kv_heads + kvh) * p.page_size + key % p.page_size) *
+        p.head_dim;
     float dot = 0.f;
 #pragma unroll
     for (int c = 0; c < kMaxChunksPerLane; ++c) {

@@ -106,8 +106,9 @@ __device__ __forceinline__ void Fp8x4ToF16(const uint8_t* src, uint32_t& b0, uin
 // derived rotated dims (bf16 at their own columns of cK; FP8: fp16 at RotIndex of the K row) or,
 // off them, V's row (Q carries k_norm there).
 template <typename Tr, bool kKFromV>
-__device__ __forceinline__ void KOperand(const PagedAttentionParams& p, const typename Tr::Fp8::Stage& f8,
-                                         const bf16* cK, const bf16* cV, int row, int d, uint32_t& b0,
+__device__ __forceinline__ void KOperand(const PagedAttentionParams& p,
+                                         const typename Tr::Fp8::Stage& f8, const bf16* cK,
+                                         const bf16* cV, int row, int d, uint32_t& b0,
                                          uint32_t& b1) {
   constexpr int kHalf = Tr::kHeadDim / 2;
   const bool derived = kKFromV && sm80::KFromVRotated(d, kHalf, p.rope_pairs);
@@ -128,14 +129,16 @@ __device__ __forceinline__ void KOperand(const PagedAttentionParams& p, const ty
 }
 
 template <typename Tr, bool kKFromV>
-__device__ __forceinline__ void FlashSm70Cta(const PagedAttentionParams& p, int num_splits, void* workspace) {
+__device__ __forceinline__ void FlashSm70Cta(const PagedAttentionParams& p, int num_splits,
+                                             void* workspace) {
   constexpr int kHeadDim = Tr::kHeadDim, kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN;
   constexpr int kStride = Tr::kStride, kPStride = Tr::kPStride;
   constexpr float kLog2e = 1.4426950408889634f;
   using Fp8 = typename Tr::Fp8;
 
   extern __shared__ __align__(128) unsigned char smem[];
-  bf16* sQ = reinterpret_cast<bf16*>(smem);  // as loaded (bf16, or f16 with io_f16), fp16 from the first tile on
+  bf16* sQ = reinterpret_cast<bf16*>(
+      smem);  // as loaded (bf16, or f16 with io_f16), fp16 from the first tile on
   const __half* sQh = reinterpret_cast<const __half*>(smem);
   bf16* sK = reinterpret_cast<bf16*>(smem + Tr::kQBytes);  // bf16 only
   bf16* sV = sK + kBlockN * kStride;
@@ -151,18 +154,19 @@ __device__ __forceinline__ void FlashSm70Cta(const PagedAttentionParams& p, int 
   const int wm = warp / Tr::kWarpsN;
   const int wn = warp % Tr::kWarpsN;
   const int qp = (lane >> 2) & 3;
-  const int half8 = 8 * (qp & 1);                  // the QP's 8-key (S) / 8-dim (O) half
-  const int rows8 = wm * 16 + 8 * (qp >> 1);       // the QP's first row
-  const int a_row = rows8 + QpOperandRow(lane);    // the row of A (Q, P) this lane supplies
-  const int b_col = QpOperandRow(lane);            // the key (S) this lane supplies, within 8
+  const int half8 = 8 * (qp & 1);                // the QP's 8-key (S) / 8-dim (O) half
+  const int rows8 = wm * 16 + 8 * (qp >> 1);     // the QP's first row
+  const int a_row = rows8 + QpOperandRow(lane);  // the row of A (Q, P) this lane supplies
+  const int b_col = QpOperandRow(lane);          // the key (S) this lane supplies, within 8
   const int kvh = blockIdx.y;
   const int split = blockIdx.z;
   const int group = p.num_q_heads / p.num_kv_heads;
 
   sm80::TileRange t;
   if (!sm80::FindTileRange(p, group, kBlockM, blockIdx.x, &t)) return;
-  const sm80::SplitWork work = sm80::BeginFlashTile<kHeadDim, kBlockM, kBlockN, Tr::kThreads, kStride>(
-      p, t, group, kvh, split, num_splits, sPos, sQ);
+  const sm80::SplitWork work =
+      sm80::BeginFlashTile<kHeadDim, kBlockM, kBlockN, Tr::kThreads, kStride>(
+          p, t, group, kvh, split, num_splits, sPos, sQ);
   const int n_tiles = work.n_tiles;
   const auto load_tile = sm80::MakeKvLoader<Tr>(p, work, t, kvh, sK, sV, staging);
   sm80::PrimeKvStages<1>(load_tile, n_tiles);
@@ -211,7 +215,8 @@ __device__ __forceinline__ void FlashSm70Cta(const PagedAttentionParams& p, int 
 #pragma unroll
       for (int j = 0; j < Tr::kNT; ++j) {
         uint32_t b0, b1;
-        KOperand<Tr, kKFromV>(p, f8, cK, cV, wn * Tr::kKeysPerWarp + 16 * j + half8 + b_col, d, b0, b1);
+        KOperand<Tr, kKFromV>(p, f8, cK, cV, wn * Tr::kKeysPerWarp + 16 * j + half8 + b_col, d, b0,
+                              b1);
         MmaM8n8k4RowCol(acc_s[j], a.x, a.y, b0, b1);
       }
     }
@@ -248,7 +253,8 @@ __device__ __forceinline__ void FlashSm70Cta(const PagedAttentionParams& p, int 
     for (int h = 0; h < 2; ++h) {
       float tile_max = -INFINITY;
 #pragma unroll
-      for (int w = 0; w < Tr::kWarpsN; ++w) tile_max = fmaxf(tile_max, sMax[w * kBlockM + r_acc[h]]);
+      for (int w = 0; w < Tr::kWarpsN; ++w)
+        tile_max = fmaxf(tile_max, sMax[w * kBlockM + r_acc[h]]);
       const float m_new = fmaxf(m_run[h], tile_max);
       m_use[h] = m_new == -INFINITY ? 0.f : m_new;  // fully masked so far: keep exp2 finite
       alpha[h] = exp2f(m_run[h] - m_use[h]);
@@ -276,7 +282,8 @@ __device__ __forceinline__ void FlashSm70Cta(const PagedAttentionParams& p, int 
         if constexpr (Tr::kFp8) {
           x0 *= f8.v_scale[col] / v_max, x1 *= f8.v_scale[col + 1] / v_max;
         } else {  // bf16 P, as every other bf16 entry rounds it (exact in fp16)
-          x0 = __bfloat162float(__float2bfloat16_rn(x0)), x1 = __bfloat162float(__float2bfloat16_rn(x1));
+          x0 = __bfloat162float(__float2bfloat16_rn(x0)),
+          x1 = __bfloat162float(__float2bfloat16_rn(x1));
         }
         *reinterpret_cast<__half2*>(sP + r_acc[h] * kPStride + col) = __floats2half2_rn(x0, x1);
       }
@@ -306,7 +313,8 @@ __device__ __forceinline__ void FlashSm70Cta(const PagedAttentionParams& p, int 
       for (int i = 0; i < 8; ++i) acc_o[dt][i] *= a_h[(i >> 1) & 1];
     }
 
-    // ---- O[:, slice] += P V[:, slice]: 4 keys a step; the lane's V operand is 4 dims of key lo ----
+    // ---- O[:, slice] += P V[:, slice]: 4 keys a step; the lane's V operand is 4 dims of key lo
+    // ----
     const int v_key = lane & 3;
     const int v_dim = wn * Tr::kDimsPerWarp + half8 + 4 * ((lane >> 4) & 1);
 #pragma unroll 2
@@ -333,9 +341,11 @@ __device__ __forceinline__ void FlashSm70Cta(const PagedAttentionParams& p, int 
   }
 
   // ---- epilogue: normalised bf16 rows, or this split's f32 partial and log2-sum-exp ----
-  const float inv_l[2] = {l_run[0] > 0.f ? 1.f / l_run[0] : 0.f, l_run[1] > 0.f ? 1.f / l_run[1] : 0.f};
+  const float inv_l[2] = {l_run[0] > 0.f ? 1.f / l_run[0] : 0.f,
+                          l_run[1] > 0.f ? 1.f / l_run[1] : 0.f};
   const int cta = blockIdx.x * gridDim.y + kvh;
-  const sm80::SplitWorkspace ws = sm80::SplitViews(workspace, gridDim.x * gridDim.y, num_splits, kBlockM, kHeadDim);
+  const sm80::SplitWorkspace ws =
+      sm80::SplitViews(workspace, gridDim.x * gridDim.y, num_splits, kBlockM, kHeadDim);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = r_acc[h];
@@ -350,7 +360,8 @@ __device__ __forceinline__ void FlashSm70Cta(const PagedAttentionParams& p, int 
           *reinterpret_cast<uint32_t*>(sm80::OutRow(p, t, group, kvh, kHeadDim, r) + c) =
               p.io_f16 ? PackF16x2(x0, x1) : sm80::PackBf16x2(x0, x1);
         } else {
-          float* o = ws.o + ((static_cast<size_t>(cta) * num_splits + split) * kBlockM + r) * kHeadDim + c;
+          float* o =
+              ws.o + ((static_cast<size_t>(cta) * num_splits + split) * kBlockM + r) * kHeadDim + c;
           *reinterpret_cast<float2*>(o) = make_float2(x0, x1);
         }
       }
@@ -365,8 +376,8 @@ __device__ __forceinline__ void FlashSm70Cta(const PagedAttentionParams& p, int 
 // kKFromV: single-store K=V, its own instantiation (head_dim 512 alone, FlashSupportsKFromV).
 // Empty below sm_70.
 template <typename Tr, bool kKFromV>
-__global__ void __launch_bounds__(Tr::kThreads) FlashSm70Kernel(const PagedAttentionParams p, int num_splits,
-                                                               void* workspace) {
+__global__ void __launch_bounds__(Tr::kThreads)
+    FlashSm70Kernel(const PagedAttentionParams p, int num_splits, void* workspace) {
   PdlEnter();
 #if GANNET_SM70_MMA_ENABLED
   FlashSm70Cta<Tr, kKFromV>(p, num_splits, workspace);
@@ -374,10 +385,12 @@ __global__ void __launch_bounds__(Tr::kThreads) FlashSm70Kernel(const PagedAtten
 }
 
 template <typename Tr>
-cudaError_t LaunchFlashSm70(const PagedAttentionParams& p, int num_splits, void* workspace, cudaStream_t stream) {
+cudaError_t LaunchFlashSm70(const PagedAttentionParams& p, int num_splits, void* workspace,
+                            cudaStream_t stream) {
   if (p.k_from_v) {
     if constexpr (Tr::kHeadDim == 512) {
-      return sm80::LaunchFlashKernel<Tr>(FlashSm70Kernel<Tr, true>, p, num_splits, workspace, stream);
+      return sm80::LaunchFlashKernel<Tr>(FlashSm70Kernel<Tr, true>, p, num_splits, workspace,
+                                         stream);
     }
     return cudaErrorInvalidValue;
   }
@@ -387,10 +400,10 @@ cudaError_t LaunchFlashSm70(const PagedAttentionParams& p, int num_splits, void*
 }  // namespace gannet::kernels::sm70
 
 // Defines FlashConfig<name>() and LaunchFlash<name>() for one Volta configuration.
-#define GANNET_DEFINE_FLASH_SM70(name, hd, bm, bn, wm, wn, fp8)                                  \
+#define GANNET_DEFINE_FLASH_SM70(name, hd, bm, bn, wm, wn, fp8)                                 \
   namespace gannet::kernels {                                                                   \
   using FlashTraits##name = sm70::FlashTraits<hd, bm, bn, wm, wn, fp8>;                         \
-  FlashConfig FlashConfig##name() { return sm80::MakeFlashConfig<FlashTraits##name>(); }      \
+  FlashConfig FlashConfig##name() { return sm80::MakeFlashConfig<FlashTraits##name>(); }        \
   cudaError_t LaunchFlash##name(const PagedAttentionParams& p, int num_splits, void* workspace, \
                                 cudaStream_t stream) {                                          \
     return sm70::LaunchFlashSm70<FlashTraits##name>(p, num_splits, workspace, stream);          \

@@ -70,12 +70,14 @@ struct SplitWork {
 
 // Where chunk ch (dims 8 ch .. 8 ch + 7) of a tile's query row r comes from: the (token, head)
 // pair of KV head kvh's group; past the sequence's rows *ok is false (zero-fill, nothing read).
-__device__ __forceinline__ const bf16* QChunkSource(const PagedAttentionParams& p, const TileRange& t, int group,
-                                                    int kvh, int head_dim, int r, int ch, bool* ok) {
+__device__ __forceinline__ const bf16* QChunkSource(const PagedAttentionParams& p,
+                                                    const TileRange& t, int group, int kvh,
+                                                    int head_dim, int r, int ch, bool* ok) {
   *ok = r < t.rows_here;
   const int gr = t.row0 + r;
   return static_cast<const bf16*>(p.q) +
-         (*ok ? (t.q0 + gr / group) * p.q_stride + static_cast<int64_t>(kvh * group + gr % group) * head_dim + ch * 8
+         (*ok ? (t.q0 + gr / group) * p.q_stride +
+                    static_cast<int64_t>(kvh * group + gr % group) * head_dim + ch * 8
               : 0);
 }
 
@@ -137,8 +139,8 @@ struct KvRowSlot {
   static constexpr int kThreadsPerRow = kThreads / kBlockN;
   static_assert(kChunks % kThreadsPerRow == 0, "whole chunks per thread");
   static constexpr int kChunksPerThread = kChunks / kThreadsPerRow;
-  int r;        // the tile row
-  int sub;      // the first chunk; then every kThreadsPerRow-th
+  int r;    // the tile row
+  int sub;  // the first chunk; then every kThreadsPerRow-th
   bool ok;
   int64_t row;  // (page * heads + kvh) * page_size + offset: the cache row of the key
   // The page of this thread's key row in the block at key0 (-1 at or past hi): the page table is
@@ -175,14 +177,15 @@ __device__ __forceinline__ void LoadKvTile(const bf16* k_base, const bf16* v_bas
 #pragma unroll
   for (int i = 0; i < Slot::kChunksPerThread; ++i) {
     const int ch = s.chunk(i);
-    if (k_base != nullptr) CpAsync16(dk + r * kStride + ch * 8, ks + (ok ? ch * 8 : 0), ok ? 16 : 0);
+    if (k_base != nullptr)
+      CpAsync16(dk + r * kStride + ch * 8, ks + (ok ? ch * 8 : 0), ok ? 16 : 0);
     CpAsync16(dv + r * kStride + ch * 8, vs + (ok ? ch * 8 : 0), ok ? 16 : 0);
   }
 }
 
 // Output row pointer of row r of a tile.
-__device__ __forceinline__ bf16* OutRow(const PagedAttentionParams& p, const TileRange& t, int group,
-                                        int kvh, int head_dim, int r) {
+__device__ __forceinline__ bf16* OutRow(const PagedAttentionParams& p, const TileRange& t,
+                                        int group, int kvh, int head_dim, int r) {
   const int gr = t.row0 + r;
   return static_cast<bf16*>(p.out) + (t.q0 + gr / group) * p.out_stride +
          static_cast<int64_t>(kvh * group + gr % group) * head_dim;
@@ -194,7 +197,7 @@ struct SplitWorkspace {
   float* lse;  // [ctas, splits, block_m]
 };
 __host__ __device__ __forceinline__ SplitWorkspace SplitViews(void* ws, int ctas, int splits,
-                                                             int block_m, int head_dim) {
+                                                              int block_m, int head_dim) {
   SplitWorkspace w;
   w.o = static_cast<float*>(ws);
   w.lse = w.o + static_cast<size_t>(ctas) * splits * block_m * head_dim;
@@ -344,7 +347,8 @@ struct Fp8KvTileLoader {
 #pragma unroll
     for (int i = 0; i < Slot::kChunksPerThread; ++i) {
       const int ch = s.chunk(i);
-      if (k_base != nullptr) CpAsync16(dk + ch * 16, k_base + row * kHeadDim + (ok ? ch * 16 : 0), ok ? 16 : 0);
+      if (k_base != nullptr)
+        CpAsync16(dk + ch * 16, k_base + row * kHeadDim + (ok ? ch * 16 : 0), ok ? 16 : 0);
       CpAsync16(dv + ch * 16, v_base + row * kHeadDim + (ok ? ch * 16 : 0), ok ? 16 : 0);
     }
     if (sub == 0) {
@@ -363,12 +367,29 @@ __device__ __forceinline__ auto MakeKvLoader(const PagedAttentionParams& p, cons
   const int key0 = t.lo + work.t_begin * Tr::kBlockN;
   if constexpr (Tr::kFp8) {
     return Fp8KvTileLoader<Tr::kHeadDim, Tr::kBlockN, Tr::kThreads, Tr::kStages>{
-        static_cast<const uint8_t*>(p.k_cache), static_cast<const uint8_t*>(p.v_cache), p.k_scale,
-        p.v_scale, staging, work.table, p.page_size, p.num_kv_heads, kvh, key0, t.hi};
+        static_cast<const uint8_t*>(p.k_cache),
+        static_cast<const uint8_t*>(p.v_cache),
+        p.k_scale,
+        p.v_scale,
+        staging,
+        work.table,
+        p.page_size,
+        p.num_kv_heads,
+        kvh,
+        key0,
+        t.hi};
   } else {
     return KvTileLoader<Tr::kHeadDim, Tr::kBlockN, Tr::kThreads, Tr::kStride>{
-        static_cast<const bf16*>(p.k_cache), static_cast<const bf16*>(p.v_cache), sK, sV,
-        work.table, p.page_size, p.num_kv_heads, kvh, key0, t.hi};
+        static_cast<const bf16*>(p.k_cache),
+        static_cast<const bf16*>(p.v_cache),
+        sK,
+        sV,
+        work.table,
+        p.page_size,
+        p.num_kv_heads,
+        kvh,
+        key0,
+        t.hi};
   }
 }
 
@@ -408,7 +429,8 @@ __device__ __forceinline__ void Fp8KFragments(const uint8_t* src, uint32_t (&b)[
 // and owns kDT output dims g kDT .. g kDT + kDT - 1 (one contiguous load per key row);
 // `src` points at key 2t's first owned byte.
 template <int kDT>
-__device__ __forceinline__ void LoadFp8VRows(const uint8_t* src, int row_bytes, uint32_t (&rows)[4][kDT / 4]) {
+__device__ __forceinline__ void LoadFp8VRows(const uint8_t* src, int row_bytes,
+                                             uint32_t (&rows)[4][kDT / 4]) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const uint4* q = reinterpret_cast<const uint4*>(src + ((i & 1) + (i >> 1) * 8) * row_bytes);
@@ -420,14 +442,16 @@ __device__ __forceinline__ void LoadFp8VRows(const uint8_t* src, int row_bytes, 
 #pragma unroll
       for (int w = 0; w < kDT / 16; ++w) {
         const uint4 v = q[w];
-        rows[i][4 * w] = v.x, rows[i][4 * w + 1] = v.y, rows[i][4 * w + 2] = v.z, rows[i][4 * w + 3] = v.w;
+        rows[i][4 * w] = v.x, rows[i][4 * w + 1] = v.y, rows[i][4 * w + 2] = v.z,
+                    rows[i][4 * w + 3] = v.w;
       }
     }
   }
 }
 // B fragment of output n-tile dt: byte dt of keys (2t, 2t + 1) and (2t + 8, 2t + 9), as fp16.
 template <int kWords>
-__device__ __forceinline__ void Fp8VFragment(const uint32_t (&rows)[4][kWords], int dt, uint32_t* b) {
+__device__ __forceinline__ void Fp8VFragment(const uint32_t (&rows)[4][kWords], int dt,
+                                             uint32_t* b) {
   const uint32_t sel = (dt & 3) | ((4 + (dt & 3)) << 4);
   b[0] = Fp8x2ToF16x2(__byte_perm(rows[0][dt >> 2], rows[1][dt >> 2], sel) & 0xFFFFu);
   b[1] = Fp8x2ToF16x2(__byte_perm(rows[2][dt >> 2], rows[3][dt >> 2], sel) & 0xFFFFu);
@@ -522,8 +546,8 @@ struct KFromVPair {
 // kKFromV call it once a tile has landed).
 template <typename Tr, typename Pair>
 __device__ __forceinline__ void DeriveTileRotatedK(const Pair& kfv, const PagedAttentionParams& p,
-                                                   const typename Tr::Fp8::Stage& f8, const bf16* cV,
-                                                   bf16* cK, int key0) {
+                                                   const typename Tr::Fp8::Stage& f8,
+                                                   const bf16* cV, bf16* cK, int key0) {
   if (p.rope_pairs <= 0) return;
   constexpr int kHalf = Tr::kHeadDim / 2;
   if constexpr (Tr::kFp8) {
@@ -550,14 +574,16 @@ __device__ __forceinline__ void DeriveTileRotatedK(const Pair& kfv, const PagedA
 // 16-dim steps Fp8KFragments serves): the stored K, or with kKFromV the derived fp16 dims or the
 // V row's bytes.
 template <typename Fp8, bool kKFromV>
-__device__ __forceinline__ void Fp8KBlock(const PagedAttentionParams& p, const typename Fp8::Stage& f8,
-                                          int row, int dim, int half, uint32_t (&b)[4]) {
+__device__ __forceinline__ void Fp8KBlock(const PagedAttentionParams& p,
+                                          const typename Fp8::Stage& f8, int row, int dim, int half,
+                                          uint32_t (&b)[4]) {
   const int lane = threadIdx.x & 31;
   if constexpr (!kKFromV) {
     Fp8KFragments(f8.k + row * Fp8::kKRowBytes + dim + (lane & 3) * 8, b);
   } else if (KFromVRotated(dim, half, p.rope_pairs)) {
     const uint4 w = *reinterpret_cast<const uint4*>(
-        f8.k + row * Fp8::kKRowBytes + 2 * (KFromVRotIndex(dim, half, p.rope_pairs) + (lane & 3) * 8));
+        f8.k + row * Fp8::kKRowBytes +
+        2 * (KFromVRotIndex(dim, half, p.rope_pairs) + (lane & 3) * 8));
     b[0] = w.x, b[1] = w.y, b[2] = w.z, b[3] = w.w;
   } else {
     Fp8KFragments(f8.v + row * Fp8::kVRowBytes + dim + (lane & 3) * 8, b);
@@ -584,7 +610,8 @@ __device__ __forceinline__ void StoreFlashResult(const PagedAttentionParams& p, 
                           l_run[1] > 0.f ? 1.f / l_run[1] : 0.f};
   if constexpr (kDimMajor) {
     const int cta = blockIdx.x * gridDim.y + kvh;
-    const SplitWorkspace w = SplitViews(workspace, gridDim.x * gridDim.y, num_splits, kBlockM, kHeadDim);
+    const SplitWorkspace w =
+        SplitViews(workspace, gridDim.x * gridDim.y, num_splits, kBlockM, kHeadDim);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = r_lo + 8 * h;
@@ -600,7 +627,8 @@ __device__ __forceinline__ void StoreFlashResult(const PagedAttentionParams& p, 
                 PackBf16x2(acc_o[dt][2 * h + e] * inv_l[h], acc_o[dt + 1][2 * h + e] * inv_l[h]);
           }
         } else {
-          float* o = w.o + ((static_cast<size_t>(cta) * num_splits + split) * kBlockM + r) * kHeadDim + c0;
+          float* o =
+              w.o + ((static_cast<size_t>(cta) * num_splits + split) * kBlockM + r) * kHeadDim + c0;
 #pragma unroll
           for (int dt = 0; dt < kDT; dt += 2) {
             *reinterpret_cast<float2*>(o + dt) =
@@ -630,7 +658,8 @@ __device__ __forceinline__ void StoreFlashResult(const PagedAttentionParams& p, 
     return;
   }
   const int cta = blockIdx.x * gridDim.y + kvh;
-  const SplitWorkspace w = SplitViews(workspace, gridDim.x * gridDim.y, num_splits, kBlockM, kHeadDim);
+  const SplitWorkspace w =
+      SplitViews(workspace, gridDim.x * gridDim.y, num_splits, kBlockM, kHeadDim);
   float* my_o = w.o + (static_cast<size_t>(cta) * num_splits + split) * kBlockM * kHeadDim;
   float* my_lse = w.lse + (static_cast<size_t>(cta) * num_splits + split) * kBlockM;
 #pragma unroll
@@ -652,12 +681,15 @@ __device__ __forceinline__ void StoreFlashResult(const PagedAttentionParams& p, 
 // The merge of one row of a (tile, kv head): its splits' partials weighted by their
 // log2-sum-exps (FlashCombineKernel).
 template <int kHeadDim, int kBlockM>
-__device__ __forceinline__ void CombineRow(const PagedAttentionParams& p, const TileRange& t, int group,
-                                           int kvh, int r, int num_splits, void* workspace) {
+__device__ __forceinline__ void CombineRow(const PagedAttentionParams& p, const TileRange& t,
+                                           int group, int kvh, int r, int num_splits,
+                                           void* workspace) {
   const int cta = blockIdx.x * gridDim.y + kvh;
-  const SplitWorkspace w = SplitViews(workspace, gridDim.x * gridDim.y, num_splits, kBlockM, kHeadDim);
+  const SplitWorkspace w =
+      SplitViews(workspace, gridDim.x * gridDim.y, num_splits, kBlockM, kHeadDim);
   const float* lse = w.lse + static_cast<size_t>(cta) * num_splits * kBlockM + r;
-  const float* o = w.o + (static_cast<size_t>(cta) * num_splits * kBlockM + r) * kHeadDim + threadIdx.x * 4;
+  const float* o =
+      w.o + (static_cast<size_t>(cta) * num_splits * kBlockM + r) * kHeadDim + threadIdx.x * 4;
   // The merge is latency-bound: each batch issues all its splits' lse and partial loads at once
   // (the partial loads do not wait for the lse) and folds them in with a running maximum, so a
   // decode step's merge costs one memory round trip per 16 splits.
@@ -671,8 +703,9 @@ __device__ __forceinline__ void CombineRow(const PagedAttentionParams& p, const 
     for (int j = 0; j < kBatch; ++j) {
       const int s = s0 + j;
       l[j] = s < num_splits ? lse[s * kBlockM] : -INFINITY;
-      x[j] = s < num_splits ? *reinterpret_cast<const float4*>(o + static_cast<size_t>(s) * kBlockM * kHeadDim)
-                            : make_float4(0.f, 0.f, 0.f, 0.f);
+      x[j] = s < num_splits
+                 ? *reinterpret_cast<const float4*>(o + static_cast<size_t>(s) * kBlockM * kHeadDim)
+                 : make_float4(0.f, 0.f, 0.f, 0.f);
     }
     float bmax = lmax;
 #pragma unroll
@@ -700,7 +733,8 @@ __device__ __forceinline__ void CombineRow(const PagedAttentionParams& p, const 
     lmax = bmax;
   }
   const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
-  bf16* out = OutRow(p, t, group, kvh, kHeadDim, r) + threadIdx.x * 4;  // 2-byte elements either way
+  bf16* out =
+      OutRow(p, t, group, kvh, kHeadDim, r) + threadIdx.x * 4;  // 2-byte elements either way
   if (p.io_f16) {
     reinterpret_cast<__half2*>(out)[0] = __floats2half2_rn(acc.x * inv, acc.y * inv);
     reinterpret_cast<__half2*>(out)[1] = __floats2half2_rn(acc.z * inv, acc.w * inv);
@@ -756,14 +790,15 @@ template <typename Tr>
 cudaError_t LaunchFlashKernel(void (*kernel)(const PagedAttentionParams, int, void*),
                               const PagedAttentionParams& p, int num_splits, void* workspace,
                               cudaStream_t stream) {
-  if (p.head_dim != Tr::kHeadDim || p.num_kv_heads <= 0 || num_splits < 1) return cudaErrorInvalidValue;
+  if (p.head_dim != Tr::kHeadDim || p.num_kv_heads <= 0 || num_splits < 1)
+    return cudaErrorInvalidValue;
   if (num_splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
   // fp16 q/out: only the Volta kernels read and write them (their operands are fp16 anyway).
   if (p.io_f16 && Tr::kMinArch != 700) return cudaErrorInvalidValue;
   // Opting into large shared memory is per device; set it on every launch (cheap, and legal while
   // a stream is being captured) instead of keeping per-process state.
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         Tr::kSmemBytes);
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
   const int group = p.num_q_heads / p.num_kv_heads;
   dim3 grid(FlashGridTiles(MakeFlashConfig<Tr>(), p.num_tokens, p.num_seqs, group), p.num_kv_heads,
@@ -771,7 +806,8 @@ cudaError_t LaunchFlashKernel(void (*kernel)(const PagedAttentionParams, int, vo
   Launch(kernel, grid, Tr::kThreads, Tr::kSmemBytes, stream, p, num_splits, workspace);
   err = cudaGetLastError();
   if (err != cudaSuccess || num_splits == 1) return err;
-  return LaunchFlashCombine<Tr::kHeadDim, Tr::kBlockM, Tr::kMinArch>(p, grid, num_splits, workspace, stream);
+  return LaunchFlashCombine<Tr::kHeadDim, Tr::kBlockM, Tr::kMinArch>(p, grid, num_splits, workspace,
+                                                                     stream);
 }
 
 }  // namespace gannet::kernels::sm80

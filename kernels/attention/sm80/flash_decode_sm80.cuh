@@ -39,7 +39,8 @@ namespace gannet::kernels::sm80 {
 
 // kMinArch_: the oldest arch the instantiation is built for (mma_sm80.cuh): 800 for the sm80
 // entries, 750 for the sm75 ones (which fit Turing's 64 KB of shared memory).
-template <int kHeadDim_, int kBlockN_, int kWarps_, int kStages_, bool kFp8_ = false, int kMinArch_ = 800>
+template <int kHeadDim_, int kBlockN_, int kWarps_, int kStages_, bool kFp8_ = false,
+          int kMinArch_ = 800>
 struct DecodeTraits {
   static constexpr int kMinArch = kMinArch_;
   static constexpr bool kFp8 = kFp8_;  // FP8 KV cache (Fp8KvTileLoader)
@@ -69,7 +70,8 @@ struct DecodeTraits {
 
 // One CTA's work (the kernel below).
 template <typename Tr, bool kKFromV>
-__device__ __forceinline__ void FlashDecodeCta(const PagedAttentionParams& p, int num_splits, void* workspace) {
+__device__ __forceinline__ void FlashDecodeCta(const PagedAttentionParams& p, int num_splits,
+                                               void* workspace) {
   constexpr int kHeadDim = Tr::kHeadDim, kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN;
   constexpr int kStride = Tr::kStride, kStages = Tr::kStages, kSStride = Tr::kSStride;
   constexpr float kLog2e = 1.4426950408889634f;
@@ -85,8 +87,9 @@ __device__ __forceinline__ void FlashDecodeCta(const PagedAttentionParams& p, in
   bf16* sQ = reinterpret_cast<bf16*>(smem);
   bf16* sK = reinterpret_cast<bf16*>(smem + Tr::kQBytes);
   bf16* sV = sK + (kVOnly ? 1 : kStages) * kBlockN * kStride;  // bf16 only
-  uint8_t* staging = smem + Tr::kQBytes;               // FP8 only
-  float* sS = reinterpret_cast<float*>(smem + Tr::kQBytes + Tr::kKvBytes);  // [kWarps][16][kSStride]
+  uint8_t* staging = smem + Tr::kQBytes;                       // FP8 only
+  float* sS =
+      reinterpret_cast<float*>(smem + Tr::kQBytes + Tr::kKvBytes);  // [kWarps][16][kSStride]
   int* sPos = reinterpret_cast<int*>(sS + Tr::kWarps * kBlockM * kSStride);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -181,7 +184,8 @@ __device__ __forceinline__ void FlashDecodeCta(const PagedAttentionParams& p, in
     for (int nt = 0; nt < Tr::kNT; ++nt) {
       const int col = nt * 8 + (lane & 3) * 2;
       *reinterpret_cast<float2*>(my_s + r_lo * kSStride + col) = make_float2(s[nt][0], s[nt][1]);
-      *reinterpret_cast<float2*>(my_s + (r_lo + 8) * kSStride + col) = make_float2(s[nt][2], s[nt][3]);
+      *reinterpret_cast<float2*>(my_s + (r_lo + 8) * kSStride + col) =
+          make_float2(s[nt][2], s[nt][3]);
     }
     __syncthreads();
 
@@ -193,13 +197,16 @@ __device__ __forceinline__ void FlashDecodeCta(const PagedAttentionParams& p, in
       float2 lo = make_float2(0.f, 0.f), hi = make_float2(0.f, 0.f);
 #pragma unroll
       for (int w = 0; w < Tr::kWarps; ++w) {
-        const float2 a = *reinterpret_cast<const float2*>(sS + (w * kBlockM + r_lo) * kSStride + col);
-        const float2 b = *reinterpret_cast<const float2*>(sS + (w * kBlockM + r_lo + 8) * kSStride + col);
+        const float2 a =
+            *reinterpret_cast<const float2*>(sS + (w * kBlockM + r_lo) * kSStride + col);
+        const float2 b =
+            *reinterpret_cast<const float2*>(sS + (w * kBlockM + r_lo + 8) * kSStride + col);
         lo.x += a.x, lo.y += a.y, hi.x += b.x, hi.y += b.y;
       }
       s[nt][0] = lo.x, s[nt][1] = lo.y, s[nt][2] = hi.x, s[nt][3] = hi.y;
       if constexpr (Tr::kFp8) {  // each key's K scale (V's, when K is derived from V)
-        const float2 ks2 = *reinterpret_cast<const float2*>((kKFromV ? f8.v_scale : f8.k_scale) + col);
+        const float2 ks2 =
+            *reinterpret_cast<const float2*>((kKFromV ? f8.v_scale : f8.k_scale) + col);
         s[nt][0] *= ks2.x, s[nt][1] *= ks2.y, s[nt][2] *= ks2.x, s[nt][3] *= ks2.y;
       }
 #pragma unroll
@@ -273,8 +280,9 @@ __device__ __forceinline__ void FlashDecodeCta(const PagedAttentionParams& p, in
         // B[k][n] = V[key k][dim]: lane (g, t) takes keys 2t, 2t + 1, 2t + 8, 2t + 9 and owns dims
         // d0 + g kDT + dt, one contiguous load per key row; byte dt of two rows makes a pair.
         uint32_t rows[4][Tr::kDT / 4];
-        LoadFp8VRows<Tr::kDT>(f8.v + (kk * 16 + (lane & 3) * 2) * Fp8::kVRowBytes + d0 + (lane >> 2) * Tr::kDT,
-                              Fp8::kVRowBytes, rows);
+        LoadFp8VRows<Tr::kDT>(
+            f8.v + (kk * 16 + (lane & 3) * 2) * Fp8::kVRowBytes + d0 + (lane >> 2) * Tr::kDT,
+            Fp8::kVRowBytes, rows);
 #pragma unroll
         for (int dt = 0; dt < Tr::kDT; ++dt) {
           uint32_t b[2];
@@ -286,8 +294,8 @@ __device__ __forceinline__ void FlashDecodeCta(const PagedAttentionParams& p, in
         for (int dt = 0; dt < Tr::kDT; dt += 2) {
           uint32_t b[4];
           LdMatrixX4Trans(b[0], b[1], b[2], b[3],
-                          cV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride + d0 + dt * 8 +
-                              (lane >> 4) * 8);
+                          cV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride + d0 +
+                              dt * 8 + (lane >> 4) * 8);
           MmaBf16(acc_o[dt], pa[kk], b);
           MmaBf16(acc_o[dt + 1], pa[kk], b + 2);
         }
@@ -303,8 +311,8 @@ __device__ __forceinline__ void FlashDecodeCta(const PagedAttentionParams& p, in
   }
   CpAsyncWait<0>();
 
-  StoreFlashResult<kHeadDim, kBlockM, Tr::kDT, Tr::kFp8>(p, t, group, kvh, split, num_splits, workspace, acc_o,
-                                               m_run, l_run, r_lo, d0, warp == 0);
+  StoreFlashResult<kHeadDim, kBlockM, Tr::kDT, Tr::kFp8>(
+      p, t, group, kvh, split, num_splits, workspace, acc_o, m_run, l_run, r_lo, d0, warp == 0);
 }
 
 // kKFromV: single-store K=V (PagedAttentionParams::k_from_v), a separate instantiation so the
@@ -327,7 +335,8 @@ cudaError_t LaunchFlashDecode(const PagedAttentionParams& p, int num_splits, voi
   if (p.k_from_v) {
     // Instantiated for head_dim 512 alone: Gemma-4's K=V layers (FlashSupportsKFromV).
     if constexpr (Tr::kHeadDim == 512) {
-      return LaunchFlashKernel<Tr>(FlashDecodeSm80Kernel<Tr, true>, p, num_splits, workspace, stream);
+      return LaunchFlashKernel<Tr>(FlashDecodeSm80Kernel<Tr, true>, p, num_splits, workspace,
+                                   stream);
     }
     return cudaErrorInvalidValue;
   }
@@ -338,12 +347,12 @@ cudaError_t LaunchFlashDecode(const PagedAttentionParams& p, int num_splits, voi
 
 // Defines FlashConfig<name>() and LaunchFlash<name>() for one decode configuration.
 // Extra arguments go to DecodeTraits: kFp8, then kMinArch.
-#define GANNET_DEFINE_FLASH_DECODE(name, hd, bn, warps, st, ...)                               \
-  namespace gannet::kernels {                                                                  \
-  using FlashTraits##name = sm80::DecodeTraits<hd, bn, warps, st __VA_OPT__(, ) __VA_ARGS__>;  \
-  FlashConfig FlashConfig##name() { return sm80::MakeFlashConfig<FlashTraits##name>(); }      \
+#define GANNET_DEFINE_FLASH_DECODE(name, hd, bn, warps, st, ...)                                \
+  namespace gannet::kernels {                                                                   \
+  using FlashTraits##name = sm80::DecodeTraits<hd, bn, warps, st __VA_OPT__(, ) __VA_ARGS__>;   \
+  FlashConfig FlashConfig##name() { return sm80::MakeFlashConfig<FlashTraits##name>(); }        \
   cudaError_t LaunchFlash##name(const PagedAttentionParams& p, int num_splits, void* workspace, \
-                                cudaStream_t stream) {                                         \
-    return sm80::LaunchFlashDecode<FlashTraits##name>(p, num_splits, workspace, stream);       \
-  }                                                                                            \
+                                cudaStream_t stream) {                                          \
+    return sm80::LaunchFlashDecode<FlashTraits##name>(p, num_splits, workspace, stream);        \
+  }                                                                                             \
   }

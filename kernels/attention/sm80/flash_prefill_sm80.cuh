@@ -68,7 +68,8 @@ struct PrefillTraits {
 
 // One CTA's work (the kernel below).
 template <typename Tr, bool kKFromV>
-__device__ __forceinline__ void FlashPrefillCta(const PagedAttentionParams& p, int num_splits, void* workspace) {
+__device__ __forceinline__ void FlashPrefillCta(const PagedAttentionParams& p, int num_splits,
+                                                void* workspace) {
   constexpr int kHeadDim = Tr::kHeadDim, kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN;
   constexpr int kStride = Tr::kStride, kPStride = Tr::kPStride, kStages = Tr::kStages;
   constexpr float kLog2e = 1.4426950408889634f;
@@ -77,7 +78,7 @@ __device__ __forceinline__ void FlashPrefillCta(const PagedAttentionParams& p, i
   bf16* sQ = reinterpret_cast<bf16*>(smem);
   bf16* sK = reinterpret_cast<bf16*>(smem + Tr::kQBytes);  // bf16 only
   bf16* sV = sK + kStages * kBlockN * kStride;
-  uint8_t* staging = smem + Tr::kQBytes;                    // FP8 only
+  uint8_t* staging = smem + Tr::kQBytes;  // FP8 only
   bf16* sP = reinterpret_cast<bf16*>(smem + Tr::kQBytes + Tr::kKvBytes);
   float* sMax = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sP) + Tr::kPBytes);
   float* sSum = sMax + Tr::kWarpsN * kBlockM;
@@ -114,7 +115,7 @@ __device__ __forceinline__ void FlashPrefillCta(const PagedAttentionParams& p, i
 
   for (int it = 0; it < n_tiles; ++it) {
     CpAsyncWait<KvWaitDepth(kStages)>();
-    __syncthreads();  // tile `it` visible to all; stage (it - 1) % kStages free again
+    __syncthreads();           // tile `it` visible to all; stage (it - 1) % kStages free again
     if (kKFromV && it == 0) {  // Q carries k_norm off the rotated dims (flash_common_sm80.cuh)
       WeightQForKFromV<kHeadDim, kBlockM, Tr::kThreads, kStride>(sQ, p);
       __syncthreads();
@@ -146,14 +147,15 @@ __device__ __forceinline__ void FlashPrefillCta(const PagedAttentionParams& p, i
       for (int nt = 0; nt < Tr::kNT; ++nt) {
         uint32_t b[4];
         if constexpr (Tr::kFp8) {
-          Fp8KBlock<Fp8, kKFromV>(p, f8, wn * Tr::kKeysPerWarp + nt * 8 + (lane >> 2), kk * 16, kHalf, b);
+          Fp8KBlock<Fp8, kKFromV>(p, f8, wn * Tr::kKeysPerWarp + nt * 8 + (lane >> 2), kk * 16,
+                                  kHalf, b);
           MmaF16(acc_s[nt], a0, b);
           MmaF16(acc_s[nt], a1, b + 2);
         } else {
           // Single-store K=V: off the rotated dims, K's operand is V's (Q carries k_norm).
           const bf16* kt = kKFromV && !KFromVRotated(kk * 16, kHalf, p.rope_pairs) ? cV : cK;
-          const bf16* kb =
-              kt + (wn * Tr::kKeysPerWarp + nt * 8 + (lane & 7)) * kStride + kk * 16 + (lane >> 3) * 8;
+          const bf16* kb = kt + (wn * Tr::kKeysPerWarp + nt * 8 + (lane & 7)) * kStride + kk * 16 +
+                           (lane >> 3) * 8;
           LdMatrixX4(b[0], b[1], b[2], b[3], kb);
           MmaBf16(acc_s[nt], a0, b);
           MmaBf16(acc_s[nt], a1, b + 2);
@@ -167,8 +169,8 @@ __device__ __forceinline__ void FlashPrefillCta(const PagedAttentionParams& p, i
 #pragma unroll
     for (int nt = 0; nt < Tr::kNT; ++nt) {
       if constexpr (Tr::kFp8) {  // each key's K scale (V's, when K is derived from V)
-        const float2 ks2 = *reinterpret_cast<const float2*>((kKFromV ? f8.v_scale : f8.k_scale) +
-                                                            wn * Tr::kKeysPerWarp + nt * 8 + (lane & 3) * 2);
+        const float2 ks2 = *reinterpret_cast<const float2*>(
+            (kKFromV ? f8.v_scale : f8.k_scale) + wn * Tr::kKeysPerWarp + nt * 8 + (lane & 3) * 2);
         acc_s[nt][0] *= ks2.x, acc_s[nt][1] *= ks2.y, acc_s[nt][2] *= ks2.x, acc_s[nt][3] *= ks2.y;
       }
 #pragma unroll
@@ -195,7 +197,8 @@ __device__ __forceinline__ void FlashPrefillCta(const PagedAttentionParams& p, i
     for (int h = 0; h < 2; ++h) {
       float tile_max = -INFINITY;
 #pragma unroll
-      for (int w = 0; w < Tr::kWarpsN; ++w) tile_max = fmaxf(tile_max, sMax[w * kBlockM + r_lo + 8 * h]);
+      for (int w = 0; w < Tr::kWarpsN; ++w)
+        tile_max = fmaxf(tile_max, sMax[w * kBlockM + r_lo + 8 * h]);
       const float m_new = fmaxf(m_run[h], tile_max);
       m_use[h] = m_new == -INFINITY ? 0.f : m_new;  // fully masked so far: keep exp2 finite
       alpha[h] = exp2f(m_run[h] - m_use[h]);
@@ -227,7 +230,8 @@ __device__ __forceinline__ void FlashPrefillCta(const PagedAttentionParams& p, i
         const float2 vs = *reinterpret_cast<const float2*>(f8.v_scale + col);
         const float w0 = vs.x / v_max, w1 = vs.y / v_max;
         *reinterpret_cast<uint32_t*>(sP + r_lo * kPStride + col) = PackF16x2(p0 * w0, p1 * w1);
-        *reinterpret_cast<uint32_t*>(sP + (r_lo + 8) * kPStride + col) = PackF16x2(p2 * w0, p3 * w1);
+        *reinterpret_cast<uint32_t*>(sP + (r_lo + 8) * kPStride + col) =
+            PackF16x2(p2 * w0, p3 * w1);
       } else {
         *reinterpret_cast<uint32_t*>(sP + r_lo * kPStride + col) = PackBf16x2(p0, p1);
         *reinterpret_cast<uint32_t*>(sP + (r_lo + 8) * kPStride + col) = PackBf16x2(p2, p3);
@@ -268,8 +272,8 @@ __device__ __forceinline__ void FlashPrefillCta(const PagedAttentionParams& p, i
                  sP + (wm * 16 + (lane & 15)) * kPStride + kk * 16 + (lane >> 4) * 8);
       if constexpr (Tr::kFp8) {
         uint32_t rows[4][Tr::kDT / 4];
-        LoadFp8VRows<Tr::kDT>(f8.v + (kk * 16 + (lane & 3) * 2) * Fp8::kVRowBytes + wn * Tr::kDimsPerWarp +
-                                  (lane >> 2) * Tr::kDT,
+        LoadFp8VRows<Tr::kDT>(f8.v + (kk * 16 + (lane & 3) * 2) * Fp8::kVRowBytes +
+                                  wn * Tr::kDimsPerWarp + (lane >> 2) * Tr::kDT,
                               Fp8::kVRowBytes, rows);
 #pragma unroll
         for (int dt = 0; dt < Tr::kDT; ++dt) {
@@ -299,8 +303,9 @@ __device__ __forceinline__ void FlashPrefillCta(const PagedAttentionParams& p, i
   }
   CpAsyncWait<0>();
 
-  StoreFlashResult<kHeadDim, kBlockM, Tr::kDT, Tr::kFp8>(p, t, group, kvh, split, num_splits, workspace, acc_o,
-                                               m_run, l_run, r_lo, wn * Tr::kDimsPerWarp, wn == 0);
+  StoreFlashResult<kHeadDim, kBlockM, Tr::kDT, Tr::kFp8>(p, t, group, kvh, split, num_splits,
+                                                         workspace, acc_o, m_run, l_run, r_lo,
+                                                         wn * Tr::kDimsPerWarp, wn == 0);
 }
 
 // kKFromV: single-store K=V (PagedAttentionParams::k_from_v), a separate instantiation so the
@@ -310,7 +315,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     FlashPrefillSm80Kernel(const PagedAttentionParams p, int num_splits, void* workspace) {
   PdlEnter();
 #if GANNET_MMA_ENABLED
-  if constexpr (__CUDA_ARCH__ >= Tr::kMinArch) FlashPrefillCta<Tr, kKFromV>(p, num_splits, workspace);
+  if constexpr (__CUDA_ARCH__ >= Tr::kMinArch)
+    FlashPrefillCta<Tr, kKFromV>(p, num_splits, workspace);
 #endif
 }
 
@@ -320,7 +326,8 @@ cudaError_t LaunchFlashPrefill(const PagedAttentionParams& p, int num_splits, vo
   if (p.k_from_v) {
     // Instantiated for head_dim 512 alone: Gemma-4's K=V layers (FlashSupportsKFromV).
     if constexpr (Tr::kHeadDim == 512) {
-      return LaunchFlashKernel<Tr>(FlashPrefillSm80Kernel<Tr, true>, p, num_splits, workspace, stream);
+      return LaunchFlashKernel<Tr>(FlashPrefillSm80Kernel<Tr, true>, p, num_splits, workspace,
+                                   stream);
     }
     return cudaErrorInvalidValue;
   }
@@ -331,12 +338,13 @@ cudaError_t LaunchFlashPrefill(const PagedAttentionParams& p, int num_splits, vo
 
 // Defines FlashConfig<name>() and LaunchFlash<name>() for one prefill configuration. Extra
 // arguments go to PrefillTraits: kFp8, then kMinArch.
-#define GANNET_DEFINE_FLASH_PREFILL(name, hd, bm, bn, wm, wn, st, ...)                         \
-  namespace gannet::kernels {                                                                  \
-  using FlashTraits##name = sm80::PrefillTraits<hd, bm, bn, wm, wn, st __VA_OPT__(, ) __VA_ARGS__>; \
-  FlashConfig FlashConfig##name() { return sm80::MakeFlashConfig<FlashTraits##name>(); }     \
+#define GANNET_DEFINE_FLASH_PREFILL(name, hd, bm, bn, wm, wn, st, ...)                          \
+  namespace gannet::kernels {                                                                   \
+  using FlashTraits##name =                                                                     \
+      sm80::PrefillTraits<hd, bm, bn, wm, wn, st __VA_OPT__(, ) __VA_ARGS__>;                   \
+  FlashConfig FlashConfig##name() { return sm80::MakeFlashConfig<FlashTraits##name>(); }        \
   cudaError_t LaunchFlash##name(const PagedAttentionParams& p, int num_splits, void* workspace, \
-                                cudaStream_t stream) {                                         \
-    return sm80::LaunchFlashPrefill<FlashTraits##name>(p, num_splits, workspace, stream);      \
-  }                                                                                            \
+                                cudaStream_t stream) {                                          \
+    return sm80::LaunchFlashPrefill<FlashTraits##name>(p, num_splits, workspace, stream);       \
+  }                                                                                             \
   }

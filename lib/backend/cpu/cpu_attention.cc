@@ -70,8 +70,8 @@ struct CacheRows {
 
 // Single-store K=V (backend.h): K = RoPE_pos(k_norm * v), the products and rotation exactly as
 // NormRope forms them from the same normalised row, so the CPU's K is bit-identical either way.
-const float* DeriveK(const float* v, const float* k_norm, const float* inv_freq, int d,
-                     int32_t pos, float* out) {
+const float* DeriveK(const float* v, const float* k_norm, const float* inv_freq, int d, int32_t pos,
+                     float* out) {
   const int half = d / 2;
   for (int j = 0; j < half; ++j) {
     const float a = v[j] * k_norm[j], b = v[j + half] * k_norm[j + half];
@@ -90,11 +90,11 @@ absl::Status CpuBackend::QkvPrep(const QkvPrepArgs& a) {
   const StepMetadata& meta = *a.meta;
   const KvGroupView& g = meta.groups[a.kv.group];
   const int d = a.head_dim;
-  const int64_t kv_cols = a.has_kv ? static_cast<int64_t>(a.num_kv_heads) * d * (a.k_eq_v ? 1 : 2)
-                                   : 0;
+  const int64_t kv_cols =
+      a.has_kv ? static_cast<int64_t>(a.num_kv_heads) * d * (a.k_eq_v ? 1 : 2) : 0;
   if (a.qkv.row_elems() != static_cast<int64_t>(a.num_q_heads) * d + kv_cols) {
-    return InvalidArgumentError("QkvPrep: qkv row has {} values, heads imply {}",
-                                a.qkv.row_elems(), a.num_q_heads * d + kv_cols);
+    return InvalidArgumentError("QkvPrep: qkv row has {} values, heads imply {}", a.qkv.row_elems(),
+                                a.num_q_heads * d + kv_cols);
   }
   if (a.has_kv && a.kv.k_from_v && !a.k_eq_v) {  // without has_kv, kv is only read for its group
     return InvalidArgumentError("QkvPrep: a single K/V store needs a K=V layer");
@@ -128,8 +128,7 @@ absl::Status CpuBackend::QkvPrep(const QkvPrepArgs& a) {
       const int32_t slot = g.host_slot_mapping[t];
       if (slot < 0) continue;
       const float* k_raw = row + static_cast<int64_t>(a.num_q_heads) * d;
-      const float* v_raw =
-          a.k_eq_v ? k_raw : k_raw + static_cast<int64_t>(a.num_kv_heads) * d;
+      const float* v_raw = a.k_eq_v ? k_raw : k_raw + static_cast<int64_t>(a.num_kv_heads) * d;
       const CacheRows k_rows{a.kv.k, a.kv.k_scale, g.page_size};
       const CacheRows v_rows{a.kv.v, a.kv.v_scale, g.page_size};
       for (int h = 0; h < a.num_kv_heads; ++h) {
@@ -173,8 +172,8 @@ absl::Status CpuBackend::Attention(const AttentionArgs& a) {
     const int32_t lo = a.window > 0 ? std::max(0, pos - a.window + 1) : 0;
     for (int32_t p = lo / g.page_size; p <= pos / g.page_size; ++p) {
       if (p >= g.max_pages_per_seq) {
-        return InvalidArgumentError("Attention: position {} needs page column {} beyond {}", pos,
-                                    p, g.max_pages_per_seq);
+        return InvalidArgumentError("Attention: position {} needs page column {} beyond {}", pos, p,
+                                    g.max_pages_per_seq);
       }
       int32_t page = g.host_page_table[static_cast<int64_t>(s) * g.max_pages_per_seq + p];
       if (page < 0 || page >= g.num_pages) {
@@ -202,12 +201,12 @@ absl::Status CpuBackend::Attention(const AttentionArgs& a) {
       scores.resize(pos - lo + 1);
       float mx = -INFINITY;
       for (int32_t kp = lo; kp <= pos; ++kp) {
-        int64_t slot = static_cast<int64_t>(table[kp / g.page_size]) * g.page_size +
-                       kp % g.page_size;
-        const float* k = a.kv.k_from_v ? DeriveK(v_rows.Read(slot, kvh, row_buf.data()),
-                                              a.kv.k_norm.as<float>(), inv_freq.data(), d, kp,
-                                              k_buf.data())
-                                    : k_rows.Read(slot, kvh, row_buf.data());
+        int64_t slot =
+            static_cast<int64_t>(table[kp / g.page_size]) * g.page_size + kp % g.page_size;
+        const float* k =
+            a.kv.k_from_v ? DeriveK(v_rows.Read(slot, kvh, row_buf.data()), a.kv.k_norm.as<float>(),
+                                    inv_freq.data(), d, kp, k_buf.data())
+                          : k_rows.Read(slot, kvh, row_buf.data());
         float sc = cpu::Dot(q, k, d) * a.scale;
         scores[kp - lo] = sc;
         mx = std::max(mx, sc);
@@ -219,8 +218,8 @@ absl::Status CpuBackend::Attention(const AttentionArgs& a) {
       }
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int32_t kp = lo; kp <= pos; ++kp) {
-        int64_t slot = static_cast<int64_t>(table[kp / g.page_size]) * g.page_size +
-                       kp % g.page_size;
+        int64_t slot =
+            static_cast<int64_t>(table[kp / g.page_size]) * g.page_size + kp % g.page_size;
         const float* v = v_rows.Read(slot, kvh, row_buf.data());
         const float p = scores[kp - lo];
         for (int i = 0; i < d; ++i) acc[i] += p * v[i];

@@ -26,7 +26,8 @@ void RowToF32(const void* p, DType t, int64_t n, float* out) {
     case DType::kF16:
       for (int64_t i = 0; i < n; ++i) out[i] = F16ToFloat(LoadUnaligned<uint16_t>(p, i));
       break;
-    default: std::memcpy(out, p, static_cast<size_t>(n) * 4);
+    default:
+      std::memcpy(out, p, static_cast<size_t>(n) * 4);
   }
 }
 
@@ -122,11 +123,11 @@ absl::StatusOr<OwnedTensor> CpuBackend::LoadWeight(
     // then zero points; the parts' rows one after the other in each.
     for (const model::WeightView* p : parts) {
       if (!(p->format == first.format) || p->pieces.empty()) {
-        return InvalidArgumentError("LoadWeight: '{}' ({} g{}) and '{}' ({} g{}) cannot be "
-                                    "concatenated: fused weights need one quantized format",
-                                    first.name, DTypeShortName(first.format.elem),
-                                    first.format.group_size, p->name,
-                                    DTypeShortName(p->format.elem), p->format.group_size);
+        return InvalidArgumentError(
+            "LoadWeight: '{}' ({} g{}) and '{}' ({} g{}) cannot be "
+            "concatenated: fused weights need one quantized format",
+            first.name, DTypeShortName(first.format.elem), first.format.group_size, p->name,
+            DTypeShortName(p->format.elem), p->format.group_size);
       }
     }
     const int64_t k = first.shape.back();
@@ -134,7 +135,8 @@ absl::StatusOr<OwnedTensor> CpuBackend::LoadWeight(
     for (const model::WeightView* p : parts) numel += p->numel();
     const int64_t groups = numel / first.format.group_size;
     const size_t packed_bytes = (static_cast<size_t>(numel / 2) + 15) / 16 * 16;
-    const size_t scale_bytes = (static_cast<size_t>(groups) * DTypeBits(first.format.scale) / 8 + 15) / 16 * 16;
+    const size_t scale_bytes =
+        (static_cast<size_t>(groups) * DTypeBits(first.format.scale) / 8 + 15) / 16 * 16;
     const size_t zero_bytes = first.format.zero_point ? static_cast<size_t>(groups) : 0;
     GANNET_ASSIGN_OR_RETURN(Buffer buf, Allocate(packed_bytes + scale_bytes + zero_bytes));
     uint8_t* packed = static_cast<uint8_t*>(buf.data());
@@ -144,8 +146,8 @@ absl::StatusOr<OwnedTensor> CpuBackend::LoadWeight(
     for (const model::WeightView* p : parts) {
       const int64_t prow = p->numel() / k;
       GANNET_RETURN_IF_ERROR(model::WriteCanonicalInt4(
-          *p, packed + row * (k / 2), scales + row * (k / first.format.group_size) *
-                                                   DTypeBits(first.format.scale) / 8,
+          *p, packed + row * (k / 2),
+          scales + row * (k / first.format.group_size) * DTypeBits(first.format.scale) / 8,
           zeros != nullptr ? zeros + row * (k / first.format.group_size) : nullptr));
       row += prow;
     }
@@ -157,9 +159,10 @@ absl::StatusOr<OwnedTensor> CpuBackend::LoadWeight(
   }
   for (const model::WeightView* p : parts) {
     if (p->quantized()) {
-      return InvalidArgumentError("LoadWeight: '{}' is plain but '{}' is quantized: fused weights "
-                                  "need one format",
-                                  first.name, p->name);
+      return InvalidArgumentError(
+          "LoadWeight: '{}' is plain but '{}' is quantized: fused weights "
+          "need one format",
+          first.name, p->name);
     }
   }
   // Vectors (norm weights, scales) become f32 copies so ops read them directly; matrices stay in
@@ -174,11 +177,12 @@ absl::StatusOr<OwnedTensor> CpuBackend::LoadWeight(
       (first.dtype == DType::kBF16 || first.dtype == DType::kF32)) {
     return OwnedTensor{Buffer(), make_tensor(const_cast<void*>(first.data), first.dtype)};
   }
-  DType out_type = (!is_vector && same_type && first.dtype == DType::kBF16) ? DType::kBF16
-                                                                            : DType::kF32;
+  DType out_type =
+      (!is_vector && same_type && first.dtype == DType::kBF16) ? DType::kBF16 : DType::kF32;
   int64_t total = 0;
   for (const model::WeightView* p : parts) total += p->numel();
-  GANNET_ASSIGN_OR_RETURN(Buffer buf, Allocate(static_cast<size_t>(total) * DTypeBits(out_type) / 8));
+  GANNET_ASSIGN_OR_RETURN(Buffer buf,
+                          Allocate(static_cast<size_t>(total) * DTypeBits(out_type) / 8));
   char* dst = static_cast<char*>(buf.data());
   std::vector<uint16_t> generated;
   for (const model::WeightView* p : parts) {

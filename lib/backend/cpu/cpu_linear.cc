@@ -26,22 +26,25 @@ void WeightRowToF32(const Tensor& w, int64_t row, int64_t k, float* out) {
 absl::Status RequireReadableWeight(const Tensor& w, const char* what) {
   if (!w.quantized()) return absl::OkStatus();
   const WeightFormat& f = w.format;
-  const bool int4 = (f.elem == DType::kI4 && !f.zero_point) || (f.elem == DType::kU4 && f.zero_point);
+  const bool int4 =
+      (f.elem == DType::kI4 && !f.zero_point) || (f.elem == DType::kU4 && f.zero_point);
   if (!int4 || f.granularity != ScaleGranularity::kGroup || f.group_size <= 0 ||
       w.row_elems() % f.group_size != 0 || w.scales == nullptr ||
       (f.zero_point && w.zero_points == nullptr) || !w.contiguous()) {
-    return InvalidArgumentError("cpu backend: {} has quantized format {} g{} (scales {}), which "
-                                "the CPU backend does not read",
-                                what, DTypeName(f.elem), f.group_size, DTypeName(f.scale));
+    return InvalidArgumentError(
+        "cpu backend: {} has quantized format {} g{} (scales {}), which "
+        "the CPU backend does not read",
+        what, DTypeName(f.elem), f.group_size, DTypeName(f.scale));
   }
   return absl::OkStatus();
 }
 
 absl::Status RequireDenseWeight(const Tensor& w, const char* what) {
   if (!w.quantized()) return absl::OkStatus();
-  return InvalidArgumentError("cpu backend: {} is quantized ({} g{}); this op reads plain bf16, "
-                              "f16 or f32 tables only",
-                              what, DTypeShortName(w.format.elem), w.format.group_size);
+  return InvalidArgumentError(
+      "cpu backend: {} is quantized ({} g{}); this op reads plain bf16, "
+      "f16 or f32 tables only",
+      what, DTypeShortName(w.format.elem), w.format.group_size);
 }
 
 }  // namespace cpu

@@ -14,9 +14,12 @@ namespace gannet::backend::cpu {
 // Element i of a weight tensor of any supported float type, as f32.
 inline float LoadF32(const void* p, DType t, int64_t i) {
   switch (t) {
-    case DType::kBF16: return Bf16ToFloat(static_cast<const uint16_t*>(p)[i]);
-    case DType::kF16: return F16ToFloat(static_cast<const uint16_t*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
+    case DType::kBF16:
+      return Bf16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    case DType::kF16:
+      return F16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    default:
+      return static_cast<const float*>(p)[i];
   }
 }
 

@@ -39,8 +39,9 @@ absl::Status CpuBackend::MoeRoute(const MoeRouteArgs& a) {
       for (float& l : logits) l = static_cast<float>(l / denom);
       std::iota(order.begin(), order.end(), 0);
       // Highest probability first; ties go to the lower expert index.
-      std::partial_sort(order.begin(), order.begin() + a.top_k, order.end(),
-                        [&](int i, int j) { return logits[i] > logits[j] || (logits[i] == logits[j] && i < j); });
+      std::partial_sort(order.begin(), order.begin() + a.top_k, order.end(), [&](int i, int j) {
+        return logits[i] > logits[j] || (logits[i] == logits[j] && i < j);
+      });
       float sum = 0;
       for (int k = 0; k < a.top_k; ++k) sum += logits[order[k]];
       for (int k = 0; k < a.top_k; ++k) {

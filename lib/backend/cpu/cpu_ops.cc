@@ -101,8 +101,8 @@ absl::Status CpuBackend::PostNormResidual(Tensor x, Tensor post_weight, Tensor r
 absl::Status CpuBackend::GeluTanhMul(Tensor gate, Tensor up, Tensor out) {
   GANNET_RETURN_IF_ERROR(RequireF32(gate, "GeluTanhMul gate"));
   GANNET_RETURN_IF_ERROR(RequireF32(up, "GeluTanhMul up"));
-  if (gate.rows() != up.rows() || gate.row_elems() != up.row_elems() ||
-      out.rows() != gate.rows() || out.row_elems() != gate.row_elems()) {
+  if (gate.rows() != up.rows() || gate.row_elems() != up.row_elems() || out.rows() != gate.rows() ||
+      out.row_elems() != gate.row_elems()) {
     return InvalidArgumentError("GeluTanhMul: shape mismatch");
   }
   const int64_t n = gate.row_elems();
@@ -132,8 +132,8 @@ absl::Status CpuBackend::Add(Tensor a, Tensor b, Tensor out) {
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::PleCombine(Tensor proj, Tensor token_part, Tensor norm_w,
-                                    float proj_scale, float combine_scale, float eps, Tensor out) {
+absl::Status CpuBackend::PleCombine(Tensor proj, Tensor token_part, Tensor norm_w, float proj_scale,
+                                    float combine_scale, float eps, Tensor out) {
   const int64_t p = norm_w.numel();
   const int64_t width = proj.row_elems();
   GANNET_RETURN_IF_ERROR(CheckPleCombineArgs(proj.rows(), width, token_part, norm_w, out));

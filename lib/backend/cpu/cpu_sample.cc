@@ -27,8 +27,8 @@ absl::Status CpuBackend::Sample(Tensor logits, Tensor params, Tensor banned, Ten
           if (id >= 0 && id < vocab) logits.as<float>()[r * logits.stride0() + id] = -INFINITY;
         }
       }
-      out_ids.as<int32_t>()[r] = sampling::DrawToken(
-          logits.as<float>() + r * logits.stride0(), vocab, p);
+      out_ids.as<int32_t>()[r] =
+          sampling::DrawToken(logits.as<float>() + r * logits.stride0(), vocab, p);
     }
   });
   return absl::OkStatus();

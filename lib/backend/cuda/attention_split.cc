@@ -4,8 +4,10 @@
 
 namespace gannet::backend {
 
-std::optional<MixedStepLaunches> SplitMixedStep(const kernels::PagedAttentionParams& p, const StepMetadata& m) {
-  if (FitsDecodeCta(p) || m.host_query_start == nullptr || m.host_seq_lens == nullptr) return std::nullopt;
+std::optional<MixedStepLaunches> SplitMixedStep(const kernels::PagedAttentionParams& p,
+                                                const StepMetadata& m) {
+  if (FitsDecodeCta(p) || m.host_query_start == nullptr || m.host_seq_lens == nullptr)
+    return std::nullopt;
   const int group = p.num_q_heads / p.num_kv_heads;
   MixedStepLaunches l{p, p};
   kernels::PagedAttentionParams& dec = l.decode;

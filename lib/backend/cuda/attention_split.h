@@ -31,6 +31,7 @@ struct MixedStepLaunches {
 // from the host copies of query_start and seq_lens in `m`; nullopt for any other step (every
 // sequence fits, the first does not, or the host copies are absent). Steps of one query length
 // never split, so a graph-recorded step (always of one query length) replays what it recorded.
-std::optional<MixedStepLaunches> SplitMixedStep(const kernels::PagedAttentionParams& p, const StepMetadata& m);
+std::optional<MixedStepLaunches> SplitMixedStep(const kernels::PagedAttentionParams& p,
+                                                const StepMetadata& m);
 
 }  // namespace gannet::backend

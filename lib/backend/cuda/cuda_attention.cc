@@ -41,7 +41,8 @@ absl::Status ValidatePages(const AttentionArgs& a) {
         if (page < 0 || page >= g.num_pages) {
           return InvalidArgumentError(
               "Attention (GANNET_DEBUG_KV): sequence {} position {} reads page table entry {} = {} "
-              "(pool has {})", s, pos, p, page, g.num_pages);
+              "(pool has {})",
+              s, pos, p, page, g.num_pages);
         }
       }
     }
@@ -69,8 +70,9 @@ absl::StatusOr<kernels::PagedAttentionParams> CudaBackend::AttentionParams(const
   // q and out: the activation type, bf16, or f16 on the fp16 compute path (any backend takes
   // either, so tests run the f16 entries everywhere).
   if ((a.q.dtype != DType::kBF16 && a.q.dtype != DType::kF16) || a.out.dtype != a.q.dtype) {
-    return InvalidArgumentError("cuda backend: Attention q and out must both be bf16 or both f16, got {} and {}",
-                                DTypeName(a.q.dtype), DTypeName(a.out.dtype));
+    return InvalidArgumentError(
+        "cuda backend: Attention q and out must both be bf16 or both f16, got {} and {}",
+        DTypeName(a.q.dtype), DTypeName(a.out.dtype));
   }
   const int d = a.head_dim;
   if (a.num_kv_heads <= 0 || a.num_q_heads % a.num_kv_heads != 0) {
@@ -82,13 +84,14 @@ absl::StatusOr<kernels::PagedAttentionParams> CudaBackend::AttentionParams(const
   if (a.kv.k_from_v) {
     GANNET_RETURN_IF_ERROR(CheckKFromV("Attention", a.kv.k_norm, a.kv.rope.rotated_pairs, d));
     if (a.kv.rope.rotated_pairs > kernels::kMaxKFromVRopePairs) {
-      return InvalidArgumentError("Attention: deriving K from V takes at most {} rotated pairs, not {}",
-                                  kernels::kMaxKFromVRopePairs, a.kv.rope.rotated_pairs);
+      return InvalidArgumentError(
+          "Attention: deriving K from V takes at most {} rotated pairs, not {}",
+          kernels::kMaxKFromVRopePairs, a.kv.rope.rotated_pairs);
     }
   }
   if (a.q.row_elems() != static_cast<int64_t>(a.num_q_heads) * d ||
-      a.out.row_elems() != static_cast<int64_t>(a.num_q_heads) * d || a.q.rows() < meta.num_tokens ||
-      a.out.rows() < meta.num_tokens) {
+      a.out.row_elems() != static_cast<int64_t>(a.num_q_heads) * d ||
+      a.q.rows() < meta.num_tokens || a.out.rows() < meta.num_tokens) {
     return InvalidArgumentError("Attention: q/out must be [{}, {}, {}]", meta.num_tokens,
                                 a.num_q_heads, d);
   }
@@ -139,7 +142,8 @@ absl::Status CudaBackend::QkvPrep(const QkvPrepArgs& a) {
   GANNET_RETURN_IF_ERROR(RequireDType(a.qkv, f16_path ? DType::kF32 : DType::kBF16, "QkvPrep qkv"));
   if (!f16_path) GANNET_RETURN_IF_ERROR(RequireDType(a.q_out, DType::kBF16, "QkvPrep q_out"));
   GANNET_RETURN_IF_ERROR(RequireDType(a.q_norm, DType::kF32, "QkvPrep q_norm"));
-  const int64_t kv_cols = a.has_kv ? static_cast<int64_t>(a.num_kv_heads) * d * (a.k_eq_v ? 1 : 2) : 0;
+  const int64_t kv_cols =
+      a.has_kv ? static_cast<int64_t>(a.num_kv_heads) * d * (a.k_eq_v ? 1 : 2) : 0;
   if (a.qkv.row_elems() != static_cast<int64_t>(a.num_q_heads) * d + kv_cols) {
     return InvalidArgumentError("QkvPrep: qkv row has {} values, heads imply {}", a.qkv.row_elems(),
                                 a.num_q_heads * d + kv_cols);
@@ -154,7 +158,8 @@ absl::Status CudaBackend::QkvPrep(const QkvPrepArgs& a) {
   if (a.has_kv) {
     GANNET_RETURN_IF_ERROR(
         CheckKvCache("QkvPrep", a.kv, a.num_kv_heads, g.page_size, d, DType::kBF16));
-    if (a.k_norm.valid()) GANNET_RETURN_IF_ERROR(RequireDType(a.k_norm, DType::kF32, "QkvPrep k_norm"));
+    if (a.k_norm.valid())
+      GANNET_RETURN_IF_ERROR(RequireDType(a.k_norm, DType::kF32, "QkvPrep k_norm"));
   }
   kernels::QkvPrepParams p;
   p.qkv = a.qkv.data;
@@ -228,7 +233,9 @@ absl::Status CudaBackend::LaunchAttention(const kernels::KernelEntry& entry,
                                           const kernels::PagedAttentionParams& p) {
   const kernels::ProblemKey pk = kernels::AttentionProblem(entry.op, p);
   const kernels::KernelStatus st = kernels::CheckEntry(entry, pk, device_);
-  if (!st.ok) return InvalidArgumentError("Attention: {} cannot run {}: {}", entry.name, pk.ClassString(), st.reason);
+  if (!st.ok)
+    return InvalidArgumentError("Attention: {} cannot run {}: {}", entry.name, pk.ClassString(),
+                                st.reason);
   size_t ws_bytes = entry.workspace_bytes(pk, device_);
   if (p.num_splits > 0) {
     // A forced split count sizes its own workspace (tests and benchmarks sweep it).

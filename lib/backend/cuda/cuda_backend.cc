@@ -20,13 +20,20 @@
 namespace gannet::backend {
 namespace {
 
-static_assert(static_cast<int>(model::WeightInit::kMatrix) == static_cast<int>(kernels::SyntheticInit::kMatrix) &&
-              static_cast<int>(model::WeightInit::kEmbedding) == static_cast<int>(kernels::SyntheticInit::kEmbedding) &&
-              static_cast<int>(model::WeightInit::kNorm) == static_cast<int>(kernels::SyntheticInit::kNorm) &&
-              static_cast<int>(model::WeightInit::kQkNorm) == static_cast<int>(kernels::SyntheticInit::kQkNorm) &&
-              static_cast<int>(model::WeightInit::kLayerScalar) == static_cast<int>(kernels::SyntheticInit::kLayerScalar) &&
-              static_cast<int>(model::WeightInit::kPositiveScale) == static_cast<int>(kernels::SyntheticInit::kPositiveScale) &&
-              static_cast<int>(model::WeightInit::kPermutation) == static_cast<int>(kernels::SyntheticInit::kPermutation),
+static_assert(static_cast<int>(model::WeightInit::kMatrix) ==
+                      static_cast<int>(kernels::SyntheticInit::kMatrix) &&
+                  static_cast<int>(model::WeightInit::kEmbedding) ==
+                      static_cast<int>(kernels::SyntheticInit::kEmbedding) &&
+                  static_cast<int>(model::WeightInit::kNorm) ==
+                      static_cast<int>(kernels::SyntheticInit::kNorm) &&
+                  static_cast<int>(model::WeightInit::kQkNorm) ==
+                      static_cast<int>(kernels::SyntheticInit::kQkNorm) &&
+                  static_cast<int>(model::WeightInit::kLayerScalar) ==
+                      static_cast<int>(kernels::SyntheticInit::kLayerScalar) &&
+                  static_cast<int>(model::WeightInit::kPositiveScale) ==
+                      static_cast<int>(kernels::SyntheticInit::kPositiveScale) &&
+                  static_cast<int>(model::WeightInit::kPermutation) ==
+                      static_cast<int>(kernels::SyntheticInit::kPermutation),
               "kernels::SyntheticInit must mirror model::WeightInit");
 
 void RegistryLog(const char* message) { GANNET_LOG_INFO("{}", message); }
@@ -73,7 +80,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device,
   return b;
 }
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int device, std::optional<DType> compute) {
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int device,
+                                                           std::optional<DType> compute) {
   GANNET_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> b, CudaBackend::Create(device, compute));
   return std::unique_ptr<Backend>(std::move(b));
 }
@@ -117,19 +125,21 @@ absl::Status CudaBackend::Init(int device, std::optional<DType> compute) {
   GANNET_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
   device_name_ = fmt::format("{} (sm_{})", prop.name, device_.sm);
   if (kernels::EffectiveArch(device_.sm) == 0) {
-    return UnimplementedError("cuda backend: device sm_{} is older than every arch in this binary ({})",
-                              device_.sm, kernels::CompiledArchsString());
+    return UnimplementedError(
+        "cuda backend: device sm_{} is older than every arch in this binary ({})", device_.sm,
+        kernels::CompiledArchsString());
   }
   act_ = compute.value_or(device_.sm < 75 ? DType::kF16 : DType::kBF16);
   GANNET_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&main_stream_, cudaStreamNonBlocking));
   stream_ = main_stream_;
   kernels::SetRegistryLogSink(RegistryLog);
   GANNET_ASSIGN_OR_RETURN(linear_, CudaLinear::Create(this));
-  GANNET_LOG_INFO("cuda backend: device {} {} ({} SMs, {} KB shared memory per block, {}); "
-                  "kernels for {}; computes in {}",
-                  device, device_name_, device_.num_sms, device_.max_smem_optin / 1024,
-                  FormatBytes(TotalMemoryBytes()), kernels::CompiledArchsString(),
-                  act_ == DType::kF16 ? "f16 (f32 residual, norm inputs and logits)" : "bf16");
+  GANNET_LOG_INFO(
+      "cuda backend: device {} {} ({} SMs, {} KB shared memory per block, {}); "
+      "kernels for {}; computes in {}",
+      device, device_name_, device_.num_sms, device_.max_smem_optin / 1024,
+      FormatBytes(TotalMemoryBytes()), kernels::CompiledArchsString(),
+      act_ == DType::kF16 ? "f16 (f32 residual, norm inputs and logits)" : "bf16");
   return absl::OkStatus();
 }
 
@@ -179,7 +189,8 @@ absl::StatusOr<int> CudaBackend::EndGraphCapture() {
 }
 
 void CudaBackend::ReleaseGraph(int handle) {
-  if (handle < 0 || handle >= static_cast<int>(graphs_.size()) || graphs_[handle] == nullptr) return;
+  if (handle < 0 || handle >= static_cast<int>(graphs_.size()) || graphs_[handle] == nullptr)
+    return;
   cudaStreamSynchronize(stream_);  // a launched replay may still be running
   cudaGraphExecDestroy(graphs_[handle]);
   graphs_[handle] = nullptr;
@@ -204,7 +215,8 @@ absl::Status CudaBackend::LaunchGraph(int handle) {
 
 absl::Status CudaBackend::RunConcurrently(const std::function<absl::Status()>& side,
                                           const std::function<absl::Status()>& main) {
-  if (stream_ != main_stream_) return FailedPreconditionError("RunConcurrently: already in a branch");
+  if (stream_ != main_stream_)
+    return FailedPreconditionError("RunConcurrently: already in a branch");
   if (!Capturing()) return Backend::RunConcurrently(side, main);  // eager: in order (backend.h)
   if (side_stream_ == nullptr) {
     // Created outside any capture would be cleaner, but creating a stream or an event is not a
@@ -233,8 +245,10 @@ absl::StatusOr<void*> CudaBackend::Workspace(WorkspaceId id, size_t bytes) {
   if (bytes <= s.bytes) return s.ptr;
   if (Capturing()) {
     return FailedPreconditionError(
-        "cuda backend: workspace {} needs {} bytes during stream capture (has {}); run the step once "
-        "uncaptured first", static_cast<int>(id), bytes, s.bytes);
+        "cuda backend: workspace {} needs {} bytes during stream capture (has {}); run the step "
+        "once "
+        "uncaptured first",
+        static_cast<int>(id), bytes, s.bytes);
   }
   // Grow geometrically so a slowly growing batch does not reallocate every step.
   const size_t grown = std::max(bytes, s.bytes + s.bytes / 2);
@@ -348,29 +362,31 @@ absl::Status CudaBackend::Fill(Tensor t, float value) {
   const int64_t rows = t.rank <= 1 ? 1 : t.rows();
   const int64_t ld = t.rank <= 1 ? n : t.stride0();
   GANNET_RETURN_IF_ERROR(CheckInt32("Fill", {{"rows", rows}, {"row length", n}}));
-  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchFill(t.data, ld, static_cast<int>(rows),
-                                                  static_cast<int>(n), type, is_int, value, stream_));
+  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchFill(
+      t.data, ld, static_cast<int>(rows), static_cast<int>(n), type, is_int, value, stream_));
   return absl::OkStatus();
 }
 
-absl::StatusOr<OwnedTensor> CudaBackend::LoadWeight(std::span<const model::WeightView* const> parts) {
+absl::StatusOr<OwnedTensor> CudaBackend::LoadWeight(
+    std::span<const model::WeightView* const> parts) {
   if (parts.empty()) return InvalidArgumentError("LoadWeight: no parts");
   const model::WeightView& first = *parts[0];
   int64_t rows = 0, total = 0;
   for (const model::WeightView* p : parts) {
     if (!p->present()) return InvalidArgumentError("LoadWeight: tensor '{}' is absent", p->name);
     if (p->quantized()) {
-      return UnimplementedError("LoadWeight: '{}' is quantized ({} g{}, {} scales{}); the CUDA "
-                                "backend has no int4 kernels yet: run it on the CPU backend or "
-                                "load the bf16 checkpoint",
-                                p->name, DTypeShortName(p->format.elem), p->format.group_size,
-                                DTypeShortName(p->format.scale),
-                                p->format.zero_point ? ", zero points" : "");
+      return UnimplementedError(
+          "LoadWeight: '{}' is quantized ({} g{}, {} scales{}); the CUDA "
+          "backend has no int4 kernels yet: run it on the CPU backend or "
+          "load the bf16 checkpoint",
+          p->name, DTypeShortName(p->format.elem), p->format.group_size,
+          DTypeShortName(p->format.scale), p->format.zero_point ? ", zero points" : "");
     }
     if (!p->pieces.empty()) {
-      return UnimplementedError("LoadWeight: '{}' is gathered from per-expert modules ({} ...), "
-                                "which the CUDA backend does not load yet",
-                                p->name, p->pieces[0].module);
+      return UnimplementedError(
+          "LoadWeight: '{}' is gathered from per-expert modules ({} ...), "
+          "which the CUDA backend does not load yet",
+          p->name, p->pieces[0].module);
     }
     if (p->shape.size() != first.shape.size() ||
         !std::equal(p->shape.begin() + 1, p->shape.end(), first.shape.begin() + 1)) {
@@ -387,7 +403,8 @@ absl::StatusOr<OwnedTensor> CudaBackend::LoadWeight(std::span<const model::Weigh
   // f32 (what the norms read).
   const bool is_vector = first.shape.size() <= 1;
   const DType out_type = is_vector ? DType::kF32 : act_;
-  GANNET_ASSIGN_OR_RETURN(Buffer buf, Allocate(static_cast<size_t>(total) * DTypeBits(out_type) / 8));
+  GANNET_ASSIGN_OR_RETURN(Buffer buf,
+                          Allocate(static_cast<size_t>(total) * DTypeBits(out_type) / 8));
   char* dst = static_cast<char*>(buf.data());
   for (const model::WeightView* p : parts) {
     const size_t bytes = static_cast<size_t>(p->numel()) * DTypeBits(out_type) / 8;
@@ -396,9 +413,11 @@ absl::StatusOr<OwnedTensor> CudaBackend::LoadWeight(std::span<const model::Weigh
       GANNET_RETURN_IF_ERROR(RequireMatType(out_type, "weight"));
       GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchFillSynthetic(
           dst, out_type, 0, p->numel(), key,
-          static_cast<kernels::SyntheticInit>(static_cast<int>(p->init)), p->shape.back(), stream_));
+          static_cast<kernels::SyntheticInit>(static_cast<int>(p->init)), p->shape.back(),
+          stream_));
     } else if (p->dtype == out_type) {
-      GANNET_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, p->data, bytes, cudaMemcpyHostToDevice, stream_));
+      GANNET_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(dst, p->data, bytes, cudaMemcpyHostToDevice, stream_));
     } else {
       GANNET_RETURN_IF_ERROR(UploadConverted(*p, out_type, dst));
     }

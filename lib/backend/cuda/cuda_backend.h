@@ -131,8 +131,10 @@ class CudaBackend final : public Backend {
   CudaBackend() = default;
   absl::Status Init(int device, std::optional<DType> compute);
   bool Capturing() const;
-  absl::StatusOr<const kernels::KernelEntry*> SelectAttentionFor(const kernels::PagedAttentionParams& p);
-  absl::Status LaunchAttention(const kernels::KernelEntry& entry, const kernels::PagedAttentionParams& p);
+  absl::StatusOr<const kernels::KernelEntry*> SelectAttentionFor(
+      const kernels::PagedAttentionParams& p);
+  absl::Status LaunchAttention(const kernels::KernelEntry& entry,
+                               const kernels::PagedAttentionParams& p);
   // inv_freq of a rotation over head_dim / 2 pairs (cached).
   const std::vector<float>& InvFreq(const RopeSpec& rope, int head_dim);
 
@@ -153,14 +155,17 @@ class CudaBackend final : public Backend {
   };
   Space spaces_[static_cast<int>(WorkspaceId::kCount)];
   // Registry choices per problem class, so steps don't re-run selection for every layer.
-  std::map<std::tuple<int, int, int, int, int, int, int, int, int, int>, const kernels::KernelEntry*> chosen_;
+  std::map<std::tuple<int, int, int, int, int, int, int, int, int, int>,
+           const kernels::KernelEntry*>
+      chosen_;
   // inv_freq per (rope spec, head_dim), computed once on the host.
   std::map<std::tuple<double, int, double, int>, std::vector<float>> inv_freq_;
   std::vector<cudaGraphExec_t> graphs_;  // released slots are nullptr
-  uint64_t graph_epoch_ = 0;              // bumped when a workspace is reallocated
+  uint64_t graph_epoch_ = 0;             // bumped when a workspace is reallocated
 };
 
 // The factory's entry point (lib/backend/backend_factory.cc).
-absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int device, std::optional<DType> compute);
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int device,
+                                                           std::optional<DType> compute);
 
 }  // namespace gannet::backend

@@ -110,7 +110,8 @@ absl::StatusOr<std::unique_ptr<CudaLinear>> CudaLinear::Create(CudaBackend* back
   GANNET_CUDA_RETURN_IF_ERROR(cudaMalloc(&l->workspace_, kCublasWorkspaceBytes));
   l->workspace_bytes_ = kCublasWorkspaceBytes;
   int l2 = 0;
-  GANNET_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, backend->device_info().device));
+  GANNET_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, backend->device_info().device));
   l->flush_bytes_ = static_cast<size_t>(l2) * 2;
   if (l->flush_bytes_ > 0) GANNET_CUDA_RETURN_IF_ERROR(cudaMalloc(&l->flush_, l->flush_bytes_));
   if (const char* path = std::getenv("GANNET_LINEAR_PATH")) {
@@ -153,7 +154,8 @@ absl::StatusOr<CudaLinear::Plan*> CudaLinear::GetPlan(const KeyTuple& key, int m
   auto plan = std::make_unique<Plan>();
   plan->n = n;
   plan->k = k;
-  GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  GANNET_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
   GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
       plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
@@ -168,8 +170,9 @@ absl::StatusOr<CudaLinear::Plan*> CudaLinear::GetPlan(const KeyTuple& key, int m
   GANNET_CUBLAS_RETURN_IF_ERROR(
       cublasLtMatrixLayoutCreate(&plan->c, out_f32 ? CUDA_R_32F : ab, n, m, ldo));
   GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&plan->pref));
-  GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
-      plan->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof(workspace_bytes_)));
+  GANNET_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatmulPreferenceSetAttribute(plan->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                           &workspace_bytes_, sizeof(workspace_bytes_)));
   Plan* raw = plan.get();
   plans_[key] = std::move(plan);
   return raw;
@@ -230,8 +233,10 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
                               const void* xb, int64_t ldxb, bool gemv_ok, bool allow_timing) {
   const int m = static_cast<int>(x.rows());
   const uint64_t rows_m = static_cast<uint64_t>(m);
-  GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(plan.b, CUBLASLT_MATRIX_LAYOUT_COLS, &rows_m, sizeof(rows_m)));
-  GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(plan.c, CUBLASLT_MATRIX_LAYOUT_COLS, &rows_m, sizeof(rows_m)));
+  GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
+      plan.b, CUBLASLT_MATRIX_LAYOUT_COLS, &rows_m, sizeof(rows_m)));
+  GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
+      plan.c, CUBLASLT_MATRIX_LAYOUT_COLS, &rows_m, sizeof(rows_m)));
   int variants = 0;
   GANNET_ASSIGN_OR_RETURN(
       const std::vector<cublasLtMatmulAlgo_t> algos,
@@ -373,8 +378,8 @@ absl::Status CudaLinear::Tune(Plan& plan, const Tensor& x, const Tensor& w, cons
       "gemv {:.1f} us, tile {} of{}; gemv credit {:.1f} us)",
       m, plan.n, plan.k, be_->device_info().device,
       plan.choice.path == Path::kGemv ? "gemv" : "cublasLt", cublas_ms * 1e3, plan.choice.algo_rank,
-      cublas_algos, variants, times, gemv_ms * 1e3, static_cast<int>(plan.choice.gemv_tile), gemv_times,
-      credit_ms * 1e3);
+      cublas_algos, variants, times, gemv_ms * 1e3, static_cast<int>(plan.choice.gemv_tile),
+      gemv_times, credit_ms * 1e3);
   return absl::OkStatus();
 }
 
@@ -484,9 +489,9 @@ absl::StatusOr<CudaLinear::Choice> CudaLinear::Run(const Tensor& x, const Tensor
   }
   const bool gemv_ok = m <= kernels::kGemvMaxM && k % 8 == 0 && GemvInputOk(x) && Aligned16(w.data);
   const KeyTuple key = KeyOf(xb, ldxb, x_f32, w, out);
-  GANNET_ASSIGN_OR_RETURN(Plan * plan, GetPlan(key, static_cast<int>(m), static_cast<int>(n),
-                                               static_cast<int>(k), w_f16, out_f32, ldxb,
-                                               out.stride0()));
+  GANNET_ASSIGN_OR_RETURN(
+      Plan * plan, GetPlan(key, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+                           w_f16, out_f32, ldxb, out.stride0()));
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   GANNET_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(be_->stream(), &cap));
   const bool capturing = cap != cudaStreamCaptureStatusNone;
@@ -504,8 +509,10 @@ absl::StatusOr<CudaLinear::Choice> CudaLinear::Run(const Tensor& x, const Tensor
   const cublasLtMatmulAlgo_t* algo = plan->choice.has_algo ? &plan->choice.algo : nullptr;
   if (algo != nullptr && LinearPlanRows(static_cast<int>(m)) != static_cast<int>(m)) {
     const uint64_t rows_m = static_cast<uint64_t>(m);
-    GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(plan->b, CUBLASLT_MATRIX_LAYOUT_COLS, &rows_m, sizeof(rows_m)));
-    GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(plan->c, CUBLASLT_MATRIX_LAYOUT_COLS, &rows_m, sizeof(rows_m)));
+    GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
+        plan->b, CUBLASLT_MATRIX_LAYOUT_COLS, &rows_m, sizeof(rows_m)));
+    GANNET_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
+        plan->c, CUBLASLT_MATRIX_LAYOUT_COLS, &rows_m, sizeof(rows_m)));
     cublasLtMatmulHeuristicResult_t check;
     if (cublasLtMatmulAlgoCheck(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, algo,
                                 &check) != CUBLAS_STATUS_SUCCESS ||

@@ -79,8 +79,8 @@ class CudaLinear {
   struct Key;
   struct Plan;
   using KeyTuple = std::tuple<int, int, int, int, int, int64_t, int64_t, int>;
-  absl::StatusOr<Plan*> GetPlan(const KeyTuple& key, int m, int n, int k, bool w_f16,
-                                bool out_f32, int64_t ldx, int64_t ldo);
+  absl::StatusOr<Plan*> GetPlan(const KeyTuple& key, int m, int n, int k, bool w_f16, bool out_f32,
+                                int64_t ldx, int64_t ldo);
   absl::Status RunCublas(Plan& plan, const cublasLtMatmulAlgo_t* algo, const void* x, int64_t ldx,
                          const void* w, void* out, int m);
   // x (f32) converted to `type` (the weight's) at dst, row stride ld: cuBLASLt's input.
@@ -93,8 +93,8 @@ class CudaLinear {
                        const Tensor* up = nullptr, int glu = 0);
   // The tuned plan of a shape where Run takes the GEMV for it; null otherwise.
   Plan* TunedGemvPlan(const void* x, int64_t ldx, const Tensor& w, const Tensor& out);
-  absl::Status Tune(Plan& plan, const Tensor& x, const Tensor& w, const Tensor& out,
-                    const void* xb, int64_t ldxb, bool gemv_ok, bool allow_timing);
+  absl::Status Tune(Plan& plan, const Tensor& x, const Tensor& w, const Tensor& out, const void* xb,
+                    int64_t ldxb, bool gemv_ok, bool allow_timing);
 
   CudaBackend* be_;
   cublasLtHandle_t handle_ = nullptr;

@@ -16,13 +16,14 @@ absl::Status CudaBackend::MoeRoute(const MoeRouteArgs& a) {
   GANNET_RETURN_IF_ERROR(RequireDType(a.x, DType::kF32, "MoeRoute x (the f32 residual)"));
   GANNET_RETURN_IF_ERROR(RequireMatrixDType(a.router_proj, "MoeRoute router_proj"));
   GANNET_RETURN_IF_ERROR(RequireDType(a.router_scale, DType::kF32, "MoeRoute router_scale"));
-  GANNET_RETURN_IF_ERROR(RequireDType(a.per_expert_scale, DType::kF32, "MoeRoute per_expert_scale"));
+  GANNET_RETURN_IF_ERROR(
+      RequireDType(a.per_expert_scale, DType::kF32, "MoeRoute per_expert_scale"));
   GANNET_RETURN_IF_ERROR(RequireDType(a.topk_ids, DType::kI32, "MoeRoute topk_ids"));
   GANNET_RETURN_IF_ERROR(RequireDType(a.topk_weights, DType::kF32, "MoeRoute topk_weights"));
   const int64_t tokens = a.x.rows(), hidden = a.x.row_elems(), experts = a.router_proj.dim(0);
   if (a.top_k > 32 || experts > 256) {  // [1, E] checked above
-    return InvalidArgumentError("MoeRoute: top_k {} with {} experts (kernel limits: 32 of 256)", a.top_k,
-                                experts);
+    return InvalidArgumentError("MoeRoute: top_k {} with {} experts (kernel limits: 32 of 256)",
+                                a.top_k, experts);
   }
   if (hidden % 8 != 0) {
     return InvalidArgumentError("MoeRoute: hidden {} must be a multiple of 8 (the kernel's loads)",
@@ -43,8 +44,9 @@ absl::Status CudaBackend::MoeRoute(const MoeRouteArgs& a) {
   p.num_experts = static_cast<int>(experts);
   p.top_k = a.top_k;
   p.eps = a.eps;
-  GANNET_ASSIGN_OR_RETURN(void* ws, Workspace(WorkspaceId::kMoeRoute, kernels::MoeRouteWorkspaceBytes(
-                                                                          p.num_tokens, p.num_experts)));
+  GANNET_ASSIGN_OR_RETURN(void* ws,
+                          Workspace(WorkspaceId::kMoeRoute,
+                                    kernels::MoeRouteWorkspaceBytes(p.num_tokens, p.num_experts)));
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchMoeRoute(p, ws, stream_));
   return absl::OkStatus();
 }
@@ -57,17 +59,19 @@ absl::Status CudaBackend::MoeExperts(const MoeExpertsArgs& a) {
     GANNET_RETURN_IF_ERROR(RequireDType(*t, a.x.dtype, "MoeExperts weights (x's type)"));
   }
   const bool f16_path = a.x.dtype == DType::kF16;
-  GANNET_RETURN_IF_ERROR(RequireDType(a.out, f16_path ? DType::kF32 : DType::kBF16,
-                                      f16_path ? "MoeExperts out (f16 x)" : "MoeExperts out (bf16 x)"));
+  GANNET_RETURN_IF_ERROR(
+      RequireDType(a.out, f16_path ? DType::kF32 : DType::kBF16,
+                   f16_path ? "MoeExperts out (f16 x)" : "MoeExperts out (bf16 x)"));
   GANNET_RETURN_IF_ERROR(RequireDType(a.topk_ids, DType::kI32, "MoeExperts topk_ids"));
   GANNET_RETURN_IF_ERROR(RequireDType(a.topk_weights, DType::kF32, "MoeExperts topk_weights"));
   const int64_t tokens = a.x.rows(), hidden = a.x.row_elems();
   const int64_t experts = a.gate_up.dim(0), inter = a.gate_up.dim(1) / 2;
   GANNET_RETURN_IF_ERROR(CheckMoeExpertsShapes(a));
-  GANNET_RETURN_IF_ERROR(CheckInt32("MoeExperts", {{"token-expert pairs", tokens * a.topk_ids.row_elems()},
-                                                    {"hidden", hidden},
-                                                    {"intermediate", inter},
-                                                    {"experts", experts}}));
+  GANNET_RETURN_IF_ERROR(
+      CheckInt32("MoeExperts", {{"token-expert pairs", tokens * a.topk_ids.row_elems()},
+                                {"hidden", hidden},
+                                {"intermediate", inter},
+                                {"experts", experts}}));
   kernels::MoeExpertsParams p;
   p.w_type = f16_path ? DType::kF16 : DType::kBF16;
   p.out_type = f16_path ? DType::kF32 : DType::kBF16;
@@ -88,11 +92,10 @@ absl::Status CudaBackend::MoeExperts(const MoeExpertsArgs& a) {
   const kernels::ProblemKey pk = kernels::MoeExpertsProblem(p);
   // Cache per problem class; the M limit of the decode entry makes the token count part of it
   // (every count up to the limit, and one class above it).
-  const auto key = std::make_tuple(static_cast<int>(kernels::Op::kMoeExperts), pk.n, pk.k,
-                                   pk.num_experts, pk.top_k, 0,
-                                   std::min(pk.num_tokens, kernels::kMoePairGemvMaxTokens + 1),
-                                   static_cast<int>(pk.flags), static_cast<int>(pk.kv_type),
-                                   static_cast<int>(pk.in_type));
+  const auto key = std::make_tuple(
+      static_cast<int>(kernels::Op::kMoeExperts), pk.n, pk.k, pk.num_experts, pk.top_k, 0,
+      std::min(pk.num_tokens, kernels::kMoePairGemvMaxTokens + 1), static_cast<int>(pk.flags),
+      static_cast<int>(pk.kv_type), static_cast<int>(pk.in_type));
   const kernels::KernelEntry* entry = nullptr;
   if (auto it = chosen_.find(key); it != chosen_.end()) {
     entry = it->second;

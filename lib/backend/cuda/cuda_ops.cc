@@ -24,9 +24,9 @@ absl::Status CudaBackend::Embed(Tensor ids, Tensor table, float scale, Tensor ou
   }
   GANNET_RETURN_IF_ERROR(
       CheckInt32("Embed", {{"table rows", table.dim(0)}, {"tokens", n}, {"width", width}}));
-  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchEmbed(ids.as<int32_t>(), static_cast<int>(n), table.data,
-                                                   table_type, static_cast<int>(table.dim(0)),
-                                                   static_cast<int>(width), scale, o, stream_));
+  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchEmbed(
+      ids.as<int32_t>(), static_cast<int>(n), table.data, table_type,
+      static_cast<int>(table.dim(0)), static_cast<int>(width), scale, o, stream_));
   return absl::OkStatus();
 }
 
@@ -49,8 +49,8 @@ absl::Status CudaBackend::RmsNorm(Tensor x, Tensor weight, float eps, Tensor out
   }
   if (out.numel() != rows * n) return InvalidArgumentError("RmsNorm: output size mismatch");
   GANNET_RETURN_IF_ERROR(CheckInt32("RmsNorm", {{"rows", rows}, {"row length", n}}));
-  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(xm, F32OrNull(weight), eps, om,
-                                                     static_cast<int>(rows), static_cast<int>(n), stream_));
+  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(
+      xm, F32OrNull(weight), eps, om, static_cast<int>(rows), static_cast<int>(n), stream_));
   return absl::OkStatus();
 }
 
@@ -114,7 +114,8 @@ absl::Status CudaBackend::NormAddPostNormResidual(Tensor a, Tensor a_weight, Ten
 
 absl::Status CudaBackend::GeluTanhMul(Tensor gate, Tensor up, Tensor out) {
   const RowView v = Rows(gate);
-  if (up.rows() != v.rows || up.row_elems() != v.n || out.rows() != v.rows || out.row_elems() != v.n) {
+  if (up.rows() != v.rows || up.row_elems() != v.n || out.rows() != v.rows ||
+      out.row_elems() != v.n) {
     return InvalidArgumentError("GeluTanhMul: shape mismatch");
   }
   GANNET_ASSIGN_OR_RETURN(kernels::Mat g, MatOf(gate, "GeluTanhMul gate"));
@@ -128,20 +129,21 @@ absl::Status CudaBackend::GeluTanhMul(Tensor gate, Tensor up, Tensor out) {
 
 absl::Status CudaBackend::Add(Tensor a, Tensor b, Tensor out) {
   const RowView v = Rows(a);
-  if (b.rows() != v.rows || b.row_elems() != v.n || out.rows() != v.rows || out.row_elems() != v.n) {
+  if (b.rows() != v.rows || b.row_elems() != v.n || out.rows() != v.rows ||
+      out.row_elems() != v.n) {
     return InvalidArgumentError("Add: shape mismatch");
   }
   GANNET_ASSIGN_OR_RETURN(kernels::Mat am, MatOf(a, "Add a"));
   GANNET_ASSIGN_OR_RETURN(kernels::Mat bm, MatOf(b, "Add b"));
   GANNET_ASSIGN_OR_RETURN(kernels::Mat om, MatOf(out, "Add output"));
   GANNET_RETURN_IF_ERROR(CheckInt32("Add", {{"rows", v.rows}, {"width", v.n}}));
-  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchAdd(am, bm, om, static_cast<int>(v.rows),
-                                                 static_cast<int>(v.n), stream_));
+  GANNET_CUDA_RETURN_IF_ERROR(
+      kernels::LaunchAdd(am, bm, om, static_cast<int>(v.rows), static_cast<int>(v.n), stream_));
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::PleCombine(Tensor proj, Tensor token_part, Tensor norm_w, float proj_scale,
-                                     float combine_scale, float eps, Tensor out) {
+absl::Status CudaBackend::PleCombine(Tensor proj, Tensor token_part, Tensor norm_w,
+                                     float proj_scale, float combine_scale, float eps, Tensor out) {
   const int64_t p = norm_w.numel();
   const RowView v = Rows(proj);
   GANNET_RETURN_IF_ERROR(CheckPleCombineArgs(v.rows, v.n, token_part, norm_w, out));
@@ -170,8 +172,8 @@ absl::Status CudaBackend::Softcap(Tensor x, float cap) {
   GANNET_RETURN_IF_ERROR(RequireDType(x, DType::kF32, "Softcap input"));
   const RowView v = Rows(x);
   GANNET_RETURN_IF_ERROR(CheckInt32("Softcap", {{"rows", v.rows}, {"width", v.n}}));
-  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchSoftcap(x.as<float>(), v.ld, cap, static_cast<int>(v.rows),
-                                                     static_cast<int>(v.n), stream_));
+  GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchSoftcap(
+      x.as<float>(), v.ld, cap, static_cast<int>(v.rows), static_cast<int>(v.n), stream_));
   return absl::OkStatus();
 }
 
@@ -182,9 +184,9 @@ absl::Status CudaBackend::CentroidLogits(Tensor h, Tensor table, Tensor clusters
   const DType table_type = table.dtype;
   GANNET_ASSIGN_OR_RETURN(kernels::Mat hm, MatOf(h, "CentroidLogits h"));
   const RowView v = Rows(logits), c = Rows(clusters);
-  GANNET_RETURN_IF_ERROR(CheckInt32("CentroidLogits", {{"rows x clusters", v.rows * c.n},
-                                                       {"vocab", v.n},
-                                                       {"width", h.row_elems()}}));
+  GANNET_RETURN_IF_ERROR(
+      CheckInt32("CentroidLogits",
+                 {{"rows x clusters", v.rows * c.n}, {"vocab", v.n}, {"width", h.row_elems()}}));
   if (selected.stride0() != selected.row_elems()) {
     return InvalidArgumentError("CentroidLogits: selected must be contiguous");
   }
@@ -213,8 +215,8 @@ absl::Status CudaBackend::ShardArgmax(Tensor logits, Tensor banned, int64_t id_o
   GANNET_RETURN_IF_ERROR(RequireDType(logits, DType::kF32, "ShardArgmax logits"));
   GANNET_RETURN_IF_ERROR(CheckShardArgmaxArgs(logits, banned, out));
   const RowView v = Rows(logits);
-  GANNET_RETURN_IF_ERROR(CheckInt32("ShardArgmax", {{"rows", v.rows}, {"columns", v.n},
-                                                    {"last id", id_offset + v.n}}));
+  GANNET_RETURN_IF_ERROR(CheckInt32(
+      "ShardArgmax", {{"rows", v.rows}, {"columns", v.n}, {"last id", id_offset + v.n}}));
   GANNET_CUDA_RETURN_IF_ERROR(kernels::LaunchShardArgmax(
       logits.as<float>(), v.ld, static_cast<int>(v.rows), static_cast<int>(v.n), id_offset,
       banned.valid() ? banned.as<int32_t>() : nullptr, kSampleBanSlots, out.as<float>(),

@@ -14,18 +14,18 @@ absl::Status CublasErrorStatus(cublasStatus_t st, const char* expr, const char* 
 
 }  // namespace gannet::backend
 
-#define GANNET_CUDA_RETURN_IF_ERROR(expr)                                                    \
-  do {                                                                                       \
-    const cudaError_t gannet_cuda_err_ = (expr);                                             \
-    if (gannet_cuda_err_ != cudaSuccess) {                                                   \
+#define GANNET_CUDA_RETURN_IF_ERROR(expr)                                                     \
+  do {                                                                                        \
+    const cudaError_t gannet_cuda_err_ = (expr);                                              \
+    if (gannet_cuda_err_ != cudaSuccess) {                                                    \
       return ::gannet::backend::CudaErrorStatus(gannet_cuda_err_, #expr, __FILE__, __LINE__); \
-    }                                                                                        \
+    }                                                                                         \
   } while (0)
 
-#define GANNET_CUBLAS_RETURN_IF_ERROR(expr)                                                     \
-  do {                                                                                          \
-    const cublasStatus_t gannet_cublas_st_ = (expr);                                            \
-    if (gannet_cublas_st_ != CUBLAS_STATUS_SUCCESS) {                                           \
+#define GANNET_CUBLAS_RETURN_IF_ERROR(expr)                                                      \
+  do {                                                                                           \
+    const cublasStatus_t gannet_cublas_st_ = (expr);                                             \
+    if (gannet_cublas_st_ != CUBLAS_STATUS_SUCCESS) {                                            \
       return ::gannet::backend::CublasErrorStatus(gannet_cublas_st_, #expr, __FILE__, __LINE__); \
-    }                                                                                           \
+    }                                                                                            \
   } while (0)

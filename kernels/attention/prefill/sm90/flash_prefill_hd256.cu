@@ -41,7 +41,8 @@ __global__ void __launch_bounds__(Hd256Traits::kThreads, 1)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int wg = warp / 4, wq = warp % 4;  // warpgroup, warp within it
   Sm90Work w;
-  if (!BeginSm90Tile<kHeadDim, kBlockM, kBlockN, Tr::kThreads, Tr::kTileBytes>(p, num_splits, sQ, sPos, sKV, &w)) {
+  if (!BeginSm90Tile<kHeadDim, kBlockM, kBlockN, Tr::kThreads, Tr::kTileBytes>(p, num_splits, sQ,
+                                                                               sPos, sKV, &w)) {
     return;
   }
   const KeyBlocks& kb = w.kb;
@@ -69,16 +70,16 @@ __global__ void __launch_bounds__(Hd256Traits::kThreads, 1)
     WgmmaFence();
 #pragma unroll
     for (int ks = 0; ks < kHeadDim / 16; ++ks) {
-      WgmmaSS_m64n64k16(s, SmemDesc(my_q + ks * 2 * kQLbo, kQLbo, 128), SmemDesc(cK + ks * 2 * kKLbo, kKLbo, 128),
-                        ks > 0 ? 1 : 0);
+      WgmmaSS_m64n64k16(s, SmemDesc(my_q + ks * 2 * kQLbo, kQLbo, 128),
+                        SmemDesc(cK + ks * 2 * kKLbo, kKLbo, 128), ks > 0 ? 1 : 0);
     }
     WgmmaCommit();
     WgmmaWaitAll();
 
     float alpha[2];
     uint32_t pa[4][4];
-    OnlineSoftmax<8>(p, s, kb.key_base + it * kBlockN, sPos[r_lo], sPos[r_lo + 8], scale2, m_run, l_run,
-                     alpha, pa);
+    OnlineSoftmax<8>(p, s, kb.key_base + it * kBlockN, sPos[r_lo], sPos[r_lo + 8], scale2, m_run,
+                     l_run, alpha, pa);
     RescaleRows(acc_o, alpha);
     WgmmaFence();
 #pragma unroll
@@ -89,8 +90,8 @@ __global__ void __launch_bounds__(Hd256Traits::kThreads, 1)
     WgmmaWaitAll();
   }
   sm80::CpAsyncWait<0>();
-  sm80::StoreFlashResult<kHeadDim, kBlockM, 32>(p, w.t, w.group, w.kvh, w.split, num_splits, workspace, acc_o, m_run,
-                                                l_run, r_lo, 0, true);
+  sm80::StoreFlashResult<kHeadDim, kBlockM, 32>(p, w.t, w.group, w.kvh, w.split, num_splits,
+                                                workspace, acc_o, m_run, l_run, r_lo, 0, true);
 #endif
 }
 
@@ -101,11 +102,11 @@ namespace gannet::kernels {
 
 FlashConfig FlashConfigPrefillHd256Sm90() { return sm80::MakeFlashConfig<sm90::Hd256Traits>(); }
 
-cudaError_t LaunchFlashPrefillHd256Sm90(const PagedAttentionParams& p, int num_splits, void* workspace,
-                                        cudaStream_t stream) {
+cudaError_t LaunchFlashPrefillHd256Sm90(const PagedAttentionParams& p, int num_splits,
+                                        void* workspace, cudaStream_t stream) {
   if (p.kv_fp8 || p.k_from_v) return cudaErrorInvalidValue;
-  return sm80::LaunchFlashKernel<sm90::Hd256Traits>(sm90::FlashPrefillHd256Sm90Kernel, p, num_splits, workspace,
-                                                    stream);
+  return sm80::LaunchFlashKernel<sm90::Hd256Traits>(sm90::FlashPrefillHd256Sm90Kernel, p,
+                                                    num_splits, workspace, stream);
 }
 
 }  // namespace gannet::kernels

@@ -31,7 +31,8 @@ struct Hd512Traits {
 };
 
 // Q's dims off the rotated pairs times k_norm, in place (core layout, landed).
-__device__ __forceinline__ void WeightQCoreForKFromV(unsigned char* sQ, const PagedAttentionParams& p) {
+__device__ __forceinline__ void WeightQCoreForKFromV(unsigned char* sQ,
+                                                     const PagedAttentionParams& p) {
   constexpr int kHalf = Hd512Traits::kHeadDim / 2, kRows = Hd512Traits::kBlockM;
   __nv_bfloat16* q = reinterpret_cast<__nv_bfloat16*>(sQ);
   for (int e = threadIdx.x; e < kRows * kHalf; e += Hd512Traits::kThreads) {
@@ -61,7 +62,8 @@ __global__ void __launch_bounds__(Hd512Traits::kThreads, 1)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int wg = warp / 4, wq = warp % 4;  // warpgroup (= half of the head dim), row slab
   Sm90Work w;
-  if (!BeginSm90Tile<kHeadDim, kBlockM, kBlockN, Tr::kThreads, Tr::kTileBytes>(p, num_splits, sQ, sPos, sKV, &w)) {
+  if (!BeginSm90Tile<kHeadDim, kBlockM, kBlockN, Tr::kThreads, Tr::kTileBytes>(p, num_splits, sQ,
+                                                                               sPos, sKV, &w)) {
     return;
   }
   const KeyBlocks& kb = w.kb;
@@ -112,9 +114,10 @@ __global__ void __launch_bounds__(Hd512Traits::kThreads, 1)
     for (int ks = 0; ks < kHalf / 16; ++ks) {
       const int step = wg * (kHalf / 16) + ks;  // 16-dim step of the full head dim
       // Single-store K=V: off the rotated dims, K's operand is V's (Q carries k_norm).
-      const unsigned char* kt = k_from_v && !sm80::KFromVRotated(step * 16, kHalf, p.rope_pairs) ? cV : cK;
-      WgmmaSS_m64n32k16(s, SmemDesc(sQ + step * 2 * kQLbo, kQLbo, 128), SmemDesc(kt + step * 2 * kKLbo, kKLbo, 128),
-                        ks > 0 ? 1 : 0);
+      const unsigned char* kt =
+          k_from_v && !sm80::KFromVRotated(step * 16, kHalf, p.rope_pairs) ? cV : cK;
+      WgmmaSS_m64n32k16(s, SmemDesc(sQ + step * 2 * kQLbo, kQLbo, 128),
+                        SmemDesc(kt + step * 2 * kKLbo, kKLbo, 128), ks > 0 ? 1 : 0);
     }
     WgmmaCommit();
     WgmmaWaitAll();
@@ -126,7 +129,8 @@ __global__ void __launch_bounds__(Hd512Traits::kThreads, 1)
     for (int j = 0; j < 4; ++j) {
       const int col = 8 * j + 2 * (lane & 3);
       *reinterpret_cast<float2*>(mine + r_lo * kBlockN + col) = make_float2(s[4 * j], s[4 * j + 1]);
-      *reinterpret_cast<float2*>(mine + (r_lo + 8) * kBlockN + col) = make_float2(s[4 * j + 2], s[4 * j + 3]);
+      *reinterpret_cast<float2*>(mine + (r_lo + 8) * kBlockN + col) =
+          make_float2(s[4 * j + 2], s[4 * j + 3]);
     }
     __syncthreads();
 #pragma unroll
@@ -144,15 +148,16 @@ __global__ void __launch_bounds__(Hd512Traits::kThreads, 1)
     WgmmaFence();
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      WgmmaRSTransB_m64n256k16(acc_flat, pa[kk], SmemDesc(cV + wg * (kHalf / 8) * kVSbo + kk * 2 * 128, 128, kVSbo),
-                               1);
+      WgmmaRSTransB_m64n256k16(
+          acc_flat, pa[kk], SmemDesc(cV + wg * (kHalf / 8) * kVSbo + kk * 2 * 128, 128, kVSbo), 1);
     }
     WgmmaCommit();
     WgmmaWaitAll();
   }
   sm80::CpAsyncWait<0>();
-  sm80::StoreFlashResult<kHeadDim, kBlockM, 32>(p, w.t, w.group, w.kvh, w.split, num_splits, workspace, acc_o, m_run,
-                                                l_run, r_lo, wg * kHalf, wg == 0);
+  sm80::StoreFlashResult<kHeadDim, kBlockM, 32>(p, w.t, w.group, w.kvh, w.split, num_splits,
+                                                workspace, acc_o, m_run, l_run, r_lo, wg * kHalf,
+                                                wg == 0);
 #endif
 }
 
@@ -163,11 +168,11 @@ namespace gannet::kernels {
 
 FlashConfig FlashConfigPrefillHd512Sm90() { return sm80::MakeFlashConfig<sm90::Hd512Traits>(); }
 
-cudaError_t LaunchFlashPrefillHd512Sm90(const PagedAttentionParams& p, int num_splits, void* workspace,
-                                        cudaStream_t stream) {
+cudaError_t LaunchFlashPrefillHd512Sm90(const PagedAttentionParams& p, int num_splits,
+                                        void* workspace, cudaStream_t stream) {
   if (p.kv_fp8) return cudaErrorInvalidValue;
-  return sm80::LaunchFlashKernel<sm90::Hd512Traits>(sm90::FlashPrefillHd512Sm90Kernel, p, num_splits, workspace,
-                                                    stream);
+  return sm80::LaunchFlashKernel<sm90::Hd512Traits>(sm90::FlashPrefillHd512Sm90Kernel, p,
+                                                    num_splits, workspace, stream);
 }
 
 }  // namespace gannet::kernels

@@ -25,7 +25,9 @@ __device__ __forceinline__ int CoreOffset(int r, int c, int rows) {
   return (c * (rows / 8) + r / 8) * 128 + (r % 8) * 16;
 }
 // Element (r, d) of such a tile of bf16.
-__device__ __forceinline__ int CoreElem(int r, int d, int rows) { return CoreOffset(r, d / 8, rows) / 2 + d % 8; }
+__device__ __forceinline__ int CoreElem(int r, int d, int rows) {
+  return CoreOffset(r, d / 8, rows) / 2 + d % 8;
+}
 
 // The tile's query rows into sQ as blocks of 64 rows (one warpgroup's A operand each), zero past
 // the sequence's rows; positions into sPos (-1 marks padding). cp.async: the caller commits.
@@ -40,7 +42,8 @@ __device__ __forceinline__ void LoadQCore(const PagedAttentionParams& p, const s
     const int r = c / kChunks, ch = c % kChunks;
     bool ok;
     const bf16* src = sm80::QChunkSource(p, t, group, kvh, kHeadDim, r, ch, &ok);
-    sm80::CpAsync16(sQ + (r / 64) * (64 * kHeadDim * 2) + CoreOffset(r % 64, ch, 64), src, ok ? 16 : 0);
+    sm80::CpAsync16(sQ + (r / 64) * (64 * kHeadDim * 2) + CoreOffset(r % 64, ch, 64), src,
+                    ok ? 16 : 0);
   }
 }
 
@@ -51,8 +54,9 @@ struct KeyBlocks {
   const int32_t* table;
 };
 template <int kBlockN>
-__device__ __forceinline__ KeyBlocks SplitKeyBlocks(const PagedAttentionParams& p, const sm80::TileRange& t,
-                                                    int split, int num_splits) {
+__device__ __forceinline__ KeyBlocks SplitKeyBlocks(const PagedAttentionParams& p,
+                                                    const sm80::TileRange& t, int split,
+                                                    int num_splits) {
   const int total = t.hi > t.lo ? (t.hi - t.lo + kBlockN - 1) / kBlockN : 0;
   const int per_split = (total + num_splits - 1) / num_splits;
   const int begin = min(total, split * per_split);
@@ -64,21 +68,27 @@ __device__ __forceinline__ KeyBlocks SplitKeyBlocks(const PagedAttentionParams& 
 // is null: single-store K=V). kThreads / kBlockN threads per key, its page looked up once; rows
 // at or past hi, and holes, are zero-filled without reading global memory.
 template <int kHeadDim, int kBlockN, int kThreads>
-__device__ __forceinline__ void LoadKvCore(const PagedAttentionParams& p, const KeyBlocks& kb, int kvh,
-                                           int key0, int hi, unsigned char* dk, unsigned char* dv) {
+__device__ __forceinline__ void LoadKvCore(const PagedAttentionParams& p, const KeyBlocks& kb,
+                                           int kvh, int key0, int hi, unsigned char* dk,
+                                           unsigned char* dv) {
   constexpr int kPerKey = kThreads / kBlockN;
-  static_assert(kThreads % kBlockN == 0 && (kHeadDim / 8) % kPerKey == 0, "whole chunks per thread");
+  static_assert(kThreads % kBlockN == 0 && (kHeadDim / 8) % kPerKey == 0,
+                "whole chunks per thread");
   const int r = threadIdx.x / kPerKey, sub = threadIdx.x % kPerKey;
   const int key = key0 + r;
   const int page = key < hi ? kb.table[key / p.page_size] : -1;
   const bool ok = page >= 0;
-  const int64_t row = ok ? (static_cast<int64_t>(page) * p.num_kv_heads + kvh) * p.page_size + key % p.page_size : 0;
-  const bf16* ks = p.k_cache != nullptr ? static_cast<const bf16*>(p.k_cache) + row * kHeadDim : nullptr;
+  const int64_t row =
+      ok ? (static_cast<int64_t>(page) * p.num_kv_heads + kvh) * p.page_size + key % p.page_size
+         : 0;
+  const bf16* ks =
+      p.k_cache != nullptr ? static_cast<const bf16*>(p.k_cache) + row * kHeadDim : nullptr;
   const bf16* vs = static_cast<const bf16*>(p.v_cache) + row * kHeadDim;
 #pragma unroll
   for (int i = 0; i < kHeadDim / 8 / kPerKey; ++i) {
     const int ch = sub + kPerKey * i;
-    if (ks != nullptr) sm80::CpAsync16(dk + CoreOffset(r, ch, kBlockN), ks + (ok ? ch * 8 : 0), ok ? 16 : 0);
+    if (ks != nullptr)
+      sm80::CpAsync16(dk + CoreOffset(r, ch, kBlockN), ks + (ok ? ch * 8 : 0), ok ? 16 : 0);
     sm80::CpAsync16(dv + CoreOffset(r, ch, kBlockN), vs + (ok ? ch * 8 : 0), ok ? 16 : 0);
   }
 }
@@ -93,18 +103,19 @@ struct Sm90Work {
 // Key block `tile` of the CTA's split into stage `stage` of sKV (stage s: K tile at 2s, V at
 // 2s + 1, kTileBytes each).
 template <int kHeadDim, int kBlockN, int kThreads, int kTileBytes>
-__device__ __forceinline__ void LoadKvStage(const PagedAttentionParams& p, const Sm90Work& w, unsigned char* sKV,
-                                            int stage, int tile) {
+__device__ __forceinline__ void LoadKvStage(const PagedAttentionParams& p, const Sm90Work& w,
+                                            unsigned char* sKV, int stage, int tile) {
   unsigned char* dk = sKV + 2 * stage * kTileBytes;
-  LoadKvCore<kHeadDim, kBlockN, kThreads>(p, w.kb, w.kvh, w.kb.key_base + tile * kBlockN, w.t.hi, dk,
-                                          dk + kTileBytes);
+  LoadKvCore<kHeadDim, kBlockN, kThreads>(p, w.kb, w.kvh, w.kb.key_base + tile * kBlockN, w.t.hi,
+                                          dk, dk + kTileBytes);
 }
 
 // The prologue of both kernels: the CTA's tile (false past the last one), Q and the first key
 // block on their way (one cp.async group).
 template <int kHeadDim, int kBlockM, int kBlockN, int kThreads, int kTileBytes>
-__device__ __forceinline__ bool BeginSm90Tile(const PagedAttentionParams& p, int num_splits, unsigned char* sQ,
-                                              int* sPos, unsigned char* sKV, Sm90Work* w) {
+__device__ __forceinline__ bool BeginSm90Tile(const PagedAttentionParams& p, int num_splits,
+                                              unsigned char* sQ, int* sPos, unsigned char* sKV,
+                                              Sm90Work* w) {
   w->kvh = blockIdx.y;
   w->split = blockIdx.z;
   w->group = p.num_q_heads / p.num_kv_heads;
@@ -121,9 +132,10 @@ __device__ __forceinline__ bool BeginSm90Tile(const PagedAttentionParams& p, int
 // running max and sum, rescales nothing itself but returns alpha per row, and packs P as the A
 // operand of the P.V wgmma (one 16-key step per pa entry).
 template <int kNT>
-__device__ __forceinline__ void OnlineSoftmax(const PagedAttentionParams& p, float (&s)[kNT * 4], int key0,
-                                              int pos0, int pos1, float scale2, float (&m_run)[2],
-                                              float (&l_run)[2], float (&alpha)[2], uint32_t (&pa)[kNT / 2][4]) {
+__device__ __forceinline__ void OnlineSoftmax(const PagedAttentionParams& p, float (&s)[kNT * 4],
+                                              int key0, int pos0, int pos1, float scale2,
+                                              float (&m_run)[2], float (&l_run)[2],
+                                              float (&alpha)[2], uint32_t (&pa)[kNT / 2][4]) {
   const int lane = threadIdx.x & 31;
   float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
