@@ -154,15 +154,10 @@ class _Collector:
         )
 
 
-class Stream(Iterator[StreamEvent]):
-    """The events of one request, as `Engine.stream` returns it.
+class _RequestEvents:
+    """What Stream and AsyncStream share: the request, its event queue, cancel and close."""
 
-    Iterate it for StreamEvents; the last is type "finish". Leaving early (break, an exception,
-    `close()`, `with` exit, or dropping the object) cancels the request, which frees its place in
-    the engine at once. A failed request raises its typed GannetError from the iteration.
-    """
-
-    def __init__(self, engine: "Engine", rid: int, q: "queue.SimpleQueue[_Item]", logprobs: bool):
+    def __init__(self, engine: "Engine", rid: int, q: Any, logprobs: bool):
         self._engine = engine
         self._rid = rid
         self._q = q
@@ -173,13 +168,8 @@ class Stream(Iterator[StreamEvent]):
     def request_id(self) -> int:
         return self._rid
 
-    def __iter__(self) -> "Stream":
-        return self
-
-    def __next__(self) -> StreamEvent:
-        if self._done:
-            raise StopIteration
-        it = self._q.get()  # blocks without the GIL
+    def _take(self, it: _Item) -> StreamEvent:
+        """The event of a dequeued item; an error item raises, the last one ends the stream."""
         if it.error is not None:
             self._done = True
             raise it.error
@@ -199,12 +189,6 @@ class Stream(Iterator[StreamEvent]):
             self._done = True
             self._engine._abandon(self._rid)
 
-    def __enter__(self) -> "Stream":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def __del__(self) -> None:
         try:
             self.close()
@@ -212,20 +196,32 @@ class Stream(Iterator[StreamEvent]):
             pass
 
 
-class AsyncStream(AsyncIterator[StreamEvent]):
+class Stream(_RequestEvents, Iterator[StreamEvent]):
+    """The events of one request, as `Engine.stream` returns it.
+
+    Iterate it for StreamEvents; the last is type "finish". Leaving early (break, an exception,
+    `close()`, `with` exit, or dropping the object) cancels the request, which frees its place in
+    the engine at once. A failed request raises its typed GannetError from the iteration.
+    """
+
+    def __iter__(self) -> "Stream":
+        return self
+
+    def __next__(self) -> StreamEvent:
+        if self._done:
+            raise StopIteration
+        return self._take(self._q.get())  # blocks without the GIL
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncStream(_RequestEvents, AsyncIterator[StreamEvent]):
     """`Stream` for asyncio (`Engine.astream`): `async for` it; leaving early (break, task
     cancellation, `aclose()`, `async with` exit, or dropping it) cancels the request."""
-
-    def __init__(self, engine: "Engine", rid: int, q: "asyncio.Queue[_Item]", logprobs: bool):
-        self._engine = engine
-        self._rid = rid
-        self._q = q
-        self._logprobs = logprobs
-        self._done = False
-
-    @property
-    def request_id(self) -> int:
-        return self._rid
 
     def __aiter__(self) -> "AsyncStream":
         return self
@@ -238,22 +234,7 @@ class AsyncStream(AsyncIterator[StreamEvent]):
         except asyncio.CancelledError:
             self.close()
             raise
-        if it.error is not None:
-            self._done = True
-            raise it.error
-        if it.kind != _ffi.EVENT_TOKEN:
-            self._done = True
-        return _event(it, self._logprobs)
-
-    def cancel(self) -> None:
-        """As Stream.cancel."""
-        if not self._done:
-            self._engine._cancel_quiet(self._rid)
-
-    def close(self) -> None:
-        if not self._done:
-            self._done = True
-            self._engine._abandon(self._rid)
+        return self._take(it)
 
     async def aclose(self) -> None:
         self.close()
@@ -263,12 +244,6 @@ class AsyncStream(AsyncIterator[StreamEvent]):
 
     async def __aexit__(self, *exc: object) -> None:
         self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 class Engine:

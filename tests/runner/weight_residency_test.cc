@@ -20,27 +20,13 @@
 #include "lib/model/weights.h"
 #include "lib/runner/device_weights.h"
 #include "tests/testing/tiny_models.h"
+#include "tests/testing/process_memory.h"
 
 namespace gannet::runner {
 namespace {
 
-int64_t StatusBytes(const std::string& field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.compare(0, field.size() + 1, field + ":") == 0) {
-      return std::stoll(line.substr(field.size() + 1)) * 1024;
-    }
-  }
-  return -1;
-}
-
-bool ResetPeakRss() {
-  std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
-  if (f == nullptr) return false;
-  const bool ok = std::fputs("5", f) >= 0;
-  return std::fclose(f) == 0 && ok;
-}
+using gannet::testing::ResetPeakRss;
+using gannet::testing::StatusBytes;
 
 struct Residency {
   int64_t weight_bytes = 0;  // the checkpoint's

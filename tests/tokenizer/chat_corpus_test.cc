@@ -96,7 +96,9 @@ void CheckCorpus(const JinjaTemplate& tmpl, const std::string& variant, const ch
     EXPECT_EQ(*got, text);
     const std::vector<int32_t> ids = (*tok)->Encode(*got);
     EXPECT_EQ(ids, (*tok)->Encode(text));
-    if (const Json* want_ids = w->Find("ids")) EXPECT_EQ(ids, testing::Ids(*want_ids));
+    if (const Json* want_ids = w->Find("ids")) {
+      EXPECT_EQ(ids, testing::Ids(*want_ids));
+    }
   }
 }
 

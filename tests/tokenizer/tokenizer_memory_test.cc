@@ -12,29 +12,13 @@
 #include "gtest/gtest.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "tests/tokenizer/large_tokenizer.h"
+#include "tests/testing/process_memory.h"
 
 namespace gannet::tokenizer {
 namespace {
 
-// A field of /proc/self/status in bytes ("VmRSS", "VmHWM"); -1 when absent.
-int64_t StatusBytes(const std::string& field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.compare(0, field.size() + 1, field + ":") == 0) {
-      return std::stoll(line.substr(field.size() + 1)) * 1024;
-    }
-  }
-  return -1;
-}
-
-// Resets VmHWM to the current VmRSS (Linux >= 4.0).
-bool ResetPeakRss() {
-  std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
-  if (f == nullptr) return false;
-  const bool ok = std::fputs("5", f) >= 0;
-  return std::fclose(f) == 0 && ok;
-}
+using gannet::testing::ResetPeakRss;
+using gannet::testing::StatusBytes;
 
 TEST(TokenizerMemoryTest, GemmaSizedFilePeaksAtASmallMultipleOfItsSize) {
   const std::string json = testing::MakeLargeTokenizerJson();
