@@ -80,7 +80,9 @@ TEST(ToolCallsTest, ModelOutputCorpus) {
         EXPECT_EQ(json::parse(d.calls[k].arguments), c["calls"][k]["arguments"]);
         EXPECT_EQ(d.calls[k].id.rfind("call_", 0), 0u) << d.calls[k].id;
       }
-      if (d.calls.size() == 2) EXPECT_NE(d.calls[0].id, d.calls[1].id);
+      if (d.calls.size() == 2) {
+        EXPECT_NE(d.calls[0].id, d.calls[1].id);
+      }
     }
   }
 }
