@@ -38,6 +38,7 @@ class ChatFormat {
   bool has_template() const { return tmpl_.has_value(); }
   const std::string& template_source() const;                     // "" without a template
   const std::string& template_origin() const { return origin_; }  // the file it came from
+  ChatTemplateVariant variant() const { return variant_; }  // the model's (built-in rendering)
 
   // Renders `chat`, an object {"messages": [...], "tools": [...]} in the OpenAI chat shape
   // (roles system, developer, user, assistant, tool; tool_calls; content as a string or a list

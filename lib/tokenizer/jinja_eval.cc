@@ -661,7 +661,8 @@ class Renderer {
         f[p] = Value();
       }
     }
-    for (const auto& [k, v] : kwargs) {
+    for (const auto& kwarg : kwargs) {
+      const auto& k = kwarg.first;  // a plain reference: clang 14 cannot capture a binding
       if (std::none_of(def.params.begin(), def.params.end(),
                        [&](const auto& x) { return x.first == k; })) {
         Fail(line, "macro '" + def.name + "' has no argument '" + k + "'");
