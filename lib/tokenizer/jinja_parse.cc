@@ -35,6 +35,26 @@ struct Tok {
   throw Error(Error::Kind::kSyntax, line, what);
 }
 
+// Number literals of a template (untrusted): one past the range of int64 or double is a syntax
+// error naming the line, never an exception escaping the parser (jinja_template_fuzz found
+// `m.99999999999999999999`).
+template <typename Tok>
+Value IntLiteral(const Tok& t) {
+  try {
+    return Value::Int(std::stoll(t.s));
+  } catch (const std::exception&) {
+    Fail(t.line, "integer literal out of range: " + t.s.substr(0, 32));
+  }
+}
+template <typename Tok>
+Value FloatLiteral(const Tok& t) {
+  try {
+    return Value::Float(std::stod(t.s));
+  } catch (const std::exception&) {
+    Fail(t.line, "float literal out of range: " + t.s.substr(0, 32));
+  }
+}
+
 bool IsSpace(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
@@ -573,7 +593,7 @@ class Parser {
           n->kind = Expr::Kind::kIndex;
           n->kids.push_back(std::move(e));
           auto lit = Make(Expr::Kind::kLiteral, line);
-          lit->literal = Value::Int(std::stoll(Next().s));
+          lit->literal = IntLiteral(Next());
           n->kids.push_back(std::move(lit));
         } else {
           n->name = TakeName();
@@ -657,16 +677,12 @@ class Parser {
       }
       case Tok::T::kInt: {
         auto e = Make(Expr::Kind::kLiteral, t.line);
-        try {
-          e->literal = Value::Int(std::stoll(t.s));
-        } catch (const std::exception&) {
-          Fail(t.line, "integer literal out of range");
-        }
+        e->literal = IntLiteral(t);
         return e;
       }
       case Tok::T::kFloat: {
         auto e = Make(Expr::Kind::kLiteral, t.line);
-        e->literal = Value::Float(std::stod(t.s));
+        e->literal = FloatLiteral(t);
         return e;
       }
       case Tok::T::kName: {
