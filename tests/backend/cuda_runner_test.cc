@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -55,6 +56,14 @@ constexpr int kGreedyTokens = 64;
 // (variant, page size, compute type of the CUDA backend).
 class CudaRunnerTest : public ::testing::TestWithParam<std::tuple<std::string, int, DType>> {
  public:
+  // The linear layers take the heuristic's first pick, untimed, unless the caller set
+  // GANNET_LINEAR_TUNE: timed picks change from run to run with the GPU's clocks, and E2B's 7-row
+  // chunked prefill lands 0.0895 or 0.1550 from the f32 CPU depending on which GEMM wins (same
+  // binary, H100, 2026-12-07), across the 0.15 cap. Every candidate is checked against the CPU op
+  // by op (cuda_ops_test EveryCublasCandidateMatchesCpu); this test checks the model end to end,
+  // which must not depend on a timing race.
+  static void SetUpTestSuite() { setenv("GANNET_LINEAR_TUNE", "0", /*overwrite=*/0); }
+
   void SetUp() override {
     if (!testing::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
     auto [variant, page, compute] = GetParam();

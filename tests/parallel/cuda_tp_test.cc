@@ -124,7 +124,7 @@ absl::Status VerifyStep(runner::StepRunner& r, const testing::DraftRound& round,
 
 // A draft round of the group's drafter (eager: the rank-local embedding ids go through the host,
 // the dense head's arg-max through ShardArgmax and the pair exchange) against the plain drafter
-// over a plain runner on the same GPU (its greedy rounds replayed from graphs): the same tokens;
+// over a plain runner on the same GPU (eager too: see below): the same tokens;
 // sampled rows bring their logits rows to the host, within bf16 rounding of each other.
 TEST(CudaTpTest, OneGpuDrafterThroughTheNcclPathDraftsAsThePlainDrafter) {
   GANNET_REQUIRE_GPU();
@@ -141,9 +141,15 @@ TEST(CudaTpTest, OneGpuDrafterThroughTheNcclPathDraftsAsThePlainDrafter) {
     auto plain = testing::CreateTinyRunner(p.target->config, p.target->weights, g.backends[0].get(),
                                            opts, testing::kTpMaxLen, testing::kTpSeqs);
     ASSERT_TRUE(plain.ok()) << plain.status();
+    // The plain drafter runs its rounds eagerly, as the group's do: a replayed round sizes its
+    // split-KV grids from the context bucket (256), an eager one from the real length, and that
+    // reduction order alone flips a near-tie of 26B-A4B's assistant (third sequence, third draft:
+    // 480 against 184 on an H100, 2026-12-07). Graph replay itself is cuda_drafter_test's.
+    spec::DrafterOptions plain_options = testing::TpDrafterOptions();
+    plain_options.enable_graphs = false;
     auto plain_drafter =
         spec::Drafter::Create(p.drafter->config, p.drafter->weights, p.target->config, plain->get(),
-                              g.backends[0].get(), testing::TpDrafterOptions());
+                              g.backends[0].get(), plain_options);
     ASSERT_TRUE(plain_drafter.ok()) << plain_drafter.status();
     for (bool sampled : {false, true}) {
       const testing::DraftRound a = testing::PrefillAndPlan(**plain, sampled);
@@ -155,16 +161,17 @@ TEST(CudaTpTest, OneGpuDrafterThroughTheNcclPathDraftsAsThePlainDrafter) {
       EXPECT_EQ(got.tokens, want.tokens) << variant << (sampled ? " sampled" : " greedy");
       if (!sampled) {
         // The verify chunks of these drafts ([bonus, d1..dK], a greedy row each): a uniform step,
-        // recorded as a graph by the group as by one device, and replayed the second time.
+        // which the group, as one device, runs eagerly the first time (GraphCache's warm-up),
+        // records the second and replays the third, each giving one device's tokens.
         const int before = g.runner->num_graphs();
         std::vector<int32_t> a_tokens, b_tokens;
         ASSERT_TRUE(VerifyStep(**plain, a, want, &a_tokens).ok());
-        ASSERT_TRUE(VerifyStep(*g.runner, b, want, &b_tokens).ok());
-        EXPECT_EQ(g.runner->num_graphs(), before + 1)
-            << variant << ": the verify step was not recorded";
-        ASSERT_TRUE(VerifyStep(*g.runner, b, want, &b_tokens).ok());
-        EXPECT_EQ(g.runner->num_graphs(), before + 1) << variant << ": recorded again";
-        EXPECT_EQ(b_tokens, a_tokens) << variant;
+        for (int run = 0; run < 3; ++run) {
+          ASSERT_TRUE(VerifyStep(*g.runner, b, want, &b_tokens).ok());
+          EXPECT_EQ(g.runner->num_graphs(), before + (run == 0 ? 0 : 1))
+              << variant << ": after verify step " << run + 1 << " (warm-up, record, replay)";
+          EXPECT_EQ(b_tokens, a_tokens) << variant << ", verify step " << run + 1;
+        }
       }
       ASSERT_EQ(got.logits.size(), want.logits.size());
       for (size_t i = 0; i < want.logits.size(); ++i) {
