@@ -26,7 +26,9 @@ absl::StatusOr<GptqConfig> ParseAwqConfig(const Json& q, std::string_view source
                                 Json::TypeName(q.type()));
   }
   // transformers' AwqConfig adds runtime options (fusing, backend, exllama) that do not change
-  // what the tensors mean.
+  // what the tensors mean; GPTQModel's AWQ configs carry its common fields (method, format,
+  // checkpoint_format, pack_dtype, desc_act, lm_head, dynamic, activation, rotation, meta),
+  // checked below.
   static constexpr std::string_view kKnown[] = {"quant_method",
                                                 "bits",
                                                 "w_bit",
@@ -39,7 +41,17 @@ absl::StatusOr<GptqConfig> ParseAwqConfig(const Json& q, std::string_view source
                                                 "do_fuse",
                                                 "fuse_max_seq_len",
                                                 "modules_to_fuse",
-                                                "exllama_config"};
+                                                "exllama_config",
+                                                "method",
+                                                "format",
+                                                "checkpoint_format",
+                                                "pack_dtype",
+                                                "desc_act",
+                                                "lm_head",
+                                                "dynamic",
+                                                "activation",
+                                                "rotation",
+                                                "meta"};
   for (const auto& [key, value] : q.AsMembers()) {
     if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
       return UnimplementedError("{}: unknown field; {}", Where(source, key), kExpected);
@@ -83,18 +95,49 @@ absl::StatusOr<GptqConfig> ParseAwqConfig(const Json& q, std::string_view source
           Where(source, "zero_point"), kExpected);
     }
   }
-  const Json* version = q.Find("version");
-  if (!IsAbsent(version)) {
-    if (!version->is_string()) {
-      return InvalidArgumentError("{}: expected a string ('gemm')", Where(source, "version"));
+  const Json* method = q.Find("method");
+  if (!IsAbsent(method) && !(method->is_string() && method->AsString() == "awq")) {
+    return InvalidArgumentError("{}: expected 'awq' (as quant_method)", Where(source, "method"));
+  }
+  const Json* pack = q.Find("pack_dtype");
+  if (!IsAbsent(pack) &&
+      !(pack->is_string() && (pack->AsString() == "int32" || pack->AsString() == "torch.int32"))) {
+    return UnimplementedError("{}: only int32 words are supported (expected 'int32'); {}",
+                              Where(source, "pack_dtype"), kExpected);
+  }
+  for (const char* key : {"desc_act", "lm_head"}) {
+    const Json* v = q.Find(key);
+    if (!IsAbsent(v) && !(v->is_bool() && !v->AsBool())) {
+      return UnimplementedError("{}: not supported for AWQ (expected false); {}",
+                                Where(source, key), kExpected);
     }
-    std::string v = version->AsString();
-    std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
-    if (v != "gemm") {
+  }
+  for (const char* key : {"dynamic", "activation", "rotation"}) {
+    const Json* v = q.Find(key);
+    if (!IsAbsent(v) && !(v->is_object() && v->AsMembers().empty())) {
+      return UnimplementedError("{}: not supported for AWQ (expected null); {}", Where(source, key),
+                                kExpected);
+    }
+  }
+  const Json* meta = q.Find("meta");
+  if (!IsAbsent(meta) && !meta->is_object()) {
+    return InvalidArgumentError("{}: expected an object", Where(source, "meta"));
+  }
+  // GPTQModel names the packing in `format` and `checkpoint_format` as well as `version`.
+  for (const char* key : {"version", "format", "checkpoint_format"}) {
+    const Json* v = q.Find(key);
+    if (IsAbsent(v)) continue;
+    if (!v->is_string()) {
+      return InvalidArgumentError("{}: expected a string ('gemm')", Where(source, key));
+    }
+    std::string lower = v->AsString();
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
+    if (lower != "gemm") {
       return UnimplementedError(
           "{}: '{}' packs the weights differently from 'gemm', which is the only AWQ packing "
           "gannet reads; {}",
-          Where(source, "version"), version->AsString(), kExpected);
+          Where(source, key), v->AsString(), kExpected);
     }
   }
   const Json* skip = q.Find("modules_to_not_convert");

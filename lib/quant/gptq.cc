@@ -195,20 +195,13 @@ absl::StatusOr<GptqConfig> ParseGptqConfig(const Json& q, std::string_view sourc
                                 Json::TypeName(q.type()));
   }
   for (const auto& [key, value] : q.AsMembers()) {
-    static constexpr std::string_view kMeaning[] = {"quant_method",
-                                                    "bits",
-                                                    "group_size",
-                                                    "desc_act",
-                                                    "sym",
-                                                    "checkpoint_format",
-                                                    "format",
-                                                    "pack_dtype",
-                                                    "lm_head",
-                                                    "dynamic",
-                                                    "modules_to_not_convert",
-                                                    "is_marlin_format",
-                                                    "rotation",
-                                                    "adapter"};
+    static constexpr std::string_view kMeaning[] = {
+        "quant_method",      "method",   "bits",
+        "group_size",        "desc_act", "sym",
+        "checkpoint_format", "format",   "pack_dtype",
+        "lm_head",           "dynamic",  "modules_to_not_convert",
+        "is_marlin_format",  "rotation", "adapter",
+        "activation"};
     const bool known =
         std::find(std::begin(kMeaning), std::end(kMeaning), key) != std::end(kMeaning) ||
         std::find(std::begin(kGptqInformational), std::end(kGptqInformational), key) !=
@@ -255,9 +248,15 @@ absl::StatusOr<GptqConfig> ParseGptqConfig(const Json& q, std::string_view sourc
                                 Where(source, "pack_dtype"), kExpected);
     }
   }
-  for (const char* key : {"rotation", "adapter"}) {
+  // GPTQModel writes the method twice (quant_method and method).
+  const Json* method = q.Find("method");
+  if (!IsAbsent(method) && !(method->is_string() && method->AsString() == "gptq")) {
+    return InvalidArgumentError("{}: expected 'gptq' (as quant_method)", Where(source, "method"));
+  }
+  // A rotation changes the activations the weights expect, an adapter adds low-rank terms,
+  // `activation` quantizes the activations.
+  for (const char* key : {"rotation", "adapter", "activation"}) {
     const Json* v = q.Find(key);
-    // A rotation changes the activations the weights expect, an adapter adds low-rank terms.
     if (!IsAbsent(v) && !(v->is_object() && v->AsMembers().empty())) {
       return UnimplementedError("{}: not supported (expected null); {}", Where(source, key),
                                 kExpected);

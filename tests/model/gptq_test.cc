@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,9 @@ struct Scheme {
   bool desc_act = false;
   bool sym = false;
   bool v1 = true;  // GPTQ checkpoint_format "gptq" (zero points stored minus one)
+  // GPTQ: keep layer 0's o_proj bf16 through a `dynamic` "-:" rule (GPTQModel's; the HF export
+  // below leaves it out, as transformers' GPTQ loader may not read `dynamic`).
+  bool exclude_one = true;
 };
 
 // One module quantized and packed as the reference tools store it.
@@ -176,6 +180,13 @@ Packed QuantizeModule(const Scheme& s, const std::string& module, const std::vec
   return p;
 }
 
+// "model.layers.3.self_attn.q_proj" -> "self_attn.q_proj".
+std::string InBlock(const std::string& module) {
+  const size_t at = module.find("layers.");
+  const size_t dot = module.find('.', at + 7);
+  return module.substr(dot + 1);
+}
+
 template <typename T>
 std::string Bytes(const std::vector<T>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
@@ -222,13 +233,15 @@ Json GptqConfigJson(const Scheme& s) {
   // One exclusion, honoured: layer 0's o_proj stays bf16 (a module not fused with others: the
   // CPU backend fuses q/k/v and gate/up, which must share one format). And an override that
   // changes nothing, to show overrides are read.
-  Json dynamic = Json::MakeObject();
-  dynamic.Set("-:.*layers\\.0\\.self_attn\\.o_proj", Json::MakeObject());
-  Json same = Json::MakeObject();
-  same.Set("bits", Json::Int(4));
-  same.Set("sym", Json::Bool(s.sym));
-  dynamic.Set("+:.*mlp\\..*", std::move(same));
-  q.Set("dynamic", std::move(dynamic));
+  if (s.exclude_one) {
+    Json dynamic = Json::MakeObject();
+    dynamic.Set("-:.*layers\\.0\\.self_attn\\.o_proj", Json::MakeObject());
+    Json same = Json::MakeObject();
+    same.Set("bits", Json::Int(4));
+    same.Set("sym", Json::Bool(s.sym));
+    dynamic.Set("+:.*mlp\\..*", std::move(same));
+    q.Set("dynamic", std::move(dynamic));
+  }
   return q;
 }
 
@@ -245,6 +258,10 @@ absl::StatusOr<Written> WriteCheckpoints(const std::string& src, const Scheme& s
   Json q = GptqConfigJson(s);
   Json not_convert = Json::MakeArray();
   Written written;
+  // The module names within a decoder block ("self_attn.q_proj", "experts.0.down_proj") that are
+  // quantized and that stay plain (transformers' GPTQ loader takes the first as
+  // modules_in_block_to_quantize, one list for every block).
+  std::set<std::string> quantized_in_block, plain_in_block;
   auto keep = [&](const std::string& name, const model::TensorRef& t) {
     model::TensorToWrite w{name, t.info->dtype, t.info->shape,
                            std::string(reinterpret_cast<const char*>(t.data()), t.info->nbytes())};
@@ -255,14 +272,17 @@ absl::StatusOr<Written> WriteCheckpoints(const std::string& src, const Scheme& s
   auto module = [&](const std::string& name, std::vector<float> w, int64_t n, int64_t k,
                     DType dtype, const void* raw) -> std::vector<float> {
     const int64_t g = s.group == -1 ? k : s.group;
-    const bool excluded = !s.awq && name.find("layers.0.self_attn.o_proj") != std::string::npos;
+    const bool excluded =
+        !s.awq && s.exclude_one && name.find("layers.0.self_attn.o_proj") != std::string::npos;
     if (excluded || n % 8 != 0 || k % 8 != 0 || k % g != 0) {
       const size_t bytes = static_cast<size_t>(n * k) * DTypeBits(dtype) / 8;
       out[name + ".weight"] = {
           name + ".weight", dtype, {n, k}, std::string(static_cast<const char*>(raw), bytes)};
       if (s.awq) not_convert.Push(Json::String(name));
+      plain_in_block.insert(InBlock(name));
       return w;
     }
+    quantized_in_block.insert(InBlock(name));
     Packed p = QuantizeModule(s, name, w, n, k);
     const int64_t groups = k / g;
     if (s.awq) {
@@ -314,6 +334,18 @@ absl::StatusOr<Written> WriteCheckpoints(const std::string& src, const Scheme& s
     }
   }
   if (s.awq) q.Set("modules_to_not_convert", std::move(not_convert));
+  if (!s.awq && !s.exclude_one) {
+    for (const std::string& m : quantized_in_block) {
+      if (plain_in_block.count(m)) {
+        return InvalidArgumentError("'{}' is quantized in some blocks and not in others", m);
+      }
+    }
+    Json names = Json::MakeArray();
+    for (const std::string& m : quantized_in_block) names.Push(Json::String(m));
+    Json lists = Json::MakeArray();
+    lists.Push(std::move(names));
+    q.Set("modules_in_block_to_quantize", std::move(lists));
+  }
   if (edit) edit(out, q);
   GANNET_ASSIGN_OR_RETURN(std::string config_text,
                           ReadFileToString(src + "/config.json", 1 << 20, "config.json"));
@@ -620,6 +652,108 @@ TEST(GptqLoad, RefusesConfigsItDoesNotRead) {
                              q.Set("dynamic", std::move(dynamic));
                            }),
                 absl::StatusCode::kUnimplemented, {"dynamic", "bits"});
+}
+
+// The configs GPTQModel (7.x) writes for both methods carry its common fields; they load.
+TEST(GptqLoad, AcceptsGptqModelConfigs) {
+  EXPECT_TRUE(LoadEdited(kGptqG32Sym, [](Tensors&, Json& q) {
+                q.Set("method", Json::String("gptq"));
+                q.Set("format", Json::String("gptq"));
+                q.Set("activation", Json());
+                q.Set("rotation", Json());
+              }).ok());
+  EXPECT_TRUE(LoadEdited(kAwqG32, [](Tensors&, Json& q) {
+                q.Set("method", Json::String("awq"));
+                q.Set("format", Json::String("gemm"));
+                q.Set("checkpoint_format", Json::String("gemm"));
+                q.Set("pack_dtype", Json::String("int32"));
+                q.Set("desc_act", Json::Bool(false));
+                q.Set("lm_head", Json::Bool(false));
+                q.Set("dynamic", Json());
+                q.Set("meta", Json::MakeObject());
+              }).ok());
+  ExpectRefused(
+      LoadEdited(kAwqG32, [](Tensors&, Json& q) { q.Set("format", Json::String("gemv_fast")); }),
+      absl::StatusCode::kUnimplemented, {"quantization_config.format", "gemv_fast"});
+  Json act = Json::MakeObject();
+  act.Set("bits", Json::Int(8));
+  ExpectRefused(LoadEdited(kGptqG32Sym, [act](Tensors&, Json& q) { q.Set("activation", act); }),
+                absl::StatusCode::kUnimplemented, {"quantization_config.activation"});
+}
+
+// ---- Export for the HF oracle ------------------------------------------------------------------
+
+// `src` as a text-only gemma4_text checkpoint in `dst` (the text config at the top, tensors
+// renamed from model.language_model.* to model.*, the towers left out), so that HF's
+// AutoModelForCausalLM builds it as it is.
+absl::Status WriteTextOnly(const std::string& src, const std::string& dst) {
+  GANNET_ASSIGN_OR_RETURN(auto ckpt, model::Checkpoint::Open(src));
+  GANNET_ASSIGN_OR_RETURN(std::string text,
+                          ReadFileToString(src + "/config.json", 1 << 20, "config.json"));
+  GANNET_ASSIGN_OR_RETURN(Json config, Json::Parse(text));
+  if (const Json* tc = config.Find("text_config"); tc != nullptr) {
+    Json text_config = *tc;  // copied out before `config` is replaced
+    config = std::move(text_config);
+  }
+  config.Set("model_type", Json::String("gemma4_text"));
+  std::vector<model::TensorToWrite> list;
+  for (const std::string& name : ckpt->Names()) {
+    const model::TensorRef& t = *ckpt->Find(name);
+    std::string out = name;
+    const std::string wrapped = "model.language_model.";
+    if (out.rfind(wrapped, 0) == 0) out = "model." + out.substr(wrapped.size());
+    list.push_back({out, t.info->dtype, t.info->shape,
+                    std::string(reinterpret_cast<const char*>(t.data()), t.info->nbytes())});
+  }
+  fs::create_directories(dst);
+  GANNET_RETURN_IF_ERROR(WriteStringToFile(dst + "/config.json", config.Dump()));
+  return model::WriteSafetensors(dst + "/model.safetensors", list);
+}
+
+// Not a check by itself: with GANNET_GPTQ_EXPORT_DIR set (tools/gpu/gptq_oracle.sh), writes
+// GPTQ/AWQ checkpoints of the dense tiny variants that every module of HF's GPTQ and AWQ loaders
+// can read (all decoder linears quantized, or the rest named in modules_to_not_convert), each with
+// gannet's CPU logits of a prompt (gannet_logits.safetensors: input_ids, logits); the script then
+// has HF transformers load each checkpoint with gptqmodel / autoawq and compares.
+TEST(GptqOracleExport, WritesCheckpointsWithGannetLogits) {
+  const char* root = std::getenv("GANNET_GPTQ_EXPORT_DIR");
+  if (root == nullptr) GTEST_SKIP() << "GANNET_GPTQ_EXPORT_DIR is not set";
+  struct Export {
+    std::string variant;
+    Scheme scheme;
+  };
+  Scheme gptq_act{"gptq_g32_asym_act", false, 32, true, false, true, false};
+  Scheme gptq_sym_v2{"gptq_g32_sym_v2", false, 32, false, true, false, false};
+  Scheme gptq_channel{"gptq_channel_sym", false, -1, false, true, true, false};
+  Scheme gptq_channel_asym{"gptq_channel_asym_v2", false, -1, false, false, false, false};
+  const Export exports[] = {{"e4b", gptq_act},          {"e4b", gptq_sym_v2}, {"31b", gptq_channel},
+                            {"e2b", gptq_channel_asym}, {"e4b", kAwqG32},     {"31b", kAwqG128},
+                            {"e2b", kAwqG128}};
+  TempDir tmp;
+  for (const Export& e : exports) {
+    const std::string text_only = tmp.path + "/" + e.variant;
+    if (!fs::exists(text_only)) {
+      ASSERT_TRUE(WriteTextOnly(testing::TinyModelDir(e.variant), text_only).ok());
+    }
+    const std::string dst = std::string(root) + "/" + e.variant + "-" + e.scheme.name;
+    fs::remove_all(dst);
+    auto written = WriteCheckpoints(text_only, e.scheme, dst, tmp.path + "/ref");
+    ASSERT_TRUE(written.ok()) << written.status();
+    auto q = Load(dst);
+    ASSERT_TRUE(q.ok()) << dst << ": " << q.status();
+    const std::vector<int32_t> ids = Prompt((*q)->config.text.vocab_size, 24);
+    auto logits = Logits(**q, ids);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    std::vector<int64_t> ids64(ids.begin(), ids.end());
+    const int64_t n = static_cast<int64_t>(ids.size());
+    ASSERT_TRUE(model::WriteSafetensors(
+                    dst + "/gannet_logits.safetensors",
+                    {{"input_ids", DType::kI64, {n}, Bytes(ids64)},
+                     {"logits", DType::kF32, {n, (*q)->config.text.vocab_size}, Bytes(*logits)}})
+                    .ok());
+    fs::remove_all(tmp.path + "/ref");
+    std::printf("wrote %s (%d modules quantized)\n", dst.c_str(), written->quantized_modules);
+  }
 }
 
 }  // namespace
