@@ -61,6 +61,9 @@ struct Scheme {
   // GPTQ: keep layer 0's o_proj bf16 through a `dynamic` "-:" rule (GPTQModel's; the HF export
   // below leaves it out, as transformers' GPTQ loader may not read `dynamic`).
   bool exclude_one = true;
+  // GPTQ: the `dynamic` override of the mlp modules sets group_size -1 (else it restates the
+  // global values).
+  bool mlp_channel = false;
 };
 
 // One module quantized and packed as the reference tools store it.
@@ -236,10 +239,11 @@ Json GptqConfigJson(const Scheme& s) {
   if (s.exclude_one) {
     Json dynamic = Json::MakeObject();
     dynamic.Set("-:.*layers\\.0\\.self_attn\\.o_proj", Json::MakeObject());
-    Json same = Json::MakeObject();
-    same.Set("bits", Json::Int(4));
-    same.Set("sym", Json::Bool(s.sym));
-    dynamic.Set("+:.*mlp\\..*", std::move(same));
+    Json mlp = Json::MakeObject();
+    mlp.Set("bits", Json::Int(4));
+    mlp.Set("sym", Json::Bool(s.sym));
+    if (s.mlp_channel) mlp.Set("group_size", Json::Int(-1));
+    dynamic.Set("+:.*mlp\\..*", std::move(mlp));
     q.Set("dynamic", std::move(dynamic));
   }
   return q;
@@ -271,7 +275,9 @@ absl::StatusOr<Written> WriteCheckpoints(const std::string& src, const Scheme& s
   // One [n, k] module: quantized if its shape allows, else plain bf16. Returns its values.
   auto module = [&](const std::string& name, std::vector<float> w, int64_t n, int64_t k,
                     DType dtype, const void* raw) -> std::vector<float> {
-    const int64_t g = s.group == -1 ? k : s.group;
+    Scheme ms = s;
+    if (s.mlp_channel && name.find(".mlp.") != std::string::npos) ms.group = -1;
+    const int64_t g = ms.group == -1 ? k : ms.group;
     const bool excluded =
         !s.awq && s.exclude_one && name.find("layers.0.self_attn.o_proj") != std::string::npos;
     if (excluded || n % 8 != 0 || k % 8 != 0 || k % g != 0) {
@@ -283,7 +289,7 @@ absl::StatusOr<Written> WriteCheckpoints(const std::string& src, const Scheme& s
       return w;
     }
     quantized_in_block.insert(InBlock(name));
-    Packed p = QuantizeModule(s, name, w, n, k);
+    Packed p = QuantizeModule(ms, name, w, n, k);
     const int64_t groups = k / g;
     if (s.awq) {
       out[name + ".qweight"] = {name + ".qweight", DType::kI32, {k, n / 8}, Bytes(p.qweight)};
@@ -468,6 +474,8 @@ const Scheme kGptqG128Asym{"gptq_g128_asym", false, 128, false, false, true};
 const Scheme kGptqG32AsymAct{"gptq_g32_asym_act", false, 32, true, false, true};
 const Scheme kGptqG128SymActV2{"gptq_g128_sym_act_v2", false, 128, true, true, false};
 const Scheme kGptqChannelAsymActV2{"gptq_channel_asym_act_v2", false, -1, true, false, false};
+const Scheme kGptqG32AsymActMlpChannel{
+    "gptq_g32_asym_act_mlp_channel", false, 32, true, false, true, true, true};
 const Scheme kAwqG32{"awq_g32", true, 32, false, false, false};
 const Scheme kAwqG128{"awq_g128", true, 128, false, false, false};
 
@@ -477,6 +485,8 @@ INSTANTIATE_TEST_SUITE_P(Variants, GptqRoundTrip,
                                            Case{"26b-a4b", kGptqChannelAsymActV2},
                                            Case{"26b-a4b", kAwqG32}, Case{"e4b", kGptqG128Asym},
                                            Case{"e4b", kGptqG32AsymAct}, Case{"e4b", kAwqG32},
+                                           Case{"e4b", kGptqG32AsymActMlpChannel},
+                                           Case{"31b", kGptqG32AsymActMlpChannel},
                                            Case{"e2b", kGptqG32Sym}, Case{"e2b", kGptqG128SymActV2},
                                            Case{"e2b", kAwqG128}),
                          [](const ::testing::TestParamInfo<Case>& i) {
