@@ -1,6 +1,7 @@
 #include "lib/quant/awq.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "fmt/format.h"
 #include "lib/common/status.h"
@@ -169,11 +170,18 @@ absl::Status AwqToCanonical(const ZpInt4Module& m, const WeightFormat& f, uint8_
     for (int64_t g = 0; g < groups; ++g)
       zeros[r * groups + g] = nibble(m.qzeros, g * words + r / 8, r);
   }
-  for (int64_t kk = 0; kk < k; ++kk) {
-    for (int64_t r = 0; r < n; ++r) {
-      const uint8_t q = nibble(m.qweight, kk * words + r / 8, r);
-      uint8_t& b = packed[r * (k / 2) + kk / 2];
-      b = kk % 2 == 0 ? q : static_cast<uint8_t>(b | (q << 4));
+  // Blocks of 8 inputs x 8 outputs: the 8 words (k0..k0+7, c) become 4 canonical bytes of each
+  // of the rows 8c..8c+7 (input k0 + t in nibble t; the loader checked k % 8 == 0).
+  for (int64_t k0 = 0; k0 < k; k0 += 8) {
+    for (int64_t c = 0; c < words; ++c) {
+      uint32_t w[8];
+      for (int t = 0; t < 8; ++t) w[t] = LoadUnaligned<uint32_t>(m.qweight, (k0 + t) * words + c);
+      for (int j = 0; j < 8; ++j) {
+        const int shift = 4 * kAwqNibbleOfColumn[j];
+        uint32_t out = 0;
+        for (int t = 0; t < 8; ++t) out |= ((w[t] >> shift) & 15u) << (4 * t);
+        std::memcpy(packed + (c * 8 + j) * (k / 2) + k0 / 2, &out, 4);
+      }
     }
   }
   return absl::OkStatus();

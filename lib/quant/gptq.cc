@@ -350,11 +350,9 @@ absl::Status GptqToCanonical(const ZpInt4Module& m, const WeightFormat& f, bool 
     order[gi * g + fill[gi]++] = static_cast<int32_t>(i);
   }
   if (perm != nullptr) std::memcpy(perm, order.data(), order.size() * sizeof(int32_t));
-  if (!f.input_perm) {
-    for (int64_t i = 0; i < k; ++i) order[i] = static_cast<int32_t>(i);
-  }
   GANNET_RETURN_IF_ERROR(ScalesToCanonical(m.name, m.scales, f.scale, groups, n, scales));
   const bool to_signed = f.elem == DType::kI4;
+  std::vector<uint8_t> natural(f.input_perm ? static_cast<size_t>(k / 2) : 0);
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t gi = 0; gi < groups; ++gi) {
       int z = static_cast<int>((Word(m.qzeros, gi * (n / 8) + r / 8) >> (4 * (r % 8))) & 15u);
@@ -373,16 +371,21 @@ absl::Status GptqToCanonical(const ZpInt4Module& m, const WeightFormat& f, bool 
       }
       if (!to_signed) zeros[r * groups + gi] = static_cast<uint8_t>(z);
     }
+    // Word (i, r) holds inputs 8i..8i+7 of row r, input 8i+j at bits 4j: on a little-endian
+    // host its bytes are the row's canonical bytes 4i..4i+3 (low nibble first), so the rows in
+    // input order are the word matrix transposed (signed: each nibble's top bit flipped).
     uint8_t* row = packed + r * (k / 2);
-    for (int64_t j = 0; j < k; ++j) {
-      const int64_t src = order[j];
-      uint32_t q = (Word(m.qweight, (src / 8) * n + r) >> (4 * (src % 8))) & 15u;
-      if (to_signed) q ^= 8u;  // q - 8 as a two's complement nibble
-      if (j % 2 == 0) {
-        row[j / 2] = static_cast<uint8_t>(q);
-      } else {
-        row[j / 2] |= static_cast<uint8_t>(q << 4);
-      }
+    uint8_t* in_order = f.input_perm ? natural.data() : row;
+    for (int64_t i = 0; i < k / 8; ++i) {
+      uint32_t w = Word(m.qweight, i * n + r);
+      if (to_signed) w ^= 0x88888888u;
+      std::memcpy(in_order + 4 * i, &w, 4);
+    }
+    if (!f.input_perm) continue;
+    // Act-order: stored column j takes input order[j].
+    auto nib = [&](int64_t x) { return (natural[x / 2] >> (4 * (x % 2))) & 15; };
+    for (int64_t j = 0; j < k; j += 2) {
+      row[j / 2] = static_cast<uint8_t>(nib(order[j]) | (nib(order[j + 1]) << 4));
     }
   }
   return absl::OkStatus();
