@@ -138,6 +138,11 @@ struct WeightFormat {
   int block_rows = 0;         // kBlock: output rows per scale
   bool zero_point = false;    // asymmetric: a zero point per scale (unsigned elements)
   bool global_scale = false;  // an f32 per-tensor scale on top of the others (NVFP4)
+  // GPTQ act-order (desc_act): a row's stored columns are a permutation of the inputs, so that
+  // each group is contiguous; stored column j holds input perm[j], and the weight carries an
+  // int32 permutation of k per source module (backend::Tensor::input_perm):
+  // y = sum_j w[j] * x[perm[j]].
+  bool input_perm = false;
 
   static constexpr WeightFormat Dense(DType t) { return WeightFormat{t}; }
   static constexpr WeightFormat Int4(int group, DType scale_type = DType::kBF16) {
@@ -163,7 +168,8 @@ constexpr const char* WeightFormatError(const WeightFormat& f) {
   const bool grouped =
       f.granularity == ScaleGranularity::kGroup || f.granularity == ScaleGranularity::kBlock;
   if (!f.quantized()) {
-    if (f.group_size != 0 || f.block_rows != 0 || f.zero_point || f.global_scale) {
+    if (f.group_size != 0 || f.block_rows != 0 || f.zero_point || f.global_scale ||
+        f.input_perm) {
       return "an unscaled format has no group size, block, zero point or global scale";
     }
     return nullptr;
@@ -179,6 +185,9 @@ constexpr const char* WeightFormatError(const WeightFormat& f) {
   }
   if (f.zero_point && f.elem != DType::kU4 && f.elem != DType::kU8) {
     return "a zero point needs unsigned elements";
+  }
+  if (f.input_perm && f.granularity != ScaleGranularity::kGroup) {
+    return "an input permutation goes with (act-ordered) group scales";
   }
   return nullptr;
 }

@@ -30,6 +30,7 @@ Tensor Tensor::Rows(int64_t begin, int64_t count) const {
     const int64_t groups = row_elems() / format.group_size;
     t.scales = static_cast<const char*>(scales) + begin * groups * DTypeBits(format.scale) / 8;
     if (zero_points != nullptr) t.zero_points = zero_points + begin * groups;
+    if (perm_index != nullptr) t.perm_index = perm_index + begin;
   }
   t.shape[0] = count;
   return t;

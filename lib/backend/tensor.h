@@ -34,6 +34,10 @@ struct Tensor {
   WeightFormat format = {};
   const void* scales = nullptr;
   const uint8_t* zero_points = nullptr;
+  // format.input_perm (GPTQ act-order): row r's stored column j holds input
+  // input_perm[perm_index[r] * k + j]; a table of int32 permutations of k, one per source module.
+  const int32_t* input_perm = nullptr;
+  const int32_t* perm_index = nullptr;  // [rows]
 
   static Tensor Make(void* data, DType dtype, std::initializer_list<int64_t> dims);
 

@@ -11,6 +11,7 @@
 #include "lib/common/status.h"
 #include "lib/common/utf8.h"
 #include "lib/model/model_format.h"
+#include "lib/quant/awq.h"
 
 namespace gannet::model {
 namespace {
@@ -653,6 +654,10 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const Json& root, std::string_view 
       // is refused here, naming the field, before any tensor is looked at.
       GANNET_ASSIGN_OR_RETURN(m.compressed_tensors,
                               quant::ParseCompressedTensorsConfig(*q, source));
+    } else if (m.quantization_method == "gptq") {
+      GANNET_ASSIGN_OR_RETURN(m.gptq, quant::ParseGptqConfig(*q, source));
+    } else if (m.quantization_method == "awq") {
+      GANNET_ASSIGN_OR_RETURN(m.gptq, quant::ParseAwqConfig(*q, source));
     }
   }
   return m;

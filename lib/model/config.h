@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "lib/common/json.h"
 #include "lib/quant/compressed_tensors.h"
+#include "lib/quant/gptq.h"
 
 namespace gannet::model {
 
@@ -133,6 +134,9 @@ struct ModelConfig {
   // (lib/quant/compressed_tensors.h) into `compressed_tensors` and bound by weights.h.
   std::string quantization_method;
   std::optional<quant::CtConfig> compressed_tensors;
+  // quant_method "gptq" or "awq": parsed strictly (lib/quant/gptq.h, awq.h), bound by
+  // gptq_weights.h.
+  std::optional<quant::GptqConfig> gptq;
 };
 
 // What a config.json may hold, checked before anything is sized from it (a layer count of

@@ -20,9 +20,9 @@ constexpr std::string_view kWhatGannetLoads =
     "gannet loads Hugging Face checkpoint folders (config.json, *.safetensors, tokenizer.json) "
     "with bf16 weights, such as google/gemma-4-e4b-it";
 constexpr std::string_view kNotYet =
-    "of the quantized formats gannet loads only compressed-tensors pack-quantized int4 (W4A16); "
-    "GPTQ, AWQ, FP8, NVFP4, bitsandbytes and GGUF are not supported yet: use the original bf16 "
-    "checkpoint";
+    "of the quantized formats gannet loads compressed-tensors pack-quantized int4 (W4A16), "
+    "GPTQ and AWQ int4 (with their quantization_config in config.json); FP8, NVFP4, "
+    "bitsandbytes and GGUF are not supported yet: use the original bf16 checkpoint";
 
 bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -125,9 +125,16 @@ absl::Status CheckModelPath(const std::string& model_dir) {
 }
 
 absl::Status CheckWeightFormat(const ModelConfig& config, const Checkpoint& checkpoint) {
-  // compressed-tensors pack-quantized int4: its config parsed strictly, its tensors are checked
-  // one by one as they are bound (quantized_weights.h).
+  // compressed-tensors pack-quantized int4, GPTQ and AWQ: their configs parsed strictly, their
+  // tensors checked one by one as they are bound (quantized_weights.h, gptq_weights.h).
   if (config.compressed_tensors.has_value()) return absl::OkStatus();
+  if (config.gptq.has_value()) {
+    // Which modules are quantized is the tensors' to say (gptq_weights.h), but a GPTQ/AWQ config
+    // over a checkpoint without a single qweight is the mismatch below.
+    for (const std::string& name : checkpoint.Names()) {
+      if (EndsWith(name, ".qweight")) return absl::OkStatus();
+    }
+  }
   const std::string named =
       config.quantization_method.empty()
           ? std::string()

@@ -7,6 +7,7 @@
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "lib/common/status.h"
+#include "lib/model/gptq_weights.h"
 #include "lib/quant/int4.h"
 
 namespace gannet::model {
@@ -285,9 +286,13 @@ absl::StatusOr<std::optional<WeightView>> BindCompressedTensors(
 }
 
 absl::Status WriteCanonicalInt4(const WeightView& v, uint8_t* packed, void* scales,
-                                uint8_t* zeros) {
+                                uint8_t* zeros, int32_t* perms, int32_t* perm_index,
+                                int32_t first_perm) {
   if (!v.quantized() || v.pieces.empty()) {
     return InvalidArgumentError("'{}' is not a quantized checkpoint weight", v.name);
+  }
+  if (v.pieces[0].packing != WeightPiece::Packing::kCompressedTensors) {
+    return WriteCanonicalZpInt4(v, packed, scales, zeros, perms, perm_index, first_perm);
   }
   const WeightFormat& f = v.format;
   const int64_t k = v.shape.back();

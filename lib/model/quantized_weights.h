@@ -40,7 +40,12 @@ absl::StatusOr<std::optional<WeightView>> BindCompressedTensors(
 // A quantized view's canonical bytes: packed [rows, k/2], scales [rows, k/group] of
 // v.format.scale, zeros [rows, k/group] (kU4 only; else unused), rows = numel / k. DataLoss when
 // a scale is not finite (names the module). The checkpoint's data must have been read.
-absl::Status WriteCanonicalInt4(const WeightView& v, uint8_t* packed, void* scales, uint8_t* zeros);
+// GPTQ / AWQ views (gptq_weights.h) are converted there; an act-ordered one (format.input_perm)
+// also writes its permutations and row indices (WriteCanonicalZpInt4's perms, perm_index,
+// first_perm), which other views leave alone.
+absl::Status WriteCanonicalInt4(const WeightView& v, uint8_t* packed, void* scales, uint8_t* zeros,
+                                int32_t* perms = nullptr, int32_t* perm_index = nullptr,
+                                int32_t first_perm = 0);
 // A plain view gathered from pieces (per-expert matrices), converted to f32 or copied as bf16
 // (`out_type`, kF32 or the pieces' own kBF16).
 absl::Status WriteGatheredDense(const WeightView& v, DType out_type, void* out);

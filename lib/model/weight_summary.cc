@@ -14,9 +14,15 @@ enum class Kind { kAttention, kMlp, kExperts, kEmbeddings, kOther };
 std::string FormatOf(const WeightView& v) {
   if (!v.quantized()) return std::string(DTypeShortName(v.dtype));
   const WeightFormat& f = v.format;
-  return fmt::format("{} g{}{} ({} scales), compressed-tensors",
-                     f.elem == DType::kI4 ? "int4" : "uint4", f.group_size,
-                     f.zero_point ? " asym" : "", DTypeShortName(f.scale));
+  using P = WeightPiece::Packing;
+  const P packing = v.pieces.empty() ? P::kCompressedTensors : v.pieces[0].packing;
+  const char* source = packing == P::kAwq       ? "AWQ"
+                       : packing == P::kGptqV1 ? "GPTQ"
+                       : packing == P::kGptqV2 ? "GPTQ v2"
+                                               : "compressed-tensors";
+  return fmt::format("{} g{}{}{} ({} scales), {}", f.elem == DType::kI4 ? "int4" : "uint4",
+                     f.group_size, f.zero_point ? " asym" : "", f.input_perm ? " act-order" : "",
+                     DTypeShortName(f.scale), source);
 }
 
 }  // namespace

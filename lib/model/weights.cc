@@ -7,6 +7,7 @@
 #include "fmt/ranges.h"
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
+#include "lib/model/gptq_weights.h"
 #include "lib/model/model_format.h"
 #include "lib/model/quantized_weights.h"
 #include "lib/model/variants.h"
@@ -153,6 +154,14 @@ std::vector<WeightSpec> ExpectedWeights(const ModelConfig& m) {
 bool IsIgnorableExtraTensor(const ModelConfig& m, std::string_view name) {
   // A quantized module's tensors (weight_packed, weight_scale, ...) go with its weight.
   std::string weight(name);
+  if (m.gptq.has_value()) {
+    for (std::string_view suffix : kZpInt4ModuleTensorSuffixes) {
+      if (name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix) {
+        weight = std::string(name.substr(0, name.size() - suffix.size())) + ".weight";
+        break;
+      }
+    }
+  }
   if (m.compressed_tensors.has_value()) {
     for (std::string_view suffix : kCtModuleTensorSuffixes) {
       if (name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix) {
@@ -179,9 +188,10 @@ absl::StatusOr<ModelWeights> BindWeights(const ModelConfig& m, const Checkpoint&
   for (int l = 0; l < m.text.num_hidden_layers; ++l) w.layers[l].index = l;
   std::set<std::string, std::less<>> bound;
   for (const WeightSpec& s : ExpectedWeights(m)) {
-    if (m.compressed_tensors.has_value()) {
+    if (m.compressed_tensors.has_value() || m.gptq.has_value()) {
       GANNET_ASSIGN_OR_RETURN(std::optional<WeightView> gathered,
-                              BindCompressedTensors(m, ckpt, s, &bound));
+                              m.gptq.has_value() ? BindGptq(m, ckpt, s, &bound)
+                                                 : BindCompressedTensors(m, ckpt, s, &bound));
       if (gathered.has_value()) {
         if (s.layer >= 0) {
           w.layers[s.layer].*(s.layer_slot) = *std::move(gathered);

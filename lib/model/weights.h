@@ -45,6 +45,13 @@ struct WeightPiece {
   const void* zero_points = nullptr;   // int4 asymmetric: int32 [ceil(rows / 8), k / group]
   const void* weight_shape = nullptr;  // int4: weight_shape [2] of weight_shape_dtype (I64/I32)
   DType weight_shape_dtype = DType::kI64;
+  // How `data` and `zero_points` are packed: compressed-tensors' words (above), or a GPTQ / AWQ
+  // module (gptq_weights.h): data = qweight, zero_points = qzeros, scales = scales [G, rows].
+  enum class Packing : uint8_t { kCompressedTensors, kGptqV1, kGptqV2, kAwq };
+  Packing packing = Packing::kCompressedTensors;
+  const void* g_idx = nullptr;  // GPTQ: int32 [k], or null
+  const void* bias = nullptr;   // GPTQ / AWQ: an optional [rows] bias of bias_dtype (must be 0)
+  DType bias_dtype = DType::kF16;
 };
 
 // A weight in host memory, or a synthetic one: no data, generated on demand (by the backend, on

@@ -137,24 +137,46 @@ absl::StatusOr<OwnedTensor> CpuBackend::LoadWeight(
     const size_t packed_bytes = (static_cast<size_t>(numel / 2) + 15) / 16 * 16;
     const size_t scale_bytes =
         (static_cast<size_t>(groups) * DTypeBits(first.format.scale) / 8 + 15) / 16 * 16;
-    const size_t zero_bytes = first.format.zero_point ? static_cast<size_t>(groups) : 0;
-    GANNET_ASSIGN_OR_RETURN(Buffer buf, Allocate(packed_bytes + scale_bytes + zero_bytes));
+    const size_t zero_bytes =
+        first.format.zero_point ? (static_cast<size_t>(groups) + 15) / 16 * 16 : 0;
+    // Act-ordered (GPTQ desc_act): a permutation of k per source module and a table index per
+    // row (Tensor::input_perm).
+    int64_t perm_count = 0;
+    if (first.format.input_perm) {
+      for (const model::WeightView* p : parts) perm_count += static_cast<int64_t>(p->pieces.size());
+    }
+    // numel / k: the matrix rows (a 3-D expert weight [E, R, k] has E * R of them).
+    const size_t perm_bytes =
+        first.format.input_perm ? static_cast<size_t>(perm_count * k + numel / k) * sizeof(int32_t)
+                                : 0;
+    GANNET_ASSIGN_OR_RETURN(Buffer buf,
+                            Allocate(packed_bytes + scale_bytes + zero_bytes + perm_bytes));
     uint8_t* packed = static_cast<uint8_t*>(buf.data());
     uint8_t* scales = packed + packed_bytes;
     uint8_t* zeros = first.format.zero_point ? scales + scale_bytes : nullptr;
+    int32_t* perms = first.format.input_perm
+                         ? reinterpret_cast<int32_t*>(scales + scale_bytes + zero_bytes)
+                         : nullptr;
+    int32_t* perm_index = perms != nullptr ? perms + perm_count * k : nullptr;
     int64_t row = 0;
+    int32_t first_perm = 0;
     for (const model::WeightView* p : parts) {
       const int64_t prow = p->numel() / k;
       GANNET_RETURN_IF_ERROR(model::WriteCanonicalInt4(
           *p, packed + row * (k / 2),
           scales + row * (k / first.format.group_size) * DTypeBits(first.format.scale) / 8,
-          zeros != nullptr ? zeros + row * (k / first.format.group_size) : nullptr));
+          zeros != nullptr ? zeros + row * (k / first.format.group_size) : nullptr,
+          perms != nullptr ? perms + static_cast<int64_t>(first_perm) * k : nullptr,
+          perm_index != nullptr ? perm_index + row : nullptr, first_perm));
       row += prow;
+      if (perms != nullptr) first_perm += static_cast<int32_t>(p->pieces.size());
     }
     Tensor t = make_tensor(packed, first.format.elem);
     t.format = first.format;
     t.scales = scales;
     t.zero_points = zeros;
+    t.input_perm = perms;
+    t.perm_index = perm_index;
     return OwnedTensor{std::move(buf), t};
   }
   for (const model::WeightView* p : parts) {

@@ -17,10 +17,21 @@ void WeightRowToF32(const Tensor& w, int64_t row, int64_t k, float* out) {
     return;
   }
   const int64_t groups = k / w.format.group_size;
-  quant::DequantizeInt4Row(
-      w.format, static_cast<const uint8_t*>(w.data) + row * (k / 2),
-      static_cast<const char*>(w.scales) + row * groups * DTypeBits(w.format.scale) / 8,
-      w.zero_points != nullptr ? w.zero_points + row * groups : nullptr, k, out);
+  const uint8_t* packed = static_cast<const uint8_t*>(w.data) + row * (k / 2);
+  const void* scales =
+      static_cast<const char*>(w.scales) + row * groups * DTypeBits(w.format.scale) / 8;
+  const uint8_t* zeros = w.zero_points != nullptr ? w.zero_points + row * groups : nullptr;
+  if (!w.format.input_perm) {
+    quant::DequantizeInt4Row(w.format, packed, scales, zeros, k, out);
+    return;
+  }
+  // Act-ordered (GPTQ desc_act): the stored columns are a permutation of the inputs; scattering
+  // them back gives the row in input order, so every op reading rows works unchanged.
+  thread_local std::vector<float> stored;
+  stored.resize(static_cast<size_t>(k));
+  quant::DequantizeInt4Row(w.format, packed, scales, zeros, k, stored.data());
+  const int32_t* perm = w.input_perm + static_cast<int64_t>(w.perm_index[row]) * k;
+  for (int64_t j = 0; j < k; ++j) out[perm[j]] = stored[j];
 }
 
 absl::Status RequireReadableWeight(const Tensor& w, const char* what) {
@@ -30,7 +41,8 @@ absl::Status RequireReadableWeight(const Tensor& w, const char* what) {
       (f.elem == DType::kI4 && !f.zero_point) || (f.elem == DType::kU4 && f.zero_point);
   if (!int4 || f.granularity != ScaleGranularity::kGroup || f.group_size <= 0 ||
       w.row_elems() % f.group_size != 0 || w.scales == nullptr ||
-      (f.zero_point && w.zero_points == nullptr) || !w.contiguous()) {
+      (f.zero_point && w.zero_points == nullptr) || !w.contiguous() ||
+      (f.input_perm && (w.input_perm == nullptr || w.perm_index == nullptr))) {
     return InvalidArgumentError(
         "cpu backend: {} has quantized format {} g{} (scales {}), which "
         "the CPU backend does not read",

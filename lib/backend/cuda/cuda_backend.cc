@@ -374,6 +374,15 @@ absl::StatusOr<OwnedTensor> CudaBackend::LoadWeight(
   int64_t rows = 0, total = 0;
   for (const model::WeightView* p : parts) {
     if (!p->present()) return InvalidArgumentError("LoadWeight: tensor '{}' is absent", p->name);
+    if (p->format.input_perm) {
+      // Kept apart from the int4 refusal below: int4 kernels still need an activation gather
+      // (or a per-module permutation) for act-ordered GPTQ.
+      return UnimplementedError(
+          "LoadWeight: '{}' is act-ordered GPTQ int4 (desc_act: its stored inputs are "
+          "permuted), which the CUDA backend does not run: use the CPU backend or a checkpoint "
+          "quantized with desc_act false",
+          p->name);
+    }
     if (p->quantized()) {
       return UnimplementedError(
           "LoadWeight: '{}' is quantized ({} g{}, {} scales{}); the CUDA "
