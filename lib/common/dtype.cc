@@ -11,6 +11,39 @@ bool WeightFormatIsLoadable(const WeightFormat& f) {
          (f.elem == DType::kBF16 || f.elem == DType::kF16 || f.elem == DType::kF32);
 }
 
+std::string WeightFormatName(const WeightFormat& f) {
+  std::string s(DTypeShortName(f.elem));
+  if (!f.quantized()) return s;
+  switch (f.granularity) {
+    case ScaleGranularity::kTensor:
+      s += " per tensor";
+      break;
+    case ScaleGranularity::kChannel:
+      s += " per channel";
+      break;
+    case ScaleGranularity::kGroup:
+      s += " g" + std::to_string(f.group_size);
+      break;
+    case ScaleGranularity::kBlock:
+      s += " " + std::to_string(f.block_rows) + "x" + std::to_string(f.group_size) + " blocks";
+      break;
+    case ScaleGranularity::kNone:
+      break;
+  }
+  if (f.zero_point) s += " + zero points";
+  s += " (" + std::string(DTypeShortName(f.scale)) + " scales";
+  if (f.global_scale) s += ", a global scale";
+  s += ")";
+  if (f.act == ActivationQuant::kDynamicFp8) {
+    s += f.act_group > 0
+             ? ", fp8 activations dynamic per " + std::to_string(f.act_group) + " inputs of a token"
+             : ", fp8 activations dynamic per token";
+  } else if (f.act == ActivationQuant::kStaticFp8) {
+    s += ", fp8 activations with a static scale";
+  }
+  return s;
+}
+
 float F16ToFloat(uint16_t h) {
   uint32_t sign = (h >> 15) & 1u;
   uint32_t exp = (h >> 10) & 0x1Fu;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "kernels/common/dtype.h"
 
@@ -14,6 +15,11 @@ namespace gannet {
 // DType parses and every WeightFormat describes itself, so a checkpoint using one gets a clear
 // "unsupported" error naming it instead of "unknown dtype".
 bool WeightFormatIsLoadable(const WeightFormat& f);
+
+// A format in words, for errors, logs and `gannet info`: "bf16", "int4 g32 (bf16 scales)",
+// "uint4 g128 + zero points (f16 scales)", "fp8e4m3 per channel (bf16 scales), fp8 activations
+// dynamic per token", "fp8e4m3 128x128 blocks (f32 scales)".
+std::string WeightFormatName(const WeightFormat& f);
 
 // Element i of an array of T whose start may be misaligned for T (a checkpoint tensor served in
 // place, model/safetensors.h): copied out, never dereferenced as a T*.

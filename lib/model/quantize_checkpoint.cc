@@ -14,6 +14,7 @@
 #include "lib/model/config.h"
 #include "lib/model/weights.h"
 #include "lib/quant/compressed_tensors.h"
+#include "lib/quant/fp8.h"
 #include "lib/quant/int4.h"
 
 namespace gannet::model {
@@ -52,6 +53,27 @@ std::string Bytes(const void* p, size_t n) { return std::string(static_cast<cons
 // The compressed-tensors tensors of module `module` holding rows [n, k] (f32 values).
 void AppendQuantized(const std::string& module, const float* w, int64_t n, int64_t k,
                      DType scale_type, const QuantizeOptions& o, std::vector<TensorToWrite>* out) {
+  if (o.fp8.has_value()) {
+    WeightFormat f = *o.fp8;
+    f.scale = scale_type;
+    std::vector<int64_t> scale_shape;
+    if (f.granularity == ScaleGranularity::kChannel) {
+      scale_shape = {n, 1};
+    } else if (f.granularity == ScaleGranularity::kTensor) {
+      scale_shape = {1};
+    } else {
+      scale_shape = {(n + f.block_rows - 1) / f.block_rows, (k + f.group_size - 1) / f.group_size};
+    }
+    int64_t scale_count = 1;
+    for (int64_t d : scale_shape) scale_count *= d;
+    std::vector<uint8_t> q(static_cast<size_t>(n * k));
+    std::vector<uint8_t> scales(static_cast<size_t>(scale_count) * DTypeBits(scale_type) / 8);
+    quant::QuantizeFp8Rows(f, scale_type, w, n, k, q.data(), scales.data());
+    out->push_back({module + ".weight", DType::kF8E4M3, {n, k}, Bytes(q.data(), q.size())});
+    out->push_back(
+        {module + ".weight_scale", scale_type, scale_shape, Bytes(scales.data(), scales.size())});
+    return;
+  }
   WeightFormat f =
       WeightFormat::Int4(o.group_size == 0 ? static_cast<int>(k) : o.group_size, scale_type);
   if (!o.symmetric) {
@@ -101,10 +123,18 @@ absl::StatusOr<QuantizeOptions> ParseWeightDtype(std::string_view spec) {
     o.group_size = 128;
   } else if (s == "int4-channel") {
     o.group_size = 0;
+  } else if (o.symmetric && (s == "fp8-channel" || s == "fp8-tensor" || s == "fp8-block")) {
+    WeightFormat f = s == "fp8-channel"  ? WeightFormat::Fp8Channel()
+                     : s == "fp8-tensor" ? WeightFormat::Fp8Tensor()
+                                         : WeightFormat::Fp8Block(128, 128);
+    f.act = ActivationQuant::kDynamicFp8;
+    f.act_group = s == "fp8-block" ? 128 : 0;  // FP8_BLOCK quantizes activations per 128 inputs
+    o.group_size = 0;
+    o.fp8 = f;
   } else {
     return InvalidArgumentError(
         "weight dtype '{}': expected int4-g32, int4-g64, int4-g128 or "
-        "int4-channel, optionally with -asym",
+        "int4-channel, optionally with -asym, or fp8-channel, fp8-block or fp8-tensor",
         spec);
   }
   return o;
@@ -113,6 +143,15 @@ absl::StatusOr<QuantizeOptions> ParseWeightDtype(std::string_view spec) {
 absl::StatusOr<QuantizeReport> QuantizeCheckpoint(const std::string& src_dir,
                                                   const std::string& dst_dir,
                                                   const QuantizeOptions& o) {
+  if (o.fp8.has_value() && (o.fp8->elem != DType::kF8E4M3 || WeightFormatError(*o.fp8) != nullptr ||
+                            (o.fp8->granularity == ScaleGranularity::kBlock &&
+                             (o.fp8->block_rows != 128 || o.fp8->group_size != 128)) ||
+                            o.fp8->granularity == ScaleGranularity::kGroup || o.fp8->zero_point)) {
+    return InvalidArgumentError(
+        "quantize: FP8 format {} (expected channel, tensor or 128x128 "
+        "block E4M3 weights)",
+        WeightFormatName(*o.fp8));
+  }
   if (o.group_size != 0 && o.group_size != 32 && o.group_size != 64 && o.group_size != 128) {
     return InvalidArgumentError(
         "quantize: group size {} (expected 32, 64, 128 or 0 for per "
@@ -144,13 +183,17 @@ absl::StatusOr<QuantizeReport> QuantizeCheckpoint(const std::string& src_dir,
   quant::CtConfig ct;
   ct.schemes.push_back(
       quant::CtScheme{"group_0", {"Linear"}, o.symmetric, o.group_size == 0, o.group_size});
+  if (o.fp8.has_value()) ct.schemes.back().elem = DType::kF8E4M3;
   ct.ignore = DefaultIgnore();
   QuantizeReport report;
   // What becomes of each tensor: 2-D Linear weights named `<module>.weight` and the fused 3-D
   // expert tensors (split into per-expert modules) are quantized; everything else is copied.
   std::map<std::string, std::string, std::less<>> quantize_2d;  // tensor -> module
   std::set<std::string, std::less<>> quantize_experts;
-  auto quantizable = [&](int64_t k) { return o.group_size == 0 || k % o.group_size == 0; };
+  // FP8 quantizes any width (a block row's last block may be narrower).
+  auto quantizable = [&](int64_t k) {
+    return o.fp8.has_value() || o.group_size == 0 || k % o.group_size == 0;
+  };
   for (const WeightSpec& s : ExpectedWeights(config)) {
     if (s.is_index || s.shape.size() < 2) continue;
     const bool experts = s.layer_slot == &LayerWeights::experts_gate_up ||
@@ -257,6 +300,7 @@ absl::StatusOr<QuantizeReport> QuantizeCheckpoint(const std::string& src_dir,
   }
   WeightFormat f = WeightFormat::Int4(o.group_size, DType::kBF16);
   f.zero_point = !o.symmetric;
+  if (o.fp8.has_value()) f = *o.fp8;
   root.Set("quantization_config", quant::CtConfigJson(f, o.group_size == 0, {"Linear"}, ct.ignore));
   GANNET_RETURN_IF_ERROR(WriteStringToFile(dst_dir + "/config.json", root.Dump()));
   report.ignore = ct.ignore;

@@ -13,10 +13,7 @@ enum class Kind { kAttention, kMlp, kExperts, kEmbeddings, kOther };
 
 std::string FormatOf(const WeightView& v) {
   if (!v.quantized()) return std::string(DTypeShortName(v.dtype));
-  const WeightFormat& f = v.format;
-  return fmt::format("{} g{}{} ({} scales), compressed-tensors",
-                     f.elem == DType::kI4 ? "int4" : "uint4", f.group_size,
-                     f.zero_point ? " asym" : "", DTypeShortName(f.scale));
+  return WeightFormatName(v.format) + ", compressed-tensors";
 }
 
 }  // namespace

@@ -45,6 +45,11 @@ struct WeightPiece {
   const void* zero_points = nullptr;   // int4 asymmetric: int32 [ceil(rows / 8), k / group]
   const void* weight_shape = nullptr;  // int4: weight_shape [2] of weight_shape_dtype (I64/I32)
   DType weight_shape_dtype = DType::kI64;
+  // FP8: `data` is the F8_E4M3 weight [rows, k]; `scales` weight_scale ([rows, 1] channel, one
+  // value tensor, [ceil(rows/128), ceil(k/128)] blocks) of format.scale; input_scale (static
+  // activations only) one value of input_scale_dtype.
+  const void* input_scale = nullptr;
+  DType input_scale_dtype = DType::kF32;
 };
 
 // A weight in host memory, or a synthetic one: no data, generated on demand (by the backend, on
@@ -58,8 +63,9 @@ struct WeightView {
   uint64_t seed = 0;                      // synthetic only
   WeightInit init = WeightInit::kMatrix;  // synthetic only
   // A weight gathered from checkpoint modules (quantized_weights.h): `data` is null and the
-  // backend's LoadWeight assembles the pieces. A quantized view's `format` is the canonical
-  // int4 form it becomes (lib/quant/int4.h), `dtype` its element type (kI4 / kU4).
+  // backend's LoadWeight assembles the pieces. A quantized view's `format` is the checkpoint's
+  // format (int4: the canonical form it becomes, lib/quant/int4.h; FP8: lib/quant/fp8.h), `dtype`
+  // its element type (kI4 / kU4 / kF8E4M3).
   WeightFormat format = {};
   std::vector<WeightPiece> pieces = {};
 
