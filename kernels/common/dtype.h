@@ -135,8 +135,10 @@ enum class ScaleGranularity : uint8_t { kNone, kTensor, kChannel, kGroup, kBlock
 // What the checkpoint's scheme does to a quantized linear layer's input (W8A8 schemes): nothing
 // (weight-only), or quantize it to FP8 E4M3 before the product, with scales computed per token
 // (or per `act_group` inputs of a token) from the row's amax (kDynamicFp8), or one f32 scale
-// stored with the weight (kStaticFp8: compressed-tensors' input_scale).
-enum class ActivationQuant : uint8_t { kNone, kDynamicFp8, kStaticFp8 };
+// stored with the weight (kStaticFp8: compressed-tensors' input_scale), or quantize it to FP4
+// E2M1 per `act_group` (16) inputs with FP8 scales computed from the group's amax under a static
+// f32 global scale stored with the weight (kDynamicNvfp4: NVFP4 W4A4's input_global_scale).
+enum class ActivationQuant : uint8_t { kNone, kDynamicFp8, kStaticFp8, kDynamicNvfp4 };
 
 struct WeightFormat {
   DType elem = DType::kBF16;
@@ -147,7 +149,7 @@ struct WeightFormat {
   bool zero_point = false;    // asymmetric: a zero point per scale (unsigned elements)
   bool global_scale = false;  // an f32 per-tensor scale on top of the others (NVFP4)
   ActivationQuant act = ActivationQuant::kNone;  // what happens to the input (above)
-  int act_group = 0;  // kDynamicFp8: inputs per activation scale; 0 = the whole row (per token)
+  int act_group = 0;  // inputs per activation scale; 0 = the whole row (per token)
 
   static constexpr WeightFormat Dense(DType t) { return WeightFormat{t}; }
   static constexpr WeightFormat Int4(int group, DType scale_type = DType::kBF16) {
@@ -178,7 +180,8 @@ constexpr const char* WeightFormatError(const WeightFormat& f) {
   if (f.elem >= DType::kCount) return "unknown element type";
   const bool grouped =
       f.granularity == ScaleGranularity::kGroup || f.granularity == ScaleGranularity::kBlock;
-  if (f.act_group < 0 || (f.act_group != 0 && f.act != ActivationQuant::kDynamicFp8)) {
+  if (f.act_group < 0 || (f.act_group != 0 && f.act != ActivationQuant::kDynamicFp8 &&
+                          f.act != ActivationQuant::kDynamicNvfp4)) {
     return "an activation group size goes with (and only with) dynamic activation scales";
   }
   if (!f.quantized()) {

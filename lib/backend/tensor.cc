@@ -30,7 +30,11 @@ Tensor Tensor::Rows(int64_t begin, int64_t count) const {
     const int64_t groups = scales_per_row();
     t.scales = static_cast<const char*>(scales) + begin * groups * DTypeBits(format.scale) / 8;
     if (zero_points != nullptr) t.zero_points = zero_points + begin * groups;
-    if (input_scales != nullptr) t.input_scales = input_scales + begin;
+    // Per-matrix-row arrays: a 3-D [E, R, k] weight's dim-0 row is R of them.
+    const int64_t k = rank >= 2 ? shape[rank - 1] : row_elems();
+    const int64_t matrix_rows = begin * (k > 0 ? row_elems() / k : 0);
+    if (input_scales != nullptr) t.input_scales = input_scales + matrix_rows;
+    if (global_scales != nullptr) t.global_scales = global_scales + matrix_rows;
   }
   t.shape[0] = count;
   return t;

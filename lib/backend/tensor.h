@@ -36,7 +36,8 @@ struct Tensor {
   WeightFormat format = {};
   const void* scales = nullptr;
   const uint8_t* zero_points = nullptr;
-  const float* input_scales = nullptr;
+  const float* input_scales = nullptr;   // per matrix row (FP8 static, NVFP4 input global)
+  const float* global_scales = nullptr;  // NVFP4: per matrix row, its module's global scale
   // Scales of one row of dim 0 (int4 groups, FP8 per-row or per-128 scales of its matrix rows:
   // a 3-D [E, R, k] weight's row is an expert's R rows).
   int64_t scales_per_row() const;

@@ -12,34 +12,42 @@ bool WeightFormatIsLoadable(const WeightFormat& f) {
 }
 
 std::string WeightFormatName(const WeightFormat& f) {
-  std::string s(DTypeShortName(f.elem));
+  // Short: `gannet info` passes it through the C ABI's 64-byte weight_format with a suffix.
+  auto short_name = [](DType t) -> std::string {
+    return t == DType::kF8E4M3 ? "fp8" : std::string(DTypeShortName(t));
+  };
+  std::string s = f.elem == DType::kF4E2M1 && f.global_scale ? "nvfp4" : short_name(f.elem);
   if (!f.quantized()) return s;
   switch (f.granularity) {
     case ScaleGranularity::kTensor:
-      s += " per tensor";
+      s += " tensor";
       break;
     case ScaleGranularity::kChannel:
-      s += " per channel";
+      s += " channel";
       break;
     case ScaleGranularity::kGroup:
       s += " g" + std::to_string(f.group_size);
       break;
     case ScaleGranularity::kBlock:
-      s += " " + std::to_string(f.block_rows) + "x" + std::to_string(f.group_size) + " blocks";
+      s += " " + std::to_string(f.block_rows) + "x" + std::to_string(f.group_size);
       break;
     case ScaleGranularity::kNone:
       break;
   }
   if (f.zero_point) s += " + zero points";
-  s += " (" + std::string(DTypeShortName(f.scale)) + " scales";
-  if (f.global_scale) s += ", a global scale";
-  s += ")";
-  if (f.act == ActivationQuant::kDynamicFp8) {
-    s += f.act_group > 0
-             ? ", fp8 activations dynamic per " + std::to_string(f.act_group) + " inputs of a token"
-             : ", fp8 activations dynamic per token";
-  } else if (f.act == ActivationQuant::kStaticFp8) {
-    s += ", fp8 activations with a static scale";
+  s += " (" + short_name(f.scale) + " scales" + (f.global_scale ? ", global" : "") + ")";
+  switch (f.act) {
+    case ActivationQuant::kDynamicFp8:
+      s += f.act_group > 0 ? ", A8 g" + std::to_string(f.act_group) : ", A8 token";
+      break;
+    case ActivationQuant::kStaticFp8:
+      s += ", A8 static";
+      break;
+    case ActivationQuant::kDynamicNvfp4:
+      s += ", A4 g" + std::to_string(f.act_group);
+      break;
+    case ActivationQuant::kNone:
+      break;
   }
   return s;
 }

@@ -16,9 +16,10 @@ namespace gannet {
 // "unsupported" error naming it instead of "unknown dtype".
 bool WeightFormatIsLoadable(const WeightFormat& f);
 
-// A format in words, for errors, logs and `gannet info`: "bf16", "int4 g32 (bf16 scales)",
-// "uint4 g128 + zero points (f16 scales)", "fp8e4m3 per channel (bf16 scales), fp8 activations
-// dynamic per token", "fp8e4m3 128x128 blocks (f32 scales)".
+// A format in words, for errors, logs and `gannet info` (short: the C ABI's weight_format holds
+// 63 bytes): "bf16", "int4 g32 (bf16 scales)", "uint4 g128 + zero points (f16 scales)",
+// "fp8 channel (bf16 scales), A8 token" (FP8 activations dynamic per token; "A8 g128" per 128
+// inputs, "A8 static"), "fp8 128x128 (f32 scales)", "nvfp4 g16 (fp8 scales, global), A4 g16".
 std::string WeightFormatName(const WeightFormat& f);
 
 // Element i of an array of T whose start may be misaligned for T (a checkpoint tensor served in

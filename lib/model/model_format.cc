@@ -20,8 +20,9 @@ constexpr std::string_view kWhatGannetLoads =
     "gannet loads Hugging Face checkpoint folders (config.json, *.safetensors, tokenizer.json) "
     "with bf16 weights, such as google/gemma-4-e4b-it";
 constexpr std::string_view kNotYet =
-    "of the quantized formats gannet loads only compressed-tensors pack-quantized int4 (W4A16); "
-    "GPTQ, AWQ, FP8, NVFP4, bitsandbytes and GGUF are not supported yet: use the original bf16 "
+    "of the quantized formats gannet loads only compressed-tensors checkpoints (pack-quantized "
+    "int4, float-quantized FP8, nvfp4-pack-quantized NVFP4); GPTQ, AWQ, other FP8 checkpoints, "
+    "ModelOpt NVFP4, bitsandbytes and GGUF are not supported yet: use the original bf16 "
     "checkpoint";
 
 bool EndsWith(std::string_view s, std::string_view suffix) {

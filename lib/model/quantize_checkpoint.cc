@@ -16,6 +16,7 @@
 #include "lib/quant/compressed_tensors.h"
 #include "lib/quant/fp8.h"
 #include "lib/quant/int4.h"
+#include "lib/quant/nvfp4.h"
 
 namespace gannet::model {
 namespace {
@@ -53,6 +54,20 @@ std::string Bytes(const void* p, size_t n) { return std::string(static_cast<cons
 // The compressed-tensors tensors of module `module` holding rows [n, k] (f32 values).
 void AppendQuantized(const std::string& module, const float* w, int64_t n, int64_t k,
                      DType scale_type, const QuantizeOptions& o, std::vector<TensorToWrite>* out) {
+  if (o.fp8.has_value() && o.fp8->elem == DType::kF4E2M1) {
+    std::vector<uint8_t> packed(static_cast<size_t>(n * k / 2)),
+        scales(static_cast<size_t>(n * k / 16));
+    const float global =
+        quant::QuantizeNvfp4Rows(scale_type, w, n, k, packed.data(), scales.data());
+    out->push_back(
+        {module + ".weight_packed", DType::kU8, {n, k / 2}, Bytes(packed.data(), packed.size())});
+    out->push_back({module + ".weight_scale",
+                    DType::kF8E4M3,
+                    {n, k / 16},
+                    Bytes(scales.data(), scales.size())});
+    out->push_back({module + ".weight_global_scale", DType::kF32, {1}, Bytes(&global, 4)});
+    return;
+  }
   if (o.fp8.has_value()) {
     WeightFormat f = *o.fp8;
     f.scale = scale_type;
@@ -123,6 +138,9 @@ absl::StatusOr<QuantizeOptions> ParseWeightDtype(std::string_view spec) {
     o.group_size = 128;
   } else if (s == "int4-channel") {
     o.group_size = 0;
+  } else if (o.symmetric && s == "nvfp4") {
+    o.group_size = 0;
+    o.fp8 = WeightFormat::Nvfp4();
   } else if (o.symmetric && (s == "fp8-channel" || s == "fp8-tensor" || s == "fp8-block")) {
     WeightFormat f = s == "fp8-channel"  ? WeightFormat::Fp8Channel()
                      : s == "fp8-tensor" ? WeightFormat::Fp8Tensor()
@@ -134,7 +152,7 @@ absl::StatusOr<QuantizeOptions> ParseWeightDtype(std::string_view spec) {
   } else {
     return InvalidArgumentError(
         "weight dtype '{}': expected int4-g32, int4-g64, int4-g128 or "
-        "int4-channel, optionally with -asym, or fp8-channel, fp8-block or fp8-tensor",
+        "int4-channel, optionally with -asym, or fp8-channel, fp8-block, fp8-tensor or nvfp4",
         spec);
   }
   return o;
@@ -143,10 +161,16 @@ absl::StatusOr<QuantizeOptions> ParseWeightDtype(std::string_view spec) {
 absl::StatusOr<QuantizeReport> QuantizeCheckpoint(const std::string& src_dir,
                                                   const std::string& dst_dir,
                                                   const QuantizeOptions& o) {
-  if (o.fp8.has_value() && (o.fp8->elem != DType::kF8E4M3 || WeightFormatError(*o.fp8) != nullptr ||
-                            (o.fp8->granularity == ScaleGranularity::kBlock &&
-                             (o.fp8->block_rows != 128 || o.fp8->group_size != 128)) ||
-                            o.fp8->granularity == ScaleGranularity::kGroup || o.fp8->zero_point)) {
+  const bool nvfp4 = o.fp8.has_value() && o.fp8->elem == DType::kF4E2M1;
+  if (nvfp4 && !(*o.fp8 == WeightFormat::Nvfp4())) {
+    return InvalidArgumentError("quantize: NVFP4 format {} (expected weight-only NVFP4)",
+                                WeightFormatName(*o.fp8));
+  }
+  if (o.fp8.has_value() && !nvfp4 &&
+      (o.fp8->elem != DType::kF8E4M3 || WeightFormatError(*o.fp8) != nullptr ||
+       (o.fp8->granularity == ScaleGranularity::kBlock &&
+        (o.fp8->block_rows != 128 || o.fp8->group_size != 128)) ||
+       o.fp8->granularity == ScaleGranularity::kGroup || o.fp8->zero_point)) {
     return InvalidArgumentError(
         "quantize: FP8 format {} (expected channel, tensor or 128x128 "
         "block E4M3 weights)",
@@ -183,7 +207,7 @@ absl::StatusOr<QuantizeReport> QuantizeCheckpoint(const std::string& src_dir,
   quant::CtConfig ct;
   ct.schemes.push_back(
       quant::CtScheme{"group_0", {"Linear"}, o.symmetric, o.group_size == 0, o.group_size});
-  if (o.fp8.has_value()) ct.schemes.back().elem = DType::kF8E4M3;
+  if (o.fp8.has_value()) ct.schemes.back().elem = o.fp8->elem;
   ct.ignore = DefaultIgnore();
   QuantizeReport report;
   // What becomes of each tensor: 2-D Linear weights named `<module>.weight` and the fused 3-D
@@ -192,6 +216,7 @@ absl::StatusOr<QuantizeReport> QuantizeCheckpoint(const std::string& src_dir,
   std::set<std::string, std::less<>> quantize_experts;
   // FP8 quantizes any width (a block row's last block may be narrower).
   auto quantizable = [&](int64_t k) {
+    if (nvfp4) return k % 16 == 0;  // groups of 16
     return o.fp8.has_value() || o.group_size == 0 || k % o.group_size == 0;
   };
   for (const WeightSpec& s : ExpectedWeights(config)) {

@@ -27,14 +27,16 @@ struct QuantizeOptions {
   bool symmetric = true;  // int4: false: asymmetric (kU4 with zero points)
   // Set: FP8 E4M3 weights instead of int4 (compressed-tensors float-quantized): the weight
   // strategy (kChannel, kTensor, or kBlock 128x128) and the input activations written into the
-  // config; the scales are stored in the weight's own type.
+  // config, the scales stored in the weight's own type; or NVFP4 (WeightFormat::Nvfp4(),
+  // nvfp4-pack-quantized, weight-only: NVFP4A16).
   std::optional<WeightFormat> fp8;
 };
 
 // Parses "int4-g32", "int4-g64", "int4-g128", "int4-channel" (each optionally "-asym"), and the
 // FP8 schemes: "fp8-channel" (llm-compressor's FP8_DYNAMIC: per-channel weights, activations
 // dynamic per token), "fp8-block" (FP8_BLOCK: 128x128 weight blocks, activations dynamic per 128
-// inputs of a token), "fp8-tensor" (one weight scale per module, activations dynamic per token).
+// inputs of a token), "fp8-tensor" (one weight scale per module, activations dynamic per token),
+// "nvfp4" (NVFP4A16: FP4 weights, FP8 scales per 16 inputs, a global scale; weight-only).
 absl::StatusOr<QuantizeOptions> ParseWeightDtype(std::string_view spec);
 
 struct QuantizeReport {

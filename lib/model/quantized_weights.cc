@@ -133,6 +133,101 @@ absl::StatusOr<WeightPiece> ReadFp8Module(const Ctx& c, const quant::CtScheme& s
   return p;
 }
 
+// One f32-like scalar tensor `name` ([1] or []) of a module; nullptr with the error in *st.
+const TensorRef* Scalar(const Ctx& c, const std::string& name, const std::string& why,
+                        absl::Status* st) {
+  const TensorRef* t = c.ckpt.Find(name);
+  if (t == nullptr) {
+    *st = InvalidArgumentError("{}: tensor '{}' is missing ({})", c.ckpt.dir(), name, why);
+    return nullptr;
+  }
+  int64_t elems = 1;
+  for (int64_t d : t->info->shape) elems *= d;
+  if (!IsFloat(t->info->dtype) || t->info->shape.size() > 1 || elems != 1) {
+    *st = InvalidArgumentError("{}: tensor '{}' is {} [{}], expected one F32 (or BF16/F16) value",
+                               c.ckpt.dir(), name, DTypeName(t->info->dtype),
+                               fmt::join(t->info->shape, ", "));
+    return nullptr;
+  }
+  c.bound->insert(name);
+  return t;
+}
+
+// An NVFP4 module (compressed-tensors nvfp4-pack-quantized): weight_packed U8 [n, k/2],
+// weight_scale F8_E4M3 [n, k/16], weight_global_scale one value, input_global_scale one value
+// exactly with FP4 activations.
+absl::StatusOr<WeightPiece> ReadNvfp4Module(const Ctx& c, const quant::CtScheme& scheme,
+                                            const std::string& by, const std::string& module,
+                                            int64_t n, int64_t k, WeightFormat* format) {
+  const std::string dir = c.ckpt.dir();
+  if (c.ckpt.Find(module + ".weight") != nullptr) {
+    return InvalidArgumentError(
+        "{}: module '{}' is quantized to NVFP4 by {} but holds a plain '{}.weight' (expected "
+        "'{}.weight_packed', '.weight_scale', '.weight_global_scale')",
+        dir, module, by, module, module);
+  }
+  if (k % 16 != 0) {
+    return UnimplementedError(
+        "{}: module '{}' has input width {}, not a multiple of NVFP4's group of 16 ({})", dir,
+        module, k, by);
+  }
+  const TensorRef* packed = c.ckpt.Find(module + ".weight_packed");
+  if (packed == nullptr) {
+    return InvalidArgumentError(
+        "{}: module '{}' is quantized to NVFP4 by {} but tensor '{}.weight_packed' is missing", dir,
+        module, by, module);
+  }
+  if (packed->info->dtype != DType::kU8 || packed->info->shape != std::vector<int64_t>{n, k / 2}) {
+    return InvalidArgumentError(
+        "{}: tensor '{}.weight_packed' is {} [{}], expected U8 [{}, {}] (two FP4 values a byte)",
+        dir, module, DTypeName(packed->info->dtype), fmt::join(packed->info->shape, ", "), n,
+        k / 2);
+  }
+  const TensorRef* scale = c.ckpt.Find(module + ".weight_scale");
+  if (scale == nullptr) {
+    return InvalidArgumentError(
+        "{}: module '{}' is quantized to NVFP4 by {} but tensor '{}.weight_scale' is missing", dir,
+        module, by, module);
+  }
+  if (scale->info->dtype != DType::kF8E4M3 ||
+      scale->info->shape != std::vector<int64_t>{n, k / 16}) {
+    return InvalidArgumentError(
+        "{}: tensor '{}.weight_scale' is {} [{}], expected F8_E4M3 [{}, {}] (one per 16 inputs)",
+        dir, module, DTypeName(scale->info->dtype), fmt::join(scale->info->shape, ", "), n, k / 16);
+  }
+  for (const char* t : {".weight_zero_point", ".weight_shape"}) {
+    if (c.ckpt.Find(module + t) != nullptr) {
+      return InvalidArgumentError("{}: tensor '{}{}' does not belong to an NVFP4 module ({})", dir,
+                                  module, t, by);
+    }
+  }
+  absl::Status st;
+  const TensorRef* global = Scalar(c, module + ".weight_global_scale", "NVFP4's global scale", &st);
+  if (global == nullptr) return st;
+  WeightPiece p;
+  p.module = module;
+  p.rows = n;
+  p.dtype = DType::kF4E2M1;
+  p.data = packed->data();
+  p.scales = scale->data();
+  p.global_scale = global->data();
+  p.global_scale_dtype = global->info->dtype;
+  const std::string input = module + ".input_global_scale";
+  if (scheme.act == ActivationQuant::kDynamicNvfp4) {
+    const TensorRef* in = Scalar(c, input, "the FP4 activations' global scale", &st);
+    if (in == nullptr) return st;
+    p.input_scale = in->data();
+    p.input_scale_dtype = in->info->dtype;
+  } else if (c.ckpt.Find(input) != nullptr) {
+    return InvalidArgumentError(
+        "{}: tensor '{}' but {} quantizes no activations (input_activations null)", dir, input, by);
+  }
+  *format = scheme.Format(k, DType::kF8E4M3);
+  c.bound->insert(module + ".weight_packed");
+  c.bound->insert(module + ".weight_scale");
+  return p;
+}
+
 // Module `module` ([n, k]) as a piece: quantized by `scheme` (nullptr: plain). Checks every
 // tensor; sets *format (quantized) or *dtype (plain) for the caller to compare across pieces.
 absl::StatusOr<WeightPiece> ReadModule(const Ctx& c, const quant::CtScheme* scheme,
@@ -176,6 +271,7 @@ absl::StatusOr<WeightPiece> ReadModule(const Ctx& c, const quant::CtScheme* sche
   }
   const std::string by = fmt::format("quantization_config.config_groups.{}", scheme->name);
   if (scheme->fp8()) return ReadFp8Module(c, *scheme, by, module, n, k, format);
+  if (scheme->nvfp4()) return ReadNvfp4Module(c, *scheme, by, module, n, k, format);
   if (plain != nullptr) {
     return InvalidArgumentError(
         "{}: module '{}' is quantized by {} but holds a plain '{}.weight' "
@@ -473,6 +569,42 @@ absl::Status WriteCanonicalFp8(const WeightView& v, uint8_t* elems, float* scale
                              in);
       }
       for (int64_t r = 0; r < p.rows; ++r) input_scales[row + r] = in;
+    }
+    row += p.rows;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteCanonicalNvfp4(const WeightView& v, uint8_t* packed, uint8_t* scales,
+                                 float* globals, float* input_globals) {
+  if (!v.quantized() || v.pieces.empty() || v.format.elem != DType::kF4E2M1) {
+    return InvalidArgumentError("'{}' is not an NVFP4 checkpoint weight", v.name);
+  }
+  const int64_t k = v.shape.back();
+  int64_t row = 0;
+  for (const WeightPiece& p : v.pieces) {
+    const auto* s = static_cast<const uint8_t*>(p.scales);
+    for (int64_t i = 0; i < p.rows * (k / 16); ++i) {
+      if ((s[i] & 0x7F) == 0x7F) {
+        return DataLossError("'{}.weight_scale' element {} is NaN (FP8 E4M3 0x{:02x})", p.module, i,
+                             s[i]);
+      }
+    }
+    const float g = quant::ScaleToF32(p.global_scale, p.global_scale_dtype, 0);
+    if (!std::isfinite(g) || !(g > 0.f)) {
+      return DataLossError("'{}.weight_global_scale' is {} (expected a finite positive scale)",
+                           p.module, g);
+    }
+    std::memcpy(packed + row * (k / 2), p.data, static_cast<size_t>(p.rows * (k / 2)));
+    std::memcpy(scales + row * (k / 16), s, static_cast<size_t>(p.rows * (k / 16)));
+    for (int64_t r = 0; r < p.rows; ++r) globals[row + r] = g;
+    if (v.format.act == ActivationQuant::kDynamicNvfp4) {
+      const float in = quant::ScaleToF32(p.input_scale, p.input_scale_dtype, 0);
+      if (!std::isfinite(in) || !(in > 0.f)) {
+        return DataLossError("'{}.input_global_scale' is {} (expected a finite positive scale)",
+                             p.module, in);
+      }
+      for (int64_t r = 0; r < p.rows; ++r) input_globals[row + r] = in;
     }
     row += p.rows;
   }

@@ -31,7 +31,8 @@ namespace gannet::model {
 
 // The tensors a compressed-tensors module may hold beside (instead of) `.weight`.
 inline constexpr std::string_view kCtModuleTensorSuffixes[] = {
-    ".weight_packed", ".weight_scale", ".weight_shape", ".weight_zero_point", ".input_scale"};
+    ".weight_packed", ".weight_scale",        ".weight_shape",      ".weight_zero_point",
+    ".input_scale",   ".weight_global_scale", ".input_global_scale"};
 
 // For a checkpoint with config.compressed_tensors: the view of spec `s` when it is quantized or
 // gathered from per-expert modules (the names of every tensor it uses are added to `bound`);
@@ -49,6 +50,11 @@ absl::Status WriteCanonicalInt4(const WeightView& v, uint8_t* packed, void* scal
 // when an element is NaN or a scale is not finite (an input scale also not positive).
 absl::Status WriteCanonicalFp8(const WeightView& v, uint8_t* elems, float* scales,
                                float* input_scales);
+// An NVFP4 view's in-memory bytes (lib/quant/nvfp4.h): packed [rows, k/2], FP8 scales
+// [rows, k/16], f32 globals [rows] and, with FP4 activations, input_globals [rows]. DataLoss for
+// a NaN group scale or a global scale that is not finite and positive.
+absl::Status WriteCanonicalNvfp4(const WeightView& v, uint8_t* packed, uint8_t* scales,
+                                 float* globals, float* input_globals);
 // A plain view gathered from pieces (per-expert matrices), converted to f32 or copied as bf16
 // (`out_type`, kF32 or the pieces' own kBF16).
 absl::Status WriteGatheredDense(const WeightView& v, DType out_type, void* out);

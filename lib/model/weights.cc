@@ -48,8 +48,12 @@ uint64_t WeightView::scale_bytes() const {
     case ScaleGranularity::kNone:
       return 0;
   }
-  const uint64_t input_scales = format.act == ActivationQuant::kStaticFp8 ? pieces.size() : 0;
-  return groups * scale + (format.zero_point ? groups : 0) + input_scales * 4;
+  const uint64_t input_scales =
+      format.act == ActivationQuant::kStaticFp8 || format.act == ActivationQuant::kDynamicNvfp4
+          ? pieces.size()
+          : 0;
+  const uint64_t globals = format.global_scale ? pieces.size() : 0;
+  return groups * scale + (format.zero_point ? groups : 0) + (input_scales + globals) * 4;
 }
 
 namespace {

@@ -50,6 +50,10 @@ struct WeightPiece {
   // activations only) one value of input_scale_dtype.
   const void* input_scale = nullptr;
   DType input_scale_dtype = DType::kF32;
+  // NVFP4: `data` is weight_packed (U8 [rows, k/2]), `scales` weight_scale (F8_E4M3 [rows, k/16]),
+  // global_scale weight_global_scale (one f32) and input_scale input_global_scale (W4A4 only).
+  const void* global_scale = nullptr;
+  DType global_scale_dtype = DType::kF32;
 };
 
 // A weight in host memory, or a synthetic one: no data, generated on demand (by the backend, on

@@ -14,7 +14,7 @@ namespace {
 constexpr std::string_view kExpected =
     "gannet loads compressed-tensors 'pack-quantized' int4 weight-only (W4A16) and "
     "'float-quantized' FP8 E4M3 (channel, tensor or 128x128 block weights; FP8 activations "
-    "dynamic per token or static) checkpoints";
+    "dynamic per token or static) and 'nvfp4-pack-quantized' NVFP4 checkpoints";
 
 std::string Where(std::string_view source, std::string_view path) {
   return fmt::format("{}: quantization_config.{}", source, path);
@@ -346,6 +346,54 @@ absl::Status ParseFp8Activations(const Json& a, std::string_view source, const s
   return CheckObserver(a, source, path);
 }
 
+// NVFP4 weights and (W4A4) activations: FP4 E2M1, symmetric, strategy tensor_group with groups
+// of 16 and FP8 E4M3 group scales (under a global scale).
+absl::Status ParseNvfp4Args(const Json& a, std::string_view source, const std::string& path,
+                            bool activations) {
+  GANNET_RETURN_IF_ERROR(CheckArgsKeys(a, source, path));
+  GANNET_RETURN_IF_ERROR(ExpectSymmetric(a, source, path));
+  GANNET_ASSIGN_OR_RETURN(const std::string st, Strategy(a, source, path));
+  if (st != "tensor_group") {
+    return UnimplementedError(
+        "{}.strategy: '{}' is not supported for FP4 (expected 'tensor_group': NVFP4); {}",
+        Where(source, path), st, kExpected);
+  }
+  const Json* group = a.Find("group_size");
+  if (group == nullptr || !group->is_int() || group->AsInt() != 16) {
+    return UnimplementedError("{}.group_size: {} is not supported (expected 16: NVFP4); {}",
+                              Where(source, path), group == nullptr ? "missing" : group->Dump(),
+                              kExpected);
+  }
+  const Json* dyn = a.Find("dynamic");
+  const bool is_local = dyn != nullptr && dyn->is_string() && dyn->AsString() == "local";
+  const bool is_static = IsAbsent(dyn) || (dyn->is_bool() && !dyn->AsBool());
+  if (activations ? !is_local : !is_static) {
+    return UnimplementedError("{}.dynamic: {} is not supported (expected {}); {}",
+                              Where(source, path), dyn == nullptr ? "missing" : dyn->Dump(),
+                              activations ? "'local': group scales per token under a static "
+                                            "input_global_scale"
+                                          : "false",
+                              kExpected);
+  }
+  if (!IsAbsent(a.Find("block_structure")) || !IsAbsent(a.Find("actorder"))) {
+    return InvalidArgumentError("{}: NVFP4 has no block_structure or actorder (expected null)",
+                                Where(source, path));
+  }
+  const Json* sd = a.Find("scale_dtype");
+  if (!IsAbsent(sd) && !(sd->is_string() && (sd->AsString() == "torch.float8_e4m3fn" ||
+                                             sd->AsString() == "float8_e4m3fn"))) {
+    return UnimplementedError("{}.scale_dtype: {} is not supported (expected torch.float8_e4m3fn)",
+                              Where(source, path), sd->Dump());
+  }
+  const Json* zd = a.Find("zp_dtype");
+  if (!IsAbsent(zd) && !(zd->is_string() && (zd->AsString() == "torch.float8_e4m3fn" ||
+                                             zd->AsString() == "float8_e4m3fn"))) {
+    return UnimplementedError("{}.zp_dtype: {} is not supported (expected torch.float8_e4m3fn)",
+                              Where(source, path), zd->Dump());
+  }
+  return CheckObserver(a, source, path);
+}
+
 absl::Status ParseInt4Weights(const Json& w, std::string_view source, const std::string& path,
                               CtScheme* s);
 
@@ -368,6 +416,11 @@ absl::Status ParseWeights(const Json& w, std::string_view source, const std::str
   }
   if (bits->AsInt() == 8 && type->AsString() == "float") {
     return ParseFp8Weights(w, source, path, s);
+  }
+  if (bits->AsInt() == 4 && type->AsString() == "float") {
+    s->elem = DType::kF4E2M1;
+    s->group_size = 16;
+    return ParseNvfp4Args(w, source, path, false);
   }
   if (bits->AsInt() != 4) {
     return UnimplementedError(
@@ -503,6 +556,12 @@ absl::Status ParseInt4Weights(const Json& w, std::string_view source, const std:
 }  // namespace
 
 WeightFormat CtScheme::Format(int64_t k, DType scale_type) const {
+  if (nvfp4()) {
+    WeightFormat f = WeightFormat::Nvfp4();
+    f.act = act;
+    f.act_group = act_group;
+    return f;
+  }
   if (fp8()) {
     WeightFormat f = per_channel  ? WeightFormat::Fp8Channel()
                      : per_tensor ? WeightFormat::Fp8Tensor()
@@ -544,10 +603,11 @@ absl::StatusOr<CtConfig> ParseCompressedTensorsConfig(const Json& q, std::string
   }
   const std::string model_format = top_format->AsString();
   if (model_format != "pack-quantized" && model_format != "float-quantized" &&
-      model_format != "naive-quantized" && model_format != "mixed-precision") {
+      model_format != "naive-quantized" && model_format != "nvfp4-pack-quantized" &&
+      model_format != "mixed-precision") {
     return UnimplementedError(
         "{}: '{}' is not supported (expected 'pack-quantized', 'float-quantized', "
-        "'naive-quantized' or 'mixed-precision'); {}",
+        "'naive-quantized', 'nvfp4-pack-quantized' or 'mixed-precision'); {}",
         Where(source, "format"), model_format, kExpected);
   }
   GANNET_RETURN_IF_ERROR(ExpectString(q.Find("quantization_status"), "compressed", source,
@@ -606,7 +666,24 @@ absl::StatusOr<CtConfig> ParseCompressedTensorsConfig(const Json& q, std::string
     }
     GANNET_RETURN_IF_ERROR(ParseWeights(*w, source, path + ".weights", &s));
     const Json* in = g.Find("input_activations");
-    if (!IsAbsent(in)) {
+    if (!IsAbsent(in) && s.nvfp4()) {
+      if (!in->is_object()) {
+        return InvalidArgumentError("{}.input_activations: expected an object",
+                                    Where(source, path));
+      }
+      const Json* ab = in->Find("num_bits");
+      const Json* at = in->Find("type");
+      if (ab == nullptr || !ab->is_int() || ab->AsInt() != 4 || at == nullptr || !at->is_string() ||
+          at->AsString() != "float") {
+        return UnimplementedError(
+            "{}.input_activations: only FP4 activations (num_bits 4, type float) go with NVFP4 "
+            "weights; {}",
+            Where(source, path), kExpected);
+      }
+      GANNET_RETURN_IF_ERROR(ParseNvfp4Args(*in, source, path + ".input_activations", true));
+      s.act = ActivationQuant::kDynamicNvfp4;
+      s.act_group = 16;
+    } else if (!IsAbsent(in)) {
       if (!s.fp8()) {
         return UnimplementedError(
             "{}.input_activations: activation quantization with int4 weights is not supported "
@@ -623,10 +700,10 @@ absl::StatusOr<CtConfig> ParseCompressedTensorsConfig(const Json& q, std::string
       }
       group_format = fmt_v->AsString();
       if (group_format != "pack-quantized" && group_format != "float-quantized" &&
-          group_format != "naive-quantized") {
+          group_format != "naive-quantized" && group_format != "nvfp4-pack-quantized") {
         return UnimplementedError(
-            "{}.format: '{}' is not supported (expected 'pack-quantized', 'float-quantized' or "
-            "'naive-quantized'); {}",
+            "{}.format: '{}' is not supported (expected 'pack-quantized', 'float-quantized', "
+            "'naive-quantized' or 'nvfp4-pack-quantized'); {}",
             Where(source, path), group_format, kExpected);
       }
       if (model_format != "mixed-precision" && group_format != model_format) {
@@ -641,13 +718,21 @@ absl::StatusOr<CtConfig> ParseCompressedTensorsConfig(const Json& q, std::string
           Where(source, path));
     }
     const bool format_ok =
-        s.fp8() ? (group_format == "float-quantized" || group_format == "naive-quantized")
-                : group_format == "pack-quantized";
+        s.nvfp4() ? group_format == "nvfp4-pack-quantized"
+        : s.fp8() ? (group_format == "float-quantized" || group_format == "naive-quantized")
+                  : group_format == "pack-quantized";
     if (!format_ok) {
       return UnimplementedError(
           "{}: {} weights in format '{}' are not supported (expected '{}'); {}",
-          Where(source, path + ".format"), s.fp8() ? "FP8" : "int4", group_format,
-          s.fp8() ? "float-quantized" : "pack-quantized", kExpected);
+          Where(source, path + ".format"),
+          s.nvfp4() ? "NVFP4"
+          : s.fp8() ? "FP8"
+                    : "int4",
+          group_format,
+          s.nvfp4() ? "nvfp4-pack-quantized"
+          : s.fp8() ? "float-quantized"
+                    : "pack-quantized",
+          kExpected);
     }
     out.schemes.push_back(std::move(s));
   }
@@ -729,10 +814,23 @@ Json CtConfigJson(const WeightFormat& f, bool per_channel, const std::vector<std
       input = Fp8Args("tensor", Json(), Json(), false);
     }
   }
+  const bool nvfp4 = f.elem == DType::kF4E2M1;
+  if (nvfp4) {
+    // NVFP4A16 (weight-only), as the preset serializes it.
+    weights.Set("num_bits", Json::Int(4));
+    weights.Set("type", Json::String("float"));
+    weights.Set("symmetric", Json::Bool(true));
+    weights.Set("group_size", Json::Int(16));
+    weights.Set("strategy", Json::String("tensor_group"));
+    weights.Set("dynamic", Json::Bool(false));
+    weights.Set("scale_dtype", Json::String("torch.float8_e4m3fn"));
+    weights.Set("zp_dtype", Json::String("torch.float8_e4m3fn"));
+  }
   const char* format =
-      fp8 ? (f.act == ActivationQuant::kNone ? "naive-quantized" : "float-quantized")
-          : "pack-quantized";
-  if (!fp8) {
+      nvfp4 ? "nvfp4-pack-quantized"
+      : fp8 ? (f.act == ActivationQuant::kNone ? "naive-quantized" : "float-quantized")
+            : "pack-quantized";
+  if (!fp8 && !nvfp4) {
     weights.Set("num_bits", Json::Int(4));
     weights.Set("type", Json::String("int"));
     weights.Set("symmetric", Json::Bool(!f.zero_point));

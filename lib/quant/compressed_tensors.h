@@ -29,7 +29,8 @@ struct CtScheme {
   bool symmetric = true;             // false: kU4 with zero points
   bool per_channel = false;          // strategy channel (one scale per output row)
   int group_size = 0;                // strategy group: 32, 64 or 128
-  // kI4: pack-quantized int4 (weight_packed); kF8E4M3: float-quantized FP8 (an F8_E4M3 `weight`).
+  // kI4: pack-quantized int4 (weight_packed); kF8E4M3: float-quantized FP8 (an F8_E4M3 `weight`);
+  // kF4E2M1: nvfp4-pack-quantized (weight_packed bytes, FP8 scales per 16, a global scale).
   DType elem = DType::kI4;
   bool per_tensor = false;  // FP8 strategy tensor (one scale)
   int block_rows = 0;       // FP8 strategy block: block_structure [128, 128]
@@ -38,6 +39,7 @@ struct CtScheme {
   int act_group = 0;                             // dynamic per-token groups (FP8_BLOCK: 128)
 
   bool fp8() const { return elem == DType::kF8E4M3; }
+  bool nvfp4() const { return elem == DType::kF4E2M1; }
   // The weight's format for an input width k and the scale type its tensor holds.
   WeightFormat Format(int64_t k, DType scale_type) const;
 };

@@ -27,6 +27,7 @@
 #include "lib/quant/compressed_tensors.h"
 #include "lib/quant/fp8.h"
 #include "lib/quant/int4.h"
+#include "lib/quant/nvfp4.h"
 #include "tests/testing/tiny_models.h"
 
 namespace gannet {
@@ -170,7 +171,10 @@ TEST(CompressedTensorsConfig, EveryMeaningfulFieldIsChecked) {
               C::kInvalidArgument, "nested 100 deep");
   ExpectError(ParseEdited(SetWeightField("num_bits", Json::Int(8))), C::kUnimplemented,
               "config_groups.group_0.weights.num_bits");
+  // 4-bit float weights are NVFP4, which needs strategy tensor_group with groups of 16.
   ExpectError(ParseEdited(SetWeightField("type", Json::String("float"))), C::kUnimplemented,
+              "weights.strategy: 'group' is not supported for FP4");
+  ExpectError(ParseEdited(SetWeightField("type", Json::String("mxint"))), C::kUnimplemented,
               "weights.type");
   ExpectError(ParseEdited(SetWeightField("group_size", Json::Int(16))), C::kUnimplemented,
               "weights.group_size: 16");
@@ -193,6 +197,8 @@ TEST(CompressedTensorsConfig, EveryMeaningfulFieldIsChecked) {
   ExpectError(ParseEdited(SetGroupField("targets", Json::MakeArray())), C::kInvalidArgument,
               "group_0.targets");
   ExpectError(ParseEdited(SetGroupField("format", Json::String("nvfp4-pack-quantized"))),
+              C::kInvalidArgument, "group_0.format");
+  ExpectError(ParseEdited(SetGroupField("format", Json::String("mxfp4-pack-quantized"))),
               C::kUnimplemented, "group_0.format");
 }
 
@@ -338,6 +344,86 @@ TEST(Fp8, QuantizeMatchesCompressedTensorsRounding) {
   // Per-token groups: each group of 2 has its own scale.
   quant::FakeQuantizeFp8Activations(ActivationQuant::kDynamicFp8, 2, 0.f, x, 3, xq);
   EXPECT_FLOAT_EQ(xq[2], 0.3f * 0 + Fp8E4M3ToFloat(FloatToFp8E4M3(448.0f)) * (0.3f / 448.0f));
+}
+
+// llm-compressor's NVFP4 preset (W4A4) as compressed-tensors serializes it.
+constexpr char kNvfp4Config[] = R"({
+  "quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
+  "quantization_status": "compressed", "global_compression_ratio": null, "version": "0.20.1",
+  "kv_cache_scheme": null, "sparsity_config": {}, "transform_config": null,
+  "ignore": ["lm_head"],
+  "config_groups": {"group_0": {"targets": ["Linear"], "format": "nvfp4-pack-quantized",
+    "output_activations": null,
+    "input_activations": {"num_bits": 4, "type": "float", "symmetric": true, "group_size": 16,
+                          "strategy": "tensor_group", "dynamic": "local",
+                          "observer": "static_minmax", "scale_dtype": "torch.float8_e4m3fn"},
+    "weights": {"num_bits": 4, "type": "float", "symmetric": true, "group_size": 16,
+                "strategy": "tensor_group", "dynamic": false,
+                "scale_dtype": "torch.float8_e4m3fn"}}}})";
+
+absl::StatusOr<quant::CtConfig> ParseNvfp4(const std::function<void(Json&)>& edit) {
+  Json q = Parse(kNvfp4Config);
+  edit(q);
+  return quant::ParseCompressedTensorsConfig(q, "cfg");
+}
+
+TEST(CompressedTensorsConfig, ParsesNvfp4) {
+  auto a = ParseNvfp4([](Json&) {});
+  ASSERT_TRUE(a.ok()) << a.status();
+  WeightFormat want = WeightFormat::Nvfp4();
+  want.act = ActivationQuant::kDynamicNvfp4;
+  want.act_group = 16;
+  EXPECT_EQ(a->schemes[0].Format(64, DType::kF8E4M3), want) << WeightFormatName(want);
+  EXPECT_EQ(WeightFormatError(want), nullptr);
+  auto w = ParseNvfp4(SetGroupField("input_activations", Json()));  // NVFP4A16
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->schemes[0].Format(64, DType::kF8E4M3), WeightFormat::Nvfp4());
+  auto back = quant::ParseCompressedTensorsConfig(
+      quant::CtConfigJson(WeightFormat::Nvfp4(), false, {"Linear"}, {}), "written");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->schemes[0].Format(64, DType::kF8E4M3), WeightFormat::Nvfp4());
+  using C = absl::StatusCode;
+  ExpectError(ParseNvfp4(SetWeightField("group_size", Json::Int(32))), C::kUnimplemented,
+              "weights.group_size: 32");
+  ExpectError(ParseNvfp4(SetWeightField("strategy", Json::String("group"))), C::kUnimplemented,
+              "weights.strategy: 'group'");
+  ExpectError(ParseNvfp4(SetInputField("dynamic", Json::Bool(true))), C::kUnimplemented,
+              "input_activations.dynamic");
+  ExpectError(ParseNvfp4(SetWeightField("scale_dtype", Json::String("torch.uint8"))),
+              C::kUnimplemented, "weights.scale_dtype");
+  ExpectError(ParseNvfp4(SetInputField("num_bits", Json::Int(8))), C::kUnimplemented,
+              "only FP4 activations");
+  ExpectError(ParseNvfp4([](Json& q) {
+                q.Set("format", Json::String("pack-quantized"));
+                SetGroupField("format", Json::String("pack-quantized"))(q);
+              }),
+              C::kUnimplemented, "NVFP4 weights in format 'pack-quantized'");
+}
+
+TEST(Nvfp4, E2M1RoundsToNearestEvenAndDequantizes) {
+  // Ties go to the even magnitude: 0.25 -> 0, 0.75 -> 1, 1.25 -> 1, 1.75 -> 2, 2.5 -> 2,
+  // 3.5 -> 4, 5 -> 4; past 5 -> 6, and saturation at 6.
+  const float in[] = {0.25f, 0.26f, 0.75f, 1.25f, 1.3f, 1.75f, 2.5f, 2.6f, 3.5f, 5.0f, 5.1f, 9.0f};
+  const float out[] = {0.f, 0.5f, 1.f, 1.f, 1.5f, 2.f, 2.f, 3.f, 4.f, 4.f, 6.f, 6.f};
+  for (size_t i = 0; i < std::size(in); ++i) {
+    EXPECT_EQ(quant::Fp4E2M1ToFloat(quant::FloatToFp4E2M1(in[i])), out[i]) << in[i];
+    EXPECT_EQ(quant::Fp4E2M1ToFloat(quant::FloatToFp4E2M1(-in[i])), -out[i]) << in[i];
+  }
+  // Quantize then dequantize a row: within half a step of its group's scale.
+  std::vector<float> w(32);
+  for (int i = 0; i < 32; ++i) w[i] = std::sin(0.7f * i) * (i < 16 ? 0.01f : 2.0f);
+  uint8_t packed[16], scales[2];
+  const float global = quant::QuantizeNvfp4Rows(DType::kF32, w.data(), 1, 32, packed, scales);
+  float amax = 0.f;
+  for (float v : w) amax = std::max(amax, std::fabs(v));
+  EXPECT_FLOAT_EQ(global, 448.0f * 6.0f / amax);  // the largest group scale is FP8's largest
+  EXPECT_EQ(scales[1], 0x7E);
+  float back[32];
+  quant::DequantizeNvfp4Row(packed, scales, global, 32, back);
+  for (int i = 0; i < 32; ++i) {
+    const float step = Fp8E4M3ToFloat(scales[i / 16]) / global;
+    EXPECT_LE(std::fabs(back[i] - w[i]), step + 1e-3f * std::fabs(w[i])) << i;
+  }
 }
 
 TEST(Int4Packing, CompressedTensorsWordsAreOffsetBinaryLowNibbleFirst) {
@@ -678,6 +764,80 @@ TEST_F(Fp8Binding, Int4TensorsInAnFp8ModuleAreRefused) {
                      m_ + ".weight_packed", DType::kI32, {32, 16}, std::string(32 * 16 * 4, '\0')};
                }),
                absl::StatusCode::kInvalidArgument, "holds an int4 '" + m_ + ".weight_packed'");
+}
+
+// NVFP4 (nvfp4-pack-quantized) modules: weight_packed U8, weight_scale F8_E4M3 per 16,
+// weight_global_scale, and input_global_scale exactly with FP4 activations.
+class Nvfp4Binding : public QuantizedBinding {
+ protected:
+  void SetUp() override { Quantize("nvfp4"); }
+};
+
+TEST_F(Nvfp4Binding, BindsAsWritten) {
+  auto config = model::LoadModelConfig(dir_ + "/q");
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto ckpt = model::Checkpoint::Open(dir_ + "/q");
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  auto w = model::BindWeights(*config, **ckpt);
+  ASSERT_TRUE(w.ok()) << w.status();
+  const model::WeightView& down = w->layers[0].down_proj;
+  EXPECT_EQ(down.format, WeightFormat::Nvfp4()) << WeightFormatName(down.format);
+  EXPECT_EQ(down.nbytes(), 32u * 128 / 2);
+  EXPECT_EQ(down.scale_bytes(), 32u * 128 / 16 + 4);
+  EXPECT_TRUE(w->layers[0].per_layer_projection.quantized());  // width 16: one group
+  std::vector<uint8_t> packed(down.nbytes()), scales(32 * 8);
+  std::vector<float> globals(32);
+  ASSERT_TRUE(
+      model::WriteCanonicalNvfp4(down, packed.data(), scales.data(), globals.data(), nullptr).ok());
+  EXPECT_GT(globals[0], 0.f);
+}
+
+TEST_F(Nvfp4Binding, TensorsAreChecked) {
+  ExpectStatus(EditAndBind([&](auto& t) {
+                 t[m_ + ".weight_scale"].shape = {64, 4};
+               }),
+               absl::StatusCode::kInvalidArgument,
+               m_ + ".weight_scale' is F8_E4M3 [64, 4], expected F8_E4M3 [32, 8]");
+}
+
+TEST_F(Nvfp4Binding, PackedDtypeIsChecked) {
+  ExpectStatus(EditAndBind([&](auto& t) { t[m_ + ".weight_packed"].dtype = DType::kI8; }),
+               absl::StatusCode::kInvalidArgument, m_ + ".weight_packed' is I8 [32, 64]");
+}
+
+TEST_F(Nvfp4Binding, MissingGlobalScaleIsNamed) {
+  ExpectStatus(EditAndBind([&](auto& t) { t.erase(m_ + ".weight_global_scale"); }),
+               absl::StatusCode::kInvalidArgument, m_ + ".weight_global_scale' is missing");
+}
+
+TEST_F(Nvfp4Binding, InputGlobalScaleGoesWithFp4ActivationsOnly) {
+  ExpectStatus(EditAndBind([&](auto& t) {
+                 const float one = 1.0f;
+                 t[m_ + ".input_global_scale"] = {
+                     m_ + ".input_global_scale",
+                     DType::kF32,
+                     {1},
+                     std::string(reinterpret_cast<const char*>(&one), 4)};
+               }),
+               absl::StatusCode::kInvalidArgument, m_ + ".input_global_scale' but");
+}
+
+TEST_F(Nvfp4Binding, BadGlobalScaleIsDataLoss) {
+  ASSERT_TRUE(EditAndBind([&](auto& t) {
+                const float zero = 0.0f;
+                t[m_ + ".weight_global_scale"].bytes =
+                    std::string(reinterpret_cast<const char*>(&zero), 4);
+              }).ok());
+  auto config = model::LoadModelConfig(dir_ + "/q");
+  auto ckpt = model::Checkpoint::Open(dir_ + "/q");
+  ASSERT_TRUE(config.ok() && ckpt.ok());
+  auto w = model::BindWeights(*config, **ckpt);
+  ASSERT_TRUE(w.ok()) << w.status();
+  std::vector<uint8_t> packed(32 * 64), scales(32 * 8);
+  std::vector<float> globals(32);
+  ExpectStatus(model::WriteCanonicalNvfp4(w->layers[0].down_proj, packed.data(), scales.data(),
+                                          globals.data(), nullptr),
+               absl::StatusCode::kDataLoss, m_ + ".weight_global_scale' is 0");
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // from a bf16 one (lib/model/quantize_checkpoint.h; docs/quantized-formats.md).
 //
 //   gannet quantize SRC_DIR DST_DIR [--weight-dtype
-//   int4-g32|int4-g64|int4-g128|int4-channel[-asym]|fp8-channel|fp8-block|fp8-tensor]
+//   int4-g32|int4-g64|int4-g128|int4-channel[-asym]|fp8-channel|fp8-block|fp8-tensor|nvfp4]
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -25,7 +25,8 @@ constexpr char kUsage[] =
     "                       append -asym for zero points (asymmetric); or FP8 E4M3\n"
     "                       (compressed-tensors float-quantized, FP8 activations):\n"
     "                       fp8-channel (FP8_DYNAMIC), fp8-block (FP8_BLOCK, 128x128),\n"
-    "                       fp8-tensor (one scale per layer)\n";
+    "                       fp8-tensor (one scale per layer); or nvfp4 (NVFP4A16:\n"
+    "                       compressed-tensors nvfp4-pack-quantized, weight-only)\n";
 
 }  // namespace
 

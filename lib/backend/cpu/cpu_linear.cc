@@ -8,6 +8,7 @@
 #include "lib/backend/cpu/cpu_backend.h"
 #include "lib/backend/cpu/cpu_math.h"
 #include "lib/quant/fp8.h"
+#include "lib/quant/nvfp4.h"
 #include "lib/quant/int4.h"
 
 namespace gannet::backend {
@@ -17,6 +18,12 @@ void WeightRowToF32(const Tensor& w, int64_t row, int64_t k, float* out) {
   if (!w.quantized()) {
     RowToF32(static_cast<const char*>(w.data) + row * k * static_cast<int64_t>(w.elem_bytes()),
              w.dtype, k, out);
+    return;
+  }
+  if (w.format.elem == DType::kF4E2M1) {
+    quant::DequantizeNvfp4Row(static_cast<const uint8_t*>(w.data) + row * (k / 2),
+                              static_cast<const uint8_t*>(w.scales) + row * (k / 16),
+                              w.global_scales[row], k, out);
     return;
   }
   if (w.format.elem == DType::kF8E4M3) {
@@ -32,13 +39,28 @@ void WeightRowToF32(const Tensor& w, int64_t row, int64_t k, float* out) {
       w.zero_points != nullptr ? w.zero_points + row * groups : nullptr, k, out);
 }
 
+float InputScaleOf(const Tensor& w, int64_t row) {
+  return w.format.act == ActivationQuant::kStaticFp8 ||
+                 w.format.act == ActivationQuant::kDynamicNvfp4
+             ? w.input_scales[row]
+             : 0.f;
+}
+
+void QuantizeInput(const WeightFormat& f, float scale, const float* x, int64_t k, float* out) {
+  if (f.act == ActivationQuant::kDynamicNvfp4) {
+    quant::FakeQuantizeNvfp4Activations(scale, x, k, out);
+  } else {
+    quant::FakeQuantizeFp8Activations(f.act, f.act_group, scale, x, k, out);
+  }
+}
+
 const float* ActivationRow::Get(const Tensor& w, int64_t row, const float* x, int64_t k) {
   const WeightFormat& f = w.format;
   if (f.act == ActivationQuant::kNone) return x;
-  const float scale = f.act == ActivationQuant::kStaticFp8 ? w.input_scales[row] : 0.f;
+  const float scale = InputScaleOf(w, row);
   if (!valid_ || x != x_ || scale != scale_) {
     buf_.resize(static_cast<size_t>(k));
-    quant::FakeQuantizeFp8Activations(f.act, f.act_group, scale, x, k, buf_.data());
+    QuantizeInput(f, scale, x, k, buf_.data());
     valid_ = true;
     x_ = x;
     scale_ = scale;
@@ -49,6 +71,21 @@ const float* ActivationRow::Get(const Tensor& w, int64_t row, const float* x, in
 absl::Status RequireReadableWeight(const Tensor& w, const char* what) {
   if (!w.quantized()) return absl::OkStatus();
   const WeightFormat& f = w.format;
+  if (f.elem == DType::kF4E2M1) {
+    // The in-memory NVFP4 form of lib/quant/nvfp4.h.
+    const bool ok = f.granularity == ScaleGranularity::kGroup && f.group_size == 16 &&
+                    f.scale == DType::kF8E4M3 && f.global_scale && !f.zero_point &&
+                    w.row_elems() % 16 == 0 && w.scales != nullptr && w.global_scales != nullptr &&
+                    (f.act == ActivationQuant::kNone ||
+                     (f.act == ActivationQuant::kDynamicNvfp4 && w.input_scales != nullptr)) &&
+                    w.contiguous();
+    if (!ok) {
+      return InvalidArgumentError(
+          "cpu backend: {} has quantized format {}, which the CPU backend does not read", what,
+          WeightFormatName(f));
+    }
+    return absl::OkStatus();
+  }
   if (f.elem == DType::kF8E4M3) {
     // The in-memory FP8 forms of lib/quant/fp8.h.
     const bool ok =
@@ -105,19 +142,18 @@ absl::Status CpuBackend::Linear(Tensor x, Tensor w, Tensor out) {
   std::vector<std::vector<float>> xq;
   if (w.format.act != ActivationQuant::kNone) {
     for (int64_t j = 0; j < n; ++j) {
-      const float s = w.format.act == ActivationQuant::kStaticFp8 ? w.input_scales[j] : 0.f;
+      const float s = cpu::InputScaleOf(w, j);
       if (std::find(act_scales.begin(), act_scales.end(), s) != act_scales.end()) continue;
       act_scales.push_back(s);
       std::vector<float>& q = xq.emplace_back(static_cast<size_t>(m * k));
       for (int64_t i = 0; i < m; ++i) {
-        quant::FakeQuantizeFp8Activations(w.format.act, w.format.act_group, s,
-                                          x.as<float>() + i * x.stride0(), k, q.data() + i * k);
+        cpu::QuantizeInput(w.format, s, x.as<float>() + i * x.stride0(), k, q.data() + i * k);
       }
     }
   }
   auto input_row = [&](int64_t i, int64_t j) -> const float* {
     if (act_scales.empty()) return x.as<float>() + i * x.stride0();
-    const float s = w.format.act == ActivationQuant::kStaticFp8 ? w.input_scales[j] : 0.f;
+    const float s = cpu::InputScaleOf(w, j);
     const size_t at = static_cast<size_t>(std::find(act_scales.begin(), act_scales.end(), s) -
                                           act_scales.begin());
     return xq[at].data() + i * k;
