@@ -134,6 +134,16 @@ absl::Status CheckWeightFormat(const ModelConfig& config, const Checkpoint& chec
           ? std::string()
           : fmt::format("; config.json's quantization_config names quant_method '{}'",
                         config.quantization_method);
+  // NVIDIA ModelOpt's NVFP4 (uint8 `weight` beside weight_scale and weight_scale_2) is named as
+  // such before its uint8 weights are seen as an unknown 8-bit format.
+  for (const std::string& name : checkpoint.Names()) {
+    if (EndsWith(name, ".weight_scale_2")) {
+      return UnimplementedError(
+          "{}: a quantized checkpoint: NVIDIA ModelOpt NVFP4 (weight, weight_scale, "
+          "weight_scale_2; tensor '{}'){}; {}",
+          checkpoint.dir(), name, named, kNotYet);
+    }
+  }
   std::set<std::string> float_dtypes;
   for (const std::string& name : checkpoint.Names()) {
     for (const QuantSignature& s : kQuantSignatures) {
