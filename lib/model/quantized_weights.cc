@@ -153,34 +153,40 @@ const TensorRef* Scalar(const Ctx& c, const std::string& name, const std::string
   return t;
 }
 
-// An NVFP4 module (compressed-tensors nvfp4-pack-quantized): weight_packed U8 [n, k/2],
+// An NVFP4 module. compressed-tensors (nvfp4-pack-quantized): weight_packed U8 [n, k/2],
 // weight_scale F8_E4M3 [n, k/16], weight_global_scale one value, input_global_scale one value
-// exactly with FP4 activations.
+// exactly with FP4 activations. ModelOpt: `weight` U8 [n, k/2], weight_scale, weight_scale_2 and
+// input_scale (its NVFP4 is W4A4).
 absl::StatusOr<WeightPiece> ReadNvfp4Module(const Ctx& c, const quant::CtScheme& scheme,
                                             const std::string& by, const std::string& module,
                                             int64_t n, int64_t k, WeightFormat* format) {
   const std::string dir = c.ckpt.dir();
-  if (c.ckpt.Find(module + ".weight") != nullptr) {
+  const bool mo = scheme.modelopt;
+  const std::string packed_name = module + (mo ? ".weight" : ".weight_packed");
+  const std::string global_name = module + (mo ? ".weight_scale_2" : ".weight_global_scale");
+  const std::string input_name = module + (mo ? ".input_scale" : ".input_global_scale");
+  const std::string other = module + (mo ? ".weight_packed" : ".weight");
+  if (c.ckpt.Find(other) != nullptr) {
     return InvalidArgumentError(
-        "{}: module '{}' is quantized to NVFP4 by {} but holds a plain '{}.weight' (expected "
-        "'{}.weight_packed', '.weight_scale', '.weight_global_scale')",
-        dir, module, by, module, module);
+        "{}: module '{}' is quantized to NVFP4 by {} but holds '{}' (expected '{}', "
+        "'.weight_scale', '{}')",
+        dir, module, by, other, packed_name, global_name.substr(module.size()));
   }
   if (k % 16 != 0) {
     return UnimplementedError(
         "{}: module '{}' has input width {}, not a multiple of NVFP4's group of 16 ({})", dir,
         module, k, by);
   }
-  const TensorRef* packed = c.ckpt.Find(module + ".weight_packed");
+  const TensorRef* packed = c.ckpt.Find(packed_name);
   if (packed == nullptr) {
     return InvalidArgumentError(
-        "{}: module '{}' is quantized to NVFP4 by {} but tensor '{}.weight_packed' is missing", dir,
-        module, by, module);
+        "{}: module '{}' is quantized to NVFP4 by {} but tensor '{}' is missing", dir, module, by,
+        packed_name);
   }
   if (packed->info->dtype != DType::kU8 || packed->info->shape != std::vector<int64_t>{n, k / 2}) {
     return InvalidArgumentError(
-        "{}: tensor '{}.weight_packed' is {} [{}], expected U8 [{}, {}] (two FP4 values a byte)",
-        dir, module, DTypeName(packed->info->dtype), fmt::join(packed->info->shape, ", "), n,
+        "{}: tensor '{}' is {} [{}], expected U8 [{}, {}] (two FP4 values a byte)", dir,
+        packed_name, DTypeName(packed->info->dtype), fmt::join(packed->info->shape, ", "), n,
         k / 2);
   }
   const TensorRef* scale = c.ckpt.Find(module + ".weight_scale");
@@ -202,7 +208,7 @@ absl::StatusOr<WeightPiece> ReadNvfp4Module(const Ctx& c, const quant::CtScheme&
     }
   }
   absl::Status st;
-  const TensorRef* global = Scalar(c, module + ".weight_global_scale", "NVFP4's global scale", &st);
+  const TensorRef* global = Scalar(c, global_name, "NVFP4's global scale", &st);
   if (global == nullptr) return st;
   WeightPiece p;
   p.module = module;
@@ -212,18 +218,19 @@ absl::StatusOr<WeightPiece> ReadNvfp4Module(const Ctx& c, const quant::CtScheme&
   p.scales = scale->data();
   p.global_scale = global->data();
   p.global_scale_dtype = global->info->dtype;
-  const std::string input = module + ".input_global_scale";
+  p.global_multiplies = mo;
   if (scheme.act == ActivationQuant::kDynamicNvfp4) {
-    const TensorRef* in = Scalar(c, input, "the FP4 activations' global scale", &st);
+    const TensorRef* in = Scalar(c, input_name, "the FP4 activations' global scale", &st);
     if (in == nullptr) return st;
     p.input_scale = in->data();
     p.input_scale_dtype = in->info->dtype;
-  } else if (c.ckpt.Find(input) != nullptr) {
+  } else if (c.ckpt.Find(input_name) != nullptr) {
     return InvalidArgumentError(
-        "{}: tensor '{}' but {} quantizes no activations (input_activations null)", dir, input, by);
+        "{}: tensor '{}' but {} quantizes no activations (input_activations null)", dir, input_name,
+        by);
   }
   *format = scheme.Format(k, DType::kF8E4M3);
-  c.bound->insert(module + ".weight_packed");
+  c.bound->insert(packed_name);
   c.bound->insert(module + ".weight_scale");
   return p;
 }
@@ -590,21 +597,26 @@ absl::Status WriteCanonicalNvfp4(const WeightView& v, uint8_t* packed, uint8_t* 
                              s[i]);
       }
     }
-    const float g = quant::ScaleToF32(p.global_scale, p.global_scale_dtype, 0);
-    if (!std::isfinite(g) || !(g > 0.f)) {
-      return DataLossError("'{}.weight_global_scale' is {} (expected a finite positive scale)",
-                           p.module, g);
+    const char* global_name = p.global_multiplies ? "weight_scale_2" : "weight_global_scale";
+    const float stored = quant::ScaleToF32(p.global_scale, p.global_scale_dtype, 0);
+    if (!std::isfinite(stored) || !(stored > 0.f)) {
+      return DataLossError("'{}.{}' is {} (expected a finite positive scale)", p.module,
+                           global_name, stored);
     }
+    // In memory the global scale divides, as compressed-tensors' (ModelOpt's multiplies).
+    const float g = p.global_multiplies ? 1.0f / stored : stored;
     std::memcpy(packed + row * (k / 2), p.data, static_cast<size_t>(p.rows * (k / 2)));
     std::memcpy(scales + row * (k / 16), s, static_cast<size_t>(p.rows * (k / 16)));
     for (int64_t r = 0; r < p.rows; ++r) globals[row + r] = g;
     if (v.format.act == ActivationQuant::kDynamicNvfp4) {
       const float in = quant::ScaleToF32(p.input_scale, p.input_scale_dtype, 0);
       if (!std::isfinite(in) || !(in > 0.f)) {
-        return DataLossError("'{}.input_global_scale' is {} (expected a finite positive scale)",
-                             p.module, in);
+        return DataLossError("'{}.{}' is {} (expected a finite positive scale)", p.module,
+                             p.global_multiplies ? "input_scale" : "input_global_scale", in);
       }
-      for (int64_t r = 0; r < p.rows; ++r) input_globals[row + r] = in;
+      for (int64_t r = 0; r < p.rows; ++r) {
+        input_globals[row + r] = p.global_multiplies ? 1.0f / in : in;
+      }
     }
     row += p.rows;
   }

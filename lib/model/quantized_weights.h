@@ -31,8 +31,8 @@ namespace gannet::model {
 
 // The tensors a compressed-tensors module may hold beside (instead of) `.weight`.
 inline constexpr std::string_view kCtModuleTensorSuffixes[] = {
-    ".weight_packed", ".weight_scale",        ".weight_shape",      ".weight_zero_point",
-    ".input_scale",   ".weight_global_scale", ".input_global_scale"};
+    ".weight_packed", ".weight_scale",        ".weight_shape",       ".weight_zero_point",
+    ".input_scale",   ".weight_global_scale", ".input_global_scale", ".weight_scale_2"};
 
 // For a checkpoint with config.compressed_tensors: the view of spec `s` when it is quantized or
 // gathered from per-expert modules (the names of every tensor it uses are added to `bound`);

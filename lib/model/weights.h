@@ -52,8 +52,11 @@ struct WeightPiece {
   DType input_scale_dtype = DType::kF32;
   // NVFP4: `data` is weight_packed (U8 [rows, k/2]), `scales` weight_scale (F8_E4M3 [rows, k/16]),
   // global_scale weight_global_scale (one f32) and input_scale input_global_scale (W4A4 only).
+  // (ModelOpt's NVFP4: `data` is `weight`, global_scale weight_scale_2 and input_scale
+  // input_scale, both multiplying where compressed-tensors' divide.)
   const void* global_scale = nullptr;
   DType global_scale_dtype = DType::kF32;
+  bool global_multiplies = false;
 };
 
 // A weight in host memory, or a synthetic one: no data, generated on demand (by the backend, on

@@ -38,6 +38,10 @@ struct CtScheme {
   ActivationQuant act = ActivationQuant::kNone;  // FP8 input_activations
   int act_group = 0;                             // dynamic per-token groups (FP8_BLOCK: 128)
 
+  // NVIDIA ModelOpt's NVFP4 (lib/quant/modelopt.h): tensors `weight` / `weight_scale_2` /
+  // `input_scale` and global scales that multiply, read into this same form.
+  bool modelopt = false;
+
   bool fp8() const { return elem == DType::kF8E4M3; }
   bool nvfp4() const { return elem == DType::kF4E2M1; }
   // The weight's format for an input width k and the scale type its tensor holds.

@@ -27,6 +27,7 @@
 #include "lib/quant/compressed_tensors.h"
 #include "lib/quant/fp8.h"
 #include "lib/quant/int4.h"
+#include "lib/quant/modelopt.h"
 #include "lib/quant/nvfp4.h"
 #include "tests/testing/tiny_models.h"
 
@@ -398,6 +399,60 @@ TEST(CompressedTensorsConfig, ParsesNvfp4) {
                 SetGroupField("format", Json::String("pack-quantized"))(q);
               }),
               C::kUnimplemented, "NVFP4 weights in format 'pack-quantized'");
+}
+
+TEST(ModeloptConfig, ParsesNvfp4AndMixedPrecision) {
+  // hf_quant_config.json as ModelOpt exports it.
+  auto a = quant::ParseModeloptConfig(Parse(R"({"producer": {"name": "modelopt", "version": "0.29"},
+      "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": null, "group_size": 16,
+                       "exclude_modules": ["lm_head", "*router*"]}})"),
+                                      "hf_quant_config.json");
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->schemes.size(), 1u);
+  EXPECT_TRUE(a->schemes[0].modelopt);
+  WeightFormat want = WeightFormat::Nvfp4();
+  want.act = ActivationQuant::kDynamicNvfp4;  // ModelOpt's NVFP4 is W4A4
+  want.act_group = 16;
+  EXPECT_EQ(a->schemes[0].Format(64, DType::kF8E4M3), want);
+  EXPECT_NE(quant::CtSchemeFor(*a, "model.layers.0.mlp.down_proj", "Linear"), nullptr);
+  EXPECT_EQ(quant::CtSchemeFor(*a, "lm_head", "Linear"), nullptr);
+  EXPECT_EQ(quant::CtSchemeFor(*a, "model.layers.3.router.proj", "Linear"), nullptr);
+  // config.json's flat form.
+  auto b = quant::ParseModeloptConfig(
+      Parse(R"({"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16,
+               "ignore": ["lm_head"]})"),
+      "config.json");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(quant::CtSchemeFor(*b, "lm_head", "Linear"), nullptr);
+  // MIXED_PRECISION: only the layers it names, by exact name.
+  auto m = quant::ParseModeloptConfig(
+      Parse(R"({"quantization": {"quant_algo": "MIXED_PRECISION", "kv_cache_quant_algo": null,
+               "quantized_layers": {"model.layers.0.mlp.down_proj": {"quant_algo": "NVFP4",
+                                                                      "group_size": 16}}}})"),
+      "hf");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_NE(quant::CtSchemeFor(*m, "model.layers.0.mlp.down_proj", "Linear"), nullptr);
+  EXPECT_EQ(quant::CtSchemeFor(*m, "model.layers.0.mlp.up_proj", "Linear"), nullptr);
+}
+
+TEST(ModeloptConfig, EveryFieldIsChecked) {
+  auto err = [](const char* text, absl::StatusCode code, const std::string& names) {
+    ExpectError(quant::ParseModeloptConfig(Parse(text), "hf"), code, names);
+  };
+  using C = absl::StatusCode;
+  err(R"({"quantization": {"quant_algo": "FP8"}})", C::kUnimplemented, "quant_algo: 'FP8'");
+  err(R"({"quantization": {"quant_algo": "NVFP4", "group_size": 32}})", C::kUnimplemented,
+      "group_size: 32");
+  err(R"({"quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8"}})",
+      C::kUnimplemented, "kv_cache_quant_algo");
+  err(R"({"quantization": {"quant_algo": "NVFP4", "awq_block_size": 64}})", C::kUnimplemented,
+      "awq_block_size: unknown field");
+  err(R"({"quantization": {"quant_algo": "MIXED_PRECISION",
+          "quantized_layers": {"model.layers.0.mlp.up_proj": {"quant_algo": "FP8"}}}})",
+      C::kUnimplemented, "quantized_layers.model.layers.0.mlp.up_proj.quant_algo: 'FP8'");
+  err(R"({"quantization": {"quant_algo": "MIXED_PRECISION"}})", C::kInvalidArgument,
+      "quantized_layers: missing");
+  err(R"({"quant_method": "gptq"})", C::kInvalidArgument, "quant_method");
 }
 
 TEST(Nvfp4, E2M1RoundsToNearestEvenAndDequantizes) {

@@ -376,6 +376,169 @@ INSTANTIATE_TEST_SUITE_P(Variants, Nvfp4RoundTrip,
                            return s;
                          });
 
+// The same NVFP4 bytes in both dialects, W4A4: a compressed-tensors checkpoint (weight_packed,
+// weight_global_scale and input_global_scale, which divide) and NVIDIA ModelOpt's (weight,
+// weight_scale_2 and input_scale, which multiply; hf_quant_config.json, NVFP4 or
+// MIXED_PRECISION). The global scales are powers of two so both dialects hold exactly the same
+// values: the logits are equal.
+enum class Nvfp4Dialect { kCompressedTensors, kModelopt, kModeloptMixed };
+
+absl::Status WriteNvfp4Dialect(const std::string& src, const std::string& dst, Nvfp4Dialect d) {
+  GANNET_ASSIGN_OR_RETURN(auto ckpt, model::Checkpoint::Open(src, {.text_only = false}));
+  GANNET_ASSIGN_OR_RETURN(std::string text,
+                          ReadFileToString(src + "/config.json", 1 << 22, "config.json"));
+  GANNET_ASSIGN_OR_RETURN(Json root, Json::Parse(text));
+  const float global = 256.0f, inv = 1.0f / 256.0f;
+  auto f32 = [](float v) { return std::string(reinterpret_cast<const char*>(&v), 4); };
+  const bool mo = d != Nvfp4Dialect::kCompressedTensors;
+  std::vector<model::TensorToWrite> out;
+  Json layers = Json::MakeObject();
+  for (const std::string& name : ckpt->Names()) {
+    const model::TensorRef& t = *ckpt->Find(name);
+    std::string bytes(reinterpret_cast<const char*>(t.data()), t.info->nbytes());
+    const std::string suffix = ".weight_global_scale";
+    if (name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix) {
+      const std::string module = name.substr(0, name.size() - suffix.size());
+      out.push_back(
+          {module + (mo ? ".weight_scale_2" : suffix), DType::kF32, {1}, f32(mo ? inv : global)});
+      out.push_back({module + (mo ? ".input_scale" : ".input_global_scale"),
+                     DType::kF32,
+                     {1},
+                     f32(mo ? inv : global)});
+      Json entry = Json::MakeObject();
+      entry.Set("quant_algo", Json::String("NVFP4"));
+      entry.Set("group_size", Json::Int(16));
+      layers.Set(module, std::move(entry));
+      continue;
+    }
+    std::string out_name = name;
+    const std::string packed = ".weight_packed";
+    if (mo && name.size() > packed.size() && name.substr(name.size() - packed.size()) == packed) {
+      out_name = name.substr(0, name.size() - packed.size()) + ".weight";
+    }
+    out.push_back({out_name, t.info->dtype, t.info->shape, std::move(bytes)});
+  }
+  fs::create_directories(dst);
+  GANNET_RETURN_IF_ERROR(model::WriteSafetensors(dst + "/model.safetensors", out));
+  Json q = *root.Find("quantization_config");
+  if (!mo) {
+    Json groups = *q.Find("config_groups");
+    Json g0 = *groups.Find("group_0");
+    Json act = *g0.Find("weights");
+    act.Set("dynamic", Json::String("local"));
+    g0.Set("input_activations", std::move(act));
+    groups.Set("group_0", std::move(g0));
+    q.Set("config_groups", std::move(groups));
+    root.Set("quantization_config", std::move(q));
+    return WriteStringToFile(dst + "/config.json", root.Dump());
+  }
+  // ModelOpt names what it left alone with globs.
+  Json exclude = Json::MakeArray();
+  for (const Json& e : q.Find("ignore")->AsArray()) {
+    std::string g = e.AsString();
+    if (g.rfind("re:.*", 0) == 0) g = "*" + g.substr(5);
+    for (size_t at; (at = g.find(".*")) != std::string::npos;) g.replace(at, 2, "*");
+    exclude.Push(Json::String(g));
+  }
+  Json quantization = Json::MakeObject();
+  quantization.Set("quant_algo",
+                   Json::String(d == Nvfp4Dialect::kModelopt ? "NVFP4" : "MIXED_PRECISION"));
+  quantization.Set("kv_cache_quant_algo", Json());
+  if (d == Nvfp4Dialect::kModelopt) {
+    quantization.Set("group_size", Json::Int(16));
+    quantization.Set("exclude_modules", std::move(exclude));
+  } else {
+    quantization.Set("quantized_layers", std::move(layers));
+  }
+  Json hf = Json::MakeObject();
+  Json producer = Json::MakeObject();
+  producer.Set("name", Json::String("modelopt"));
+  producer.Set("version", Json::String("0.29.0"));
+  hf.Set("producer", std::move(producer));
+  hf.Set("quantization", std::move(quantization));
+  GANNET_RETURN_IF_ERROR(WriteStringToFile(dst + "/hf_quant_config.json", hf.Dump()));
+  root.Set("quantization_config", Json());  // null: ModelOpt's config is the other file
+  return WriteStringToFile(dst + "/config.json", root.Dump());
+}
+
+class Nvfp4Dialects : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Nvfp4Dialects, ModeloptAndCompressedTensorsGiveTheSameLogits) {
+  TempDir tmp;
+  ASSERT_FALSE(tmp.path.empty());
+  auto options = model::ParseWeightDtype("nvfp4");
+  ASSERT_TRUE(options.ok());
+  const std::string src = testing::TinyModelDir(GetParam());
+  ASSERT_TRUE(model::QuantizeCheckpoint(src, tmp.path + "/a16", *options).ok());
+  std::vector<std::vector<float>> logits;
+  std::vector<int32_t> ids;
+  for (Nvfp4Dialect d :
+       {Nvfp4Dialect::kCompressedTensors, Nvfp4Dialect::kModelopt, Nvfp4Dialect::kModeloptMixed}) {
+    const std::string dir = tmp.path + "/d" + std::to_string(static_cast<int>(d));
+    ASSERT_TRUE(WriteNvfp4Dialect(tmp.path + "/a16", dir, d).ok());
+    auto m = Load(dir);
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ((*m)->config.quantization_method,
+              d == Nvfp4Dialect::kCompressedTensors ? "compressed-tensors" : "modelopt");
+    int quantized = 0;
+    for (const model::WeightView* v : model::AllViews((*m)->weights)) {
+      if (!v->quantized()) continue;
+      ++quantized;
+      EXPECT_EQ(v->format.act, ActivationQuant::kDynamicNvfp4) << v->name;
+    }
+    EXPECT_GT(quantized, 0);
+    if (ids.empty()) ids = Prompt((*m)->config.text.vocab_size, 20);
+    auto l = Logits(**m, ids);
+    ASSERT_TRUE(l.ok()) << l.status();
+    for (float v : *l) ASSERT_TRUE(std::isfinite(v));
+    logits.push_back(*l);
+  }
+  EXPECT_EQ(logits[1], logits[0]) << "ModelOpt NVFP4 vs compressed-tensors";
+  EXPECT_EQ(logits[2], logits[0]) << "ModelOpt MIXED_PRECISION vs compressed-tensors";
+}
+
+// A ModelOpt module's tensors are checked like compressed-tensors' (names in the error).
+TEST(Nvfp4Modelopt, MissingTensorsAreNamed) {
+  TempDir tmp;
+  auto options = model::ParseWeightDtype("nvfp4");
+  ASSERT_TRUE(options.ok());
+  ASSERT_TRUE(
+      model::QuantizeCheckpoint(testing::TinyModelDir("e4b"), tmp.path + "/a16", *options).ok());
+  const std::string dir = tmp.path + "/mo";
+  ASSERT_TRUE(WriteNvfp4Dialect(tmp.path + "/a16", dir, Nvfp4Dialect::kModelopt).ok());
+  const std::string m = "model.language_model.layers.0.mlp.down_proj";
+  for (const char* drop : {".weight_scale_2", ".input_scale", ".weight_scale"}) {
+    const std::string edited = tmp.path + "/edit";
+    fs::remove_all(edited);
+    fs::create_directories(edited);
+    for (const char* f : {"config.json", "hf_quant_config.json"}) {
+      fs::copy_file(dir + "/" + f, edited + "/" + f);
+    }
+    auto ckpt = model::Checkpoint::Open(dir, {.text_only = false});
+    ASSERT_TRUE(ckpt.ok());
+    std::vector<model::TensorToWrite> out;
+    for (const std::string& name : (*ckpt)->Names()) {
+      if (name == m + drop) continue;
+      const model::TensorRef& t = *(*ckpt)->Find(name);
+      out.push_back({name, t.info->dtype, t.info->shape,
+                     std::string(reinterpret_cast<const char*>(t.data()), t.info->nbytes())});
+    }
+    ASSERT_TRUE(model::WriteSafetensors(edited + "/model.safetensors", out).ok());
+    auto r = Load(edited);
+    ASSERT_FALSE(r.ok()) << drop;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_NE(std::string(r.status().message()).find(m + drop + "' is missing"), std::string::npos)
+        << r.status();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, Nvfp4Dialects, ::testing::Values("e4b", "26b-a4b"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string s = i.param;
+                           for (char& ch : s) ch = ch == '-' ? '_' : ch;
+                           return s;
+                         });
+
 // The CPU backend's Linear on NVFP4 weights in memory (lib/quant/nvfp4.h), weight-only and with
 // FP4 activations (W4A4: a fused weight of two modules with their own input global scales).
 TEST(CpuNvfp4, LinearDequantizesAndQuantizesTheInput) {
