@@ -54,7 +54,7 @@ std::string Bytes(const void* p, size_t n) { return std::string(static_cast<cons
 // The compressed-tensors tensors of module `module` holding rows [n, k] (f32 values).
 void AppendQuantized(const std::string& module, const float* w, int64_t n, int64_t k,
                      DType scale_type, const QuantizeOptions& o, std::vector<TensorToWrite>* out) {
-  if (o.fp8.has_value() && o.fp8->elem == DType::kF4E2M1) {
+  if (o.float_format.has_value() && o.float_format->elem == DType::kF4E2M1) {
     std::vector<uint8_t> packed(static_cast<size_t>(n * k / 2)),
         scales(static_cast<size_t>(n * k / 16));
     const float global =
@@ -68,8 +68,8 @@ void AppendQuantized(const std::string& module, const float* w, int64_t n, int64
     out->push_back({module + ".weight_global_scale", DType::kF32, {1}, Bytes(&global, 4)});
     return;
   }
-  if (o.fp8.has_value()) {
-    WeightFormat f = *o.fp8;
+  if (o.float_format.has_value()) {
+    WeightFormat f = *o.float_format;
     f.scale = scale_type;
     std::vector<int64_t> scale_shape;
     if (f.granularity == ScaleGranularity::kChannel) {
@@ -140,7 +140,7 @@ absl::StatusOr<QuantizeOptions> ParseWeightDtype(std::string_view spec) {
     o.group_size = 0;
   } else if (o.symmetric && s == "nvfp4") {
     o.group_size = 0;
-    o.fp8 = WeightFormat::Nvfp4();
+    o.float_format = WeightFormat::Nvfp4();
   } else if (o.symmetric && (s == "fp8-channel" || s == "fp8-tensor" || s == "fp8-block")) {
     WeightFormat f = s == "fp8-channel"  ? WeightFormat::Fp8Channel()
                      : s == "fp8-tensor" ? WeightFormat::Fp8Tensor()
@@ -148,7 +148,7 @@ absl::StatusOr<QuantizeOptions> ParseWeightDtype(std::string_view spec) {
     f.act = ActivationQuant::kDynamicFp8;
     f.act_group = s == "fp8-block" ? 128 : 0;  // FP8_BLOCK quantizes activations per 128 inputs
     o.group_size = 0;
-    o.fp8 = f;
+    o.float_format = f;
   } else {
     return InvalidArgumentError(
         "weight dtype '{}': expected int4-g32, int4-g64, int4-g128 or "
@@ -161,20 +161,20 @@ absl::StatusOr<QuantizeOptions> ParseWeightDtype(std::string_view spec) {
 absl::StatusOr<QuantizeReport> QuantizeCheckpoint(const std::string& src_dir,
                                                   const std::string& dst_dir,
                                                   const QuantizeOptions& o) {
-  const bool nvfp4 = o.fp8.has_value() && o.fp8->elem == DType::kF4E2M1;
-  if (nvfp4 && !(*o.fp8 == WeightFormat::Nvfp4())) {
+  const bool nvfp4 = o.float_format.has_value() && o.float_format->elem == DType::kF4E2M1;
+  if (nvfp4 && !(*o.float_format == WeightFormat::Nvfp4())) {
     return InvalidArgumentError("quantize: NVFP4 format {} (expected weight-only NVFP4)",
-                                WeightFormatName(*o.fp8));
+                                WeightFormatName(*o.float_format));
   }
-  if (o.fp8.has_value() && !nvfp4 &&
-      (o.fp8->elem != DType::kF8E4M3 || WeightFormatError(*o.fp8) != nullptr ||
-       (o.fp8->granularity == ScaleGranularity::kBlock &&
-        (o.fp8->block_rows != 128 || o.fp8->group_size != 128)) ||
-       o.fp8->granularity == ScaleGranularity::kGroup || o.fp8->zero_point)) {
+  if (o.float_format.has_value() && !nvfp4 &&
+      (o.float_format->elem != DType::kF8E4M3 || WeightFormatError(*o.float_format) != nullptr ||
+       (o.float_format->granularity == ScaleGranularity::kBlock &&
+        (o.float_format->block_rows != 128 || o.float_format->group_size != 128)) ||
+       o.float_format->granularity == ScaleGranularity::kGroup || o.float_format->zero_point)) {
     return InvalidArgumentError(
         "quantize: FP8 format {} (expected channel, tensor or 128x128 "
         "block E4M3 weights)",
-        WeightFormatName(*o.fp8));
+        WeightFormatName(*o.float_format));
   }
   if (o.group_size != 0 && o.group_size != 32 && o.group_size != 64 && o.group_size != 128) {
     return InvalidArgumentError(
@@ -207,7 +207,7 @@ absl::StatusOr<QuantizeReport> QuantizeCheckpoint(const std::string& src_dir,
   quant::CtConfig ct;
   ct.schemes.push_back(
       quant::CtScheme{"group_0", {"Linear"}, o.symmetric, o.group_size == 0, o.group_size});
-  if (o.fp8.has_value()) ct.schemes.back().elem = o.fp8->elem;
+  if (o.float_format.has_value()) ct.schemes.back().elem = o.float_format->elem;
   ct.ignore = DefaultIgnore();
   QuantizeReport report;
   // What becomes of each tensor: 2-D Linear weights named `<module>.weight` and the fused 3-D
@@ -217,7 +217,7 @@ absl::StatusOr<QuantizeReport> QuantizeCheckpoint(const std::string& src_dir,
   // FP8 quantizes any width (a block row's last block may be narrower).
   auto quantizable = [&](int64_t k) {
     if (nvfp4) return k % 16 == 0;  // groups of 16
-    return o.fp8.has_value() || o.group_size == 0 || k % o.group_size == 0;
+    return o.float_format.has_value() || o.group_size == 0 || k % o.group_size == 0;
   };
   for (const WeightSpec& s : ExpectedWeights(config)) {
     if (s.is_index || s.shape.size() < 2) continue;
@@ -325,7 +325,7 @@ absl::StatusOr<QuantizeReport> QuantizeCheckpoint(const std::string& src_dir,
   }
   WeightFormat f = WeightFormat::Int4(o.group_size, DType::kBF16);
   f.zero_point = !o.symmetric;
-  if (o.fp8.has_value()) f = *o.fp8;
+  if (o.float_format.has_value()) f = *o.float_format;
   root.Set("quantization_config", quant::CtConfigJson(f, o.group_size == 0, {"Linear"}, ct.ignore));
   GANNET_RETURN_IF_ERROR(WriteStringToFile(dst_dir + "/config.json", root.Dump()));
   report.ignore = ct.ignore;

@@ -29,7 +29,7 @@ struct QuantizeOptions {
   // strategy (kChannel, kTensor, or kBlock 128x128) and the input activations written into the
   // config, the scales stored in the weight's own type; or NVFP4 (WeightFormat::Nvfp4(),
   // nvfp4-pack-quantized, weight-only: NVFP4A16).
-  std::optional<WeightFormat> fp8;
+  std::optional<WeightFormat> float_format;
 };
 
 // Parses "int4-g32", "int4-g64", "int4-g128", "int4-channel" (each optionally "-asym"), and the
