@@ -1,5 +1,6 @@
 #include "lib/quant/modelopt.h"
 
+#include <algorithm>
 #include <string>
 
 #include "fmt/ranges.h"
@@ -106,8 +107,17 @@ absl::StatusOr<CtConfig> ParseModeloptConfig(const Json& root, std::string_view 
       return InvalidArgumentError("{}.{}: expected a list of module names or patterns", where, key);
     }
     for (const Json& e : ex->AsArray()) {
-      if (!e.is_string() || e.AsString().empty() || e.AsString().size() > 512) {
+      if (!e.is_string() || e.AsString().empty()) {
         return InvalidArgumentError("{}.{}: every entry must be a non-empty string", where, key);
+      }
+      // Matched through std::regex, which backtracks: a pattern is bounded in length and
+      // wildcards (real ones are a module name or two with a `*` or two).
+      const std::string& g = e.AsString();
+      const size_t stars = static_cast<size_t>(std::count(g.begin(), g.end(), '*'));
+      if (g.size() > 256 || stars > 8) {
+        return InvalidArgumentError(
+            "{}.{}: pattern of {} characters with {} wildcards; at most 256 and 8", where, key,
+            g.size(), stars);
       }
       out.ignore.push_back(GlobToRegexTarget(e.AsString()));
     }

@@ -453,6 +453,8 @@ TEST(ModeloptConfig, EveryFieldIsChecked) {
   err(R"({"quantization": {"quant_algo": "MIXED_PRECISION"}})", C::kInvalidArgument,
       "quantized_layers: missing");
   err(R"({"quant_method": "gptq"})", C::kInvalidArgument, "quant_method");
+  err(R"({"quantization": {"quant_algo": "NVFP4", "exclude_modules": ["*a*a*a*a*a*a*a*a*a*"]}})",
+      C::kInvalidArgument, "with 10 wildcards");
 }
 
 TEST(Nvfp4, E2M1RoundsToNearestEvenAndDequantizes) {
