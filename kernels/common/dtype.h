@@ -128,7 +128,17 @@ constexpr std::optional<DType> DTypeFromSafetensorsName(std::string_view name) {
 //   FP8 channel / tensor    {kF8E4M3, kChannel|kTensor, 0, kF32}
 //   FP8 128x128 blocks      {kF8E4M3, kBlock, 128, kF32, block_rows 128}
 //   NVFP4                   {kF4E2M1, kGroup, 16, kF8E4M3, global_scale}
+// A block of `block_rows` 1 is one scale per row per `group_size` inputs where the last group of a
+// row may be shorter (the CPU backend's in-memory form of 128x128 FP8 blocks).
 enum class ScaleGranularity : uint8_t { kNone, kTensor, kChannel, kGroup, kBlock };
+
+// What the checkpoint's scheme does to a quantized linear layer's input (W8A8 schemes): nothing
+// (weight-only), or quantize it to FP8 E4M3 before the product, with scales computed per token
+// (or per `act_group` inputs of a token) from the row's amax (kDynamicFp8), or one f32 scale
+// stored with the weight (kStaticFp8: compressed-tensors' input_scale), or quantize it to FP4
+// E2M1 per `act_group` (16) inputs with FP8 scales computed from the group's amax under a static
+// f32 global scale stored with the weight (kDynamicNvfp4: NVFP4 W4A4's input_global_scale).
+enum class ActivationQuant : uint8_t { kNone, kDynamicFp8, kStaticFp8, kDynamicNvfp4 };
 
 struct WeightFormat {
   DType elem = DType::kBF16;
@@ -143,6 +153,8 @@ struct WeightFormat {
   // int32 permutation of k per source module (backend::Tensor::input_perm):
   // y = sum_j w[j] * x[perm[j]].
   bool input_perm = false;
+  ActivationQuant act = ActivationQuant::kNone;  // what happens to the input (above)
+  int act_group = 0;  // inputs per activation scale; 0 = the whole row (per token)
 
   static constexpr WeightFormat Dense(DType t) { return WeightFormat{t}; }
   static constexpr WeightFormat Int4(int group, DType scale_type = DType::kBF16) {
@@ -150,6 +162,12 @@ struct WeightFormat {
   }
   static constexpr WeightFormat Fp8Channel() {
     return WeightFormat{DType::kF8E4M3, ScaleGranularity::kChannel, 0, DType::kF32};
+  }
+  static constexpr WeightFormat Fp8Tensor() {
+    return WeightFormat{DType::kF8E4M3, ScaleGranularity::kTensor, 0, DType::kF32};
+  }
+  static constexpr WeightFormat Fp8Block(int rows = 128, int cols = 128) {
+    return WeightFormat{DType::kF8E4M3, ScaleGranularity::kBlock, cols, DType::kF32, rows};
   }
   static constexpr WeightFormat Nvfp4() {
     return WeightFormat{
@@ -167,10 +185,15 @@ constexpr const char* WeightFormatError(const WeightFormat& f) {
   if (f.elem >= DType::kCount) return "unknown element type";
   const bool grouped =
       f.granularity == ScaleGranularity::kGroup || f.granularity == ScaleGranularity::kBlock;
+  if (f.act_group < 0 || (f.act_group != 0 && f.act != ActivationQuant::kDynamicFp8 &&
+                          f.act != ActivationQuant::kDynamicNvfp4)) {
+    return "an activation group size goes with (and only with) dynamic activation scales";
+  }
   if (!f.quantized()) {
     if (f.group_size != 0 || f.block_rows != 0 || f.zero_point || f.global_scale ||
-        f.input_perm) {
-      return "an unscaled format has no group size, block, zero point or global scale";
+        f.input_perm || f.act != ActivationQuant::kNone) {
+      return "an unscaled format has no group size, block, zero point, global scale, input "
+             "permutation or activation quantization";
     }
     return nullptr;
   }

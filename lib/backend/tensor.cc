@@ -27,13 +27,32 @@ Tensor Tensor::Rows(int64_t begin, int64_t count) const {
   // Bits, not bytes: packed int4 rows are half a byte per element (and even in length).
   t.data = static_cast<char*>(data) + begin * stride0() * DTypeBits(dtype) / 8;
   if (quantized()) {
-    const int64_t groups = row_elems() / format.group_size;
+    const int64_t groups = scales_per_row();
     t.scales = static_cast<const char*>(scales) + begin * groups * DTypeBits(format.scale) / 8;
     if (zero_points != nullptr) t.zero_points = zero_points + begin * groups;
     if (perm_index != nullptr) t.perm_index = perm_index + begin;
+    // Per-matrix-row arrays: a 3-D [E, R, k] weight's dim-0 row is R of them.
+    const int64_t k = rank >= 2 ? shape[rank - 1] : row_elems();
+    const int64_t matrix_rows = begin * (k > 0 ? row_elems() / k : 0);
+    if (input_scales != nullptr) t.input_scales = input_scales + matrix_rows;
+    if (global_scales != nullptr) t.global_scales = global_scales + matrix_rows;
   }
   t.shape[0] = count;
   return t;
+}
+
+int64_t Tensor::scales_per_row() const {
+  // In memory every quantized format has its scales per matrix row (lib/quant/int4.h,
+  // lib/quant/fp8.h): kChannel one, kGroup / single-row kBlock one per group_size inputs (the last
+  // may be shorter).
+  GANNET_CHECK(format.granularity == ScaleGranularity::kChannel ||
+               format.granularity == ScaleGranularity::kGroup ||
+               (format.granularity == ScaleGranularity::kBlock && format.block_rows == 1));
+  // A 3-D [E, R, k] weight's dim-0 row is R matrix rows of k.
+  const int64_t k = rank >= 2 ? shape[rank - 1] : row_elems();
+  const int64_t matrix_rows = k > 0 ? row_elems() / k : 0;
+  if (format.granularity == ScaleGranularity::kChannel) return matrix_rows;
+  return matrix_rows * ((k + format.group_size - 1) / format.group_size);
 }
 
 Tensor Tensor::Cols(int64_t begin, int64_t count) const {

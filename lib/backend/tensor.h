@@ -26,11 +26,13 @@ struct Tensor {
   int rank = 0;
   std::array<int64_t, kMaxRank> shape = {0, 0, 0, 0};
   int64_t row_stride = 0;  // elements between rows of dim 0; 0 = contiguous
-  // A quantized weight (format.quantized(); docs/quantized-formats.md): `data` holds the packed
-  // elements of dtype == format.elem in the canonical layout of lib/quant/int4.h, `scales` one
-  // scale per format.group_size elements of a row, `zero_points` (kU4) one byte per scale;
-  // shape is the logical [rows, k] (or [E, rows, k]). Contiguous only. Ops that do not handle
-  // the format refuse it (cpu::RequireDenseWeight, the CUDA backend's LoadWeight).
+  // A quantized weight (format.quantized(); docs/quantized-formats.md): `data` holds the
+  // elements of dtype == format.elem in the in-memory layout of lib/quant/int4.h (int4: `scales`
+  // one per format.group_size elements of a row, `zero_points` (kU4) one byte per scale) or
+  // lib/quant/fp8.h (FP8: f32 `scales` per row or per row and 128 inputs, `input_scales` one f32
+  // per row with static activation scales); shape is the logical [rows, k] (or [E, rows, k]).
+  // Contiguous only. Ops that do not handle the format refuse it (cpu::RequireDenseWeight, the
+  // CUDA backend's LoadWeight).
   WeightFormat format = {};
   const void* scales = nullptr;
   const uint8_t* zero_points = nullptr;
@@ -38,6 +40,11 @@ struct Tensor {
   // input_perm[perm_index[r] * k + j]; a table of int32 permutations of k, one per source module.
   const int32_t* input_perm = nullptr;
   const int32_t* perm_index = nullptr;  // [rows]
+  const float* input_scales = nullptr;   // per matrix row (FP8 static, NVFP4 input global)
+  const float* global_scales = nullptr;  // NVFP4: per matrix row, its module's global scale
+  // Scales of one row of dim 0 (int4 groups, FP8 per-row or per-128 scales of its matrix rows:
+  // a 3-D [E, R, k] weight's row is an expert's R rows).
+  int64_t scales_per_row() const;
 
   static Tensor Make(void* data, DType dtype, std::initializer_list<int64_t> dims);
 

@@ -11,6 +11,48 @@ bool WeightFormatIsLoadable(const WeightFormat& f) {
          (f.elem == DType::kBF16 || f.elem == DType::kF16 || f.elem == DType::kF32);
 }
 
+std::string WeightFormatName(const WeightFormat& f) {
+  // Short: `gannet info` passes it through the C ABI's 64-byte weight_format with a suffix.
+  auto short_name = [](DType t) -> std::string {
+    return t == DType::kF8E4M3 ? "fp8" : std::string(DTypeShortName(t));
+  };
+  std::string s = f.elem == DType::kF4E2M1 && f.global_scale ? "nvfp4" : short_name(f.elem);
+  if (!f.quantized()) return s;
+  switch (f.granularity) {
+    case ScaleGranularity::kTensor:
+      s += " tensor";
+      break;
+    case ScaleGranularity::kChannel:
+      s += " channel";
+      break;
+    case ScaleGranularity::kGroup:
+      s += " g" + std::to_string(f.group_size);
+      break;
+    case ScaleGranularity::kBlock:
+      s += " " + std::to_string(f.block_rows) + "x" + std::to_string(f.group_size);
+      break;
+    case ScaleGranularity::kNone:
+      break;
+  }
+  if (f.zero_point) s += " + zero points";
+  if (f.input_perm) s += " act-order";
+  s += " (" + short_name(f.scale) + " scales" + (f.global_scale ? ", global" : "") + ")";
+  switch (f.act) {
+    case ActivationQuant::kDynamicFp8:
+      s += f.act_group > 0 ? ", A8 g" + std::to_string(f.act_group) : ", A8 token";
+      break;
+    case ActivationQuant::kStaticFp8:
+      s += ", A8 static";
+      break;
+    case ActivationQuant::kDynamicNvfp4:
+      s += ", A4 g" + std::to_string(f.act_group);
+      break;
+    case ActivationQuant::kNone:
+      break;
+  }
+  return s;
+}
+
 float F16ToFloat(uint16_t h) {
   uint32_t sign = (h >> 15) & 1u;
   uint32_t exp = (h >> 10) & 0x1Fu;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "kernels/common/dtype.h"
 
@@ -14,6 +15,12 @@ namespace gannet {
 // DType parses and every WeightFormat describes itself, so a checkpoint using one gets a clear
 // "unsupported" error naming it instead of "unknown dtype".
 bool WeightFormatIsLoadable(const WeightFormat& f);
+
+// A format in words, for errors, logs and `gannet info` (short: the C ABI's weight_format holds
+// 63 bytes): "bf16", "int4 g32 (bf16 scales)", "uint4 g128 + zero points (f16 scales)",
+// "fp8 channel (bf16 scales), A8 token" (FP8 activations dynamic per token; "A8 g128" per 128
+// inputs, "A8 static"), "fp8 128x128 (f32 scales)", "nvfp4 g16 (fp8 scales, global), A4 g16".
+std::string WeightFormatName(const WeightFormat& f);
 
 // Element i of an array of T whose start may be misaligned for T (a checkpoint tensor served in
 // place, model/safetensors.h): copied out, never dereferenced as a T*.

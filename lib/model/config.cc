@@ -12,6 +12,7 @@
 #include "lib/common/utf8.h"
 #include "lib/model/model_format.h"
 #include "lib/quant/awq.h"
+#include "lib/quant/modelopt.h"
 
 namespace gannet::model {
 namespace {
@@ -658,6 +659,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const Json& root, std::string_view 
       GANNET_ASSIGN_OR_RETURN(m.gptq, quant::ParseGptqConfig(*q, source));
     } else if (m.quantization_method == "awq") {
       GANNET_ASSIGN_OR_RETURN(m.gptq, quant::ParseAwqConfig(*q, source));
+    } else if (m.quantization_method == "modelopt") {
+      // ModelOpt's NVFP4 becomes the same schemes (lib/quant/modelopt.h).
+      GANNET_ASSIGN_OR_RETURN(m.compressed_tensors, quant::ParseModeloptConfig(*q, source));
     }
   }
   return m;
@@ -679,7 +683,18 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
   std::string path = model_dir + "/config.json";
   GANNET_ASSIGN_OR_RETURN(std::string text,
                           ReadFileToString(path, kMaxConfigJsonBytes, "config.json"));
-  return ParseModelConfigText(text, path);
+  GANNET_ASSIGN_OR_RETURN(ModelConfig m, ParseModelConfigText(text, path));
+  // ModelOpt exports describe their quantization in hf_quant_config.json (older ones only there).
+  const std::string hf_quant = model_dir + "/hf_quant_config.json";
+  if (m.quantization_method.empty() && FileExists(hf_quant)) {
+    GANNET_ASSIGN_OR_RETURN(
+        std::string qtext, ReadFileToString(hf_quant, kMaxConfigJsonBytes, "hf_quant_config.json"));
+    auto qjson = Json::Parse(qtext, kMaxConfigJsonValues);
+    if (!qjson.ok()) return Annotate(qjson.status(), hf_quant);
+    m.quantization_method = "modelopt";
+    GANNET_ASSIGN_OR_RETURN(m.compressed_tensors, quant::ParseModeloptConfig(*qjson, hf_quant));
+  }
+  return m;
 }
 
 }  // namespace gannet::model

@@ -128,10 +128,12 @@ struct ModelConfig {
   // The end-of-generation ids: the wrapper's eos list if present, else the text config's.
   std::vector<int> eos_token_ids;
 
-  // quantization_config.quant_method ("compressed-tensors" for a compression_config, "unknown"
-  // when the object names none); "" without one. Quantized weights are refused when they are
-  // bound (model_format.h), except compressed-tensors pack-quantized int4, parsed strictly
-  // (lib/quant/compressed_tensors.h) into `compressed_tensors` and bound by weights.h.
+  // quantization_config.quant_method ("compressed-tensors" for a compression_config, "modelopt"
+  // also for an hf_quant_config.json, "unknown" when the object names none); "" without one.
+  // Quantized weights are refused when they are bound (model_format.h), except the
+  // compressed-tensors schemes gannet runs, parsed strictly (lib/quant/compressed_tensors.h) into
+  // `compressed_tensors` and bound by weights.h, and ModelOpt's NVFP4, read into the same form
+  // (lib/quant/modelopt.h).
   std::string quantization_method;
   std::optional<quant::CtConfig> compressed_tensors;
   // quant_method "gptq" or "awq": parsed strictly (lib/quant/gptq.h, awq.h), bound by

@@ -20,9 +20,10 @@ constexpr std::string_view kWhatGannetLoads =
     "gannet loads Hugging Face checkpoint folders (config.json, *.safetensors, tokenizer.json) "
     "with bf16 weights, such as google/gemma-4-e4b-it";
 constexpr std::string_view kNotYet =
-    "of the quantized formats gannet loads compressed-tensors pack-quantized int4 (W4A16), "
-    "GPTQ and AWQ int4 (with their quantization_config in config.json); FP8, NVFP4, "
-    "bitsandbytes and GGUF are not supported yet: use the original bf16 checkpoint";
+    "of the quantized formats gannet loads compressed-tensors checkpoints (pack-quantized int4, "
+    "float-quantized FP8, nvfp4-pack-quantized NVFP4), NVIDIA ModelOpt NVFP4 (with its "
+    "hf_quant_config.json), GPTQ and AWQ int4 (with their quantization_config); other FP8 "
+    "checkpoints, bitsandbytes and GGUF are not supported yet: use the original bf16 checkpoint";
 
 bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -140,6 +141,18 @@ absl::Status CheckWeightFormat(const ModelConfig& config, const Checkpoint& chec
           ? std::string()
           : fmt::format("; config.json's quantization_config names quant_method '{}'",
                         config.quantization_method);
+  // NVIDIA ModelOpt's NVFP4 (uint8 `weight` beside weight_scale and weight_scale_2) without the
+  // config that says so (hf_quant_config.json) is named as such before its uint8 weights are seen
+  // as an unknown 8-bit format.
+  for (const std::string& name : checkpoint.Names()) {
+    if (EndsWith(name, ".weight_scale_2")) {
+      return UnimplementedError(
+          "{}: a quantized checkpoint: NVIDIA ModelOpt NVFP4 (weight, weight_scale, "
+          "weight_scale_2; tensor '{}') without its quantization config (hf_quant_config.json, "
+          "or quantization_config with quant_method 'modelopt'){}; {}",
+          checkpoint.dir(), name, named, kNotYet);
+    }
+  }
   std::set<std::string> float_dtypes;
   for (const std::string& name : checkpoint.Names()) {
     for (const QuantSignature& s : kQuantSignatures) {

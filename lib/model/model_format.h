@@ -6,8 +6,8 @@
 //   - quantized checkpoints: GPTQ/AWQ (qweight, qzeros, scales), FP8 and NVFP4 (weight_scale
 //     beside 8-bit weights), bitsandbytes (absmax): not supported yet (issue 53 adds them), never
 //     silently loaded. compressed-tensors checkpoints are the config reader's
-//     (lib/quant/compressed_tensors.h: pack-quantized int4 loads, any other scheme is refused
-//     there) and the binder's (quantized_weights.h);
+//     (lib/quant/compressed_tensors.h: pack-quantized int4, float-quantized FP8 and NVFP4 load, any
+//     other scheme is refused there) and the binder's (quantized_weights.h);
 //   - a config.json quantization_config whose method the tensors do not show (plain bf16/f16/f32
 //     tensors): the two disagree, so neither is trusted.
 #pragma once

@@ -14,7 +14,9 @@
 #include "lib/model/config.h"
 #include "lib/model/weights.h"
 #include "lib/quant/compressed_tensors.h"
+#include "lib/quant/fp8.h"
 #include "lib/quant/int4.h"
+#include "lib/quant/nvfp4.h"
 
 namespace gannet::model {
 namespace {
@@ -52,6 +54,41 @@ std::string Bytes(const void* p, size_t n) { return std::string(static_cast<cons
 // The compressed-tensors tensors of module `module` holding rows [n, k] (f32 values).
 void AppendQuantized(const std::string& module, const float* w, int64_t n, int64_t k,
                      DType scale_type, const QuantizeOptions& o, std::vector<TensorToWrite>* out) {
+  if (o.float_format.has_value() && o.float_format->elem == DType::kF4E2M1) {
+    std::vector<uint8_t> packed(static_cast<size_t>(n * k / 2)),
+        scales(static_cast<size_t>(n * k / 16));
+    const float global =
+        quant::QuantizeNvfp4Rows(scale_type, w, n, k, packed.data(), scales.data());
+    out->push_back(
+        {module + ".weight_packed", DType::kU8, {n, k / 2}, Bytes(packed.data(), packed.size())});
+    out->push_back({module + ".weight_scale",
+                    DType::kF8E4M3,
+                    {n, k / 16},
+                    Bytes(scales.data(), scales.size())});
+    out->push_back({module + ".weight_global_scale", DType::kF32, {1}, Bytes(&global, 4)});
+    return;
+  }
+  if (o.float_format.has_value()) {
+    WeightFormat f = *o.float_format;
+    f.scale = scale_type;
+    std::vector<int64_t> scale_shape;
+    if (f.granularity == ScaleGranularity::kChannel) {
+      scale_shape = {n, 1};
+    } else if (f.granularity == ScaleGranularity::kTensor) {
+      scale_shape = {1};
+    } else {
+      scale_shape = {(n + f.block_rows - 1) / f.block_rows, (k + f.group_size - 1) / f.group_size};
+    }
+    int64_t scale_count = 1;
+    for (int64_t d : scale_shape) scale_count *= d;
+    std::vector<uint8_t> q(static_cast<size_t>(n * k));
+    std::vector<uint8_t> scales(static_cast<size_t>(scale_count) * DTypeBits(scale_type) / 8);
+    quant::QuantizeFp8Rows(f, scale_type, w, n, k, q.data(), scales.data());
+    out->push_back({module + ".weight", DType::kF8E4M3, {n, k}, Bytes(q.data(), q.size())});
+    out->push_back(
+        {module + ".weight_scale", scale_type, scale_shape, Bytes(scales.data(), scales.size())});
+    return;
+  }
   WeightFormat f =
       WeightFormat::Int4(o.group_size == 0 ? static_cast<int>(k) : o.group_size, scale_type);
   if (!o.symmetric) {
@@ -101,10 +138,21 @@ absl::StatusOr<QuantizeOptions> ParseWeightDtype(std::string_view spec) {
     o.group_size = 128;
   } else if (s == "int4-channel") {
     o.group_size = 0;
+  } else if (o.symmetric && s == "nvfp4") {
+    o.group_size = 0;
+    o.float_format = WeightFormat::Nvfp4();
+  } else if (o.symmetric && (s == "fp8-channel" || s == "fp8-tensor" || s == "fp8-block")) {
+    WeightFormat f = s == "fp8-channel"  ? WeightFormat::Fp8Channel()
+                     : s == "fp8-tensor" ? WeightFormat::Fp8Tensor()
+                                         : WeightFormat::Fp8Block(128, 128);
+    f.act = ActivationQuant::kDynamicFp8;
+    f.act_group = s == "fp8-block" ? 128 : 0;  // FP8_BLOCK quantizes activations per 128 inputs
+    o.group_size = 0;
+    o.float_format = f;
   } else {
     return InvalidArgumentError(
         "weight dtype '{}': expected int4-g32, int4-g64, int4-g128 or "
-        "int4-channel, optionally with -asym",
+        "int4-channel, optionally with -asym, or fp8-channel, fp8-block, fp8-tensor or nvfp4",
         spec);
   }
   return o;
@@ -113,6 +161,21 @@ absl::StatusOr<QuantizeOptions> ParseWeightDtype(std::string_view spec) {
 absl::StatusOr<QuantizeReport> QuantizeCheckpoint(const std::string& src_dir,
                                                   const std::string& dst_dir,
                                                   const QuantizeOptions& o) {
+  const bool nvfp4 = o.float_format.has_value() && o.float_format->elem == DType::kF4E2M1;
+  if (nvfp4 && !(*o.float_format == WeightFormat::Nvfp4())) {
+    return InvalidArgumentError("quantize: NVFP4 format {} (expected weight-only NVFP4)",
+                                WeightFormatName(*o.float_format));
+  }
+  if (o.float_format.has_value() && !nvfp4 &&
+      (o.float_format->elem != DType::kF8E4M3 || WeightFormatError(*o.float_format) != nullptr ||
+       (o.float_format->granularity == ScaleGranularity::kBlock &&
+        (o.float_format->block_rows != 128 || o.float_format->group_size != 128)) ||
+       o.float_format->granularity == ScaleGranularity::kGroup || o.float_format->zero_point)) {
+    return InvalidArgumentError(
+        "quantize: FP8 format {} (expected channel, tensor or 128x128 "
+        "block E4M3 weights)",
+        WeightFormatName(*o.float_format));
+  }
   if (o.group_size != 0 && o.group_size != 32 && o.group_size != 64 && o.group_size != 128) {
     return InvalidArgumentError(
         "quantize: group size {} (expected 32, 64, 128 or 0 for per "
@@ -144,13 +207,18 @@ absl::StatusOr<QuantizeReport> QuantizeCheckpoint(const std::string& src_dir,
   quant::CtConfig ct;
   ct.schemes.push_back(
       quant::CtScheme{"group_0", {"Linear"}, o.symmetric, o.group_size == 0, o.group_size});
+  if (o.float_format.has_value()) ct.schemes.back().elem = o.float_format->elem;
   ct.ignore = DefaultIgnore();
   QuantizeReport report;
   // What becomes of each tensor: 2-D Linear weights named `<module>.weight` and the fused 3-D
   // expert tensors (split into per-expert modules) are quantized; everything else is copied.
   std::map<std::string, std::string, std::less<>> quantize_2d;  // tensor -> module
   std::set<std::string, std::less<>> quantize_experts;
-  auto quantizable = [&](int64_t k) { return o.group_size == 0 || k % o.group_size == 0; };
+  // FP8 quantizes any width (a block row's last block may be narrower).
+  auto quantizable = [&](int64_t k) {
+    if (nvfp4) return k % 16 == 0;  // groups of 16
+    return o.float_format.has_value() || o.group_size == 0 || k % o.group_size == 0;
+  };
   for (const WeightSpec& s : ExpectedWeights(config)) {
     if (s.is_index || s.shape.size() < 2) continue;
     const bool experts = s.layer_slot == &LayerWeights::experts_gate_up ||
@@ -257,6 +325,7 @@ absl::StatusOr<QuantizeReport> QuantizeCheckpoint(const std::string& src_dir,
   }
   WeightFormat f = WeightFormat::Int4(o.group_size, DType::kBF16);
   f.zero_point = !o.symmetric;
+  if (o.float_format.has_value()) f = *o.float_format;
   root.Set("quantization_config", quant::CtConfigJson(f, o.group_size == 0, {"Linear"}, ct.ignore));
   GANNET_RETURN_IF_ERROR(WriteStringToFile(dst_dir + "/config.json", root.Dump()));
   report.ignore = ct.ignore;

@@ -8,6 +8,7 @@
 #include "fmt/ranges.h"
 #include "lib/common/status.h"
 #include "lib/model/gptq_weights.h"
+#include "lib/quant/fp8.h"
 #include "lib/quant/int4.h"
 
 namespace gannet::model {
@@ -31,6 +32,209 @@ struct Ctx {
   const Checkpoint& ckpt;
   std::set<std::string, std::less<>>* bound;
 };
+
+bool IsFloat(DType t) { return t == DType::kBF16 || t == DType::kF16 || t == DType::kF32; }
+
+// An FP8 module: `.weight` F8_E4M3 [n, k], `.weight_scale` (the strategy's shape), and
+// `.input_scale` exactly when the scheme's activations are static.
+absl::StatusOr<WeightPiece> ReadFp8Module(const Ctx& c, const quant::CtScheme& scheme,
+                                          const std::string& by, const std::string& module,
+                                          int64_t n, int64_t k, WeightFormat* format) {
+  const std::string dir = c.ckpt.dir();
+  if (c.ckpt.Find(module + ".weight_packed") != nullptr) {
+    return InvalidArgumentError(
+        "{}: module '{}' is quantized to FP8 by {} but holds an int4 '{}.weight_packed' "
+        "(expected '{}.weight' of dtype F8_E4M3)",
+        dir, module, by, module, module);
+  }
+  const TensorRef* w = c.ckpt.Find(module + ".weight");
+  if (w == nullptr) {
+    return InvalidArgumentError(
+        "{}: module '{}' is quantized to FP8 by {} but tensor '{}.weight' is missing", dir, module,
+        by, module);
+  }
+  if (w->info->dtype != DType::kF8E4M3 || w->info->shape != std::vector<int64_t>{n, k}) {
+    return InvalidArgumentError(
+        "{}: tensor '{}.weight' is {} [{}], expected F8_E4M3 [{}, {}] (quantized to FP8 by {})",
+        dir, module, DTypeName(w->info->dtype), fmt::join(w->info->shape, ", "), n, k, by);
+  }
+  if (c.ckpt.Find(module + ".weight_zero_point") != nullptr) {
+    return InvalidArgumentError(
+        "{}: tensor '{}.weight_zero_point' in a symmetric FP8 scheme ({}), which stores no zero "
+        "points",
+        dir, module, by);
+  }
+  const TensorRef* scale = c.ckpt.Find(module + ".weight_scale");
+  if (scale == nullptr) {
+    return InvalidArgumentError(
+        "{}: module '{}' is quantized to FP8 by {} but tensor '{}.weight_scale' is missing", dir,
+        module, by, module);
+  }
+  const DType st = scale->info->dtype;
+  if (!IsFloat(st)) {
+    return InvalidArgumentError(
+        "{}: tensor '{}.weight_scale' has dtype {}, expected BF16, F16 or F32", dir, module,
+        DTypeName(st));
+  }
+  const WeightFormat f = scheme.Format(k, st);
+  const std::vector<int64_t>& ss = scale->info->shape;
+  bool shape_ok = false;
+  std::string want;
+  if (scheme.per_channel) {
+    shape_ok = ss == std::vector<int64_t>{n, 1} || ss == std::vector<int64_t>{n};
+    want = fmt::format("[{}, 1] (one scale per output row)", n);
+  } else if (scheme.per_tensor) {
+    int64_t elems = 1;
+    for (int64_t d : ss) elems *= d;
+    shape_ok = ss.size() <= 1 && elems == 1;
+    want = "[1] or [] (one scale for the tensor)";
+  } else {
+    const int64_t br = (n + f.block_rows - 1) / f.block_rows;
+    const int64_t bc = (k + f.group_size - 1) / f.group_size;
+    shape_ok = ss == std::vector<int64_t>{br, bc};
+    want = fmt::format("[{}, {}] (one scale per {}x{} block)", br, bc, f.block_rows, f.group_size);
+  }
+  if (!shape_ok) {
+    return InvalidArgumentError("{}: tensor '{}.weight_scale' has shape [{}], expected {} ({})",
+                                dir, module, fmt::join(ss, ", "), want, by);
+  }
+  const TensorRef* in = c.ckpt.Find(module + ".input_scale");
+  WeightPiece p;
+  p.module = module;
+  p.rows = n;
+  p.dtype = DType::kF8E4M3;
+  p.data = w->data();
+  p.scales = scale->data();
+  if (scheme.act == ActivationQuant::kStaticFp8) {
+    if (in == nullptr) {
+      return InvalidArgumentError(
+          "{}: module '{}' has static FP8 activations ({}: input_activations dynamic false) but "
+          "tensor '{}.input_scale' is missing",
+          dir, module, by, module);
+    }
+    int64_t elems = 1;
+    for (int64_t d : in->info->shape) elems *= d;
+    if (!IsFloat(in->info->dtype) || in->info->shape.size() > 1 || elems != 1) {
+      return InvalidArgumentError(
+          "{}: tensor '{}.input_scale' is {} [{}], expected one BF16, F16 or F32 value", dir,
+          module, DTypeName(in->info->dtype), fmt::join(in->info->shape, ", "));
+    }
+    p.input_scale = in->data();
+    p.input_scale_dtype = in->info->dtype;
+    c.bound->insert(module + ".input_scale");
+  } else if (in != nullptr) {
+    return InvalidArgumentError(
+        "{}: tensor '{}.input_scale' but {} has no static activation scales (input_activations "
+        "are {})",
+        dir, module, by, scheme.act == ActivationQuant::kNone ? "null: weight-only" : "dynamic");
+  }
+  *format = f;
+  c.bound->insert(module + ".weight");
+  c.bound->insert(module + ".weight_scale");
+  return p;
+}
+
+// One f32-like scalar tensor `name` ([1] or []) of a module; nullptr with the error in *st.
+const TensorRef* Scalar(const Ctx& c, const std::string& name, const std::string& why,
+                        absl::Status* st) {
+  const TensorRef* t = c.ckpt.Find(name);
+  if (t == nullptr) {
+    *st = InvalidArgumentError("{}: tensor '{}' is missing ({})", c.ckpt.dir(), name, why);
+    return nullptr;
+  }
+  int64_t elems = 1;
+  for (int64_t d : t->info->shape) elems *= d;
+  if (!IsFloat(t->info->dtype) || t->info->shape.size() > 1 || elems != 1) {
+    *st = InvalidArgumentError("{}: tensor '{}' is {} [{}], expected one F32 (or BF16/F16) value",
+                               c.ckpt.dir(), name, DTypeName(t->info->dtype),
+                               fmt::join(t->info->shape, ", "));
+    return nullptr;
+  }
+  c.bound->insert(name);
+  return t;
+}
+
+// An NVFP4 module. compressed-tensors (nvfp4-pack-quantized): weight_packed U8 [n, k/2],
+// weight_scale F8_E4M3 [n, k/16], weight_global_scale one value, input_global_scale one value
+// exactly with FP4 activations. ModelOpt: `weight` U8 [n, k/2], weight_scale, weight_scale_2 and
+// input_scale (its NVFP4 is W4A4).
+absl::StatusOr<WeightPiece> ReadNvfp4Module(const Ctx& c, const quant::CtScheme& scheme,
+                                            const std::string& by, const std::string& module,
+                                            int64_t n, int64_t k, WeightFormat* format) {
+  const std::string dir = c.ckpt.dir();
+  const bool mo = scheme.modelopt;
+  const std::string packed_name = module + (mo ? ".weight" : ".weight_packed");
+  const std::string global_name = module + (mo ? ".weight_scale_2" : ".weight_global_scale");
+  const std::string input_name = module + (mo ? ".input_scale" : ".input_global_scale");
+  const std::string other = module + (mo ? ".weight_packed" : ".weight");
+  if (c.ckpt.Find(other) != nullptr) {
+    return InvalidArgumentError(
+        "{}: module '{}' is quantized to NVFP4 by {} but holds '{}' (expected '{}', "
+        "'.weight_scale', '{}')",
+        dir, module, by, other, packed_name, global_name.substr(module.size()));
+  }
+  if (k % 16 != 0) {
+    return UnimplementedError(
+        "{}: module '{}' has input width {}, not a multiple of NVFP4's group of 16 ({})", dir,
+        module, k, by);
+  }
+  const TensorRef* packed = c.ckpt.Find(packed_name);
+  if (packed == nullptr) {
+    return InvalidArgumentError(
+        "{}: module '{}' is quantized to NVFP4 by {} but tensor '{}' is missing", dir, module, by,
+        packed_name);
+  }
+  if (packed->info->dtype != DType::kU8 || packed->info->shape != std::vector<int64_t>{n, k / 2}) {
+    return InvalidArgumentError(
+        "{}: tensor '{}' is {} [{}], expected U8 [{}, {}] (two FP4 values a byte)", dir,
+        packed_name, DTypeName(packed->info->dtype), fmt::join(packed->info->shape, ", "), n,
+        k / 2);
+  }
+  const TensorRef* scale = c.ckpt.Find(module + ".weight_scale");
+  if (scale == nullptr) {
+    return InvalidArgumentError(
+        "{}: module '{}' is quantized to NVFP4 by {} but tensor '{}.weight_scale' is missing", dir,
+        module, by, module);
+  }
+  if (scale->info->dtype != DType::kF8E4M3 ||
+      scale->info->shape != std::vector<int64_t>{n, k / 16}) {
+    return InvalidArgumentError(
+        "{}: tensor '{}.weight_scale' is {} [{}], expected F8_E4M3 [{}, {}] (one per 16 inputs)",
+        dir, module, DTypeName(scale->info->dtype), fmt::join(scale->info->shape, ", "), n, k / 16);
+  }
+  for (const char* t : {".weight_zero_point", ".weight_shape"}) {
+    if (c.ckpt.Find(module + t) != nullptr) {
+      return InvalidArgumentError("{}: tensor '{}{}' does not belong to an NVFP4 module ({})", dir,
+                                  module, t, by);
+    }
+  }
+  absl::Status st;
+  const TensorRef* global = Scalar(c, global_name, "NVFP4's global scale", &st);
+  if (global == nullptr) return st;
+  WeightPiece p;
+  p.module = module;
+  p.rows = n;
+  p.dtype = DType::kF4E2M1;
+  p.data = packed->data();
+  p.scales = scale->data();
+  p.global_scale = global->data();
+  p.global_scale_dtype = global->info->dtype;
+  p.global_multiplies = mo;
+  if (scheme.act == ActivationQuant::kDynamicNvfp4) {
+    const TensorRef* in = Scalar(c, input_name, "the FP4 activations' global scale", &st);
+    if (in == nullptr) return st;
+    p.input_scale = in->data();
+    p.input_scale_dtype = in->info->dtype;
+  } else if (c.ckpt.Find(input_name) != nullptr) {
+    return InvalidArgumentError(
+        "{}: tensor '{}' but {} quantizes no activations (input_activations null)", dir, input_name,
+        by);
+  }
+  *format = scheme.Format(k, DType::kF8E4M3);
+  c.bound->insert(packed_name);
+  c.bound->insert(module + ".weight_scale");
+  return p;
+}
 
 // Module `module` ([n, k]) as a piece: quantized by `scheme` (nullptr: plain). Checks every
 // tensor; sets *format (quantized) or *dtype (plain) for the caller to compare across pieces.
@@ -74,6 +278,8 @@ absl::StatusOr<WeightPiece> ReadModule(const Ctx& c, const quant::CtScheme* sche
     return p;
   }
   const std::string by = fmt::format("quantization_config.config_groups.{}", scheme->name);
+  if (scheme->fp8()) return ReadFp8Module(c, *scheme, by, module, n, k, format);
+  if (scheme->nvfp4()) return ReadNvfp4Module(c, *scheme, by, module, n, k, format);
   if (plain != nullptr) {
     return InvalidArgumentError(
         "{}: module '{}' is quantized by {} but holds a plain '{}.weight' "
@@ -183,11 +389,7 @@ absl::StatusOr<WeightPiece> ReadModule(const Ctx& c, const quant::CtScheme* sche
   return p;
 }
 
-std::string FormatName(const WeightFormat& f) {
-  if (!f.quantized()) return std::string(DTypeName(f.elem));
-  return fmt::format("{} g{} {} scales{}", DTypeShortName(f.elem), f.group_size,
-                     DTypeShortName(f.scale), f.zero_point ? " + zero points" : "");
-}
+std::string FormatName(const WeightFormat& f) { return WeightFormatName(f); }
 
 // Gathers `pieces` (each [rows_i, k]) into one view of spec `s`, all of one format.
 absl::StatusOr<WeightView> Gather(const Ctx& c, const WeightSpec& s,
@@ -324,6 +526,102 @@ absl::Status WriteCanonicalInt4(const WeightView& v, uint8_t* packed, void* scal
     if (f.zero_point) {
       quant::CtZeroPointsToCanonical(static_cast<const uint8_t*>(p.zero_points), p.rows, groups,
                                      zeros + row * groups);
+    }
+    row += p.rows;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteCanonicalFp8(const WeightView& v, uint8_t* elems, float* scales,
+                               float* input_scales) {
+  if (!v.quantized() || v.pieces.empty() || v.format.elem != DType::kF8E4M3) {
+    return InvalidArgumentError("'{}' is not an FP8 checkpoint weight", v.name);
+  }
+  const WeightFormat& f = v.format;
+  const WeightFormat mem = quant::Fp8InMemoryFormat(f);
+  const int64_t k = v.shape.back();
+  const int64_t per_row = quant::Fp8ScalesPerRow(mem, k);
+  int64_t row = 0;
+  for (const WeightPiece& p : v.pieces) {
+    const auto* src = static_cast<const uint8_t*>(p.data);
+    for (int64_t i = 0; i < p.rows * k; ++i) {
+      if ((src[i] & 0x7F) == 0x7F) {
+        return DataLossError("'{}.weight' element {} is NaN (FP8 E4M3 0x{:02x})", p.module, i,
+                             src[i]);
+      }
+    }
+    std::memcpy(elems + row * k, src, static_cast<size_t>(p.rows * k));
+    // The stored scales: [rows] / [1] / [ceil(rows/br), ceil(k/bc)].
+    const int64_t stored = f.granularity == ScaleGranularity::kChannel ? p.rows
+                           : f.granularity == ScaleGranularity::kTensor
+                               ? 1
+                               : ((p.rows + f.block_rows - 1) / f.block_rows) * per_row;
+    for (int64_t i = 0; i < stored; ++i) {
+      const float sc = quant::ScaleToF32(p.scales, f.scale, i);
+      if (!std::isfinite(sc)) {
+        return DataLossError("'{}.weight_scale' element {} is {} (scales must be finite)", p.module,
+                             i, sc);
+      }
+    }
+    for (int64_t r = 0; r < p.rows; ++r) {
+      float* out = scales + (row + r) * per_row;
+      if (f.granularity == ScaleGranularity::kBlock) {
+        for (int64_t j = 0; j < per_row; ++j) {
+          out[j] = quant::ScaleToF32(p.scales, f.scale, (r / f.block_rows) * per_row + j);
+        }
+      } else {
+        out[0] = quant::ScaleToF32(p.scales, f.scale,
+                                   f.granularity == ScaleGranularity::kChannel ? r : 0);
+      }
+    }
+    if (f.act == ActivationQuant::kStaticFp8) {
+      const float in = quant::ScaleToF32(p.input_scale, p.input_scale_dtype, 0);
+      if (!std::isfinite(in) || !(in > 0.f)) {
+        return DataLossError("'{}.input_scale' is {} (expected a finite positive scale)", p.module,
+                             in);
+      }
+      for (int64_t r = 0; r < p.rows; ++r) input_scales[row + r] = in;
+    }
+    row += p.rows;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteCanonicalNvfp4(const WeightView& v, uint8_t* packed, uint8_t* scales,
+                                 float* globals, float* input_globals) {
+  if (!v.quantized() || v.pieces.empty() || v.format.elem != DType::kF4E2M1) {
+    return InvalidArgumentError("'{}' is not an NVFP4 checkpoint weight", v.name);
+  }
+  const int64_t k = v.shape.back();
+  int64_t row = 0;
+  for (const WeightPiece& p : v.pieces) {
+    const auto* s = static_cast<const uint8_t*>(p.scales);
+    for (int64_t i = 0; i < p.rows * (k / 16); ++i) {
+      if ((s[i] & 0x7F) == 0x7F) {
+        return DataLossError("'{}.weight_scale' element {} is NaN (FP8 E4M3 0x{:02x})", p.module, i,
+                             s[i]);
+      }
+    }
+    const char* global_name = p.global_multiplies ? "weight_scale_2" : "weight_global_scale";
+    const float stored = quant::ScaleToF32(p.global_scale, p.global_scale_dtype, 0);
+    if (!std::isfinite(stored) || !(stored > 0.f)) {
+      return DataLossError("'{}.{}' is {} (expected a finite positive scale)", p.module,
+                           global_name, stored);
+    }
+    // In memory the global scale divides, as compressed-tensors' (ModelOpt's multiplies).
+    const float g = p.global_multiplies ? 1.0f / stored : stored;
+    std::memcpy(packed + row * (k / 2), p.data, static_cast<size_t>(p.rows * (k / 2)));
+    std::memcpy(scales + row * (k / 16), s, static_cast<size_t>(p.rows * (k / 16)));
+    for (int64_t r = 0; r < p.rows; ++r) globals[row + r] = g;
+    if (v.format.act == ActivationQuant::kDynamicNvfp4) {
+      const float in = quant::ScaleToF32(p.input_scale, p.input_scale_dtype, 0);
+      if (!std::isfinite(in) || !(in > 0.f)) {
+        return DataLossError("'{}.{}' is {} (expected a finite positive scale)", p.module,
+                             p.global_multiplies ? "input_scale" : "input_global_scale", in);
+      }
+      for (int64_t r = 0; r < p.rows; ++r) {
+        input_globals[row + r] = p.global_multiplies ? 1.0f / in : in;
+      }
     }
     row += p.rows;
   }

@@ -157,7 +157,9 @@ absl::StatusOr<std::unique_ptr<ShardedWeights>> ShardWeights(const ModelConfig& 
       return UnimplementedError(
           "tensor parallelism: '{}' is {}; only plain bf16/f16/f32 weights "
           "are sharded so far",
-          view->name, view->quantized() ? "quantized (int4)" : "gathered from per-expert modules");
+          view->name,
+          view->quantized() ? "quantized (" + WeightFormatName(view->format) + ")"
+                            : std::string("gathered from per-expert modules"));
     }
   }
   if (shard.rank < 0 || shard.rank >= shard.world) {

@@ -13,16 +13,15 @@ enum class Kind { kAttention, kMlp, kExperts, kEmbeddings, kOther };
 
 std::string FormatOf(const WeightView& v) {
   if (!v.quantized()) return std::string(DTypeShortName(v.dtype));
-  const WeightFormat& f = v.format;
   using P = WeightPiece::Packing;
-  const P packing = v.pieces.empty() ? P::kCompressedTensors : v.pieces[0].packing;
-  const char* source = packing == P::kAwq       ? "AWQ"
-                       : packing == P::kGptqV1 ? "GPTQ"
-                       : packing == P::kGptqV2 ? "GPTQ v2"
-                                               : "compressed-tensors";
-  return fmt::format("{} g{}{}{} ({} scales), {}", f.elem == DType::kI4 ? "int4" : "uint4",
-                     f.group_size, f.zero_point ? " asym" : "", f.input_perm ? " act-order" : "",
-                     DTypeShortName(f.scale), source);
+  const WeightPiece* first = v.pieces.empty() ? nullptr : &v.pieces[0];
+  const P packing = first == nullptr ? P::kCompressedTensors : first->packing;
+  const char* source = packing == P::kAwq                        ? "AWQ"
+                       : packing == P::kGptqV1                   ? "GPTQ"
+                       : packing == P::kGptqV2                   ? "GPTQ v2"
+                       : first != nullptr && first->global_multiplies ? "ModelOpt"
+                                                                 : "compressed-tensors";
+  return WeightFormatName(v.format) + ", " + source;
 }
 
 }  // namespace

@@ -21,9 +21,40 @@ int64_t WeightView::numel() const {
 }
 
 uint64_t WeightView::scale_bytes() const {
-  if (!quantized() || shape.empty() || format.group_size <= 0) return 0;
-  const uint64_t groups = static_cast<uint64_t>(numel() / format.group_size);
-  return groups * DTypeBits(format.scale) / 8 + (format.zero_point ? groups : 0);
+  if (!quantized() || shape.empty()) return 0;
+  const uint64_t k = static_cast<uint64_t>(shape.back());
+  const uint64_t rows = k == 0 ? 0 : static_cast<uint64_t>(numel()) / k;
+  const uint64_t scale = static_cast<uint64_t>(DTypeBits(format.scale) / 8);
+  uint64_t groups = 0;
+  switch (format.granularity) {
+    case ScaleGranularity::kTensor:  // one per checkpoint module
+      groups = std::max<uint64_t>(1, pieces.size());
+      break;
+    case ScaleGranularity::kChannel:
+      groups = rows;
+      break;
+    case ScaleGranularity::kGroup:
+      if (format.group_size <= 0) return 0;
+      groups = rows * (k / format.group_size);
+      break;
+    case ScaleGranularity::kBlock: {
+      if (format.group_size <= 0 || format.block_rows <= 0) return 0;
+      const uint64_t br = static_cast<uint64_t>(format.block_rows);
+      const uint64_t bc = static_cast<uint64_t>(format.group_size);
+      for (const WeightPiece& p : pieces) {
+        groups += (static_cast<uint64_t>(p.rows) + br - 1) / br * ((k + bc - 1) / bc);
+      }
+      break;
+    }
+    case ScaleGranularity::kNone:
+      return 0;
+  }
+  const uint64_t input_scales =
+      format.act == ActivationQuant::kStaticFp8 || format.act == ActivationQuant::kDynamicNvfp4
+          ? pieces.size()
+          : 0;
+  const uint64_t globals = format.global_scale ? pieces.size() : 0;
+  return groups * scale + (format.zero_point ? groups : 0) + (input_scales + globals) * 4;
 }
 
 namespace {

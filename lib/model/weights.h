@@ -52,6 +52,18 @@ struct WeightPiece {
   const void* g_idx = nullptr;  // GPTQ: int32 [k], or null
   const void* bias = nullptr;   // GPTQ / AWQ: an optional [rows] bias of bias_dtype (must be 0)
   DType bias_dtype = DType::kF16;
+  // FP8: `data` is the F8_E4M3 weight [rows, k]; `scales` weight_scale ([rows, 1] channel, one
+  // value tensor, [ceil(rows/128), ceil(k/128)] blocks) of format.scale; input_scale (static
+  // activations only) one value of input_scale_dtype.
+  const void* input_scale = nullptr;
+  DType input_scale_dtype = DType::kF32;
+  // NVFP4: `data` is weight_packed (U8 [rows, k/2]), `scales` weight_scale (F8_E4M3 [rows, k/16]),
+  // global_scale weight_global_scale (one f32) and input_scale input_global_scale (W4A4 only).
+  // (ModelOpt's NVFP4: `data` is `weight`, global_scale weight_scale_2 and input_scale
+  // input_scale, both multiplying where compressed-tensors' divide.)
+  const void* global_scale = nullptr;
+  DType global_scale_dtype = DType::kF32;
+  bool global_multiplies = false;
 };
 
 // A weight in host memory, or a synthetic one: no data, generated on demand (by the backend, on
@@ -65,8 +77,9 @@ struct WeightView {
   uint64_t seed = 0;                      // synthetic only
   WeightInit init = WeightInit::kMatrix;  // synthetic only
   // A weight gathered from checkpoint modules (quantized_weights.h): `data` is null and the
-  // backend's LoadWeight assembles the pieces. A quantized view's `format` is the canonical
-  // int4 form it becomes (lib/quant/int4.h), `dtype` its element type (kI4 / kU4).
+  // backend's LoadWeight assembles the pieces. A quantized view's `format` is the checkpoint's
+  // format (int4: the canonical form it becomes, lib/quant/int4.h; FP8: lib/quant/fp8.h), `dtype`
+  // its element type (kI4 / kU4 / kF8E4M3).
   WeightFormat format = {};
   std::vector<WeightPiece> pieces = {};
 

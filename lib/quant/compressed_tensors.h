@@ -1,12 +1,14 @@
 // config.json's `quantization_config` for compressed-tensors checkpoints, read strictly.
 //
 // gannet loads `format: pack-quantized` with int4 weight-only schemes (W4A16: symmetric or with
-// zero points; strategy group with group_size 32/64/128, or channel). Every field of the config,
-// of each config group and of its weight arguments is checked: a field gannet does not know, or
-// a value that would change what the tensors mean (activation quantization, another format or
-// bit width, a KV-cache scheme, sparsity, transforms, activation-ordered groups), is an error
-// naming the field and what gannet expects, never ignored. Calibration-only fields (observer,
-// observer_kwargs, global_compression_ratio, version) are accepted and unused.
+// zero points; strategy group with group_size 32/64/128, or channel) and `float-quantized` (or
+// `naive-quantized`) FP8 E4M3 weights (strategy channel, tensor or 128x128 block) with FP8 input
+// activations dynamic per token (or per token group), static (an input_scale tensor) or none. Every
+// field of the config, of each config group and of its weight arguments is checked: a field gannet
+// does not know, or a value that would change what the tensors mean (activation quantization,
+// another format or bit width, a KV-cache scheme, sparsity, transforms, activation-ordered groups),
+// is an error naming the field and what gannet expects, never ignored. Calibration-only fields
+// (observer, observer_kwargs, global_compression_ratio, version) are accepted and unused.
 // docs/quantized-formats.md describes the format as the code reads it.
 #pragma once
 
@@ -27,7 +29,21 @@ struct CtScheme {
   bool symmetric = true;             // false: kU4 with zero points
   bool per_channel = false;          // strategy channel (one scale per output row)
   int group_size = 0;                // strategy group: 32, 64 or 128
+  // kI4: pack-quantized int4 (weight_packed); kF8E4M3: float-quantized FP8 (an F8_E4M3 `weight`);
+  // kF4E2M1: nvfp4-pack-quantized (weight_packed bytes, FP8 scales per 16, a global scale).
+  DType elem = DType::kI4;
+  bool per_tensor = false;  // FP8 strategy tensor (one scale)
+  int block_rows = 0;       // FP8 strategy block: block_structure [128, 128]
+  int block_cols = 0;
+  ActivationQuant act = ActivationQuant::kNone;  // FP8 input_activations
+  int act_group = 0;                             // dynamic per-token groups (FP8_BLOCK: 128)
 
+  // NVIDIA ModelOpt's NVFP4 (lib/quant/modelopt.h): tensors `weight` / `weight_scale_2` /
+  // `input_scale` and global scales that multiply, read into this same form.
+  bool modelopt = false;
+
+  bool fp8() const { return elem == DType::kF8E4M3; }
+  bool nvfp4() const { return elem == DType::kF4E2M1; }
   // The weight's format for an input width k and the scale type its tensor holds.
   WeightFormat Format(int64_t k, DType scale_type) const;
 };
@@ -50,8 +66,10 @@ bool CtNameMatches(std::string_view name, std::string_view target);
 const CtScheme* CtSchemeFor(const CtConfig& config, std::string_view module_name,
                             std::string_view class_name);
 
-// The quantization_config compressed-tensors writes for one int4 scheme over `targets`, leaving
-// out `ignore` (what `gannet quantize` writes into config.json).
+// The quantization_config compressed-tensors writes for one scheme over `targets`, leaving out
+// `ignore` (what `gannet quantize` writes into config.json): int4 (`per_channel` says channel
+// rather than group), or FP8 E4M3 (format.granularity and format.act give the weight strategy
+// and the input activations, as llm-compressor's FP8_DYNAMIC / FP8_BLOCK presets write them).
 Json CtConfigJson(const WeightFormat& format, bool per_channel,
                   const std::vector<std::string>& targets, const std::vector<std::string>& ignore);
 

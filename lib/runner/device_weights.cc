@@ -66,9 +66,9 @@ absl::StatusOr<DeviceWeights> LoadDeviceWeights(const model::ModelConfig& config
   for (const model::WeightView* v : {&w.embed_tokens, &w.embed_tokens_per_layer}) {
     if (v->present() && v->quantized()) {
       return UnimplementedError(
-          "'{}' is quantized ({} g{}); gannet reads embedding tables in "
+          "'{}' is quantized ({}); gannet reads embedding tables in "
           "bf16/f16/f32 only (compressed-tensors: list it in `ignore`)",
-          v->name, DTypeShortName(v->format.elem), v->format.group_size);
+          v->name, WeightFormatName(v->format));
     }
   }
   GANNET_RETURN_IF_ERROR(load({&w.embed_tokens}, &d.embed));

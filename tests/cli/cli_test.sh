@@ -59,6 +59,11 @@ check "info shows the int4 format, bytes by kind and what stayed plain" $?
 check "info shows a bf16 checkpoint as bf16" $?
 "$gannet" generate -m "$tmp/trained-int4" --backend cpu -p hi -n 4 --ignore-eos -q > "$tmp/gen_q" 2>&1
 check "generate runs the int4 checkpoint on the CPU backend" $?
+"$gannet" quantize "$tiny/trained" "$tmp/trained-fp8" --weight-dtype fp8-channel > "$tmp/quantize_fp8" 2>&1 &&
+  "$gannet" info "$tmp/trained-fp8" > "$tmp/info_fp8" &&
+  contains "$tmp/info_fp8" "weights:      fp8 channel (bf16 scales), A8 token, compressed-tensors" &&
+  "$gannet" generate -m "$tmp/trained-fp8" --backend cpu -p hi -n 4 --ignore-eos -q > "$tmp/gen_fp8" 2>&1
+check "quantize writes an FP8 checkpoint that info describes and generate runs" $?
 "$gannet" quantize "$tiny/trained" "$tmp/bad" --weight-dtype int4-g16 > "$tmp/quantize_bad" 2>&1
 [ $? -eq 2 ] && contains "$tmp/quantize_bad" "weight dtype 'int4-g16': expected int4-g32"
 check "quantize names a bad --weight-dtype" $?

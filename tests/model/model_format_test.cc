@@ -122,6 +122,25 @@ TEST(ModelFormatTest, Fp8WeightsAreNamed) {
   EXPECT_TRUE(Contains(s, "F8_E4M3")) << s;
 }
 
+TEST(ModelFormatTest, ModelOptNvfp4WithoutItsConfigIsNamed) {
+  const std::string dir = FreshDir("modelopt");
+  WriteFile(dir + "/config.json", TinyConfig("").Dump());
+  const std::string p = "model.layers.0.mlp.down_proj.";
+  const float one = 1.0f;
+  ASSERT_TRUE(WriteSafetensors(dir + "/model.safetensors",
+                               {{p + "weight", DType::kU8, {4, 8}, std::string(32, '\0')},
+                                {p + "weight_scale", DType::kF8E4M3, {4, 1}, std::string(4, '\0')},
+                                {p + "weight_scale_2",
+                                 DType::kF32,
+                                 {},
+                                 std::string(reinterpret_cast<const char*>(&one), 4)}})
+                  .ok());
+  const absl::Status s = Bind(dir);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_TRUE(Contains(s, "ModelOpt NVFP4")) << s;
+  EXPECT_TRUE(Contains(s, "hf_quant_config.json")) << s;
+}
+
 TEST(ModelFormatTest, AQuantizationConfigOnBf16WeightsIsAMismatch) {
   const std::string dir = FreshDir("mismatch");
   ASSERT_TRUE(WriteSyntheticCheckpoint(TinyConfig("gptq"), dir, SyntheticOptions()).ok());

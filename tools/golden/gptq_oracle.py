@@ -3,7 +3,7 @@
 
 tests/model/gptq_test.cc (GptqOracleExport, with GANNET_GPTQ_EXPORT_DIR set) writes GPTQ and AWQ
 checkpoints of the dense tiny models with its own packer (the formats as
-docs/quantized-formats.md §6 describes them), each folder with gannet's CPU logits of one prompt
+docs/quantized-formats.md §7 describes them), each folder with gannet's CPU logits of one prompt
 (gannet_logits.safetensors: input_ids [n] int64, logits [n, vocab] f32). This script has HF
 transformers load each folder as a quantized model -- through its GPTQ integration (optimum +
 gptqmodel or auto-gptq) or its AWQ integration (autoawq), i.e. the reference tools' own unpacking

@@ -1,8 +1,8 @@
-// gannet-quantize (`gannet quantize`): writes a compressed-tensors int4 (W4A16) checkpoint from a
-// bf16 one (lib/model/quantize_checkpoint.h; docs/quantized-formats.md).
+// gannet-quantize (`gannet quantize`): writes a compressed-tensors int4 (W4A16) or FP8 checkpoint
+// from a bf16 one (lib/model/quantize_checkpoint.h; docs/quantized-formats.md).
 //
 //   gannet quantize SRC_DIR DST_DIR [--weight-dtype
-//   int4-g32|int4-g64|int4-g128|int4-channel[-asym]]
+//   int4-g32|int4-g64|int4-g128|int4-channel[-asym]|fp8-channel|fp8-block|fp8-tensor|nvfp4]
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -22,7 +22,11 @@ constexpr char kUsage[] =
     "embeddings, PLE model projection and vision/audio towers stay as they are.\n"
     "\n"
     "  --weight-dtype SPEC  int4-g32 (default), int4-g64, int4-g128 or int4-channel;\n"
-    "                       append -asym for zero points (asymmetric)\n";
+    "                       append -asym for zero points (asymmetric); or FP8 E4M3\n"
+    "                       (compressed-tensors float-quantized, FP8 activations):\n"
+    "                       fp8-channel (FP8_DYNAMIC), fp8-block (FP8_BLOCK, 128x128),\n"
+    "                       fp8-tensor (one scale per layer); or nvfp4 (NVFP4A16:\n"
+    "                       compressed-tensors nvfp4-pack-quantized, weight-only)\n";
 
 }  // namespace
 

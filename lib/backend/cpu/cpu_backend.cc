@@ -13,6 +13,7 @@
 #include "lib/common/status.h"
 #include "lib/model/quantized_weights.h"
 #include "lib/model/synthetic.h"
+#include "lib/quant/fp8.h"
 
 namespace gannet::backend {
 namespace cpu {
@@ -118,6 +119,82 @@ absl::StatusOr<OwnedTensor> CpuBackend::LoadWeight(
     t.shape[0] = rows;
     return t;
   };
+  if (first.quantized() && first.format.elem == DType::kF4E2M1) {
+    // NVFP4 in memory (lib/quant/nvfp4.h): packed bytes, FP8 scales, f32 global and input
+    // global scales per row.
+    for (const model::WeightView* p : parts) {
+      if (!(p->format == first.format) || p->pieces.empty()) {
+        return InvalidArgumentError(
+            "LoadWeight: '{}' ({}) and '{}' ({}) cannot be concatenated: fused weights need one "
+            "quantized format",
+            first.name, WeightFormatName(first.format), p->name, WeightFormatName(p->format));
+      }
+    }
+    const int64_t k = first.shape.back();
+    int64_t numel = 0;
+    for (const model::WeightView* p : parts) numel += p->numel();
+    const int64_t total_rows = numel / k;
+    const size_t packed_bytes = (static_cast<size_t>(numel / 2) + 15) / 16 * 16;
+    const size_t scale_bytes = (static_cast<size_t>(numel / 16) + 15) / 16 * 16;
+    const bool act = first.format.act == ActivationQuant::kDynamicNvfp4;
+    GANNET_ASSIGN_OR_RETURN(
+        Buffer buf,
+        Allocate(packed_bytes + scale_bytes + static_cast<size_t>(total_rows) * 4 * (act ? 2 : 1)));
+    uint8_t* packed = static_cast<uint8_t*>(buf.data());
+    uint8_t* scales = packed + packed_bytes;
+    float* globals = reinterpret_cast<float*>(scales + scale_bytes);
+    float* inputs = act ? globals + total_rows : nullptr;
+    int64_t row = 0;
+    for (const model::WeightView* p : parts) {
+      GANNET_RETURN_IF_ERROR(
+          model::WriteCanonicalNvfp4(*p, packed + row * (k / 2), scales + row * (k / 16),
+                                     globals + row, inputs != nullptr ? inputs + row : nullptr));
+      row += p->numel() / k;
+    }
+    Tensor t = make_tensor(packed, DType::kF4E2M1);
+    t.format = first.format;
+    t.scales = scales;
+    t.global_scales = globals;
+    t.input_scales = inputs;
+    return OwnedTensor{std::move(buf), t};
+  }
+  if (first.quantized() && first.format.elem == DType::kF8E4M3) {
+    // FP8 in its in-memory form (lib/quant/fp8.h): elements, then f32 scales, then input scales.
+    for (const model::WeightView* p : parts) {
+      if (!(p->format == first.format) || p->pieces.empty()) {
+        return InvalidArgumentError(
+            "LoadWeight: '{}' ({}) and '{}' ({}) cannot be concatenated: fused weights need one "
+            "quantized format",
+            first.name, WeightFormatName(first.format), p->name, WeightFormatName(p->format));
+      }
+    }
+    const WeightFormat mem = quant::Fp8InMemoryFormat(first.format);
+    const int64_t k = first.shape.back();
+    const int64_t per_row = quant::Fp8ScalesPerRow(mem, k);
+    int64_t numel = 0;
+    for (const model::WeightView* p : parts) numel += p->numel();
+    const int64_t total_rows = numel / k;
+    const size_t elem_bytes = (static_cast<size_t>(numel) + 15) / 16 * 16;
+    const size_t scale_bytes = static_cast<size_t>(total_rows * per_row) * 4;
+    const bool static_act = mem.act == ActivationQuant::kStaticFp8;
+    GANNET_ASSIGN_OR_RETURN(Buffer buf,
+                            Allocate(elem_bytes + scale_bytes +
+                                     (static_act ? static_cast<size_t>(total_rows) * 4 : 0)));
+    uint8_t* elems = static_cast<uint8_t*>(buf.data());
+    float* scales = reinterpret_cast<float*>(elems + elem_bytes);
+    float* inputs = static_act ? scales + total_rows * per_row : nullptr;
+    int64_t row = 0;
+    for (const model::WeightView* p : parts) {
+      GANNET_RETURN_IF_ERROR(model::WriteCanonicalFp8(*p, elems + row * k, scales + row * per_row,
+                                                      inputs != nullptr ? inputs + row : nullptr));
+      row += p->numel() / k;
+    }
+    Tensor t = make_tensor(elems, DType::kF8E4M3);
+    t.format = mem;
+    t.scales = scales;
+    t.input_scales = inputs;
+    return OwnedTensor{std::move(buf), t};
+  }
   if (first.quantized()) {
     // int4 in the canonical form (lib/quant/int4.h): one buffer of packed bytes, then scales,
     // then zero points; the parts' rows one after the other in each.

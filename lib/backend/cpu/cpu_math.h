@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "lib/backend/tensor.h"
@@ -30,8 +31,31 @@ void RowToF32(const void* p, DType t, int64_t n, float* out);
 // f32: plain types converted, int4 dequantized from the canonical bytes (lib/quant/int4.h).
 // The caller checked the format with RequireReadableWeight.
 void WeightRowToF32(const Tensor& w, int64_t row, int64_t k, float* out);
-// OK for plain weights and the int4 formats WeightRowToF32 reads; else InvalidArgument naming
-// `what` and the format.
+// The activation scale row `row` of `w` quantizes its input with: the static FP8 scale or the
+// NVFP4 input global scale; 0 for dynamic FP8 (computed from x) and weight-only formats.
+float InputScaleOf(const Tensor& w, int64_t row);
+// x (k values) quantized and dequantized as format `f`'s activation scheme says, with `scale`
+// from InputScaleOf.
+void QuantizeInput(const WeightFormat& f, float scale, const float* x, int64_t k, float* out);
+
+// The input of a product with row `row` of weight `w` as the weight's scheme has it: x itself
+// (weight-only formats), or x quantized to FP8 and back (lib/quant/fp8.h), with the row's
+// static scale or per-token dynamic ones. Kept until x's pointer or the scale changes: call
+// Reset when a buffer passed as x is rewritten.
+class ActivationRow {
+ public:
+  const float* Get(const Tensor& w, int64_t row, const float* x, int64_t k);
+  void Reset() { valid_ = false; }
+
+ private:
+  std::vector<float> buf_;
+  bool valid_ = false;
+  const float* x_ = nullptr;
+  float scale_ = 0.f;
+};
+
+// OK for plain weights and the int4 and FP8 formats WeightRowToF32 reads; else InvalidArgument
+// naming `what` and the format.
 absl::Status RequireReadableWeight(const Tensor& w, const char* what);
 // OK for plain (unquantized) weights only: ops that read tables by element (embeddings, gathers).
 absl::Status RequireDenseWeight(const Tensor& w, const char* what);

@@ -22,13 +22,15 @@ absl::Status CpuBackend::MoeRoute(const MoeRouteArgs& a) {
   pool().ParallelFor(tokens, 1, [&](int64_t b, int64_t e) {
     std::vector<float> u(hidden), w(hidden), logits(experts);
     std::vector<int> order(experts);
+    cpu::ActivationRow act;
     for (int64_t t = b; t < e; ++t) {
       const float* x = a.x.as<float>() + t * a.x.stride0();
       float inv = cpu::RmsInvScale(x, hidden, a.eps);
       for (int64_t i = 0; i < hidden; ++i) u[i] = ((x[i] * inv) * scale[i]) * root;
+      act.Reset();
       for (int64_t ex = 0; ex < experts; ++ex) {
         cpu::WeightRowToF32(a.router_proj, ex, hidden, w.data());
-        logits[ex] = cpu::Dot(u.data(), w.data(), hidden);
+        logits[ex] = cpu::Dot(act.Get(a.router_proj, ex, u.data(), hidden), w.data(), hidden);
       }
       float mx = *std::max_element(logits.begin(), logits.end());
       double denom = 0;
@@ -70,7 +72,9 @@ absl::Status CpuBackend::MoeExperts(const MoeExpertsArgs& a) {
   }
   pool().ParallelFor(tokens, 1, [&](int64_t b, int64_t e) {
     std::vector<float> w(std::max(hidden, inter)), h(inter), gu(2 * inter);
+    cpu::ActivationRow act_x, act_h;  // the inputs as W8A8 experts see them
     for (int64_t t = b; t < e; ++t) {
+      act_x.Reset();
       const float* x = a.x.as<float>() + t * a.x.stride0();
       float* o = a.out.as<float>() + t * a.out.stride0();
       std::fill(o, o + hidden, 0.0f);
@@ -80,12 +84,14 @@ absl::Status CpuBackend::MoeExperts(const MoeExpertsArgs& a) {
         const float weight = a.topk_weights.as<float>()[t * top_k + k];
         for (int64_t r = 0; r < 2 * inter; ++r) {
           cpu::WeightRowToF32(a.gate_up, ex * 2 * inter + r, hidden, w.data());
-          gu[r] = cpu::Dot(x, w.data(), hidden);
+          gu[r] = cpu::Dot(act_x.Get(a.gate_up, ex * 2 * inter + r, x, hidden), w.data(), hidden);
         }
         for (int64_t i = 0; i < inter; ++i) h[i] = cpu::GeluTanh(gu[i]) * gu[inter + i];
+        act_h.Reset();
         for (int64_t r = 0; r < hidden; ++r) {
           cpu::WeightRowToF32(a.down, ex * hidden + r, inter, w.data());
-          o[r] += cpu::Dot(h.data(), w.data(), inter) * weight;
+          o[r] += cpu::Dot(act_h.Get(a.down, ex * hidden + r, h.data(), inter), w.data(), inter) *
+                  weight;
         }
       }
     }

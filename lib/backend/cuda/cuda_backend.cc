@@ -385,11 +385,9 @@ absl::StatusOr<OwnedTensor> CudaBackend::LoadWeight(
     }
     if (p->quantized()) {
       return UnimplementedError(
-          "LoadWeight: '{}' is quantized ({} g{}, {} scales{}); the CUDA "
-          "backend has no int4 kernels yet: run it on the CPU backend or "
-          "load the bf16 checkpoint",
-          p->name, DTypeShortName(p->format.elem), p->format.group_size,
-          DTypeShortName(p->format.scale), p->format.zero_point ? ", zero points" : "");
+          "LoadWeight: '{}' is quantized ({}); the CUDA backend has no kernels for quantized "
+          "weights yet: run it on the CPU backend or load the bf16 checkpoint",
+          p->name, WeightFormatName(p->format));
     }
     if (!p->pieces.empty()) {
       return UnimplementedError(
