@@ -312,6 +312,9 @@ pub struct gannet_request_t {
     /// A chat as one JSON object in the OpenAI shape (tools, tool calls, tool results), rendered
     /// by the model's own chat template; NULL = unused.
     pub chat_json: *const c_char,
+    /// Chat prompts: text appended after the rendered chat, the forced start of the reply
+    /// (template text: control-token spellings are tokens); NULL = none.
+    pub reply_prefix: *const c_char,
 }
 
 impl Default for gannet_request_t {
@@ -348,6 +351,7 @@ impl Default for gannet_request_t {
             disable_speculation: 0,
             split_special_tokens: 0,
             chat_json: std::ptr::null(),
+            reply_prefix: std::ptr::null(),
         }
     }
 }
