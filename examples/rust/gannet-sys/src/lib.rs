@@ -682,7 +682,8 @@ const _: () = {
     assert!(offset_of!(gannet_request_t, disable_speculation) == 160);
     assert!(offset_of!(gannet_request_t, split_special_tokens) == 168);
     assert!(offset_of!(gannet_request_t, chat_json) == 176);
-    assert!(size_of::<gannet_request_t>() == 184);
+    assert!(offset_of!(gannet_request_t, reply_prefix) == 184);
+    assert!(size_of::<gannet_request_t>() == 192);
 
     assert!(offset_of!(gannet_event_t, r#type) == 4);
     assert!(offset_of!(gannet_event_t, request_id) == 8);
