@@ -1,5 +1,7 @@
 #include "examples/server/api_request.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 
@@ -353,6 +355,69 @@ void ReadTools(Fields& f, ApiRequest* r) {
   if (!t->empty()) r->tools = *t;
 }
 
+// OpenAI's rule for function names; it also keeps a named tool_choice, which goes into the
+// prompt as template text, from spelling control tokens or Gemma-4's call syntax.
+bool IsFunctionName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (unsigned char c : name) {
+    if (!std::isalnum(c) && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
+// After ReadTools, add_generation_prompt and chat_template_kwargs.
+void ReadToolChoice(Fields& f, ApiRequest* r) {
+  using ToolChoice = ApiRequest::ToolChoice;
+  const json* tc = f.Find("tool_choice");
+  if (!tc || tc->is_null()) return;
+  if (tc->is_string() && (*tc == "auto" || *tc == "none" || *tc == "required")) {
+    r->tool_choice = *tc == "auto"   ? ToolChoice::kAuto
+                     : *tc == "none" ? ToolChoice::kNone
+                                     : ToolChoice::kRequired;
+  } else if (tc->is_object()) {
+    auto type = tc->find("type");
+    auto fn = tc->find("function");
+    const json* name = nullptr;
+    if (fn != tc->end() && fn->is_object() && fn->contains("name")) name = &(*fn)["name"];
+    if (type == tc->end() || *type != "function" || !name || !name->is_string()) {
+      return f.Fail("tool_choice",
+                    "as an object must be {\"type\": \"function\", \"function\": {\"name\": "
+                    "string}}");
+    }
+    r->tool_choice = ToolChoice::kNamed;
+    r->tool_choice_name = name->get<std::string>();
+    const std::vector<std::string> names = ToolNames(*r);
+    if (std::find(names.begin(), names.end(), r->tool_choice_name) == names.end()) {
+      return f.Fail("tool_choice", "names the function \"" + r->tool_choice_name +
+                                       "\", which is not in \"tools\"");
+    }
+    if (!IsFunctionName(r->tool_choice_name)) {
+      return f.Fail("tool_choice",
+                    "names \"" + r->tool_choice_name +
+                        "\"; a forced function's name must be 1 to 64 of a-z, A-Z, 0-9, _ and -");
+    }
+  } else {
+    return f.Fail("tool_choice", "must be \"auto\", \"none\", \"required\" or an object");
+  }
+  if (r->tool_choice != ToolChoice::kRequired && r->tool_choice != ToolChoice::kNamed) return;
+  if (r->tools.is_null()) return f.Fail("tool_choice", "forces a tool call but \"tools\" is empty");
+  // The forced call is the start of the reply, after the generation prompt. With thinking on
+  // the reply starts with the thought channel, and the call would have to come after it: that
+  // needs generation to pause where the thought closes, which one engine request cannot do.
+  // Forcing the call at once would skip the thinking the client asked for.
+  if (r->enable_thinking) {
+    return f.Fail("tool_choice",
+                  "cannot force a tool call while thinking is on "
+                  "(chat_template_kwargs.enable_thinking): the call would have to follow the "
+                  "model's thought; use \"auto\" or turn thinking off");
+  }
+  if (!r->add_generation_prompt) {
+    return f.Fail("tool_choice",
+                  "cannot force a tool call without the generation prompt "
+                  "(add_generation_prompt is false)");
+  }
+}
+
 void ReadStop(Fields& f, ApiRequest* r) {
   const json* s = f.Find("stop");
   if (!s) return;
@@ -467,26 +532,12 @@ Result ParseApiRequest(Endpoint endpoint, const std::string& body) {
       }
     }
     ReadTools(f, &r);
-    if (const json* tc = f.Find("tool_choice"); tc && !tc->is_null()) {
-      if (tc->is_string() && (*tc == "auto" || *tc == "none")) {
-        r.tool_choice_none = *tc == "none";
-      } else if (tc->is_string() && *tc == "required") {
-        f.Fail("tool_choice",
-               "\"required\" is not supported yet (it needs constrained "
-               "decoding); use \"auto\" or \"none\"");
-      } else if (tc->is_object()) {
-        f.Fail("tool_choice",
-               "naming a function is not supported yet (it needs constrained "
-               "decoding); use \"auto\" or \"none\"");
-      } else {
-        f.Fail("tool_choice", "must be \"auto\", \"none\", \"required\" or an object");
-      }
-    }
+    ReadToolChoice(f, &r);
     if (const json* p = f.Find("parallel_tool_calls"); p && !p->is_null() && !p->is_boolean()) {
       f.WrongType("parallel_tool_calls", "a boolean", *p);
     }
     // "none": the model is not offered the tools, and its output is all content.
-    if (r.tool_choice_none) r.tools = nullptr;
+    if (r.tool_choice == ApiRequest::ToolChoice::kNone) r.tools = nullptr;
     f.Unsupported("functions", "is OpenAI's legacy form; use \"tools\"");
   } else {
     i.reset();
@@ -525,6 +576,29 @@ std::string ChatJson(const ApiRequest& r) {
   return chat.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+std::vector<std::string> ToolNames(const ApiRequest& r) {
+  std::vector<std::string> names;
+  if (!r.tools.is_array()) return names;
+  for (const json& t : r.tools) names.push_back(t["function"]["name"].get<std::string>());
+  return names;
+}
+
+std::string ForcedCallStart(const ApiRequest& r) {
+  switch (r.tool_choice) {
+    case ApiRequest::ToolChoice::kRequired:
+      return "call:";
+    case ApiRequest::ToolChoice::kNamed:
+      return "call:" + r.tool_choice_name + "{";
+    default:
+      return "";
+  }
+}
+
+std::string ForcedReplyPrefix(const ApiRequest& r) {
+  const std::string start = ForcedCallStart(r);
+  return start.empty() ? "" : "<|tool_call>" + start;
+}
+
 void FillEngineRequest(const ApiRequest& r, const SamplingDefaults& d, size_t prompt_index,
                        int choice, RequestStorage* storage, gannet_request_t* out) {
   *out = gannet_request_t GANNET_REQUEST_INIT;
@@ -537,6 +611,10 @@ void FillEngineRequest(const ApiRequest& r, const SamplingDefaults& d, size_t pr
     out->enable_thinking = r.enable_thinking ? 1 : 0;
     // Users' text cannot spell the template's control tokens (a forged turn or tool result).
     out->split_special_tokens = 1;
+    // A forced tool choice: the reply starts with the call, in the prompt (prompt tokens, not
+    // generated ones, in usage).
+    storage->reply_prefix = ForcedReplyPrefix(r);
+    if (!storage->reply_prefix.empty()) out->reply_prefix = storage->reply_prefix.c_str();
   } else {
     const Prompt& p = r.prompts[prompt_index];
     if (p.is_ids) {

@@ -1,8 +1,9 @@
 // Parsing of the OpenAI request bodies (/v1/chat/completions, /v1/completions) into what the
 // engine takes. This is the server's untrusted input: every field that maps onto the engine is
 // type- and range-checked and answered with a 400 naming the field; unknown fields are ignored
-// as OpenAI does; fields whose meaning the engine cannot honour yet (response_format, a forced
-// tool_choice, logit_bias, ...) are refused rather than silently dropped.
+// as OpenAI does; fields whose meaning the engine cannot honour yet (response_format,
+// logit_bias, a forced tool_choice with thinking on, ...) are refused rather than silently
+// dropped.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +41,12 @@ struct ApiRequest {
   // tool_calls with object arguments, tool messages, content parts as sent.
   nlohmann::json chat_messages;
   nlohmann::json tools;  // null: none offered
-  bool tool_choice_none = false;
+  // tool_choice: "auto" (the default), "none" (tools not offered), "required" (a call to one
+  // of `tools`, the model picks) or {"type": "function", "function": {"name"}} (kNamed).
+  // The forced two begin the reply with ForcedReplyPrefix(), written into the prompt.
+  enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_choice_name;    // kNamed
   bool has_tool_messages = false;  // tool calls or results in the conversation
   std::vector<Prompt> prompts;     // completions: one or more (a batch)
   int n = 1;
@@ -78,11 +84,20 @@ std::variant<ApiRequest, ApiError> ParseApiRequest(Endpoint endpoint, const std:
 // Strings and arrays a gannet_request_t points into; must outlive the submit call.
 struct RequestStorage {
   std::string chat_json;
+  std::string reply_prefix;
   std::vector<const char*> stop_ptrs;
 };
 
 // The chat object for the C ABI's chat_json: {"messages": ..., "tools": ...}.
 std::string ChatJson(const ApiRequest& r);
+
+// A forced tool choice's start of the reply after "<|tool_call>": "call:" (required) or
+// "call:NAME{" (named); "" for auto and none.
+std::string ForcedCallStart(const ApiRequest& r);
+// The whole forced start as the C ABI's reply_prefix: "<|tool_call>" + ForcedCallStart(r).
+std::string ForcedReplyPrefix(const ApiRequest& r);
+// The function names of `tools`, in order.
+std::vector<std::string> ToolNames(const ApiRequest& r);
 
 // Fills `out` for prompt `prompt_index` (completions; 0 for chat) and choice `choice` (n > 1:
 // a given seed becomes seed + choice so the choices differ yet stay repeatable).

@@ -28,7 +28,12 @@ ChatReply::Delta ChatReply::Feed(int32_t token_id, const std::string& text, bool
   if (parse_tools_) {
     // The token counts for tool calls only where the answer (not thinking) goes on.
     ToolCallParser::Delta td = tools_.Feed(splitter_.in_content() ? token_id : -1, out.content);
-    if (last) td.content += tools_.Finish().content;
+    if (last) {
+      // The end: an open call is content, raw (a forced one may still be the reply's call).
+      ToolCallParser::Delta end = tools_.Finish();
+      td.content += end.content;
+      for (ToolCall& call : end.calls) td.calls.push_back(std::move(call));
+    }
     out.content = std::move(td.content);
     for (ToolCall& call : td.calls) {
       json one = {{"index", tool_calls_.size()},

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "examples/server/thinking.h"
 #include "examples/server/tool_calls.h"
@@ -28,6 +29,14 @@ class ChatReply {
   // One engine event: its token (-1 for none) and text; `last` for the FINISH or ERROR event,
   // which flushes what is held back (an open thought header, an unclosed tool call, as text).
   Delta Feed(int32_t token_id, const std::string& text, bool last);
+  // tool_choice "required" or a named function: the reply begins with "<|tool_call>" +
+  // `body_start`, forced through the prompt rather than generated; the parser takes it as the
+  // start of the answer (ToolCallParser::Force) and accepts only calls to `allowed_names`.
+  // Before the first Feed, with tools parsed and thinking off (the reply starts as answer).
+  void ForceToolCall(const std::string& body_start, std::vector<std::string> allowed_names) {
+    tools_.set_allowed_names(std::move(allowed_names));
+    tools_.Force(body_start);
+  }
 
   const std::string& content() const { return content_; }
   const std::string& reasoning() const { return reasoning_; }

@@ -322,6 +322,9 @@ void HandleCompletion(Hub& hub, const ServerInfo& info, Endpoint endpoint,
       choice.reply = ChatReply(ThinkingSplitter(info.channel_open_id, info.channel_close_id),
                                endpoint == Endpoint::kChat && !r.tools.is_null(),
                                ToolCallParser(info.tool_ids));
+      if (endpoint == Endpoint::kChat && !ForcedCallStart(r).empty()) {
+        choice.reply.ForceToolCall(ForcedCallStart(r), ToolNames(r));
+      }
       ex->choices.push_back(choice);
     }
   }

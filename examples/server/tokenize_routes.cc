@@ -54,6 +54,8 @@ void HandleTokenize(const ServerInfo& info, Hub& hub, const httplib::Request& re
       text.resize(len);
     }
     if (st != GANNET_OK) return SendError(res, ErrorForStatus(st, gannet_last_error_message()));
+    // A forced tool choice's start of the reply, as the engine appends it (reply_prefix).
+    text += ForcedReplyPrefix(r);
     add_special = 0;  // the rendered text starts with <bos>
   } else {
     auto p = body.find("prompt");

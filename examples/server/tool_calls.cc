@@ -163,8 +163,41 @@ std::optional<ToolCall> ParseToolCallBody(std::string_view body) {
   return call;
 }
 
+bool ToolCallParser::Allowed(const std::string& name) const {
+  if (allowed_.empty()) return true;
+  for (const std::string& a : allowed_) {
+    if (a == name) return true;
+  }
+  return false;
+}
+
+void ToolCallParser::Force(const std::string& body_start) {
+  in_call_ = true;
+  forced_ = true;
+  raw_ = body_start;
+}
+
+std::optional<ToolCall> ToolCallParser::RawForcedCall() const {
+  std::string_view body = raw_;
+  if (body.substr(0, 5) != "call:") return std::nullopt;
+  body.remove_prefix(5);
+  const size_t brace = body.find('{');
+  if (brace == std::string_view::npos) return std::nullopt;
+  std::string_view name = body.substr(0, brace);
+  while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back())))
+    name.remove_suffix(1);
+  ToolCall call;
+  call.name = std::string(name);
+  if (call.name.empty() || !Allowed(call.name)) return std::nullopt;
+  call.arguments = std::string(body.substr(brace));
+  return call;
+}
+
 void ToolCallParser::Close(Delta* d) {
   std::optional<ToolCall> call = ParseToolCallBody(raw_);
+  if (call && !Allowed(call->name)) call.reset();
+  if (!call && forced_) call = RawForcedCall();
+  forced_ = false;
   if (call) {
     call->id = NewCallId();
     d->calls.push_back(std::move(*call));
@@ -181,7 +214,8 @@ ToolCallParser::Delta ToolCallParser::Feed(int32_t token_id, const std::string& 
   (in_call_ ? raw_ : d.content) += text;
   if (token_id < 0) return d;
   if (token_id == ids_.call_open) {
-    if (in_call_) d.content += std::string(kOpen) + raw_;  // a call inside a call: the first is raw
+    // A call inside a call: the first is raw (the forced one a call, if its name reads).
+    if (in_call_) Abandon(&d);
     in_call_ = true;
     raw_.clear();
   } else if (token_id == ids_.call_close && in_call_) {
@@ -192,11 +226,24 @@ ToolCallParser::Delta ToolCallParser::Feed(int32_t token_id, const std::string& 
   return d;
 }
 
-ToolCallParser::Delta ToolCallParser::Finish() {
-  Delta d;
-  if (in_call_) d.content = std::string(kOpen) + raw_;
+void ToolCallParser::Abandon(Delta* d) {
+  std::optional<ToolCall> call;
+  if (forced_) call = RawForcedCall();
+  if (call) {
+    call->id = NewCallId();
+    d->calls.push_back(std::move(*call));
+    ++calls_made_;
+  } else {
+    d->content += std::string(kOpen) + raw_;
+  }
   raw_.clear();
   in_call_ = false;
+  forced_ = false;
+}
+
+ToolCallParser::Delta ToolCallParser::Finish() {
+  Delta d;
+  if (in_call_) Abandon(&d);
   return d;
 }
 

@@ -42,18 +42,36 @@ class ToolCallParser {
   // One piece of answer text and the token that completed it (-1: none); like the engine's
   // events, the text comes before the token.
   Delta Feed(int32_t token_id, const std::string& text);
-  // The end of the reply: a call never closed is content, raw.
+  // The end of the reply: a call never closed is content, raw (a forced one: see Force).
   Delta Finish();
+
+  // Non-empty: a call naming a function not in the list is content, raw, as a malformed one
+  // is (tool_choice "required" or named; "auto" takes the model's names as they come).
+  void set_allowed_names(std::vector<std::string> names) { allowed_ = std::move(names); }
+  // A forced tool choice: the reply was made to begin with "<|tool_call>" + `body_start`
+  // ("call:" for "required", "call:NAME{" for a named function), written into the prompt, not
+  // generated. Opens that call as if the marker had come, so the call parses whole. A forced
+  // call that does not parse still is a call when its name can be read (up to the first '{')
+  // and is allowed: its arguments are then the model's raw text from '{' on, delimiters
+  // spelled, which may not be JSON (cut off by max_tokens, or a small model's garbage).
+  void Force(const std::string& body_start);
 
   int calls_made() const { return calls_made_; }
 
  private:
   void Close(Delta* d);
+  // The open call ends unclosed: raw content (a forced one: a call if RawForcedCall reads it).
+  void Abandon(Delta* d);
+  bool Allowed(const std::string& name) const;
+  // A forced call that did not parse, as a call with raw arguments (nullopt: no allowed name).
+  std::optional<ToolCall> RawForcedCall() const;
 
   Ids ids_;
   bool in_call_ = false;
-  std::string raw_;  // the open call's text, delimiters spelled
+  bool forced_ = false;  // the open call is the forced one
+  std::string raw_;      // the open call's text, delimiters spelled
   int calls_made_ = 0;
+  std::vector<std::string> allowed_;
 };
 
 }  // namespace gannet_server

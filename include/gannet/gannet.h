@@ -446,12 +446,19 @@ typedef struct gannet_request {
    * prompt_text, messages and chat_json. add_generation_prompt, enable_thinking and
    * split_special_tokens apply as to messages. */
   const char* chat_json;
+  /* Chat prompts (messages or chat_json) only; NULL or "" = none. UTF-8 text appended after the
+   * rendered chat, i.e. after the generation prompt: the start of the model's reply, forced (a
+   * server honouring a forced tool choice appends "<|tool_call>call:NAME{"). It is the caller's
+   * own text, not the users': its spellings of control tokens become those tokens whatever
+   * split_special_tokens says. Its tokens are prompt tokens (num_prompt_tokens counts them) and
+   * never come back as TOKEN events; the model continues after them. */
+  const char* reply_prefix;
 } gannet_request_t;
 
 #define GANNET_REQUEST_INIT                                                                      \
   {                                                                                              \
     (uint32_t)sizeof(gannet_request_t), NULL, 0, NULL, NULL, 0, 0, 0, 0.0f, 0, 0.0f, 0.0f, 0.0f, \
-        0.0f, 0.0f, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, NULL                         \
+        0.0f, 0.0f, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, NULL, NULL                   \
   }
 
 /* Queues a request and returns its id at once. INVALID_ARGUMENT for a malformed request (no or

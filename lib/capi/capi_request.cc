@@ -142,6 +142,7 @@ gannet_status_t ReadRequest(const gannet_request_t* request, engine::RequestInpu
     }
     in->chat = std::move(*chat);
   }
+  if (r.reply_prefix != nullptr) in->reply_prefix = r.reply_prefix;
   return GANNET_OK;
 }
 

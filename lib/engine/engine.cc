@@ -541,6 +541,8 @@ absl::StatusOr<std::unique_ptr<sched::Request>> Engine::Impl::BuildRequest(Reque
     GANNET_ASSIGN_OR_RETURN(std::string text,
                             in.chat ? parts->chat_format->Render(*in.chat, options, ranges)
                                     : parts->chat_format->Render(in.messages, options, ranges));
+    // After the content ranges, so never read as users' text.
+    text += in.reply_prefix;
     spec.prompt = parts->tokenizer->Encode(text, {.add_special_tokens = false}, content);
   } else if (in.prompt_text) {
     spec.prompt = parts->tokenizer->Encode(*in.prompt_text, {.add_special_tokens = true});

@@ -133,6 +133,9 @@ struct RequestInput {
   // Chat messages: special tokens spelled in the content ("<|turn>") are tokenized as plain
   // text, so a message cannot open or close turns (tokenizer::Tokenizer::Encode's plain_ranges).
   bool split_special_tokens = false;
+  // Chat prompts: text appended after the rendered chat (the forced start of the reply), read
+  // as template text: its control-token spellings are control tokens.
+  std::string reply_prefix;
 };
 
 enum class EventType : int32_t { kToken = 1, kFinish = 2, kError = 3 };

@@ -44,6 +44,15 @@ absl::Status CheckRequest(const RequestInput& in, const RequestModelFacts& model
     return InvalidArgumentError("request: logprobs must be in [0, {}], got {}", kMaxLogprobs,
                                 in.logprobs);
   }
+  if (!in.reply_prefix.empty()) {
+    if (in.messages.empty() && !in.chat) {
+      return InvalidArgumentError(
+          "request: reply_prefix needs a chat prompt (messages or chat_json)");
+    }
+    if (!IsValidUtf8(in.reply_prefix)) {
+      return InvalidArgumentError("request: reply_prefix is not valid UTF-8");
+    }
+  }
   if (in.prompt_text && !IsValidUtf8(*in.prompt_text)) {
     return InvalidArgumentError("request: prompt_text is not valid UTF-8");
   }
@@ -113,6 +122,7 @@ absl::Status CheckPromptBytes(const RequestInput& in, int64_t max_model_len,
   }
   // A chat object's text: its JSON, a bound on the strings the template can write of it.
   if (in.chat) bytes += in.chat->Dump().size();
+  bytes += in.reply_prefix.size();
   const uint64_t cap = static_cast<uint64_t>(std::max<int64_t>(max_model_len, 1)) *
                        static_cast<uint64_t>(max_token_bytes);
   if (bytes > cap) {

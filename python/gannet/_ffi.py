@@ -154,6 +154,7 @@ class Request(Structure):
         ("disable_speculation", c_int32),
         ("split_special_tokens", c_int64),
         ("chat_json", c_char_p),
+        ("reply_prefix", c_char_p),
     ]
 
 

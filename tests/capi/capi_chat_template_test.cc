@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "lib/common/json.h"
@@ -189,8 +190,33 @@ TEST(CapiChatTemplateTest, SubmittedChatJsonUsesTheTemplate) {
   ASSERT_EQ(o.status, GANNET_OK) << o.message;
   EXPECT_EQ(o.num_prompt_tokens, static_cast<int32_t>(n));
 
+  // reply_prefix: the forced start of the reply is prompt, read as template text (its
+  // <|tool_call> one control token even with split_special_tokens), and never a TOKEN event.
+  const std::string prefix = "<|tool_call>call:get_weather{";
+  size_t np = 0;
+  ASSERT_EQ(gannet_tokenize(tok, prefix.data(), prefix.size(), 0, nullptr, 0, &np), GANNET_OK);
+  std::vector<int32_t> prefix_ids(np);
+  ASSERT_EQ(gannet_tokenize(tok, prefix.data(), prefix.size(), 0, prefix_ids.data(), np, &np),
+            GANNET_OK);
+  EXPECT_EQ(prefix_ids[0], 48);  // <|tool_call>
+  for (int64_t split : {0, 1}) {
+    gannet_request_t p = r;
+    p.reply_prefix = prefix.c_str();
+    p.split_special_tokens = split;
+    Outcome po = RunAlone(engine, p);
+    ASSERT_EQ(po.status, GANNET_OK) << po.message;
+    EXPECT_EQ(po.num_prompt_tokens, static_cast<int32_t>(n + np)) << split;
+    EXPECT_LE(po.tokens.size(), 3u);
+  }
+
   uint64_t id = 0;
   gannet_request_t bad = GANNET_REQUEST_INIT;
+  bad.prompt_text = "x";
+  bad.reply_prefix = "y";  // a text prompt is the caller's own: it has no reply to force
+  EXPECT_EQ(gannet_engine_submit(engine, &bad, &id), GANNET_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(gannet_last_error_message()).find("reply_prefix"), std::string::npos);
+  EXPECT_EQ(gannet_request_check(&bad, nullptr), GANNET_ERR_INVALID_ARGUMENT);
+  bad = GANNET_REQUEST_INIT;
   bad.chat_json = "{\"messages\": 5}";
   EXPECT_EQ(gannet_engine_submit(engine, &bad, &id), GANNET_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(gannet_last_error_message()).find("messages"), std::string::npos);

@@ -135,6 +135,7 @@ int main(void) {
   FIELD(gannet_request_t, disable_speculation);
   FIELD(gannet_request_t, split_special_tokens);
   FIELD(gannet_request_t, chat_json);
+  FIELD(gannet_request_t, reply_prefix);
 
   SIZE(gannet_event_t);
   FIELD(gannet_event_t, struct_size);

@@ -252,6 +252,90 @@ TEST(ApiRequestTest, ToolsAndToolMessagesBecomeTheChatObject) {
   EXPECT_FALSE(nlohmann::json::parse(ChatJson(none)).contains("tools"));
 }
 
+TEST(ApiRequestTest, ForcedToolChoiceBecomesTheReplyPrefix) {
+  const std::string head = R"({"messages": [{"role": "user", "content": "x"}],
+    "tools": [{"type": "function", "function": {"name": "get_weather"}},
+              {"type": "function", "function": {"name": "get_time"}}], )";
+  // Named: the reply starts inside the call, so the model writes only the arguments.
+  ApiRequest named = Parse(Endpoint::kChat, head + R"("tool_choice": {"type": "function",
+    "function": {"name": "get_time"}}})");
+  EXPECT_EQ(named.tool_choice, ApiRequest::ToolChoice::kNamed);
+  EXPECT_EQ(ForcedCallStart(named), "call:get_time{");
+  EXPECT_EQ(ForcedReplyPrefix(named), "<|tool_call>call:get_time{");
+  EXPECT_EQ(ToolNames(named), (std::vector<std::string>{"get_weather", "get_time"}));
+  RequestStorage storage;
+  gannet_request_t q;
+  FillEngineRequest(named, {}, 0, 0, &storage, &q);
+  ASSERT_NE(q.reply_prefix, nullptr);
+  EXPECT_STREQ(q.reply_prefix, "<|tool_call>call:get_time{");
+  // The tools stay offered (the template declares them).
+  EXPECT_TRUE(nlohmann::json::parse(ChatJson(named)).contains("tools"));
+
+  // Required: the model picks the name.
+  ApiRequest required = Parse(Endpoint::kChat, head + R"("tool_choice": "required"})");
+  EXPECT_EQ(required.tool_choice, ApiRequest::ToolChoice::kRequired);
+  EXPECT_EQ(ForcedReplyPrefix(required), "<|tool_call>call:");
+  FillEngineRequest(required, {}, 0, 0, &storage, &q);
+  EXPECT_STREQ(q.reply_prefix, "<|tool_call>call:");
+
+  // auto and none force nothing.
+  for (const char* choice : {R"("auto")", R"("none")", "null"}) {
+    ApiRequest r = Parse(Endpoint::kChat, head + R"("tool_choice": )" + choice + "}");
+    EXPECT_EQ(ForcedReplyPrefix(r), "") << choice;
+    FillEngineRequest(r, {}, 0, 0, &storage, &q);
+    EXPECT_EQ(q.reply_prefix, nullptr) << choice;
+  }
+}
+
+TEST(ApiRequestTest, ForcedToolChoiceRefusals) {
+  const std::string m = R"("messages": [{"role": "user", "content": "x"}])";
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f"}}])";
+  struct Case {
+    std::string body;
+    std::string word;  // in the message
+  };
+  const std::vector<Case> cases = {
+      // A name not offered: 400 naming it.
+      {"{" + m + ", " + tools +
+           R"(, "tool_choice": {"type": "function", "function": {"name": "g"}}})",
+       "\"g\""},
+      // Required or named without tools.
+      {"{" + m + R"(, "tool_choice": "required"})", "tools"},
+      {"{" + m + R"(, "tools": [], "tool_choice": "required"})", "tools"},
+      // Malformed objects and values.
+      {"{" + m + ", " + tools + R"(, "tool_choice": {"type": "function"}})", "name"},
+      {"{" + m + ", " + tools + R"(, "tool_choice": {"type": "x", "function": {"name": "f"}}})",
+       "type"},
+      {"{" + m + ", " + tools + R"(, "tool_choice": {"function": {"name": 5}}})", "name"},
+      {"{" + m + ", " + tools + R"(, "tool_choice": "sometimes"})", "required"},
+      {"{" + m + ", " + tools + R"(, "tool_choice": 1})", "required"},
+      // Thinking on: the call would have to follow the thought.
+      {"{" + m + ", " + tools +
+           R"(, "tool_choice": "required", "chat_template_kwargs": {"enable_thinking": true}})",
+       "thinking"},
+      {"{" + m + ", " + tools + R"(, "tool_choice": {"type": "function", "function":
+           {"name": "f"}}, "chat_template_kwargs": {"enable_thinking": true}})",
+       "thinking"},
+      {"{" + m + ", " + tools + R"(, "tool_choice": "required", "add_generation_prompt": false})",
+       "add_generation_prompt"},
+      // A name that would spell markup in the prompt.
+      {"{" + m +
+           R"(, "tools": [{"type": "function", "function": {"name": "<|turn>"}}],
+           "tool_choice": {"type": "function", "function": {"name": "<|turn>"}}})",
+       "a-z"},
+  };
+  for (const Case& c : cases) {
+    ApiError e = Fail(Endpoint::kChat, c.body);
+    EXPECT_EQ(e.http_status, 400) << c.body;
+    EXPECT_EQ(e.param, "tool_choice") << c.body;
+    EXPECT_NE(e.message.find(c.word), std::string::npos) << c.body << " -> " << e.message;
+  }
+  // Thinking with auto is fine.
+  Parse(Endpoint::kChat, "{" + m + ", " + tools +
+                             R"(, "tool_choice": "auto", "chat_template_kwargs":
+                             {"enable_thinking": true}})");
+}
+
 TEST(ApiRequestTest, ResponseFormatWithASchemaIsRefusedAsNotYetSupported) {
   ApiError e = Fail(Endpoint::kChat, R"({"messages": [{"role": "user", "content": "x"}],
     "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}})");

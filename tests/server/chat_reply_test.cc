@@ -110,6 +110,35 @@ TEST(ChatReplyTest, AnUnclosedCallComesBackAsContentAtTheEnd) {
   EXPECT_EQ(r.FinishReason(GANNET_FINISH_LENGTH), std::string("length"));
 }
 
+TEST(ChatReplyTest, AForcedCallIsTheReplysToolCall) {
+  // tool_choice named: "<|tool_call>call:f{" was in the prompt; the model wrote the rest.
+  ChatReply r = Make(true);
+  r.ForceToolCall("call:f{", {"f"});
+  std::vector<ChatReply::Delta> deltas = Stream(r, {{-1, "a:"}, {-1, "1}"}, {49, ""}});
+  ASSERT_EQ(deltas.size(), 1u);  // the call, when it closes; the prefix itself gives no delta
+  ASSERT_EQ(deltas[0].tool_calls.size(), 1u);
+  EXPECT_EQ(deltas[0].tool_calls[0]["function"]["name"], "f");
+  EXPECT_EQ(deltas[0].tool_calls[0]["function"]["arguments"], R"({"a":1})");
+  EXPECT_EQ(r.FinishReason(GANNET_FINISH_STOP), std::string("tool_calls"));
+  EXPECT_TRUE(r.Message()["content"].is_null());
+
+  // Cut off by max_tokens: the call with its raw arguments, finish_reason length.
+  ChatReply cut = Make(true);
+  cut.ForceToolCall("call:f{", {"f"});
+  Stream(cut, {{-1, "a:"}, {52, ""}, {-1, "xy"}});
+  ASSERT_EQ(cut.tool_calls().size(), 1u);
+  EXPECT_EQ(cut.tool_calls()[0]["function"]["arguments"], "{a:<|\"|>xy");
+  EXPECT_EQ(cut.FinishReason(GANNET_FINISH_LENGTH), std::string("length"));
+
+  // Required, and the model names a function not offered: content, not tool_calls.
+  ChatReply bad = Make(true);
+  bad.ForceToolCall("call:", {"f"});
+  Stream(bad, {{-1, "g{}"}, {49, ""}});
+  EXPECT_TRUE(bad.tool_calls().empty());
+  EXPECT_EQ(bad.content(), "<|tool_call>call:g{}<tool_call|>");
+  EXPECT_EQ(bad.FinishReason(GANNET_FINISH_STOP), std::string("stop"));
+}
+
 TEST(ChatReplyTest, WithoutToolsNothingIsParsed) {
   ChatReply r = Make(false);
   Stream(r, {{-1, "a"}, {48, ""}, {-1, "call:f{}"}, {49, ""}});

@@ -559,6 +559,9 @@ WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather for a city.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
                    "required": ["city"]}}}
+TIME_TOOL = {"type": "function", "function": {
+    "name": "get_time", "description": "The time in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
 TOOL_CHAT = [
     {"role": "user", "content": "Weather in Paris?"},
     {"role": "assistant", "content": None, "tool_calls": [
@@ -625,11 +628,87 @@ class ToolServeTest(unittest.TestCase):
         streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
         self.assertEqual(streamed, r.choices[0].message.content or "")
 
+    def forced(self, tool_choice, **kw):
+        return self.c.chat.completions.create(
+            model="x", messages=TOOL_CHAT[:1], tools=[WEATHER_TOOL, TIME_TOOL],
+            tool_choice=tool_choice, temperature=0, **kw)
+
+    def test_named_tool_choice_forces_the_call(self):
+        # The tiny model never writes a call by itself; forced, the reply is a call to the named
+        # function whatever it writes next (its arguments, garbage from random weights, come
+        # back as the raw text when they do not parse).
+        prompt = self.tokens({"messages": TOOL_CHAT[:1], "tools": [WEATHER_TOOL, TIME_TOOL]})
+        for name in ("get_weather", "get_time"):
+            choice = {"type": "function", "function": {"name": name}}
+            r = self.forced(choice, max_tokens=6)
+            msg = r.choices[0].message
+            self.assertEqual(len(msg.tool_calls), 1, msg)
+            call = msg.tool_calls[0]
+            self.assertEqual(call.type, "function")
+            self.assertEqual(call.function.name, name)
+            self.assertTrue(call.id.startswith("call_"))
+            self.assertIsInstance(call.function.arguments, str)
+            self.assertTrue(call.function.arguments.startswith("{"), call.function.arguments)
+            self.assertIn(r.choices[0].finish_reason, ("tool_calls", "length"))
+            # The forced "<|tool_call>call:NAME{" is prompt, not completion: usage counts only
+            # what the model generated.
+            _, forced = self.s.post("/tokenize", {"prompt": "<|tool_call>call:" + name + "{",
+                                                  "add_special_tokens": False})
+            self.assertEqual(r.usage.prompt_tokens, len(prompt) + len(forced["tokens"]))
+            # /tokenize gives the prompt the request gets, forced start included.
+            self.assertEqual(self.tokens({"messages": TOOL_CHAT[:1], "tools": [WEATHER_TOOL, TIME_TOOL],
+                                          "tool_choice": choice}), prompt + forced["tokens"])
+            self.assertLessEqual(r.usage.completion_tokens, 6)
+            # Streaming: the same call as one delta.tool_calls entry, the same finish.
+            chunks = list(self.forced({"type": "function", "function": {"name": name}},
+                                      max_tokens=6, stream=True))
+            deltas = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
+            self.assertEqual(len(deltas), 1)
+            self.assertEqual(deltas[0].index, 0)
+            self.assertEqual(deltas[0].function.name, name)
+            self.assertEqual(deltas[0].function.arguments, call.function.arguments)
+            finish = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+            self.assertEqual(finish, [r.choices[0].finish_reason])
+
+    def test_required_tool_choice(self):
+        # "required" forces "<|tool_call>call:" and the model picks the name. The tiny model's
+        # pick is random text: either a function of `tools` (a call) or not (the raw text as
+        # content, finish_reason not tool_calls). Either way well-formed, streamed the same.
+        for max_tokens in (1, 8):
+            r = self.forced("required", max_tokens=max_tokens)
+            msg, finish = r.choices[0].message, r.choices[0].finish_reason
+            if msg.tool_calls:
+                self.assertIn(msg.tool_calls[0].function.name, ("get_weather", "get_time"))
+                self.assertIn(finish, ("tool_calls", "length"))
+            else:
+                self.assertTrue(msg.content.startswith("<|tool_call>call:"), msg.content)
+                self.assertNotEqual(finish, "tool_calls")
+            chunks = list(self.forced("required", max_tokens=max_tokens, stream=True))
+            streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            self.assertEqual(streamed, msg.content or "")
+            calls = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
+            self.assertEqual([tc.function.name for tc in calls],
+                             [tc.function.name for tc in msg.tool_calls or []])
+
+    def test_forced_tool_choice_refusals(self):
+        for kw, words in [
+                ({"tool_choice": {"type": "function", "function": {"name": "launch"}}}, '"launch"'),
+                ({"tool_choice": "required", "extra_body": {
+                    "chat_template_kwargs": {"enable_thinking": True}}}, "thinking"),
+                ({"tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+                  "extra_body": {"chat_template_kwargs": {"enable_thinking": True}}}, "thinking")]:
+            with self.assertRaises(openai.BadRequestError) as cm:
+                self.c.chat.completions.create(model="x", messages=TOOL_CHAT[:1],
+                                               tools=[WEATHER_TOOL], max_tokens=1, **kw)
+            self.assertIn(words, str(cm.exception))
+            self.assertIn("tool_choice", str(cm.exception))
+        with self.assertRaises(openai.BadRequestError) as cm:
+            self.c.chat.completions.create(model="x", messages=TOOL_CHAT[:1], max_tokens=1,
+                                           tool_choice="required")
+        self.assertIn("tools", str(cm.exception))
+
     def test_refusals(self):
         for kw, field, words in [
-                ({"tool_choice": "required"}, "tool_choice", "not supported yet"),
-                ({"tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
-                 "tool_choice", "not supported yet"),
                 ({"response_format": {"type": "json_schema", "json_schema": {
                     "name": "w", "schema": {"type": "object"}}}}, "response_format",
                  "not supported yet")]:

@@ -99,6 +99,91 @@ TEST(ToolCallsTest, DeepNestingIsMalformedNotACrash) {
   EXPECT_TRUE(ParseToolCallBody(ok).has_value());
 }
 
+// Forced tool choices: the reply began with "<|tool_call>call:NAME{" (named) or
+// "<|tool_call>call:" (required) in the prompt; the model's text continues the call.
+ToolCallParser::Delta Forced(const std::string& start, std::vector<std::string> allowed,
+                             const std::vector<std::pair<int32_t, std::string>>& events,
+                             bool finish = true) {
+  ToolCallParser p({kOpen, kClose, kQuote});
+  p.set_allowed_names(std::move(allowed));
+  p.Force(start);
+  ToolCallParser::Delta all;
+  auto take = [&](ToolCallParser::Delta d) {
+    all.content += d.content;
+    for (auto& c : d.calls) all.calls.push_back(std::move(c));
+  };
+  for (const auto& [id, text] : events) take(p.Feed(id, text));
+  if (finish) take(p.Finish());
+  return all;
+}
+
+TEST(ToolCallsTest, ANamedForcedCallParsesWithThePrefix) {
+  ToolCallParser::Delta d = Forced("call:get_weather{", {"get_weather", "get_time"},
+                                   {{-1, "city:"},
+                                    {kQuote, ""},
+                                    {-1, "Paris"},
+                                    {kQuote, ""},
+                                    {-1, "}"},
+                                    {kClose, ""},
+                                    {-1, "done"}});
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0].name, "get_weather");
+  EXPECT_EQ(json::parse(d.calls[0].arguments), json::parse(R"({"city": "Paris"})"));
+  EXPECT_EQ(d.content, "done");  // text after the call stays content
+}
+
+TEST(ToolCallsTest, AForcedCallThatDoesNotParseKeepsItsNameAndRawArguments) {
+  // Garbage arguments, closed: still the forced call, arguments the raw text from '{' on.
+  ToolCallParser::Delta d =
+      Forced("call:f{", {"f"}, {{-1, "x y z"}, {kQuote, ""}, {-1, "]]"}, {kClose, ""}});
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0].name, "f");
+  EXPECT_EQ(d.calls[0].arguments, "{x y z<|\"|>]]");
+  EXPECT_TRUE(d.content.empty());
+  // Never closed (max_tokens): a call with the arguments so far, flushed by Finish.
+  d = Forced("call:f{", {"f"}, {{-1, "a:"}, {kQuote, ""}, {-1, "Par"}});
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0].arguments, "{a:<|\"|>Par");
+  // Nothing generated at all.
+  d = Forced("call:f{", {"f"}, {});
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0].arguments, "{");
+  // A second call opened inside the forced one: the forced one is still a call.
+  d = Forced("call:f{", {"f"}, {{-1, "a:1"}, {kOpen, ""}, {-1, "call:f{b:2}"}, {kClose, ""}});
+  ASSERT_EQ(d.calls.size(), 2u);
+  EXPECT_EQ(d.calls[0].arguments, "{a:1");
+  EXPECT_EQ(json::parse(d.calls[1].arguments), json::parse(R"({"b": 2})"));
+}
+
+TEST(ToolCallsTest, RequiredValidatesTheNameTheModelPicks) {
+  ToolCallParser::Delta d =
+      Forced("call:", {"get_weather"}, {{-1, "get_weather{city:1}"}, {kClose, ""}});
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0].name, "get_weather");
+  EXPECT_EQ(json::parse(d.calls[0].arguments), json::parse(R"({"city": 1})"));
+  // A name not in tools: content, raw, markers spelled, as a malformed call.
+  d = Forced("call:", {"get_weather"}, {{-1, "launch{x:1}"}, {kClose, ""}});
+  EXPECT_TRUE(d.calls.empty());
+  EXPECT_EQ(d.content, "<|tool_call>call:launch{x:1}<tool_call|>");
+  // ... also when unparsable or never closed.
+  d = Forced("call:", {"get_weather"}, {{-1, "launch{x"}});
+  EXPECT_TRUE(d.calls.empty());
+  EXPECT_EQ(d.content, "<|tool_call>call:launch{x");
+  // No name at all (no '{'): content.
+  d = Forced("call:", {"get_weather"}, {{-1, "hello"}});
+  EXPECT_TRUE(d.calls.empty());
+  EXPECT_EQ(d.content, "<|tool_call>call:hello");
+  // A known name with bad arguments: the call, raw arguments.
+  d = Forced("call:", {"get_weather"}, {{-1, "get_weather{?"}, {kClose, ""}});
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0].arguments, "{?");
+  // Later calls to names not offered are content too.
+  d = Forced("call:", {"get_weather"},
+             {{-1, "get_weather{}"}, {kClose, ""}, {kOpen, ""}, {-1, "call:rm{}"}, {kClose, ""}});
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.content, "<|tool_call>call:rm{}<tool_call|>");
+}
+
 TEST(ToolCallsTest, WithoutIdsNothingIsParsed) {
   ToolCallParser p;  // a vocabulary without the markers
   ToolCallParser::Delta d = p.Feed(kOpen, "text");

@@ -312,6 +312,9 @@ pub struct gannet_request_t {
     /// A chat as one JSON object in the OpenAI shape (tools, tool calls, tool results), rendered
     /// by the model's own chat template; NULL = unused.
     pub chat_json: *const c_char,
+    /// Chat prompts: text appended after the rendered chat, the forced start of the reply
+    /// (template text: control-token spellings are tokens); NULL = none.
+    pub reply_prefix: *const c_char,
 }
 
 impl Default for gannet_request_t {
@@ -348,6 +351,7 @@ impl Default for gannet_request_t {
             disable_speculation: 0,
             split_special_tokens: 0,
             chat_json: std::ptr::null(),
+            reply_prefix: std::ptr::null(),
         }
     }
 }
@@ -678,7 +682,8 @@ const _: () = {
     assert!(offset_of!(gannet_request_t, disable_speculation) == 160);
     assert!(offset_of!(gannet_request_t, split_special_tokens) == 168);
     assert!(offset_of!(gannet_request_t, chat_json) == 176);
-    assert!(size_of::<gannet_request_t>() == 184);
+    assert!(offset_of!(gannet_request_t, reply_prefix) == 184);
+    assert!(size_of::<gannet_request_t>() == 192);
 
     assert!(offset_of!(gannet_event_t, r#type) == 4);
     assert!(offset_of!(gannet_event_t, request_id) == 8);

@@ -75,7 +75,7 @@ fn rust_layout() -> BTreeMap<String, (i64, i64)> {
             presence_penalty, frequency_penalty, seed_mode, seed, stop_token_ids,
             num_stop_token_ids, ignore_default_stop_tokens, stop_strings, num_stop_strings,
             logprobs, priority, deadline_ms, add_generation_prompt, enable_thinking,
-            disable_speculation, split_special_tokens, chat_json,
+            disable_speculation, split_special_tokens, chat_json, reply_prefix,
         }
         gannet_event_t {
             struct_size, r#type, request_id, token_id, num_top_logprobs, text, text_len, logprob,
@@ -217,7 +217,8 @@ fn pinned_offsets_of_layout_test() {
     assert_eq!(offset_of!(gannet_request_t, disable_speculation), 160);
     assert_eq!(offset_of!(gannet_request_t, split_special_tokens), 168);
     assert_eq!(offset_of!(gannet_request_t, chat_json), 176);
-    assert_eq!(size_of::<gannet_request_t>(), 184);
+    assert_eq!(offset_of!(gannet_request_t, reply_prefix), 184);
+    assert_eq!(size_of::<gannet_request_t>(), 192);
     assert_eq!(offset_of!(gannet_event_t, request_id), 8);
     assert_eq!(offset_of!(gannet_event_t, message), 72);
     assert_eq!(offset_of!(gannet_event_t, num_draft_tokens), 88);
@@ -247,7 +248,7 @@ fn pinned_offsets_of_layout_test() {
 
 #[test]
 fn defaults_are_the_init_macros() {
-    assert_eq!(gannet_request_t::default().struct_size, 184);
+    assert_eq!(gannet_request_t::default().struct_size, 192);
     assert_eq!(gannet_request_t::default().split_special_tokens, 0);
     assert_eq!(gannet_request_t::default().seed_mode, GANNET_SEED_RANDOM);
     assert_eq!(gannet_request_t::default().disable_speculation, 0);
