@@ -47,6 +47,20 @@ if command -v python3 > /dev/null && ! python3 -c 'import openai' 2> /dev/null &
   python3 -m pip install -q openai > /tmp/gannet-pip-openai.log 2>&1 ||
     echo "could not install openai (see /tmp/gannet-pip-openai.log); the server tests will skip"
 fi
+# Optional: AIPerf (PyPI `aiperf`, NVIDIA's OpenAI load generator) runs a fixed workload against
+# the server in tests/server (server_loadgen_test); without it that test skips. It gets a virtual
+# environment of its own, /opt/gannet-aiperf: it pins ~140 packages (pandas, matplotlib, aiohttp,
+# transformers, no torch) that must not move the versions the other Python tests see. The version
+# is pinned too: the test reads its report's fields. About 230 MB from PyPI and a minute to
+# install on 2 cores, once. Installed only as root; never fails.
+aiperf_venv=/opt/gannet-aiperf
+if command -v python3 > /dev/null && [ ! -x "$aiperf_venv/bin/aiperf" ] && [ "$(id -u)" -eq 0 ]; then
+  echo "installing: aiperf (optional, pip, into $aiperf_venv, for the load-generator test)"
+  { python3 -m venv "$aiperf_venv" && "$aiperf_venv/bin/pip" install -q aiperf==0.13.0; } \
+    > /tmp/gannet-pip-aiperf.log 2>&1 ||
+    { rm -rf "$aiperf_venv"
+      echo "could not install aiperf (see /tmp/gannet-pip-aiperf.log); the load-generator test will skip"; }
+fi
 # Optional: Chromium (headless) drives gannet serve's chat page in tests/server (cdp.py, over
 # the DevTools protocol); without it that one test skips. Installed only as root; never fails.
 # Chat templates need no package: Debian has no C++ Jinja, gannet interprets the subset itself
