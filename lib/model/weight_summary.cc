@@ -16,11 +16,11 @@ std::string FormatOf(const WeightView& v) {
   using P = WeightPiece::Packing;
   const WeightPiece* first = v.pieces.empty() ? nullptr : &v.pieces[0];
   const P packing = first == nullptr ? P::kCompressedTensors : first->packing;
-  const char* source = packing == P::kAwq                        ? "AWQ"
-                       : packing == P::kGptqV1                   ? "GPTQ"
-                       : packing == P::kGptqV2                   ? "GPTQ v2"
+  const char* source = packing == P::kAwq                             ? "AWQ"
+                       : packing == P::kGptqV1                        ? "GPTQ"
+                       : packing == P::kGptqV2                        ? "GPTQ v2"
                        : first != nullptr && first->global_multiplies ? "ModelOpt"
-                                                                 : "compressed-tensors";
+                                                                      : "compressed-tensors";
   return WeightFormatName(v.format) + ", " + source;
 }
 
