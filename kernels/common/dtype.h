@@ -190,8 +190,8 @@ constexpr const char* WeightFormatError(const WeightFormat& f) {
     return "an activation group size goes with (and only with) dynamic activation scales";
   }
   if (!f.quantized()) {
-    if (f.group_size != 0 || f.block_rows != 0 || f.zero_point || f.global_scale ||
-        f.input_perm || f.act != ActivationQuant::kNone) {
+    if (f.group_size != 0 || f.block_rows != 0 || f.zero_point || f.global_scale || f.input_perm ||
+        f.act != ActivationQuant::kNone) {
       return "an unscaled format has no group size, block, zero point, global scale, input "
              "permutation or activation quantization";
     }

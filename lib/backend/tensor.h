@@ -39,7 +39,7 @@ struct Tensor {
   // format.input_perm (GPTQ act-order): row r's stored column j holds input
   // input_perm[perm_index[r] * k + j]; a table of int32 permutations of k, one per source module.
   const int32_t* input_perm = nullptr;
-  const int32_t* perm_index = nullptr;  // [rows]
+  const int32_t* perm_index = nullptr;   // [rows]
   const float* input_scales = nullptr;   // per matrix row (FP8 static, NVFP4 input global)
   const float* global_scales = nullptr;  // NVFP4: per matrix row, its module's global scale
   // Scales of one row of dim 0 (int4 groups, FP8 per-row or per-128 scales of its matrix rows:

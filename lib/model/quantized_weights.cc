@@ -487,9 +487,8 @@ absl::StatusOr<std::optional<WeightView>> BindCompressedTensors(
   return v;
 }
 
-absl::Status WriteCanonicalInt4(const WeightView& v, uint8_t* packed, void* scales,
-                                uint8_t* zeros, int32_t* perms, int32_t* perm_index,
-                                int32_t first_perm) {
+absl::Status WriteCanonicalInt4(const WeightView& v, uint8_t* packed, void* scales, uint8_t* zeros,
+                                int32_t* perms, int32_t* perm_index, int32_t first_perm) {
   if (!v.quantized() || v.pieces.empty()) {
     return InvalidArgumentError("'{}' is not a quantized checkpoint weight", v.name);
   }
