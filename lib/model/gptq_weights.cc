@@ -6,6 +6,7 @@
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "lib/common/status.h"
+#include "lib/model/quantized_weights.h"
 #include "lib/quant/awq.h"
 #include "lib/quant/gptq.h"
 
@@ -183,33 +184,6 @@ absl::StatusOr<WeightPiece> ReadModule(const Ctx& c, const std::string& module, 
   return p;
 }
 
-std::string FormatName(const WeightFormat& f) {
-  if (!f.quantized()) return std::string(DTypeName(f.elem));
-  return fmt::format("{} g{} {} scales{}{}", DTypeShortName(f.elem), f.group_size,
-                     DTypeShortName(f.scale), f.zero_point ? " + zero points" : "",
-                     f.input_perm ? ", act-order" : "");
-}
-
-absl::StatusOr<WeightView> Gather(const Ctx& c, const WeightSpec& s,
-                                  std::vector<WeightPiece> pieces,
-                                  const std::vector<WeightFormat>& formats) {
-  for (size_t i = 1; i < pieces.size(); ++i) {
-    if (!(formats[i] == formats[0])) {
-      return UnimplementedError(
-          "{}: '{}' is gathered from modules of different formats: '{}' is {}, '{}' is {}",
-          c.ckpt.dir(), s.name, pieces[0].module, FormatName(formats[0]), pieces[i].module,
-          FormatName(formats[i]));
-    }
-  }
-  WeightView v;
-  v.name = s.name;
-  v.shape = s.shape;
-  v.format = formats[0].quantized() ? formats[0] : WeightFormat{};
-  v.dtype = formats[0].quantized() ? formats[0].elem : pieces[0].dtype;
-  v.pieces = std::move(pieces);
-  return v;
-}
-
 }  // namespace
 
 absl::StatusOr<std::optional<WeightView>> BindGptq(const ModelConfig& config,
@@ -217,54 +191,18 @@ absl::StatusOr<std::optional<WeightView>> BindGptq(const ModelConfig& config,
                                                    std::set<std::string, std::less<>>* bound) {
   if (s.is_index || s.shape.size() < 2) return std::nullopt;  // vectors are never quantized
   Ctx c{*config.gptq, ckpt, bound};
-  const bool gate_up = s.layer_slot == &LayerWeights::experts_gate_up;
-  const bool down = s.layer_slot == &LayerWeights::experts_down;
-  if (gate_up || down) {
-    const std::string base = s.name.substr(0, s.name.rfind("experts.") + 8);  // "...experts."
-    bool per_expert = false;
-    static constexpr const char* kGateUp[] = {"gate_proj", "up_proj"};
-    static constexpr const char* kDown[] = {"down_proj"};
-    for (const char* proj :
-         gate_up ? std::span<const char* const>(kGateUp) : std::span<const char* const>(kDown)) {
-      for (const char* t : {".weight", ".qweight"}) {
-        per_expert |= ckpt.Find(fmt::format("{}0.{}{}", base, proj, t)) != nullptr;
-      }
-    }
-    if (!per_expert) {
-      if (ckpt.Find(s.name) == nullptr) {
-        return InvalidArgumentError(
-            "{}: missing tensor '{}' (expected the fused [{}] experts or per-expert '{}{{i}}.{}' "
-            "modules)",
-            ckpt.dir(), s.name, fmt::join(s.shape, ", "), base,
-            gate_up ? "gate_proj / up_proj" : "down_proj");
-      }
-      return std::nullopt;  // the fused 3-D parameter, plain
-    }
-    if (ckpt.Find(s.name) != nullptr) {
-      return InvalidArgumentError(
-          "{}: both the fused '{}' and per-expert '{}{{i}}' modules are present", ckpt.dir(),
-          s.name, base);
-    }
-    const int64_t experts = s.shape[0], rows = s.shape[1], k = s.shape[2];
+  if (IsFusedExperts(s)) {
+    GANNET_ASSIGN_OR_RETURN(const auto modules, ExpertModules(ckpt, s, ".qweight"));
+    if (modules.empty()) return std::nullopt;  // the fused 3-D parameter, plain
     std::vector<WeightPiece> pieces;
     std::vector<WeightFormat> formats;
-    for (int64_t e = 0; e < experts; ++e) {
-      std::vector<std::pair<std::string, int64_t>> mods;
-      if (gate_up) {
-        mods = {{fmt::format("{}{}.gate_proj", base, e), rows / 2},
-                {fmt::format("{}{}.up_proj", base, e), rows / 2}};
-      } else {
-        mods = {{fmt::format("{}{}.down_proj", base, e), rows}};
-      }
-      for (const auto& [module, n] : mods) {
-        WeightFormat f;
-        GANNET_ASSIGN_OR_RETURN(WeightPiece p, ReadModule(c, module, n, k, false, &f));
-        pieces.push_back(std::move(p));
-        formats.push_back(f);
-      }
+    for (const auto& [module, n] : modules) {
+      WeightFormat f;
+      GANNET_ASSIGN_OR_RETURN(WeightPiece p, ReadModule(c, module, n, s.shape[2], false, &f));
+      pieces.push_back(std::move(p));
+      formats.push_back(f);
     }
-    GANNET_ASSIGN_OR_RETURN(WeightView v, Gather(c, s, std::move(pieces), formats));
-    return v;
+    return GatherModules(ckpt, s, std::move(pieces), formats);
   }
   if (s.shape.size() != 2 || !EndsWith(s.name, ".weight")) return std::nullopt;
   const std::string module = s.name.substr(0, s.name.size() - 7);
@@ -284,7 +222,7 @@ absl::StatusOr<std::optional<WeightView>> BindGptq(const ModelConfig& config,
                           ReadModule(c, module, s.shape[0], s.shape[1], embedding, &f));
   std::vector<WeightPiece> pieces;
   pieces.push_back(std::move(p));
-  GANNET_ASSIGN_OR_RETURN(WeightView v, Gather(c, s, std::move(pieces), {f}));
+  GANNET_ASSIGN_OR_RETURN(WeightView v, GatherModules(ckpt, s, std::move(pieces), {f}));
   return v;
 }
 

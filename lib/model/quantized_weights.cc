@@ -389,20 +389,63 @@ absl::StatusOr<WeightPiece> ReadModule(const Ctx& c, const quant::CtScheme* sche
   return p;
 }
 
-std::string FormatName(const WeightFormat& f) { return WeightFormatName(f); }
+}  // namespace
 
-// Gathers `pieces` (each [rows_i, k]) into one view of spec `s`, all of one format.
-absl::StatusOr<WeightView> Gather(const Ctx& c, const WeightSpec& s,
-                                  std::vector<WeightPiece> pieces,
-                                  const std::vector<WeightFormat>& formats) {
+bool IsFusedExperts(const WeightSpec& s) {
+  return s.layer_slot == &LayerWeights::experts_gate_up ||
+         s.layer_slot == &LayerWeights::experts_down;
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> ExpertModules(
+    const Checkpoint& ckpt, const WeightSpec& s, std::string_view packed_suffix) {
+  const bool gate_up = s.layer_slot == &LayerWeights::experts_gate_up;
+  const std::string base = s.name.substr(0, s.name.rfind("experts.") + 8);  // "...experts."
+  // Each fused tensor on its own: a checkpoint may split one (down_proj) and not the other.
+  bool per_expert = false;
+  for (std::string_view proj : gate_up ? std::vector<std::string_view>{"gate_proj", "up_proj"}
+                                       : std::vector<std::string_view>{"down_proj"}) {
+    for (std::string_view t : {std::string_view(".weight"), packed_suffix}) {
+      per_expert |= ckpt.Find(fmt::format("{}0.{}{}", base, proj, t)) != nullptr;
+    }
+  }
+  if (!per_expert) {
+    if (ckpt.Find(s.name) == nullptr) {
+      return InvalidArgumentError(
+          "{}: missing tensor '{}' (expected the fused [{}] experts or per-expert '{}{{i}}.{}' "
+          "modules)",
+          ckpt.dir(), s.name, fmt::join(s.shape, ", "), base,
+          gate_up ? "gate_proj / up_proj" : "down_proj");
+    }
+    return std::vector<std::pair<std::string, int64_t>>{};
+  }
+  if (ckpt.Find(s.name) != nullptr) {
+    return InvalidArgumentError(
+        "{}: both the fused '{}' and per-expert '{}{{i}}' modules are present", ckpt.dir(), s.name,
+        base);
+  }
+  const int64_t experts = s.shape[0], rows = s.shape[1];
+  std::vector<std::pair<std::string, int64_t>> modules;
+  for (int64_t e = 0; e < experts; ++e) {
+    if (gate_up) {
+      modules.emplace_back(fmt::format("{}{}.gate_proj", base, e), rows / 2);
+      modules.emplace_back(fmt::format("{}{}.up_proj", base, e), rows / 2);
+    } else {
+      modules.emplace_back(fmt::format("{}{}.down_proj", base, e), rows);
+    }
+  }
+  return modules;
+}
+
+absl::StatusOr<WeightView> GatherModules(const Checkpoint& ckpt, const WeightSpec& s,
+                                         std::vector<WeightPiece> pieces,
+                                         const std::vector<WeightFormat>& formats) {
   for (size_t i = 1; i < pieces.size(); ++i) {
     // Per-channel formats differ only by width, which pieces of one weight share.
     if (!(formats[i] == formats[0])) {
       return UnimplementedError(
-          "{}: '{}' is gathered from modules of different formats: '{}' is "
-          "{}, '{}' is {}",
-          c.ckpt.dir(), s.name, pieces[0].module, FormatName(formats[0]), pieces[i].module,
-          FormatName(formats[i]));
+          "{}: '{}' is gathered from modules of different formats: '{}' is {}, '{}' is {}",
+          ckpt.dir(), s.name, pieces[0].module, WeightFormatName(formats[0]), pieces[i].module,
+          WeightFormatName(formats[i]));
     }
   }
   WeightView v;
@@ -414,66 +457,25 @@ absl::StatusOr<WeightView> Gather(const Ctx& c, const WeightSpec& s,
   return v;
 }
 
-}  // namespace
-
 absl::StatusOr<std::optional<WeightView>> BindCompressedTensors(
     const ModelConfig& config, const Checkpoint& ckpt, const WeightSpec& s,
     std::set<std::string, std::less<>>* bound) {
   if (s.is_index || s.shape.size() < 2) return std::nullopt;  // vectors are never quantized
   const quant::CtConfig& ct = *config.compressed_tensors;
   Ctx c{config, ckpt, bound};
-  const bool gate_up = s.layer_slot == &LayerWeights::experts_gate_up;
-  const bool down = s.layer_slot == &LayerWeights::experts_down;
-  if (gate_up || down) {
-    const std::string base = s.name.substr(0, s.name.rfind("experts.") + 8);  // "...experts."
-    // Each fused tensor on its own: a checkpoint may split one (down_proj) and not the other.
-    bool per_expert = false;
-    static constexpr const char* kGateUp[] = {"gate_proj", "up_proj"};
-    static constexpr const char* kDown[] = {"down_proj"};
-    for (const char* proj :
-         gate_up ? std::span<const char* const>(kGateUp) : std::span<const char* const>(kDown)) {
-      for (const char* t : {".weight", ".weight_packed"}) {
-        per_expert |= ckpt.Find(fmt::format("{}0.{}{}", base, proj, t)) != nullptr;
-      }
-    }
-    if (!per_expert) {
-      if (ckpt.Find(s.name) == nullptr) {
-        return InvalidArgumentError(
-            "{}: missing tensor '{}' (expected the fused [{}] experts or "
-            "per-expert '{}{{i}}.{}' modules)",
-            ckpt.dir(), s.name, fmt::join(s.shape, ", "), base,
-            gate_up ? "gate_proj / up_proj" : "down_proj");
-      }
-      return std::nullopt;  // the fused 3-D parameter, plain (compressed-tensors cannot pack it)
-    }
-    if (ckpt.Find(s.name) != nullptr) {
-      return InvalidArgumentError(
-          "{}: both the fused '{}' and per-expert '{}{{i}}' modules are "
-          "present",
-          ckpt.dir(), s.name, base);
-    }
-    const int64_t experts = s.shape[0], rows = s.shape[1], k = s.shape[2];
+  if (IsFusedExperts(s)) {
+    GANNET_ASSIGN_OR_RETURN(const auto modules, ExpertModules(ckpt, s, ".weight_packed"));
+    if (modules.empty()) return std::nullopt;  // the fused 3-D parameter, plain
     std::vector<WeightPiece> pieces;
     std::vector<WeightFormat> formats;
-    for (int64_t e = 0; e < experts; ++e) {
-      std::vector<std::pair<std::string, int64_t>> mods;
-      if (gate_up) {
-        mods = {{fmt::format("{}{}.gate_proj", base, e), rows / 2},
-                {fmt::format("{}{}.up_proj", base, e), rows / 2}};
-      } else {
-        mods = {{fmt::format("{}{}.down_proj", base, e), rows}};
-      }
-      for (const auto& [module, n] : mods) {
-        WeightFormat f;
-        GANNET_ASSIGN_OR_RETURN(
-            WeightPiece p,
-            ReadModule(c, quant::CtSchemeFor(ct, module, "Linear"), module, n, k, &f));
-        pieces.push_back(std::move(p));
-        formats.push_back(f);
-      }
+    for (const auto& [module, n] : modules) {
+      WeightFormat f;
+      GANNET_ASSIGN_OR_RETURN(WeightPiece p, ReadModule(c, quant::CtSchemeFor(ct, module, "Linear"),
+                                                        module, n, s.shape[2], &f));
+      pieces.push_back(std::move(p));
+      formats.push_back(f);
     }
-    GANNET_ASSIGN_OR_RETURN(WeightView v, Gather(c, s, std::move(pieces), formats));
-    return v;
+    return GatherModules(ckpt, s, std::move(pieces), formats);
   }
   if (s.shape.size() != 2 || !EndsWith(s.name, ".weight")) return std::nullopt;
   const std::string module = s.name.substr(0, s.name.size() - 7);
@@ -483,7 +485,7 @@ absl::StatusOr<std::optional<WeightView>> BindCompressedTensors(
   GANNET_ASSIGN_OR_RETURN(WeightPiece p, ReadModule(c, scheme, module, s.shape[0], s.shape[1], &f));
   std::vector<WeightPiece> pieces;
   pieces.push_back(std::move(p));
-  GANNET_ASSIGN_OR_RETURN(WeightView v, Gather(c, s, std::move(pieces), {f}));
+  GANNET_ASSIGN_OR_RETURN(WeightView v, GatherModules(ckpt, s, std::move(pieces), {f}));
   return v;
 }
 

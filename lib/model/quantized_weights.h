@@ -21,6 +21,8 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "lib/model/checkpoint.h"
@@ -40,6 +42,21 @@ inline constexpr std::string_view kCtModuleTensorSuffixes[] = {
 absl::StatusOr<std::optional<WeightView>> BindCompressedTensors(
     const ModelConfig& config, const Checkpoint& checkpoint, const WeightSpec& s,
     std::set<std::string, std::less<>>* bound);
+
+// Shared by the quantized formats' binders (this file's and gptq_weights.h): a fused expert spec
+// (26B-A4B's experts_gate_up / experts_down) comes from the fused 3-D tensor itself (bound plain:
+// quantizers pack Linear modules, never that parameter) or from per-expert modules
+// `{i}.gate_proj` and `{i}.up_proj` ([I, k] each) or `{i}.down_proj`. ExpertModules lists those
+// modules in the fused row order with their rows, or none for the fused tensor; a module counts as
+// present by its `.weight` or its format's `packed_suffix` tensor; neither or both is an error.
+bool IsFusedExperts(const WeightSpec& s);
+absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> ExpertModules(
+    const Checkpoint& ckpt, const WeightSpec& s, std::string_view packed_suffix);
+// The view of spec `s` gathered from `pieces` (each [rows_i, k], in row order), all of one format
+// (`formats`, one per piece): UNIMPLEMENTED naming two modules whose formats differ.
+absl::StatusOr<WeightView> GatherModules(const Checkpoint& ckpt, const WeightSpec& s,
+                                         std::vector<WeightPiece> pieces,
+                                         const std::vector<WeightFormat>& formats);
 
 // A quantized view's canonical bytes: packed [rows, k/2], scales [rows, k/group] of
 // v.format.scale, zeros [rows, k/group] (kU4 only; else unused), rows = numel / k. DataLoss when
