@@ -54,6 +54,14 @@ inline float RoundToBf16(float f) { return Bf16ToFloat(FloatToBf16(f)); }
 float F16ToFloat(uint16_t h);
 uint16_t FloatToF16(float f);
 
+// `v` rounded to nearest even in t when t is bf16 or f16; other types return it unchanged (the
+// quantizers' scales are stored in one of the three).
+inline float RoundToFloatType(float v, DType t) {
+  if (t == DType::kBF16) return RoundToBf16(v);
+  if (t == DType::kF16) return F16ToFloat(FloatToF16(v));
+  return v;
+}
+
 // OCP FP8 E4M3 (bias 7, no infinities, 0x7F/0xFF NaN, largest finite 448). FloatToFp8E4M3 rounds
 // to nearest even and saturates finite values to +-448 (NaN stays NaN): CUDA's
 // __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3), bit for bit.

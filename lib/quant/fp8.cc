@@ -10,17 +10,6 @@
 namespace gannet::quant {
 namespace {
 
-float RoundTo(float v, DType t) {
-  switch (t) {
-    case DType::kBF16:
-      return RoundToBf16(v);
-    case DType::kF16:
-      return F16ToFloat(FloatToF16(v));
-    default:
-      return v;
-  }
-}
-
 // torch.finfo(t).eps: what compressed-tensors puts in place of a zero scale.
 float Epsilon(DType t) {
   switch (t) {
@@ -93,13 +82,13 @@ void QuantizeFp8Rows(const WeightFormat& f, DType value_type, const float* w, in
       for (int64_t r = r0; r < r1; ++r) {
         for (int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(w[r * k + c]));
       }
-      float scale = RoundTo(amax / kFp8E4M3Max, f.scale);
+      float scale = RoundToFloatType(amax / kFp8E4M3Max, f.scale);
       if (scale == 0.f) scale = Epsilon(f.scale);
       StoreScale(scales, f.scale, bi * col_blocks + bj, scale);
       for (int64_t r = r0; r < r1; ++r) {
         for (int64_t c = c0; c < c1; ++c) {
-          const float v =
-              std::clamp(RoundTo(w[r * k + c] / scale, value_type), -kFp8E4M3Max, kFp8E4M3Max);
+          const float v = std::clamp(RoundToFloatType(w[r * k + c] / scale, value_type),
+                                     -kFp8E4M3Max, kFp8E4M3Max);
           out[r * k + c] = FloatToFp8E4M3(v);
         }
       }

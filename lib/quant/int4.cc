@@ -99,17 +99,6 @@ void CanonicalZeroPointsToCt(const uint8_t* zeros, int64_t rows, int64_t groups,
 
 namespace {
 
-float RoundScale(float v, DType t) {
-  switch (t) {
-    case DType::kBF16:
-      return RoundToBf16(v);
-    case DType::kF16:
-      return F16ToFloat(FloatToF16(v));
-    default:
-      return v;
-  }
-}
-
 float SmallestNormal(DType t) {
   switch (t) {
     case DType::kBF16:
@@ -140,7 +129,7 @@ void QuantizeInt4Rows(const WeightFormat& f, const float* w, int64_t rows, int64
         hi = std::max(hi, xg[i]);
       }
       float scale = asym ? (hi - lo) / 15.0f : std::max(-lo, hi) / 7.5f;
-      scale = RoundScale(scale, f.scale);
+      scale = RoundToFloatType(scale, f.scale);
       if (!(scale > 0.f)) scale = SmallestNormal(f.scale);
       StoreScale(scales, f.scale, r * groups + gi, scale);
       int zp = 0;

@@ -9,17 +9,6 @@ namespace {
 
 constexpr float kE2M1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
 
-float RoundTo(float v, DType t) {
-  switch (t) {
-    case DType::kBF16:
-      return RoundToBf16(v);
-    case DType::kF16:
-      return F16ToFloat(FloatToF16(v));
-    default:
-      return v;
-  }
-}
-
 // An FP8 group scale as compressed-tensors rounds it (clamp to +-448, E4M3 round to nearest even);
 // zero becomes 0.125.
 float RoundGroupScale(float s) {
@@ -89,7 +78,7 @@ float QuantizeNvfp4Rows(DType value_type, const float* w, int64_t rows, int64_t 
   float amax = 0.f;
   for (int64_t i = 0; i < rows * k; ++i) amax = std::max(amax, std::fabs(w[i]));
   amax = std::max(amax, std::numeric_limits<float>::min());
-  float global = RoundTo(kFp8E4M3Max * kFp4E2M1Max / amax, value_type);
+  float global = RoundToFloatType(kFp8E4M3Max * kFp4E2M1Max / amax, value_type);
   if (!std::isfinite(global)) global = 1.0f;
   const int64_t groups = k / kNvfp4Group;
   for (int64_t r = 0; r < rows; ++r) {
@@ -99,7 +88,7 @@ float QuantizeNvfp4Rows(DType value_type, const float* w, int64_t rows, int64_t 
       const float* x = w + r * k + g * kNvfp4Group;
       float gmax = 0.f;
       for (int i = 0; i < kNvfp4Group; ++i) gmax = std::max(gmax, std::fabs(x[i]));
-      const float s = RoundGroupScale(global * RoundTo(gmax / kFp4E2M1Max, value_type));
+      const float s = RoundGroupScale(global * RoundToFloatType(gmax / kFp4E2M1Max, value_type));
       scales[r * groups + g] = FloatToFp8E4M3(s);
       const float eff = s / global;
       for (int i = 0; i < kNvfp4Group; ++i) {
