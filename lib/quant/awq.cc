@@ -100,12 +100,7 @@ absl::StatusOr<GptqConfig> ParseAwqConfig(const Json& q, std::string_view source
   if (!IsAbsent(method) && !(method->is_string() && method->AsString() == "awq")) {
     return InvalidArgumentError("{}: expected 'awq' (as quant_method)", Where(source, "method"));
   }
-  const Json* pack = q.Find("pack_dtype");
-  if (!IsAbsent(pack) &&
-      !(pack->is_string() && (pack->AsString() == "int32" || pack->AsString() == "torch.int32"))) {
-    return UnimplementedError("{}: only int32 words are supported (expected 'int32'); {}",
-                              Where(source, "pack_dtype"), kExpected);
-  }
+  GANNET_RETURN_IF_ERROR(CheckPackDtype(q, source, kExpected));
   for (const char* key : {"desc_act", "lm_head"}) {
     const Json* v = q.Find(key);
     if (!IsAbsent(v) && !(v->is_bool() && !v->AsBool())) {
@@ -141,20 +136,7 @@ absl::StatusOr<GptqConfig> ParseAwqConfig(const Json& q, std::string_view source
           Where(source, key), v->AsString(), kExpected);
     }
   }
-  const Json* skip = q.Find("modules_to_not_convert");
-  if (!IsAbsent(skip)) {
-    if (!skip->is_array()) {
-      return InvalidArgumentError("{}: expected a list of module names",
-                                  Where(source, "modules_to_not_convert"));
-    }
-    for (const Json& e : skip->AsArray()) {
-      if (!e.is_string() || e.AsString().empty()) {
-        return InvalidArgumentError("{}: every entry must be a non-empty string",
-                                    Where(source, "modules_to_not_convert"));
-      }
-      out.modules_to_not_convert.push_back(e.AsString());
-    }
-  }
+  GANNET_RETURN_IF_ERROR(ParseModulesToNotConvert(q, source, &out));
   return out;
 }
 

@@ -241,13 +241,7 @@ absl::StatusOr<GptqConfig> ParseGptqConfig(const Json& q, std::string_view sourc
                                 Where(source, key), s, kExpected);
     }
   }
-  const Json* pack = q.Find("pack_dtype");
-  if (!IsAbsent(pack)) {
-    if (!pack->is_string() || (pack->AsString() != "int32" && pack->AsString() != "torch.int32")) {
-      return UnimplementedError("{}: only int32 words are supported (expected 'int32'); {}",
-                                Where(source, "pack_dtype"), kExpected);
-    }
-  }
+  GANNET_RETURN_IF_ERROR(CheckPackDtype(q, source, kExpected));
   // GPTQModel writes the method twice (quant_method and method).
   const Json* method = q.Find("method");
   if (!IsAbsent(method) && !(method->is_string() && method->AsString() == "gptq")) {
@@ -264,21 +258,35 @@ absl::StatusOr<GptqConfig> ParseGptqConfig(const Json& q, std::string_view sourc
   }
   const Json* d = q.Find("dynamic");
   if (!IsAbsent(d)) GANNET_RETURN_IF_ERROR(ParseDynamic(*d, source, &out));
+  GANNET_RETURN_IF_ERROR(ParseModulesToNotConvert(q, source, &out));
+  return out;
+}
+
+absl::Status CheckPackDtype(const Json& q, std::string_view source, std::string_view expected) {
+  const Json* pack = q.Find("pack_dtype");
+  if (!IsAbsent(pack) &&
+      !(pack->is_string() && (pack->AsString() == "int32" || pack->AsString() == "torch.int32"))) {
+    return UnimplementedError("{}: only int32 words are supported (expected 'int32'); {}",
+                              Where(source, "pack_dtype"), expected);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseModulesToNotConvert(const Json& q, std::string_view source, GptqConfig* out) {
   const Json* skip = q.Find("modules_to_not_convert");
-  if (!IsAbsent(skip)) {
-    if (!skip->is_array()) {
-      return InvalidArgumentError("{}: expected a list of module names",
+  if (IsAbsent(skip)) return absl::OkStatus();
+  if (!skip->is_array()) {
+    return InvalidArgumentError("{}: expected a list of module names",
+                                Where(source, "modules_to_not_convert"));
+  }
+  for (const Json& e : skip->AsArray()) {
+    if (!e.is_string() || e.AsString().empty()) {
+      return InvalidArgumentError("{}: every entry must be a non-empty string",
                                   Where(source, "modules_to_not_convert"));
     }
-    for (const Json& e : skip->AsArray()) {
-      if (!e.is_string() || e.AsString().empty()) {
-        return InvalidArgumentError("{}: every entry must be a non-empty string",
-                                    Where(source, "modules_to_not_convert"));
-      }
-      out.modules_to_not_convert.push_back(e.AsString());
-    }
+    out->modules_to_not_convert.push_back(e.AsString());
   }
-  return out;
+  return absl::OkStatus();
 }
 
 std::optional<GptqModuleScheme> GptqSchemeFor(const GptqConfig& config,

@@ -68,6 +68,12 @@ struct GptqConfig {
 // 4, another checkpoint_format, an unknown field).
 absl::StatusOr<GptqConfig> ParseGptqConfig(const Json& q, std::string_view source);
 
+// The fields GPTQ's and AWQ's configs share (both read into GptqConfig; `expected` ends their
+// Unimplemented messages): `pack_dtype` must name int32 words; `modules_to_not_convert` is a list
+// of non-empty names, appended to out->modules_to_not_convert. Absent or null: nothing to check.
+absl::Status CheckPackDtype(const Json& q, std::string_view source, std::string_view expected);
+absl::Status ParseModulesToNotConvert(const Json& q, std::string_view source, GptqConfig* out);
+
 // The scheme of module `module_name`, or nullopt when modules_to_not_convert or a `dynamic`
 // exclusion keeps it plain.
 std::optional<GptqModuleScheme> GptqSchemeFor(const GptqConfig& config,
