@@ -34,9 +34,6 @@ namespace gannet {
 namespace {
 
 namespace fs = std::filesystem;
-using runner::SeqStep;
-using runner::StepBatch;
-using runner::StepResult;
 
 struct TempDir {
   TempDir() {
@@ -49,38 +46,16 @@ struct TempDir {
   std::string path;
 };
 
-struct Loaded {
-  model::ModelConfig config;
-  std::unique_ptr<model::Checkpoint> checkpoint;
-  model::ModelWeights weights;
-};
+using Loaded = testing::LoadedModel;
 
 absl::StatusOr<std::unique_ptr<Loaded>> Load(const std::string& dir) {
-  auto m = std::make_unique<Loaded>();
-  GANNET_ASSIGN_OR_RETURN(m->config, model::LoadModelConfig(dir));
-  GANNET_ASSIGN_OR_RETURN(m->checkpoint, model::Checkpoint::Open(dir));
-  GANNET_ASSIGN_OR_RETURN(m->weights, model::BindWeights(m->config, *m->checkpoint));
-  return m;
+  return testing::LoadModelFolder(dir);
 }
 
-// All-position logits of `ids` as one prefill chunk.
+// All-position logits of `ids` as one prefill chunk, on the CPU.
 absl::StatusOr<std::vector<float>> Logits(const Loaded& m, const std::vector<int32_t>& ids) {
-  const int n = static_cast<int>(ids.size());
   backend::CpuBackend backend;
-  GANNET_ASSIGN_OR_RETURN(
-      auto r, testing::CreateTinyRunner(m.config, m.weights, &backend,
-                                        testing::SimpleRunnerOptions(m.config, 16, n, 1, n), n, 1));
-  StepBatch batch;
-  SeqStep s;
-  const std::vector<int32_t> table = testing::IdentityPageTable(0, (n + 15) / 16);
-  s.tokens = ids;
-  s.page_table[0] = table;
-  s.page_table[1] = table;
-  s.logits = SeqStep::Logits::kAll;
-  batch.seqs.push_back(s);
-  StepResult out;
-  GANNET_RETURN_IF_ERROR(r->Forward(batch, &out));
-  return out.logits;
+  return testing::PrefillLogits(m, &backend, ids);
 }
 
 // `src`'s tensors with every quantized weight of `q` replaced by its dequantized values in f32

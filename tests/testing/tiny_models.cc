@@ -18,8 +18,11 @@ std::string TestDataDir() {
 std::string TinyModelDir(const std::string& variant) { return TestDataDir() + "/tiny/" + variant; }
 
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadTinyModel(const std::string& variant) {
+  return LoadModelFolder(TinyModelDir(variant));
+}
+
+absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModelFolder(const std::string& dir) {
   auto m = std::make_unique<LoadedModel>();
-  const std::string dir = TinyModelDir(variant);
   GANNET_ASSIGN_OR_RETURN(m->config, model::LoadModelConfig(dir));
   GANNET_ASSIGN_OR_RETURN(m->checkpoint, model::Checkpoint::Open(dir));
   GANNET_ASSIGN_OR_RETURN(m->weights, model::BindWeights(m->config, *m->checkpoint));
@@ -58,6 +61,25 @@ absl::StatusOr<std::unique_ptr<runner::ModelRunner>> CreateTinyRunner(
   GANNET_RETURN_IF_ERROR(r->AttachKv(SimpleKvLayout(config, *backend, options.page_size, max_len,
                                                     max_seqs, quant, k_eq_v_single_store)));
   return r;
+}
+
+absl::StatusOr<std::vector<float>> PrefillLogits(const LoadedModel& m, backend::Backend* backend,
+                                                 const std::vector<int32_t>& ids) {
+  const int n = static_cast<int>(ids.size());
+  GANNET_ASSIGN_OR_RETURN(auto r,
+                          CreateTinyRunner(m.config, m.weights, backend,
+                                           SimpleRunnerOptions(m.config, 16, n, 1, n), n, 1));
+  runner::StepBatch batch;
+  runner::SeqStep s;
+  const std::vector<int32_t> table = IdentityPageTable(0, (n + 15) / 16);
+  s.tokens = ids;
+  s.page_table[0] = table;
+  s.page_table[1] = table;
+  s.logits = runner::SeqStep::Logits::kAll;
+  batch.seqs.push_back(s);
+  runner::StepResult out;
+  GANNET_RETURN_IF_ERROR(r->Forward(batch, &out));
+  return out.logits;
 }
 
 std::vector<int32_t> IdentityPageTable(int seq_index, int pages_per_seq) {

@@ -31,6 +31,11 @@ struct LoadedModel {
   model::ModelWeights weights;
 };
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadTinyModel(const std::string& variant);
+// Any model folder (config.json, safetensors), loaded and bound as LoadTinyModel does.
+absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModelFolder(const std::string& dir);
+// All-position logits of `ids`, one sequence prefilled as one chunk on `backend` (page size 16).
+absl::StatusOr<std::vector<float>> PrefillLogits(const LoadedModel& m, backend::Backend* backend,
+                                                 const std::vector<int32_t>& ids);
 
 // Runner options for `max_seqs` sequences of up to `max_len` tokens at the given page size.
 runner::RunnerOptions SimpleRunnerOptions(const model::ModelConfig& config, int page_size,
