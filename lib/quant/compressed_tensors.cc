@@ -542,15 +542,7 @@ absl::Status ParseInt4Weights(const Json& w, std::string_view source, const std:
                                                  : "torch.int8");
     }
   }
-  const Json* ok = w.Find("observer_kwargs");
-  if (!IsAbsent(ok) && !ok->is_object()) {
-    return InvalidArgumentError("{}.observer_kwargs: expected an object", Where(source, path));
-  }
-  const Json* obs = w.Find("observer");
-  if (!IsAbsent(obs) && !obs->is_string()) {
-    return InvalidArgumentError("{}.observer: expected a string", Where(source, path));
-  }
-  return absl::OkStatus();
+  return CheckObserver(w, source, path);
 }
 
 }  // namespace
