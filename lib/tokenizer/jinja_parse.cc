@@ -263,6 +263,27 @@ class Parser {
   }
 
  private:
+  // A template is untrusted: every recursive production (a block inside a block, a parenthesis,
+  // list, call or unary operator inside an expression) holds one of these, so a template nested
+  // past kMaxNesting is a syntax error naming its line instead of a stack overflow in the parser
+  // or, later, in the evaluator walking the tree (jinja_template_fuzz: thousands of '(').
+  static constexpr int kMaxNesting = 256;
+  class Nesting {
+   public:
+    explicit Nesting(Parser* p) : p_(p) {
+      if (++p_->depth_ > kMaxNesting) {
+        --p_->depth_;
+        Fail(p_->Peek().line, "nested more than " + std::to_string(kMaxNesting) + " levels deep");
+      }
+    }
+    ~Nesting() { --p_->depth_; }
+    Nesting(const Nesting&) = delete;
+    Nesting& operator=(const Nesting&) = delete;
+
+   private:
+    Parser* p_;
+  };
+
   const Tok& Peek(size_t ahead = 0) const {
     size_t k = std::min(i_ + ahead, toks_.size() - 1);
     return toks_[k];
@@ -299,6 +320,7 @@ class Parser {
 
   // Parses nodes until a block tag whose name is in `stops` (left unconsumed, after its '{%').
   Body ParseBody(const std::vector<std::string>& stops) {
+    const Nesting nesting(this);
     Body body;
     while (true) {
       const Tok& t = Peek();
@@ -455,6 +477,7 @@ class Parser {
   }
 
   ExprP ParseExpr() {
+    const Nesting nesting(this);
     ExprP e = ParseOr();
     if (IsName("if")) {
       const int line = Next().line;
@@ -493,6 +516,7 @@ class Parser {
     return e;
   }
   ExprP ParseNot() {
+    const Nesting nesting(this);
     if (IsName("not")) {
       auto n = Make(Expr::Kind::kNot, Next().line);
       n->kids.push_back(ParseNot());
@@ -557,6 +581,7 @@ class Parser {
     return e;
   }
   ExprP ParseUnary() {
+    const Nesting nesting(this);
     if (IsOp("-")) {
       auto n = Make(Expr::Kind::kNeg, Next().line);
       n->kids.push_back(ParseUnary());
@@ -737,6 +762,7 @@ class Parser {
 
   std::vector<Tok> toks_;
   size_t i_ = 0;
+  int depth_ = 0;  // nesting of the recursive productions now open (Nesting)
 };
 
 }  // namespace

@@ -119,6 +119,30 @@ TEST(JinjaTemplateTest, SyntaxAndRenderErrorsNameTheLine) {
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_TRUE(absl::StrContains(r.status().message(), "chat template line")) << r.status();
   }
+  // Nesting past the parser's bound (jinja_template_fuzz: thousands of '(' overflowed the stack):
+  // parentheses, unary operators, `not`, conditional chains and blocks each end in a syntax error.
+  const int deep = 5000;
+  std::string parens = "{{ " + std::string(deep, '(') + "1" + std::string(deep, ')') + " }}";
+  std::string minus = "{{ " + std::string(deep, '-') + "1 }}", nots = "{{ ", conds = "{{ 1", blocks,
+              ends;
+  for (int i = 0; i < deep; ++i) {
+    nots += "not ";
+    conds += " if x else 1";
+    blocks += "{% if x %}";
+    ends += "{% endif %}";
+  }
+  nots += "x }}";
+  conds += " }}";
+  for (const std::string& bad : {parens, minus, nots, conds, blocks + ends}) {
+    auto r = Render(bad);
+    ASSERT_FALSE(r.ok()) << bad.substr(0, 40);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "levels deep")) << r.status();
+  }
+  // Nesting a real template uses is fine.
+  auto nested = Render("{{ ((((1 + 2)))) }}{% if true %}{% if true %}ok{% endif %}{% endif %}");
+  ASSERT_TRUE(nested.ok()) << nested.status();
+  EXPECT_EQ(*nested, "3ok");
   auto raised = Render("\n{{ raise_exception('no tools here') }}");
   ASSERT_FALSE(raised.ok());
   EXPECT_TRUE(absl::StrContains(raised.status().message(), "line 2")) << raised.status();
