@@ -44,6 +44,7 @@
 #include "lib/common/dtype.h"
 #include "lib/common/status.h"
 #include "lib/model/config.h"
+#include "lib/model/quantize_checkpoint.h"
 #include "lib/model/tp_shard.h"
 #include "lib/model/variants.h"
 #include "lib/model/weights.h"
@@ -62,7 +63,10 @@ struct Options {
   int spread = 0;  // contexts uniform in [context - spread, context + spread]
   int steps = 20;
   int page = 16;
-  bool fp8_kv = false;           // --kv fp8: the FP8 E4M3 KV cache (1 byte + a scale per row)
+  bool fp8_kv = false;  // --kv fp8: the FP8 E4M3 KV cache (1 byte + a scale per row)
+  // --weight-dtype int4-g32|int4-g128|...: the linear layers' synthetic weights in that int4
+  // format (model::QuantizeAtLoad), as `gannet quantize` would leave them.
+  std::string weight_dtype;
   bool random_kv = false;        // --random-kv: KV arrays hold random values instead of zeros
   bool separate_k_eq_v = false;  // --kv-separate-k-eq-v: K=V layers store K and V (not V alone)
   bool graphs = true;
@@ -106,6 +110,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->prefill = std::atoi(v), ++i;
     } else if (a == "--prefill-at" && v) {
       o->prefill_at = std::atoi(v), ++i;
+    } else if (a == "--weight-dtype" && v) {
+      o->weight_dtype = v, ++i;
     } else if (a == "--random-kv") {
       o->random_kv = true;
     } else if (a == "--kv-separate-k-eq-v") {
@@ -118,7 +124,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
           "usage: gannet-decode-bench [--model dummy:VARIANT|DIR] [--backend cuda|cpu]\n"
           "  [--batches 1,16,64]\n"
           "  [--context N] [--spread N] [--steps N] [--page N] [--kv bf16|fp8] [--random-kv]\n"
-          "  [--kv-separate-k-eq-v] [--no-graphs] [--scatter N] [--tp N]\n"
+          "  [--kv-separate-k-eq-v] [--no-graphs] [--scatter N] [--tp N] [--weight-dtype "
+          "int4-g32]\n"
           "  [--prefill N] [--prefill-at P]\n");
       return false;
     }
@@ -223,7 +230,20 @@ int Run(const Options& o) {
   ro.page_size = o.page;
   ro.max_pages_per_seq = std::max(full_pages, chunk_full);
   ro.enable_graphs = o.graphs;
-  const model::ModelWeights weights = model::SyntheticWeights(*config, model::kDummyWeightSeed);
+  model::ModelWeights weights = model::SyntheticWeights(*config, model::kDummyWeightSeed);
+  if (!o.weight_dtype.empty()) {
+    absl::StatusOr<model::QuantizeOptions> q = model::ParseWeightDtype(o.weight_dtype);
+    absl::Status st = !q.ok() ? q.status()
+                      : q->float_format.has_value()
+                          ? UnimplementedError(
+                                "--weight-dtype: only int4 formats are "
+                                "generated synthetically")
+                          : model::QuantizeAtLoad(&weights, model::Int4FormatOf(*q, DType::kBF16));
+    if (!st.ok()) {
+      std::fprintf(stderr, "decode-bench: %s\n", std::string(st.message()).c_str());
+      return 2;
+    }
+  }
   absl::StatusOr<std::unique_ptr<runner::StepRunner>> runner;
   if (o.tp > 0) {
     std::vector<parallel::TpRankParts> ranks(o.tp);
@@ -264,10 +284,11 @@ int Run(const Options& o) {
                                              kv::KvElementBytes(quant, kv_native_bytes), quant);
   const double weight_bytes = static_cast<double>((*runner)->weight_bytes());
   std::printf(
-      "decode-bench %s: weights %.2f GB (a batch-1 step reads %.2f GB), KV %.0f + %.0f "
+      "decode-bench %s%s%s: weights %.2f GB (a batch-1 step reads %.2f GB), KV %.0f + %.0f "
       "bytes/token (sliding, full), "
       "window %d, page %d, KV %s, graphs %s, copy %.0f GB/s x %d device(s)\n",
-      o.model.c_str(), weight_bytes / 1e9, model::DecodeStepWeightBytes(*config, 1) / 1e9,
+      o.model.c_str(), o.weight_dtype.empty() ? "" : " ", o.weight_dtype.c_str(),
+      weight_bytes / 1e9, model::DecodeStepWeightBytes(*config, weights, 1) / 1e9,
       static_cast<double>(per_token[0]), static_cast<double>(per_token[1]), window, o.page,
       o.fp8_kv               ? "fp8"
       : kv_native_bytes == 4 ? "f32"
@@ -377,7 +398,7 @@ int Run(const Options& o) {
     const double kv = kv_bytes_sum / o.steps;
     // The weights this step must read: all of a dense model, the experts its tokens route to and
     // the PLE rows it gathers (model::DecodeStepWeightBytes).
-    const double read = model::DecodeStepWeightBytes(*config, batch);
+    const double read = model::DecodeStepWeightBytes(*config, weights, batch);
     const double gbs = (read + kv) / (med * 1e-3) / 1e9 / devices;  // per device
     std::printf(
         "  batch %3d ctx %5d: %8.2f ms/step (min %.2f, max %.2f)  %7.1f tok/s  "

@@ -82,6 +82,9 @@ std::vector<FlagSpec> CommonFlags() {
        "bf16 (default) or fp8: FP8 E4M3 keys and values, about half the KV memory"},
       {"compute-dtype", 0, true, false, "TYPE",
        "auto (default: f16 on V100, else bf16), bf16 or f16: what the GPU computes in"},
+      {"weight-dtype", 0, true, false, "TYPE",
+       "quantize the linear layers as they load: int4-g32, int4-g64, int4-g128, int4-channel "
+       "(each with -asym); default: as the checkpoint stores them"},
       {"kv-separate-k-eq-v", 0, false, false, "",
        "31B/26B-A4B full layers: keep K and V apart (default: one array, K derived from it)"},
       {"startup-warmup", 0, false, false, "",
@@ -212,6 +215,7 @@ bool ApplyCommonFlags(Args& args, EngineOptions* engine, gannet_request_t* r,
   if (auto d = args.Get("kv-cache-dtype"))
     engine->kv_cache_dtype = *d;  // the library names a bad one
   if (auto d = args.Get("compute-dtype")) engine->compute_dtype = *d;
+  if (auto d = args.Get("weight-dtype")) engine->weight_dtype = *d;  // the library names a bad one
   engine->kv_separate_k_eq_v = args.Has("kv-separate-k-eq-v");
   engine->startup_warmup = args.Has("startup-warmup");
   if (auto d = args.Get("draft")) {
@@ -289,6 +293,7 @@ gannet_engine_config_t EngineConfigOf(const EngineOptions& o) {
   config.kv_memory_bytes = o.kv_memory;
   config.kv_cache_dtype = o.kv_cache_dtype.empty() ? nullptr : o.kv_cache_dtype.c_str();
   config.compute_dtype = o.compute_dtype.empty() ? nullptr : o.compute_dtype.c_str();
+  config.weight_dtype = o.weight_dtype.empty() ? nullptr : o.weight_dtype.c_str();
   config.kv_separate_k_eq_v = o.kv_separate_k_eq_v ? 1 : 0;
   config.startup_warmup = o.startup_warmup ? 1 : -1;
   config.draft_model_dir = o.draft_dir.empty() ? nullptr : o.draft_dir.c_str();

@@ -27,6 +27,7 @@ struct EngineOptions {
   int64_t kv_memory = 0;
   std::string kv_cache_dtype;       // "" = the library's default (bf16)
   std::string compute_dtype;        // "" = the library's default (auto)
+  std::string weight_dtype;         // "" = as the checkpoint stores the weights; "int4-g32", ...
   bool kv_separate_k_eq_v = false;  // K=V layers keep K and V apart
   bool startup_warmup = false;      // every step shape once before the first request
   std::string draft_dir;            // speculative decoding with this MTP assistant ("" = off)

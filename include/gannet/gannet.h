@@ -281,12 +281,23 @@ typedef struct gannet_engine_config {
    * logprobs each), 4096 per request; negative is an error. */
   int64_t max_undelivered_tokens;
   int32_t max_undelivered_tokens_per_request;
+  /* Quantize the weights as they load (at offset 208): NULL = as the checkpoint stores them;
+   * "int4-g32", "int4-g64", "int4-g128" or "int4-channel" (each optionally "-asym": unsigned
+   * with zero points) = the linear layers' bf16/f16/f32 matrices become W4A16 int4, rounded to
+   * nearest exactly as `gannet quantize` writes them (the embeddings, LM head, router, PLE model
+   * projection and MoE experts stay as they are). About 0.28x the bytes of those layers, so a
+   * larger model fits and decode reads less; accuracy as round-to-nearest int4 (a QAT or GPTQ
+   * checkpoint is better: load it directly). The CUDA backend needs each K a multiple of 64
+   * (every Gemma-4 geometry). An already quantized checkpoint is INVALID_ARGUMENT; tensor
+   * parallelism with it UNIMPLEMENTED. A draft model (speculative decoding) keeps its own
+   * weights. */
+  const char* weight_dtype;
 } gannet_engine_config_t;
 
 #define GANNET_ENGINE_CONFIG_INIT                                                             \
   {                                                                                           \
     (uint32_t)sizeof(gannet_engine_config_t), NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-        NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL, NULL, 0, NULL, 0, 0, 0             \
+        NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL, NULL, 0, NULL, 0, 0, 0, NULL       \
   }
 
 /* Loads the model and starts the engine thread. Everything that can be checked (files, backend,

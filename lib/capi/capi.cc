@@ -233,6 +233,7 @@ gannet_status_t gannet_engine_create(const gannet_engine_config_t* config,
     ec.load_format = Str(c.load_format);
     ec.kv_cache_dtype = Str(c.kv_cache_dtype);
     ec.compute_dtype = Str(c.compute_dtype);
+    ec.weight_dtype = Str(c.weight_dtype);
     ec.kv_separate_k_eq_v = c.kv_separate_k_eq_v != 0;
     ec.startup_warmup = c.startup_warmup == 1;
     ec.draft_model_dir = Str(c.draft_model_dir);

@@ -80,6 +80,9 @@ struct EngineConfig {
   // cores; bf16 elsewhere), "bf16", or "f16" (weights converted at load; the residual stream,
   // norm inputs and logits stay f32). The CPU backend computes in f32 and takes only "auto".
   std::string compute_dtype;
+  // Quantize the linear layers' dense matrices at load ("" = as stored; "int4-g32" ... as
+  // model::ParseWeightDtype reads them; int4 only): model::QuantizeAtLoad.
+  std::string weight_dtype;
   // Run every step shape the limits allow once before serving (runner/warmup.h), so the linear
   // layers' tuning and the decode graphs' recording happen at start, not in the first requests
   // that meet each shape.

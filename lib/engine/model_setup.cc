@@ -11,6 +11,7 @@
 #include "lib/common/logging.h"
 #include "lib/common/status.h"
 #include "lib/common/units.h"
+#include "lib/model/quantize_checkpoint.h"
 #include "lib/model/tp_shard.h"
 #include "lib/model/variants.h"
 #include "lib/parallel/group_tp_hooks.h"
@@ -62,6 +63,20 @@ absl::Status LoadModelFiles(const EngineConfig& cfg, LoadedEngineParts* p) {
     GANNET_ASSIGN_OR_RETURN(p->checkpoint, model::Checkpoint::Open(dir, {.read_data = false}));
     GANNET_ASSIGN_OR_RETURN(p->weights, model::BindWeights(p->config, *p->checkpoint));
   }
+  if (!cfg.weight_dtype.empty()) {
+    absl::StatusOr<model::QuantizeOptions> q = model::ParseWeightDtype(cfg.weight_dtype);
+    if (!q.ok()) {
+      return InvalidArgumentError("engine: weight_dtype: {}", q.status().message());
+    }
+    if (q->float_format.has_value()) {
+      return UnimplementedError(
+          "engine: weight_dtype '{}': quantizing at load makes int4 only (FP8 and NVFP4 "
+          "checkpoints: write them with `gannet quantize`, then load them)",
+          cfg.weight_dtype);
+    }
+    GANNET_RETURN_IF_ERROR(
+        model::QuantizeAtLoad(&p->weights, model::Int4FormatOf(*q, DType::kBF16)));
+  }
   if (!dummy_variant && FileExists(dir + "/tokenizer.json")) {
     GANNET_ASSIGN_OR_RETURN(p->tokenizer, tokenizer::Tokenizer::FromFile(dir + "/tokenizer.json"));
     if (p->tokenizer->vocab_size() > p->config.text.vocab_size) {
@@ -92,6 +107,12 @@ absl::StatusOr<int> TensorParallelSize(const EngineConfig& cfg) {
 // What a tensor-parallel group of `world` ranks cannot serve, before any device is touched: the
 // model, and the draft model, which every rank holds a shard of (lib/model/tp_shard.h).
 absl::Status CheckTensorParallel(const EngineConfig& cfg, const LoadedEngineParts& p, int world) {
+  if (!cfg.weight_dtype.empty()) {
+    return UnimplementedError(
+        "engine: weight_dtype '{}' with tensor parallelism ({} ranks): quantized weights do not "
+        "split over ranks yet",
+        cfg.weight_dtype, world);
+  }
   GANNET_RETURN_IF_ERROR(model::CheckTpShardable(p.config, world));
   if (cfg.draft_model_dir.empty()) return absl::OkStatus();
   absl::Status draft =
@@ -242,6 +263,14 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   int64_t weight_bytes = cpu && p->checkpoint != nullptr ? checkpoint_bytes(p->checkpoint.get())
                                                          : 2 * model::CountParameters(p->config);
   if (world > 1 && !cpu) weight_bytes = 2 * model::ShardParameterCount(p->config, world);
+  if (!cpu && !cfg.weight_dtype.empty()) {
+    // Quantized at load: those matrices take their int4 bytes and scales, the rest bf16.
+    weight_bytes = 0;
+    for (const model::WeightView* v : model::AllViews(p->weights)) {
+      if (!v->present()) continue;
+      weight_bytes += v->quantized() ? static_cast<int64_t>(v->stored_bytes()) : 2 * v->numel();
+    }
+  }
   if (speculate) {
     weight_bytes += cpu && p->draft.checkpoint != nullptr
                         ? checkpoint_bytes(p->draft.checkpoint.get())

@@ -89,12 +89,8 @@ void AppendQuantized(const std::string& module, const float* w, int64_t n, int64
         {module + ".weight_scale", scale_type, scale_shape, Bytes(scales.data(), scales.size())});
     return;
   }
-  WeightFormat f =
-      WeightFormat::Int4(o.group_size == 0 ? static_cast<int>(k) : o.group_size, scale_type);
-  if (!o.symmetric) {
-    f.elem = DType::kU4;
-    f.zero_point = true;
-  }
+  WeightFormat f = Int4FormatOf(o, scale_type);
+  if (f.group_size == 0) f.group_size = static_cast<int>(k);
   const int64_t groups = k / f.group_size;
   std::vector<uint8_t> packed(static_cast<size_t>(n * k / 2));
   std::vector<uint8_t> scales(static_cast<size_t>(n * groups) * DTypeBits(scale_type) / 8);
@@ -122,6 +118,15 @@ void AppendQuantized(const std::string& module, const float* w, int64_t n, int64
 }
 
 }  // namespace
+
+WeightFormat Int4FormatOf(const QuantizeOptions& o, DType scale_type) {
+  WeightFormat f = WeightFormat::Int4(o.group_size, scale_type);
+  if (!o.symmetric) {
+    f.elem = DType::kU4;
+    f.zero_point = true;
+  }
+  return f;
+}
 
 absl::StatusOr<QuantizeOptions> ParseWeightDtype(std::string_view spec) {
   QuantizeOptions o;

@@ -39,6 +39,10 @@ struct QuantizeOptions {
 // "nvfp4" (NVFP4A16: FP4 weights, FP8 scales per 16 inputs, a global scale; weight-only).
 absl::StatusOr<QuantizeOptions> ParseWeightDtype(std::string_view spec);
 
+// The int4 format of `o` (float_format unset) with scales of `scale_type`; group_size 0 (per
+// channel) stays 0 for the caller to set to each weight's K.
+WeightFormat Int4FormatOf(const QuantizeOptions& o, DType scale_type);
+
 struct QuantizeReport {
   int64_t quantized_modules = 0;
   int64_t kept_modules = 0;  // Linear modules left as they were (ignored)

@@ -3,11 +3,13 @@
 #include <cmath>
 #include <cstring>
 #include <span>
+#include <vector>
 
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "lib/common/status.h"
 #include "lib/model/gptq_weights.h"
+#include "lib/model/synthetic.h"
 #include "lib/quant/fp8.h"
 #include "lib/quant/int4.h"
 
@@ -491,6 +493,33 @@ absl::StatusOr<std::optional<WeightView>> BindCompressedTensors(
 
 absl::Status WriteCanonicalInt4(const WeightView& v, uint8_t* packed, void* scales, uint8_t* zeros,
                                 int32_t* perms, int32_t* perm_index, int32_t first_perm) {
+  if (v.quantize_at_load()) {
+    // QuantizeAtLoad's views: the dense values (synthetic, or the checkpoint's), quantized as
+    // `gannet quantize` does (round to nearest).
+    const int64_t k = v.shape.back(), rows = v.numel() / k;
+    std::vector<uint16_t> bf16(static_cast<size_t>(k));
+    std::vector<float> row(static_cast<size_t>(k));
+    const int64_t groups = k / v.format.group_size;
+    const int64_t scale_bytes = DTypeBits(v.format.scale) / 8;
+    const int64_t row_bytes = k * DTypeBits(v.dtype) / 8;
+    for (int64_t r = 0; r < rows; ++r) {
+      if (v.synthetic) {
+        FillSyntheticBf16(v.name, v.init, k, v.seed, r * k, k, bf16.data());
+        for (int64_t i = 0; i < k; ++i) row[i] = Bf16ToFloat(bf16[i]);
+      } else {
+        const void* src = static_cast<const char*>(v.data) + r * row_bytes;
+        for (int64_t i = 0; i < k; ++i) {
+          row[i] = v.dtype == DType::kBF16  ? Bf16ToFloat(LoadUnaligned<uint16_t>(src, i))
+                   : v.dtype == DType::kF16 ? F16ToFloat(LoadUnaligned<uint16_t>(src, i))
+                                            : LoadUnaligned<float>(src, i);
+        }
+      }
+      quant::QuantizeInt4Rows(v.format, row.data(), 1, k, packed + r * (k / 2),
+                              static_cast<char*>(scales) + r * groups * scale_bytes,
+                              zeros != nullptr ? zeros + r * groups : nullptr);
+    }
+    return absl::OkStatus();
+  }
   if (!v.quantized() || v.pieces.empty()) {
     return InvalidArgumentError("'{}' is not a quantized checkpoint weight", v.name);
   }

@@ -352,6 +352,10 @@ int64_t ViewBytes(const ModelWeights& w) {
 }
 
 double DecodeStepWeightBytes(const ModelConfig& config, int batch) {
+  return DecodeStepWeightBytes(config, SyntheticWeights(config, 0), batch);
+}
+
+double DecodeStepWeightBytes(const ModelConfig& config, const ModelWeights& weights, int batch) {
   const TextConfig& c = config.text;
   const double b = std::max(batch, 1);
   double experts_read = 1.0;  // fraction of each layer's experts a step reads
@@ -361,9 +365,14 @@ double DecodeStepWeightBytes(const ModelConfig& config, int batch) {
   }
   double bytes = 0;
   for (const WeightSpec& s : ExpectedWeights(config)) {
+    const WeightView& v =
+        s.layer >= 0 ? weights.layers[s.layer].*(s.layer_slot) : weights.*(s.global_slot);
     double numel = 1;
     for (int64_t d : s.shape) numel *= static_cast<double>(d);
-    const double elem = s.is_index ? 8.0 : 2.0;
+    // The view's own storage: its element type and, quantized, its scales per element.
+    const double elem = v.present() ? static_cast<double>(v.stored_bytes()) /
+                                          std::max(1.0, static_cast<double>(v.numel()))
+                                    : (s.is_index ? 8.0 : 2.0);
     const bool gathered = s.global_slot == &ModelWeights::embed_tokens_per_layer ||
                           (s.global_slot == &ModelWeights::embed_tokens && !c.tie_word_embeddings);
     if (gathered) {
@@ -376,6 +385,43 @@ double DecodeStepWeightBytes(const ModelConfig& config, int batch) {
     bytes += numel * elem;
   }
   return bytes;
+}
+
+}  // namespace gannet::model
+
+namespace gannet::model {
+
+absl::Status QuantizeAtLoad(ModelWeights* weights, const WeightFormat& format) {
+  if (format.elem != DType::kI4 && format.elem != DType::kU4) {
+    return UnimplementedError("quantizing at load to {}: only int4 formats are supported",
+                              WeightFormatName(format));
+  }
+  for (LayerWeights& l : weights->layers) {
+    for (WeightView* v : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj,
+                          &l.down_proj, &l.per_layer_input_gate, &l.per_layer_projection}) {
+      if (!v->present()) continue;
+      if (v->quantized() || !v->pieces.empty()) {
+        return InvalidArgumentError(
+            "'{}' is already quantized ({}): quantizing at load takes a bf16/f16/f32 checkpoint",
+            v->name, WeightFormatName(v->format));
+      }
+      if (v->shape.size() != 2 ||
+          (v->dtype != DType::kBF16 && v->dtype != DType::kF16 && v->dtype != DType::kF32)) {
+        return InvalidArgumentError("'{}' ({}) is not a bf16/f16/f32 matrix to quantize", v->name,
+                                    DTypeName(v->dtype));
+      }
+      const int64_t k = v->shape[1];
+      WeightFormat f = format;
+      if (f.group_size == 0) f.group_size = static_cast<int>(k);  // per channel
+      f.scale = v->dtype;  // as `gannet quantize` stores them: the bytes are the same
+      if (k % f.group_size != 0) continue;
+      if (const char* why = WeightFormatError(f)) {
+        return InvalidArgumentError("quantizing at load: {}", why);
+      }
+      v->format = f;
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace gannet::model

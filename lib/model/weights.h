@@ -86,10 +86,19 @@ struct WeightView {
   bool present() const { return data != nullptr || synthetic || !pieces.empty(); }
   bool quantized() const { return format.quantized(); }
   int64_t numel() const;
-  // Bytes of the elements (packed int4: half a byte each), then of a quantized view's scales and
-  // zero points in their canonical form.
+  // Bytes of the elements as the view holds them (packed int4: half a byte each), then of a
+  // quantized view's scales and zero points in their canonical form, and what the view takes
+  // once loaded: the elements in its format (a view quantized at load, dtype != format.elem,
+  // holds dense values a backend quantizes: QuantizeAtLoad) plus the scales.
   uint64_t nbytes() const { return static_cast<uint64_t>(numel()) * DTypeBits(dtype) / 8; }
   uint64_t scale_bytes() const;
+  uint64_t stored_bytes() const {
+    const DType e = format.quantized() ? format.elem : dtype;
+    return static_cast<uint64_t>(numel()) * DTypeBits(e) / 8 + scale_bytes();
+  }
+  // Dense values (synthetic, or the checkpoint's bf16/f16/f32) that LoadWeight quantizes into
+  // `format` (round to nearest, as `gannet quantize`).
+  bool quantize_at_load() const { return format.quantized() && dtype != format.elem; }
   int64_t dim(int i) const { return shape[i]; }
 };
 
@@ -183,5 +192,19 @@ int64_t ViewBytes(const ModelWeights& weights);
 // uniform routing: exact for random weights, an upper bound for a trained router's skew). The
 // fraction of copy bandwidth a step reaches is measured against this, not against every weight.
 double DecodeStepWeightBytes(const ModelConfig& config, int batch);
+// The same for the tensors `weights` holds, each in its own storage (int4 views: half a byte an
+// element plus their scales).
+double DecodeStepWeightBytes(const ModelConfig& config, const ModelWeights& weights, int batch);
+
+// Quantization at load (the engine's weight_dtype, the decode bench's --weight-dtype): marks the
+// dense linear matrices of `weights` (q/k/v/o, gate/up/down, the PLE gate and projection; not the
+// embeddings, LM head, router, PLE model projection or the 3-D experts, which `gannet quantize`
+// leaves too) whose K the format's group divides as `format` (int4 only; group 0 = per
+// channel; the scales in each matrix's own type, format.scale ignored). Their values stay where
+// they are; LoadWeight quantizes them (WriteCanonicalInt4) as the offline `gannet quantize` would,
+// so both give the same bytes. An already quantized checkpoint is an InvalidArgument naming a
+// tensor. The CUDA backend fills synthetic views faster by repeating their first 16 rows
+// (cuda_int4.cc: for speed measurements, not outputs).
+absl::Status QuantizeAtLoad(ModelWeights* weights, const WeightFormat& format);
 
 }  // namespace gannet::model

@@ -115,6 +115,7 @@ class EngineConfig(Structure):
         ("startup_warmup", c_int32),
         ("max_undelivered_tokens", c_int64),
         ("max_undelivered_tokens_per_request", c_int32),
+        ("weight_dtype", c_char_p),
     ]
 
 

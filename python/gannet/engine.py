@@ -44,7 +44,9 @@ _POLL_MS = 50  # how long the poll thread waits per call: bounds close()'s laten
 _POLL_BATCH = 256
 
 # Engine config keywords: the fields of gannet_engine_config_t and their Python types.
-_CONFIG_STR = ("backend", "load_format", "draft_model_dir", "kv_cache_dtype", "compute_dtype")
+_CONFIG_STR = (
+    "backend", "load_format", "draft_model_dir", "kv_cache_dtype", "compute_dtype", "weight_dtype"
+)
 _CONFIG_INT32 = (
     "device_id max_running_seqs max_step_tokens max_model_len page_size kv_sliding_pages "
     "kv_full_pages num_threads max_queued_requests num_speculative_tokens tensor_parallel_size "

@@ -60,6 +60,7 @@ int main(void) {
   FIELD(gannet_engine_config_t, startup_warmup);
   FIELD(gannet_engine_config_t, max_undelivered_tokens);
   FIELD(gannet_engine_config_t, max_undelivered_tokens_per_request);
+  FIELD(gannet_engine_config_t, weight_dtype);
 
   SIZE(gannet_tp_id_t);
   FIELD(gannet_tp_id_t, bytes);

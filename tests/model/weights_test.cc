@@ -10,9 +10,11 @@
 
 #include "gtest/gtest.h"
 #include "lib/common/file_util.h"
+#include "lib/model/quantized_weights.h"
 #include "lib/model/safetensors.h"
 #include "lib/model/synthetic.h"
 #include "lib/model/variants.h"
+#include "lib/quant/int4.h"
 #include "tests/testing/tiny_models.h"
 
 namespace gannet::model {
@@ -95,6 +97,51 @@ TEST(WeightsTest, DecodeStepWeightBytes) {
   const double row = table / static_cast<double>(e.vocab_size_per_layer_input);
   EXPECT_NEAR(DecodeStepWeightBytes(*ple, 1), full_bytes(*ple) - table + row, 1.0);
   EXPECT_NEAR(DecodeStepWeightBytes(*ple, 3), full_bytes(*ple) - table + 3 * row, 1.0);
+}
+
+// Quantization at load (weight_dtype): the linear matrices become int4 views (not the embedding,
+// LM head, router or experts), a step's bytes count them at half a byte plus a bf16 scale per 32
+// elements, and a synthetic view's canonical bytes are its bf16 values quantized as
+// `gannet quantize` does; an already quantized view is refused.
+TEST(WeightsTest, QuantizeAtLoad) {
+  auto c = DummyModelConfig("dummy:31b");
+  ASSERT_TRUE(c.ok());
+  ModelWeights w = SyntheticWeights(*c, 3);
+  const WeightFormat g32 = WeightFormat::Int4(32, DType::kBF16);
+  ASSERT_TRUE(QuantizeAtLoad(&w, g32).ok());
+  const LayerWeights& l = w.layers[0];
+  for (const WeightView* v :
+       {&l.q_proj, &l.k_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj}) {
+    EXPECT_TRUE(v->quantize_at_load()) << v->name;
+    EXPECT_EQ(v->format, g32) << v->name;
+  }
+  EXPECT_FALSE(w.embed_tokens.quantized());
+  EXPECT_FALSE(l.input_layernorm.quantized());
+  double linear = 0;
+  for (const LayerWeights& x : w.layers) {
+    for (const WeightView* v :
+         {&x.q_proj, &x.k_proj, &x.v_proj, &x.o_proj, &x.gate_proj, &x.up_proj, &x.down_proj}) {
+      if (v->present()) linear += static_cast<double>(v->numel());
+    }
+  }
+  // Each int4 element saves 2 - (0.5 + 2 / 32) bytes against bf16.
+  EXPECT_NEAR(DecodeStepWeightBytes(*c, w, 1), DecodeStepWeightBytes(*c, 1) - linear * 1.4375, 1e3);
+  EXPECT_FALSE(QuantizeAtLoad(&w, WeightFormat::Fp8Channel()).ok());
+
+  // The canonical bytes of a small synthetic int4 view.
+  WeightView v{"m.weight", DType::kBF16, {3, 64}, nullptr};
+  v.synthetic = true;
+  v.seed = 9;
+  v.format = g32;
+  std::vector<uint16_t> bf16(3 * 64);
+  FillSyntheticBf16(v.name, v.init, 64, v.seed, 0, 3 * 64, bf16.data());
+  std::vector<float> f32(bf16.size());
+  for (size_t i = 0; i < bf16.size(); ++i) f32[i] = Bf16ToFloat(bf16[i]);
+  std::vector<uint8_t> want_packed(3 * 32), want_scales(3 * 2 * 2), packed(3 * 32), scales(12);
+  quant::QuantizeInt4Rows(g32, f32.data(), 3, 64, want_packed.data(), want_scales.data(), nullptr);
+  ASSERT_TRUE(WriteCanonicalInt4(v, packed.data(), scales.data(), nullptr).ok());
+  EXPECT_EQ(packed, want_packed);
+  EXPECT_EQ(scales, want_scales);
 }
 
 TEST(WeightsTest, DummyModelConfigs) {

@@ -1042,3 +1042,64 @@ INSTANTIATE_TEST_SUITE_P(Schemes, QuantizedTrainedFp8,
 
 }  // namespace
 }  // namespace gannet
+
+namespace gannet {
+namespace {
+
+// Quantizing at load (the engine's weight_dtype, model::QuantizeAtLoad) gives the bytes
+// `gannet quantize` writes for the same matrices: logits equal those of the offline checkpoint.
+// Variants without MoE experts (QuantizeAtLoad leaves the 3-D experts dense; the offline tool
+// quantizes them per expert). An already quantized checkpoint is refused, naming a tensor.
+class QuantizeAtLoadTest : public ::testing::TestWithParam<RoundTripCase> {};
+
+TEST_P(QuantizeAtLoadTest, LogitsEqualTheOfflineQuantizedCheckpoint) {
+  const RoundTripCase& c = GetParam();
+  TempDir tmp;
+  ASSERT_FALSE(tmp.path.empty());
+  auto options = model::ParseWeightDtype(c.spec);
+  ASSERT_TRUE(options.ok()) << options.status();
+  const std::string src = testing::TinyModelDir(c.variant);
+  ASSERT_TRUE(model::QuantizeCheckpoint(src, tmp.path + "/q", *options).ok());
+  auto offline = Load(tmp.path + "/q");
+  ASSERT_TRUE(offline.ok()) << offline.status();
+  auto at_load = Load(src);
+  ASSERT_TRUE(at_load.ok()) << at_load.status();
+  ASSERT_TRUE(
+      model::QuantizeAtLoad(&(*at_load)->weights, model::Int4FormatOf(*options, DType::kBF16))
+          .ok());
+  int marked = 0;
+  for (const model::WeightView* v : model::AllViews((*at_load)->weights)) {
+    marked += v->quantize_at_load();
+  }
+  ASSERT_GT(marked, 0);
+  const std::vector<int32_t> ids = Prompt((*offline)->config.text.vocab_size, 24);
+  auto lo = Logits(**offline, ids);
+  ASSERT_TRUE(lo.ok()) << lo.status();
+  auto ll = Logits(**at_load, ids);
+  ASSERT_TRUE(ll.ok()) << ll.status();
+  const double err = testing::MaxRelativeLogitError(
+      ll->data(), lo->data(), static_cast<int>(ids.size()), (*offline)->config.text.vocab_size);
+  EXPECT_LE(err, 1e-6) << c.variant << " " << c.spec;
+
+  // The offline checkpoint is already quantized: quantizing it again is refused.
+  absl::Status again =
+      model::QuantizeAtLoad(&(*offline)->weights, model::Int4FormatOf(*options, DType::kBF16));
+  EXPECT_EQ(again.code(), absl::StatusCode::kInvalidArgument) << again;
+  EXPECT_NE(std::string(again.message()).find("already quantized"), std::string::npos) << again;
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, QuantizeAtLoadTest,
+                         ::testing::Values(RoundTripCase{"trained", "int4-g32"},
+                                           RoundTripCase{"31b", "int4-g32"},
+                                           RoundTripCase{"31b", "int4-channel-asym"},
+                                           RoundTripCase{"e4b", "int4-g64-asym"},
+                                           RoundTripCase{"e2b", "int4-g32"}),
+                         [](const ::testing::TestParamInfo<RoundTripCase>& i) {
+                           std::string s = i.param.variant + "_" + i.param.spec;
+                           for (char& ch : s)
+                             ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace gannet

@@ -199,7 +199,7 @@ absl::StatusOr<OwnedTensor> CpuBackend::LoadWeight(
     // int4 in the canonical form (lib/quant/int4.h): one buffer of packed bytes, then scales,
     // then zero points; the parts' rows one after the other in each.
     for (const model::WeightView* p : parts) {
-      if (!(p->format == first.format) || p->pieces.empty()) {
+      if (!(p->format == first.format) || (p->pieces.empty() && !p->quantize_at_load())) {
         return InvalidArgumentError(
             "LoadWeight: '{}' ({} g{}) and '{}' ({} g{}) cannot be "
             "concatenated: fused weights need one quantized format",

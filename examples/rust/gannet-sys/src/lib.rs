@@ -153,6 +153,9 @@ pub struct gannet_engine_config_t {
     /// (0 = 4096); a token past either ends its request with RESOURCE_EXHAUSTED.
     pub max_undelivered_tokens: i64,
     pub max_undelivered_tokens_per_request: i32,
+    /// Quantize the linear layers as they load: null = as stored; `"int4-g32"`, `"int4-g64"`,
+    /// `"int4-g128"`, `"int4-channel"` (each with `-asym`): W4A16 int4, round to nearest.
+    pub weight_dtype: *const c_char,
 }
 
 impl Default for gannet_engine_config_t {
@@ -191,6 +194,7 @@ impl Default for gannet_engine_config_t {
             startup_warmup: 0,
             max_undelivered_tokens: 0,
             max_undelivered_tokens_per_request: 0,
+            weight_dtype: std::ptr::null(),
         }
     }
 }
@@ -652,7 +656,8 @@ const _: () = {
     assert!(offset_of!(gannet_engine_config_t, startup_warmup) == 184);
     assert!(offset_of!(gannet_engine_config_t, max_undelivered_tokens) == 192);
     assert!(offset_of!(gannet_engine_config_t, max_undelivered_tokens_per_request) == 200);
-    assert!(size_of::<gannet_engine_config_t>() == 208);
+    assert!(offset_of!(gannet_engine_config_t, weight_dtype) == 208);
+    assert!(size_of::<gannet_engine_config_t>() == 216);
     assert!(size_of::<gannet_tp_id_t>() == 128);
 
     assert!(offset_of!(gannet_progress_t, stage) == 8);

@@ -55,7 +55,7 @@ fn rust_layout() -> BTreeMap<String, (i64, i64)> {
             num_speculative_tokens, max_prefill_tokens_while_decoding, tensor_parallel_size,
             num_device_ids, device_ids, tp_rank, tp_id, kv_cache_dtype, kv_separate_k_eq_v,
             compute_dtype, startup_warmup, max_undelivered_tokens,
-            max_undelivered_tokens_per_request,
+            max_undelivered_tokens_per_request, weight_dtype,
         }
         gannet_tp_id_t { bytes }
         gannet_model_info_t {
@@ -208,7 +208,8 @@ fn pinned_offsets_of_layout_test() {
         offset_of!(gannet_engine_config_t, max_undelivered_tokens_per_request),
         200
     );
-    assert_eq!(size_of::<gannet_engine_config_t>(), 208);
+    assert_eq!(offset_of!(gannet_engine_config_t, weight_dtype), 208);
+    assert_eq!(size_of::<gannet_engine_config_t>(), 216);
     assert_eq!(size_of::<gannet_tp_id_t>(), 128);
     assert_eq!(size_of::<gannet_progress_t>(), 64);
     assert_eq!(size_of::<gannet_chat_message_t>(), 24);
@@ -253,7 +254,8 @@ fn defaults_are_the_init_macros() {
     assert_eq!(gannet_request_t::default().seed_mode, GANNET_SEED_RANDOM);
     assert_eq!(gannet_request_t::default().disable_speculation, 0);
     assert_eq!(gannet_chat_message_t::default().struct_size, 24);
-    assert_eq!(gannet_engine_config_t::default().struct_size, 208);
+    assert_eq!(gannet_engine_config_t::default().struct_size, 216);
+    assert!(gannet_engine_config_t::default().weight_dtype.is_null());
     assert_eq!(gannet_engine_config_t::default().max_undelivered_tokens, 0);
     assert_eq!(
         gannet_engine_config_t::default().max_undelivered_tokens_per_request,
