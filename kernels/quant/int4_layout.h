@@ -50,4 +50,26 @@ struct Int4Layout {
   int64_t zero_point_bytes() const { return zero_point ? n_pad * groups() : 0; }
 };
 
+// Rows [row0, row0 + rows) of a weight in the device form, row0 a multiple of kInt4RowBlock: a
+// layout of its own whose tiles, scales and zero points start at these byte offsets of the
+// whole weight's (row blocks are stored one after the other in each). The CUDA backend
+// dequantizes a large weight a slice of rows at a time.
+struct Int4RowSlice {
+  Int4Layout layout;
+  int64_t packed_offset = 0;
+  int64_t scale_offset = 0;
+  int64_t zero_point_offset = 0;
+};
+inline Int4RowSlice Int4RowsOf(const Int4Layout& l, int64_t row0, int64_t rows) {
+  Int4RowSlice s;
+  s.layout = l;
+  s.layout.n = rows;
+  s.layout.n_pad = (rows + kInt4RowBlock - 1) / kInt4RowBlock * kInt4RowBlock;
+  const int64_t blocks = row0 / kInt4RowBlock;
+  s.packed_offset = blocks * l.k_tiles() * kInt4TileBytes;
+  s.scale_offset = blocks * l.groups() * kInt4RowBlock * (DTypeBits(l.scale) / 8);
+  s.zero_point_offset = l.zero_point ? blocks * l.groups() * kInt4RowBlock : 0;
+  return s;
+}
+
 }  // namespace gannet::kernels

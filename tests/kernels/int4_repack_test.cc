@@ -135,6 +135,28 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(DType::kI4, DType::kU4), ::testing::Values(32, 64, 128, 0),
                        ::testing::Values(DType::kBF16, DType::kF16, DType::kF32)));
 
+TEST(Int4Layout, RowSlicesReadTheirRowsOfTheWhole) {
+  for (DType elem : {DType::kI4, DType::kU4}) {
+    const int64_t n = 50, k = 256;
+    const auto cw = RandomInt4(elem, 64, DType::kBF16, n, k, 5);
+    std::vector<float> want(static_cast<size_t>(n * k));
+    Int4DequantizeCanonical(cw.format, n, k, cw.view(), want.data());
+    Int4Repacked rp;
+    ASSERT_EQ(Int4Repack(cw.format, n, k, cw.view(), &rp), nullptr);
+    for (const auto& [row0, rows] : std::vector<std::pair<int64_t, int64_t>>{{0, 16}, {16, 34}}) {
+      const Int4RowSlice s = Int4RowsOf(rp.layout, row0, rows);
+      std::vector<float> got(static_cast<size_t>(rows * k));
+      Int4DequantizeRepacked(
+          s.layout, rp.packed.data() + s.packed_offset, rp.scales.data() + s.scale_offset,
+          rp.zero_points.empty() ? nullptr : rp.zero_points.data() + s.zero_point_offset,
+          got.data());
+      for (int64_t i = 0; i < rows * k; ++i) {
+        ASSERT_EQ(got[i], want[row0 * k + i]) << "rows " << row0 << "+" << rows << " i " << i;
+      }
+    }
+  }
+}
+
 TEST(Int4Repack, RefusesBadInput) {
   auto cw = RandomInt4(DType::kU4, 32, DType::kBF16, 4, 128, 1);
   cw.zero_points[3] = 16;

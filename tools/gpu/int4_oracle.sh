@@ -1,13 +1,13 @@
 #!/bin/bash
 # int4 (compressed-tensors W4A16) checks on the GPU machine, which has torch + transformers:
-#   build   gannet-quantize and cuda_int4_refusal_test (tools/gpu/stages.sh's build)
-#   refuse  cuda_int4_refusal_test: the CUDA backend refuses int4 weights by name (no kernels yet)
+#   build   gannet-quantize and cuda_int4_model_test (tools/gpu/stages.sh's build)
+#   cuda    cuda_int4_model_test: int4 checkpoints on the CUDA backend against the CPU backend
 #   oracle  `gannet quantize` the tiny targets, decompress them with compressed-tensors itself and
 #           run HF's Gemma-4 on them (tools/golden/int4_oracle.py): int4-<name>.safetensors in
 #           $OUT/golden. Copy those into tests/data/golden/ and run `ctest -R quantized_test` on
 #           any machine: QuantizedHfOracle compares gannet's CPU logits with them.
 # Usage, from the repository root on the GPU machine:
-#   tools/gpu/int4_oracle.sh [WHEEL ...] [-- stage ...]   (default stages: build refuse oracle)
+#   tools/gpu/int4_oracle.sh [WHEEL ...] [-- stage ...]   (default stages: build cuda oracle)
 # WHEELs are installed with pip --no-deps first: compressed-tensors 0.20.1 and what it needs that
 # the machine lacks (loguru; pydantic and psutil if absent).
 wheels=()
@@ -19,12 +19,12 @@ gpu_header "int4 checks"
 stage_build() {
   cmake -S . -B "$build" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
     > "$out/build.log" 2>&1 &&
-    ninja -C "$build" -j"$(nproc)" gannet-quantize cuda_int4_refusal_test >> "$out/build.log" 2>&1
+    ninja -C "$build" -j"$(nproc)" gannet-quantize cuda_int4_model_test >> "$out/build.log" 2>&1
   local rc=$?
   [ $rc -ne 0 ] && tail -40 "$out/build.log"
   return $rc
 }
-stage_refuse() { gpu_ctest 120 "tests passed|tests failed|Failed|PASSED|FAILED" cuda_int4_refusal_test; }
+stage_cuda() { gpu_ctest 600 "tests passed|tests failed|Failed|PASSED|FAILED|note \]" cuda_int4_model_test; }
 stage_oracle() {
   if [ ${#wheels[@]} -gt 0 ]; then
     python3 -m pip install --no-deps "${wheels[@]}" > "$out/pip.log" 2>&1 || { tail -5 "$out/pip.log"; return 1; }
@@ -43,4 +43,4 @@ stage_oracle() {
   rm -rf "$work"
   return $rc
 }
-gpu_run_stages build refuse oracle -- "$@"
+gpu_run_stages build cuda oracle -- "$@"

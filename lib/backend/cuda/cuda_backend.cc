@@ -264,6 +264,20 @@ absl::StatusOr<void*> CudaBackend::Workspace(WorkspaceId id, size_t bytes) {
   return s.ptr;
 }
 
+absl::Status CudaBackend::ReserveWorkspace(WorkspaceId id, size_t bytes) {
+  Space& s = spaces_[static_cast<int>(id)];
+  if (bytes <= s.bytes) return absl::OkStatus();
+  GANNET_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  if (s.ptr != nullptr) GANNET_CUDA_RETURN_IF_ERROR(cudaFree(s.ptr));
+  s.ptr = nullptr;
+  s.bytes = 0;
+  GANNET_CUDA_RETURN_IF_ERROR(cudaMalloc(&s.ptr, bytes));
+  ++graph_epoch_;
+  GANNET_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s.ptr, 0, bytes, stream_));
+  s.bytes = bytes;
+  return absl::OkStatus();
+}
+
 std::string CudaBackend::DeviceName() const { return device_name_; }
 
 absl::Status CudaBackend::BindThread() {
@@ -383,22 +397,28 @@ absl::StatusOr<OwnedTensor> CudaBackend::LoadWeight(
           "quantized with desc_act false",
           p->name);
     }
-    if (p->quantized()) {
+    if (p->quantized() && p->format.elem != DType::kI4 && p->format.elem != DType::kU4) {
       return UnimplementedError(
-          "LoadWeight: '{}' is quantized ({}); the CUDA backend has no kernels for quantized "
-          "weights yet: run it on the CPU backend or load the bf16 checkpoint",
+          "LoadWeight: '{}' is quantized ({}); the CUDA backend has no kernels for this format "
+          "yet (int4 only): run it on the CPU backend or load the bf16 checkpoint",
           p->name, WeightFormatName(p->format));
     }
-    if (!p->pieces.empty()) {
-      return UnimplementedError(
-          "LoadWeight: '{}' is gathered from per-expert modules ({} ...), "
-          "which the CUDA backend does not load yet",
-          p->name, p->pieces[0].module);
+    if (p->quantized() != first.quantized()) {
+      return InvalidArgumentError(
+          "LoadWeight: '{}' and '{}' cannot be concatenated: fused weights need one format",
+          first.name, p->name);
     }
     if (p->shape.size() != first.shape.size() ||
         !std::equal(p->shape.begin() + 1, p->shape.end(), first.shape.begin() + 1)) {
       return InvalidArgumentError("LoadWeight: '{}' and '{}' cannot be concatenated", first.name,
                                   p->name);
+    }
+    if (first.quantized()) continue;  // LoadInt4Weight checks the rest
+    if (!p->pieces.empty()) {
+      return UnimplementedError(
+          "LoadWeight: '{}' is gathered from per-expert modules ({} ...), "
+          "which the CUDA backend does not load yet",
+          p->name, p->pieces[0].module);
     }
     if (p->synthetic && p->dtype != DType::kBF16) {
       return InvalidArgumentError("LoadWeight: synthetic '{}' must be bf16", p->name);
@@ -406,6 +426,7 @@ absl::StatusOr<OwnedTensor> CudaBackend::LoadWeight(
     rows += p->shape[0];
     total += p->numel();
   }
+  if (first.quantized()) return LoadInt4Weight(parts);
   // Matrices in the compute type (what the GEMMs read: bf16, or f16 on the fp16 path), vectors
   // f32 (what the norms read).
   const bool is_vector = first.shape.size() <= 1;

@@ -123,7 +123,17 @@ class CudaBackend final : public Backend {
 
   // A grow-only device workspace (kernel scratch). `id` keeps users whose kernels rely on zeroed
   // counters apart from users that overwrite their space.
-  enum class WorkspaceId { kAttention, kMoeRoute, kMoeExperts, kLinearInput, kCount };
+  // kInt4Split: the int4 GEMV's split-K partials; kInt4Dense: int4 weights dequantized for
+  // prefill-sized products (cuda_int4.cc).
+  enum class WorkspaceId {
+    kAttention,
+    kMoeRoute,
+    kMoeExperts,
+    kLinearInput,
+    kInt4Split,
+    kInt4Dense,
+    kCount
+  };
   absl::StatusOr<void*> Workspace(WorkspaceId id, size_t bytes);
 
  private:
@@ -131,6 +141,13 @@ class CudaBackend final : public Backend {
   CudaBackend() = default;
   absl::Status Init(int device, std::optional<DType> compute);
   bool Capturing() const;
+  // Workspace(id, bytes) without the geometric growth: a size known at load time, allocated
+  // exactly (outside steps).
+  absl::Status ReserveWorkspace(WorkspaceId id, size_t bytes);
+  // LoadWeight of int4 weights (cuda_int4.cc).
+  absl::StatusOr<OwnedTensor> LoadInt4Weight(std::span<const model::WeightView* const> parts);
+  absl::StatusOr<OwnedTensor> LoadSyntheticInt4(const model::WeightView& first, int64_t n,
+                                                int64_t k);
   absl::StatusOr<const kernels::KernelEntry*> SelectAttentionFor(
       const kernels::PagedAttentionParams& p);
   absl::Status LaunchAttention(const kernels::KernelEntry& entry,

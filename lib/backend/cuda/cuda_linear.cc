@@ -457,6 +457,7 @@ absl::StatusOr<bool> CudaLinear::RunLinearGeluMul(const Tensor& x, const Tensor&
 
 absl::StatusOr<CudaLinear::Choice> CudaLinear::Run(const Tensor& x, const Tensor& w,
                                                    const Tensor& out) {
+  if (w.quantized()) return RunInt4(x, w, out);
   const int64_t m = x.rows(), k = x.row_elems(), n = w.dim(0);
   // The weight is bf16, or f16 on the fp16 compute path; x and out are the weight's type or f32.
   if (w.dtype != DType::kBF16 && w.dtype != DType::kF16) {

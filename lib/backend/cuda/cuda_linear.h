@@ -39,7 +39,9 @@ class CudaLinear {
   static absl::StatusOr<std::unique_ptr<CudaLinear>> Create(CudaBackend* backend);
   ~CudaLinear();
 
-  enum class Path { kCublasLt, kGemv };
+  // kInt4Kernel / kInt4Dense: an int4 weight through the int4 kernels, or dequantized into
+  // scratch and multiplied by cuBLASLt (cuda_int4.cc says when each).
+  enum class Path { kCublasLt, kGemv, kInt4Kernel, kInt4Dense };
   // The path a shape runs on, and its tuned time (0 when untimed).
   struct Choice {
     Path path = Path::kCublasLt;
@@ -52,6 +54,7 @@ class CudaLinear {
     kernels::GemvTile gemv_tile = kernels::GemvTile::k4Rows;  // the GEMV's, timed at M = 1
   };
   // Runs the layer (tuning the shape first if needed) and reports the path it took.
+  // An int4 weight (LoadWeight's device form) goes to RunInt4.
   absl::StatusOr<Choice> Run(const Tensor& x, const Tensor& w, const Tensor& out);
   // The fused GeluTanhMul(gate, up, act) then Run(act, w, out) (Backend::GeluMulLinear): the GEMV
   // computing the product as it loads its input, the same bits. Taken only where Run would take
@@ -85,6 +88,9 @@ class CudaLinear {
                          const void* w, void* out, int m);
   // x (f32) converted to `type` (the weight's) at dst, row stride ld: cuBLASLt's input.
   absl::Status ConvertInput(const Tensor& x, void* dst, int64_t ld, DType type);
+  absl::StatusOr<Choice> RunInt4(const Tensor& x, const Tensor& w, const Tensor& out);
+  // The registry's int4 entry for a problem, selected once per key.
+  absl::StatusOr<const kernels::KernelEntry*> Int4Entry(const kernels::ProblemKey& pk);
   static KeyTuple KeyOf(const void* xb, int64_t ldxb, bool x_f32, const Tensor& w,
                         const Tensor& out);
   // up: the gated GEMV's second input (x is then the gate).
@@ -107,6 +113,9 @@ class CudaLinear {
   std::optional<int> pinned_;
   // By x f32 (+1) and weight f16 (+2).
   const kernels::KernelEntry* gemv_entry_[4] = {nullptr, nullptr, nullptr, nullptr};
+  std::map<std::tuple<int, int, int, int, int, int, int, int, uint32_t>,
+           const kernels::KernelEntry*>
+      int4_entries_;
 };
 
 }  // namespace gannet::backend
