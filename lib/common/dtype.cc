@@ -26,26 +26,34 @@ std::string WeightFormatName(const WeightFormat& f) {
       s += " channel";
       break;
     case ScaleGranularity::kGroup:
-      s += " g" + std::to_string(f.group_size);
+      s += " g";  // appends, not " g" + to_string(...): GCC 12's -Wrestrict false positive at -O3
+      s += std::to_string(f.group_size);
       break;
     case ScaleGranularity::kBlock:
-      s += " " + std::to_string(f.block_rows) + "x" + std::to_string(f.group_size);
+      s += ' ';
+      s += std::to_string(f.block_rows);
+      s += 'x';
+      s += std::to_string(f.group_size);
       break;
     case ScaleGranularity::kNone:
       break;
   }
   if (f.zero_point) s += " + zero points";
   if (f.input_perm) s += " act-order";
-  s += " (" + short_name(f.scale) + " scales" + (f.global_scale ? ", global" : "") + ")";
+  s += " (";
+  s += short_name(f.scale);
+  s += f.global_scale ? " scales, global)" : " scales)";
   switch (f.act) {
     case ActivationQuant::kDynamicFp8:
-      s += f.act_group > 0 ? ", A8 g" + std::to_string(f.act_group) : ", A8 token";
+      s += f.act_group > 0 ? ", A8 g" : ", A8 token";
+      if (f.act_group > 0) s += std::to_string(f.act_group);
       break;
     case ActivationQuant::kStaticFp8:
       s += ", A8 static";
       break;
     case ActivationQuant::kDynamicNvfp4:
-      s += ", A4 g" + std::to_string(f.act_group);
+      s += ", A4 g";
+      s += std::to_string(f.act_group);
       break;
     case ActivationQuant::kNone:
       break;
