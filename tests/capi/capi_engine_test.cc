@@ -169,24 +169,31 @@ TEST_P(PerVariant, StartupWarmupServesTheSameTokens) {
   }
 }
 
+// Greedy output of `other` against `ref` on `prompts` 24-token prompts (seeds seed, seed + 1,
+// ...): tokens up to each one's first difference (then the contexts differ), and all of ref's.
+std::pair<int, int> GreedyAgreement(gannet_engine_t* ref, gannet_engine_t* other, uint32_t seed,
+                                    int prompts, int max_tokens) {
+  int same = 0, total = 0;
+  for (int i = 0; i < prompts; ++i) {
+    const std::vector<int32_t> prompt = MakePrompt(seed + i, 24);
+    const Outcome x = RunAlone(ref, GreedyRequest(prompt, max_tokens));
+    const Outcome y = RunAlone(other, GreedyRequest(prompt, max_tokens));
+    EXPECT_EQ(y.status, GANNET_OK) << y.message;
+    size_t k = 0;
+    while (k < x.tokens.size() && k < y.tokens.size() && x.tokens[k] == y.tokens[k]) ++k;
+    same += static_cast<int>(k);
+    total += static_cast<int>(x.tokens.size());
+  }
+  return {same, total};
+}
+
 TEST(CapiEngineTest, Fp8KvKeepsTheTrainedModelsGreedyText) {
   gannet_engine_t* ref = CreateTinyEngine("trained");
   gannet_engine_t* fp8 = CreateTinyEngine(
       "trained", [](gannet_engine_config_t* c) { c->kv_cache_dtype = "fp8_e4m3"; });
   ASSERT_NE(ref, nullptr);
   ASSERT_NE(fp8, nullptr);
-  int same = 0, total = 0;
-  for (int i = 0; i < 8; ++i) {
-    const std::vector<int32_t> prompt = MakePrompt(3000 + i, 24);
-    const Outcome x = RunAlone(ref, GreedyRequest(prompt, 32));
-    const Outcome y = RunAlone(fp8, GreedyRequest(prompt, 32));
-    ASSERT_EQ(y.status, GANNET_OK) << y.message;
-    // Tokens up to the first difference (then the contexts differ).
-    size_t k = 0;
-    while (k < x.tokens.size() && k < y.tokens.size() && x.tokens[k] == y.tokens[k]) ++k;
-    same += static_cast<int>(k);
-    total += static_cast<int>(x.tokens.size());
-  }
+  const auto [same, total] = GreedyAgreement(ref, fp8, 3000, 8, 32);
   std::printf(
       "[ note ] trained model, FP8 vs f32 KV: %d of %d greedy tokens before the first "
       "difference\n",
@@ -217,17 +224,7 @@ TEST(CapiEngineTest, WeightDtypeQuantizesAtLoad) {
   ASSERT_EQ(gannet_engine_get_stats(ref, &a), GANNET_OK);
   ASSERT_EQ(gannet_engine_get_stats(q, &b), GANNET_OK);
   EXPECT_LT(b.weight_bytes * 2, a.weight_bytes) << b.weight_bytes << " vs " << a.weight_bytes;
-  int same = 0, total = 0;
-  for (int i = 0; i < 4; ++i) {
-    const std::vector<int32_t> prompt = MakePrompt(4000 + i, 24);
-    const Outcome x = RunAlone(ref, GreedyRequest(prompt, 24));
-    const Outcome y = RunAlone(q, GreedyRequest(prompt, 24));
-    ASSERT_EQ(y.status, GANNET_OK) << y.message;
-    size_t k = 0;
-    while (k < x.tokens.size() && k < y.tokens.size() && x.tokens[k] == y.tokens[k]) ++k;
-    same += static_cast<int>(k);
-    total += static_cast<int>(x.tokens.size());
-  }
+  const auto [same, total] = GreedyAgreement(ref, q, 4000, 4, 24);
   std::printf(
       "[ note ] trained model, int4-g32 at load vs as stored: weights %lld vs %lld bytes, %d of "
       "%d greedy tokens before the first difference\n",
