@@ -174,11 +174,12 @@ INSTANTIATE_TEST_SUITE_P(Schemes, CudaInt4ModelTest,
 
 TEST(CudaInt4Refusal, WeightsTheKernelsCannotTakeAreUnimplementedByName) {
   GANNET_REQUIRE_GPU();
-  // The tiny 31B's hidden size is 48: its q_proj's K is not a multiple of 64.
-  const std::string dir = std::filesystem::path(::testing::TempDir()) / "gannet_cuda_int4_31b";
+  // The tiny E4B's hidden size is 32: its q_proj is quantized at g32 and its K is not a multiple
+  // of 64.
+  const std::string dir = std::filesystem::path(::testing::TempDir()) / "gannet_cuda_int4_e4b";
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(
-      model::QuantizeCheckpoint(testing::TinyModelDir("31b"), dir, model::QuantizeOptions{}).ok());
+      model::QuantizeCheckpoint(testing::TinyModelDir("e4b"), dir, model::QuantizeOptions{}).ok());
   auto m = testing::LoadModelFolder(dir);
   ASSERT_TRUE(m.ok()) << m.status();
   auto be = backend::CudaBackend::Create(0);
