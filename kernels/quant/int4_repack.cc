@@ -1,7 +1,9 @@
 #include "kernels/quant/int4_repack.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
+#include <thread>
 
 namespace gannet::kernels {
 namespace {
@@ -100,7 +102,7 @@ float Int4ScaleToFloat(DType type, const void* scales, int64_t i) {
 }
 
 const char* Int4Repack(const WeightFormat& f, int64_t n, int64_t k, const Int4Canonical& src,
-                       Int4Repacked* out) {
+                       Int4Repacked* out, int threads) {
   if (const char* e = Int4FormatError(f, n, k)) return e;
   if (src.packed == nullptr || src.scales == nullptr ||
       (f.zero_point && src.zero_points == nullptr)) {
@@ -119,23 +121,37 @@ const char* Int4Repack(const WeightFormat& f, int64_t n, int64_t k, const Int4Ca
   const int sbytes = DTypeBits(f.scale) / 8;
   out->scales.assign(static_cast<size_t>(l.scale_bytes()), 0);
   out->zero_points.assign(static_cast<size_t>(l.zero_point_bytes()), 0);
-  for (int64_t row = 0; row < n; ++row) {
-    const uint8_t* in = src.packed + row * (k / 2);
-    for (int64_t col = 0; col < k; ++col) {
-      const int nib = (col & 1) ? in[col / 2] >> 4 : in[col / 2] & 0xF;
-      const int u = f.elem == DType::kI4 ? nib ^ 0x8 : nib;
-      const Int4NibbleAt at = Int4DeviceNibble(l, row, col);
-      uint8_t& b = out->packed[static_cast<size_t>(at.byte)];
-      b = static_cast<uint8_t>((b & ~(0xF << at.shift)) | (u << at.shift));
+  auto rows = [&](int64_t row0, int64_t row1) {
+    for (int64_t row = row0; row < row1; ++row) {
+      const uint8_t* in = src.packed + row * (k / 2);
+      for (int64_t col = 0; col < k; ++col) {
+        const int nib = (col & 1) ? in[col / 2] >> 4 : in[col / 2] & 0xF;
+        const int u = f.elem == DType::kI4 ? nib ^ 0x8 : nib;
+        const Int4NibbleAt at = Int4DeviceNibble(l, row, col);
+        uint8_t& b = out->packed[static_cast<size_t>(at.byte)];
+        b = static_cast<uint8_t>((b & ~(0xF << at.shift)) | (u << at.shift));
+      }
+      for (int64_t grp = 0; grp < groups; ++grp) {
+        const int64_t dst = Int4DeviceScaleIndex(l, row, grp);
+        std::memcpy(&out->scales[static_cast<size_t>(dst * sbytes)],
+                    static_cast<const uint8_t*>(src.scales) + (row * groups + grp) * sbytes,
+                    sbytes);
+        if (f.zero_point)
+          out->zero_points[static_cast<size_t>(dst)] = src.zero_points[row * groups + grp];
+      }
     }
-    for (int64_t grp = 0; grp < groups; ++grp) {
-      const int64_t dst = Int4DeviceScaleIndex(l, row, grp);
-      std::memcpy(&out->scales[static_cast<size_t>(dst * sbytes)],
-                  static_cast<const uint8_t*>(src.scales) + (row * groups + grp) * sbytes, sbytes);
-      if (f.zero_point)
-        out->zero_points[static_cast<size_t>(dst)] = src.zero_points[row * groups + grp];
-    }
+  };
+  // Row blocks own disjoint tiles, scales and zero points (a byte holds rows g and g + 8 of one
+  // block), so threads take whole row blocks and write the same buffers without a lock.
+  const int64_t blocks = l.row_blocks();
+  const int64_t parts = std::clamp<int64_t>(threads, 1, blocks);
+  std::vector<std::thread> pool;
+  for (int64_t p = 1; p < parts; ++p) {
+    pool.emplace_back(rows, std::min(n, blocks * p / parts * kInt4RowBlock),
+                      std::min(n, blocks * (p + 1) / parts * kInt4RowBlock));
   }
+  rows(0, std::min(n, blocks / parts * kInt4RowBlock));
+  for (std::thread& t : pool) t.join();
   return nullptr;
 }
 

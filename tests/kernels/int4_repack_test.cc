@@ -157,6 +157,19 @@ TEST(Int4Layout, RowSlicesReadTheirRowsOfTheWhole) {
   }
 }
 
+TEST(Int4Repack, ThreadsGiveTheSameBytes) {
+  for (const auto& [n, threads] :
+       std::vector<std::pair<int64_t, int>>{{50, 3}, {16, 4}, {130, 8}}) {
+    const auto cw = RandomInt4(DType::kU4, 64, DType::kBF16, n, 256, 17 + n);
+    Int4Repacked one, many;
+    ASSERT_EQ(Int4Repack(cw.format, n, 256, cw.view(), &one), nullptr);
+    ASSERT_EQ(Int4Repack(cw.format, n, 256, cw.view(), &many, threads), nullptr);
+    EXPECT_EQ(one.packed, many.packed) << n << " rows, " << threads << " threads";
+    EXPECT_EQ(one.scales, many.scales) << n;
+    EXPECT_EQ(one.zero_points, many.zero_points) << n;
+  }
+}
+
 TEST(Int4Repack, RefusesBadInput) {
   auto cw = RandomInt4(DType::kU4, 32, DType::kBF16, 4, 128, 1);
   cw.zero_points[3] = 16;
