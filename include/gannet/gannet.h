@@ -288,9 +288,9 @@ typedef struct gannet_engine_config {
    * projection and MoE experts stay as they are). About 0.28x the bytes of those layers, so a
    * larger model fits and decode reads less; accuracy as round-to-nearest int4 (a QAT or GPTQ
    * checkpoint is better: load it directly). The CUDA backend needs each K a multiple of 64
-   * (every Gemma-4 geometry). An already quantized checkpoint is INVALID_ARGUMENT; tensor
-   * parallelism with it UNIMPLEMENTED. A draft model (speculative decoding) keeps its own
-   * weights. */
+   * (every Gemma-4 geometry). An already quantized checkpoint is INVALID_ARGUMENT, and so is
+   * per-channel int4 with tensor parallelism (its ranks split the channels' inputs: use a group
+   * size). A draft model (speculative decoding) keeps its own weights. */
   const char* weight_dtype;
 } gannet_engine_config_t;
 

@@ -107,12 +107,6 @@ absl::StatusOr<int> TensorParallelSize(const EngineConfig& cfg) {
 // What a tensor-parallel group of `world` ranks cannot serve, before any device is touched: the
 // model, and the draft model, which every rank holds a shard of (lib/model/tp_shard.h).
 absl::Status CheckTensorParallel(const EngineConfig& cfg, const LoadedEngineParts& p, int world) {
-  if (!cfg.weight_dtype.empty()) {
-    return UnimplementedError(
-        "engine: weight_dtype '{}' with tensor parallelism ({} ranks): quantized weights do not "
-        "split over ranks yet",
-        cfg.weight_dtype, world);
-  }
   GANNET_RETURN_IF_ERROR(model::CheckTpShardable(p.config, world));
   if (cfg.draft_model_dir.empty()) return absl::OkStatus();
   absl::Status draft =
@@ -263,8 +257,9 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
   int64_t weight_bytes = cpu && p->checkpoint != nullptr ? checkpoint_bytes(p->checkpoint.get())
                                                          : 2 * model::CountParameters(p->config);
   if (world > 1 && !cpu) weight_bytes = 2 * model::ShardParameterCount(p->config, world);
-  if (!cpu && !cfg.weight_dtype.empty()) {
-    // Quantized at load: those matrices take their int4 bytes and scales, the rest bf16.
+  if (!cpu && !cfg.weight_dtype.empty() && world == 1) {
+    // Quantized at load: those matrices take their int4 bytes and scales, the rest bf16 (a
+    // tensor-parallel rank's count stays the bf16 shard's: an upper bound).
     weight_bytes = 0;
     for (const model::WeightView* v : model::AllViews(p->weights)) {
       if (!v->present()) continue;

@@ -119,6 +119,23 @@ absl::StatusOr<WeightView> Take(const WeightView& v, const Slice& s, TpShard sha
     return InternalError("tensor parallel: slice [{}, {}) of dim {} outside weight '{}'", s.begin,
                          s.begin + s.len, s.dim, v.name);
   }
+  if (v.quantize_at_load() && s.dim == static_cast<int>(v.shape.size()) - 1) {
+    // A row-parallel shard of a weight quantized at load: its groups of inputs must not straddle
+    // ranks, so that every rank quantizes exactly the groups one device would.
+    const int64_t g = v.format.group_size;
+    if (g == v.shape.back()) {
+      return InvalidArgumentError(
+          "tensor parallelism: '{}' is quantized per channel at load, and {} ranks split its "
+          "inputs (each would scale a different channel); use a group size (int4-g128)",
+          v.name, shard.world);
+    }
+    if (s.begin % g != 0 || s.len % g != 0) {
+      return InvalidArgumentError(
+          "tensor parallelism: '{}' splits its {} inputs into {} per rank, not a multiple of the "
+          "int4 group of {}",
+          v.name, v.shape.back(), s.len, g);
+    }
+  }
   WeightView r = v;
   r.shape[s.dim] = s.len;
   if (v.synthetic) {
@@ -151,9 +168,9 @@ absl::StatusOr<std::unique_ptr<ShardedWeights>> ShardWeights(const ModelConfig& 
                                                              const ModelWeights& w, TpShard shard) {
   GANNET_RETURN_IF_ERROR(CheckTpShardable(config, shard.world, shard.moe));
   for (const WeightView* view : AllViews(w)) {
-    // Shards slice rows and columns of plain tensors; packed int4 and its scales are not sliced
-    // yet (issue 53).
-    if (view->quantized() || !view->pieces.empty()) {
+    // Shards slice rows and columns of plain tensors (and of dense values a backend quantizes at
+    // load: QuantizeAtLoad); packed int4 and its scales are not sliced yet (issue 53).
+    if ((view->quantized() && !view->quantize_at_load()) || !view->pieces.empty()) {
       return UnimplementedError(
           "tensor parallelism: '{}' is {}; only plain bf16/f16/f32 weights "
           "are sharded so far",

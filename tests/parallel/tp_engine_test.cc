@@ -41,9 +41,11 @@ std::vector<RequestInput> Requests() {
   return v;
 }
 
-std::vector<Output> Serve(const std::string& variant, int tp, const std::string& kv_dtype = "") {
+std::vector<Output> Serve(const std::string& variant, int tp, const std::string& kv_dtype = "",
+                          const std::string& weight_dtype = "") {
   EngineConfig c;
   c.kv_cache_dtype = kv_dtype;
+  c.weight_dtype = weight_dtype;
   c.model_dir = testing::TinyModelDir(variant);
   c.backend = "cpu";
   c.num_threads = 2;
@@ -130,6 +132,18 @@ TEST_P(TpEngineTest, Fp8KvTokensOfOneDevice) {
     total += ref[i].tokens.size();
   }
   EXPECT_GE(2 * same, total) << same << " of " << total;
+}
+
+// weight_dtype under tensor parallelism: the trained model quantized to int4 as it loads serves
+// TP 1's tokens at TP 2 (each rank quantizes the groups of its slice that one device would).
+TEST(TpEngineWeightDtypeTest, Int4AtLoadTokensOfOneDevice) {
+  const std::vector<Output> ref = Serve("trained", 1, "", "int4-g32");
+  ASSERT_EQ(ref.size(), 6u);
+  const std::vector<Output> got = Serve("trained", 2, "", "int4-g32");
+  ASSERT_EQ(got.size(), ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, ref[i].tokens) << "request " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, TpEngineTest, ::testing::ValuesIn(testing::TargetVariants()),

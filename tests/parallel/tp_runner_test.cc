@@ -72,6 +72,39 @@ INSTANTIATE_TEST_SUITE_P(Variants, TpRunnerTest,
                            return n;
                          });
 
+// Weights quantized at load (weight_dtype) shard like plain ones: each rank quantizes exactly the
+// groups of its slice that one device would (a row-parallel slice holds whole groups), so TP = 2
+// keeps TP = 1's tokens and logits within fp32 rounding; a per-channel scheme, whose channels the
+// row-parallel slices would split, and a group that straddles ranks are refused by name.
+TEST(TpRunnerTest, WeightsQuantizedAtLoadMatchOneDevice) {
+  for (const char* variant : {"trained", "31b"}) {
+    auto m = testing::LoadTinyModel(variant);
+    ASSERT_TRUE(m.ok()) << m.status();
+    ASSERT_TRUE(model::QuantizeAtLoad(&(*m)->weights, WeightFormat::Int4(32, DType::kBF16)).ok());
+    const testing::TpRun ref = testing::RunOneDeviceReference(**m, kSteps, kPage);
+    CpuGroup g = MakeCpuGroup(**m, 2);
+    ASSERT_NE(g.runner, nullptr) << variant;
+    testing::ExpectSameRun(testing::RunGreedySteps(*g.runner, kSteps, kPage), ref,
+                           static_cast<int>((*m)->config.text.vocab_size), 1e-4);
+  }
+  auto m = testing::LoadTinyModel("trained");
+  ASSERT_TRUE(m.ok());
+  model::ModelWeights channel = (*m)->weights;
+  ASSERT_TRUE(model::QuantizeAtLoad(&channel, WeightFormat::Int4(0, DType::kBF16)).ok());
+  auto refused = model::ShardWeights((*m)->config, channel, {0, 2});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+  EXPECT_NE(std::string(refused.status().message()).find("per channel"), std::string::npos)
+      << refused.status();
+  // The trained model's down_proj has 640 inputs: 2 ranks get 320, not a multiple of 128.
+  model::ModelWeights g128 = (*m)->weights;
+  ASSERT_TRUE(model::QuantizeAtLoad(&g128, WeightFormat::Int4(128, DType::kBF16)).ok());
+  auto straddle = model::ShardWeights((*m)->config, g128, {0, 2});
+  ASSERT_FALSE(straddle.ok());
+  EXPECT_NE(std::string(straddle.status().message()).find("group of 128"), std::string::npos)
+      << straddle.status().message();
+}
+
 // 26B-A4B under both MoE splits, whatever DefaultMoeSplit picks: the experts themselves split
 // (expert parallelism: 4 of the tiny model's 8 experts per rank at TP 2, 2 at TP 4, as many as a
 // token picks) and every expert's intermediate split. One device's logits and tokens; each rank
