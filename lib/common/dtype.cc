@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace gannet {
@@ -99,6 +100,19 @@ uint16_t FloatToF16(float f) {
   uint32_t rem = mant & 0x1FFFu;
   if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;
   return static_cast<uint16_t>(half);
+}
+
+void ElementsToF32(const void* p, DType t, int64_t n, float* out) {
+  switch (t) {
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFloat(LoadUnaligned<uint16_t>(p, i));
+      break;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) out[i] = F16ToFloat(LoadUnaligned<uint16_t>(p, i));
+      break;
+    default:
+      std::memcpy(out, p, static_cast<size_t>(n) * 4);
+  }
 }
 
 float Fp8E4M3ToFloat(uint8_t v) {

@@ -54,6 +54,10 @@ inline float RoundToBf16(float f) { return Bf16ToFloat(FloatToBf16(f)); }
 float F16ToFloat(uint16_t h);
 uint16_t FloatToF16(float f);
 
+// n elements of type t (bf16, f16 or f32; any other type is read as f32) starting at p, which may
+// be misaligned for t (a checkpoint's tensor), as f32 into out.
+void ElementsToF32(const void* p, DType t, int64_t n, float* out);
+
 // `v` rounded to nearest even in t when t is bf16 or f16; other types return it unchanged (the
 // quantizers' scales are stored in one of the three).
 inline float RoundToFloatType(float v, DType t) {

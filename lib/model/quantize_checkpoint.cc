@@ -33,22 +33,6 @@ const std::vector<std::string>& DefaultIgnore() {
   return v;
 }
 
-void ToF32(const uint8_t* src, DType t, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) {
-    switch (t) {
-      case DType::kBF16:
-        out[i] = Bf16ToFloat(LoadUnaligned<uint16_t>(src, i));
-        break;
-      case DType::kF16:
-        out[i] = F16ToFloat(LoadUnaligned<uint16_t>(src, i));
-        break;
-      default:
-        out[i] = LoadUnaligned<float>(src, i);
-        break;
-    }
-  }
-}
-
 std::string Bytes(const void* p, size_t n) { return std::string(static_cast<const char*>(p), n); }
 
 // The compressed-tensors tensors of module `module` holding rows [n, k] (f32 values).
@@ -287,7 +271,7 @@ absl::StatusOr<QuantizeReport> QuantizeCheckpoint(const std::string& src_dir,
       if (q2) {
         const int64_t n = t.info->shape[0], k = t.info->shape[1];
         f32.resize(static_cast<size_t>(n * k));
-        ToF32(t.data(), dt, n * k, f32.data());
+        ElementsToF32(t.data(), dt, n * k, f32.data());
         AppendQuantized(quantize_2d.find(name)->second, f32.data(), n, k, dt, o, &out);
       } else if (qe) {
         const int64_t e_count = t.info->shape[0], rows = t.info->shape[1], k = t.info->shape[2];
@@ -296,7 +280,8 @@ absl::StatusOr<QuantizeReport> QuantizeCheckpoint(const std::string& src_dir,
         f32.resize(static_cast<size_t>(rows * k));
         const size_t eb = static_cast<size_t>(DTypeBits(dt) / 8);
         for (int64_t e = 0; e < e_count; ++e) {
-          ToF32(t.data() + static_cast<size_t>(e * rows * k) * eb, dt, rows * k, f32.data());
+          ElementsToF32(t.data() + static_cast<size_t>(e * rows * k) * eb, dt, rows * k,
+                        f32.data());
           if (gate_up) {
             AppendQuantized(fmt::format("{}{}.gate_proj", base, e), f32.data(), rows / 2, k, dt, o,
                             &out);

@@ -4,12 +4,12 @@
 #include <cmath>
 #include <cstring>
 #include <span>
-#include <thread>
 #include <vector>
 
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "lib/common/status.h"
+#include "lib/common/thread_pool.h"
 #include "lib/model/gptq_weights.h"
 #include "lib/model/synthetic.h"
 #include "lib/quant/fp8.h"
@@ -511,28 +511,15 @@ absl::Status WriteCanonicalInt4(const WeightView& v, uint8_t* packed, void* scal
           FillSyntheticBf16(v.name, v.init, k, v.seed, r * k, k, bf16.data());
           for (int64_t i = 0; i < k; ++i) row[i] = Bf16ToFloat(bf16[i]);
         } else {
-          const void* src = static_cast<const char*>(v.data) + r * row_bytes;
-          for (int64_t i = 0; i < k; ++i) {
-            row[i] = v.dtype == DType::kBF16  ? Bf16ToFloat(LoadUnaligned<uint16_t>(src, i))
-                     : v.dtype == DType::kF16 ? F16ToFloat(LoadUnaligned<uint16_t>(src, i))
-                                              : LoadUnaligned<float>(src, i);
-          }
+          ElementsToF32(static_cast<const char*>(v.data) + r * row_bytes, v.dtype, k, row.data());
         }
         quant::QuantizeInt4Rows(v.format, row.data(), 1, k, packed + r * (k / 2),
                                 static_cast<char*>(scales) + r * groups * scale_bytes,
                                 zeros != nullptr ? zeros + r * groups : nullptr);
       }
     };
-    // Threads for matrices of 64k elements or more (each thread a few thousand rows' worth).
-    const int64_t parts =
-        std::clamp<int64_t>(std::min<int64_t>(std::thread::hardware_concurrency(), 16), 1,
-                            std::max<int64_t>(1, rows * k / 65536));
-    std::vector<std::thread> pool;
-    for (int64_t p = 1; p < parts; ++p) {
-      pool.emplace_back(quantize, rows * p / parts, rows * (p + 1) / parts);
-    }
-    quantize(0, rows / parts);
-    for (std::thread& t : pool) t.join();
+    // Chunks of at least 64k elements on the process's pool.
+    DefaultThreadPool().ParallelFor(rows, std::max<int64_t>(1, 65536 / k), quantize);
     return absl::OkStatus();
   }
   if (!v.quantized() || v.pieces.empty()) {
@@ -683,20 +670,7 @@ absl::Status WriteGatheredDense(const WeightView& v, DType out_type, void* out) 
       std::memcpy(dst, p.data, bytes);
       dst += bytes;
     } else if (out_type == DType::kF32) {
-      float* o = reinterpret_cast<float*>(dst);
-      for (int64_t i = 0; i < n; ++i) {
-        switch (p.dtype) {
-          case DType::kBF16:
-            o[i] = Bf16ToFloat(LoadUnaligned<uint16_t>(p.data, i));
-            break;
-          case DType::kF16:
-            o[i] = F16ToFloat(LoadUnaligned<uint16_t>(p.data, i));
-            break;
-          default:
-            o[i] = LoadUnaligned<float>(p.data, i);
-            break;
-        }
-      }
+      ElementsToF32(p.data, p.dtype, n, reinterpret_cast<float*>(dst));
       dst += n * 4;
     } else {
       return InvalidArgumentError("'{}': cannot write {} pieces as {}", v.name, DTypeName(p.dtype),

@@ -18,20 +18,6 @@
 namespace gannet::backend {
 namespace cpu {
 
-// p may be misaligned for t (a checkpoint's tensor, safetensors.h): elements are copied out.
-void RowToF32(const void* p, DType t, int64_t n, float* out) {
-  switch (t) {
-    case DType::kBF16:
-      for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFloat(LoadUnaligned<uint16_t>(p, i));
-      break;
-    case DType::kF16:
-      for (int64_t i = 0; i < n; ++i) out[i] = F16ToFloat(LoadUnaligned<uint16_t>(p, i));
-      break;
-    default:
-      std::memcpy(out, p, static_cast<size_t>(n) * 4);
-  }
-}
-
 float Dot(const float* a, const float* b, int64_t n) {
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
@@ -302,7 +288,7 @@ absl::StatusOr<OwnedTensor> CpuBackend::LoadWeight(
       std::memcpy(dst, src, p->nbytes());
       dst += p->nbytes();
     } else {
-      cpu::RowToF32(src, p->dtype, p->numel(), reinterpret_cast<float*>(dst));
+      ElementsToF32(src, p->dtype, p->numel(), reinterpret_cast<float*>(dst));
       dst += p->numel() * 4;
     }
   }

@@ -16,8 +16,8 @@ namespace cpu {
 
 void WeightRowToF32(const Tensor& w, int64_t row, int64_t k, float* out) {
   if (!w.quantized()) {
-    RowToF32(static_cast<const char*>(w.data) + row * k * static_cast<int64_t>(w.elem_bytes()),
-             w.dtype, k, out);
+    ElementsToF32(static_cast<const char*>(w.data) + row * k * static_cast<int64_t>(w.elem_bytes()),
+                  w.dtype, k, out);
     return;
   }
   if (w.format.elem == DType::kF4E2M1) {

@@ -24,9 +24,6 @@ inline float LoadF32(const void* p, DType t, int64_t i) {
   }
 }
 
-// Converts n elements starting at p to f32 in out.
-void RowToF32(const void* p, DType t, int64_t n, float* out);
-
 // Row `row` of the weight `w` (rows of k elements; a 3-D [E, R, k] weight has E * R rows) as
 // f32: plain types converted, int4 dequantized from the canonical bytes (lib/quant/int4.h).
 // The caller checked the format with RequireReadableWeight.

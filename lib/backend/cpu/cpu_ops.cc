@@ -36,7 +36,7 @@ absl::Status CpuBackend::Embed(Tensor ids, Tensor table, float scale, Tensor out
         std::fill(o, o + width, 0.0f);
         continue;
       }
-      cpu::RowToF32(static_cast<const char*>(table.data) + id * width * table.elem_bytes(),
+      ElementsToF32(static_cast<const char*>(table.data) + id * width * table.elem_bytes(),
                     table.dtype, width, o);
       for (int64_t i = 0; i < width; ++i) o[i] *= scale;
     }
@@ -208,7 +208,7 @@ absl::Status CpuBackend::CentroidLogits(Tensor h, Tensor table, Tensor clusters,
     for (int32_t c : top) {
       for (int64_t t = 0; t < per; ++t) {
         const int32_t id = ids[c * per + t];
-        cpu::RowToF32(static_cast<const char*>(table.data) + id * width * table.elem_bytes(),
+        ElementsToF32(static_cast<const char*>(table.data) + id * width * table.elem_bytes(),
                       table.dtype, width, w.data());
         float acc = 0.0f;
         for (int64_t i = 0; i < width; ++i) acc += x[i] * w[i];
