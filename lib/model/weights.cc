@@ -387,10 +387,6 @@ double DecodeStepWeightBytes(const ModelConfig& config, const ModelWeights& weig
   return bytes;
 }
 
-}  // namespace gannet::model
-
-namespace gannet::model {
-
 absl::Status QuantizeAtLoad(ModelWeights* weights, const WeightFormat& format) {
   if (format.elem != DType::kI4 && format.elem != DType::kU4) {
     return UnimplementedError("quantizing at load to {}: only int4 formats are supported",

@@ -14,7 +14,7 @@
 // cuBLASLt on the dense weight (H100, docs/results-log/int4.md).
 #include <algorithm>
 #include <cstring>
-#include <thread>
+#include <span>
 #include <vector>
 
 #include "kernels/quant/int4_entries.h"
@@ -25,6 +25,7 @@
 #include "lib/backend/cuda/cuda_status.h"
 #include "lib/backend/cuda/cuda_util.h"
 #include "lib/common/status.h"
+#include "lib/common/thread_pool.h"
 #include "lib/model/quantized_weights.h"
 
 namespace gannet::backend {
@@ -49,6 +50,32 @@ int64_t SliceRows(int64_t n, int64_t k, DType type) {
   rows = std::max<int64_t>(kernels::kInt4RowBlock,
                            rows / kernels::kInt4RowBlock * kernels::kInt4RowBlock);
   return std::min(rows, n);
+}
+
+// The device form of `parts`' canonical forms one after the other (n rows of k), repacked on
+// `threads` threads.
+absl::StatusOr<kernels::Int4Repacked> RepackParts(std::span<const model::WeightView* const> parts,
+                                                  int64_t n, int64_t k, int threads) {
+  const WeightFormat& f = parts[0]->format;
+  const int64_t groups = k / f.group_size;
+  const int64_t scale_size = DTypeBits(f.scale) / 8;
+  std::vector<uint8_t> packed(static_cast<size_t>(n * k / 2));
+  std::vector<uint8_t> scales(static_cast<size_t>(n * groups * scale_size));
+  std::vector<uint8_t> zeros(f.zero_point ? static_cast<size_t>(n * groups) : 0);
+  int64_t row = 0;
+  for (const model::WeightView* p : parts) {
+    GANNET_RETURN_IF_ERROR(model::WriteCanonicalInt4(
+        *p, packed.data() + row * (k / 2), scales.data() + row * groups * scale_size,
+        f.zero_point ? zeros.data() + row * groups : nullptr));
+    row += p->shape[0];
+  }
+  kernels::Int4Repacked dev;
+  const kernels::Int4Canonical src{packed.data(), scales.data(),
+                                   f.zero_point ? zeros.data() : nullptr};
+  if (const char* why = kernels::Int4Repack(f, n, k, src, &dev, threads)) {
+    return InvalidArgumentError("LoadWeight: '{}': {}", parts[0]->name, why);
+  }
+  return dev;
 }
 
 // The tensor of a device form laid out in `buf` as tiles, scales (at packed_bytes) and zero
@@ -105,28 +132,10 @@ absl::StatusOr<OwnedTensor> CudaBackend::LoadInt4Weight(
       ReserveWorkspace(WorkspaceId::kInt4Dense,
                        static_cast<size_t>(SliceRows(n, k, act_) * k * (DTypeBits(act_) / 8))));
   if (synthetic) return LoadSyntheticInt4(first, n, k);
-  // The canonical form of all parts (rows one after the other), then the device form.
-  const int64_t groups = k / f.group_size;
-  const int64_t scale_size = DTypeBits(f.scale) / 8;
-  std::vector<uint8_t> packed(static_cast<size_t>(n * k / 2));
-  std::vector<uint8_t> scales(static_cast<size_t>(n * groups * scale_size));
-  std::vector<uint8_t> zeros(f.zero_point ? static_cast<size_t>(n * groups) : 0);
-  int64_t row = 0;
-  for (const model::WeightView* p : parts) {
-    GANNET_RETURN_IF_ERROR(model::WriteCanonicalInt4(
-        *p, packed.data() + row * (k / 2), scales.data() + row * groups * scale_size,
-        f.zero_point ? zeros.data() + row * groups : nullptr));
-    row += p->shape[0];
-  }
-  kernels::Int4Repacked dev;
-  const kernels::Int4Canonical src{packed.data(), scales.data(),
-                                   f.zero_point ? zeros.data() : nullptr};
   // The repack is ~8 ns an element on one thread (a 31B checkpoint's 29e9 int4 weights: four
-  // minutes); row blocks are independent, so the host's cores share it.
-  const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
-  if (const char* why = kernels::Int4Repack(f, n, k, src, &dev, threads)) {
-    return InvalidArgumentError("LoadWeight: '{}': {}", first.name, why);
-  }
+  // minutes); row blocks are independent, so it takes as many threads as the process's pool.
+  GANNET_ASSIGN_OR_RETURN(const kernels::Int4Repacked dev,
+                          RepackParts(parts, n, k, DefaultThreadPool().num_threads()));
   const size_t packed_bytes = AlignUp(dev.packed.size());
   const size_t scale_bytes = AlignUp(dev.scales.size());
   GANNET_ASSIGN_OR_RETURN(Buffer buf,
@@ -154,18 +163,8 @@ absl::StatusOr<OwnedTensor> CudaBackend::LoadSyntheticInt4(const model::WeightVi
   const int64_t rb = kernels::kInt4RowBlock;
   model::WeightView block = first;
   block.shape = {rb, k};
-  const int64_t groups = k / f.group_size;
-  std::vector<uint8_t> packed(static_cast<size_t>(rb * k / 2));
-  std::vector<uint8_t> scales(static_cast<size_t>(rb * groups * (DTypeBits(f.scale) / 8)));
-  std::vector<uint8_t> zeros(f.zero_point ? static_cast<size_t>(rb * groups) : 0);
-  GANNET_RETURN_IF_ERROR(model::WriteCanonicalInt4(block, packed.data(), scales.data(),
-                                                   f.zero_point ? zeros.data() : nullptr));
-  kernels::Int4Repacked unit;
-  const kernels::Int4Canonical src{packed.data(), scales.data(),
-                                   f.zero_point ? zeros.data() : nullptr};
-  if (const char* why = kernels::Int4Repack(f, rb, k, src, &unit)) {
-    return InvalidArgumentError("LoadWeight: '{}': {}", first.name, why);
-  }
+  const model::WeightView* unit_parts[] = {&block};
+  GANNET_ASSIGN_OR_RETURN(const kernels::Int4Repacked unit, RepackParts(unit_parts, rb, k, 1));
   const kernels::Int4Layout layout = kernels::Int4LayoutOf(f, n, k);
   const size_t packed_bytes = AlignUp(layout.packed_bytes());
   const size_t scale_bytes = AlignUp(layout.scale_bytes());
