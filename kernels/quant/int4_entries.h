@@ -1,7 +1,7 @@
 // The W4A16 int4 entries of the kernel registry (op linear.int4); `args` of their launch is an
 // Int4LinearParams (its splits and workspace are set by the GEMV entry from the device and the
 // registry's workspace). Per x type (bf16 / f16) and weight element (kI4 / kU4 + zero points):
-//   sm80_int4_gemv_*  M <= 8, tensor-core GEMV (the decode path; the most specific for M <= 8)
+//   sm80_int4_gemv_*  M <= 32, tensor-core GEMV (the decode path; the most specific for M <= 32)
 //   sm80_int4_gemm_*  any M, tensor-core GEMM (prefill)
 //   sm70_int4_simt_*  any M, CUDA cores in f32 (Volta, and anything the others refuse)
 #pragma once

@@ -34,7 +34,7 @@ const char* Int4LinearError(Int4Kernel kernel, const Int4LinearParams& p) {
     return "int4 linear: out must be x's type or f32";
   }
   if (p.m < 1) return "int4 linear: m must be >= 1";
-  if (kernel == Int4Kernel::kMmaGemv && p.m > kInt4GemvMaxM) return "int4 GEMV: m must be <= 8";
+  if (kernel == Int4Kernel::kMmaGemv && p.m > kInt4GemvMaxM) return "int4 GEMV: m must be <= 32";
   if (p.x == nullptr || p.out == nullptr || p.w == nullptr || p.scales == nullptr ||
       (l.zero_point && p.zero_points == nullptr)) {
     return "int4 linear: missing x, out, weights, scales or zero points";

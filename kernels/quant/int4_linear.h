@@ -1,10 +1,11 @@
 // W4A16 int4 linear layers on the device: out[M, N] = x[M, K] w[N, K]^T with w in the device
 // layout of int4_layout.h (made by Int4Repack). Host-callable declarations only; the kernels and
 // why they look as they do: docs/int4-kernels.md.
-//   - Int4 MMA GEMV (sm_80+, M <= 8): one warp per (16-row block, k slice); each lane's 16-byte
+//   - Int4 MMA GEMV (sm_80+, M <= 32): one warp per (16-row block, k slice); each lane's 16-byte
 //     load is its A fragments of four k16 steps, dequantized in registers (or + sub), M padded to
-//     the MMA's 8 columns; integer weights times x accumulate exactly in f32 per group, and the
-//     group's scale multiplies the partial sum. Optionally split over K across CTAs (Splits).
+//     the MMA's 8, 16 or 32 columns (1, 2 or 4 column tiles sharing each A fragment); integer
+//     weights times x accumulate exactly in f32 per group, and the group's scale multiplies the
+//     partial sum. Optionally split over K across CTAs (Splits).
 //   - Int4 MMA GEMM (sm_80+, any M): 64 x 64 output tiles, x staged in shared memory, the same
 //     register dequantization of the weights.
 //   - Int4 SIMT kernel (sm_70+, any M in chunks of 8; f32 arithmetic): the Volta path and the
@@ -23,10 +24,10 @@
 
 namespace gannet::kernels {
 
-inline constexpr int kInt4GemvMaxM = 8;
+inline constexpr int kInt4GemvMaxM = 32;  // 8, 16 or 32 rows of x: 1, 2 or 4 MMA column tiles
 
 enum class Int4Kernel : uint8_t {
-  kMmaGemv,  // sm_80+, m <= 8
+  kMmaGemv,  // sm_80+, m <= 32
   kMmaGemm,  // sm_80+, any m
   kSimt,     // sm_70+, any m
 };

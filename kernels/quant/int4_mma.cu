@@ -52,7 +52,10 @@ __device__ __forceinline__ int64_t GroupOf(int kt, int seg, int grp_shift) {
 
 // One CTA: one 16-row block (blockIdx.x) and one K slice (blockIdx.y of gridDim.y); its warps take
 // the slice's tiles round robin. out (or, split, partial[split][m][n_pad] in f32) gets the sums.
-template <typename T, typename ST, typename OutT, bool kZp, bool kG32>
+// kNT: MMA column tiles of 8 rows of x (M <= 8 kNT): each dequantized A fragment multiplies kNT
+// B fragments, so up to 32 rows of x read the weights once. Fewer tiles in flight with more
+// columns (kGemvUnroll / kNT), which keeps the registers of x's fragments bounded.
+template <typename T, typename ST, typename OutT, bool kZp, bool kG32, int kNT>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     GemvKernel(const uint8_t* __restrict__ w, const ST* __restrict__ scales,
                const uint8_t* __restrict__ zps, const T* __restrict__ x, OutT* __restrict__ out,
@@ -78,7 +81,9 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   PdlEnter();
 #if GANNET_SM80_ENABLED
   // Lanes of a row past m read row m - 1 (their MMA columns are never stored): no predicates.
-  const T* xr = x + min(g, m - 1) * ldx + 2 * t;
+  const T* xr[kNT];
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt) xr[nt] = x + min(nt * 8 + g, m - 1) * ldx + 2 * t;
   const uint4* wt =
       reinterpret_cast<const uint4*>(w + static_cast<int64_t>(rb) * k_tiles * kInt4TileBytes) +
       lane;
@@ -94,7 +99,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     uint4 w;
     typename SL::Raw s[kSegs];
     uint32_t z[kSegs];
-    uint32_t b[4][2];
+    uint32_t b[kNT][4][2];
   };
   auto load = [&](int kt, Tile& r) {
     r.w = __ldcs(wt + static_cast<int64_t>(kt) * 32);
@@ -108,60 +113,71 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
         r.z[seg] = kInt4SignedZero | (kInt4SignedZero << 8);
       }
     }
-    const T* xs = xr + static_cast<int64_t>(kt) * kInt4TileK;
 #pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      r.b[s][0] = LdgU32(xs + s * 16);
-      r.b[s][1] = LdgU32(xs + s * 16 + 8);
+    for (int nt = 0; nt < kNT; ++nt) {
+      const T* xs = xr[nt] + static_cast<int64_t>(kt) * kInt4TileK;
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        r.b[nt][s][0] = LdgU32(xs + s * 16);
+        r.b[nt][s][1] = LdgU32(xs + s * 16 + 8);
+      }
     }
   };
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  float acc[kNT][4] = {};
   auto compute = [&](const Tile& r) {
 #pragma unroll
     for (int seg = 0; seg < kSegs; ++seg) {
       const float2 sc = SL::Get(r.s[seg]);
       const uint32_t bias_lo = Magic<T>::Bias(r.z[seg] & 0xFF);
       const uint32_t bias_hi = Magic<T>::Bias((r.z[seg] >> 8) & 0xFF);
-      float tmp[4] = {0.f, 0.f, 0.f, 0.f};
+      float tmp[kNT][4] = {};
 #pragma unroll
       for (int i = 0; i < kSegSteps; ++i) {
         const int s = seg * kSegSteps + i;
         uint32_t a[4];
         DequantA<T>(Word(r.w, s), bias_lo, bias_hi, a);
-        Mma<T>(tmp, a, r.b[s]);
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt) Mma<T>(tmp[nt], a, r.b[nt][s]);
       }
-      acc[0] += sc.x * tmp[0];
-      acc[1] += sc.x * tmp[1];
-      acc[2] += sc.y * tmp[2];
-      acc[3] += sc.y * tmp[3];
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+        acc[nt][0] += sc.x * tmp[nt][0];
+        acc[nt][1] += sc.x * tmp[nt][1];
+        acc[nt][2] += sc.y * tmp[nt][2];
+        acc[nt][3] += sc.y * tmp[nt][3];
+      }
     }
   };
-  // The body: kGemvUnroll whole tiles a warp, every load issued before any math; then the tail
-  // one tile at a time.
+  // The body: kUnroll whole tiles a warp, every load issued before any math; then the tail one
+  // tile at a time.
+  constexpr int kUnroll = kGemvUnroll / kNT > 0 ? kGemvUnroll / kNT : 1;
   int kt = kt0 + warp;
-  for (; kt + (kGemvUnroll - 1) * kGemvWarps < kt1; kt += kGemvUnroll * kGemvWarps) {
-    Tile r[kGemvUnroll];
+  for (; kt + (kUnroll - 1) * kGemvWarps < kt1; kt += kUnroll * kGemvWarps) {
+    Tile r[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kGemvUnroll; ++u) load(kt + u * kGemvWarps, r[u]);
+    for (int u = 0; u < kUnroll; ++u) load(kt + u * kGemvWarps, r[u]);
 #pragma unroll
-    for (int u = 0; u < kGemvUnroll; ++u) compute(r[u]);
+    for (int u = 0; u < kUnroll; ++u) compute(r[u]);
   }
   for (; kt < kt1; kt += kGemvWarps) {
     Tile r;
     load(kt, r);
     compute(r);
   }
-  __shared__ float red[kGemvWarps][32][4];
+  __shared__ float red[kGemvWarps][32][4 * kNT];
 #pragma unroll
-  for (int c = 0; c < 4; ++c) red[warp][lane][c] = acc[c];
+  for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) red[warp][lane][nt * 4 + c] = acc[nt][c];
+  }
   __syncthreads();
-  if (threadIdx.x < 128) {
-    const int l = threadIdx.x >> 2, c = threadIdx.x & 3;
+  for (int idx = threadIdx.x; idx < 128 * kNT; idx += kGemvWarps * 32) {
+    const int l = (idx >> 2) & 31, c = idx & 3, nt = idx >> 7;
     float sum = 0.f;
 #pragma unroll
-    for (int wi = 0; wi < kGemvWarps; ++wi) sum += red[wi][l][c];
+    for (int wi = 0; wi < kGemvWarps; ++wi) sum += red[wi][l][nt * 4 + c];
     const int row = rb * kInt4RowBlock + (l >> 2) + 8 * (c >> 1);
-    const int mm = 2 * (l & 3) + (c & 1);
+    const int mm = nt * 8 + 2 * (l & 3) + (c & 1);
     if (mm < m) {
       if (partial != nullptr) {
         partial[(static_cast<int64_t>(blockIdx.y) * m + mm) * n_pad + row] = sum;
@@ -305,12 +321,14 @@ cudaError_t GemvAs(const Int4LinearParams& p, cudaStream_t stream) {
   const int splits = p.splits;
   float* partial = splits > 1 ? static_cast<float*>(p.workspace) : nullptr;
   const dim3 grid(static_cast<unsigned>(l.row_blocks()), static_cast<unsigned>(splits));
-  cudaError_t err =
-      Launch(GemvKernel<T, ST, OutT, kZp, kG32>, grid, kGemvWarps * 32, 0, stream, p.w,
-             static_cast<const ST*>(p.scales), p.zero_points, static_cast<const T*>(p.x),
-             static_cast<OutT*>(p.out), partial, p.m, static_cast<int>(l.n), l.n_pad,
-             static_cast<int>(l.k_tiles()), static_cast<int>(l.groups()),
-             Int4GroupShift(l.group, l.k), p.ldx, p.ldo, kInt4PrefetchBytes);
+  auto kernel = p.m <= 8    ? GemvKernel<T, ST, OutT, kZp, kG32, 1>
+                : p.m <= 16 ? GemvKernel<T, ST, OutT, kZp, kG32, 2>
+                            : GemvKernel<T, ST, OutT, kZp, kG32, 4>;
+  cudaError_t err = Launch(
+      kernel, grid, kGemvWarps * 32, 0, stream, p.w, static_cast<const ST*>(p.scales),
+      p.zero_points, static_cast<const T*>(p.x), static_cast<OutT*>(p.out), partial, p.m,
+      static_cast<int>(l.n), l.n_pad, static_cast<int>(l.k_tiles()), static_cast<int>(l.groups()),
+      Int4GroupShift(l.group, l.k), p.ldx, p.ldo, kInt4PrefetchBytes);
   if (err != cudaSuccess || splits <= 1) return err;
   const int64_t total = static_cast<int64_t>(p.m) * l.n;
   return Launch(SplitReduceKernel<OutT>, static_cast<unsigned>((total + 255) / 256), 256, 0, stream,

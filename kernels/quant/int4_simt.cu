@@ -113,35 +113,49 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// One thread per (tile, lane): its 32 elements into the dense weight.
+// One warp per tile (16 rows x 64 k), a lane per 16-byte slice of it: the lane's 32 elements go
+// to the warp's tile in shared memory, then the warp writes the tile's rows as 16-byte stores,
+// eight lanes to a 128-byte row. Each lane storing its elements straight to the dense weight
+// (2-byte stores at its fragment's scattered rows and columns) ran at 0.5 TB/s on an H100
+// (14.7% of DRAM bandwidth, the load/store unit saturated; ncu, 2026-12-07).
 template <typename ST, typename OutT, bool kZp>
 __global__ void __launch_bounds__(256)
     DequantKernel(const uint8_t* __restrict__ w, const ST* __restrict__ scales,
                   const uint8_t* __restrict__ zps, OutT* __restrict__ dense, int n, int64_t k,
                   int64_t tiles, int k_tiles, int groups, int group) {
+  static_assert(sizeof(OutT) == 2, "16-byte row chunks of 8 elements");
   PdlEnter();
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= tiles * 32) return;
-  const int64_t tile = i / 32;
-  const int lane = static_cast<int>(i % 32), g = lane >> 2, t = lane & 3;
+  __shared__ __align__(16) OutT stage[8][kInt4RowBlock][kInt4TileK];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t tile = static_cast<int64_t>(blockIdx.x) * 8 + warp;
+  if (tile >= tiles) return;  // the whole warp: its tile is past the end
+  const int g = lane >> 2, t = lane & 3;
   const int64_t rb = tile / k_tiles, kt = tile % k_tiles;
-  const uint4 wv = reinterpret_cast<const uint4*>(w)[i];
+  const uint4 wv = reinterpret_cast<const uint4*>(w)[tile * 32 + lane];
 #pragma unroll
   for (int s = 0; s < 4; ++s) {
-    const int64_t col0 = kt * kInt4TileK + s * 16 + 2 * t;
-    const int64_t pair = PairIndex(rb, groups, col0 / group, g);
+    const int c0 = s * 16 + 2 * t;
+    const int64_t pair = PairIndex(rb, groups, (kt * kInt4TileK + c0) / group, g);
     const float2 sc = ScalePair(scales, pair);
     const int2 z = ZeroPair<kZp>(zps, pair);
     const uint32_t word = Word(wv, s);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int hi = j & 1;
-      const int64_t row = rb * kInt4RowBlock + g + 8 * hi;
-      const int64_t col = col0 + 8 * ((j >> 1) & 1) + (j >> 2);
       const float v =
           static_cast<float>(static_cast<int>((word >> (4 * j)) & 0xF) - (hi ? z.y : z.x)) *
           (hi ? sc.y : sc.x);
-      if (row < n) dense[row * k + col] = FromFloat<OutT>(v);
+      stage[warp][g + 8 * hi][c0 + 8 * ((j >> 1) & 1) + (j >> 2)] = FromFloat<OutT>(v);
+    }
+  }
+  __syncwarp();
+#pragma unroll
+  for (int c = lane; c < kInt4RowBlock * kInt4TileK / 8; c += 32) {
+    const int r = c / 8, q = c % 8;
+    const int64_t row = rb * kInt4RowBlock + r;
+    if (row < n) {
+      *reinterpret_cast<uint4*>(dense + row * k + kt * kInt4TileK + q * 8) =
+          *reinterpret_cast<const uint4*>(&stage[warp][r][q * 8]);
     }
   }
 }

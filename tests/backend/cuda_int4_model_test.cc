@@ -1,9 +1,9 @@
 // int4 (W4A16) weights on the CUDA backend (lib/backend/cuda/cuda_int4.cc), against the CPU
 // backend on the same bytes:
-//   - the linear layer at row counts that take each path (M <= 8: the registry's int4 entry;
-//     9-32: that GEMV in chunks of 8; more: the weight dequantized a slice of rows at a time and
-//     multiplied by cuBLASLt), with the path each took checked, on a weight large enough to be
-//     cut into several slices;
+//   - the linear layer at row counts that take each path (M <= 32: the registry's int4 GEMV with
+//     1, 2 or 4 column tiles; 33-64: that GEMV in chunks of 32; more: the weight dequantized a
+//     slice of rows at a time and multiplied by cuBLASLt), with the path each took checked, on a
+//     weight large enough to be cut into several slices;
 //   - the trained tiny model quantized by `gannet quantize` (compressed-tensors pack-quantized:
 //     symmetric g32, asymmetric g64, per-channel) end to end: all-position prefill logits of
 //     prompts of 5, 24 and 80 tokens on the GPU within the bf16 bound of the f32 CPU
@@ -89,7 +89,7 @@ TEST(CudaInt4Linear, EveryPathMatchesTheDequantizedProduct) {
     bool asym;
     std::vector<int> ms;
   };
-  const std::vector<int> all = {1, 5, 8, 9, 24, 32, 33, 80};
+  const std::vector<int> all = {1, 5, 8, 9, 16, 17, 24, 32, 33, 64, 65, 80};
   for (const Case& c : {Case{1040, 640, 32, false, all}, Case{528, 192, 64, true, all},
                         Case{528, 1024, 1024, false, all}, Case{53264, 640, 128, false, {2, 40}}}) {
     const auto cw = kernels::testing::RandomInt4(c.asym ? DType::kU4 : DType::kI4, c.group,
@@ -115,7 +115,7 @@ TEST(CudaInt4Linear, EveryPathMatchesTheDequantizedProduct) {
       auto used = (*be)->linear().Run(xd.t, w.t, out.t);
       ASSERT_TRUE(used.ok()) << used.status();
       const CudaLinear::Path want =
-          m <= 32 ? CudaLinear::Path::kInt4Kernel : CudaLinear::Path::kInt4Dense;
+          m <= 64 ? CudaLinear::Path::kInt4Kernel : CudaLinear::Path::kInt4Dense;
       EXPECT_EQ(PathName(used->path), PathName(want));
       const std::vector<float> got = testing::Download(**be, out.t);
       // The int4 kernels multiply exact integers and scale per group in f32; the dense path

@@ -306,11 +306,11 @@ TEST(CudaInt4, RegistryChoosesByMAndArch) {
   dev.num_sms = 132;
   dev.max_smem_optin = 227 * 1024;
   const int archs[] = {70, 75, 80, 90};
-  for (int m : {1, 8, 9, 2048}) {
+  for (int m : {1, 8, 9, 32, 33, 2048}) {
     p.m = m;
     const Selection sel = Select(Int4Problem(p), dev, archs);
     ASSERT_NE(sel.entry, nullptr) << sel.error;
-    EXPECT_STREQ(sel.entry->name, m <= 8 ? "sm80_int4_gemv_bf16_i4" : "sm80_int4_gemm_bf16_i4")
+    EXPECT_STREQ(sel.entry->name, m <= 32 ? "sm80_int4_gemv_bf16_i4" : "sm80_int4_gemm_bf16_i4")
         << m;
   }
   dev.sm = 70;

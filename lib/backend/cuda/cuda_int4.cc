@@ -2,10 +2,10 @@
 // repacked into the kernels' device form, kernels/quant/int4_layout.h) and the linear layer.
 //
 // Which kernel runs a linear layer of M rows (docs/int4-kernels.md, "In the backend"):
-//   M <= 8             the registry's int4 entry (tensor-core GEMV on sm_80+, SIMT on Volta): the
-//                      decode path, reading the packed weight once;
-//   8 < M <= 32        (sm_80+) the GEMV over the rows in chunks of 8: each chunk reads the weight
-//                      again, which stays cheaper than dequantizing it up to ~32 rows;
+//   M <= 32 (sm_80+)   the registry's int4 entry: the tensor-core GEMV, 1, 2 or 4 column tiles of
+//   M <= 8 (Volta)     8 rows (SIMT on Volta): the decode path, reading the packed weight once;
+//   33 <= M <= 64      (sm_80+) the GEMV over the rows in chunks of 32: the weight read twice, a
+//                      byte an element, against 4.5 for dequantizing it;
 //   larger M           the weight dequantized to the compute type a slice of rows at a time into a
 //                      fixed scratch (kInt4DenseSliceBytes) and multiplied by cuBLASLt, as a bf16
 //                      weight is: prefill is compute-bound, and the dequantization reads half a
@@ -32,7 +32,7 @@ namespace gannet::backend {
 namespace {
 
 // Rows up to which the GEMV runs in chunks (see above), and the dense scratch of larger M.
-constexpr int64_t kInt4ChunkedMaxM = 32;
+constexpr int64_t kInt4ChunkedMaxM = 64;
 constexpr size_t kInt4DenseSliceBytes = size_t{64} << 20;
 
 size_t AlignUp(size_t v) { return (v + 255) / 256 * 256; }
@@ -241,7 +241,7 @@ absl::StatusOr<CudaLinear::Choice> CudaLinear::RunInt4(const Tensor& x, const Te
   }
   const kernels::Int4Layout layout = LayoutOf(w);
   const kernels::DeviceInfo& dev = be_->device_info();
-  if (m <= kernels::kInt4GemvMaxM || (m <= kInt4ChunkedMaxM && dev.sm >= 80)) {
+  if (m <= (dev.sm >= 80 ? kInt4ChunkedMaxM : 8)) {
     for (int64_t r0 = 0; r0 < m; r0 += kernels::kInt4GemvMaxM) {
       kernels::Int4LinearParams p;
       p.m = static_cast<int>(std::min<int64_t>(kernels::kInt4GemvMaxM, m - r0));
