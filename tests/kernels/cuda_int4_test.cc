@@ -383,7 +383,7 @@ TEST(CudaInt4, RefusesBadArguments) {
   p.ldo = 20;
   EXPECT_EQ(Int4LinearError(Int4Kernel::kMmaGemv, p), nullptr);
   Int4LinearParams q = p;
-  q.m = 9;
+  q.m = kInt4GemvMaxM + 1;
   EXPECT_NE(Int4LinearError(Int4Kernel::kMmaGemv, q), nullptr);
   EXPECT_EQ(Int4LinearError(Int4Kernel::kMmaGemm, q), nullptr);
   q = p;
