@@ -21,7 +21,7 @@ Renderers:
                            text only. For machines without transformers; the file records which
                            renderer made it, and the C++ test reports it.
 
-Usage on the GPU machine (transformers installed):
+Usage on a machine with transformers (5.17.0 made the committed file, torch on the CPU):
   python3 tools/golden/chat_template_golden.py --template /path/to/gemma-4-31B-it/chat_template.jinja
 """
 
@@ -30,6 +30,7 @@ import datetime
 import hashlib
 import json
 import os
+import re
 import sys
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -151,8 +152,11 @@ def main():
                 out[name]["ids"] = ids
         result["variants"][variant] = out
     with open(args.out, "w", encoding="utf-8") as f:
-        json.dump(result, f, ensure_ascii=False, indent=1)
-        f.write("\n")
+        text = json.dumps(result, ensure_ascii=False, indent=1)
+        # One line per id list: the file stays readable and diffs stay small.
+        text = re.sub(r"\[\n\s*(-?\d+(?:,\n\s*-?\d+)*)\n\s*\]",
+                      lambda m: "[" + re.sub(r",\n\s*", ", ", m.group(1)) + "]", text)
+        f.write(text + "\n")
     print(f"wrote {args.out}: {len(result['variants']['large'])} cases x 2 variants ({version})")
 
 
