@@ -10,7 +10,8 @@ For each checkpoint folder written by `gannet quantize` from a tiny target (test
      whether it is quantized; the answer must agree with the tensors present (weight_packed or
      weight), so gannet's and compressed-tensors' reading of targets/ignore agree;
   3. decompresses each quantized module with compressed-tensors' PackedQuantizationCompressor
-     (its unpacking and dequantize, not ours) and loads the values; per-expert MoE modules
+     (its unpacking and dequantize, not ours; scales widened to f32, see decompress below) and
+     loads the values; per-expert MoE modules
      (experts.{i}.{gate,up,down}_proj) go into HF's fused 3-D expert parameters (gate rows, then
      up rows), as gannet gathers them;
   4. runs make_golden.py's two prompts and dumps every position's logits.
@@ -99,7 +100,15 @@ def build(path):
         if not mod.startswith(prefix) and mod != "lm_head":
             sys.exit(f"{path}: unexpected module {mod}")
         if "weight_packed" in tensors:
-            out = PackedQuantizationCompressor.decompress(dict(tensors), scheme)
+            # The scales are widened to f32 first: compressed-tensors dequantizes in the scale's
+            # dtype, and with bf16 scales q * s is rounded to bf16 (a 4-bit q times an 8-bit
+            # mantissa needs up to 11 bits). gannet's CPU backend dequantizes exactly; the
+            # widening is exact, so this is compressed-tensors' own unpacking and zero-point
+            # arithmetic evaluated without that rounding (docs/quantized-formats.md says how far
+            # the bf16-rounded weights move the tiny models' logits).
+            tensors = dict(tensors)
+            tensors["weight_scale"] = tensors["weight_scale"].to(torch.float32)
+            out = PackedQuantizationCompressor.decompress(tensors, scheme)
             w = out["weight"].to(torch.float32)
             n_quantized += 1
             m = EXPERT.match(mod)
