@@ -13,8 +13,10 @@ and kernels -- runs the same prompt and compares:
 A mismatch in the packing (nibble order, the v1 zero-point offset, act-order) moves the logits by
 far more than float16 rounding.
 
-Usage: gptq_oracle.py [--tol 0.02] [--agree 0.9] DIR  (DIR: the export folder of the test)
-Needs torch with CUDA, transformers 5.x with Gemma-4, and the quantization backends above.
+Usage: gptq_oracle.py [--tol 0.02] [--agree 0.9] [--device cpu] [--torch-kernels] DIR
+  (DIR: the export folder of the test; on a CPU, --torch-kernels: see docs/quantized-formats.md)
+Needs torch, transformers 5.x with Gemma-4, and the quantization backends above (gptqmodel 7.7.0
+and optimum 2.3.0 were used on 2026-12-07; gptqmodel pulls a newer transformers: pin it back).
 """
 import argparse
 import json
@@ -23,7 +25,7 @@ import sys
 
 import torch
 from safetensors.torch import load_file
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, AwqConfig, GPTQConfig
 
 
 def bf16_round(x):
@@ -31,12 +33,20 @@ def bf16_round(x):
 
 
 @torch.no_grad()
-def check(path, tol, agree):
+def check(path, tol, agree, device, dtype, backend):
     with open(os.path.join(path, "config.json")) as f:
         cfg = json.load(f)
     ref = load_file(os.path.join(path, "gannet_logits.safetensors"))
+    kwargs = {}
+    if backend:
+        # The checkpoint's own config with only the kernel choice changed: the tiny models'
+        # widths (16-48) are below what the default CPU kernels accept (multiples of 32).
+        q = dict(cfg["quantization_config"])
+        method = q["quant_method"]
+        q["backend"] = backend[method]
+        kwargs["quantization_config"] = (GPTQConfig if method == "gptq" else AwqConfig).from_dict(q)
     model = AutoModelForCausalLM.from_pretrained(
-        path, torch_dtype=torch.float16, device_map="cuda:0", attn_implementation="eager")
+        path, torch_dtype=dtype, device_map=device, attn_implementation="eager", **kwargs)
     model.eval()
     # gannet (like make_golden.py's reference) scales the embeddings by bf16(sqrt(width)), as HF
     # does for bf16 checkpoints.
@@ -45,7 +55,7 @@ def check(path, tol, agree):
     p = cfg.get("hidden_size_per_layer_input") or 0
     if p:
         inner.embed_tokens_per_layer.embed_scale.fill_(bf16_round(p ** 0.5))
-    ids = ref["input_ids"].to("cuda:0")
+    ids = ref["input_ids"].to(device)
     logits = model(input_ids=ids[None]).logits[0].to(torch.float32).cpu()
     want = ref["logits"]
     if logits.shape != want.shape:
@@ -62,6 +72,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tol", type=float, default=2e-2)
     ap.add_argument("--agree", type=float, default=0.9)
+    ap.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu",
+                    help="where HF runs the quantized model (the tools' CPU kernels on cpu)")
+    ap.add_argument("--dtype", choices=["float16", "bfloat16", "float32"], default="float16")
+    ap.add_argument("--torch-kernels", action="store_true",
+                    help="gptqmodel's plain torch kernels (gptq_torch, torch_awq): any width")
     ap.add_argument("dir")
     args = ap.parse_args()
     failed = 0
@@ -71,7 +86,9 @@ def main():
         sys.exit(f"{args.dir}: no exported checkpoints")
     for name in names:
         try:
-            ok, what = check(os.path.join(args.dir, name), args.tol, args.agree)
+            ok, what = check(os.path.join(args.dir, name), args.tol, args.agree, args.device,
+                             getattr(torch, args.dtype),
+                             {"gptq": "gptq_torch", "awq": "torch_awq"} if args.torch_kernels else None)
         except Exception as e:  # a loader that refuses the checkpoint is a failure too
             ok, what = False, f"{type(e).__name__}: {e}"
         failed += not ok
