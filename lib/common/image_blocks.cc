@@ -17,10 +17,12 @@ absl::Status CheckImageBlocks(std::span<const ImageBlock> blocks, int64_t prompt
           "prompt",
           k, b.begin, b.end, prompt_len);
     }
-    if (k > 0 && b.begin < prev_end) {
+    // Adjacent blocks are refused too: HF forms blocks from runs of image tokens, so two
+    // touching blocks would be one block there (images are framed by text tokens anyway).
+    if (k > 0 && b.begin <= prev_end) {
       return InvalidArgumentError(
-          "image block {} starts at {}, before the previous block ends ({}): blocks must be "
-          "disjoint and in position order",
+          "image block {} starts at {}, not after the previous block's end ({}): blocks must be "
+          "in position order with text between them",
           k, b.begin, prev_end);
     }
     prev_end = b.end;

@@ -26,8 +26,8 @@ struct ImageBlock {
   int64_t size() const { return end - begin; }
 };
 
-// InvalidArgument unless the blocks are non-empty, in increasing position order, disjoint and
-// inside [0, prompt_len).
+// InvalidArgument unless the blocks are non-empty, inside [0, prompt_len), in increasing position
+// order and separated by at least one text position.
 absl::Status CheckImageBlocks(std::span<const ImageBlock> blocks, int64_t prompt_len);
 
 // Block id of every position in [0, len): the block's index, or kTextBlock. Empty when there are

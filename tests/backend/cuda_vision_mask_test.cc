@@ -208,7 +208,9 @@ TEST_P(VisionMaskTest, CapableEntriesMatchCpuAndOthersAreRefused) {
     ran_flash += kernels::IsFlashEntry(*e);
   }
   EXPECT_GE(ran, 1) << c.name;
-  if (kernels::EffectiveArch(gpu.device_info().sm) >= 80) EXPECT_GE(ran_flash, 1) << c.name;
+  if (kernels::EffectiveArch(gpu.device_info().sm) >= 80) {
+    EXPECT_GE(ran_flash, 1) << c.name;
+  }
 
   // The backend's own choice (whatever the registry picks for a masked step).
   ASSERT_TRUE(gpu.Fill(dout.t.Reshape({num_tokens, c.nq * c.d}), NAN).ok());

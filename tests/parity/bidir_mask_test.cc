@@ -309,6 +309,7 @@ TEST_F(BidirSchedTest, BlockLongerThanAStepIsRefusedAtSubmit) {
   Init(/*budget=*/32);
   EXPECT_TRUE(absl::IsInvalidArgument(sched_->Add(MakeRequest(2, g, {{6, 11, 1}, {10, 12, 2}}))));
   EXPECT_TRUE(absl::IsInvalidArgument(sched_->Add(MakeRequest(3, g, {{40, 50, 1}}))));
+  EXPECT_TRUE(absl::IsInvalidArgument(sched_->Add(MakeRequest(5, g, {{6, 11, 1}, {11, 14, 2}}))));
   EXPECT_TRUE(sched_->Add(MakeRequest(4, g, g.blocks)).ok());
 }
 
