@@ -43,7 +43,10 @@ std::vector<MaskCase> Cases() {
   return {{"hd256_win16", 8, 2, 256, 16, lens, qs, blocks},
           {"hd256_full", 8, 2, 256, 0, lens, qs, blocks},
           {"hd512_full", 8, 1, 512, 0, lens, qs, blocks},
-          {"hd256_win16_31b_heads", 32, 16, 256, 16, {48}, {48}, {blocks[0]}}};
+          {"hd256_win16_31b_heads", 32, 16, 256, 16, {48}, {48}, {blocks[0]}},
+          // A decode row before the masked chunk: the backend launches the two apart
+          // (attention_split.h), the decode part on an entry that also declares the capability.
+          {"hd256_win16_mixed", 8, 2, 256, 16, {30, 48}, {1, 48}, {{}, blocks[0]}}};
 }
 
 class VisionMaskTest : public ::testing::TestWithParam<std::tuple<MaskCase, bool>> {};
