@@ -159,16 +159,29 @@ ProblemPredicate AnyPredicate(DType kv, DType in) {
   return p;
 }
 
+// The image-block mask (kFlagImageBlocks) is implemented by the CUDA-core kernel
+// (generic_attention.cu) and the sm80 prefill kernel (sm80/flash_prefill_sm80.cuh, also built as
+// the sm75 entries); the decode kernels, Volta's and Hopper's wgmma prefill do not apply it, so
+// selection never gives them a step with image blocks.
+ProblemPredicate WithImageBlocks(ProblemPredicate p) {
+  p.capabilities |= kFlagImageBlocks;
+  return p;
+}
+ProblemPredicate FlashCaps(ProblemPredicate p, Op op, int min_sm) {
+  return op == Op::kAttentionPrefill && min_sm >= kSm75 ? WithImageBlocks(p) : p;
+}
+
 #define GANNET_FLASH_ENTRY_FROM(min_sm, var, entry_name, op, name, hd, rows, prio, ...) \
-  const KernelEntry var = {entry_name,                                                  \
-                           op,                                                          \
-                           min_sm,                                                      \
-                           kAnyNewer,                                                   \
-                           FlashPredicate(hd, rows __VA_OPT__(, ) __VA_ARGS__),         \
-                           prio,                                                        \
-                           FlashCanImplement<FlashConfig##name>,                        \
-                           FlashWorkspace<FlashConfig##name>,                           \
-                           FlashLaunch<FlashConfig##name, LaunchFlash##name>};
+  const KernelEntry var = {                                                             \
+      entry_name,                                                                       \
+      op,                                                                               \
+      min_sm,                                                                           \
+      kAnyNewer,                                                                        \
+      FlashCaps(FlashPredicate(hd, rows __VA_OPT__(, ) __VA_ARGS__), op, min_sm),       \
+      prio,                                                                             \
+      FlashCanImplement<FlashConfig##name>,                                             \
+      FlashWorkspace<FlashConfig##name>,                                                \
+      FlashLaunch<FlashConfig##name, LaunchFlash##name>};
 #define GANNET_FLASH_ENTRY(...) GANNET_FLASH_ENTRY_FROM(kSm80, __VA_ARGS__)
 #define GANNET_FLASH_ENTRY_SM75(...) GANNET_FLASH_ENTRY_FROM(kSm75, __VA_ARGS__)
 #define GANNET_FLASH_ENTRY_SM70(...) GANNET_FLASH_ENTRY_FROM(kSm70, __VA_ARGS__)
@@ -334,7 +347,7 @@ const KernelEntry kSm70GenericDecode = {"sm70_generic_bf16_decode",
                                         Op::kAttentionDecode,
                                         70,
                                         kAnyNewer,
-                                        ProblemPredicate{},
+                                        WithImageBlocks(ProblemPredicate{}),
                                         0,
                                         GenericCanImplement,
                                         NoWorkspace,
@@ -343,34 +356,36 @@ const KernelEntry kSm70GenericPrefill = {"sm70_generic_bf16_prefill",
                                          Op::kAttentionPrefill,
                                          70,
                                          kAnyNewer,
-                                         ProblemPredicate{},
+                                         WithImageBlocks(ProblemPredicate{}),
                                          0,
                                          GenericCanImplement,
                                          NoWorkspace,
                                          GenericLaunch};
-const KernelEntry kSm70GenericFp8Decode = {"sm70_generic_fp8_decode",
-                                           Op::kAttentionDecode,
-                                           70,
-                                           kAnyNewer,
-                                           AnyPredicate(DType::kF8E4M3, DType::kBF16),
-                                           0,
-                                           GenericCanImplement,
-                                           NoWorkspace,
-                                           GenericLaunch};
-const KernelEntry kSm70GenericFp8Prefill = {"sm70_generic_fp8_prefill",
-                                            Op::kAttentionPrefill,
-                                            70,
-                                            kAnyNewer,
-                                            AnyPredicate(DType::kF8E4M3, DType::kBF16),
-                                            0,
-                                            GenericCanImplement,
-                                            NoWorkspace,
-                                            GenericLaunch};
+const KernelEntry kSm70GenericFp8Decode = {
+    "sm70_generic_fp8_decode",
+    Op::kAttentionDecode,
+    70,
+    kAnyNewer,
+    WithImageBlocks(AnyPredicate(DType::kF8E4M3, DType::kBF16)),
+    0,
+    GenericCanImplement,
+    NoWorkspace,
+    GenericLaunch};
+const KernelEntry kSm70GenericFp8Prefill = {
+    "sm70_generic_fp8_prefill",
+    Op::kAttentionPrefill,
+    70,
+    kAnyNewer,
+    WithImageBlocks(AnyPredicate(DType::kF8E4M3, DType::kBF16)),
+    0,
+    GenericCanImplement,
+    NoWorkspace,
+    GenericLaunch};
 const KernelEntry kSm70GenericDecodeF16 = {"sm70_generic_bf16_decode_f16io",
                                            Op::kAttentionDecode,
                                            70,
                                            kAnyNewer,
-                                           AnyPredicate(kBf, kF16),
+                                           WithImageBlocks(AnyPredicate(kBf, kF16)),
                                            0,
                                            GenericCanImplement,
                                            NoWorkspace,
@@ -379,7 +394,7 @@ const KernelEntry kSm70GenericPrefillF16 = {"sm70_generic_bf16_prefill_f16io",
                                             Op::kAttentionPrefill,
                                             70,
                                             kAnyNewer,
-                                            AnyPredicate(kBf, kF16),
+                                            WithImageBlocks(AnyPredicate(kBf, kF16)),
                                             0,
                                             GenericCanImplement,
                                             NoWorkspace,
@@ -388,7 +403,7 @@ const KernelEntry kSm70GenericFp8DecodeF16 = {"sm70_generic_fp8_decode_f16io",
                                               Op::kAttentionDecode,
                                               70,
                                               kAnyNewer,
-                                              AnyPredicate(kF8, kF16),
+                                              WithImageBlocks(AnyPredicate(kF8, kF16)),
                                               0,
                                               GenericCanImplement,
                                               NoWorkspace,
@@ -397,7 +412,7 @@ const KernelEntry kSm70GenericFp8PrefillF16 = {"sm70_generic_fp8_prefill_f16io",
                                                Op::kAttentionPrefill,
                                                70,
                                                kAnyNewer,
-                                               AnyPredicate(kF8, kF16),
+                                               WithImageBlocks(AnyPredicate(kF8, kF16)),
                                                0,
                                                GenericCanImplement,
                                                NoWorkspace,
@@ -501,6 +516,7 @@ ProblemKey AttentionProblem(Op op, const PagedAttentionParams& p) {
     pk.flags |= kFlagKFromV;
     pk.rope_pairs = p.rope_pairs;
   }
+  if (p.image_block != nullptr) pk.flags |= kFlagImageBlocks;
   if (aligned(p.q) && aligned(p.out) && aligned(p.k_cache) && aligned(p.v_cache) &&
       p.q_stride % 8 == 0 && p.out_stride % 8 == 0 && p.head_dim % 8 == 0) {
     pk.flags |= kFlagAligned16;

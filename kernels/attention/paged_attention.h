@@ -57,6 +57,12 @@ struct PagedAttentionParams {
   const float* k_norm = nullptr;  // [head_dim] f32, with k_from_v
   int rope_pairs = 0;             // rotated pairs, <= kMaxKFromVRopePairs
   float inv_freq[64] = {};        // [rope_pairs]
+  // Image-block mask (lib/backend/backend.h, AttentionArgs::image_block_mask): null, or
+  // [num_tokens] device, indexed by absolute token like positions: each token's image block id
+  // (-1 text). A query of block b >= 0 also sees the keys of the later tokens of its run of b in
+  // its sequence's chunk (all of the block is in the step), the window bounding only earlier keys.
+  // Only entries with the kFlagImageBlocks capability read it (AttentionProblem sets the flag).
+  const int32_t* image_block = nullptr;
 };
 inline constexpr int kMaxKFromVRopePairs = 64;
 

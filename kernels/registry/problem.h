@@ -30,6 +30,13 @@ const char* OpName(Op op);  // "attention.decode", ...
 // Problem flags.
 inline constexpr uint32_t kFlagAligned16 = 1u << 0;  // every pointer and row stride 16-B aligned
 inline constexpr uint32_t kFlagKFromV = 1u << 1;  // attention derives K from V (single-store K=V)
+// Attention applies the image-block mask (PagedAttentionParams::image_block): a query also sees
+// the later keys of its image block. A *capability* flag: only entries whose predicate lists it
+// in `capabilities` may run such a problem (registry.h).
+inline constexpr uint32_t kFlagImageBlocks = 1u << 2;
+// The problem flags an entry must declare it can honour (a kernel that ignored them would compute
+// a wrong answer, not a slow one).
+inline constexpr uint32_t kCapabilityFlags = kFlagImageBlocks;
 
 struct DeviceInfo {
   int device = 0;  // CUDA ordinal

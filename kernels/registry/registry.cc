@@ -142,6 +142,7 @@ std::string ProblemKey::ClassString() const {
   s += "->";
   s += DTypeShortName(out_type);
   if (flags & kFlagAligned16) add("aligned16");
+  if (flags & kFlagImageBlocks) add("imageblocks");
   return s;
 }
 
@@ -217,6 +218,8 @@ KernelStatus CheckEntry(const KernelEntry& e, const ProblemKey& pk, const Device
   if ((pk.flags & p.required_flags) != p.required_flags) {
     return KernelStatus::Fail("needs 16-byte aligned operands");
   }
+  const uint32_t missing = pk.flags & kCapabilityFlags & ~p.capabilities;
+  if (missing & kFlagImageBlocks) return KernelStatus::Fail("cannot apply the image-block mask");
   if (e.can_implement != nullptr) return e.can_implement(pk, dev);
   return KernelStatus::Ok();
 }

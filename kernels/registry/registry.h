@@ -42,6 +42,9 @@ struct ProblemPredicate {
   int window = -1;             // -1 = windowed and full both fine, 0 = full only
   int max_m = 0;               // GEMM/MoE rows (num_tokens) at most this, 0 = any
   uint32_t required_flags = 0;
+  // kCapabilityFlags the entry honours (problem.h); a problem with one it lacks is never its.
+  // Not part of Specificity: a capable entry is no better for problems without the flag.
+  uint32_t capabilities = 0;
 };
 
 struct KernelEntry {

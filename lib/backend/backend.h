@@ -64,6 +64,11 @@ struct StepMetadata {
   const int32_t* host_query_start = nullptr;
   const int32_t* host_seq_lens = nullptr;
   const int32_t* host_positions = nullptr;
+  // Image blocks (docs/vision.md): [num_tokens] the image block id of each token (-1 text, k the
+  // k-th image of its sequence), every block's tokens in this step. Null (both) when no token of
+  // the step is an image token or the model does not attend bidirectionally within images.
+  const int32_t* image_block = nullptr;
+  const int32_t* host_image_block = nullptr;
   KvGroupView groups[2];
 };
 
@@ -128,6 +133,10 @@ struct AttentionArgs {
   int head_dim = 0;
   int window = 0;      // sliding window W: keys pos - W + 1 .. pos; 0 = full causal
   float scale = 1.0f;  // Gemma-4 uses 1.0 (q/k norms replace 1/sqrt(d))
+  // Image-block mask (needs meta->image_block): a query of image block k also sees the keys of
+  // block k after its own position, so the mask is (causal AND window) OR (same block AND
+  // window), the window bounding only keys before the query (HF Gemma-4: sliding layers only).
+  bool image_block_mask = false;
   const StepMetadata* meta = nullptr;
 };
 

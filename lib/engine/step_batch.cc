@@ -12,6 +12,10 @@ runner::StepBatch BuildStepBatch(const sched::StepPlan& plan, const kv::KvManage
     runner::SeqStep step;
     step.tokens = std::span<const int32_t>(q.request->tokens.data() + q.start, q.num_tokens);
     step.start_pos = static_cast<int32_t>(q.start);
+    const std::vector<int32_t>& blocks = q.request->image_block_ids;
+    if (!blocks.empty() && q.start < q.request->prompt_len) {
+      step.image_block = std::span<const int32_t>(blocks.data() + q.start, q.num_tokens);
+    }
     for (kv::KvGroup g : kv::kAllKvGroups) {
       if (!kv.has_group(g)) continue;
       auto table = kv.PageTable(q.request->kv_id(), g);

@@ -278,7 +278,7 @@ absl::StatusOr<absl::Span<const int32_t>> KvManager::PageTable(int64_t seq_id,
 }
 
 absl::Status KvManager::CommitPages(int64_t seq_id, absl::Span<const int32_t> tokens,
-                                    int64_t computed_len) {
+                                    int64_t computed_len, absl::Span<const uint64_t> salts) {
   GANNET_ASSIGN_OR_RETURN(Sequence * seq, Find(seq_id));
   if (computed_len < 0 || computed_len > seq->length ||
       computed_len > static_cast<int64_t>(tokens.size())) {
@@ -289,7 +289,8 @@ absl::Status KvManager::CommitPages(int64_t seq_id, absl::Span<const int32_t> to
   if (!enable_prefix_cache_) return absl::OkStatus();
   for (int64_t b = seq->committed_blocks; b < computed_len / page_size_; ++b) {
     const int32_t entry =
-        cache_->FindOrCreate(seq->last_entry, tokens.subspan(b * page_size_, page_size_));
+        cache_->FindOrCreate(seq->last_entry, tokens.subspan(b * page_size_, page_size_),
+                             b < static_cast<int64_t>(salts.size()) ? salts[b] : 0);
     if (entry < 0) break;  // hash collision with another block: stop caching this chain
     // Full first: in hybrid models a sliding page only joins an entry that has its full page.
     for (KvGroup g : {KvGroup::kFull, KvGroup::kSliding}) {
@@ -305,18 +306,19 @@ absl::Status KvManager::CommitPages(int64_t seq_id, absl::Span<const int32_t> to
   return absl::OkStatus();
 }
 
-int64_t KvManager::MatchPrefix(absl::Span<const int32_t> tokens, int64_t max_len) {
+int64_t KvManager::MatchPrefix(absl::Span<const int32_t> tokens, int64_t max_len,
+                               absl::Span<const uint64_t> salts) {
   ++stats_.prefix_lookups;
   stats_.prefix_queried_tokens +=
       std::clamp<int64_t>(max_len, 0, static_cast<int64_t>(tokens.size()));
   if (!enable_prefix_cache_) return 0;
-  const int64_t hit = cache_->Match(tokens, max_len, &match_scratch_);
+  const int64_t hit = cache_->Match(tokens, max_len, &match_scratch_, salts);
   stats_.prefix_hit_tokens += hit;
   return hit;
 }
 
-absl::Status KvManager::AttachPrefix(int64_t seq_id, absl::Span<const int32_t> tokens,
-                                     int64_t len) {
+absl::Status KvManager::AttachPrefix(int64_t seq_id, absl::Span<const int32_t> tokens, int64_t len,
+                                     absl::Span<const uint64_t> salts) {
   GANNET_ASSIGN_OR_RETURN(Sequence * seq, Find(seq_id));
   if (seq->length != 0) {
     return InvalidArgumentError("kv: AttachPrefix needs an empty sequence; {} has length {}",
@@ -329,7 +331,8 @@ absl::Status KvManager::AttachPrefix(int64_t seq_id, absl::Span<const int32_t> t
         len, page_size_, tokens.size());
   }
   if (len == 0) return absl::OkStatus();
-  const int64_t cached = enable_prefix_cache_ ? cache_->Match(tokens, len, &match_scratch_) : 0;
+  const int64_t cached =
+      enable_prefix_cache_ ? cache_->Match(tokens, len, &match_scratch_, salts) : 0;
   if (cached != len) {
     return FailedPreconditionError("kv: only {} of the {} prefix tokens are cached for sequence {}",
                                    cached, len, seq_id);

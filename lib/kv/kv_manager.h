@@ -136,19 +136,25 @@ class KvManager {
   // groups' pages of each block, the sliding one only if it still exists. tokens must be the
   // sequence's token ids (at least computed_len of them; blocks registered by an earlier call
   // are not re-read). computed_len <= Length. A no-op when the prefix cache is disabled.
-  absl::Status CommitPages(int64_t seq_id, absl::Span<const int32_t> tokens, int64_t computed_len);
+  // `salts` (here, in MatchPrefix and AttachPrefix): empty, or per block a salt folded into its
+  // key (0: none), which must be the same for every call about one sequence: the image content
+  // of blocks holding image positions (lib/common/image_blocks.h: ImagePageSalts).
+  absl::Status CommitPages(int64_t seq_id, absl::Span<const int32_t> tokens, int64_t computed_len,
+                           absl::Span<const uint64_t> salts = {});
 
   // Usable cached length of tokens[0, max_len): a multiple of P such that every block before it
   // has its full-group page cached and the sliding group still has the pages covering positions
   // [max(0, L - W), L); shortened otherwise, never wrong (every block's tokens are compared).
   // Counts a lookup in stats(). Pass max_len = prompt length - 1 to keep one token to compute.
-  int64_t MatchPrefix(absl::Span<const int32_t> tokens, int64_t max_len);
+  int64_t MatchPrefix(absl::Span<const int32_t> tokens, int64_t max_len,
+                      absl::Span<const uint64_t> salts = {});
 
   // Gives an empty sequence the cached pages of tokens[0, len), len a multiple of P that
   // MatchPrefix would return in full: refcount++ (cached pages leave the LRU), Length = len,
   // sliding holes for blocks wholly before len - W, blocks counted as committed.
   // FailedPrecondition if that prefix is no longer cached in full.
-  absl::Status AttachPrefix(int64_t seq_id, absl::Span<const int32_t> tokens, int64_t len);
+  absl::Status AttachPrefix(int64_t seq_id, absl::Span<const int32_t> tokens, int64_t len,
+                            absl::Span<const uint64_t> salts = {});
 
   // ---- Pins: keep a page alive outside any table (e.g. an in-flight copy of it) ----
   // InvalidArgument for an absent group, an out-of-range or free page, or unpinning past zero.

@@ -36,8 +36,14 @@ PrefixCache::PrefixCache(int32_t page_size, int32_t sliding_window, PerGroup<Pag
       pools_(pools),
       hash_(hash != nullptr ? hash : &DefaultBlockHash) {}
 
+uint64_t PrefixCache::KeyHash(uint64_t parent_hash, absl::Span<const int32_t> tokens,
+                              uint64_t salt) const {
+  const uint64_t h = hash_(parent_hash, tokens);
+  return salt == 0 ? h : Mix64(h ^ Mix64(salt));
+}
+
 int64_t PrefixCache::Match(absl::Span<const int32_t> tokens, int64_t max_len,
-                           std::vector<int32_t>* entries) const {
+                           std::vector<int32_t>* entries, absl::Span<const uint64_t> salts) const {
   entries->clear();
   const int64_t limit = std::min<int64_t>(std::max<int64_t>(max_len, 0), tokens.size());
   const int64_t max_blocks = limit / page_size_;
@@ -46,12 +52,14 @@ int64_t PrefixCache::Match(absl::Span<const int32_t> tokens, int64_t max_len,
   int32_t parent = -1;
   for (int64_t b = 0; b < max_blocks; ++b) {
     const absl::Span<const int32_t> block = tokens.subspan(b * page_size_, page_size_);
-    hash = hash_(hash, block);
+    const uint64_t salt = b < static_cast<int64_t>(salts.size()) ? salts[b] : 0;
+    hash = KeyHash(hash, block, salt);
     const auto it = index_.find(hash);
     if (it == index_.end()) break;
     const int32_t e = it->second;
     const absl::Span<const int32_t> cached = Tokens(e);
-    if (entries_[e].parent != parent || !std::equal(block.begin(), block.end(), cached.begin())) {
+    if (entries_[e].parent != parent || entries_[e].salt != salt ||
+        !std::equal(block.begin(), block.end(), cached.begin())) {
       break;  // a hash collision: the chain stops being provably ours here
     }
     if (need_full && entries_[e].page[GroupIndex(KvGroup::kFull)] == kNoPage) break;
@@ -75,15 +83,16 @@ int64_t PrefixCache::Match(absl::Span<const int32_t> tokens, int64_t max_len,
   return usable * page_size_;
 }
 
-int32_t PrefixCache::FindOrCreate(int32_t parent, absl::Span<const int32_t> block_tokens) {
+int32_t PrefixCache::FindOrCreate(int32_t parent, absl::Span<const int32_t> block_tokens,
+                                  uint64_t salt) {
   GANNET_CHECK(static_cast<int32_t>(block_tokens.size()) == page_size_);
   const uint64_t parent_hash = parent < 0 ? kRootHash : entries_[parent].hash;
-  const uint64_t hash = hash_(parent_hash, block_tokens);
+  const uint64_t hash = KeyHash(parent_hash, block_tokens, salt);
   const auto [it, inserted] = index_.try_emplace(hash, -1);
   if (!inserted) {
     const int32_t e = it->second;
     const absl::Span<const int32_t> cached = Tokens(e);
-    const bool same = entries_[e].parent == parent &&
+    const bool same = entries_[e].parent == parent && entries_[e].salt == salt &&
                       std::equal(block_tokens.begin(), block_tokens.end(), cached.begin());
     return same ? e : -1;
   }
@@ -100,6 +109,7 @@ int32_t PrefixCache::FindOrCreate(int32_t parent, absl::Span<const int32_t> bloc
   Entry& entry = entries_[e];
   entry = Entry{};
   entry.hash = hash;
+  entry.salt = salt;
   entry.parent = parent;
   entry.block = parent < 0 ? 0 : entries_[parent].block + 1;
   entry.in_use = true;
@@ -188,7 +198,7 @@ absl::Status PrefixCache::CheckConsistency(const std::vector<int32_t>& seq_refs)
     } else if (en.block != 0) {
       return InternalError("cache entry {} has no parent but is block {}", e, en.block);
     }
-    if (hash_(parent_hash, Tokens(e)) != en.hash) {
+    if (KeyHash(parent_hash, Tokens(e), en.salt) != en.hash) {
       return InternalError("cache entry {}: hash does not match its tokens", e);
     }
     const int32_t want_refs = e < static_cast<int32_t>(seq_refs.size()) ? seq_refs[e] : 0;

@@ -1,9 +1,11 @@
 // Prefix cache: a content-addressed index of full KV blocks (P tokens each) for reuse across
 // requests with a common prompt prefix.
 //
-// Block i of a token sequence is keyed by a chained hash: h_i = hash(h_{i-1}, tokens[iP, iP+P)).
-// An entry keeps the block's token ids and its parent entry, so a lookup verifies every block of
-// a chain exactly and a hash collision can only make a hit shorter, never wrong. An entry holds
+// Block i of a token sequence is keyed by a chained hash: h_i = hash(h_{i-1}, tokens[iP, iP+P)),
+// mixed with the block's salt when it has one (non-zero: the block holds image positions, whose
+// token ids do not say which picture they show; lib/common/image_blocks.h: ImagePageSalts).
+// An entry keeps the block's token ids, salt and parent entry, so a lookup verifies every block
+// of a chain exactly and a hash collision can only make a hit shorter, never wrong. An entry holds
 // at most one page per group; a page holds at most one entry's content (its pool "cache tag").
 //
 // Entry lifetime. An entry lives while it holds a page, has children, or is the last committed
@@ -45,13 +47,15 @@ class PrefixCache {
   // The longest usable cached prefix of tokens[0, min(max_len, size)), in tokens: a multiple of
   // P such that every block before it has its full page (if the model has full layers) and the
   // sliding pages covering [max(0, L - W), L) exist (if it has sliding layers). `entries`
-  // receives the entry of each block [0, L / P).
-  int64_t Match(absl::Span<const int32_t> tokens, int64_t max_len,
-                std::vector<int32_t>* entries) const;
+  // receives the entry of each block [0, L / P). `salts`: empty, or the salt of each block (0 for
+  // none; blocks past its end have none).
+  int64_t Match(absl::Span<const int32_t> tokens, int64_t max_len, std::vector<int32_t>* entries,
+                absl::Span<const uint64_t> salts = {}) const;
 
-  // The entry for the block following `parent` (-1: block 0) with these P tokens, created without
-  // pages if missing; -1 when its hash is taken by a different block (a collision).
-  int32_t FindOrCreate(int32_t parent, absl::Span<const int32_t> block_tokens);
+  // The entry for the block following `parent` (-1: block 0) with these P tokens and this salt,
+  // created without pages if missing; -1 when its hash is taken by a different block (a
+  // collision).
+  int32_t FindOrCreate(int32_t parent, absl::Span<const int32_t> block_tokens, uint64_t salt = 0);
 
   // Registers `page` (owned by the caller's table) as holding the entry's `group` content, unless
   // the entry already has a page there, the page already serves an entry, or (hybrid models) a
@@ -91,6 +95,7 @@ class PrefixCache {
  private:
   struct Entry {
     uint64_t hash = 0;
+    uint64_t salt = 0;  // 0: a text-only block
     int32_t parent = -1;
     int32_t block = 0;  // block index in its chain: covers tokens [block * P, block * P + P)
     int32_t num_children = 0;
@@ -102,6 +107,8 @@ class PrefixCache {
   absl::Span<const int32_t> Tokens(int32_t e) const {
     return absl::MakeConstSpan(tokens_.data() + static_cast<size_t>(e) * page_size_, page_size_);
   }
+  // hash_(parent, tokens), mixed with a non-zero salt.
+  uint64_t KeyHash(uint64_t parent_hash, absl::Span<const int32_t> tokens, uint64_t salt) const;
   bool HasGroup(KvGroup g) const { return pools_[GroupIndex(g)] != nullptr; }
   bool Hybrid() const { return HasGroup(KvGroup::kSliding) && HasGroup(KvGroup::kFull); }
   // Erases e if it holds nothing, then its ancestors while they hold nothing either.

@@ -162,6 +162,7 @@ std::vector<uint8_t> EncodeStep(const runner::StepBatch& b) {
     w.PutArray<int32_t>(s.page_table[0]);
     w.PutArray<int32_t>(s.page_table[1]);
     w.Put<uint8_t>(static_cast<uint8_t>(s.logits));
+    w.PutArray<int32_t>(s.image_block);  // every rank applies the same image-block mask
   }
   w.PutArray<sampling::DrawParams>(b.device_sampling);
   w.PutArray<uint8_t>(b.host_logits);
@@ -180,7 +181,7 @@ absl::Status DecodeStep(std::span<const uint8_t> msg, DecodedStep* out) {
   if (n < 0 || n > static_cast<int64_t>(msg.size() / 24)) {
     return InternalError("tensor parallel: {} sequences in a step message", n);
   }
-  out->storage.reserve(3 * n);
+  out->storage.reserve(4 * n);
   auto array = [&]() -> absl::StatusOr<std::span<const int32_t>> {
     out->storage.emplace_back();
     GANNET_RETURN_IF_ERROR(r.GetArray(&out->storage.back()));
@@ -197,6 +198,7 @@ absl::Status DecodeStep(std::span<const uint8_t> msg, DecodedStep* out) {
       return InternalError("tensor parallel: logits kind {} in a step message", logits);
     }
     s.logits = static_cast<runner::SeqStep::Logits>(logits);
+    GANNET_ASSIGN_OR_RETURN(s.image_block, array());
     out->batch.seqs.push_back(s);
   }
   GANNET_RETURN_IF_ERROR(r.GetArray(&out->batch.device_sampling));

@@ -25,6 +25,9 @@ absl::Status AttendAndProject(backend::Backend* be, const model::TextConfig& c, 
   at.head_dim = d;
   at.window = sliding ? c.sliding_window : 0;
   at.scale = 1.0f;  // Gemma-4 normalises q and k instead of scaling
+  // HF Gemma-4 ("vision" models) overlays the image blocks on sliding layers only; full layers
+  // stay causal (modeling_gemma4.py: create_masks_for_vision_model).
+  at.image_block_mask = sliding && md.image_block != nullptr;
   at.meta = &md;
   GANNET_RETURN_IF_ERROR(be->Attention(at));
   return be->Linear(at.out.Reshape({n, static_cast<int64_t>(nq) * d}), o_proj, out);

@@ -27,6 +27,10 @@ struct SeqStep {
   std::span<const int32_t> page_table[2];
   enum class Logits : uint8_t { kNone, kLast, kAll };
   Logits logits = Logits::kLast;
+  // Empty (all text), or the image block id of each of `tokens` (kTextBlock = -1 for text; k for
+  // the k-th image of the sequence; lib/common/image_blocks.h). A block's tokens must all be in
+  // this step: the prefill mask lets them attend to each other (docs/vision.md).
+  std::span<const int32_t> image_block;
 };
 
 inline constexpr int kMaxUniformQueryLen = 16;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "lib/common/image_blocks.h"
 #include "lib/common/status.h"
 #include "lib/runner/model_runner.h"
 
@@ -26,6 +27,8 @@ absl::Status StepMetadataBuilder::Init(backend::Backend* be, const model::ModelC
   ple_vocab_ = c.has_ple() ? c.vocab_size_per_layer_input : 0;
   max_positions_ = c.max_position_embeddings;
   window_ = c.sliding_window;
+  // "all" (every layer bidirectional) is refused when the config is read (model/config.cc).
+  image_blocks_ = c.use_bidirectional_attention == "vision";
   max_tokens_ = o.max_tokens;
   max_seqs_ = o.max_seqs;
   max_rows_ = o.max_logit_rows;
@@ -42,6 +45,7 @@ absl::Status StepMetadataBuilder::Init(backend::Backend* be, const model::ModelC
   GANNET_RETURN_IF_ERROR(alloc(&ple_ids_, max_tokens_));
   GANNET_RETURN_IF_ERROR(alloc(&positions_, max_tokens_));
   GANNET_RETURN_IF_ERROR(alloc(&token_seq_, max_tokens_));
+  if (image_blocks_) GANNET_RETURN_IF_ERROR(alloc(&image_block_, max_tokens_));
   GANNET_RETURN_IF_ERROR(alloc(&query_start_, max_seqs_ + 1));
   GANNET_RETURN_IF_ERROR(alloc(&seq_lens_, max_seqs_));
   GANNET_RETURN_IF_ERROR(alloc(&logit_rows_, max_rows_));
@@ -98,6 +102,33 @@ absl::Status StepMetadataBuilder::UploadSampling(
   return be_->CopyToDevice(sampling_.data, h_sampling_.data(), h_sampling_.size());
 }
 
+absl::Status StepMetadataBuilder::CheckImageBlockRuns(int s, const SeqStep& seq) {
+  if (seq.image_block.size() != seq.tokens.size()) {
+    return InvalidArgumentError("step: sequence {} has {} image block ids for {} tokens", s,
+                                seq.image_block.size(), seq.tokens.size());
+  }
+  // Each block is one run of positions, and a step holds a block whole except that its first
+  // token may continue a block begun by KV already computed (a prefix-cache hit inside a block).
+  int32_t prev = kTextBlock;
+  std::vector<int32_t> seen;
+  for (size_t i = 0; i < seq.image_block.size(); ++i) {
+    const int32_t b = seq.image_block[i];
+    if (b < kTextBlock) {
+      return InvalidArgumentError("step: sequence {} token {} has image block id {}", s, i, b);
+    }
+    if (b >= 0 && b != prev) {
+      if (std::find(seen.begin(), seen.end(), b) != seen.end()) {
+        return InvalidArgumentError(
+            "step: sequence {} image block {} is not one run of positions (again at token {})", s,
+            b, i);
+      }
+      seen.push_back(b);
+    }
+    prev = b;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<backend::StepMetadata*> StepMetadataBuilder::Build(const StepBatch& batch) {
   if (!have_layout_) return FailedPreconditionError("step: the runner has no KV layout");
   if (batch.seqs.empty()) return InvalidArgumentError("step: no sequences");
@@ -115,6 +146,8 @@ absl::StatusOr<backend::StepMetadata*> StepMetadataBuilder::Build(const StepBatc
   h_ple_ids_.assign(n, 0);
   h_positions_.assign(n, 0);
   h_token_seq_.assign(n, 0);
+  h_image_block_.assign(image_blocks_ ? n : 0, kTextBlock);
+  bool any_image = false;
   h_query_start_.assign(num_seqs + 1, 0);
   h_seq_lens_.assign(num_seqs, 0);
   h_logit_rows_.clear();
@@ -151,6 +184,15 @@ absl::StatusOr<backend::StepMetadata*> StepMetadataBuilder::Build(const StepBatc
       }
       std::copy(table.begin(), table.end(),
                 h_page_table_[g].begin() + static_cast<int64_t>(s) * max_pages_);
+    }
+    if (!seq.image_block.empty()) {
+      GANNET_RETURN_IF_ERROR(CheckImageBlockRuns(s, seq));
+      // Models without bidirectional image attention read image tokens causally, like text.
+      if (image_blocks_) {
+        std::copy(seq.image_block.begin(), seq.image_block.end(), h_image_block_.begin() + t);
+        any_image |= std::any_of(seq.image_block.begin(), seq.image_block.end(),
+                                 [](int32_t b) { return b >= 0; });
+      }
     }
     h_query_start_[s] = t;
     h_seq_lens_[s] = static_cast<int32_t>(end);
@@ -206,6 +248,7 @@ absl::StatusOr<backend::StepMetadata*> StepMetadataBuilder::Build(const StepBatc
   GANNET_RETURN_IF_ERROR(up(ple_ids_, h_ple_ids_));
   GANNET_RETURN_IF_ERROR(up(positions_, h_positions_));
   GANNET_RETURN_IF_ERROR(up(token_seq_, h_token_seq_));
+  if (any_image) GANNET_RETURN_IF_ERROR(up(image_block_, h_image_block_));
   GANNET_RETURN_IF_ERROR(up(query_start_, h_query_start_));
   GANNET_RETURN_IF_ERROR(up(seq_lens_, h_seq_lens_));
   GANNET_RETURN_IF_ERROR(up(logit_rows_, h_logit_rows_));
@@ -225,6 +268,10 @@ absl::StatusOr<backend::StepMetadata*> StepMetadataBuilder::Build(const StepBatc
   md_.host_query_start = h_query_start_.data();
   md_.host_seq_lens = h_seq_lens_.data();
   md_.host_positions = h_positions_.data();
+  if (any_image) {
+    md_.image_block = image_block_.as<int32_t>();
+    md_.host_image_block = h_image_block_.data();
+  }
   for (int g = 0; g < 2; ++g) {
     backend::KvGroupView& v = md_.groups[g];
     v.page_size = page_size_;

@@ -52,20 +52,25 @@ class StepMetadataBuilder {
   const std::vector<int32_t>& logit_row_pos() const { return h_logit_pos_; }
 
  private:
+  // The image block ids of one sequence: one per token, each block a single run.
+  static absl::Status CheckImageBlockRuns(int s, const SeqStep& seq);
+
   backend::Backend* be_ = nullptr;
   int64_t vocab_ = 0;
   int64_t vocab_begin_ = 0, vocab_end_ = 0;  // the rank's embedding rows (tensor parallel)
   int64_t ple_vocab_ = 0;
   int64_t max_positions_ = 0;
   int window_ = 0;
+  bool image_blocks_ = false;  // the model attends bidirectionally within image blocks
   int max_tokens_ = 0, max_seqs_ = 0, max_rows_ = 0, max_pages_ = 0, page_size_ = 0;
   int64_t num_pages_[2] = {0, 0};  // storage pages per group (managed + padding)
   bool have_layout_ = false;
   bool group_used_[2] = {false, false};
   std::vector<backend::Buffer> buffers_;
-  backend::Tensor ids_, ple_ids_, positions_, query_start_, seq_lens_, token_seq_;
+  backend::Tensor ids_, ple_ids_, positions_, query_start_, seq_lens_, token_seq_, image_block_;
   backend::Tensor page_table_[2], slots_[2], logit_rows_, sampling_, sampled_;
-  std::vector<int32_t> h_ids_, h_ple_ids_, h_positions_, h_query_start_, h_seq_lens_, h_token_seq_;
+  std::vector<int32_t> h_ids_, h_ple_ids_, h_positions_, h_query_start_, h_seq_lens_, h_token_seq_,
+      h_image_block_;
   std::vector<int32_t> h_page_table_[2], h_slots_[2], h_logit_rows_, h_logit_seq_, h_logit_pos_;
   std::vector<uint8_t> h_sampling_;
   backend::StepMetadata md_;

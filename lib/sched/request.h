@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "lib/common/image_blocks.h"
 #include "lib/sampling/sampling.h"
 
 namespace gannet::sched {
@@ -30,6 +31,10 @@ struct RequestSpec {
   int32_t logprobs = 0;
   int32_t priority = 0;
   Clock::time_point deadline = Clock::time_point::max();
+  // Prompt positions that stand for images (in position order, disjoint): with a model whose
+  // use_bidirectional_attention is "vision", each block's tokens attend to each other in both
+  // directions on sliding layers. Set by the engine; not yet reachable through the C ABI.
+  std::vector<ImageBlock> image_blocks;
 
   // Whether a stop id or stop string as the request's n-th output token (1-based) ends it:
   // min_tokens holds back both. Asked by the scheduler and the drafts' cut (stop ids) and by the
@@ -50,7 +55,11 @@ struct Request {
   // token is not computed yet.
   int64_t num_computed = 0;
   int32_t num_cached_prompt = 0;  // prompt tokens served from the prefix cache
-  bool has_kv_sequence = false;   // a KV-manager sequence exists for this request
+  // With image blocks (set by Scheduler::Add): the block id of each token (ImageBlockIds, -1 for
+  // text, generated tokens included) and each KV page's prefix-cache salt (ImagePageSalts).
+  std::vector<int32_t> image_block_ids;
+  std::vector<uint64_t> page_salts;
+  bool has_kv_sequence = false;  // a KV-manager sequence exists for this request
   int32_t num_preemptions = 0;
   sampling::TokenCounts counts;  // filled only when penalties are used
   FinishReason finish = FinishReason::kNone;

@@ -39,6 +39,23 @@ absl::Status Scheduler::Add(std::unique_ptr<Request> r) {
   if (requests_.contains(r->spec.id)) {
     return InvalidArgumentError("request {} already exists", r->spec.id);
   }
+  if (!r->spec.image_blocks.empty()) {
+    GANNET_RETURN_IF_ERROR(CheckImageBlocks(r->spec.image_blocks, r->prompt_len));
+    // A prefill chunk never splits an image block (its tokens attend to each other, so they are
+    // computed in one step): a block must fit in one step.
+    for (size_t k = 0; k < r->spec.image_blocks.size(); ++k) {
+      const ImageBlock& b = r->spec.image_blocks[k];
+      if (b.size() > options_.max_step_tokens) {
+        return InvalidArgumentError(
+            "request {}: image block {} has {} tokens, more than a step computes "
+            "(max_step_tokens {}); an image block is prefilled in one step",
+            r->spec.id, k, b.size(), options_.max_step_tokens);
+      }
+    }
+    r->image_block_ids = ImageBlockIds(r->spec.image_blocks, r->num_tokens());
+    const int64_t p = kv_->page_size();
+    r->page_salts = ImagePageSalts(r->spec.image_blocks, p, (r->prompt_len + p - 1) / p);
+  }
   r->state = RequestState::kWaiting;
   r->arrival = next_arrival_++;
   waiting_.push_back(r.get());
@@ -102,6 +119,17 @@ void Scheduler::Preempt(Request* r) {
                    r->num_tokens());
 }
 
+int32_t Scheduler::FitImageBlocks(const Request& r, int64_t start, int32_t n, int32_t room) {
+  const int64_t end = start + n;
+  if (r.spec.image_blocks.empty() || end >= r.num_tokens()) return n;
+  const ImageBlock* b = ImageBlockAt(r.spec.image_blocks, end);
+  if (b == nullptr || b->begin == end) return n;  // the cut is not inside a block
+  // Cut before the block; a chunk that starts at (or, after a prefix-cache hit, inside) the
+  // block takes the rest of it if the step has room, else waits for a step that has.
+  if (b->begin > start) return static_cast<int32_t>(b->begin - start);
+  return b->end - start <= room ? static_cast<int32_t>(b->end - start) : 0;
+}
+
 int64_t Scheduler::SlidingFirstNeeded(int64_t next_pos) const {
   return next_pos - kv_->sliding_window() + 1;
 }
@@ -133,6 +161,13 @@ void Scheduler::PlanRunning(bool decoding, int32_t* budget, StepPlan* plan,
       continue;
     }
     int32_t n = static_cast<int32_t>(std::min<int64_t>(remaining, *budget));
+    if (!decoding) {
+      n = FitImageBlocks(*r, r->num_computed, n, options_.max_step_tokens - plan->num_tokens);
+      if (n == 0) {
+        ++i;
+        continue;
+      }
+    }
     // A decoding request with drafts verifies them in this chunk, as many as fit the budget, the
     // context and max_tokens.
     int32_t drafts = 0;
@@ -227,8 +262,8 @@ StepPlan Scheduler::Plan() {
         continue;
       }
       r->has_kv_sequence = true;
-      const int64_t cached = kv_->MatchPrefix(r->tokens, r->num_tokens() - 1);
-      if (cached > 0 && kv_->AttachPrefix(r->kv_id(), r->tokens, cached).ok()) {
+      const int64_t cached = kv_->MatchPrefix(r->tokens, r->num_tokens() - 1, r->page_salts);
+      if (cached > 0 && kv_->AttachPrefix(r->kv_id(), r->tokens, cached, r->page_salts).ok()) {
         r->num_computed = cached;
         if (r->num_preemptions == 0) {
           r->num_cached_prompt = static_cast<int32_t>(std::min(cached, r->prompt_len));
@@ -236,7 +271,14 @@ StepPlan Scheduler::Plan() {
       }
     }
     const int64_t remaining = r->num_tokens() - r->num_computed;
-    const int32_t n = static_cast<int32_t>(std::min<int64_t>(remaining, budget));
+    const int32_t n = FitImageBlocks(*r, r->num_computed,
+                                     static_cast<int32_t>(std::min<int64_t>(remaining, budget)),
+                                     options_.max_step_tokens - plan.num_tokens);
+    if (n == 0) {  // an image block that does not fit this step: admit it in a later one
+      ReleaseKv(r);
+      r->num_computed = 0;
+      break;
+    }
     absl::Status st = EnsurePages(r, r->num_computed + n);
     if (!st.ok()) {
       if (absl::IsResourceExhausted(st) && (!running_.empty() || !plan.empty())) {
@@ -268,7 +310,7 @@ void Scheduler::StepCompleted(const StepPlan& plan) {
     Request* r = s.request;
     if (r->state != RequestState::kRunning || s.num_drafts > 0) continue;
     r->num_computed = s.start + s.num_tokens;
-    absl::Status st = kv_->CommitPages(r->kv_id(), r->tokens, r->num_computed);
+    absl::Status st = kv_->CommitPages(r->kv_id(), r->tokens, r->num_computed, r->page_salts);
     if (!st.ok()) GANNET_LOG_WARNING("scheduler: prefix-cache commit failed: {}", st.message());
   }
 }
@@ -294,13 +336,14 @@ absl::Status Scheduler::CompleteVerify(const ScheduledSeq& v, int accepted) {
     return InternalError("request {}: rolling back a verify step would copy {} shared pages",
                          r->spec.id, copies.size());
   }
-  absl::Status st = kv_->CommitPages(r->kv_id(), r->tokens, r->num_computed);
+  absl::Status st = kv_->CommitPages(r->kv_id(), r->tokens, r->num_computed, r->page_salts);
   if (!st.ok()) GANNET_LOG_WARNING("scheduler: prefix-cache commit failed: {}", st.message());
   return absl::OkStatus();
 }
 
 void Scheduler::Append(Request* r, int32_t token, bool stop_string_hit) {
   r->tokens.push_back(token);
+  if (!r->image_block_ids.empty()) r->image_block_ids.push_back(kTextBlock);
   if (r->spec.sampling.needs_penalties()) r->counts.AddOutput(token);
   const int64_t out = r->num_output();
   const bool stop_id = r->spec.StopsAt(out) &&

@@ -108,6 +108,10 @@ class Scheduler {
   void Retire(Request* r, FinishReason reason, absl::Status error = absl::OkStatus());
   void ReleaseKv(Request* r);
   int64_t SlidingFirstNeeded(int64_t next_pos) const;
+  // The length of a prompt chunk of r from `start` that wants n tokens, moved so that it does not
+  // end inside an image block: cut before the block, or grown to the block's end when the chunk
+  // starts in it and `room` (tokens the step can still take) allows; 0 when it must wait.
+  static int32_t FitImageBlocks(const Request& r, int64_t start, int32_t n, int32_t room);
   // Order: higher priority first, then earlier arrival.
   static bool Before(const Request* a, const Request* b);
 

@@ -207,6 +207,47 @@ TEST_F(RegistryTest, HopperPrefillUsesItsWgmmaEntryOnSm90Only) {
   EXPECT_FALSE(CheckEntry(*hd512, full, Device(100), archs).ok);
 }
 
+// A step with image blocks (kFlagImageBlocks) only goes to entries that declare they apply the
+// mask: the sm80 prefill kernels (sm75 builds too) and the CUDA-core one; never a decode entry,
+// Volta's or Hopper's wgmma prefill, and a forced one without the capability is refused.
+TEST_F(RegistryTest, ImageBlockStepsGoOnlyToEntriesThatApplyTheMask) {
+  const std::vector<int> archs = ReleaseArchs();
+  ProblemKey sliding = Attention(Op::kAttentionPrefill, 256, 32, 16, 2048);
+  sliding.window = 1024;
+  sliding.flags |= kFlagImageBlocks;
+  for (int sm : {75, 80, 90, 100}) {
+    const Selection s = Select(sliding, Device(sm), archs);
+    ASSERT_NE(s.entry, nullptr) << sm << ": " << s.error;
+    EXPECT_TRUE(s.entry->predicate.capabilities & kFlagImageBlocks) << s.entry->name;
+  }
+  const Selection s90 = Select(sliding, Device(90), archs);
+  EXPECT_STREQ(s90.entry->name, "sm80_hd256_bf16_prefill");
+  ProblemKey decode = Attention(Op::kAttentionDecode, 256, 32, 16, 1);
+  decode.flags |= kFlagImageBlocks;
+  const Selection d = Select(decode, Device(90), archs);
+  ASSERT_NE(d.entry, nullptr) << d.error;
+  EXPECT_NE(std::string(d.entry->name).find("generic"), std::string::npos) << d.entry->name;
+  int refused = 0;
+  for (const KernelEntry* e : AllEntries()) {
+    if (e->op != Op::kAttentionDecode && e->op != Op::kAttentionPrefill) continue;
+    if (e->predicate.capabilities & kFlagImageBlocks) continue;
+    ProblemKey pk = e->op == Op::kAttentionDecode ? decode : sliding;
+    pk.head_dim = e->predicate.head_dim != 0 ? e->predicate.head_dim : 256;
+    pk.kv_type = e->predicate.kv_type;
+    pk.in_type = pk.out_type = e->predicate.in_type;
+    const KernelStatus st = CheckEntry(*e, pk, Device(e->min_sm), archs);
+    EXPECT_FALSE(st.ok) << e->name;
+    ++refused;
+  }
+  EXPECT_GT(refused, 0);
+  if (FindEntry("sm90_hd256_bf16_prefill") != nullptr) {
+    setenv("GANNET_FORCE_KERNEL", "sm90_hd256_bf16_prefill", 1);
+    const Selection f = Select(sliding, Device(90), archs);
+    EXPECT_EQ(f.entry, nullptr);
+    EXPECT_NE(f.error.find("image-block mask"), std::string::npos) << f.error;
+  }
+}
+
 TEST_F(RegistryTest, DecodeEntriesRejectTooManyRows) {
   // 4 query tokens x GQA 8 = 32 rows: more than a decode CTA's 16.
   const ProblemKey pk = Attention(Op::kAttentionDecode, 512, 32, 4, 4);

@@ -112,6 +112,32 @@ void Prefill(KvManager& m, int64_t seq, const std::vector<int32_t>& tokens, int6
   }
 }
 
+// Salted blocks (pages holding image positions, lib/common/image_blocks.h): a block's salt is part
+// of its key, so the same token ids with another salt, or none, share only the blocks before the
+// first that differs; the same salts share everything; the chain stays consistent.
+TEST(KvManagerTest, PrefixSaltsKeyBlocksBeyondTheirTokens) {
+  auto m = MakeManager(4, 64, 32, 32);
+  const std::vector<int32_t> prompt = Iota(16, 100);
+  const std::vector<uint64_t> salts = {0, 7, 7, 0}, other = {0, 7, 9, 0};
+  ASSERT_TRUE(m->AddSequence(1).ok());
+  ASSERT_TRUE(m->Grow(1, 16).ok());
+  ASSERT_TRUE(m->CommitPages(1, prompt, 16, salts).ok());
+  ASSERT_TRUE(m->Free(1).ok());
+  EXPECT_EQ(m->MatchPrefix(prompt, 16, salts), 16);
+  EXPECT_EQ(m->MatchPrefix(prompt, 16, other), 8);
+  EXPECT_EQ(m->MatchPrefix(prompt, 16), 4);  // unsalted: block 1 differs
+  ASSERT_TRUE(m->AddSequence(2).ok());
+  EXPECT_EQ(m->AttachPrefix(2, prompt, 12, other).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(m->AttachPrefix(2, prompt, 8, other).ok());
+  ASSERT_TRUE(m->Grow(2, 16).ok());
+  ASSERT_TRUE(m->CommitPages(2, prompt, 16, other).ok());
+  EXPECT_TRUE(m->CheckInvariants().ok());
+  ASSERT_TRUE(m->Free(2).ok());
+  EXPECT_EQ(m->MatchPrefix(prompt, 16, other), 16);
+  EXPECT_EQ(m->MatchPrefix(prompt, 16, salts), 16);
+  EXPECT_TRUE(m->CheckInvariants().ok());
+}
+
 TEST(KvManagerTest, PrefixHitShortenedByWindow) {
   // P = 4, W = 8: a hit at L needs the full pages of blocks [0, L/4) and the sliding pages of
   // the blocks covering [L - 8, L).

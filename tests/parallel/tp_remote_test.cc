@@ -113,7 +113,8 @@ TEST(TpRemoteFailureTest, RankZeroSilentMeansDeviceLostAfterTheTimeout) {
 }
 
 TEST(StepMessageTest, RoundTripsAndRejectsTornMessages) {
-  std::vector<int32_t> toks = {5, 6, 7}, t0 = {0, 1}, t1 = {-1, 4, 9}, ban = {1, 2};
+  std::vector<int32_t> toks = {5, 6, 7}, t0 = {0, 1}, t1 = {-1, 4, 9}, ban = {1, 2},
+                       blocks = {-1, 0, 0};
   runner::StepBatch b;
   runner::SeqStep q;
   q.tokens = toks;
@@ -121,6 +122,7 @@ TEST(StepMessageTest, RoundTripsAndRejectsTornMessages) {
   q.page_table[0] = t0;
   q.page_table[1] = t1;
   q.logits = runner::SeqStep::Logits::kAll;
+  q.image_block = blocks;
   b.seqs.push_back(q);
   b.device_sampling.push_back(sampling::DrawParams{0.5f, 3, 0.9f, 0.1f, 42});
   b.host_logits.push_back(1);
@@ -134,6 +136,7 @@ TEST(StepMessageTest, RoundTripsAndRejectsTornMessages) {
   EXPECT_EQ(s.start_pos, 17);
   EXPECT_EQ(std::vector<int32_t>(s.page_table[1].begin(), s.page_table[1].end()), t1);
   EXPECT_EQ(s.logits, runner::SeqStep::Logits::kAll);
+  EXPECT_EQ(std::vector<int32_t>(s.image_block.begin(), s.image_block.end()), blocks);
   EXPECT_EQ(d.batch.device_sampling[0].seed, 42u);
   EXPECT_EQ(d.batch.host_logits, std::vector<uint8_t>{1});
   EXPECT_EQ(std::vector<int32_t>(d.batch.banned_tokens[0].begin(), d.batch.banned_tokens[0].end()),

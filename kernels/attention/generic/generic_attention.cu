@@ -2,6 +2,7 @@
 // query head), lanes split the head dim in 16-byte chunks, online softmax one key at a time.
 // It is the fallback where no tensor-core entry applies and a second, independent GPU
 // implementation the tests compare the flash kernels against; speed is not its job.
+// With PagedAttentionParams::image_block a query also reads the rest of its image block.
 // Single-store K=V (k_from_v): each lane derives its dims of K from its V chunk and the chunk of
 // the rotate-half partner dims, the CPU reference's arithmetic (backend.h).
 #include <cuda_bf16.h>
@@ -39,6 +40,13 @@ __global__ void GenericAttentionKernel(const PagedAttentionParams p) {
   while (s + 1 < p.num_seqs && p.query_start[s + 1] <= t) ++s;
   const int pos = p.positions[t];
   const int lo = p.window > 0 ? max(0, pos - p.window + 1) : 0;
+  // Image-block mask: the keys up to the last token of the query's block (one run of the
+  // sequence's chunk, whose K/V this step has written).
+  int hi = pos;
+  if (p.image_block != nullptr && p.image_block[t] >= 0) {
+    const int b = p.image_block[t], end = p.query_start[s + 1];
+    for (int u = t + 1; u < end && p.image_block[u] == b; ++u) hi = p.positions[u];
+  }
   const int chunks = p.head_dim / 8;
   const int32_t* table = p.page_table + static_cast<int64_t>(s) * p.max_pages_per_seq;
 
@@ -72,7 +80,7 @@ __global__ void GenericAttentionKernel(const PagedAttentionParams p) {
     }
   }
   float m = -INFINITY, l = 0.f;
-  for (int key = lo; key <= pos; ++key) {
+  for (int key = lo; key <= hi; ++key) {
     const int page = table[key / p.page_size];
     const int64_t off =
         ((static_cast<int64_t>(page) * p.num_kv_heads + kvh) * p.page_size + key % p.page_size) *

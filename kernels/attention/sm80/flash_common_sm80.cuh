@@ -56,7 +56,19 @@ __device__ __forceinline__ bool FindTileRange(const PagedAttentionParams& p, int
   const int pos_first = p.positions[t->q0 + t->row0 / group];
   const int pos_last = p.positions[t->q0 + (t->row0 + t->rows_here - 1) / group];
   t->lo = p.window > 0 ? max(0, pos_first - p.window + 1) : 0;
-  t->hi = min(pos_last + 1, p.seq_lens[t->seq]);
+  // Image-block mask: the last row's block may reach past its position (a block is one run of
+  // the chunk, and its end is the furthest any row of the tile sees). Entries without the
+  // kFlagImageBlocks capability are never given image_block.
+  int last = pos_last;
+  if (p.image_block != nullptr) {
+    int u = t->q0 + (t->row0 + t->rows_here - 1) / group;
+    const int b = p.image_block[u], end = p.query_start[t->seq + 1];
+    if (b >= 0) {
+      while (u + 1 < end && p.image_block[u + 1] == b) ++u;
+      last = p.positions[u];
+    }
+  }
+  t->hi = min(last + 1, p.seq_lens[t->seq]);
   return true;
 }
 

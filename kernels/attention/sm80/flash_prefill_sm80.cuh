@@ -112,6 +112,19 @@ __device__ __forceinline__ void FlashPrefillCta(const PagedAttentionParams& p, i
   KFromVPair<kHeadDim, Tr::kThreads> kfv;
   if constexpr (kKFromV) kfv = KFromVPair<kHeadDim, Tr::kThreads>(p);
   constexpr int kHalf = kHeadDim / 2;
+  // Image-block mask: the token and block id of this thread's two rows (-1: text or padding); a
+  // key after a row's position is visible when it is a later token of the row's block.
+  const int32_t* const image_block = p.image_block;
+  int row_tok[2] = {0, 0}, row_blk[2] = {-1, -1};
+  const int chunk_end = image_block != nullptr ? p.query_start[t.seq + 1] : 0;
+  if (image_block != nullptr) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = r_lo + 8 * h;
+      row_tok[h] = t.q0 + (t.row0 + r) / group;
+      row_blk[h] = r < t.rows_here ? image_block[row_tok[h]] : -1;
+    }
+  }
 
   for (int it = 0; it < n_tiles; ++it) {
     CpAsyncWait<KvWaitDepth(kStages)>();
@@ -177,7 +190,11 @@ __device__ __forceinline__ void FlashPrefillCta(const PagedAttentionParams& p, i
       for (int j = 0; j < 4; ++j) {
         const int key = key0 + wn * Tr::kKeysPerWarp + nt * 8 + (lane & 3) * 2 + (j & 1);
         const int pos = j < 2 ? pos0 : pos1;
-        const bool ok = key <= pos && (p.window <= 0 || key > pos - p.window);
+        bool ok = key <= pos && (p.window <= 0 || key > pos - p.window);
+        if (image_block != nullptr && !ok && key > pos && pos >= 0) {
+          const int h = j >> 1, u = row_tok[h] + (key - pos);  // positions run with tokens
+          ok = row_blk[h] >= 0 && u < chunk_end && image_block[u] == row_blk[h];
+        }
         acc_s[nt][j] = ok ? acc_s[nt][j] * scale2 : -INFINITY;
         mx[j >> 1] = fmaxf(mx[j >> 1], acc_s[nt][j]);
       }

@@ -1,5 +1,6 @@
 // QKV preparation (q/k/v norms, RoPE, paged KV write) and paged attention on the CPU.
-// Both read positions, page tables and slot mappings from StepMetadata's host mirrors.
+// Both read positions, page tables and slot mappings from StepMetadata's host mirrors; Attention
+// also the image block ids, when the layer applies the image-block mask (backend.h).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -164,13 +165,28 @@ absl::Status CpuBackend::Attention(const AttentionArgs& a) {
       seq_of[t] = s;
     }
   }
+  // The last key each token sees: itself, or with the image-block mask the last token of its
+  // block (a block is one run of the step's tokens, so that is the end of the token's run).
+  if (a.image_block_mask && meta.host_image_block == nullptr) {
+    return InvalidArgumentError("Attention: the image-block mask needs the step's image block ids");
+  }
+  std::vector<int32_t> last_key(meta.num_tokens);
+  for (int64_t t = meta.num_tokens - 1; t >= 0; --t) {
+    last_key[t] = meta.host_positions[t];
+    if (!a.image_block_mask) continue;
+    const int32_t b = meta.host_image_block[t];
+    if (b >= 0 && t + 1 < meta.num_tokens && seq_of[t + 1] == seq_of[t] &&
+        meta.host_image_block[t + 1] == b) {
+      last_key[t] = last_key[t + 1];
+    }
+  }
   // Validate every page the loops below will read (cheap on the CPU, and it turns a bad table
   // into an error instead of a wild read).
   for (int64_t t = 0; t < meta.num_tokens; ++t) {
     const int s = seq_of[t];
     const int32_t pos = meta.host_positions[t];
     const int32_t lo = a.window > 0 ? std::max(0, pos - a.window + 1) : 0;
-    for (int32_t p = lo / g.page_size; p <= pos / g.page_size; ++p) {
+    for (int32_t p = lo / g.page_size; p <= last_key[t] / g.page_size; ++p) {
       if (p >= g.max_pages_per_seq) {
         return InvalidArgumentError("Attention: position {} needs page column {} beyond {}", pos, p,
                                     g.max_pages_per_seq);
@@ -196,11 +212,12 @@ absl::Status CpuBackend::Attention(const AttentionArgs& a) {
       const int s = seq_of[t];
       const int32_t pos = meta.host_positions[t];
       const int32_t lo = a.window > 0 ? std::max(0, pos - a.window + 1) : 0;
+      const int32_t hi = last_key[t];  // keys (pos, hi]: the rest of the query's image block
       const float* q = a.q.as<float>() + t * a.q.stride0() + h * d;
       const int32_t* table = g.host_page_table + static_cast<int64_t>(s) * g.max_pages_per_seq;
-      scores.resize(pos - lo + 1);
+      scores.resize(hi - lo + 1);
       float mx = -INFINITY;
-      for (int32_t kp = lo; kp <= pos; ++kp) {
+      for (int32_t kp = lo; kp <= hi; ++kp) {
         int64_t slot =
             static_cast<int64_t>(table[kp / g.page_size]) * g.page_size + kp % g.page_size;
         const float* k =
@@ -217,7 +234,7 @@ absl::Status CpuBackend::Attention(const AttentionArgs& a) {
         denom += sc;
       }
       std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int32_t kp = lo; kp <= pos; ++kp) {
+      for (int32_t kp = lo; kp <= hi; ++kp) {
         int64_t slot =
             static_cast<int64_t>(table[kp / g.page_size]) * g.page_size + kp % g.page_size;
         const float* v = v_rows.Read(slot, kvh, row_buf.data());

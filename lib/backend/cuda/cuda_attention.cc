@@ -129,6 +129,13 @@ absl::StatusOr<kernels::PagedAttentionParams> CudaBackend::AttentionParams(const
   p.q_stride = a.q.stride0();
   p.out_stride = a.out.stride0();
   p.scale = a.scale;
+  if (a.image_block_mask) {
+    if (meta.image_block == nullptr) {
+      return InvalidArgumentError(
+          "Attention: the image-block mask needs the step's image block ids");
+    }
+    p.image_block = meta.image_block;  // sets kFlagImageBlocks: only capable entries are chosen
+  }
   return p;
 }
 
@@ -213,6 +220,11 @@ absl::StatusOr<const kernels::KernelEntry*> CudaBackend::SelectAttentionFor(
     if (sel.entry != nullptr) {
       chosen_[key] = sel.entry;
       return sel.entry;
+    }
+    if (op == kernels::Op::kAttentionPrefill && (pk.flags & kernels::kFlagImageBlocks)) {
+      // Never fall back to a kernel that would ignore the mask: that answer would be wrong.
+      return UnimplementedError("Attention: no kernel applies the image-block mask to {}: {}",
+                                pk.ClassString(), sel.error);
     }
     if (op == kernels::Op::kAttentionPrefill || sel.error.find("forced") != std::string::npos) {
       return InvalidArgumentError("Attention: {}", sel.error);
