@@ -115,11 +115,12 @@ def build(kind):
         if config.vision_config.use_clipped_linears:
             for name, m in vt.named_modules():
                 if hasattr(m, "input_min"):
-                    # Bounds that clip a few percent of the values (measured below).
+                    # Bounds that clip a few percent of the inputs and of the outputs (HF's
+                    # initial weights, std 0.02, give outputs of about +-0.1; measured below).
                     m.input_min.fill_(-2.0 - torch.rand(()).item())
                     m.input_max.fill_(2.0 + torch.rand(()).item())
-                    m.output_min.fill_(-0.6 - 0.2 * torch.rand(()).item())
-                    m.output_max.fill_(0.6 + 0.2 * torch.rand(()).item())
+                    m.output_min.fill_(-0.15 - 0.1 * torch.rand(()).item())
+                    m.output_max.fill_(0.15 + 0.1 * torch.rand(()).item())
     return model, config
 
 
@@ -225,22 +226,23 @@ def dump(model, pixel_values, positions):
 
 
 def clip_fraction(model, pixel_values, positions):
-    """Fraction of clippable-linear inputs/outputs that fall outside their bounds."""
+    """Fractions of clippable-linear inputs and outputs that fall outside their bounds."""
     vt = model.model.vision_tower
-    stats = [0, 0]
+    stats = [0, 0, 0, 0]
 
     def hook(m, i, o):
         x, y = i[0], m.linear(torch.clamp(i[0], m.input_min, m.input_max))
         stats[0] += int(((x < m.input_min) | (x > m.input_max)).sum())
-        stats[0] += int(((y < m.output_min) | (y > m.output_max)).sum())
-        stats[1] += x.numel() + y.numel()
+        stats[1] += x.numel()
+        stats[2] += int(((y < m.output_min) | (y > m.output_max)).sum())
+        stats[3] += y.numel()
 
     hooks = [m.register_forward_hook(hook) for m in vt.modules() if hasattr(m, "input_min")]
     with torch.no_grad():
         model.model.get_image_features(pixel_values, positions, return_dict=True)
     for h in hooks:
         h.remove()
-    return stats[0] / max(stats[1], 1)
+    return stats[0] / max(stats[1], 1), stats[2] / max(stats[3], 1)
 
 
 def main():
@@ -259,7 +261,8 @@ def main():
         save_file(result, os.path.join(args.out, f"{kind}-vision.safetensors"))
         note = ""
         if model.config.vision_config.use_clipped_linears:
-            note = f", {clip_fraction(model, pixel_values, positions):.1%} of linear values clipped"
+            inputs, outputs = clip_fraction(model, pixel_values, positions)
+            note = f", clipped: {inputs:.1%} of linear inputs, {outputs:.1%} of outputs"
         print(f"{kind}: {path} ({os.path.getsize(os.path.join(path, 'model.safetensors'))} bytes)"
               f"{note}")
 
