@@ -529,9 +529,9 @@ absl::Status ParseVisionConfig(const Json& obj, const std::string& source, Visio
     }
   }
   if (c->num_attention_heads % c->num_key_value_heads) {
-    return InvalidArgumentError(
-        "{}: {} ({}) is not a multiple of num_key_value_heads ({})", source,
-        r.Name("num_attention_heads"), c->num_attention_heads, c->num_key_value_heads);
+    return InvalidArgumentError("{}: {} ({}) is not a multiple of num_key_value_heads ({})", source,
+                                r.Name("num_attention_heads"), c->num_attention_heads,
+                                c->num_key_value_heads);
   }
   if (c->head_dim % 4) {
     // Two halves (x, y), each rotated as pairs: HF splits the head into 2 * (head_dim / 4) dims
@@ -635,9 +635,10 @@ absl::Status CheckImageTokenIds(const ModelConfig& m) {
   }
   if (m.boi_token_id == m.image_token_id || m.boi_token_id == m.eoi_token_id ||
       m.image_token_id == m.eoi_token_id) {
-    return InvalidArgumentError("boi_token_id ({}), image_token_id ({}) and eoi_token_id ({}) must "
-                                "differ",
-                                m.boi_token_id, m.image_token_id, m.eoi_token_id);
+    return InvalidArgumentError(
+        "boi_token_id ({}), image_token_id ({}) and eoi_token_id ({}) must "
+        "differ",
+        m.boi_token_id, m.image_token_id, m.eoi_token_id);
   }
   return absl::OkStatus();
 }
