@@ -8,6 +8,7 @@
 #include "lib/model/checkpoint.h"
 #include "lib/model/config.h"
 #include "lib/model/weights.h"
+#include "lib/tokenizer/tokenizer.h"
 #include "lib/vision/vision_weights.h"
 #include "tests/testing/tiny_models.h"
 
@@ -74,6 +75,24 @@ TEST(VisionConfigTest, ReadsTheMultimodalTinyConfigs) {
   EXPECT_FALSE(eseries->vision->standardize);
   EXPECT_FALSE(eseries->has_audio_config);
   EXPECT_TRUE(eseries->text.has_ple());
+}
+
+// The tiny multimodal tokenizers spell the config's image ids as HF's processor writes them.
+TEST(VisionConfigTest, TinyTokenizerHasTheImageTokens) {
+  for (const char* variant : {"mm-31b", "mm-e4b"}) {
+    const std::string dir = testing::TinyModelDir(variant);
+    auto config = model::LoadModelConfig(dir);
+    ASSERT_TRUE(config.ok()) << config.status();
+    auto tok = tokenizer::Tokenizer::FromFile(dir + "/tokenizer.json");
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    EXPECT_EQ((*tok)->TokenToId("<|image>"), config->boi_token_id);
+    EXPECT_EQ((*tok)->TokenToId("<|image|>"), config->image_token_id);
+    EXPECT_EQ((*tok)->TokenToId("<image|>"), config->eoi_token_id);
+    EXPECT_TRUE((*tok)->IsSpecial(config->image_token_id));
+    EXPECT_EQ((*tok)->Encode("<|image><|image|><|image|><image|>"),
+              (std::vector<int32_t>{config->boi_token_id, config->image_token_id,
+                                    config->image_token_id, config->eoi_token_id}));
+  }
 }
 
 TEST(VisionConfigTest, RopeThetaFromEitherPlace) {
