@@ -2,7 +2,8 @@
 // (docs/vision.md "Vision tower" gives the math). It runs on a backend::Backend through the
 // text path's ops (Linear, RmsNorm, Embed, GeluTanhMul, Add) and the vision ops of backend.h
 // (Clamp, VisionRope, SegmentAttention, ScatterSumRows, Standardize): the CPU backend implements
-// them today; a CUDA backend needs only those five ops to run the same code.
+// them today. A CUDA tower needs those five ops in the CUDA backend and activation buffers in its
+// compute dtype (they are f32 here, the CPU's activation type).
 //
 // Several images are encoded as one batch: the real patches of every image are stacked into one
 // activation matrix (padding rows are dropped up front: HF masks them out of attention and
