@@ -1,9 +1,12 @@
 // vision_config parsing (HF's Gemma4VisionConfig defaults, typed errors), the image token ids,
 // and binding the tower's weights: a vision-only checkpoint holds the tower and nothing else, a
 // text-only load of a multimodal checkpoint is unchanged.
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "lib/backend/cpu/cpu_backend.h"
 #include "lib/common/file_util.h"
 #include "lib/model/checkpoint.h"
 #include "lib/model/config.h"
@@ -184,6 +187,13 @@ TEST(VisionWeightsTest, TextOnlyLoadOfAMultimodalCheckpointIsUnchanged) {
     for (const std::string& name : (*loaded)->checkpoint->Names()) {
       EXPECT_FALSE(model::Checkpoint::IsTowerTensor(name)) << variant << ": " << name;
     }
+    // The text model runs (the image tokens are plain ids to it).
+    backend::CpuBackend cpu;
+    const std::vector<int32_t> ids = {2, 6, 7, 7, 8, 10, 11};
+    auto logits = testing::PrefillLogits(**loaded, &cpu, ids);
+    ASSERT_TRUE(logits.ok()) << variant << ": " << logits.status();
+    ASSERT_EQ(logits->size(), ids.size() * 512);
+    for (float v : *logits) ASSERT_TRUE(std::isfinite(v)) << variant;
   }
 }
 
