@@ -501,7 +501,9 @@ absl::Status ParseVisionConfig(const Json& obj, const std::string& source, Visio
     FieldReader rr(*rp, source, path + ".rope_parameters");
     std::string type = "axial";
     GANNET_RETURN_IF_ERROR(rr.String("rope_type", &type));
-    if (type != "axial") {
+    // HF rewrites "default" to the config's default type, axial (modeling_rope_utils), and some
+    // configs write it.
+    if (type != "axial" && type != "default") {
       return UnimplementedError("{}: {} '{}' is not supported (the vision tower's RoPE is axial)",
                                 source, rr.Name("rope_type"), type);
     }

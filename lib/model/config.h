@@ -106,7 +106,7 @@ struct VisionConfig {
   int head_dim = 64;  // split in two halves: x and y of the 2-D RoPE; a multiple of 4
   std::string hidden_activation = "gelu_pytorch_tanh";
   double rms_norm_eps = 1e-6;
-  double rope_theta = 100.0;  // rope_parameters.rope_theta; rope_type must be "axial"
+  double rope_theta = 100.0;  // rope_parameters.rope_theta; rope_type "axial" (or "default")
   int pooling_kernel_size = 3;
   int patch_size = 16;
   int64_t position_embedding_size = 10240;  // rows of each of the two position tables

@@ -102,6 +102,10 @@ TEST(VisionConfigTest, RopeThetaFromEitherPlace) {
   auto nested = Parse(R"({"rope_parameters":{"rope_type":"axial","rope_theta":50.0}})");
   ASSERT_TRUE(nested.ok()) << nested.status();
   EXPECT_DOUBLE_EQ(nested->vision->rope_theta, 50.0);
+  // HF reads rope_type "default" as the vision config's default type, axial.
+  auto named_default = Parse(R"({"rope_parameters":{"rope_type":"default","rope_theta":60.0}})");
+  ASSERT_TRUE(named_default.ok()) << named_default.status();
+  EXPECT_DOUBLE_EQ(named_default->vision->rope_theta, 60.0);
   auto flat = Parse(R"({"rope_theta":25.0})");
   ASSERT_TRUE(flat.ok()) << flat.status();
   EXPECT_DOUBLE_EQ(flat->vision->rope_theta, 25.0);
@@ -144,7 +148,7 @@ TEST(VisionConfigTest, BadValuesAreTypedErrors) {
       {R"({"position_embedding_size":0})", absl::StatusCode::kInvalidArgument},
       {R"({"pooling_kernel_size":0})", absl::StatusCode::kInvalidArgument},
       {R"({"standardize":"yes"})", absl::StatusCode::kInvalidArgument},
-      {R"({"rope_parameters":{"rope_type":"default"}})", absl::StatusCode::kUnimplemented},
+      {R"({"rope_parameters":{"rope_type":"proportional"}})", absl::StatusCode::kUnimplemented},
       {R"({"hidden_activation":"relu"})", absl::StatusCode::kUnimplemented},
       {R"({"attention_bias":true})", absl::StatusCode::kUnimplemented},
       {R"({"model_type":"siglip_vision_model"})", absl::StatusCode::kUnimplemented},

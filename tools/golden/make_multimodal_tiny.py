@@ -36,7 +36,7 @@ images batched as HF batches them (pixel_values [2, 630, 768]); per image i, rea
   img<i>.projected [n_i/9, Ht]     embed_vision's output: the soft tokens in the text width
 
 Usage: make_multimodal_tiny.py [--tiny-dir tests/data/tiny] [--out tests/data/golden]
-Needs torch, transformers (the committed data was made with 5.25.0) and safetensors.
+Needs torch, transformers (made with 5.17.0; 5.25.0 wrote the same tensors) and safetensors.
 """
 import argparse
 import json
