@@ -10,6 +10,7 @@
 #include "lib/common/file_util.h"
 #include "lib/model/checkpoint.h"
 #include "lib/model/config.h"
+#include "lib/model/variants.h"
 #include "lib/model/weights.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "lib/vision/vision_weights.h"
@@ -95,6 +96,24 @@ TEST(VisionConfigTest, TinyTokenizerHasTheImageTokens) {
     EXPECT_EQ((*tok)->Encode("<|image><|image|><|image|><image|>"),
               (std::vector<int32_t>{config->boi_token_id, config->image_token_id,
                                     config->image_token_id, config->eoi_token_id}));
+  }
+}
+
+// dummy:<variant> configs carry the released towers' geometry.
+TEST(VisionConfigTest, RealVariantsHaveTheReleasedTowers) {
+  for (const char* v : {"31b", "26b-a4b", "e4b", "e2b"}) {
+    auto json = model::VariantConfig(v, model::VariantSize::kReal);
+    ASSERT_TRUE(json.ok()) << json.status();
+    auto m = model::ParseModelConfig(*json, v);
+    ASSERT_TRUE(m.ok()) << v << ": " << m.status();
+    ASSERT_TRUE(m->vision.has_value()) << v;
+    const bool e_series = m->text.has_ple();
+    EXPECT_EQ(m->vision->hidden_size, e_series ? 768 : 1152) << v;
+    EXPECT_EQ(m->vision->num_hidden_layers, e_series ? 16 : 27) << v;
+    EXPECT_EQ(m->vision->head_dim, e_series ? 64 : 72) << v;
+    EXPECT_EQ(m->vision->intermediate_size, e_series ? 3072 : 4304) << v;
+    EXPECT_EQ(m->vision->use_clipped_linears, e_series) << v;
+    EXPECT_EQ(m->vision->standardize, !e_series) << v;
   }
 }
 
