@@ -180,6 +180,24 @@ int64_t MoeTotalExperts(const MoeExpertsArgs& a);
 absl::Status CheckMoeRouteShapes(const MoeRouteArgs& a);
 absl::Status CheckMoeExpertsShapes(const MoeExpertsArgs& a);
 
+// Non-causal attention within segments (the vision tower: each image is one segment; padding is
+// never part of one). Rows [seg_start[s], seg_start[s + 1]) attend to every row of their segment
+// and to nothing else. Softmax in f32; scores scaled by `scale` (the tower uses 1.0: its q/k norms
+// replace 1/sqrt(d)). GQA: query head h reads KV head h / (num_q_heads / num_kv_heads).
+struct SegmentAttentionArgs {
+  Tensor q;    // [T, n_q, d] f32
+  Tensor k;    // [T, n_kv, d] f32
+  Tensor v;    // [T, n_kv, d] f32
+  Tensor out;  // [T, n_q, d] f32
+  int num_q_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  float scale = 1.0f;
+  Tensor seg_start;                         // [num_segments + 1] int32 on the device
+  const int32_t* host_seg_start = nullptr;  // the same values on the host
+  int num_segments = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -304,6 +322,21 @@ class Backend {
   virtual absl::Status CentroidLogits(Tensor h, Tensor table, Tensor cluster_logits,
                                       Tensor ordering, Tensor selected, Tensor logits) = 0;
 
+  // ---- Vision tower ops (lib/vision, docs/vision.md "Vision tower"). A backend that has not
+  // implemented them answers Unimplemented. All in place or into f32 activations. ----
+  // out = min(max(x, lo), hi) (out may be x): the clipped linears of the E2B/E4B tower.
+  virtual absl::Status Clamp(Tensor x, float lo, float hi, Tensor out);
+  // The tower's axial 2-D RoPE, in place on x [T, n, d] (d a multiple of 4) with positions [T, 2]
+  // int32 (px, py): dims [0, d/2) rotate by px, [d/2, d) by py; within each half, dims i and
+  // i + d/4 form a pair rotated by angle pos * theta^(-4i/d), i < d/4 (HF's rotate-half order).
+  virtual absl::Status VisionRope(Tensor x, Tensor positions, float theta);
+  virtual absl::Status SegmentAttention(const SegmentAttentionArgs& args);
+  // out = 0, then out[dest[t]] += scale * x[t] for every row t with dest[t] >= 0. x [T, H],
+  // dest [T] int32, out [R, H] (the tower's average pooling by position, folding sqrt(H) in).
+  virtual absl::Status ScatterSumRows(Tensor x, Tensor dest, float scale, Tensor out);
+  // x[r][i] = (x[r][i] - bias[i]) * scale[i], in place; bias and scale [H] f32.
+  virtual absl::Status Standardize(Tensor x, Tensor bias, Tensor scale);
+
   // The row counts M <= max_rows at which Linear keys what it tunes (a first call at a new key
   // times candidate kernels): one M of each key, ascending. Empty when nothing is tuned (the CPU).
   // A warm-up that runs a step at each of them leaves no tuning for the steps that serve
@@ -384,6 +417,13 @@ absl::Status CheckPostNormResidualArgs(int64_t rows, int64_t n, const Tensor& po
 absl::Status CheckPleCombineArgs(int64_t rows, int64_t width, const Tensor& token_part,
                                  const Tensor& norm_w, const Tensor& out);
 absl::Status CheckGatherRowsArgs(const Tensor& x, const Tensor& rows, const Tensor& out);
+
+// The argument checks every backend's vision ops apply (shapes, dtypes, segment bounds).
+absl::Status CheckClampArgs(const Tensor& x, float lo, float hi, const Tensor& out);
+absl::Status CheckVisionRopeArgs(const Tensor& x, const Tensor& positions);
+absl::Status CheckSegmentAttentionArgs(const SegmentAttentionArgs& a);
+absl::Status CheckScatterSumRowsArgs(const Tensor& x, const Tensor& dest, const Tensor& out);
+absl::Status CheckStandardizeArgs(const Tensor& x, const Tensor& bias, const Tensor& scale);
 
 // inv_freq as HF computes it (fp32), for a layer's head dim.
 void ComputeInvFreq(const RopeSpec& rope, int head_dim, float* inv_freq /* [head_dim / 2] */);

@@ -83,6 +83,21 @@ class ForwardingBackend : public Backend {
   absl::Status CentroidLogits(Tensor h, Tensor t, Tensor c, Tensor o, Tensor s, Tensor l) override {
     return inner_->CentroidLogits(h, t, c, o, s, l);
   }
+  absl::Status Clamp(Tensor x, float lo, float hi, Tensor out) override {
+    return inner_->Clamp(x, lo, hi, out);
+  }
+  absl::Status VisionRope(Tensor x, Tensor positions, float theta) override {
+    return inner_->VisionRope(x, positions, theta);
+  }
+  absl::Status SegmentAttention(const SegmentAttentionArgs& a) override {
+    return inner_->SegmentAttention(a);
+  }
+  absl::Status ScatterSumRows(Tensor x, Tensor dest, float scale, Tensor out) override {
+    return inner_->ScatterSumRows(x, dest, scale, out);
+  }
+  absl::Status Standardize(Tensor x, Tensor bias, Tensor scale) override {
+    return inner_->Standardize(x, bias, scale);
+  }
   absl::Status Sample(Tensor logits, Tensor params, Tensor banned, Tensor out) override {
     return inner_->Sample(logits, params, banned, out);
   }

@@ -28,10 +28,25 @@ bool Checkpoint::IsTowerTensor(std::string_view name) {
   return false;
 }
 
+bool Checkpoint::IsVisionTensor(std::string_view name) {
+  static constexpr std::string_view kPrefixes[] = {
+      "model.vision_tower.",
+      "model.embed_vision.",
+      "vision_tower.",
+      "embed_vision.",
+  };
+  for (auto p : kPrefixes) {
+    if (StartsWith(name, p)) return true;
+  }
+  return false;
+}
+
 absl::Status Checkpoint::AddFile(std::unique_ptr<SafetensorsFile> file,
                                  const CheckpointOptions& options) {
   for (const TensorInfo& t : file->tensors()) {
-    if (options.text_only && IsTowerTensor(t.name)) {
+    const bool skip =
+        options.vision_only ? !IsVisionTensor(t.name) : options.text_only && IsTowerTensor(t.name);
+    if (skip) {
       skipped_bytes_ += t.nbytes();
       ++skipped_tensors_;
       continue;
@@ -104,8 +119,10 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
   }
   if (options.read_data) GANNET_RETURN_IF_ERROR(ckpt->ReadData());
   if (ckpt->skipped_tensors_ > 0) {
-    GANNET_LOG_INFO("{}: text-only load skipped {} vision/audio tensors ({:.1f} MiB)", dir,
-                    ckpt->skipped_tensors_, ckpt->skipped_bytes_ / 1048576.0);
+    GANNET_LOG_INFO("{}: {} load skipped {} {} tensors ({:.1f} MiB)", dir,
+                    options.vision_only ? "vision-only" : "text-only", ckpt->skipped_tensors_,
+                    options.vision_only ? "text/audio" : "vision/audio",
+                    ckpt->skipped_bytes_ / 1048576.0);
   }
   return ckpt;
 }

@@ -3,7 +3,9 @@
 //
 // The checkpoint indexes every tensor of every shard by name. With text_only (the default),
 // tensors of the vision/audio towers and their embedders are skipped: they are never bound and
-// never read (their pages are never faulted in), and the bytes skipped are reported. Sharded
+// never read (their pages are never faulted in), and the bytes skipped are reported. With
+// vision_only, the opposite: only the vision tower and its embedder are kept (lib/vision binds
+// them), so loading the tower never touches the text weights. Sharded
 // checkpoints are validated against their index: a weight_map entry naming a missing shard or a
 // tensor absent from its shard, a tensor in two shards, or a shard tensor the index does not list
 // is an error. Immutable after Open: safe to share across threads.
@@ -32,6 +34,8 @@ struct TensorRef {
 
 struct CheckpointOptions {
   bool text_only = true;
+  // Keep only model.vision_tower.* and model.embed_vision.* (overrides text_only).
+  bool vision_only = false;
   // Read the kept tensors' bytes at Open; false: headers only (ReadData later, or never: model
   // info), so that a memory check can run before any weight is read.
   bool read_data = true;
@@ -60,6 +64,8 @@ class Checkpoint {
 
   // True for names under the vision/audio towers or their embedders.
   static bool IsTowerTensor(std::string_view name);
+  // True for names under the vision tower or its embedder (a subset of the tower tensors).
+  static bool IsVisionTensor(std::string_view name);
 
  private:
   Checkpoint() = default;

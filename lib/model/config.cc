@@ -467,6 +467,99 @@ absl::Status ValidateTextConfig(const TextConfig& c, const std::string& source, 
   return CheckEosIds(c.eos_token_ids, c.vocab_size, source, "eos_token_id");
 }
 
+// vision_config (HF's Gemma4VisionConfig): absent fields keep HF's defaults; every value the tower
+// sizes something from is bounded before use.
+absl::Status ParseVisionConfig(const Json& obj, const std::string& source, VisionConfig* c) {
+  const std::string path = "vision_config";
+  if (!obj.is_object()) return InvalidArgumentError("{}: '{}' must be an object", source, path);
+  FieldReader r(obj, source, path);
+  std::string model_type = "gemma4_vision";
+  GANNET_RETURN_IF_ERROR(r.String("model_type", &model_type));
+  if (model_type != "gemma4_vision") {
+    return UnimplementedError("{}: {} '{}' is not gemma4_vision", source, r.Name("model_type"),
+                              model_type);
+  }
+  GANNET_RETURN_IF_ERROR(r.Int("hidden_size", &c->hidden_size));
+  GANNET_RETURN_IF_ERROR(r.Int("intermediate_size", &c->intermediate_size));
+  GANNET_RETURN_IF_ERROR(r.Int("num_hidden_layers", &c->num_hidden_layers));
+  GANNET_RETURN_IF_ERROR(r.Int("num_attention_heads", &c->num_attention_heads));
+  GANNET_RETURN_IF_ERROR(r.Int("num_key_value_heads", &c->num_key_value_heads));
+  GANNET_RETURN_IF_ERROR(r.Int("head_dim", &c->head_dim));
+  GANNET_RETURN_IF_ERROR(r.String("hidden_activation", &c->hidden_activation));
+  GANNET_RETURN_IF_ERROR(r.Double("rms_norm_eps", &c->rms_norm_eps));
+  GANNET_RETURN_IF_ERROR(r.Int("pooling_kernel_size", &c->pooling_kernel_size));
+  GANNET_RETURN_IF_ERROR(r.Int("patch_size", &c->patch_size));
+  GANNET_RETURN_IF_ERROR(r.Int("position_embedding_size", &c->position_embedding_size));
+  GANNET_RETURN_IF_ERROR(r.Bool("use_clipped_linears", &c->use_clipped_linears));
+  GANNET_RETURN_IF_ERROR(r.Bool("standardize", &c->standardize));
+  bool attention_bias = false;
+  GANNET_RETURN_IF_ERROR(r.Bool("attention_bias", &attention_bias));
+  // Older serializations write rope_theta flat; HF folds it into rope_parameters (which wins).
+  GANNET_RETURN_IF_ERROR(r.Double("rope_theta", &c->rope_theta));
+  if (const Json* rp = obj.Find("rope_parameters"); rp != nullptr && !rp->is_null()) {
+    if (!rp->is_object()) return r.TypeError("rope_parameters", "an object", *rp);
+    FieldReader rr(*rp, source, path + ".rope_parameters");
+    std::string type = "axial";
+    GANNET_RETURN_IF_ERROR(rr.String("rope_type", &type));
+    // HF rewrites "default" to the config's default type, axial (modeling_rope_utils), and some
+    // configs write it.
+    if (type != "axial" && type != "default") {
+      return UnimplementedError("{}: {} '{}' is not supported (the vision tower's RoPE is axial)",
+                                source, rr.Name("rope_type"), type);
+    }
+    GANNET_RETURN_IF_ERROR(rr.Double("rope_theta", &c->rope_theta));
+  }
+
+  const struct {
+    const char* name;
+    int64_t value, max;
+  } limits[] = {
+      {"hidden_size", c->hidden_size, kMaxHidden},
+      {"intermediate_size", c->intermediate_size, kMaxIntermediate},
+      {"num_hidden_layers", c->num_hidden_layers, kMaxLayers},
+      {"num_attention_heads", c->num_attention_heads, kMaxHeads},
+      {"num_key_value_heads", c->num_key_value_heads, kMaxHeads},
+      {"head_dim", c->head_dim, kMaxHeadDim},
+      {"pooling_kernel_size", c->pooling_kernel_size, 64},
+      {"patch_size", c->patch_size, 256},
+      {"position_embedding_size", c->position_embedding_size, kMaxPositions},
+  };
+  for (const auto& l : limits) {
+    if (l.value <= 0 || l.value > l.max) {
+      return InvalidArgumentError("{}: {} is {}; it must be in [1, {}]", source, r.Name(l.name),
+                                  l.value, l.max);
+    }
+  }
+  if (c->num_attention_heads % c->num_key_value_heads) {
+    return InvalidArgumentError("{}: {} ({}) is not a multiple of num_key_value_heads ({})", source,
+                                r.Name("num_attention_heads"), c->num_attention_heads,
+                                c->num_key_value_heads);
+  }
+  if (c->head_dim % 4) {
+    // Two halves (x, y), each rotated as pairs: HF splits the head into 2 * (head_dim / 4) dims
+    // per axis, which covers the head only for a multiple of 4.
+    return InvalidArgumentError("{}: {} ({}) must be a multiple of 4 for the 2-D RoPE", source,
+                                r.Name("head_dim"), c->head_dim);
+  }
+  if (!(c->rms_norm_eps > 0)) {
+    return InvalidArgumentError("{}: {} must be > 0", source, r.Name("rms_norm_eps"));
+  }
+  if (!(c->rope_theta > 0) || !std::isfinite(c->rope_theta)) {
+    return InvalidArgumentError("{}: {}.rope_parameters.rope_theta must be a finite number > 0",
+                                source, path);
+  }
+  if (c->hidden_activation != "gelu_pytorch_tanh" && c->hidden_activation != "gelu_tanh") {
+    return UnimplementedError(
+        "{}: {} '{}' is not supported (the Gemma-4 vision tower uses gelu_pytorch_tanh)", source,
+        r.Name("hidden_activation"), c->hidden_activation);
+  }
+  if (attention_bias) {
+    return UnimplementedError("{}: {}=true is not supported (the vision tower has no biases)",
+                              source, r.Name("attention_bias"));
+  }
+  return absl::OkStatus();
+}
+
 Variant DetectVariant(const ModelConfig& m) {
   if (m.kind == ModelKind::kAssistant) return Variant::kAssistant;
   const TextConfig& t = m.text;
@@ -526,6 +619,32 @@ int TextConfig::NumLayersOfType(LayerType t) const {
   return n;
 }
 
+absl::Status CheckImageTokenIds(const ModelConfig& m) {
+  if (!m.vision) {
+    return FailedPreconditionError("the model has no vision_config: it cannot take images");
+  }
+  const struct {
+    const char* name;
+    int id;
+  } ids[] = {{"boi_token_id", m.boi_token_id},
+             {"image_token_id", m.image_token_id},
+             {"eoi_token_id", m.eoi_token_id}};
+  for (const auto& t : ids) {
+    if (t.id < 0 || t.id >= m.text.vocab_size) {
+      return InvalidArgumentError("{} ({}) is outside the vocabulary [0, {})", t.name, t.id,
+                                  m.text.vocab_size);
+    }
+  }
+  if (m.boi_token_id == m.image_token_id || m.boi_token_id == m.eoi_token_id ||
+      m.image_token_id == m.eoi_token_id) {
+    return InvalidArgumentError(
+        "boi_token_id ({}), image_token_id ({}) and eoi_token_id ({}) must "
+        "differ",
+        m.boi_token_id, m.image_token_id, m.eoi_token_id);
+  }
+  return absl::OkStatus();
+}
+
 float EmbeddingScale(int64_t hidden_size) {
   return RoundToBf16(static_cast<float>(std::sqrt(static_cast<double>(hidden_size))));
 }
@@ -580,6 +699,10 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const Json& root, std::string_view 
     const Json* ac = root.Find("audio_config");
     m.has_vision_config = vc != nullptr && !vc->is_null();
     m.has_audio_config = ac != nullptr && !ac->is_null();
+    if (m.has_vision_config) {
+      m.vision.emplace();
+      GANNET_RETURN_IF_ERROR(ParseVisionConfig(*vc, source, &*m.vision));
+    }
   }
   m.eos_token_ids = m.text.eos_token_ids;
   if (m.model_type == "gemma4") GANNET_RETURN_IF_ERROR(r.IntList("eos_token_id", &m.eos_token_ids));

@@ -94,6 +94,28 @@ struct TextConfig {
   int NumLayersOfType(LayerType t) const;
 };
 
+// The vision tower ("vision_config" / gemma4_vision, HF's Gemma4VisionConfig). Every field has
+// HF's default, so a config.json that writes `{"model_type": "gemma4_vision"}` means the E2B/E4B
+// tower (768 wide, 16 layers). docs/vision.md "Vision tower" gives the math these drive.
+struct VisionConfig {
+  int64_t hidden_size = 768;
+  int64_t intermediate_size = 3072;
+  int num_hidden_layers = 16;
+  int num_attention_heads = 12;
+  int num_key_value_heads = 12;
+  int head_dim = 64;  // split in two halves: x and y of the 2-D RoPE; a multiple of 4
+  std::string hidden_activation = "gelu_pytorch_tanh";
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 100.0;  // rope_parameters.rope_theta; rope_type "axial" (or "default")
+  int pooling_kernel_size = 3;
+  int patch_size = 16;
+  int64_t position_embedding_size = 10240;  // rows of each of the two position tables
+  bool use_clipped_linears = false;         // E2B/E4B: clamp linears' inputs and outputs
+  bool standardize = false;                 // 31B/26B-A4B: (x - std_bias) * std_scale
+
+  int64_t patch_dim() const { return int64_t{3} * patch_size * patch_size; }  // 768 for 16
+};
+
 enum class ModelKind : uint8_t { kTarget, kAssistant };
 
 // The Gemma-4 family member a config looks like, for reporting only: the forward pass is driven
@@ -118,6 +140,8 @@ struct ModelConfig {
   int audio_token_id = 258881;
   bool has_vision_config = false;
   bool has_audio_config = false;
+  // Parsed and validated when has_vision_config (a gemma4 wrapper with a non-null vision_config).
+  std::optional<VisionConfig> vision;
 
   // Assistant (gemma4_assistant) fields.
   int64_t backbone_hidden_size = 1536;
@@ -162,6 +186,12 @@ absl::StatusOr<ModelConfig> ParseModelConfigText(std::string_view json_text,
 // Reads model_dir/config.json; a GGUF file or another file given as model_dir is an error that
 // names it (CheckModelPath, model_format.h).
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir);
+
+// Whether the image token ids (boi, image soft token, eoi) can serve images: all three distinct
+// and inside the text vocabulary, with a vision config present. Not checked at parse: text-only
+// checkpoints may keep HF's defaults (255999, ...) with a smaller vocabulary; whoever turns images
+// on calls this first. InvalidArgument naming the id, FailedPrecondition without a vision config.
+absl::Status CheckImageTokenIds(const ModelConfig& config);
 
 // bf16(sqrt(hidden)) as HF applies it to bf16 embedding weights (docs/gemma4-model.md §2.2).
 float EmbeddingScale(int64_t hidden_size);

@@ -78,16 +78,35 @@ Json TextConfigJson(const Shape& s, bool softcap) {
   return t;
 }
 
+// The released vision towers (docs/vision.md): the 31B and 26B-A4B write a 1152-wide, 27-layer
+// tower that standardizes; the E-series keep HF's defaults (768 wide, 16 layers) with clipped
+// linears. Tiny variants keep the bare default object (their checkpoints hold no tower).
+Json VisionConfigJson(bool real, bool e_series) {
+  Json v = Json::MakeObject();
+  v.Set("model_type", Json::String("gemma4_vision"));
+  if (!real) return v;
+  if (e_series) {
+    v.Set("use_clipped_linears", Json::Bool(true));
+    return v;
+  }
+  v.Set("hidden_size", Json::Int(1152));
+  v.Set("intermediate_size", Json::Int(4304));
+  v.Set("num_hidden_layers", Json::Int(27));
+  v.Set("num_attention_heads", Json::Int(16));
+  v.Set("num_key_value_heads", Json::Int(16));
+  v.Set("head_dim", Json::Int(72));
+  v.Set("standardize", Json::Bool(true));
+  return v;
+}
+
 // The multimodal wrapper the released checkpoints use.
-Json Wrapper(Json text, bool audio) {
+Json Wrapper(Json text, bool audio, Json vision) {
   Json w = Json::MakeObject();
   w.Set("model_type", Json::String("gemma4"));
   Json arch = Json::MakeArray();
   arch.Push(Json::String("Gemma4ForConditionalGeneration"));
   w.Set("architectures", std::move(arch));
   w.Set("text_config", std::move(text));
-  Json vision = Json::MakeObject();
-  vision.Set("model_type", Json::String("gemma4_vision"));
   w.Set("vision_config", std::move(vision));
   if (audio) {
     Json a = Json::MakeObject();
@@ -221,7 +240,9 @@ absl::StatusOr<Json> VariantConfig(std::string_view name, VariantSize size) {
     if (name == f.name) {
       Json text = TextConfigJson(s, /*softcap=*/true);
       if (size == VariantSize::kTiny && !f.wrapper_tiny) return text;
-      return Wrapper(std::move(text), f.audio);
+      // The E-series are the families with per-layer embeddings.
+      return Wrapper(std::move(text), f.audio,
+                     VisionConfigJson(size == VariantSize::kReal, f.real.ple > 0));
     }
     if (name == std::string(f.name) + "-assistant") {
       // The drafter attends into the target's KV, so it keeps the target's heads, KV heads, head

@@ -50,6 +50,11 @@ class CpuBackend : public Backend {
   absl::Status Softcap(Tensor x, float cap) override;
   absl::Status CentroidLogits(Tensor h, Tensor table, Tensor cluster_logits, Tensor ordering,
                               Tensor selected, Tensor logits) override;
+  absl::Status Clamp(Tensor x, float lo, float hi, Tensor out) override;
+  absl::Status VisionRope(Tensor x, Tensor positions, float theta) override;
+  absl::Status SegmentAttention(const SegmentAttentionArgs& args) override;
+  absl::Status ScatterSumRows(Tensor x, Tensor dest, float scale, Tensor out) override;
+  absl::Status Standardize(Tensor x, Tensor bias, Tensor scale) override;
   absl::Status Sample(Tensor logits, Tensor params, Tensor banned, Tensor out_ids) override;
   absl::Status ShardArgmax(Tensor logits, Tensor banned, int64_t id_offset, Tensor out) override;
 
