@@ -42,6 +42,7 @@ uint64_t RandomSeed() {
 struct Submission {
   std::unique_ptr<sched::Request> request;
   TextOutput text;
+  std::vector<ImageInput> images;  // encoded by the engine thread (the tower shares the backend)
 };
 
 }  // namespace
@@ -154,6 +155,9 @@ class Engine::Impl {
   void UpdateGauges();
   void FailAll(const absl::Status& status);
   absl::StatusOr<std::unique_ptr<sched::Request>> BuildRequest(RequestInput& in, uint64_t id);
+  // Runs the vision tower over a submission's images (engine thread), filling
+  // request->image_features.
+  absl::Status EncodeRequestImages(Submission& sub);
 };
 
 void Engine::Impl::EmitRetired(std::vector<sched::Retired> retired) {
@@ -486,7 +490,8 @@ void Engine::Impl::Loop() {
       for (Submission& sub : subs) {
         const uint64_t id = sub.request->spec.id;
         const int64_t prompt_len = sub.request->prompt_len;
-        absl::Status st = scheduler->Add(std::move(sub.request));
+        absl::Status st = EncodeRequestImages(sub);
+        if (st.ok()) st = scheduler->Add(std::move(sub.request));
         if (!st.ok()) {
           Event e;
           e.request_id = id;
@@ -518,6 +523,23 @@ void Engine::Impl::Loop() {
       FailAll(absl::InternalError(fmt::format("engine step failed: {}", ex.what())));
     }
   }
+}
+
+absl::Status Engine::Impl::EncodeRequestImages(Submission& sub) {
+  if (sub.images.empty()) return absl::OkStatus();
+  sched::Request& r = *sub.request;
+  int64_t soft = 0;
+  for (const ImageBlock& b : r.spec.image_blocks) soft += b.size();
+  GANNET_ASSIGN_OR_RETURN(r.image_features, EncodeImages(*parts->vision.tower, sub.images));
+  const int64_t width = parts->config.text.hidden_size;
+  if (static_cast<int64_t>(r.image_features.size()) != soft * width) {
+    return InvalidArgumentError(
+        "request {}: the vision tower made {} soft tokens for {} image tokens", r.spec.id,
+        r.image_features.size() / width, soft);
+  }
+  sub.images.clear();  // the pixels are no longer needed: the features stand for them
+  sub.images.shrink_to_fit();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<sched::Request>> Engine::Impl::BuildRequest(RequestInput& in,
@@ -597,6 +619,10 @@ absl::StatusOr<std::unique_ptr<sched::Request>> Engine::Impl::BuildRequest(Reque
                         ? sched::Clock::time_point::max()
                         : now + std::chrono::milliseconds(in.deadline_ms);
   }
+  // Image soft-token runs of the prompt matched to the images (the pixels stay with the
+  // submission until the engine thread encodes them).
+  GANNET_ASSIGN_OR_RETURN(spec.image_blocks,
+                          MatchImageBlocks(parts->config, parts->vision, spec.prompt, in.images));
   auto request = std::make_unique<sched::Request>(std::move(spec));
   request->speculate = parts->spec != nullptr && !in.disable_speculation;
   if (request->spec.sampling.needs_penalties()) request->counts.AddPrompt(request->tokens);
@@ -697,7 +723,7 @@ absl::StatusOr<uint64_t> Engine::Submit(RequestInput input) {
     return id;
   }
   MutexLock lock(&m.mu);
-  m.submissions.push_back({std::move(request), std::move(text)});
+  m.submissions.push_back({std::move(request), std::move(text), std::move(input.images)});
   m.work_cv.NotifyAll();
   return id;
 }

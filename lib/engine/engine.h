@@ -109,6 +109,14 @@ struct EngineConfig {
 inline constexpr int kDefaultMaxUndeliveredTokensPerRequest = 4096;
 inline constexpr int64_t kDefaultMaxUndeliveredTokens = 262144;
 
+// One image of a request, preprocessed (HF's Gemma-4 image processor layout, docs/vision.md
+// "Input"): pixel_values [max_patches, 3 * patch^2] f32 in [0, 1], positions [max_patches, 2]
+// int32 (x, y), (-1, -1) on padding rows. Its soft-token count is real patches / pooling_kernel^2.
+struct ImageInput {
+  std::vector<float> pixel_values;
+  std::vector<int32_t> positions;
+};
+
 // How a request's sampling seed is chosen (GANNET_SEED_* of the C ABI).
 enum class SeedMode : int32_t { kRandom = 0, kFixed = 1, kRequestId = 2 };
 
@@ -139,6 +147,10 @@ struct RequestInput {
   // Chat prompts: text appended after the rendered chat (the forced start of the reply), read
   // as template text: its control-token spellings are control tokens.
   std::string reply_prefix;
+  // Images, in prompt order: the k-th run of the config's image_token_id in the prompt is the
+  // k-th image's soft tokens (its length must be the image's soft-token count). Not yet in the
+  // C ABI. CPU backend only (other backends: Unimplemented at Submit).
+  std::vector<ImageInput> images;
 };
 
 enum class EventType : int32_t { kToken = 1, kFinish = 2, kError = 3 };

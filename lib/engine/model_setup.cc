@@ -412,6 +412,8 @@ absl::StatusOr<std::unique_ptr<LoadedEngineParts>> LoadEngineParts(const EngineC
     if (p->checkpoint != nullptr) p->checkpoint->ReleaseData();
     if (p->draft.checkpoint != nullptr) p->draft.checkpoint->ReleaseData();
   }
+  GANNET_ASSIGN_OR_RETURN(
+      p->vision, LoadVisionPart(p->config, cfg.model_dir, p->checkpoint == nullptr, world, &be));
   p->load_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   GANNET_LOG_INFO(
       "engine: {} on {}: up to {} running sequences of {} tokens, KV {}, loaded in "

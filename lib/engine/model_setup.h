@@ -15,6 +15,7 @@
 #include "lib/backend/backend.h"
 #include "lib/common/thread_pool.h"
 #include "lib/engine/engine.h"
+#include "lib/engine/image_prompt.h"
 #include "lib/engine/kv_sizing.h"
 #include "lib/kv/kv_manager.h"
 #include "lib/model/checkpoint.h"
@@ -53,6 +54,7 @@ struct LoadedEngineParts {
   KvSizing kv_sizing;
   std::unique_ptr<runner::StepRunner> runner;  // one device's ModelRunner or a TpRunner
   std::unique_ptr<kv::KvManager> kv;
+  VisionPart vision;  // the vision tower on `backend`, or why requests cannot carry images
   // Speculative decoding (null without draft_model_dir), set up by lib/spec/draft_model.h.
   spec::DraftModel draft;
   std::unique_ptr<spec::SpecDecoder> spec;

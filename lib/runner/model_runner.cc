@@ -323,6 +323,16 @@ absl::Status ModelRunner::Impl::Execute(int n, int rows, bool sample, bool greed
   Tensor x_t = x.Rows(0, n);
   GANNET_RETURN_IF_ERROR(be->Embed(meta.token_ids(n), w.embed, w.embed_scale, x_t));
   GANNET_RETURN_IF_ERROR(AllReduce(x_t));  // vocabulary-parallel: one rank holds each row
+  // Image soft tokens: the vision tower's features replace the text embedding, unscaled, before
+  // anything reads x (the PLE projection below reads them too, as HF's does).
+  for (const StepMetadataBuilder::EmbedRun& r : meta.embed_runs()) {
+    if (x_t.dtype != DType::kF32) {
+      return UnimplementedError("runner: image embeddings need an f32 residual stream");
+    }
+    GANNET_RETURN_IF_ERROR(
+        be->CopyToDevice(static_cast<float*>(x_t.data) + int64_t{r.first_token} * H, r.rows,
+                         static_cast<size_t>(r.count) * H * sizeof(float)));
+  }
   if (c.has_ple()) {
     Tensor tok = ple_tok.Rows(0, n);
     GANNET_RETURN_IF_ERROR(be->Embed(meta.ple_token_ids(n), w.ple_table, w.ple_token_scale, tok));

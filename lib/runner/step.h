@@ -31,6 +31,11 @@ struct SeqStep {
   // the k-th image of the sequence; lib/common/image_blocks.h). A block's tokens must all be in
   // this step: the prefill mask lets them attend to each other (docs/vision.md).
   std::span<const int32_t> image_block;
+  // Empty, or the input embeddings of this step's image soft tokens (the tokens whose image_block
+  // is >= 0): [count, hidden_size] f32, row-major in token order. They replace those tokens' text
+  // embeddings as they are (no embedding scale), and the per-layer (PLE) token part of those
+  // tokens uses the pad token, as HF does (docs/vision.md "Images in the engine").
+  std::span<const float> image_embeds;
 };
 
 inline constexpr int kMaxUniformQueryLen = 16;

@@ -25,6 +25,8 @@ absl::Status StepMetadataBuilder::Init(backend::Backend* be, const model::ModelC
     vocab_end_ = vocab_;
   }
   ple_vocab_ = c.has_ple() ? c.vocab_size_per_layer_input : 0;
+  pad_token_ = c.pad_token_id;
+  hidden_ = c.hidden_size;
   max_positions_ = c.max_position_embeddings;
   window_ = c.sliding_window;
   // "all" (every layer bidirectional) is refused when the config is read (model/config.cc).
@@ -129,6 +131,30 @@ absl::Status StepMetadataBuilder::CheckImageBlockRuns(int s, const SeqStep& seq)
   return absl::OkStatus();
 }
 
+absl::Status StepMetadataBuilder::AddEmbedRuns(int s, const SeqStep& seq, int t0) {
+  if (seq.image_embeds.empty()) return absl::OkStatus();
+  const int64_t images = std::count_if(seq.image_block.begin(), seq.image_block.end(),
+                                       [](int32_t b) { return b >= 0; });
+  if (static_cast<int64_t>(seq.image_embeds.size()) != images * hidden_) {
+    return InvalidArgumentError(
+        "step: sequence {} has {} image embedding values for {} image tokens of width {}", s,
+        seq.image_embeds.size(), images, hidden_);
+  }
+  const float* next = seq.image_embeds.data();
+  for (size_t i = 0; i < seq.image_block.size();) {
+    if (seq.image_block[i] < 0) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < seq.image_block.size() && seq.image_block[j] >= 0) ++j;
+    embed_runs_.push_back({t0 + static_cast<int32_t>(i), static_cast<int32_t>(j - i), next});
+    next += static_cast<int64_t>(j - i) * hidden_;
+    i = j;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<backend::StepMetadata*> StepMetadataBuilder::Build(const StepBatch& batch) {
   if (!have_layout_) return FailedPreconditionError("step: the runner has no KV layout");
   if (batch.seqs.empty()) return InvalidArgumentError("step: no sequences");
@@ -153,6 +179,7 @@ absl::StatusOr<backend::StepMetadata*> StepMetadataBuilder::Build(const StepBatc
   h_logit_rows_.clear();
   h_logit_seq_.clear();
   h_logit_pos_.clear();
+  embed_runs_.clear();
   for (int g = 0; g < 2; ++g) {
     h_page_table_[g].assign(static_cast<size_t>(num_seqs) * max_pages_, -1);
     h_slots_[g].assign(n, -1);
@@ -185,8 +212,12 @@ absl::StatusOr<backend::StepMetadata*> StepMetadataBuilder::Build(const StepBatc
       std::copy(table.begin(), table.end(),
                 h_page_table_[g].begin() + static_cast<int64_t>(s) * max_pages_);
     }
+    if (!seq.image_embeds.empty() && seq.image_block.empty()) {
+      return InvalidArgumentError("step: sequence {} has image embeddings but no image tokens", s);
+    }
     if (!seq.image_block.empty()) {
       GANNET_RETURN_IF_ERROR(CheckImageBlockRuns(s, seq));
+      GANNET_RETURN_IF_ERROR(AddEmbedRuns(s, seq, t));
       // Models without bidirectional image attention read image tokens causally, like text.
       if (image_blocks_) {
         std::copy(seq.image_block.begin(), seq.image_block.end(), h_image_block_.begin() + t);
@@ -210,6 +241,8 @@ absl::StatusOr<backend::StepMetadata*> StepMetadataBuilder::Build(const StepBatc
           id >= vocab_begin_ && id < vocab_end_ ? id - static_cast<int32_t>(vocab_begin_) : -1;
       // PLE tables may be smaller than the vocabulary; like vLLM, map other ids to 0.
       h_ple_ids_[t] = id < ple_vocab_ ? id : 0;
+      // An image soft token's PLE token part is the pad token's (HF replaces its id by pad).
+      if (!seq.image_embeds.empty() && seq.image_block[i] >= 0) h_ple_ids_[t] = pad_token_;
       h_positions_[t] = pos;
       h_token_seq_[t] = s;
       for (int g = 0; g < 2; ++g) {

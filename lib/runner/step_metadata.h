@@ -50,15 +50,26 @@ class StepMetadataBuilder {
   backend::Tensor logit_rows(int n) const { return logit_rows_.Rows(0, n); }
   const std::vector<int32_t>& logit_row_seq() const { return h_logit_seq_; }
   const std::vector<int32_t>& logit_row_pos() const { return h_logit_pos_; }
+  // A run of consecutive step tokens whose embeddings come from SeqStep::image_embeds.
+  struct EmbedRun {
+    int32_t first_token = 0;  // index into the step's tokens
+    int32_t count = 0;
+    const float* rows = nullptr;  // [count, hidden_size] host f32
+  };
+  const std::vector<EmbedRun>& embed_runs() const { return embed_runs_; }
 
  private:
   // The image block ids of one sequence: one per token, each block a single run.
   static absl::Status CheckImageBlockRuns(int s, const SeqStep& seq);
+  // Checks seq.image_embeds against its image tokens and appends its runs (tokens from t0).
+  absl::Status AddEmbedRuns(int s, const SeqStep& seq, int t0);
 
   backend::Backend* be_ = nullptr;
   int64_t vocab_ = 0;
   int64_t vocab_begin_ = 0, vocab_end_ = 0;  // the rank's embedding rows (tensor parallel)
   int64_t ple_vocab_ = 0;
+  int32_t pad_token_ = 0;
+  int64_t hidden_ = 0;
   int64_t max_positions_ = 0;
   int window_ = 0;
   bool image_blocks_ = false;  // the model attends bidirectionally within image blocks
@@ -73,6 +84,7 @@ class StepMetadataBuilder {
       h_image_block_;
   std::vector<int32_t> h_page_table_[2], h_slots_[2], h_logit_rows_, h_logit_seq_, h_logit_pos_;
   std::vector<uint8_t> h_sampling_;
+  std::vector<EmbedRun> embed_runs_;
   backend::StepMetadata md_;
 };
 

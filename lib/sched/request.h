@@ -59,6 +59,10 @@ struct Request {
   // text, generated tokens included) and each KV page's prefix-cache salt (ImagePageSalts).
   std::vector<int32_t> image_block_ids;
   std::vector<uint64_t> page_salts;
+  // With images: the vision tower's features of every image soft token, [soft tokens of all
+  // image_blocks, text hidden] f32 in prompt order (set by the engine at admission; they replace
+  // those tokens' embeddings each time the prompt is computed, preemption included).
+  std::vector<float> image_features;
   bool has_kv_sequence = false;  // a KV-manager sequence exists for this request
   int32_t num_preemptions = 0;
   sampling::TokenCounts counts;  // filled only when penalties are used

@@ -7,7 +7,7 @@ cmake_minimum_required(VERSION 3.25)
 set(allowed_backend common model quant sampling)
 set(allowed_capi common engine model parallel tokenizer)
 set(allowed_common "")
-set(allowed_engine backend common kv model parallel runner sampling sched spec tokenizer)
+set(allowed_engine backend common kv model parallel runner sampling sched spec tokenizer vision)
 set(allowed_kv common)
 set(allowed_model common quant)
 set(allowed_quant common)
@@ -18,7 +18,7 @@ set(allowed_sampling common)
 set(allowed_sched common kv sampling)
 set(allowed_spec backend common kv model runner sampling sched)
 set(allowed_tokenizer common)
-# The vision tower runs on a Backend; the engine will call it.
+# The vision tower runs on a Backend; the engine calls it (lib/engine/image_prompt.h).
 set(allowed_vision backend common model quant)
 
 set(violations "")
