@@ -3,7 +3,8 @@
 // (per-layer embeddings), CPU.
 //  - runner: every prompt position's logits with the tower's features in place of the soft
 //    tokens' embeddings equal HF's within 1e-3 (max abs diff / max abs logit);
-//  - engine: Submit with images gives HF's greedy continuation and first-token log-probability,
+//  - engine: Submit with images gives HF's greedy continuation and the last prompt row's top-20
+//    log-probabilities,
 //    also with step budgets that would cut an image (the scheduler keeps it whole);
 //  - prefix cache: a repeated image (same pixels) reuses the KV pages, other pixels with the same
 //    token ids do not;
@@ -40,6 +41,7 @@ using engine::RequestInput;
 
 constexpr double kHfTolerance = 1e-3;
 constexpr int kMaxLen = 64;
+constexpr int kTopLogprobs = 20;  // the first token's top log-probabilities, against HF's row
 const char* const kKinds[] = {"mm-31b", "mm-e4b"};
 
 struct MmGolden {
@@ -214,13 +216,14 @@ RequestInput Greedy(const std::vector<int32_t>& ids, std::vector<ImageInput> ima
   in.max_tokens = n;
   in.min_tokens = n;
   in.ignore_default_stop_tokens = true;
-  in.logprobs = 1;
+  in.logprobs = kTopLogprobs;
   return in;
 }
 
 struct Outcome {
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;
+  Event first;  // the first TOKEN event (its top log-probabilities)
   Event last;
 };
 
@@ -235,6 +238,7 @@ Outcome RunRequest(Engine& e, RequestInput in) {
     for (Event& x : ev) {
       if (x.request_id != *id) continue;
       if (x.type == EventType::kToken) {
+        if (o.tokens.empty()) o.first = x;
         o.tokens.push_back(x.token_id);
         o.logprobs.push_back(x.logprob);
         continue;
@@ -262,6 +266,7 @@ TEST(MmEngineTest, GreedyWithImagesMatchesHfAtEveryStepBudget) {
     const int vocab = static_cast<int>(g.logits.size() / g.ids.size());
     // 0: the default budget (one step); 7 and 13 end inside image 0 (positions 5..10); 9 and 20
     // inside image 1 (18..21) on a later chunk.
+    double worst = 0;  // largest |ours - HF| over the top log-probabilities, every budget
     for (int budget : {0, 7, 9, 13, 20}) {
       SCOPED_TRACE(budget);
       std::unique_ptr<Engine> e = MakeEngine(kind, budget);
@@ -279,9 +284,16 @@ TEST(MmEngineTest, GreedyWithImagesMatchesHfAtEveryStepBudget) {
       ASSERT_FALSE(o.logprobs.empty());
       const double hf = HfLogprob(g, vocab, g.greedy[0]);
       EXPECT_NEAR(o.logprobs[0], hf, 1e-3);
-      if (budget == 0)
-        std::printf("%s: first-token logprob %.6f, HF %.6f\n", kind, o.logprobs[0], hf);
+      // The last prompt position's row: its top log-probabilities equal HF's at the same ids.
+      ASSERT_EQ(o.first.top_ids.size(), static_cast<size_t>(kTopLogprobs));
+      for (int k = 0; k < kTopLogprobs; ++k) {
+        const double want = HfLogprob(g, vocab, o.first.top_ids[k]);
+        EXPECT_NEAR(o.first.top_logprobs[k], want, 1e-3) << k;
+        worst = std::max(worst, std::abs(o.first.top_logprobs[k] - want));
+      }
     }
+    std::printf("%s: top-%d log-probabilities, max |ours - HF| %.3g over every budget\n", kind,
+                kTopLogprobs, worst);
   }
 }
 
