@@ -264,10 +264,11 @@ TEST(MmEngineTest, GreedyWithImagesMatchesHfAtEveryStepBudget) {
     MmGolden g = LoadMm(kind);
     ASSERT_EQ(g.images.size(), 2u);
     const int vocab = static_cast<int>(g.logits.size() / g.ids.size());
-    // 0: the default budget (one step); 7 and 13 end inside image 0 (positions 5..10); 9 and 20
-    // inside image 1 (18..21) on a later chunk.
+    // Images at positions 5..10 and 18..21 of 27. 0: the default budget (one step). The others
+    // would cut: 6 (the block's size), 7 and 8 image 0 and then image 1 ([0, 5) [5, 12) then a
+    // cut at 19; [0, 5) [5, 13) then 21), 9 image 0, 20 image 1.
     double worst = 0;  // largest |ours - HF| over the top log-probabilities, every budget
-    for (int budget : {0, 7, 9, 13, 20}) {
+    for (int budget : {0, 6, 7, 8, 9, 20}) {
       SCOPED_TRACE(budget);
       std::unique_ptr<Engine> e = MakeEngine(kind, budget);
       ASSERT_NE(e, nullptr);
