@@ -18,6 +18,7 @@ set(allowed_sampling common)
 set(allowed_sched common kv sampling)
 set(allowed_spec backend common kv model runner sampling sched)
 set(allowed_tokenizer common)
+set(allowed_vision backend common model)
 
 set(violations "")
 file(GLOB_RECURSE sources RELATIVE ${ROOT} ${ROOT}/lib/*.h ${ROOT}/lib/*.cc ${ROOT}/lib/*.cu
