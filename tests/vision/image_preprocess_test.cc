@@ -55,7 +55,7 @@ TEST(ImagePreprocess, ResizedImageMatchesHf) {
     EXPECT_EQ(MaxAbsDiff(*resized, hf), 0);
     ++checked;
   }
-  EXPECT_EQ(checked, 21);
+  EXPECT_EQ(checked, 23);
 }
 
 TEST(ImagePreprocess, CountsMatchHf) {

@@ -19,7 +19,7 @@ checked separately.
 Output (tests/data/images/):
   <inputs>                      the test images
   golden/decoded_<case>.png     PIL's convert-to-RGB of the input (alpha composited on white);
-                                not for the 640x480 photo (its decode is checked via its resize)
+                                not for the two largest inputs (checked via their resizes)
   golden/<case>_<tokens>.png    the processor's resized image, recovered from pixel_values
   image_golden.json             per case: file, tokens, target size, patch and soft-token counts;
                                 the rescale table (256 float32 values); "layout": one case's
@@ -119,6 +119,9 @@ def make_inputs(out):
     # 480 x 336 at 70 soft tokens is already the target size: the processor skips the resize.
     save_pil(Image.fromarray(smooth(336, 480, 10)), add("noresize_480x336", "noresize_480x336.png"),
              format="PNG")
+    # Shrinking in both directions (the antialias widens the filter): at 70 and 280 tokens.
+    save_pil(Image.fromarray(smooth(700, 900, 16)), add("shrink_900x700", "shrink_900x700.png"),
+             format="PNG")
     save_pil(Image.fromarray(smooth(480, 640, 11)), add("photo_640x480", "photo_640x480.jpg"),
              format="JPEG", quality=85)
     save_pil(Image.fromarray(smooth(60, 45, 12)[..., 0]), add("grey_45x60", "grey_45x60.jpg"),
@@ -164,14 +167,15 @@ def main():
     assert table.dtype == np.float32
     # 280 (the default) where the resized image compresses well; 70 for all; 1120 once.
     budgets = {c: [70] for c, _ in cases}
-    for c in ("rgba_64x48", "grey_33x20", "tall_20x300", "wide_500x30", "alpha_40x30"):
+    for c in ("rgba_64x48", "grey_33x20", "tall_20x300", "wide_500x30", "alpha_40x30",
+              "shrink_900x700"):
         budgets[c].append(280)
     budgets["grey_33x20"].append(1120)
     records = []
     for case, name in cases:
         img = Image.open(os.path.join(args.out, name))
         decoded = transformers.image_transforms.convert_to_rgb(img, return_numpy=True)
-        if case != "photo_640x480":
+        if case not in ("photo_640x480", "shrink_900x700"):
             Image.fromarray(decoded).save(os.path.join(gold, f"decoded_{case}.png"), optimize=True)
         for tokens in budgets[case]:
             out = ip(images=[img], max_soft_tokens=tokens, return_tensors="pt")
