@@ -19,8 +19,8 @@ struct RgbImage {
 //
 // max_pixels: 2^26 (67 M pixels, e.g. 8192 x 8192) by default. That is above any camera photo
 // users send (a 50 MP phone image is 5.2e7) and close to PIL's own decompression-bomb warning
-// (89 M pixels), while keeping the worst decode at 2^26 * 4 bytes = 256 MiB (RGBA before the
-// alpha composite) plus the 192 MiB RGB result. The Gemma-4 resize brings any image down to at
+// (89 M pixels), while keeping the worst decode at 2^26 * 3 bytes = 192 MiB (the 16-bit grey
+// path holds 128 MiB more while it converts). The Gemma-4 resize brings any image down to at
 // most 1120 * 9 * 256 = 2.6 M pixels, so nothing above the limit could add detail anyway.
 // max_bytes: 64 MiB of encoded data by default (a maximum-size PNG of a noisy photo fits).
 struct DecodeLimits {

@@ -1,5 +1,5 @@
 // Internal: one decoder per format (png_decode.cc, jpeg_decode.cc, webp_decode.cc), called by
-// DecodeImage after the signature check. Each returns RGB (alpha already composited).
+// DecodeImage after the signature check. Each returns RGB (any alpha dropped).
 #pragma once
 
 #include <cstdint>
@@ -17,8 +17,5 @@ absl::StatusOr<RgbImage> DecodeWebp(std::span<const uint8_t> bytes, const Decode
 // kEmpty / kTooLarge errors for a header's dimensions; OK when width * height is within limits.
 absl::Status CheckDimensions(int64_t width, int64_t height, const DecodeLimits& limits,
                              const char* format);
-
-// rgba (width * height * 4) -> RGB composited on white, or rgb copied when channels == 3.
-void ToRgb(const uint8_t* src, int channels, RgbImage& out);
 
 }  // namespace gannet::vision::internal

@@ -23,20 +23,6 @@ absl::Status CheckDimensions(int64_t width, int64_t height, const DecodeLimits& 
   return absl::OkStatus();
 }
 
-void ToRgb(const uint8_t* src, int channels, RgbImage& out) {
-  const size_t n = static_cast<size_t>(out.width) * out.height;
-  out.pixels.resize(n * 3);
-  uint8_t* dst = out.pixels.data();
-  if (channels == 3) {
-    std::memcpy(dst, src, n * 3);
-    return;
-  }
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t* p = src + i * 4;
-    for (int c = 0; c < 3; ++c) dst[i * 3 + c] = CompositeOnWhite(p[c], p[3]);
-  }
-}
-
 }  // namespace internal
 
 absl::StatusOr<ImageFormat> SniffImageFormat(std::span<const uint8_t> bytes) {

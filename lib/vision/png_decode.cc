@@ -46,7 +46,6 @@ struct PngHeader {
   png_uint_32 height;
   int bit_depth;
   int color_type;
-  bool has_trns;
 };
 
 bool ReadHeader(png_structp png, png_infop info, PngHeader* h) {
@@ -55,12 +54,11 @@ bool ReadHeader(png_structp png, png_infop info, PngHeader* h) {
   int interlace = 0;
   png_get_IHDR(png, info, &h->width, &h->height, &h->bit_depth, &h->color_type, &interlace, nullptr,
                nullptr);
-  h->has_trns = png_get_valid(png, info, PNG_INFO_tRNS) != 0;
   return true;
 }
 
-// Sets the conversions to 8-bit grey16-or-RGB(A) and reads every row (all passes of an
-// interlaced image) into `out`, `row_bytes` per row. *row_bytes_seen is libpng's own count,
+// Sets the conversions to 8-bit RGB (16-bit grey is left as it is) and reads every row (all passes
+// of an interlaced image) into `out`, `row_bytes` per row. *row_bytes_seen is libpng's own count,
 // compared by the caller with what it allocated.
 bool ReadPixels(png_structp png, png_infop info, const PngHeader* h, bool keep_grey16, uint8_t* out,
                 size_t row_bytes, size_t* row_bytes_seen) {
@@ -69,10 +67,12 @@ bool ReadPixels(png_structp png, png_infop info, const PngHeader* h, bool keep_g
   if (h->color_type == PNG_COLOR_TYPE_GRAY && h->bit_depth < 8) {
     png_set_expand_gray_1_2_4_to_8(png);
   }
-  if (h->has_trns) png_set_tRNS_to_alpha(png);
   if (!keep_grey16) {
     png_set_strip_16(png);  // the high byte, as PIL's 16-bit raw modes keep
     png_set_gray_to_rgb(png);
+    // PIL's convert("RGB") drops alpha; a tRNS entry (which libpng's palette expansion turns
+    // into alpha) is ignored the same way.
+    png_set_strip_alpha(png);
   }
   const int passes = png_set_interlace_handling(png);
   png_read_update_info(png, info);
@@ -111,13 +111,9 @@ absl::StatusOr<RgbImage> DecodePng(std::span<const uint8_t> bytes, const DecodeL
   if (!ReadHeader(h.png, h.info, &header)) return failure("header");
   GANNET_RETURN_IF_ERROR(CheckDimensions(header.width, header.height, limits, "PNG"));
 
-  // 16-bit grey without transparency stays 16-bit here and is clipped below (PIL's I;16).
-  const bool grey16 =
-      header.color_type == PNG_COLOR_TYPE_GRAY && header.bit_depth == 16 && !header.has_trns;
-  const bool alpha = header.has_trns || (header.color_type & PNG_COLOR_MASK_ALPHA) != 0;
-  const int channels = grey16 ? 1 : (alpha ? 4 : 3);
-  const size_t sample_bytes = grey16 ? 2 : 1;
-  const size_t row_bytes = static_cast<size_t>(header.width) * channels * sample_bytes;
+  // 16-bit grey stays 16-bit here and is clipped below (PIL's I;16 -> RGB).
+  const bool grey16 = header.color_type == PNG_COLOR_TYPE_GRAY && header.bit_depth == 16;
+  const size_t row_bytes = static_cast<size_t>(header.width) * (grey16 ? 2 : 3);
   std::vector<uint8_t> raw(row_bytes * header.height);
   size_t row_bytes_seen = 0;
   if (!ReadPixels(h.png, h.info, &header, grey16, raw.data(), row_bytes, &row_bytes_seen)) {
@@ -142,7 +138,7 @@ absl::StatusOr<RgbImage> DecodePng(std::span<const uint8_t> bytes, const DecodeL
     }
     return image;
   }
-  ToRgb(raw.data(), channels, image);
+  image.pixels = std::move(raw);
   return image;
 }
 

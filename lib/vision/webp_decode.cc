@@ -23,19 +23,15 @@ absl::StatusOr<RgbImage> DecodeWebp(std::span<const uint8_t> bytes, const Decode
   if (features.has_animation) {
     return ImageError(ImageErrorKind::kUnsupported, "animated WebP images are not supported");
   }
-  const int channels = features.has_alpha ? 4 : 3;
-  const size_t stride = static_cast<size_t>(features.width) * channels;
+  // RGB output: an alpha channel is dropped, as PIL's convert("RGB") drops it.
+  const size_t stride = static_cast<size_t>(features.width) * 3;
   std::vector<uint8_t> raw(stride * features.height);
-  const uint8_t* ok = features.has_alpha
-                          ? WebPDecodeRGBAInto(bytes.data(), bytes.size(), raw.data(), raw.size(),
-                                               static_cast<int>(stride))
-                          : WebPDecodeRGBInto(bytes.data(), bytes.size(), raw.data(), raw.size(),
-                                              static_cast<int>(stride));
+  const uint8_t* ok = WebPDecodeRGBInto(bytes.data(), bytes.size(), raw.data(), raw.size(),
+                                        static_cast<int>(stride));
   if (ok == nullptr) {
     // libwebp's simple API does not say why; a stream that stops early is the usual cause and
     // is told apart by asking the incremental decoder whether it wanted more data.
-    WebPIDecoder* idec = WebPINewRGB(features.has_alpha ? MODE_RGBA : MODE_RGB, raw.data(),
-                                     raw.size(), static_cast<int>(stride));
+    WebPIDecoder* idec = WebPINewRGB(MODE_RGB, raw.data(), raw.size(), static_cast<int>(stride));
     const VP8StatusCode status =
         idec ? WebPIAppend(idec, bytes.data(), bytes.size()) : VP8_STATUS_OUT_OF_MEMORY;
     if (idec) WebPIDelete(idec);
@@ -47,7 +43,7 @@ absl::StatusOr<RgbImage> DecodeWebp(std::span<const uint8_t> bytes, const Decode
   RgbImage image;
   image.width = features.width;
   image.height = features.height;
-  ToRgb(raw.data(), channels, image);
+  image.pixels = std::move(raw);
   return image;
 }
 

@@ -7,21 +7,24 @@ It writes small test images of every kind the decoder accepts (PNG: RGB, RGBA, p
 transparent entry, grey, grey+alpha, 16-bit RGB, 16-bit grey; JPEG colour and grey; WebP lossy and
 lossless with alpha; odd, tall, wide and no-resize sizes) to tests/data/images/, opens each with
 PIL.Image.open exactly as a user would before calling the processor, and records per image and
-soft-token budget what the processor produced.
+soft-token budget what the processor produced. It records the transformers version it ran: 5.17
+drops alpha (PIL's convert("RGB")), later versions composite it on white, so a dump made with
+another version differs on the alpha cases.
 
 pixel_values are stored compactly and losslessly: the script checks that every real patch value is
 rescale_table[u] for a uint8 u (HF multiplies the resized uint8 image by 1/255 in float32) and that
 every padding value is 0, then saves the resized uint8 image (the patches put back on their grid)
-as an 8-bit RGB PNG, tests/data/images/golden/<case>_<tokens>.png. PIL's own RGB conversion of each
-input (before resizing) is saved the same way as decoded_<case>.png, so decoding and resizing are
-checked separately.
+as an 8-bit RGB PNG, tests/data/images/golden/<case>_<tokens>.png. The processor's own RGB
+conversion of each input (before resizing) is saved the same way as decoded_<case>.png, so
+decoding and resizing are checked separately.
 
 Output (tests/data/images/):
   <inputs>                      the test images
-  golden/decoded_<case>.png     PIL's convert-to-RGB of the input (alpha composited on white);
+  golden/decoded_<case>.png     the processor's RGB conversion of the input (process_image);
                                 not for the two largest inputs (checked via their resizes)
   golden/<case>_<tokens>.png    the processor's resized image, recovered from pixel_values
-  image_golden.json             per case: file, tokens, target size, patch and soft-token counts;
+  image_golden.json             "decode_only": inputs with decoded_<name>.png alone (more JPEG
+                                and PNG kinds); per case: file, tokens, target size, patch and soft-token counts;
                                 the rescale table (256 float32 values); "layout": one case's
                                 first 12 pixel_values rows as uint8 (value * 255) and its whole
                                 image_position_ids, to pin the order inside a patch, the grid
@@ -82,6 +85,20 @@ def raw_png(w, h, bit_depth, colour_type, rows):
             + png_chunk(b"IEND", b""))
 
 
+def adam7_png(img):
+    """An Adam7-interlaced 8-bit RGB PNG written by hand: PIL cannot write interlaced PNGs."""
+    h, w, _ = img.shape
+    raw = b""
+    for x0, y0, dx, dy in ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4),
+                           (1, 0, 2, 2), (0, 1, 1, 2)):
+        sub = img[y0::dy, x0::dx]
+        if sub.shape[0] and sub.shape[1]:
+            raw += b"".join(b"\x00" + row.tobytes() for row in sub)
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 1)
+    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + png_chunk(b"IDAT", zlib.compress(raw, 9))
+            + png_chunk(b"IEND", b""))
+
+
 def save_pil(img, path, **kw):
     buf = io.BytesIO()
     img.save(buf, **kw)
@@ -136,6 +153,38 @@ def make_inputs(out):
     return cases
 
 
+def make_decode_only(out):
+    """Inputs checked for their decode alone (no resize golden, to keep the data small):
+    JPEG progressive, 4:2:2 and 4:4:4 chroma; PNG 1-bit grey, RGB with a tRNS colour, grey with
+    a tRNS value, interlaced. Also a CMYK JPEG, which the decoder refuses (not decoded here)."""
+    names = []
+
+    def add(name):
+        names.append(name)
+        return os.path.join(out, name)
+
+    base = smooth(36, 44, 17, noise=3)
+    save_pil(Image.fromarray(base), add("progressive_44x36.jpg"), format="JPEG", quality=80,
+             progressive=True)
+    save_pil(Image.fromarray(base), add("chroma422_44x36.jpg"), format="JPEG", quality=80,
+             subsampling=1)
+    save_pil(Image.fromarray(base), add("chroma444_44x36.jpg"), format="JPEG", quality=80,
+             subsampling=0)
+    save_pil(Image.fromarray(smooth(13, 21, 18)[..., 0] > 128), add("bilevel_21x13.png"),
+             format="PNG")
+    rgb = smooth(12, 16, 19)
+    save_pil(Image.fromarray(rgb), add("rgb_trns_16x12.png"), format="PNG",
+             transparency=tuple(int(v) for v in rgb[0, 0]))
+    grey = smooth(12, 16, 20)[..., 1]
+    save_pil(Image.fromarray(grey), add("grey_trns_16x12.png"), format="PNG",
+             transparency=int(grey[0, 0]))
+    with open(add("interlaced_29x23.png"), "wb") as f:
+        f.write(adam7_png(smooth(23, 29, 21, noise=4)))
+    save_pil(Image.fromarray(smooth(16, 16, 22)).convert("CMYK"), os.path.join(out, "cmyk_16x16.jpg"),
+             format="JPEG")
+    return names
+
+
 def make_processor(tokenizer_file):
     tok = PreTrainedTokenizerFast(
         tokenizer_file=tokenizer_file, pad_token="<pad>",
@@ -161,6 +210,7 @@ def main():
     gold = os.path.join(args.out, "golden")
     os.makedirs(gold, exist_ok=True)
     cases = make_inputs(args.out)
+    decode_only = make_decode_only(args.out)
     proc = make_processor(args.tokenizer)
     ip = proc.image_processor
     table = (torch.arange(256, dtype=torch.uint8) * ip.rescale_factor).numpy()
@@ -174,7 +224,8 @@ def main():
     records = []
     for case, name in cases:
         img = Image.open(os.path.join(args.out, name))
-        decoded = transformers.image_transforms.convert_to_rgb(img, return_numpy=True)
+        # The processor's own conversion of the PIL image to an RGB uint8 tensor (CHW).
+        decoded = ip.process_image(img, do_convert_rgb=True).permute(1, 2, 0).contiguous().numpy()
         if case not in ("photo_640x480", "shrink_900x700"):
             Image.fromarray(decoded).save(os.path.join(gold, f"decoded_{case}.png"), optimize=True)
         for tokens in budgets[case]:
@@ -200,6 +251,12 @@ def main():
                 layout = {"case": case, "tokens": tokens,
                           "pixel_values_u8": np.rint(pv[:LAYOUT_ROWS] * 255).astype(int).tolist(),
                           "image_position_ids": pos.astype(int).tolist()}
+
+    for name in decode_only:
+        img = Image.open(os.path.join(args.out, name))
+        decoded = ip.process_image(img, do_convert_rgb=True).permute(1, 2, 0).contiguous().numpy()
+        Image.fromarray(decoded).save(os.path.join(gold, "decoded_" + name.split(".")[0] + ".png"),
+                                      optimize=True)
 
     # Prompt expansion: one prompt with two images of different sizes.
     tok = proc.tokenizer
@@ -229,7 +286,7 @@ def main():
                           "image": tok.image_token_id,
                           "eoi": tok.convert_tokens_to_ids(tok.eoi_token)},
             "rescale_table": [float(v) for v in table],
-            "cases": records, "target_sizes": target_sizes, "layout": layout, "expansion": expansion}
+            "cases": records, "decode_only": decode_only, "target_sizes": target_sizes, "layout": layout, "expansion": expansion}
     with open(os.path.join(args.out, "image_golden.json"), "w") as f:
         json.dump(meta, f, separators=(",", ":"))
         f.write("\n")
