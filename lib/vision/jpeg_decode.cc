@@ -37,6 +37,21 @@ void OnErrorExit(j_common_ptr cinfo) {
 
 void OnMessage(j_common_ptr, int) {}
 
+// Bounds on what a hostile file can make libjpeg spend, beyond the pixel limit checked after the
+// header: a progressive file may carry any number of scans, each a pass over the whole image
+// (real encoders write about 10), and the whole-image coefficient buffer of a progressive file
+// at the pixel limit is 2^26 * 3 components * 2 bytes = 384 MiB.
+constexpr int kMaxScans = 1000;
+constexpr long kMaxJpegMemory = 1L << 30;
+
+void OnProgress(j_common_ptr cinfo) {
+  if (!cinfo->is_decompressor) return;
+  if (reinterpret_cast<j_decompress_ptr>(cinfo)->input_scan_number <= kMaxScans) return;
+  auto* err = reinterpret_cast<JpegErrors*>(cinfo->err);
+  std::snprintf(err->message, sizeof(err->message), "more than %d scans", kMaxScans);
+  std::longjmp(err->jump, 1);
+}
+
 // A source over the caller's bytes that fails at their end instead of inventing an EOI marker.
 struct JpegSource {
   jpeg_source_mgr mgr;  // first
@@ -62,6 +77,13 @@ void SkipInput(j_decompress_ptr cinfo, long n) {
 }
 
 void TermSource(j_decompress_ptr) {}
+
+// jpeg_create_decompress fails only by error_exit (a library/header version mismatch).
+bool Create(jpeg_decompress_struct* cinfo, JpegErrors* err) {
+  if (setjmp(err->jump)) return false;
+  jpeg_create_decompress(cinfo);
+  return true;
+}
 
 struct JpegHeader {
   JDIMENSION width;
@@ -113,8 +135,14 @@ absl::StatusOr<RgbImage> DecodeJpeg(std::span<const uint8_t> bytes, const Decode
   h.cinfo.err = jpeg_std_error(&err.mgr);
   err.mgr.error_exit = OnErrorExit;
   err.mgr.emit_message = OnMessage;
-  jpeg_create_decompress(&h.cinfo);  // cannot fail but by error_exit on a version mismatch
+  if (!Create(&h.cinfo, &err)) {
+    return absl::InternalError(fmt::format("image: libjpeg could not start: {}", err.message));
+  }
   h.created = true;
+  h.cinfo.mem->max_memory_to_use = kMaxJpegMemory;  // above it libjpeg fails, it never spills
+  jpeg_progress_mgr progress{};
+  progress.progress_monitor = OnProgress;
+  h.cinfo.progress = &progress;
   src.mgr.init_source = InitSource;
   src.mgr.fill_input_buffer = FillInput;
   src.mgr.skip_input_data = SkipInput;

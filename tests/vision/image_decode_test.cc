@@ -61,6 +61,27 @@ TEST(ImageDecode, MoreKindsMatchHf) {
   EXPECT_EQ(checked, 7);
 }
 
+// A progressive JPEG whose last scan is repeated past the scan limit (1000): refused as
+// corrupt, where libjpeg alone would run every scan over the whole image.
+TEST(ImageDecode, JpegScanLimit) {
+  std::vector<uint8_t> jpeg = ReadBytes(ImagesDir() + "/progressive_44x36.jpg");
+  ASSERT_TRUE(DecodeImage(jpeg).ok());
+  ASSERT_GE(jpeg.size(), 4u);
+  size_t last_sos = 0;
+  for (size_t i = 0; i + 1 < jpeg.size(); ++i) {
+    if (jpeg[i] == 0xff && jpeg[i + 1] == 0xda) last_sos = i;
+  }
+  ASSERT_GT(last_sos, 0u);
+  const size_t eoi = jpeg.size() - 2;
+  ASSERT_EQ(jpeg[eoi], 0xff);
+  ASSERT_EQ(jpeg[eoi + 1], 0xd9);
+  const std::vector<uint8_t> scan(jpeg.begin() + last_sos, jpeg.begin() + eoi);
+  std::vector<uint8_t> many(jpeg.begin(), jpeg.begin() + eoi);
+  for (int i = 0; i < 1000; ++i) many.insert(many.end(), scan.begin(), scan.end());
+  many.insert(many.end(), {0xff, 0xd9});
+  EXPECT_EQ(KindOf(many), ImageErrorKind::kCorrupt);
+}
+
 TEST(ImageDecode, CmykJpegIsUnsupported) {
   auto image = DecodeImage(ReadBytes(ImagesDir() + "/cmyk_16x16.jpg"));
   EXPECT_EQ(GetImageErrorKind(image.status()), ImageErrorKind::kUnsupported);

@@ -22,6 +22,13 @@ PreprocessOptions Tokens(int64_t n) {
   return o;
 }
 
+// The dumps come from the project's reference: transformers 5.17 (a later version converts
+// alpha differently, docs/vision.md), its default torchvision-backed processor.
+TEST(ImagePreprocess, GoldenIsFromTheReference) {
+  EXPECT_EQ(Golden().Find("transformers")->AsString(), "5.17.0");
+  EXPECT_EQ(Golden().Find("image_processor")->AsString(), "Gemma4ImageProcessor");
+}
+
 TEST(ImagePreprocess, TargetSizesMatchHf) {
   int checked = 0;
   for (const Json& row : Golden().Find("target_sizes")->AsArray()) {
