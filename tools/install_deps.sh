@@ -9,9 +9,10 @@ required_only=false
 need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 # libcpp-httplib-dev (HTTP) and nlohmann-json3-dev (the project's JSON library) build
-# `gannet serve` (examples/server); pkg-config finds cpp-httplib.
+# `gannet serve` (examples/server); pkg-config finds cpp-httplib. libpng-dev, libjpeg-dev
+# (libjpeg-turbo) and libwebp-dev decode images (lib/vision; pkg-config finds libwebp).
 for p in cmake ninja-build g++ ccache libabsl-dev libfmt-dev libgtest-dev libbenchmark-dev \
-         libcpp-httplib-dev nlohmann-json3-dev pkg-config; do
+         libcpp-httplib-dev nlohmann-json3-dev pkg-config libpng-dev libjpeg-dev libwebp-dev; do
   have "$p" || need+=("$p")
 done
 if ! $required_only; then

@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
-read -r -a targets <<< "${FUZZ_TARGETS:-safetensors_fuzz config_fuzz tokenizer_fuzz chat_template_fuzz jinja_template_fuzz request_fuzz api_request_fuzz tool_calls_fuzz}"
+read -r -a targets <<< "${FUZZ_TARGETS:-safetensors_fuzz config_fuzz tokenizer_fuzz chat_template_fuzz jinja_template_fuzz request_fuzz api_request_fuzz tool_calls_fuzz image_decode_fuzz}"
 jobs=$(nproc)
 
 # -max_len per target: the largest seed fits (safetensors headers of the tiny checkpoints are up
@@ -26,6 +26,7 @@ max_len() {
     tokenizer_fuzz) echo 24576 ;;
     config_fuzz) echo 8192 ;;
     jinja_template_fuzz) echo 20480 ;;
+    image_decode_fuzz) echo 16384 ;;
     *) echo 4096 ;;
   esac
 }

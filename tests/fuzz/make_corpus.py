@@ -16,6 +16,7 @@ Each target's input format is described at the top of its .cc file; the seeds he
   jinja_template_fuzz the tiny checkpoints' chat templates and small templates for each construct
   tool_calls_fuzz     the model outputs of tests/data/chat_corpus/model_outputs.json, markers as
                       bytes 1-3
+  image_decode_fuzz   the test images of tests/data/images up to 16 KB (PNG, JPEG, WebP)
 
 Usage: tests/fuzz/make_corpus.py   (from anywhere; stdlib only)
 """
@@ -496,6 +497,20 @@ def tool_call_seeds():
     return seeds
 
 
+# ---- image_decode_fuzz ------------------------------------------------------------------------
+
+def image_seeds():
+    d = os.path.join(DATA, "images")
+    seeds = []
+    for fn in sorted(os.listdir(d)):
+        path = os.path.join(d, fn)
+        if os.path.isfile(path) and fn.endswith((".png", ".jpg", ".webp")):
+            data = open(path, "rb").read()
+            if len(data) <= 16384:
+                seeds.append((fn, data))
+    return seeds
+
+
 def main():
     write_corpus("safetensors_fuzz", safetensors_seeds())
     write_corpus("config_fuzz", config_seeds())
@@ -505,6 +520,7 @@ def main():
     write_corpus("api_request_fuzz", api_request_seeds())
     write_corpus("jinja_template_fuzz", jinja_seeds())
     write_corpus("tool_calls_fuzz", tool_call_seeds())
+    write_corpus("image_decode_fuzz", image_seeds())
     total = 0
     for target in sorted(os.listdir(OUT)):
         files = os.listdir(os.path.join(OUT, target))
