@@ -821,7 +821,8 @@ class QuantizedHfOracle : public ::testing::TestWithParam<RoundTripCase> {};
 
 TEST_P(QuantizedHfOracle, LogitsMatchHfWithCompressedTensors) {
   const RoundTripCase& c = GetParam();
-  const std::string name = "int4-" + c.variant + "-" + c.spec;
+  const bool fp8 = c.spec.rfind("fp8", 0) == 0;
+  const std::string name = (fp8 ? "fp8-" : "int4-") + c.variant + "-" + c.spec;
   auto golden = testing::GoldenFile::Open(name);
   ASSERT_TRUE(golden.ok()) << golden.status();
   TempDir tmp;
@@ -842,24 +843,51 @@ TEST_P(QuantizedHfOracle, LogitsMatchHfWithCompressedTensors) {
     ASSERT_EQ(lq->size(), hf.size());
     const double err =
         testing::MaxRelativeLogitError(lq->data(), hf.data(), static_cast<int>(ids.size()), vocab);
-    EXPECT_LT(err, 1e-3) << name << " " << prompt;
-    std::printf("%s %s: gannet vs HF + compressed-tensors %.2e\n", name.c_str(), prompt, err);
+    if (!fp8) {
+      EXPECT_LT(err, 1e-3) << name << " " << prompt;
+      std::printf("%s %s: gannet vs HF + compressed-tensors %.2e\n", name.c_str(), prompt, err);
+      continue;
+    }
+    // FP8 activations (dynamic per token: amax / 448, x / scale, round to nearest even) make the
+    // logits hypersensitive: HF's own logits move by up to 9 % at 86 of 123 positions of the
+    // trained model when its inputs are perturbed by 1e-6 relative (measured 2026-12-07), because
+    // an element that crosses an FP8 rounding boundary moves by 1/8. The two sides sum in
+    // different orders, so agreement within 1e-3 everywhere cannot be asked. What can: a position
+    // is either exact (both quantized every input the same way: within 1e-5 of max |logit|) or
+    // off by such a flip, and a different semantic (an input not quantized, another scale)
+    // leaves no position exact. So at least a quarter of the positions must be exact.
+    float max_abs = 0.f;
+    for (float v : hf) max_abs = std::max(max_abs, std::fabs(v));
+    int exact = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      float d = 0.f;
+      for (int j = 0; j < vocab; ++j) {
+        d = std::max(d, std::fabs((*lq)[i * vocab + j] - hf[i * vocab + j]));
+      }
+      exact += d <= 1e-5f * max_abs;
+    }
+    EXPECT_GE(4 * exact, static_cast<int>(ids.size())) << name << " " << prompt;
+    std::printf("%s %s: gannet vs HF + compressed-tensors: %d of %zu positions exact, max %.2e\n",
+                name.c_str(), prompt, exact, ids.size(), err);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Checkpoints, QuantizedHfOracle,
-                         ::testing::Values(RoundTripCase{"31b", "int4-g32"},
-                                           RoundTripCase{"26b-a4b", "int4-g32"},
-                                           RoundTripCase{"e4b", "int4-g32"},
-                                           RoundTripCase{"e2b", "int4-g32"},
-                                           RoundTripCase{"e2b", "int4-channel-asym"},
-                                           RoundTripCase{"e4b", "int4-g64-asym"}),
-                         [](const ::testing::TestParamInfo<RoundTripCase>& i) {
-                           std::string s = i.param.variant + "_" + i.param.spec;
-                           for (char& ch : s)
-                             ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Checkpoints, QuantizedHfOracle,
+    ::testing::Values(RoundTripCase{"31b", "int4-g32"}, RoundTripCase{"26b-a4b", "int4-g32"},
+                      RoundTripCase{"e4b", "int4-g32"}, RoundTripCase{"e2b", "int4-g32"},
+                      RoundTripCase{"e2b", "int4-channel-asym"},
+                      RoundTripCase{"e4b", "int4-g64-asym"},
+                      // Not 26B-A4B in FP8: HF's experts are fused 3-D
+                      // parameters, not Linear modules, so
+                      // compressed-tensors leaves their inputs unquantized.
+                      RoundTripCase{"31b", "fp8-channel"}, RoundTripCase{"e2b", "fp8-channel"},
+                      RoundTripCase{"e4b", "fp8-tensor"}),
+    [](const ::testing::TestParamInfo<RoundTripCase>& i) {
+      std::string s = i.param.variant + "_" + i.param.spec;
+      for (char& ch : s) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+      return s;
+    });
 
 // Mean next-token negative log-likelihood and, against `ref`, mean KL(ref || x) per position.
 struct Quality {
