@@ -17,7 +17,7 @@ For each checkpoint folder written by `gannet quantize` from a tiny target (test
      up rows), as gannet gathers them;
   4. runs make_golden.py's two prompts and dumps every position's logits.
 
-Output: <out>/int4-<name>.safetensors with short/long .input_ids [n] int64 and .logits
+Output: <out>/int4-<name>.safetensors (fp8-<name> for FP8 checkpoints) with short/long .input_ids [n] int64 and .logits
 [n, vocab] float32; tests/parity/quantized_test.cc (QuantizedHfOracle) compares gannet's CPU
 logits for the same checkpoint against it (1e-3 of max |logit|) when the file is present.
 
