@@ -822,7 +822,10 @@ class QuantizedHfOracle : public ::testing::TestWithParam<RoundTripCase> {};
 TEST_P(QuantizedHfOracle, LogitsMatchHfWithCompressedTensors) {
   const RoundTripCase& c = GetParam();
   const bool fp8 = c.spec.rfind("fp8", 0) == 0;
-  const std::string name = (fp8 ? "fp8-" : "int4-") + c.variant + "-" + c.spec;
+  const std::string name = (fp8                 ? "fp8-"
+                            : c.spec == "nvfp4" ? "nvfp4-"
+                                                : "int4-") +
+                           c.variant + "-" + c.spec;
   auto golden = testing::GoldenFile::Open(name);
   ASSERT_TRUE(golden.ok()) << golden.status();
   TempDir tmp;
@@ -882,7 +885,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // parameters, not Linear modules, so
                       // compressed-tensors leaves their inputs unquantized.
                       RoundTripCase{"31b", "fp8-channel"}, RoundTripCase{"e2b", "fp8-channel"},
-                      RoundTripCase{"e4b", "fp8-tensor"}),
+                      RoundTripCase{"e4b", "fp8-tensor"}, RoundTripCase{"31b", "nvfp4"},
+                      RoundTripCase{"26b-a4b", "nvfp4"}, RoundTripCase{"e4b", "nvfp4"},
+                      RoundTripCase{"e2b", "nvfp4"}),
     [](const ::testing::TestParamInfo<RoundTripCase>& i) {
       std::string s = i.param.variant + "_" + i.param.spec;
       for (char& ch : s) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';

@@ -39,6 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_golden  # noqa: E402  (the tiny model builder and prompts)
 
 from compressed_tensors.compressors.naive_quantized.base import FloatQuantizationCompressor  # noqa: E402
+from compressed_tensors.compressors.nvfp4.base import NVFP4PackedCompressor  # noqa: E402
 from compressed_tensors.compressors.pack_quantized.base import PackedQuantizationCompressor  # noqa: E402
 from compressed_tensors.quantization import apply_quantization_config  # noqa: E402
 from compressed_tensors.quantization import QuantizationConfig  # noqa: E402
@@ -55,7 +56,8 @@ def build(path):
     qcfg = QuantizationConfig.model_validate(cfg["quantization_config"])
     # The format's own compressor: its unpacking and dequantize are the reference.
     compressors = {"pack-quantized": PackedQuantizationCompressor,
-                   "float-quantized": FloatQuantizationCompressor}
+                   "float-quantized": FloatQuantizationCompressor,
+                   "nvfp4-pack-quantized": NVFP4PackedCompressor}
     if qcfg.format not in compressors or len(qcfg.config_groups) != 1:
         sys.exit(f"{path}: expected one pack-quantized or float-quantized config group, "
                  f"got {qcfg.format}")
@@ -179,7 +181,7 @@ def main():
             logits = model(input_ids=ids[None]).logits[0].to(torch.float32)
             out[f"{p}.input_ids"] = ids.to(torch.int64).contiguous()
             out[f"{p}.logits"] = logits.contiguous()
-        prefix = "int4" if "int4" in name else "fp8"
+        prefix = "int4" if "int4" in name else "nvfp4" if "nvfp4" in name else "fp8"
         dst = os.path.join(args.out, f"{prefix}-{name}.safetensors")
         save_file(out, dst, metadata={"checkpoint": name, "transformers": make_golden.transformers.__version__})
         print(f"wrote {dst}")
