@@ -86,6 +86,7 @@ struct RequestStorage {
   std::string chat_json;
   std::string reply_prefix;
   std::vector<const char*> stop_ptrs;
+  std::vector<int32_t> stop_ids;
 };
 
 // The chat object for the C ABI's chat_json: {"messages": ..., "tools": ...}.
@@ -94,6 +95,9 @@ std::string ChatJson(const ApiRequest& r);
 // A forced tool choice's start of the reply after "<|tool_call>": "call:" (required) or
 // "call:NAME{" (named); "" for auto and none.
 std::string ForcedCallStart(const ApiRequest& r);
+// A forced choice with thinking on: the call follows the model's thought, in a second engine
+// request (call_after_thought.h); FillEngineRequest then fills the first, without the call.
+bool ForcesCallAfterThought(const ApiRequest& r);
 // The whole forced start as the C ABI's reply_prefix: "<|tool_call>" + ForcedCallStart(r).
 std::string ForcedReplyPrefix(const ApiRequest& r);
 // The function names of `tools`, in order.
