@@ -43,7 +43,8 @@ struct ApiRequest {
   nlohmann::json tools;  // null: none offered
   // tool_choice: "auto" (the default), "none" (tools not offered), "required" (a call to one
   // of `tools`, the model picks) or {"type": "function", "function": {"name"}} (kNamed).
-  // The forced two begin the reply with ForcedReplyPrefix(), written into the prompt.
+  // The forced two begin the reply with ForcedReplyPrefix(), written into the prompt (with
+  // thinking on, after the model's thought: call_after_thought.h).
   enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
   ToolChoice tool_choice = ToolChoice::kAuto;
   std::string tool_choice_name;    // kNamed
