@@ -309,13 +309,6 @@ TEST(ApiRequestTest, ForcedToolChoiceRefusals) {
       {"{" + m + ", " + tools + R"(, "tool_choice": {"function": {"name": 5}}})", "name"},
       {"{" + m + ", " + tools + R"(, "tool_choice": "sometimes"})", "required"},
       {"{" + m + ", " + tools + R"(, "tool_choice": 1})", "required"},
-      // Thinking on: the call would have to follow the thought.
-      {"{" + m + ", " + tools +
-           R"(, "tool_choice": "required", "chat_template_kwargs": {"enable_thinking": true}})",
-       "thinking"},
-      {"{" + m + ", " + tools + R"(, "tool_choice": {"type": "function", "function":
-           {"name": "f"}}, "chat_template_kwargs": {"enable_thinking": true}})",
-       "thinking"},
       {"{" + m + ", " + tools + R"(, "tool_choice": "required", "add_generation_prompt": false})",
        "add_generation_prompt"},
       // A name that would spell markup in the prompt.
@@ -334,6 +327,12 @@ TEST(ApiRequestTest, ForcedToolChoiceRefusals) {
   Parse(Endpoint::kChat, "{" + m + ", " + tools +
                              R"(, "tool_choice": "auto", "chat_template_kwargs":
                              {"enable_thinking": true}})");
+  // Forced with thinking but without the generation prompt: still no reply to start.
+  ApiError e = Fail(Endpoint::kChat, "{" + m + ", " + tools +
+                                         R"(, "tool_choice": "required", "add_generation_prompt":
+                                         false, "chat_template_kwargs": {"enable_thinking": true}})");
+  EXPECT_EQ(e.param, "tool_choice");
+  EXPECT_NE(e.message.find("add_generation_prompt"), std::string::npos) << e.message;
 }
 
 TEST(ApiRequestTest, ResponseFormatWithASchemaIsRefusedAsNotYetSupported) {
