@@ -23,10 +23,13 @@
 #include <thread>
 #include <vector>
 
+#include "bench/common/percentile.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 
 namespace {
+
+using gannet::bench::Percentile;
 
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
@@ -47,15 +50,6 @@ struct Result {
   int tokens = 0;
   std::string error;
 };
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double idx = p * (v.size() - 1);
-  const size_t lo = static_cast<size_t>(idx);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (idx - lo);
-}
 
 bool ParseArgs(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {

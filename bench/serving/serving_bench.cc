@@ -25,9 +25,12 @@
 #include <vector>
 
 #include "bench/common/device_refs.h"
+#include "bench/common/percentile.h"
 #include "gannet/gannet.h"
 
 namespace {
+
+using gannet::bench::Percentile;
 
 using Clock = std::chrono::steady_clock;
 
@@ -64,15 +67,6 @@ struct Tracked {
   Clock::time_point finished;
   int tokens = 0;
 };
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double idx = p * (v.size() - 1);
-  const size_t lo = static_cast<size_t>(idx);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (idx - lo);
-}
 
 bool ParseArgs(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
