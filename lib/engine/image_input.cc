@@ -33,8 +33,7 @@ absl::StatusOr<PreparedImages> PrepareImages(std::span<const ImageSource> source
     absl::StatusOr<vision::ImagePatches> patches = vision::PreprocessImage(*rgb, options);
     if (!patches.ok()) return Annotate(patches.status(), where);
     out.soft_tokens.push_back(patches->num_soft_tokens);
-    out.images.push_back(
-        {std::move(patches->pixel_values), std::move(patches->position_ids)});
+    out.images.push_back({std::move(patches->pixel_values), std::move(patches->position_ids)});
   }
   return out;
 }

@@ -173,7 +173,11 @@ absl::Status CheckRequest(const RequestInput& in, const RequestModelFacts& model
 }
 
 absl::Status CheckRequestImages(const RequestInput& in, const RequestModelFacts& model) {
-  if (in.image_sources.empty()) return absl::OkStatus();
+  // Without images, only a model known to take them refuses placeholders (a text model reads
+  // them as text).
+  if (in.image_sources.empty() && (model.image_token_id < 0 || !model.has_vision)) {
+    return absl::OkStatus();
+  }
   if (!model.has_vision) {
     return InvalidArgumentError("request: {} images, but the model has no vision tower",
                                 in.image_sources.size());
@@ -204,6 +208,7 @@ absl::Status CheckRequestImages(const RequestInput& in, const RequestModelFacts&
     return InvalidArgumentError("request: the prompt has {} image placeholders for {} images",
                                 placeholders, in.image_sources.size());
   }
+  if (in.image_sources.empty()) return absl::OkStatus();
   GANNET_ASSIGN_OR_RETURN(PreparedImages prepared, PrepareImages(in.image_sources, {}));
   const int64_t len = ExpandedPromptLength(prompt_len, prepared.soft_tokens);
   if (model.max_context > 0 && len >= model.max_context) {
