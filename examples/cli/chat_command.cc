@@ -114,12 +114,14 @@ int ChatCommand(int argc, char** argv) {
   if (auto s = args.Get("system")) turns.push_back({"system", *s});
   {
     gannet_request_t probe = base;
-    const gannet_chat_message_t hello = {sizeof(gannet_chat_message_t), "user", "hello"};
+    const std::string text = ImagePlaceholders(base.num_images) + "hello";
+    const gannet_chat_message_t hello = {sizeof(gannet_chat_message_t), "user", text.c_str()};
     probe.messages = &hello;
     probe.num_messages = 1;
     if (!CheckRequest("chat", probe, info)) return 2;
   }
 
+  bool images_placed = false;
   InstallInterruptHandler();
   gannet_engine_t* engine = OpenEngine("chat", eo);
   if (engine == nullptr) return 1;
@@ -171,7 +173,10 @@ int ChatCommand(int argc, char** argv) {
       continue;
     }
     if (line.empty()) continue;
-    turns.push_back({"user", line});
+    // --image: the images go in the first user message, before its text, and stay in the
+    // conversation (every turn's request carries them) until the context policy drops that turn.
+    turns.push_back({"user", (images_placed ? "" : ImagePlaceholders(base.num_images)) + line});
+    images_placed = true;
     // Context policy: drop the oldest exchanges until the prompt leaves room for the answer.
     int64_t prompt_tokens = CountPromptTokens(tok, Messages(turns), thinking);
     size_t dropped = 0;
@@ -204,6 +209,12 @@ int ChatCommand(int argc, char** argv) {
     }
     std::vector<gannet_chat_message_t> messages = Messages(turns);
     gannet_request_t req = base;
+    if (base.num_images > 0 && std::none_of(turns.begin(), turns.end(), [&](const auto& t) {
+          return t.first == "user" && t.second.rfind(ImagePlaceholders(base.num_images), 0) == 0;
+        })) {
+      req.images = nullptr;  // the turn with the images was dropped
+      req.num_images = 0;
+    }
     req.messages = messages.data();
     req.num_messages = messages.size();
     req.enable_thinking = thinking;
