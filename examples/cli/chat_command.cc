@@ -175,8 +175,8 @@ int ChatCommand(int argc, char** argv) {
     if (line.empty()) continue;
     // --image: the images go in the first user message, before its text, and stay in the
     // conversation (every turn's request carries them) until the context policy drops that turn.
-    turns.push_back({"user", (images_placed ? "" : ImagePlaceholders(base.num_images)) + line});
-    images_placed = true;
+    const bool with_images = !images_placed && base.num_images > 0;
+    turns.push_back({"user", (with_images ? ImagePlaceholders(base.num_images) : "") + line});
     // Context policy: drop the oldest exchanges until the prompt leaves room for the answer.
     int64_t prompt_tokens = CountPromptTokens(tok, Messages(turns), thinking);
     size_t dropped = 0;
@@ -232,6 +232,7 @@ int ChatCommand(int argc, char** argv) {
       turns.pop_back();  // an interrupted answer is not part of the conversation
     } else {
       turns.push_back({"assistant", r.text});  // the answer alone: thinking is not sent back
+      if (with_images) images_placed = true;   // a refused or cancelled turn gives them to the next
     }
     if (!args.Has("quiet")) PrintStats(r, -1);
   }
