@@ -503,7 +503,7 @@ typedef struct gannet_request {
 #define GANNET_REQUEST_INIT                                                                      \
   {                                                                                              \
     (uint32_t)sizeof(gannet_request_t), NULL, 0, NULL, NULL, 0, 0, 0, 0.0f, 0, 0.0f, 0.0f, 0.0f, \
-        0.0f, 0.0f, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0         \
+        0.0f, 0.0f, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0          \
   }
 
 /* Queues a request and returns its id at once. INVALID_ARGUMENT for a malformed request (no or

@@ -17,9 +17,8 @@ gannet_status_t ReadImages(const gannet_request_t& r, engine::RequestInput* in) 
   if (r.num_images == 0) return GANNET_OK;
   if (r.images == nullptr) return Fail(GANNET_ERR_INVALID_ARGUMENT, "request: images is NULL");
   if (r.num_images > engine::kMaxRequestImages) {
-    return Fail(GANNET_ERR_INVALID_ARGUMENT,
-                fmt::format("request: num_images is {} (at most {})", r.num_images,
-                            engine::kMaxRequestImages));
+    return Fail(GANNET_ERR_INVALID_ARGUMENT, fmt::format("request: num_images is {} (at most {})",
+                                                         r.num_images, engine::kMaxRequestImages));
   }
   // Every element has the first's size, as for chat messages.
   const uint32_t stride = r.images[0].struct_size;
@@ -52,7 +51,8 @@ gannet_status_t ReadImages(const gannet_request_t& r, engine::RequestInput* in) 
     }
     if (encoded) {
       if (img.data == nullptr) {
-        return Fail(GANNET_ERR_INVALID_ARGUMENT, fmt::format("request: images[{}].data is NULL", k));
+        return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                    fmt::format("request: images[{}].data is NULL", k));
       }
       // Bounded before the copy; DecodeImage applies the same limit with its typed error.
       if (img.size > limits.max_bytes) {

@@ -93,14 +93,23 @@ TEST_F(CapiImageTest, EveryPlaceholderFormMatchesHf) {
   EXPECT_EQ(text.substr(0, len), prompt_text_);
 
   const std::vector<int32_t> ids = PlaceholderIds();
-  for (int form = 0; form < 3; ++form) {
+  // Forms: chat_json, the same with split_special_tokens (servers set it: the image part's
+  // placeholder comes from the template, not from users' text), prompt_text, prompt_tokens.
+  for (int form = 0; form < 4; ++form) {
     gannet_request_t r = Greedy();
     if (form == 0) r.chat_json = chat_.c_str();
+    if (form == 3) {
+      r.chat_json = chat_.c_str();
+      r.split_special_tokens = 1;
+    }
     if (form == 1) r.prompt_text = prompt_text_.c_str();
     if (form == 2) {
       r.prompt_tokens = ids.data();
       r.num_prompt_tokens = ids.size();
     }
+    // Submit errors first: RunAlone would wait for events that never come.
+    ASSERT_EQ(gannet_request_check(&r, nullptr), GANNET_OK)
+        << form << ": " << gannet_last_error_message();
     const Outcome o = RunAlone(engine, r);
     EXPECT_EQ(o.status, GANNET_OK) << form << ": " << o.message;
     EXPECT_EQ(o.terminal_events, 1);
