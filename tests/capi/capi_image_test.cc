@@ -146,6 +146,9 @@ TEST_F(CapiImageTest, RequestCheckRefusesBadImages) {
   const uint8_t pixel[3] = {1, 2, 3};
   bad.rgb = pixel;  // 0 x 0
   expect_refused(r, "0x0", "images[0]");
+  bad = image_;
+  bad.size = 0;  // 0 bytes
+  expect_refused(r, "0 bytes", "images[0]");
   bad = GANNET_IMAGE_INIT;  // neither bytes nor pixels
   expect_refused(r, "empty", "images[0]");
   bad = image_;
