@@ -451,16 +451,9 @@ void ReadToolChoice(Fields& f, ApiRequest* r) {
   }
   if (r->tool_choice != ToolChoice::kRequired && r->tool_choice != ToolChoice::kNamed) return;
   if (r->tools.is_null()) return f.Fail("tool_choice", "forces a tool call but \"tools\" is empty");
-  // The forced call is the start of the reply, after the generation prompt. With thinking on
-  // the reply starts with the thought channel, and the call would have to come after it: that
-  // needs generation to pause where the thought closes, which one engine request cannot do.
-  // Forcing the call at once would skip the thinking the client asked for.
-  if (r->enable_thinking) {
-    return f.Fail("tool_choice",
-                  "cannot force a tool call while thinking is on "
-                  "(chat_template_kwargs.enable_thinking): the call would have to follow the "
-                  "model's thought; use \"auto\" or turn thinking off");
-  }
+  // With thinking on the call follows the model's thought: the server runs the reply as two
+  // engine requests (call_after_thought.h). Without the generation prompt there is no reply to
+  // start.
   if (!r->add_generation_prompt) {
     return f.Fail("tool_choice",
                   "cannot force a tool call without the generation prompt "
@@ -588,6 +581,12 @@ Result ParseApiRequest(Endpoint endpoint, const std::string& body) {
     }
     // "none": the model is not offered the tools, and its output is all content.
     if (r.tool_choice == ApiRequest::ToolChoice::kNone) r.tools = nullptr;
+    // Phase 2 of a call forced after the thought is the phase-1 prompt as token ids, which the
+    // server tokenizes itself and checks against the engine's count; with images the engine's
+    // prompt holds each image's soft tokens, which the server cannot count.
+    if (!r.images.empty() && ForcesCallAfterThought(r)) {
+      f.Fail("tool_choice", "forced after thinking does not take images yet");
+    }
     f.Unsupported("functions", "is OpenAI's legacy form; use \"tools\"");
   } else {
     i.reset();
@@ -644,6 +643,10 @@ std::string ForcedCallStart(const ApiRequest& r) {
   }
 }
 
+bool ForcesCallAfterThought(const ApiRequest& r) {
+  return r.endpoint == Endpoint::kChat && r.enable_thinking && !ForcedCallStart(r).empty();
+}
+
 std::string ForcedReplyPrefix(const ApiRequest& r) {
   const std::string start = ForcedCallStart(r);
   return start.empty() ? "" : "<|tool_call>" + start;
@@ -662,8 +665,9 @@ void FillEngineRequest(const ApiRequest& r, const SamplingDefaults& d, size_t pr
     // Users' text cannot spell the template's control tokens (a forged turn or tool result).
     out->split_special_tokens = 1;
     // A forced tool choice: the reply starts with the call, in the prompt (prompt tokens, not
-    // generated ones, in usage).
-    storage->reply_prefix = ForcedReplyPrefix(r);
+    // generated ones, in usage). With thinking on this request is the thought only, and the
+    // call comes in a second request (FillCallPhaseRequest).
+    storage->reply_prefix = ForcesCallAfterThought(r) ? "" : ForcedReplyPrefix(r);
     if (!storage->reply_prefix.empty()) out->reply_prefix = storage->reply_prefix.c_str();
     // The images of image_url parts, one per {"type": "image"} part, in order.
     storage->images.clear();
@@ -705,9 +709,10 @@ void FillEngineRequest(const ApiRequest& r, const SamplingDefaults& d, size_t pr
   for (const std::string& s : r.stop) storage->stop_ptrs.push_back(s.c_str());
   out->stop_strings = storage->stop_ptrs.data();
   out->num_stop_strings = storage->stop_ptrs.size();
-  if (!r.stop_token_ids.empty()) {
-    out->stop_token_ids = r.stop_token_ids.data();
-    out->num_stop_token_ids = r.stop_token_ids.size();
+  storage->stop_ids = r.stop_token_ids;
+  if (!storage->stop_ids.empty()) {
+    out->stop_token_ids = storage->stop_ids.data();
+    out->num_stop_token_ids = storage->stop_ids.size();
   }
   out->ignore_default_stop_tokens = r.ignore_eos ? 1 : 0;
   // The engine gives the chosen token's logprob only together with >= 1 top entry.

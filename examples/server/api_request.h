@@ -43,7 +43,8 @@ struct ApiRequest {
   nlohmann::json tools;  // null: none offered
   // tool_choice: "auto" (the default), "none" (tools not offered), "required" (a call to one
   // of `tools`, the model picks) or {"type": "function", "function": {"name"}} (kNamed).
-  // The forced two begin the reply with ForcedReplyPrefix(), written into the prompt.
+  // The forced two begin the reply with ForcedReplyPrefix(), written into the prompt (with
+  // thinking on, after the model's thought: call_after_thought.h).
   enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
   ToolChoice tool_choice = ToolChoice::kAuto;
   std::string tool_choice_name;    // kNamed
@@ -89,6 +90,7 @@ struct RequestStorage {
   std::string chat_json;
   std::string reply_prefix;
   std::vector<const char*> stop_ptrs;
+  std::vector<int32_t> stop_ids;
   std::vector<gannet_image_t> images;  // point into ApiRequest::images
 };
 
@@ -98,6 +100,9 @@ std::string ChatJson(const ApiRequest& r);
 // A forced tool choice's start of the reply after "<|tool_call>": "call:" (required) or
 // "call:NAME{" (named); "" for auto and none.
 std::string ForcedCallStart(const ApiRequest& r);
+// A forced choice with thinking on: the call follows the model's thought, in a second engine
+// request (call_after_thought.h); FillEngineRequest then fills the first, without the call.
+bool ForcesCallAfterThought(const ApiRequest& r);
 // The whole forced start as the C ABI's reply_prefix: "<|tool_call>" + ForcedCallStart(r).
 std::string ForcedReplyPrefix(const ApiRequest& r);
 // The function names of `tools`, in order.

@@ -32,7 +32,8 @@ class ChatReply {
   // tool_choice "required" or a named function: the reply begins with "<|tool_call>" +
   // `body_start`, forced through the prompt rather than generated; the parser takes it as the
   // start of the answer (ToolCallParser::Force) and accepts only calls to `allowed_names`.
-  // Before the first Feed, with tools parsed and thinking off (the reply starts as answer).
+  // With tools parsed, before the first Feed (thinking off: the reply starts as answer) or,
+  // thinking on, once the thought closed (the call follows it: call_after_thought.h).
   void ForceToolCall(const std::string& body_start, std::vector<std::string> allowed_names) {
     tools_.set_allowed_names(std::move(allowed_names));
     tools_.Force(body_start);

@@ -1,5 +1,6 @@
 #include "examples/server/completion.h"
 
+#include "examples/server/call_after_thought.h"
 #include "examples/server/chat_reply.h"
 
 #include <atomic>
@@ -72,6 +73,13 @@ struct Choice {
   bool done = false;
   bool announced = false;  // streaming: the role chunk went out
   int32_t prompt_tokens = 0, generated = 0, cached = 0;
+  // A forced call after thinking (call_after_thought.h): phase 1 (the thought) runs as `id`
+  // until the call phase replaces it; what phase 1 counted is carried into the usage.
+  bool two_phase = false, in_call_phase = false;
+  int choice = 0;  // the index among the n choices (seeds)
+  ThoughtPhase thought;
+  int32_t max_tokens = 0, min_tokens = 0;  // of the whole reply, as the engine took them
+  int32_t thought_prompt = 0, thought_cached = 0;
   json chat_logprobs = json::array();  // chat: logprobs.content
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
        offsets = json::array();  // completions
@@ -94,13 +102,18 @@ struct Exchange {
   std::deque<OwnedEvent> pending;  // popped while waiting for each request's first event
   std::string id;
   int64_t created = 0;
-  size_t open = 0;                     // choices not done
-  std::optional<ApiError> late_error;  // an ERROR event after the answer began
+  size_t open = 0;                                // choices not done
+  std::optional<ApiError> late_error;             // an ERROR event after the answer began
+  std::optional<CallAfterThought> after_thought;  // a forced call with thinking on
   std::shared_ptr<void> in_flight;
   bool chat() const { return request.endpoint == Endpoint::kChat; }
 
   // Applies one event; returns the stream chunks it gives (empty when not streaming).
   std::vector<json> Apply(const OwnedEvent& e);
+  // Phase 1 of a two-phase choice ended with the thought closed (or never opened): submits
+  // the call phase and returns true, or turns `e` into the choice's end (no room left for the
+  // call: length; a failed submit: its error) and returns false.
+  bool StartCallPhase(Choice& c, size_t index, OwnedEvent* e);
   json Usage() const;
   json Final() const;
   json Chunk(const json& choice) const;
@@ -116,13 +129,30 @@ json Exchange::Chunk(const json& choice) const {
   return c;
 }
 
-std::vector<json> Exchange::Apply(const OwnedEvent& e) {
+std::vector<json> Exchange::Apply(const OwnedEvent& event) {
   std::vector<json> out;
-  auto it = choice_of.find(e.request_id);
+  const OwnedEvent* ev = &event;
+  auto it = choice_of.find(event.request_id);
   if (it == choice_of.end()) return out;
   Choice& c = choices[it->second];
   const int index = static_cast<int>(it->second);
   if (c.done) return out;
+  OwnedEvent phase_end;  // phase 1's end, when it becomes the reply's end
+  if (c.two_phase && !c.in_call_phase) {
+    if (event.type == GANNET_EVENT_TOKEN) {
+      const bool keep = c.thought.Keep(event.token_id);
+      if (c.thought.cancel_now()) {
+        hub->Cancel(event.request_id);
+        c.thought.cancelled();
+      }
+      if (!keep) return out;
+    } else if (event.type == GANNET_EVENT_FINISH && c.thought.call_follows()) {
+      phase_end = event;
+      if (StartCallPhase(c, it->second, &phase_end)) return out;
+      ev = &phase_end;
+    }
+  }
+  const OwnedEvent& e = *ev;
   const bool stream = request.stream;
   if (stream && chat() && !c.announced) {
     out.push_back(Chunk({{"index", index},
@@ -207,6 +237,14 @@ std::vector<json> Exchange::Apply(const OwnedEvent& e) {
     c.prompt_tokens = e.num_prompt_tokens;
     c.generated = e.num_generated_tokens;
     c.cached = e.num_cached_prompt_tokens;
+    if (c.in_call_phase) {
+      // Prompt: phase 1's and the forced start (the thought is counted as generated).
+      c.prompt_tokens = c.thought_prompt + static_cast<int32_t>(after_thought->prefix.size());
+      c.generated += static_cast<int32_t>(c.thought.thought().size());
+      c.cached = c.thought_cached;
+    } else if (c.two_phase && c.thought.call_follows()) {
+      c.generated = static_cast<int32_t>(c.thought.thought().size());  // dropped ones aside
+    }
     if (stream) {
       json fin = chat() ? json{{"index", index}, {"delta", json::object()}}
                         : json{{"index", index}, {"text", ""}};
@@ -216,6 +254,58 @@ std::vector<json> Exchange::Apply(const OwnedEvent& e) {
     }
   }
   return out;
+}
+
+bool Exchange::StartCallPhase(Choice& c, size_t index, OwnedEvent* e) {
+  const std::vector<int32_t>& thought = c.thought.thought();
+  // The engine's prompt must be the one the server rendered: the call phase goes on from it.
+  if (e->num_prompt_tokens != static_cast<int32_t>(after_thought->prompt.size())) {
+    e->type = GANNET_EVENT_ERROR;
+    e->status = GANNET_ERR_INTERNAL;
+    e->message = "the server's tokenization of the chat (" +
+                 std::to_string(after_thought->prompt.size()) +
+                 " tokens) differs from the engine's (" + std::to_string(e->num_prompt_tokens) +
+                 "); the forced call cannot follow the thought";
+    return false;
+  }
+  std::vector<int32_t> prompt = after_thought->prompt;
+  prompt.insert(prompt.end(), thought.begin(), thought.end());
+  prompt.insert(prompt.end(), after_thought->prefix.begin(), after_thought->prefix.end());
+  gannet_engine_stats_t stats = GANNET_ENGINE_STATS_INIT;
+  int32_t max_model_len = 0;
+  if (gannet_engine_get_stats(hub->engine(), &stats) == GANNET_OK) {
+    max_model_len = stats.max_model_len;
+  }
+  const CallPhasePlan plan =
+      PlanCallPhase(c.max_tokens, c.min_tokens, thought.size(), prompt.size(), max_model_len);
+  // Text held back at phase 1's end came after the thought: not part of the reply.
+  e->text.clear();
+  if (!plan.submit) {
+    e->type = GANNET_EVENT_FINISH;
+    e->finish_reason = GANNET_FINISH_LENGTH;
+    return false;
+  }
+  RequestStorage storage;
+  gannet_request_t req;
+  FillCallPhaseRequest(request, info->defaults, c.choice, prompt, plan.max_tokens, plan.min_tokens,
+                       &storage, &req);
+  std::vector<uint64_t> submitted;
+  std::string message;
+  const gannet_status_t st = hub->Submit({req}, channel, &submitted, &message);
+  if (st != GANNET_OK) {
+    e->type = GANNET_EVENT_ERROR;
+    e->status = st;
+    e->message = message;
+    return false;
+  }
+  c.thought_prompt = e->num_prompt_tokens;
+  c.thought_cached = e->num_cached_prompt_tokens;
+  c.in_call_phase = true;
+  c.id = submitted[0];
+  ids.push_back(c.id);
+  choice_of[c.id] = index;
+  c.reply.ForceToolCall(ForcedCallStart(request), ToolNames(request));
+  return true;
 }
 
 json Exchange::Usage() const {
@@ -309,6 +399,12 @@ void HandleCompletion(Hub& hub, const ServerInfo& info, Endpoint endpoint,
   ex->id = NewId(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
   ex->created = static_cast<int64_t>(std::time(nullptr));
   const ApiRequest& r = ex->request;
+  const bool two_phase = ForcesCallAfterThought(r);
+  if (two_phase) {
+    auto prepared = PrepareCallAfterThought(info.tokenizer, r);
+    if (auto* err = std::get_if<ApiError>(&prepared)) return SendError(res, *err);
+    ex->after_thought = std::move(std::get<CallAfterThought>(prepared));
+  }
   const size_t prompts = endpoint == Endpoint::kChat ? 1 : r.prompts.size();
   // Choice index p * n + c, as OpenAI numbers the choices of a batch of prompts.
   std::vector<RequestStorage> storage(prompts * r.n);
@@ -322,7 +418,17 @@ void HandleCompletion(Hub& hub, const ServerInfo& info, Endpoint endpoint,
       choice.reply = ChatReply(ThinkingSplitter(info.channel_open_id, info.channel_close_id),
                                endpoint == Endpoint::kChat && !r.tools.is_null(),
                                ToolCallParser(info.tool_ids));
-      if (endpoint == Endpoint::kChat && !ForcedCallStart(r).empty()) {
+      choice.choice = c;
+      if (two_phase) {
+        // Phase 1, the thought: it stops where the channel closes; the call comes after it.
+        if (info.channel_close_id >= 0) {
+          AddStopToken(info.channel_close_id, &storage[k], &requests[k]);
+        }
+        choice.two_phase = true;
+        choice.thought = ThoughtPhase(info.channel_open_id, info.channel_close_id);
+        choice.max_tokens = requests[k].max_tokens;
+        choice.min_tokens = requests[k].min_tokens;
+      } else if (endpoint == Endpoint::kChat && !ForcedCallStart(r).empty()) {
         choice.reply.ForceToolCall(ForcedCallStart(r), ToolNames(r));
       }
       ex->choices.push_back(choice);

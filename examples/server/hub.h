@@ -74,6 +74,9 @@ class Hub {
                          std::string* error);
   // Cancels requests that have not finished and drops their further events.
   void Abandon(const std::vector<uint64_t>& ids);
+  // Cancels one request but keeps its events coming (its terminal event, CANCELLED unless it
+  // finished first): the first phase of a forced call after thinking (call_after_thought.h).
+  void Cancel(uint64_t id) { gannet_engine_cancel(engine_, id); }
 
   Metrics& metrics() { return metrics_; }
 

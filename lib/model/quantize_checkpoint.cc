@@ -26,10 +26,16 @@ namespace fs = std::filesystem;
 // Modules kept in their checkpoint type whatever the group size: the LM head (logit precision),
 // the router (tiny, and its softmax ranks experts), the PLE model projection (quantizing the PLE
 // path degrades E2B/E4B badly), and the multimodal towers.
+// An MTP assistant's centroid table (masked_embedding.centroids, E2B/E4B) stays dense: the
+// drafter scores clusters from it by row (Backend::CentroidLogits), which reads dense rows only.
 const std::vector<std::string>& DefaultIgnore() {
-  static const std::vector<std::string> v = {"lm_head",       "re:.*embed_tokens.*",
-                                             "re:.*router.*", "re:.*per_layer_model_projection.*",
-                                             "re:.*vision.*", "re:.*audio.*"};
+  static const std::vector<std::string> v = {"lm_head",
+                                             "re:.*embed_tokens.*",
+                                             "re:.*router.*",
+                                             "re:.*per_layer_model_projection.*",
+                                             "re:.*vision.*",
+                                             "re:.*audio.*",
+                                             "re:.*masked_embedding.*"};
   return v;
 }
 
@@ -176,12 +182,6 @@ absl::StatusOr<QuantizeReport> QuantizeCheckpoint(const std::string& src_dir,
     return InvalidArgumentError("quantize: the output folder {} is the input folder", dst_dir);
   }
   GANNET_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(src_dir));
-  if (config.kind == ModelKind::kAssistant) {
-    return UnimplementedError(
-        "quantize: {} is an MTP assistant; only target models are "
-        "quantized so far",
-        src_dir);
-  }
   if (!config.quantization_method.empty()) {
     return FailedPreconditionError("quantize: {} is already quantized (quant_method '{}')", src_dir,
                                    config.quantization_method);

@@ -279,10 +279,9 @@ absl::StatusOr<Written> WriteCheckpoints(const std::string& src, const Scheme& s
       // transformers' AWQ loader converts every Linear outside modules_to_not_convert (GPTQ's
       // only the modules_in_block_to_quantize): a plain linear outside the decoder blocks, such
       // as E2B/E4B's per_layer_model_projection, must be listed, or HF leaves it uninitialised.
-      const bool linear_outside = shape.size() == 2 && name.size() > 7 &&
-                                  name.substr(name.size() - 7) == ".weight" &&
-                                  name.find("embed") == std::string::npos &&
-                                  name.find("lm_head") == std::string::npos;
+      const bool linear_outside =
+          shape.size() == 2 && name.size() > 7 && name.substr(name.size() - 7) == ".weight" &&
+          name.find("embed") == std::string::npos && name.find("lm_head") == std::string::npos;
       if (s.awq && linear_outside) not_convert.Push(Json::String(name.substr(0, name.size() - 7)));
     }
   }

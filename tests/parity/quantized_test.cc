@@ -28,6 +28,7 @@
 #include "lib/quant/fp8.h"
 #include "lib/quant/int4.h"
 #include "lib/quant/nvfp4.h"
+#include "tests/testing/dequantized_reference.h"
 #include "tests/testing/tiny_models.h"
 
 namespace gannet {
@@ -58,77 +59,7 @@ absl::StatusOr<std::vector<float>> Logits(const Loaded& m, const std::vector<int
   return testing::PrefillLogits(m, &backend, ids);
 }
 
-// `src`'s tensors with every quantized weight of `q` replaced by its dequantized values in f32
-// under the plain checkpoint name (fused experts as the 3-D tensor), written to `dst` as one file.
-absl::Status WriteDequantizedReference(const std::string& src, const Loaded& q,
-                                       const std::string& dst) {
-  GANNET_ASSIGN_OR_RETURN(auto ckpt, model::Checkpoint::Open(src, {.text_only = false}));
-  std::map<std::string, model::TensorToWrite> tensors;
-  for (const std::string& name : ckpt->Names()) {
-    const model::TensorRef& t = *ckpt->Find(name);
-    tensors[name] = {name, t.info->dtype, t.info->shape,
-                     std::string(reinterpret_cast<const char*>(t.data()), t.info->nbytes())};
-  }
-  for (const model::WeightView* v : model::AllViews(q.weights)) {
-    if (!v->present() || !v->quantized()) continue;
-    if (v->format.elem == DType::kF4E2M1) {
-      const int64_t k = v->shape.back(), rows = v->numel() / k;
-      std::vector<uint8_t> packed(static_cast<size_t>(v->numel() / 2)),
-          scales(static_cast<size_t>(v->numel() / 16));
-      std::vector<float> globals(rows), inputs(rows), values(static_cast<size_t>(v->numel()));
-      GANNET_RETURN_IF_ERROR(model::WriteCanonicalNvfp4(*v, packed.data(), scales.data(),
-                                                        globals.data(), inputs.data()));
-      for (int64_t r = 0; r < rows; ++r) {
-        quant::DequantizeNvfp4Row(packed.data() + r * (k / 2), scales.data() + r * (k / 16),
-                                  globals[r], k, values.data() + r * k);
-      }
-      tensors[v->name] = {
-          v->name, DType::kF32, v->shape,
-          std::string(reinterpret_cast<const char*>(values.data()), values.size() * 4)};
-      continue;
-    }
-    if (v->format.elem == DType::kF8E4M3) {
-      const int64_t k = v->shape.back(), rows = v->numel() / k;
-      const WeightFormat mem = quant::Fp8InMemoryFormat(v->format);
-      const int64_t per_row = quant::Fp8ScalesPerRow(mem, k);
-      std::vector<uint8_t> elems(static_cast<size_t>(v->numel()));
-      std::vector<float> scales(static_cast<size_t>(rows * per_row)), inputs(rows);
-      GANNET_RETURN_IF_ERROR(
-          model::WriteCanonicalFp8(*v, elems.data(), scales.data(), inputs.data()));
-      std::vector<float> values(static_cast<size_t>(v->numel()));
-      for (int64_t r = 0; r < rows; ++r) {
-        quant::DequantizeFp8Row(mem, elems.data() + r * k, scales.data() + r * per_row, k,
-                                values.data() + r * k);
-      }
-      tensors[v->name] = {
-          v->name, DType::kF32, v->shape,
-          std::string(reinterpret_cast<const char*>(values.data()), values.size() * 4)};
-      continue;
-    }
-    const int64_t k = v->shape.back(), rows = v->numel() / k, groups = k / v->format.group_size;
-    std::vector<uint8_t> packed(v->nbytes()), zeros(v->format.zero_point ? rows * groups : 0);
-    std::vector<uint8_t> scales(static_cast<size_t>(rows * groups) * DTypeBits(v->format.scale) /
-                                8);
-    GANNET_RETURN_IF_ERROR(
-        model::WriteCanonicalInt4(*v, packed.data(), scales.data(), zeros.data()));
-    std::vector<float> values(static_cast<size_t>(v->numel()));
-    for (int64_t r = 0; r < rows; ++r) {
-      quant::DequantizeInt4Row(v->format, packed.data() + r * (k / 2),
-                               scales.data() + r * groups * DTypeBits(v->format.scale) / 8,
-                               zeros.empty() ? nullptr : zeros.data() + r * groups, k,
-                               values.data() + r * k);
-    }
-    tensors[v->name] = {
-        v->name, DType::kF32, v->shape,
-        std::string(reinterpret_cast<const char*>(values.data()), values.size() * 4)};
-  }
-  fs::create_directories(dst);
-  std::vector<model::TensorToWrite> out;
-  for (auto& [name, t] : tensors) out.push_back(std::move(t));
-  GANNET_RETURN_IF_ERROR(model::WriteSafetensors(dst + "/model.safetensors", out));
-  fs::copy_file(src + "/config.json", dst + "/config.json");
-  return absl::OkStatus();
-}
+using testing::WriteDequantizedReference;
 
 // Rewrites `dir`'s quantization_config so that its FP8 scheme is weight-only (input_activations
 // null, format naive-quantized), as a checkpoint of the same bytes without activation
@@ -821,7 +752,11 @@ class QuantizedHfOracle : public ::testing::TestWithParam<RoundTripCase> {};
 
 TEST_P(QuantizedHfOracle, LogitsMatchHfWithCompressedTensors) {
   const RoundTripCase& c = GetParam();
-  const std::string name = "int4-" + c.variant + "-" + c.spec;
+  const bool fp8 = c.spec.rfind("fp8", 0) == 0;
+  const std::string name = (fp8                 ? "fp8-"
+                            : c.spec == "nvfp4" ? "nvfp4-"
+                                                : "int4-") +
+                           c.variant + "-" + c.spec;
   auto golden = testing::GoldenFile::Open(name);
   ASSERT_TRUE(golden.ok()) << golden.status();
   TempDir tmp;
@@ -842,24 +777,53 @@ TEST_P(QuantizedHfOracle, LogitsMatchHfWithCompressedTensors) {
     ASSERT_EQ(lq->size(), hf.size());
     const double err =
         testing::MaxRelativeLogitError(lq->data(), hf.data(), static_cast<int>(ids.size()), vocab);
-    EXPECT_LT(err, 1e-3) << name << " " << prompt;
-    std::printf("%s %s: gannet vs HF + compressed-tensors %.2e\n", name.c_str(), prompt, err);
+    if (!fp8) {
+      EXPECT_LT(err, 1e-3) << name << " " << prompt;
+      std::printf("%s %s: gannet vs HF + compressed-tensors %.2e\n", name.c_str(), prompt, err);
+      continue;
+    }
+    // FP8 activations (dynamic per token: amax / 448, x / scale, round to nearest even) make the
+    // logits hypersensitive: HF's own logits move by up to 9 % at 86 of 123 positions of the
+    // trained model when its inputs are perturbed by 1e-6 relative (measured 2026-12-07), because
+    // an element that crosses an FP8 rounding boundary moves by 1/8. The two sides sum in
+    // different orders, so agreement within 1e-3 everywhere cannot be asked. What can: a position
+    // is either exact (both quantized every input the same way: within 1e-5 of max |logit|) or
+    // off by such a flip, and a different semantic (an input not quantized, another scale)
+    // leaves no position exact. So at least a quarter of the positions must be exact.
+    float max_abs = 0.f;
+    for (float v : hf) max_abs = std::max(max_abs, std::fabs(v));
+    int exact = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      float d = 0.f;
+      for (int j = 0; j < vocab; ++j) {
+        d = std::max(d, std::fabs((*lq)[i * vocab + j] - hf[i * vocab + j]));
+      }
+      exact += d <= 1e-5f * max_abs;
+    }
+    EXPECT_GE(4 * exact, static_cast<int>(ids.size())) << name << " " << prompt;
+    std::printf("%s %s: gannet vs HF + compressed-tensors: %d of %zu positions exact, max %.2e\n",
+                name.c_str(), prompt, exact, ids.size(), err);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Checkpoints, QuantizedHfOracle,
-                         ::testing::Values(RoundTripCase{"31b", "int4-g32"},
-                                           RoundTripCase{"26b-a4b", "int4-g32"},
-                                           RoundTripCase{"e4b", "int4-g32"},
-                                           RoundTripCase{"e2b", "int4-g32"},
-                                           RoundTripCase{"e2b", "int4-channel-asym"},
-                                           RoundTripCase{"e4b", "int4-g64-asym"}),
-                         [](const ::testing::TestParamInfo<RoundTripCase>& i) {
-                           std::string s = i.param.variant + "_" + i.param.spec;
-                           for (char& ch : s)
-                             ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Checkpoints, QuantizedHfOracle,
+    ::testing::Values(RoundTripCase{"31b", "int4-g32"}, RoundTripCase{"26b-a4b", "int4-g32"},
+                      RoundTripCase{"e4b", "int4-g32"}, RoundTripCase{"e2b", "int4-g32"},
+                      RoundTripCase{"e2b", "int4-channel-asym"},
+                      RoundTripCase{"e4b", "int4-g64-asym"},
+                      // Not 26B-A4B in FP8: HF's experts are fused 3-D
+                      // parameters, not Linear modules, so
+                      // compressed-tensors leaves their inputs unquantized.
+                      RoundTripCase{"31b", "fp8-channel"}, RoundTripCase{"e2b", "fp8-channel"},
+                      RoundTripCase{"e4b", "fp8-tensor"}, RoundTripCase{"31b", "nvfp4"},
+                      RoundTripCase{"26b-a4b", "nvfp4"}, RoundTripCase{"e4b", "nvfp4"},
+                      RoundTripCase{"e2b", "nvfp4"}),
+    [](const ::testing::TestParamInfo<RoundTripCase>& i) {
+      std::string s = i.param.variant + "_" + i.param.spec;
+      for (char& ch : s) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+      return s;
+    });
 
 // Mean next-token negative log-likelihood and, against `ref`, mean KL(ref || x) per position.
 struct Quality {

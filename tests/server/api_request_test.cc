@@ -98,6 +98,12 @@ TEST(ApiRequestTest, ImageUrlDataUrlsBecomeImages) {
   }
   EXPECT_NE(Fail(Endpoint::kChat, image_part(R"({"type": "input_audio"})")).message.find("audio"),
             std::string::npos);
+  // A call forced after the thought rebuilds the prompt as ids: not with images yet.
+  const ApiError forced = Fail(Endpoint::kChat, R"({"messages": [{"role": "user", "content": [
+      {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}}]}],
+      "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+      "tool_choice": "required", "chat_template_kwargs": {"enable_thinking": true}})");
+  EXPECT_NE(forced.message.find("images"), std::string::npos) << forced.message;
 }
 
 TEST(ApiRequestTest, DefaultsComeFromTheCheckpointThenOpenAI) {
@@ -345,13 +351,6 @@ TEST(ApiRequestTest, ForcedToolChoiceRefusals) {
       {"{" + m + ", " + tools + R"(, "tool_choice": {"function": {"name": 5}}})", "name"},
       {"{" + m + ", " + tools + R"(, "tool_choice": "sometimes"})", "required"},
       {"{" + m + ", " + tools + R"(, "tool_choice": 1})", "required"},
-      // Thinking on: the call would have to follow the thought.
-      {"{" + m + ", " + tools +
-           R"(, "tool_choice": "required", "chat_template_kwargs": {"enable_thinking": true}})",
-       "thinking"},
-      {"{" + m + ", " + tools + R"(, "tool_choice": {"type": "function", "function":
-           {"name": "f"}}, "chat_template_kwargs": {"enable_thinking": true}})",
-       "thinking"},
       {"{" + m + ", " + tools + R"(, "tool_choice": "required", "add_generation_prompt": false})",
        "add_generation_prompt"},
       // A name that would spell markup in the prompt.
@@ -370,6 +369,12 @@ TEST(ApiRequestTest, ForcedToolChoiceRefusals) {
   Parse(Endpoint::kChat, "{" + m + ", " + tools +
                              R"(, "tool_choice": "auto", "chat_template_kwargs":
                              {"enable_thinking": true}})");
+  // Forced with thinking but without the generation prompt: still no reply to start.
+  ApiError e = Fail(Endpoint::kChat, "{" + m + ", " + tools +
+                                         R"(, "tool_choice": "required", "add_generation_prompt":
+                                         false, "chat_template_kwargs": {"enable_thinking": true}})");
+  EXPECT_EQ(e.param, "tool_choice");
+  EXPECT_NE(e.message.find("add_generation_prompt"), std::string::npos) << e.message;
 }
 
 TEST(ApiRequestTest, ResponseFormatWithASchemaIsRefusedAsNotYetSupported) {

@@ -139,6 +139,40 @@ TEST(ChatReplyTest, AForcedCallIsTheReplysToolCall) {
   EXPECT_EQ(bad.FinishReason(GANNET_FINISH_STOP), std::string("stop"));
 }
 
+TEST(ChatReplyTest, AForcedCallAfterTheThought) {
+  // Thinking on (call_after_thought.h): phase 1's events are the thought, through <channel|>;
+  // then the call is forced and phase 2's events are its arguments. One reply: the thought in
+  // reasoning_content, the call in tool_calls, nothing in content.
+  ChatReply r = Make(true);
+  std::vector<ChatReply::Delta> deltas;
+  for (const Ev& e :
+       std::vector<Ev>{{100, ""}, {-1, "thought\nPar"}, {-1, "is, then."}, {101, ""}}) {
+    deltas.push_back(r.Feed(e.token, e.text, false));
+  }
+  r.ForceToolCall("call:get_weather{", {"get_weather", "get_time"});
+  for (const Ev& e :
+       std::vector<Ev>{{-1, "city:"}, {52, ""}, {-1, "Paris"}, {52, ""}, {-1, "}"}, {49, ""}}) {
+    deltas.push_back(r.Feed(e.token, e.text, false));
+  }
+  deltas.push_back(r.Feed(-1, "", true));
+  std::string reasoning;
+  json calls = json::array();
+  for (const ChatReply::Delta& d : deltas) {
+    reasoning += d.reasoning;
+    EXPECT_TRUE(d.content.empty()) << d.content;
+    for (const json& c : d.tool_calls) calls.push_back(c);
+  }
+  EXPECT_EQ(reasoning, "Paris, then.");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(calls[0]["function"]["arguments"].get<std::string>()),
+            json({{"city", "Paris"}}));
+  EXPECT_EQ(r.FinishReason(GANNET_FINISH_STOP), std::string("tool_calls"));
+  const json m = r.Message();
+  EXPECT_EQ(m["reasoning_content"], "Paris, then.");
+  EXPECT_TRUE(m["content"].is_null());
+}
+
 TEST(ChatReplyTest, WithoutToolsNothingIsParsed) {
   ChatReply r = Make(false);
   Stream(r, {{-1, "a"}, {48, ""}, {-1, "call:f{}"}, {49, ""}});

@@ -8,19 +8,26 @@
 //  - a batched round equals single-sequence rounds;
 //  - the target's KV arrays are bit-identical before and after drafting;
 //  - pairing checks name the mismatch; the KV sources of the real geometries are the target's
-//    last sliding and full layers that own KV (docs/gemma4-model.md §3.3).
+//    last sliding and full layers that own KV (docs/gemma4-model.md §3.3);
+//  - a quantized assistant (`gannet quantize`: int4, NVFP4) drafts what the same weights,
+//    dequantized to f32, draft.
 #include "lib/spec/drafter.h"
+
+#include <stdlib.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "lib/backend/cpu/cpu_backend.h"
+#include "lib/model/quantize_checkpoint.h"
 #include "lib/model/variants.h"
+#include "tests/testing/dequantized_reference.h"
 #include "tests/testing/tiny_models.h"
 
 namespace gannet {
@@ -285,6 +292,105 @@ INSTANTIATE_TEST_SUITE_P(Pairs, DrafterTest,
                            std::string v = std::get<0>(info.param);
                            std::replace(v.begin(), v.end(), '-', '_');
                            return v + "_page" + std::to_string(std::get<1>(info.param));
+                         });
+
+// A quantized assistant: its drafts and draft logits equal those of the same weights dequantized
+// once to f32 (weight-only formats: the activations are the same f32 on both sides).
+class QuantizedAssistantTest
+    : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(QuantizedAssistantTest, DraftsEqualTheDequantizedAssistant) {
+  const auto& [variant, spec] = GetParam();
+  char tmpl[] = "/tmp/gannet_qassist_XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string tmp = tmpl;
+  const std::string src = testing::TinyModelDir(variant + "-assistant");
+  auto options = model::ParseWeightDtype(spec);
+  ASSERT_TRUE(options.ok()) << options.status();
+  auto report = model::QuantizeCheckpoint(src, tmp + "/q", *options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_GT(report->quantized_modules, 0);
+  auto quantized = testing::LoadModelFolder(tmp + "/q");
+  ASSERT_TRUE(quantized.ok()) << quantized.status();
+  ASSERT_TRUE(testing::WriteDequantizedReference(src, **quantized, tmp + "/ref").ok());
+  auto reference = testing::LoadModelFolder(tmp + "/ref");
+  ASSERT_TRUE(reference.ok()) << reference.status();
+
+  auto target = testing::LoadTinyModel(variant);
+  ASSERT_TRUE(target.ok()) << target.status();
+  backend::CpuBackend backend;
+  auto runner = testing::CreateTinyRunner(
+      (*target)->config, (*target)->weights, &backend,
+      testing::SimpleRunnerOptions((*target)->config, 16, kMaxLen, 1, kMaxLen), kMaxLen, 1);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  const std::vector<int32_t> table = testing::IdentityPageTable(0, (kMaxLen + 15) / 16);
+  auto golden = testing::LoadGolden(variant, "short");
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  StepBatch batch;
+  SeqStep step;
+  step.tokens = golden->input_ids;
+  step.page_table[0] = table;
+  step.page_table[1] = table;
+  step.logits = SeqStep::Logits::kLast;
+  batch.seqs.push_back(step);
+  StepResult r;
+  ASSERT_TRUE((*runner)->Forward(batch, &r).ok());
+  spec::DraftSeq seq;
+  seq.token =
+      static_cast<int32_t>(std::max_element(r.Row(0).begin(), r.Row(0).end()) - r.Row(0).begin());
+  seq.committed = static_cast<int64_t>(golden->input_ids.size());
+  seq.page_table[0] = table;
+  seq.page_table[1] = table;
+  seq.draws.assign(kSteps, sampling::DrawParams::Greedy());
+  seq.want_logits = true;
+
+  spec::DrafterOptions o;
+  o.max_seqs = 1;
+  o.max_steps = kSteps;
+  auto plain = testing::LoadTinyModel(variant + "-assistant");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  spec::DraftResult drafts[3];
+  const testing::LoadedModel* models[3] = {quantized->get(), reference->get(), plain->get()};
+  for (int i = 0; i < 3; ++i) {
+    auto drafter = spec::Drafter::Create(models[i]->config, models[i]->weights, (*target)->config,
+                                         runner->get(), &backend, o);
+    ASSERT_TRUE(drafter.ok()) << drafter.status();
+    ASSERT_TRUE((*drafter)->Draft({&seq, 1}, kSteps, &drafts[i]).ok());
+  }
+  EXPECT_EQ(drafts[0].tokens[0], drafts[1].tokens[0]);
+  const int64_t vocab = (*target)->config.text.vocab_size;
+  ASSERT_EQ(drafts[0].logits[0].size(), drafts[1].logits[0].size());
+  for (int k = 0; k < kSteps; ++k) {
+    const float* a = drafts[0].logits[0].data() + k * vocab;
+    const float* b = drafts[1].logits[0].data() + k * vocab;
+    double max_ref = 0, max_diff = 0;
+    for (int64_t v = 0; v < vocab; ++v) {
+      ASSERT_EQ(std::isfinite(a[v]), std::isfinite(b[v])) << "step " << k << " token " << v;
+      if (!std::isfinite(b[v])) continue;
+      max_ref = std::max(max_ref, std::fabs(static_cast<double>(b[v])));
+      max_diff = std::max(max_diff, std::fabs(static_cast<double>(a[v]) - b[v]));
+    }
+    // The same f32 weights and summation order; the bound allows a contracted multiply-add.
+    EXPECT_LE(max_diff, 1e-6 * max_ref) << variant << " " << spec << " step " << k;
+  }
+  // And the quantization did something: the unquantized assistant's first step differs.
+  double moved = 0;
+  for (int64_t v = 0; v < vocab; ++v) {
+    const float a = drafts[0].logits[0][v], c = drafts[2].logits[0][v];
+    if (std::isfinite(a) && std::isfinite(c)) moved = std::max(moved, std::fabs(double{a} - c));
+  }
+  EXPECT_GT(moved, 1e-4) << variant << " " << spec;
+  std::filesystem::remove_all(tmp);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, QuantizedAssistantTest,
+                         ::testing::Combine(::testing::ValuesIn(testing::TargetVariants()),
+                                            ::testing::Values("int4-g32", "nvfp4")),
+                         [](const auto& info) {
+                           std::string v = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                           for (char& ch : v)
+                             ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           return v;
                          });
 
 }  // namespace

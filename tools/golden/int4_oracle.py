@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""HF oracle for gannet's int4 (compressed-tensors pack-quantized W4A16) checkpoints.
+"""HF oracle for gannet's compressed-tensors checkpoints: int4 (pack-quantized W4A16) and FP8
+(float-quantized, weights and dynamic FP8 activations).
 
 For each checkpoint folder written by `gannet quantize` from a tiny target (tests/data/tiny):
   1. parses its quantization_config with compressed-tensors' own QuantizationConfig (pydantic:
@@ -16,7 +17,7 @@ For each checkpoint folder written by `gannet quantize` from a tiny target (test
      up rows), as gannet gathers them;
   4. runs make_golden.py's two prompts and dumps every position's logits.
 
-Output: <out>/int4-<name>.safetensors with short/long .input_ids [n] int64 and .logits
+Output: <out>/int4-<name>.safetensors (fp8-<name> for FP8 checkpoints) with short/long .input_ids [n] int64 and .logits
 [n, vocab] float32; tests/parity/quantized_test.cc (QuantizedHfOracle) compares gannet's CPU
 logits for the same checkpoint against it (1e-3 of max |logit|) when the file is present.
 
@@ -37,7 +38,10 @@ from safetensors.torch import save_file
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_golden  # noqa: E402  (the tiny model builder and prompts)
 
+from compressed_tensors.compressors.naive_quantized.base import FloatQuantizationCompressor  # noqa: E402
+from compressed_tensors.compressors.nvfp4.base import NVFP4PackedCompressor  # noqa: E402
 from compressed_tensors.compressors.pack_quantized.base import PackedQuantizationCompressor  # noqa: E402
+from compressed_tensors.quantization import apply_quantization_config  # noqa: E402
 from compressed_tensors.quantization import QuantizationConfig  # noqa: E402
 from compressed_tensors.utils.match import is_match  # noqa: E402
 from transformers import Gemma4TextConfig  # noqa: E402
@@ -50,8 +54,14 @@ def build(path):
     with open(os.path.join(path, "config.json")) as f:
         cfg = json.load(f)
     qcfg = QuantizationConfig.model_validate(cfg["quantization_config"])
-    if qcfg.format != "pack-quantized" or len(qcfg.config_groups) != 1:
-        sys.exit(f"{path}: expected one pack-quantized config group, got {qcfg.format}")
+    # The format's own compressor: its unpacking and dequantize are the reference.
+    compressors = {"pack-quantized": PackedQuantizationCompressor,
+                   "float-quantized": FloatQuantizationCompressor,
+                   "nvfp4-pack-quantized": NVFP4PackedCompressor}
+    if qcfg.format not in compressors or len(qcfg.config_groups) != 1:
+        sys.exit(f"{path}: expected one pack-quantized or float-quantized config group, "
+                 f"got {qcfg.format}")
+    compressor = compressors[qcfg.format]
     scheme = next(iter(qcfg.config_groups.values()))
     targets, ignore = scheme.targets, qcfg.ignore or []
 
@@ -86,7 +96,7 @@ def build(path):
         present = modules.get(ckpt_name, {})
         if not present:
             continue  # e.g. KV-shared layers' k/v, which the checkpoint may omit
-        if quantized != ("weight_packed" in present):
+        if quantized != ("weight_scale" in present):
             sys.exit(f"{path}: compressed-tensors says {ckpt_name} is "
                      f"{'quantized' if quantized else 'plain'}, the checkpoint holds "
                      f"{sorted(present)}")
@@ -99,7 +109,7 @@ def build(path):
     for mod, tensors in modules.items():
         if not mod.startswith(prefix) and mod != "lm_head":
             sys.exit(f"{path}: unexpected module {mod}")
-        if "weight_packed" in tensors:
+        if "weight_scale" in tensors:
             # The scales are widened to f32 first: compressed-tensors dequantizes in the scale's
             # dtype, and with bf16 scales q * s is rounded to bf16 (a 4-bit q times an 8-bit
             # mantissa needs up to 11 bits). gannet's CPU backend dequantizes exactly; the
@@ -108,7 +118,7 @@ def build(path):
             # the bf16-rounded weights move the tiny models' logits).
             tensors = dict(tensors)
             tensors["weight_scale"] = tensors["weight_scale"].to(torch.float32)
-            out = PackedQuantizationCompressor.decompress(tensors, scheme)
+            out = compressor.decompress(tensors, scheme)
             w = out["weight"].to(torch.float32)
             n_quantized += 1
             m = EXPERT.match(mod)
@@ -144,6 +154,13 @@ def build(path):
         if config.hidden_size_per_layer_input:
             p = config.hidden_size_per_layer_input
             model.model.embed_tokens_per_layer.embed_scale.fill_(make_golden.bf16_round(p ** 0.5))
+    if scheme.input_activations is not None:
+        # FP8 activations: compressed-tensors wraps each quantized module's forward so that its
+        # input is quantized and dequantized (dynamically, as the scheme says) before the matmul.
+        # The status "compressed" keeps it from re-quantizing the weights just loaded.
+        apply_quantization_config(model, qcfg, show_progress=False)
+        wrapped = sum(1 for m in model.modules() if hasattr(m, "quantization_scheme"))
+        print(f"{path}: {wrapped} modules quantize their inputs ({scheme.input_activations.strategy})")
     print(f"{path}: {n_quantized} modules decompressed by compressed-tensors, "
           f"{checked} modules' targets/ignore agree")
     return model, config
@@ -164,7 +181,8 @@ def main():
             logits = model(input_ids=ids[None]).logits[0].to(torch.float32)
             out[f"{p}.input_ids"] = ids.to(torch.int64).contiguous()
             out[f"{p}.logits"] = logits.contiguous()
-        dst = os.path.join(args.out, f"int4-{name}.safetensors")
+        prefix = "int4" if "int4" in name else "nvfp4" if "nvfp4" in name else "fp8"
+        dst = os.path.join(args.out, f"{prefix}-{name}.safetensors")
         save_file(out, dst, metadata={"checkpoint": name, "transformers": make_golden.transformers.__version__})
         print(f"wrote {dst}")
 
