@@ -114,12 +114,14 @@ int ChatCommand(int argc, char** argv) {
   if (auto s = args.Get("system")) turns.push_back({"system", *s});
   {
     gannet_request_t probe = base;
-    const gannet_chat_message_t hello = {sizeof(gannet_chat_message_t), "user", "hello"};
+    const std::string text = ImagePlaceholders(base.num_images) + "hello";
+    const gannet_chat_message_t hello = {sizeof(gannet_chat_message_t), "user", text.c_str()};
     probe.messages = &hello;
     probe.num_messages = 1;
     if (!CheckRequest("chat", probe, info)) return 2;
   }
 
+  bool images_placed = false;
   InstallInterruptHandler();
   gannet_engine_t* engine = OpenEngine("chat", eo);
   if (engine == nullptr) return 1;
@@ -171,7 +173,10 @@ int ChatCommand(int argc, char** argv) {
       continue;
     }
     if (line.empty()) continue;
-    turns.push_back({"user", line});
+    // --image: the images go in the first user message, before its text, and stay in the
+    // conversation (every turn's request carries them) until the context policy drops that turn.
+    const bool with_images = !images_placed && base.num_images > 0;
+    turns.push_back({"user", (with_images ? ImagePlaceholders(base.num_images) : "") + line});
     // Context policy: drop the oldest exchanges until the prompt leaves room for the answer.
     int64_t prompt_tokens = CountPromptTokens(tok, Messages(turns), thinking);
     size_t dropped = 0;
@@ -204,6 +209,12 @@ int ChatCommand(int argc, char** argv) {
     }
     std::vector<gannet_chat_message_t> messages = Messages(turns);
     gannet_request_t req = base;
+    if (base.num_images > 0 && std::none_of(turns.begin(), turns.end(), [&](const auto& t) {
+          return t.first == "user" && t.second.rfind(ImagePlaceholders(base.num_images), 0) == 0;
+        })) {
+      req.images = nullptr;  // the turn with the images was dropped
+      req.num_images = 0;
+    }
     req.messages = messages.data();
     req.num_messages = messages.size();
     req.enable_thinking = thinking;
@@ -221,6 +232,7 @@ int ChatCommand(int argc, char** argv) {
       turns.pop_back();  // an interrupted answer is not part of the conversation
     } else {
       turns.push_back({"assistant", r.text});  // the answer alone: thinking is not sent back
+      if (with_images) images_placed = true;   // a refused or cancelled turn gives them to the next
     }
     if (!args.Has("quiet")) PrintStats(r, -1);
   }

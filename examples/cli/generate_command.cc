@@ -140,11 +140,16 @@ int GenerateCommand(int argc, char** argv) {
     if (args.Has("chat") || args.Has("system")) {
       if (!system.empty())
         messages.push_back({sizeof(gannet_chat_message_t), "system", system.c_str()});
+      // HF's usual chat form: the images, then the text.
+      prompt = ImagePlaceholders(req.num_images) + prompt;
       messages.push_back({sizeof(gannet_chat_message_t), "user", prompt.c_str()});
       req.messages = messages.data();
       req.num_messages = messages.size();
       req.enable_thinking = args.Has("thinking") ? 1 : 0;
     } else {
+      if (req.num_images > 0 && prompt.find("<|image|>") == std::string::npos) {
+        prompt = ImagePlaceholders(req.num_images) + prompt;
+      }
       req.prompt_text = prompt.c_str();
     }
   }

@@ -1,5 +1,7 @@
 #include "examples/cli/request_flags.h"
 
+#include <fstream>
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -45,8 +47,20 @@ std::optional<int> StartCommand(const char* name, const char* usage,
   return std::nullopt;
 }
 
+std::string ImagePlaceholders(size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s += "<|image|>";
+  return s;
+}
+
 std::vector<FlagSpec> CommonFlags() {
   return {
+      {"image", 0, true, true, "FILE",
+       "an image (PNG, JPEG or WebP) for a model with a vision tower; repeatable. Chat: in the "
+       "(first) user message, before its text; plain prompts: one `<|image|>` per image in "
+       "the text, or all of them in front when it has none"},
+      {"image-tokens", 0, true, false, "N",
+       "soft tokens per image: 70, 140, 280 (default), 560 or 1120"},
       {"model", 'm', true, false, "DIR",
        "checkpoint folder (config.json, safetensors, tokenizer.json) or dummy:VARIANT"},
       {"backend", 0, true, false, "NAME", "cpu or cuda (default: cuda when a GPU is usable)"},
@@ -271,6 +285,35 @@ bool ApplyCommonFlags(Args& args, EngineOptions* engine, gannet_request_t* r,
     r->num_stop_token_ids = storage->stop_ids.size();
   }
   r->ignore_default_stop_tokens = args.Has("ignore-eos") ? 1 : 0;
+  int64_t image_tokens = 0;
+  if (auto t = args.Get("image-tokens")) {
+    if (!ParseInt64(*t, 0, 1120, &image_tokens) ||
+        (image_tokens != 70 && image_tokens != 140 && image_tokens != 280 && image_tokens != 560 &&
+         image_tokens != 1120)) {
+      args.SetError("option --image-tokens expects 70, 140, 280, 560 or 1120, got '" + *t + "'");
+    }
+  }
+  storage->image_bytes.clear();
+  for (const std::string& file : args.GetAll("image")) {
+    std::ifstream in(file, std::ios::binary);
+    std::string bytes;
+    if (!in || !ReadAllBounded(in, kMaxImageFileBytes, &bytes) || in.bad()) {
+      args.SetError("cannot read the image '" + file + "'" +
+                    (in ? " (at most " + std::to_string(kMaxImageFileBytes) + " bytes)" : ""));
+      break;
+    }
+    storage->image_bytes.push_back(std::move(bytes));
+  }
+  storage->images.clear();
+  for (const std::string& bytes : storage->image_bytes) {
+    gannet_image_t img = GANNET_IMAGE_INIT;
+    img.data = reinterpret_cast<const uint8_t*>(bytes.data());
+    img.size = bytes.size();
+    img.max_soft_tokens = static_cast<int32_t>(image_tokens);
+    storage->images.push_back(img);
+  }
+  r->images = storage->images.empty() ? nullptr : storage->images.data();
+  r->num_images = storage->images.size();
   if (args.error().empty() && engine->model_dir.empty()) {
     args.SetError("no model: pass -m MODEL_DIR");
   }

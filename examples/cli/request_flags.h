@@ -19,7 +19,15 @@ struct RequestStorage {
   std::vector<std::string> stop_strings;
   std::vector<const char*> stop_string_ptrs;
   std::vector<int32_t> stop_ids;
+  std::vector<std::string> image_bytes;  // --image files
+  std::vector<gannet_image_t> images;
 };
+
+// An image file's bytes the CLI reads at most (the library's own limit on encoded images).
+inline constexpr size_t kMaxImageFileBytes = size_t{64} << 20;
+
+// n image placeholders ("<|image|>" each), what a prompt writes for n images.
+std::string ImagePlaceholders(size_t n);
 
 // Fills engine options and the sampling and stop fields of a request from parsed flags. Returns
 // false with args.error() set on a malformed or out-of-range value or a missing model.

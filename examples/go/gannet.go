@@ -392,6 +392,18 @@ type Request struct {
 	NoGenerationPrompt      bool          // chat: don't end with the model's turn opener
 	Thinking                bool          // chat: thinking mode
 	DisableSpeculation      bool          // decode without drafts (engines with a draft model)
+	// Images in prompt order: the k-th image placeholder of the prompt (`<|image|>` in text or a
+	// message, the model's image_token_id in PromptTokens) is Images[k].
+	Images []Image
+}
+
+// Image is one image of a request: encoded PNG, JPEG or WebP bytes (Data), or raw 8-bit RGB
+// (RGB, Width x Height x 3 bytes, rows top down).
+type Image struct {
+	Data          []byte
+	RGB           []byte
+	Width, Height int
+	MaxSoftTokens int // 0 = 280; else 70, 140, 280, 560 or 1120
 }
 
 // Check validates the request as Submit would, without an engine (gannet_request_check):
@@ -1131,5 +1143,46 @@ func (r *Request) toC(m *cMemory) (*C.gannet_request_t, error) {
 	}
 	c.enable_thinking = cbool(r.Thinking)
 	c.disable_speculation = cbool(r.DisableSpeculation)
+	if len(r.Images) > 0 {
+		imgs, err := m.images(r.Images)
+		if err != nil {
+			return nil, err
+		}
+		c.images = imgs
+		c.num_images = C.size_t(len(r.Images))
+	}
 	return c, nil
+}
+
+// images builds the request's images in C memory, each with GANNET_IMAGE_INIT's struct_size
+// and its bytes copied.
+func (m *cMemory) images(imgs []Image) (*C.gannet_image_t, error) {
+	arr := unsafe.Slice((*C.gannet_image_t)(m.alloc(uintptr(len(imgs))*unsafe.Sizeof(C.gannet_image_t{}))), len(imgs))
+	for i, img := range imgs {
+		c := &arr[i]
+		c.struct_size = C.uint32_t(unsafe.Sizeof(C.gannet_image_t{}))
+		c.max_soft_tokens = C.int32_t(img.MaxSoftTokens)
+		if img.RGB != nil {
+			// The library reads Width * Height * 3 bytes: a shorter slice must not reach it.
+			if img.Width < 0 || img.Height < 0 || len(img.RGB) != img.Width*img.Height*3 {
+				return nil, &Error{Status: StatusInvalidArgument, Message: fmt.Sprintf(
+					"image %d: %d x %d RGB needs %d bytes, got %d", i, img.Width, img.Height,
+					img.Width*img.Height*3, len(img.RGB))}
+			}
+			c.rgb = (*C.uint8_t)(m.bytes(img.RGB))
+			c.width = C.int32_t(img.Width)
+			c.height = C.int32_t(img.Height)
+		}
+		if img.Data != nil {
+			c.data = (*C.uint8_t)(m.bytes(img.Data))
+			c.size = C.size_t(len(img.Data))
+		}
+	}
+	return &arr[0], nil
+}
+
+func (m *cMemory) bytes(b []byte) unsafe.Pointer {
+	p := m.alloc(uintptr(len(b)) + 1) // + 1: a valid pointer for an empty slice
+	copy(unsafe.Slice((*byte)(p), len(b)), b)
+	return p
 }

@@ -3,6 +3,7 @@ package gannet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -557,4 +558,32 @@ func mustSubmit(t *testing.T, e *Engine, r *Request) <-chan Event {
 		t.Fatal(err)
 	}
 	return events
+}
+
+// An image in a chat message gives HF's greedy tokens (tests/data/golden/mm-api.json, from
+// tools/golden/mm_api_golden.py); a truncated one is refused naming it.
+func TestImageInAChat(t *testing.T) {
+	png, err := os.ReadFile(filepath.Join(tiny("mm-api"), "..", "..", "images", "palette_50x30.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := openTiny(t, "mm-api")
+	req := func(data []byte) *Request {
+		return &Request{Messages: []Message{{Role: "user", Content: "<|image|>What is in this picture?"}},
+			Images: []Image{{Data: data, MaxSoftTokens: 70}}, MaxTokens: 16, IgnoreDefaultStopTokens: true}
+	}
+	_, events, err := e.Submit(context.Background(), req(png))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := drain(events)
+	want := []int32{476, 73, 490, 461, 461, 429, 369, 392, 418, 413, 369, 272, 424, 484, 57, 57}
+	if fmt.Sprint(r.tokens) != fmt.Sprint(want) || r.last.PromptTokens != 102 {
+		t.Fatalf("tokens %v (want %v), prompt tokens %d (want 102)", r.tokens, want, r.last.PromptTokens)
+	}
+	var gerr *Error
+	if _, _, err := e.Submit(context.Background(), req(png[:100])); !errors.As(err, &gerr) ||
+		gerr.Status != StatusInvalidArgument || !strings.Contains(gerr.Message, "images[0]") {
+		t.Fatalf("truncated PNG: %v", err)
+	}
 }

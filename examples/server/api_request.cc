@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/escaping.h"
+
 namespace gannet_server {
 namespace {
 
@@ -178,11 +180,52 @@ void ReadPrompts(Fields& f, ApiRequest* r) {
   }
 }
 
-// content: "text" | [{"type": "text", "text": "..."}, ...]. *out gets the text (for the
-// built-in rendering and /tokenize); the chat object keeps the parts as given, which the
-// model's template renders part by part.
-bool ReadContent(Fields& f, const json& content, size_t index, std::string* out) {
+// Largest decoded image a data: URL may carry (the library's own limit on encoded images).
+constexpr size_t kMaxImageBytes = size_t{64} << 20;
+
+// An image_url part's data: URL -> the image's bytes. Only data: URLs with base64: the server
+// fetches nothing (a remote URL would make it a client of whatever the user names).
+bool ReadImageUrl(Fields& f, const json& part, const std::string& key, std::string* bytes) {
+  auto image_url = part.find("image_url");
+  const json* url = nullptr;
+  if (image_url != part.end() && image_url->is_string()) url = &*image_url;
+  if (image_url != part.end() && image_url->is_object()) {
+    auto u = image_url->find("url");
+    if (u != image_url->end() && u->is_string()) url = &*u;
+  }
+  if (url == nullptr) {
+    f.Fail(key, "image_url parts need \"image_url\": {\"url\": \"data:...\"}");
+    return false;
+  }
+  const std::string& s = url->get_ref<const std::string&>();
+  const size_t comma = s.find(',');
+  if (s.rfind("data:", 0) != 0 || comma == std::string::npos || comma < 12 ||
+      s.compare(comma - 7, 7, ";base64") != 0) {
+    f.Fail(key,
+           "image_url must be a data: URL with base64 bytes (data:image/png;base64,...): "
+           "gannet fetches no remote images");
+    return false;
+  }
+  const std::string_view b64 = std::string_view(s).substr(comma + 1);
+  if (b64.size() / 4 * 3 > kMaxImageBytes) {
+    f.Fail(key, "image is larger than " + std::to_string(kMaxImageBytes) + " bytes");
+    return false;
+  }
+  if (!absl::Base64Unescape(absl::string_view(b64.data(), b64.size()), bytes)) {
+    f.Fail(key, "image_url's data is not valid base64");
+    return false;
+  }
+  return true;
+}
+
+// content: "text" | [{"type": "text", "text": "..."} | {"type": "image_url", ...}, ...]. *out
+// gets the text (for the built-in rendering and /tokenize); *norm the parts for the model's
+// template, which renders them part by part: image_url parts become {"type": "image"} (the
+// template writes the image placeholder) and their bytes go to *images, in order.
+bool ReadContent(Fields& f, const json& content, size_t index, std::string* out, json* norm,
+                 std::vector<std::string>* images) {
   const std::string key = "messages[" + std::to_string(index) + "].content";
+  *norm = content;
   if (content.is_string()) {
     *out = content.get<std::string>();
     return true;
@@ -192,16 +235,23 @@ bool ReadContent(Fields& f, const json& content, size_t index, std::string* out)
            std::string("must be a string or an array of content parts, got ") + TypeName(content));
     return false;
   }
-  for (const json& part : content) {
+  for (size_t j = 0; j < content.size(); ++j) {
+    const json& part = content[j];
     auto type = part.is_object() ? part.find("type") : part.end();
     if (!part.is_object() || type == part.end() || !type->is_string()) {
       f.Fail(key, "parts must be objects with a \"type\"");
       return false;
     }
+    if (*type == "image_url") {
+      std::string bytes;
+      if (!ReadImageUrl(f, part, key + "[" + std::to_string(j) + "]", &bytes)) return false;
+      images->push_back(std::move(bytes));
+      (*norm)[j] = json{{"type", "image"}};
+      continue;
+    }
     if (*type != "text") {
       f.Fail(key, "part of type " + type->dump() +
-                      " is not supported (text only: images and "
-                      "audio are not served yet)");
+                      " is not supported (text and image_url only: audio is not served yet)");
       return false;
     }
     auto text = part.find("text");
@@ -295,10 +345,10 @@ void ReadMessages(Fields& f, ApiRequest* r) {
     if (content == msg.end() || content->is_null()) {
       if (out.role != "assistant") return f.Fail(key + ".content", "is required");
       norm["content"] = nullptr;
-    } else if (!ReadContent(f, *content, i, &out.content)) {
+    } else if (json parts; !ReadContent(f, *content, i, &out.content, &parts, &r->images)) {
       return;
     } else {
-      norm["content"] = *content;
+      norm["content"] = std::move(parts);
     }
     if (out.role == "tool") {
       for (const char* k : {"tool_call_id", "name"}) {
@@ -531,6 +581,12 @@ Result ParseApiRequest(Endpoint endpoint, const std::string& body) {
     }
     // "none": the model is not offered the tools, and its output is all content.
     if (r.tool_choice == ApiRequest::ToolChoice::kNone) r.tools = nullptr;
+    // Phase 2 of a call forced after the thought is the phase-1 prompt as token ids, which the
+    // server tokenizes itself and checks against the engine's count; with images the engine's
+    // prompt holds each image's soft tokens, which the server cannot count.
+    if (!r.images.empty() && ForcesCallAfterThought(r)) {
+      f.Fail("tool_choice", "forced after thinking does not take images yet");
+    }
     f.Unsupported("functions", "is OpenAI's legacy form; use \"tools\"");
   } else {
     i.reset();
@@ -613,6 +669,18 @@ void FillEngineRequest(const ApiRequest& r, const SamplingDefaults& d, size_t pr
     // call comes in a second request (FillCallPhaseRequest).
     storage->reply_prefix = ForcesCallAfterThought(r) ? "" : ForcedReplyPrefix(r);
     if (!storage->reply_prefix.empty()) out->reply_prefix = storage->reply_prefix.c_str();
+    // The images of image_url parts, one per {"type": "image"} part, in order.
+    storage->images.clear();
+    for (const std::string& bytes : r.images) {
+      gannet_image_t img = GANNET_IMAGE_INIT;
+      img.data = reinterpret_cast<const uint8_t*>(bytes.data());
+      img.size = bytes.size();
+      storage->images.push_back(img);
+    }
+    if (!storage->images.empty()) {
+      out->images = storage->images.data();
+      out->num_images = storage->images.size();
+    }
   } else {
     const Prompt& p = r.prompts[prompt_index];
     if (p.is_ids) {

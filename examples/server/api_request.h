@@ -69,6 +69,9 @@ struct ApiRequest {
   bool add_generation_prompt = true;
   bool enable_thinking = false;  // chat_template_kwargs.enable_thinking
   std::string user;
+  // chat: the bytes of each image_url part's data: URL, in order (each part became a
+  // {"type": "image"} part of chat_messages).
+  std::vector<std::string> images;
 };
 
 // Largest n (choices per prompt) and prompts per completions batch.
@@ -88,6 +91,7 @@ struct RequestStorage {
   std::string reply_prefix;
   std::vector<const char*> stop_ptrs;
   std::vector<int32_t> stop_ids;
+  std::vector<gannet_image_t> images;  // point into ApiRequest::images
 };
 
 // The chat object for the C ABI's chat_json: {"messages": ..., "tools": ...}.

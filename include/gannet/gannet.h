@@ -367,12 +367,16 @@ typedef struct gannet_model_info {
   int64_t weight_bytes_other;      /* norms, router, scalars, drafter projections */
   char kept_plain[128];            /* quantized checkpoints: kinds of matrices kept unquantized,
                                     * e.g. "embeddings,lm_head,router"; "" otherwise */
+  /* Images (since issue 59): 1 when config.json has a vision_config (the tower's weights are
+   * checked when the engine loads), and the image placeholder token id (<|image|>). */
+  int32_t has_vision;
+  int32_t image_token_id;
 } gannet_model_info_t;
 
 #define GANNET_MODEL_INFO_INIT                                                                   \
   {                                                                                              \
     (uint32_t)sizeof(gannet_model_info_t), "", "", "", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-        0, 0, 0, 0, 0, 0, 0, 0, "", 0, 0, 0, 0, 0, ""                                            \
+        0, 0, 0, 0, 0, 0, 0, 0, "", 0, 0, 0, 0, 0, "", 0, 0                                      \
   }
 
 /* Reads config.json, tokenizer.json (validated, when present) and the safetensors headers of a
@@ -399,6 +403,23 @@ typedef struct gannet_chat_message {
 #define GANNET_SEED_REQUEST_ID                                    \
   2 /* derived from the request id: repeatable runs of one engine \
        without choosing seeds */
+
+/* One image of a request: encoded bytes (PNG, JPEG or WebP, recognised by their signature) or a
+ * raw buffer of 8-bit RGB, width x height x 3 bytes, rows top down; exactly one of the two.
+ * Decoded and resized as HF's Gemma-4 processor does (docs/vision.md), by gannet_engine_submit on
+ * the calling thread (a 12-megapixel photo takes ~150 ms on one core). */
+typedef struct gannet_image {
+  uint32_t struct_size;    /* GANNET_IMAGE_INIT; every element of an array shares the first's */
+  int32_t max_soft_tokens; /* the image's token budget: 0 = 280; else 70, 140, 280, 560 or 1120 */
+  const uint8_t* data;     /* encoded bytes ... */
+  size_t size;             /* ... and their count */
+  const uint8_t* rgb;      /* or raw RGB, with width and height */
+  int32_t width;
+  int32_t height;
+} gannet_image_t;
+
+#define GANNET_IMAGE_INIT \
+  { (uint32_t)sizeof(gannet_image_t), 0, NULL, 0, NULL, 0, 0 }
 
 typedef struct gannet_request {
   uint32_t struct_size;
@@ -464,12 +485,25 @@ typedef struct gannet_request {
    * split_special_tokens says. Its tokens are prompt tokens (num_prompt_tokens counts them) and
    * never come back as TOKEN events; the model continues after them. */
   const char* reply_prefix;
+  /* Images (models with a vision tower, CPU backend for now), in prompt order: the k-th image
+   * placeholder of the prompt is the k-th image. A placeholder is one image token: `<|image|>`
+   * in prompt_text or a message's content (not with split_special_tokens = 1, which makes it
+   * plain text), a {"type": "image"} content part in chat_json (which the chat template renders
+   * as `<|image|>`; "image_url" parts are refused: decode a data: URL yourself and pass its
+   * bytes here), the config's image_token_id in prompt_tokens. Each becomes `<|image>`, the
+   * image's N soft tokens and `<image|>` (num_prompt_tokens counts them all). INVALID_ARGUMENT
+   * (message naming the image) for a count that differs from the placeholders', bytes that do
+   * not decode (0 bytes, truncated, unknown format), a raw buffer of 0 x 0, an unsupported
+   * max_soft_tokens, a prompt that no longer fits the context, or a model without a vision
+   * tower; UNIMPLEMENTED for an unsupported kind (CMYK JPEG, animated WebP) or backend. */
+  const gannet_image_t* images;
+  size_t num_images;
 } gannet_request_t;
 
 #define GANNET_REQUEST_INIT                                                                      \
   {                                                                                              \
     (uint32_t)sizeof(gannet_request_t), NULL, 0, NULL, NULL, 0, 0, 0, 0.0f, 0, 0.0f, 0.0f, 0.0f, \
-        0.0f, 0.0f, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, NULL, NULL                   \
+        0.0f, 0.0f, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0          \
   }
 
 /* Queues a request and returns its id at once. INVALID_ARGUMENT for a malformed request (no or
@@ -489,7 +523,11 @@ GANNET_API gannet_status_t gannet_engine_submit(gannet_engine_t* engine,
 /* Validates a request as submit would, against a model's info (NULL: the checks that need no
  * model), without an engine: so a program can refuse a bad request before loading weights.
  * Checks prompt sources, sampling values, limits, UTF-8, ids against the vocabulary, and that
- * text needs a tokenizer. Any thread. */
+ * text needs a tokenizer. Images are decoded and preprocessed (as slow as submit's), their count
+ * is compared with the prompt's placeholders (spelled `<|image|>` in text, {"type": "image"}
+ * parts in chat_json, image_token_id in prompt_tokens) and their tokens with the context
+ * (for text prompts only what the images alone take); with a model, that it has a vision tower.
+ * Any thread. */
 GANNET_API gannet_status_t gannet_request_check(const gannet_request_t* request,
                                                 const gannet_model_info_t* model);
 

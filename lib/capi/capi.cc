@@ -344,6 +344,8 @@ gannet_status_t gannet_model_info(const char* model_dir, gannet_model_info_t* ou
     full.weight_bytes_embeddings = info->bytes_embeddings;
     full.weight_bytes_other = info->bytes_other;
     gannet::capi::CopyString(info->kept_plain, full.kept_plain);
+    full.has_vision = info->has_vision ? 1 : 0;
+    full.image_token_id = info->image_token_id;
     return gannet::capi::WriteVersioned(full, out, "gannet_model_info_t");
   });
 }

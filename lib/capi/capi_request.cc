@@ -4,9 +4,84 @@
 #include "lib/capi/capi_internal.h"
 #include "lib/common/status.h"
 #include "lib/common/utf8.h"
+#include "lib/engine/image_input.h"
 #include "lib/engine/request_check.h"
 
 namespace gannet::capi {
+
+namespace {
+
+// Copies the request's images (the caller may free them when submit returns); decoding waits for
+// the engine, which knows the model's patch geometry.
+gannet_status_t ReadImages(const gannet_request_t& r, engine::RequestInput* in) {
+  if (r.num_images == 0) return GANNET_OK;
+  if (r.images == nullptr) return Fail(GANNET_ERR_INVALID_ARGUMENT, "request: images is NULL");
+  if (r.num_images > engine::kMaxRequestImages) {
+    return Fail(GANNET_ERR_INVALID_ARGUMENT, fmt::format("request: num_images is {} (at most {})",
+                                                         r.num_images, engine::kMaxRequestImages));
+  }
+  // Every element has the first's size, as for chat messages.
+  const uint32_t stride = r.images[0].struct_size;
+  if (stride < offsetof(gannet_image_t, height) + sizeof(int32_t) || stride > kMaxStructSize ||
+      stride % alignof(gannet_image_t) != 0) {
+    return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                fmt::format("request: images[0].struct_size is {}: initialise images with "
+                            "GANNET_IMAGE_INIT",
+                            stride));
+  }
+  const char* base = reinterpret_cast<const char*>(r.images);
+  const auto& limits = engine::kImageDecodeLimits;
+  for (size_t k = 0; k < r.num_images; ++k) {
+    gannet_image_t img = GANNET_IMAGE_INIT;
+    std::memcpy(&img, base + k * stride, std::min<size_t>(stride, sizeof(img)));
+    if (img.struct_size != stride) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                  fmt::format("request: images[{}].struct_size is {}, images[0]'s is {}", k,
+                              img.struct_size, stride));
+    }
+    engine::ImageSource src;
+    src.max_soft_tokens = img.max_soft_tokens;
+    const bool encoded = img.data != nullptr || img.size > 0;
+    const bool raw = img.rgb != nullptr || img.width != 0 || img.height != 0;
+    if (encoded == raw) {
+      return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                  fmt::format("request: images[{}]: give either data and size (encoded bytes) or "
+                              "rgb, width and height (raw RGB)",
+                              k));
+    }
+    if (encoded) {
+      if (img.data == nullptr) {
+        return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                    fmt::format("request: images[{}].data is NULL", k));
+      }
+      // Bounded before the copy; DecodeImage applies the same limit with its typed error.
+      if (img.size > limits.max_bytes) {
+        return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                    fmt::format("request: images[{}] is {} bytes (at most {})", k, img.size,
+                                limits.max_bytes));
+      }
+      src.bytes.assign(img.data, img.data + img.size);
+    } else {
+      if (img.width <= 0 || img.height <= 0 ||
+          int64_t{img.width} * img.height > limits.max_pixels) {
+        return Fail(GANNET_ERR_INVALID_ARGUMENT,
+                    fmt::format("request: images[{}] is {} x {} raw pixels (1 to {} pixels)", k,
+                                img.width, img.height, limits.max_pixels));
+      }
+      if (img.rgb == nullptr) {
+        return Fail(GANNET_ERR_INVALID_ARGUMENT, fmt::format("request: images[{}].rgb is NULL", k));
+      }
+      src.raw = true;
+      src.width = img.width;
+      src.height = img.height;
+      src.bytes.assign(img.rgb, img.rgb + size_t{3} * img.width * img.height);
+    }
+    in->image_sources.push_back(std::move(src));
+  }
+  return GANNET_OK;
+}
+
+}  // namespace
 
 gannet_status_t ReadRequest(const gannet_request_t* request, engine::RequestInput* in) {
   gannet_request_t r;
@@ -143,7 +218,7 @@ gannet_status_t ReadRequest(const gannet_request_t* request, engine::RequestInpu
     in->chat = std::move(*chat);
   }
   if (r.reply_prefix != nullptr) in->reply_prefix = r.reply_prefix;
-  return GANNET_OK;
+  return ReadImages(r, in);
 }
 
 }  // namespace gannet::capi
@@ -186,8 +261,14 @@ gannet_status_t gannet_request_check(const gannet_request_t* request,
       facts.vocab_size = info.vocab_size;
       facts.max_context = info.max_position_embeddings;
       facts.has_tokenizer = info.has_tokenizer != 0;
+      // An info struct from before images says nothing about them: unknown, not "none".
+      if (model->struct_size >= offsetof(gannet_model_info_t, image_token_id) + sizeof(int32_t)) {
+        facts.has_vision = info.has_vision != 0;
+        facts.image_token_id = info.image_token_id;
+      }
     }
-    const absl::Status st = gannet::engine::CheckRequest(in, facts);
+    absl::Status st = gannet::engine::CheckRequest(in, facts);
+    if (st.ok()) st = gannet::engine::CheckRequestImages(in, facts);
     return st.ok() ? GANNET_OK : Fail(st);
   });
 }

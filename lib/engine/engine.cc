@@ -15,6 +15,8 @@
 #include "lib/common/status.h"
 #include "lib/common/utf8.h"
 #include "lib/engine/chat_prompt.h"
+#include "lib/engine/image_input.h"
+#include "lib/engine/image_prompt.h"
 #include "lib/engine/model_setup.h"
 #include "lib/engine/request_check.h"
 #include "lib/engine/step_batch.h"
@@ -25,6 +27,7 @@
 #include "lib/sched/scheduler.h"
 #include "lib/sched/plan_inputs.h"
 #include "lib/spec/verify.h"
+#include "lib/vision/image_prompt.h"
 #include "lib/common/check.h"
 
 namespace gannet::engine {
@@ -158,6 +161,9 @@ class Engine::Impl {
   // Runs the vision tower over a submission's images (engine thread), filling
   // request->image_features.
   absl::Status EncodeRequestImages(Submission& sub);
+  // The C ABI's images (in.image_sources): decoded and preprocessed on the submitting thread,
+  // each placeholder of `prompt` expanded to boi + N soft tokens + eoi; in.images set.
+  absl::Status ExpandRequestImages(RequestInput& in, std::vector<int32_t>& prompt);
 };
 
 void Engine::Impl::EmitRetired(std::vector<sched::Retired> retired) {
@@ -542,6 +548,39 @@ absl::Status Engine::Impl::EncodeRequestImages(Submission& sub) {
   return absl::OkStatus();
 }
 
+absl::Status Engine::Impl::ExpandRequestImages(RequestInput& in, std::vector<int32_t>& prompt) {
+  if (!in.images.empty()) {
+    return InvalidArgumentError("request: give images either preprocessed or as sources, not both");
+  }
+  GANNET_RETURN_IF_ERROR(parts->vision.unavailable);
+  const model::ModelConfig& config = parts->config;
+  // Counted before anything is decoded: a mismatch costs nothing.
+  const int64_t placeholders = CountImagePlaceholders(prompt, config.image_token_id);
+  if (placeholders != static_cast<int64_t>(in.image_sources.size())) {
+    return InvalidArgumentError(
+        "request: the prompt has {} image placeholders (<|image|>, id {}) for {} images",
+        placeholders, config.image_token_id, in.image_sources.size());
+  }
+  GANNET_ASSIGN_OR_RETURN(PreparedImages prepared,
+                          PrepareImages(in.image_sources, {config.vision->patch_size,
+                                                           config.vision->pooling_kernel_size}));
+  in.image_sources.clear();
+  const int64_t expanded_len = ExpandedPromptLength(prompt.size(), prepared.soft_tokens);
+  if (expanded_len >= parts->max_model_len) {
+    return InvalidArgumentError(
+        "request: the prompt with its {} images is {} tokens but the context holds {}: at least "
+        "one must remain for the output (fewer images or a smaller max_soft_tokens)",
+        prepared.images.size(), expanded_len, parts->max_model_len);
+  }
+  absl::StatusOr<vision::ExpandedPrompt> expanded = vision::ExpandImagePlaceholders(
+      prompt, prepared.soft_tokens,
+      {config.boi_token_id, config.image_token_id, config.eoi_token_id});
+  if (!expanded.ok()) return Annotate(expanded.status(), "request");
+  prompt = std::move(expanded->tokens);
+  in.images = std::move(prepared.images);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<sched::Request>> Engine::Impl::BuildRequest(RequestInput& in,
                                                                            uint64_t id) {
   RequestModelFacts facts;
@@ -619,6 +658,7 @@ absl::StatusOr<std::unique_ptr<sched::Request>> Engine::Impl::BuildRequest(Reque
                         ? sched::Clock::time_point::max()
                         : now + std::chrono::milliseconds(in.deadline_ms);
   }
+  if (!in.image_sources.empty()) GANNET_RETURN_IF_ERROR(ExpandRequestImages(in, spec.prompt));
   // Image soft-token runs of the prompt matched to the images (the pixels stay with the
   // submission until the engine thread encodes them).
   GANNET_ASSIGN_OR_RETURN(spec.image_blocks,

@@ -117,6 +117,17 @@ struct ImageInput {
   std::vector<int32_t> positions;
 };
 
+// One image as the public API hands it: encoded PNG/JPEG/WebP bytes, or (raw) width x height x 3
+// bytes of RGB, rows top down; decoded and preprocessed at Submit on the caller's thread
+// (image_input.h). max_soft_tokens: 0 = 280, else one of 70, 140, 280, 560, 1120.
+struct ImageSource {
+  std::vector<uint8_t> bytes;
+  bool raw = false;
+  int32_t width = 0;
+  int32_t height = 0;
+  int32_t max_soft_tokens = 0;
+};
+
 // How a request's sampling seed is chosen (GANNET_SEED_* of the C ABI).
 enum class SeedMode : int32_t { kRandom = 0, kFixed = 1, kRequestId = 2 };
 
@@ -148,9 +159,15 @@ struct RequestInput {
   // as template text: its control-token spellings are control tokens.
   std::string reply_prefix;
   // Images, in prompt order: the k-th run of the config's image_token_id in the prompt is the
-  // k-th image's soft tokens (its length must be the image's soft-token count). Not yet in the
-  // C ABI. CPU backend only (other backends: Unimplemented at Submit).
+  // k-th image's soft tokens (its length must be the image's soft-token count). Internal form
+  // (tests); the C ABI gives image_sources. CPU backend only (other backends: Unimplemented at
+  // Submit).
   std::vector<ImageInput> images;
+  // Images as the C ABI gives them, in prompt order: the k-th image_token_id of the prompt (one
+  // token per image: `<|image|>` in text, a {"type": "image"} part in a chat) is the k-th image's
+  // placeholder, expanded at Submit to boi + N x image_token_id + eoi once the image is
+  // preprocessed. Exclusive with `images`.
+  std::vector<ImageSource> image_sources;
 };
 
 enum class EventType : int32_t { kToken = 1, kFinish = 2, kError = 3 };

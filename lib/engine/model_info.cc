@@ -74,6 +74,8 @@ absl::StatusOr<ModelInfo> ReadModelInfo(const std::string& dir) {
   info.num_full_layers = c.NumLayersOfType(model::LayerType::kFull);
   info.num_kv_shared_layers = c.num_kv_shared_layers;
   info.hidden_size = c.hidden_size;
+  info.has_vision = config.vision.has_value();
+  info.image_token_id = config.image_token_id;
   info.vocab_size = c.vocab_size;
   info.max_position_embeddings = c.max_position_embeddings;
   info.sliding_window = c.sliding_window;

@@ -26,6 +26,8 @@ struct ModelInfo {
   int32_t sliding_window = 0, num_attention_heads = 0, num_kv_heads = 0, num_full_kv_heads = 0;
   int32_t head_dim = 0, full_head_dim = 0, num_experts = 0, top_k_experts = 0;
   int64_t kv_bytes_per_token[2] = {0, 0};  // sliding, full (bf16)
+  bool has_vision = false;                 // config.json has a vision_config
+  int32_t image_token_id = -1;             // the image placeholder token (<|image|>)
   // How the weights are stored (model/weight_summary.h).
   std::string weight_format, kept_plain;
   int64_t bytes_attention = 0, bytes_mlp = 0, bytes_experts = 0, bytes_embeddings = 0,

@@ -41,9 +41,22 @@ struct RequestModelFacts {
   int64_t max_context = 0;       // max_model_len (engine) or max_position_embeddings (info)
   bool has_tokenizer = true;     // unknown counts as present
   bool check_prompt_ids = true;  // Submit reports bad prompt ids as an ERROR event instead
+  // Images: whether the model has a vision tower (unknown counts as present) and the id of its
+  // image placeholder (< 0: unknown, placeholders in prompt ids are not counted).
+  bool has_vision = true;
+  int32_t image_token_id = -1;
 };
 
 // InvalidArgument naming the field; FailedPrecondition for text without a tokenizer.
+// Image sources are checked for their count, sizes and budgets only (Submit decodes them once,
+// in image_input.h); CheckRequestImages does the rest.
 absl::Status CheckRequest(const RequestInput& request, const RequestModelFacts& model);
+
+// What gannet_request_check adds for image sources: each decodes and preprocesses (errors name
+// the image and carry its vision::ImageErrorKind), the images need a vision tower, prompt ids
+// hold one placeholder per image (text and chat prompts: counted when the engine tokenizes), and
+// the images' tokens (boi + soft tokens + eoi each, plus prompt ids) fit the context. Slow: it
+// decodes every image.
+absl::Status CheckRequestImages(const RequestInput& request, const RequestModelFacts& model);
 
 }  // namespace gannet::engine

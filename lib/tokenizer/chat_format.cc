@@ -44,6 +44,23 @@ absl::Status CheckChatJson(const Json& chat) {
     if (!list[i].is_object() || role == nullptr || !role->is_string()) {
       return InvalidArgumentError("chat: messages[{}] must be an object with a string 'role'", i);
     }
+    // Images are bytes in the request (gannet_request_t.images), one {"type": "image"} part each;
+    // the library fetches and decodes no URLs (a server turns data: URLs into bytes), and the
+    // template would silently drop such a part.
+    const Json* content = list[i].Find("content");
+    if (content != nullptr && content->is_array()) {
+      const Json::Array& parts = content->AsArray();
+      for (size_t j = 0; j < parts.size(); ++j) {
+        const Json* type = parts[j].Find("type");
+        if (type != nullptr && type->is_string() &&
+            (type->AsString() == "image_url" || type->AsString() == "input_image")) {
+          return InvalidArgumentError(
+              "chat: messages[{}].content[{}] is an '{}' part: pass the image's bytes in the "
+              "request's images and write a {{\"type\": \"image\"}} part in its place",
+              i, j, type->AsString());
+        }
+      }
+    }
   }
   const Json* tools = chat.Find("tools");
   if (tools != nullptr && !tools->is_null() && !tools->is_array()) {

@@ -453,6 +453,16 @@ Value ItemsOf(const Value& v, int line) {
   return Value::MakeList(std::move(items));
 }
 
+// A content part's "type" naming a media kind: a choice among the template's own markers, not
+// users' text. Gemma-4's template writes an image part as '<|' ~ part['type'] ~ '|>', which must
+// stay the image token when the users' text is tokenized as plain text (split_special_tokens);
+// only these exact values are exempt, so no other string of the data can spell a token this way.
+bool IsMediaPartType(std::string_view key, const Json& value) {
+  if (key != "type" || !value.is_string()) return false;
+  const std::string& v = value.AsString();
+  return v == "image" || v == "audio" || v == "video";
+}
+
 // Strings become the caller's data (is_data) or the template's own text.
 Value FromJson(const Json& j, bool is_data) {
   switch (j.type()) {
@@ -471,7 +481,9 @@ Value FromJson(const Json& j, bool is_data) {
     }
     case Json::Type::kObject: {
       Dict d;
-      for (const auto& [k, x] : j.AsMembers()) d.emplace_back(k, FromJson(x, is_data));
+      for (const auto& [k, x] : j.AsMembers()) {
+        d.emplace_back(k, FromJson(x, is_data && !IsMediaPartType(k, x)));
+      }
       return Value::MakeDict(std::move(d));
     }
   }

@@ -123,6 +123,18 @@ class ChatMessage(Structure):
     _fields_ = [("struct_size", c_uint32), ("role", c_char_p), ("content", c_char_p)]
 
 
+class Image(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("max_soft_tokens", c_int32),
+        ("data", POINTER(c_uint8)),
+        ("size", c_size_t),
+        ("rgb", POINTER(c_uint8)),
+        ("width", c_int32),
+        ("height", c_int32),
+    ]
+
+
 class Request(Structure):
     _fields_ = [
         ("struct_size", c_uint32),
@@ -156,6 +168,8 @@ class Request(Structure):
         ("split_special_tokens", c_int64),
         ("chat_json", c_char_p),
         ("reply_prefix", c_char_p),
+        ("images", POINTER(Image)),
+        ("num_images", c_size_t),
     ]
 
 
@@ -263,6 +277,8 @@ class ModelInfo(Structure):
         ("weight_bytes_embeddings", c_int64),
         ("weight_bytes_other", c_int64),
         ("kept_plain", c_char * 128),
+        ("has_vision", c_int32),
+        ("image_token_id", c_int32),
     ]
 
 
@@ -286,6 +302,7 @@ STRUCTS = {
     "gannet_engine_config_t": EngineConfig,
     "gannet_chat_message_t": ChatMessage,
     "gannet_request_t": Request,
+    "gannet_image_t": Image,
     "gannet_event_t": Event,
     "gannet_engine_stats_t": EngineStats,
     "gannet_model_info_t": ModelInfo,

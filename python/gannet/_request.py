@@ -58,7 +58,8 @@ def is_batch(p: Any) -> bool:
 SAMPLING_KEYS = (
     "max_tokens min_tokens temperature top_k top_p min_p repetition_penalty presence_penalty "
     "frequency_penalty seed stop stop_token_ids ignore_eos logprobs priority deadline_ms "
-    "add_generation_prompt enable_thinking disable_speculation split_special_tokens"
+    "add_generation_prompt enable_thinking disable_speculation split_special_tokens images "
+    "image_tokens"
 ).split()
 
 
@@ -136,6 +137,24 @@ class BuiltRequest:
                 setattr(r, k, _bool(k, s[k]))
         if s.get("split_special_tokens") is not None:
             r.split_special_tokens = _bool("split_special_tokens", s["split_special_tokens"])
+        if s.get("images") is not None:
+            # Encoded PNG/JPEG/WebP bytes, one per image placeholder of the prompt ("<|image|>"
+            # in text or a message), in order; image_tokens: the soft-token budget of each.
+            imgs = list(s["images"])
+            if not all(isinstance(x, (bytes, bytearray)) for x in imgs):
+                raise InvalidArgumentError("images must be a list of bytes (PNG, JPEG or WebP)")
+            budget = _int("image_tokens", s.get("image_tokens") or 0)
+            arr = (_ffi.Image * max(len(imgs), 1))()
+            for i, data in enumerate(imgs):
+                buf = (ctypes.c_uint8 * max(len(data), 1)).from_buffer_copy(bytes(data) or b"\0")
+                keep.append(buf)
+                arr[i].struct_size = ctypes.sizeof(_ffi.Image)
+                arr[i].max_soft_tokens = budget
+                arr[i].data = ctypes.cast(buf, ctypes.POINTER(ctypes.c_uint8))
+                arr[i].size = len(data)
+            keep.append(arr)
+            r.images = arr
+            r.num_images = len(imgs)
         self.struct = r
         self.logprobs = r.logprobs
         self._keep = keep

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 import gannet
-from conftest import THREADS, TINY, TRAINED, run_cli
+from conftest import DATA, THREADS, TINY, TRAINED, run_cli
 
 # (name, model, CLI flags, Python prompt, Python sampling keywords)
 CASES = [
@@ -152,3 +152,22 @@ def test_async_generate_stream_and_batch(engine):
     assert [b.tokens for b in batch] == [a.tokens for a in alone]
     assert [ev.token_id for ev in streamed if ev.type == "token"] == alone[1].tokens
     assert streamed[-1].type == "finish" and streamed[-1].usage.completion_tokens == 10
+
+
+def test_an_image_in_a_chat_answers_as_hf():
+    """HF's greedy tokens for this PNG and chat (tests/data/golden/mm-api.json,
+    tools/golden/mm_api_golden.py); a truncated image is refused naming it."""
+    import json as _json
+
+    import gannet
+
+    golden = _json.loads((DATA / "golden" / "mm-api.json").read_text())
+    png = (DATA / "images" / golden["image"]).read_bytes()
+    chat = [{"role": "user", "content": "<|image|>What is in this picture?"}]
+    with gannet.Engine(str(TINY / "mm-api"), backend="cpu", num_threads=THREADS,
+                       max_model_len=256) as e:
+        got = e.generate(chat, images=[png], image_tokens=golden["max_soft_tokens"],
+                         max_tokens=16, ignore_eos=True)
+        assert got.tokens == golden["greedy"]
+        with pytest.raises(gannet.InvalidArgumentError, match=r"images\[0\]"):
+            e.generate(chat, images=[png[:100]], image_tokens=70, max_tokens=1)

@@ -361,5 +361,20 @@ printf '%s\nHello\n' "$long" | "$gannet" chat -m "$trained" --backend cpu -c 64 
 check "chat refuses a message longer than the context, with the numbers, and goes on" $?
 usage_error "chat -s is the seed, not the system message" "--seed" chat -m "$trained" -s hello
 
+# Images (issue 59): the tiny multimodal model answers as HF does for this PNG and chat
+# (tests/data/golden/mm-api.json, tools/golden/mm_api_golden.py); bad images are refused before
+# anything loads.
+images=$(cd "$tiny/../images" && pwd)
+"$gannet" generate -m "$tiny/mm-api" --backend cpu --image "$images/palette_50x30.png" --image-tokens 70 \
+  --chat -p "What is in this picture?" -n 16 --ignore-eos --json > "$tmp/img" 2> /dev/null &&
+  contains "$tmp/img" '"tokens":[476,73,490,461,461,429,369,392,418,413,369,272,424,484,57,57]' &&
+  contains "$tmp/img" '"prompt_tokens":102'
+check "generate --image --chat gives HF's tokens for the image" $?
+head -c 100 "$images/palette_50x30.png" > "$tmp/cut.png"
+"$gannet" generate -m "$tiny/mm-api" --backend cpu --image "$tmp/cut.png" -p "x" -n 1 > /dev/null 2> "$tmp/img_bad"
+[ $? -eq 2 ] && contains "$tmp/img_bad" "images[0]"; check "generate --image refuses a truncated PNG, naming it" $?
+"$gannet" generate -m "$tiny/mm-api" --backend cpu --image "$images/palette_50x30.png" --image-tokens 100 -p x > /dev/null 2> "$tmp/img_budget"
+[ $? -eq 2 ] && contains "$tmp/img_budget" "--image-tokens"; check "--image-tokens takes the five budgets only" $?
+
 if [ "$failures" -ne 0 ]; then echo "$failures CLI check(s) failed"; exit 1; fi
 echo "all CLI checks passed"

@@ -99,6 +99,8 @@ int main(void) {
   FIELD(gannet_model_info_t, weight_bytes_embeddings);
   FIELD(gannet_model_info_t, weight_bytes_other);
   FIELD(gannet_model_info_t, kept_plain);
+  FIELD(gannet_model_info_t, has_vision);
+  FIELD(gannet_model_info_t, image_token_id);
 
   SIZE(gannet_chat_message_t);
   FIELD(gannet_chat_message_t, struct_size);
@@ -137,6 +139,16 @@ int main(void) {
   FIELD(gannet_request_t, split_special_tokens);
   FIELD(gannet_request_t, chat_json);
   FIELD(gannet_request_t, reply_prefix);
+  FIELD(gannet_request_t, images);
+  FIELD(gannet_request_t, num_images);
+  SIZE(gannet_image_t);
+  FIELD(gannet_image_t, struct_size);
+  FIELD(gannet_image_t, max_soft_tokens);
+  FIELD(gannet_image_t, data);
+  FIELD(gannet_image_t, size);
+  FIELD(gannet_image_t, rgb);
+  FIELD(gannet_image_t, width);
+  FIELD(gannet_image_t, height);
 
   SIZE(gannet_event_t);
   FIELD(gannet_event_t, struct_size);

@@ -64,6 +64,48 @@ TEST(ApiRequestTest, ChatFieldsMapOntoTheEngineRequest) {
   EXPECT_EQ(gannet_request_check(&q, nullptr), GANNET_OK) << gannet_last_error_message();
 }
 
+// image_url parts with data: URLs become {"type": "image"} parts and the request's images, in
+// order; anything else an image_url may say is refused naming the part.
+TEST(ApiRequestTest, ImageUrlDataUrlsBecomeImages) {
+  // "iVBORw0KGgo=" is the PNG signature's first 8 bytes; "QUJD" is "ABC".
+  ApiRequest r = Parse(Endpoint::kChat, R"({"messages": [{"role": "user", "content": [
+      {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+      {"type": "text", "text": "and"},
+      {"type": "image_url", "image_url": "data:image/jpeg;base64,QUJD"}]}]})");
+  ASSERT_EQ(r.images.size(), 2u);
+  EXPECT_EQ(r.images[0], std::string("\x89PNG\r\n\x1a\n", 8));
+  EXPECT_EQ(r.images[1], "ABC");
+  RequestStorage storage;
+  gannet_request_t q;
+  FillEngineRequest(r, SamplingDefaults{}, 0, 0, &storage, &q);
+  ASSERT_EQ(q.num_images, 2u);
+  EXPECT_EQ(q.images[1].size, 3u);
+  EXPECT_EQ(q.images[0].struct_size, sizeof(gannet_image_t));
+  EXPECT_EQ(nlohmann::json::parse(q.chat_json)["messages"][0]["content"],
+            nlohmann::json::parse(R"([{"type": "image"}, {"type": "text", "text": "and"},
+                                      {"type": "image"}])"));
+  const auto image_part = [](const std::string& part) {
+    return R"({"messages": [{"role": "user", "content": [)" + part + "]}]}";
+  };
+  for (const std::string& bad :
+       {R"({"type": "image_url", "image_url": {"url": "https://example.com/a.png"}})",
+        R"({"type": "image_url", "image_url": {"url": "data:image/png,rawbytes"}})",
+        R"({"type": "image_url", "image_url": {"url": "data:image/png;base64,@@@@"}})",
+        R"({"type": "image_url"})"}) {
+    const ApiError e = Fail(Endpoint::kChat, image_part(bad));
+    EXPECT_EQ(e.http_status, 400) << bad;
+    EXPECT_NE(e.message.find("content[0]"), std::string::npos) << bad << ": " << e.message;
+  }
+  EXPECT_NE(Fail(Endpoint::kChat, image_part(R"({"type": "input_audio"})")).message.find("audio"),
+            std::string::npos);
+  // A call forced after the thought rebuilds the prompt as ids: not with images yet.
+  const ApiError forced = Fail(Endpoint::kChat, R"({"messages": [{"role": "user", "content": [
+      {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}}]}],
+      "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+      "tool_choice": "required", "chat_template_kwargs": {"enable_thinking": true}})");
+  EXPECT_NE(forced.message.find("images"), std::string::npos) << forced.message;
+}
+
 TEST(ApiRequestTest, DefaultsComeFromTheCheckpointThenOpenAI) {
   ApiRequest r = Parse(Endpoint::kChat, R"({"messages": [{"role": "user", "content": "x"}]})");
   SamplingDefaults d;

@@ -4,6 +4,7 @@
 usage: server_test.py GANNET_BINARY MODEL_DIR
 Exits 77 (ctest's skip code) when the `openai` package is missing.
 """
+import base64
 import http.client
 import json
 import os
@@ -32,10 +33,10 @@ CTX = 8192
 class Server:
     """A `gannet serve` process on 127.0.0.1 and a free port (--port 0)."""
 
-    def __init__(self, *extra, model=MODEL, key=KEY):
+    def __init__(self, *extra, model=MODEL, key=KEY, ctx=CTX):
         self.key = key
         args = [GANNET, "serve", "-m", model, "--backend", "cpu", "--threads", "2",
-                "--port", "0", "-c", str(CTX), "-q"] + list(extra)
+                "--port", "0", "-c", str(ctx), "-q"] + list(extra)
         if key:
             fd, self.key_file = tempfile.mkstemp()
             os.write(fd, (key + "\n").encode())
@@ -1077,6 +1078,52 @@ class ChatPageTest(unittest.TestCase):
         finally:
             b.close()
             s.close()
+
+class ImageServeTest(unittest.TestCase):
+    """image_url parts with data: URLs on the tiny multimodal model (tests/data/tiny/mm-api):
+    the reply equals `gannet generate --image --chat` for the same PNG and text (the C ABI and
+    CLI are checked against HF in tests/capi/capi_image_test.cc and tests/cli/cli_test.sh)."""
+
+    @classmethod
+    def setUpClass(cls):
+        tiny = os.path.dirname(os.path.abspath(MODEL))
+        cls.model = os.path.join(tiny, "mm-api")
+        cls.png_path = os.path.join(tiny, "..", "images", "palette_50x30.png")
+        with open(cls.png_path, "rb") as f:
+            cls.png = f.read()
+        cls.s = Server(model=cls.model, key=None, ctx=1024)
+        cls.c = cls.s.client
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.close()
+
+    def chat(self, url, text="What is in this picture?"):
+        return [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
+                                             {"type": "text", "text": text}]}]
+
+    def test_data_url_answers_as_the_cli(self):
+        url = "data:image/png;base64," + base64.b64encode(self.png).decode()
+        r = self.c.chat.completions.create(model="x", messages=self.chat(url), temperature=0,
+                                           max_tokens=6, extra_body={"ignore_eos": True})
+        cli = json.loads(subprocess.run(
+            [GANNET, "generate", "-m", self.model, "--backend", "cpu", "--threads", "2",
+             "--image", self.png_path, "--chat", "-p", "What is in this picture?", "-n", "6",
+             "--ignore-eos", "--json"], capture_output=True, text=True, check=True).stdout)
+        self.assertEqual(r.usage.prompt_tokens, cli["prompt_tokens"])
+        self.assertEqual(r.usage.completion_tokens, 6)
+        self.assertEqual(r.choices[0].message.content or "", cli["text"])
+
+    def test_bad_images_are_400(self):
+        for url, word in [("https://example.com/cat.png", "data: URL"),
+                          ("data:image/png;base64,@@@", "base64"),
+                          ("data:image/png;base64," + base64.b64encode(self.png[:100]).decode(),
+                           "images[0]")]:
+            status, body = self.s.post("/v1/chat/completions",
+                                       {"messages": self.chat(url), "max_tokens": 1})
+            self.assertEqual(status, 400, (url[:40], body))
+            self.assertIn(word, body["error"]["message"])
+
 
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0], "-v"])

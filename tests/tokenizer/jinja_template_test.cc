@@ -91,6 +91,24 @@ TEST(JinjaTemplateTest, DataRangesMarkTheCallersBytes) {
   EXPECT_EQ(ranges, want);
 }
 
+// A media part's type (exactly image, audio or video) is the template's, so Gemma-4's
+// '<|' ~ part['type'] ~ '|>' stays a control token; any other type, and text, are the caller's.
+TEST(JinjaTemplateTest, MediaPartTypesAreTemplateText) {
+  auto parts = Json::Parse(
+      R"({"parts": [{"type": "image"}, {"type": "imagex"}, {"type": "text", "text": "<|a|>"}]})");
+  ASSERT_TRUE(parts.ok());
+  std::vector<std::pair<size_t, size_t>> ranges;
+  auto r = Render(
+      "{% for p in parts %}{% if p['type'] == 'text' %}{{ p['text'] }}{% else %}"
+      "{{ '<|' ~ p['type'] ~ '|>' }}{% endif %}{% endfor %}",
+      *parts, 1 << 20, &ranges);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, "<|image|><|imagex|><|a|>");
+  // "imagex" (11..17) and "<|a|>" (19..24) are the caller's; "image" is not.
+  std::vector<std::pair<size_t, size_t>> want = {{11, 17}, {19, 24}};
+  EXPECT_EQ(ranges, want);
+}
+
 TEST(JinjaTemplateTest, UnsupportedConstructsAreNamed) {
   auto inc = Render("line one\n{% include 'other.jinja' %}");
   ASSERT_FALSE(inc.ok());

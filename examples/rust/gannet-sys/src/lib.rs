@@ -237,6 +237,10 @@ pub struct gannet_model_info_t {
     pub weight_bytes_embeddings: i64,
     pub weight_bytes_other: i64,
     pub kept_plain: [c_char; 128],
+    /// 1 when config.json has a vision_config.
+    pub has_vision: i32,
+    /// The image placeholder token (`<|image|>`).
+    pub image_token_id: i32,
 }
 
 impl Default for gannet_model_info_t {
@@ -319,6 +323,40 @@ pub struct gannet_request_t {
     /// Chat prompts: text appended after the rendered chat, the forced start of the reply
     /// (template text: control-token spellings are tokens); NULL = none.
     pub reply_prefix: *const c_char,
+    /// Images in prompt order: the k-th image placeholder of the prompt is `images[k]`.
+    pub images: *const gannet_image_t,
+    pub num_images: usize,
+}
+
+/// One image of a request: encoded PNG/JPEG/WebP bytes (`data`, `size`) or raw 8-bit RGB
+/// (`rgb`, `width`, `height`, rows top down); exactly one of the two.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gannet_image_t {
+    /// Every element of an array shares the first's (the library reads with that stride).
+    pub struct_size: u32,
+    /// 0 = 280; else 70, 140, 280, 560 or 1120 soft tokens.
+    pub max_soft_tokens: i32,
+    pub data: *const u8,
+    pub size: usize,
+    pub rgb: *const u8,
+    pub width: i32,
+    pub height: i32,
+}
+
+impl Default for gannet_image_t {
+    /// `GANNET_IMAGE_INIT`.
+    fn default() -> Self {
+        Self {
+            struct_size: size_of::<gannet_image_t>() as u32,
+            max_soft_tokens: 0,
+            data: std::ptr::null(),
+            size: 0,
+            rgb: std::ptr::null(),
+            width: 0,
+            height: 0,
+        }
+    }
 }
 
 impl Default for gannet_request_t {
@@ -356,6 +394,8 @@ impl Default for gannet_request_t {
             split_special_tokens: 0,
             chat_json: std::ptr::null(),
             reply_prefix: std::ptr::null(),
+            images: std::ptr::null(),
+            num_images: 0,
         }
     }
 }
@@ -688,7 +728,12 @@ const _: () = {
     assert!(offset_of!(gannet_request_t, split_special_tokens) == 168);
     assert!(offset_of!(gannet_request_t, chat_json) == 176);
     assert!(offset_of!(gannet_request_t, reply_prefix) == 184);
-    assert!(size_of::<gannet_request_t>() == 192);
+    assert!(offset_of!(gannet_request_t, images) == 192);
+    assert!(offset_of!(gannet_request_t, num_images) == 200);
+    assert!(size_of::<gannet_request_t>() == 208);
+    assert!(offset_of!(gannet_image_t, data) == 8);
+    assert!(offset_of!(gannet_image_t, width) == 32);
+    assert!(size_of::<gannet_image_t>() == 40);
 
     assert!(offset_of!(gannet_event_t, r#type) == 4);
     assert!(offset_of!(gannet_event_t, request_id) == 8);
@@ -712,7 +757,8 @@ const _: () = {
     assert!(offset_of!(gannet_model_info_t, kv_bytes_per_token_full) == 248);
     assert!(offset_of!(gannet_model_info_t, weight_format) == 256);
     assert!(offset_of!(gannet_model_info_t, kept_plain) == 360);
-    assert!(size_of::<gannet_model_info_t>() == 488);
+    assert!(offset_of!(gannet_model_info_t, has_vision) == 488);
+    assert!(size_of::<gannet_model_info_t>() == 496);
 
     assert!(offset_of!(gannet_engine_stats_t, kv_pages_total) == 12);
     assert!(offset_of!(gannet_engine_stats_t, prefix_cache_hit_tokens) == 48);

@@ -66,7 +66,7 @@ fn rust_layout() -> BTreeMap<String, (i64, i64)> {
             num_full_kv_heads, head_dim, full_head_dim, num_experts, top_k_experts,
             kv_bytes_per_token_sliding, kv_bytes_per_token_full, weight_format,
             weight_bytes_attention, weight_bytes_mlp, weight_bytes_experts,
-            weight_bytes_embeddings, weight_bytes_other, kept_plain,
+            weight_bytes_embeddings, weight_bytes_other, kept_plain, has_vision, image_token_id,
         }
         gannet_chat_message_t { struct_size, role, content }
         gannet_request_t {
@@ -75,8 +75,10 @@ fn rust_layout() -> BTreeMap<String, (i64, i64)> {
             presence_penalty, frequency_penalty, seed_mode, seed, stop_token_ids,
             num_stop_token_ids, ignore_default_stop_tokens, stop_strings, num_stop_strings,
             logprobs, priority, deadline_ms, add_generation_prompt, enable_thinking,
-            disable_speculation, split_special_tokens, chat_json, reply_prefix,
+            disable_speculation, split_special_tokens, chat_json, reply_prefix, images,
+            num_images,
         }
+        gannet_image_t { struct_size, max_soft_tokens, data, size, rgb, width, height }
         gannet_event_t {
             struct_size, r#type, request_id, token_id, num_top_logprobs, text, text_len, logprob,
             finish_reason, top_token_ids, top_logprobs, status, num_prompt_tokens, message,
@@ -176,7 +178,7 @@ fn layout_matches_the_c_compiler() {
     }
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
     // Every struct of the header was compared (abi_sizes.c lists them all).
-    assert_eq!(c.keys().filter(|k| k.starts_with("size ")).count(), 10);
+    assert_eq!(c.keys().filter(|k| k.starts_with("size ")).count(), 11);
 }
 
 #[test]
@@ -219,7 +221,8 @@ fn pinned_offsets_of_layout_test() {
     assert_eq!(offset_of!(gannet_request_t, split_special_tokens), 168);
     assert_eq!(offset_of!(gannet_request_t, chat_json), 176);
     assert_eq!(offset_of!(gannet_request_t, reply_prefix), 184);
-    assert_eq!(size_of::<gannet_request_t>(), 192);
+    assert_eq!(size_of::<gannet_request_t>(), 208);
+    assert_eq!(size_of::<gannet_image_t>(), 40);
     assert_eq!(offset_of!(gannet_event_t, request_id), 8);
     assert_eq!(offset_of!(gannet_event_t, message), 72);
     assert_eq!(offset_of!(gannet_event_t, num_draft_tokens), 88);
@@ -228,7 +231,7 @@ fn pinned_offsets_of_layout_test() {
     assert_eq!(size_of::<gannet_event_t>(), 104);
     assert_eq!(offset_of!(gannet_model_info_t, weight_format), 256);
     assert_eq!(offset_of!(gannet_model_info_t, kept_plain), 360);
-    assert_eq!(size_of::<gannet_model_info_t>(), 488);
+    assert_eq!(size_of::<gannet_model_info_t>(), 496);
     assert_eq!(offset_of!(gannet_engine_stats_t, backend_fallback), 296);
     assert_eq!(
         offset_of!(gannet_engine_stats_t, num_speculative_tokens),
@@ -249,7 +252,8 @@ fn pinned_offsets_of_layout_test() {
 
 #[test]
 fn defaults_are_the_init_macros() {
-    assert_eq!(gannet_request_t::default().struct_size, 192);
+    assert_eq!(gannet_request_t::default().struct_size, 208);
+    assert_eq!(gannet_image_t::default().struct_size, 40);
     assert_eq!(gannet_request_t::default().split_special_tokens, 0);
     assert_eq!(gannet_request_t::default().seed_mode, GANNET_SEED_RANDOM);
     assert_eq!(gannet_request_t::default().disable_speculation, 0);
@@ -280,7 +284,7 @@ fn defaults_are_the_init_macros() {
     assert_eq!(gannet_engine_stats_t::default().struct_size, 648);
     assert_eq!(gannet_engine_stats_t::default().kv_cache_dtype, [0; 16]);
     assert_eq!(gannet_engine_stats_t::default().compute_dtype, [0; 8]);
-    assert_eq!(gannet_model_info_t::default().struct_size, 488);
+    assert_eq!(gannet_model_info_t::default().struct_size, 496);
     assert_eq!(gannet_tokenizer_info_t::default().struct_size, 32);
 }
 

@@ -475,6 +475,86 @@ struct Sampling {
     seed: Seed,
 }
 
+/// One image of a request ([`Request::image`]): encoded bytes (PNG, JPEG or WebP) or raw 8-bit
+/// RGB. The prompt marks where it goes: `<|image|>` in text or a message, the model's
+/// `image_token_id` in token ids; the k-th placeholder is the k-th image.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Image {
+    data: ImageData,
+    max_soft_tokens: i32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum ImageData {
+    Encoded(Vec<u8>),
+    Rgb {
+        pixels: Vec<u8>,
+        width: u32,
+        height: u32,
+    },
+}
+
+impl Image {
+    /// PNG, JPEG or WebP bytes (told apart by their signature).
+    pub fn encoded(bytes: impl Into<Vec<u8>>) -> Image {
+        Image {
+            data: ImageData::Encoded(bytes.into()),
+            max_soft_tokens: 0,
+        }
+    }
+    /// `width * height * 3` bytes of RGB, rows top down.
+    pub fn rgb(pixels: impl Into<Vec<u8>>, width: u32, height: u32) -> Image {
+        Image {
+            data: ImageData::Rgb {
+                pixels: pixels.into(),
+                width,
+                height,
+            },
+            max_soft_tokens: 0,
+        }
+    }
+    /// The image's soft-token budget: 70, 140, 280 (the default), 560 or 1120.
+    pub fn max_soft_tokens(mut self, n: u32) -> Self {
+        self.max_soft_tokens = clamp_i32(n);
+        self
+    }
+
+    /// The C view; points into `self`.
+    fn raw(&self) -> Result<sys::gannet_image_t> {
+        let mut raw = sys::gannet_image_t {
+            max_soft_tokens: self.max_soft_tokens,
+            ..Default::default()
+        };
+        match &self.data {
+            ImageData::Encoded(bytes) => {
+                raw.data = bytes.as_ptr();
+                raw.size = bytes.len();
+            }
+            ImageData::Rgb {
+                pixels,
+                width,
+                height,
+            } => {
+                // The library reads width * height * 3 bytes: a shorter buffer must not reach it.
+                let need = (*width as u64) * (*height as u64) * 3;
+                if pixels.len() as u64 != need {
+                    return Err(Error::new(
+                        Status::InvalidArgument,
+                        format!(
+                            "an RGB image of {width} x {height} needs {need} bytes, got {}",
+                            pixels.len()
+                        ),
+                    ));
+                }
+                raw.rgb = pixels.as_ptr();
+                raw.width = clamp_i32(*width);
+                raw.height = clamp_i32(*height);
+            }
+        }
+        Ok(raw)
+    }
+}
+
 /// A generation request: one prompt (token ids, text or chat messages) and its options. It
 /// owns its data and can be submitted any number of times. Greedy unless `temperature` is set;
 /// sampled requests are seeded randomly unless [`Request::seed`] or [`Request::seeding`] say
@@ -494,6 +574,7 @@ pub struct Request {
     generation_prompt: bool,
     thinking: bool,
     speculation: bool,
+    images: Vec<Image>,
 }
 
 fn clamp_i32(n: u32) -> i32 {
@@ -516,6 +597,7 @@ impl Request {
             generation_prompt: true,
             thinking: false,
             speculation: true,
+            images: Vec::new(),
         }
     }
 
@@ -629,6 +711,12 @@ impl Request {
         self
     }
 
+    /// Adds an image, for the prompt's next image placeholder (models with a vision tower).
+    pub fn image(mut self, image: Image) -> Self {
+        self.images.push(image);
+        self
+    }
+
     /// Validates this request as submit would, without an engine (`gannet_request_check`):
     /// against a model's info when given (token ids against the vocabulary, text needs a
     /// tokenizer), else only the checks that need no model.
@@ -704,6 +792,15 @@ impl Request {
         if !stop_ptrs.is_empty() {
             raw.stop_strings = stop_ptrs.as_ptr();
             raw.num_stop_strings = stop_ptrs.len();
+        }
+        let images = self
+            .images
+            .iter()
+            .map(Image::raw)
+            .collect::<Result<Vec<_>>>()?;
+        if !images.is_empty() {
+            raw.images = images.as_ptr();
+            raw.num_images = images.len();
         }
         Ok(f(&raw))
     }

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use gannet::{
-    Engine, EventKind, FinishReason, LogLevel, Message, Request, Seed, Status, Tokenizer, TpId,
+    Engine, EventKind, FinishReason, Image, LogLevel, Message, Request, Seed, Status, Tokenizer,
+    TpId,
 };
 
 fn tiny(variant: &str) -> PathBuf {
@@ -521,3 +522,37 @@ fn speculative_decoding_with_the_assistant() {
         .unwrap_err();
     assert_eq!(err.status(), Status::InvalidArgument, "{err}");
 }
+
+/// An image in a chat message gives HF's greedy tokens (tests/data/golden/mm-api.json, written by
+/// tools/golden/mm_api_golden.py); a truncated one is refused naming it.
+#[test]
+fn an_image_in_a_chat_answers_as_hf() {
+    let data = tiny("mm-api").join("../..");
+    let png = std::fs::read(data.join("images/palette_50x30.png")).unwrap();
+    let engine = engine("mm-api");
+    let chat = |image: Image| {
+        Request::chat([Message::user("<|image|>What is in this picture?")])
+            .image(image.max_soft_tokens(70))
+            .max_tokens(16)
+            .ignore_default_stop_tokens(true)
+    };
+    let done = engine
+        .stream(&chat(Image::encoded(png.clone())))
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(
+        done.tokens,
+        [476, 73, 490, 461, 461, 429, 369, 392, 418, 413, 369, 272, 424, 484, 57, 57]
+    );
+    assert_eq!(done.usage.prompt_tokens, 102);
+    let err = engine
+        .stream(&chat(Image::encoded(png[..100].to_vec())))
+        .err()
+        .expect("a truncated PNG is refused");
+    assert_eq!(err.status(), Status::InvalidArgument);
+    assert!(err.message().contains("images[0]"), "{}", err.message());
+    let short = chat(Image::rgb(vec![0u8; 5], 2, 2)).check(None).unwrap_err();
+    assert_eq!(short.status(), Status::InvalidArgument);
+}
+
