@@ -87,7 +87,7 @@ TEST(ApiRequestTest, ImageUrlDataUrlsBecomeImages) {
   const auto image_part = [](const std::string& part) {
     return R"({"messages": [{"role": "user", "content": [)" + part + "]}]}";
   };
-  for (const std::string& bad :
+  for (const char* bad :
        {R"({"type": "image_url", "image_url": {"url": "https://example.com/a.png"}})",
         R"({"type": "image_url", "image_url": {"url": "data:image/png,rawbytes"}})",
         R"({"type": "image_url", "image_url": {"url": "data:image/png;base64,@@@@"}})",
